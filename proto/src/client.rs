@@ -1,0 +1,302 @@
+//! The typed client: one cheap-to-clone handle over a tonic channel.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status};
+
+use crate::v1::history_client::HistoryClient;
+use crate::v1::tasks_client::TasksClient;
+use crate::v1::*;
+
+/// Errors a client call can end in, by what the caller can do about them.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server address is not a valid URL.
+    #[error("invalid server address {url:?}: {reason}")]
+    BadAddress { url: String, reason: String },
+    /// The server could not be reached (after retries).
+    #[error("server unavailable at {url}: {message}")]
+    Unavailable { url: String, message: String },
+    /// The request was wrong; the message names the field.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("already exists: {0}")]
+    AlreadyExists(String),
+    /// A stale lease or an illegal state change.
+    #[error("failed precondition: {0}")]
+    FailedPrecondition(String),
+    #[error("permission denied: {0}")]
+    PermissionDenied(String),
+    #[error("resource exhausted: {0}")]
+    ResourceExhausted(String),
+    #[error("deadline exceeded: {0}")]
+    DeadlineExceeded(String),
+    /// Any other status.
+    #[error("{code:?}: {message}")]
+    Other { code: Code, message: String },
+}
+
+impl ClientError {
+    /// The gRPC code this error came from, where there was one.
+    pub fn code(&self) -> Option<Code> {
+        Some(match self {
+            Self::BadAddress { .. } => return None,
+            Self::Unavailable { .. } => Code::Unavailable,
+            Self::InvalidArgument(_) => Code::InvalidArgument,
+            Self::NotFound(_) => Code::NotFound,
+            Self::AlreadyExists(_) => Code::AlreadyExists,
+            Self::FailedPrecondition(_) => Code::FailedPrecondition,
+            Self::PermissionDenied(_) => Code::PermissionDenied,
+            Self::ResourceExhausted(_) => Code::ResourceExhausted,
+            Self::DeadlineExceeded(_) => Code::DeadlineExceeded,
+            Self::Other { code, .. } => *code,
+        })
+    }
+
+    fn from_status(url: &str, status: Status) -> Self {
+        let message = status.message().to_string();
+        match status.code() {
+            Code::Unavailable => Self::Unavailable { url: url.to_string(), message },
+            Code::InvalidArgument => Self::InvalidArgument(message),
+            Code::NotFound => Self::NotFound(message),
+            Code::AlreadyExists => Self::AlreadyExists(message),
+            Code::FailedPrecondition => Self::FailedPrecondition(message),
+            Code::PermissionDenied | Code::Unauthenticated => Self::PermissionDenied(message),
+            Code::ResourceExhausted => Self::ResourceExhausted(message),
+            Code::DeadlineExceeded => Self::DeadlineExceeded(message),
+            code => Self::Other { code, message },
+        }
+    }
+}
+
+/// How the client connects and retries.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    /// Time allowed to establish the connection.
+    pub connect_timeout: Duration,
+    /// Deadline of one ordinary call (long polls add their own wait to it).
+    pub request_timeout: Duration,
+    /// How many times a call that met `UNAVAILABLE` is tried in all.
+    pub max_attempts: u32,
+    /// First pause between attempts; doubles each time, capped at 2 s.
+    pub initial_backoff: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+            max_attempts: 8,
+            initial_backoff: Duration::from_millis(50),
+        }
+    }
+}
+
+/// A connection to a Railyard server. Clone it freely: clones share the channel.
+#[derive(Clone)]
+pub struct Client {
+    url: String,
+    channel: Channel,
+    opts: ConnectOptions,
+}
+
+impl Client {
+    /// Connects lazily to `url` with default options; the first call dials.
+    pub async fn connect(url: &str) -> Result<Self, ClientError> {
+        Self::connect_with(url, ConnectOptions::default()).await
+    }
+
+    /// Connects lazily to `url`; unreachable servers surface on the first call,
+    /// after the retries of [`ConnectOptions::max_attempts`].
+    pub async fn connect_with(url: &str, opts: ConnectOptions) -> Result<Self, ClientError> {
+        let bad = |reason: String| ClientError::BadAddress { url: url.to_string(), reason };
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(bad("expected a URL such as http://127.0.0.1:7400".into()));
+        }
+        let endpoint = Endpoint::from_shared(url.to_string())
+            .map_err(|e| bad(e.to_string()))?
+            .connect_timeout(opts.connect_timeout)
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(Duration::from_secs(20))
+            .keep_alive_while_idle(true);
+        Ok(Self { url: url.to_string(), channel: endpoint.connect_lazy(), opts })
+    }
+
+    /// The server URL this client talks to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn history(&self) -> HistoryClient<Channel> {
+        HistoryClient::new(self.channel.clone()).max_decoding_message_size(64 << 20)
+    }
+
+    fn tasks(&self) -> TasksClient<Channel> {
+        TasksClient::new(self.channel.clone()).max_decoding_message_size(64 << 20)
+    }
+
+    /// Runs `call`, retrying on `UNAVAILABLE` with exponential backoff.
+    /// Every call this is used for is safe to repeat: starts and signals carry a
+    /// request id, reads are reads, and a repeated completion is refused unchanged.
+    async fn retrying<T, F, Fut>(&self, extra: Duration, mut call: F) -> Result<T, ClientError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let mut backoff = self.opts.initial_backoff;
+        let mut attempt = 1;
+        loop {
+            let deadline = self.opts.request_timeout + extra;
+            let outcome = match tokio::time::timeout(deadline, call()).await {
+                Ok(r) => r,
+                Err(_) => Err(Status::deadline_exceeded(format!("no answer within {deadline:?}"))),
+            };
+            match outcome {
+                Ok(resp) => return Ok(resp.into_inner()),
+                Err(status) if status.code() == Code::Unavailable && attempt < self.opts.max_attempts => {
+                    tracing::debug!(attempt, error = %status.message(), "server unavailable; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    attempt += 1;
+                }
+                Err(status) => return Err(ClientError::from_status(&self.url, status)),
+            }
+        }
+    }
+
+    /// Starts a run of `workflow_id` and returns its run id. A request id is generated,
+    /// so retries inside this call never start two runs.
+    pub async fn start_run(
+        &self,
+        namespace: &str,
+        workflow_id: &str,
+        goal: &str,
+        context: HashMap<String, String>,
+    ) -> Result<String, ClientError> {
+        let req = StartRunRequest {
+            namespace: namespace.into(),
+            workflow_id: workflow_id.into(),
+            goal: goal.into(),
+            context,
+            ..Default::default()
+        };
+        Ok(self.start_run_with(req).await?.run_id)
+    }
+
+    /// Starts a run from a full request; fills in a request id when it has none.
+    pub async fn start_run_with(&self, mut req: StartRunRequest) -> Result<StartRunResponse, ClientError> {
+        if req.request_id.is_empty() {
+            req.request_id = uuid::Uuid::new_v4().to_string();
+        }
+        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.history(), req.clone()); async move { c.start_run(r).await } }).await
+    }
+
+    pub async fn describe_run(&self, namespace: &str, run_id: &str) -> Result<DescribeRunResponse, ClientError> {
+        let req = DescribeRunRequest { namespace: namespace.into(), run_id: run_id.into() };
+        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.history(), req.clone()); async move { c.describe_run(r).await } }).await
+    }
+
+    pub async fn get_history(&self, req: GetHistoryRequest) -> Result<GetHistoryResponse, ClientError> {
+        let wait = Duration::from_millis(req.wait_timeout_ms.into());
+        self.retrying(wait, || { let (mut c, r) = (self.history(), req.clone()); async move { c.get_history(r).await } }).await
+    }
+
+    /// Every event of a run, following pages.
+    pub async fn full_history(&self, namespace: &str, run_id: &str) -> Result<Vec<HistoryEvent>, ClientError> {
+        let mut events = Vec::new();
+        let mut from = 1;
+        loop {
+            let page = self
+                .get_history(GetHistoryRequest {
+                    namespace: namespace.into(),
+                    run_id: run_id.into(),
+                    from_event_id: from,
+                    ..Default::default()
+                })
+                .await?;
+            if page.events.is_empty() {
+                return Ok(events);
+            }
+            from = page.next_event_id.max(from + page.events.len() as u64);
+            events.extend(page.events);
+        }
+    }
+
+    /// A live stream of a run's events from `from_event_id`; it ends when the run closes.
+    pub async fn watch_run(
+        &self,
+        namespace: &str,
+        run_id: &str,
+        from_event_id: u64,
+    ) -> Result<tonic::Streaming<HistoryEvent>, ClientError> {
+        let req = WatchRunRequest { namespace: namespace.into(), run_id: run_id.into(), from_event_id };
+        self.history()
+            .watch_run(req)
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| ClientError::from_status(&self.url, s))
+    }
+
+    pub async fn list_runs(&self, req: ListRunsRequest) -> Result<ListRunsResponse, ClientError> {
+        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.history(), req.clone()); async move { c.list_runs(r).await } }).await
+    }
+
+    pub async fn signal_run(&self, mut req: SignalRunRequest) -> Result<(), ClientError> {
+        if req.request_id.is_empty() {
+            req.request_id = uuid::Uuid::new_v4().to_string();
+        }
+        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.history(), req.clone()); async move { c.signal_run(r).await } }).await.map(|_| ())
+    }
+
+    pub async fn cancel_run(&self, req: CancelRunRequest) -> Result<(), ClientError> {
+        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.history(), req.clone()); async move { c.cancel_run(r).await } }).await.map(|_| ())
+    }
+
+    pub async fn terminate_run(&self, req: TerminateRunRequest) -> Result<(), ClientError> {
+        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.history(), req.clone()); async move { c.terminate_run(r).await } }).await.map(|_| ())
+    }
+
+    pub async fn list_workflows(&self, namespace: &str) -> Result<ListWorkflowsResponse, ClientError> {
+        let req = ListWorkflowsRequest { namespace: namespace.into() };
+        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.history(), req.clone()); async move { c.list_workflows(r).await } }).await
+    }
+
+    pub async fn get_session_tree(&self, namespace: &str, run_id: &str) -> Result<GetSessionTreeResponse, ClientError> {
+        let req = GetSessionTreeRequest { namespace: namespace.into(), run_id: run_id.into() };
+        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.history(), req.clone()); async move { c.get_session_tree(r).await } }).await
+    }
+
+    pub async fn poll_step_task(&self, req: PollStepTaskRequest) -> Result<Option<StepTask>, ClientError> {
+        let wait = Duration::from_millis(req.wait_timeout_ms.into());
+        Ok(self.retrying(wait, || { let (mut c, r) = (self.tasks(), req.clone()); async move { c.poll_step_task(r).await } }).await?.task)
+    }
+
+    pub async fn heartbeat_step_task(
+        &self,
+        req: HeartbeatStepTaskRequest,
+    ) -> Result<HeartbeatStepTaskResponse, ClientError> {
+        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.tasks(), req.clone()); async move { c.heartbeat_step_task(r).await } }).await
+    }
+
+    pub async fn complete_step_task(&self, req: CompleteStepTaskRequest) -> Result<(), ClientError> {
+        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.tasks(), req.clone()); async move { c.complete_step_task(r).await } }).await.map(|_| ())
+    }
+
+    pub async fn fail_step_task(&self, req: FailStepTaskRequest) -> Result<FailStepTaskResponse, ClientError> {
+        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.tasks(), req.clone()); async move { c.fail_step_task(r).await } }).await
+    }
+
+    pub async fn describe_task_queue(
+        &self,
+        namespace: &str,
+        task_queue: &str,
+    ) -> Result<DescribeTaskQueueResponse, ClientError> {
+        let req = DescribeTaskQueueRequest { namespace: namespace.into(), task_queue: task_queue.into() };
+        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.tasks(), req.clone()); async move { c.describe_task_queue(r).await } }).await
+    }
+}

@@ -1,0 +1,78 @@
+//! Railyard's wire surface (`railyard.v1`) and a typed Rust client SDK.
+//!
+//! - [`v1`]: the generated message types and the `History` / `Tasks` service stubs.
+//! - [`Client`]: connects with timeouts, retries idempotent calls on `UNAVAILABLE`,
+//!   and maps gRPC statuses to [`ClientError`].
+//! - [`StepWorker`]: the small poll / heartbeat / complete / fail helper that the CLI,
+//!   the worker and the tests use to play worker.
+//!
+//! ```no_run
+//! use railyard_proto::{Client, StepWorker, Completion};
+//!
+//! # async fn demo() -> Result<(), railyard_proto::ClientError> {
+//! let client = Client::connect("http://127.0.0.1:7400").await?;
+//! let run = client.start_run("default", "demo", "write a haiku", Default::default()).await?;
+//! println!("started {run}");
+//!
+//! let worker = StepWorker::new(client, "default", "default", "my-worker");
+//! if let Some(task) = worker.poll(std::time::Duration::from_secs(5)).await? {
+//!     println!("step {} of run {}: {}", task.step_id, task.run_id, task.prompt);
+//!     worker.complete(&task.task_token, Completion::notes("done")).await?;
+//! }
+//! # Ok(()) }
+//! ```
+
+mod client;
+mod step_worker;
+
+pub use client::{Client, ClientError, ConnectOptions};
+pub use step_worker::{Completion, Failure, StepWorker};
+
+/// Generated `railyard.v1` types and service stubs.
+pub mod v1 {
+    #![allow(missing_docs, clippy::all)]
+    tonic::include_proto!("railyard.v1");
+
+    /// Encoded file descriptor set, for the gRPC reflection service.
+    pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("railyard_descriptor");
+}
+
+/// The namespace that exists from the start.
+pub const DEFAULT_NAMESPACE: &str = "default";
+/// The default gRPC address of `railyard server` (and of client commands).
+pub const DEFAULT_SERVER_URL: &str = "http://127.0.0.1:7400";
+
+impl v1::RunStatus {
+    /// The short name people type and read (`RUNNING`, `COMPLETED` ...).
+    pub fn short_name(self) -> &'static str {
+        match self {
+            Self::Unspecified => "UNSPECIFIED",
+            Self::Running => "RUNNING",
+            Self::Completed => "COMPLETED",
+            Self::Failed => "FAILED",
+            Self::Canceled => "CANCELED",
+            Self::Terminated => "TERMINATED",
+            Self::TimedOut => "TIMED_OUT",
+        }
+    }
+
+    /// Parses a short name, case-insensitively.
+    pub fn from_short_name(name: &str) -> Option<Self> {
+        let upper = name.to_ascii_uppercase();
+        [
+            Self::Running,
+            Self::Completed,
+            Self::Failed,
+            Self::Canceled,
+            Self::Terminated,
+            Self::TimedOut,
+        ]
+        .into_iter()
+        .find(|s| s.short_name() == upper)
+    }
+
+    /// Whether a run in this status can still change.
+    pub fn is_open(self) -> bool {
+        matches!(self, Self::Running)
+    }
+}

@@ -1,0 +1,121 @@
+//! Playing worker: poll a queue, heartbeat, complete or fail the leased step.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use crate::v1::*;
+use crate::{Client, ClientError};
+
+/// What a worker reports when a step is done.
+#[derive(Debug, Clone, Default)]
+pub struct Completion {
+    pub notes: String,
+    pub artifacts: Vec<String>,
+    pub context_updates: HashMap<String, String>,
+}
+
+impl Completion {
+    /// A completion with notes only.
+    pub fn notes(notes: impl Into<String>) -> Self {
+        Self { notes: notes.into(), ..Default::default() }
+    }
+}
+
+/// What a worker reports when a step failed.
+#[derive(Debug, Clone, Default)]
+pub struct Failure {
+    /// Matched against the step's non-retryable error types.
+    pub error_type: String,
+    pub message: String,
+    /// Fail without further attempts.
+    pub non_retryable: bool,
+    /// Handed to the next attempt.
+    pub checkpoint: Vec<u8>,
+}
+
+/// A worker's view of one task queue.
+#[derive(Clone)]
+pub struct StepWorker {
+    client: Client,
+    namespace: String,
+    queue: String,
+    identity: String,
+}
+
+impl StepWorker {
+    pub fn new(client: Client, namespace: &str, queue: &str, identity: &str) -> Self {
+        Self { client, namespace: namespace.into(), queue: queue.into(), identity: identity.into() }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// Long-polls for a step; `None` when `wait` passed with nothing to do.
+    pub async fn poll(&self, wait: Duration) -> Result<Option<StepTask>, ClientError> {
+        self.client
+            .poll_step_task(PollStepTaskRequest {
+                namespace: self.namespace.clone(),
+                task_queue: self.queue.clone(),
+                identity: self.identity.clone(),
+                wait_timeout_ms: u32::try_from(wait.as_millis()).unwrap_or(u32::MAX),
+            })
+            .await
+    }
+
+    /// Extends the lease and stores `checkpoint` (when non-empty); returns pending
+    /// signals and whether cancellation was requested.
+    pub async fn heartbeat(
+        &self,
+        task_token: &str,
+        checkpoint: Vec<u8>,
+        notes: Vec<CoordinatorNote>,
+        acked_signal_event_id: u64,
+    ) -> Result<HeartbeatStepTaskResponse, ClientError> {
+        self.client
+            .heartbeat_step_task(HeartbeatStepTaskRequest {
+                task_token: task_token.into(),
+                checkpoint,
+                identity: self.identity.clone(),
+                notes,
+                acked_signal_event_id,
+            })
+            .await
+    }
+
+    pub async fn complete(&self, task_token: &str, completion: Completion) -> Result<(), ClientError> {
+        self.client
+            .complete_step_task(CompleteStepTaskRequest {
+                task_token: task_token.into(),
+                notes: completion.notes,
+                artifacts: completion.artifacts,
+                context_updates: completion.context_updates,
+                identity: self.identity.clone(),
+            })
+            .await
+    }
+
+    /// Reports a failure; returns whether the server scheduled another attempt.
+    pub async fn fail(&self, task_token: &str, failure: Failure) -> Result<bool, ClientError> {
+        Ok(self
+            .client
+            .fail_step_task(FailStepTaskRequest {
+                task_token: task_token.into(),
+                error_type: failure.error_type,
+                message: failure.message,
+                non_retryable: failure.non_retryable,
+                identity: self.identity.clone(),
+                checkpoint: failure.checkpoint,
+            })
+            .await?
+            .will_retry)
+    }
+}
