@@ -1,5 +1,11 @@
 //! Railyard history server.
 
+pub mod clock;
+pub mod error;
+pub mod model;
+pub mod token;
+pub mod workflow;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 

@@ -1,0 +1,625 @@
+//! The state machine of a run: its state row, its events, and every legal
+//! transition. Pure: no storage, no clock, no I/O. Each transition appends numbered
+//! events and effects to an [`Out`]; the store writes both in the same transaction
+//! as the new state, so history and state never disagree.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Millis;
+use crate::error::ApiError;
+use crate::token::TokenClaims;
+use crate::workflow::WorkflowDef;
+
+/// Where a run is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RunStatus {
+    Running,
+    Completed,
+    Failed,
+    Canceled,
+    Terminated,
+    TimedOut,
+}
+
+impl RunStatus {
+    pub fn is_open(self) -> bool {
+        self == Self::Running
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Running => "RUNNING",
+            Self::Completed => "COMPLETED",
+            Self::Failed => "FAILED",
+            Self::Canceled => "CANCELED",
+            Self::Terminated => "TERMINATED",
+            Self::TimedOut => "TIMED_OUT",
+        }
+    }
+}
+
+/// Which deadline a lease missed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TimeoutKind {
+    StartToClose,
+    Heartbeat,
+}
+
+/// What happened, as recorded in history. Serialized adjacently tagged:
+/// `{"type": "StepStarted", "attributes": {...}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "attributes", rename_all_fields = "camelCase")]
+pub enum EventKind {
+    RunStarted {
+        workflow_id: String,
+        definition: WorkflowDef,
+        goal: String,
+        context: BTreeMap<String, String>,
+        request_id: String,
+        parent_run_id: String,
+        callback_url: String,
+    },
+    StepScheduled { step_id: String, step_index: usize, attempt: u32, task_queue: String },
+    StepStarted { step_id: String, attempt: u32, worker: String, lease: u64 },
+    StepCompleted {
+        step_id: String,
+        attempt: u32,
+        notes: String,
+        artifacts: Vec<String>,
+        context_updates: BTreeMap<String, String>,
+    },
+    StepFailed {
+        step_id: String,
+        attempt: u32,
+        error_type: String,
+        message: String,
+        will_retry: bool,
+        next_attempt_at_ms: Option<Millis>,
+    },
+    StepTimedOut {
+        step_id: String,
+        attempt: u32,
+        timeout: TimeoutKind,
+        will_retry: bool,
+        next_attempt_at_ms: Option<Millis>,
+    },
+    SignalReceived { name: String, payload_json: String },
+    /// A note from the agent to its coordinator; it does not advance the step.
+    CoordinatorNote { step_id: String, attempt: u32, kind: String, message: String },
+    CancelRequested { reason: String },
+    RunCompleted { context: BTreeMap<String, String> },
+    RunFailed { reason: String },
+    RunCanceled { reason: String },
+    RunTerminated { reason: String },
+}
+
+impl EventKind {
+    /// The event type name, e.g. `"StepStarted"`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::RunStarted { .. } => "RunStarted",
+            Self::StepScheduled { .. } => "StepScheduled",
+            Self::StepStarted { .. } => "StepStarted",
+            Self::StepCompleted { .. } => "StepCompleted",
+            Self::StepFailed { .. } => "StepFailed",
+            Self::StepTimedOut { .. } => "StepTimedOut",
+            Self::SignalReceived { .. } => "SignalReceived",
+            Self::CoordinatorNote { .. } => "CoordinatorNote",
+            Self::CancelRequested { .. } => "CancelRequested",
+            Self::RunCompleted { .. } => "RunCompleted",
+            Self::RunFailed { .. } => "RunFailed",
+            Self::RunCanceled { .. } => "RunCanceled",
+            Self::RunTerminated { .. } => "RunTerminated",
+        }
+    }
+}
+
+/// One numbered history entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub id: u64,
+    pub time_ms: Millis,
+    pub identity: String,
+    pub kind: EventKind,
+}
+
+/// The lease of the step attempt in flight.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lease {
+    pub seq: u64,
+    pub worker: String,
+    pub started_ms: Millis,
+    pub close_deadline_ms: Millis,
+    pub heartbeat_timeout_ms: Option<Millis>,
+    pub heartbeat_deadline_ms: Option<Millis>,
+}
+
+impl Lease {
+    /// The earlier of the two deadlines, and which one it is.
+    pub fn next_deadline(&self) -> (Millis, TimeoutKind) {
+        match self.heartbeat_deadline_ms {
+            Some(hb) if hb < self.close_deadline_ms => (hb, TimeoutKind::Heartbeat),
+            _ => (self.close_deadline_ms, TimeoutKind::StartToClose),
+        }
+    }
+}
+
+/// Where the current step is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Phase {
+    /// Waiting in a task queue as task `task_seq`.
+    Scheduled { queue: String, task_seq: u64 },
+    /// Leased to a worker.
+    Started(Lease),
+    /// Waiting for the retry backoff to pass.
+    BackingOff { until_ms: Millis },
+    /// The run is closed.
+    Closed,
+}
+
+/// Per-step record, for describing a run and for later steps' prompts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub state: String,
+    pub attempt: u32,
+    pub notes: String,
+    pub artifacts: Vec<String>,
+    pub worker: String,
+    pub last_failure: String,
+}
+
+/// A signal recorded in history that the worker has not yet acknowledged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingSignal {
+    pub event_id: u64,
+    pub name: String,
+    pub payload_json: String,
+}
+
+/// The state row of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    pub namespace: String,
+    pub run_id: String,
+    pub workflow_id: String,
+    pub definition: WorkflowDef,
+    pub status: RunStatus,
+    pub goal: String,
+    pub context: BTreeMap<String, String>,
+    pub parent_run_id: String,
+    pub request_id: String,
+    pub callback_url: String,
+    pub start_ms: Millis,
+    pub close_ms: Option<Millis>,
+    pub last_event_id: u64,
+    pub current_step: usize,
+    pub phase: Phase,
+    pub steps: Vec<StepRecord>,
+    pub lease_counter: u64,
+    pub cancel_requested: bool,
+    pub failure: String,
+    pub pending_signals: Vec<PendingSignal>,
+}
+
+/// Work for the store besides writing events and the state row.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Add a ready task row (and, after commit, hand it to matching).
+    EnqueueTask { queue: String, task_seq: u64 },
+    /// Remove a ready task row that is no longer wanted.
+    RemoveTask { queue: String, task_seq: u64 },
+    /// Fire `timer` at `due_ms`.
+    Timer { due_ms: Millis, timer: Timer },
+    SaveCheckpoint(Vec<u8>),
+    ClearCheckpoint,
+}
+
+/// What a durable timer does when it fires. Stale timers (their lease or attempt
+/// has moved on) do nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Timer {
+    LeaseCheck { namespace: String, run_id: String, lease: u64 },
+    Backoff { namespace: String, run_id: String, step_index: usize, attempt: u32 },
+}
+
+/// Parameters of a new run, checked by the caller.
+#[derive(Debug, Clone, Default)]
+pub struct StartParams {
+    pub namespace: String,
+    pub run_id: String,
+    pub goal: String,
+    pub context: BTreeMap<String, String>,
+    pub request_id: String,
+    pub parent_run_id: String,
+    pub callback_url: String,
+    pub identity: String,
+}
+
+/// Collects a transition's events and effects. `next_seq` hands out task and
+/// timer sequence numbers, shared by every run.
+pub struct Out<'a> {
+    pub now: Millis,
+    pub next_seq: &'a mut u64,
+    pub events: Vec<Event>,
+    pub effects: Vec<Effect>,
+}
+
+impl<'a> Out<'a> {
+    pub fn new(now: Millis, next_seq: &'a mut u64) -> Self {
+        Self { now, next_seq, events: Vec::new(), effects: Vec::new() }
+    }
+
+    fn seq(&mut self) -> u64 {
+        *self.next_seq += 1;
+        *self.next_seq
+    }
+}
+
+/// A worker's report that a step failed.
+#[derive(Debug, Clone, Default)]
+pub struct StepFailure {
+    pub error_type: String,
+    pub message: String,
+    pub non_retryable: bool,
+    pub checkpoint: Vec<u8>,
+}
+
+/// Error type a worker uses to report that it stopped a step because the run's
+/// cancellation was requested.
+pub const CANCELED_ERROR_TYPE: &str = "canceled";
+
+impl RunState {
+    /// A new run: `RunStarted`, then its first step scheduled.
+    pub fn start(p: StartParams, definition: WorkflowDef, out: &mut Out) -> Self {
+        let steps = vec![StepRecord { state: "PENDING".into(), ..Default::default() }; definition.steps.len()];
+        let mut run = Self {
+            namespace: p.namespace,
+            run_id: p.run_id,
+            workflow_id: definition.id.clone(),
+            definition: definition.clone(),
+            status: RunStatus::Running,
+            goal: p.goal.clone(),
+            context: p.context.clone(),
+            parent_run_id: p.parent_run_id.clone(),
+            request_id: p.request_id.clone(),
+            callback_url: p.callback_url.clone(),
+            start_ms: out.now,
+            close_ms: None,
+            last_event_id: 0,
+            current_step: 0,
+            phase: Phase::BackingOff { until_ms: out.now },
+            steps,
+            lease_counter: 0,
+            cancel_requested: false,
+            failure: String::new(),
+            pending_signals: Vec::new(),
+        };
+        run.push(
+            out,
+            &p.identity,
+            EventKind::RunStarted {
+                workflow_id: definition.id.clone(),
+                definition,
+                goal: p.goal,
+                context: p.context,
+                request_id: p.request_id,
+                parent_run_id: p.parent_run_id,
+                callback_url: p.callback_url,
+            },
+        );
+        run.schedule(0, 1, out);
+        run
+    }
+
+    fn push(&mut self, out: &mut Out, identity: &str, kind: EventKind) {
+        self.last_event_id += 1;
+        out.events.push(Event { id: self.last_event_id, time_ms: out.now, identity: identity.to_string(), kind });
+    }
+
+    fn step_id(&self) -> String {
+        self.definition.steps.get(self.current_step).map(|s| s.id.clone()).unwrap_or_default()
+    }
+
+    fn attempt(&self) -> u32 {
+        self.steps.get(self.current_step).map(|s| s.attempt).unwrap_or(0)
+    }
+
+    fn schedule(&mut self, index: usize, attempt: u32, out: &mut Out) {
+        let Some(step) = self.definition.steps.get(index) else { return };
+        let queue = step.queue(&self.definition).to_string();
+        let step_id = step.id.clone();
+        let task_seq = out.seq();
+        self.current_step = index;
+        self.phase = Phase::Scheduled { queue: queue.clone(), task_seq };
+        let rec = &mut self.steps[index];
+        rec.state = "SCHEDULED".into();
+        rec.attempt = attempt;
+        self.push(out, "server", EventKind::StepScheduled { step_id, step_index: index, attempt, task_queue: queue.clone() });
+        out.effects.push(Effect::EnqueueTask { queue, task_seq });
+    }
+
+    fn close(&mut self, status: RunStatus, out: &mut Out, identity: &str, kind: EventKind) {
+        if let Phase::Scheduled { queue, task_seq } = &self.phase {
+            out.effects.push(Effect::RemoveTask { queue: queue.clone(), task_seq: *task_seq });
+        }
+        self.status = status;
+        self.phase = Phase::Closed;
+        self.close_ms = Some(out.now);
+        self.pending_signals.clear();
+        out.effects.push(Effect::ClearCheckpoint);
+        self.push(out, identity, kind);
+    }
+
+    fn require_open(&self, what: &str) -> Result<(), ApiError> {
+        if self.status.is_open() {
+            Ok(())
+        } else {
+            Err(ApiError::FailedPrecondition(format!(
+                "run {} is {}; cannot {what}",
+                self.run_id,
+                self.status.name()
+            )))
+        }
+    }
+
+    /// Leases ready task `task_seq` to `worker`. Fails when the task is stale (the run
+    /// moved on since it was queued); the caller then takes the next task.
+    pub fn lease(&mut self, task_seq: u64, worker: &str, out: &mut Out) -> Result<Lease, ApiError> {
+        let stale = || ApiError::FailedPrecondition(format!("task {task_seq} is no longer ready"));
+        self.require_open("lease a step").map_err(|_| stale())?;
+        let Phase::Scheduled { queue, task_seq: current } = &self.phase else { return Err(stale()) };
+        if *current != task_seq {
+            return Err(stale());
+        }
+        out.effects.push(Effect::RemoveTask { queue: queue.clone(), task_seq });
+        let step = &self.definition.steps[self.current_step];
+        self.lease_counter += 1;
+        let hb = step.heartbeat_timeout_ms();
+        let lease = Lease {
+            seq: self.lease_counter,
+            worker: worker.to_string(),
+            started_ms: out.now,
+            close_deadline_ms: out.now + step.timeout_ms(),
+            heartbeat_timeout_ms: hb,
+            heartbeat_deadline_ms: hb.map(|t| out.now + t),
+        };
+        let (due_ms, _) = lease.next_deadline();
+        out.effects.push(Effect::Timer {
+            due_ms,
+            timer: Timer::LeaseCheck { namespace: self.namespace.clone(), run_id: self.run_id.clone(), lease: lease.seq },
+        });
+        let (step_id, attempt) = (self.step_id(), self.attempt());
+        let rec = &mut self.steps[self.current_step];
+        rec.state = "STARTED".into();
+        rec.worker = worker.to_string();
+        self.phase = Phase::Started(lease.clone());
+        self.push(out, worker, EventKind::StepStarted { step_id, attempt, worker: worker.into(), lease: lease.seq });
+        Ok(lease)
+    }
+
+    /// The lease a token stands for, if it is still the current one.
+    pub fn check_lease(&self, claims: &TokenClaims) -> Result<&Lease, ApiError> {
+        self.require_open("accept a step report")?;
+        let current = match &self.phase {
+            Phase::Started(lease) => lease,
+            _ => {
+                return Err(ApiError::FailedPrecondition(format!(
+                    "lease {} of step {:?} attempt {} is no longer current: the step is not leased now",
+                    claims.lease, claims.step, claims.attempt
+                )));
+            }
+        };
+        if current.seq != claims.lease || claims.step != self.step_id() || claims.attempt != self.attempt() {
+            return Err(ApiError::FailedPrecondition(format!(
+                "lease {} of step {:?} attempt {} is no longer current (current: lease {} of step {:?} attempt {})",
+                claims.lease,
+                claims.step,
+                claims.attempt,
+                current.seq,
+                self.step_id(),
+                self.attempt()
+            )));
+        }
+        Ok(current)
+    }
+
+    /// Extends the heartbeat deadline, stores the checkpoint, records notes, drops
+    /// signals up to `acked`. Returns the signals still pending.
+    pub fn heartbeat(
+        &mut self,
+        claims: &TokenClaims,
+        identity: &str,
+        checkpoint: Vec<u8>,
+        notes: Vec<(String, String)>,
+        acked: u64,
+        out: &mut Out,
+    ) -> Result<Vec<PendingSignal>, ApiError> {
+        self.check_lease(claims)?;
+        if let Phase::Started(lease) = &mut self.phase
+            && let Some(t) = lease.heartbeat_timeout_ms
+        {
+            lease.heartbeat_deadline_ms = Some(out.now + t);
+        }
+        if !checkpoint.is_empty() {
+            out.effects.push(Effect::SaveCheckpoint(checkpoint));
+        }
+        for (kind, message) in notes {
+            let (step_id, attempt) = (self.step_id(), self.attempt());
+            self.push(out, identity, EventKind::CoordinatorNote { step_id, attempt, kind, message });
+        }
+        self.pending_signals.retain(|s| s.event_id > acked);
+        Ok(self.pending_signals.clone())
+    }
+
+    /// Records the step's result and moves on: the next step, or the run completes.
+    pub fn complete(
+        &mut self,
+        claims: &TokenClaims,
+        identity: &str,
+        notes: String,
+        artifacts: Vec<String>,
+        context_updates: BTreeMap<String, String>,
+        out: &mut Out,
+    ) -> Result<(), ApiError> {
+        self.check_lease(claims)?;
+        let (step_id, attempt) = (self.step_id(), self.attempt());
+        self.context.extend(context_updates.clone());
+        let rec = &mut self.steps[self.current_step];
+        rec.state = "COMPLETED".into();
+        rec.notes = notes.clone();
+        rec.artifacts = artifacts.clone();
+        out.effects.push(Effect::ClearCheckpoint);
+        self.push(out, identity, EventKind::StepCompleted { step_id, attempt, notes, artifacts, context_updates });
+        let next = self.current_step + 1;
+        if next < self.definition.steps.len() {
+            if self.cancel_requested {
+                self.close(RunStatus::Canceled, out, "server", EventKind::RunCanceled { reason: "cancel requested".into() });
+            } else {
+                self.schedule(next, 1, out);
+            }
+        } else {
+            self.current_step = next;
+            let context = self.context.clone();
+            self.close(RunStatus::Completed, out, identity, EventKind::RunCompleted { context });
+        }
+        Ok(())
+    }
+
+    /// Records a failure reported by the worker; returns whether another attempt follows.
+    pub fn fail(&mut self, claims: &TokenClaims, identity: &str, f: StepFailure, out: &mut Out) -> Result<bool, ApiError> {
+        self.check_lease(claims)?;
+        if !f.checkpoint.is_empty() {
+            out.effects.push(Effect::SaveCheckpoint(f.checkpoint));
+        }
+        let (step_id, attempt) = (self.step_id(), self.attempt());
+        let canceled = self.cancel_requested && f.error_type == CANCELED_ERROR_TYPE;
+        let next = if canceled { None } else { self.retry_at(&f.error_type, !f.non_retryable, out.now) };
+        self.steps[self.current_step].last_failure = format!("{}: {}", f.error_type, f.message);
+        self.push(
+            out,
+            identity,
+            EventKind::StepFailed {
+                step_id,
+                attempt,
+                error_type: f.error_type.clone(),
+                message: f.message.clone(),
+                will_retry: next.is_some(),
+                next_attempt_at_ms: next,
+            },
+        );
+        self.after_failure(next, &format!("step failed: {}: {}", f.error_type, f.message), out);
+        Ok(next.is_some())
+    }
+
+    /// When the next attempt may start, if the retry policy allows one.
+    fn retry_at(&self, error_type: &str, retryable: bool, now: Millis) -> Option<Millis> {
+        if self.cancel_requested || !retryable {
+            return None;
+        }
+        let policy = self.definition.steps[self.current_step].retry_policy();
+        let attempt = self.attempt();
+        policy.allows_retry(attempt, error_type).then(|| now + policy.backoff_ms(attempt + 1))
+    }
+
+    fn after_failure(&mut self, next: Option<Millis>, reason: &str, out: &mut Out) {
+        match next {
+            Some(until_ms) => {
+                let attempt = self.attempt() + 1;
+                self.phase = Phase::BackingOff { until_ms };
+                self.steps[self.current_step].state = "BACKING_OFF".into();
+                out.effects.push(Effect::Timer {
+                    due_ms: until_ms,
+                    timer: Timer::Backoff {
+                        namespace: self.namespace.clone(),
+                        run_id: self.run_id.clone(),
+                        step_index: self.current_step,
+                        attempt,
+                    },
+                });
+            }
+            None if self.cancel_requested => {
+                self.steps[self.current_step].state = "FAILED".into();
+                self.close(RunStatus::Canceled, out, "server", EventKind::RunCanceled { reason: "cancel requested".into() });
+            }
+            None => {
+                self.steps[self.current_step].state = "FAILED".into();
+                self.failure = reason.to_string();
+                self.close(RunStatus::Failed, out, "server", EventKind::RunFailed { reason: reason.to_string() });
+            }
+        }
+    }
+
+    /// A lease-check timer fired: time the attempt out, or re-arm at the (extended) deadline.
+    pub fn lease_timer(&mut self, lease_seq: u64, out: &mut Out) {
+        let Phase::Started(lease) = &self.phase else { return };
+        if lease.seq != lease_seq || !self.status.is_open() {
+            return;
+        }
+        let (due_ms, kind) = lease.next_deadline();
+        if out.now < due_ms {
+            out.effects.push(Effect::Timer {
+                due_ms,
+                timer: Timer::LeaseCheck { namespace: self.namespace.clone(), run_id: self.run_id.clone(), lease: lease_seq },
+            });
+            return;
+        }
+        let (step_id, attempt) = (self.step_id(), self.attempt());
+        let next = self.retry_at("timeout", true, out.now);
+        self.steps[self.current_step].last_failure = format!("timed out ({kind:?})");
+        self.push(
+            out,
+            "server",
+            EventKind::StepTimedOut { step_id, attempt, timeout: kind, will_retry: next.is_some(), next_attempt_at_ms: next },
+        );
+        self.after_failure(next, &format!("step timed out ({kind:?}) on attempt {attempt}"), out);
+    }
+
+    /// A backoff timer fired: schedule the next attempt.
+    pub fn backoff_timer(&mut self, step_index: usize, attempt: u32, out: &mut Out) {
+        if self.status.is_open()
+            && matches!(self.phase, Phase::BackingOff { .. })
+            && self.current_step == step_index
+            && self.attempt() + 1 == attempt
+        {
+            self.schedule(step_index, attempt, out);
+        }
+    }
+
+    /// Records a signal for the worker to pick up.
+    pub fn signal(&mut self, identity: &str, name: String, payload_json: String, out: &mut Out) -> Result<(), ApiError> {
+        self.require_open("signal it")?;
+        self.push(out, identity, EventKind::SignalReceived { name: name.clone(), payload_json: payload_json.clone() });
+        self.pending_signals.push(PendingSignal { event_id: self.last_event_id, name, payload_json });
+        Ok(())
+    }
+
+    /// Requests cancellation: at once when no worker holds the step, otherwise when
+    /// the worker reports back (it learns of the request on its next heartbeat).
+    pub fn cancel(&mut self, identity: &str, reason: String, out: &mut Out) -> Result<(), ApiError> {
+        self.require_open("cancel it")?;
+        if self.cancel_requested {
+            return Ok(());
+        }
+        self.cancel_requested = true;
+        self.push(out, identity, EventKind::CancelRequested { reason: reason.clone() });
+        if !matches!(self.phase, Phase::Started(_)) {
+            self.close(RunStatus::Canceled, out, identity, EventKind::RunCanceled { reason });
+        }
+        Ok(())
+    }
+
+    /// Ends the run at once; a worker holding a step loses its lease.
+    pub fn terminate(&mut self, identity: &str, reason: String, out: &mut Out) -> Result<(), ApiError> {
+        self.require_open("terminate it")?;
+        self.close(RunStatus::Terminated, out, identity, EventKind::RunTerminated { reason });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "model_tests.rs"]
+mod tests;

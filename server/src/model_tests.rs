@@ -1,0 +1,237 @@
+use super::*;
+use crate::workflow::parse_definition;
+
+const DEF: &str = r#"{"id":"wf","version":"1","name":"W","steps":[
+  {"id":"a","title":"A","prompt":"{{goal}}","heartbeatTimeoutSeconds":10,
+   "retry":{"maximumAttempts":2,"initialIntervalSeconds":1,"nonRetryableErrorTypes":["fatal"]}},
+  {"id":"b","title":"B","prompt":"b","timeoutSeconds":60}]}"#;
+
+struct Fixture {
+    run: RunState,
+    seq: u64,
+    now: Millis,
+}
+
+impl Fixture {
+    fn new() -> (Self, Vec<Event>, Vec<Effect>) {
+        let def = parse_definition(DEF).unwrap();
+        let mut seq = 0;
+        let mut out = Out::new(1_000, &mut seq);
+        let params = StartParams { namespace: "default".into(), run_id: "r1".into(), goal: "g".into(), ..Default::default() };
+        let run = RunState::start(params, def, &mut out);
+        let (events, effects) = (out.events, out.effects);
+        (Self { run, seq, now: 1_000 }, events, effects)
+    }
+
+    fn step<T>(&mut self, f: impl FnOnce(&mut RunState, &mut Out) -> T) -> (T, Vec<Event>, Vec<Effect>) {
+        let mut out = Out::new(self.now, &mut self.seq);
+        let r = f(&mut self.run, &mut out);
+        (r, out.events, out.effects)
+    }
+
+    fn task_seq(&self) -> u64 {
+        match &self.run.phase {
+            Phase::Scheduled { task_seq, .. } => *task_seq,
+            p => panic!("not scheduled: {p:?}"),
+        }
+    }
+
+    fn lease(&mut self) -> TokenClaims {
+        let seq = self.task_seq();
+        let (lease, _, _) = self.step(|r, o| r.lease(seq, "w1", o));
+        let lease = lease.unwrap();
+        TokenClaims {
+            namespace: "default".into(),
+            run_id: "r1".into(),
+            step: self.run.step_id(),
+            attempt: self.run.attempt(),
+            lease: lease.seq,
+            kid: "k".into(),
+        }
+    }
+}
+
+fn types(events: &[Event]) -> Vec<&'static str> {
+    events.iter().map(|e| e.kind.type_name()).collect()
+}
+
+#[test]
+fn start_records_run_started_and_schedules_first_step() {
+    let (fx, events, effects) = Fixture::new();
+    assert_eq!(types(&events), ["RunStarted", "StepScheduled"]);
+    assert_eq!(events.iter().map(|e| e.id).collect::<Vec<_>>(), [1, 2]);
+    assert!(matches!(&effects[..], [Effect::EnqueueTask { queue, .. }] if queue == "default"));
+    assert_eq!(fx.run.status, RunStatus::Running);
+}
+
+#[test]
+fn happy_path_runs_every_step_then_completes() {
+    let (mut fx, _, _) = Fixture::new();
+    let claims = fx.lease();
+    let ctx = BTreeMap::from([("k".to_string(), "v".to_string())]);
+    let (r, events, _) = fx.step(|r, o| r.complete(&claims, "w1", "n1".into(), vec![], ctx, o));
+    r.unwrap();
+    assert_eq!(types(&events), ["StepCompleted", "StepScheduled"]);
+    assert_eq!(fx.run.context.get("k").map(String::as_str), Some("v"));
+    let claims = fx.lease();
+    let (r, events, _) = fx.step(|r, o| r.complete(&claims, "w1", "n2".into(), vec!["f".into()], BTreeMap::new(), o));
+    r.unwrap();
+    assert_eq!(types(&events), ["StepCompleted", "RunCompleted"]);
+    assert_eq!(fx.run.status, RunStatus::Completed);
+    assert_eq!(fx.run.last_event_id, 8);
+    assert_eq!(fx.run.steps[0].notes, "n1");
+}
+
+#[test]
+fn stale_and_replayed_reports_are_refused_without_events() {
+    let (mut fx, _, _) = Fixture::new();
+    let claims = fx.lease();
+    let wrong_attempt = TokenClaims { attempt: 2, ..claims.clone() };
+    let (r, events, effects) = fx.step(|r, o| r.complete(&wrong_attempt, "w", String::new(), vec![], BTreeMap::new(), o));
+    assert!(matches!(r, Err(ApiError::FailedPrecondition(_))));
+    assert!(events.is_empty() && effects.is_empty());
+    let (r, _, _) = fx.step(|r, o| r.complete(&claims, "w", String::new(), vec![], BTreeMap::new(), o));
+    r.unwrap();
+    let before = fx.run.clone();
+    let (r, events, _) = fx.step(|r, o| r.complete(&claims, "w", String::new(), vec![], BTreeMap::new(), o));
+    assert!(matches!(r, Err(ApiError::FailedPrecondition(_))), "replay must be refused");
+    assert!(events.is_empty());
+    assert_eq!(fx.run, before);
+}
+
+#[test]
+fn leasing_a_stale_task_is_refused() {
+    let (mut fx, _, _) = Fixture::new();
+    let seq = fx.task_seq();
+    let (r, _, _) = fx.step(|r, o| r.lease(seq + 100, "w", o));
+    assert!(r.is_err());
+    fx.lease();
+    let (r, _, _) = fx.step(|r, o| r.lease(seq, "w2", o));
+    assert!(r.is_err(), "a leased task cannot be leased twice");
+}
+
+#[test]
+fn failure_retries_by_policy_then_fails_the_run() {
+    let (mut fx, _, _) = Fixture::new();
+    let claims = fx.lease();
+    let failure = StepFailure { error_type: "flaky".into(), message: "boom".into(), ..Default::default() };
+    let (r, events, effects) = fx.step(|r, o| r.fail(&claims, "w1", failure.clone(), o));
+    assert!(r.unwrap());
+    assert_eq!(types(&events), ["StepFailed"]);
+    assert!(matches!(&effects[..], [Effect::Timer { due_ms: 2_000, timer: Timer::Backoff { attempt: 2, .. } }]));
+    fx.now = 2_000;
+    let (_, events, _) = fx.step(|r, o| r.backoff_timer(0, 2, o));
+    assert_eq!(types(&events), ["StepScheduled"]);
+    let claims = fx.lease();
+    assert_eq!(claims.attempt, 2);
+    let (r, events, _) = fx.step(|r, o| r.fail(&claims, "w1", failure, o));
+    assert!(!r.unwrap(), "maximumAttempts 2 reached");
+    assert_eq!(types(&events), ["StepFailed", "RunFailed"]);
+    assert_eq!(fx.run.status, RunStatus::Failed);
+}
+
+#[test]
+fn non_retryable_types_fail_at_once() {
+    let (mut fx, _, _) = Fixture::new();
+    let claims = fx.lease();
+    let failure = StepFailure { error_type: "fatal".into(), ..Default::default() };
+    let (r, events, _) = fx.step(|r, o| r.fail(&claims, "w1", failure, o));
+    assert!(!r.unwrap());
+    assert_eq!(types(&events), ["StepFailed", "RunFailed"]);
+    let (mut fx, _, _) = Fixture::new();
+    let claims = fx.lease();
+    let failure = StepFailure { error_type: "x".into(), non_retryable: true, ..Default::default() };
+    assert!(!fx.step(|r, o| r.fail(&claims, "w1", failure, o)).0.unwrap());
+}
+
+#[test]
+fn heartbeat_extends_the_lease_and_expiry_times_out() {
+    let (mut fx, _, _) = Fixture::new();
+    let claims = fx.lease();
+    fx.now = 9_000;
+    let (r, _, effects) = fx.step(|r, o| r.heartbeat(&claims, "w1", b"cp".to_vec(), vec![], 0, o));
+    r.unwrap();
+    assert_eq!(effects, [Effect::SaveCheckpoint(b"cp".to_vec())]);
+    // The original timer at 11_000 fires, finds the deadline moved to 19_000, re-arms.
+    fx.now = 11_000;
+    let (_, events, effects) = fx.step(|r, o| r.lease_timer(claims.lease, o));
+    assert!(events.is_empty());
+    assert!(matches!(&effects[..], [Effect::Timer { due_ms: 19_000, .. }]));
+    fx.now = 19_000;
+    let (_, events, _) = fx.step(|r, o| r.lease_timer(claims.lease, o));
+    assert_eq!(types(&events), ["StepTimedOut"]);
+    assert!(matches!(&events[0].kind, EventKind::StepTimedOut { timeout: TimeoutKind::Heartbeat, will_retry: true, .. }));
+    // The timed-out lease's report is refused.
+    let (r, _, _) = fx.step(|r, o| r.complete(&claims, "w1", String::new(), vec![], BTreeMap::new(), o));
+    assert!(matches!(r, Err(ApiError::FailedPrecondition(_))));
+    // A stale timer does nothing.
+    let (_, events, effects) = fx.step(|r, o| r.lease_timer(claims.lease, o));
+    assert!(events.is_empty() && effects.is_empty());
+}
+
+#[test]
+fn signals_are_recorded_and_acknowledged() {
+    let (mut fx, _, _) = Fixture::new();
+    let claims = fx.lease();
+    let (r, events, _) = fx.step(|r, o| r.signal("cli", "steer".into(), "\"go left\"".into(), o));
+    r.unwrap();
+    assert_eq!(types(&events), ["SignalReceived"]);
+    let id = events[0].id;
+    let notes = vec![("progress".to_string(), "half".to_string())];
+    let (pending, events, _) = fx.step(|r, o| r.heartbeat(&claims, "w1", vec![], notes, 0, o));
+    assert_eq!(pending.unwrap().len(), 1);
+    assert_eq!(types(&events), ["CoordinatorNote"]);
+    let (pending, _, _) = fx.step(|r, o| r.heartbeat(&claims, "w1", vec![], vec![], id, o));
+    assert!(pending.unwrap().is_empty());
+}
+
+#[test]
+fn cancel_waits_for_the_worker_when_leased() {
+    let (mut fx, _, _) = Fixture::new();
+    let claims = fx.lease();
+    let (r, events, _) = fx.step(|r, o| r.cancel("cli", "stop".into(), o));
+    r.unwrap();
+    assert_eq!(types(&events), ["CancelRequested"]);
+    let failure = StepFailure { error_type: CANCELED_ERROR_TYPE.into(), ..Default::default() };
+    let (r, events, _) = fx.step(|r, o| r.fail(&claims, "w1", failure, o));
+    assert!(!r.unwrap());
+    assert_eq!(types(&events), ["StepFailed", "RunCanceled"]);
+    assert_eq!(fx.run.status, RunStatus::Canceled);
+}
+
+#[test]
+fn cancel_of_a_queued_step_is_immediate_and_removes_the_task() {
+    let (mut fx, _, _) = Fixture::new();
+    let (r, events, effects) = fx.step(|r, o| r.cancel("cli", "stop".into(), o));
+    r.unwrap();
+    assert_eq!(types(&events), ["CancelRequested", "RunCanceled"]);
+    assert!(effects.iter().any(|e| matches!(e, Effect::RemoveTask { .. })));
+}
+
+#[test]
+fn closed_runs_refuse_every_change() {
+    let (mut fx, _, _) = Fixture::new();
+    let claims = fx.lease();
+    let (r, events, _) = fx.step(|r, o| r.terminate("cli", "enough".into(), o));
+    r.unwrap();
+    assert_eq!(types(&events), ["RunTerminated"]);
+    let before = fx.run.clone();
+    assert!(fx.step(|r, o| r.terminate("cli", String::new(), o)).0.is_err());
+    assert!(fx.step(|r, o| r.cancel("cli", String::new(), o)).0.is_err());
+    assert!(fx.step(|r, o| r.signal("cli", "s".into(), String::new(), o)).0.is_err());
+    assert!(fx.step(|r, o| r.heartbeat(&claims, "w", vec![], vec![], 0, o)).0.is_err());
+    assert!(fx.step(|r, o| r.fail(&claims, "w", StepFailure::default(), o)).0.is_err());
+    let (_, events, _) = fx.step(|r, o| r.lease_timer(claims.lease, o));
+    assert!(events.is_empty());
+    let (_, events, _) = fx.step(|r, o| r.backoff_timer(0, 2, o));
+    assert!(events.is_empty());
+    assert_eq!(fx.run, before);
+}
+
+#[test]
+fn events_serialize_adjacently_tagged_in_camel_case() {
+    let kind = EventKind::StepStarted { step_id: "a".into(), attempt: 1, worker: "w".into(), lease: 2 };
+    let v = serde_json::to_value(&kind).unwrap();
+    assert_eq!(v["type"], "StepStarted");
+    assert_eq!(v["attributes"]["stepId"], "a");
+}

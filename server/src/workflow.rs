@@ -1,0 +1,422 @@
+//! Workflow definitions: the JSON format, its validation, loading a directory of
+//! them, and rendering a step's prompt.
+//!
+//! Validation errors name the file, the JSON path and the problem, e.g.
+//! `workflows/bad.json: steps[1].maxTurns: must be between 1 and 1000`.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+/// Tools a step may list in `allowedTools`.
+pub const KNOWN_TOOLS: &[&str] = &[
+    "bash",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "grep",
+    "complete_step",
+    "spawn_agent",
+    "signal_coordinator",
+];
+
+/// The queue a step goes to when neither it nor its workflow names one.
+pub const DEFAULT_TASK_QUEUE: &str = "default";
+
+/// A workflow definition as written in `workflows/*.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkflowDef {
+    pub id: String,
+    pub version: String,
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Default task queue for steps that name none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_queue: Option<String>,
+    pub steps: Vec<StepDef>,
+}
+
+/// One step of a workflow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StepDef {
+    pub id: String,
+    pub title: String,
+    /// A template over `{{goal}}` and `{{context.KEY}}`.
+    pub prompt: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_queue: Option<String>,
+    /// Empty means every tool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_tools: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    /// Start-to-close timeout of one attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_timeout_seconds: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryPolicy>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_confirmation: bool,
+}
+
+/// Temporal-style retry policy for a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RetryPolicy {
+    #[serde(default = "RetryPolicy::default_initial")]
+    pub initial_interval_seconds: f64,
+    #[serde(default = "RetryPolicy::default_coefficient")]
+    pub backoff_coefficient: f64,
+    #[serde(default = "RetryPolicy::default_maximum")]
+    pub maximum_interval_seconds: f64,
+    /// Attempts in all, the first included; 0 means unlimited.
+    #[serde(default = "RetryPolicy::default_attempts")]
+    pub maximum_attempts: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub non_retryable_error_types: Vec<String>,
+}
+
+impl RetryPolicy {
+    fn default_initial() -> f64 {
+        1.0
+    }
+    fn default_coefficient() -> f64 {
+        2.0
+    }
+    fn default_maximum() -> f64 {
+        60.0
+    }
+    fn default_attempts() -> u32 {
+        3
+    }
+
+    /// Pause before attempt `next_attempt` (2 for the first retry), in milliseconds.
+    pub fn backoff_ms(&self, next_attempt: u32) -> i64 {
+        let exp = next_attempt.saturating_sub(2).min(64) as i32;
+        let secs = (self.initial_interval_seconds * self.backoff_coefficient.powi(exp))
+            .min(self.maximum_interval_seconds);
+        (secs * 1000.0).round() as i64
+    }
+
+    /// Whether a failure of `error_type` after `attempt` attempts gets another one.
+    pub fn allows_retry(&self, attempt: u32, error_type: &str) -> bool {
+        let exhausted = self.maximum_attempts != 0 && attempt >= self.maximum_attempts;
+        !exhausted && !self.non_retryable_error_types.iter().any(|t| t == error_type)
+    }
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            initial_interval_seconds: Self::default_initial(),
+            backoff_coefficient: Self::default_coefficient(),
+            maximum_interval_seconds: Self::default_maximum(),
+            maximum_attempts: Self::default_attempts(),
+            non_retryable_error_types: Vec::new(),
+        }
+    }
+}
+
+/// Default start-to-close timeout of a step attempt.
+pub const DEFAULT_STEP_TIMEOUT_SECONDS: u32 = 3600;
+/// Default turn limit of a step's agent loop.
+pub const DEFAULT_MAX_TURNS: u32 = 30;
+
+impl StepDef {
+    /// The queue this step's tasks go to.
+    pub fn queue<'a>(&'a self, wf: &'a WorkflowDef) -> &'a str {
+        self.task_queue.as_deref().or(wf.task_queue.as_deref()).unwrap_or(DEFAULT_TASK_QUEUE)
+    }
+
+    pub fn retry_policy(&self) -> RetryPolicy {
+        self.retry.clone().unwrap_or_default()
+    }
+
+    pub fn timeout_ms(&self) -> i64 {
+        i64::from(self.timeout_seconds.unwrap_or(DEFAULT_STEP_TIMEOUT_SECONDS)) * 1000
+    }
+
+    pub fn heartbeat_timeout_ms(&self) -> Option<i64> {
+        self.heartbeat_timeout_seconds.map(|s| i64::from(s) * 1000)
+    }
+}
+
+/// A definition that failed to load, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvalidDefinition {
+    pub file: PathBuf,
+    /// `file: JSON path: problem`.
+    pub error: String,
+}
+
+/// The loaded definitions, by id.
+#[derive(Debug, Default)]
+pub struct WorkflowRegistry {
+    pub valid: BTreeMap<String, (Arc<WorkflowDef>, PathBuf)>,
+    pub invalid: Vec<InvalidDefinition>,
+}
+
+impl WorkflowRegistry {
+    /// Loads every `*.json` file of `dir` (not `*.script.json`, which are scripts for
+    /// the offline provider). A bad file is recorded in `invalid`; it stops nothing.
+    /// A missing directory gives an empty registry.
+    pub fn load_dir(dir: &Path) -> std::io::Result<Self> {
+        let mut reg = Self::default();
+        let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
+            Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(reg),
+            Err(e) => return Err(e),
+        };
+        files.retain(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.ends_with(".json") && !name.ends_with(".script.json")
+        });
+        files.sort();
+        for file in files {
+            let parsed = std::fs::read_to_string(&file)
+                .map_err(|e| format!("cannot read: {e}"))
+                .and_then(|text| parse_definition(&text));
+            let error = match parsed {
+                Ok(def) => match reg.valid.get(&def.id) {
+                    Some((_, other)) => format!("id: \"{}\" is already defined by {}", def.id, other.display()),
+                    None => {
+                        reg.valid.insert(def.id.clone(), (Arc::new(def), file));
+                        continue;
+                    }
+                },
+                Err(e) => e,
+            };
+            reg.invalid.push(InvalidDefinition { error: format!("{}: {error}", file.display()), file });
+        }
+        Ok(reg)
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Arc<WorkflowDef>> {
+        self.valid.get(id).map(|(def, _)| def)
+    }
+}
+
+/// Parses and validates one definition. The error is `JSON path: problem`.
+pub fn parse_definition(text: &str) -> Result<WorkflowDef, String> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    let def: WorkflowDef = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let path = if path == "." { "$".to_string() } else { path };
+        format!("{path}: {inner}")
+    })?;
+    validate(&def)?;
+    Ok(def)
+}
+
+fn check_name(path: &str, value: &str, what: &str) -> Result<(), String> {
+    if value.trim().is_empty() {
+        return Err(format!("{path}: {what} must not be empty"));
+    }
+    if value.len() > 128 {
+        return Err(format!("{path}: {what} is longer than 128 characters"));
+    }
+    if !value.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+        return Err(format!("{path}: {what} {value:?} may hold only letters, digits, '-', '_' and '.'"));
+    }
+    Ok(())
+}
+
+/// Checks what serde cannot: names, uniqueness, ranges and templates.
+pub fn validate(def: &WorkflowDef) -> Result<(), String> {
+    check_name("id", &def.id, "id")?;
+    if def.version.trim().is_empty() {
+        return Err("version: must not be empty".into());
+    }
+    if def.name.trim().is_empty() {
+        return Err("name: must not be empty".into());
+    }
+    if let Some(q) = &def.task_queue {
+        check_name("taskQueue", q, "task queue")?;
+    }
+    if def.steps.is_empty() {
+        return Err("steps: a workflow needs at least one step".into());
+    }
+    let mut seen = HashSet::new();
+    for (i, step) in def.steps.iter().enumerate() {
+        let at = |field: &str| format!("steps[{i}].{field}");
+        check_name(&at("id"), &step.id, "step id")?;
+        if !seen.insert(step.id.as_str()) {
+            return Err(format!("{}: duplicate step id {:?}", at("id"), step.id));
+        }
+        if step.title.trim().is_empty() {
+            return Err(format!("{}: must not be empty", at("title")));
+        }
+        if step.prompt.trim().is_empty() {
+            return Err(format!("{}: must not be empty", at("prompt")));
+        }
+        check_template(&step.prompt).map_err(|e| format!("{}: {e}", at("prompt")))?;
+        if let Some(q) = &step.task_queue {
+            check_name(&at("taskQueue"), q, "task queue")?;
+        }
+        for (j, tool) in step.allowed_tools.iter().enumerate() {
+            if !KNOWN_TOOLS.contains(&tool.as_str()) {
+                return Err(format!(
+                    "{}: unknown tool {tool:?} (known: {})",
+                    at(&format!("allowedTools[{j}]")),
+                    KNOWN_TOOLS.join(", ")
+                ));
+            }
+        }
+        if let Some(t) = step.max_turns
+            && !(1..=1000).contains(&t)
+        {
+            return Err(format!("{}: must be between 1 and 1000, got {t}", at("maxTurns")));
+        }
+        if let Some(t) = step.timeout_seconds
+            && !(1..=7 * 86400).contains(&t)
+        {
+            return Err(format!("{}: must be between 1 and 604800, got {t}", at("timeoutSeconds")));
+        }
+        if let Some(t) = step.heartbeat_timeout_seconds
+            && !(1..=86400).contains(&t)
+        {
+            return Err(format!("{}: must be between 1 and 86400, got {t}", at("heartbeatTimeoutSeconds")));
+        }
+        if let Some(r) = &step.retry {
+            let rp = |f: &str| at(&format!("retry.{f}"));
+            if !(r.initial_interval_seconds > 0.0 && r.initial_interval_seconds.is_finite()) {
+                return Err(format!("{}: must be a positive number", rp("initialIntervalSeconds")));
+            }
+            if !(r.backoff_coefficient >= 1.0 && r.backoff_coefficient <= 100.0) {
+                return Err(format!("{}: must be between 1 and 100", rp("backoffCoefficient")));
+            }
+            if !(r.maximum_interval_seconds >= r.initial_interval_seconds && r.maximum_interval_seconds.is_finite())
+            {
+                return Err(format!(
+                    "{}: must be at least initialIntervalSeconds",
+                    rp("maximumIntervalSeconds")
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that every `{{...}}` is `goal` or `context.KEY`.
+pub fn check_template(template: &str) -> Result<(), String> {
+    let mut rest = template;
+    let mut offset = 0;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else {
+            return Err(format!("unclosed '{{{{' at character {}", offset + start));
+        };
+        let var = after[..end].trim();
+        let ok = var == "goal"
+            || var
+                .strip_prefix("context.")
+                .is_some_and(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)));
+        if !ok {
+            return Err(format!(
+                "unknown placeholder {{{{{var}}}}} at character {} (use {{{{goal}}}} or {{{{context.KEY}}}})",
+                offset + start
+            ));
+        }
+        let consumed = start + 2 + end + 2;
+        offset += consumed;
+        rest = &rest[consumed..];
+    }
+    Ok(())
+}
+
+/// Fills a validated template; a context key that is not set renders as empty.
+pub fn render(template: &str, goal: &str, context: &BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(template.len() + goal.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let var = after[..end].trim();
+        if var == "goal" {
+            out.push_str(goal);
+        } else if let Some(key) = var.strip_prefix("context.") {
+            out.push_str(context.get(key).map(String::as_str).unwrap_or(""));
+        }
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def(steps: &str) -> String {
+        format!(r#"{{"id":"wf","version":"1","name":"W","steps":{steps}}}"#)
+    }
+
+    #[test]
+    fn valid_definition_parses() {
+        let d = parse_definition(&def(r#"[{"id":"a","title":"A","prompt":"do {{goal}} with {{context.x}}"}]"#));
+        assert_eq!(d.map(|d| d.steps.len()), Ok(1));
+    }
+
+    #[test]
+    fn errors_name_the_json_path() {
+        let e = parse_definition(&def(r#"[{"id":"a","title":"A","prompt":"p","maxTurns":"x"}]"#)).unwrap_err();
+        assert!(e.starts_with("steps[0].maxTurns:"), "{e}");
+        let e = parse_definition(&def(r#"[{"id":"a","title":"A","prompt":"p","bogus":1}]"#)).unwrap_err();
+        assert!(e.contains("bogus"), "{e}");
+        let e = parse_definition(&def(r#"[{"id":"a","title":"A","prompt":"p"},{"id":"a","title":"B","prompt":"q"}]"#))
+            .unwrap_err();
+        assert!(e.starts_with("steps[1].id: duplicate"), "{e}");
+        let e = parse_definition(&def(r#"[{"id":"a","title":"A","prompt":"{{nope}}"}]"#)).unwrap_err();
+        assert!(e.starts_with("steps[0].prompt: unknown placeholder {{nope}}"), "{e}");
+        let e = parse_definition(&def(r#"[{"id":"a","title":"A","prompt":"p","allowedTools":["rm"]}]"#)).unwrap_err();
+        assert!(e.starts_with("steps[0].allowedTools[0]: unknown tool"), "{e}");
+        let e = parse_definition(&def("[]")).unwrap_err();
+        assert!(e.starts_with("steps:"), "{e}");
+        let e = parse_definition("{").unwrap_err();
+        assert!(e.contains("EOF"), "{e}");
+    }
+
+    #[test]
+    fn renders_goal_and_context() {
+        let mut ctx = BTreeMap::new();
+        ctx.insert("lang".to_string(), "Rust".to_string());
+        assert_eq!(render("{{goal}} in {{ context.lang }}{{context.none}}!", "port it", &ctx), "port it in Rust!");
+    }
+
+    #[test]
+    fn retry_backoff_grows_and_caps() {
+        let p = RetryPolicy { maximum_interval_seconds: 5.0, ..Default::default() };
+        assert_eq!(p.backoff_ms(2), 1000);
+        assert_eq!(p.backoff_ms(3), 2000);
+        assert_eq!(p.backoff_ms(5), 5000);
+        assert!(p.allows_retry(2, "x"));
+        assert!(!p.allows_retry(3, "x"));
+        let p = RetryPolicy { non_retryable_error_types: vec!["fatal".into()], ..Default::default() };
+        assert!(!p.allows_retry(1, "fatal"));
+    }
+
+    #[test]
+    fn load_dir_keeps_good_files_and_reports_bad_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("good.json"), def(r#"[{"id":"a","title":"A","prompt":"p"}]"#)).unwrap();
+        std::fs::write(dir.path().join("bad.json"), r#"{"id":"x"}"#).unwrap();
+        std::fs::write(dir.path().join("demo.script.json"), "not a definition").unwrap();
+        let reg = WorkflowRegistry::load_dir(dir.path()).unwrap();
+        assert!(reg.get("wf").is_some());
+        assert_eq!(reg.invalid.len(), 1);
+        assert!(reg.invalid[0].error.contains("bad.json: $: missing field"), "{}", reg.invalid[0].error);
+    }
+}
