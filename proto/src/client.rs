@@ -60,7 +60,10 @@ impl ClientError {
     fn from_status(url: &str, status: Status) -> Self {
         let message = status.message().to_string();
         match status.code() {
-            Code::Unavailable => Self::Unavailable { url: url.to_string(), message },
+            Code::Unavailable => Self::Unavailable {
+                url: url.to_string(),
+                message,
+            },
             Code::InvalidArgument => Self::InvalidArgument(message),
             Code::NotFound => Self::NotFound(message),
             Code::AlreadyExists => Self::AlreadyExists(message),
@@ -114,7 +117,10 @@ impl Client {
     /// Connects lazily to `url`; unreachable servers surface on the first call,
     /// after the retries of [`ConnectOptions::max_attempts`].
     pub async fn connect_with(url: &str, opts: ConnectOptions) -> Result<Self, ClientError> {
-        let bad = |reason: String| ClientError::BadAddress { url: url.to_string(), reason };
+        let bad = |reason: String| ClientError::BadAddress {
+            url: url.to_string(),
+            reason,
+        };
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(bad("expected a URL such as http://127.0.0.1:7400".into()));
         }
@@ -124,7 +130,11 @@ impl Client {
             .tcp_nodelay(true)
             .http2_keep_alive_interval(Duration::from_secs(20))
             .keep_alive_while_idle(true);
-        Ok(Self { url: url.to_string(), channel: endpoint.connect_lazy(), opts })
+        Ok(Self {
+            url: url.to_string(),
+            channel: endpoint.connect_lazy(),
+            opts,
+        })
     }
 
     /// The server URL this client talks to.
@@ -154,7 +164,9 @@ impl Client {
             let deadline = self.opts.request_timeout + extra;
             let outcome = match tokio::time::timeout(deadline, call()).await {
                 Ok(r) => r,
-                Err(_) => Err(Status::deadline_exceeded(format!("no answer within {deadline:?}"))),
+                Err(_) => Err(Status::deadline_exceeded(format!(
+                    "no answer within {deadline:?}"
+                ))),
             };
             match outcome {
                 Ok(resp) => return Ok(resp.into_inner()),
@@ -193,21 +205,44 @@ impl Client {
         if req.request_id.is_empty() {
             req.request_id = uuid::Uuid::new_v4().to_string();
         }
-        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.history(), req.clone()); async move { c.start_run(r).await } }).await
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.start_run(r).await }
+        })
+        .await
     }
 
-    pub async fn describe_run(&self, namespace: &str, run_id: &str) -> Result<DescribeRunResponse, ClientError> {
-        let req = DescribeRunRequest { namespace: namespace.into(), run_id: run_id.into() };
-        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.history(), req.clone()); async move { c.describe_run(r).await } }).await
+    pub async fn describe_run(
+        &self,
+        namespace: &str,
+        run_id: &str,
+    ) -> Result<DescribeRunResponse, ClientError> {
+        let req = DescribeRunRequest {
+            namespace: namespace.into(),
+            run_id: run_id.into(),
+        };
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.describe_run(r).await }
+        })
+        .await
     }
 
     pub async fn get_history(&self, req: GetHistoryRequest) -> Result<GetHistoryResponse, ClientError> {
         let wait = Duration::from_millis(req.wait_timeout_ms.into());
-        self.retrying(wait, || { let (mut c, r) = (self.history(), req.clone()); async move { c.get_history(r).await } }).await
+        self.retrying(wait, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.get_history(r).await }
+        })
+        .await
     }
 
     /// Every event of a run, following pages.
-    pub async fn full_history(&self, namespace: &str, run_id: &str) -> Result<Vec<HistoryEvent>, ClientError> {
+    pub async fn full_history(
+        &self,
+        namespace: &str,
+        run_id: &str,
+    ) -> Result<Vec<HistoryEvent>, ClientError> {
         let mut events = Vec::new();
         let mut from = 1;
         loop {
@@ -234,7 +269,11 @@ impl Client {
         run_id: &str,
         from_event_id: u64,
     ) -> Result<tonic::Streaming<HistoryEvent>, ClientError> {
-        let req = WatchRunRequest { namespace: namespace.into(), run_id: run_id.into(), from_event_id };
+        let req = WatchRunRequest {
+            namespace: namespace.into(),
+            run_id: run_id.into(),
+            from_event_id,
+        };
         self.history()
             .watch_run(req)
             .await
@@ -243,52 +282,110 @@ impl Client {
     }
 
     pub async fn list_runs(&self, req: ListRunsRequest) -> Result<ListRunsResponse, ClientError> {
-        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.history(), req.clone()); async move { c.list_runs(r).await } }).await
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.list_runs(r).await }
+        })
+        .await
     }
 
     pub async fn signal_run(&self, mut req: SignalRunRequest) -> Result<(), ClientError> {
         if req.request_id.is_empty() {
             req.request_id = uuid::Uuid::new_v4().to_string();
         }
-        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.history(), req.clone()); async move { c.signal_run(r).await } }).await.map(|_| ())
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.signal_run(r).await }
+        })
+        .await
+        .map(|_| ())
     }
 
     pub async fn cancel_run(&self, req: CancelRunRequest) -> Result<(), ClientError> {
-        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.history(), req.clone()); async move { c.cancel_run(r).await } }).await.map(|_| ())
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.cancel_run(r).await }
+        })
+        .await
+        .map(|_| ())
     }
 
     pub async fn terminate_run(&self, req: TerminateRunRequest) -> Result<(), ClientError> {
-        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.history(), req.clone()); async move { c.terminate_run(r).await } }).await.map(|_| ())
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.terminate_run(r).await }
+        })
+        .await
+        .map(|_| ())
     }
 
     pub async fn list_workflows(&self, namespace: &str) -> Result<ListWorkflowsResponse, ClientError> {
-        let req = ListWorkflowsRequest { namespace: namespace.into() };
-        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.history(), req.clone()); async move { c.list_workflows(r).await } }).await
+        let req = ListWorkflowsRequest {
+            namespace: namespace.into(),
+        };
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.list_workflows(r).await }
+        })
+        .await
     }
 
-    pub async fn get_session_tree(&self, namespace: &str, run_id: &str) -> Result<GetSessionTreeResponse, ClientError> {
-        let req = GetSessionTreeRequest { namespace: namespace.into(), run_id: run_id.into() };
-        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.history(), req.clone()); async move { c.get_session_tree(r).await } }).await
+    pub async fn get_session_tree(
+        &self,
+        namespace: &str,
+        run_id: &str,
+    ) -> Result<GetSessionTreeResponse, ClientError> {
+        let req = GetSessionTreeRequest {
+            namespace: namespace.into(),
+            run_id: run_id.into(),
+        };
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.get_session_tree(r).await }
+        })
+        .await
     }
 
     pub async fn poll_step_task(&self, req: PollStepTaskRequest) -> Result<Option<StepTask>, ClientError> {
         let wait = Duration::from_millis(req.wait_timeout_ms.into());
-        Ok(self.retrying(wait, || { let (mut c, r) = (self.tasks(), req.clone()); async move { c.poll_step_task(r).await } }).await?.task)
+        Ok(self
+            .retrying(wait, || {
+                let (mut c, r) = (self.tasks(), req.clone());
+                async move { c.poll_step_task(r).await }
+            })
+            .await?
+            .task)
     }
 
     pub async fn heartbeat_step_task(
         &self,
         req: HeartbeatStepTaskRequest,
     ) -> Result<HeartbeatStepTaskResponse, ClientError> {
-        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.tasks(), req.clone()); async move { c.heartbeat_step_task(r).await } }).await
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.tasks(), req.clone());
+            async move { c.heartbeat_step_task(r).await }
+        })
+        .await
     }
 
     pub async fn complete_step_task(&self, req: CompleteStepTaskRequest) -> Result<(), ClientError> {
-        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.tasks(), req.clone()); async move { c.complete_step_task(r).await } }).await.map(|_| ())
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.tasks(), req.clone());
+            async move { c.complete_step_task(r).await }
+        })
+        .await
+        .map(|_| ())
     }
 
-    pub async fn fail_step_task(&self, req: FailStepTaskRequest) -> Result<FailStepTaskResponse, ClientError> {
-        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.tasks(), req.clone()); async move { c.fail_step_task(r).await } }).await
+    pub async fn fail_step_task(
+        &self,
+        req: FailStepTaskRequest,
+    ) -> Result<FailStepTaskResponse, ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.tasks(), req.clone());
+            async move { c.fail_step_task(r).await }
+        })
+        .await
     }
 
     pub async fn describe_task_queue(
@@ -296,7 +393,14 @@ impl Client {
         namespace: &str,
         task_queue: &str,
     ) -> Result<DescribeTaskQueueResponse, ClientError> {
-        let req = DescribeTaskQueueRequest { namespace: namespace.into(), task_queue: task_queue.into() };
-        self.retrying(Duration::ZERO, || { let (mut c, r) = (self.tasks(), req.clone()); async move { c.describe_task_queue(r).await } }).await
+        let req = DescribeTaskQueueRequest {
+            namespace: namespace.into(),
+            task_queue: task_queue.into(),
+        };
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.tasks(), req.clone());
+            async move { c.describe_task_queue(r).await }
+        })
+        .await
     }
 }

@@ -17,7 +17,10 @@ pub struct Completion {
 impl Completion {
     /// A completion with notes only.
     pub fn notes(notes: impl Into<String>) -> Self {
-        Self { notes: notes.into(), ..Default::default() }
+        Self {
+            notes: notes.into(),
+            ..Default::default()
+        }
     }
 }
 
@@ -44,7 +47,12 @@ pub struct StepWorker {
 
 impl StepWorker {
     pub fn new(client: Client, namespace: &str, queue: &str, identity: &str) -> Self {
-        Self { client, namespace: namespace.into(), queue: queue.into(), identity: identity.into() }
+        Self {
+            client,
+            namespace: namespace.into(),
+            queue: queue.into(),
+            identity: identity.into(),
+        }
     }
 
     pub fn client(&self) -> &Client {

@@ -24,7 +24,10 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> Millis {
-        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as Millis).unwrap_or(0)
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as Millis)
+            .unwrap_or(0)
     }
 
     fn sleep_until(&self, due: Millis) -> futures::future::BoxFuture<'static, ()> {
@@ -43,7 +46,10 @@ pub struct ManualClock {
 impl ManualClock {
     /// A clock reading `start`.
     pub fn new(start: Millis) -> Self {
-        Self { now: Arc::new(AtomicI64::new(start)), tick: watch::channel(start).0 }
+        Self {
+            now: Arc::new(AtomicI64::new(start)),
+            tick: watch::channel(start).0,
+        }
     }
 
     /// Moves the clock forward and wakes every sleeper whose time has come.

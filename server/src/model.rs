@@ -63,8 +63,18 @@ pub enum EventKind {
         parent_run_id: String,
         callback_url: String,
     },
-    StepScheduled { step_id: String, step_index: usize, attempt: u32, task_queue: String },
-    StepStarted { step_id: String, attempt: u32, worker: String, lease: u64 },
+    StepScheduled {
+        step_id: String,
+        step_index: usize,
+        attempt: u32,
+        task_queue: String,
+    },
+    StepStarted {
+        step_id: String,
+        attempt: u32,
+        worker: String,
+        lease: u64,
+    },
     StepCompleted {
         step_id: String,
         attempt: u32,
@@ -87,14 +97,32 @@ pub enum EventKind {
         will_retry: bool,
         next_attempt_at_ms: Option<Millis>,
     },
-    SignalReceived { name: String, payload_json: String },
+    SignalReceived {
+        name: String,
+        payload_json: String,
+    },
     /// A note from the agent to its coordinator; it does not advance the step.
-    CoordinatorNote { step_id: String, attempt: u32, kind: String, message: String },
-    CancelRequested { reason: String },
-    RunCompleted { context: BTreeMap<String, String> },
-    RunFailed { reason: String },
-    RunCanceled { reason: String },
-    RunTerminated { reason: String },
+    CoordinatorNote {
+        step_id: String,
+        attempt: u32,
+        kind: String,
+        message: String,
+    },
+    CancelRequested {
+        reason: String,
+    },
+    RunCompleted {
+        context: BTreeMap<String, String>,
+    },
+    RunFailed {
+        reason: String,
+    },
+    RunCanceled {
+        reason: String,
+    },
+    RunTerminated {
+        reason: String,
+    },
 }
 
 impl EventKind {
@@ -209,11 +237,20 @@ pub struct RunState {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     /// Add a ready task row (and, after commit, hand it to matching).
-    EnqueueTask { queue: String, task_seq: u64 },
+    EnqueueTask {
+        queue: String,
+        task_seq: u64,
+    },
     /// Remove a ready task row that is no longer wanted.
-    RemoveTask { queue: String, task_seq: u64 },
+    RemoveTask {
+        queue: String,
+        task_seq: u64,
+    },
     /// Fire `timer` at `due_ms`.
-    Timer { due_ms: Millis, timer: Timer },
+    Timer {
+        due_ms: Millis,
+        timer: Timer,
+    },
     SaveCheckpoint(Vec<u8>),
     ClearCheckpoint,
 }
@@ -222,8 +259,17 @@ pub enum Effect {
 /// has moved on) do nothing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Timer {
-    LeaseCheck { namespace: String, run_id: String, lease: u64 },
-    Backoff { namespace: String, run_id: String, step_index: usize, attempt: u32 },
+    LeaseCheck {
+        namespace: String,
+        run_id: String,
+        lease: u64,
+    },
+    Backoff {
+        namespace: String,
+        run_id: String,
+        step_index: usize,
+        attempt: u32,
+    },
 }
 
 /// Parameters of a new run, checked by the caller.
@@ -250,7 +296,12 @@ pub struct Out<'a> {
 
 impl<'a> Out<'a> {
     pub fn new(now: Millis, next_seq: &'a mut u64) -> Self {
-        Self { now, next_seq, events: Vec::new(), effects: Vec::new() }
+        Self {
+            now,
+            next_seq,
+            events: Vec::new(),
+            effects: Vec::new(),
+        }
     }
 
     fn seq(&mut self) -> u64 {
@@ -275,7 +326,13 @@ pub const CANCELED_ERROR_TYPE: &str = "canceled";
 impl RunState {
     /// A new run: `RunStarted`, then its first step scheduled.
     pub fn start(p: StartParams, definition: WorkflowDef, out: &mut Out) -> Self {
-        let steps = vec![StepRecord { state: "PENDING".into(), ..Default::default() }; definition.steps.len()];
+        let steps = vec![
+            StepRecord {
+                state: "PENDING".into(),
+                ..Default::default()
+            };
+            definition.steps.len()
+        ];
         let mut run = Self {
             namespace: p.namespace,
             run_id: p.run_id,
@@ -317,11 +374,20 @@ impl RunState {
 
     fn push(&mut self, out: &mut Out, identity: &str, kind: EventKind) {
         self.last_event_id += 1;
-        out.events.push(Event { id: self.last_event_id, time_ms: out.now, identity: identity.to_string(), kind });
+        out.events.push(Event {
+            id: self.last_event_id,
+            time_ms: out.now,
+            identity: identity.to_string(),
+            kind,
+        });
     }
 
     fn step_id(&self) -> String {
-        self.definition.steps.get(self.current_step).map(|s| s.id.clone()).unwrap_or_default()
+        self.definition
+            .steps
+            .get(self.current_step)
+            .map(|s| s.id.clone())
+            .unwrap_or_default()
     }
 
     fn attempt(&self) -> u32 {
@@ -329,22 +395,39 @@ impl RunState {
     }
 
     fn schedule(&mut self, index: usize, attempt: u32, out: &mut Out) {
-        let Some(step) = self.definition.steps.get(index) else { return };
+        let Some(step) = self.definition.steps.get(index) else {
+            return;
+        };
         let queue = step.queue(&self.definition).to_string();
         let step_id = step.id.clone();
         let task_seq = out.seq();
         self.current_step = index;
-        self.phase = Phase::Scheduled { queue: queue.clone(), task_seq };
+        self.phase = Phase::Scheduled {
+            queue: queue.clone(),
+            task_seq,
+        };
         let rec = &mut self.steps[index];
         rec.state = "SCHEDULED".into();
         rec.attempt = attempt;
-        self.push(out, "server", EventKind::StepScheduled { step_id, step_index: index, attempt, task_queue: queue.clone() });
+        self.push(
+            out,
+            "server",
+            EventKind::StepScheduled {
+                step_id,
+                step_index: index,
+                attempt,
+                task_queue: queue.clone(),
+            },
+        );
         out.effects.push(Effect::EnqueueTask { queue, task_seq });
     }
 
     fn close(&mut self, status: RunStatus, out: &mut Out, identity: &str, kind: EventKind) {
         if let Phase::Scheduled { queue, task_seq } = &self.phase {
-            out.effects.push(Effect::RemoveTask { queue: queue.clone(), task_seq: *task_seq });
+            out.effects.push(Effect::RemoveTask {
+                queue: queue.clone(),
+                task_seq: *task_seq,
+            });
         }
         self.status = status;
         self.phase = Phase::Closed;
@@ -371,11 +454,20 @@ impl RunState {
     pub fn lease(&mut self, task_seq: u64, worker: &str, out: &mut Out) -> Result<Lease, ApiError> {
         let stale = || ApiError::FailedPrecondition(format!("task {task_seq} is no longer ready"));
         self.require_open("lease a step").map_err(|_| stale())?;
-        let Phase::Scheduled { queue, task_seq: current } = &self.phase else { return Err(stale()) };
+        let Phase::Scheduled {
+            queue,
+            task_seq: current,
+        } = &self.phase
+        else {
+            return Err(stale());
+        };
         if *current != task_seq {
             return Err(stale());
         }
-        out.effects.push(Effect::RemoveTask { queue: queue.clone(), task_seq });
+        out.effects.push(Effect::RemoveTask {
+            queue: queue.clone(),
+            task_seq,
+        });
         let step = &self.definition.steps[self.current_step];
         self.lease_counter += 1;
         let hb = step.heartbeat_timeout_ms();
@@ -390,14 +482,27 @@ impl RunState {
         let (due_ms, _) = lease.next_deadline();
         out.effects.push(Effect::Timer {
             due_ms,
-            timer: Timer::LeaseCheck { namespace: self.namespace.clone(), run_id: self.run_id.clone(), lease: lease.seq },
+            timer: Timer::LeaseCheck {
+                namespace: self.namespace.clone(),
+                run_id: self.run_id.clone(),
+                lease: lease.seq,
+            },
         });
         let (step_id, attempt) = (self.step_id(), self.attempt());
         let rec = &mut self.steps[self.current_step];
         rec.state = "STARTED".into();
         rec.worker = worker.to_string();
         self.phase = Phase::Started(lease.clone());
-        self.push(out, worker, EventKind::StepStarted { step_id, attempt, worker: worker.into(), lease: lease.seq });
+        self.push(
+            out,
+            worker,
+            EventKind::StepStarted {
+                step_id,
+                attempt,
+                worker: worker.into(),
+                lease: lease.seq,
+            },
+        );
         Ok(lease)
     }
 
@@ -449,7 +554,16 @@ impl RunState {
         }
         for (kind, message) in notes {
             let (step_id, attempt) = (self.step_id(), self.attempt());
-            self.push(out, identity, EventKind::CoordinatorNote { step_id, attempt, kind, message });
+            self.push(
+                out,
+                identity,
+                EventKind::CoordinatorNote {
+                    step_id,
+                    attempt,
+                    kind,
+                    message,
+                },
+            );
         }
         self.pending_signals.retain(|s| s.event_id > acked);
         Ok(self.pending_signals.clone())
@@ -473,31 +587,63 @@ impl RunState {
         rec.notes = notes.clone();
         rec.artifacts = artifacts.clone();
         out.effects.push(Effect::ClearCheckpoint);
-        self.push(out, identity, EventKind::StepCompleted { step_id, attempt, notes, artifacts, context_updates });
+        self.push(
+            out,
+            identity,
+            EventKind::StepCompleted {
+                step_id,
+                attempt,
+                notes,
+                artifacts,
+                context_updates,
+            },
+        );
         let next = self.current_step + 1;
         if next < self.definition.steps.len() {
             if self.cancel_requested {
-                self.close(RunStatus::Canceled, out, "server", EventKind::RunCanceled { reason: "cancel requested".into() });
+                self.close(
+                    RunStatus::Canceled,
+                    out,
+                    "server",
+                    EventKind::RunCanceled {
+                        reason: "cancel requested".into(),
+                    },
+                );
             } else {
                 self.schedule(next, 1, out);
             }
         } else {
             self.current_step = next;
             let context = self.context.clone();
-            self.close(RunStatus::Completed, out, identity, EventKind::RunCompleted { context });
+            self.close(
+                RunStatus::Completed,
+                out,
+                identity,
+                EventKind::RunCompleted { context },
+            );
         }
         Ok(())
     }
 
     /// Records a failure reported by the worker; returns whether another attempt follows.
-    pub fn fail(&mut self, claims: &TokenClaims, identity: &str, f: StepFailure, out: &mut Out) -> Result<bool, ApiError> {
+    pub fn fail(
+        &mut self,
+        claims: &TokenClaims,
+        identity: &str,
+        f: StepFailure,
+        out: &mut Out,
+    ) -> Result<bool, ApiError> {
         self.check_lease(claims)?;
         if !f.checkpoint.is_empty() {
             out.effects.push(Effect::SaveCheckpoint(f.checkpoint));
         }
         let (step_id, attempt) = (self.step_id(), self.attempt());
         let canceled = self.cancel_requested && f.error_type == CANCELED_ERROR_TYPE;
-        let next = if canceled { None } else { self.retry_at(&f.error_type, !f.non_retryable, out.now) };
+        let next = if canceled {
+            None
+        } else {
+            self.retry_at(&f.error_type, !f.non_retryable, out.now)
+        };
         self.steps[self.current_step].last_failure = format!("{}: {}", f.error_type, f.message);
         self.push(
             out,
@@ -511,7 +657,11 @@ impl RunState {
                 next_attempt_at_ms: next,
             },
         );
-        self.after_failure(next, &format!("step failed: {}: {}", f.error_type, f.message), out);
+        self.after_failure(
+            next,
+            &format!("step failed: {}: {}", f.error_type, f.message),
+            out,
+        );
         Ok(next.is_some())
     }
 
@@ -522,7 +672,9 @@ impl RunState {
         }
         let policy = self.definition.steps[self.current_step].retry_policy();
         let attempt = self.attempt();
-        policy.allows_retry(attempt, error_type).then(|| now + policy.backoff_ms(attempt + 1))
+        policy
+            .allows_retry(attempt, error_type)
+            .then(|| now + policy.backoff_ms(attempt + 1))
     }
 
     fn after_failure(&mut self, next: Option<Millis>, reason: &str, out: &mut Out) {
@@ -543,19 +695,35 @@ impl RunState {
             }
             None if self.cancel_requested => {
                 self.steps[self.current_step].state = "FAILED".into();
-                self.close(RunStatus::Canceled, out, "server", EventKind::RunCanceled { reason: "cancel requested".into() });
+                self.close(
+                    RunStatus::Canceled,
+                    out,
+                    "server",
+                    EventKind::RunCanceled {
+                        reason: "cancel requested".into(),
+                    },
+                );
             }
             None => {
                 self.steps[self.current_step].state = "FAILED".into();
                 self.failure = reason.to_string();
-                self.close(RunStatus::Failed, out, "server", EventKind::RunFailed { reason: reason.to_string() });
+                self.close(
+                    RunStatus::Failed,
+                    out,
+                    "server",
+                    EventKind::RunFailed {
+                        reason: reason.to_string(),
+                    },
+                );
             }
         }
     }
 
     /// A lease-check timer fired: time the attempt out, or re-arm at the (extended) deadline.
     pub fn lease_timer(&mut self, lease_seq: u64, out: &mut Out) {
-        let Phase::Started(lease) = &self.phase else { return };
+        let Phase::Started(lease) = &self.phase else {
+            return;
+        };
         if lease.seq != lease_seq || !self.status.is_open() {
             return;
         }
@@ -563,7 +731,11 @@ impl RunState {
         if out.now < due_ms {
             out.effects.push(Effect::Timer {
                 due_ms,
-                timer: Timer::LeaseCheck { namespace: self.namespace.clone(), run_id: self.run_id.clone(), lease: lease_seq },
+                timer: Timer::LeaseCheck {
+                    namespace: self.namespace.clone(),
+                    run_id: self.run_id.clone(),
+                    lease: lease_seq,
+                },
             });
             return;
         }
@@ -573,9 +745,19 @@ impl RunState {
         self.push(
             out,
             "server",
-            EventKind::StepTimedOut { step_id, attempt, timeout: kind, will_retry: next.is_some(), next_attempt_at_ms: next },
+            EventKind::StepTimedOut {
+                step_id,
+                attempt,
+                timeout: kind,
+                will_retry: next.is_some(),
+                next_attempt_at_ms: next,
+            },
         );
-        self.after_failure(next, &format!("step timed out ({kind:?}) on attempt {attempt}"), out);
+        self.after_failure(
+            next,
+            &format!("step timed out ({kind:?}) on attempt {attempt}"),
+            out,
+        );
     }
 
     /// A backoff timer fired: schedule the next attempt.
@@ -590,10 +772,27 @@ impl RunState {
     }
 
     /// Records a signal for the worker to pick up.
-    pub fn signal(&mut self, identity: &str, name: String, payload_json: String, out: &mut Out) -> Result<(), ApiError> {
+    pub fn signal(
+        &mut self,
+        identity: &str,
+        name: String,
+        payload_json: String,
+        out: &mut Out,
+    ) -> Result<(), ApiError> {
         self.require_open("signal it")?;
-        self.push(out, identity, EventKind::SignalReceived { name: name.clone(), payload_json: payload_json.clone() });
-        self.pending_signals.push(PendingSignal { event_id: self.last_event_id, name, payload_json });
+        self.push(
+            out,
+            identity,
+            EventKind::SignalReceived {
+                name: name.clone(),
+                payload_json: payload_json.clone(),
+            },
+        );
+        self.pending_signals.push(PendingSignal {
+            event_id: self.last_event_id,
+            name,
+            payload_json,
+        });
         Ok(())
     }
 
@@ -605,9 +804,20 @@ impl RunState {
             return Ok(());
         }
         self.cancel_requested = true;
-        self.push(out, identity, EventKind::CancelRequested { reason: reason.clone() });
+        self.push(
+            out,
+            identity,
+            EventKind::CancelRequested {
+                reason: reason.clone(),
+            },
+        );
         if !matches!(self.phase, Phase::Started(_)) {
-            self.close(RunStatus::Canceled, out, identity, EventKind::RunCanceled { reason });
+            self.close(
+                RunStatus::Canceled,
+                out,
+                identity,
+                EventKind::RunCanceled { reason },
+            );
         }
         Ok(())
     }
@@ -615,7 +825,12 @@ impl RunState {
     /// Ends the run at once; a worker holding a step loses its lease.
     pub fn terminate(&mut self, identity: &str, reason: String, out: &mut Out) -> Result<(), ApiError> {
         self.require_open("terminate it")?;
-        self.close(RunStatus::Terminated, out, identity, EventKind::RunTerminated { reason });
+        self.close(
+            RunStatus::Terminated,
+            out,
+            identity,
+            EventKind::RunTerminated { reason },
+        );
         Ok(())
     }
 }

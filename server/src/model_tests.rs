@@ -17,7 +17,12 @@ impl Fixture {
         let def = parse_definition(DEF).unwrap();
         let mut seq = 0;
         let mut out = Out::new(1_000, &mut seq);
-        let params = StartParams { namespace: "default".into(), run_id: "r1".into(), goal: "g".into(), ..Default::default() };
+        let params = StartParams {
+            namespace: "default".into(),
+            run_id: "r1".into(),
+            goal: "g".into(),
+            ..Default::default()
+        };
         let run = RunState::start(params, def, &mut out);
         let (events, effects) = (out.events, out.effects);
         (Self { run, seq, now: 1_000 }, events, effects)
@@ -74,7 +79,8 @@ fn happy_path_runs_every_step_then_completes() {
     assert_eq!(types(&events), ["StepCompleted", "StepScheduled"]);
     assert_eq!(fx.run.context.get("k").map(String::as_str), Some("v"));
     let claims = fx.lease();
-    let (r, events, _) = fx.step(|r, o| r.complete(&claims, "w1", "n2".into(), vec!["f".into()], BTreeMap::new(), o));
+    let (r, events, _) =
+        fx.step(|r, o| r.complete(&claims, "w1", "n2".into(), vec!["f".into()], BTreeMap::new(), o));
     r.unwrap();
     assert_eq!(types(&events), ["StepCompleted", "RunCompleted"]);
     assert_eq!(fx.run.status, RunStatus::Completed);
@@ -86,15 +92,22 @@ fn happy_path_runs_every_step_then_completes() {
 fn stale_and_replayed_reports_are_refused_without_events() {
     let (mut fx, _, _) = Fixture::new();
     let claims = fx.lease();
-    let wrong_attempt = TokenClaims { attempt: 2, ..claims.clone() };
-    let (r, events, effects) = fx.step(|r, o| r.complete(&wrong_attempt, "w", String::new(), vec![], BTreeMap::new(), o));
+    let wrong_attempt = TokenClaims {
+        attempt: 2,
+        ..claims.clone()
+    };
+    let (r, events, effects) =
+        fx.step(|r, o| r.complete(&wrong_attempt, "w", String::new(), vec![], BTreeMap::new(), o));
     assert!(matches!(r, Err(ApiError::FailedPrecondition(_))));
     assert!(events.is_empty() && effects.is_empty());
     let (r, _, _) = fx.step(|r, o| r.complete(&claims, "w", String::new(), vec![], BTreeMap::new(), o));
     r.unwrap();
     let before = fx.run.clone();
     let (r, events, _) = fx.step(|r, o| r.complete(&claims, "w", String::new(), vec![], BTreeMap::new(), o));
-    assert!(matches!(r, Err(ApiError::FailedPrecondition(_))), "replay must be refused");
+    assert!(
+        matches!(r, Err(ApiError::FailedPrecondition(_))),
+        "replay must be refused"
+    );
     assert!(events.is_empty());
     assert_eq!(fx.run, before);
 }
@@ -114,11 +127,21 @@ fn leasing_a_stale_task_is_refused() {
 fn failure_retries_by_policy_then_fails_the_run() {
     let (mut fx, _, _) = Fixture::new();
     let claims = fx.lease();
-    let failure = StepFailure { error_type: "flaky".into(), message: "boom".into(), ..Default::default() };
+    let failure = StepFailure {
+        error_type: "flaky".into(),
+        message: "boom".into(),
+        ..Default::default()
+    };
     let (r, events, effects) = fx.step(|r, o| r.fail(&claims, "w1", failure.clone(), o));
     assert!(r.unwrap());
     assert_eq!(types(&events), ["StepFailed"]);
-    assert!(matches!(&effects[..], [Effect::Timer { due_ms: 2_000, timer: Timer::Backoff { attempt: 2, .. } }]));
+    assert!(matches!(
+        &effects[..],
+        [Effect::Timer {
+            due_ms: 2_000,
+            timer: Timer::Backoff { attempt: 2, .. }
+        }]
+    ));
     fx.now = 2_000;
     let (_, events, _) = fx.step(|r, o| r.backoff_timer(0, 2, o));
     assert_eq!(types(&events), ["StepScheduled"]);
@@ -134,13 +157,20 @@ fn failure_retries_by_policy_then_fails_the_run() {
 fn non_retryable_types_fail_at_once() {
     let (mut fx, _, _) = Fixture::new();
     let claims = fx.lease();
-    let failure = StepFailure { error_type: "fatal".into(), ..Default::default() };
+    let failure = StepFailure {
+        error_type: "fatal".into(),
+        ..Default::default()
+    };
     let (r, events, _) = fx.step(|r, o| r.fail(&claims, "w1", failure, o));
     assert!(!r.unwrap());
     assert_eq!(types(&events), ["StepFailed", "RunFailed"]);
     let (mut fx, _, _) = Fixture::new();
     let claims = fx.lease();
-    let failure = StepFailure { error_type: "x".into(), non_retryable: true, ..Default::default() };
+    let failure = StepFailure {
+        error_type: "x".into(),
+        non_retryable: true,
+        ..Default::default()
+    };
     assert!(!fx.step(|r, o| r.fail(&claims, "w1", failure, o)).0.unwrap());
 }
 
@@ -160,7 +190,14 @@ fn heartbeat_extends_the_lease_and_expiry_times_out() {
     fx.now = 19_000;
     let (_, events, _) = fx.step(|r, o| r.lease_timer(claims.lease, o));
     assert_eq!(types(&events), ["StepTimedOut"]);
-    assert!(matches!(&events[0].kind, EventKind::StepTimedOut { timeout: TimeoutKind::Heartbeat, will_retry: true, .. }));
+    assert!(matches!(
+        &events[0].kind,
+        EventKind::StepTimedOut {
+            timeout: TimeoutKind::Heartbeat,
+            will_retry: true,
+            ..
+        }
+    ));
     // The timed-out lease's report is refused.
     let (r, _, _) = fx.step(|r, o| r.complete(&claims, "w1", String::new(), vec![], BTreeMap::new(), o));
     assert!(matches!(r, Err(ApiError::FailedPrecondition(_))));
@@ -192,7 +229,10 @@ fn cancel_waits_for_the_worker_when_leased() {
     let (r, events, _) = fx.step(|r, o| r.cancel("cli", "stop".into(), o));
     r.unwrap();
     assert_eq!(types(&events), ["CancelRequested"]);
-    let failure = StepFailure { error_type: CANCELED_ERROR_TYPE.into(), ..Default::default() };
+    let failure = StepFailure {
+        error_type: CANCELED_ERROR_TYPE.into(),
+        ..Default::default()
+    };
     let (r, events, _) = fx.step(|r, o| r.fail(&claims, "w1", failure, o));
     assert!(!r.unwrap());
     assert_eq!(types(&events), ["StepFailed", "RunCanceled"]);
@@ -218,9 +258,21 @@ fn closed_runs_refuse_every_change() {
     let before = fx.run.clone();
     assert!(fx.step(|r, o| r.terminate("cli", String::new(), o)).0.is_err());
     assert!(fx.step(|r, o| r.cancel("cli", String::new(), o)).0.is_err());
-    assert!(fx.step(|r, o| r.signal("cli", "s".into(), String::new(), o)).0.is_err());
-    assert!(fx.step(|r, o| r.heartbeat(&claims, "w", vec![], vec![], 0, o)).0.is_err());
-    assert!(fx.step(|r, o| r.fail(&claims, "w", StepFailure::default(), o)).0.is_err());
+    assert!(
+        fx.step(|r, o| r.signal("cli", "s".into(), String::new(), o))
+            .0
+            .is_err()
+    );
+    assert!(
+        fx.step(|r, o| r.heartbeat(&claims, "w", vec![], vec![], 0, o))
+            .0
+            .is_err()
+    );
+    assert!(
+        fx.step(|r, o| r.fail(&claims, "w", StepFailure::default(), o))
+            .0
+            .is_err()
+    );
     let (_, events, _) = fx.step(|r, o| r.lease_timer(claims.lease, o));
     assert!(events.is_empty());
     let (_, events, _) = fx.step(|r, o| r.backoff_timer(0, 2, o));
@@ -230,7 +282,12 @@ fn closed_runs_refuse_every_change() {
 
 #[test]
 fn events_serialize_adjacently_tagged_in_camel_case() {
-    let kind = EventKind::StepStarted { step_id: "a".into(), attempt: 1, worker: "w".into(), lease: 2 };
+    let kind = EventKind::StepStarted {
+        step_id: "a".into(),
+        attempt: 1,
+        worker: "w".into(),
+        lease: 2,
+    };
     let v = serde_json::to_value(&kind).unwrap();
     assert_eq!(v["type"], "StepStarted");
     assert_eq!(v["attributes"]["stepId"], "a");

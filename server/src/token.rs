@@ -61,32 +61,52 @@ impl TokenKeys {
     pub fn load_or_create(dir: &Path) -> Result<Self, KeyError> {
         let path = dir.join("keys.json");
         let shown = path.display().to_string();
-        let io = |source| KeyError::Io { path: shown.clone(), source };
-        let invalid = |problem: String| KeyError::Invalid { path: shown.clone(), problem };
+        let io = |source| KeyError::Io {
+            path: shown.clone(),
+            source,
+        };
+        let invalid = |problem: String| KeyError::Invalid {
+            path: shown.clone(),
+            problem,
+        };
         match std::fs::read_to_string(&path) {
             Ok(text) => {
                 let file: KeyFile = serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
                 let mut keys = BTreeMap::new();
                 for (kid, b64) in file.keys {
-                    let bytes = B64.decode(b64.trim_end_matches('=')).map_err(|e| invalid(format!("keys.{kid}: {e}")))?;
+                    let bytes = B64
+                        .decode(b64.trim_end_matches('='))
+                        .map_err(|e| invalid(format!("keys.{kid}: {e}")))?;
                     if bytes.len() < 16 {
                         return Err(invalid(format!("keys.{kid}: key shorter than 16 bytes")));
                     }
                     keys.insert(kid, bytes);
                 }
                 if !keys.contains_key(&file.active) {
-                    return Err(invalid(format!("active: key id {:?} is not in keys", file.active)));
+                    return Err(invalid(format!(
+                        "active: key id {:?} is not in keys",
+                        file.active
+                    )));
                 }
-                Ok(Self { active: file.active, keys })
+                Ok(Self {
+                    active: file.active,
+                    keys,
+                })
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let mut key = vec![0u8; 32];
                 getrandom::fill(&mut key).map_err(|e| io(std::io::Error::other(e.to_string())))?;
                 let kid = "k1".to_string();
-                let file = KeyFile { active: kid.clone(), keys: BTreeMap::from([(kid.clone(), B64.encode(&key))]) };
+                let file = KeyFile {
+                    active: kid.clone(),
+                    keys: BTreeMap::from([(kid.clone(), B64.encode(&key))]),
+                };
                 let text = serde_json::to_string_pretty(&file).map_err(|e| invalid(e.to_string()))?;
                 write_private(&path, text.as_bytes()).map_err(io)?;
-                Ok(Self { active: kid.clone(), keys: BTreeMap::from([(kid, key)]) })
+                Ok(Self {
+                    active: kid.clone(),
+                    keys: BTreeMap::from([(kid, key)]),
+                })
             }
             Err(e) => Err(io(e)),
         }
@@ -94,7 +114,10 @@ impl TokenKeys {
 
     /// Keys for tests: one fixed key.
     pub fn for_tests() -> Self {
-        Self { active: "test".into(), keys: BTreeMap::from([("test".into(), vec![7u8; 32])]) }
+        Self {
+            active: "test".into(),
+            keys: BTreeMap::from([("test".into(), vec![7u8; 32])]),
+        }
     }
 
     /// The id of the signing key.
@@ -111,11 +134,17 @@ impl TokenKeys {
 
     /// Signs claims (their `kid` is set to the active key).
     pub fn sign(&self, claims: &TokenClaims) -> String {
-        let claims = TokenClaims { kid: self.active.clone(), ..claims.clone() };
+        let claims = TokenClaims {
+            kid: self.active.clone(),
+            ..claims.clone()
+        };
         // Serializing a struct of strings and integers cannot fail.
         let json = serde_json::to_vec(&claims).unwrap_or_default();
         let payload = B64.encode(json);
-        let sig = self.mac(&self.active, payload.as_bytes()).map(|m| m.finalize().into_bytes().to_vec()).unwrap_or_default();
+        let sig = self
+            .mac(&self.active, payload.as_bytes())
+            .map(|m| m.finalize().into_bytes().to_vec())
+            .unwrap_or_default();
         format!("{payload}.{}", B64.encode(sig))
     }
 
@@ -177,10 +206,16 @@ mod tests {
             bytes[i] = if bytes[i] == b'A' { b'B' } else { b'A' };
             let forged = String::from_utf8(bytes).unwrap();
             if forged != token {
-                assert!(matches!(keys.verify(&forged), Err(ApiError::PermissionDenied(_))), "byte {i}");
+                assert!(
+                    matches!(keys.verify(&forged), Err(ApiError::PermissionDenied(_))),
+                    "byte {i}"
+                );
             }
         }
-        let other = TokenKeys { active: "test".into(), keys: BTreeMap::from([("test".into(), vec![8u8; 32])]) };
+        let other = TokenKeys {
+            active: "test".into(),
+            keys: BTreeMap::from([("test".into(), vec![8u8; 32])]),
+        };
         assert!(matches!(other.verify(&token), Err(ApiError::PermissionDenied(_))));
     }
 
@@ -194,7 +229,10 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(dir.path().join("keys.json")).unwrap().permissions().mode();
+            let mode = std::fs::metadata(dir.path().join("keys.json"))
+                .unwrap()
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
     }

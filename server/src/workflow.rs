@@ -133,7 +133,10 @@ pub const DEFAULT_MAX_TURNS: u32 = 30;
 impl StepDef {
     /// The queue this step's tasks go to.
     pub fn queue<'a>(&'a self, wf: &'a WorkflowDef) -> &'a str {
-        self.task_queue.as_deref().or(wf.task_queue.as_deref()).unwrap_or(DEFAULT_TASK_QUEUE)
+        self.task_queue
+            .as_deref()
+            .or(wf.task_queue.as_deref())
+            .unwrap_or(DEFAULT_TASK_QUEUE)
     }
 
     pub fn retry_policy(&self) -> RetryPolicy {
@@ -186,7 +189,9 @@ impl WorkflowRegistry {
                 .and_then(|text| parse_definition(&text));
             let error = match parsed {
                 Ok(def) => match reg.valid.get(&def.id) {
-                    Some((_, other)) => format!("id: \"{}\" is already defined by {}", def.id, other.display()),
+                    Some((_, other)) => {
+                        format!("id: \"{}\" is already defined by {}", def.id, other.display())
+                    }
                     None => {
                         reg.valid.insert(def.id.clone(), (Arc::new(def), file));
                         continue;
@@ -194,7 +199,10 @@ impl WorkflowRegistry {
                 },
                 Err(e) => e,
             };
-            reg.invalid.push(InvalidDefinition { error: format!("{}: {error}", file.display()), file });
+            reg.invalid.push(InvalidDefinition {
+                error: format!("{}: {error}", file.display()),
+                file,
+            });
         }
         Ok(reg)
     }
@@ -224,8 +232,13 @@ fn check_name(path: &str, value: &str, what: &str) -> Result<(), String> {
     if value.len() > 128 {
         return Err(format!("{path}: {what} is longer than 128 characters"));
     }
-    if !value.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-        return Err(format!("{path}: {what} {value:?} may hold only letters, digits, '-', '_' and '.'"));
+    if !value
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(format!(
+            "{path}: {what} {value:?} may hold only letters, digits, '-', '_' and '.'"
+        ));
     }
     Ok(())
 }
@@ -279,22 +292,32 @@ pub fn validate(def: &WorkflowDef) -> Result<(), String> {
         if let Some(t) = step.timeout_seconds
             && !(1..=7 * 86400).contains(&t)
         {
-            return Err(format!("{}: must be between 1 and 604800, got {t}", at("timeoutSeconds")));
+            return Err(format!(
+                "{}: must be between 1 and 604800, got {t}",
+                at("timeoutSeconds")
+            ));
         }
         if let Some(t) = step.heartbeat_timeout_seconds
             && !(1..=86400).contains(&t)
         {
-            return Err(format!("{}: must be between 1 and 86400, got {t}", at("heartbeatTimeoutSeconds")));
+            return Err(format!(
+                "{}: must be between 1 and 86400, got {t}",
+                at("heartbeatTimeoutSeconds")
+            ));
         }
         if let Some(r) = &step.retry {
             let rp = |f: &str| at(&format!("retry.{f}"));
             if !(r.initial_interval_seconds > 0.0 && r.initial_interval_seconds.is_finite()) {
-                return Err(format!("{}: must be a positive number", rp("initialIntervalSeconds")));
+                return Err(format!(
+                    "{}: must be a positive number",
+                    rp("initialIntervalSeconds")
+                ));
             }
             if !(r.backoff_coefficient >= 1.0 && r.backoff_coefficient <= 100.0) {
                 return Err(format!("{}: must be between 1 and 100", rp("backoffCoefficient")));
             }
-            if !(r.maximum_interval_seconds >= r.initial_interval_seconds && r.maximum_interval_seconds.is_finite())
+            if !(r.maximum_interval_seconds >= r.initial_interval_seconds
+                && r.maximum_interval_seconds.is_finite())
             {
                 return Err(format!(
                     "{}: must be at least initialIntervalSeconds",
@@ -317,9 +340,9 @@ pub fn check_template(template: &str) -> Result<(), String> {
         };
         let var = after[..end].trim();
         let ok = var == "goal"
-            || var
-                .strip_prefix("context.")
-                .is_some_and(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)));
+            || var.strip_prefix("context.").is_some_and(|k| {
+                !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            });
         if !ok {
             return Err(format!(
                 "unknown placeholder {{{{{var}}}}} at character {} (use {{{{goal}}}} or {{{{context.KEY}}}})",
@@ -366,22 +389,33 @@ mod tests {
 
     #[test]
     fn valid_definition_parses() {
-        let d = parse_definition(&def(r#"[{"id":"a","title":"A","prompt":"do {{goal}} with {{context.x}}"}]"#));
+        let d = parse_definition(&def(
+            r#"[{"id":"a","title":"A","prompt":"do {{goal}} with {{context.x}}"}]"#,
+        ));
         assert_eq!(d.map(|d| d.steps.len()), Ok(1));
     }
 
     #[test]
     fn errors_name_the_json_path() {
-        let e = parse_definition(&def(r#"[{"id":"a","title":"A","prompt":"p","maxTurns":"x"}]"#)).unwrap_err();
+        let e =
+            parse_definition(&def(r#"[{"id":"a","title":"A","prompt":"p","maxTurns":"x"}]"#)).unwrap_err();
         assert!(e.starts_with("steps[0].maxTurns:"), "{e}");
         let e = parse_definition(&def(r#"[{"id":"a","title":"A","prompt":"p","bogus":1}]"#)).unwrap_err();
         assert!(e.contains("bogus"), "{e}");
-        let e = parse_definition(&def(r#"[{"id":"a","title":"A","prompt":"p"},{"id":"a","title":"B","prompt":"q"}]"#))
-            .unwrap_err();
+        let e = parse_definition(&def(
+            r#"[{"id":"a","title":"A","prompt":"p"},{"id":"a","title":"B","prompt":"q"}]"#,
+        ))
+        .unwrap_err();
         assert!(e.starts_with("steps[1].id: duplicate"), "{e}");
         let e = parse_definition(&def(r#"[{"id":"a","title":"A","prompt":"{{nope}}"}]"#)).unwrap_err();
-        assert!(e.starts_with("steps[0].prompt: unknown placeholder {{nope}}"), "{e}");
-        let e = parse_definition(&def(r#"[{"id":"a","title":"A","prompt":"p","allowedTools":["rm"]}]"#)).unwrap_err();
+        assert!(
+            e.starts_with("steps[0].prompt: unknown placeholder {{nope}}"),
+            "{e}"
+        );
+        let e = parse_definition(&def(
+            r#"[{"id":"a","title":"A","prompt":"p","allowedTools":["rm"]}]"#,
+        ))
+        .unwrap_err();
         assert!(e.starts_with("steps[0].allowedTools[0]: unknown tool"), "{e}");
         let e = parse_definition(&def("[]")).unwrap_err();
         assert!(e.starts_with("steps:"), "{e}");
@@ -393,30 +427,47 @@ mod tests {
     fn renders_goal_and_context() {
         let mut ctx = BTreeMap::new();
         ctx.insert("lang".to_string(), "Rust".to_string());
-        assert_eq!(render("{{goal}} in {{ context.lang }}{{context.none}}!", "port it", &ctx), "port it in Rust!");
+        assert_eq!(
+            render("{{goal}} in {{ context.lang }}{{context.none}}!", "port it", &ctx),
+            "port it in Rust!"
+        );
     }
 
     #[test]
     fn retry_backoff_grows_and_caps() {
-        let p = RetryPolicy { maximum_interval_seconds: 5.0, ..Default::default() };
+        let p = RetryPolicy {
+            maximum_interval_seconds: 5.0,
+            ..Default::default()
+        };
         assert_eq!(p.backoff_ms(2), 1000);
         assert_eq!(p.backoff_ms(3), 2000);
         assert_eq!(p.backoff_ms(5), 5000);
         assert!(p.allows_retry(2, "x"));
         assert!(!p.allows_retry(3, "x"));
-        let p = RetryPolicy { non_retryable_error_types: vec!["fatal".into()], ..Default::default() };
+        let p = RetryPolicy {
+            non_retryable_error_types: vec!["fatal".into()],
+            ..Default::default()
+        };
         assert!(!p.allows_retry(1, "fatal"));
     }
 
     #[test]
     fn load_dir_keeps_good_files_and_reports_bad_ones() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("good.json"), def(r#"[{"id":"a","title":"A","prompt":"p"}]"#)).unwrap();
+        std::fs::write(
+            dir.path().join("good.json"),
+            def(r#"[{"id":"a","title":"A","prompt":"p"}]"#),
+        )
+        .unwrap();
         std::fs::write(dir.path().join("bad.json"), r#"{"id":"x"}"#).unwrap();
         std::fs::write(dir.path().join("demo.script.json"), "not a definition").unwrap();
         let reg = WorkflowRegistry::load_dir(dir.path()).unwrap();
         assert!(reg.get("wf").is_some());
         assert_eq!(reg.invalid.len(), 1);
-        assert!(reg.invalid[0].error.contains("bad.json: $: missing field"), "{}", reg.invalid[0].error);
+        assert!(
+            reg.invalid[0].error.contains("bad.json: $: missing field"),
+            "{}",
+            reg.invalid[0].error
+        );
     }
 }

@@ -1,0 +1,254 @@
+//! Storage: the redb tables, the read side (never waits for the writer), and the
+//! single writer that applies every mutation with group commit ([`writer`]).
+//!
+//! Values are JSON (the state row, events, timers); keys are redb tuples so that
+//! range scans give history in event order, tasks in queue order and timers in due
+//! order.
+
+pub mod writer;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+
+use crate::clock::Millis;
+use crate::error::ApiError;
+use crate::model::{Event, RunState, RunStatus};
+
+/// (namespace, run id) → [`RunState`] JSON.
+pub(crate) const RUNS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("runs");
+/// (namespace, run id, event id) → [`Event`] JSON.
+pub(crate) const HISTORY: TableDefinition<(&str, &str, u64), &[u8]> = TableDefinition::new("history");
+/// (namespace, queue, task seq) → run id: the ready tasks, rebuilt into matching at start.
+pub(crate) const TASKS: TableDefinition<(&str, &str, u64), &str> = TableDefinition::new("tasks");
+/// (due ms, seq) → [`crate::model::Timer`] JSON.
+pub(crate) const TIMERS: TableDefinition<(i64, u64), &[u8]> = TableDefinition::new("timers");
+/// (namespace, "start:" or "signal:" + request id) → run id.
+pub(crate) const IDEMPOTENCY: TableDefinition<(&str, &str), &str> = TableDefinition::new("idempotency");
+/// (namespace, start ms, run id): runs by start time, for listing.
+pub(crate) const RUNS_BY_START: TableDefinition<(&str, i64, &str), ()> =
+    TableDefinition::new("runs_by_start");
+/// (namespace, parent run id, child run id): the session tree.
+pub(crate) const CHILDREN: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("children");
+/// (namespace, run id) → the last heartbeat checkpoint of the step in flight.
+pub(crate) const CHECKPOINTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("checkpoints");
+/// Counters that must survive restarts.
+pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// Namespace name → settings JSON.
+pub(crate) const NAMESPACES: TableDefinition<&str, &[u8]> = TableDefinition::new("namespaces");
+
+pub(crate) const META_NEXT_SEQ: &str = "next_seq";
+
+/// Errors opening the database.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("cannot open database {path}: {source}")]
+    Database {
+        path: String,
+        source: redb::DatabaseError,
+    },
+    #[error("cannot initialise database {path}: {source}")]
+    Init { path: String, source: ApiError },
+}
+
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| ApiError::Internal(format!("corrupt {what} record: {e}")))
+}
+
+pub(crate) fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, ApiError> {
+    serde_json::to_vec(value).map_err(|e| ApiError::Internal(format!("cannot encode record: {e}")))
+}
+
+/// A ready task as stored, for rebuilding matching.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredTask {
+    pub namespace: String,
+    pub queue: String,
+    pub task_seq: u64,
+    pub run_id: String,
+}
+
+/// Where a run listing left off: the last run's start time and id.
+pub type Cursor = (Millis, String);
+
+/// Filters of a run listing.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    pub status: Option<RunStatus>,
+    pub workflow_id: Option<String>,
+    pub parent_run_id: Option<String>,
+    pub started_after_ms: Option<Millis>,
+    pub started_before_ms: Option<Millis>,
+}
+
+/// Read access to the database. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    db: Arc<Database>,
+}
+
+impl Store {
+    /// Opens (or creates) `<dir>/railyard.redb` and makes sure every table and the
+    /// `default` namespace exist.
+    pub fn open(dir: &Path) -> Result<Self, OpenError> {
+        let path = dir.join("railyard.redb");
+        let shown = path.display().to_string();
+        let db = Database::create(&path).map_err(|source| OpenError::Database {
+            path: shown.clone(),
+            source,
+        })?;
+        let store = Self { db: Arc::new(db) };
+        store
+            .init()
+            .map_err(|source| OpenError::Init { path: shown, source })?;
+        Ok(store)
+    }
+
+    fn init(&self) -> Result<(), ApiError> {
+        let tx = self.db.begin_write()?;
+        {
+            tx.open_table(RUNS)?;
+            tx.open_table(HISTORY)?;
+            tx.open_table(TASKS)?;
+            tx.open_table(TIMERS)?;
+            tx.open_table(IDEMPOTENCY)?;
+            tx.open_table(RUNS_BY_START)?;
+            tx.open_table(CHILDREN)?;
+            tx.open_table(CHECKPOINTS)?;
+            tx.open_table(META)?;
+            let mut ns = tx.open_table(NAMESPACES)?;
+            if ns.get(railyard_proto::DEFAULT_NAMESPACE)?.is_none() {
+                ns.insert(railyard_proto::DEFAULT_NAMESPACE, b"{}".as_slice())?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
+    }
+
+    /// Names of every namespace.
+    pub fn namespaces(&self) -> Result<Vec<String>, ApiError> {
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(NAMESPACES)?;
+        let mut out = Vec::new();
+        for row in t.iter()? {
+            out.push(row?.0.value().to_string());
+        }
+        Ok(out)
+    }
+
+    /// The state row of a run.
+    pub fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, ApiError> {
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(RUNS)?;
+        t.get((ns, run_id))?.map(|v| decode(v.value(), "run")).transpose()
+    }
+
+    /// Events `from..` of a run, at most `limit`.
+    pub fn history(&self, ns: &str, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, ApiError> {
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(HISTORY)?;
+        let mut out = Vec::new();
+        for row in t
+            .range((ns, run_id, from.max(1))..=(ns, run_id, u64::MAX))?
+            .take(limit)
+        {
+            out.push(decode(row?.1.value(), "event")?);
+        }
+        Ok(out)
+    }
+
+    /// The last checkpoint of the run's step in flight (empty when none).
+    pub fn checkpoint(&self, ns: &str, run_id: &str) -> Result<Vec<u8>, ApiError> {
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(CHECKPOINTS)?;
+        Ok(t.get((ns, run_id))?
+            .map(|v| v.value().to_vec())
+            .unwrap_or_default())
+    }
+
+    /// Runs newest first, starting after the `(start ms, run id)` cursor.
+    pub fn list_runs(
+        &self,
+        ns: &str,
+        filter: &RunFilter,
+        after: Option<Cursor>,
+        limit: usize,
+    ) -> Result<(Vec<RunState>, Option<Cursor>), ApiError> {
+        let tx = self.db.begin_read()?;
+        let index = tx.open_table(RUNS_BY_START)?;
+        let runs = tx.open_table(RUNS)?;
+        let hi_ms = filter.started_before_ms.unwrap_or(i64::MAX);
+        let lo_ms = filter.started_after_ms.unwrap_or(i64::MIN);
+        let range = match &after {
+            Some((ms, id)) => index.range((ns, lo_ms, "")..(ns, *ms, id.as_str()))?,
+            None => index.range((ns, lo_ms, "")..(ns, hi_ms, ""))?,
+        };
+        let mut out = Vec::new();
+        for row in range.rev() {
+            let row = row?;
+            let (_, ms, id) = row.0.value();
+            let Some(v) = runs.get((ns, id))? else { continue };
+            let run: RunState = decode(v.value(), "run")?;
+            let keep = filter.status.is_none_or(|s| s == run.status)
+                && filter.workflow_id.as_ref().is_none_or(|w| *w == run.workflow_id)
+                && filter
+                    .parent_run_id
+                    .as_ref()
+                    .is_none_or(|p| *p == run.parent_run_id);
+            if keep {
+                out.push(run);
+                if out.len() == limit {
+                    return Ok((out, Some((ms, id.to_string()))));
+                }
+            }
+        }
+        Ok((out, None))
+    }
+
+    /// Ids of the runs started by `parent`.
+    pub fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, ApiError> {
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(CHILDREN)?;
+        let mut out = Vec::new();
+        for row in t.range((ns, parent, "")..=(ns, parent, "\u{10FFFF}"))? {
+            out.push(row?.0.value().2.to_string());
+        }
+        Ok(out)
+    }
+
+    /// Every ready task, in queue order.
+    pub fn ready_tasks(&self) -> Result<Vec<StoredTask>, ApiError> {
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(TASKS)?;
+        let mut out = Vec::new();
+        for row in t.iter()? {
+            let row = row?;
+            let (namespace, queue, task_seq) = row.0.value();
+            out.push(StoredTask {
+                namespace: namespace.into(),
+                queue: queue.into(),
+                task_seq,
+                run_id: row.1.value().into(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Due time of the earliest timer.
+    pub fn next_timer_due(&self) -> Result<Option<Millis>, ApiError> {
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(TIMERS)?;
+        Ok(t.first()?.map(|(k, _)| k.value().0))
+    }
+
+    pub(crate) fn next_seq(&self) -> Result<u64, ApiError> {
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(META)?;
+        Ok(t.get(META_NEXT_SEQ)?.map(|v| v.value()).unwrap_or(0))
+    }
+}

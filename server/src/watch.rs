@@ -1,0 +1,36 @@
+//! Wake-ups for readers waiting on a run's history (`GetHistory` with a wait,
+//! `WatchRun`). The writer publishes a run's last event id after each commit.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::sync::watch;
+
+/// Per-run channels of "the last committed event id".
+#[derive(Default)]
+pub struct Watchers {
+    runs: Mutex<HashMap<(String, String), watch::Sender<u64>>>,
+}
+
+impl Watchers {
+    /// A receiver that changes whenever the run gets new events.
+    pub fn subscribe(&self, ns: &str, run_id: &str) -> watch::Receiver<u64> {
+        let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        runs.entry((ns.to_string(), run_id.to_string()))
+            .or_insert_with(|| watch::channel(0).0)
+            .subscribe()
+    }
+
+    /// Publishes a run's new last event id.
+    pub fn notify(&self, ns: &str, run_id: &str, last_event_id: u64) {
+        let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (ns.to_string(), run_id.to_string());
+        if let Some(tx) = runs.get(&key) {
+            if tx.receiver_count() == 0 {
+                runs.remove(&key);
+            } else {
+                tx.send_replace(last_event_id);
+            }
+        }
+    }
+}
