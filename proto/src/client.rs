@@ -254,11 +254,12 @@ impl Client {
                     ..Default::default()
                 })
                 .await?;
-            if page.events.is_empty() {
+            let got = page.events.len() as u64;
+            events.extend(page.events);
+            if got == 0 || page.next_event_id == 0 {
                 return Ok(events);
             }
-            from = page.next_event_id.max(from + page.events.len() as u64);
-            events.extend(page.events);
+            from = page.next_event_id.max(from + got);
         }
     }
 

@@ -144,6 +144,7 @@ impl RunningServer {
         };
         let (writer, writer_thread) = Writer::spawn(store.clone(), hooks)?;
         let namespaces: HashSet<String> = store.namespaces()?.into_iter().collect();
+        let (shutdown, shutdown_rx) = shutdown_watch::channel(false);
         let core = Arc::new(Core {
             store: store.clone(),
             writer: writer.clone(),
@@ -154,6 +155,7 @@ impl RunningServer {
             keys,
             workflows: Arc::new(workflows),
             namespaces,
+            shutdown: shutdown_rx.clone(),
         });
 
         let grpc_listener = tokio::net::TcpListener::bind(config.grpc_listen)
@@ -177,7 +179,6 @@ impl RunningServer {
             source,
         })?;
 
-        let (shutdown, shutdown_rx) = shutdown_watch::channel(false);
         let mut tasks = Vec::new();
         tasks.push(tokio::spawn(timers::run(
             store,
@@ -256,9 +257,10 @@ async fn serve_grpc(
     let tasks = TasksServer::new(grpc::tasks::TasksService { core })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    // `Server::tcp_nodelay` does not apply to a listener we bring; without it every
+    // small answer waits on Nagle's algorithm.
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let result = tonic::transport::Server::builder()
-        .tcp_nodelay(true)
         .add_service(health_service)
         .add_optional_service(reflection)
         .add_service(history)

@@ -168,7 +168,12 @@ impl History for HistoryService {
             }
             run = self.load(&ns, &r.run_id)?;
         }
-        let next_event_id = events.last().map(|e| e.id + 1).unwrap_or(from);
+        let last_sent = events.last().map(|e| e.id).unwrap_or(from - 1);
+        let next_event_id = if !run.status.is_open() && last_sent >= run.last_event_id {
+            0
+        } else {
+            last_sent + 1
+        };
         Ok(Response::new(v1::GetHistoryResponse {
             events: events.iter().map(event_to_proto).collect(),
             next_event_id,
@@ -224,6 +229,10 @@ impl History for HistoryService {
                 tokio::select! {
                     changed = changes.changed() => if changed.is_err() { return },
                     _ = tx.closed() => return,
+                    _ = core.shutting_down() => {
+                        let _ = tx.send(Err(Status::unavailable("the server is shutting down"))).await;
+                        return;
+                    }
                 }
             }
         });

@@ -49,9 +49,17 @@ pub struct Core {
     pub keys: TokenKeys,
     pub workflows: Arc<WorkflowRegistry>,
     pub namespaces: HashSet<String>,
+    /// Turns true when the server shuts down; long waits end early on it.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Core {
+    /// Resolves when the server starts shutting down.
+    pub async fn shutting_down(&self) {
+        let mut rx = self.shutdown.clone();
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
     /// The namespace a request names (`default` when empty), if it exists.
     pub fn namespace(&self, ns: &str) -> Result<String, ApiError> {
         let ns = if ns.is_empty() {

@@ -130,8 +130,11 @@ impl Tasks for TasksService {
                 .take_or_park(&ns, &r.task_queue, &identity, core.clock.now_ms())
             {
                 Ok(task) => task,
-                Err(mut parked) => match tokio::time::timeout_at(deadline, &mut parked).await {
-                    Ok(Ok(task)) => task,
+                Err(mut parked) => match tokio::select! {
+                    r = tokio::time::timeout_at(deadline, &mut parked) => r.ok().and_then(Result::ok),
+                    _ = core.shutting_down() => None,
+                } {
+                    Some(task) => task,
                     _ => {
                         // A task handed over just as the wait ended is still ours to take.
                         parked.close();

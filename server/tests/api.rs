@@ -1,0 +1,569 @@
+//! The server over real gRPC on loopback, in-process, with the client SDK.
+//! Process-level tests (SIGKILL, the CLI) live in the repository's `tests/`.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use railyard_proto::v1::{self, GetHistoryRequest, ListRunsRequest, StartRunRequest};
+use railyard_proto::{Client, ClientError, Completion, Failure, StepWorker};
+use railyard_server::clock::{Clock, ManualClock};
+use railyard_server::{RunningServer, ServerConfig};
+
+const THREE_STEPS: &str = r#"{"id":"three","version":"1","name":"Three steps","steps":[
+  {"id":"plan","title":"Plan","prompt":"Plan {{goal}} for {{context.team}}"},
+  {"id":"build","title":"Build","prompt":"Build it","heartbeatTimeoutSeconds":5,
+   "retry":{"maximumAttempts":3,"initialIntervalSeconds":1}},
+  {"id":"ship","title":"Ship","prompt":"Ship it"}]}"#;
+
+struct Harness {
+    server: RunningServer,
+    client: Client,
+    clock: Option<ManualClock>,
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+}
+
+async fn start_in(data: &Path, workflows: &Path, clock: Option<ManualClock>) -> (RunningServer, Client) {
+    let mut config = ServerConfig::new(data, workflows);
+    config.grpc_listen = "127.0.0.1:0".parse().unwrap();
+    config.http_listen = "127.0.0.1:0".parse().unwrap();
+    if let Some(c) = &clock {
+        config.clock = Arc::new(c.clone());
+    }
+    let server = RunningServer::start(config).await.unwrap();
+    let client = Client::connect(&format!("http://{}", server.grpc_addr))
+        .await
+        .unwrap();
+    (server, client)
+}
+
+async fn harness(clock: Option<ManualClock>) -> Harness {
+    let data = tempfile::tempdir().unwrap();
+    let workflows = tempfile::tempdir().unwrap();
+    std::fs::write(workflows.path().join("three.json"), THREE_STEPS).unwrap();
+    std::fs::write(
+        workflows.path().join("broken.json"),
+        r#"{"id":"broken","version":"1","name":"B","steps":[{"id":"a"}]}"#,
+    )
+    .unwrap();
+    let (server, client) = start_in(data.path(), workflows.path(), clock.clone()).await;
+    Harness {
+        server,
+        client,
+        clock,
+        _dirs: (data, workflows),
+    }
+}
+
+impl Harness {
+    fn worker(&self, name: &str) -> StepWorker {
+        StepWorker::new(self.client.clone(), "default", "default", name)
+    }
+
+    async fn start(&self, goal: &str) -> String {
+        let ctx = HashMap::from([("team".to_string(), "infra".to_string())]);
+        self.client
+            .start_run("default", "three", goal, ctx)
+            .await
+            .unwrap()
+    }
+
+    async fn event_types(&self, run_id: &str) -> Vec<String> {
+        let events = self.client.full_history("default", run_id).await.unwrap();
+        events.into_iter().map(|e| e.event_type).collect()
+    }
+}
+
+async fn poll(w: &StepWorker) -> v1::StepTask {
+    w.poll(Duration::from_secs(5)).await.unwrap().expect("a task")
+}
+
+#[tokio::test]
+async fn a_three_step_run_goes_to_completion_with_a_full_history() {
+    let h = harness(None).await;
+    let run_id = h.start("the launch").await;
+    let w = h.worker("w1");
+    let first = poll(&w).await;
+    assert_eq!(
+        (first.step_id.as_str(), first.attempt, first.step_count),
+        ("plan", 1, 3)
+    );
+    assert_eq!(first.prompt, "Plan the launch for infra");
+    let done = Completion {
+        notes: "planned".into(),
+        context_updates: HashMap::from([("plan".to_string(), "p1".to_string())]),
+        ..Default::default()
+    };
+    w.complete(&first.task_token, done).await.unwrap();
+    let second = poll(&w).await;
+    assert_eq!(second.step_id, "build");
+    assert_eq!(second.prior_steps[0].notes, "planned");
+    assert_eq!(second.context.get("plan").map(String::as_str), Some("p1"));
+    w.complete(&second.task_token, Completion::notes("built"))
+        .await
+        .unwrap();
+    let third = poll(&w).await;
+    w.complete(&third.task_token, Completion::notes("shipped"))
+        .await
+        .unwrap();
+
+    let types = h.event_types(&run_id).await;
+    assert_eq!(
+        types,
+        [
+            "RunStarted",
+            "StepScheduled",
+            "StepStarted",
+            "StepCompleted",
+            "StepScheduled",
+            "StepStarted",
+            "StepCompleted",
+            "StepScheduled",
+            "StepStarted",
+            "StepCompleted",
+            "RunCompleted"
+        ]
+    );
+    let events = h.client.full_history("default", &run_id).await.unwrap();
+    assert!(
+        events.iter().enumerate().all(|(i, e)| e.event_id == i as u64 + 1),
+        "numbered from 1 without gaps"
+    );
+    let started: serde_json::Value = serde_json::from_str(&events[2].attributes_json).unwrap();
+    assert_eq!(started["worker"], "w1");
+    let run = h
+        .client
+        .describe_run("default", &run_id)
+        .await
+        .unwrap()
+        .run
+        .unwrap();
+    assert_eq!(run.status(), v1::RunStatus::Completed);
+    assert_eq!(
+        run.steps.iter().map(|s| s.notes.as_str()).collect::<Vec<_>>(),
+        ["planned", "built", "shipped"]
+    );
+    h.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn start_is_idempotent_on_request_id_and_run_ids_are_unique() {
+    let h = harness(None).await;
+    let req = StartRunRequest {
+        workflow_id: "three".into(),
+        goal: "g".into(),
+        request_id: "req-1".into(),
+        run_id: "my-run".into(),
+        ..Default::default()
+    };
+    let a = h.client.start_run_with(req.clone()).await.unwrap();
+    let b = h.client.start_run_with(req.clone()).await.unwrap();
+    assert_eq!((a.run_id.as_str(), a.started), ("my-run", true));
+    assert_eq!((b.run_id.as_str(), b.started), ("my-run", false));
+    let again = StartRunRequest {
+        request_id: "req-2".into(),
+        ..req
+    };
+    assert!(matches!(
+        h.client.start_run_with(again).await,
+        Err(ClientError::AlreadyExists(_))
+    ));
+    assert_eq!(h.event_types("my-run").await.len(), 2);
+    h.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_parked_poll_is_woken_by_a_new_run_and_history_waits_and_streams() {
+    let h = harness(None).await;
+    let w = h.worker("w1");
+    let parked = tokio::spawn(async move { w.poll(Duration::from_secs(30)).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let run_id = h.start("wake").await;
+    let task = parked
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the parked poll gets the new task");
+    assert_eq!(task.run_id, run_id);
+
+    let client = h.client.clone();
+    let id = run_id.clone();
+    let waiting = tokio::spawn(async move {
+        client
+            .get_history(GetHistoryRequest {
+                namespace: "default".into(),
+                run_id: id,
+                from_event_id: 4,
+                wait_timeout_ms: 30_000,
+                ..Default::default()
+            })
+            .await
+    });
+    let mut stream = h.client.watch_run("default", &run_id, 1).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    h.worker("w1")
+        .complete(&task.task_token, Completion::notes("n"))
+        .await
+        .unwrap();
+    let page = waiting.await.unwrap().unwrap();
+    assert_eq!(page.events[0].event_type, "StepCompleted");
+    let mut seen = Vec::new();
+    while seen.len() < 5 {
+        seen.push(stream.message().await.unwrap().unwrap().event_type);
+    }
+    assert_eq!(
+        seen,
+        [
+            "RunStarted",
+            "StepScheduled",
+            "StepStarted",
+            "StepCompleted",
+            "StepScheduled"
+        ]
+    );
+    // An empty poll at its deadline.
+    let empty = h.worker("w2");
+    let other = StepWorker::new(h.client.clone(), "default", "nobody-polls-here", "w2");
+    assert!(other.poll(Duration::from_millis(50)).await.unwrap().is_none());
+    drop(empty);
+    h.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn forged_stale_and_foreign_tokens_are_refused_and_change_nothing() {
+    let h = harness(None).await;
+    let run_a = h.start("a").await;
+    let w = h.worker("w1");
+    let task_a = poll(&w).await;
+    let run_b = h.start("b").await;
+    let task_b = poll(&w).await;
+    assert_eq!(
+        (task_a.run_id.as_str(), task_b.run_id.as_str()),
+        (run_a.as_str(), run_b.as_str())
+    );
+    let before_a = h.event_types(&run_a).await;
+
+    // A flipped byte anywhere in the token.
+    for i in [0, task_a.task_token.len() / 2, task_a.task_token.len() - 1] {
+        let mut bytes = task_a.task_token.clone().into_bytes();
+        bytes[i] = if bytes[i] == b'x' { b'y' } else { b'x' };
+        let forged = String::from_utf8(bytes).unwrap();
+        let r = w.complete(&forged, Completion::notes("forged")).await;
+        assert!(
+            matches!(r, Err(ClientError::PermissionDenied(_))),
+            "byte {i}: {r:?}"
+        );
+    }
+    // Run B's signature on run A's payload.
+    let (payload_a, _) = task_a.task_token.split_once('.').unwrap();
+    let (_, sig_b) = task_b.task_token.split_once('.').unwrap();
+    let spliced = format!("{payload_a}.{sig_b}");
+    assert!(matches!(
+        w.complete(&spliced, Completion::notes("x")).await,
+        Err(ClientError::PermissionDenied(_))
+    ));
+    // An old attempt's token: fail attempt 1 so attempt 2 is scheduled, then reuse it.
+    assert!(
+        w.fail(
+            &task_a.task_token,
+            Failure {
+                error_type: "flaky".into(),
+                ..Default::default()
+            }
+        )
+        .await
+        .unwrap()
+    );
+    let r = w.complete(&task_a.task_token, Completion::notes("late")).await;
+    assert!(matches!(r, Err(ClientError::FailedPrecondition(_))), "{r:?}");
+    let r = w.heartbeat(&task_a.task_token, b"cp".to_vec(), vec![], 0).await;
+    assert!(matches!(r, Err(ClientError::FailedPrecondition(_))), "{r:?}");
+    let mut after_a = before_a.clone();
+    after_a.push("StepFailed".into());
+    assert_eq!(
+        h.event_types(&run_a).await,
+        after_a,
+        "only the genuine failure was recorded"
+    );
+    // Run B is untouched by all of it, and its own token still works.
+    w.complete(&task_b.task_token, Completion::notes("ok"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        w.complete(&task_b.task_token, Completion::notes("replay")).await,
+        Err(ClientError::FailedPrecondition(_))
+    ));
+    h.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_expired_lease_goes_to_the_next_attempt_with_the_checkpoint() {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let h = harness(Some(clock)).await;
+    let clock = h.clock.clone().unwrap();
+    let run_id = h.start("lease").await;
+    let (w1, w2) = (h.worker("w1"), h.worker("w2"));
+    let plan = poll(&w1).await;
+    w1.complete(&plan.task_token, Completion::notes("p"))
+        .await
+        .unwrap();
+    let build = poll(&w1).await;
+    assert_eq!(
+        (build.step_id.as_str(), build.heartbeat_timeout_ms),
+        ("build", 5000)
+    );
+    w1.heartbeat(&build.task_token, b"turn 3 transcript".to_vec(), vec![], 0)
+        .await
+        .unwrap();
+    // w1 goes silent. Past the heartbeat deadline, the step times out and backs off 1 s.
+    clock.advance(Duration::from_secs(6));
+    let mut types = Vec::new();
+    for _ in 0..100 {
+        types = h.event_types(&run_id).await;
+        if types.last().map(String::as_str) == Some("StepTimedOut") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(types.last().map(String::as_str), Some("StepTimedOut"));
+    clock.advance(Duration::from_secs(1));
+    let retry = poll(&w2).await;
+    assert_eq!((retry.step_id.as_str(), retry.attempt), ("build", 2));
+    assert_eq!(retry.checkpoint, b"turn 3 transcript");
+    assert!(retry.last_failure.contains("timed out"), "{}", retry.last_failure);
+    let late = w1.complete(&build.task_token, Completion::notes("late")).await;
+    assert!(
+        matches!(late, Err(ClientError::FailedPrecondition(_))),
+        "{late:?}"
+    );
+    w2.complete(&retry.task_token, Completion::notes("built"))
+        .await
+        .unwrap();
+    let events = h.client.full_history("default", &run_id).await.unwrap();
+    let completed: Vec<_> = events
+        .iter()
+        .filter(|e| e.event_type == "StepCompleted")
+        .collect();
+    assert_eq!(completed.len(), 2);
+    assert!(completed[1].attributes_json.contains("\"notes\":\"built\""));
+    assert!(clock.now_ms() > 0);
+    h.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn bad_input_gets_clear_errors() {
+    let h = harness(None).await;
+    let c = &h.client;
+    let start = |w: &str, goal: String| StartRunRequest {
+        workflow_id: w.into(),
+        goal,
+        ..Default::default()
+    };
+    let e = c.start_run_with(start("nope", "g".into())).await.unwrap_err();
+    assert!(
+        matches!(&e, ClientError::NotFound(m) if m.contains("workflow \"nope\" not found")),
+        "{e}"
+    );
+    let e = c.start_run_with(start("", "g".into())).await.unwrap_err();
+    assert!(
+        matches!(&e, ClientError::InvalidArgument(m) if m.starts_with("workflow_id")),
+        "{e}"
+    );
+    let e = c
+        .start_run_with(start("three", "x".repeat(100_000)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, ClientError::InvalidArgument(m) if m.starts_with("goal")),
+        "{e}"
+    );
+    let bad_ns = StartRunRequest {
+        namespace: "elsewhere".into(),
+        ..start("three", "g".into())
+    };
+    assert!(
+        matches!(c.start_run_with(bad_ns).await, Err(ClientError::NotFound(m)) if m.contains("namespace"))
+    );
+    let poller = StepWorker::new(c.clone(), "elsewhere", "default", "w");
+    assert!(
+        matches!(poller.poll(Duration::from_millis(10)).await, Err(ClientError::NotFound(m)) if m.contains("namespace"))
+    );
+    let poller = StepWorker::new(c.clone(), "default", "", "w");
+    assert!(
+        matches!(poller.poll(Duration::from_millis(10)).await, Err(ClientError::InvalidArgument(m)) if m.starts_with("task_queue"))
+    );
+    assert!(matches!(
+        c.describe_run("default", "missing").await,
+        Err(ClientError::NotFound(_))
+    ));
+    let page = ListRunsRequest {
+        page_token: "garbage".into(),
+        ..Default::default()
+    };
+    assert!(
+        matches!(c.list_runs(page).await, Err(ClientError::InvalidArgument(m)) if m.starts_with("page_token"))
+    );
+    let w = h.worker("w");
+    assert!(matches!(
+        w.complete("", Completion::default()).await,
+        Err(ClientError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        w.complete("not-a-token", Completion::default()).await,
+        Err(ClientError::PermissionDenied(_))
+    ));
+    let wf = c.list_workflows("default").await.unwrap();
+    assert_eq!(
+        wf.workflows.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(),
+        ["three"]
+    );
+    assert_eq!(wf.invalid.len(), 1);
+    assert!(
+        wf.invalid[0]
+            .error
+            .contains("broken.json: steps[0]: missing field `title`"),
+        "{}",
+        wf.invalid[0].error
+    );
+    // Nothing above created a run.
+    assert!(
+        c.list_runs(ListRunsRequest::default())
+            .await
+            .unwrap()
+            .runs
+            .is_empty()
+    );
+    h.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn list_runs_filters_and_pages() {
+    let h = harness(None).await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(h.start(&format!("g{i}")).await);
+    }
+    h.client
+        .terminate_run(v1::TerminateRunRequest {
+            run_id: ids[0].clone(),
+            reason: "r".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = h
+            .client
+            .list_runs(ListRunsRequest {
+                page_size: 2,
+                page_token: token.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        seen.extend(page.runs.into_iter().map(|r| r.run_id));
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = page.next_page_token;
+    }
+    let mut expected = ids.clone();
+    expected.reverse();
+    assert_eq!(seen, expected, "newest first, every run once");
+    let running = ListRunsRequest {
+        status: v1::RunStatus::Running as i32,
+        ..Default::default()
+    };
+    assert_eq!(h.client.list_runs(running).await.unwrap().runs.len(), 4);
+    let terminated = ListRunsRequest {
+        status: v1::RunStatus::Terminated as i32,
+        ..Default::default()
+    };
+    assert_eq!(
+        h.client.list_runs(terminated).await.unwrap().runs[0].run_id,
+        ids[0]
+    );
+    let other = ListRunsRequest {
+        workflow_id: "other".into(),
+        ..Default::default()
+    };
+    assert!(h.client.list_runs(other).await.unwrap().runs.is_empty());
+    h.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn signals_and_cancellation_reach_the_worker() {
+    let h = harness(None).await;
+    let run_id = h.start("steerable").await;
+    let w = h.worker("w1");
+    let task = poll(&w).await;
+    let signal = v1::SignalRunRequest {
+        run_id: run_id.clone(),
+        signal_name: "steer".into(),
+        payload_json: "\"focus on tests\"".into(),
+        ..Default::default()
+    };
+    h.client.signal_run(signal.clone()).await.unwrap();
+    let bad = v1::SignalRunRequest {
+        payload_json: "{nope".into(),
+        ..signal
+    };
+    assert!(
+        matches!(h.client.signal_run(bad).await, Err(ClientError::InvalidArgument(m)) if m.starts_with("payload_json"))
+    );
+    let hb = w.heartbeat(&task.task_token, vec![], vec![], 0).await.unwrap();
+    assert_eq!(hb.signals.len(), 1);
+    assert_eq!(hb.signals[0].payload_json, "\"focus on tests\"");
+    let hb = w
+        .heartbeat(&task.task_token, vec![], vec![], hb.signals[0].event_id)
+        .await
+        .unwrap();
+    assert!(hb.signals.is_empty() && !hb.cancel_requested);
+    h.client
+        .cancel_run(v1::CancelRunRequest {
+            run_id: run_id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let hb = w.heartbeat(&task.task_token, vec![], vec![], 0).await.unwrap();
+    assert!(hb.cancel_requested);
+    let f = Failure {
+        error_type: "canceled".into(),
+        ..Default::default()
+    };
+    assert!(!w.fail(&task.task_token, f).await.unwrap());
+    let run = h
+        .client
+        .describe_run("default", &run_id)
+        .await
+        .unwrap()
+        .run
+        .unwrap();
+    assert_eq!(run.status(), v1::RunStatus::Canceled);
+    h.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn ready_tasks_survive_a_restart() {
+    let data = tempfile::tempdir().unwrap();
+    let workflows = tempfile::tempdir().unwrap();
+    std::fs::write(workflows.path().join("three.json"), THREE_STEPS).unwrap();
+    let (server, client) = start_in(data.path(), workflows.path(), None).await;
+    let run_id = client
+        .start_run("default", "three", "g", HashMap::new())
+        .await
+        .unwrap();
+    server.shutdown().await;
+    let (server, client) = start_in(data.path(), workflows.path(), None).await;
+    let w = StepWorker::new(client, "default", "default", "w");
+    let task = poll(&w).await;
+    assert_eq!(task.run_id, run_id);
+    w.complete(&task.task_token, Completion::notes("after restart"))
+        .await
+        .unwrap();
+    server.shutdown().await;
+}
