@@ -1,1 +1,38 @@
-//! Railyard worker.
+//! Railyard worker: polls task queues, leases steps, runs each as an LLM agent loop with
+//! tools in a per-run workspace, keeps the lease alive, and reports the result.
+//!
+//! The CLI's entry points:
+//! - [`WorkerConfig::load`] (or [`ConfigLayer`] + [`ConfigLayer::merge`] +
+//!   [`ConfigLayer::resolve`]) to build a configuration from a file, the environment and flags;
+//! - [`run_worker`], or [`Worker`] with [`Worker::with_events`] for progress output.
+
+pub mod agent;
+pub mod config;
+pub mod events;
+mod lease;
+pub mod prompt;
+pub mod provider;
+mod runner;
+pub mod tools;
+
+pub use agent::{Agent, AgentOptions, AgentReport, HeartbeatOutcome, Lease, LeaseError, Outcome};
+pub use config::{ConfigError, ConfigLayer, ProviderConfig, ProviderKind, WorkerConfig};
+pub use events::{EventKind, EventSink, StepRef, WorkerEvent};
+pub use provider::{Provider, ProviderError};
+pub use runner::{Worker, run_worker};
+
+/// Why the worker could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("model provider: {0}")]
+    Provider(#[from] ProviderError),
+    #[error("server connection: {0}")]
+    Client(#[from] railyard_proto::ClientError),
+    #[error("cannot create the workspace directory {path}: {source}")]
+    Workspace {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}

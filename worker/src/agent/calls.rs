@@ -1,0 +1,103 @@
+//! Input parsing for the two tools the loop handles itself, and signal payloads.
+
+use std::collections::HashMap;
+
+use railyard_proto::Completion;
+use railyard_proto::v1::CoordinatorNote;
+use serde_json::Value;
+
+use crate::tools;
+
+pub(super) fn parse_completion(input: &Value) -> Result<Completion, String> {
+    let notes = tools::str_arg(input, "notes").map_err(|e| format!("complete_step: {e}"))?;
+    let artifacts = match input.get("artifacts") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|i| {
+                i.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("complete_step: artifact {i} is not a string"))
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => {
+            return Err(format!(
+                "complete_step: `artifacts` must be an array of paths, got {other}"
+            ));
+        }
+    };
+    let context_updates = match input.get("context_updates") {
+        None | Some(Value::Null) => HashMap::new(),
+        Some(Value::Object(map)) => map
+            .iter()
+            .map(|(k, v)| {
+                // Context values are strings; other JSON is kept as its JSON text.
+                let v = match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                (k.clone(), v)
+            })
+            .collect(),
+        Some(other) => {
+            return Err(format!(
+                "complete_step: `context_updates` must be an object, got {other}"
+            ));
+        }
+    };
+    Ok(Completion {
+        notes: notes.to_string(),
+        artifacts,
+        context_updates,
+    })
+}
+
+pub(super) fn parse_note(input: &Value) -> Result<CoordinatorNote, String> {
+    let kind = tools::str_arg(input, "kind").map_err(|e| format!("signal_coordinator: {e}"))?;
+    let message = tools::str_arg(input, "message").map_err(|e| format!("signal_coordinator: {e}"))?;
+    Ok(CoordinatorNote {
+        kind: kind.to_string(),
+        message: message.to_string(),
+    })
+}
+
+/// A steer payload may be a JSON string, an object with `message` or `text`, or raw text.
+pub(super) fn steer_text(payload: &str) -> String {
+    match serde_json::from_str::<Value>(payload) {
+        Ok(Value::String(s)) => s,
+        Ok(Value::Object(map)) => ["message", "text"]
+            .iter()
+            .find_map(|k| map.get(*k).and_then(Value::as_str).map(str::to_string))
+            .unwrap_or_else(|| payload.to_string()),
+        _ => payload.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn completion_parsing() {
+        let c = parse_completion(
+            &json!({"notes": "n", "artifacts": ["a.md"], "context_updates": {"k": "v", "n": 3}}),
+        )
+        .unwrap();
+        assert_eq!(c.artifacts, vec!["a.md"]);
+        assert_eq!(c.context_updates["n"], "3");
+        assert!(
+            parse_completion(&json!({"artifacts": []}))
+                .unwrap_err()
+                .contains("notes")
+        );
+        assert!(parse_completion(&json!({"notes": "n", "artifacts": "a"})).is_err());
+    }
+
+    #[test]
+    fn steer_payloads() {
+        assert_eq!(steer_text(r#""go left""#), "go left");
+        assert_eq!(steer_text(r#"{"message": "go right"}"#), "go right");
+        assert_eq!(steer_text("plain"), "plain");
+    }
+}

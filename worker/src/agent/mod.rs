@@ -1,0 +1,493 @@
+//! The agent loop of one step: model call, tool calls, results back, heartbeat, repeat
+//! until the model calls `complete_step` or a limit is hit.
+
+mod calls;
+mod checkpoint;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use railyard_proto::v1::{CoordinatorNote, Signal, StepTask};
+use railyard_proto::{Completion, Failure};
+use serde_json::Value;
+use tracing::{debug, info, warn};
+
+use crate::events::{EventKind, EventSink, StepRef, WorkerEvent, one_line, summarize_tool_input};
+use crate::prompt;
+use crate::provider::{
+    Block, BoxFuture, Message, ModelRequest, Provider, ProviderError, RequestMetadata, Role,
+};
+use crate::tools::{
+    self, COMPLETE_STEP, SIGNAL_COORDINATOR, ToolBox, ToolLimits, ToolOutput, WORKSPACE_TOOLS,
+};
+
+use calls::{parse_completion, parse_note, steer_text};
+pub use checkpoint::{Checkpoint, encode_checkpoint};
+
+/// Turns allowed when a step sets no `maxTurns`.
+pub const DEFAULT_MAX_TURNS: u32 = 30;
+
+/// What a heartbeat brought back.
+#[derive(Debug, Clone, Default)]
+pub struct HeartbeatOutcome {
+    pub cancel_requested: bool,
+    /// Signals not handed over before.
+    pub signals: Vec<Signal>,
+}
+
+/// Why a heartbeat failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LeaseError {
+    /// The server no longer holds this lease (it expired or went to another worker):
+    /// the step must stop and report nothing.
+    #[error("lease lost: {0}")]
+    Lost(String),
+    /// The heartbeat did not get through; the lease may still be fine.
+    #[error("heartbeat failed: {0}")]
+    Failed(String),
+}
+
+/// The agent's handle on its lease.
+pub trait Lease: Send + Sync {
+    /// Extends the lease, stores `checkpoint` when non-empty and delivers `notes`.
+    fn heartbeat(
+        &self,
+        checkpoint: Vec<u8>,
+        notes: Vec<CoordinatorNote>,
+    ) -> BoxFuture<'_, Result<HeartbeatOutcome, LeaseError>>;
+}
+
+/// How a step ended.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// The model called `complete_step`.
+    Completed(Completion),
+    /// A limit or error ended the step; to be reported with `FailStepTask`.
+    Failed(Failure),
+    /// Cancellation was requested; reported as `canceled`, non-retryable.
+    Canceled { checkpoint: Vec<u8> },
+    /// The lease is gone; nothing may be reported.
+    LeaseLost(String),
+}
+
+/// The outcome and what it took.
+#[derive(Debug, Clone)]
+pub struct AgentReport {
+    pub outcome: Outcome,
+    /// Model turns taken, counting those of earlier attempts restored from the checkpoint.
+    pub turns: u32,
+    /// Tool calls refused because the step does not allow the tool (or it does not exist).
+    pub refused_tool_calls: u32,
+}
+
+/// Tunables of the loop.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    /// Turns allowed when the step sets none.
+    pub default_max_turns: u32,
+    pub tool_limits: ToolLimits,
+}
+
+impl Default for AgentOptions {
+    fn default() -> Self {
+        Self {
+            default_max_turns: DEFAULT_MAX_TURNS,
+            tool_limits: ToolLimits::default(),
+        }
+    }
+}
+
+/// Runs steps with one provider.
+#[derive(Clone)]
+pub struct Agent {
+    provider: Arc<dyn Provider>,
+    options: AgentOptions,
+    events: Option<EventSink>,
+}
+
+impl Agent {
+    /// An agent on `provider` with default options and no event hook.
+    pub fn new(provider: Arc<dyn Provider>) -> Self {
+        Self {
+            provider,
+            options: AgentOptions::default(),
+            events: None,
+        }
+    }
+
+    /// Replaces the options.
+    pub fn with_options(mut self, options: AgentOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Sends progress events to `sink`.
+    pub fn with_events(mut self, sink: Option<EventSink>) -> Self {
+        self.events = sink;
+        self
+    }
+
+    /// Runs one leased step to its outcome. `workspace` must exist; file tools are
+    /// confined to it. Never panics on model, tool or network input.
+    pub async fn run_step(
+        &self,
+        task: &StepTask,
+        queue: &str,
+        workspace: &Path,
+        lease: &dyn Lease,
+    ) -> AgentReport {
+        let step = StepRef {
+            run_id: task.run_id.clone(),
+            step_id: task.step_id.clone(),
+            attempt: task.attempt,
+            queue: queue.to_string(),
+        };
+        let tools = match ToolBox::new(workspace, self.options.tool_limits.clone()) {
+            Ok(t) => t,
+            Err(e) => {
+                let failure = Failure {
+                    error_type: "workspace_error".into(),
+                    message: format!("cannot open the workspace {}: {e}", workspace.display()),
+                    non_retryable: false,
+                    checkpoint: task.checkpoint.clone(),
+                };
+                return AgentReport {
+                    outcome: Outcome::Failed(failure),
+                    turns: 0,
+                    refused_tool_calls: 0,
+                };
+            }
+        };
+        let max_turns = if task.max_turns == 0 {
+            self.options.default_max_turns
+        } else {
+            task.max_turns
+        };
+        let specs = tools::specs(&task.allowed_tools);
+        let mut run = StepRun {
+            agent: self,
+            task,
+            lease,
+            tools,
+            req: ModelRequest {
+                system: prompt::system_prompt(task, max_turns, &specs),
+                messages: Vec::new(),
+                tools: specs,
+                max_tokens: None,
+                metadata: RequestMetadata {
+                    run_id: task.run_id.clone(),
+                    step_id: task.step_id.clone(),
+                    goal: task.goal.clone(),
+                },
+            },
+            turns: 0,
+            max_turns,
+            refused: 0,
+            notes: Vec::new(),
+            step,
+        };
+        run.restore();
+        let outcome = if task.start_to_close_timeout_ms == 0 {
+            run.drive().await
+        } else {
+            // Stop a little before the server's own deadline so the failure (with the
+            // checkpoint) is still accepted.
+            let limit = Duration::from_millis(task.start_to_close_timeout_ms.into());
+            let margin = (limit / 20).min(Duration::from_secs(2));
+            match tokio::time::timeout(limit - margin, run.drive()).await {
+                Ok(outcome) => outcome,
+                Err(_) => run.fail(
+                    "timed_out",
+                    format!("the step did not finish within its start-to-close timeout of {limit:?}"),
+                    true,
+                ),
+            }
+        };
+        AgentReport {
+            outcome,
+            turns: run.turns,
+            refused_tool_calls: run.refused,
+        }
+    }
+}
+
+/// The state of one step's loop; everything the checkpoint and the failure paths need.
+struct StepRun<'a> {
+    agent: &'a Agent,
+    task: &'a StepTask,
+    lease: &'a dyn Lease,
+    tools: ToolBox,
+    req: ModelRequest,
+    turns: u32,
+    max_turns: u32,
+    refused: u32,
+    /// `signal_coordinator` notes not yet delivered by a heartbeat.
+    notes: Vec<CoordinatorNote>,
+    step: StepRef,
+}
+
+impl StepRun<'_> {
+    fn emit(&self, kind: EventKind) {
+        if let Some(sink) = &self.agent.events {
+            sink(WorkerEvent {
+                step: self.step.clone(),
+                kind,
+            });
+        }
+    }
+
+    /// Starts the transcript, from the checkpoint when there is a usable one.
+    fn restore(&mut self) {
+        let task = self.task;
+        let restored = if task.checkpoint.is_empty() {
+            None
+        } else {
+            Checkpoint::decode(&task.checkpoint)
+        };
+        match restored {
+            Some(cp) if !cp.messages.is_empty() => {
+                info!(run_id = %task.run_id, step = %task.step_id, attempt = task.attempt,
+                    turns = cp.turns, messages = cp.messages.len(), "resuming from checkpoint");
+                self.turns = cp.turns;
+                self.req.messages = cp.messages;
+                // A tool call cut off before its result is answered, or providers refuse the transcript.
+                if let Some(last) = self.req.messages.last().filter(|m| m.role == Role::Assistant) {
+                    let interrupted: Vec<Block> = last
+                        .content
+                        .iter()
+                        .filter_map(|b| match b {
+                            Block::ToolUse { id, .. } => Some(Block::ToolResult {
+                                tool_use_id: id.clone(),
+                                content:
+                                    "not run: the step was interrupted first; call it again if still needed"
+                                        .into(),
+                                is_error: true,
+                            }),
+                            _ => None,
+                        })
+                        .collect();
+                    self.req.messages.push(Message {
+                        role: Role::User,
+                        content: interrupted,
+                    });
+                }
+                self.push_user_text(prompt::resume_note(task));
+            }
+            _ => {
+                if !task.checkpoint.is_empty() {
+                    warn!(run_id = %task.run_id, step = %task.step_id, attempt = task.attempt,
+                        "checkpoint is not a transcript of this worker; starting the step afresh");
+                }
+                self.req
+                    .messages
+                    .push(Message::user_text(prompt::first_message(task)));
+            }
+        }
+    }
+
+    /// Adds text to the last user message (or a new one), keeping roles alternating.
+    fn push_user_text(&mut self, text: String) {
+        match self.req.messages.last_mut() {
+            Some(m) if m.role == Role::User => m.content.push(Block::text(text)),
+            _ => self.req.messages.push(Message::user_text(text)),
+        }
+    }
+
+    async fn drive(&mut self) -> Outcome {
+        loop {
+            if self.turns >= self.max_turns {
+                return self.fail(
+                    "max_turns_exceeded",
+                    format!(
+                        "the step did not call complete_step within {} turns",
+                        self.max_turns
+                    ),
+                    true,
+                );
+            }
+            let turn = match self.agent.provider.complete(&self.req).await {
+                Ok(t) => t,
+                Err(e) => return self.provider_failure(e),
+            };
+            self.turns += 1;
+            debug!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
+                turn = self.turns, stop_reason = ?turn.stop_reason, "model turn");
+            let mut blocks = turn.blocks;
+            if blocks.is_empty() {
+                // Providers refuse empty assistant messages in a transcript.
+                blocks.push(Block::text("(no output)"));
+            }
+            for b in &blocks {
+                if let Block::Text { text } = b
+                    && !text.trim().is_empty()
+                {
+                    self.emit(EventKind::ModelText { text: text.clone() });
+                }
+            }
+            let calls: Vec<(String, String, Value)> = blocks
+                .iter()
+                .filter_map(|b| match b {
+                    Block::ToolUse { id, name, input } => Some((id.clone(), name.clone(), input.clone())),
+                    _ => None,
+                })
+                .collect();
+            self.req.messages.push(Message {
+                role: Role::Assistant,
+                content: blocks,
+            });
+
+            let mut results = Vec::new();
+            let mut completion = None;
+            for (id, name, input) in &calls {
+                let out = self.call_tool(name, input, &mut completion).await;
+                results.push(Block::ToolResult {
+                    tool_use_id: id.clone(),
+                    content: out.content,
+                    is_error: out.is_error,
+                });
+            }
+            if calls.is_empty() {
+                results.push(Block::text(prompt::NUDGE));
+            }
+            self.req.messages.push(Message {
+                role: Role::User,
+                content: results,
+            });
+
+            if let Some(completion) = completion {
+                // Notes sent in the same turn must reach history before the step closes.
+                if !self.notes.is_empty()
+                    && let Some(Outcome::LeaseLost(m)) = self.heartbeat().await
+                {
+                    return Outcome::LeaseLost(m);
+                }
+                return Outcome::Completed(completion);
+            }
+            if let Some(outcome) = self.heartbeat().await {
+                return outcome;
+            }
+        }
+    }
+
+    async fn call_tool(
+        &mut self,
+        name: &str,
+        input: &Value,
+        completion: &mut Option<Completion>,
+    ) -> ToolOutput {
+        let task = self.task;
+        self.emit(EventKind::ToolCall {
+            name: name.to_string(),
+            summary: summarize_tool_input(name, input),
+        });
+        info!(run_id = %task.run_id, step = %task.step_id, attempt = task.attempt, tool = name,
+            input = %summarize_tool_input(name, input), "tool call");
+        let out = match name {
+            COMPLETE_STEP => match (parse_completion(input), completion.is_some()) {
+                (Ok(_), true) => ToolOutput::error("complete_step was already called in this turn"),
+                (Ok(c), false) => {
+                    *completion = Some(c);
+                    ToolOutput::ok("step completed")
+                }
+                (Err(e), _) => ToolOutput::error(e),
+            },
+            SIGNAL_COORDINATOR => match parse_note(input) {
+                Ok(note) => {
+                    self.emit(EventKind::Note {
+                        kind: note.kind.clone(),
+                        message: note.message.clone(),
+                    });
+                    self.notes.push(note);
+                    ToolOutput::ok("note queued for the coordinator")
+                }
+                Err(e) => ToolOutput::error(e),
+            },
+            n if !WORKSPACE_TOOLS.contains(&n) || !tools::is_allowed(n, &task.allowed_tools) => {
+                self.refused += 1;
+                let offered: Vec<&str> = self.req.tools.iter().map(|t| t.name.as_str()).collect();
+                let why = if WORKSPACE_TOOLS.contains(&n) {
+                    "is not allowed in this step"
+                } else {
+                    "does not exist"
+                };
+                warn!(run_id = %task.run_id, step = %task.step_id, attempt = task.attempt, tool = n,
+                    refused = self.refused, "tool call refused");
+                ToolOutput::error(format!(
+                    "tool {n:?} {why}; the tools you can use are: {}",
+                    offered.join(", ")
+                ))
+            }
+            n => self.tools.execute(n, input).await,
+        };
+        if out.is_error {
+            self.emit(EventKind::ToolError {
+                name: name.to_string(),
+                message: one_line(&out.content, 200),
+            });
+        }
+        out
+    }
+
+    /// Heartbeats with the checkpoint and pending notes. `Some` when the step must stop.
+    async fn heartbeat(&mut self) -> Option<Outcome> {
+        let notes = std::mem::take(&mut self.notes);
+        match self.lease.heartbeat(self.checkpoint(), notes.clone()).await {
+            Ok(hb) => {
+                if hb.cancel_requested {
+                    info!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
+                        "cancellation requested");
+                    return Some(Outcome::Canceled {
+                        checkpoint: self.checkpoint(),
+                    });
+                }
+                for signal in hb.signals.iter().filter(|s| s.name == "steer") {
+                    let message = steer_text(&signal.payload_json);
+                    info!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
+                        message = %one_line(&message, 200), "steer signal");
+                    self.emit(EventKind::Steered {
+                        message: message.clone(),
+                    });
+                    self.push_user_text(format!("[steer] {message}"));
+                }
+                None
+            }
+            Err(LeaseError::Lost(m)) => Some(Outcome::LeaseLost(m)),
+            Err(LeaseError::Failed(m)) => {
+                // The lease may be fine; the next heartbeat carries the notes again.
+                warn!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
+                    error = %m, "heartbeat failed; continuing");
+                let mut pending = notes;
+                pending.append(&mut self.notes);
+                self.notes = pending;
+                None
+            }
+        }
+    }
+
+    fn provider_failure(&self, e: ProviderError) -> Outcome {
+        let retryable = e.is_retryable();
+        warn!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
+            provider = self.agent.provider.name(), retryable, error = %e, "model call failed");
+        let error_type = if retryable {
+            "provider_unavailable"
+        } else {
+            "provider_error"
+        };
+        self.fail(error_type, e.to_string(), !retryable)
+    }
+
+    fn fail(&self, error_type: &str, message: String, non_retryable: bool) -> Outcome {
+        Outcome::Failed(Failure {
+            error_type: error_type.to_string(),
+            message,
+            non_retryable,
+            checkpoint: self.checkpoint(),
+        })
+    }
+
+    /// The transcript as checkpoint bytes, compacted when it grows past the budget.
+    fn checkpoint(&self) -> Vec<u8> {
+        encode_checkpoint(self.turns, &self.req.messages)
+    }
+}

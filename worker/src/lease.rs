@@ -1,0 +1,181 @@
+//! Keeping a leased step's lease: the agent's per-turn heartbeats and a background
+//! timer for long model calls and tool runs share one [`LeaseKeeper`].
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use railyard_proto::v1::{CoordinatorNote, Signal, StepTask};
+use railyard_proto::{ClientError, StepWorker};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::{debug, warn};
+
+use crate::agent::{HeartbeatOutcome, Lease, LeaseError};
+use crate::provider::BoxFuture;
+
+/// What the background heartbeats learned that must interrupt the step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LeaseStatus {
+    Held,
+    CancelRequested,
+    Lost(String),
+}
+
+struct KeeperState {
+    /// The last checkpoint sent, for failing the step back from outside the agent.
+    last_checkpoint: Vec<u8>,
+    /// Highest signal event id received (signals are redelivered until acked).
+    seen_signal_id: u64,
+    /// Highest signal event id handed to the agent; what the server is told is acked.
+    delivered_signal_id: u64,
+    /// Signals received by background heartbeats, waiting for the agent's next turn.
+    pending: Vec<Signal>,
+    last_beat: Instant,
+}
+
+/// The lease of one step.
+pub(crate) struct LeaseKeeper {
+    worker: StepWorker,
+    token: String,
+    state: Mutex<KeeperState>,
+    status: watch::Sender<LeaseStatus>,
+}
+
+impl LeaseKeeper {
+    pub(crate) fn new(worker: StepWorker, task: &StepTask) -> Self {
+        Self {
+            worker,
+            token: task.task_token.clone(),
+            state: Mutex::new(KeeperState {
+                last_checkpoint: task.checkpoint.clone(),
+                seen_signal_id: 0,
+                delivered_signal_id: 0,
+                pending: Vec::new(),
+                last_beat: Instant::now(),
+            }),
+            status: watch::channel(LeaseStatus::Held).0,
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, KeeperState> {
+        // A panic elsewhere while holding the lock leaves plain data; keep going with it.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Changes of the lease's status.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<LeaseStatus> {
+        self.status.subscribe()
+    }
+
+    pub(crate) fn last_checkpoint(&self) -> Vec<u8> {
+        self.state().last_checkpoint.clone()
+    }
+
+    async fn beat(
+        &self,
+        checkpoint: Vec<u8>,
+        notes: Vec<CoordinatorNote>,
+        deliver: bool,
+    ) -> Result<HeartbeatOutcome, LeaseError> {
+        let acked = {
+            let mut s = self.state();
+            if !checkpoint.is_empty() {
+                s.last_checkpoint = checkpoint.clone();
+            }
+            s.last_beat = Instant::now();
+            s.delivered_signal_id
+        };
+        match self.worker.heartbeat(&self.token, checkpoint, notes, acked).await {
+            Ok(resp) => {
+                let mut s = self.state();
+                for signal in resp.signals {
+                    // Unacked signals come again with every heartbeat; take each once.
+                    if signal.event_id == 0 || signal.event_id > s.seen_signal_id {
+                        s.seen_signal_id = s.seen_signal_id.max(signal.event_id);
+                        s.pending.push(signal);
+                    }
+                }
+                let signals = if deliver {
+                    std::mem::take(&mut s.pending)
+                } else {
+                    Vec::new()
+                };
+                if let Some(max) = signals.iter().map(|sig| sig.event_id).max() {
+                    s.delivered_signal_id = s.delivered_signal_id.max(max);
+                }
+                drop(s);
+                if resp.cancel_requested {
+                    self.status.send_replace(LeaseStatus::CancelRequested);
+                }
+                Ok(HeartbeatOutcome {
+                    cancel_requested: resp.cancel_requested,
+                    signals,
+                })
+            }
+            Err(
+                e @ (ClientError::FailedPrecondition(_)
+                | ClientError::NotFound(_)
+                | ClientError::PermissionDenied(_)),
+            ) => {
+                let message = e.to_string();
+                self.status.send_replace(LeaseStatus::Lost(message.clone()));
+                Err(LeaseError::Lost(message))
+            }
+            Err(e) => Err(LeaseError::Failed(e.to_string())),
+        }
+    }
+
+    /// Heartbeats whenever `interval` passes without one, until the lease ends. Runs
+    /// beside the agent so a long model call or tool run does not let the lease lapse.
+    pub(crate) async fn keep_alive(&self, interval: Duration) {
+        loop {
+            let due = self.state().last_beat + interval;
+            tokio::time::sleep_until(due).await;
+            if self.state().last_beat + interval > Instant::now() {
+                continue; // the agent heartbeated meanwhile
+            }
+            match self.beat(Vec::new(), Vec::new(), false).await {
+                Ok(_) => debug!("background heartbeat"),
+                Err(LeaseError::Lost(_)) => return,
+                Err(LeaseError::Failed(e)) => warn!(error = %e, "background heartbeat failed; will retry"),
+            }
+            if *self.status.borrow() != LeaseStatus::Held {
+                return;
+            }
+        }
+    }
+}
+
+impl Lease for LeaseKeeper {
+    fn heartbeat(
+        &self,
+        checkpoint: Vec<u8>,
+        notes: Vec<CoordinatorNote>,
+    ) -> BoxFuture<'_, Result<HeartbeatOutcome, LeaseError>> {
+        Box::pin(self.beat(checkpoint, notes, true))
+    }
+}
+
+/// The background heartbeat period: the configured one, or a third of the step's
+/// heartbeat timeout when that is shorter.
+pub(crate) fn heartbeat_interval(configured: Duration, heartbeat_timeout_ms: u32) -> Duration {
+    let mut interval = configured;
+    if heartbeat_timeout_ms > 0 {
+        interval = interval.min(Duration::from_millis(heartbeat_timeout_ms.into()) / 3);
+    }
+    interval.max(Duration::from_millis(50))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interval_rules() {
+        let ten = Duration::from_secs(10);
+        assert_eq!(heartbeat_interval(ten, 0), ten);
+        assert_eq!(heartbeat_interval(ten, 9_000), Duration::from_secs(3));
+        assert_eq!(heartbeat_interval(ten, 60_000), ten);
+        assert_eq!(heartbeat_interval(ten, 30), Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,199 @@
+//! Anthropic Messages API (`POST {base}/v1/messages`), non-streaming.
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Map, Value, json};
+
+use super::http::{self, CallContext, RetryPolicy};
+use super::{Block, BoxFuture, Message, ModelRequest, ModelTurn, Provider, ProviderError, Role, StopReason};
+
+const API_VERSION: &str = "2023-06-01";
+
+/// Talks to the Anthropic Messages API (or anything speaking its wire format).
+pub struct AnthropicProvider {
+    client: reqwest::Client,
+    url: String,
+    headers: HeaderMap,
+    model: String,
+    max_tokens: u32,
+    retry: RetryPolicy,
+}
+
+impl AnthropicProvider {
+    /// `base_url` is the API root without `/v1` (e.g. `https://api.anthropic.com`).
+    pub fn new(base_url: &str, api_key: &str, model: &str, max_tokens: u32) -> Result<Self, ProviderError> {
+        let mut headers = HeaderMap::new();
+        let key = HeaderValue::from_str(api_key.trim()).map_err(|_| {
+            ProviderError::Config(
+                "ANTHROPIC_API_KEY contains characters not allowed in an HTTP header".into(),
+            )
+        })?;
+        headers.insert(HeaderName::from_static("x-api-key"), key);
+        headers.insert(
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static(API_VERSION),
+        );
+        Ok(Self {
+            client: http::client()?,
+            url: format!("{}/v1/messages", base_url.trim_end_matches('/')),
+            headers,
+            model: model.to_string(),
+            max_tokens,
+            retry: RetryPolicy::default(),
+        })
+    }
+
+    /// Replaces the retry policy (tests use short pauses).
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    fn body(&self, req: &ModelRequest) -> Value {
+        let mut body = json!({
+            "model": self.model,
+            "max_tokens": req.max_tokens.unwrap_or(self.max_tokens),
+            "messages": req.messages.iter().filter_map(message_to_wire).collect::<Vec<_>>(),
+        });
+        if !req.system.is_empty() {
+            body["system"] = Value::String(req.system.clone());
+        }
+        if !req.tools.is_empty() {
+            body["tools"] = req
+                .tools
+                .iter()
+                .map(
+                    |t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}),
+                )
+                .collect();
+        }
+        body
+    }
+}
+
+/// The API refuses empty text blocks and empty messages, so both are dropped.
+fn message_to_wire(msg: &Message) -> Option<Value> {
+    let content: Vec<Value> = msg
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            Block::Text { text } if text.trim().is_empty() => None,
+            Block::Text { text } => Some(json!({"type": "text", "text": text})),
+            Block::ToolUse { id, name, input } => {
+                // The API wants an object; unparseable arguments from another provider become {}.
+                let input = if input.is_object() {
+                    input.clone()
+                } else {
+                    Value::Object(Map::new())
+                };
+                Some(json!({"type": "tool_use", "id": id, "name": name, "input": input}))
+            }
+            Block::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => Some(json!({
+                "type": "tool_result", "tool_use_id": tool_use_id, "content": content, "is_error": is_error
+            })),
+        })
+        .collect();
+    if content.is_empty() {
+        return None;
+    }
+    let role = match msg.role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    };
+    Some(json!({"role": role, "content": content}))
+}
+
+fn parse_turn(body: &Value) -> Result<ModelTurn, ProviderError> {
+    let content = body.get("content").and_then(Value::as_array).ok_or_else(|| {
+        ProviderError::BadResponse(format!(
+            "no content array in {}",
+            super::excerpt(&body.to_string(), 300)
+        ))
+    })?;
+    let mut blocks = Vec::new();
+    for item in content {
+        match item.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                let text = item.get("text").and_then(Value::as_str).unwrap_or_default();
+                blocks.push(Block::text(text));
+            }
+            Some("tool_use") => {
+                let field = |k: &str| item.get(k).and_then(Value::as_str).map(str::to_string);
+                let (Some(id), Some(name)) = (field("id"), field("name")) else {
+                    return Err(ProviderError::BadResponse(format!(
+                        "tool_use block without id or name: {item}"
+                    )));
+                };
+                let input = item
+                    .get("input")
+                    .cloned()
+                    .unwrap_or_else(|| Value::Object(Map::new()));
+                blocks.push(Block::ToolUse { id, name, input });
+            }
+            // Thinking and other block kinds carry nothing the loop acts on.
+            _ => {}
+        }
+    }
+    let stop_reason = match body.get("stop_reason").and_then(Value::as_str) {
+        Some("end_turn") | None => StopReason::EndTurn,
+        Some("tool_use") => StopReason::ToolUse,
+        Some("max_tokens") => StopReason::MaxTokens,
+        Some(other) => StopReason::Other(other.to_string()),
+    };
+    Ok(ModelTurn { blocks, stop_reason })
+}
+
+impl Provider for AnthropicProvider {
+    fn name(&self) -> &str {
+        "anthropic"
+    }
+
+    fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
+        Box::pin(async move {
+            let body = self.body(req);
+            let ctx = CallContext {
+                key_env: "ANTHROPIC_API_KEY",
+                model: &self.model,
+            };
+            let answer =
+                http::post_json(&self.client, &self.url, &self.headers, &body, &self.retry, &ctx).await?;
+            parse_turn(&answer)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_round_trip() {
+        let msg = Message {
+            role: Role::User,
+            content: vec![
+                Block::ToolResult {
+                    tool_use_id: "t1".into(),
+                    content: "ok".into(),
+                    is_error: true,
+                },
+                Block::text(""),
+            ],
+        };
+        let wire = message_to_wire(&msg).unwrap();
+        assert_eq!(wire["content"].as_array().unwrap().len(), 1);
+        assert_eq!(wire["content"][0]["is_error"], true);
+
+        let turn = parse_turn(&json!({
+            "content": [{"type": "thinking", "thinking": "hm"}, {"type": "text", "text": "hi"},
+                        {"type": "tool_use", "id": "t2", "name": "bash", "input": {"command": "ls"}}],
+            "stop_reason": "tool_use"
+        }))
+        .unwrap();
+        assert_eq!(turn.stop_reason, StopReason::ToolUse);
+        assert_eq!(turn.blocks.len(), 2);
+        assert!(parse_turn(&json!({"type": "error"})).is_err());
+    }
+}

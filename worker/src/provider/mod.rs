@@ -1,0 +1,222 @@
+//! Model providers behind one object-safe trait, and the provider-neutral transcript.
+//!
+//! The transcript types are serde-serializable because the transcript is the step's
+//! heartbeat checkpoint: a resumed attempt restores it and carries on from the last turn.
+
+mod anthropic;
+mod http;
+mod openai;
+pub mod scripted;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use anthropic::AnthropicProvider;
+pub use http::RetryPolicy;
+pub use openai::OpenAiProvider;
+pub use scripted::{Script, ScriptSource, ScriptedProvider};
+
+use crate::config::ProviderConfig;
+
+/// A boxed, sendable future, so the trait stays usable as `Arc<dyn Provider>`.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// One piece of a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Block {
+    Text {
+        text: String,
+    },
+    /// The model asks for a tool. `input` is normally a JSON object; a provider that
+    /// received unparseable arguments keeps the raw text as a JSON string so the agent
+    /// can answer with an error instead of failing.
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: String,
+        content: String,
+        #[serde(default)]
+        is_error: bool,
+    },
+}
+
+impl Block {
+    /// A text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text { text: text.into() }
+    }
+}
+
+/// One message of the transcript.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: Vec<Block>,
+}
+
+impl Message {
+    /// A user message with one text block.
+    pub fn user_text(text: impl Into<String>) -> Self {
+        Self {
+            role: Role::User,
+            content: vec![Block::text(text)],
+        }
+    }
+}
+
+/// A tool offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON schema of the tool's input object.
+    pub input_schema: Value,
+}
+
+/// Facts about the step a request belongs to. Real models ignore them; the scripted
+/// provider uses them to pick the script and fill placeholders.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestMetadata {
+    pub run_id: String,
+    pub step_id: String,
+    pub goal: String,
+}
+
+/// One call to the model.
+#[derive(Debug, Clone, Default)]
+pub struct ModelRequest {
+    pub system: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+    /// Output token limit; the provider's configured default when `None`.
+    pub max_tokens: Option<u32>,
+    pub metadata: RequestMetadata,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    EndTurn,
+    ToolUse,
+    MaxTokens,
+    Other(String),
+}
+
+/// The model's answer to one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelTurn {
+    pub blocks: Vec<Block>,
+    pub stop_reason: StopReason,
+}
+
+/// Why a model call failed, and whether trying again later can help.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// The credentials were refused (HTTP 401/403).
+    #[error("authentication failed (check {key_env}): HTTP {status}: {body}")]
+    Auth {
+        key_env: &'static str,
+        status: u16,
+        body: String,
+    },
+    /// The provider does not know the configured model.
+    #[error("unknown model {model}: {body}")]
+    UnknownModel { model: String, body: String },
+    /// Any other HTTP error status, after retries where it was retryable.
+    #[error("provider returned HTTP {status} ({}): {body}", retry_label(*retryable))]
+    Http {
+        status: u16,
+        body: String,
+        retryable: bool,
+    },
+    /// The provider could not be reached (after retries).
+    #[error("could not reach the provider at {url} (retryable): {message}")]
+    Transport { url: String, message: String },
+    /// A 2xx answer that is not the expected shape.
+    #[error("unexpected response from the provider: {0}")]
+    BadResponse(String),
+    /// The offline script is missing or malformed.
+    #[error("script error: {0}")]
+    Script(String),
+    /// The provider settings cannot work (e.g. an API key that is not a valid header).
+    #[error("invalid provider configuration: {0}")]
+    Config(String),
+}
+
+fn retry_label(retryable: bool) -> &'static str {
+    if retryable { "retryable" } else { "not retryable" }
+}
+
+impl ProviderError {
+    /// Whether a later attempt of the same call may succeed.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Http { retryable, .. } => *retryable,
+            Self::Transport { .. } | Self::BadResponse(_) => true,
+            Self::Auth { .. } | Self::UnknownModel { .. } | Self::Script(_) | Self::Config(_) => false,
+        }
+    }
+}
+
+/// A language model the agent loop can talk to.
+pub trait Provider: Send + Sync {
+    /// A short name for logs ("anthropic", "openai", "scripted").
+    fn name(&self) -> &str;
+
+    /// Sends the transcript and returns the model's next turn.
+    fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>>;
+}
+
+/// Builds the provider a [`ProviderConfig`] describes. A scripted provider loads and
+/// checks its script here, so a bad script fails at startup, not mid-step.
+pub fn from_config(config: &ProviderConfig) -> Result<Arc<dyn Provider>, ProviderError> {
+    Ok(match config {
+        ProviderConfig::Anthropic {
+            base_url,
+            api_key,
+            model,
+            max_tokens,
+        } => Arc::new(AnthropicProvider::new(base_url, api_key, model, *max_tokens)?),
+        ProviderConfig::OpenAi {
+            base_url,
+            api_key,
+            model,
+        } => Arc::new(OpenAiProvider::new(base_url, api_key.as_deref(), model)?),
+        ProviderConfig::Scripted { script } => {
+            let provider = ScriptedProvider::load(script)?;
+            tracing::warn!(
+                script = %script.describe(),
+                "using the OFFLINE SCRIPTED provider: steps replay a canned script, no real model is called"
+            );
+            Arc::new(provider)
+        }
+    })
+}
+
+/// Cuts `s` to at most `max` bytes on a char boundary, for error excerpts.
+pub(crate) fn excerpt(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.trim().to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", s[..end].trim())
+}

@@ -1,0 +1,266 @@
+//! OpenAI-compatible chat completions (`POST {base}/chat/completions`): OpenAI itself and
+//! local servers such as Ollama, vLLM and llama.cpp.
+
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use serde_json::{Value, json};
+
+use super::http::{self, CallContext, RetryPolicy};
+use super::{Block, BoxFuture, ModelRequest, ModelTurn, Provider, ProviderError, Role, StopReason};
+
+/// Talks to an OpenAI-compatible chat completions endpoint.
+pub struct OpenAiProvider {
+    client: reqwest::Client,
+    url: String,
+    headers: HeaderMap,
+    model: String,
+    retry: RetryPolicy,
+}
+
+impl OpenAiProvider {
+    /// `base_url` includes the version path (e.g. `https://api.openai.com/v1`,
+    /// `http://localhost:11434/v1`). The key is optional because local servers need none.
+    pub fn new(base_url: &str, api_key: Option<&str>, model: &str) -> Result<Self, ProviderError> {
+        let mut headers = HeaderMap::new();
+        if let Some(key) = api_key.map(str::trim).filter(|k| !k.is_empty()) {
+            let value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+                ProviderError::Config(
+                    "OPENAI_API_KEY contains characters not allowed in an HTTP header".into(),
+                )
+            })?;
+            headers.insert(AUTHORIZATION, value);
+        }
+        Ok(Self {
+            client: http::client()?,
+            url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
+            headers,
+            model: model.to_string(),
+            retry: RetryPolicy::default(),
+        })
+    }
+
+    /// Replaces the retry policy (tests use short pauses).
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    fn body(&self, req: &ModelRequest) -> Value {
+        let mut messages = Vec::new();
+        if !req.system.is_empty() {
+            messages.push(json!({"role": "system", "content": req.system}));
+        }
+        for msg in &req.messages {
+            match msg.role {
+                Role::Assistant => messages.push(assistant_to_wire(&msg.content)),
+                Role::User => user_to_wire(&msg.content, &mut messages),
+            }
+        }
+        let mut body = json!({"model": self.model, "messages": messages});
+        if let Some(max) = req.max_tokens {
+            body["max_tokens"] = json!(max);
+        }
+        if !req.tools.is_empty() {
+            body["tools"] = req
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {
+                        "name": t.name, "description": t.description, "parameters": t.input_schema
+                    }})
+                })
+                .collect();
+        }
+        body
+    }
+}
+
+fn assistant_to_wire(blocks: &[Block]) -> Value {
+    let text = join_text(blocks);
+    let calls: Vec<Value> = blocks
+        .iter()
+        .filter_map(|b| match b {
+            Block::ToolUse { id, name, input } => {
+                // Raw (unparseable) arguments were kept as a string: send them back as they came.
+                let arguments = match input {
+                    Value::String(raw) => raw.clone(),
+                    other => other.to_string(),
+                };
+                Some(
+                    json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}),
+                )
+            }
+            _ => None,
+        })
+        .collect();
+    let mut msg = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::String(text) }});
+    if !calls.is_empty() {
+        msg["tool_calls"] = Value::Array(calls);
+    }
+    msg
+}
+
+/// Tool results become `role: tool` messages, which must directly follow the assistant
+/// message; any text of the same user turn follows them as one user message.
+fn user_to_wire(blocks: &[Block], out: &mut Vec<Value>) {
+    for b in blocks {
+        if let Block::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        } = b
+        {
+            // Chat completions has no error flag, so the model is told in words.
+            let content = if *is_error {
+                format!("Error: {content}")
+            } else {
+                content.clone()
+            };
+            out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}));
+        }
+    }
+    let text = join_text(blocks);
+    if !text.is_empty() {
+        out.push(json!({"role": "user", "content": text}));
+    }
+}
+
+fn join_text(blocks: &[Block]) -> String {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            Block::Text { text } if !text.trim().is_empty() => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+fn parse_turn(body: &Value) -> Result<ModelTurn, ProviderError> {
+    let choice = body.get("choices").and_then(|c| c.get(0)).ok_or_else(|| {
+        ProviderError::BadResponse(format!(
+            "no choices in {}",
+            super::excerpt(&body.to_string(), 300)
+        ))
+    })?;
+    let message = choice
+        .get("message")
+        .ok_or_else(|| ProviderError::BadResponse("choice without a message".into()))?;
+    let mut blocks = Vec::new();
+    match message.get("content") {
+        Some(Value::String(text)) if !text.is_empty() => blocks.push(Block::text(text.clone())),
+        // Some servers send content as an array of typed parts.
+        Some(Value::Array(parts)) => {
+            let text: String = parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect();
+            if !text.is_empty() {
+                blocks.push(Block::text(text));
+            }
+        }
+        _ => {}
+    }
+    if let Some(calls) = message.get("tool_calls").and_then(Value::as_array) {
+        for (i, call) in calls.iter().enumerate() {
+            let function = call.get("function");
+            let name = function
+                .and_then(|f| f.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if name.is_empty() {
+                return Err(ProviderError::BadResponse(format!(
+                    "tool call without a function name: {call}"
+                )));
+            }
+            // Some local servers omit ids; the transcript needs one to pair results.
+            let id = call
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map_or_else(|| format!("call_{i}"), str::to_string);
+            let input = match function.and_then(|f| f.get("arguments")) {
+                Some(Value::String(raw)) if raw.trim().is_empty() => json!({}),
+                // Malformed JSON stays a raw string; the agent answers it with an error result.
+                Some(Value::String(raw)) => {
+                    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.clone()))
+                }
+                Some(obj @ Value::Object(_)) => obj.clone(),
+                _ => json!({}),
+            };
+            blocks.push(Block::ToolUse {
+                id,
+                name: name.to_string(),
+                input,
+            });
+        }
+    }
+    let stop_reason = match choice.get("finish_reason").and_then(Value::as_str) {
+        Some("stop") | None => StopReason::EndTurn,
+        Some("tool_calls") | Some("function_call") => StopReason::ToolUse,
+        Some("length") => StopReason::MaxTokens,
+        Some(other) => StopReason::Other(other.to_string()),
+    };
+    Ok(ModelTurn { blocks, stop_reason })
+}
+
+impl Provider for OpenAiProvider {
+    fn name(&self) -> &str {
+        "openai"
+    }
+
+    fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
+        Box::pin(async move {
+            let body = self.body(req);
+            let ctx = CallContext {
+                key_env: "OPENAI_API_KEY",
+                model: &self.model,
+            };
+            let answer =
+                http::post_json(&self.client, &self.url, &self.headers, &body, &self.retry, &ctx).await?;
+            parse_turn(&answer)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_arguments_are_kept_raw() {
+        let turn = parse_turn(&json!({"choices": [{"message": {"content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": "}}
+        ]}, "finish_reason": "tool_calls"}]}))
+        .unwrap();
+        assert_eq!(turn.stop_reason, StopReason::ToolUse);
+        assert_eq!(
+            turn.blocks,
+            vec![Block::ToolUse {
+                id: "c1".into(),
+                name: "bash".into(),
+                input: json!("{\"command\": ")
+            }]
+        );
+    }
+
+    #[test]
+    fn tool_results_precede_user_text() {
+        let mut out = Vec::new();
+        user_to_wire(
+            &[
+                Block::ToolResult {
+                    tool_use_id: "c1".into(),
+                    content: "boom".into(),
+                    is_error: true,
+                },
+                Block::text("[steer] hurry"),
+            ],
+            &mut out,
+        );
+        assert_eq!(
+            out[0],
+            json!({"role": "tool", "tool_call_id": "c1", "content": "Error: boom"})
+        );
+        assert_eq!(out[1], json!({"role": "user", "content": "[steer] hurry"}));
+    }
+}

@@ -1,0 +1,243 @@
+//! The offline scripted provider: replays canned model turns from a JSON script, so the
+//! demo and the tests run with no model and no network.
+//!
+//! # Script format
+//!
+//! ```json
+//! {
+//!   "description": "optional, ignored",
+//!   "steps": {
+//!     "research": [
+//!       { "text": "Looking around.", "tool_calls": [ { "name": "list_files", "input": { "path": "." } } ] },
+//!       { "tool_calls": [ { "name": "complete_step", "input": { "notes": "Researched {{goal}}" } } ] }
+//!     ]
+//!   },
+//!   "default": [ { "tool_calls": [ { "name": "complete_step", "input": { "notes": "done" } } ] } ]
+//! }
+//! ```
+//!
+//! A step plays `steps[<step_id>]`, or `default` when the script has no entry for it. The
+//! turn played is the number of assistant messages already in the request, so a step
+//! resumed from a checkpoint continues with its next turn rather than from the start.
+//! Strings anywhere in a turn may use `{{goal}}`, `{{step_id}}` and `{{run_id}}`. A step
+//! that runs past its last turn gets a text-only turn saying so (the agent loop then
+//! nudges it until its turn limit).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{
+    Block, BoxFuture, ModelRequest, ModelTurn, Provider, ProviderError, RequestMetadata, Role, StopReason,
+};
+
+/// A whole script: turns per step id, and a fallback.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Script {
+    /// Free text for people reading the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub steps: BTreeMap<String, Vec<ScriptTurn>>,
+    #[serde(default)]
+    pub default: Vec<ScriptTurn>,
+}
+
+/// One canned model turn.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptTurn {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ScriptToolCall>,
+}
+
+/// A tool call the scripted model makes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptToolCall {
+    pub name: String,
+    #[serde(default = "empty_object")]
+    pub input: Value,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
+/// Where a script comes from: a file path (a JSON string) or the script itself (a JSON object).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ScriptSource {
+    Path(PathBuf),
+    Inline(Script),
+}
+
+impl ScriptSource {
+    /// For logs: the path, or "inline script".
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Path(p) => p.display().to_string(),
+            Self::Inline(_) => "inline script".to_string(),
+        }
+    }
+}
+
+impl Script {
+    /// Reads and checks a script file; errors name the file and the JSON path.
+    pub fn from_file(path: &Path) -> Result<Self, ProviderError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ProviderError::Script(format!("cannot read {}: {e}", path.display())))?;
+        let de = &mut serde_json::Deserializer::from_str(&text);
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let at = e.path().to_string();
+            ProviderError::Script(format!("{}: at {at}: {}", path.display(), e.inner()))
+        })
+    }
+}
+
+/// Replays a [`Script`].
+pub struct ScriptedProvider {
+    script: Script,
+}
+
+impl ScriptedProvider {
+    /// Wraps a parsed script.
+    pub fn new(script: Script) -> Self {
+        Self { script }
+    }
+
+    /// Loads the script a [`ScriptSource`] names.
+    pub fn load(source: &ScriptSource) -> Result<Self, ProviderError> {
+        Ok(Self::new(match source {
+            ScriptSource::Path(p) => Script::from_file(p)?,
+            ScriptSource::Inline(s) => s.clone(),
+        }))
+    }
+
+    fn turn_for(&self, req: &ModelRequest) -> ModelTurn {
+        let meta = &req.metadata;
+        let turns = self
+            .script
+            .steps
+            .get(&meta.step_id)
+            .unwrap_or(&self.script.default);
+        let index = req.messages.iter().filter(|m| m.role == Role::Assistant).count();
+        let Some(turn) = turns.get(index) else {
+            return ModelTurn {
+                blocks: vec![Block::text(format!(
+                    "(scripted provider: the script has no turn {} for step {:?})",
+                    index + 1,
+                    meta.step_id
+                ))],
+                stop_reason: StopReason::EndTurn,
+            };
+        };
+        let mut blocks = Vec::new();
+        if let Some(text) = &turn.text {
+            blocks.push(Block::text(fill(text, meta)));
+        }
+        for (i, call) in turn.tool_calls.iter().enumerate() {
+            blocks.push(Block::ToolUse {
+                // Deterministic ids keep replays and resumed transcripts comparable.
+                id: format!("toolu_script_{}_{}", index + 1, i + 1),
+                name: call.name.clone(),
+                input: fill_value(&call.input, meta),
+            });
+        }
+        let stop_reason = if turn.tool_calls.is_empty() {
+            StopReason::EndTurn
+        } else {
+            StopReason::ToolUse
+        };
+        ModelTurn { blocks, stop_reason }
+    }
+}
+
+fn fill(s: &str, meta: &RequestMetadata) -> String {
+    s.replace("{{goal}}", &meta.goal)
+        .replace("{{step_id}}", &meta.step_id)
+        .replace("{{run_id}}", &meta.run_id)
+}
+
+fn fill_value(v: &Value, meta: &RequestMetadata) -> Value {
+    match v {
+        Value::String(s) => Value::String(fill(s, meta)),
+        Value::Array(items) => Value::Array(items.iter().map(|i| fill_value(i, meta)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), fill_value(v, meta)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+impl Provider for ScriptedProvider {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
+        Box::pin(async move { Ok(self.turn_for(req)) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::Message;
+    use serde_json::json;
+
+    fn script() -> Script {
+        serde_json::from_value(json!({
+            "steps": {"a": [
+                {"text": "first {{goal}}", "tool_calls": [{"name": "write_file", "input": {"path": "x", "content": "{{step_id}}"}}]},
+                {"tool_calls": [{"name": "complete_step", "input": {"notes": "n"}}]}
+            ]},
+            "default": [{"text": "default"}]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn picks_turn_from_transcript() {
+        let p = ScriptedProvider::new(script());
+        let meta = RequestMetadata {
+            step_id: "a".into(),
+            goal: "G".into(),
+            ..Default::default()
+        };
+        let mut req = ModelRequest {
+            metadata: meta,
+            ..Default::default()
+        };
+        let t1 = p.turn_for(&req);
+        assert_eq!(t1.blocks[0], Block::text("first G"));
+        assert!(matches!(&t1.blocks[1], Block::ToolUse { input, .. } if input["content"] == "a"));
+        req.messages.push(Message {
+            role: Role::Assistant,
+            content: t1.blocks,
+        });
+        let t2 = p.turn_for(&req);
+        assert!(matches!(&t2.blocks[0], Block::ToolUse { name, .. } if name == "complete_step"));
+        req.metadata.step_id = "other".into();
+        req.messages.clear();
+        assert_eq!(p.turn_for(&req).blocks[0], Block::text("default"));
+    }
+
+    #[test]
+    fn script_errors_name_file_and_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        std::fs::write(&path, r#"{"steps": {"a": [{"txt": "x"}]}}"#).unwrap();
+        let err = Script::from_file(&path).unwrap_err().to_string();
+        assert!(err.contains("s.json"), "{err}");
+        assert!(err.contains("steps.a[0]"), "{err}");
+        assert!(err.contains("txt"), "{err}");
+    }
+}

@@ -1,0 +1,461 @@
+//! The worker process: one poll loop per queue, N step slots, lease keeping, reporting,
+//! reconnection and graceful shutdown.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use railyard_proto::v1::StepTask;
+use railyard_proto::{Client, ClientError, Completion, Failure, StepWorker};
+use tokio::sync::{Semaphore, watch};
+use tracing::{Instrument, debug, error, info, info_span, warn};
+
+use crate::WorkerError;
+use crate::agent::{Agent, AgentOptions, Outcome};
+use crate::config::WorkerConfig;
+use crate::events::{EventKind, EventSink, StepRef, WorkerEvent};
+use crate::lease::{LeaseKeeper, LeaseStatus, heartbeat_interval};
+use crate::provider::{self, Provider};
+
+/// How long one long poll waits for a task.
+const POLL_WAIT: Duration = Duration::from_secs(10);
+/// After shutdown, how long an in-flight poll may still bring a task back (which is
+/// then failed back at once rather than dropped to time out).
+const SHUTDOWN_POLL_DRAIN: Duration = Duration::from_secs(3);
+/// First and largest pause between polls while the server is unreachable.
+const RECONNECT_INITIAL: Duration = Duration::from_millis(500);
+const RECONNECT_MAX: Duration = Duration::from_secs(30);
+/// Attempts (beyond the SDK's own retries) to deliver a step's result.
+const REPORT_ATTEMPTS: u32 = 6;
+/// Time allowed for failing steps back once the grace period is over.
+const REPORT_GRACE: Duration = Duration::from_secs(20);
+
+/// Runs a worker with `config` until `shutdown` resolves, then shuts down gracefully.
+pub async fn run_worker(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Result<(), WorkerError> {
+    Worker::new(config).run(shutdown).await
+}
+
+/// A worker with optional hooks; [`run_worker`] is the plain form.
+pub struct Worker {
+    config: WorkerConfig,
+    provider: Option<Arc<dyn Provider>>,
+    events: Option<EventSink>,
+    options: AgentOptions,
+}
+
+impl Worker {
+    /// A worker for `config`; the provider is built from `config.provider` at start.
+    pub fn new(config: WorkerConfig) -> Self {
+        Self {
+            config,
+            provider: None,
+            events: None,
+            options: AgentOptions::default(),
+        }
+    }
+
+    /// Uses `provider` instead of building one from the config.
+    pub fn with_provider(mut self, provider: Arc<dyn Provider>) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// Sends progress events (step leased, tool calls, model text, results) to `sink`.
+    pub fn with_events(mut self, sink: EventSink) -> Self {
+        self.events = Some(sink);
+        self
+    }
+
+    /// Replaces the agent loop's options.
+    pub fn with_agent_options(mut self, options: AgentOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Polls and runs steps until `shutdown` resolves; then stops polling, gives running
+    /// steps `shutdown_grace` to finish, and fails the rest back as `worker_shutdown`
+    /// (retryable, with their checkpoint) so another worker takes them at once.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), WorkerError> {
+        let config = self.config;
+        let provider = match self.provider {
+            Some(p) => p,
+            None => provider::from_config(&config.provider)?,
+        };
+        std::fs::create_dir_all(&config.workspace).map_err(|source| WorkerError::Workspace {
+            path: config.workspace.clone(),
+            source,
+        })?;
+        let client = Client::connect(&config.server_url).await?;
+        info!(identity = %config.identity, server = %config.server_url, namespace = %config.namespace,
+            queues = ?config.queues, slots = config.slots, provider = %config.provider.describe(),
+            workspace = %config.workspace.display(), "worker started");
+
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let (force_tx, force_rx) = watch::channel(false);
+        let slots = Arc::new(Semaphore::new(config.slots));
+        let shared = Arc::new(Shared {
+            agent: Agent::new(provider)
+                .with_options(self.options)
+                .with_events(self.events.clone()),
+            events: self.events,
+            slots: slots.clone(),
+            stop: stop_rx,
+            force: force_rx,
+            config,
+        });
+        let pollers: Vec<_> = shared
+            .config
+            .queues
+            .iter()
+            .map(|queue| {
+                let worker = StepWorker::new(
+                    client.clone(),
+                    &shared.config.namespace,
+                    queue,
+                    &shared.config.identity,
+                );
+                tokio::spawn(poll_loop(shared.clone(), worker))
+            })
+            .collect();
+
+        shutdown.await;
+        let all = u32::try_from(shared.config.slots).unwrap_or(u32::MAX);
+        let running = shared.config.slots - slots.available_permits();
+        info!(running, grace = ?shared.config.shutdown_grace, "shutdown requested: polling stops, running steps may finish");
+        stop_tx.send_replace(true);
+        for poller in pollers {
+            let _ = poller.await;
+        }
+        // Every running step holds a slot, so holding all slots means all steps are done.
+        if tokio::time::timeout(shared.config.shutdown_grace, slots.acquire_many(all))
+            .await
+            .is_err()
+        {
+            let running = shared.config.slots - slots.available_permits();
+            warn!(
+                running,
+                "shutdown grace period over: failing running steps back to the server"
+            );
+            force_tx.send_replace(true);
+            if tokio::time::timeout(REPORT_GRACE, slots.acquire_many(all))
+                .await
+                .is_err()
+            {
+                error!(
+                    "some steps could not be failed back in time; they will be retried after their lease expires"
+                );
+            }
+        }
+        info!("worker stopped");
+        Ok(())
+    }
+}
+
+struct Shared {
+    config: WorkerConfig,
+    agent: Agent,
+    events: Option<EventSink>,
+    slots: Arc<Semaphore>,
+    /// Set when polling must stop.
+    stop: watch::Receiver<bool>,
+    /// Set when the grace period is over and running steps must be failed back.
+    force: watch::Receiver<bool>,
+}
+
+impl Shared {
+    fn emit(&self, step: &StepRef, kind: EventKind) {
+        if let Some(sink) = &self.events {
+            sink(WorkerEvent {
+                step: step.clone(),
+                kind,
+            });
+        }
+    }
+}
+
+/// Resolves once `stop` is set and `extra` has passed since.
+async fn stopped_for(mut stop: watch::Receiver<bool>, extra: Duration) {
+    if stop.wait_for(|s| *s).await.is_ok() {
+        tokio::time::sleep(extra).await;
+    } else {
+        std::future::pending::<()>().await;
+    }
+}
+
+async fn poll_loop(shared: Arc<Shared>, worker: StepWorker) {
+    let queue = worker.queue().to_string();
+    let mut stop = shared.stop.clone();
+    let mut backoff = RECONNECT_INITIAL;
+    let mut failures = 0u32;
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        // Poll only with a free slot, so a leased step never waits for one.
+        let permit = tokio::select! {
+            p = shared.slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+            _ = stop.wait_for(|s| *s) => break,
+        };
+        let polled = tokio::select! {
+            r = worker.poll(POLL_WAIT) => r,
+            _ = stopped_for(shared.stop.clone(), SHUTDOWN_POLL_DRAIN) => break,
+        };
+        match polled {
+            Ok(task) => {
+                if failures > 0 {
+                    info!(queue = %queue, failures, "server reachable again; polling resumed");
+                    failures = 0;
+                    backoff = RECONNECT_INITIAL;
+                }
+                let Some(task) = task else { continue };
+                let span = info_span!("step", run_id = %task.run_id, step = %task.step_id,
+                    attempt = task.attempt, queue = %queue);
+                let shared = shared.clone();
+                let worker = worker.clone();
+                tokio::spawn(
+                    async move {
+                        run_leased(&shared, &worker, task).await;
+                        drop(permit);
+                    }
+                    .instrument(span),
+                );
+            }
+            Err(e) => {
+                drop(permit);
+                failures += 1;
+                let level_error = !matches!(
+                    e,
+                    ClientError::Unavailable { .. } | ClientError::DeadlineExceeded(_)
+                );
+                if level_error {
+                    error!(queue = %queue, failures, retry_in = ?backoff, error = %e, "poll failed");
+                } else {
+                    warn!(queue = %queue, failures, retry_in = ?backoff, error = %e, "server unavailable; will retry");
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = stop.wait_for(|s| *s) => break,
+                }
+                backoff = (backoff * 2).min(RECONNECT_MAX);
+            }
+        }
+    }
+    debug!(queue = %queue, "poll loop stopped");
+}
+
+enum Interrupted {
+    Lease(LeaseStatus),
+    Shutdown,
+}
+
+/// Runs one leased step and reports its result.
+async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask) {
+    let step = StepRef {
+        run_id: task.run_id.clone(),
+        step_id: task.step_id.clone(),
+        attempt: task.attempt,
+        queue: worker.queue().to_string(),
+    };
+    let resumed = !task.checkpoint.is_empty();
+    info!(title = %task.step_title, resumed, "step leased");
+    shared.emit(
+        &step,
+        EventKind::StepLeased {
+            title: task.step_title.clone(),
+            step_index: task.step_index,
+            step_count: task.step_count,
+            resumed,
+        },
+    );
+    if *shared.stop.borrow() {
+        // Arrived while shutting down: hand it straight back instead of starting it.
+        let failure = shutdown_failure(task.checkpoint.clone());
+        report_failure(shared, worker, &task, &step, failure).await;
+        return;
+    }
+    let dir = match prepare_workspace(&shared.config.workspace, &task.run_id).await {
+        Ok(dir) => dir,
+        Err(message) => {
+            let failure = Failure {
+                error_type: "workspace_error".into(),
+                message,
+                non_retryable: false,
+                checkpoint: task.checkpoint.clone(),
+            };
+            report_failure(shared, worker, &task, &step, failure).await;
+            return;
+        }
+    };
+
+    let keeper = LeaseKeeper::new(worker.clone(), &task);
+    let interval = heartbeat_interval(shared.config.heartbeat_interval, task.heartbeat_timeout_ms);
+    let mut status = keeper.subscribe();
+    let mut force = shared.force.clone();
+    let ended = tokio::select! {
+        report = shared.agent.run_step(&task, worker.queue(), &dir, &keeper) => Ok(report),
+        _ = keeper.keep_alive(interval) => {
+            // keep_alive only returns once the lease is no longer simply held.
+            Err(Interrupted::Lease(keeper.subscribe().borrow().clone()))
+        }
+        s = status.wait_for(|s| *s != LeaseStatus::Held) => {
+            Err(Interrupted::Lease(s.map(|s| s.clone()).unwrap_or(LeaseStatus::Held)))
+        }
+        _ = force.wait_for(|f| *f) => Err(Interrupted::Shutdown),
+    };
+
+    match ended {
+        Ok(report) => {
+            info!(
+                turns = report.turns,
+                refused_tool_calls = report.refused_tool_calls,
+                "agent loop ended"
+            );
+            match report.outcome {
+                Outcome::Completed(completion) => {
+                    report_completion(shared, worker, &task, &step, completion).await
+                }
+                Outcome::Failed(failure) => report_failure(shared, worker, &task, &step, failure).await,
+                Outcome::Canceled { checkpoint } => {
+                    report_canceled(shared, worker, &task, &step, checkpoint).await
+                }
+                Outcome::LeaseLost(message) => lease_lost(shared, &step, message),
+            }
+        }
+        Err(Interrupted::Lease(LeaseStatus::CancelRequested)) => {
+            report_canceled(shared, worker, &task, &step, keeper.last_checkpoint()).await
+        }
+        Err(Interrupted::Lease(LeaseStatus::Lost(message))) => lease_lost(shared, &step, message),
+        Err(Interrupted::Lease(LeaseStatus::Held)) => {
+            lease_lost(shared, &step, "lease keeping stopped unexpectedly".into())
+        }
+        Err(Interrupted::Shutdown) => {
+            let failure = shutdown_failure(keeper.last_checkpoint());
+            report_failure(shared, worker, &task, &step, failure).await
+        }
+    }
+}
+
+fn shutdown_failure(checkpoint: Vec<u8>) -> Failure {
+    Failure {
+        error_type: "worker_shutdown".into(),
+        message: "the worker shut down before the step finished".into(),
+        non_retryable: false,
+        checkpoint,
+    }
+}
+
+fn lease_lost(shared: &Shared, step: &StepRef, message: String) {
+    warn!(error = %message, "lease lost; dropping the step without reporting");
+    shared.emit(step, EventKind::LeaseLost { message });
+}
+
+/// `<workspace>/<run_id>/`, created if needed. The run id becomes a directory name, so
+/// it must be one plain path component.
+async fn prepare_workspace(root: &Path, run_id: &str) -> Result<PathBuf, String> {
+    let plain = !run_id.is_empty() && run_id != "." && run_id != ".." && !run_id.contains(['/', '\\', '\0']);
+    if !plain {
+        return Err(format!(
+            "run id {run_id:?} cannot be used as a workspace directory name"
+        ));
+    }
+    let dir = root.join(run_id);
+    tokio::fs::create_dir_all(&dir)
+        .await
+        .map_err(|e| format!("cannot create the workspace {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Retries a report while the server is unreachable. A repeated report is safe: the
+/// server refuses a second one for the same lease without changing anything.
+async fn with_retries<T, F, Fut>(what: &str, mut call: F) -> Result<T, ClientError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, ClientError>>,
+{
+    let mut backoff = Duration::from_secs(1);
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Err(e @ (ClientError::Unavailable { .. } | ClientError::DeadlineExceeded(_)))
+                if attempt < REPORT_ATTEMPTS =>
+            {
+                warn!(attempt, retry_in = ?backoff, error = %e, "{what} not delivered; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(15));
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn report_completion(
+    shared: &Shared,
+    worker: &StepWorker,
+    task: &StepTask,
+    step: &StepRef,
+    c: Completion,
+) {
+    let (notes, artifacts) = (c.notes.clone(), c.artifacts.clone());
+    match with_retries("completion", || worker.complete(&task.task_token, c.clone())).await {
+        Ok(()) => {
+            info!(artifacts = ?artifacts, "step completed");
+            shared.emit(step, EventKind::StepCompleted { notes, artifacts });
+        }
+        Err(e) => {
+            error!(error = %e, "completion not accepted; the step will be retried after its lease expires");
+            shared.emit(
+                step,
+                EventKind::StepFailed {
+                    error_type: "report_failed".into(),
+                    message: format!("completion not accepted: {e}"),
+                    will_retry: None,
+                },
+            );
+        }
+    }
+}
+
+async fn report_failure(shared: &Shared, worker: &StepWorker, task: &StepTask, step: &StepRef, f: Failure) {
+    let (error_type, message) = (f.error_type.clone(), f.message.clone());
+    let sent = with_retries("failure", || worker.fail(&task.task_token, f.clone())).await;
+    let will_retry = match &sent {
+        Ok(will_retry) => {
+            warn!(error_type = %error_type, will_retry, error = %message, "step failed");
+            Some(*will_retry)
+        }
+        Err(e) => {
+            error!(error_type = %error_type, error = %e, "failure not accepted by the server");
+            None
+        }
+    };
+    shared.emit(
+        step,
+        EventKind::StepFailed {
+            error_type,
+            message,
+            will_retry,
+        },
+    );
+}
+
+async fn report_canceled(
+    shared: &Shared,
+    worker: &StepWorker,
+    task: &StepTask,
+    step: &StepRef,
+    checkpoint: Vec<u8>,
+) {
+    let failure = Failure {
+        error_type: "canceled".into(),
+        message: "cancellation was requested".into(),
+        non_retryable: true,
+        checkpoint,
+    };
+    match with_retries("cancellation", || worker.fail(&task.task_token, failure.clone())).await {
+        Ok(_) => info!("step canceled"),
+        Err(e) => error!(error = %e, "cancellation not accepted by the server"),
+    }
+    shared.emit(step, EventKind::StepCanceled);
+}

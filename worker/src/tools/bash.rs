@@ -1,0 +1,165 @@
+//! The `bash` tool: `bash -c` in the workspace, with a timeout that kills the whole
+//! process group and capped output.
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use super::fs::Workspace;
+use super::{ToolLimits, ToolOutput, opt_u64_arg, str_arg};
+
+/// Provider credentials are the worker's, not the model's: commands never see them.
+const HIDDEN_VARS: [&str; 2] = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"];
+
+/// How long output may keep trickling in after the shell exits (background children
+/// holding the pipes open must not hang the step).
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+pub(super) async fn run(ws: &Workspace, input: &Value, limits: &ToolLimits) -> ToolOutput {
+    let command = match str_arg(input, "command") {
+        Ok(c) if !c.trim().is_empty() => c,
+        Ok(_) => return ToolOutput::error("`command` is empty"),
+        Err(e) => return ToolOutput::error(e),
+    };
+    let timeout = match opt_u64_arg(input, "timeout_secs") {
+        Ok(Some(secs)) => Duration::from_secs(secs.max(1)).min(limits.bash_max_timeout),
+        Ok(None) => limits.bash_timeout,
+        Err(e) => return ToolOutput::error(e),
+    };
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(ws.root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        // Its own process group, so a timeout kills everything the command started.
+        .process_group(0);
+    for var in HIDDEN_VARS {
+        cmd.env_remove(var);
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return ToolOutput::error(format!("cannot start bash: {e}")),
+    };
+    let mut group = GroupGuard(child.id());
+    let stdout = Captured::shared();
+    let stderr = Captured::shared();
+    let readers = [
+        child
+            .stdout
+            .take()
+            .map(|r| tokio::spawn(read_capped(r, stdout.clone(), limits.output_cap))),
+        child
+            .stderr
+            .take()
+            .map(|r| tokio::spawn(read_capped(r, stderr.clone(), limits.output_cap))),
+    ];
+
+    let waited = tokio::time::timeout(timeout, child.wait()).await;
+    let header = match waited {
+        Ok(Ok(status)) => {
+            // Background jobs may outlive the shell on purpose; leave them be.
+            group.0 = None;
+            match (
+                status.code(),
+                std::os::unix::process::ExitStatusExt::signal(&status),
+            ) {
+                (Some(code), _) => Ok(code),
+                (None, Some(sig)) => Err(format!("killed by signal {sig}")),
+                (None, None) => Err("ended without an exit code".to_string()),
+            }
+        }
+        Ok(Err(e)) => Err(format!("waiting for bash failed: {e}")),
+        Err(_) => {
+            group.kill();
+            let _ = child.kill().await;
+            Err(format!(
+                "timed out after {timeout:?}; the command and its process group were killed"
+            ))
+        }
+    };
+    for reader in readers.into_iter().flatten() {
+        let abort = reader.abort_handle();
+        if tokio::time::timeout(DRAIN_GRACE, reader).await.is_err() {
+            abort.abort();
+        }
+    }
+    let out = format_output(&stdout, &stderr, limits.output_cap);
+    match header {
+        Ok(0) => ToolOutput::ok(format!("exit code: 0\n{out}")),
+        Ok(code) => ToolOutput::error(format!("exit code: {code}\n{out}")),
+        Err(why) => ToolOutput::error(format!("{why}\n{out}")),
+    }
+}
+
+/// Kills the command's process group when dropped armed (step canceled or timed out).
+struct GroupGuard(Option<u32>);
+
+impl GroupGuard {
+    fn kill(&mut self) {
+        if let Some(pid) = self.0.take().and_then(|p| i32::try_from(p).ok()) {
+            let _ =
+                nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[derive(Default)]
+struct Captured {
+    data: Vec<u8>,
+    total: usize,
+}
+
+impl Captured {
+    fn shared() -> Arc<Mutex<Captured>> {
+        Arc::new(Mutex::new(Captured::default()))
+    }
+}
+
+/// Reads to the end, keeping the first `cap` bytes but counting all, so a chatty
+/// command never blocks on a full pipe.
+async fn read_capped(mut r: impl AsyncRead + Unpin, into: Arc<Mutex<Captured>>, cap: usize) {
+    let mut chunk = [0u8; 8192];
+    loop {
+        match r.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                let mut c = into.lock().unwrap_or_else(|p| p.into_inner());
+                let room = cap.saturating_sub(c.data.len()).min(n);
+                c.data.extend_from_slice(&chunk[..room]);
+                c.total += n;
+            }
+        }
+    }
+}
+
+fn format_output(stdout: &Mutex<Captured>, stderr: &Mutex<Captured>, cap: usize) -> String {
+    let section = |name: &str, c: &Mutex<Captured>| {
+        let c = c.lock().unwrap_or_else(|p| p.into_inner());
+        let mut text = String::from_utf8_lossy(&c.data).into_owned();
+        if c.total > c.data.len() {
+            text.push_str(&format!(
+                "\n[... truncated: {} of {} bytes shown (cap {cap})]",
+                c.data.len(),
+                c.total
+            ));
+        }
+        if text.is_empty() {
+            format!("--- {name}: (empty)")
+        } else {
+            format!("--- {name} ---\n{text}")
+        }
+    };
+    format!("{}\n{}", section("stdout", stdout), section("stderr", stderr))
+}

@@ -1,0 +1,304 @@
+//! The tools the agent can call, their JSON schemas, and dispatch.
+//!
+//! Workspace tools (`bash`, `read_file`, `write_file`, `edit_file`, `list_files`, `grep`)
+//! run here. `complete_step` and `signal_coordinator` only have their specs here: the
+//! agent loop handles them itself because they change the step, not the workspace.
+//!
+//! Every failure becomes an error result the model can read; nothing here panics on
+//! model input. File tools are confined to the run's workspace; `bash` runs with the
+//! workspace as its working directory but is not a sandbox.
+
+mod bash;
+mod fs;
+mod search;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+pub use fs::Workspace;
+pub(crate) use fs::truncate;
+
+use crate::provider::ToolSpec;
+
+/// Name of the tool that ends a step.
+pub const COMPLETE_STEP: &str = "complete_step";
+/// Name of the tool that sends a note to the coordinator.
+pub const SIGNAL_COORDINATOR: &str = "signal_coordinator";
+/// Tools that are always allowed, whatever a step's `allowedTools` says.
+pub const ALWAYS_ALLOWED: [&str; 2] = [COMPLETE_STEP, SIGNAL_COORDINATOR];
+/// Every workspace tool, in the order offered to the model.
+pub const WORKSPACE_TOOLS: [&str; 6] = [
+    "bash",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "grep",
+];
+
+/// What a tool call produced, as the model will read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub content: String,
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A successful result.
+    pub fn ok(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: false,
+        }
+    }
+
+    /// An error result; the model sees it and may try again.
+    pub fn error(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: true,
+        }
+    }
+}
+
+/// Limits of the workspace tools.
+#[derive(Debug, Clone)]
+pub struct ToolLimits {
+    /// `bash` timeout when the call gives none.
+    pub bash_timeout: Duration,
+    /// Longest timeout a `bash` call may ask for.
+    pub bash_max_timeout: Duration,
+    /// Cap on each of stdout and stderr returned from `bash`.
+    pub output_cap: usize,
+    /// Cap on the text `read_file` returns.
+    pub read_cap: usize,
+}
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        Self {
+            bash_timeout: Duration::from_secs(60),
+            bash_max_timeout: Duration::from_secs(600),
+            output_cap: 16 * 1024,
+            read_cap: 64 * 1024,
+        }
+    }
+}
+
+/// The workspace tools of one run.
+#[derive(Debug, Clone)]
+pub struct ToolBox {
+    workspace: Workspace,
+    limits: ToolLimits,
+}
+
+impl ToolBox {
+    /// Tools working in `root`, which must exist.
+    pub fn new(root: &Path, limits: ToolLimits) -> std::io::Result<Self> {
+        Ok(Self {
+            workspace: Workspace::new(root)?,
+            limits,
+        })
+    }
+
+    /// The workspace root (canonical).
+    pub fn root(&self) -> &PathBuf {
+        self.workspace.root()
+    }
+
+    /// Runs a workspace tool. Unknown names and bad input come back as error results.
+    pub async fn execute(&self, name: &str, input: &Value) -> ToolOutput {
+        if !input.is_object() {
+            let raw = match input {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            return ToolOutput::error(format!(
+                "the arguments of {name} must be a JSON object; got {}",
+                crate::provider::excerpt(&raw, 300)
+            ));
+        }
+        if name == "bash" {
+            return bash::run(&self.workspace, input, &self.limits).await;
+        }
+        let op: fn(&Workspace, &Value, usize) -> Result<String, String> = match name {
+            "read_file" => fs::read_file,
+            "write_file" => |ws, input, _| fs::write_file(ws, input),
+            "edit_file" => |ws, input, _| fs::edit_file(ws, input),
+            "list_files" => |ws, input, _| search::list_files(ws, input),
+            "grep" => |ws, input, _| search::grep(ws, input),
+            other => {
+                return ToolOutput::error(format!(
+                    "unknown tool {other:?}; available tools: {}",
+                    WORKSPACE_TOOLS.join(", ")
+                ));
+            }
+        };
+        // File walks and reads block; keep them off the async worker threads.
+        let (ws, input, cap) = (self.workspace.clone(), input.clone(), self.limits.read_cap);
+        match tokio::task::spawn_blocking(move || op(&ws, &input, cap)).await {
+            Ok(Ok(text)) => ToolOutput::ok(text),
+            Ok(Err(text)) => ToolOutput::error(text),
+            Err(e) => ToolOutput::error(format!("{name} failed internally: {e}")),
+        }
+    }
+}
+
+/// Whether `name` may be called under `allowed` (empty = every tool).
+pub fn is_allowed(name: &str, allowed: &[String]) -> bool {
+    ALWAYS_ALLOWED.contains(&name) || allowed.is_empty() || allowed.iter().any(|a| a == name)
+}
+
+/// The specs offered to the model: the allowed workspace tools plus the two loop tools.
+pub fn specs(allowed: &[String]) -> Vec<ToolSpec> {
+    all_specs()
+        .into_iter()
+        .filter(|s| is_allowed(&s.name, allowed))
+        .collect()
+}
+
+/// A string field of a tool's input, or an error naming it.
+pub(crate) fn str_arg<'a>(input: &'a Value, key: &str) -> Result<&'a str, String> {
+    match input.get(key) {
+        Some(Value::String(s)) => Ok(s),
+        Some(other) => Err(format!("`{key}` must be a string, got {other}")),
+        None => Err(format!("missing required argument `{key}`")),
+    }
+}
+
+/// An optional string field.
+pub(crate) fn opt_str_arg<'a>(input: &'a Value, key: &str) -> Result<Option<&'a str>, String> {
+    match input.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(_) => str_arg(input, key).map(Some),
+    }
+}
+
+/// An optional non-negative integer field.
+pub(crate) fn opt_u64_arg(input: &Value, key: &str) -> Result<Option<u64>, String> {
+    match input.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| format!("`{key}` must be a non-negative integer, got {v}")),
+    }
+}
+
+/// An optional boolean field.
+pub(crate) fn opt_bool_arg(input: &Value, key: &str) -> Result<Option<bool>, String> {
+    match input.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_bool()
+            .map(Some)
+            .ok_or_else(|| format!("`{key}` must be true or false, got {v}")),
+    }
+}
+
+fn spec(name: &str, description: &str, input_schema: Value) -> ToolSpec {
+    ToolSpec {
+        name: name.into(),
+        description: description.into(),
+        input_schema,
+    }
+}
+
+/// Every tool the worker knows, with its JSON schema.
+pub fn all_specs() -> Vec<ToolSpec> {
+    vec![
+        spec(
+            "bash",
+            "Run a shell command with `bash -c` in the workspace directory. Returns the exit code, \
+             stdout and stderr (each capped at 16 KiB). Killed after `timeout_secs` (default 60).",
+            json!({"type": "object", "properties": {
+                "command": {"type": "string", "description": "The command line to run."},
+                "timeout_secs": {"type": "integer", "minimum": 1, "description": "Timeout in seconds (max 600)."}
+            }, "required": ["command"]}),
+        ),
+        spec(
+            "read_file",
+            "Read a text file in the workspace. Paths are relative to the workspace root. \
+             Optionally a 1-based line `offset` and a line `limit`.",
+            json!({"type": "object", "properties": {
+                "path": {"type": "string"},
+                "offset": {"type": "integer", "minimum": 1},
+                "limit": {"type": "integer", "minimum": 1}
+            }, "required": ["path"]}),
+        ),
+        spec(
+            "write_file",
+            "Create or overwrite a file in the workspace (parent directories are created).",
+            json!({"type": "object", "properties": {
+                "path": {"type": "string"},
+                "content": {"type": "string"}
+            }, "required": ["path", "content"]}),
+        ),
+        spec(
+            "edit_file",
+            "Replace the one exact occurrence of `old_string` in a workspace file with `new_string`. \
+             Fails if `old_string` is missing or occurs more than once (add surrounding text to make it unique).",
+            json!({"type": "object", "properties": {
+                "path": {"type": "string"},
+                "old_string": {"type": "string"},
+                "new_string": {"type": "string"}
+            }, "required": ["path", "old_string", "new_string"]}),
+        ),
+        spec(
+            "list_files",
+            "List files under a workspace directory (default: the root), recursively unless `recursive` is false.",
+            json!({"type": "object", "properties": {
+                "path": {"type": "string", "description": "Directory relative to the workspace root."},
+                "recursive": {"type": "boolean"}
+            }}),
+        ),
+        spec(
+            "grep",
+            "Search workspace files for a regular expression (Rust regex syntax). Returns `file:line: text` \
+             lines. Optionally limit to a directory `path` and a file name `glob` such as `*.md`.",
+            json!({"type": "object", "properties": {
+                "pattern": {"type": "string"},
+                "path": {"type": "string"},
+                "glob": {"type": "string"},
+                "case_insensitive": {"type": "boolean"}
+            }, "required": ["pattern"]}),
+        ),
+        spec(
+            COMPLETE_STEP,
+            "Finish this step. Call it exactly once, when the step's work is done. `notes` summarise what \
+             you did and found for the next steps; `artifacts` lists workspace files you produced; \
+             `context_updates` sets run context values (strings) later steps can use.",
+            json!({"type": "object", "properties": {
+                "notes": {"type": "string"},
+                "artifacts": {"type": "array", "items": {"type": "string"}},
+                "context_updates": {"type": "object", "additionalProperties": {"type": "string"}}
+            }, "required": ["notes"]}),
+        ),
+        spec(
+            SIGNAL_COORDINATOR,
+            "Send a short note to the workflow's coordinator without ending the step: `kind` is \
+             progress, finding, blocked or question; `message` says what.",
+            json!({"type": "object", "properties": {
+                "kind": {"type": "string", "enum": ["progress", "finding", "blocked", "question"]},
+                "message": {"type": "string"}
+            }, "required": ["kind", "message"]}),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allow_list() {
+        let allowed = vec!["read_file".to_string()];
+        let names: Vec<String> = specs(&allowed).into_iter().map(|s| s.name).collect();
+        assert_eq!(names, vec!["read_file", COMPLETE_STEP, SIGNAL_COORDINATOR]);
+        assert_eq!(specs(&[]).len(), 8);
+        assert!(!is_allowed("bash", &allowed));
+        assert!(is_allowed(COMPLETE_STEP, &allowed));
+    }
+}

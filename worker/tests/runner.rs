@@ -1,0 +1,323 @@
+//! `Worker::run` against an in-process fake of the `Tasks` gRPC service.
+
+mod common;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use railyard_proto::v1::tasks_server::{Tasks, TasksServer};
+use railyard_proto::v1::*;
+use railyard_worker::events::{EventKind, EventSink, WorkerEvent};
+use railyard_worker::provider::{BoxFuture, ModelRequest, ModelTurn, Provider, ProviderError, ScriptSource};
+use railyard_worker::{ProviderConfig, Worker, WorkerConfig};
+use serde_json::json;
+use tokio::sync::Notify;
+use tonic::{Request, Response, Status};
+
+/// What the heartbeat handler answers.
+#[derive(Clone, Copy, PartialEq)]
+enum BeatMode {
+    Fine,
+    Cancel,
+    Lost,
+}
+
+#[derive(Default)]
+struct Recorded {
+    polls: usize,
+    beats: Vec<HeartbeatStepTaskRequest>,
+    completed: Vec<CompleteStepTaskRequest>,
+    failed: Vec<FailStepTaskRequest>,
+}
+
+struct FakeTasks {
+    queue: Mutex<VecDeque<StepTask>>,
+    mode: BeatMode,
+    rec: Arc<Mutex<Recorded>>,
+    changed: Arc<Notify>,
+}
+
+#[tonic::async_trait]
+impl Tasks for FakeTasks {
+    async fn poll_step_task(
+        &self,
+        req: Request<PollStepTaskRequest>,
+    ) -> Result<Response<PollStepTaskResponse>, Status> {
+        self.rec.lock().unwrap().polls += 1;
+        let task = self.queue.lock().unwrap().pop_front();
+        if task.is_none() {
+            // A short long-poll keeps the test quick.
+            let wait =
+                Duration::from_millis(req.get_ref().wait_timeout_ms.into()).min(Duration::from_millis(50));
+            tokio::time::sleep(wait).await;
+        }
+        Ok(Response::new(PollStepTaskResponse { task }))
+    }
+
+    async fn heartbeat_step_task(
+        &self,
+        req: Request<HeartbeatStepTaskRequest>,
+    ) -> Result<Response<HeartbeatStepTaskResponse>, Status> {
+        self.rec.lock().unwrap().beats.push(req.into_inner());
+        self.changed.notify_waiters();
+        match self.mode {
+            BeatMode::Fine => Ok(Response::new(HeartbeatStepTaskResponse::default())),
+            BeatMode::Cancel => Ok(Response::new(HeartbeatStepTaskResponse {
+                cancel_requested: true,
+                signals: vec![],
+            })),
+            BeatMode::Lost => Err(Status::failed_precondition("stale lease")),
+        }
+    }
+
+    async fn complete_step_task(
+        &self,
+        req: Request<CompleteStepTaskRequest>,
+    ) -> Result<Response<CompleteStepTaskResponse>, Status> {
+        self.rec.lock().unwrap().completed.push(req.into_inner());
+        self.changed.notify_waiters();
+        Ok(Response::new(CompleteStepTaskResponse {}))
+    }
+
+    async fn fail_step_task(
+        &self,
+        req: Request<FailStepTaskRequest>,
+    ) -> Result<Response<FailStepTaskResponse>, Status> {
+        let will_retry = !req.get_ref().non_retryable;
+        self.rec.lock().unwrap().failed.push(req.into_inner());
+        self.changed.notify_waiters();
+        Ok(Response::new(FailStepTaskResponse { will_retry }))
+    }
+
+    async fn describe_task_queue(
+        &self,
+        _: Request<DescribeTaskQueueRequest>,
+    ) -> Result<Response<DescribeTaskQueueResponse>, Status> {
+        Ok(Response::new(DescribeTaskQueueResponse::default()))
+    }
+}
+
+struct Harness {
+    addr: SocketAddr,
+    rec: Arc<Mutex<Recorded>>,
+    changed: Arc<Notify>,
+}
+
+impl Harness {
+    /// Waits (bounded) until `cond` holds over what the server recorded.
+    async fn until(&self, what: &str, cond: impl Fn(&Recorded) -> bool) {
+        let wait = async {
+            loop {
+                let notified = self.changed.notified();
+                if cond(&self.rec.lock().unwrap()) {
+                    return;
+                }
+                // Polls do not notify; re-check now and then as well.
+                let _ = tokio::time::timeout(Duration::from_millis(100), notified).await;
+            }
+        };
+        if tokio::time::timeout(Duration::from_secs(30), wait).await.is_err() {
+            panic!("timed out waiting for: {what}");
+        }
+    }
+}
+
+async fn serve_on(
+    incoming: tonic::transport::server::TcpIncoming,
+    tasks: Vec<StepTask>,
+    mode: BeatMode,
+) -> Harness {
+    let addr = incoming.local_addr().unwrap();
+    let rec = Arc::new(Mutex::new(Recorded::default()));
+    let changed = Arc::new(Notify::new());
+    let fake = FakeTasks {
+        queue: Mutex::new(tasks.into()),
+        mode,
+        rec: rec.clone(),
+        changed: changed.clone(),
+    };
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(TasksServer::new(fake))
+            .serve_with_incoming(incoming),
+    );
+    Harness { addr, rec, changed }
+}
+
+async fn serve(tasks: Vec<StepTask>, mode: BeatMode) -> Harness {
+    let incoming = tonic::transport::server::TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    serve_on(incoming, tasks, mode).await
+}
+
+fn config(addr: SocketAddr, workspace: PathBuf, script: serde_json::Value) -> WorkerConfig {
+    WorkerConfig {
+        server_url: format!("http://{addr}"),
+        namespace: "default".into(),
+        queues: vec!["default".into()],
+        slots: 2,
+        workspace,
+        identity: "test-worker".into(),
+        provider: ProviderConfig::Scripted {
+            script: ScriptSource::Inline(serde_json::from_value(script).unwrap()),
+        },
+        shutdown_grace: Duration::from_millis(200),
+        heartbeat_interval: Duration::from_millis(50),
+    }
+}
+
+fn step(token: &str) -> StepTask {
+    StepTask {
+        task_token: token.into(),
+        ..common::task("s", "write a file")
+    }
+}
+
+fn event_sink() -> (EventSink, Arc<Mutex<Vec<WorkerEvent>>>) {
+    let events: Arc<Mutex<Vec<WorkerEvent>>> = Arc::default();
+    let store = events.clone();
+    (Arc::new(move |e| store.lock().unwrap().push(e)), events)
+}
+
+/// A model that never answers: the step is always "in a long model call".
+struct Stuck;
+
+impl Provider for Stuck {
+    fn name(&self) -> &str {
+        "stuck"
+    }
+    fn complete<'a>(&'a self, _: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
+        Box::pin(std::future::pending())
+    }
+}
+
+const WRITE_AND_COMPLETE: &str = r#"{"steps": {"s": [
+    {"tool_calls": [{"name": "write_file", "input": {"path": "out.txt", "content": "{{goal}}"}}]},
+    {"tool_calls": [{"name": "complete_step", "input": {"notes": "wrote out.txt", "artifacts": ["out.txt"]}}]}
+]}}"#;
+
+#[tokio::test]
+async fn runs_a_leased_step_to_completion() {
+    let h = serve(vec![step("t1")], BeatMode::Fine).await;
+    let ws = tempfile::tempdir().unwrap();
+    let script: serde_json::Value = serde_json::from_str(WRITE_AND_COMPLETE).unwrap();
+    let (sink, events) = event_sink();
+    let worker = Worker::new(config(h.addr, ws.path().to_path_buf(), script)).with_events(sink);
+    let done = h.until("completion", |r| !r.completed.is_empty());
+    worker.run(done).await.unwrap();
+
+    let rec = h.rec.lock().unwrap();
+    assert_eq!(rec.completed.len(), 1);
+    assert_eq!(rec.completed[0].task_token, "t1");
+    assert_eq!(rec.completed[0].notes, "wrote out.txt");
+    assert_eq!(rec.completed[0].identity, "test-worker");
+    assert!(rec.failed.is_empty());
+    // The per-turn heartbeat carried the transcript.
+    assert!(rec.beats.iter().any(|b| !b.checkpoint.is_empty()));
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("run-1/out.txt")).unwrap(),
+        "a haiku about rust"
+    );
+    let kinds: Vec<_> = events.lock().unwrap().iter().map(|e| e.kind.clone()).collect();
+    assert!(
+        matches!(kinds.first(), Some(EventKind::StepLeased { .. })),
+        "{kinds:?}"
+    );
+    assert!(matches!(kinds.last(), Some(EventKind::StepCompleted { notes, .. }) if notes == "wrote out.txt"));
+}
+
+#[tokio::test]
+async fn shutdown_fails_running_steps_back_as_retryable() {
+    let h = serve(vec![step("t1")], BeatMode::Fine).await;
+    let ws = tempfile::tempdir().unwrap();
+    let worker =
+        Worker::new(config(h.addr, ws.path().to_path_buf(), json!({}))).with_provider(Arc::new(Stuck));
+    // Shut down once the step is running and keeping its lease.
+    let running = h.until("a background heartbeat", |r| !r.beats.is_empty());
+    worker.run(running).await.unwrap();
+
+    let rec = h.rec.lock().unwrap();
+    assert!(rec.completed.is_empty());
+    assert_eq!(rec.failed.len(), 1);
+    assert_eq!(rec.failed[0].error_type, "worker_shutdown");
+    assert!(!rec.failed[0].non_retryable);
+    // Background heartbeats never replace the stored checkpoint.
+    assert!(rec.beats.iter().all(|b| b.checkpoint.is_empty()));
+}
+
+#[tokio::test]
+async fn lost_lease_drops_the_step_without_reporting() {
+    let h = serve(vec![step("t1")], BeatMode::Lost).await;
+    let ws = tempfile::tempdir().unwrap();
+    let (sink, events) = event_sink();
+    let worker = Worker::new(config(h.addr, ws.path().to_path_buf(), json!({})))
+        .with_provider(Arc::new(Stuck))
+        .with_events(sink.clone());
+    let events2 = events.clone();
+    let lost = async move {
+        loop {
+            if events2
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|e| matches!(e.kind, EventKind::LeaseLost { .. }))
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), worker.run(lost))
+        .await
+        .unwrap()
+        .unwrap();
+    let rec = h.rec.lock().unwrap();
+    assert!(
+        rec.completed.is_empty() && rec.failed.is_empty(),
+        "nothing is reported for a lost lease"
+    );
+    assert_eq!(rec.beats.len(), 1, "the keeper stops after the lease is lost");
+}
+
+#[tokio::test]
+async fn cancel_seen_by_background_heartbeat_fails_as_canceled() {
+    let h = serve(vec![step("t1")], BeatMode::Cancel).await;
+    let ws = tempfile::tempdir().unwrap();
+    let worker =
+        Worker::new(config(h.addr, ws.path().to_path_buf(), json!({}))).with_provider(Arc::new(Stuck));
+    let reported = h.until("the cancel report", |r| !r.failed.is_empty());
+    worker.run(reported).await.unwrap();
+    let rec = h.rec.lock().unwrap();
+    assert_eq!(rec.failed[0].error_type, "canceled");
+    assert!(rec.failed[0].non_retryable);
+}
+
+#[tokio::test]
+async fn keeps_polling_until_the_server_comes_up() {
+    // Reserve a port, start the worker against it with nothing listening, then serve.
+    let incoming = tonic::transport::server::TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = incoming.local_addr().unwrap();
+    drop(incoming);
+    let ws = tempfile::tempdir().unwrap();
+    let script: serde_json::Value = serde_json::from_str(WRITE_AND_COMPLETE).unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(
+        Worker::new(config(addr, ws.path().to_path_buf(), script)).run(async move {
+            let _ = stop_rx.await;
+        }),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let incoming = tonic::transport::server::TcpIncoming::bind(addr).unwrap();
+    let h = serve_on(incoming, vec![step("t1")], BeatMode::Fine).await;
+    h.until("completion after reconnecting", |r| r.completed.len() == 1)
+        .await;
+    let _ = stop_tx.send(());
+    worker.await.unwrap().unwrap();
+    assert_eq!(
+        h.rec.lock().unwrap().completed.len(),
+        1,
+        "the step ran exactly once"
+    );
+}
