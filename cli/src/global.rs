@@ -1,0 +1,73 @@
+//! Options every client command takes (`--server`, `--namespace`, `--output`) and the
+//! connection they lead to.
+
+use clap::Args;
+use railyard_proto::{Client, ClientError, DEFAULT_NAMESPACE, DEFAULT_SERVER_URL};
+
+use crate::output::Output;
+
+/// Where to send requests and how to print their results.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalOpts {
+    /// gRPC address of the Railyard server.
+    #[arg(long, global = true, help_heading = "Global options", value_name = "URL", env = "RAILYARD_SERVER", default_value = DEFAULT_SERVER_URL)]
+    pub server: String,
+
+    /// Namespace of the runs, queues and workflows.
+    #[arg(
+        long,
+        short = 'n',
+        global = true,
+        help_heading = "Global options",
+        value_name = "NS",
+        env = "RAILYARD_NAMESPACE",
+        default_value = DEFAULT_NAMESPACE
+    )]
+    pub namespace: String,
+
+    /// Output format of client commands.
+    #[arg(long, short = 'o', global = true, help_heading = "Global options", value_enum, default_value_t = Output::Human)]
+    pub output: Output,
+}
+
+impl GlobalOpts {
+    /// A client for `--server` (connects lazily; an unreachable server shows on the first call).
+    pub async fn connect(&self) -> Result<Client, ClientError> {
+        Client::connect(&self.server).await
+    }
+}
+
+/// The identity this CLI reports to the server: `railyard-cli@HOST`.
+pub fn cli_identity() -> String {
+    format!("railyard-cli@{}", hostname())
+}
+
+fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// Maps a status met mid-stream (which the SDK does not map for us) to a [`ClientError`],
+/// so it prints like every other server error.
+pub fn stream_error(url: &str, status: tonic::Status) -> ClientError {
+    use tonic::Code;
+    let message = status.message().to_string();
+    match status.code() {
+        Code::Unavailable => ClientError::Unavailable {
+            url: url.to_string(),
+            message,
+        },
+        Code::InvalidArgument => ClientError::InvalidArgument(message),
+        Code::NotFound => ClientError::NotFound(message),
+        Code::AlreadyExists => ClientError::AlreadyExists(message),
+        Code::FailedPrecondition => ClientError::FailedPrecondition(message),
+        Code::PermissionDenied | Code::Unauthenticated => ClientError::PermissionDenied(message),
+        Code::ResourceExhausted => ClientError::ResourceExhausted(message),
+        Code::DeadlineExceeded => ClientError::DeadlineExceeded(message),
+        code => ClientError::Other { code, message },
+    }
+}

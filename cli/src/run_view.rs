@@ -1,0 +1,464 @@
+//! Reading a run: `run describe`, `run history`, `run watch`, and the follow loop that
+//! `run watch` and `run start --wait` share.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use clap::Args;
+use railyard_proto::v1::{GetHistoryRequest, HistoryEvent, RunInfo, RunStatus};
+use railyard_proto::{Client, ClientError};
+use serde_json::json;
+use tonic::Code;
+
+use crate::global::{GlobalOpts, stream_error};
+use crate::output::{self, Table, truncate};
+use crate::timefmt::rfc3339;
+use crate::view::{event_json, event_line, run_json, status_name};
+
+/// Exit code of `run watch` / `run start --wait` when the run closed without completing.
+pub const EXIT_NOT_COMPLETED: u8 = 3;
+
+/// How long one `GetHistory` long poll waits for new events.
+const HISTORY_WAIT_MS: u32 = 30_000;
+/// An empty long-poll answer faster than this is followed by a pause of this length.
+const MIN_EMPTY_POLL: Duration = Duration::from_millis(200);
+/// How many times in a row a broken stream is reopened before giving up.
+const MAX_RECONNECTS: u32 = 30;
+
+/// Flags of `run describe`.
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    /// The run to show.
+    pub run_id: String,
+}
+
+/// Flags of `run history`.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The run whose events to print.
+    pub run_id: String,
+    /// First event id to print.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub from: u64,
+    /// Keep printing new events until the run closes (JSON output becomes JSON lines).
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+}
+
+/// Flags of `run watch`.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// The run to follow.
+    pub run_id: String,
+    /// First event id to print.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub from: u64,
+}
+
+/// The exit code for a closed run: success only when it COMPLETED.
+pub fn exit_for(run: &RunInfo) -> ExitCode {
+    if run.status == RunStatus::Completed as i32 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_NOT_COMPLETED)
+    }
+}
+
+/// `run describe`.
+pub async fn describe(global: &GlobalOpts, a: DescribeArgs) -> anyhow::Result<()> {
+    let client = global.connect().await?;
+    let resp = client.describe_run(&global.namespace, &a.run_id).await?;
+    let run = resp
+        .run
+        .ok_or_else(|| anyhow!("the server sent no run for {}", a.run_id))?;
+    if global.output.is_json() {
+        let definition = serde_json::from_str::<serde_json::Value>(&resp.definition_json)
+            .unwrap_or(serde_json::Value::String(resp.definition_json));
+        output::json(&json!({ "run": run_json(&run), "definition": definition }))?;
+        return Ok(());
+    }
+    for text in describe_lines(&run) {
+        output::line(text)?;
+    }
+    Ok(())
+}
+
+/// The human rendering of `run describe`.
+pub fn describe_lines(run: &RunInfo) -> Vec<String> {
+    let mut fields = vec![
+        ("run", run.run_id.clone()),
+        (
+            "workflow",
+            format_workflow(&run.workflow_id, &run.workflow_version),
+        ),
+        ("status", status_name(run.status)),
+        ("goal", run.goal.clone()),
+        ("started", rfc3339(run.start_time_unix_ms)),
+        ("closed", rfc3339(run.close_time_unix_ms)),
+        ("history", format!("{} events", run.history_length)),
+    ];
+    if !run.parent_run_id.is_empty() {
+        fields.push(("parent", run.parent_run_id.clone()));
+    }
+    if !run.failure.is_empty() {
+        fields.push(("failure", run.failure.clone()));
+    }
+    let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    let mut lines: Vec<String> = fields
+        .iter()
+        .map(|(k, v)| format!("{k:<width$}  {v}").trim_end().to_string())
+        .collect();
+    if !run.context.is_empty() {
+        lines.push("context".to_string());
+        let mut entries: Vec<_> = run.context.iter().collect();
+        entries.sort();
+        for (k, v) in entries {
+            lines.push(format!("  {k} = {}", truncate(v, 80)));
+        }
+    }
+    if !run.steps.is_empty() {
+        lines.push("steps".to_string());
+        let mut table = Table::new(["  #", "STEP", "STATE", "ATTEMPT", "WORKER", "NOTES"]);
+        for (i, s) in run.steps.iter().enumerate() {
+            let notes = if s.notes.is_empty() && !s.last_failure.is_empty() {
+                format!("last failure: {}", s.last_failure)
+            } else {
+                s.notes.clone()
+            };
+            table.row([
+                format!("  {}", i + 1),
+                s.step_id.clone(),
+                s.state.clone(),
+                if s.attempt == 0 {
+                    "-".to_string()
+                } else {
+                    s.attempt.to_string()
+                },
+                dash(&s.worker_identity),
+                truncate(&notes, 60),
+            ]);
+        }
+        lines.extend(table.render());
+    }
+    lines
+}
+
+fn format_workflow(id: &str, version: &str) -> String {
+    if version.is_empty() {
+        id.to_string()
+    } else {
+        format!("{id} (version {version})")
+    }
+}
+
+fn dash(text: &str) -> String {
+    if text.is_empty() {
+        "-".to_string()
+    } else {
+        text.to_string()
+    }
+}
+
+/// `run history`.
+pub async fn history(global: &GlobalOpts, a: HistoryArgs) -> anyhow::Result<()> {
+    let client = global.connect().await?;
+    let json = global.output.is_json();
+    if a.follow {
+        let mut next = a.from.max(1);
+        return poll_events(&client, &global.namespace, &a.run_id, &mut next, &mut |e| {
+            print_event(e, json)
+        })
+        .await;
+    }
+    let mut events = Vec::new();
+    let mut from = a.from.max(1);
+    loop {
+        let page = client
+            .get_history(history_request(global, &a.run_id, from, 0))
+            .await?;
+        let Some(last) = page.events.last().map(|e| e.event_id) else {
+            break;
+        };
+        from = page.next_event_id.max(last + 1);
+        for e in &page.events {
+            if json {
+                events.push(event_json(e));
+            } else {
+                output::line(event_line(e))?;
+            }
+        }
+        if page.next_event_id == 0 {
+            break;
+        }
+    }
+    if json {
+        output::json(&serde_json::Value::Array(events))?;
+    }
+    Ok(())
+}
+
+/// `run watch`: prints events as they happen, then the run's final status.
+pub async fn watch(global: &GlobalOpts, a: WatchArgs) -> anyhow::Result<ExitCode> {
+    let client = global.connect().await?;
+    let json = global.output.is_json();
+    let run = follow(&client, global, &a.run_id, a.from, true).await?;
+    if json {
+        output::json_line(&json!({ "run": run_json(&run) }))?;
+    }
+    Ok(exit_for(&run))
+}
+
+fn print_event(event: &HistoryEvent, json: bool) -> std::io::Result<()> {
+    if json {
+        output::json_line(&event_json(event))
+    } else {
+        output::line(event_line(event))
+    }
+}
+
+fn history_request(global: &GlobalOpts, run_id: &str, from: u64, wait_ms: u32) -> GetHistoryRequest {
+    GetHistoryRequest {
+        namespace: global.namespace.clone(),
+        run_id: run_id.to_string(),
+        from_event_id: from,
+        page_size: 0,
+        wait_timeout_ms: wait_ms,
+    }
+}
+
+/// Follows a run over `WatchRun` from event `from` until it closes, printing each
+/// event when `print` is set (JSON lines under `--output json`; the closing status
+/// line in human mode). Reopens the stream from the last event seen if it breaks,
+/// and falls back to long-polling `GetHistory` on a server without `WatchRun`.
+/// Returns the closed run.
+pub async fn follow(
+    client: &Client,
+    global: &GlobalOpts,
+    run_id: &str,
+    from: u64,
+    print: bool,
+) -> anyhow::Result<RunInfo> {
+    let json = global.output.is_json();
+    let ns = &global.namespace;
+    let mut next = from.max(1);
+    let mut on_event = |e: &HistoryEvent| if print { print_event(e, json) } else { Ok(()) };
+    let mut reconnects = 0;
+    loop {
+        let before = next;
+        let streamed = stream_events(client, ns, run_id, &mut next, &mut on_event).await;
+        if next > before {
+            reconnects = 0;
+        }
+        match streamed {
+            Ok(()) => {}
+            Err(Failure::Print(e)) => return Err(e.into()),
+            Err(Failure::Client(e)) if e.code() == Some(Code::Unimplemented) => {
+                tracing::debug!("server has no WatchRun; long-polling GetHistory instead");
+                poll_events(client, ns, run_id, &mut next, &mut on_event).await?;
+            }
+            Err(Failure::Client(e)) if is_transient(&e) && reconnects < MAX_RECONNECTS => {
+                reconnects += 1;
+                tracing::warn!(error = %e, reconnects, "event stream broke; reopening");
+                tokio::time::sleep(backoff(reconnects)).await;
+                continue;
+            }
+            Err(Failure::Client(e)) => return Err(e.into()),
+        }
+        let resp = client.describe_run(ns, run_id).await?;
+        let run = resp
+            .run
+            .ok_or_else(|| anyhow!("the server sent no run for {run_id}"))?;
+        if !RunStatus::try_from(run.status).is_ok_and(RunStatus::is_open) {
+            if print && !json {
+                output::line(closing_line(&run))?;
+            }
+            return Ok(run);
+        }
+        // The stream ended while the run is still open (e.g. the server shut down).
+        reconnects += 1;
+        if reconnects > MAX_RECONNECTS {
+            return Err(anyhow!(
+                "the event stream of run {run_id} keeps ending while the run is open"
+            ));
+        }
+        tokio::time::sleep(backoff(reconnects)).await;
+    }
+}
+
+/// The last line `run watch` prints: `run R closed: COMPLETED` (with the failure, if any).
+pub fn closing_line(run: &RunInfo) -> String {
+    let mut text = format!("run {} closed: {}", run.run_id, status_name(run.status));
+    if !run.failure.is_empty() {
+        text.push_str(": ");
+        text.push_str(&truncate(&run.failure, 200));
+    }
+    text
+}
+
+/// Why following events stopped.
+enum Failure {
+    /// The server or the connection failed.
+    Client(ClientError),
+    /// Writing to stdout failed.
+    Print(std::io::Error),
+}
+
+async fn stream_events(
+    client: &Client,
+    ns: &str,
+    run_id: &str,
+    next: &mut u64,
+    on_event: &mut impl FnMut(&HistoryEvent) -> std::io::Result<()>,
+) -> Result<(), Failure> {
+    let mut stream = client
+        .watch_run(ns, run_id, *next)
+        .await
+        .map_err(Failure::Client)?;
+    while let Some(event) = stream
+        .message()
+        .await
+        .map_err(|s| Failure::Client(stream_error(client.url(), s)))?
+    {
+        if event.event_id < *next {
+            continue;
+        }
+        *next = event.event_id + 1;
+        on_event(&event).map_err(Failure::Print)?;
+    }
+    Ok(())
+}
+
+/// Long-polls `GetHistory` from `next` until the run is closed and every event was seen.
+async fn poll_events(
+    client: &Client,
+    ns: &str,
+    run_id: &str,
+    next: &mut u64,
+    on_event: &mut impl FnMut(&HistoryEvent) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
+    loop {
+        let req = GetHistoryRequest {
+            namespace: ns.to_string(),
+            run_id: run_id.to_string(),
+            from_event_id: *next,
+            page_size: 0,
+            wait_timeout_ms: HISTORY_WAIT_MS,
+        };
+        let asked = std::time::Instant::now();
+        let page = client.get_history(req).await?;
+        for event in &page.events {
+            if event.event_id < *next {
+                continue;
+            }
+            *next = event.event_id + 1;
+            on_event(event)?;
+        }
+        let open = RunStatus::try_from(page.status).is_ok_and(RunStatus::is_open);
+        // Done when the server says so, or when a closed run has nothing more to give.
+        if page.next_event_id == 0 || (page.events.is_empty() && !open) {
+            return Ok(());
+        }
+        *next = (*next).max(page.next_event_id);
+        if page.events.is_empty() && asked.elapsed() < MIN_EMPTY_POLL {
+            // The server answered an empty page without waiting: do not spin.
+            tokio::time::sleep(MIN_EMPTY_POLL).await;
+        }
+    }
+}
+
+fn is_transient(e: &ClientError) -> bool {
+    matches!(
+        e.code(),
+        Some(Code::Unavailable | Code::Unknown | Code::Cancelled | Code::Internal)
+    )
+}
+
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis((100u64 << attempt.min(5)).min(2_000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use railyard_proto::v1::StepSummary;
+
+    #[test]
+    fn describe_renders_fields_context_and_steps() {
+        let run = RunInfo {
+            run_id: "r1".into(),
+            workflow_id: "demo".into(),
+            workflow_version: "2".into(),
+            status: RunStatus::Running as i32,
+            goal: "write a haiku".into(),
+            context: [("topic".to_string(), "rust".to_string())].into(),
+            start_time_unix_ms: 1_714_564_800_000,
+            history_length: 5,
+            steps: vec![
+                StepSummary {
+                    step_id: "plan".into(),
+                    state: "COMPLETED".into(),
+                    attempt: 1,
+                    notes: "made a plan\nwith details".into(),
+                    worker_identity: "w1".into(),
+                    ..Default::default()
+                },
+                StepSummary {
+                    step_id: "write".into(),
+                    state: "BACKING_OFF".into(),
+                    attempt: 2,
+                    last_failure: "tool error".into(),
+                    ..Default::default()
+                },
+                StepSummary {
+                    step_id: "review".into(),
+                    state: "PENDING".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let lines = describe_lines(&run);
+        let expected = [
+            "run       r1",
+            "workflow  demo (version 2)",
+            "status    RUNNING",
+            "goal      write a haiku",
+            "started   2024-05-01T12:00:00Z",
+            "closed    -",
+            "history   5 events",
+            "context",
+            "  topic = rust",
+            "steps",
+            "  #  STEP    STATE        ATTEMPT  WORKER  NOTES",
+            "  1  plan    COMPLETED    1        w1      made a plan…",
+            "  2  write   BACKING_OFF  2        -       last failure: tool error",
+            "  3  review  PENDING      -        -",
+        ];
+        assert_eq!(lines, expected);
+    }
+
+    #[test]
+    fn closing_lines_and_exit_codes() {
+        let mut run = RunInfo {
+            run_id: "r9".into(),
+            status: RunStatus::Completed as i32,
+            ..Default::default()
+        };
+        assert_eq!(closing_line(&run), "run r9 closed: COMPLETED");
+        assert_eq!(exit_for(&run), ExitCode::SUCCESS);
+        run.status = RunStatus::Failed as i32;
+        run.failure = "step write: out of retries".into();
+        assert_eq!(
+            closing_line(&run),
+            "run r9 closed: FAILED: step write: out of retries"
+        );
+        assert_eq!(exit_for(&run), ExitCode::from(EXIT_NOT_COMPLETED));
+    }
+
+    #[test]
+    fn backoff_is_capped() {
+        assert_eq!(backoff(1), Duration::from_millis(200));
+        assert_eq!(backoff(30), Duration::from_millis(2_000));
+    }
+}
