@@ -1,114 +1,27 @@
 //! The client commands against a real `railyard server` process: output, exit codes,
 //! and error lines. Needs a working server (`RunningServer::start`).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod support;
 
-const BIN: &str = env!("CARGO_BIN_EXE_railyard");
+use std::process::Command;
 
-/// A server process on free ports, stopped with SIGTERM when dropped.
-struct Server {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
+use support::*;
+
+/// A server over a sandbox with a two-step workflow and a broken definition.
+fn start_server() -> (Sandbox, ServerProcess) {
+    let sandbox = Sandbox::new();
+    sandbox.workflow(
+        "demo.json",
+        r#"{"id":"demo","version":"1","name":"Demo","description":"two steps","steps":[
+            {"id":"plan","title":"Plan","prompt":"Plan {{goal}} in {{context.lang}}"},
+            {"id":"write","title":"Write","prompt":"Write it"}]}"#,
+    );
+    sandbox.workflow("broken.json", r#"{"id":"broken","steps":3}"#);
+    let server = sandbox.server();
+    (sandbox, server)
 }
 
-impl Server {
-    fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let workflows = dir.path().join("workflows");
-        std::fs::create_dir_all(&workflows).unwrap();
-        std::fs::write(
-            workflows.join("demo.json"),
-            r#"{"id":"demo","version":"1","name":"Demo","description":"two steps","steps":[
-                {"id":"plan","title":"Plan","prompt":"Plan {{goal}} in {{context.lang}}"},
-                {"id":"write","title":"Write","prompt":"Write it"}]}"#,
-        )
-        .unwrap();
-        std::fs::write(workflows.join("broken.json"), r#"{"id":"broken","steps":3}"#).unwrap();
-        let mut child = Command::new(BIN)
-            .args([
-                "server",
-                "--listen",
-                "127.0.0.1:0",
-                "--http-listen",
-                "127.0.0.1:0",
-            ])
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .arg("--workflows")
-            .arg(&workflows)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(line.starts_with("railyard server listening "), "{line:?}");
-        let grpc = line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("grpc="))
-            .unwrap();
-        Self {
-            child,
-            url: format!("http://{grpc}"),
-            _dir: dir,
-        }
-    }
-
-    fn ry(&self, args: &[&str]) -> Output {
-        Command::new(BIN)
-            .args(args)
-            .args(["--server", &self.url])
-            .env_remove("RAILYARD_NAMESPACE")
-            .env_remove("RUST_LOG")
-            .output()
-            .unwrap()
-    }
-
-    fn stop(mut self) -> std::process::ExitStatus {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "server did not stop on SIGTERM");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn ok(o: Output) -> String {
-    assert!(o.status.success(), "command failed: {}{}", stdout(&o), stderr(&o));
-    stdout(&o)
-}
-
-fn json(o: Output) -> serde_json::Value {
-    serde_json::from_str(&ok(o)).unwrap()
-}
-
-fn poll_token(server: &Server) -> (String, serde_json::Value) {
+fn poll_token(server: &ServerProcess) -> (String, serde_json::Value) {
     let task = json(server.ry(&[
         "task",
         "poll",
@@ -124,7 +37,7 @@ fn poll_token(server: &Server) -> (String, serde_json::Value) {
 
 #[test]
 fn client_commands_against_a_server() {
-    let server = Server::start();
+    let (_sandbox, server) = start_server();
 
     let list = ok(server.ry(&["workflow", "list"]));
     assert!(list.lines().next().unwrap().starts_with("ID "), "{list}");
@@ -278,7 +191,7 @@ fn client_commands_against_a_server() {
 
 #[test]
 fn start_wait_follows_the_run_to_completion() {
-    let server = Server::start();
+    let (_sandbox, server) = start_server();
     let url = server.url.clone();
     let waiter = std::thread::spawn(move || {
         Command::new(BIN)
