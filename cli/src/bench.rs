@@ -147,7 +147,8 @@ async fn measure(url: &str, args: &BenchArgs) -> anyhow::Result<(Option<Throughp
     Ok((throughput, latency))
 }
 
-/// Runs one in-process worker: poll, complete at once, until `stop` is set.
+/// Runs one in-process worker: poll, complete at once (taking the run's next step
+/// eagerly when the server hands it back), until `stop` is set.
 /// `on_completed` sees each completed task and the moment its completion was acknowledged.
 async fn work(
     worker: StepWorker,
@@ -156,19 +157,34 @@ async fn work(
     mut on_completed: impl FnMut(StepTask, Instant),
 ) {
     while !stop.load(Ordering::Relaxed) {
-        match worker.poll(POLL_WAIT).await {
-            Ok(Some(task)) => match worker.complete(&task.task_token, Completion::notes("ok")).await {
-                Ok(()) => on_completed(task, Instant::now()),
-                Err(e) => {
-                    errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(error = %e, "bench complete failed");
-                }
-            },
-            Ok(None) => {}
+        let mut task = match worker.poll(POLL_WAIT).await {
+            Ok(Some(task)) => task,
+            Ok(None) => continue,
             Err(e) => {
                 errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %e, "bench poll failed");
                 tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        // Eager dispatch: each completion may hand back the run's next step.
+        loop {
+            match worker
+                .complete_and_take_next(&task.task_token, Completion::notes("ok"))
+                .await
+            {
+                Ok(next) => {
+                    on_completed(task, Instant::now());
+                    match next {
+                        Some(next) => task = next,
+                        None => break,
+                    }
+                }
+                Err(e) => {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(error = %e, "bench complete failed");
+                    break;
+                }
             }
         }
     }

@@ -369,13 +369,16 @@ impl Client {
         .await
     }
 
-    pub async fn complete_step_task(&self, req: CompleteStepTaskRequest) -> Result<(), ClientError> {
+    /// Completes a step; the answer carries the next step when `take_next` asked for it.
+    pub async fn complete_step_task(
+        &self,
+        req: CompleteStepTaskRequest,
+    ) -> Result<CompleteStepTaskResponse, ClientError> {
         self.retrying(Duration::ZERO, || {
             let (mut c, r) = (self.tasks(), req.clone());
             async move { c.complete_step_task(r).await }
         })
         .await
-        .map(|_| ())
     }
 
     pub async fn fail_step_task(

@@ -100,15 +100,40 @@ impl StepWorker {
     }
 
     pub async fn complete(&self, task_token: &str, completion: Completion) -> Result<(), ClientError> {
-        self.client
+        self.report_completion(task_token, completion, false)
+            .await
+            .map(|_| ())
+    }
+
+    /// Completes the step and, when the run's next step goes to this worker's queue,
+    /// takes it at once (eager dispatch): one round trip and one commit instead of a
+    /// completion, a poll and a lease.
+    pub async fn complete_and_take_next(
+        &self,
+        task_token: &str,
+        completion: Completion,
+    ) -> Result<Option<StepTask>, ClientError> {
+        self.report_completion(task_token, completion, true).await
+    }
+
+    async fn report_completion(
+        &self,
+        task_token: &str,
+        completion: Completion,
+        take_next: bool,
+    ) -> Result<Option<StepTask>, ClientError> {
+        let resp = self
+            .client
             .complete_step_task(CompleteStepTaskRequest {
                 task_token: task_token.into(),
                 notes: completion.notes,
                 artifacts: completion.artifacts,
                 context_updates: completion.context_updates,
                 identity: self.identity.clone(),
+                take_next,
             })
-            .await
+            .await?;
+        Ok(resp.next_task)
     }
 
     /// Reports a failure; returns whether the server scheduled another attempt.

@@ -390,6 +390,14 @@ impl RunState {
             .unwrap_or_default()
     }
 
+    /// The queue of the step in flight, while one is.
+    pub fn current_queue(&self) -> Option<String> {
+        let step = self.definition.steps.get(self.current_step)?;
+        self.status
+            .is_open()
+            .then(|| step.queue(&self.definition).to_string())
+    }
+
     fn attempt(&self) -> u32 {
         self.steps.get(self.current_step).map(|s| s.attempt).unwrap_or(0)
     }

@@ -567,3 +567,60 @@ async fn ready_tasks_survive_a_restart() {
         .unwrap();
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn eager_dispatch_hands_the_next_step_to_the_completing_worker() {
+    let h = harness(None).await;
+    let run_id = h.start("eager").await;
+    let w = h.worker("w1");
+    let plan = poll(&w).await;
+    let build = w
+        .complete_and_take_next(&plan.task_token, Completion::notes("p"))
+        .await
+        .unwrap()
+        .expect("next step");
+    assert_eq!(
+        (build.step_id.as_str(), build.attempt, build.run_id.as_str()),
+        ("build", 1, run_id.as_str())
+    );
+    assert_eq!(build.prior_steps[0].notes, "p");
+    // The eagerly leased step never sat in the queue: nobody else can poll it.
+    let other = h.worker("w2");
+    assert!(other.poll(Duration::from_millis(50)).await.unwrap().is_none());
+    assert_eq!(
+        h.client
+            .describe_task_queue("default", "default")
+            .await
+            .unwrap()
+            .backlog,
+        0
+    );
+    let ship = w
+        .complete_and_take_next(&build.task_token, Completion::notes("b"))
+        .await
+        .unwrap()
+        .expect("next step");
+    assert!(
+        w.complete_and_take_next(&ship.task_token, Completion::notes("s"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        h.event_types(&run_id).await,
+        [
+            "RunStarted",
+            "StepScheduled",
+            "StepStarted",
+            "StepCompleted",
+            "StepScheduled",
+            "StepStarted",
+            "StepCompleted",
+            "StepScheduled",
+            "StepStarted",
+            "StepCompleted",
+            "RunCompleted"
+        ]
+    );
+    h.server.shutdown().await;
+}

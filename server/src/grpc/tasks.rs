@@ -9,7 +9,7 @@ use tonic::{Request, Response, Status};
 
 use super::*;
 use crate::model::{Lease, StepFailure};
-use crate::store::writer::Grant;
+use crate::store::writer::{Grant, StepCompletion};
 use crate::token::TokenClaims;
 use crate::workflow::{DEFAULT_MAX_TURNS, render};
 
@@ -248,12 +248,17 @@ impl Tasks for TasksService {
             r.identity
         };
         let (run_id, step, attempt) = (claims.run_id.clone(), claims.step.clone(), claims.attempt);
-        self.core
-            .writer
-            .complete(claims, identity, r.notes, r.artifacts, context)
-            .await?;
-        tracing::debug!(%run_id, %step, attempt, "step completed");
-        Ok(Response::new(v1::CompleteStepTaskResponse {}))
+        let completion = StepCompletion {
+            notes: r.notes,
+            artifacts: r.artifacts,
+            context,
+            take_next: r.take_next,
+        };
+        let next = self.core.writer.complete(claims, identity, completion).await?;
+        tracing::debug!(%run_id, %step, attempt, eager = next.is_some(), "step completed");
+        Ok(Response::new(v1::CompleteStepTaskResponse {
+            next_task: next.map(|g| self.step_task(g)),
+        }))
     }
 
     async fn fail_step_task(

@@ -33,12 +33,8 @@ pub(crate) const RUNS_BY_START: TableDefinition<(&str, i64, &str), ()> =
 pub(crate) const CHILDREN: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("children");
 /// (namespace, run id) → the last heartbeat checkpoint of the step in flight.
 pub(crate) const CHECKPOINTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("checkpoints");
-/// Counters that must survive restarts.
-pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// Namespace name → settings JSON.
 pub(crate) const NAMESPACES: TableDefinition<&str, &[u8]> = TableDefinition::new("namespaces");
-
-pub(crate) const META_NEXT_SEQ: &str = "next_seq";
 
 /// Errors opening the database.
 #[derive(Debug, thiserror::Error)]
@@ -116,7 +112,6 @@ impl Store {
             tx.open_table(RUNS_BY_START)?;
             tx.open_table(CHILDREN)?;
             tx.open_table(CHECKPOINTS)?;
-            tx.open_table(META)?;
             let mut ns = tx.open_table(NAMESPACES)?;
             if ns.get(railyard_proto::DEFAULT_NAMESPACE)?.is_none() {
                 ns.insert(railyard_proto::DEFAULT_NAMESPACE, b"{}".as_slice())?;
@@ -246,9 +241,18 @@ impl Store {
         Ok(t.first()?.map(|(k, _)| k.value().0))
     }
 
+    /// The highest task or timer sequence number in use. Sequence numbers only need
+    /// to be unique among rows that exist, so the counter is derived at start rather
+    /// than written on every commit.
     pub(crate) fn next_seq(&self) -> Result<u64, ApiError> {
         let tx = self.db.begin_read()?;
-        let t = tx.open_table(META)?;
-        Ok(t.get(META_NEXT_SEQ)?.map(|v| v.value()).unwrap_or(0))
+        let mut max = 0;
+        for row in tx.open_table(TASKS)?.iter()? {
+            max = max.max(row?.0.value().2);
+        }
+        for row in tx.open_table(TIMERS)?.iter()? {
+            max = max.max(row?.0.value().1);
+        }
+        Ok(max)
     }
 }

@@ -19,7 +19,7 @@ use super::*;
 use crate::clock::Clock;
 use crate::matching::{Matching, TaskRef};
 use crate::metrics::Metrics;
-use crate::model::{Effect, Lease, Out, PendingSignal, RunState, StartParams, StepFailure, Timer};
+use crate::model::{Effect, Lease, Out, PendingSignal, Phase, RunState, StartParams, StepFailure, Timer};
 use crate::token::TokenClaims;
 use crate::watch::Watchers;
 use crate::workflow::WorkflowDef;
@@ -54,6 +54,16 @@ pub struct Grant {
     pub checkpoint: Vec<u8>,
 }
 
+/// A worker's report that a step is done.
+#[derive(Debug, Default)]
+pub struct StepCompletion {
+    pub notes: String,
+    pub artifacts: Vec<String>,
+    pub context: BTreeMap<String, String>,
+    /// Lease the next step to the same worker if it goes to the same queue.
+    pub take_next: bool,
+}
+
 /// What a heartbeat learns.
 #[derive(Debug)]
 pub struct HeartbeatReply {
@@ -75,10 +85,8 @@ enum Command {
     Complete {
         claims: TokenClaims,
         identity: String,
-        notes: String,
-        artifacts: Vec<String>,
-        context: BTreeMap<String, String>,
-        reply: Reply<()>,
+        completion: StepCompletion,
+        reply: Reply<Option<Grant>>,
     },
     Fail {
         claims: TokenClaims,
@@ -180,20 +188,18 @@ impl Writer {
         .await
     }
 
+    /// Records a completion; with `take_next`, also leases the run's next step to the
+    /// same worker when it goes to the same queue (eager dispatch).
     pub async fn complete(
         &self,
         claims: TokenClaims,
         identity: String,
-        notes: String,
-        artifacts: Vec<String>,
-        context: BTreeMap<String, String>,
-    ) -> Result<(), ApiError> {
+        completion: StepCompletion,
+    ) -> Result<Option<Grant>, ApiError> {
         self.call(|reply| Command::Complete {
             claims,
             identity,
-            notes,
-            artifacts,
-            context,
+            completion,
             reply,
         })
         .await
@@ -314,7 +320,6 @@ struct Tables<'t> {
     by_start: Table<'t, (&'static str, i64, &'static str), ()>,
     children: Table<'t, (&'static str, &'static str, &'static str), ()>,
     checkpoints: Table<'t, (&'static str, &'static str), &'static [u8]>,
-    meta: Table<'t, &'static str, u64>,
 }
 
 impl WriterLoop {
@@ -384,7 +389,6 @@ impl WriterLoop {
                 by_start: tx.open_table(RUNS_BY_START)?,
                 children: tx.open_table(CHILDREN)?,
                 checkpoints: tx.open_table(CHECKPOINTS)?,
-                meta: tx.open_table(META)?,
             };
             let now = self.hooks.clock.now_ms();
             for cmd in batch {
@@ -397,7 +401,6 @@ impl WriterLoop {
                 };
                 answers.push(cx.apply(cmd)?);
             }
-            t.meta.insert(META_NEXT_SEQ, self.next_seq)?;
         }
         tx.commit()?;
         Ok(())
@@ -446,14 +449,10 @@ impl Cx<'_, '_> {
             Command::Complete {
                 claims,
                 identity,
-                notes,
-                artifacts,
-                context,
+                completion,
                 reply,
             } => {
-                let r = self.with_run(&claims.namespace.clone(), &claims.run_id.clone(), |run, out| {
-                    run.complete(&claims, &identity, notes, artifacts, context, out)
-                })?;
+                let r = self.complete(claims, &identity, completion)?;
                 if r.is_ok() {
                     self.metrics
                         .steps_completed
@@ -562,6 +561,26 @@ impl Cx<'_, '_> {
         effects: Vec<Effect>,
     ) -> Result<(), ApiError> {
         let (ns, id) = (run.namespace.as_str(), run.run_id.as_str());
+        // A task enqueued and leased in the same transition (eager dispatch) never
+        // becomes a row.
+        let leased_at_once: Vec<u64> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::RemoveTask { task_seq, .. } => Some(*task_seq),
+                _ => None,
+            })
+            .filter(|seq| {
+                effects
+                    .iter()
+                    .any(|e| matches!(e, Effect::EnqueueTask { task_seq, .. } if task_seq == seq))
+            })
+            .collect();
+        let effects = effects.into_iter().filter(|e| match e {
+            Effect::EnqueueTask { task_seq, .. } | Effect::RemoveTask { task_seq, .. } => {
+                !leased_at_once.contains(task_seq)
+            }
+            _ => true,
+        });
         for ev in &events {
             self.t.history.insert((ns, id, ev.id), encode(ev)?.as_slice())?;
         }
@@ -591,7 +610,10 @@ impl Cx<'_, '_> {
                     self.t.checkpoints.insert((ns, id), bytes.as_slice())?;
                 }
                 Effect::ClearCheckpoint => {
-                    self.t.checkpoints.remove((ns, id))?;
+                    // Only touch the table (and dirty its pages) when there is a row.
+                    if self.t.checkpoints.get((ns, id))?.is_some() {
+                        self.t.checkpoints.remove((ns, id))?;
+                    }
                 }
             }
         }
@@ -653,6 +675,34 @@ impl Cx<'_, '_> {
         Ok(Ok(Started {
             run_id: run.run_id,
             started: true,
+        }))
+    }
+
+    fn complete(
+        &mut self,
+        claims: TokenClaims,
+        identity: &str,
+        c: StepCompletion,
+    ) -> Result<Result<Option<Grant>, ApiError>, ApiError> {
+        let r = self.with_run(&claims.namespace.clone(), &claims.run_id.clone(), |run, out| {
+            let queue = run.current_queue();
+            run.complete(&claims, identity, c.notes, c.artifacts, c.context, out)?;
+            let next_seq = match &run.phase {
+                Phase::Scheduled { queue: q, task_seq } if c.take_next && Some(q) == queue.as_ref() => {
+                    *task_seq
+                }
+                _ => return Ok(None),
+            };
+            let lease = run.lease(next_seq, identity, out)?;
+            Ok(Some((run.clone(), lease)))
+        })?;
+        // A new step starts with no checkpoint.
+        Ok(r.map(|next| {
+            next.map(|(run, lease)| Grant {
+                run,
+                lease,
+                checkpoint: Vec::new(),
+            })
         }))
     }
 
