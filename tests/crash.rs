@@ -159,16 +159,21 @@ async fn starter(client: Client, ledger: Arc<Ledger>, retry: Arc<Mutex<Vec<usize
     }
 }
 
-/// Polls and completes steps until `stop` is set or a call fails.
-async fn worker(w: StepWorker, ledger: Arc<Ledger>, stop: Arc<AtomicBool>) {
+/// Polls and completes steps until `stop` is set or a call fails. An `eager` worker
+/// asks each completion for the run's next step (eager dispatch) instead of polling.
+async fn worker(w: StepWorker, ledger: Arc<Ledger>, stop: Arc<AtomicBool>, eager: bool) {
+    let mut held = None;
     while !stop.load(SeqCst) {
-        let task = match w.poll(Duration::from_millis(300)).await {
-            Ok(Some(task)) => task,
-            Ok(None) => continue,
-            Err(e) => {
-                ledger.failed("poll", &e);
-                return;
-            }
+        let task = match held.take() {
+            Some(task) => task,
+            None => match w.poll(Duration::from_millis(300)).await {
+                Ok(Some(task)) => task,
+                Ok(None) => continue,
+                Err(e) => {
+                    ledger.failed("poll", &e);
+                    return;
+                }
+            },
         };
         let done = Done {
             notes: format!(
@@ -182,10 +187,17 @@ async fn worker(w: StepWorker, ledger: Arc<Ledger>, stop: Arc<AtomicBool>) {
             step_id: task.step_id,
             attempt: task.attempt,
         };
-        match w.complete(&task.task_token, Completion::notes(&done.notes)).await {
-            Ok(()) => {
+        let completion = Completion::notes(&done.notes);
+        let result = if eager {
+            w.complete_and_take_next(&task.task_token, completion).await
+        } else {
+            w.complete(&task.task_token, completion).await.map(|()| None)
+        };
+        match result {
+            Ok(next) => {
                 ledger.completed.lock().unwrap().push(done);
                 ledger.ack();
+                held = next;
             }
             // The lease expired before the completion arrived (a slow machine).
             Err(ClientError::FailedPrecondition(_)) => ledger.refused.lock().unwrap().push(done),
@@ -400,7 +412,7 @@ fn acknowledged_operations_survive_sigkill_under_load() {
         }
         for n in 0..WORKERS {
             let w = StepWorker::new(clients[n % CONNECTIONS].clone(), NS, "default", &format!("w{n}"));
-            tasks.spawn(worker(w, ledger.clone(), never.clone()));
+            tasks.spawn(worker(w, ledger.clone(), never.clone(), n % 2 == 1));
         }
         let deadline = Instant::now() + Duration::from_secs(120);
         while ledger.acked.load(SeqCst) < KILL_AFTER
@@ -460,7 +472,7 @@ fn acknowledged_operations_survive_sigkill_under_load() {
         let mut workers = tokio::task::JoinSet::new();
         for n in 0..WORKERS {
             let w = StepWorker::new(clients[n % CONNECTIONS].clone(), NS, "default", &format!("v{n}"));
-            workers.spawn(worker(w, ledger.clone(), stop.clone()));
+            workers.spawn(worker(w, ledger.clone(), stop.clone(), n % 2 == 1));
         }
         while let Some(r) = starters.join_next().await {
             r.expect("starter");
