@@ -2,6 +2,8 @@
 //! long-running AI-agent workflows.
 //!
 //! - `railyard server` runs the history server.
+//! - `railyard worker` polls task queues and runs leased steps as agent loops.
+//! - `railyard dev` runs a server and a worker in one process and shows a demo run.
 //! - `railyard run|workflow|task|queue ...` are client commands over gRPC; they take
 //!   `--server`, `--namespace` and `--output` (see [`global::GlobalOpts`]).
 //! - `railyard bench` measures an in-process server.
@@ -12,6 +14,7 @@
 
 mod args;
 mod bench;
+mod dev;
 mod global;
 mod output;
 mod queue;
@@ -21,14 +24,14 @@ mod server_cmd;
 mod task;
 mod timefmt;
 mod view;
+mod worker_cmd;
 mod workflow;
-// Still to come, once the worker library is ready: `mod worker_cmd;` (`railyard worker`)
-// and `mod dev;` (`railyard dev`: server + worker in one process).
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
 /// Exit code of a command that failed (server error, bad input, I/O).
@@ -54,6 +57,18 @@ struct Cli {
 enum Command {
     /// Run the history server (gRPC and HTTP) until SIGTERM or Ctrl-C.
     Server(server_cmd::ServerArgs),
+    /// Poll task queues and run leased steps as LLM agent loops until SIGTERM or Ctrl-C.
+    ///
+    /// Settings: flags win over the environment (RAILYARD_SERVER, RAILYARD_QUEUES,
+    /// RAILYARD_SLOTS, RAILYARD_WORKSPACE, RAILYARD_PROVIDER, RAILYARD_MODEL,
+    /// RAILYARD_SCRIPT, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, OPENAI_API_KEY,
+    /// OPENAI_BASE_URL ...), which wins over the --config file.
+    Worker(worker_cmd::WorkerArgs),
+    /// Quickstart: a server and a worker in one process, and a live demo run.
+    ///
+    /// Uses a real model when ANTHROPIC_API_KEY or OPENAI_API_KEY is set, otherwise the
+    /// offline scripted provider (<workflows>/demo.script.json), which is not a model.
+    Dev(dev::DevArgs),
     /// Start, inspect, list and steer workflow runs.
     #[command(subcommand)]
     Run(run::RunCommand),
@@ -71,10 +86,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    // The bench's in-process server would log every run it starts.
+    let cli = parse_cli();
+    // The bench's in-process server would log every run it starts; `dev` shows its
+    // own progress on stdout, so its logs are for problems only.
     let default_filter = match cli.command {
         Command::Bench(_) => "info,railyard_server=warn",
+        Command::Dev(_) => "warn",
         _ => "info",
     };
     init_tracing(default_filter);
@@ -101,10 +118,38 @@ fn main() -> ExitCode {
     }
 }
 
+/// Parses the command line. The worker's settings are layered (flags over environment
+/// over file), so it must know which global flags were really typed: clap's env and
+/// default values for `--server` / `--namespace` would otherwise hide the lower layers.
+fn parse_cli() -> Cli {
+    parse_cli_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
+}
+
+fn parse_cli_from<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let matches = Cli::command().try_get_matches_from(args)?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    if let (Command::Worker(a), Some(sub)) = (&mut cli.command, matches.subcommand_matches("worker")) {
+        let typed = |id: &str| {
+            (sub.value_source(id) == Some(ValueSource::CommandLine))
+                .then(|| sub.get_one::<String>(id).cloned())
+                .flatten()
+        };
+        a.server_flag = typed("server");
+        a.namespace_flag = typed("namespace");
+    }
+    Ok(cli)
+}
+
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let g = &cli.global;
     match cli.command {
         Command::Server(a) => server_cmd::run(a).await.map(|()| ExitCode::SUCCESS),
+        Command::Worker(a) => worker_cmd::run(a).await.map(|()| ExitCode::SUCCESS),
+        Command::Dev(a) => dev::run(a).await,
         Command::Run(c) => run::run(g, c).await,
         Command::Workflow(c) => workflow::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Task(c) => task::run(g, c).await.map(|()| ExitCode::SUCCESS),
@@ -260,6 +305,60 @@ mod tests {
         assert_eq!(config.http_listen.to_string(), "127.0.0.1:7401");
         assert_eq!(config.data_dir, std::path::PathBuf::from("./.railyard"));
         assert_eq!(config.workflows_dir, std::path::PathBuf::from("./workflows"));
+    }
+
+    #[test]
+    fn worker_flags_know_where_they_came_from() {
+        fn args(v: &[&'static str]) -> Vec<&'static str> {
+            std::iter::once("railyard").chain(v.iter().copied()).collect()
+        }
+        let cli = parse_cli_from(args(&[
+            "worker",
+            "--server",
+            "http://h:1",
+            "--queue",
+            "a",
+            "--queue",
+            "b,c",
+            "--slots",
+            "2",
+            "--provider",
+            "scripted",
+            "--script",
+            "s.json",
+        ]))
+        .unwrap();
+        let Command::Worker(w) = cli.command else {
+            panic!("not worker")
+        };
+        assert_eq!(w.server_flag.as_deref(), Some("http://h:1"));
+        assert_eq!(w.namespace_flag, None, "the default namespace is not a flag");
+        let layer = w.flags_layer().unwrap();
+        assert_eq!(layer.queues, Some(vec!["a".into(), "b".into(), "c".into()]));
+        assert_eq!(layer.slots, Some(2));
+        assert_eq!(layer.provider, Some(railyard_worker::ProviderKind::Scripted));
+
+        // Given before the subcommand, a global flag still counts as typed.
+        let cli = parse_cli_from(args(&["--namespace", "ns", "worker"])).unwrap();
+        let Command::Worker(w) = cli.command else {
+            panic!("not worker")
+        };
+        assert_eq!(w.namespace_flag.as_deref(), Some("ns"));
+        assert_eq!(w.server_flag, None);
+        assert!(parse_cli_from(args(&["worker", "--provider", "gpt"])).is_err());
+        assert!(parse_cli_from(args(&["worker", "--slots", "0"])).is_err());
+    }
+
+    #[test]
+    fn dev_defaults() {
+        let cli = parse(&["dev", "--exit-when-done"]).unwrap();
+        let Command::Dev(d) = cli.command else {
+            panic!("not dev")
+        };
+        assert!(d.exit_when_done && !d.no_demo);
+        assert_eq!(d.goal, dev::DEFAULT_GOAL);
+        assert_eq!(d.server.data_dir, std::path::PathBuf::from("./.railyard"));
+        assert!(parse(&["dev", "--exit-when-done", "--no-demo"]).is_err());
     }
 
     #[test]

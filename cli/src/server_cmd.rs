@@ -106,13 +106,13 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
 }
 
 /// The signals that stop the server: SIGTERM and Ctrl-C (SIGINT).
-struct Signals {
+pub(crate) struct Signals {
     #[cfg(unix)]
     term: tokio::signal::unix::Signal,
 }
 
 impl Signals {
-    fn new() -> anyhow::Result<Self> {
+    pub(crate) fn new() -> anyhow::Result<Self> {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
@@ -124,7 +124,7 @@ impl Signals {
     }
 
     /// Waits for the next stop signal and names it.
-    async fn next(&mut self) -> anyhow::Result<&'static str> {
+    pub(crate) async fn next(&mut self) -> anyhow::Result<&'static str> {
         #[cfg(unix)]
         {
             tokio::select! {

@@ -248,6 +248,8 @@ impl ConfigLayer {
         let var = |k: &str| get(k).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
         let mut layer = Self {
             server_url: var("RAILYARD_SERVER"),
+            namespace: var("RAILYARD_NAMESPACE"),
+            identity: var("RAILYARD_IDENTITY"),
             workspace: var("RAILYARD_WORKSPACE").map(PathBuf::from),
             model: var("RAILYARD_MODEL"),
             anthropic_api_key: var("ANTHROPIC_API_KEY"),

@@ -43,13 +43,16 @@ pub(crate) struct LeaseKeeper {
 
 impl LeaseKeeper {
     pub(crate) fn new(worker: StepWorker, task: &StepTask) -> Self {
+        // The agent hands the signals that came with the task to the model at its first
+        // turn, so they count as delivered: the first heartbeat acknowledges them.
+        let queued = task.signals.iter().map(|s| s.event_id).max().unwrap_or(0);
         Self {
             worker,
             token: task.task_token.clone(),
             state: Mutex::new(KeeperState {
                 last_checkpoint: task.checkpoint.clone(),
-                seen_signal_id: 0,
-                delivered_signal_id: 0,
+                seen_signal_id: queued,
+                delivered_signal_id: queued,
                 pending: Vec::new(),
                 last_beat: Instant::now(),
             }),
@@ -153,6 +156,11 @@ impl Lease for LeaseKeeper {
         notes: Vec<CoordinatorNote>,
     ) -> BoxFuture<'_, Result<HeartbeatOutcome, LeaseError>> {
         Box::pin(self.beat(checkpoint, notes, true))
+    }
+
+    fn settle(&self, notes: Vec<CoordinatorNote>) -> BoxFuture<'_, Result<(), LeaseError>> {
+        // Signals that arrive now stay pending (unacknowledged) for the next step.
+        Box::pin(async move { self.beat(Vec::new(), notes, false).await.map(|_| ()) })
     }
 }
 

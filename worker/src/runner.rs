@@ -121,11 +121,15 @@ impl Worker {
 
         shutdown.await;
         let all = u32::try_from(shared.config.slots).unwrap_or(u32::MAX);
-        let running = shared.config.slots - slots.available_permits();
-        info!(running, grace = ?shared.config.shutdown_grace, "shutdown requested: polling stops, running steps may finish");
+        info!(grace = ?shared.config.shutdown_grace, "shutdown requested: polling stops, running steps may finish");
         stop_tx.send_replace(true);
         for poller in pollers {
             let _ = poller.await;
+        }
+        // Counted once the pollers are gone: a parked poll holds a slot too.
+        let running = shared.config.slots - slots.available_permits();
+        if running > 0 {
+            info!(running, "polling stopped; waiting for running steps");
         }
         // Every running step holds a slot, so holding all slots means all steps are done.
         if tokio::time::timeout(shared.config.shutdown_grace, slots.acquire_many(all))

@@ -79,7 +79,7 @@ impl Tasks for FakeTasks {
     ) -> Result<Response<CompleteStepTaskResponse>, Status> {
         self.rec.lock().unwrap().completed.push(req.into_inner());
         self.changed.notify_waiters();
-        Ok(Response::new(CompleteStepTaskResponse {}))
+        Ok(Response::new(CompleteStepTaskResponse::default()))
     }
 
     async fn fail_step_task(

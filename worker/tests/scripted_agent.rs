@@ -212,3 +212,59 @@ async fn bundled_demo_script_runs_all_three_steps() {
             .any(|e| matches!(&e.kind, EventKind::ModelText { text } if text.contains("(scripted)")))
     );
 }
+
+#[tokio::test]
+async fn signals_queued_with_the_task_reach_the_first_turn_once() {
+    let script = json!({"default": [
+        {"tool_calls": [{"name": "list_files", "input": {}}]},
+        {"tool_calls": [{"name": "complete_step", "input": {"notes": "ok"}}]}
+    ]});
+    let steer_count = |req: &provider::ModelRequest| {
+        req.messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .filter(|b| matches!(b, Block::Text { text } if text == "[steer] be brief"))
+            .count()
+    };
+
+    // A fresh attempt: the queued steer is in the very first request.
+    let provider = Arc::new(Recording::new(scripted(script.clone())));
+    let ws = tempfile::tempdir().unwrap();
+    let mut t = task("s", "p");
+    t.signals = vec![common::steer(5, "be brief")];
+    // The heartbeat after turn 1 brings a second steer.
+    let lease = FakeLease::new().reply(Ok(railyard_worker::HeartbeatOutcome {
+        cancel_requested: false,
+        signals: vec![common::steer(9, "hurry")],
+    }));
+    let report = Agent::new(provider.clone())
+        .run_step(&t, "q", ws.path(), &lease)
+        .await;
+    assert!(
+        matches!(report.outcome, Outcome::Completed(_)),
+        "{:?}",
+        report.outcome
+    );
+    let requests = provider.requests();
+    assert_eq!(steer_count(&requests[0]), 1);
+    assert_eq!(steer_count(&requests[1]), 1, "injected once, not again per turn");
+    assert!(format!("{:?}", requests[1].messages).contains("[steer] hurry"));
+    // The checkpoint records what the transcript holds; the steer read in the last turn
+    // is acknowledged by a settling heartbeat before the step completes.
+    let beats = lease.beats();
+    assert_eq!(beats.len(), 2, "one heartbeat after turn 1, one to settle");
+    assert_eq!(beats[0].transcript().signals_through, 5);
+    assert!(beats[1].checkpoint.is_empty(), "settling sends no checkpoint");
+
+    // A resumed attempt whose checkpoint already holds the steer does not add it again.
+    let provider = Arc::new(Recording::new(scripted(script)));
+    let mut resumed = t.clone();
+    resumed.attempt = 2;
+    resumed.checkpoint = beats[0].checkpoint.clone();
+    Agent::new(provider.clone())
+        .run_step(&resumed, "q", ws.path(), &FakeLease::new())
+        .await;
+    let requests = provider.requests();
+    assert_eq!(requests.len(), 1, "resumed at its second turn");
+    assert_eq!(steer_count(&requests[0]), 1);
+}

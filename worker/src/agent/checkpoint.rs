@@ -13,6 +13,10 @@ pub struct Checkpoint {
     pub version: u32,
     pub turns: u32,
     pub messages: Vec<Message>,
+    /// Signals up to this history event id are already in `messages`; a resumed
+    /// attempt must not inject them again (the server redelivers until acknowledged).
+    #[serde(default)]
+    pub signals_through: u64,
 }
 
 impl Checkpoint {
@@ -26,12 +30,13 @@ impl Checkpoint {
 
 /// Serialises a checkpoint; when it is too big, old tool results are cut down (the
 /// model keeps the shape of the conversation, the bulk can be re-read from the workspace).
-pub fn encode_checkpoint(turns: u32, messages: &[Message]) -> Vec<u8> {
+pub fn encode_checkpoint(turns: u32, signals_through: u64, messages: &[Message]) -> Vec<u8> {
     let encode = |messages: Vec<Message>| {
         serde_json::to_vec(&Checkpoint {
             version: 1,
             turns,
             messages,
+            signals_through,
         })
         .unwrap_or_default()
     };
@@ -75,7 +80,7 @@ mod tests {
                 content: vec![Block::text(big.clone())],
             })
             .collect();
-        let bytes = encode_checkpoint(3, &messages);
+        let bytes = encode_checkpoint(3, 0, &messages);
         assert!(bytes.len() <= CHECKPOINT_BUDGET, "{}", bytes.len());
         let cp = Checkpoint::decode(&bytes).unwrap();
         assert_eq!(cp.turns, 3);

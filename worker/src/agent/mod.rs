@@ -56,6 +56,16 @@ pub trait Lease: Send + Sync {
         checkpoint: Vec<u8>,
         notes: Vec<CoordinatorNote>,
     ) -> BoxFuture<'_, Result<HeartbeatOutcome, LeaseError>>;
+
+    /// Called just before the step's result is reported: delivers `notes` and
+    /// acknowledges the signals already handed to the agent, without handing over new
+    /// ones (those stay pending on the server for the next step). Without it, a steer
+    /// the model already read would be delivered again to the next step.
+    ///
+    /// The default heartbeats and ignores any signals that come back.
+    fn settle(&self, notes: Vec<CoordinatorNote>) -> BoxFuture<'_, Result<(), LeaseError>> {
+        Box::pin(async move { self.heartbeat(Vec::new(), notes).await.map(|_| ()) })
+    }
 }
 
 /// How a step ended.
@@ -185,6 +195,8 @@ impl Agent {
             max_turns,
             refused: 0,
             notes: Vec::new(),
+            signals_through: 0,
+            unacked_signals: false,
             step,
         };
         run.restore();
@@ -224,6 +236,10 @@ struct StepRun<'a> {
     refused: u32,
     /// `signal_coordinator` notes not yet delivered by a heartbeat.
     notes: Vec<CoordinatorNote>,
+    /// Highest signal event id already in the transcript (kept in the checkpoint).
+    signals_through: u64,
+    /// Signals were handed to the model that no heartbeat has acknowledged yet.
+    unacked_signals: bool,
     step: StepRef,
 }
 
@@ -250,6 +266,7 @@ impl StepRun<'_> {
                 info!(run_id = %task.run_id, step = %task.step_id, attempt = task.attempt,
                     turns = cp.turns, messages = cp.messages.len(), "resuming from checkpoint");
                 self.turns = cp.turns;
+                self.signals_through = cp.signals_through;
                 self.req.messages = cp.messages;
                 // A tool call cut off before its result is answered, or providers refuse the transcript.
                 if let Some(last) = self.req.messages.last().filter(|m| m.role == Role::Assistant) {
@@ -283,6 +300,31 @@ impl StepRun<'_> {
                     .messages
                     .push(Message::user_text(prompt::first_message(task)));
             }
+        }
+        // Signals that were waiting when the step was leased reach the first turn.
+        let queued = task.signals.clone();
+        self.take_signals(&queued);
+    }
+
+    /// Hands `signals` not yet in the transcript to the model (`steer` ones become user
+    /// text; others are only acknowledged).
+    fn take_signals(&mut self, signals: &[Signal]) {
+        for signal in signals {
+            if signal.event_id != 0 && signal.event_id <= self.signals_through {
+                continue; // already in the transcript (a resumed attempt)
+            }
+            self.signals_through = self.signals_through.max(signal.event_id);
+            self.unacked_signals = true;
+            if signal.name != "steer" {
+                continue;
+            }
+            let message = steer_text(&signal.payload_json);
+            info!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
+                message = %one_line(&message, 200), "steer signal");
+            self.emit(EventKind::Steered {
+                message: message.clone(),
+            });
+            self.push_user_text(format!("[steer] {message}"));
         }
     }
 
@@ -356,9 +398,10 @@ impl StepRun<'_> {
             });
 
             if let Some(completion) = completion {
-                // Notes sent in the same turn must reach history before the step closes.
-                if !self.notes.is_empty()
-                    && let Some(Outcome::LeaseLost(m)) = self.heartbeat().await
+                // Notes sent in the same turn must reach history, and signals the model
+                // read must be acknowledged, before the step closes.
+                if (!self.notes.is_empty() || self.unacked_signals)
+                    && let Some(Outcome::LeaseLost(m)) = self.settle().await
                 {
                     return Outcome::LeaseLost(m);
                 }
@@ -441,15 +484,9 @@ impl StepRun<'_> {
                         checkpoint: self.checkpoint(),
                     });
                 }
-                for signal in hb.signals.iter().filter(|s| s.name == "steer") {
-                    let message = steer_text(&signal.payload_json);
-                    info!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
-                        message = %one_line(&message, 200), "steer signal");
-                    self.emit(EventKind::Steered {
-                        message: message.clone(),
-                    });
-                    self.push_user_text(format!("[steer] {message}"));
-                }
+                // This heartbeat acknowledged every signal handed over before it.
+                self.unacked_signals = false;
+                self.take_signals(&hb.signals);
                 None
             }
             Err(LeaseError::Lost(m)) => Some(Outcome::LeaseLost(m)),
@@ -460,6 +497,24 @@ impl StepRun<'_> {
                 let mut pending = notes;
                 pending.append(&mut self.notes);
                 self.notes = pending;
+                None
+            }
+        }
+    }
+
+    /// The last word before the result is reported: pending notes, and the
+    /// acknowledgement of the signals the model read. `Some` when the lease is gone.
+    async fn settle(&mut self) -> Option<Outcome> {
+        let notes = std::mem::take(&mut self.notes);
+        match self.lease.settle(notes).await {
+            Ok(()) => {
+                self.unacked_signals = false;
+                None
+            }
+            Err(LeaseError::Lost(m)) => Some(Outcome::LeaseLost(m)),
+            Err(LeaseError::Failed(m)) => {
+                warn!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
+                    error = %m, "last heartbeat before reporting failed; reporting anyway");
                 None
             }
         }
@@ -488,6 +543,6 @@ impl StepRun<'_> {
 
     /// The transcript as checkpoint bytes, compacted when it grows past the budget.
     fn checkpoint(&self) -> Vec<u8> {
-        encode_checkpoint(self.turns, &self.req.messages)
+        encode_checkpoint(self.turns, self.signals_through, &self.req.messages)
     }
 }

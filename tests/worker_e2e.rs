@@ -1,0 +1,1084 @@
+//! `railyard worker` end to end: real `railyard server` and `railyard worker`
+//! processes, with a mock model server in the test speaking the Anthropic Messages and
+//! OpenAI chat-completions wire formats.
+//!
+//! The mock answers by step and turn: it reads the step id and attempt from the system
+//! prompt ("(id `STEP`), attempt N") and the turn from the number of assistant
+//! messages already in the transcript, and records every request it receives.
+
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use railyard_proto::Client;
+use railyard_proto::v1::HistoryEvent;
+use serde_json::{Value, json};
+use support::*;
+
+/// Long enough for any run here on a slow machine; only an upper bound for `eventually`.
+const RUN_LIMIT: Duration = Duration::from_secs(90);
+
+// ------------------------------------------------------------------ the mock model
+
+/// One request the mock received.
+#[derive(Debug, Clone)]
+struct Recorded {
+    /// `anthropic` or `openai`, from the path.
+    api: &'static str,
+    body: Value,
+    headers: HashMap<String, String>,
+    step: String,
+    attempt: u32,
+    /// Assistant messages already in the transcript.
+    turn: usize,
+    /// How many requests for the same step, attempt and turn came before this one.
+    repeat: usize,
+}
+
+impl Recorded {
+    fn system(&self) -> String {
+        match self.api {
+            "anthropic" => self.body["system"].as_str().unwrap_or_default().to_string(),
+            _ => self.body["messages"][0]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        }
+    }
+
+    /// Every tool result in the transcript: (content, is_error).
+    fn tool_results(&self) -> Vec<(String, bool)> {
+        let messages = self.body["messages"].as_array().cloned().unwrap_or_default();
+        let mut out = Vec::new();
+        for m in messages {
+            if self.api == "openai" {
+                if m["role"] == "tool" {
+                    let c = m["content"].as_str().unwrap_or_default().to_string();
+                    let err = c.starts_with("Error: ");
+                    out.push((c, err));
+                }
+                continue;
+            }
+            for b in m["content"].as_array().cloned().unwrap_or_default() {
+                if b["type"] == "tool_result" {
+                    out.push((
+                        b["content"].as_str().unwrap_or_default().to_string(),
+                        b["is_error"].as_bool().unwrap_or(false),
+                    ));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// What the model says in one turn.
+#[derive(Debug, Clone, Default)]
+struct Turn {
+    text: Option<String>,
+    calls: Vec<(String, Value)>,
+}
+
+fn say(text: &str) -> Turn {
+    Turn {
+        text: Some(text.into()),
+        calls: Vec::new(),
+    }
+}
+
+fn call(name: &str, input: Value) -> Turn {
+    Turn {
+        text: None,
+        calls: vec![(name.into(), input)],
+    }
+}
+
+fn complete(notes: &str) -> Turn {
+    call("complete_step", json!({ "notes": notes }))
+}
+
+/// How the mock answers one request.
+enum Reply {
+    Turn(Turn),
+    /// An error status with headers and a body.
+    Error(u16, Vec<(&'static str, &'static str)>, Value),
+    /// Never answer (the worker is killed meanwhile).
+    Hang,
+    /// Answer with the turn once the flag is set.
+    After(Arc<AtomicBool>, Turn),
+}
+
+type Script = dyn Fn(&Recorded) -> Reply + Send + Sync;
+
+struct MockState {
+    requests: Mutex<Vec<Recorded>>,
+    script: Box<Script>,
+}
+
+/// A mock model server on a free loopback port, on its own runtime.
+struct MockModel {
+    rt: Option<tokio::runtime::Runtime>,
+    state: Arc<MockState>,
+    /// `http://127.0.0.1:PORT` (Anthropic base URL; OpenAI's is this + `/v1`).
+    url: String,
+}
+
+impl MockModel {
+    fn start(script: impl Fn(&Recorded) -> Reply + Send + Sync + 'static) -> Self {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let state = Arc::new(MockState {
+            requests: Mutex::new(Vec::new()),
+            script: Box::new(script),
+        });
+        let app = axum::Router::new()
+            .route("/v1/messages", post(anthropic_handler))
+            .route("/v1/chat/completions", post(openai_handler))
+            .with_state(state.clone());
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("bind mock");
+        let addr = listener.local_addr().expect("mock addr");
+        rt.spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self {
+            rt: Some(rt),
+            state,
+            url: format!("http://{addr}"),
+        }
+    }
+
+    fn requests(&self) -> Vec<Recorded> {
+        self.state.requests.lock().unwrap().clone()
+    }
+
+    fn requests_for(&self, step: &str) -> Vec<Recorded> {
+        self.requests().into_iter().filter(|r| r.step == step).collect()
+    }
+}
+
+impl Drop for MockModel {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Step id and attempt from the system prompt's "(id `STEP`), attempt N.".
+fn step_and_attempt(system: &str) -> (String, u32) {
+    let Some(start) = system.find("(id `") else {
+        return (String::new(), 0);
+    };
+    let rest = &system[start + 5..];
+    let step = rest.split('`').next().unwrap_or_default().to_string();
+    let attempt = rest
+        .split("attempt ")
+        .nth(1)
+        .and_then(|a| a.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    (step, attempt)
+}
+
+async fn record(state: &MockState, api: &'static str, headers: &HeaderMap, body: Value) -> (Recorded, Reply) {
+    let system = match api {
+        "anthropic" => body["system"].as_str().unwrap_or_default().to_string(),
+        _ => body["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    };
+    let (step, attempt) = step_and_attempt(&system);
+    let turn = body["messages"]
+        .as_array()
+        .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
+        .unwrap_or(0);
+    let headers = headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_string()))
+        .collect();
+    let rec = {
+        let mut requests = state.requests.lock().unwrap();
+        let repeat = requests
+            .iter()
+            .filter(|r| r.step == step && r.attempt == attempt && r.turn == turn)
+            .count();
+        let rec = Recorded {
+            api,
+            body,
+            headers,
+            step,
+            attempt,
+            turn,
+            repeat,
+        };
+        requests.push(rec.clone());
+        rec
+    };
+    let reply = (state.script)(&rec);
+    (rec, reply)
+}
+
+async fn error_or_hang(reply: Reply) -> Result<Turn, Response> {
+    match reply {
+        Reply::Turn(t) => Ok(t),
+        Reply::Error(status, headers, body) => {
+            let mut resp = (StatusCode::from_u16(status).unwrap(), axum::Json(body)).into_response();
+            for (k, v) in headers {
+                resp.headers_mut().insert(k, v.parse().unwrap());
+            }
+            Err(resp)
+        }
+        Reply::Hang => {
+            tokio::time::sleep(Duration::from_secs(600)).await;
+            Err(StatusCode::GATEWAY_TIMEOUT.into_response())
+        }
+        Reply::After(flag, turn) => {
+            while !flag.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Ok(turn)
+        }
+    }
+}
+
+async fn anthropic_handler(
+    State(state): State<Arc<MockState>>,
+    headers: HeaderMap,
+    axum::Json(body): axum::Json<Value>,
+) -> Response {
+    let (rec, reply) = record(&state, "anthropic", &headers, body).await;
+    let turn = match error_or_hang(reply).await {
+        Ok(t) => t,
+        Err(resp) => return resp,
+    };
+    let mut content = Vec::new();
+    if let Some(text) = &turn.text {
+        content.push(json!({"type": "text", "text": text}));
+    }
+    for (i, (name, input)) in turn.calls.iter().enumerate() {
+        content.push(json!({
+            "type": "tool_use", "id": format!("toolu_{}_{}_{i}", rec.attempt, rec.turn), "name": name, "input": input
+        }));
+    }
+    let stop = if turn.calls.is_empty() {
+        "end_turn"
+    } else {
+        "tool_use"
+    };
+    axum::Json(json!({
+        "id": "msg_mock", "type": "message", "role": "assistant", "model": rec.body["model"],
+        "content": content, "stop_reason": stop,
+        "usage": {"input_tokens": 1, "output_tokens": 1}
+    }))
+    .into_response()
+}
+
+async fn openai_handler(
+    State(state): State<Arc<MockState>>,
+    headers: HeaderMap,
+    axum::Json(body): axum::Json<Value>,
+) -> Response {
+    let (rec, reply) = record(&state, "openai", &headers, body).await;
+    let turn = match error_or_hang(reply).await {
+        Ok(t) => t,
+        Err(resp) => return resp,
+    };
+    let calls: Vec<Value> = turn
+        .calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, input))| {
+            json!({"id": format!("call_{}_{}_{i}", rec.attempt, rec.turn), "type": "function",
+                   "function": {"name": name, "arguments": input.to_string()}})
+        })
+        .collect();
+    let mut message = json!({"role": "assistant", "content": turn.text});
+    if !calls.is_empty() {
+        message["tool_calls"] = Value::Array(calls);
+    }
+    let finish = if turn.calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    axum::Json(json!({
+        "id": "chatcmpl-mock", "object": "chat.completion", "model": rec.body["model"],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}]
+    }))
+    .into_response()
+}
+
+// ------------------------------------------------------------------ worker processes
+
+/// A `railyard worker` process; SIGKILLed when dropped.
+struct WorkerProcess {
+    child: Child,
+    identity: String,
+}
+
+impl WorkerProcess {
+    /// Starts a worker and waits for its "polling" line. `env` is all the model
+    /// configuration it gets: the test's own environment is kept out.
+    fn start(server: &str, workspace: &Path, identity: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("worker")
+            .args(["--server", server, "--identity", identity, "--workspace"])
+            .arg(workspace)
+            .args(args)
+            .env(
+                "RUST_LOG",
+                std::env::var("TEST_WORKER_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for var in [
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
+            "OPENAI_API_KEY",
+            "OPENAI_BASE_URL",
+            "RAILYARD_SERVER",
+            "RAILYARD_NAMESPACE",
+            "RAILYARD_QUEUES",
+            "RAILYARD_SLOTS",
+            "RAILYARD_WORKSPACE",
+            "RAILYARD_PROVIDER",
+            "RAILYARD_MODEL",
+            "RAILYARD_SCRIPT",
+            "RAILYARD_IDENTITY",
+            "RAILYARD_WORKER_CONFIG",
+        ] {
+            cmd.env_remove(var);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn railyard worker");
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        out.read_line(&mut line).expect("read polling line");
+        assert!(
+            line.starts_with(&format!("railyard worker {identity} polling ")),
+            "unexpected first line {line:?}"
+        );
+        std::thread::spawn(move || {
+            let mut sink = String::new();
+            while out.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
+                sink.clear();
+            }
+        });
+        Self {
+            child,
+            identity: identity.to_string(),
+        }
+    }
+
+    /// SIGTERM, and the exit status once the worker has shut down.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+        eventually(RUN_LIMIT, || self.child.try_wait().ok().flatten())
+    }
+
+    fn kill9(&mut self) {
+        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// An Anthropic-provider worker pointed at the mock.
+fn anthropic_worker(
+    server: &ServerProcess,
+    sandbox: &Sandbox,
+    mock: &MockModel,
+    identity: &str,
+    queue: &str,
+) -> WorkerProcess {
+    WorkerProcess::start(
+        &server.url,
+        &sandbox.path("workspace"),
+        identity,
+        &[
+            "--provider",
+            "anthropic",
+            "--model",
+            "claude-mock",
+            "--queue",
+            queue,
+        ],
+        &[
+            ("ANTHROPIC_BASE_URL", mock.url.as_str()),
+            ("ANTHROPIC_API_KEY", "sk-ant-dummy"),
+        ],
+    )
+}
+
+// ------------------------------------------------------------------ the cluster, through the SDK
+
+/// A client on its own small runtime, for starting runs and reading histories.
+struct Api {
+    rt: tokio::runtime::Runtime,
+    client: Client,
+}
+
+impl Api {
+    fn new(url: &str) -> Self {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let client = rt.block_on(Client::connect(url)).expect("client");
+        Self { rt, client }
+    }
+
+    fn start(&self, workflow: &str, goal: &str) -> String {
+        self.rt
+            .block_on(self.client.start_run("default", workflow, goal, HashMap::new()))
+            .expect("start run")
+    }
+
+    fn status(&self, run_id: &str) -> String {
+        let run = self
+            .rt
+            .block_on(self.client.describe_run("default", run_id))
+            .expect("describe")
+            .run
+            .expect("run");
+        railyard_proto::v1::RunStatus::try_from(run.status)
+            .expect("status")
+            .short_name()
+            .to_string()
+    }
+
+    /// Waits until the run is closed and returns its status.
+    fn wait_closed(&self, run_id: &str) -> String {
+        eventually(RUN_LIMIT, || {
+            let s = self.status(run_id);
+            (s != "RUNNING").then_some(s)
+        })
+    }
+
+    fn steer(&self, run_id: &str, text: &str) {
+        self.rt
+            .block_on(self.client.signal_run(railyard_proto::v1::SignalRunRequest {
+                namespace: "default".into(),
+                run_id: run_id.into(),
+                signal_name: "steer".into(),
+                payload_json: serde_json::to_string(text).unwrap(),
+                ..Default::default()
+            }))
+            .expect("signal")
+    }
+
+    fn history(&self, run_id: &str) -> Vec<HistoryEvent> {
+        self.rt
+            .block_on(self.client.full_history("default", run_id))
+            .expect("history")
+    }
+}
+
+fn attrs(e: &HistoryEvent) -> Value {
+    serde_json::from_str(&e.attributes_json).unwrap_or(Value::Null)
+}
+
+fn events<'a>(history: &'a [HistoryEvent], kind: &str) -> Vec<&'a HistoryEvent> {
+    history.iter().filter(|e| e.event_type == kind).collect()
+}
+
+// ------------------------------------------------------------------ tests
+
+const THREE_STEPS: &str = r#"{"id": "three", "version": "1", "name": "Three steps", "taskQueue": "anthropic",
+  "steps": [
+    {"id": "a_research", "title": "Research", "prompt": "Research {{goal}}"},
+    {"id": "a_write", "title": "Write", "prompt": "Write about {{goal}} from {{context.notes_file}}",
+     "allowedTools": ["read_file", "bash", "complete_step"]},
+    {"id": "a_review", "title": "Review", "prompt": "Review the output"}
+  ]}"#;
+
+#[test]
+fn anthropic_worker_runs_a_three_step_workflow() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow("three.json", THREE_STEPS);
+    let server = sandbox.server();
+    let mock = MockModel::start(|r| {
+        Reply::Turn(match (r.step.as_str(), r.turn) {
+            ("a_research", 0) => Turn {
+                text: Some("Writing notes.".into()),
+                calls: vec![(
+                    "write_file".into(),
+                    json!({"path": "notes.txt", "content": "alpha beta\n"}),
+                )],
+            },
+            ("a_research", _) => call(
+                "complete_step",
+                json!({"notes": "notes are in notes.txt", "artifacts": ["notes.txt"],
+                       "context_updates": {"notes_file": "notes.txt"}}),
+            ),
+            ("a_write", 0) => call("read_file", json!({"path": "notes.txt"})),
+            ("a_write", 1) => call("bash", json!({"command": "tr a-z A-Z < notes.txt > out.txt"})),
+            ("a_write", _) => call(
+                "complete_step",
+                json!({"notes": "wrote out.txt", "artifacts": ["out.txt"]}),
+            ),
+            ("a_review", 0) => call("read_file", json!({"path": "out.txt"})),
+            _ => complete("reviewed: looks right"),
+        })
+    });
+    let _worker = anthropic_worker(&server, &sandbox, &mock, "anthropic-worker", "anthropic");
+    let api = Api::new(&server.url);
+    let run = api.start("three", "the greek alphabet");
+    assert_eq!(api.wait_closed(&run), "COMPLETED");
+
+    // The work happened in the run's workspace.
+    let out = std::fs::read_to_string(sandbox.path("workspace").join(&run).join("out.txt")).unwrap();
+    assert_eq!(out, "ALPHA BETA\n");
+
+    // Wire format: key and version headers, the model, tools offered.
+    let requests = mock.requests();
+    let first = &requests[0];
+    assert_eq!(first.headers["x-api-key"], "sk-ant-dummy");
+    assert_eq!(first.headers["anthropic-version"], "2023-06-01");
+    assert_eq!(first.body["model"], "claude-mock");
+    assert!(first.system().contains("Goal of this run: the greek alphabet"));
+    // The write step only offers its allowed tools (the loop's own two always come along).
+    let write = mock.requests_for("a_write");
+    let offered: HashSet<&str> = write[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(offered.contains("bash") && offered.contains("read_file") && !offered.contains("write_file"));
+    // The prompt was rendered with the context the first step set, and the step saw its notes.
+    assert!(
+        write[0].body["messages"][0]
+            .to_string()
+            .contains("from notes.txt")
+    );
+    assert!(write[0].system().contains("notes are in notes.txt"));
+    // Tool results go back to the model: the read_file result is in the next request.
+    assert!(
+        write[1]
+            .tool_results()
+            .iter()
+            .any(|(c, e)| c.contains("alpha beta") && !e)
+    );
+
+    let history = api.history(&run);
+    let completed: Vec<String> = events(&history, "StepCompleted")
+        .iter()
+        .map(|e| attrs(e)["stepId"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(completed, ["a_research", "a_write", "a_review"]);
+    assert!(
+        events(&history, "StepStarted")
+            .iter()
+            .all(|e| attrs(e)["worker"] == "anthropic-worker")
+    );
+    assert_eq!(events(&history, "RunCompleted").len(), 1);
+}
+
+#[test]
+fn openai_worker_runs_a_workflow() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow(
+        "two.json",
+        r#"{"id": "two", "version": "1", "name": "Two steps", "taskQueue": "openai",
+          "steps": [
+            {"id": "o_make", "title": "Make", "prompt": "Make a file about {{goal}}"},
+            {"id": "o_check", "title": "Check", "prompt": "Check it"}
+          ]}"#,
+    );
+    let server = sandbox.server();
+    let mock = MockModel::start(|r| {
+        Reply::Turn(match (r.step.as_str(), r.turn) {
+            ("o_make", 0) => Turn {
+                text: Some("Making it.".into()),
+                calls: vec![(
+                    "write_file".into(),
+                    json!({"path": "made.txt", "content": "made by openai mock"}),
+                )],
+            },
+            ("o_make", _) => complete("made made.txt"),
+            ("o_check", 0) => call("bash", json!({"command": "wc -c < made.txt"})),
+            _ => complete("checked"),
+        })
+    });
+    let openai_url = format!("{}/v1", mock.url);
+    let _worker = WorkerProcess::start(
+        &server.url,
+        &sandbox.path("workspace"),
+        "openai-worker",
+        &["--provider", "openai", "--model", "gpt-mock", "--queue", "openai"],
+        &[
+            ("OPENAI_BASE_URL", openai_url.as_str()),
+            ("OPENAI_API_KEY", "sk-openai-dummy"),
+        ],
+    );
+    let api = Api::new(&server.url);
+    let run = api.start("two", "files");
+    assert_eq!(api.wait_closed(&run), "COMPLETED");
+
+    let requests = mock.requests();
+    assert!(requests.iter().all(|r| r.api == "openai"));
+    assert_eq!(requests[0].headers["authorization"], "Bearer sk-openai-dummy");
+    assert_eq!(requests[0].body["model"], "gpt-mock");
+    assert_eq!(requests[0].body["messages"][0]["role"], "system");
+    // The bash result (19 bytes) came back as a `tool` message.
+    let check = mock.requests_for("o_check");
+    assert!(
+        check[1].tool_results().iter().any(|(c, _)| c.contains("19")),
+        "{:?}",
+        check[1].body
+    );
+    assert_eq!(
+        std::fs::read_to_string(sandbox.path("workspace").join(&run).join("made.txt")).unwrap(),
+        "made by openai mock"
+    );
+    let history = api.history(&run);
+    assert_eq!(events(&history, "StepCompleted").len(), 2);
+}
+
+#[test]
+fn a_step_whose_worker_dies_resumes_on_another_worker_from_its_checkpoint() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow(
+        "fragile.json",
+        r#"{"id": "fragile", "version": "1", "name": "Fragile", "taskQueue": "fragile",
+          "steps": [{"id": "f_long", "title": "Long step", "prompt": "Work on {{goal}}",
+                     "heartbeatTimeoutSeconds": 2,
+                     "retry": {"initialIntervalSeconds": 0.2, "maximumAttempts": 3}}]}"#,
+    );
+    let server = sandbox.server();
+    let mock = MockModel::start(|r| match (r.attempt, r.turn) {
+        (_, 0) => Reply::Turn(call("bash", json!({"command": "echo turn-one-marker-$((40+2))"}))),
+        // The first worker's second turn never comes back: it is killed while waiting.
+        (1, _) => Reply::Hang,
+        _ => Reply::Turn(complete("finished after resuming")),
+    });
+    let mut first = anthropic_worker(&server, &sandbox, &mock, "doomed-worker", "fragile");
+    let api = Api::new(&server.url);
+    let run = api.start("fragile", "survive a crash");
+
+    // Turn 1 ran its tool and heartbeated its checkpoint before turn 2 was asked for.
+    eventually(RUN_LIMIT, || {
+        mock.requests_for("f_long")
+            .iter()
+            .any(|r| r.attempt == 1 && r.turn == 1)
+            .then_some(())
+    });
+    first.kill9();
+    let second = anthropic_worker(&server, &sandbox, &mock, "rescue-worker", "fragile");
+    assert_eq!(api.wait_closed(&run), "COMPLETED");
+
+    // Attempt 2 did not start afresh: its first request already holds turn 1's tool result.
+    let attempt2: Vec<Recorded> = mock
+        .requests_for("f_long")
+        .into_iter()
+        .filter(|r| r.attempt == 2)
+        .collect();
+    assert!(!attempt2.is_empty(), "attempt 2 never called the model");
+    assert!(
+        attempt2.iter().all(|r| r.turn >= 1),
+        "attempt 2 restarted from scratch"
+    );
+    let resumed = &attempt2[0];
+    assert!(
+        resumed
+            .tool_results()
+            .iter()
+            .any(|(c, is_error)| c.contains("turn-one-marker-42") && !is_error),
+        "turn 1's tool result is missing: {}",
+        resumed.body["messages"]
+    );
+    assert_eq!(resumed.body["messages"][1]["content"][0]["name"], "bash");
+
+    let history = api.history(&run);
+    let timed_out = events(&history, "StepTimedOut");
+    assert_eq!(timed_out.len(), 1);
+    assert_eq!(attrs(timed_out[0])["attempt"], 1);
+    let started: Vec<(u64, String)> = events(&history, "StepStarted")
+        .iter()
+        .map(|e| {
+            (
+                attrs(e)["attempt"].as_u64().unwrap(),
+                attrs(e)["worker"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        started,
+        [(1, "doomed-worker".to_string()), (2, second.identity.clone())]
+    );
+    let completed = events(&history, "StepCompleted");
+    assert_eq!(completed.len(), 1);
+    assert_eq!(attrs(completed[0])["attempt"], 2);
+    assert_eq!(completed[0].identity, "rescue-worker");
+}
+
+#[test]
+fn two_workers_share_fifty_runs_and_do_every_step_exactly_once() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow(
+        "bulk.json",
+        r#"{"id": "bulk", "version": "1", "name": "Bulk", "taskQueue": "bulk",
+          "steps": [{"id": "b1", "title": "One", "prompt": "one"},
+                    {"id": "b2", "title": "Two", "prompt": "two"}]}"#,
+    );
+    let script = sandbox.path("bulk.script.json");
+    std::fs::write(
+        &script,
+        r#"{"steps": {
+             "b1": [{"tool_calls": [{"name": "bash", "input": {"command": "sleep 0.05; echo {{run_id}} > b1.txt"}}]},
+                    {"tool_calls": [{"name": "complete_step", "input": {"notes": "b1 done"}}]}],
+             "b2": [{"tool_calls": [{"name": "complete_step", "input": {"notes": "b2 done"}}]}]}}"#,
+    )
+    .unwrap();
+    let server = sandbox.server();
+    let script_arg = script.to_str().unwrap();
+    let workers: Vec<WorkerProcess> = ["bulk-one", "bulk-two"]
+        .iter()
+        .map(|id| {
+            WorkerProcess::start(
+                &server.url,
+                &sandbox.path("workspace"),
+                id,
+                &[
+                    "--provider",
+                    "scripted",
+                    "--script",
+                    script_arg,
+                    "--queue",
+                    "bulk",
+                    "--slots",
+                    "3",
+                ],
+                &[],
+            )
+        })
+        .collect();
+    let api = Api::new(&server.url);
+    let runs: Vec<String> = (0..50).map(|i| api.start("bulk", &format!("run {i}"))).collect();
+    for run in &runs {
+        assert_eq!(api.wait_closed(run), "COMPLETED", "run {run}");
+    }
+
+    let mut identities = HashSet::new();
+    for run in &runs {
+        let history = api.history(run);
+        assert!(events(&history, "StepTimedOut").is_empty(), "{run}");
+        assert!(events(&history, "StepFailed").is_empty(), "{run}");
+        for step in ["b1", "b2"] {
+            let of = |kind: &str| {
+                events(&history, kind)
+                    .into_iter()
+                    .filter(|e| attrs(e)["stepId"] == step)
+                    .count()
+            };
+            assert_eq!(of("StepCompleted"), 1, "run {run} step {step}");
+            assert_eq!(of("StepStarted"), 1, "run {run} step {step}");
+        }
+        for e in events(&history, "StepStarted") {
+            identities.insert(attrs(e)["worker"].as_str().unwrap().to_string());
+        }
+        let marker = std::fs::read_to_string(sandbox.path("workspace").join(run).join("b1.txt")).unwrap();
+        assert_eq!(marker.trim(), run);
+    }
+    let expected: HashSet<String> = workers.iter().map(|w| w.identity.clone()).collect();
+    assert_eq!(identities, expected);
+}
+
+#[test]
+fn limits_max_turns_disallowed_tools_and_escaping_paths() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow(
+        "spin.json",
+        r#"{"id": "spin", "version": "1", "name": "Spin", "taskQueue": "limits",
+          "steps": [{"id": "l_spin", "title": "Spin", "prompt": "never finish", "maxTurns": 3}]}"#,
+    );
+    sandbox.workflow(
+        "fence.json",
+        r#"{"id": "fence", "version": "1", "name": "Fence", "taskQueue": "limits",
+          "steps": [{"id": "l_fence", "title": "Fence", "prompt": "stay inside",
+                     "allowedTools": ["read_file", "complete_step"]}]}"#,
+    );
+    let server = sandbox.server();
+    let mock = MockModel::start(|r| {
+        Reply::Turn(match (r.step.as_str(), r.turn) {
+            ("l_spin", n) if n % 2 == 0 => say("Still thinking."),
+            ("l_spin", _) => call("list_files", json!({})),
+            ("l_fence", 0) => call("bash", json!({"command": "cat /etc/passwd"})),
+            ("l_fence", 1) => call("read_file", json!({"path": "../../etc/passwd"})),
+            _ => complete("gave up on the forbidden file"),
+        })
+    });
+    let _worker = anthropic_worker(&server, &sandbox, &mock, "limits-worker", "limits");
+    let api = Api::new(&server.url);
+
+    // A model that never calls complete_step runs out of turns; the run fails.
+    let spin = api.start("spin", "loop");
+    assert_eq!(api.wait_closed(&spin), "FAILED");
+    assert_eq!(
+        mock.requests_for("l_spin").len(),
+        3,
+        "one model call per allowed turn"
+    );
+    let history = api.history(&spin);
+    let failed = events(&history, "StepFailed");
+    assert_eq!(failed.len(), 1);
+    let a = attrs(failed[0]);
+    assert_eq!(a["errorType"], "max_turns_exceeded");
+    assert_eq!(a["willRetry"], false);
+    assert!(a["message"].as_str().unwrap().contains("3 turns"), "{a}");
+    assert_eq!(events(&history, "RunFailed").len(), 1);
+
+    // A disallowed tool and a path out of the workspace are refused back to the model,
+    // which reads the refusal in its next request and carries on.
+    let fence = api.start("fence", "escape");
+    assert_eq!(api.wait_closed(&fence), "COMPLETED");
+    let requests = mock.requests_for("l_fence");
+    assert_eq!(requests.len(), 3);
+    let after_bash = requests[1].tool_results();
+    assert_eq!(after_bash.len(), 1);
+    assert!(after_bash[0].1, "refusal must be an error result");
+    assert!(
+        after_bash[0].0.contains("\"bash\" is not allowed in this step"),
+        "{after_bash:?}"
+    );
+    let after_read = requests[2].tool_results();
+    assert_eq!(after_read.len(), 2);
+    assert!(after_read[1].1, "escape must be an error result");
+    assert!(
+        after_read[1].0.contains("escapes the workspace"),
+        "{after_read:?}"
+    );
+    // Nothing of the real file reached the model.
+    assert!(
+        requests
+            .iter()
+            .all(|r| !r.body.to_string().contains("root:x:0:0"))
+    );
+}
+
+#[test]
+fn provider_errors_rate_limit_is_retried_and_bad_key_fails_the_step() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow(
+        "limited.json",
+        r#"{"id": "limited", "version": "1", "name": "Limited", "taskQueue": "errors",
+          "steps": [{"id": "p_429", "title": "Rate limited", "prompt": "go"}]}"#,
+    );
+    sandbox.workflow(
+        "badkey.json",
+        r#"{"id": "badkey", "version": "1", "name": "Bad key", "taskQueue": "errors",
+          "steps": [{"id": "p_401", "title": "Unauthorized", "prompt": "go"}]}"#,
+    );
+    let server = sandbox.server();
+    let mock = MockModel::start(|r| match (r.step.as_str(), r.repeat) {
+        ("p_429", 0) => Reply::Error(
+            429,
+            vec![("retry-after", "1")],
+            json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}),
+        ),
+        ("p_429", _) => Reply::Turn(complete("done after the rate limit")),
+        _ => Reply::Error(
+            401,
+            vec![],
+            json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}),
+        ),
+    });
+    let _worker = anthropic_worker(&server, &sandbox, &mock, "errors-worker", "errors");
+    let api = Api::new(&server.url);
+
+    let limited = api.start("limited", "patience");
+    assert_eq!(api.wait_closed(&limited), "COMPLETED");
+    let calls = mock.requests_for("p_429");
+    assert_eq!(calls.len(), 2, "one 429, then one retry");
+    assert_eq!(
+        (calls[0].turn, calls[1].turn),
+        (0, 0),
+        "the same call was retried"
+    );
+    let history = api.history(&limited);
+    assert!(
+        events(&history, "StepFailed").is_empty(),
+        "retried inside the attempt"
+    );
+    assert_eq!(events(&history, "StepStarted").len(), 1);
+
+    let badkey = api.start("badkey", "denied");
+    assert_eq!(api.wait_closed(&badkey), "FAILED");
+    assert_eq!(
+        mock.requests_for("p_401").len(),
+        1,
+        "a refused key is not retried"
+    );
+    let history = api.history(&badkey);
+    let failed = events(&history, "StepFailed");
+    assert_eq!(failed.len(), 1);
+    let a = attrs(failed[0]);
+    let message = a["message"].as_str().unwrap();
+    assert!(
+        message.contains("authentication failed")
+            && message.contains("ANTHROPIC_API_KEY")
+            && message.contains("invalid x-api-key"),
+        "{message}"
+    );
+    assert_eq!(a["errorType"], "provider_error");
+    assert_eq!(a["willRetry"], false);
+}
+
+#[test]
+fn steer_signals_reach_the_model_once_and_do_not_leak_into_the_next_step() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow(
+        "steer.json",
+        r#"{"id": "steer", "version": "1", "name": "Steer", "taskQueue": "steer",
+          "steps": [{"id": "s_one", "title": "One", "prompt": "write about {{goal}}"},
+                    {"id": "s_two", "title": "Two", "prompt": "polish it"}]}"#,
+    );
+    let server = sandbox.server();
+    let release = Arc::new(AtomicBool::new(false));
+    let gate = release.clone();
+    let mock = MockModel::start(move |r| match (r.step.as_str(), r.turn) {
+        ("s_one", 0) => Reply::Turn(call("list_files", json!({}))),
+        ("s_one", 1) => Reply::After(gate.clone(), call("list_files", json!({}))),
+        _ => Reply::Turn(complete("done")),
+    });
+    let api = Api::new(&server.url);
+    let run = api.start("steer", "transport");
+    // Sent before any worker polls: it comes with the step task itself.
+    api.steer(&run, "focus on trains");
+    let _worker = anthropic_worker(&server, &sandbox, &mock, "steer-worker", "steer");
+    // Sent mid-step, while the model works on its second turn.
+    eventually(RUN_LIMIT, || {
+        mock.requests_for("s_one").get(1).is_some().then_some(())
+    });
+    api.steer(&run, "also mention ships");
+    release.store(true, Ordering::SeqCst);
+    assert_eq!(api.wait_closed(&run), "COMPLETED");
+
+    let one = mock.requests_for("s_one");
+    assert_eq!(one.len(), 3);
+    let text = |r: &Recorded| r.body["messages"].to_string();
+    assert!(
+        text(&one[0]).contains("[steer] focus on trains"),
+        "the first turn sees the queued steer"
+    );
+    assert!(
+        text(&one[2]).contains("[steer] also mention ships"),
+        "{}",
+        text(&one[2])
+    );
+    assert_eq!(
+        text(&one[2]).matches("focus on trains").count(),
+        1,
+        "delivered once"
+    );
+    for r in mock.requests_for("s_two") {
+        assert!(
+            !text(&r).contains("[steer]"),
+            "an acknowledged steer came back in the next step: {}",
+            text(&r)
+        );
+    }
+}
+
+#[test]
+fn sigterm_hands_the_running_step_back_and_another_worker_resumes_it() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow(
+        "handback.json",
+        r#"{"id": "handback", "version": "1", "name": "Hand back", "taskQueue": "handback",
+          "steps": [{"id": "h_step", "title": "Long step", "prompt": "Work on {{goal}}",
+                     "retry": {"initialIntervalSeconds": 0.2, "maximumAttempts": 3}}]}"#,
+    );
+    let server = sandbox.server();
+    let mock = MockModel::start(|r| match (r.attempt, r.turn) {
+        (_, 0) => Reply::Turn(call("bash", json!({"command": "echo handback-marker"}))),
+        (1, _) => Reply::Hang,
+        _ => Reply::Turn(complete("finished by the second worker")),
+    });
+    let mut first = WorkerProcess::start(
+        &server.url,
+        &sandbox.path("workspace"),
+        "leaving-worker",
+        &[
+            "--provider",
+            "anthropic",
+            "--queue",
+            "handback",
+            "--shutdown-grace",
+            "0.5",
+        ],
+        &[
+            ("ANTHROPIC_BASE_URL", mock.url.as_str()),
+            ("ANTHROPIC_API_KEY", "sk-ant-dummy"),
+        ],
+    );
+    let api = Api::new(&server.url);
+    let run = api.start("handback", "a clean handover");
+    eventually(RUN_LIMIT, || {
+        mock.requests_for("h_step")
+            .iter()
+            .any(|r| r.attempt == 1 && r.turn == 1)
+            .then_some(())
+    });
+    // The step outlives the grace period: it is failed back, not left to time out.
+    let status = first.terminate();
+    assert!(status.success(), "worker exit status {status}");
+    let history = api.history(&run);
+    let failed = events(&history, "StepFailed");
+    assert_eq!(
+        failed.len(),
+        1,
+        "the step was failed back before the worker exited"
+    );
+    let a = attrs(failed[0]);
+    assert_eq!(a["errorType"], "worker_shutdown");
+    assert_eq!(a["willRetry"], true);
+
+    let _second = anthropic_worker(&server, &sandbox, &mock, "arriving-worker", "handback");
+    assert_eq!(api.wait_closed(&run), "COMPLETED");
+    let attempt2: Vec<Recorded> = mock
+        .requests_for("h_step")
+        .into_iter()
+        .filter(|r| r.attempt == 2)
+        .collect();
+    assert!(!attempt2.is_empty());
+    assert!(
+        attempt2[0]
+            .tool_results()
+            .iter()
+            .any(|(c, e)| c.contains("handback-marker") && !e),
+        "attempt 2 did not resume from the handed-back checkpoint: {}",
+        attempt2[0].body["messages"]
+    );
+    let history = api.history(&run);
+    assert!(events(&history, "StepTimedOut").is_empty());
+    let completed = events(&history, "StepCompleted");
+    assert_eq!(completed.len(), 1);
+    assert_eq!(completed[0].identity, "arriving-worker");
+}
