@@ -21,6 +21,10 @@
 //! }
 //! # Ok(()) }
 //! ```
+//!
+//! A complete program that plays worker for a whole run is in
+//! `proto/examples/play_worker.rs`; with a server running:
+//! `cargo run -p railyard-proto --example play_worker -- demo "write a haiku"`.
 
 mod client;
 mod step_worker;

@@ -624,3 +624,49 @@ async fn eager_dispatch_hands_the_next_step_to_the_completing_worker() {
     );
     h.server.shutdown().await;
 }
+
+#[tokio::test]
+async fn health_and_reflection_are_served() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+    use tonic_reflection::pb::v1::{
+        ServerReflectionRequest, server_reflection_client::ServerReflectionClient,
+    };
+
+    let h = harness(None).await;
+    let url = format!("http://{}", h.server.grpc_addr);
+    let channel = tonic::transport::Channel::from_shared(url)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+    for service in ["railyard.v1.History", "railyard.v1.Tasks"] {
+        let req = tonic_health::pb::HealthCheckRequest {
+            service: service.into(),
+        };
+        let status = health.check(req).await.unwrap().into_inner().status();
+        assert_eq!(status, ServingStatus::Serving, "{service}");
+    }
+    let mut reflection = ServerReflectionClient::new(channel);
+    let req = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut answers = reflection
+        .server_reflection_info(tokio_stream::iter([req]))
+        .await
+        .unwrap()
+        .into_inner();
+    let answer = answers.message().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
+        panic!("unexpected reflection answer {answer:?}");
+    };
+    let names: Vec<_> = list.service.iter().map(|s| s.name.as_str()).collect();
+    assert!(
+        names.contains(&"railyard.v1.History") && names.contains(&"railyard.v1.Tasks"),
+        "{names:?}"
+    );
+    h.server.shutdown().await;
+}
