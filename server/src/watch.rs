@@ -16,6 +16,10 @@ impl Watchers {
     /// A receiver that changes whenever the run gets new events.
     pub fn subscribe(&self, ns: &str, run_id: &str) -> watch::Receiver<u64> {
         let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        // Channels of runs nobody watches any more go when the map grows.
+        if runs.len() >= 1024 {
+            runs.retain(|_, tx| tx.receiver_count() > 0);
+        }
         runs.entry((ns.to_string(), run_id.to_string()))
             .or_insert_with(|| watch::channel(0).0)
             .subscribe()

@@ -13,7 +13,7 @@ use tonic::{Request, Response, Status};
 use super::*;
 use crate::model::StartParams;
 use crate::store::RunFilter;
-use crate::store::writer::StartCommand;
+use crate::store::writer::{StartCommand, Stop};
 
 /// Most events in one `GetHistory` page.
 const MAX_PAGE: usize = 1000;
@@ -38,6 +38,21 @@ impl HistoryService {
             .store
             .run(ns, run_id)?
             .ok_or_else(|| run_not_found(ns, run_id))
+    }
+
+    async fn stop(
+        &self,
+        how: Stop,
+        ns: &str,
+        run_id: String,
+        reason: String,
+        who: String,
+    ) -> Result<(), ApiError> {
+        let ns = self.core.namespace(ns)?;
+        check_name("run_id", &run_id)?;
+        check_len("reason", &reason, limits::MESSAGE)?;
+        let who = identity(who, "client")?;
+        self.core.writer.stop(how, ns, run_id, who, reason).await
     }
 
     fn tree(&self, ns: &str, run: RunState, depth: usize) -> Result<v1::SessionNode, ApiError> {
@@ -87,7 +102,7 @@ impl History for HistoryService {
         if !r.parent_run_id.is_empty() {
             check_name("parent_run_id", &r.parent_run_id)?;
         }
-        check_len("identity", &r.identity, limits::NAME * 2)?;
+        let identity = identity(r.identity, "client")?;
         check_len("callback_url", &r.callback_url, limits::URL)?;
         if !r.callback_url.is_empty()
             && !r.callback_url.starts_with("http://")
@@ -103,11 +118,7 @@ impl History for HistoryService {
             request_id: r.request_id,
             parent_run_id: r.parent_run_id,
             callback_url: r.callback_url,
-            identity: if r.identity.is_empty() {
-                "client".into()
-            } else {
-                r.identity
-            },
+            identity,
         };
         let started = self
             .core
@@ -286,11 +297,7 @@ impl History for HistoryService {
                 .map_err(|e| ApiError::field("payload_json", format!("is not valid JSON: {e}")))?;
         }
         check_len("request_id", &r.request_id, limits::REQUEST_ID)?;
-        let identity = if r.identity.is_empty() {
-            "client".to_string()
-        } else {
-            r.identity
-        };
+        let identity = identity(r.identity, "client")?;
         self.core
             .writer
             .signal(
@@ -310,15 +317,8 @@ impl History for HistoryService {
         req: Request<v1::CancelRunRequest>,
     ) -> Result<Response<v1::CancelRunResponse>, Status> {
         let r = req.into_inner();
-        let ns = self.core.namespace(&r.namespace)?;
-        check_name("run_id", &r.run_id)?;
-        check_len("reason", &r.reason, limits::MESSAGE)?;
-        let identity = if r.identity.is_empty() {
-            "client".to_string()
-        } else {
-            r.identity
-        };
-        self.core.writer.cancel(ns, r.run_id, identity, r.reason).await?;
+        self.stop(Stop::Cancel, &r.namespace, r.run_id, r.reason, r.identity)
+            .await?;
         Ok(Response::new(v1::CancelRunResponse {}))
     }
 
@@ -327,17 +327,7 @@ impl History for HistoryService {
         req: Request<v1::TerminateRunRequest>,
     ) -> Result<Response<v1::TerminateRunResponse>, Status> {
         let r = req.into_inner();
-        let ns = self.core.namespace(&r.namespace)?;
-        check_name("run_id", &r.run_id)?;
-        check_len("reason", &r.reason, limits::MESSAGE)?;
-        let identity = if r.identity.is_empty() {
-            "client".to_string()
-        } else {
-            r.identity
-        };
-        self.core
-            .writer
-            .terminate(ns, r.run_id, identity, r.reason)
+        self.stop(Stop::Terminate, &r.namespace, r.run_id, r.reason, r.identity)
             .await?;
         Ok(Response::new(v1::TerminateRunResponse {}))
     }

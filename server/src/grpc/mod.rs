@@ -94,6 +94,10 @@ pub fn check_name(field: &str, value: &str) -> Result<(), ApiError> {
 }
 
 pub fn check_len(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
+    check_bytes(field, value.as_bytes(), max)
+}
+
+pub fn check_bytes(field: &str, value: &[u8], max: usize) -> Result<(), ApiError> {
     if value.len() > max {
         return Err(ApiError::field(
             field,
@@ -103,17 +107,32 @@ pub fn check_len(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
     Ok(())
 }
 
+pub fn check_count(field: &str, count: usize, max: usize) -> Result<(), ApiError> {
+    if count > max {
+        return Err(ApiError::field(
+            field,
+            format!("has {count} entries, more than {max}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The caller's identity (checked), or `default` when it gave none.
+pub fn identity(given: String, default: &str) -> Result<String, ApiError> {
+    check_len("identity", &given, limits::NAME * 2)?;
+    Ok(if given.is_empty() {
+        default.to_string()
+    } else {
+        given
+    })
+}
+
 /// Checks a context map (or context updates) and converts it.
 pub fn check_context(
     field: &str,
     ctx: HashMap<String, String>,
 ) -> Result<BTreeMap<String, String>, ApiError> {
-    if ctx.len() > limits::CONTEXT_ENTRIES {
-        return Err(ApiError::field(
-            field,
-            format!("has {} entries, more than {}", ctx.len(), limits::CONTEXT_ENTRIES),
-        ));
-    }
+    check_count(field, ctx.len(), limits::CONTEXT_ENTRIES)?;
     for (k, v) in &ctx {
         if k.is_empty() || k.len() > limits::NAME {
             return Err(ApiError::field(

@@ -110,12 +110,7 @@ impl Tasks for TasksService {
         let r = req.into_inner();
         let ns = self.core.namespace(&r.namespace)?;
         check_name("task_queue", &r.task_queue)?;
-        check_len("identity", &r.identity, limits::NAME * 2)?;
-        let identity = if r.identity.is_empty() {
-            "unknown-worker".to_string()
-        } else {
-            r.identity
-        };
+        let identity = identity(r.identity, "unknown-worker")?;
         let wait_ms = if r.wait_timeout_ms == 0 {
             DEFAULT_POLL_WAIT_MS
         } else {
@@ -172,38 +167,18 @@ impl Tasks for TasksService {
     ) -> Result<Response<v1::HeartbeatStepTaskResponse>, Status> {
         let r = req.into_inner();
         let claims = self.claims(&r.task_token)?;
-        if r.checkpoint.len() > limits::CHECKPOINT {
-            return Err(ApiError::field(
-                "checkpoint",
-                format!(
-                    "is {} bytes, more than {}",
-                    r.checkpoint.len(),
-                    limits::CHECKPOINT
-                ),
-            )
-            .into());
-        }
-        if r.notes.len() > limits::COORDINATOR_NOTES {
-            return Err(ApiError::field(
-                "notes",
-                format!(
-                    "has {} entries, more than {}",
-                    r.notes.len(),
-                    limits::COORDINATOR_NOTES
-                ),
-            )
-            .into());
-        }
+        check_bytes("checkpoint", &r.checkpoint, limits::CHECKPOINT)?;
+        check_count("notes", r.notes.len(), limits::COORDINATOR_NOTES)?;
         for (i, n) in r.notes.iter().enumerate() {
             check_name(&format!("notes[{i}].kind"), &n.kind)?;
             check_len(&format!("notes[{i}].message"), &n.message, limits::MESSAGE)?;
         }
-        check_len("identity", &r.identity, limits::NAME * 2)?;
+        let identity = identity(r.identity, "worker")?;
         let notes = r.notes.into_iter().map(|n| (n.kind, n.message)).collect();
         let reply = self
             .core
             .writer
-            .heartbeat(claims, r.identity, r.checkpoint, notes, r.acked_signal_event_id)
+            .heartbeat(claims, identity, r.checkpoint, notes, r.acked_signal_event_id)
             .await?;
         Ok(Response::new(v1::HeartbeatStepTaskResponse {
             cancel_requested: reply.cancel_requested,
@@ -226,27 +201,12 @@ impl Tasks for TasksService {
         let r = req.into_inner();
         let claims = self.claims(&r.task_token)?;
         check_len("notes", &r.notes, limits::NOTES)?;
-        if r.artifacts.len() > limits::ARTIFACTS {
-            return Err(ApiError::field(
-                "artifacts",
-                format!(
-                    "has {} entries, more than {}",
-                    r.artifacts.len(),
-                    limits::ARTIFACTS
-                ),
-            )
-            .into());
-        }
+        check_count("artifacts", r.artifacts.len(), limits::ARTIFACTS)?;
         for (i, a) in r.artifacts.iter().enumerate() {
             check_len(&format!("artifacts[{i}]"), a, limits::ARTIFACT)?;
         }
         let context = check_context("context_updates", r.context_updates)?;
-        check_len("identity", &r.identity, limits::NAME * 2)?;
-        let identity = if r.identity.is_empty() {
-            "worker".to_string()
-        } else {
-            r.identity
-        };
+        let identity = identity(r.identity, "worker")?;
         let (run_id, step, attempt) = (claims.run_id.clone(), claims.step.clone(), claims.attempt);
         let completion = StepCompletion {
             notes: r.notes,
@@ -274,23 +234,8 @@ impl Tasks for TasksService {
         };
         check_name("error_type", &error_type)?;
         check_len("message", &r.message, limits::MESSAGE)?;
-        if r.checkpoint.len() > limits::CHECKPOINT {
-            return Err(ApiError::field(
-                "checkpoint",
-                format!(
-                    "is {} bytes, more than {}",
-                    r.checkpoint.len(),
-                    limits::CHECKPOINT
-                ),
-            )
-            .into());
-        }
-        check_len("identity", &r.identity, limits::NAME * 2)?;
-        let identity = if r.identity.is_empty() {
-            "worker".to_string()
-        } else {
-            r.identity
-        };
+        check_bytes("checkpoint", &r.checkpoint, limits::CHECKPOINT)?;
+        let identity = identity(r.identity, "worker")?;
         let (run_id, step, attempt) = (claims.run_id.clone(), claims.step.clone(), claims.attempt);
         let failure = StepFailure {
             error_type,

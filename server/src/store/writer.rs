@@ -54,6 +54,13 @@ pub struct Grant {
     pub checkpoint: Vec<u8>,
 }
 
+/// How a run is stopped from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    Cancel,
+    Terminate,
+}
+
 /// A worker's report that a step is done.
 #[derive(Debug, Default)]
 pub struct StepCompletion {
@@ -103,14 +110,8 @@ enum Command {
         request_id: String,
         reply: Reply<()>,
     },
-    Cancel {
-        ns: String,
-        run_id: String,
-        identity: String,
-        reason: String,
-        reply: Reply<()>,
-    },
-    Terminate {
+    Stop {
+        how: Stop,
         ns: String,
         run_id: String,
         identity: String,
@@ -242,31 +243,18 @@ impl Writer {
         .await
     }
 
-    pub async fn cancel(
+    /// Cancels (asks the worker to stop, or closes at once when no step is leased)
+    /// or terminates (closes at once) a run.
+    pub async fn stop(
         &self,
+        how: Stop,
         ns: String,
         run_id: String,
         identity: String,
         reason: String,
     ) -> Result<(), ApiError> {
-        self.call(|reply| Command::Cancel {
-            ns,
-            run_id,
-            identity,
-            reason,
-            reply,
-        })
-        .await
-    }
-
-    pub async fn terminate(
-        &self,
-        ns: String,
-        run_id: String,
-        identity: String,
-        reason: String,
-    ) -> Result<(), ApiError> {
-        self.call(|reply| Command::Terminate {
+        self.call(|reply| Command::Stop {
+            how,
             ns,
             run_id,
             identity,
@@ -494,24 +482,18 @@ impl Cx<'_, '_> {
                     answer(reply, r)
                 }
             }
-            Command::Cancel {
+            Command::Stop {
+                how,
                 ns,
                 run_id,
                 identity,
                 reason,
                 reply,
             } => {
-                let r = self.with_run(&ns, &run_id, |run, out| run.cancel(&identity, reason, out))?;
-                answer(reply, r)
-            }
-            Command::Terminate {
-                ns,
-                run_id,
-                identity,
-                reason,
-                reply,
-            } => {
-                let r = self.with_run(&ns, &run_id, |run, out| run.terminate(&identity, reason, out))?;
+                let r = self.with_run(&ns, &run_id, |run, out| match how {
+                    Stop::Cancel => run.cancel(&identity, reason, out),
+                    Stop::Terminate => run.terminate(&identity, reason, out),
+                })?;
                 answer(reply, r)
             }
             Command::FireTimers(reply) => {
