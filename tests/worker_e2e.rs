@@ -1082,3 +1082,170 @@ fn sigterm_hands_the_running_step_back_and_another_worker_resumes_it() {
     assert_eq!(completed.len(), 1);
     assert_eq!(completed[0].identity, "arriving-worker");
 }
+
+/// Writes a worker config file that makes background heartbeats frequent, so the
+/// worker notices a crashed server or a cancel request quickly.
+fn quick_heartbeats(sandbox: &Sandbox) -> String {
+    let path = sandbox.path("worker.json");
+    std::fs::write(&path, r#"{"heartbeat_interval_secs": 0.2}"#).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// One `StepCompleted` per step of `steps` and no other, and the run `COMPLETED`.
+fn assert_each_step_completed_once(api: &Api, run: &str, steps: &[&str]) -> Vec<HistoryEvent> {
+    let history = api.history(run);
+    let completed: Vec<String> = events(&history, "StepCompleted")
+        .iter()
+        .map(|e| attrs(e)["stepId"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(completed, steps, "run {run}");
+    assert_eq!(events(&history, "RunCompleted").len(), 1, "run {run}");
+    history
+}
+
+#[test]
+fn worker_rides_out_server_crashes_while_polling_and_mid_step() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow(
+        "sturdy.json",
+        r#"{"id": "sturdy", "version": "1", "name": "Sturdy", "taskQueue": "sturdy",
+          "steps": [{"id": "r_one", "title": "One", "prompt": "first half of {{goal}}",
+                     "heartbeatTimeoutSeconds": 20},
+                    {"id": "r_two", "title": "Two", "prompt": "second half of {{goal}}",
+                     "heartbeatTimeoutSeconds": 20}]}"#,
+    );
+    let mut server = sandbox.server();
+    let release = Arc::new(AtomicBool::new(false));
+    let gate = release.clone();
+    let mock = MockModel::start(move |r| {
+        let held = r.system().contains("Goal of this run: held over a crash");
+        match (r.step.as_str(), r.turn) {
+            ("r_one", 0) if held => Reply::After(gate.clone(), complete("one done late")),
+            (_, 0) => Reply::Turn(call("list_files", json!({}))),
+            _ => Reply::Turn(complete("done")),
+        }
+    });
+    let config = quick_heartbeats(&sandbox);
+    let mut worker = WorkerProcess::start(
+        &server.url,
+        &sandbox.path("workspace"),
+        "sturdy-worker",
+        &[
+            "--provider",
+            "anthropic",
+            "--model",
+            "claude-mock",
+            "--queue",
+            "sturdy",
+            "--slots",
+            "2",
+            "--config",
+            &config,
+        ],
+        &[
+            ("ANTHROPIC_BASE_URL", mock.url.as_str()),
+            ("ANTHROPIC_API_KEY", "sk-ant-dummy"),
+        ],
+    );
+    let early = Api::new(&server.url).start("sturdy", "before any crash");
+    assert_eq!(Api::new(&server.url).wait_closed(&early), "COMPLETED");
+
+    // Crash 1: the worker has nothing to do and sits in long polls.
+    server = server.crash_and_restart();
+    let held = Api::new(&server.url).start("sturdy", "held over a crash");
+    eventually(RUN_LIMIT, || {
+        mock.requests_for("r_one")
+            .iter()
+            .any(|r| r.system().contains("held over a crash"))
+            .then_some(())
+    });
+
+    // Crash 2: one slot is mid-step (its model call held back), the other polls.
+    server = server.crash_and_restart();
+    let api = Api::new(&server.url);
+    let late = api.start("sturdy", "after the crashes");
+    // The polling slot came back on its own while the held step is still running.
+    assert_eq!(api.wait_closed(&late), "COMPLETED");
+    assert_eq!(api.status(&held), "RUNNING");
+    release.store(true, Ordering::SeqCst);
+    assert_eq!(api.wait_closed(&held), "COMPLETED");
+
+    for run in [&early, &late] {
+        assert_each_step_completed_once(&api, run, &["r_one", "r_two"]);
+    }
+    // The step in flight during the crash kept its lease: no timeout, no second attempt.
+    let history = assert_each_step_completed_once(&api, &held, &["r_one", "r_two"]);
+    assert!(events(&history, "StepTimedOut").is_empty());
+    assert!(events(&history, "StepFailed").is_empty());
+    assert!(
+        events(&history, "StepStarted")
+            .iter()
+            .all(|e| attrs(e)["attempt"] == 1 && attrs(e)["worker"] == "sturdy-worker"),
+        "{history:?}"
+    );
+    assert!(
+        worker.child.try_wait().unwrap().is_none(),
+        "the worker is still running"
+    );
+}
+
+#[test]
+fn cancel_mid_step_stops_the_step_and_the_run_ends_canceled() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow(
+        "cancelable.json",
+        r#"{"id": "cancelable", "version": "1", "name": "Cancelable", "taskQueue": "cancel",
+          "steps": [{"id": "c_long", "title": "Long", "prompt": "take your time"},
+                    {"id": "c_never", "title": "Never", "prompt": "never reached"}]}"#,
+    );
+    let server = sandbox.server();
+    let mock = MockModel::start(|r| match (r.step.as_str(), r.turn) {
+        ("c_long", 0) => Reply::Turn(call("bash", json!({"command": "echo started"}))),
+        // The second model call never comes back: the step is in flight.
+        ("c_long", _) => Reply::Hang,
+        _ => Reply::Turn(complete("should not run")),
+    });
+    let config = quick_heartbeats(&sandbox);
+    let _worker = WorkerProcess::start(
+        &server.url,
+        &sandbox.path("workspace"),
+        "cancel-worker",
+        &[
+            "--provider",
+            "anthropic",
+            "--model",
+            "claude-mock",
+            "--queue",
+            "cancel",
+            "--config",
+            &config,
+        ],
+        &[
+            ("ANTHROPIC_BASE_URL", mock.url.as_str()),
+            ("ANTHROPIC_API_KEY", "sk-ant-dummy"),
+        ],
+    );
+    let api = Api::new(&server.url);
+    let run = api.start("cancelable", "something slow");
+    eventually(RUN_LIMIT, || {
+        (mock.requests_for("c_long").len() >= 2).then_some(())
+    });
+    ok(server.ry(&["run", "cancel", &run, "--reason", "changed my mind"]));
+    assert_eq!(api.wait_closed(&run), "CANCELED");
+
+    let history = api.history(&run);
+    assert_eq!(events(&history, "CancelRequested").len(), 1);
+    let failed = events(&history, "StepFailed");
+    assert_eq!(failed.len(), 1, "{history:?}");
+    let a = attrs(failed[0]);
+    assert_eq!(a["stepId"], "c_long");
+    assert_eq!(a["errorType"], "canceled");
+    assert_eq!(a["willRetry"], false);
+    assert_eq!(failed[0].identity, "cancel-worker");
+    assert_eq!(events(&history, "RunCanceled").len(), 1);
+    assert!(events(&history, "StepCompleted").is_empty());
+    assert!(events(&history, "StepTimedOut").is_empty());
+    // The step stopped where it was: no further model call, and the next step never ran.
+    assert_eq!(mock.requests_for("c_long").len(), 2);
+    assert!(mock.requests_for("c_never").is_empty());
+}

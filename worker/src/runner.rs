@@ -1,5 +1,9 @@
 //! The worker process: one poll loop per queue, N step slots, lease keeping, reporting,
 //! reconnection and graceful shutdown.
+//!
+//! Completing a step asks for the run's next step as well (eager dispatch): when it goes
+//! to the same queue the server leases it to this worker in the same commit, and it runs
+//! at once in the slot the finished step held, without a poll.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -213,26 +217,17 @@ async fn poll_loop(shared: Arc<Shared>, worker: StepWorker) {
                     backoff = RECONNECT_INITIAL;
                 }
                 let Some(task) = task else { continue };
-                let span = info_span!("step", run_id = %task.run_id, step = %task.step_id,
-                    attempt = task.attempt, queue = %queue);
                 let shared = shared.clone();
                 let worker = worker.clone();
-                tokio::spawn(
-                    async move {
-                        run_leased(&shared, &worker, task).await;
-                        drop(permit);
-                    }
-                    .instrument(span),
-                );
+                tokio::spawn(async move {
+                    run_in_slot(&shared, &worker, task).await;
+                    drop(permit);
+                });
             }
             Err(e) => {
                 drop(permit);
                 failures += 1;
-                let level_error = !matches!(
-                    e,
-                    ClientError::Unavailable { .. } | ClientError::DeadlineExceeded(_)
-                );
-                if level_error {
+                if !is_transient(&e) {
                     error!(queue = %queue, failures, retry_in = ?backoff, error = %e, "poll failed");
                 } else {
                     warn!(queue = %queue, failures, retry_in = ?backoff, error = %e, "server unavailable; will retry");
@@ -248,13 +243,29 @@ async fn poll_loop(shared: Arc<Shared>, worker: StepWorker) {
     debug!(queue = %queue, "poll loop stopped");
 }
 
+/// Runs a polled step in its slot and then, for as long as completing a step hands
+/// back the run's next step (eager dispatch), that step too, in the same slot.
+async fn run_in_slot(shared: &Shared, worker: &StepWorker, polled: StepTask) {
+    let mut next = Some((polled, false));
+    while let Some((task, eager)) = next.take() {
+        let span = info_span!("step", run_id = %task.run_id, step = %task.step_id,
+            attempt = task.attempt, queue = %worker.queue());
+        next = run_leased(shared, worker, task, eager)
+            .instrument(span)
+            .await
+            .map(|t| (t, true));
+    }
+}
+
 enum Interrupted {
     Lease(LeaseStatus),
     Shutdown,
 }
 
-/// Runs one leased step and reports its result.
-async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask) {
+/// Runs one leased step (`eager`: handed over by the previous step's completion rather
+/// than polled) and reports its result. Returns the run's next step when the completion
+/// came back with it, already leased to this worker.
+async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask, eager: bool) -> Option<StepTask> {
     let step = StepRef {
         run_id: task.run_id.clone(),
         step_id: task.step_id.clone(),
@@ -262,7 +273,7 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask) {
         queue: worker.queue().to_string(),
     };
     let resumed = !task.checkpoint.is_empty();
-    info!(title = %task.step_title, resumed, "step leased");
+    info!(title = %task.step_title, resumed, eager, "step leased");
     shared.emit(
         &step,
         EventKind::StepLeased {
@@ -276,7 +287,7 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask) {
         // Arrived while shutting down: hand it straight back instead of starting it.
         let failure = shutdown_failure(task.checkpoint.clone());
         report_failure(shared, worker, &task, &step, failure).await;
-        return;
+        return None;
     }
     let dir = match prepare_workspace(&shared.config.workspace, &task.run_id).await {
         Ok(dir) => dir,
@@ -288,7 +299,7 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask) {
                 checkpoint: task.checkpoint.clone(),
             };
             report_failure(shared, worker, &task, &step, failure).await;
-            return;
+            return None;
         }
     };
 
@@ -317,7 +328,7 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask) {
             );
             match report.outcome {
                 Outcome::Completed(completion) => {
-                    report_completion(shared, worker, &task, &step, completion).await
+                    return report_completion(shared, worker, &task, &step, completion).await;
                 }
                 Outcome::Failed(failure) => report_failure(shared, worker, &task, &step, failure).await,
                 Outcome::Canceled { checkpoint } => {
@@ -338,6 +349,7 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask) {
             report_failure(shared, worker, &task, &step, failure).await
         }
     }
+    None
 }
 
 fn shutdown_failure(checkpoint: Vec<u8>) -> Failure {
@@ -370,6 +382,19 @@ async fn prepare_workspace(root: &Path, run_id: &str) -> Result<PathBuf, String>
     Ok(dir)
 }
 
+/// Whether `e` says the server could not be reached or answer in time, rather than
+/// that it refused the request. A connection dropped mid-call (a server killed while
+/// holding a long poll, say) surfaces from tonic as `UNKNOWN` "transport error".
+fn is_transient(e: &ClientError) -> bool {
+    match e {
+        ClientError::Unavailable { .. } | ClientError::DeadlineExceeded(_) => true,
+        ClientError::Other { code, message } => {
+            *code == tonic::Code::Unknown && message.starts_with("transport error")
+        }
+        _ => false,
+    }
+}
+
 /// Retries a report while the server is unreachable. A repeated report is safe: the
 /// server refuses a second one for the same lease without changing anything.
 async fn with_retries<T, F, Fut>(what: &str, mut call: F) -> Result<T, ClientError>
@@ -381,9 +406,7 @@ where
     let mut attempt = 1;
     loop {
         match call().await {
-            Err(e @ (ClientError::Unavailable { .. } | ClientError::DeadlineExceeded(_)))
-                if attempt < REPORT_ATTEMPTS =>
-            {
+            Err(e) if is_transient(&e) && attempt < REPORT_ATTEMPTS => {
                 warn!(attempt, retry_in = ?backoff, error = %e, "{what} not delivered; retrying");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(15));
@@ -394,18 +417,37 @@ where
     }
 }
 
+/// Reports a completion. While the worker is still taking work it asks for the run's
+/// next step in the same call (eager dispatch) and returns it when the server leased it
+/// to this worker. Once shutdown has begun it only completes.
+///
+/// A completion that committed but whose answer was lost is refused when repeated; a
+/// next step leased by it then waits for its lease to expire, like any lost lease.
 async fn report_completion(
     shared: &Shared,
     worker: &StepWorker,
     task: &StepTask,
     step: &StepRef,
     c: Completion,
-) {
+) -> Option<StepTask> {
     let (notes, artifacts) = (c.notes.clone(), c.artifacts.clone());
-    match with_retries("completion", || worker.complete(&task.task_token, c.clone())).await {
-        Ok(()) => {
-            info!(artifacts = ?artifacts, "step completed");
+    let take_next = !*shared.stop.borrow();
+    let sent = with_retries("completion", || {
+        let c = c.clone();
+        async move {
+            if take_next {
+                worker.complete_and_take_next(&task.task_token, c).await
+            } else {
+                worker.complete(&task.task_token, c).await.map(|()| None)
+            }
+        }
+    })
+    .await;
+    match sent {
+        Ok(next) => {
+            info!(artifacts = ?artifacts, eager_next = next.is_some(), "step completed");
             shared.emit(step, EventKind::StepCompleted { notes, artifacts });
+            next
         }
         Err(e) => {
             error!(error = %e, "completion not accepted; the step will be retried after its lease expires");
@@ -417,6 +459,7 @@ async fn report_completion(
                     will_retry: None,
                 },
             );
+            None
         }
     }
 }

@@ -11,7 +11,9 @@ use std::time::Duration;
 use railyard_proto::v1::tasks_server::{Tasks, TasksServer};
 use railyard_proto::v1::*;
 use railyard_worker::events::{EventKind, EventSink, WorkerEvent};
-use railyard_worker::provider::{BoxFuture, ModelRequest, ModelTurn, Provider, ProviderError, ScriptSource};
+use railyard_worker::provider::{
+    Block, BoxFuture, ModelRequest, ModelTurn, Provider, ProviderError, ScriptSource, StopReason,
+};
 use railyard_worker::{ProviderConfig, Worker, WorkerConfig};
 use serde_json::json;
 use tokio::sync::Notify;
@@ -35,6 +37,11 @@ struct Recorded {
 
 struct FakeTasks {
     queue: Mutex<VecDeque<StepTask>>,
+    /// Handed back, one per completion asking for it, as the run's next step (eager
+    /// dispatch). Never polled.
+    eager: Mutex<VecDeque<StepTask>>,
+    /// When set, a completion is answered only once this is notified.
+    hold_completion: Option<Arc<Notify>>,
     mode: BeatMode,
     rec: Arc<Mutex<Recorded>>,
     changed: Arc<Notify>,
@@ -77,9 +84,18 @@ impl Tasks for FakeTasks {
         &self,
         req: Request<CompleteStepTaskRequest>,
     ) -> Result<Response<CompleteStepTaskResponse>, Status> {
+        let take_next = req.get_ref().take_next;
         self.rec.lock().unwrap().completed.push(req.into_inner());
         self.changed.notify_waiters();
-        Ok(Response::new(CompleteStepTaskResponse::default()))
+        if let Some(hold) = &self.hold_completion {
+            hold.notified().await;
+        }
+        let next_task = if take_next {
+            self.eager.lock().unwrap().pop_front()
+        } else {
+            None
+        };
+        Ok(Response::new(CompleteStepTaskResponse { next_task }))
     }
 
     async fn fail_step_task(
@@ -130,11 +146,23 @@ async fn serve_on(
     tasks: Vec<StepTask>,
     mode: BeatMode,
 ) -> Harness {
+    serve_fake(incoming, tasks, Vec::new(), None, mode).await
+}
+
+async fn serve_fake(
+    incoming: tonic::transport::server::TcpIncoming,
+    tasks: Vec<StepTask>,
+    eager: Vec<StepTask>,
+    hold_completion: Option<Arc<Notify>>,
+    mode: BeatMode,
+) -> Harness {
     let addr = incoming.local_addr().unwrap();
     let rec = Arc::new(Mutex::new(Recorded::default()));
     let changed = Arc::new(Notify::new());
     let fake = FakeTasks {
         queue: Mutex::new(tasks.into()),
+        eager: Mutex::new(eager.into()),
+        hold_completion,
         mode,
         rec: rec.clone(),
         changed: changed.clone(),
@@ -148,8 +176,11 @@ async fn serve_on(
 }
 
 async fn serve(tasks: Vec<StepTask>, mode: BeatMode) -> Harness {
-    let incoming = tonic::transport::server::TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
-    serve_on(incoming, tasks, mode).await
+    serve_on(local_port(), tasks, mode).await
+}
+
+fn local_port() -> tonic::transport::server::TcpIncoming {
+    tonic::transport::server::TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap()
 }
 
 fn config(addr: SocketAddr, workspace: PathBuf, script: serde_json::Value) -> WorkerConfig {
@@ -181,6 +212,14 @@ fn event_sink() -> (EventSink, Arc<Mutex<Vec<WorkerEvent>>>) {
     (Arc::new(move |e| store.lock().unwrap().push(e)), events)
 }
 
+/// The same step task for another run (the shape of a step handed over by eager dispatch).
+fn step_of_run(token: &str, run_id: &str) -> StepTask {
+    StepTask {
+        run_id: run_id.into(),
+        ..step(token)
+    }
+}
+
 /// A model that never answers: the step is always "in a long model call".
 struct Stuck;
 
@@ -190,6 +229,30 @@ impl Provider for Stuck {
     }
     fn complete<'a>(&'a self, _: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
         Box::pin(std::future::pending())
+    }
+}
+
+/// A model that answers with `complete_step` only once `go` is notified.
+struct Gated {
+    go: Arc<Notify>,
+}
+
+impl Provider for Gated {
+    fn name(&self) -> &str {
+        "gated"
+    }
+    fn complete<'a>(&'a self, _: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
+        Box::pin(async move {
+            self.go.notified().await;
+            Ok(ModelTurn {
+                blocks: vec![Block::ToolUse {
+                    id: "call-1".into(),
+                    name: "complete_step".into(),
+                    input: json!({"notes": "done after the gate"}),
+                }],
+                stop_reason: StopReason::ToolUse,
+            })
+        })
     }
 }
 
@@ -320,4 +383,180 @@ async fn keeps_polling_until_the_server_comes_up() {
         1,
         "the step ran exactly once"
     );
+}
+
+#[tokio::test]
+async fn eager_next_step_runs_in_the_same_slot_without_a_poll() {
+    // run-2's step is never in the poll queue: the only way to it is the completion's answer.
+    let h = serve_fake(
+        local_port(),
+        vec![step("t1")],
+        vec![step_of_run("t2", "run-2")],
+        None,
+        BeatMode::Fine,
+    )
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let script: serde_json::Value = serde_json::from_str(WRITE_AND_COMPLETE).unwrap();
+    let (sink, events) = event_sink();
+    let mut cfg = config(h.addr, ws.path().to_path_buf(), script);
+    cfg.slots = 1;
+    let worker = Worker::new(cfg).with_events(sink);
+    let done = h.until("both completions", |r| r.completed.len() == 2);
+    worker.run(done).await.unwrap();
+
+    let rec = h.rec.lock().unwrap();
+    let tokens: Vec<&str> = rec.completed.iter().map(|c| c.task_token.as_str()).collect();
+    assert_eq!(tokens, ["t1", "t2"]);
+    assert!(
+        rec.completed.iter().all(|c| c.take_next),
+        "completions ask for the next step"
+    );
+    assert!(rec.failed.is_empty());
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("run-2/out.txt")).unwrap(),
+        "a haiku about rust"
+    );
+    // The handed-over step is announced like a polled one.
+    let leased: Vec<String> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::StepLeased { .. }))
+        .map(|e| e.step.run_id.clone())
+        .collect();
+    assert_eq!(leased, ["run-1", "run-2"]);
+}
+
+#[tokio::test]
+async fn eager_next_step_arriving_during_shutdown_is_failed_back() {
+    let hold = Arc::new(Notify::new());
+    let h = serve_fake(
+        local_port(),
+        vec![step("t1")],
+        vec![step_of_run("t2", "run-2")],
+        Some(hold.clone()),
+        BeatMode::Fine,
+    )
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let script: serde_json::Value = serde_json::from_str(WRITE_AND_COMPLETE).unwrap();
+    let (sink, events) = event_sink();
+    let worker = Worker::new(config(h.addr, ws.path().to_path_buf(), script)).with_events(sink);
+    // Shutdown begins while the completion is in flight; its answer (with the next step)
+    // is let go only then. The runtime is single-threaded, so the worker has marked
+    // itself stopping before the fake can answer.
+    let shutdown = {
+        let completed = h.until("the completion", |r| !r.completed.is_empty());
+        let hold = hold.clone();
+        async move {
+            completed.await;
+            hold.notify_one();
+        }
+    };
+    worker.run(shutdown).await.unwrap();
+
+    let rec = h.rec.lock().unwrap();
+    assert_eq!(rec.completed.len(), 1);
+    assert!(rec.completed[0].take_next);
+    assert_eq!(rec.failed.len(), 1, "the handed-over step was failed back");
+    assert_eq!(rec.failed[0].task_token, "t2");
+    assert_eq!(rec.failed[0].error_type, "worker_shutdown");
+    assert!(!rec.failed[0].non_retryable);
+    assert!(
+        !ws.path().join("run-2").exists(),
+        "the handed-over step was not started"
+    );
+    let kinds: Vec<(String, EventKind)> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.step.run_id == "run-2")
+        .map(|e| (e.step.run_id.clone(), e.kind.clone()))
+        .collect();
+    assert!(
+        matches!(kinds.first(), Some((_, EventKind::StepLeased { .. }))),
+        "{kinds:?}"
+    );
+    assert!(
+        matches!(kinds.last(), Some((_, EventKind::StepFailed { error_type, will_retry: Some(true), .. })) if error_type == "worker_shutdown"),
+        "{kinds:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_step_finishing_after_shutdown_began_does_not_take_the_next_one() {
+    let go = Arc::new(Notify::new());
+    let h = serve_fake(
+        local_port(),
+        vec![step("t1")],
+        vec![step_of_run("t2", "run-2")],
+        None,
+        BeatMode::Fine,
+    )
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let mut cfg = config(h.addr, ws.path().to_path_buf(), json!({}));
+    // Room to finish within the grace period, however slow the machine.
+    cfg.shutdown_grace = Duration::from_secs(30);
+    let worker = Worker::new(cfg).with_provider(Arc::new(Gated { go: go.clone() }));
+    // The model answers only after shutdown has begun.
+    let shutdown = {
+        let running = h.until("a background heartbeat", |r| !r.beats.is_empty());
+        let go = go.clone();
+        async move {
+            running.await;
+            go.notify_one();
+        }
+    };
+    worker.run(shutdown).await.unwrap();
+
+    let rec = h.rec.lock().unwrap();
+    assert_eq!(
+        rec.completed.len(),
+        1,
+        "the running step finished within the grace period"
+    );
+    assert_eq!(rec.completed[0].task_token, "t1");
+    assert!(
+        !rec.completed[0].take_next,
+        "no next step is taken while stopping"
+    );
+    assert!(rec.failed.is_empty());
+}
+
+#[tokio::test]
+async fn a_hanging_model_call_ends_as_timed_out_at_the_start_to_close_timeout() {
+    let h = serve(
+        vec![StepTask {
+            start_to_close_timeout_ms: 400,
+            ..step("t1")
+        }],
+        BeatMode::Fine,
+    )
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let (sink, events) = event_sink();
+    let worker = Worker::new(config(h.addr, ws.path().to_path_buf(), json!({})))
+        .with_provider(Arc::new(Stuck))
+        .with_events(sink);
+    let reported = h.until("the failure report", |r| !r.failed.is_empty());
+    worker.run(reported).await.unwrap();
+
+    let rec = h.rec.lock().unwrap();
+    assert!(rec.completed.is_empty());
+    assert_eq!(rec.failed.len(), 1);
+    let f = &rec.failed[0];
+    assert_eq!(f.task_token, "t1");
+    assert_eq!(f.error_type, "timed_out");
+    assert!(f.non_retryable, "a step out of time is not retried");
+    assert!(f.message.contains("start-to-close timeout"), "{}", f.message);
+    // The failure carries the transcript so far (the first user message).
+    let cp = railyard_worker::agent::Checkpoint::decode(&f.checkpoint).expect("checkpoint");
+    assert_eq!(cp.turns, 0);
+    assert!(!cp.messages.is_empty());
+    assert!(events.lock().unwrap().iter().any(|e| matches!(
+        &e.kind,
+        EventKind::StepFailed { error_type, will_retry: Some(false), .. } if error_type == "timed_out"
+    )));
 }
