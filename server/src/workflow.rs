@@ -11,17 +11,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 /// Tools a step may list in `allowedTools`.
-pub const KNOWN_TOOLS: &[&str] = &[
-    "bash",
-    "read_file",
-    "write_file",
-    "edit_file",
-    "list_files",
-    "grep",
-    "complete_step",
-    "spawn_agent",
-    "signal_coordinator",
-];
+pub use railyard_proto::tools::ALL as KNOWN_TOOLS;
 
 /// The queue a step goes to when neither it nor its workflow names one.
 pub const DEFAULT_TASK_QUEUE: &str = "default";

@@ -22,21 +22,9 @@ pub(crate) use fs::truncate;
 
 use crate::provider::ToolSpec;
 
-/// Name of the tool that ends a step.
-pub const COMPLETE_STEP: &str = "complete_step";
-/// Name of the tool that sends a note to the coordinator.
-pub const SIGNAL_COORDINATOR: &str = "signal_coordinator";
+pub use railyard_proto::tools::{COMPLETE_STEP, SIGNAL_COORDINATOR, WORKSPACE_TOOLS};
 /// Tools that are always allowed, whatever a step's `allowedTools` says.
 pub const ALWAYS_ALLOWED: [&str; 2] = [COMPLETE_STEP, SIGNAL_COORDINATOR];
-/// Every workspace tool, in the order offered to the model.
-pub const WORKSPACE_TOOLS: [&str; 6] = [
-    "bash",
-    "read_file",
-    "write_file",
-    "edit_file",
-    "list_files",
-    "grep",
-];
 
 /// What a tool call produced, as the model will read it.
 #[derive(Debug, Clone, PartialEq)]
