@@ -71,6 +71,9 @@ struct Throughput {
 struct Latency {
     samples: Vec<Duration>,
     verified_completed: u64,
+    /// p50 of one read RPC (DescribeRun) and of one durable write RPC (StartRun).
+    read_p50: Duration,
+    write_p50: Duration,
 }
 
 /// Runs the bench and prints its settings and figures.
@@ -350,10 +353,33 @@ async fn latency(clients: &[Client], runs: u32, deadline: Duration) -> anyhow::R
             verified_completed += 1;
         }
     }
+    let (read_p50, write_p50) = rpc_floor(client, &run_ids).await?;
     Ok(Latency {
         samples,
         verified_completed,
+        read_p50,
+        write_p50,
     })
+}
+
+/// The floor under the latency figure: p50 of a read RPC and of a durable write
+/// RPC at concurrency 1. A three-step run costs five writes with eager dispatch
+/// (start, first lease, three completions).
+async fn rpc_floor(client: &Client, run_ids: &[String]) -> anyhow::Result<(Duration, Duration)> {
+    let (mut reads, mut writes) = (Vec::new(), Vec::new());
+    for id in run_ids.iter().take(200) {
+        let t0 = Instant::now();
+        client.describe_run(DEFAULT_NAMESPACE, id).await?;
+        reads.push(t0.elapsed());
+        let t0 = Instant::now();
+        client
+            .start_run(DEFAULT_NAMESPACE, "bench-1", "floor", HashMap::new())
+            .await?;
+        writes.push(t0.elapsed());
+    }
+    reads.sort();
+    writes.sort();
+    Ok((percentile(&reads, 50.0), percentile(&writes, 50.0)))
 }
 
 /// The `p`th percentile (nearest rank) of sorted samples.
@@ -403,6 +429,7 @@ fn report(
                 "p50_ms": ms(percentile(&sorted, 50.0)), "p90_ms": ms(percentile(&sorted, 90.0)),
                 "p99_ms": ms(percentile(&sorted, 99.0)), "max_ms": ms(percentile(&sorted, 100.0)),
                 "mean_ms": ms(mean),
+                "read_rpc_p50_ms": ms(l.read_p50), "write_rpc_p50_ms": ms(l.write_p50),
             })),
         });
         output::json(&value)?;
@@ -457,6 +484,11 @@ fn report(
             ));
         }
         lines.push(format!("  mean          {}", human_duration(mean)));
+        lines.push(format!(
+            "  floor         read RPC p50 {}, durable write RPC p50 {}; a 3-step run is 5 writes",
+            human_duration(l.read_p50),
+            human_duration(l.write_p50)
+        ));
     }
     for text in lines {
         output::line(text)?;
