@@ -8,6 +8,7 @@ use railyard_proto::v1::{self, tasks_server::Tasks};
 use tonic::{Request, Response, Status};
 
 use super::*;
+use crate::matching::Dispatch;
 use crate::model::{Lease, StepFailure};
 use crate::store::writer::{Grant, StepCompletion};
 use crate::token::TokenClaims;
@@ -120,29 +121,42 @@ impl Tasks for TasksService {
         let core = &self.core;
         core.metrics.polls.fetch_add(1, Relaxed);
         loop {
-            let task = match core
-                .matching
-                .take_or_park(&ns, &r.task_queue, &identity, core.clock.now_ms())
-            {
-                Ok(task) => task,
-                Err(mut parked) => match tokio::select! {
-                    r = tokio::time::timeout_at(deadline, &mut parked) => r.ok().and_then(Result::ok),
-                    _ = core.shutting_down() => None,
-                } {
-                    Some(task) => task,
-                    _ => {
+            let task =
+                match core
+                    .matching
+                    .take_or_park(&ns, &r.task_queue, &identity, core.clock.now_ms(), deadline)
+                {
+                    Ok(task) => task,
+                    Err(mut parked) => {
+                        let woken = tokio::select! {
+                            r = tokio::time::timeout_at(deadline, &mut parked) => r.ok().and_then(Result::ok),
+                            _ = core.shutting_down() => None,
+                        };
                         // A task handed over just as the wait ended is still ours to take.
-                        parked.close();
-                        match parked.try_recv() {
-                            Ok(task) => task,
-                            Err(_) => {
-                                core.metrics.polls_empty.fetch_add(1, Relaxed);
-                                return Ok(Response::new(v1::PollStepTaskResponse { task: None }));
+                        let dispatch = match woken {
+                            Some(d) => d,
+                            None => {
+                                parked.close();
+                                match parked.try_recv() {
+                                    Ok(d) => d,
+                                    Err(_) => {
+                                        core.metrics.polls_empty.fetch_add(1, Relaxed);
+                                        return Ok(Response::new(v1::PollStepTaskResponse { task: None }));
+                                    }
+                                }
+                            }
+                        };
+                        match dispatch {
+                            Dispatch::Task(task) => task,
+                            // Leased to this poll by the writer, already committed.
+                            Dispatch::Leased(grant) => {
+                                return Ok(Response::new(v1::PollStepTaskResponse {
+                                    task: Some(self.step_task(*grant)),
+                                }));
                             }
                         }
                     }
-                },
-            };
+                };
             match core.writer.lease(task.clone(), identity.clone()).await {
                 Ok(grant) => {
                     tracing::debug!(run_id = %task.run_id, queue = %task.queue, worker = %identity, "step leased");

@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::*;
 use crate::clock::Clock;
-use crate::matching::{Matching, TaskRef};
+use crate::matching::{Matching, TaskRef, Waiter};
 use crate::metrics::Metrics;
 use crate::model::{Effect, Lease, Out, PendingSignal, Phase, RunState, StartParams, StepFailure, Timer};
 use crate::token::TokenClaims;
@@ -273,6 +273,8 @@ impl Writer {
 /// In-memory work to do once the batch is durable.
 enum After {
     Enqueue(TaskRef),
+    /// A step leased in this batch to a claimed poll.
+    HandOff(Waiter, Box<Grant>),
     Notify {
         ns: String,
         run_id: String,
@@ -340,6 +342,14 @@ impl WriterLoop {
                 for effect in after {
                     match effect {
                         After::Enqueue(task) => self.hooks.matching.push(task),
+                        After::HandOff(waiter, grant) => {
+                            let run_id = grant.run.run_id.clone();
+                            if !waiter.hand(grant) {
+                                // The poll went away as the commit finished: the lease
+                                // ends by its deadline, like a worker that died with it.
+                                tracing::warn!(%run_id, "a handed-off step found its poll gone");
+                            }
+                        }
                         After::Notify {
                             ns,
                             run_id,
@@ -353,6 +363,12 @@ impl WriterLoop {
             Err(e) => {
                 tracing::error!(error = %e, batch = size, "write transaction failed; nothing in it was committed");
                 self.next_seq = seq_before;
+                for effect in after {
+                    if let After::HandOff(waiter, grant) = effect {
+                        let queue = grant.run.current_queue().unwrap_or_default();
+                        self.hooks.matching.unclaim(&grant.run.namespace, &queue, waiter);
+                    }
+                }
                 for a in answers {
                     a(Some(e.clone()));
                 }
@@ -386,6 +402,7 @@ impl WriterLoop {
                     after,
                     now,
                     metrics: &self.hooks.metrics,
+                    matching: &self.hooks.matching,
                 };
                 answers.push(cx.apply(cmd)?);
             }
@@ -402,6 +419,7 @@ struct Cx<'a, 't> {
     after: &'a mut Vec<After>,
     now: Millis,
     metrics: &'a Metrics,
+    matching: &'a Matching,
 }
 
 impl Cx<'_, '_> {
@@ -527,12 +545,53 @@ impl Cx<'_, '_> {
         let mut out = Out::new(self.now, self.next_seq);
         match f(&mut run, &mut out) {
             Ok(v) => {
+                let handoff = Self::sync_match(self.matching, &mut run, &mut out);
                 let (events, effects) = (out.events, out.effects);
                 self.save(&run, events, effects)?;
+                self.hand_off(run, handoff)?;
                 Ok(Ok(v))
             }
             Err(e) => Ok(Err(e)),
         }
+    }
+
+    /// If the transition left a step ready and a poll is parked on its queue, leases
+    /// the step to that poll in this same transaction.
+    fn sync_match(matching: &Matching, run: &mut RunState, out: &mut Out) -> Option<(Waiter, Lease)> {
+        let Phase::Scheduled { queue, task_seq } = &run.phase else {
+            return None;
+        };
+        let (queue, task_seq) = (queue.clone(), *task_seq);
+        let waiter = matching.claim(&run.namespace, &queue)?;
+        match run.lease(task_seq, &waiter.identity, out) {
+            Ok(lease) => Some((waiter, lease)),
+            Err(_) => {
+                matching.unclaim(&run.namespace, &queue, waiter);
+                None
+            }
+        }
+    }
+
+    /// Queues the hand-off of a sync-matched lease for after the commit.
+    fn hand_off(&mut self, run: RunState, handoff: Option<(Waiter, Lease)>) -> Result<(), ApiError> {
+        let Some((waiter, lease)) = handoff else {
+            return Ok(());
+        };
+        let checkpoint = self
+            .t
+            .checkpoints
+            .get((run.namespace.as_str(), run.run_id.as_str()))?
+            .map(|v| v.value().to_vec())
+            .unwrap_or_default();
+        self.after.push(After::HandOff(
+            waiter,
+            Box::new(Grant {
+                run,
+                lease,
+                checkpoint,
+            }),
+        ));
+        Ok(())
     }
 
     /// Writes a transition: its events, the state row and its effects.
@@ -640,7 +699,8 @@ impl Cx<'_, '_> {
             )));
         }
         let mut out = Out::new(self.now, self.next_seq);
-        let run = RunState::start(c.params, (*c.definition).clone(), &mut out);
+        let mut run = RunState::start(c.params, (*c.definition).clone(), &mut out);
+        let handoff = Self::sync_match(self.matching, &mut run, &mut out);
         let (events, effects) = (out.events, out.effects);
         self.save(&run, events, effects)?;
         let (ns, id) = (run.namespace.as_str(), run.run_id.as_str());
@@ -654,8 +714,10 @@ impl Cx<'_, '_> {
         self.metrics
             .runs_started
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let run_id = run.run_id.clone();
+        self.hand_off(run, handoff)?;
         Ok(Ok(Started {
-            run_id: run.run_id,
+            run_id,
             started: true,
         }))
     }
