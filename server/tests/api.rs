@@ -670,3 +670,81 @@ async fn health_and_reflection_are_served() {
     );
     h.server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_run_keeps_the_definition_it_started_with() {
+    let data = tempfile::tempdir().unwrap();
+    let workflows = tempfile::tempdir().unwrap();
+    std::fs::write(workflows.path().join("three.json"), THREE_STEPS).unwrap();
+    let (server, client) = start_in(data.path(), workflows.path(), None).await;
+    let ctx = HashMap::from([("team".to_string(), "infra".to_string())]);
+    let run_id = client.start_run("default", "three", "g", ctx).await.unwrap();
+    server.shutdown().await;
+    // Edit the file: one step, another prompt. The run in flight must not notice.
+    let edited = THREE_STEPS.replace("Plan {{goal}} for {{context.team}}", "Something else entirely");
+    let edited = edited.replace(r#""version":"1""#, r#""version":"2""#);
+    std::fs::write(workflows.path().join("three.json"), edited).unwrap();
+    let (server, client) = start_in(data.path(), workflows.path(), None).await;
+    let w = StepWorker::new(client.clone(), "default", "default", "w");
+    let task = poll(&w).await;
+    assert_eq!(
+        (task.run_id.as_str(), task.prompt.as_str()),
+        (run_id.as_str(), "Plan g for infra")
+    );
+    let described = client.describe_run("default", &run_id).await.unwrap();
+    assert_eq!(described.run.unwrap().workflow_version, "1");
+    let fresh = client
+        .start_run("default", "three", "g", HashMap::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        client
+            .describe_run("default", &fresh)
+            .await
+            .unwrap()
+            .run
+            .unwrap()
+            .workflow_version,
+        "2"
+    );
+    server.shutdown().await;
+}
+
+/// Reads a counter from `/metrics` over a plain HTTP/1.0 request.
+fn metric(http_addr: std::net::SocketAddr, name: &str) -> f64 {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(http_addr).unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.trim().parse().ok()))
+        .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}"))
+}
+
+// Multi-threaded: `metric` blocks on a socket the server must answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_starts_share_commits() {
+    let h = harness(None).await;
+    let commits_before = metric(h.server.http_addr, "railyard_commits_total");
+    let mut starts = tokio::task::JoinSet::new();
+    for i in 0..300 {
+        let client = h.client.clone();
+        starts.spawn(async move {
+            client
+                .start_run("default", "three", &format!("g{i}"), HashMap::new())
+                .await
+        });
+    }
+    while let Some(r) = starts.join_next().await {
+        r.unwrap().unwrap();
+    }
+    let commits = metric(h.server.http_addr, "railyard_commits_total") - commits_before;
+    let started = metric(h.server.http_addr, "railyard_runs_started_total");
+    assert_eq!(started, 300.0);
+    assert!(
+        commits < 300.0,
+        "300 acknowledged starts took {commits} commits: no group commit"
+    );
+    h.server.shutdown().await;
+}
