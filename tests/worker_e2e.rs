@@ -1,414 +1,27 @@
 //! `railyard worker` end to end: real `railyard server` and `railyard worker`
-//! processes, with a mock model server in the test speaking the Anthropic Messages and
-//! OpenAI chat-completions wire formats.
-//!
-//! The mock answers by step and turn: it reads the step id and attempt from the system
-//! prompt ("(id `STEP`), attempt N") and the turn from the number of assistant
-//! messages already in the transcript, and records every request it receives.
+//! processes, with a mock model server (`support::mock_model`) speaking the Anthropic
+//! Messages and OpenAI chat-completions wire formats.
 
 mod support;
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use railyard_proto::Client;
 use railyard_proto::v1::HistoryEvent;
 use serde_json::{Value, json};
+use support::mock_model::*;
+use support::worker::WorkerProcess;
 use support::*;
 
 /// Long enough for any run here on a slow machine; only an upper bound for `eventually`.
 const RUN_LIMIT: Duration = Duration::from_secs(90);
 
-// ------------------------------------------------------------------ the mock model
-
-/// One request the mock received.
-#[derive(Debug, Clone)]
-struct Recorded {
-    /// `anthropic` or `openai`, from the path.
-    api: &'static str,
-    body: Value,
-    headers: HashMap<String, String>,
-    step: String,
-    attempt: u32,
-    /// Assistant messages already in the transcript.
-    turn: usize,
-    /// How many requests for the same step, attempt and turn came before this one.
-    repeat: usize,
-}
-
-impl Recorded {
-    fn system(&self) -> String {
-        match self.api {
-            "anthropic" => self.body["system"].as_str().unwrap_or_default().to_string(),
-            _ => self.body["messages"][0]["content"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-        }
-    }
-
-    /// Every tool result in the transcript: (content, is_error).
-    fn tool_results(&self) -> Vec<(String, bool)> {
-        let messages = self.body["messages"].as_array().cloned().unwrap_or_default();
-        let mut out = Vec::new();
-        for m in messages {
-            if self.api == "openai" {
-                if m["role"] == "tool" {
-                    let c = m["content"].as_str().unwrap_or_default().to_string();
-                    let err = c.starts_with("Error: ");
-                    out.push((c, err));
-                }
-                continue;
-            }
-            for b in m["content"].as_array().cloned().unwrap_or_default() {
-                if b["type"] == "tool_result" {
-                    out.push((
-                        b["content"].as_str().unwrap_or_default().to_string(),
-                        b["is_error"].as_bool().unwrap_or(false),
-                    ));
-                }
-            }
-        }
-        out
-    }
-}
-
-/// What the model says in one turn.
-#[derive(Debug, Clone, Default)]
-struct Turn {
-    text: Option<String>,
-    calls: Vec<(String, Value)>,
-}
-
-fn say(text: &str) -> Turn {
-    Turn {
-        text: Some(text.into()),
-        calls: Vec::new(),
-    }
-}
-
-fn call(name: &str, input: Value) -> Turn {
-    Turn {
-        text: None,
-        calls: vec![(name.into(), input)],
-    }
-}
-
-fn complete(notes: &str) -> Turn {
-    call("complete_step", json!({ "notes": notes }))
-}
-
-/// How the mock answers one request.
-enum Reply {
-    Turn(Turn),
-    /// An error status with headers and a body.
-    Error(u16, Vec<(&'static str, &'static str)>, Value),
-    /// Never answer (the worker is killed meanwhile).
-    Hang,
-    /// Answer with the turn once the flag is set.
-    After(Arc<AtomicBool>, Turn),
-}
-
-type Script = dyn Fn(&Recorded) -> Reply + Send + Sync;
-
-struct MockState {
-    requests: Mutex<Vec<Recorded>>,
-    script: Box<Script>,
-}
-
-/// A mock model server on a free loopback port, on its own runtime.
-struct MockModel {
-    rt: Option<tokio::runtime::Runtime>,
-    state: Arc<MockState>,
-    /// `http://127.0.0.1:PORT` (Anthropic base URL; OpenAI's is this + `/v1`).
-    url: String,
-}
-
-impl MockModel {
-    fn start(script: impl Fn(&Recorded) -> Reply + Send + Sync + 'static) -> Self {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let state = Arc::new(MockState {
-            requests: Mutex::new(Vec::new()),
-            script: Box::new(script),
-        });
-        let app = axum::Router::new()
-            .route("/v1/messages", post(anthropic_handler))
-            .route("/v1/chat/completions", post(openai_handler))
-            .with_state(state.clone());
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .expect("bind mock");
-        let addr = listener.local_addr().expect("mock addr");
-        rt.spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        Self {
-            rt: Some(rt),
-            state,
-            url: format!("http://{addr}"),
-        }
-    }
-
-    fn requests(&self) -> Vec<Recorded> {
-        self.state.requests.lock().unwrap().clone()
-    }
-
-    fn requests_for(&self, step: &str) -> Vec<Recorded> {
-        self.requests().into_iter().filter(|r| r.step == step).collect()
-    }
-}
-
-impl Drop for MockModel {
-    fn drop(&mut self) {
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_background();
-        }
-    }
-}
-
-/// Step id and attempt from the system prompt's "(id `STEP`), attempt N.".
-fn step_and_attempt(system: &str) -> (String, u32) {
-    let Some(start) = system.find("(id `") else {
-        return (String::new(), 0);
-    };
-    let rest = &system[start + 5..];
-    let step = rest.split('`').next().unwrap_or_default().to_string();
-    let attempt = rest
-        .split("attempt ")
-        .nth(1)
-        .and_then(|a| a.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    (step, attempt)
-}
-
-async fn record(state: &MockState, api: &'static str, headers: &HeaderMap, body: Value) -> (Recorded, Reply) {
-    let system = match api {
-        "anthropic" => body["system"].as_str().unwrap_or_default().to_string(),
-        _ => body["messages"][0]["content"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-    };
-    let (step, attempt) = step_and_attempt(&system);
-    let turn = body["messages"]
-        .as_array()
-        .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
-        .unwrap_or(0);
-    let headers = headers
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_string()))
-        .collect();
-    let rec = {
-        let mut requests = state.requests.lock().unwrap();
-        let repeat = requests
-            .iter()
-            .filter(|r| r.step == step && r.attempt == attempt && r.turn == turn)
-            .count();
-        let rec = Recorded {
-            api,
-            body,
-            headers,
-            step,
-            attempt,
-            turn,
-            repeat,
-        };
-        requests.push(rec.clone());
-        rec
-    };
-    let reply = (state.script)(&rec);
-    (rec, reply)
-}
-
-async fn error_or_hang(reply: Reply) -> Result<Turn, Response> {
-    match reply {
-        Reply::Turn(t) => Ok(t),
-        Reply::Error(status, headers, body) => {
-            let mut resp = (StatusCode::from_u16(status).unwrap(), axum::Json(body)).into_response();
-            for (k, v) in headers {
-                resp.headers_mut().insert(k, v.parse().unwrap());
-            }
-            Err(resp)
-        }
-        Reply::Hang => {
-            tokio::time::sleep(Duration::from_secs(600)).await;
-            Err(StatusCode::GATEWAY_TIMEOUT.into_response())
-        }
-        Reply::After(flag, turn) => {
-            while !flag.load(Ordering::SeqCst) {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            Ok(turn)
-        }
-    }
-}
-
-async fn anthropic_handler(
-    State(state): State<Arc<MockState>>,
-    headers: HeaderMap,
-    axum::Json(body): axum::Json<Value>,
-) -> Response {
-    let (rec, reply) = record(&state, "anthropic", &headers, body).await;
-    let turn = match error_or_hang(reply).await {
-        Ok(t) => t,
-        Err(resp) => return resp,
-    };
-    let mut content = Vec::new();
-    if let Some(text) = &turn.text {
-        content.push(json!({"type": "text", "text": text}));
-    }
-    for (i, (name, input)) in turn.calls.iter().enumerate() {
-        content.push(json!({
-            "type": "tool_use", "id": format!("toolu_{}_{}_{i}", rec.attempt, rec.turn), "name": name, "input": input
-        }));
-    }
-    let stop = if turn.calls.is_empty() {
-        "end_turn"
-    } else {
-        "tool_use"
-    };
-    axum::Json(json!({
-        "id": "msg_mock", "type": "message", "role": "assistant", "model": rec.body["model"],
-        "content": content, "stop_reason": stop,
-        "usage": {"input_tokens": 1, "output_tokens": 1}
-    }))
-    .into_response()
-}
-
-async fn openai_handler(
-    State(state): State<Arc<MockState>>,
-    headers: HeaderMap,
-    axum::Json(body): axum::Json<Value>,
-) -> Response {
-    let (rec, reply) = record(&state, "openai", &headers, body).await;
-    let turn = match error_or_hang(reply).await {
-        Ok(t) => t,
-        Err(resp) => return resp,
-    };
-    let calls: Vec<Value> = turn
-        .calls
-        .iter()
-        .enumerate()
-        .map(|(i, (name, input))| {
-            json!({"id": format!("call_{}_{}_{i}", rec.attempt, rec.turn), "type": "function",
-                   "function": {"name": name, "arguments": input.to_string()}})
-        })
-        .collect();
-    let mut message = json!({"role": "assistant", "content": turn.text});
-    if !calls.is_empty() {
-        message["tool_calls"] = Value::Array(calls);
-    }
-    let finish = if turn.calls.is_empty() {
-        "stop"
-    } else {
-        "tool_calls"
-    };
-    axum::Json(json!({
-        "id": "chatcmpl-mock", "object": "chat.completion", "model": rec.body["model"],
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}]
-    }))
-    .into_response()
-}
-
 // ------------------------------------------------------------------ worker processes
 
-/// A `railyard worker` process; SIGKILLed when dropped.
-struct WorkerProcess {
-    child: Child,
-    identity: String,
-}
-
-impl WorkerProcess {
-    /// Starts a worker and waits for its "polling" line. `env` is all the model
-    /// configuration it gets: the test's own environment is kept out.
-    fn start(server: &str, workspace: &Path, identity: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
-        let mut cmd = Command::new(BIN);
-        cmd.arg("worker")
-            .args(["--server", server, "--identity", identity, "--workspace"])
-            .arg(workspace)
-            .args(args)
-            .env(
-                "RUST_LOG",
-                std::env::var("TEST_WORKER_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        for var in [
-            "ANTHROPIC_API_KEY",
-            "ANTHROPIC_BASE_URL",
-            "OPENAI_API_KEY",
-            "OPENAI_BASE_URL",
-            "RAILYARD_SERVER",
-            "RAILYARD_NAMESPACE",
-            "RAILYARD_QUEUES",
-            "RAILYARD_SLOTS",
-            "RAILYARD_WORKSPACE",
-            "RAILYARD_PROVIDER",
-            "RAILYARD_MODEL",
-            "RAILYARD_SCRIPT",
-            "RAILYARD_IDENTITY",
-            "RAILYARD_WORKER_CONFIG",
-        ] {
-            cmd.env_remove(var);
-        }
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("spawn railyard worker");
-        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        out.read_line(&mut line).expect("read polling line");
-        assert!(
-            line.starts_with(&format!("railyard worker {identity} polling ")),
-            "unexpected first line {line:?}"
-        );
-        std::thread::spawn(move || {
-            let mut sink = String::new();
-            while out.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
-                sink.clear();
-            }
-        });
-        Self {
-            child,
-            identity: identity.to_string(),
-        }
-    }
-
-    /// SIGTERM, and the exit status once the worker has shut down.
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
-        eventually(RUN_LIMIT, || self.child.try_wait().ok().flatten())
-    }
-
-    fn kill9(&mut self) {
-        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for WorkerProcess {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
-
-/// An Anthropic-provider worker pointed at the mock.
+/// An Anthropic-provider worker on `queue` with model `claude-mock`, pointed at the mock.
 fn anthropic_worker(
     server: &ServerProcess,
     sandbox: &Sandbox,
@@ -416,18 +29,23 @@ fn anthropic_worker(
     identity: &str,
     queue: &str,
 ) -> WorkerProcess {
+    let args = ["--model", "claude-mock", "--queue", queue];
+    anthropic_worker_with(server, sandbox, mock, identity, &args)
+}
+
+/// An Anthropic-provider worker pointed at the mock, with further `args`.
+fn anthropic_worker_with(
+    server: &ServerProcess,
+    sandbox: &Sandbox,
+    mock: &MockModel,
+    identity: &str,
+    args: &[&str],
+) -> WorkerProcess {
     WorkerProcess::start(
         &server.url,
         &sandbox.path("workspace"),
         identity,
-        &[
-            "--provider",
-            "anthropic",
-            "--model",
-            "claude-mock",
-            "--queue",
-            queue,
-        ],
+        &[&["--provider", "anthropic"], args].concat(),
         &[
             ("ANTHROPIC_BASE_URL", mock.url.as_str()),
             ("ANTHROPIC_API_KEY", "sk-ant-dummy"),
@@ -507,6 +125,48 @@ fn events<'a>(history: &'a [HistoryEvent], kind: &str) -> Vec<&'a HistoryEvent> 
     history.iter().filter(|e| e.event_type == kind).collect()
 }
 
+/// Writes a worker config file that makes background heartbeats frequent, so the
+/// worker notices a crashed server or a cancel request quickly.
+fn quick_heartbeats(sandbox: &Sandbox) -> String {
+    let path = sandbox.path("worker.json");
+    std::fs::write(&path, r#"{"heartbeat_interval_secs": 0.2}"#).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// Waits until the mock has had a request for `step` that `matches`.
+fn wait_for_request(mock: &MockModel, step: &str, matches: impl Fn(&Recorded) -> bool) {
+    eventually(RUN_LIMIT, || {
+        mock.requests_for(step).iter().any(&matches).then_some(())
+    });
+}
+
+/// Waits until the mock has had at least `n` requests for `step`.
+fn wait_for_requests(mock: &MockModel, step: &str, n: usize) {
+    eventually(RUN_LIMIT, || (mock.requests_for(step).len() >= n).then_some(()));
+}
+
+/// One `StepCompleted` per step of `steps` and no other, and the run `COMPLETED`.
+fn assert_each_step_completed_once(api: &Api, run: &str, steps: &[&str]) -> Vec<HistoryEvent> {
+    let history = api.history(run);
+    let completed: Vec<String> = events(&history, "StepCompleted")
+        .iter()
+        .map(|e| attrs(e)["stepId"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(completed, steps, "run {run}");
+    assert_eq!(events(&history, "RunCompleted").len(), 1, "run {run}");
+    history
+}
+
+/// The run's one `StepFailed`, checked for its error type and whether it will be retried.
+fn failed_once<'a>(history: &'a [HistoryEvent], error_type: &str, will_retry: bool) -> &'a HistoryEvent {
+    let failed = events(history, "StepFailed");
+    assert_eq!(failed.len(), 1, "{history:?}");
+    let a = attrs(failed[0]);
+    assert_eq!(a["errorType"], error_type);
+    assert_eq!(a["willRetry"], will_retry);
+    failed[0]
+}
+
 // ------------------------------------------------------------------ tests
 
 const THREE_STEPS: &str = r#"{"id": "three", "version": "1", "name": "Three steps", "taskQueue": "anthropic",
@@ -524,13 +184,11 @@ fn anthropic_worker_runs_a_three_step_workflow() {
     let server = sandbox.server();
     let mock = MockModel::start(|r| {
         Reply::Turn(match (r.step.as_str(), r.turn) {
-            ("a_research", 0) => Turn {
-                text: Some("Writing notes.".into()),
-                calls: vec![(
-                    "write_file".into(),
-                    json!({"path": "notes.txt", "content": "alpha beta\n"}),
-                )],
-            },
+            ("a_research", 0) => say_and_call(
+                "Writing notes.",
+                "write_file",
+                json!({"path": "notes.txt", "content": "alpha beta\n"}),
+            ),
             ("a_research", _) => call(
                 "complete_step",
                 json!({"notes": "notes are in notes.txt", "artifacts": ["notes.txt"],
@@ -586,18 +244,12 @@ fn anthropic_worker_runs_a_three_step_workflow() {
             .any(|(c, e)| c.contains("alpha beta") && !e)
     );
 
-    let history = api.history(&run);
-    let completed: Vec<String> = events(&history, "StepCompleted")
-        .iter()
-        .map(|e| attrs(e)["stepId"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(completed, ["a_research", "a_write", "a_review"]);
+    let history = assert_each_step_completed_once(&api, &run, &["a_research", "a_write", "a_review"]);
     assert!(
         events(&history, "StepStarted")
             .iter()
             .all(|e| attrs(e)["worker"] == "anthropic-worker")
     );
-    assert_eq!(events(&history, "RunCompleted").len(), 1);
 }
 
 #[test]
@@ -614,13 +266,11 @@ fn openai_worker_runs_a_workflow() {
     let server = sandbox.server();
     let mock = MockModel::start(|r| {
         Reply::Turn(match (r.step.as_str(), r.turn) {
-            ("o_make", 0) => Turn {
-                text: Some("Making it.".into()),
-                calls: vec![(
-                    "write_file".into(),
-                    json!({"path": "made.txt", "content": "made by openai mock"}),
-                )],
-            },
+            ("o_make", 0) => say_and_call(
+                "Making it.",
+                "write_file",
+                json!({"path": "made.txt", "content": "made by openai mock"}),
+            ),
             ("o_make", _) => complete("made made.txt"),
             ("o_check", 0) => call("bash", json!({"command": "wc -c < made.txt"})),
             _ => complete("checked"),
@@ -683,22 +333,13 @@ fn a_step_whose_worker_dies_resumes_on_another_worker_from_its_checkpoint() {
     let run = api.start("fragile", "survive a crash");
 
     // Turn 1 ran its tool and heartbeated its checkpoint before turn 2 was asked for.
-    eventually(RUN_LIMIT, || {
-        mock.requests_for("f_long")
-            .iter()
-            .any(|r| r.attempt == 1 && r.turn == 1)
-            .then_some(())
-    });
+    wait_for_request(&mock, "f_long", |r| r.attempt == 1 && r.turn == 1);
     first.kill9();
     let second = anthropic_worker(&server, &sandbox, &mock, "rescue-worker", "fragile");
     assert_eq!(api.wait_closed(&run), "COMPLETED");
 
     // Attempt 2 did not start afresh: its first request already holds turn 1's tool result.
-    let attempt2: Vec<Recorded> = mock
-        .requests_for("f_long")
-        .into_iter()
-        .filter(|r| r.attempt == 2)
-        .collect();
+    let attempt2 = mock.requests_for_attempt("f_long", 2);
     assert!(!attempt2.is_empty(), "attempt 2 never called the model");
     assert!(
         attempt2.iter().all(|r| r.turn >= 1),
@@ -846,11 +487,7 @@ fn limits_max_turns_disallowed_tools_and_escaping_paths() {
         "one model call per allowed turn"
     );
     let history = api.history(&spin);
-    let failed = events(&history, "StepFailed");
-    assert_eq!(failed.len(), 1);
-    let a = attrs(failed[0]);
-    assert_eq!(a["errorType"], "max_turns_exceeded");
-    assert_eq!(a["willRetry"], false);
+    let a = attrs(failed_once(&history, "max_turns_exceeded", false));
     assert!(a["message"].as_str().unwrap().contains("3 turns"), "{a}");
     assert_eq!(events(&history, "RunFailed").len(), 1);
 
@@ -936,9 +573,7 @@ fn provider_errors_rate_limit_is_retried_and_bad_key_fails_the_step() {
         "a refused key is not retried"
     );
     let history = api.history(&badkey);
-    let failed = events(&history, "StepFailed");
-    assert_eq!(failed.len(), 1);
-    let a = attrs(failed[0]);
+    let a = attrs(failed_once(&history, "provider_error", false));
     let message = a["message"].as_str().unwrap();
     assert!(
         message.contains("authentication failed")
@@ -946,8 +581,6 @@ fn provider_errors_rate_limit_is_retried_and_bad_key_fails_the_step() {
             && message.contains("invalid x-api-key"),
         "{message}"
     );
-    assert_eq!(a["errorType"], "provider_error");
-    assert_eq!(a["willRetry"], false);
 }
 
 #[test]
@@ -973,9 +606,7 @@ fn steer_signals_reach_the_model_once_and_do_not_leak_into_the_next_step() {
     api.steer(&run, "focus on trains");
     let _worker = anthropic_worker(&server, &sandbox, &mock, "steer-worker", "steer");
     // Sent mid-step, while the model works on its second turn.
-    eventually(RUN_LIMIT, || {
-        mock.requests_for("s_one").get(1).is_some().then_some(())
-    });
+    wait_for_requests(&mock, "s_one", 2);
     api.steer(&run, "also mention ships");
     release.store(true, Ordering::SeqCst);
     assert_eq!(api.wait_closed(&run), "COMPLETED");
@@ -1021,52 +652,25 @@ fn sigterm_hands_the_running_step_back_and_another_worker_resumes_it() {
         (1, _) => Reply::Hang,
         _ => Reply::Turn(complete("finished by the second worker")),
     });
-    let mut first = WorkerProcess::start(
-        &server.url,
-        &sandbox.path("workspace"),
+    let mut first = anthropic_worker_with(
+        &server,
+        &sandbox,
+        &mock,
         "leaving-worker",
-        &[
-            "--provider",
-            "anthropic",
-            "--queue",
-            "handback",
-            "--shutdown-grace",
-            "0.5",
-        ],
-        &[
-            ("ANTHROPIC_BASE_URL", mock.url.as_str()),
-            ("ANTHROPIC_API_KEY", "sk-ant-dummy"),
-        ],
+        &["--queue", "handback", "--shutdown-grace", "0.5"],
     );
     let api = Api::new(&server.url);
     let run = api.start("handback", "a clean handover");
-    eventually(RUN_LIMIT, || {
-        mock.requests_for("h_step")
-            .iter()
-            .any(|r| r.attempt == 1 && r.turn == 1)
-            .then_some(())
-    });
+    wait_for_request(&mock, "h_step", |r| r.attempt == 1 && r.turn == 1);
     // The step outlives the grace period: it is failed back, not left to time out.
-    let status = first.terminate();
+    let status = first.terminate(RUN_LIMIT);
     assert!(status.success(), "worker exit status {status}");
-    let history = api.history(&run);
-    let failed = events(&history, "StepFailed");
-    assert_eq!(
-        failed.len(),
-        1,
-        "the step was failed back before the worker exited"
-    );
-    let a = attrs(failed[0]);
-    assert_eq!(a["errorType"], "worker_shutdown");
-    assert_eq!(a["willRetry"], true);
+    // The step was failed back, to be retried, before the worker exited.
+    failed_once(&api.history(&run), "worker_shutdown", true);
 
     let _second = anthropic_worker(&server, &sandbox, &mock, "arriving-worker", "handback");
     assert_eq!(api.wait_closed(&run), "COMPLETED");
-    let attempt2: Vec<Recorded> = mock
-        .requests_for("h_step")
-        .into_iter()
-        .filter(|r| r.attempt == 2)
-        .collect();
+    let attempt2 = mock.requests_for_attempt("h_step", 2);
     assert!(!attempt2.is_empty());
     assert!(
         attempt2[0]
@@ -1081,26 +685,6 @@ fn sigterm_hands_the_running_step_back_and_another_worker_resumes_it() {
     let completed = events(&history, "StepCompleted");
     assert_eq!(completed.len(), 1);
     assert_eq!(completed[0].identity, "arriving-worker");
-}
-
-/// Writes a worker config file that makes background heartbeats frequent, so the
-/// worker notices a crashed server or a cancel request quickly.
-fn quick_heartbeats(sandbox: &Sandbox) -> String {
-    let path = sandbox.path("worker.json");
-    std::fs::write(&path, r#"{"heartbeat_interval_secs": 0.2}"#).unwrap();
-    path.to_str().unwrap().to_string()
-}
-
-/// One `StepCompleted` per step of `steps` and no other, and the run `COMPLETED`.
-fn assert_each_step_completed_once(api: &Api, run: &str, steps: &[&str]) -> Vec<HistoryEvent> {
-    let history = api.history(run);
-    let completed: Vec<String> = events(&history, "StepCompleted")
-        .iter()
-        .map(|e| attrs(e)["stepId"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(completed, steps, "run {run}");
-    assert_eq!(events(&history, "RunCompleted").len(), 1, "run {run}");
-    history
 }
 
 #[test]
@@ -1126,39 +710,24 @@ fn worker_rides_out_server_crashes_while_polling_and_mid_step() {
         }
     });
     let config = quick_heartbeats(&sandbox);
-    let mut worker = WorkerProcess::start(
-        &server.url,
-        &sandbox.path("workspace"),
-        "sturdy-worker",
-        &[
-            "--provider",
-            "anthropic",
-            "--model",
-            "claude-mock",
-            "--queue",
-            "sturdy",
-            "--slots",
-            "2",
-            "--config",
-            &config,
-        ],
-        &[
-            ("ANTHROPIC_BASE_URL", mock.url.as_str()),
-            ("ANTHROPIC_API_KEY", "sk-ant-dummy"),
-        ],
-    );
+    let args = [
+        "--model",
+        "claude-mock",
+        "--queue",
+        "sturdy",
+        "--slots",
+        "2",
+        "--config",
+        &config,
+    ];
+    let mut worker = anthropic_worker_with(&server, &sandbox, &mock, "sturdy-worker", &args);
     let early = Api::new(&server.url).start("sturdy", "before any crash");
     assert_eq!(Api::new(&server.url).wait_closed(&early), "COMPLETED");
 
     // Crash 1: the worker has nothing to do and sits in long polls.
     server = server.crash_and_restart();
     let held = Api::new(&server.url).start("sturdy", "held over a crash");
-    eventually(RUN_LIMIT, || {
-        mock.requests_for("r_one")
-            .iter()
-            .any(|r| r.system().contains("held over a crash"))
-            .then_some(())
-    });
+    wait_for_request(&mock, "r_one", |r| r.system().contains("held over a crash"));
 
     // Crash 2: one slot is mid-step (its model call held back), the other polls.
     server = server.crash_and_restart();
@@ -1206,42 +775,19 @@ fn cancel_mid_step_stops_the_step_and_the_run_ends_canceled() {
         _ => Reply::Turn(complete("should not run")),
     });
     let config = quick_heartbeats(&sandbox);
-    let _worker = WorkerProcess::start(
-        &server.url,
-        &sandbox.path("workspace"),
-        "cancel-worker",
-        &[
-            "--provider",
-            "anthropic",
-            "--model",
-            "claude-mock",
-            "--queue",
-            "cancel",
-            "--config",
-            &config,
-        ],
-        &[
-            ("ANTHROPIC_BASE_URL", mock.url.as_str()),
-            ("ANTHROPIC_API_KEY", "sk-ant-dummy"),
-        ],
-    );
+    let args = ["--model", "claude-mock", "--queue", "cancel", "--config", &config];
+    let _worker = anthropic_worker_with(&server, &sandbox, &mock, "cancel-worker", &args);
     let api = Api::new(&server.url);
     let run = api.start("cancelable", "something slow");
-    eventually(RUN_LIMIT, || {
-        (mock.requests_for("c_long").len() >= 2).then_some(())
-    });
+    wait_for_requests(&mock, "c_long", 2);
     ok(server.ry(&["run", "cancel", &run, "--reason", "changed my mind"]));
     assert_eq!(api.wait_closed(&run), "CANCELED");
 
     let history = api.history(&run);
     assert_eq!(events(&history, "CancelRequested").len(), 1);
-    let failed = events(&history, "StepFailed");
-    assert_eq!(failed.len(), 1, "{history:?}");
-    let a = attrs(failed[0]);
-    assert_eq!(a["stepId"], "c_long");
-    assert_eq!(a["errorType"], "canceled");
-    assert_eq!(a["willRetry"], false);
-    assert_eq!(failed[0].identity, "cancel-worker");
+    let failed = failed_once(&history, "canceled", false);
+    assert_eq!(attrs(failed)["stepId"], "c_long");
+    assert_eq!(failed.identity, "cancel-worker");
     assert_eq!(events(&history, "RunCanceled").len(), 1);
     assert!(events(&history, "StepCompleted").is_empty());
     assert!(events(&history, "StepTimedOut").is_empty());

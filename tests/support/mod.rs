@@ -3,9 +3,12 @@
 //! started again on the same data.
 #![allow(dead_code)]
 
+pub mod mock_model;
+pub mod worker;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
@@ -97,13 +100,7 @@ impl ServerProcess {
                 .expect("address")
         };
         let (grpc_addr, http_addr) = (field("grpc="), field("http="));
-        // Keep draining stdout so the server never blocks on a full pipe.
-        std::thread::spawn(move || {
-            let mut sink = String::new();
-            while out.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
-                sink.clear();
-            }
-        });
+        drain(out);
         Self {
             child,
             url: format!("http://{grpc_addr}"),
@@ -160,6 +157,16 @@ impl Drop for ServerProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Keeps reading a child's stdout on a thread, so the child never blocks on a full pipe.
+pub fn drain(mut out: BufReader<ChildStdout>) {
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while out.read_line(&mut sink).map(|n| n > 0).unwrap_or(false) {
+            sink.clear();
+        }
+    });
 }
 
 /// Runs `railyard ARGS --server URL` and returns its output.
