@@ -113,6 +113,7 @@ impl TokenKeys {
     }
 
     /// Keys for tests: one fixed key.
+    #[cfg(test)]
     pub fn for_tests() -> Self {
         Self {
             active: "test".into(),

@@ -14,7 +14,7 @@ use crate::clock::Clock;
 use crate::error::ApiError;
 use crate::matching::Matching;
 use crate::metrics::Metrics;
-use crate::model::{Event, Phase, RunState, RunStatus};
+use crate::model::{Event, RunState, RunStatus};
 use crate::store::Store;
 use crate::store::writer::Writer;
 use crate::token::TokenKeys;
@@ -221,9 +221,4 @@ pub fn event_to_proto(ev: &Event) -> v1::HistoryEvent {
         identity: ev.identity.clone(),
         attributes_json: attributes.to_string(),
     }
-}
-
-/// Whether a run is leased right now (for describing it).
-pub fn is_leased(run: &RunState) -> bool {
-    matches!(run.phase, Phase::Started(_))
 }

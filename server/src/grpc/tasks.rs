@@ -9,7 +9,7 @@ use tonic::{Request, Response, Status};
 
 use super::*;
 use crate::matching::Dispatch;
-use crate::model::{Lease, StepFailure};
+use crate::model::StepFailure;
 use crate::store::writer::{Grant, StepCompletion};
 use crate::token::TokenClaims;
 use crate::workflow::{DEFAULT_MAX_TURNS, render};
@@ -81,7 +81,7 @@ impl TasksService {
             allowed_tools: step.allowed_tools.clone(),
             max_turns: step.max_turns.unwrap_or(DEFAULT_MAX_TURNS),
             start_to_close_timeout_ms: ms(step.timeout_ms()),
-            heartbeat_timeout_ms: ms(step_heartbeat(&lease)),
+            heartbeat_timeout_ms: ms(lease.heartbeat_timeout_ms.unwrap_or(0)),
             require_confirmation: step.require_confirmation,
             last_failure: run.steps[index].last_failure.clone(),
             scheduled_time_unix_ms: lease.started_ms,
@@ -96,10 +96,6 @@ impl TasksService {
                 .collect(),
         }
     }
-}
-
-fn step_heartbeat(lease: &Lease) -> i64 {
-    lease.heartbeat_timeout_ms.unwrap_or(0)
 }
 
 #[tonic::async_trait]
