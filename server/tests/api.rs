@@ -748,3 +748,37 @@ async fn concurrent_starts_share_commits() {
     );
     h.server.shutdown().await;
 }
+
+#[tokio::test]
+async fn odd_ranges_and_cursors_do_not_upset_the_server() {
+    let h = harness(None).await;
+    let run_id = h.start("g").await;
+    let inverted = ListRunsRequest {
+        started_after_unix_ms: 200,
+        started_before_unix_ms: 100,
+        ..Default::default()
+    };
+    let r = h.client.list_runs(inverted).await;
+    assert!(
+        matches!(&r, Err(ClientError::InvalidArgument(m)) if m.starts_with("started_before_unix_ms")),
+        "{r:?}"
+    );
+    let old_cursor = ListRunsRequest {
+        page_token: "5:zzz".into(),
+        started_after_unix_ms: 10,
+        ..Default::default()
+    };
+    assert!(h.client.list_runs(old_cursor).await.unwrap().runs.is_empty());
+    let far = GetHistoryRequest {
+        namespace: "default".into(),
+        run_id: run_id.clone(),
+        from_event_id: u64::MAX,
+        ..Default::default()
+    };
+    assert!(h.client.get_history(far).await.unwrap().events.is_empty());
+    assert!(
+        h.client.describe_run("default", &run_id).await.is_ok(),
+        "the server still answers"
+    );
+    h.server.shutdown().await;
+}

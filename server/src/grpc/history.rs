@@ -264,6 +264,15 @@ impl History for HistoryService {
             started_after_ms: (r.started_after_unix_ms != 0).then_some(r.started_after_unix_ms),
             started_before_ms: (r.started_before_unix_ms != 0).then_some(r.started_before_unix_ms),
         };
+        if let (Some(after), Some(before)) = (filter.started_after_ms, filter.started_before_ms)
+            && before <= after
+        {
+            return Err(ApiError::field(
+                "started_before_unix_ms",
+                format!("{before} is not after started_after_unix_ms {after}"),
+            )
+            .into());
+        }
         let after = if r.page_token.is_empty() {
             None
         } else {
