@@ -42,6 +42,8 @@ impl RunStatus {
 pub enum TimeoutKind {
     StartToClose,
     Heartbeat,
+    /// The lease was handed to a poll that had gone away (see `RunState::undelivered`).
+    Undelivered,
 }
 
 /// What happened, as recorded in history. Serialized adjacently tagged:

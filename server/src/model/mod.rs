@@ -608,6 +608,19 @@ impl RunState {
             });
             return;
         }
+        self.time_out(kind, out);
+    }
+
+    /// The server leased the step to a parked poll that was gone by the time the
+    /// commit finished: nobody holds the lease, so end it now instead of at its
+    /// deadline.
+    pub fn undelivered(&mut self, lease_seq: u64, out: &mut Out) {
+        if matches!(&self.phase, Phase::Started(lease) if lease.seq == lease_seq) && self.status.is_open() {
+            self.time_out(TimeoutKind::Undelivered, out);
+        }
+    }
+
+    fn time_out(&mut self, kind: TimeoutKind, out: &mut Out) {
         let (step_id, attempt) = (self.step_id(), self.attempt());
         let next = self.retry_at("timeout", true, out.now);
         self.steps[self.current_step].last_failure = format!("timed out ({kind:?})");

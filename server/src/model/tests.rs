@@ -292,3 +292,23 @@ fn events_serialize_adjacently_tagged_in_camel_case() {
     assert_eq!(v["type"], "StepStarted");
     assert_eq!(v["attributes"]["stepId"], "a");
 }
+
+#[test]
+fn an_undelivered_lease_ends_at_once_and_a_stale_report_of_it_does_nothing() {
+    let (mut fx, _, _) = Fixture::new();
+    let claims = fx.lease();
+    let (_, events, _) = fx.step(|r, o| r.undelivered(claims.lease + 1, o));
+    assert!(events.is_empty(), "another lease is not touched");
+    let (_, events, _) = fx.step(|r, o| r.undelivered(claims.lease, o));
+    assert_eq!(types(&events), ["StepTimedOut"]);
+    assert!(matches!(
+        &events[0].kind,
+        EventKind::StepTimedOut {
+            timeout: TimeoutKind::Undelivered,
+            will_retry: true,
+            ..
+        }
+    ));
+    let (_, events, _) = fx.step(|r, o| r.undelivered(claims.lease, o));
+    assert!(events.is_empty());
+}

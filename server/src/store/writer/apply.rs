@@ -108,6 +108,13 @@ impl Cx<'_, '_> {
                 let r = self.fire_timers()?;
                 answer(reply, Ok(r))
             }
+            Command::Undelivered { ns, run_id, lease } => {
+                let _ = self.with_run(&ns, &run_id, |run, out| {
+                    run.undelivered(lease, out);
+                    Ok(())
+                })?;
+                Box::new(|_| {})
+            }
         })
     }
 

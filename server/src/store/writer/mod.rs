@@ -123,6 +123,12 @@ enum Command {
         reply: Reply<()>,
     },
     FireTimers(Reply<usize>),
+    /// The writer's own follow-up: a sync-matched lease whose poll was gone.
+    Undelivered {
+        ns: String,
+        run_id: String,
+        lease: u64,
+    },
 }
 
 /// The handle request handlers use to reach the writer. Cheap to clone.
@@ -152,6 +158,7 @@ impl Writer {
                     store,
                     hooks,
                     next_seq,
+                    follow_ups: Vec::new(),
                 }
                 .run(rx)
             })
@@ -303,6 +310,8 @@ struct WriterLoop {
     store: Store,
     hooks: Hooks,
     next_seq: u64,
+    /// Commands the writer gives itself, applied in the next batch.
+    follow_ups: Vec<Command>,
 }
 
 struct Tables<'t> {
@@ -318,8 +327,14 @@ struct Tables<'t> {
 
 impl WriterLoop {
     fn run(mut self, mut rx: mpsc::Receiver<Command>) {
-        while let Some(first) = rx.blocking_recv() {
-            let mut batch = vec![first];
+        loop {
+            let mut batch = std::mem::take(&mut self.follow_ups);
+            if batch.is_empty() {
+                match rx.blocking_recv() {
+                    Some(first) => batch.push(first),
+                    None => break,
+                }
+            }
             while batch.len() < MAX_BATCH {
                 match rx.try_recv() {
                     Ok(cmd) => batch.push(cmd),
@@ -347,11 +362,13 @@ impl WriterLoop {
                     match effect {
                         After::Enqueue(task) => self.hooks.matching.push(task),
                         After::HandOff(waiter, grant) => {
-                            let run_id = grant.run.run_id.clone();
+                            let (ns, run_id) = (grant.run.namespace.clone(), grant.run.run_id.clone());
+                            let lease = grant.lease.seq;
                             if !waiter.hand(grant) {
-                                // The poll went away as the commit finished: the lease
-                                // ends by its deadline, like a worker that died with it.
-                                tracing::warn!(%run_id, "a handed-off step found its poll gone");
+                                // The poll went away as the commit finished: nobody holds
+                                // the lease, so end it now rather than at its deadline.
+                                tracing::warn!(%run_id, lease, "a handed-off step found its poll gone");
+                                self.follow_ups.push(Command::Undelivered { ns, run_id, lease });
                             }
                         }
                         After::Notify {
