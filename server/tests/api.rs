@@ -17,6 +17,21 @@ const THREE_STEPS: &str = r#"{"id":"three","version":"1","name":"Three steps","s
    "retry":{"maximumAttempts":3,"initialIntervalSeconds":1}},
   {"id":"ship","title":"Ship","prompt":"Ship it"}]}"#;
 
+/// The history of a three-step run that went straight through.
+const THREE_STEP_HISTORY: [&str; 11] = [
+    "RunStarted",
+    "StepScheduled",
+    "StepStarted",
+    "StepCompleted",
+    "StepScheduled",
+    "StepStarted",
+    "StepCompleted",
+    "StepScheduled",
+    "StepStarted",
+    "StepCompleted",
+    "RunCompleted",
+];
+
 struct Harness {
     server: RunningServer,
     client: Client,
@@ -109,22 +124,7 @@ async fn a_three_step_run_goes_to_completion_with_a_full_history() {
         .unwrap();
 
     let types = h.event_types(&run_id).await;
-    assert_eq!(
-        types,
-        [
-            "RunStarted",
-            "StepScheduled",
-            "StepStarted",
-            "StepCompleted",
-            "StepScheduled",
-            "StepStarted",
-            "StepCompleted",
-            "StepScheduled",
-            "StepStarted",
-            "StepCompleted",
-            "RunCompleted"
-        ]
-    );
+    assert_eq!(types, THREE_STEP_HISTORY);
     let events = h.client.full_history("default", &run_id).await.unwrap();
     assert!(
         events.iter().enumerate().all(|(i, e)| e.event_id == i as u64 + 1),
@@ -606,22 +606,7 @@ async fn eager_dispatch_hands_the_next_step_to_the_completing_worker() {
             .unwrap()
             .is_none()
     );
-    assert_eq!(
-        h.event_types(&run_id).await,
-        [
-            "RunStarted",
-            "StepScheduled",
-            "StepStarted",
-            "StepCompleted",
-            "StepScheduled",
-            "StepStarted",
-            "StepCompleted",
-            "StepScheduled",
-            "StepStarted",
-            "StepCompleted",
-            "RunCompleted"
-        ]
-    );
+    assert_eq!(h.event_types(&run_id).await, THREE_STEP_HISTORY);
     h.server.shutdown().await;
 }
 
