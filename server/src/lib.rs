@@ -33,6 +33,7 @@ use crate::matching::{Matching, TaskRef};
 use crate::metrics::Metrics;
 use crate::store::Store;
 use crate::store::writer::{Hooks, Writer};
+use crate::timers::LeaseDeadlines;
 use crate::token::TokenKeys;
 use crate::watch::Watchers;
 use crate::workflow::WorkflowRegistry;
@@ -132,6 +133,11 @@ impl RunningServer {
                 run_id: t.run_id,
             });
         }
+        let leases = Arc::new(LeaseDeadlines::default());
+        for (due, ns, run_id, lease) in store.lease_deadlines()? {
+            leases.set(&ns, &run_id, Some((due, lease)));
+        }
+        tracing::info!(leases = leases.len(), "lease deadlines rebuilt from storage");
         let watchers = Arc::new(Watchers::default());
         let metrics = Arc::new(Metrics::default());
         let timer_wake = Arc::new(Notify::new());
@@ -139,6 +145,7 @@ impl RunningServer {
             matching: matching.clone(),
             watchers: watchers.clone(),
             timer_wake: timer_wake.clone(),
+            leases: leases.clone(),
             metrics: metrics.clone(),
             clock: config.clock.clone(),
         };
@@ -183,6 +190,7 @@ impl RunningServer {
         tasks.push(tokio::spawn(timers::run(
             store,
             writer,
+            leases,
             config.clock.clone(),
             timer_wake,
             shutdown_rx.clone(),

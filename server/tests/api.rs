@@ -568,6 +568,56 @@ async fn ready_tasks_survive_a_restart() {
     server.shutdown().await;
 }
 
+/// Lease deadlines are kept in memory and derived again from the open runs at start:
+/// a lease taken before a restart still expires after it.
+#[tokio::test]
+async fn a_lease_taken_before_a_restart_still_expires() {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let data = tempfile::tempdir().unwrap();
+    let workflows = tempfile::tempdir().unwrap();
+    std::fs::write(workflows.path().join("three.json"), THREE_STEPS).unwrap();
+    let (server, client) = start_in(data.path(), workflows.path(), Some(clock.clone())).await;
+    let run_id = client
+        .start_run("default", "three", "g", HashMap::new())
+        .await
+        .unwrap();
+    let w1 = StepWorker::new(client, "default", "default", "w1");
+    let plan = poll(&w1).await;
+    w1.complete(&plan.task_token, Completion::notes("p"))
+        .await
+        .unwrap();
+    let build = poll(&w1).await;
+    w1.heartbeat(&build.task_token, b"before restart".to_vec(), vec![], 0)
+        .await
+        .unwrap();
+    server.shutdown().await;
+
+    let (server, client) = start_in(data.path(), workflows.path(), Some(clock.clone())).await;
+    clock.advance(Duration::from_secs(6));
+    let w2 = StepWorker::new(client.clone(), "default", "default", "w2");
+    let poll_retry = tokio::spawn(async move { poll(&w2).await });
+    // Give the timer loop time to fire the deadline; its 1 s backoff then passes too.
+    let mut types = Vec::new();
+    for _ in 0..100 {
+        let events = client.full_history("default", &run_id).await.unwrap();
+        types = events.into_iter().map(|e| e.event_type).collect();
+        if types.iter().any(|t| t == "StepTimedOut") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("StepTimedOut"),
+        "{types:?}"
+    );
+    clock.advance(Duration::from_secs(1));
+    let retry = poll_retry.await.unwrap();
+    assert_eq!((retry.step_id.as_str(), retry.attempt), ("build", 2));
+    assert_eq!(retry.checkpoint, b"before restart");
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn eager_dispatch_hands_the_next_step_to_the_completing_worker() {
     let h = harness(None).await;

@@ -116,15 +116,10 @@ pub enum Effect {
     ClearCheckpoint,
 }
 
-/// What a durable timer does when it fires. Stale timers (their lease or attempt
-/// has moved on) do nothing.
+/// What a durable timer does when it fires. A stale timer (its attempt has moved on)
+/// does nothing. Lease deadlines are not timers: see [`RunState::lease_deadline`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Timer {
-    LeaseCheck {
-        namespace: String,
-        run_id: String,
-        lease: u64,
-    },
     Backoff {
         namespace: String,
         run_id: String,
@@ -348,15 +343,6 @@ impl RunState {
             heartbeat_timeout_ms: hb,
             heartbeat_deadline_ms: hb.map(|t| out.now + t),
         };
-        let (due_ms, _) = lease.next_deadline();
-        out.effects.push(Effect::Timer {
-            due_ms,
-            timer: Timer::LeaseCheck {
-                namespace: self.namespace.clone(),
-                run_id: self.run_id.clone(),
-                lease: lease.seq,
-            },
-        });
         let (step_id, attempt) = (self.step_id(), self.attempt());
         let rec = &mut self.steps[self.current_step];
         rec.state = "STARTED".into();
@@ -588,7 +574,18 @@ impl RunState {
         }
     }
 
-    /// A lease-check timer fired: time the attempt out, or re-arm at the (extended) deadline.
+    /// The deadline of the lease in flight, if any: when the store must call
+    /// [`RunState::lease_timer`]. It follows from the state alone, so the store keeps
+    /// it in memory and derives it again at start rather than writing a timer row.
+    pub fn lease_deadline(&self) -> Option<(Millis, u64)> {
+        match &self.phase {
+            Phase::Started(lease) if self.status.is_open() => Some((lease.next_deadline().0, lease.seq)),
+            _ => None,
+        }
+    }
+
+    /// The lease's deadline may have passed: time the attempt out if it has. A stale
+    /// call (the lease moved on, or a heartbeat pushed the deadline back) does nothing.
     pub fn lease_timer(&mut self, lease_seq: u64, out: &mut Out) {
         let Phase::Started(lease) = &self.phase else {
             return;
@@ -597,18 +594,9 @@ impl RunState {
             return;
         }
         let (due_ms, kind) = lease.next_deadline();
-        if out.now < due_ms {
-            out.effects.push(Effect::Timer {
-                due_ms,
-                timer: Timer::LeaseCheck {
-                    namespace: self.namespace.clone(),
-                    run_id: self.run_id.clone(),
-                    lease: lease_seq,
-                },
-            });
-            return;
+        if out.now >= due_ms {
+            self.time_out(kind, out);
         }
-        self.time_out(kind, out);
     }
 
     /// The server leased the step to a parked poll that was gone by the time the

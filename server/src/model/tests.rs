@@ -182,11 +182,11 @@ fn heartbeat_extends_the_lease_and_expiry_times_out() {
     let (r, _, effects) = fx.step(|r, o| r.heartbeat(&claims, "w1", b"cp".to_vec(), vec![], 0, o));
     r.unwrap();
     assert_eq!(effects, [Effect::SaveCheckpoint(b"cp".to_vec())]);
-    // The original timer at 11_000 fires, finds the deadline moved to 19_000, re-arms.
+    // The deadline moved from 11_000 to 19_000: a check at 11_000 does nothing.
+    assert_eq!(fx.run.lease_deadline(), Some((19_000, claims.lease)));
     fx.now = 11_000;
     let (_, events, effects) = fx.step(|r, o| r.lease_timer(claims.lease, o));
-    assert!(events.is_empty());
-    assert!(matches!(&effects[..], [Effect::Timer { due_ms: 19_000, .. }]));
+    assert!(events.is_empty() && effects.is_empty());
     fx.now = 19_000;
     let (_, events, _) = fx.step(|r, o| r.lease_timer(claims.lease, o));
     assert_eq!(types(&events), ["StepTimedOut"]);
@@ -198,6 +198,11 @@ fn heartbeat_extends_the_lease_and_expiry_times_out() {
             ..
         }
     ));
+    assert_eq!(
+        fx.run.lease_deadline(),
+        None,
+        "no lease in flight while backing off"
+    );
     // The timed-out lease's report is refused.
     let (r, _, _) = fx.step(|r, o| r.complete(&claims, "w1", String::new(), vec![], BTreeMap::new(), o));
     assert!(matches!(r, Err(ApiError::FailedPrecondition(_))));

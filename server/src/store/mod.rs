@@ -10,16 +10,23 @@ pub mod writer;
 use std::path::Path;
 use std::sync::Arc;
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
 
 use crate::clock::Millis;
 use crate::error::ApiError;
 use crate::model::{Event, RunState, RunStatus};
 
-/// (namespace, run id) → [`RunState`] JSON.
-pub(crate) const RUNS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("runs");
-/// (namespace, run id, event id) → [`Event`] JSON.
-pub(crate) const HISTORY: TableDefinition<(&str, &str, u64), &[u8]> = TableDefinition::new("history");
+/// Everything about one run, in one table so that a transition dirties one B-tree:
+/// (namespace, run id, [`STATE_SLOT`]) → [`RunState`] JSON, (namespace, run id, event
+/// id) → [`Event`] JSON, and (namespace, run id, [`CHECKPOINT_SLOT`]) → the last
+/// heartbeat checkpoint of the step in flight.
+pub(crate) const RUNS: TableDefinition<(&str, &str, u64), &[u8]> = TableDefinition::new("runs");
+/// The slot of a run's state row. Events are numbered from 1.
+pub(crate) const STATE_SLOT: u64 = 0;
+/// The slot of a run's checkpoint, after every event.
+pub(crate) const CHECKPOINT_SLOT: u64 = u64::MAX;
+/// (namespace, run id) of every open run: read at start to rebuild lease deadlines.
+pub(crate) const OPEN_RUNS: TableDefinition<(&str, &str), ()> = TableDefinition::new("open_runs");
 /// (namespace, queue, task seq) → run id: the ready tasks, rebuilt into matching at start.
 pub(crate) const TASKS: TableDefinition<(&str, &str, u64), &str> = TableDefinition::new("tasks");
 /// (due ms, seq) → [`crate::model::Timer`] JSON.
@@ -31,10 +38,13 @@ pub(crate) const RUNS_BY_START: TableDefinition<(&str, i64, &str), ()> =
     TableDefinition::new("runs_by_start");
 /// (namespace, parent run id, child run id): the session tree.
 pub(crate) const CHILDREN: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("children");
-/// (namespace, run id) → the last heartbeat checkpoint of the step in flight.
-pub(crate) const CHECKPOINTS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("checkpoints");
 /// Namespace name → settings JSON.
 pub(crate) const NAMESPACES: TableDefinition<&str, &[u8]> = TableDefinition::new("namespaces");
+/// Name → value: the storage layout version (`schema`).
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// The table layout this build reads and writes.
+const SCHEMA_VERSION: u64 = 2;
 
 /// Errors opening the database.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +56,11 @@ pub enum OpenError {
     },
     #[error("cannot initialise database {path}: {source}")]
     Init { path: String, source: ApiError },
+    #[error(
+        "database {path} has storage layout {found}, this build reads layout {SCHEMA_VERSION}; \
+         it was written by another version of Railyard (move the data directory away to start afresh)"
+    )]
+    Schema { path: String, found: u64 },
 }
 
 pub(crate) fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ApiError> {
@@ -95,23 +110,43 @@ impl Store {
             source,
         })?;
         let store = Self { db: Arc::new(db) };
+        match store.schema() {
+            Ok(None | Some(SCHEMA_VERSION)) => {}
+            Ok(Some(found)) => return Err(OpenError::Schema { path: shown, found }),
+            Err(source) => return Err(OpenError::Init { path: shown, source }),
+        }
         store
             .init()
             .map_err(|source| OpenError::Init { path: shown, source })?;
         Ok(store)
     }
 
+    /// The stored layout version; `None` for a new, empty database.
+    fn schema(&self) -> Result<Option<u64>, ApiError> {
+        let tx = self.db.begin_read()?;
+        let names: Vec<String> = tx.list_tables()?.map(|t| t.name().to_string()).collect();
+        if names.is_empty() {
+            return Ok(None);
+        }
+        // The first layout had no `meta` table.
+        if !names.iter().any(|n| n == META.name()) {
+            return Ok(Some(1));
+        }
+        let version = tx.open_table(META)?.get("schema")?.map(|v| v.value());
+        Ok(Some(version.unwrap_or(1)))
+    }
+
     fn init(&self) -> Result<(), ApiError> {
         let tx = self.db.begin_write()?;
         {
+            tx.open_table(META)?.insert("schema", SCHEMA_VERSION)?;
             tx.open_table(RUNS)?;
-            tx.open_table(HISTORY)?;
+            tx.open_table(OPEN_RUNS)?;
             tx.open_table(TASKS)?;
             tx.open_table(TIMERS)?;
             tx.open_table(IDEMPOTENCY)?;
             tx.open_table(RUNS_BY_START)?;
             tx.open_table(CHILDREN)?;
-            tx.open_table(CHECKPOINTS)?;
             let mut ns = tx.open_table(NAMESPACES)?;
             if ns.get(railyard_proto::DEFAULT_NAMESPACE)?.is_none() {
                 ns.insert(railyard_proto::DEFAULT_NAMESPACE, b"{}".as_slice())?;
@@ -140,16 +175,18 @@ impl Store {
     pub fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, ApiError> {
         let tx = self.db.begin_read()?;
         let t = tx.open_table(RUNS)?;
-        t.get((ns, run_id))?.map(|v| decode(v.value(), "run")).transpose()
+        t.get((ns, run_id, STATE_SLOT))?
+            .map(|v| decode(v.value(), "run"))
+            .transpose()
     }
 
     /// Events `from..` of a run, at most `limit`.
     pub fn history(&self, ns: &str, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, ApiError> {
         let tx = self.db.begin_read()?;
-        let t = tx.open_table(HISTORY)?;
+        let t = tx.open_table(RUNS)?;
         let mut out = Vec::new();
         for row in t
-            .range((ns, run_id, from.max(1))..=(ns, run_id, u64::MAX))?
+            .range((ns, run_id, from.max(STATE_SLOT + 1))..(ns, run_id, CHECKPOINT_SLOT))?
             .take(limit)
         {
             out.push(decode(row?.1.value(), "event")?);
@@ -160,8 +197,8 @@ impl Store {
     /// The last checkpoint of the run's step in flight (empty when none).
     pub fn checkpoint(&self, ns: &str, run_id: &str) -> Result<Vec<u8>, ApiError> {
         let tx = self.db.begin_read()?;
-        let t = tx.open_table(CHECKPOINTS)?;
-        Ok(t.get((ns, run_id))?
+        let t = tx.open_table(RUNS)?;
+        Ok(t.get((ns, run_id, CHECKPOINT_SLOT))?
             .map(|v| v.value().to_vec())
             .unwrap_or_default())
     }
@@ -187,7 +224,9 @@ impl Store {
         for row in range.rev() {
             let row = row?;
             let (_, ms, id) = row.0.value();
-            let Some(v) = runs.get((ns, id))? else { continue };
+            let Some(v) = runs.get((ns, id, STATE_SLOT))? else {
+                continue;
+            };
             let run: RunState = decode(v.value(), "run")?;
             let keep = filter.status.is_none_or(|s| s == run.status)
                 && filter.workflow_id.as_ref().is_none_or(|w| *w == run.workflow_id)
@@ -234,6 +273,27 @@ impl Store {
         Ok(out)
     }
 
+    /// The lease deadline of every open run with a step in flight:
+    /// (due, namespace, run id, lease).
+    pub fn lease_deadlines(&self) -> Result<Vec<(Millis, String, String, u64)>, ApiError> {
+        let tx = self.db.begin_read()?;
+        let open = tx.open_table(OPEN_RUNS)?;
+        let runs = tx.open_table(RUNS)?;
+        let mut out = Vec::new();
+        for row in open.iter()? {
+            let row = row?;
+            let (ns, id) = row.0.value();
+            let Some(v) = runs.get((ns, id, STATE_SLOT))? else {
+                continue;
+            };
+            let run: RunState = decode(v.value(), "run")?;
+            if let Some((due, lease)) = run.lease_deadline() {
+                out.push((due, ns.to_string(), id.to_string(), lease));
+            }
+        }
+        Ok(out)
+    }
+
     /// Due time of the earliest timer.
     pub fn next_timer_due(&self) -> Result<Option<Millis>, ApiError> {
         let tx = self.db.begin_read()?;
@@ -254,5 +314,52 @@ impl Store {
             max = max.max(row?.0.value().1);
         }
         Ok(max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_of_another_layout_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("railyard.redb");
+        // The first layout: `runs` keyed by (namespace, run id), no `meta` table.
+        {
+            let db = Database::create(&path).unwrap();
+            let tx = db.begin_write().unwrap();
+            let old: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("runs");
+            tx.open_table(old)
+                .unwrap()
+                .insert(("default", "r1"), b"{}".as_slice())
+                .unwrap();
+            tx.commit().unwrap();
+        }
+        let err = Store::open(dir.path()).err().expect("an old layout is refused");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("storage layout 1") && msg.contains("railyard.redb"),
+            "{msg}"
+        );
+        // Refusing changed nothing: no table was added and the old row is there.
+        let db = Database::create(&path).unwrap();
+        let tx = db.begin_read().unwrap();
+        let names: Vec<String> = tx.list_tables().unwrap().map(|t| t.name().to_string()).collect();
+        assert_eq!(names, ["runs"]);
+        let old: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("runs");
+        assert!(
+            tx.open_table(old)
+                .unwrap()
+                .get(("default", "r1"))
+                .unwrap()
+                .is_some()
+        );
+
+        // A new database is created with the current layout and opens again.
+        let fresh = tempfile::tempdir().unwrap();
+        drop(Store::open(fresh.path()).unwrap());
+        let store = Store::open(fresh.path()).unwrap();
+        assert_eq!(store.schema().unwrap(), Some(SCHEMA_VERSION));
     }
 }

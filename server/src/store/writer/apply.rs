@@ -10,6 +10,7 @@ pub(super) struct Cx<'a, 't> {
     pub(super) now: Millis,
     pub(super) metrics: &'a Metrics,
     pub(super) matching: &'a Matching,
+    pub(super) leases: &'a LeaseDeadlines,
 }
 
 impl Cx<'_, '_> {
@@ -121,7 +122,7 @@ impl Cx<'_, '_> {
     fn load(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, ApiError> {
         self.t
             .runs
-            .get((ns, run_id))?
+            .get((ns, run_id, STATE_SLOT))?
             .map(|v| decode(v.value(), "run"))
             .transpose()
     }
@@ -139,12 +140,13 @@ impl Cx<'_, '_> {
                 "run {run_id:?} not found in namespace {ns:?}"
             ))));
         };
+        let was_open = run.status.is_open();
         let mut out = Out::new(self.now, self.next_seq);
         match f(&mut run, &mut out) {
             Ok(v) => {
                 let handoff = Self::sync_match(self.matching, &mut run, &mut out);
                 let (events, effects) = (out.events, out.effects);
-                self.save(&run, events, effects)?;
+                self.save(&run, was_open, events, effects)?;
                 self.hand_off(run, handoff)?;
                 Ok(Ok(v))
             }
@@ -174,12 +176,7 @@ impl Cx<'_, '_> {
         let Some((waiter, lease)) = handoff else {
             return Ok(());
         };
-        let checkpoint = self
-            .t
-            .checkpoints
-            .get((run.namespace.as_str(), run.run_id.as_str()))?
-            .map(|v| v.value().to_vec())
-            .unwrap_or_default();
+        let checkpoint = self.checkpoint(&run)?;
         self.after.push(After::HandOff(
             waiter,
             Box::new(Grant {
@@ -191,10 +188,23 @@ impl Cx<'_, '_> {
         Ok(())
     }
 
-    /// Writes a transition: its events, the state row and its effects.
+    /// The checkpoint of the run's step in flight (empty when none).
+    fn checkpoint(&self, run: &RunState) -> Result<Vec<u8>, ApiError> {
+        let key = (run.namespace.as_str(), run.run_id.as_str(), CHECKPOINT_SLOT);
+        Ok(self
+            .t
+            .runs
+            .get(key)?
+            .map(|v| v.value().to_vec())
+            .unwrap_or_default())
+    }
+
+    /// Writes a transition: its events, the state row and its effects. `was_open`:
+    /// whether the run was open before it (false for a start).
     fn save(
         &mut self,
         run: &RunState,
+        was_open: bool,
         events: Vec<crate::model::Event>,
         effects: Vec<Effect>,
     ) -> Result<(), ApiError> {
@@ -220,9 +230,23 @@ impl Cx<'_, '_> {
             _ => true,
         });
         for ev in &events {
-            self.t.history.insert((ns, id, ev.id), encode(ev)?.as_slice())?;
+            self.t.runs.insert((ns, id, ev.id), encode(ev)?.as_slice())?;
         }
-        self.t.runs.insert((ns, id), encode(run)?.as_slice())?;
+        self.t
+            .runs
+            .insert((ns, id, STATE_SLOT), encode(run)?.as_slice())?;
+        if run.status.is_open() != was_open {
+            if was_open {
+                self.t.open_runs.remove((ns, id))?;
+            } else {
+                self.t.open_runs.insert((ns, id), ())?;
+            }
+        }
+        self.after.push(After::Lease {
+            ns: ns.into(),
+            run_id: id.into(),
+            deadline: run.lease_deadline(),
+        });
         for effect in effects {
             match effect {
                 Effect::EnqueueTask { queue, task_seq } => {
@@ -245,13 +269,10 @@ impl Cx<'_, '_> {
                     self.after.push(After::WakeTimers);
                 }
                 Effect::SaveCheckpoint(bytes) => {
-                    self.t.checkpoints.insert((ns, id), bytes.as_slice())?;
+                    self.t.runs.insert((ns, id, CHECKPOINT_SLOT), bytes.as_slice())?;
                 }
                 Effect::ClearCheckpoint => {
-                    // Only touch the table (and dirty its pages) when there is a row.
-                    if self.t.checkpoints.get((ns, id))?.is_some() {
-                        self.t.checkpoints.remove((ns, id))?;
-                    }
+                    self.t.runs.remove((ns, id, CHECKPOINT_SLOT))?;
                 }
             }
         }
@@ -299,7 +320,7 @@ impl Cx<'_, '_> {
         let mut run = RunState::start(c.params, (*c.definition).clone(), &mut out);
         let handoff = Self::sync_match(self.matching, &mut run, &mut out);
         let (events, effects) = (out.events, out.effects);
-        self.save(&run, events, effects)?;
+        self.save(&run, false, events, effects)?;
         let (ns, id) = (run.namespace.as_str(), run.run_id.as_str());
         self.t.by_start.insert((ns, run.start_ms, id), ())?;
         if !run.request_id.is_empty() {
@@ -362,12 +383,7 @@ impl Cx<'_, '_> {
                 return Ok(Err(e));
             }
         };
-        let checkpoint = self
-            .t
-            .checkpoints
-            .get((run.namespace.as_str(), run.run_id.as_str()))?
-            .map(|v| v.value().to_vec())
-            .unwrap_or_default();
+        let checkpoint = self.checkpoint(&run)?;
         Ok(Ok(Grant {
             run,
             lease,
@@ -393,29 +409,32 @@ impl Cx<'_, '_> {
                     continue;
                 }
             };
-            // A timer for a run that is gone, or whose lease moved on, does nothing.
-            match timer {
-                Timer::LeaseCheck {
-                    namespace,
-                    run_id,
-                    lease,
-                } => {
-                    let _ = self.with_run(&namespace, &run_id, |run, out| {
-                        run.lease_timer(lease, out);
-                        Ok(())
-                    })?;
-                }
-                Timer::Backoff {
-                    namespace,
-                    run_id,
-                    step_index,
-                    attempt,
-                } => {
-                    let _ = self.with_run(&namespace, &run_id, |run, out| {
-                        run.backoff_timer(step_index, attempt, out);
-                        Ok(())
-                    })?;
-                }
+            // A timer whose attempt has moved on does nothing.
+            let Timer::Backoff {
+                namespace,
+                run_id,
+                step_index,
+                attempt,
+            } = timer;
+            let _ = self.with_run(&namespace, &run_id, |run, out| {
+                run.backoff_timer(step_index, attempt, out);
+                Ok(())
+            })?;
+        }
+        let due = self.leases.due(self.now, MAX_TIMERS.saturating_sub(fired));
+        let fired = fired + due.len();
+        for d in due {
+            let checked = self.with_run(&d.namespace, &d.run_id, |run, out| {
+                run.lease_timer(d.lease, out);
+                Ok(())
+            })?;
+            if checked.is_err() {
+                // The run is gone: forget its deadline.
+                self.after.push(After::Lease {
+                    ns: d.namespace,
+                    run_id: d.run_id,
+                    deadline: None,
+                });
             }
         }
         if fired > 0 {

@@ -20,10 +20,11 @@ mod apply;
 use apply::Cx;
 
 use super::*;
-use crate::clock::Clock;
+use crate::clock::{Clock, Millis};
 use crate::matching::{Matching, TaskRef, Waiter};
 use crate::metrics::Metrics;
 use crate::model::{Effect, Lease, Out, PendingSignal, Phase, RunState, StartParams, StepFailure, Timer};
+use crate::timers::LeaseDeadlines;
 use crate::token::TokenClaims;
 use crate::watch::Watchers;
 use crate::workflow::WorkflowDef;
@@ -142,6 +143,7 @@ pub struct Hooks {
     pub matching: Arc<Matching>,
     pub watchers: Arc<Watchers>,
     pub timer_wake: Arc<tokio::sync::Notify>,
+    pub leases: Arc<LeaseDeadlines>,
     pub metrics: Arc<Metrics>,
     pub clock: Arc<dyn Clock>,
 }
@@ -292,6 +294,12 @@ enum After {
         last_event_id: u64,
     },
     WakeTimers,
+    /// The run's lease deadline as its state now says (`None`: no lease in flight).
+    Lease {
+        ns: String,
+        run_id: String,
+        deadline: Option<(Millis, u64)>,
+    },
 }
 
 /// A caller's answer, held until commit.
@@ -315,14 +323,13 @@ struct WriterLoop {
 }
 
 struct Tables<'t> {
-    runs: Table<'t, (&'static str, &'static str), &'static [u8]>,
-    history: Table<'t, (&'static str, &'static str, u64), &'static [u8]>,
+    runs: Table<'t, (&'static str, &'static str, u64), &'static [u8]>,
+    open_runs: Table<'t, (&'static str, &'static str), ()>,
     tasks: Table<'t, (&'static str, &'static str, u64), &'static str>,
     timers: Table<'t, (i64, u64), &'static [u8]>,
     idempotency: Table<'t, (&'static str, &'static str), &'static str>,
     by_start: Table<'t, (&'static str, i64, &'static str), ()>,
     children: Table<'t, (&'static str, &'static str, &'static str), ()>,
-    checkpoints: Table<'t, (&'static str, &'static str), &'static [u8]>,
 }
 
 impl WriterLoop {
@@ -377,6 +384,11 @@ impl WriterLoop {
                             last_event_id,
                         } => self.hooks.watchers.notify(&ns, &run_id, last_event_id),
                         After::WakeTimers => self.hooks.timer_wake.notify_one(),
+                        After::Lease { ns, run_id, deadline } => {
+                            if self.hooks.leases.set(&ns, &run_id, deadline) {
+                                self.hooks.timer_wake.notify_one();
+                            }
+                        }
                     }
                 }
                 self.hooks.metrics.record_commit(size, started.elapsed());
@@ -407,13 +419,12 @@ impl WriterLoop {
         {
             let mut t = Tables {
                 runs: tx.open_table(RUNS)?,
-                history: tx.open_table(HISTORY)?,
+                open_runs: tx.open_table(OPEN_RUNS)?,
                 tasks: tx.open_table(TASKS)?,
                 timers: tx.open_table(TIMERS)?,
                 idempotency: tx.open_table(IDEMPOTENCY)?,
                 by_start: tx.open_table(RUNS_BY_START)?,
                 children: tx.open_table(CHILDREN)?,
-                checkpoints: tx.open_table(CHECKPOINTS)?,
             };
             let now = self.hooks.clock.now_ms();
             for cmd in batch {
@@ -424,6 +435,7 @@ impl WriterLoop {
                     now,
                     metrics: &self.hooks.metrics,
                     matching: &self.hooks.matching,
+                    leases: &self.hooks.leases,
                 };
                 answers.push(cx.apply(cmd)?);
             }
