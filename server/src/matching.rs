@@ -8,7 +8,7 @@
 //! step to it in the same transaction ([`Dispatch::Leased`]), saving a commit
 //! (Temporal calls this sync match).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -58,7 +58,9 @@ pub struct TaskRef {
 
 #[derive(Default)]
 struct Queue {
-    ready: VecDeque<TaskRef>,
+    /// Ready tasks by sequence number. Sequence numbers only grow, so this is
+    /// queue order, and a task that stops being ready leaves in O(log n).
+    ready: BTreeMap<u64, TaskRef>,
     parked: VecDeque<Waiter>,
     /// Poller identity → last poll time.
     pollers: HashMap<String, Millis>,
@@ -104,7 +106,15 @@ impl Matching {
                     Err(Dispatch::Leased(_)) => return,
                 }
             }
-            q.ready.push_back(task);
+            q.ready.insert(task.task_seq, task);
+        })
+    }
+
+    /// Drops a task that is no longer ready (its run was canceled or terminated
+    /// while it waited), so the backlog counts only live tasks.
+    pub fn remove(&self, ns: &str, queue: &str, task_seq: u64) {
+        self.with_queue(ns, queue, |q| {
+            q.ready.remove(&task_seq);
         })
     }
 
@@ -120,7 +130,7 @@ impl Matching {
     ) -> Result<TaskRef, oneshot::Receiver<Dispatch>> {
         self.with_queue(ns, queue, |q| {
             q.pollers.insert(identity.to_string(), now);
-            if let Some(task) = q.ready.pop_front() {
+            if let Some((_, task)) = q.ready.pop_first() {
                 q.dispatched += 1;
                 return Ok(task);
             }
@@ -238,5 +248,20 @@ mod tests {
             m.claim("default", "q").is_none(),
             "a ready task goes before any hand-off"
         );
+    }
+
+    #[test]
+    fn a_removed_task_leaves_the_backlog() {
+        let m = Matching::default();
+        for seq in 1..=3 {
+            m.push(task(seq));
+        }
+        m.remove("default", "q", 2);
+        m.remove("default", "q", 9);
+        assert_eq!(m.stats("default", "q", 0).backlog, 2);
+        let order: Vec<u64> = (0..2)
+            .map(|_| m.take_or_park("default", "q", "w", 0, later()).unwrap().task_seq)
+            .collect();
+        assert_eq!(order, [1, 3]);
     }
 }

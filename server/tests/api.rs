@@ -568,6 +568,43 @@ async fn ready_tasks_survive_a_restart() {
     server.shutdown().await;
 }
 
+#[tokio::test]
+async fn the_backlog_counts_only_tasks_still_ready() {
+    let h = harness(None).await;
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        ids.push(h.start(&format!("queued {n}")).await);
+    }
+    let backlog = || async {
+        h.client
+            .describe_task_queue("default", "default")
+            .await
+            .unwrap()
+            .backlog
+    };
+    assert_eq!(backlog().await, 3);
+    h.client
+        .cancel_run(v1::CancelRunRequest {
+            run_id: ids[0].clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    h.client
+        .terminate_run(v1::TerminateRunRequest {
+            run_id: ids[1].clone(),
+            reason: "not needed".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(backlog().await, 1);
+    let task = poll(&h.worker("w")).await;
+    assert_eq!(task.run_id, ids[2]);
+    assert_eq!(backlog().await, 0);
+    h.server.shutdown().await;
+}
+
 /// Lease deadlines are kept in memory and derived again from the open runs at start:
 /// a lease taken before a restart still expires after it.
 #[tokio::test]

@@ -24,7 +24,7 @@ impl Cx<'_, '_> {
             }
             Command::Lease(task, worker, reply) => {
                 let r = self.lease(task, &worker)?;
-                answer(reply, r)
+                answer_lease(reply, r, |g| Some(g.handed()))
             }
             Command::Heartbeat {
                 claims,
@@ -55,7 +55,7 @@ impl Cx<'_, '_> {
                         .steps_completed
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
-                answer(reply, r)
+                answer_lease(reply, r, |next| next.as_ref().map(Grant::handed))
             }
             Command::Fail {
                 claims,
@@ -114,7 +114,7 @@ impl Cx<'_, '_> {
                     run.undelivered(lease, out);
                     Ok(())
                 })?;
-                Box::new(|_| {})
+                Box::new(|_| None)
             }
         })
     }
@@ -260,6 +260,11 @@ impl Cx<'_, '_> {
                 }
                 Effect::RemoveTask { queue, task_seq } => {
                     self.t.tasks.remove((ns, queue.as_str(), task_seq))?;
+                    self.after.push(After::Dequeue {
+                        ns: ns.into(),
+                        queue,
+                        task_seq,
+                    });
                 }
                 Effect::Timer { due_ms, timer } => {
                     *self.next_seq += 1;

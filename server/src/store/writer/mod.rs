@@ -1,8 +1,8 @@
 //! The single writer. Every mutation is a [`Command`]; the writer thread takes all
 //! commands waiting, applies them in one redb write transaction, commits durably,
-//! and only then answers each caller and applies the in-memory effects (matching,
-//! watchers, timer wake-ups). While one commit syncs, the next batch queues up:
-//! that is the group commit.
+//! and only then applies the in-memory effects (matching, watchers, lease deadlines,
+//! timer wake-ups) and answers each caller. While one commit syncs, the next batch
+//! queues up: that is the group commit.
 //!
 //! A command that is refused (bad lease, closed run ...) writes nothing: the model
 //! validates before any row is touched. A storage error fails the whole batch, and
@@ -16,6 +16,8 @@ use redb::{ReadableTable, Table};
 use tokio::sync::{mpsc, oneshot};
 
 mod apply;
+#[cfg(test)]
+mod tests;
 
 use apply::Cx;
 
@@ -57,6 +59,16 @@ pub struct Grant {
     pub run: RunState,
     pub lease: Lease,
     pub checkpoint: Vec<u8>,
+}
+
+impl Grant {
+    fn handed(&self) -> Handed {
+        (
+            self.run.namespace.clone(),
+            self.run.run_id.clone(),
+            self.lease.seq,
+        )
+    }
 }
 
 /// How a run is stopped from outside.
@@ -286,6 +298,12 @@ impl Writer {
 /// In-memory work to do once the batch is durable.
 enum After {
     Enqueue(TaskRef),
+    /// A task row removed before any poll took it.
+    Dequeue {
+        ns: String,
+        queue: String,
+        task_seq: u64,
+    },
     /// A step leased in this batch to a claimed poll.
     HandOff(Waiter, Box<Grant>),
     Notify {
@@ -302,8 +320,10 @@ enum After {
     },
 }
 
-/// A caller's answer, held until commit.
-type Answer = Box<dyn FnOnce(Option<ApiError>) + Send>;
+/// A caller's answer, held until commit. Given the storage error if the commit
+/// failed; returns a follow-up command when the answer carried a lease that its
+/// caller was no longer there to take.
+type Answer = Box<dyn FnOnce(Option<ApiError>) -> Option<Command> + Send>;
 
 fn answer<T: Send + 'static>(reply: Reply<T>, result: Result<T, ApiError>) -> Answer {
     Box::new(move |storage_error| {
@@ -311,6 +331,36 @@ fn answer<T: Send + 'static>(reply: Reply<T>, result: Result<T, ApiError>) -> An
             Some(e) => Err(e),
             None => result,
         });
+        None
+    })
+}
+
+/// A lease handed out in an answer: (namespace, run id, lease).
+type Handed = (String, String, u64);
+
+/// Like [`answer`], for an answer that may carry a committed lease (a poll's lease,
+/// or the next step of an eager completion). If the caller went away while the
+/// commit ran (its client gave up), nobody holds the lease: end it at once rather
+/// than at its deadline.
+fn answer_lease<T: Send + 'static>(
+    reply: Reply<T>,
+    result: Result<T, ApiError>,
+    handed: impl FnOnce(&T) -> Option<Handed> + Send + 'static,
+) -> Answer {
+    Box::new(move |storage_error| {
+        let leased = match (&storage_error, &result) {
+            (None, Ok(value)) => handed(value),
+            _ => None,
+        };
+        let delivered = reply
+            .send(match storage_error {
+                Some(e) => Err(e),
+                None => result,
+            })
+            .is_ok();
+        let (ns, run_id, lease) = leased.filter(|_| !delivered)?;
+        tracing::warn!(%run_id, lease, "a leased step's caller was gone when the commit finished");
+        Some(Command::Undelivered { ns, run_id, lease })
     })
 }
 
@@ -362,12 +412,14 @@ impl WriterLoop {
         let outcome = self.transact(batch, &mut answers, &mut after);
         match outcome {
             Ok(()) => {
-                for a in answers {
-                    a(None);
-                }
+                // Memory first, so that nothing a caller reads after its answer is
+                // behind what the answer said.
                 for effect in after {
                     match effect {
                         After::Enqueue(task) => self.hooks.matching.push(task),
+                        After::Dequeue { ns, queue, task_seq } => {
+                            self.hooks.matching.remove(&ns, &queue, task_seq)
+                        }
                         After::HandOff(waiter, grant) => {
                             let (ns, run_id) = (grant.run.namespace.clone(), grant.run.run_id.clone());
                             let lease = grant.lease.seq;
@@ -391,6 +443,9 @@ impl WriterLoop {
                         }
                     }
                 }
+                for a in answers {
+                    self.follow_ups.extend(a(None));
+                }
                 self.hooks.metrics.record_commit(size, started.elapsed());
             }
             Err(e) => {
@@ -403,7 +458,7 @@ impl WriterLoop {
                     }
                 }
                 for a in answers {
-                    a(Some(e.clone()));
+                    let _ = a(Some(e.clone()));
                 }
             }
         }
