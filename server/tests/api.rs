@@ -378,6 +378,17 @@ async fn bad_input_gets_clear_errors() {
         matches!(&e, ClientError::InvalidArgument(m) if m.starts_with("goal")),
         "{e}"
     );
+    for (policy, wanted) in [(1, "not supported yet"), (9, "unknown value 9")] {
+        let req = StartRunRequest {
+            id_reuse_policy: policy,
+            ..start("three", "g".into())
+        };
+        let e = c.start_run_with(req).await.unwrap_err();
+        assert!(
+            matches!(&e, ClientError::InvalidArgument(m) if m.contains("id_reuse_policy") && m.contains(wanted)),
+            "{e}"
+        );
+    }
     let bad_ns = StartRunRequest {
         namespace: "elsewhere".into(),
         ..start("three", "g".into())

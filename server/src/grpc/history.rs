@@ -93,6 +93,20 @@ impl History for HistoryService {
         check_len("goal", &r.goal, limits::GOAL)?;
         let context = check_context("context", r.context)?;
         check_len("request_id", &r.request_id, limits::REQUEST_ID)?;
+        match v1::IdReusePolicy::try_from(r.id_reuse_policy) {
+            Ok(v1::IdReusePolicy::Unspecified | v1::IdReusePolicy::RejectDuplicate) => {}
+            Ok(v1::IdReusePolicy::AllowDuplicate) => {
+                return Err(ApiError::field(
+                    "id_reuse_policy",
+                    "ALLOW_DUPLICATE is not supported yet: a run id names one run for good within its namespace",
+                )
+                .into());
+            }
+            Err(_) => {
+                let msg = format!("unknown value {}", r.id_reuse_policy);
+                return Err(ApiError::field("id_reuse_policy", msg).into());
+            }
+        }
         let run_id = if r.run_id.is_empty() {
             uuid::Uuid::now_v7().to_string()
         } else {
