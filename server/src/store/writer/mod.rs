@@ -326,13 +326,7 @@ enum After {
 type Answer = Box<dyn FnOnce(Option<ApiError>) -> Option<Command> + Send>;
 
 fn answer<T: Send + 'static>(reply: Reply<T>, result: Result<T, ApiError>) -> Answer {
-    Box::new(move |storage_error| {
-        let _ = reply.send(match storage_error {
-            Some(e) => Err(e),
-            None => result,
-        });
-        None
-    })
+    answer_lease(reply, result, |_| None)
 }
 
 /// A lease handed out in an answer: (namespace, run id, lease).
