@@ -599,12 +599,31 @@ impl RunState {
         }
     }
 
-    /// The server leased the step to a parked poll that was gone by the time the
-    /// commit finished: nobody holds the lease, so end it now instead of at its
-    /// deadline.
+    /// The server leased the step to a caller that was gone by the time the commit
+    /// finished: nobody holds the lease, so end it now instead of at its deadline.
+    /// No worker ever saw this attempt, so it is offered again at once under a new
+    /// lease, and it does not count against the retry policy.
     pub fn undelivered(&mut self, lease_seq: u64, out: &mut Out) {
-        if matches!(&self.phase, Phase::Started(lease) if lease.seq == lease_seq) && self.status.is_open() {
-            self.time_out(TimeoutKind::Undelivered, out);
+        if !matches!(&self.phase, Phase::Started(lease) if lease.seq == lease_seq) || !self.status.is_open() {
+            return;
+        }
+        let (step_id, attempt) = (self.step_id(), self.attempt());
+        let again = !self.cancel_requested;
+        self.push(
+            out,
+            "server",
+            EventKind::StepTimedOut {
+                step_id,
+                attempt,
+                timeout: TimeoutKind::Undelivered,
+                will_retry: again,
+                next_attempt_at_ms: again.then_some(out.now),
+            },
+        );
+        if again {
+            self.schedule(self.current_step, attempt, out);
+        } else {
+            self.after_failure(None, "the step was never delivered", out);
         }
     }
 

@@ -305,15 +305,45 @@ fn an_undelivered_lease_ends_at_once_and_a_stale_report_of_it_does_nothing() {
     let (_, events, _) = fx.step(|r, o| r.undelivered(claims.lease + 1, o));
     assert!(events.is_empty(), "another lease is not touched");
     let (_, events, _) = fx.step(|r, o| r.undelivered(claims.lease, o));
-    assert_eq!(types(&events), ["StepTimedOut"]);
+    assert_eq!(types(&events), ["StepTimedOut", "StepScheduled"]);
     assert!(matches!(
         &events[0].kind,
         EventKind::StepTimedOut {
             timeout: TimeoutKind::Undelivered,
             will_retry: true,
+            next_attempt_at_ms: Some(1_000),
             ..
         }
     ));
+    // The same attempt is offered again at once: nobody ever ran it.
+    assert!(matches!(
+        &events[1].kind,
+        EventKind::StepScheduled { attempt: 1, .. }
+    ));
     let (_, events, _) = fx.step(|r, o| r.undelivered(claims.lease, o));
     assert!(events.is_empty());
+    let again = fx.lease();
+    assert_eq!((again.attempt, again.lease), (1, claims.lease + 1));
+    let (r, _, _) = fx.step(|r, o| r.complete(&claims, "w1", String::new(), vec![], BTreeMap::new(), o));
+    assert!(
+        matches!(r, Err(ApiError::FailedPrecondition(_))),
+        "the undelivered lease is dead"
+    );
+    // Undelivered leases never use up the retry policy (maximumAttempts 2 here).
+    for _ in 0..3 {
+        let lease = fx.run.lease_deadline().unwrap().1;
+        fx.step(|r, o| r.undelivered(lease, o));
+        assert_eq!(fx.lease().attempt, 1);
+    }
+    assert!(fx.run.status.is_open());
+}
+
+#[test]
+fn an_undelivered_lease_of_a_run_being_canceled_closes_it() {
+    let (mut fx, _, _) = Fixture::new();
+    let claims = fx.lease();
+    fx.step(|r, o| r.cancel("u", "stop".into(), o)).0.unwrap();
+    let (_, events, _) = fx.step(|r, o| r.undelivered(claims.lease, o));
+    assert_eq!(types(&events), ["StepTimedOut", "RunCanceled"]);
+    assert_eq!(fx.run.status, RunStatus::Canceled);
 }
