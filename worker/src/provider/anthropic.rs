@@ -3,19 +3,15 @@
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
-use super::http::{self, CallContext, RetryPolicy};
+use super::http::{Endpoint, RetryPolicy};
 use super::{Block, BoxFuture, Message, ModelRequest, ModelTurn, Provider, ProviderError, Role, StopReason};
 
 const API_VERSION: &str = "2023-06-01";
 
 /// Talks to the Anthropic Messages API (or anything speaking its wire format).
 pub struct AnthropicProvider {
-    client: reqwest::Client,
-    url: String,
-    headers: HeaderMap,
-    model: String,
+    http: Endpoint,
     max_tokens: u32,
-    retry: RetryPolicy,
 }
 
 impl AnthropicProvider {
@@ -32,25 +28,22 @@ impl AnthropicProvider {
             HeaderName::from_static("anthropic-version"),
             HeaderValue::from_static(API_VERSION),
         );
+        let url = format!("{}/v1/messages", base_url.trim_end_matches('/'));
         Ok(Self {
-            client: http::client()?,
-            url: format!("{}/v1/messages", base_url.trim_end_matches('/')),
-            headers,
-            model: model.to_string(),
+            http: Endpoint::new(url, headers, "ANTHROPIC_API_KEY", model)?,
             max_tokens,
-            retry: RetryPolicy::default(),
         })
     }
 
     /// Replaces the retry policy (tests use short pauses).
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
+        self.http.retry = retry;
         self
     }
 
     fn body(&self, req: &ModelRequest) -> Value {
         let mut body = json!({
-            "model": self.model,
+            "model": self.http.model,
             "max_tokens": req.max_tokens.unwrap_or(self.max_tokens),
             "messages": req.messages.iter().filter_map(message_to_wire).collect::<Vec<_>>(),
         });
@@ -153,13 +146,7 @@ impl Provider for AnthropicProvider {
 
     fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
         Box::pin(async move {
-            let body = self.body(req);
-            let ctx = CallContext {
-                key_env: "ANTHROPIC_API_KEY",
-                model: &self.model,
-            };
-            let answer =
-                http::post_json(&self.client, &self.url, &self.headers, &body, &self.retry, &ctx).await?;
+            let answer = self.http.post(&self.body(req)).await?;
             parse_turn(&answer)
         })
     }

@@ -29,18 +29,11 @@ impl Default for RetryPolicy {
     }
 }
 
-/// What the error mapping needs to know about the caller.
-pub(crate) struct CallContext<'a> {
-    /// The environment variable to suggest when credentials are refused.
-    pub key_env: &'static str,
-    pub model: &'a str,
-}
-
 const BODY_EXCERPT: usize = 500;
 
 /// Builds the reqwest client both providers use. Model calls can legitimately take
 /// minutes, so only the connect step has a short timeout.
-pub(crate) fn client() -> Result<reqwest::Client, ProviderError> {
+fn client() -> Result<reqwest::Client, ProviderError> {
     reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(15))
         .timeout(Duration::from_secs(600))
@@ -48,90 +41,119 @@ pub(crate) fn client() -> Result<reqwest::Client, ProviderError> {
         .map_err(|e| ProviderError::Config(format!("cannot build the HTTP client: {e}")))
 }
 
-/// POSTs `body` to `url` and returns the parsed JSON answer, retrying what can be retried.
-pub(crate) async fn post_json(
-    client: &reqwest::Client,
-    url: &str,
-    headers: &HeaderMap,
-    body: &Value,
-    policy: &RetryPolicy,
-    ctx: &CallContext<'_>,
-) -> Result<Value, ProviderError> {
-    let mut backoff = policy.initial_backoff;
-    let mut attempt = 1;
-    loop {
-        let sent = client.post(url).headers(headers.clone()).json(body).send().await;
-        let (error, server_delay) = match sent {
-            Err(e) => (
-                ProviderError::Transport {
-                    url: url.to_string(),
-                    message: error_chain(&e),
-                },
-                None,
-            ),
-            Ok(resp) => {
-                let status = resp.status().as_u16();
-                let retry_after = parse_retry_after(resp.headers());
-                let text = resp.text().await.map_err(|e| ProviderError::Transport {
-                    url: url.to_string(),
-                    message: format!("reading the response body: {}", error_chain(&e)),
-                });
-                let text = match text {
-                    Ok(t) => t,
-                    Err(e) => {
-                        // The answer was cut off mid-body: as transient as a refused connection.
-                        if attempt >= policy.max_attempts {
-                            return Err(e);
-                        }
-                        tracing::warn!(attempt, error = %e, "provider answer cut off; retrying");
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(policy.max_backoff);
-                        attempt += 1;
-                        continue;
-                    }
-                };
-                if (200..300).contains(&status) {
-                    return serde_json::from_str(&text).map_err(|e| {
-                        ProviderError::BadResponse(format!(
-                            "invalid JSON ({e}): {}",
-                            excerpt(&text, BODY_EXCERPT)
-                        ))
+/// One model API endpoint: where to POST, with which headers, for which model, and
+/// how to retry.
+pub(crate) struct Endpoint {
+    client: reqwest::Client,
+    url: String,
+    headers: HeaderMap,
+    /// The environment variable to suggest when credentials are refused.
+    key_env: &'static str,
+    pub model: String,
+    pub retry: RetryPolicy,
+}
+
+impl Endpoint {
+    pub fn new(
+        url: String,
+        headers: HeaderMap,
+        key_env: &'static str,
+        model: &str,
+    ) -> Result<Self, ProviderError> {
+        Ok(Self {
+            client: client()?,
+            url,
+            headers,
+            key_env,
+            model: model.to_string(),
+            retry: RetryPolicy::default(),
+        })
+    }
+
+    /// POSTs `body` and returns the parsed JSON answer, retrying what can be retried.
+    pub async fn post(&self, body: &Value) -> Result<Value, ProviderError> {
+        let (client, url, policy) = (&self.client, self.url.as_str(), &self.retry);
+        let mut backoff = policy.initial_backoff;
+        let mut attempt = 1;
+        loop {
+            let sent = client
+                .post(url)
+                .headers(self.headers.clone())
+                .json(body)
+                .send()
+                .await;
+            let (error, server_delay) = match sent {
+                Err(e) => (
+                    ProviderError::Transport {
+                        url: url.to_string(),
+                        message: error_chain(&e),
+                    },
+                    None,
+                ),
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    let retry_after = parse_retry_after(resp.headers());
+                    let text = resp.text().await.map_err(|e| ProviderError::Transport {
+                        url: url.to_string(),
+                        message: format!("reading the response body: {}", error_chain(&e)),
                     });
+                    let text = match text {
+                        Ok(t) => t,
+                        Err(e) => {
+                            // The answer was cut off mid-body: as transient as a refused connection.
+                            if attempt >= policy.max_attempts {
+                                return Err(e);
+                            }
+                            tracing::warn!(attempt, error = %e, "provider answer cut off; retrying");
+                            tokio::time::sleep(backoff).await;
+                            backoff = (backoff * 2).min(policy.max_backoff);
+                            attempt += 1;
+                            continue;
+                        }
+                    };
+                    if (200..300).contains(&status) {
+                        return serde_json::from_str(&text).map_err(|e| {
+                            ProviderError::BadResponse(format!(
+                                "invalid JSON ({e}): {}",
+                                excerpt(&text, BODY_EXCERPT)
+                            ))
+                        });
+                    }
+                    let error = classify(status, &text, self.key_env, &self.model);
+                    if !error.is_retryable() {
+                        return Err(error);
+                    }
+                    (error, retry_after)
                 }
-                let error = classify(status, &text, ctx);
-                if !error.is_retryable() {
-                    return Err(error);
-                }
-                (error, retry_after)
+            };
+            if attempt >= policy.max_attempts {
+                return Err(error);
             }
-        };
-        if attempt >= policy.max_attempts {
-            return Err(error);
-        }
-        let delay = server_delay.unwrap_or(backoff).min(policy.max_backoff);
-        tracing::warn!(attempt, max_attempts = policy.max_attempts, delay_ms = delay.as_millis() as u64,
+            let delay = server_delay.unwrap_or(backoff).min(policy.max_backoff);
+            tracing::warn!(attempt, max_attempts = policy.max_attempts, delay_ms = delay.as_millis() as u64,
             error = %error, "model call failed; retrying");
-        tokio::time::sleep(delay).await;
-        backoff = (backoff * 2).min(policy.max_backoff);
-        attempt += 1;
+            tokio::time::sleep(delay).await;
+            backoff = (backoff * 2).min(policy.max_backoff);
+            attempt += 1;
+        }
     }
 }
 
 /// Maps an error status to a typed error.
-fn classify(status: u16, body: &str, ctx: &CallContext<'_>) -> ProviderError {
+fn classify(status: u16, body: &str, key_env: &'static str, model: &str) -> ProviderError {
     let body_excerpt = excerpt(body, BODY_EXCERPT);
     match status {
         401 | 403 => ProviderError::Auth {
-            key_env: ctx.key_env,
+            key_env,
             status,
             body: body_excerpt,
         },
         404 => ProviderError::UnknownModel {
-            model: ctx.model.to_string(),
+            model: model.to_string(),
             body: body_excerpt,
         },
         400 | 422 if mentions_missing_model(body) => ProviderError::UnknownModel {
-            model: ctx.model.to_string(),
+            model: model.to_string(),
             body: body_excerpt,
         },
         // 408 (request timeout) and 409 (Anthropic's transient conflicts) are worth another try too.
@@ -183,28 +205,22 @@ mod tests {
 
     #[test]
     fn classifies_statuses() {
-        let ctx = CallContext {
-            key_env: "ANTHROPIC_API_KEY",
-            model: "m1",
-        };
-        let auth = classify(401, "{}", &ctx);
+        let ctx = ("ANTHROPIC_API_KEY", "m1");
+        let classify = |status, body| classify(status, body, ctx.0, ctx.1);
+        let auth = classify(401, "{}");
         assert!(!auth.is_retryable());
         assert!(
             auth.to_string()
                 .starts_with("authentication failed (check ANTHROPIC_API_KEY)")
         );
-        assert!(
-            classify(404, "", &ctx)
-                .to_string()
-                .starts_with("unknown model m1")
-        );
+        assert!(classify(404, "").to_string().starts_with("unknown model m1"));
         assert!(matches!(
-            classify(400, r#"{"error":"The model `m1` does not exist."}"#, &ctx),
+            classify(400, r#"{"error":"The model `m1` does not exist."}"#),
             ProviderError::UnknownModel { .. }
         ));
-        assert!(classify(429, "slow down", &ctx).is_retryable());
-        assert!(classify(529, "overloaded", &ctx).is_retryable());
-        let bad = classify(400, "prompt too long", &ctx);
+        assert!(classify(429, "slow down").is_retryable());
+        assert!(classify(529, "overloaded").is_retryable());
+        let bad = classify(400, "prompt too long");
         assert!(!bad.is_retryable());
         assert!(bad.to_string().contains("400 (not retryable): prompt too long"));
     }

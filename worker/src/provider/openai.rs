@@ -4,16 +4,12 @@
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
-use super::http::{self, CallContext, RetryPolicy};
+use super::http::{Endpoint, RetryPolicy};
 use super::{Block, BoxFuture, ModelRequest, ModelTurn, Provider, ProviderError, Role, StopReason};
 
 /// Talks to an OpenAI-compatible chat completions endpoint.
 pub struct OpenAiProvider {
-    client: reqwest::Client,
-    url: String,
-    headers: HeaderMap,
-    model: String,
-    retry: RetryPolicy,
+    http: Endpoint,
 }
 
 impl OpenAiProvider {
@@ -29,18 +25,15 @@ impl OpenAiProvider {
             })?;
             headers.insert(AUTHORIZATION, value);
         }
+        let url = format!("{}/chat/completions", base_url.trim_end_matches('/'));
         Ok(Self {
-            client: http::client()?,
-            url: format!("{}/chat/completions", base_url.trim_end_matches('/')),
-            headers,
-            model: model.to_string(),
-            retry: RetryPolicy::default(),
+            http: Endpoint::new(url, headers, "OPENAI_API_KEY", model)?,
         })
     }
 
     /// Replaces the retry policy (tests use short pauses).
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
+        self.http.retry = retry;
         self
     }
 
@@ -55,7 +48,7 @@ impl OpenAiProvider {
                 Role::User => user_to_wire(&msg.content, &mut messages),
             }
         }
-        let mut body = json!({"model": self.model, "messages": messages});
+        let mut body = json!({"model": self.http.model, "messages": messages});
         if let Some(max) = req.max_tokens {
             body["max_tokens"] = json!(max);
         }
@@ -210,13 +203,7 @@ impl Provider for OpenAiProvider {
 
     fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
         Box::pin(async move {
-            let body = self.body(req);
-            let ctx = CallContext {
-                key_env: "OPENAI_API_KEY",
-                model: &self.model,
-            };
-            let answer =
-                http::post_json(&self.client, &self.url, &self.headers, &body, &self.retry, &ctx).await?;
+            let answer = self.http.post(&self.body(req)).await?;
             parse_turn(&answer)
         })
     }
