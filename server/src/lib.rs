@@ -9,6 +9,7 @@ pub mod clock;
 pub mod error;
 pub mod grpc;
 pub mod http;
+pub mod ids;
 pub mod matching;
 pub mod metrics;
 pub mod model;

@@ -12,6 +12,7 @@ use railyard_proto::v1;
 
 use crate::clock::Clock;
 use crate::error::ApiError;
+use crate::ids;
 use crate::matching::Matching;
 use crate::metrics::Metrics;
 use crate::model::{Event, RunState, RunStatus};
@@ -75,22 +76,20 @@ impl Core {
     }
 }
 
-/// Checks an identifier-like field: non-empty, short, no control characters.
+/// Checks a name-like field against the one rule for names ([`ids::check_name`]).
 pub fn check_name(field: &str, value: &str) -> Result<(), ApiError> {
-    if value.is_empty() {
-        return Err(ApiError::field(field, "must not be empty"));
-    }
-    check_len(field, value, limits::NAME)?;
-    if !value
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "-_.:@".contains(c))
-    {
-        return Err(ApiError::field(
+    match ids::check_name(value) {
+        Ok(()) => Ok(()),
+        Err(ids::NameError::Empty) => Err(ApiError::field(field, "must not be empty")),
+        Err(ids::NameError::TooLong { len }) => Err(ApiError::field(
             field,
-            format!("{value:?} may hold only letters, digits and - _ . : @"),
-        ));
+            format!("is {len} bytes, more than the limit of {}", ids::MAX_NAME),
+        )),
+        Err(ids::NameError::BadCharacter) => Err(ApiError::field(
+            field,
+            format!("{value:?} may hold only {}", ids::NAME_CHARACTERS),
+        )),
     }
-    Ok(())
 }
 
 pub fn check_len(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
@@ -134,10 +133,10 @@ pub fn check_context(
 ) -> Result<BTreeMap<String, String>, ApiError> {
     check_count(field, ctx.len(), limits::CONTEXT_ENTRIES)?;
     for (k, v) in &ctx {
-        if k.is_empty() || k.len() > limits::NAME {
+        if !ids::is_context_key(k) {
             return Err(ApiError::field(
                 field,
-                format!("key {k:?} must be 1 to {} bytes", limits::NAME),
+                format!("key {k:?} must be 1 to {} bytes", ids::MAX_CONTEXT_KEY),
             ));
         }
         check_len(&format!("{field}[{k:?}]"), v, limits::CONTEXT_VALUE)?;
