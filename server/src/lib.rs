@@ -13,6 +13,7 @@ pub mod ids;
 pub mod matching;
 pub mod metrics;
 pub mod model;
+pub mod service;
 pub mod store;
 pub mod timers;
 pub mod token;
@@ -29,9 +30,9 @@ use tokio::sync::{Notify, watch as shutdown_watch};
 use tokio::task::JoinHandle;
 
 use crate::clock::{Clock, SystemClock};
-use crate::grpc::Core;
 use crate::matching::{Matching, TaskRef};
 use crate::metrics::Metrics;
+use crate::service::Core;
 use crate::store::Store;
 use crate::store::writer::{Hooks, Writer};
 use crate::timers::LeaseDeadlines;
