@@ -126,3 +126,27 @@ pub fn event_to_proto(ev: &Event) -> v1::HistoryEvent {
         attributes_json: attributes.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_api_error_has_its_own_code_and_keeps_its_message() {
+        let cases = [
+            (ApiError::InvalidArgument("a".into()), Code::InvalidArgument),
+            (ApiError::NotFound("a".into()), Code::NotFound),
+            (ApiError::AlreadyExists("a".into()), Code::AlreadyExists),
+            (ApiError::FailedPrecondition("a".into()), Code::FailedPrecondition),
+            (ApiError::PermissionDenied("a".into()), Code::PermissionDenied),
+            (ApiError::Unauthenticated("a".into()), Code::Unauthenticated),
+            (ApiError::ResourceExhausted("a".into()), Code::ResourceExhausted),
+            (ApiError::Internal("a".into()), Code::Internal),
+            (ApiError::Unavailable("a".into()), Code::Unavailable),
+        ];
+        for (e, code) in cases {
+            let s = Status::from(e);
+            assert_eq!((s.code(), s.message()), (code, "a"));
+        }
+    }
+}

@@ -1,9 +1,10 @@
 //! The service layer: what every request does, whatever transport it came by.
 //!
 //! Plain async functions over typed inputs and outputs (Rust types, not wire
-//! types), one module per area. Each resolves its [`Caller`](caller::Caller) first,
-//! checks its fields (naming them), applies the limits and policies, and reads
-//! through the [`Store`] or mutates through the [`Writer`]. The gRPC handlers in
+//! types), one module per area. Each takes the request's [`Caller`], resolved once
+//! by [`caller::resolve`] before anything else, checks its fields (naming them),
+//! applies the limits and policies, and reads through the [`Store`] or mutates
+//! through the [`Writer`]. The gRPC handlers in
 //! `grpc/` only convert wire types to these and back; the HTTP side, the schedule
 //! loop and `spawn_agent` call the same functions. Nothing here depends on tonic:
 //! errors are [`ApiError`](crate::error::ApiError), which the front end maps.
