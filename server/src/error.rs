@@ -1,6 +1,6 @@
-//! The server's error type, mapped onto gRPC status codes as the design fixes them.
-
-use tonic::{Code, Status};
+//! The server's error type. Its variants are the gRPC status codes the design fixes;
+//! the mapping onto `tonic::Status` is the gRPC layer's (`grpc::status`), so nothing
+//! below it depends on a transport.
 
 /// An error a request ends in. The message is for a person: it names the field,
 /// the run or the lease that is wrong.
@@ -15,9 +15,12 @@ pub enum ApiError {
     /// A stale lease, a replayed token, or an illegal state change.
     #[error("{0}")]
     FailedPrecondition(String),
-    /// A forged or unverifiable token.
+    /// A forged or unverifiable token, or a caller not allowed to do this.
     #[error("{0}")]
     PermissionDenied(String),
+    /// Missing or unknown credentials.
+    #[error("{0}")]
+    Unauthenticated(String),
     #[error("{0}")]
     ResourceExhausted(String),
     /// Storage failed; nothing of the request was committed.
@@ -32,22 +35,6 @@ impl ApiError {
     /// `INVALID_ARGUMENT` naming `field`.
     pub fn field(field: &str, problem: impl std::fmt::Display) -> Self {
         Self::InvalidArgument(format!("{field}: {problem}"))
-    }
-}
-
-impl From<ApiError> for Status {
-    fn from(e: ApiError) -> Self {
-        let code = match &e {
-            ApiError::InvalidArgument(_) => Code::InvalidArgument,
-            ApiError::NotFound(_) => Code::NotFound,
-            ApiError::AlreadyExists(_) => Code::AlreadyExists,
-            ApiError::FailedPrecondition(_) => Code::FailedPrecondition,
-            ApiError::PermissionDenied(_) => Code::PermissionDenied,
-            ApiError::ResourceExhausted(_) => Code::ResourceExhausted,
-            ApiError::Internal(_) => Code::Internal,
-            ApiError::Unavailable(_) => Code::Unavailable,
-        };
-        Status::new(code, e.to_string())
     }
 }
 

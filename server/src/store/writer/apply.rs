@@ -64,7 +64,7 @@ impl Cx<'_, '_> {
                 reply,
             } => {
                 let r = self.with_run(&claims.namespace.clone(), &claims.run_id.clone(), |run, out| {
-                    run.fail(&claims, &identity, failure, out)
+                    Ok(run.fail(&claims, &identity, failure, out)?)
                 })?;
                 answer(reply, r)
             }
@@ -81,8 +81,9 @@ impl Cx<'_, '_> {
                 if !request_id.is_empty() && self.t.idempotency.get((ns.as_str(), key.as_str()))?.is_some() {
                     answer(reply, Ok(()))
                 } else {
-                    let r =
-                        self.with_run(&ns, &run_id, |run, out| run.signal(&identity, name, payload, out))?;
+                    let r = self.with_run(&ns, &run_id, |run, out| {
+                        Ok(run.signal(&identity, name, payload, out)?)
+                    })?;
                     if r.is_ok() && !request_id.is_empty() {
                         self.t
                             .idempotency
@@ -99,9 +100,11 @@ impl Cx<'_, '_> {
                 reason,
                 reply,
             } => {
-                let r = self.with_run(&ns, &run_id, |run, out| match how {
-                    Stop::Cancel => run.cancel(&identity, reason, out),
-                    Stop::Terminate => run.terminate(&identity, reason, out),
+                let r = self.with_run(&ns, &run_id, |run, out| {
+                    Ok(match how {
+                        Stop::Cancel => run.cancel(&identity, reason, out),
+                        Stop::Terminate => run.terminate(&identity, reason, out),
+                    }?)
                 })?;
                 answer(reply, r)
             }
