@@ -12,6 +12,7 @@ use crate::model::{EventKind, TimeoutKind};
 use crate::store::memory::MemoryBackend;
 use crate::workflow::parse_definition;
 
+mod compare;
 mod faults;
 mod replacing;
 
