@@ -77,12 +77,16 @@ pub trait WriteTx: Snapshot {
     /// Adds the run to, or removes it from, the open runs.
     fn set_open(&mut self, ns: &str, run_id: &str, open: bool) -> Result<(), StorageError>;
 
+    /// Adds a ready task row.
     fn insert_task(&mut self, ns: &str, queue: &str, seq: u64, run_id: &str) -> Result<(), StorageError>;
 
+    /// Removes a ready task row (absent is fine).
     fn remove_task(&mut self, ns: &str, queue: &str, seq: u64) -> Result<(), StorageError>;
 
+    /// Adds a durable timer row.
     fn insert_timer(&mut self, key: TimerKey, timer: &Timer) -> Result<(), StorageError>;
 
+    /// Removes a timer row (absent is fine).
     fn remove_timer(&mut self, key: TimerKey) -> Result<(), StorageError>;
 
     /// Indexes a new run: by start time, and under its parent when it has one.
@@ -94,6 +98,7 @@ pub trait WriteTx: Snapshot {
         parent: &str,
     ) -> Result<(), StorageError>;
 
+    /// Records that an idempotency key points at `run_id`.
     fn insert_idempotency(&mut self, ns: &str, key: &str, run_id: &str) -> Result<(), StorageError>;
 }
 
