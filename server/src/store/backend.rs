@@ -1,5 +1,5 @@
 //! The storage boundary: what the readers and the writer need from a database, in
-//! model types. Encoding stays inside each implementation ([`super::redb`] for the
+//! model types. Encoding stays inside each implementation ([`super::redb_backend`] for the
 //! real tables, [`super::memory`] as the reference).
 //!
 //! Reads go through a [`Snapshot`], a consistent view that never waits for the

@@ -1,5 +1,5 @@
 //! The redb backend: the tables, their layout version, and every encoding of a
-//! model type into a row ([`encode`] / [`decode`] are the only two places).
+//! model type into a row (`encode` and `decode` are the only two places).
 //!
 //! Values are JSON (the state row, events, timers); keys are redb tuples so that
 //! range scans give history in event order, tasks in queue order and timers in due

@@ -1,5 +1,5 @@
 //! The single writer. Every mutation is a command (one type per file in
-//! [`commands`]); the writer thread takes all commands waiting, applies them in one
+//! `commands/`); the writer thread takes all commands waiting, applies them in one
 //! write transaction through the storage [`Backend`], commits durably,
 //! and only then applies the in-memory effects (matching, watchers, lease deadlines,
 //! timer wake-ups) and answers each caller. While one commit syncs, the next batch
@@ -40,6 +40,7 @@ type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
 
 /// Most commands applied in one transaction.
 const MAX_BATCH: usize = 1024;
+
 /// The answer to a start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Started {
