@@ -220,3 +220,20 @@ fn a_storage_error_is_internal_and_names_its_source() {
     assert_eq!(e.to_string(), "storage error: injected fault: write 3 fails");
     assert_eq!(tonic::Status::from(e).code(), tonic::Code::Internal);
 }
+
+#[tokio::test]
+async fn through_the_handle_a_failed_commit_is_internal_and_the_writer_carries_on() {
+    let backend = Arc::new(MemoryBackend::default());
+    let faults = backend.faults();
+    let store = Store::new(backend);
+    let matching = Arc::new(Matching::default());
+    let (writer, _thread) = Writer::spawn(store.clone(), hooks(matching)).unwrap();
+    faults.fail_commit_in(1);
+    let err = writer.start(start_command("a")).await.unwrap_err();
+    assert!(matches!(err, ApiError::Storage(_)), "{err:?}");
+    assert_eq!(tonic::Status::from(err).code(), tonic::Code::Internal);
+    assert!(store.run("default", "a").unwrap().is_none());
+    let started = writer.start(start_command("a")).await.unwrap();
+    assert!(started.started);
+    assert!(store.run("default", "a").unwrap().is_some());
+}
