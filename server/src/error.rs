@@ -2,6 +2,8 @@
 //! the mapping onto `tonic::Status` is the gRPC layer's (`grpc::status`), so nothing
 //! below it depends on a transport.
 
+use std::sync::Arc;
+
 /// An error a request ends in. The message is for a person: it names the field,
 /// the run or the lease that is wrong.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -23,9 +25,13 @@ pub enum ApiError {
     Unauthenticated(String),
     #[error("{0}")]
     ResourceExhausted(String),
-    /// Storage failed; nothing of the request was committed.
+    /// An internal failure other than storage.
     #[error("{0}")]
     Internal(String),
+    /// Storage failed; nothing of the request was committed. Shared, because a
+    /// failed batch gives the same error to every caller in it.
+    #[error(transparent)]
+    Storage(Arc<StorageError>),
     /// The server is shutting down.
     #[error("{0}")]
     Unavailable(String),
@@ -38,19 +44,45 @@ impl ApiError {
     }
 }
 
-macro_rules! storage_error {
+/// A storage failure, with its source: the database's own error, a record that
+/// cannot be read or written, or a failure injected by a test backend.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("storage error: {0}")]
+    Redb(#[from] redb::Error),
+    /// A stored record that does not decode.
+    #[error("corrupt {what} record: {source}")]
+    Corrupt {
+        what: &'static str,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A record that does not encode.
+    #[error("cannot encode record: {0}")]
+    Encode(Box<dyn std::error::Error + Send + Sync>),
+    /// A failure injected by the in-memory backend's fault plan.
+    #[error("storage error: injected fault: {0}")]
+    Injected(String),
+}
+
+impl From<StorageError> for ApiError {
+    fn from(e: StorageError) -> Self {
+        ApiError::Storage(Arc::new(e))
+    }
+}
+
+macro_rules! redb_error {
     ($($t:ty),*) => {$(
-        impl From<$t> for ApiError {
+        impl From<$t> for StorageError {
             fn from(e: $t) -> Self {
-                ApiError::Internal(format!("storage error: {e}"))
+                StorageError::Redb(e.into())
             }
         }
     )*};
 }
-storage_error!(
-    redb::Error,
+redb_error!(
     redb::StorageError,
     redb::TableError,
     redb::TransactionError,
-    redb::CommitError
+    redb::CommitError,
+    redb::DatabaseError
 );

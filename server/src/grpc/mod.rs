@@ -25,7 +25,7 @@ pub fn status(e: ApiError) -> Status {
         ApiError::PermissionDenied(_) => Code::PermissionDenied,
         ApiError::Unauthenticated(_) => Code::Unauthenticated,
         ApiError::ResourceExhausted(_) => Code::ResourceExhausted,
-        ApiError::Internal(_) => Code::Internal,
+        ApiError::Internal(_) | ApiError::Storage(_) => Code::Internal,
         ApiError::Unavailable(_) => Code::Unavailable,
     };
     Status::new(code, e.to_string())
