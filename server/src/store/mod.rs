@@ -7,6 +7,7 @@
 
 pub mod writer;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -292,6 +293,22 @@ impl Store {
             }
         }
         Ok(out)
+    }
+
+    /// Open runs per namespace, every namespace listed (zero included), for `/metrics`.
+    /// Reads every key of `open_runs`: fine for a scrape, not for a request path.
+    pub fn open_run_counts(&self) -> Result<BTreeMap<String, u64>, ApiError> {
+        let tx = self.db.begin_read()?;
+        let mut counts = BTreeMap::new();
+        for row in tx.open_table(NAMESPACES)?.iter()? {
+            counts.insert(row?.0.value().to_string(), 0);
+        }
+        for row in tx.open_table(OPEN_RUNS)?.iter()? {
+            let row = row?;
+            let (ns, _) = row.0.value();
+            *counts.entry(ns.to_string()).or_insert(0) += 1;
+        }
+        Ok(counts)
     }
 
     /// Due time of the earliest timer.
