@@ -95,27 +95,28 @@ impl Metrics {
             registry: Registry::default(),
         };
         let mut registry = Registry::default();
+        // The registry ends each help text with a period.
         let counters = [
-            ("railyard_runs_started", "Runs started.", &m.runs_started),
+            ("railyard_runs_started", "Runs started", &m.runs_started),
             (
                 "railyard_steps_completed",
-                "Step attempts completed.",
+                "Step attempts completed",
                 &m.steps_completed,
             ),
             (
                 "railyard_commits",
-                "Durable write transactions committed.",
+                "Durable write transactions committed",
                 &m.commits,
             ),
             (
                 "railyard_commands_committed",
-                "Commands applied in committed transactions.",
+                "Commands applied in committed transactions",
                 &m.commands_committed,
             ),
-            ("railyard_polls", "Step task polls answered.", &m.polls),
+            ("railyard_polls", "Step task polls answered", &m.polls),
             (
                 "railyard_polls_empty",
-                "Step task polls that ended with no task.",
+                "Step task polls that ended with no task",
                 &m.polls_empty,
             ),
         ];
@@ -125,18 +126,18 @@ impl Metrics {
         }
         registry.register(
             "railyard_commands",
-            "Writer commands applied, by command and outcome (ok or error).",
+            "Writer commands applied, by command and outcome (ok or error)",
             m.commands.clone(),
         );
         registry.register_with_unit(
             "railyard_commit_duration",
-            "Time to apply and durably commit one batch of commands.",
+            "Time to apply and durably commit one batch of commands",
             Unit::Seconds,
             m.commit_duration.clone(),
         );
         registry.register(
             "railyard_commit_batch_commands",
-            "Commands in one committed batch.",
+            "Commands in one committed batch",
             m.commit_batch.clone(),
         );
         registry.register_collector(Box::new(m.rpc.clone()));
