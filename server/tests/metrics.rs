@@ -180,17 +180,27 @@ async fn metrics_follow_real_traffic() {
     // A refused request is counted under its code.
     let missing = client.describe_run("default", "no-such-run").await;
     assert!(matches!(missing, Err(ClientError::NotFound(_))), "{missing:?}");
+    // A poll that waits out its time answers empty; one whose client gives up is
+    // counted as cancelled once the server sees the request go.
+    assert!(worker.poll(Duration::from_millis(50)).await.unwrap().is_none());
+    let gone_worker = worker.clone();
+    let gone = tokio::spawn(async move { gone_worker.poll(Duration::from_secs(30)).await });
+    scrape_until(&server, PARKED, 1.0).await;
+    gone.abort();
+    let cancelled = r#"railyard_rpc_duration_seconds_count{service="railyard.v1.Tasks",method="PollStepTask",code="CANCELLED"}"#;
+    scrape_until(&server, cancelled, 1.0).await;
+    scrape_until(&server, PARKED, 0.0).await;
 
     let s = scrape(&server).await;
     assert_eq!(rpc_count(&s, "railyard.v1.History", "StartRun", "OK"), 3.0);
-    assert_eq!(rpc_count(&s, "railyard.v1.Tasks", "PollStepTask", "OK"), 3.0);
+    assert_eq!(rpc_count(&s, "railyard.v1.Tasks", "PollStepTask", "OK"), 4.0);
     assert_eq!(rpc_count(&s, "railyard.v1.Tasks", "CompleteStepTask", "OK"), 2.0);
     assert_eq!(
         rpc_count(&s, "railyard.v1.History", "DescribeRun", "NOT_FOUND"),
         1.0
     );
-    assert_eq!(s.get("railyard_polls_total"), 3.0);
-    assert_eq!(s.get("railyard_polls_empty_total"), 0.0);
+    assert_eq!(s.get("railyard_polls_total"), 5.0);
+    assert_eq!(s.get("railyard_polls_empty_total"), 1.0);
     // Every commit is in both commit histograms, and the batch sizes add up.
     let commits = s.get("railyard_commits_total");
     assert!(commits >= 1.0);
