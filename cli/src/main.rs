@@ -43,14 +43,36 @@ const EXIT_ERROR: u8 = 1;
     name = "railyard",
     version,
     after_help = "Exit codes: 0 success, 1 error, 2 usage error, 3 a followed run closed without completing.\n\
-                  Logs go to stderr; set RUST_LOG (e.g. RUST_LOG=debug) to change what is logged."
+                  Logs go to stderr; set RUST_LOG (e.g. RUST_LOG=debug) to change what is logged, \
+                  and --log-format json for one JSON object per line."
 )]
 struct Cli {
+    /// How logs are written to stderr.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        value_enum,
+        env = "RAILYARD_LOG_FORMAT",
+        default_value_t = LogFormat::Text
+    )]
+    log_format: LogFormat,
+
     #[command(flatten)]
     global: global::GlobalOpts,
 
     #[command(subcommand)]
     command: Command,
+}
+
+/// The format of the logs on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Lines for people.
+    Text,
+    /// One JSON object per line, for log collectors: `timestamp`, `level`, `target`,
+    /// `message` and the event's fields, and the spans it happened in.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -94,7 +116,7 @@ fn main() -> ExitCode {
         Command::Dev(_) => "warn",
         _ => "info",
     };
-    init_tracing(default_filter);
+    init_tracing(default_filter, cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -158,14 +180,17 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (`default_filter` when it is unset or invalid).
-fn init_tracing(default_filter: &str) {
+/// Logs to stderr in `format`, filtered by `RUST_LOG` (`default_filter` when it is
+/// unset or invalid).
+fn init_tracing(default_filter: &str, format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().flatten_event(true).with_ansi(false).init(),
+    }
 }
 
 /// A next step for errors people commonly meet.
@@ -396,5 +421,17 @@ mod tests {
             panic!("not task complete")
         };
         assert_eq!(a.artifacts, vec!["a.txt", "b.txt"]);
+    }
+
+    #[test]
+    fn log_format_is_text_unless_json_is_asked_for() {
+        assert_eq!(
+            parse(&["queue", "describe", "q"]).unwrap().log_format,
+            LogFormat::Text
+        );
+        let cli = parse(&["server", "--log-format", "json"]).unwrap();
+        assert_eq!(cli.log_format, LogFormat::Json);
+        let err = parse(&["server", "--log-format", "xml"]).unwrap_err();
+        assert!(err.to_string().contains("--log-format"), "{err}");
     }
 }

@@ -6,6 +6,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 const MS_PER_DAY: i64 = 86_400_000;
 
 /// The current time in unix milliseconds.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a client command's \"now\" (ages, --since) is the user's wall clock, not the server's"
+)]
 pub fn now_unix_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

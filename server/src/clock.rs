@@ -23,6 +23,10 @@ pub trait Clock: Send + Sync + 'static {
 pub struct SystemClock;
 
 impl Clock for SystemClock {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the one wall-clock read of the server: everything else asks its Clock"
+    )]
     fn now_ms(&self) -> Millis {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)

@@ -25,7 +25,7 @@ async fn healthz() -> impl IntoResponse {
 
 async fn metrics_text(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
         metrics.render(),
     )
 }

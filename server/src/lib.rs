@@ -31,7 +31,7 @@ use tokio::task::JoinHandle;
 
 use crate::clock::{Clock, SystemClock};
 use crate::matching::{Matching, TaskRef};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, StateSources};
 use crate::service::Core;
 use crate::store::Store;
 use crate::store::writer::{Hooks, Writer};
@@ -141,7 +141,12 @@ impl RunningServer {
         }
         tracing::info!(leases = leases.len(), "lease deadlines rebuilt from storage");
         let watchers = Arc::new(Watchers::default());
-        let metrics = Arc::new(Metrics::default());
+        let open_runs_store = store.clone();
+        let metrics = Arc::new(Metrics::with_state(StateSources {
+            matching: matching.clone(),
+            leases: leases.clone(),
+            open_runs: Box::new(move || open_runs_store.open_run_counts()),
+        }));
         let timer_wake = Arc::new(Notify::new());
         let hooks = Hooks {
             matching: matching.clone(),
@@ -264,6 +269,7 @@ async fn serve_grpc(
     let history = HistoryServer::new(grpc::history::HistoryService { core: core.clone() })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let rpc_layer = core.metrics.rpc_layer();
     let tasks = TasksServer::new(grpc::tasks::TasksService { core })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -271,6 +277,7 @@ async fn serve_grpc(
     // small answer waits on Nagle's algorithm.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     let result = tonic::transport::Server::builder()
+        .layer(rpc_layer)
         .add_service(health_service)
         .add_optional_service(reflection)
         .add_service(history)

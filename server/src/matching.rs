@@ -75,6 +75,17 @@ pub struct QueueStats {
     pub dispatched: u64,
 }
 
+/// Gauges of one queue, for `/metrics`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueGauge {
+    pub namespace: String,
+    pub queue: String,
+    /// Ready tasks.
+    pub backlog: usize,
+    /// Long polls still waiting.
+    pub parked: usize,
+}
+
 /// Every queue of every namespace.
 #[derive(Default)]
 pub struct Matching {
@@ -169,6 +180,23 @@ impl Matching {
         })
     }
 
+    /// Backlog and live parked polls of every queue seen since start, in order.
+    pub fn queue_gauges(&self) -> Vec<QueueGauge> {
+        let queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        let mut gauges: Vec<QueueGauge> = queues
+            .iter()
+            .map(|((ns, queue), q)| QueueGauge {
+                namespace: ns.clone(),
+                queue: queue.clone(),
+                backlog: q.ready.len(),
+                parked: q.parked.iter().filter(|w| !w.tx.is_closed()).count(),
+            })
+            .collect();
+        drop(queues);
+        gauges.sort_by(|a, b| (&a.namespace, &a.queue).cmp(&(&b.namespace, &b.queue)));
+        gauges
+    }
+
     /// Backlog and pollers of a queue.
     pub fn stats(&self, ns: &str, queue: &str, now: Millis) -> QueueStats {
         self.with_queue(ns, queue, |q| {
@@ -248,6 +276,22 @@ mod tests {
             m.claim("default", "q").is_none(),
             "a ready task goes before any hand-off"
         );
+    }
+
+    #[test]
+    fn gauges_count_ready_tasks_and_live_parked_polls() {
+        let m = Matching::default();
+        m.push(task(1));
+        m.push(task(2));
+        let _live = m.take_or_park("default", "r", "w", 0, later()).unwrap_err();
+        drop(m.take_or_park("default", "r", "gone", 0, later()).unwrap_err());
+        let gauge = |queue: &str, backlog, parked| QueueGauge {
+            namespace: "default".into(),
+            queue: queue.into(),
+            backlog,
+            parked,
+        };
+        assert_eq!(m.queue_gauges(), [gauge("q", 2, 0), gauge("r", 0, 1)]);
     }
 
     #[test]

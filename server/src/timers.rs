@@ -7,7 +7,7 @@
 //! commit and [`LeaseDeadlines`] is rebuilt from the open runs at start. That spares
 //! every lease a timer row.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -86,6 +86,15 @@ impl LeaseDeadlines {
                 lease: *lease,
             })
             .collect()
+    }
+
+    /// How many leases are watched in each namespace.
+    pub fn count_by_namespace(&self) -> BTreeMap<String, u64> {
+        let mut counts = BTreeMap::new();
+        for (ns, _) in self.lock().by_run.keys() {
+            *counts.entry(ns.clone()).or_insert(0) += 1;
+        }
+        counts
     }
 
     /// How many leases are watched.

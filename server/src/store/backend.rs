@@ -7,6 +7,8 @@
 //! [`WriteTx`] and the backend commits when it returns `Ok` and abandons every
 //! change when it returns `Err`.
 
+use std::collections::BTreeMap;
+
 use crate::clock::Millis;
 use crate::error::StorageError;
 use crate::model::{Event, RunState, Timer};
@@ -49,6 +51,15 @@ pub trait Snapshot {
 
     /// The state of every open run.
     fn open_runs(&self, visit: &mut dyn FnMut(RunState)) -> Result<(), StorageError>;
+
+    /// Open runs per namespace, every namespace listed (zero included), for
+    /// `/metrics`. The default decodes every open run; a backend that can count
+    /// keys alone overrides it.
+    fn open_run_counts(&self) -> Result<BTreeMap<String, u64>, StorageError> {
+        let mut counts: BTreeMap<String, u64> = self.namespaces()?.into_iter().map(|ns| (ns, 0)).collect();
+        self.open_runs(&mut |run| *counts.entry(run.namespace).or_insert(0) += 1)?;
+        Ok(counts)
+    }
 
     /// Due time of the earliest timer.
     fn next_timer_due(&self) -> Result<Option<Millis>, StorageError>;

@@ -8,6 +8,7 @@ pub mod memory;
 pub mod redb_backend;
 pub mod writer;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -160,6 +161,12 @@ impl Store {
             }
         })?;
         Ok(out)
+    }
+
+    /// Open runs per namespace, every namespace listed (zero included), for `/metrics`.
+    /// Reads every key of `open_runs`: fine for a scrape, not for a request path.
+    pub fn open_run_counts(&self) -> Result<BTreeMap<String, u64>, ApiError> {
+        Ok(self.snapshot()?.open_run_counts()?)
     }
 
     /// Due time of the earliest timer.

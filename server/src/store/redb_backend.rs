@@ -5,6 +5,7 @@
 //! range scans give history in event order, tasks in queue order and timers in due
 //! order.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use redb::{
@@ -321,6 +322,18 @@ struct RedbSnapshot {
 }
 
 impl Snapshot for RedbSnapshot {
+    fn open_run_counts(&self) -> Result<BTreeMap<String, u64>, StorageError> {
+        let mut counts = BTreeMap::new();
+        for ns in namespaces_in(&self.tx.open_table(NAMESPACES)?)? {
+            counts.insert(ns, 0);
+        }
+        for row in self.tx.open_table(OPEN_RUNS)?.iter()? {
+            let row = row?;
+            *counts.entry(row.0.value().0.to_string()).or_insert(0) += 1;
+        }
+        Ok(counts)
+    }
+
     fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError> {
         run_in(&self.tx.open_table(RUNS)?, ns, run_id)
     }

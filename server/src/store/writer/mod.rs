@@ -300,6 +300,7 @@ impl WriterLoop {
     fn apply_batch(&mut self, batch: Vec<Command>) {
         let started = Instant::now();
         let size = batch.len();
+        let _span = tracing::info_span!("batch", size).entered();
         let seq_before = self.next_seq;
         let mut answers = Vec::with_capacity(size);
         let mut after = Vec::new();

@@ -147,8 +147,11 @@ fn fails_cleanly(arm: impl FnOnce(&Faults)) {
     assert_eq!(h.lp.next_seq, seq_before, "sequence numbers restored");
     assert!(h.lp.follow_ups.is_empty());
     assert!(parked.try_recv().is_err(), "the poll got nothing");
-    let commands = h.lp.hooks.metrics.commands.lock().unwrap().clone();
-    assert_eq!(commands.get(&("start", false)), Some(&3), "{commands:?}");
+    let metrics = h.lp.hooks.metrics.render();
+    assert!(
+        metrics.contains(r#"railyard_commands_total{command="start",outcome="error"} 3"#),
+        "{metrics}"
+    );
 
     // The claimed poll was given back: the next batch hands b's step to it.
     let (batch, checks) = h.batch(&task);

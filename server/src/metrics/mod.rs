@@ -1,0 +1,215 @@
+//! The server's metrics, served on `/metrics` in the OpenMetrics text format
+//! (`prometheus-client`).
+//!
+//! - Counters and histograms are bumped where things happen: a relaxed atomic add
+//!   or a histogram observe, nothing more, on the request and commit paths.
+//! - RPC latency per gRPC method and status code is observed by the tower layer of
+//!   [`rpc`], which also opens a tracing span per request.
+//! - Gauges of the server's state (backlog, parked polls, leases, open runs) are read
+//!   at scrape time by the collector of [`state`], so keeping them costs nothing.
+
+pub mod rpc;
+pub mod state;
+
+use std::ops::Deref;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use prometheus_client::encoding::text;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+pub use rpc::RpcLayer;
+pub use state::StateSources;
+
+/// The `Content-Type` of [`Metrics::render`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// A counter bumped with `fetch_add(n, Relaxed)` (it dereferences to its atomic) and
+/// exported through the registry.
+#[derive(Debug, Default)]
+pub struct Count(Counter);
+
+impl Deref for Count {
+    type Target = AtomicU64;
+
+    fn deref(&self) -> &AtomicU64 {
+        self.0.inner()
+    }
+}
+
+/// Labels of `railyard_commands_total`: the command's name and `ok` or `error`.
+type CommandLabels = [(&'static str, &'static str); 2];
+
+/// Every metric of one server.
+pub struct Metrics {
+    /// Runs started (`railyard_runs_started_total`).
+    pub runs_started: Count,
+    /// Step attempts completed (`railyard_steps_completed_total`).
+    pub steps_completed: Count,
+    /// Durable write transactions committed (`railyard_commits_total`).
+    pub commits: Count,
+    /// Commands applied in committed transactions (`railyard_commands_committed_total`).
+    pub commands_committed: Count,
+    /// Step task polls answered (`railyard_polls_total`).
+    pub polls: Count,
+    /// Step task polls that ended with no task (`railyard_polls_empty_total`).
+    pub polls_empty: Count,
+    commit_duration: Histogram,
+    commit_batch: Histogram,
+    commands: Family<CommandLabels, Counter>,
+    rpc: Arc<rpc::RpcTable>,
+    registry: Registry,
+}
+
+impl Default for Metrics {
+    /// Metrics without the state gauges (for a writer or handlers under test).
+    fn default() -> Self {
+        Self::build(None)
+    }
+}
+
+impl Metrics {
+    /// Metrics whose gauges read `state` at every scrape.
+    pub fn with_state(state: StateSources) -> Self {
+        Self::build(Some(state))
+    }
+
+    fn build(state: Option<StateSources>) -> Self {
+        let m = Self {
+            runs_started: Count::default(),
+            steps_completed: Count::default(),
+            commits: Count::default(),
+            commands_committed: Count::default(),
+            polls: Count::default(),
+            polls_empty: Count::default(),
+            // 100 µs to ~3.3 s: an fsync on fast storage up to a badly stalled disk.
+            commit_duration: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
+            // 1 to 1024 commands: the writer takes at most 1024 per batch.
+            commit_batch: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
+            commands: Family::default(),
+            rpc: Arc::new(rpc::RpcTable::new()),
+            registry: Registry::default(),
+        };
+        let mut registry = Registry::default();
+        // The registry ends each help text with a period.
+        let counters = [
+            ("railyard_runs_started", "Runs started", &m.runs_started),
+            (
+                "railyard_steps_completed",
+                "Step attempts completed",
+                &m.steps_completed,
+            ),
+            (
+                "railyard_commits",
+                "Durable write transactions committed",
+                &m.commits,
+            ),
+            (
+                "railyard_commands_committed",
+                "Commands applied in committed transactions",
+                &m.commands_committed,
+            ),
+            ("railyard_polls", "Step task polls answered", &m.polls),
+            (
+                "railyard_polls_empty",
+                "Step task polls that ended with no task",
+                &m.polls_empty,
+            ),
+        ];
+        for (name, help, count) in counters {
+            // A clone shares the atomic: the registry reads what the server bumps.
+            registry.register(name, help, count.0.clone());
+        }
+        registry.register(
+            "railyard_commands",
+            "Writer commands applied, by command and outcome (ok or error)",
+            m.commands.clone(),
+        );
+        registry.register_with_unit(
+            "railyard_commit_duration",
+            "Time to apply and durably commit one batch of commands",
+            Unit::Seconds,
+            m.commit_duration.clone(),
+        );
+        registry.register(
+            "railyard_commit_batch_commands",
+            "Commands in one committed batch",
+            m.commit_batch.clone(),
+        );
+        registry.register_collector(Box::new(m.rpc.clone()));
+        if let Some(state) = state {
+            registry.register_collector(Box::new(state));
+        }
+        Self { registry, ..m }
+    }
+
+    /// Counts one committed batch of `size` commands that took `took` to apply and commit.
+    pub fn record_commit(&self, size: usize, took: Duration) {
+        self.commits.0.inc();
+        self.commands_committed.0.inc_by(size as u64);
+        self.commit_duration.observe(took.as_secs_f64());
+        self.commit_batch.observe(size as f64);
+    }
+
+    /// Counts one writer command by name (`"start"`, `"complete"` ...) and outcome.
+    pub fn record_command(&self, name: &'static str, ok: bool) {
+        let outcome = if ok { "ok" } else { "error" };
+        self.commands
+            .get_or_create(&[("command", name), ("outcome", outcome)])
+            .inc();
+    }
+
+    /// The tower layer that gives each gRPC request a span and observes its latency.
+    pub fn rpc_layer(&self) -> RpcLayer {
+        RpcLayer::new(self.rpc.clone())
+    }
+
+    /// The OpenMetrics text exposition of every metric ([`CONTENT_TYPE`]).
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if let Err(e) = text::encode(&mut out, &self.registry) {
+            // Writing to a String cannot fail; a collector that did has logged why.
+            tracing::error!(error = %e, "cannot encode metrics");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering::Relaxed;
+
+    use super::*;
+
+    #[test]
+    fn counters_keep_their_names_and_commands_count_by_name_and_outcome() {
+        let m = Metrics::default();
+        m.runs_started.fetch_add(2, Relaxed);
+        m.polls.fetch_add(1, Relaxed);
+        m.record_commit(3, Duration::from_millis(2));
+        m.record_command("start", true);
+        m.record_command("start", true);
+        m.record_command("complete", false);
+        let text = m.render();
+        let lines: Vec<&str> = text.lines().collect();
+        for want in [
+            "railyard_runs_started_total 2",
+            "railyard_steps_completed_total 0",
+            "railyard_polls_total 1",
+            "railyard_polls_empty_total 0",
+            "railyard_commits_total 1",
+            "railyard_commands_committed_total 3",
+            r#"railyard_commands_total{command="start",outcome="ok"} 2"#,
+            r#"railyard_commands_total{command="complete",outcome="error"} 1"#,
+            "railyard_commit_duration_seconds_count 1",
+            "railyard_commit_batch_commands_sum 3.0",
+            "# EOF",
+        ] {
+            assert!(lines.contains(&want), "{want:?} not in:\n{text}");
+        }
+    }
+}
