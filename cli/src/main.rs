@@ -174,6 +174,9 @@ fn hint_for(e: &anyhow::Error) -> Option<&'static str> {
         railyard_proto::ClientError::Unavailable { .. } => {
             Some("is `railyard server` running there? Point --server (or RAILYARD_SERVER) at it.")
         }
+        railyard_proto::ClientError::Unauthenticated(_) => Some(
+            "the server does not know who you are: it wants credentials this client did not send or it refused.",
+        ),
         _ => None,
     }
 }
@@ -193,6 +196,17 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("railyard").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn unauthenticated_prints_its_own_hint() {
+        use railyard_proto::ClientError;
+        let e = anyhow::Error::from(ClientError::Unauthenticated("no token".into()));
+        assert_eq!(format!("{e:#}"), "unauthenticated: no token");
+        assert!(hint_for(&e).is_some_and(|h| h.contains("credentials")));
+        let denied = anyhow::Error::from(ClientError::PermissionDenied("bad signature".into()));
+        assert_eq!(format!("{denied:#}"), "permission denied: bad signature");
+        assert!(hint_for(&denied).is_none());
     }
 
     #[test]
