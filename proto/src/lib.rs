@@ -5,6 +5,8 @@
 //!   and maps gRPC statuses to [`ClientError`].
 //! - [`retry`]: the one retry policy (backoff with jitter) and the one definition of
 //!   transient errors, shared by the SDK, the worker and the model providers.
+//! - `config` (feature `config`): the configuration loader the server and the worker
+//!   share (TOML or JSON file < environment < flags).
 //! - [`StepWorker`]: the small poll / heartbeat / complete / fail helper that the CLI,
 //!   the worker and the tests use to play worker.
 //!
@@ -29,6 +31,8 @@
 //! `cargo run -p railyard-proto --example play_worker -- demo "write a haiku"`.
 
 mod client;
+#[cfg(feature = "config")]
+pub mod config;
 pub mod retry;
 mod step_worker;
 
