@@ -314,7 +314,7 @@ mod tests {
         let Command::Server(a) = cli.command else {
             panic!("not server")
         };
-        let config = a.config();
+        let config = a.settings_with(|_| None).unwrap().config();
         assert_eq!(config.grpc_listen.port(), 0);
         assert_eq!(config.http_listen.to_string(), "127.0.0.1:7401");
         assert_eq!(config.data_dir, std::path::PathBuf::from("./.railyard"));
@@ -371,7 +371,10 @@ mod tests {
         };
         assert!(d.exit_when_done && !d.no_demo);
         assert_eq!(d.goal, dev::DEFAULT_GOAL);
-        assert_eq!(d.server.data_dir, std::path::PathBuf::from("./.railyard"));
+        assert_eq!(
+            d.server.settings_with(|_| None).unwrap().data_dir,
+            std::path::PathBuf::from("./.railyard")
+        );
         assert!(parse(&["dev", "--exit-when-done", "--no-demo"]).is_err());
     }
 
