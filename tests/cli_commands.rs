@@ -213,3 +213,76 @@ fn start_wait_follows_the_run_to_completion() {
         stdout(&out)
     );
 }
+
+/// `railyard server --config railyard.toml`: the file's [server] section is used
+/// (relative paths from the file's directory), a flag wins over it, and a bad value
+/// stops the server with the key and the file named.
+#[test]
+fn server_reads_its_config_file() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let sandbox = Sandbox::new();
+    sandbox.workflow(
+        "demo.json",
+        r#"{"id":"demo","version":"1","name":"Demo","steps":[{"id":"a","title":"A","prompt":"p"}]}"#,
+    );
+    let config = sandbox.path("railyard.toml");
+    std::fs::write(
+        &config,
+        "[server]\ndata_dir = \"data\"\nworkflows = \"workflows\"\nlisten = \"127.0.0.1:1\"\n\
+         http_listen = \"127.0.0.1:0\"\n",
+    )
+    .unwrap();
+    let server = |extra: &[&str]| {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("server").arg("--config").arg(&config).args(extra);
+        for var in [
+            "RAILYARD_DATA_DIR",
+            "RAILYARD_LISTEN",
+            "RAILYARD_HTTP_LISTEN",
+            "RAILYARD_WORKFLOWS",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd
+    };
+    let mut child = server(&["--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let field = |name: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .unwrap_or_else(|| panic!("{name} in {line:?}"))
+            .to_string()
+    };
+    assert_eq!(
+        field("data="),
+        sandbox.path("data").display().to_string(),
+        "{line}"
+    );
+    assert_eq!(
+        field("workflows="),
+        sandbox.path("workflows").display().to_string()
+    );
+    assert_ne!(field("grpc="), "127.0.0.1:1", "the flag wins over the file");
+    let listed = ok(ry(&format!("http://{}", field("grpc=")), &["workflow", "list"]));
+    assert!(listed.contains("demo"), "{listed}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    std::fs::write(&config, "[server]\nlisten = \"nowhere\"\n").unwrap();
+    let out = server(&[]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("railyard.toml") && err.contains("`server.listen`"),
+        "{err}"
+    );
+}

@@ -101,9 +101,10 @@ fn provider_line(provider: &ProviderConfig) -> String {
 /// `railyard dev`.
 pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     let mut signals = Signals::new()?;
-    let data_dir = args.server.data_dir.clone();
+    let settings = args.server.settings()?;
+    let data_dir = settings.data_dir.clone();
     let workspace = data_dir.join("workspaces");
-    let demo_script = args.server.workflows.join("demo.script.json");
+    let demo_script = settings.workflows.join("demo.script.json");
 
     // The worker's configuration first, so a bad one stops us before anything starts.
     let flags = ConfigLayer {
@@ -116,15 +117,13 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     let provider = railyard_worker::provider::from_config(&config.provider)
         .context("cannot set up the model provider")?;
 
-    let server = RunningServer::start(args.server.config())
-        .await
-        .with_context(|| {
-            format!(
-                "cannot start the server (data dir {}, workflows {})",
-                data_dir.display(),
-                args.server.workflows.display()
-            )
-        })?;
+    let server = RunningServer::start(settings.config()).await.with_context(|| {
+        format!(
+            "cannot start the server (data dir {}, workflows {})",
+            data_dir.display(),
+            settings.workflows.display()
+        )
+    })?;
     let url = dial_url(server.grpc_addr);
     config.server_url = url.clone();
     let namespace = config.namespace.clone();
@@ -135,7 +134,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         server.grpc_addr,
         server.http_addr,
         data_dir.display(),
-        args.server.workflows.display()
+        settings.workflows.display()
     ));
     say(format!(
         "worker:    {} polling queue {QUEUE}, {} slots, workspaces in {}",
@@ -190,7 +189,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
             return Err(anyhow!(
                 "the bundled `demo` workflow is not in {}{why}\nhint: run `railyard dev` from the repository root, \
                  point --workflows at the directory holding demo.json, or pass --no-demo",
-                args.server.workflows.display()
+                settings.workflows.display()
             ));
         }
         let run_id = client

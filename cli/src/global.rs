@@ -54,20 +54,5 @@ fn hostname() -> String {
 /// Maps a status met mid-stream (which the SDK does not map for us) to a [`ClientError`],
 /// so it prints like every other server error.
 pub fn stream_error(url: &str, status: tonic::Status) -> ClientError {
-    use tonic::Code;
-    let message = status.message().to_string();
-    match status.code() {
-        Code::Unavailable => ClientError::Unavailable {
-            url: url.to_string(),
-            message,
-        },
-        Code::InvalidArgument => ClientError::InvalidArgument(message),
-        Code::NotFound => ClientError::NotFound(message),
-        Code::AlreadyExists => ClientError::AlreadyExists(message),
-        Code::FailedPrecondition => ClientError::FailedPrecondition(message),
-        Code::PermissionDenied | Code::Unauthenticated => ClientError::PermissionDenied(message),
-        Code::ResourceExhausted => ClientError::ResourceExhausted(message),
-        Code::DeadlineExceeded => ClientError::DeadlineExceeded(message),
-        code => ClientError::Other { code, message },
-    }
+    ClientError::from_status(url, status)
 }

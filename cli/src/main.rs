@@ -199,6 +199,9 @@ fn hint_for(e: &anyhow::Error) -> Option<&'static str> {
         railyard_proto::ClientError::Unavailable { .. } => {
             Some("is `railyard server` running there? Point --server (or RAILYARD_SERVER) at it.")
         }
+        railyard_proto::ClientError::Unauthenticated(_) => Some(
+            "the server does not know who you are: it wants credentials this client did not send or it refused.",
+        ),
         _ => None,
     }
 }
@@ -218,6 +221,17 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("railyard").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn unauthenticated_prints_its_own_hint() {
+        use railyard_proto::ClientError;
+        let e = anyhow::Error::from(ClientError::Unauthenticated("no token".into()));
+        assert_eq!(format!("{e:#}"), "unauthenticated: no token");
+        assert!(hint_for(&e).is_some_and(|h| h.contains("credentials")));
+        let denied = anyhow::Error::from(ClientError::PermissionDenied("bad signature".into()));
+        assert_eq!(format!("{denied:#}"), "permission denied: bad signature");
+        assert!(hint_for(&denied).is_none());
     }
 
     #[test]
@@ -325,7 +339,7 @@ mod tests {
         let Command::Server(a) = cli.command else {
             panic!("not server")
         };
-        let config = a.config();
+        let config = a.settings_with(|_| None).unwrap().config();
         assert_eq!(config.grpc_listen.port(), 0);
         assert_eq!(config.http_listen.to_string(), "127.0.0.1:7401");
         assert_eq!(config.data_dir, std::path::PathBuf::from("./.railyard"));
@@ -382,7 +396,10 @@ mod tests {
         };
         assert!(d.exit_when_done && !d.no_demo);
         assert_eq!(d.goal, dev::DEFAULT_GOAL);
-        assert_eq!(d.server.data_dir, std::path::PathBuf::from("./.railyard"));
+        assert_eq!(
+            d.server.settings_with(|_| None).unwrap().data_dir,
+            std::path::PathBuf::from("./.railyard")
+        );
         assert!(parse(&["dev", "--exit-when-done", "--no-demo"]).is_err());
     }
 

@@ -1,60 +1,128 @@
 //! `railyard server`: run the history server until SIGTERM or Ctrl-C.
+//!
+//! Settings come from a TOML config file (`--config railyard.toml`), the environment
+//! (`RAILYARD_DATA_DIR`, `RAILYARD_LISTEN`, ...) and flags, in rising precedence,
+//! through Railyard's one configuration loader ([`railyard_proto::config`]). The file
+//! has one section per part of the server (`[server]` today; auth, triggers and
+//! delivery add theirs): add a field to [`ServerFile`] and map it in
+//! [`ServerSettings::config`].
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use clap::Args;
+use railyard_proto::config::{ConfigError, EnvVar, Loader};
 use railyard_server::{RunningServer, ServerConfig};
+use serde::{Deserialize, Serialize};
 
-/// Flags of `railyard server`.
-#[derive(Debug, Clone, Args)]
+/// Default `server.data_dir`.
+pub const DEFAULT_DATA_DIR: &str = "./.railyard";
+/// Default `server.workflows`.
+pub const DEFAULT_WORKFLOWS: &str = "./workflows";
+/// Longest graceful shutdown that may be configured.
+const MAX_SHUTDOWN_GRACE_SECS: u64 = 3600;
+
+/// Flags of `railyard server` (and of `railyard dev`). Each wins over its environment
+/// variable, which wins over the config file.
+#[derive(Debug, Clone, Default, Args)]
 pub struct ServerArgs {
-    /// Directory of the database and the token keys (created if missing).
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "RAILYARD_DATA_DIR",
-        default_value = "./.railyard"
-    )]
-    pub data_dir: PathBuf,
+    /// TOML config file with a [server] section (keys: data_dir, listen, http_listen,
+    /// workflows, shutdown_grace_secs).
+    #[arg(long, value_name = "FILE", env = "RAILYARD_SERVER_CONFIG")]
+    pub config: Option<PathBuf>,
 
-    /// gRPC listen address (port 0 picks a free port; the bound one is printed).
-    #[arg(
-        long,
-        value_name = "ADDR",
-        env = "RAILYARD_LISTEN",
-        default_value = "127.0.0.1:7400"
-    )]
-    pub listen: SocketAddr,
+    /// Directory of the database and the token keys, created if missing
+    /// [env: RAILYARD_DATA_DIR] [default: ./.railyard].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
 
-    /// HTTP listen address for webhooks, /healthz and /metrics.
-    #[arg(
-        long,
-        value_name = "ADDR",
-        env = "RAILYARD_HTTP_LISTEN",
-        default_value = "127.0.0.1:7401"
-    )]
-    pub http_listen: SocketAddr,
+    /// gRPC listen address; port 0 picks a free port and the bound one is printed
+    /// [env: RAILYARD_LISTEN] [default: 127.0.0.1:7400].
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
 
-    /// Directory of workflow definition files (*.json).
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "RAILYARD_WORKFLOWS",
-        default_value = "./workflows"
-    )]
-    pub workflows: PathBuf,
+    /// HTTP listen address for webhooks, /healthz and /metrics
+    /// [env: RAILYARD_HTTP_LISTEN] [default: 127.0.0.1:7401].
+    #[arg(long, value_name = "ADDR")]
+    pub http_listen: Option<SocketAddr>,
 
-    /// Seconds a graceful shutdown may take before the server stops at once.
-    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
-    pub shutdown_grace: u64,
+    /// Directory of workflow definition files (*.json)
+    /// [env: RAILYARD_WORKFLOWS] [default: ./workflows].
+    #[arg(long, value_name = "DIR")]
+    pub workflows: Option<PathBuf>,
+
+    /// Seconds a graceful shutdown may take before the server stops at once [default: 10].
+    #[arg(long, value_name = "SECONDS")]
+    pub shutdown_grace: Option<u64>,
 }
 
-impl ServerArgs {
-    /// The server configuration these flags describe.
+/// The server's config file: one section per part of the server, every key optional,
+/// unknown keys refused.
+///
+/// ```toml
+/// [server]
+/// data_dir = "/var/lib/railyard"      # relative paths are taken from the file's directory
+/// listen = "0.0.0.0:7400"
+/// http_listen = "0.0.0.0:7401"
+/// workflows = "workflows"
+/// shutdown_grace_secs = 10
+/// ```
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerFile {
+    #[serde(default)]
+    pub server: ServerSection,
+}
+
+/// `[server]`: where the server keeps its data and listens.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    pub data_dir: Option<PathBuf>,
+    pub listen: Option<SocketAddr>,
+    pub http_listen: Option<SocketAddr>,
+    pub workflows: Option<PathBuf>,
+    pub shutdown_grace_secs: Option<u64>,
+}
+
+/// The environment variables of the server's settings.
+const ENV: &[EnvVar] = &[
+    EnvVar {
+        var: "RAILYARD_DATA_DIR",
+        key: "server.data_dir",
+    },
+    EnvVar {
+        var: "RAILYARD_LISTEN",
+        key: "server.listen",
+    },
+    EnvVar {
+        var: "RAILYARD_HTTP_LISTEN",
+        key: "server.http_listen",
+    },
+    EnvVar {
+        var: "RAILYARD_WORKFLOWS",
+        key: "server.workflows",
+    },
+];
+
+/// Keys whose flag is not `--key-with-dashes`.
+const FLAG_NAMES: &[(&str, &str)] = &[("server.shutdown_grace_secs", "--shutdown-grace")];
+
+/// The server's settings, resolved and checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerSettings {
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    pub http_listen: SocketAddr,
+    pub workflows: PathBuf,
+    pub shutdown_grace: Duration,
+}
+
+impl ServerSettings {
+    /// The server library's configuration for these settings.
     pub fn config(&self) -> ServerConfig {
         let mut config = ServerConfig::new(&self.data_dir, &self.workflows);
         config.grpc_listen = self.listen;
@@ -63,33 +131,91 @@ impl ServerArgs {
     }
 }
 
+impl ServerArgs {
+    /// The config file, the process environment and these flags, resolved.
+    pub fn settings(&self) -> Result<ServerSettings, ConfigError> {
+        self.settings_with(|k| std::env::var(k).ok())
+    }
+
+    /// [`ServerArgs::settings`] with the environment read through `env`.
+    pub fn settings_with(&self, env: impl Fn(&str) -> Option<String>) -> Result<ServerSettings, ConfigError> {
+        let flags = ServerFile {
+            server: ServerSection {
+                data_dir: self.data_dir.clone(),
+                listen: self.listen,
+                http_listen: self.http_listen,
+                workflows: self.workflows.clone(),
+                shutdown_grace_secs: self.shutdown_grace,
+            },
+        };
+        let loaded = Loader::new()
+            .file(self.config.as_deref())?
+            .env(ENV, env)
+            .flags(&flags, FLAG_NAMES)?
+            .load::<ServerFile>()?;
+        // Relative paths in the file mean "next to the file", wherever the server starts.
+        let path = |key: &str, value: &Option<PathBuf>, default: &str| {
+            let value = value.clone().unwrap_or_else(|| PathBuf::from(default));
+            match loaded.file_of(key) {
+                Some(file) if value.is_relative() => file.parent().unwrap_or(Path::new(".")).join(value),
+                _ => value,
+            }
+        };
+        let s = &loaded.value.server;
+        let settings = ServerSettings {
+            data_dir: path("server.data_dir", &s.data_dir, DEFAULT_DATA_DIR),
+            workflows: path("server.workflows", &s.workflows, DEFAULT_WORKFLOWS),
+            listen: s.listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 7400))),
+            http_listen: s.http_listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 7401))),
+            shutdown_grace: Duration::from_secs(s.shutdown_grace_secs.unwrap_or(10)),
+        };
+        if settings.shutdown_grace.as_secs() > MAX_SHUTDOWN_GRACE_SECS {
+            return Err(loaded.invalid(
+                "server.shutdown_grace_secs",
+                format!("at most {MAX_SHUTDOWN_GRACE_SECS} seconds"),
+            ));
+        }
+        if settings.listen == settings.http_listen && settings.listen.port() != 0 {
+            return Err(loaded.invalid(
+                "server.http_listen",
+                format!("{} is also the gRPC listen address", settings.http_listen),
+            ));
+        }
+        Ok(settings)
+    }
+}
+
 /// The line `railyard server` prints once it is listening (tests read the ports from it).
-pub fn listening_line(server: &RunningServer, args: &ServerArgs) -> String {
+pub fn listening_line(server: &RunningServer, settings: &ServerSettings) -> String {
     format!(
         "railyard server listening grpc={} http={} data={} workflows={}",
         server.grpc_addr,
         server.http_addr,
-        args.data_dir.display(),
-        args.workflows.display()
+        settings.data_dir.display(),
+        settings.workflows.display()
     )
 }
 
 /// Starts the server, announces it on stdout, and serves until a shutdown signal.
 /// Shutdown is graceful up to `--shutdown-grace`; a second signal stops at once.
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
-    let server = RunningServer::start(args.config())
-        .await
-        .with_context(|| format!("cannot start the server (data dir {})", args.data_dir.display()))?;
+    let settings = args.settings()?;
+    let server = RunningServer::start(settings.config()).await.with_context(|| {
+        format!(
+            "cannot start the server (data dir {})",
+            settings.data_dir.display()
+        )
+    })?;
     // Listen before announcing, so a signal sent right after the line is not missed.
     let mut signals = Signals::new()?;
     {
         let mut out = std::io::stdout().lock();
-        writeln!(out, "{}", listening_line(&server, &args))?;
+        writeln!(out, "{}", listening_line(&server, &settings))?;
         out.flush()?;
     }
     let signal = signals.next().await?;
     tracing::info!(signal, "shutting down; send the signal again to stop at once");
-    let grace = Duration::from_secs(args.shutdown_grace);
+    let grace = settings.shutdown_grace;
     tokio::select! {
         () = server.shutdown() => {
             tracing::info!("server stopped");
@@ -139,5 +265,157 @@ impl Signals {
                 .context("cannot listen for Ctrl-C")?;
             Ok("Ctrl-C")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    fn write(dir: &tempfile::TempDir, text: &str) -> PathBuf {
+        let path = dir.path().join("railyard.toml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn defaults_without_file_env_or_flags() {
+        let s = ServerArgs::default().settings_with(|_| None).unwrap();
+        assert_eq!(s.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+        assert_eq!(s.workflows, PathBuf::from(DEFAULT_WORKFLOWS));
+        assert_eq!(s.listen.to_string(), "127.0.0.1:7400");
+        assert_eq!(s.http_listen.to_string(), "127.0.0.1:7401");
+        assert_eq!(s.shutdown_grace, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn file_then_env_then_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(
+            &dir,
+            "[server]\ndata_dir = \"data\"\nlisten = \"127.0.0.1:1\"\nhttp_listen = \"127.0.0.1:2\"\n\
+             workflows = \"/abs/workflows\"\nshutdown_grace_secs = 3\n",
+        );
+        let args = ServerArgs {
+            config: Some(path.clone()),
+            ..Default::default()
+        };
+        let file = args.settings_with(|_| None).unwrap();
+        assert_eq!(file.data_dir, dir.path().join("data"), "relative to the file");
+        assert_eq!(file.workflows, PathBuf::from("/abs/workflows"));
+        assert_eq!(file.listen.port(), 1);
+        assert_eq!(file.shutdown_grace, Duration::from_secs(3));
+
+        let vars = [
+            ("RAILYARD_LISTEN", "127.0.0.1:3"),
+            ("RAILYARD_DATA_DIR", "envdata"),
+        ];
+        let with_env = args.settings_with(env(&vars)).unwrap();
+        assert_eq!(with_env.listen.port(), 3);
+        assert_eq!(
+            with_env.data_dir,
+            PathBuf::from("envdata"),
+            "env paths are taken as given"
+        );
+        assert_eq!(with_env.http_listen.port(), 2);
+
+        let flags = ServerArgs {
+            listen: Some("127.0.0.1:4".parse().unwrap()),
+            shutdown_grace: Some(0),
+            ..args
+        };
+        let all = flags.settings_with(env(&vars)).unwrap();
+        assert_eq!(all.listen.port(), 4);
+        assert_eq!(all.data_dir, PathBuf::from("envdata"));
+        assert_eq!(all.shutdown_grace, Duration::ZERO);
+        assert_eq!(all.config().grpc_listen.port(), 4);
+    }
+
+    #[test]
+    fn bad_settings_name_the_key_and_where_it_came_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let with = |text: &str| ServerArgs {
+            config: Some(write(&dir, text)),
+            ..Default::default()
+        };
+        let err = with("[server]\nlisten = \"nowhere\"\n")
+            .settings_with(|_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("railyard.toml") && err.contains("`server.listen`"),
+            "{err}"
+        );
+
+        let err = with("[server]\nlisen = \"127.0.0.1:1\"\n")
+            .settings_with(|_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("railyard.toml") && err.contains("server.lisen") && err.contains("unknown field"),
+            "{err}"
+        );
+
+        let err = with("[auth]\nmode = \"none\"\n")
+            .settings_with(|_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("auth") && err.contains("unknown field"), "{err}");
+
+        let err = with("[server]\nshutdown_grace_secs = 99999\n")
+            .settings_with(|_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("railyard.toml") && err.contains("`server.shutdown_grace_secs`"),
+            "{err}"
+        );
+
+        let err = ServerArgs::default()
+            .settings_with(env(&[("RAILYARD_HTTP_LISTEN", "nowhere")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("environment variable RAILYARD_HTTP_LISTEN: `server.http_listen`"),
+            "{err}"
+        );
+
+        let same = ServerArgs {
+            listen: Some("127.0.0.1:9".parse().unwrap()),
+            http_listen: Some("127.0.0.1:9".parse().unwrap()),
+            ..Default::default()
+        };
+        let err = same.settings_with(|_| None).unwrap_err().to_string();
+        assert!(
+            err.starts_with("flag --http-listen: `server.http_listen`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn missing_files_and_directories_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = ServerArgs {
+            config: Some(dir.path().join("nope.toml")),
+            ..Default::default()
+        };
+        let err = missing.settings_with(|_| None).unwrap_err().to_string();
+        assert!(err.contains("nope.toml") && err.contains("cannot read"), "{err}");
+        let a_dir = ServerArgs {
+            config: Some(dir.path().to_path_buf()),
+            ..Default::default()
+        };
+        let err = a_dir.settings_with(|_| None).unwrap_err().to_string();
+        assert!(err.contains("not a regular file (a directory)"), "{err}");
     }
 }

@@ -39,7 +39,8 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "ID")]
     pub identity: Option<String>,
 
-    /// JSON config file (see the worker library's documentation for its fields).
+    /// Config file: TOML, or JSON when the name ends in .json (keys as in the README's
+    /// "Workers" section).
     #[arg(long, value_name = "FILE", env = "RAILYARD_WORKER_CONFIG")]
     pub config: Option<PathBuf>,
 

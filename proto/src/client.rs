@@ -3,8 +3,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use backon::Retryable;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
+
+use crate::retry::{RetryPolicy, is_transient_grpc, is_transient_grpc_or_timeout};
 
 use crate::v1::history_client::HistoryClient;
 use crate::v1::tasks_client::TasksClient;
@@ -29,8 +32,13 @@ pub enum ClientError {
     /// A stale lease or an illegal state change.
     #[error("failed precondition: {0}")]
     FailedPrecondition(String),
+    /// The caller is known but may not do this (or a task token's signature failed).
     #[error("permission denied: {0}")]
     PermissionDenied(String),
+    /// The server does not know who the caller is: credentials missing or refused.
+    /// Never retried: the same request would meet the same answer.
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
     #[error("resource exhausted: {0}")]
     ResourceExhausted(String),
     #[error("deadline exceeded: {0}")]
@@ -51,13 +59,25 @@ impl ClientError {
             Self::AlreadyExists(_) => Code::AlreadyExists,
             Self::FailedPrecondition(_) => Code::FailedPrecondition,
             Self::PermissionDenied(_) => Code::PermissionDenied,
+            Self::Unauthenticated(_) => Code::Unauthenticated,
             Self::ResourceExhausted(_) => Code::ResourceExhausted,
             Self::DeadlineExceeded(_) => Code::DeadlineExceeded,
             Self::Other { code, .. } => *code,
         })
     }
 
-    fn from_status(url: &str, status: Status) -> Self {
+    /// Whether a later try of the same call may succeed: the server was unreachable,
+    /// went away mid-call or did not answer in time (see [`crate::retry`]).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Unavailable { .. } | Self::DeadlineExceeded(_) => true,
+            Self::Other { code, message } => is_transient_grpc_or_timeout(*code, message),
+            _ => false,
+        }
+    }
+
+    /// Maps a status from the server at `url` (for one met mid-stream, say).
+    pub fn from_status(url: &str, status: Status) -> Self {
         let message = status.message().to_string();
         match status.code() {
             Code::Unavailable => Self::Unavailable {
@@ -68,7 +88,8 @@ impl ClientError {
             Code::NotFound => Self::NotFound(message),
             Code::AlreadyExists => Self::AlreadyExists(message),
             Code::FailedPrecondition => Self::FailedPrecondition(message),
-            Code::PermissionDenied | Code::Unauthenticated => Self::PermissionDenied(message),
+            Code::PermissionDenied => Self::PermissionDenied(message),
+            Code::Unauthenticated => Self::Unauthenticated(message),
             Code::ResourceExhausted => Self::ResourceExhausted(message),
             Code::DeadlineExceeded => Self::DeadlineExceeded(message),
             code => Self::Other { code, message },
@@ -83,10 +104,25 @@ pub struct ConnectOptions {
     pub connect_timeout: Duration,
     /// Deadline of one ordinary call (long polls add their own wait to it).
     pub request_timeout: Duration,
-    /// How many times a call that met `UNAVAILABLE` is tried in all.
+    /// How many times a call that met a transient error (`UNAVAILABLE`, a dropped
+    /// connection) is tried in all.
     pub max_attempts: u32,
-    /// First pause between attempts; doubles each time, capped at 2 s.
+    /// Shortest first pause between attempts; the base doubles each time, with jitter
+    /// (see [`RetryPolicy`]).
     pub initial_backoff: Duration,
+    /// No pause between attempts is this long.
+    pub max_backoff: Duration,
+}
+
+impl ConnectOptions {
+    /// The retry policy these options describe.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: self.max_attempts.max(1),
+            initial_backoff: self.initial_backoff,
+            max_backoff: self.max_backoff,
+        }
+    }
 }
 
 impl Default for ConnectOptions {
@@ -96,6 +132,7 @@ impl Default for ConnectOptions {
             request_timeout: Duration::from_secs(30),
             max_attempts: 8,
             initial_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(2),
         }
     }
 }
@@ -150,7 +187,8 @@ impl Client {
         TasksClient::new(self.channel.clone()).max_decoding_message_size(64 << 20)
     }
 
-    /// Runs `call`, retrying on `UNAVAILABLE` with exponential backoff.
+    /// Runs `call`, retrying transient failures ([`is_transient_grpc`]) by the
+    /// options' [`RetryPolicy`] (backoff with jitter).
     /// Every call this is used for is safe to repeat: starts and signals carry a
     /// request id, reads are reads, and a repeated completion is refused unchanged.
     async fn retrying<T, F, Fut>(&self, extra: Duration, mut call: F) -> Result<T, ClientError>
@@ -158,27 +196,27 @@ impl Client {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
     {
-        let mut backoff = self.opts.initial_backoff;
-        let mut attempt = 1;
-        loop {
-            let deadline = self.opts.request_timeout + extra;
-            let outcome = match tokio::time::timeout(deadline, call()).await {
-                Ok(r) => r,
-                Err(_) => Err(Status::deadline_exceeded(format!(
-                    "no answer within {deadline:?}"
-                ))),
-            };
-            match outcome {
-                Ok(resp) => return Ok(resp.into_inner()),
-                Err(status) if status.code() == Code::Unavailable && attempt < self.opts.max_attempts => {
-                    tracing::debug!(attempt, error = %status.message(), "server unavailable; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
-                    attempt += 1;
+        let deadline = self.opts.request_timeout + extra;
+        let attempt = || {
+            let sent = tokio::time::timeout(deadline, call());
+            async move {
+                match sent.await {
+                    Ok(r) => r,
+                    Err(_) => Err(Status::deadline_exceeded(format!(
+                        "no answer within {deadline:?}"
+                    ))),
                 }
-                Err(status) => return Err(ClientError::from_status(&self.url, status)),
             }
-        }
+        };
+        attempt
+            .retry(self.opts.retry_policy().builder())
+            .when(|s: &Status| is_transient_grpc(s.code(), s.message()))
+            .notify(|s: &Status, pause: Duration| {
+                tracing::debug!(code = ?s.code(), error = %s.message(), retry_in = ?pause, "server unavailable; retrying");
+            })
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|status| ClientError::from_status(&self.url, status))
     }
 
     /// Starts a run of `workflow_id` and returns its run id. A request id is generated,

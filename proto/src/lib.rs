@@ -3,6 +3,10 @@
 //! - [`v1`]: the generated message types and the `History` / `Tasks` service stubs.
 //! - [`Client`]: connects with timeouts, retries idempotent calls on `UNAVAILABLE`,
 //!   and maps gRPC statuses to [`ClientError`].
+//! - [`retry`]: the one retry policy (backoff with jitter) and the one definition of
+//!   transient errors, shared by the SDK, the worker and the model providers.
+//! - `config` (feature `config`): the configuration loader the server and the worker
+//!   share (TOML or JSON file < environment < flags).
 //! - [`StepWorker`]: the small poll / heartbeat / complete / fail helper that the CLI,
 //!   the worker and the tests use to play worker.
 //!
@@ -27,9 +31,13 @@
 //! `cargo run -p railyard-proto --example play_worker -- demo "write a haiku"`.
 
 mod client;
+#[cfg(feature = "config")]
+pub mod config;
+pub mod retry;
 mod step_worker;
 
 pub use client::{Client, ClientError, ConnectOptions};
+pub use retry::RetryPolicy;
 pub use step_worker::{Completion, Failure, StepWorker};
 
 /// Generated `railyard.v1` types and service stubs.

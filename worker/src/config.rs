@@ -1,33 +1,36 @@
-//! Worker configuration: a JSON file, environment variables and command-line flags,
-//! merged in that order of precedence (file < env < flags) and then resolved.
+//! Worker configuration: a config file, environment variables and command-line flags,
+//! in rising precedence, loaded through Railyard's one configuration loader
+//! ([`railyard_proto::config`]) and then resolved and checked once.
 //!
-//! Config file (every field optional; unknown fields are an error; relative paths are
-//! taken from the file's directory):
+//! The config file is TOML (`worker.toml`), or JSON when its name ends in `.json`
+//! (the format earlier releases read, still accepted). Every key is optional; an
+//! unknown key is an error; relative paths are taken from the file's directory:
 //!
-//! ```json
-//! {
-//!   "server_url": "http://127.0.0.1:7400",
-//!   "namespace": "default",
-//!   "queues": ["default"],
-//!   "slots": 4,
-//!   "workspace": ".railyard/workspaces",
-//!   "identity": "builder-1",
-//!   "provider": "anthropic",
-//!   "model": "claude-sonnet-4-5",
-//!   "max_tokens": 4096,
-//!   "anthropic_api_key": "...", "anthropic_base_url": "https://api.anthropic.com",
-//!   "openai_api_key": "...", "openai_base_url": "http://localhost:11434/v1",
-//!   "script": "workflows/demo.script.json",
-//!   "shutdown_grace_secs": 30,
-//!   "heartbeat_interval_secs": 10
-//! }
+//! ```toml
+//! server_url = "http://127.0.0.1:7400"
+//! namespace = "default"
+//! queues = ["default"]
+//! slots = 4
+//! workspace = ".railyard/workspaces"
+//! identity = "builder-1"
+//! provider = "anthropic"              # anthropic | openai | scripted
+//! model = "claude-sonnet-4-5"
+//! max_tokens = 4096
+//! anthropic_api_key = "..."           # or ANTHROPIC_API_KEY
+//! anthropic_base_url = "https://api.anthropic.com"
+//! openai_api_key = "..."
+//! openai_base_url = "http://localhost:11434/v1"
+//! script = "workflows/demo.script.json"
+//! shutdown_grace_secs = 30
+//! heartbeat_interval_secs = 10
 //! ```
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer};
+use railyard_proto::config::{EnvVar, Loaded, Loader};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::provider::ScriptSource;
 
@@ -130,14 +133,35 @@ impl ProviderConfig {
     }
 }
 
-/// The provider kinds a config file, `RAILYARD_PROVIDER` or a flag can name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// The provider kinds a config file, `RAILYARD_PROVIDER` or a flag can name (in any case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProviderKind {
     Anthropic,
-    #[serde(alias = "openai-compatible")]
     OpenAi,
     Scripted,
+}
+
+impl ProviderKind {
+    /// The name a config file uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Anthropic => "anthropic",
+            Self::OpenAi => "openai",
+            Self::Scripted => "scripted",
+        }
+    }
+}
+
+impl Serialize for ProviderKind {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for ProviderKind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 impl std::str::FromStr for ProviderKind {
@@ -154,32 +178,80 @@ impl std::str::FromStr for ProviderKind {
     }
 }
 
-/// Why a configuration could not be loaded.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
-    /// The file is not valid JSON, has an unknown field or a field of the wrong type.
-    #[error("config file {path}: field `{field}`: {message}")]
-    Parse {
-        path: PathBuf,
-        field: String,
-        message: String,
-    },
-    #[error("environment variable {var}: {message}")]
-    Env { var: &'static str, message: String },
-    /// The merged settings do not make a working configuration.
-    #[error("invalid worker configuration: {0}")]
-    Invalid(String),
-}
+pub use railyard_proto::config::ConfigError;
 
-/// One layer of settings, every one optional. The CLI fills one from its flags and
-/// merges: `ConfigLayer::from_file(..)?.merge(ConfigLayer::from_env()?).merge(flags)`.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// The environment variables a worker reads, and the key each sets.
+pub const ENV: &[EnvVar] = &[
+    EnvVar {
+        var: "RAILYARD_SERVER",
+        key: "server_url",
+    },
+    EnvVar {
+        var: "RAILYARD_NAMESPACE",
+        key: "namespace",
+    },
+    EnvVar {
+        var: "RAILYARD_QUEUES",
+        key: "queues",
+    },
+    EnvVar {
+        var: "RAILYARD_SLOTS",
+        key: "slots",
+    },
+    EnvVar {
+        var: "RAILYARD_WORKSPACE",
+        key: "workspace",
+    },
+    EnvVar {
+        var: "RAILYARD_IDENTITY",
+        key: "identity",
+    },
+    EnvVar {
+        var: "RAILYARD_PROVIDER",
+        key: "provider",
+    },
+    EnvVar {
+        var: "RAILYARD_MODEL",
+        key: "model",
+    },
+    EnvVar {
+        var: "RAILYARD_SCRIPT",
+        key: "script",
+    },
+    EnvVar {
+        var: "ANTHROPIC_API_KEY",
+        key: "anthropic_api_key",
+    },
+    EnvVar {
+        var: "ANTHROPIC_BASE_URL",
+        key: "anthropic_base_url",
+    },
+    EnvVar {
+        var: "OPENAI_API_KEY",
+        key: "openai_api_key",
+    },
+    EnvVar {
+        var: "OPENAI_BASE_URL",
+        key: "openai_base_url",
+    },
+];
+
+/// Keys whose flag is not `--key-with-dashes`.
+const FLAG_NAMES: &[(&str, &str)] = &[
+    ("server_url", "--server"),
+    ("queues", "--queue"),
+    ("shutdown_grace_secs", "--shutdown-grace"),
+];
+
+/// One layer of settings, every one optional: the shape of the config file, and what
+/// the CLI fills from its flags for [`WorkerConfig::load`].
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigLayer {
     pub server_url: Option<String>,
     pub namespace: Option<String>,
+    /// A list, or (from `RAILYARD_QUEUES`) comma-separated text.
+    #[serde(default, deserialize_with = "queue_list")]
     pub queues: Option<Vec<String>>,
     pub slots: Option<usize>,
     pub workspace: Option<PathBuf>,
@@ -192,11 +264,23 @@ pub struct ConfigLayer {
     pub anthropic_base_url: Option<String>,
     pub openai_api_key: Option<String>,
     pub openai_base_url: Option<String>,
-    /// Script for the scripted provider: a path, or (in a file) the script object itself.
+    /// Script for the scripted provider: a path, or the script itself (an object in a
+    /// file; JSON text starting with `{` in `RAILYARD_SCRIPT`).
+    #[serde(default, deserialize_with = "script_source")]
     pub script: Option<ScriptSource>,
-    #[serde(default, rename = "shutdown_grace_secs", deserialize_with = "secs")]
+    #[serde(
+        default,
+        rename = "shutdown_grace_secs",
+        deserialize_with = "secs",
+        serialize_with = "as_secs"
+    )]
     pub shutdown_grace: Option<Duration>,
-    #[serde(default, rename = "heartbeat_interval_secs", deserialize_with = "secs")]
+    #[serde(
+        default,
+        rename = "heartbeat_interval_secs",
+        deserialize_with = "secs",
+        serialize_with = "as_secs"
+    )]
     pub heartbeat_interval: Option<Duration>,
 }
 
@@ -209,205 +293,183 @@ fn secs<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
         .map_err(|_| serde::de::Error::custom(format!("expected a non-negative number of seconds, got {v}")))
 }
 
-impl ConfigLayer {
-    /// Reads a JSON config file. Errors name the file and the offending field.
-    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let de = &mut serde_json::Deserializer::from_str(&text);
-        let mut layer: Self = serde_path_to_error::deserialize(de).map_err(|e| {
-            let field = e.path().to_string();
-            ConfigError::Parse {
-                path: path.to_path_buf(),
-                field,
-                message: e.inner().to_string(),
-            }
-        })?;
-        // Relative paths in a file mean "next to this file", wherever the worker starts.
-        let base = path.parent().unwrap_or(Path::new("."));
-        if let Some(ws) = layer.workspace.as_mut().filter(|p| p.is_relative()) {
-            *ws = base.join(&*ws);
-        }
-        if let Some(ScriptSource::Path(p)) = layer.script.as_mut()
-            && p.is_relative()
-        {
-            *p = base.join(&*p);
-        }
-        Ok(layer)
-    }
+fn as_secs<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    d.map(|d| d.as_secs_f64()).serialize(s)
+}
 
-    /// Reads the `RAILYARD_*` and provider variables from the process environment.
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_env_with(|k| std::env::var(k).ok())
+fn queue_list<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Queues {
+        Text(String),
+        List(Vec<String>),
     }
+    Ok(Option::<Queues>::deserialize(d)?.map(|q| match q {
+        Queues::Text(s) => split_queues(&s),
+        Queues::List(l) => l,
+    }))
+}
 
-    /// Reads the variables through `get` (for tests and embedding). Empty values count as unset.
-    pub fn from_env_with(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let var = |k: &str| get(k).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
-        let mut layer = Self {
-            server_url: var("RAILYARD_SERVER"),
-            namespace: var("RAILYARD_NAMESPACE"),
-            identity: var("RAILYARD_IDENTITY"),
-            workspace: var("RAILYARD_WORKSPACE").map(PathBuf::from),
-            model: var("RAILYARD_MODEL"),
-            anthropic_api_key: var("ANTHROPIC_API_KEY"),
-            anthropic_base_url: var("ANTHROPIC_BASE_URL"),
-            openai_api_key: var("OPENAI_API_KEY"),
-            openai_base_url: var("OPENAI_BASE_URL"),
-            ..Self::default()
-        };
-        if let Some(q) = var("RAILYARD_QUEUES") {
-            layer.queues = Some(split_queues(&q));
+fn script_source<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ScriptSource>, D::Error> {
+    match Option::<ScriptSource>::deserialize(d)? {
+        // Text that looks like JSON is the script itself; anything else is a path.
+        Some(ScriptSource::Path(p)) if p.to_str().is_some_and(|s| s.trim_start().starts_with('{')) => {
+            let text = p.to_str().unwrap_or_default();
+            serde_json::from_str(text)
+                .map(|s| Some(ScriptSource::Inline(s)))
+                .map_err(|e| serde::de::Error::custom(format!("inline script is not valid: {e}")))
         }
-        if let Some(s) = var("RAILYARD_SLOTS") {
-            let slots = s
-                .parse::<usize>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| ConfigError::Env {
-                    var: "RAILYARD_SLOTS",
-                    message: format!("expected a positive integer, got {s:?}"),
-                })?;
-            layer.slots = Some(slots);
-        }
-        if let Some(p) = var("RAILYARD_PROVIDER") {
-            layer.provider = Some(p.parse().map_err(|message| ConfigError::Env {
-                var: "RAILYARD_PROVIDER",
-                message,
-            })?);
-        }
-        if let Some(s) = var("RAILYARD_SCRIPT") {
-            // A value that looks like JSON is the script itself; anything else is a path.
-            layer.script = Some(if s.starts_with('{') {
-                ScriptSource::Inline(serde_json::from_str(&s).map_err(|e| ConfigError::Env {
-                    var: "RAILYARD_SCRIPT",
-                    message: format!("inline script is not valid: {e}"),
-                })?)
-            } else {
-                ScriptSource::Path(PathBuf::from(s))
-            });
-        }
-        Ok(layer)
-    }
-
-    /// Overlays `higher` on `self`: every setting `higher` has wins.
-    pub fn merge(self, higher: ConfigLayer) -> ConfigLayer {
-        ConfigLayer {
-            server_url: higher.server_url.or(self.server_url),
-            namespace: higher.namespace.or(self.namespace),
-            queues: higher.queues.or(self.queues),
-            slots: higher.slots.or(self.slots),
-            workspace: higher.workspace.or(self.workspace),
-            identity: higher.identity.or(self.identity),
-            provider: higher.provider.or(self.provider),
-            model: higher.model.or(self.model),
-            max_tokens: higher.max_tokens.or(self.max_tokens),
-            anthropic_api_key: higher.anthropic_api_key.or(self.anthropic_api_key),
-            anthropic_base_url: higher.anthropic_base_url.or(self.anthropic_base_url),
-            openai_api_key: higher.openai_api_key.or(self.openai_api_key),
-            openai_base_url: higher.openai_base_url.or(self.openai_base_url),
-            script: higher.script.or(self.script),
-            shutdown_grace: higher.shutdown_grace.or(self.shutdown_grace),
-            heartbeat_interval: higher.heartbeat_interval.or(self.heartbeat_interval),
-        }
-    }
-
-    /// Fills defaults and checks the result. With no provider named, the first that is
-    /// configured wins: Anthropic (a key), OpenAI (a key or a base URL), a script, and
-    /// finally `default_script` (the bundled demo script) as the scripted provider.
-    pub fn resolve(self, default_script: Option<PathBuf>) -> Result<WorkerConfig, ConfigError> {
-        let provider = self.resolve_provider(default_script)?;
-        let queues: Vec<String> = match self.queues {
-            Some(q) => q
-                .into_iter()
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect(),
-            None => vec!["default".to_string()],
-        };
-        if queues.is_empty() {
-            return Err(ConfigError::Invalid(
-                "queues: at least one task queue is needed".into(),
-            ));
-        }
-        let slots = self.slots.unwrap_or(4);
-        if slots == 0 {
-            return Err(ConfigError::Invalid("slots: must be at least 1".into()));
-        }
-        let heartbeat_interval = self.heartbeat_interval.unwrap_or(Duration::from_secs(10));
-        if heartbeat_interval.is_zero() {
-            return Err(ConfigError::Invalid(
-                "heartbeat_interval: must be more than zero".into(),
-            ));
-        }
-        Ok(WorkerConfig {
-            server_url: self
-                .server_url
-                .unwrap_or_else(|| railyard_proto::DEFAULT_SERVER_URL.to_string()),
-            namespace: self
-                .namespace
-                .unwrap_or_else(|| railyard_proto::DEFAULT_NAMESPACE.to_string()),
-            queues,
-            slots,
-            workspace: self.workspace.unwrap_or_else(|| PathBuf::from(DEFAULT_WORKSPACE)),
-            identity: self.identity.unwrap_or_else(default_identity),
-            provider,
-            shutdown_grace: self.shutdown_grace.unwrap_or(Duration::from_secs(30)),
-            heartbeat_interval,
-        })
-    }
-
-    fn resolve_provider(&self, default_script: Option<PathBuf>) -> Result<ProviderConfig, ConfigError> {
-        let kind = match self.provider {
-            Some(kind) => kind,
-            None if self.anthropic_api_key.is_some() => ProviderKind::Anthropic,
-            None if self.openai_api_key.is_some() || self.openai_base_url.is_some() => ProviderKind::OpenAi,
-            None => ProviderKind::Scripted,
-        };
-        Ok(match kind {
-            ProviderKind::Anthropic => ProviderConfig::Anthropic {
-                base_url: self.anthropic_base_url.clone().unwrap_or_else(|| DEFAULT_ANTHROPIC_BASE_URL.into()),
-                api_key: self.anthropic_api_key.clone().ok_or_else(|| {
-                    ConfigError::Invalid("the anthropic provider needs an API key: set ANTHROPIC_API_KEY".into())
-                })?,
-                model: self.model.clone().unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into()),
-                max_tokens: self.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
-            },
-            ProviderKind::OpenAi => ProviderConfig::OpenAi {
-                base_url: self.openai_base_url.clone().unwrap_or_else(|| DEFAULT_OPENAI_BASE_URL.into()),
-                api_key: self.openai_api_key.clone(),
-                model: self.model.clone().unwrap_or_else(|| DEFAULT_OPENAI_MODEL.into()),
-            },
-            ProviderKind::Scripted => ProviderConfig::Scripted {
-                script: self.script.clone().or_else(|| default_script.map(ScriptSource::Path)).ok_or_else(|| {
-                    ConfigError::Invalid(
-                        "no model provider configured: set ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL, \
-                         or RAILYARD_SCRIPT for the offline scripted provider"
-                            .into(),
-                    )
-                })?,
-            },
-        })
+        other => Ok(other),
     }
 }
 
 impl WorkerConfig {
-    /// Loads `file` (if any), the environment and `flags`, in rising precedence, and resolves.
+    /// Loads `file` (if any), the environment and `flags`, in rising precedence, and
+    /// resolves them (see [`WorkerConfig::load_with`]).
     pub fn load(
         file: Option<&Path>,
         flags: ConfigLayer,
         default_script: Option<PathBuf>,
     ) -> Result<WorkerConfig, ConfigError> {
-        let base = match file {
-            Some(path) => ConfigLayer::from_file(path)?,
-            None => ConfigLayer::default(),
-        };
-        base.merge(ConfigLayer::from_env()?)
-            .merge(flags)
-            .resolve(default_script)
+        Self::load_with(file, |k| std::env::var(k).ok(), flags, default_script)
     }
+
+    /// [`WorkerConfig::load`] with the environment read through `env`. Defaults are
+    /// filled in and the result checked; with no provider named, the first that is
+    /// configured wins: Anthropic (a key), OpenAI (a key or a base URL), a script, and
+    /// finally `default_script` (the bundled demo script) as the scripted provider.
+    pub fn load_with(
+        file: Option<&Path>,
+        env: impl Fn(&str) -> Option<String>,
+        flags: ConfigLayer,
+        default_script: Option<PathBuf>,
+    ) -> Result<WorkerConfig, ConfigError> {
+        let mut loaded = Loader::new()
+            .file(file)?
+            .env(ENV, env)
+            .flags(&flags, FLAG_NAMES)?
+            .load::<ConfigLayer>()?;
+        // Relative paths in a file mean "next to this file", wherever the worker starts.
+        let base = |key: &str| {
+            loaded
+                .file_of(key)
+                .map(|f| f.parent().unwrap_or(Path::new(".")).to_path_buf())
+        };
+        let (ws_base, script_base) = (base("workspace"), base("script"));
+        let layer = &mut loaded.value;
+        if let (Some(ws), Some(dir)) = (layer.workspace.as_mut(), ws_base)
+            && ws.is_relative()
+        {
+            *ws = dir.join(&*ws);
+        }
+        if let (Some(ScriptSource::Path(p)), Some(dir)) = (layer.script.as_mut(), script_base)
+            && p.is_relative()
+        {
+            *p = dir.join(&*p);
+        }
+        resolve(&loaded, default_script)
+    }
+}
+
+/// Fills defaults and checks the result; errors name the key and where it was set.
+fn resolve(
+    loaded: &Loaded<ConfigLayer>,
+    default_script: Option<PathBuf>,
+) -> Result<WorkerConfig, ConfigError> {
+    let layer = &loaded.value;
+    let provider = resolve_provider(loaded, default_script)?;
+    let queues: Vec<String> = match &layer.queues {
+        Some(q) => q
+            .iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+        None => vec!["default".to_string()],
+    };
+    if queues.is_empty() {
+        return Err(loaded.invalid("queues", "at least one task queue is needed"));
+    }
+    let slots = layer.slots.unwrap_or(4);
+    if slots == 0 {
+        return Err(loaded.invalid("slots", "must be at least 1"));
+    }
+    let heartbeat_interval = layer.heartbeat_interval.unwrap_or(Duration::from_secs(10));
+    if heartbeat_interval.is_zero() {
+        return Err(loaded.invalid("heartbeat_interval_secs", "must be more than zero"));
+    }
+    Ok(WorkerConfig {
+        server_url: layer
+            .server_url
+            .clone()
+            .unwrap_or_else(|| railyard_proto::DEFAULT_SERVER_URL.to_string()),
+        namespace: layer
+            .namespace
+            .clone()
+            .unwrap_or_else(|| railyard_proto::DEFAULT_NAMESPACE.to_string()),
+        queues,
+        slots,
+        workspace: layer
+            .workspace
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_WORKSPACE)),
+        identity: layer.identity.clone().unwrap_or_else(default_identity),
+        provider,
+        shutdown_grace: layer.shutdown_grace.unwrap_or(Duration::from_secs(30)),
+        heartbeat_interval,
+    })
+}
+
+fn resolve_provider(
+    loaded: &Loaded<ConfigLayer>,
+    default_script: Option<PathBuf>,
+) -> Result<ProviderConfig, ConfigError> {
+    let layer = &loaded.value;
+    let kind = match layer.provider {
+        Some(kind) => kind,
+        None if layer.anthropic_api_key.is_some() => ProviderKind::Anthropic,
+        None if layer.openai_api_key.is_some() || layer.openai_base_url.is_some() => ProviderKind::OpenAi,
+        None => ProviderKind::Scripted,
+    };
+    Ok(match kind {
+        ProviderKind::Anthropic => ProviderConfig::Anthropic {
+            base_url: layer
+                .anthropic_base_url
+                .clone()
+                .unwrap_or_else(|| DEFAULT_ANTHROPIC_BASE_URL.into()),
+            api_key: layer.anthropic_api_key.clone().ok_or_else(|| {
+                loaded.invalid(
+                    "provider",
+                    "the anthropic provider needs an API key: set ANTHROPIC_API_KEY",
+                )
+            })?,
+            model: layer
+                .model
+                .clone()
+                .unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into()),
+            max_tokens: layer.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        },
+        ProviderKind::OpenAi => ProviderConfig::OpenAi {
+            base_url: layer
+                .openai_base_url
+                .clone()
+                .unwrap_or_else(|| DEFAULT_OPENAI_BASE_URL.into()),
+            api_key: layer.openai_api_key.clone(),
+            model: layer.model.clone().unwrap_or_else(|| DEFAULT_OPENAI_MODEL.into()),
+        },
+        ProviderKind::Scripted => ProviderConfig::Scripted {
+            script: layer
+                .script
+                .clone()
+                .or_else(|| default_script.map(ScriptSource::Path))
+                .ok_or_else(|| {
+                    ConfigError::Invalid(
+                    "no model provider configured: set ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL, \
+                     or RAILYARD_SCRIPT for the offline scripted provider"
+                        .into(),
+                )
+                })?,
+        },
+    })
 }
 
 /// Splits a comma-separated queue list, dropping blanks.
@@ -435,87 +497,226 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    fn env(pairs: &[(&str, &str)]) -> ConfigLayer {
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
         let map: HashMap<String, String> = pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        ConfigLayer::from_env_with(|k| map.get(k).cloned()).unwrap()
+        move |k| map.get(k).cloned()
+    }
+
+    fn load(
+        file: Option<&Path>,
+        vars: &[(&str, &str)],
+        flags: ConfigLayer,
+        default_script: Option<PathBuf>,
+    ) -> Result<WorkerConfig, ConfigError> {
+        WorkerConfig::load_with(file, env(vars), flags, default_script)
     }
 
     #[test]
     fn file_env_flags_precedence() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("worker.json");
+        // The JSON files of earlier releases, and TOML with the same keys.
+        let json = dir.path().join("worker.json");
         std::fs::write(
-            &path,
+            &json,
             r#"{"slots": 2, "queues": ["a"], "namespace": "ns", "workspace": "ws",
             "shutdown_grace_secs": 1.5}"#,
         )
         .unwrap();
-        let file = ConfigLayer::from_file(&path).unwrap();
-        let env = env(&[
-            ("RAILYARD_SLOTS", "3"),
-            ("RAILYARD_QUEUES", "b, c,"),
-            ("ANTHROPIC_API_KEY", "k"),
-        ]);
-        let flags = ConfigLayer {
-            slots: Some(5),
-            ..Default::default()
-        };
-        let cfg = file.merge(env).merge(flags).resolve(None).unwrap();
-        assert_eq!(cfg.slots, 5);
-        assert_eq!(cfg.queues, vec!["b", "c"]);
-        assert_eq!(cfg.namespace, "ns");
-        assert_eq!(cfg.workspace, dir.path().join("ws"));
-        assert_eq!(cfg.shutdown_grace, Duration::from_millis(1500));
-        assert!(matches!(&cfg.provider, ProviderConfig::Anthropic { api_key, .. } if api_key == "k"));
-        assert!(
-            !format!("{:?}", cfg.provider).contains("\"k\""),
-            "key must be redacted"
-        );
-        assert!(cfg.identity.contains(':'));
+        let toml = dir.path().join("worker.toml");
+        std::fs::write(
+            &toml,
+            "slots = 2\nqueues = [\"a\"]\nnamespace = \"ns\"\nworkspace = \"ws\"\nshutdown_grace_secs = 1.5\n",
+        )
+        .unwrap();
+        for path in [&json, &toml] {
+            let vars = [
+                ("RAILYARD_SLOTS", "3"),
+                ("RAILYARD_QUEUES", "b, c,"),
+                ("ANTHROPIC_API_KEY", "k"),
+            ];
+            let flags = ConfigLayer {
+                slots: Some(5),
+                ..Default::default()
+            };
+            let cfg = load(Some(path), &vars, flags, None).unwrap();
+            assert_eq!(cfg.slots, 5);
+            assert_eq!(cfg.queues, vec!["b", "c"]);
+            assert_eq!(cfg.namespace, "ns");
+            assert_eq!(cfg.workspace, dir.path().join("ws"));
+            assert_eq!(cfg.shutdown_grace, Duration::from_millis(1500));
+            assert!(matches!(&cfg.provider, ProviderConfig::Anthropic { api_key, .. } if api_key == "k"));
+            assert!(
+                !format!("{:?}", cfg.provider).contains("\"k\""),
+                "key must be redacted"
+            );
+            assert!(cfg.identity.contains(':'));
+            // Without the flag the environment wins over the file; without both, the file.
+            let cfg = load(Some(path), &vars, ConfigLayer::default(), None).unwrap();
+            assert_eq!(cfg.slots, 3);
+            let cfg = load(
+                Some(path),
+                &[("ANTHROPIC_API_KEY", "k")],
+                ConfigLayer::default(),
+                None,
+            )
+            .unwrap();
+            assert_eq!((cfg.slots, cfg.queues), (2, vec!["a".to_string()]));
+        }
     }
 
     #[test]
     fn file_errors_name_file_and_field() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("bad.json");
-        std::fs::write(&path, r#"{"slots": "four"}"#).unwrap();
-        let err = ConfigLayer::from_file(&path).unwrap_err().to_string();
-        assert!(err.contains("bad.json") && err.contains("`slots`"), "{err}");
-        std::fs::write(&path, r#"{"slotz": 4}"#).unwrap();
-        let err = ConfigLayer::from_file(&path).unwrap_err().to_string();
-        assert!(err.contains("bad.json") && err.contains("slotz"), "{err}");
+        for name in ["bad.json", "bad.toml"] {
+            let path = dir.path().join(name);
+            let text = if name.ends_with("json") {
+                r#"{"slots": "four"}"#
+            } else {
+                "slots = \"four\""
+            };
+            std::fs::write(&path, text).unwrap();
+            let err = load(Some(&path), &[], ConfigLayer::default(), None)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(name) && err.contains("`slots`"), "{err}");
+            let text = if name.ends_with("json") {
+                r#"{"slotz": 4}"#
+            } else {
+                "slotz = 4"
+            };
+            std::fs::write(&path, text).unwrap();
+            let err = load(Some(&path), &[], ConfigLayer::default(), None)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(name) && err.contains("slotz"), "{err}");
+        }
+        // A value that is fine alone but not as a setting names where it was set.
+        let path = dir.path().join("zero.toml");
+        std::fs::write(&path, "slots = 0").unwrap();
+        let err = load(Some(&path), &[], ConfigLayer::default(), Some("s.json".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("zero.toml") && err.contains("`slots`: must be at least 1"),
+            "{err}"
+        );
+        let missing = dir.path().join("missing.toml");
+        let err = load(Some(&missing), &[], ConfigLayer::default(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("missing.toml") && err.contains("cannot read"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn script_paths_in_a_file_are_relative_to_it_and_inline_scripts_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.toml");
+        std::fs::write(&path, "script = \"demo.script.json\"").unwrap();
+        let cfg = load(Some(&path), &[], ConfigLayer::default(), None).unwrap();
+        assert_eq!(
+            cfg.provider,
+            ProviderConfig::Scripted {
+                script: ScriptSource::Path(dir.path().join("demo.script.json"))
+            }
+        );
+        let cfg = load(
+            None,
+            &[("RAILYARD_SCRIPT", r#"{"default": []}"#)],
+            ConfigLayer::default(),
+            None,
+        )
+        .unwrap();
+        assert!(matches!(
+            cfg.provider,
+            ProviderConfig::Scripted {
+                script: ScriptSource::Inline(_)
+            }
+        ));
+        let err = load(
+            None,
+            &[("RAILYARD_SCRIPT", "{oops")],
+            ConfigLayer::default(),
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("RAILYARD_SCRIPT") && err.contains("inline script"),
+            "{err}"
+        );
     }
 
     #[test]
     fn provider_selection() {
-        let scripted = ConfigLayer::default()
-            .resolve(Some("demo.script.json".into()))
-            .unwrap();
+        let scripted = load(None, &[], ConfigLayer::default(), Some("demo.script.json".into())).unwrap();
         assert_eq!(
             scripted.provider,
             ProviderConfig::Scripted {
                 script: ScriptSource::Path("demo.script.json".into())
             }
         );
-        assert!(ConfigLayer::default().resolve(None).is_err());
-        let local = env(&[
+        assert!(load(None, &[], ConfigLayer::default(), None).is_err());
+        let vars = [
             ("OPENAI_BASE_URL", "http://localhost:11434/v1"),
             ("RAILYARD_MODEL", "llama3"),
-        ])
-        .resolve(None)
-        .unwrap();
+        ];
+        let local = load(None, &vars, ConfigLayer::default(), None).unwrap();
         assert!(
             matches!(local.provider, ProviderConfig::OpenAi { api_key: None, ref model, .. } if model == "llama3")
         );
-        let err = env(&[("RAILYARD_PROVIDER", "anthropic")])
-            .resolve(None)
-            .unwrap_err()
-            .to_string();
+        let err = load(
+            None,
+            &[("RAILYARD_PROVIDER", "anthropic")],
+            ConfigLayer::default(),
+            None,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("ANTHROPIC_API_KEY"), "{err}");
-        let bad = ConfigLayer::from_env_with(|k| (k == "RAILYARD_SLOTS").then(|| "0".to_string()));
+        let upper = load(
+            None,
+            &[("RAILYARD_PROVIDER", "OpenAI")],
+            ConfigLayer::default(),
+            None,
+        )
+        .unwrap();
+        assert!(matches!(upper.provider, ProviderConfig::OpenAi { .. }));
+        let err = load(
+            None,
+            &[("RAILYARD_PROVIDER", "gpt")],
+            ConfigLayer::default(),
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("RAILYARD_PROVIDER") && err.contains("unknown provider"),
+            "{err}"
+        );
+        let bad = load(
+            None,
+            &[("RAILYARD_SLOTS", "0")],
+            ConfigLayer::default(),
+            Some("s.json".into()),
+        );
         assert!(bad.unwrap_err().to_string().contains("RAILYARD_SLOTS"));
+        let err = load(
+            None,
+            &[("RAILYARD_SLOTS", "9")],
+            ConfigLayer {
+                slots: Some(0),
+                ..Default::default()
+            },
+            Some("s.json".into()),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("flag --slots"), "{err}");
     }
 }

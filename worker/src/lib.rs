@@ -2,8 +2,8 @@
 //! tools in a per-run workspace, keeps the lease alive, and reports the result.
 //!
 //! The CLI's entry points:
-//! - [`WorkerConfig::load`] (or [`ConfigLayer`] + [`ConfigLayer::merge`] +
-//!   [`ConfigLayer::resolve`]) to build a configuration from a file, the environment and flags;
+//! - [`WorkerConfig::load`] (flags as a [`ConfigLayer`]) to build a configuration from a
+//!   file, the environment and flags, through Railyard's one configuration loader;
 //! - [`run_worker`], or [`Worker`] with [`Worker::with_events`] for progress output.
 
 pub mod agent;

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use backon::Retryable;
 use railyard_proto::v1::StepTask;
-use railyard_proto::{Client, ClientError, Completion, Failure, StepWorker};
+use railyard_proto::{Client, ClientError, Completion, Failure, RetryPolicy, StepWorker};
 use tokio::sync::{Semaphore, watch};
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
@@ -27,11 +28,20 @@ const POLL_WAIT: Duration = Duration::from_secs(10);
 /// After shutdown, how long an in-flight poll may still bring a task back (which is
 /// then failed back at once rather than dropped to time out).
 const SHUTDOWN_POLL_DRAIN: Duration = Duration::from_secs(3);
-/// First and largest pause between polls while the server is unreachable.
-const RECONNECT_INITIAL: Duration = Duration::from_millis(500);
-const RECONNECT_MAX: Duration = Duration::from_secs(30);
-/// Attempts (beyond the SDK's own retries) to deliver a step's result.
-const REPORT_ATTEMPTS: u32 = 6;
+/// Pauses between polls while the server is unreachable: from 0.5 s up to 30 s, with
+/// jitter, so workers that lost a restarting server together do not all come back in
+/// the same instant.
+const RECONNECT: RetryPolicy = RetryPolicy {
+    max_attempts: u32::MAX,
+    initial_backoff: Duration::from_millis(500),
+    max_backoff: Duration::from_secs(30),
+};
+/// Tries (each with the SDK's own retries) to deliver a step's result.
+const REPORT: RetryPolicy = RetryPolicy {
+    max_attempts: 6,
+    initial_backoff: Duration::from_secs(1),
+    max_backoff: Duration::from_secs(16),
+};
 /// Time allowed for failing steps back once the grace period is over.
 const REPORT_GRACE: Duration = Duration::from_secs(20);
 
@@ -194,7 +204,7 @@ async fn stopped_for(mut stop: watch::Receiver<bool>, extra: Duration) {
 async fn poll_loop(shared: Arc<Shared>, worker: StepWorker) {
     let queue = worker.queue().to_string();
     let mut stop = shared.stop.clone();
-    let mut backoff = RECONNECT_INITIAL;
+    let mut pauses = RECONNECT.delays();
     let mut failures = 0u32;
     loop {
         if *stop.borrow() {
@@ -214,7 +224,7 @@ async fn poll_loop(shared: Arc<Shared>, worker: StepWorker) {
                 if failures > 0 {
                     info!(queue = %queue, failures, "server reachable again; polling resumed");
                     failures = 0;
-                    backoff = RECONNECT_INITIAL;
+                    pauses = RECONNECT.delays();
                 }
                 let Some(task) = task else { continue };
                 let shared = shared.clone();
@@ -227,16 +237,16 @@ async fn poll_loop(shared: Arc<Shared>, worker: StepWorker) {
             Err(e) => {
                 drop(permit);
                 failures += 1;
-                if !is_transient(&e) {
-                    error!(queue = %queue, failures, retry_in = ?backoff, error = %e, "poll failed");
+                let pause = pauses.next().unwrap_or(RECONNECT.max_backoff);
+                if !e.is_transient() {
+                    error!(queue = %queue, failures, retry_in = ?pause, error = %e, "poll failed");
                 } else {
-                    warn!(queue = %queue, failures, retry_in = ?backoff, error = %e, "server unavailable; will retry");
+                    warn!(queue = %queue, failures, retry_in = ?pause, error = %e, "server unavailable; will retry");
                 }
                 tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
+                    _ = tokio::time::sleep(pause) => {}
                     _ = stop.wait_for(|s| *s) => break,
                 }
-                backoff = (backoff * 2).min(RECONNECT_MAX);
             }
         }
     }
@@ -382,39 +392,22 @@ async fn prepare_workspace(root: &Path, run_id: &str) -> Result<PathBuf, String>
     Ok(dir)
 }
 
-/// Whether `e` says the server could not be reached or answer in time, rather than
-/// that it refused the request. A connection dropped mid-call (a server killed while
-/// holding a long poll, say) surfaces from tonic as `UNKNOWN` "transport error".
-fn is_transient(e: &ClientError) -> bool {
-    match e {
-        ClientError::Unavailable { .. } | ClientError::DeadlineExceeded(_) => true,
-        ClientError::Other { code, message } => {
-            *code == tonic::Code::Unknown && message.starts_with("transport error")
-        }
-        _ => false,
-    }
-}
-
-/// Retries a report while the server is unreachable. A repeated report is safe: the
-/// server refuses a second one for the same lease without changing anything.
-async fn with_retries<T, F, Fut>(what: &str, mut call: F) -> Result<T, ClientError>
+/// Retries a report while the server is unreachable or slow to answer
+/// ([`ClientError::is_transient`]), by the [`REPORT`] policy. A repeated report is
+/// safe: the server refuses a second one for the same lease without changing anything.
+async fn with_retries<T, F, Fut>(what: &str, call: F) -> Result<T, ClientError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, ClientError>>,
 {
-    let mut backoff = Duration::from_secs(1);
-    let mut attempt = 1;
-    loop {
-        match call().await {
-            Err(e) if is_transient(&e) && attempt < REPORT_ATTEMPTS => {
-                warn!(attempt, retry_in = ?backoff, error = %e, "{what} not delivered; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(15));
-                attempt += 1;
-            }
-            other => return other,
-        }
-    }
+    let mut attempt = 0u32;
+    call.retry(REPORT.builder())
+        .when(ClientError::is_transient)
+        .notify(|e: &ClientError, pause: Duration| {
+            attempt += 1;
+            warn!(attempt, retry_in = ?pause, error = %e, "{what} not delivered; retrying");
+        })
+        .await
 }
 
 /// Reports a completion. While the worker is still taking work it asks for the run's

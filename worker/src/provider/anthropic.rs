@@ -3,7 +3,8 @@
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
 
-use super::http::{Endpoint, RetryPolicy};
+use super::RetryPolicy;
+use super::http::Endpoint;
 use super::{Block, BoxFuture, Message, ModelRequest, ModelTurn, Provider, ProviderError, Role, StopReason};
 
 const API_VERSION: &str = "2023-06-01";

@@ -1,30 +1,41 @@
 //! The HTTP plumbing both real providers share: JSON POST with retries on 429 / 5xx /
 //! transport errors (honouring `retry-after`), and status → [`ProviderError`] mapping.
+//!
+//! The pauses and the list of transient statuses are Railyard's shared ones
+//! ([`railyard_proto::retry`]).
 
 use std::time::Duration;
 
+use backon::Retryable;
+use railyard_proto::RetryPolicy;
+use railyard_proto::retry::is_transient_http_status;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
 use super::{ProviderError, excerpt};
 
-/// How a provider retries one model call.
-#[derive(Debug, Clone)]
-pub struct RetryPolicy {
-    /// Tries in all, the first included.
-    pub max_attempts: u32,
-    /// First pause when the server gave no `retry-after`; doubles each time.
-    pub initial_backoff: Duration,
-    /// Cap on any one pause, `retry-after` included.
-    pub max_backoff: Duration,
+/// How a model call is retried unless a provider is given another policy: five tries,
+/// pauses from 1 s with jitter, none a minute long (a `retry-after` is capped there too).
+pub const MODEL_CALL_RETRY: RetryPolicy = RetryPolicy {
+    max_attempts: 5,
+    initial_backoff: Duration::from_secs(1),
+    max_backoff: Duration::from_secs(60),
+};
+
+/// One failed try of a model call: whether to try again, and the pause the server
+/// asked for.
+struct Failed {
+    error: ProviderError,
+    again: bool,
+    retry_after: Option<Duration>,
 }
 
-impl Default for RetryPolicy {
-    fn default() -> Self {
+impl From<ProviderError> for Failed {
+    fn from(error: ProviderError) -> Self {
         Self {
-            max_attempts: 5,
-            initial_backoff: Duration::from_secs(1),
-            max_backoff: Duration::from_secs(60),
+            again: error.is_retryable(),
+            error,
+            retry_after: None,
         }
     }
 }
@@ -66,76 +77,67 @@ impl Endpoint {
             headers,
             key_env,
             model: model.to_string(),
-            retry: RetryPolicy::default(),
+            retry: MODEL_CALL_RETRY,
         })
     }
 
-    /// POSTs `body` and returns the parsed JSON answer, retrying what can be retried.
+    /// POSTs `body` and returns the parsed JSON answer, retrying what can be retried
+    /// ([`ProviderError::is_retryable`]) by the endpoint's policy; a `retry-after`
+    /// replaces the policy's pause. A success answer that is not JSON is not retried
+    /// here (the step's own retry policy decides).
     pub async fn post(&self, body: &Value) -> Result<Value, ProviderError> {
-        let (client, url, policy) = (&self.client, self.url.as_str(), &self.retry);
-        let mut backoff = policy.initial_backoff;
-        let mut attempt = 1;
-        loop {
-            let sent = client
-                .post(url)
-                .headers(self.headers.clone())
-                .json(body)
-                .send()
-                .await;
-            let (error, server_delay) = match sent {
-                Err(e) => (
-                    ProviderError::Transport {
-                        url: url.to_string(),
-                        message: error_chain(&e),
-                    },
-                    None,
-                ),
-                Ok(resp) => {
-                    let status = resp.status().as_u16();
-                    let retry_after = parse_retry_after(resp.headers());
-                    let text = resp.text().await.map_err(|e| ProviderError::Transport {
-                        url: url.to_string(),
-                        message: format!("reading the response body: {}", error_chain(&e)),
-                    });
-                    let text = match text {
-                        Ok(t) => t,
-                        Err(e) => {
-                            // The answer was cut off mid-body: as transient as a refused connection.
-                            if attempt >= policy.max_attempts {
-                                return Err(e);
-                            }
-                            tracing::warn!(attempt, error = %e, "provider answer cut off; retrying");
-                            tokio::time::sleep(backoff).await;
-                            backoff = (backoff * 2).min(policy.max_backoff);
-                            attempt += 1;
-                            continue;
-                        }
-                    };
-                    if (200..300).contains(&status) {
-                        return serde_json::from_str(&text).map_err(|e| {
-                            ProviderError::BadResponse(format!(
-                                "invalid JSON ({e}): {}",
-                                excerpt(&text, BODY_EXCERPT)
-                            ))
-                        });
-                    }
-                    let error = classify(status, &text, self.key_env, &self.model);
-                    if !error.is_retryable() {
-                        return Err(error);
-                    }
-                    (error, retry_after)
-                }
-            };
-            if attempt >= policy.max_attempts {
-                return Err(error);
-            }
-            let delay = server_delay.unwrap_or(backoff).min(policy.max_backoff);
-            tracing::warn!(attempt, max_attempts = policy.max_attempts, delay_ms = delay.as_millis() as u64,
-            error = %error, "model call failed; retrying");
-            tokio::time::sleep(delay).await;
-            backoff = (backoff * 2).min(policy.max_backoff);
-            attempt += 1;
+        let policy = self.retry;
+        let mut attempt = 0u32;
+        (|| self.post_once(body))
+            .retry(policy.builder())
+            .when(|f: &Failed| f.again)
+            .adjust(|f: &Failed, pause: Option<Duration>| {
+                pause.map(|p| f.retry_after.map_or(p, |asked| policy.honour(asked)))
+            })
+            .notify(|f: &Failed, pause: Duration| {
+                attempt += 1;
+                tracing::warn!(attempt, max_attempts = policy.max_attempts, delay_ms = pause.as_millis() as u64,
+                    error = %f.error, "model call failed; retrying");
+            })
+            .await
+            .map_err(|f| f.error)
+    }
+
+    /// One try: the answer, or why it failed and how long the server asked us to wait.
+    async fn post_once(&self, body: &Value) -> Result<Value, Failed> {
+        let url = self.url.as_str();
+        let resp = self
+            .client
+            .post(url)
+            .headers(self.headers.clone())
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| ProviderError::Transport {
+                url: url.to_string(),
+                message: error_chain(&e),
+            })?;
+        let status = resp.status().as_u16();
+        let retry_after = parse_retry_after(resp.headers());
+        // An answer cut off mid-body is as transient as a refused connection.
+        let text = resp.text().await.map_err(|e| ProviderError::Transport {
+            url: url.to_string(),
+            message: format!("reading the response body: {}", error_chain(&e)),
+        })?;
+        if (200..300).contains(&status) {
+            return serde_json::from_str(&text).map_err(|e| Failed {
+                error: ProviderError::BadResponse(format!(
+                    "invalid JSON ({e}): {}",
+                    excerpt(&text, BODY_EXCERPT)
+                )),
+                again: false,
+                retry_after: None,
+            });
         }
+        Err(Failed {
+            retry_after,
+            ..Failed::from(classify(status, &text, self.key_env, &self.model))
+        })
     }
 }
 
@@ -156,16 +158,10 @@ fn classify(status: u16, body: &str, key_env: &'static str, model: &str) -> Prov
             model: model.to_string(),
             body: body_excerpt,
         },
-        // 408 (request timeout) and 409 (Anthropic's transient conflicts) are worth another try too.
-        408 | 409 | 429 | 500..=599 => ProviderError::Http {
-            status,
-            body: body_excerpt,
-            retryable: true,
-        },
         _ => ProviderError::Http {
             status,
             body: body_excerpt,
-            retryable: false,
+            retryable: is_transient_http_status(status),
         },
     }
 }

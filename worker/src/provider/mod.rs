@@ -16,8 +16,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use anthropic::AnthropicProvider;
-pub use http::RetryPolicy;
+pub use http::MODEL_CALL_RETRY;
 pub use openai::OpenAiProvider;
+pub use railyard_proto::RetryPolicy;
 pub use scripted::{Script, ScriptSource, ScriptedProvider};
 
 use crate::config::ProviderConfig;

@@ -4,7 +4,8 @@
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
-use super::http::{Endpoint, RetryPolicy};
+use super::RetryPolicy;
+use super::http::Endpoint;
 use super::{Block, BoxFuture, ModelRequest, ModelTurn, Provider, ProviderError, Role, StopReason};
 
 /// Talks to an OpenAI-compatible chat completions endpoint.
