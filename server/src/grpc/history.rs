@@ -153,7 +153,7 @@ impl History for HistoryService {
         let r = req.into_inner();
         let ns = self.core.namespace(&r.namespace)?;
         let run = self.load(&ns, &r.run_id)?;
-        let definition_json = serde_json::to_string_pretty(&run.definition).unwrap_or_default();
+        let definition_json = serde_json::to_string_pretty(&*run.definition).unwrap_or_default();
         Ok(Response::new(v1::DescribeRunResponse {
             run: Some(run_info(&run)),
             definition_json,

@@ -1,10 +1,12 @@
 //! Storage: the redb tables, the read side (never waits for the writer), and the
 //! single writer that applies every mutation with group commit ([`writer`]).
 //!
-//! Values are JSON (the state row, events, timers); keys are redb tuples so that
-//! range scans give history in event order, tasks in queue order and timers in due
-//! order.
+//! Values are versioned JSON records ([`records`]: the state row, events, timers,
+//! definitions); keys are redb tuples so that range scans give history in event
+//! order, tasks in queue order and timers in due order.
 
+mod migrate;
+pub(crate) mod records;
 pub mod writer;
 
 use std::path::Path;
@@ -15,10 +17,11 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHand
 use crate::clock::Millis;
 use crate::error::ApiError;
 use crate::model::{Event, RunState, RunStatus};
+use records::{Definitions, decode_event, decode_run};
 
 /// Everything about one run, in one table so that a transition dirties one B-tree:
-/// (namespace, run id, [`STATE_SLOT`]) → [`RunState`] JSON, (namespace, run id, event
-/// id) → [`Event`] JSON, and (namespace, run id, [`CHECKPOINT_SLOT`]) → the last
+/// (namespace, run id, [`STATE_SLOT`]) → run record, (namespace, run id, event id) →
+/// event record, and (namespace, run id, [`CHECKPOINT_SLOT`]) → the last
 /// heartbeat checkpoint of the step in flight.
 pub(crate) const RUNS: TableDefinition<(&str, &str, u64), &[u8]> = TableDefinition::new("runs");
 /// The slot of a run's state row. Events are numbered from 1.
@@ -29,7 +32,7 @@ pub(crate) const CHECKPOINT_SLOT: u64 = u64::MAX;
 pub(crate) const OPEN_RUNS: TableDefinition<(&str, &str), ()> = TableDefinition::new("open_runs");
 /// (namespace, queue, task seq) → run id: the ready tasks, rebuilt into matching at start.
 pub(crate) const TASKS: TableDefinition<(&str, &str, u64), &str> = TableDefinition::new("tasks");
-/// (due ms, seq) → [`crate::model::Timer`] JSON.
+/// (due ms, seq) → timer record.
 pub(crate) const TIMERS: TableDefinition<(i64, u64), &[u8]> = TableDefinition::new("timers");
 /// (namespace, "start:" or "signal:" + request id) → run id.
 pub(crate) const IDEMPOTENCY: TableDefinition<(&str, &str), &str> = TableDefinition::new("idempotency");
@@ -40,11 +43,16 @@ pub(crate) const RUNS_BY_START: TableDefinition<(&str, i64, &str), ()> =
 pub(crate) const CHILDREN: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("children");
 /// Namespace name → settings JSON.
 pub(crate) const NAMESPACES: TableDefinition<&str, &[u8]> = TableDefinition::new("namespaces");
+/// (workflow id, version, content hash) → definition record: each definition a run
+/// used, stored once; run records and `RunStarted` events name it by this key.
+pub(crate) const DEFINITIONS: TableDefinition<records::DefinitionTableKey, &[u8]> =
+    TableDefinition::new("definitions");
 /// Name → value: the storage layout version (`schema`).
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
-/// The table layout this build reads and writes.
-const SCHEMA_VERSION: u64 = 2;
+/// The table layout this build reads and writes. Layout 2 (serde images of the
+/// model, a definition in every state row) is migrated at open ([`migrate`]).
+const SCHEMA_VERSION: u64 = 3;
 
 /// Errors opening the database.
 #[derive(Debug, thiserror::Error)]
@@ -57,18 +65,18 @@ pub enum OpenError {
     #[error("cannot initialise database {path}: {source}")]
     Init { path: String, source: ApiError },
     #[error(
+        "cannot migrate database {path} from storage layout {from} to {SCHEMA_VERSION}: {source}; nothing was changed"
+    )]
+    Migrate {
+        path: String,
+        from: u64,
+        source: ApiError,
+    },
+    #[error(
         "database {path} has storage layout {found}, this build reads layout {SCHEMA_VERSION}; \
          it was written by another version of Railyard (move the data directory away to start afresh)"
     )]
     Schema { path: String, found: u64 },
-}
-
-pub(crate) fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes).map_err(|e| ApiError::Internal(format!("corrupt {what} record: {e}")))
-}
-
-pub(crate) fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, ApiError> {
-    serde_json::to_vec(value).map_err(|e| ApiError::Internal(format!("cannot encode record: {e}")))
 }
 
 /// A ready task as stored, for rebuilding matching.
@@ -97,6 +105,7 @@ pub struct RunFilter {
 #[derive(Clone)]
 pub struct Store {
     db: Arc<Database>,
+    defs: Arc<Definitions>,
 }
 
 impl Store {
@@ -109,9 +118,19 @@ impl Store {
             path: shown.clone(),
             source,
         })?;
-        let store = Self { db: Arc::new(db) };
+        let store = Self {
+            db: Arc::new(db),
+            defs: Arc::default(),
+        };
         match store.schema() {
             Ok(None | Some(SCHEMA_VERSION)) => {}
+            Ok(Some(from @ migrate::LAYOUT_2)) => {
+                migrate::from_layout_2(&store.db, &store.defs).map_err(|source| OpenError::Migrate {
+                    path: shown.clone(),
+                    from,
+                    source,
+                })?;
+            }
             Ok(Some(found)) => return Err(OpenError::Schema { path: shown, found }),
             Err(source) => return Err(OpenError::Init { path: shown, source }),
         }
@@ -147,6 +166,7 @@ impl Store {
             tx.open_table(IDEMPOTENCY)?;
             tx.open_table(RUNS_BY_START)?;
             tx.open_table(CHILDREN)?;
+            tx.open_table(DEFINITIONS)?;
             let mut ns = tx.open_table(NAMESPACES)?;
             if ns.get(railyard_proto::DEFAULT_NAMESPACE)?.is_none() {
                 ns.insert(railyard_proto::DEFAULT_NAMESPACE, b"{}".as_slice())?;
@@ -158,6 +178,11 @@ impl Store {
 
     pub(crate) fn db(&self) -> &Database {
         &self.db
+    }
+
+    /// The definition cache, shared with the writer.
+    pub(crate) fn definitions(&self) -> &Arc<Definitions> {
+        &self.defs
     }
 
     /// Names of every namespace.
@@ -175,8 +200,9 @@ impl Store {
     pub fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, ApiError> {
         let tx = self.db.begin_read()?;
         let t = tx.open_table(RUNS)?;
+        let defs = tx.open_table(DEFINITIONS)?;
         t.get((ns, run_id, STATE_SLOT))?
-            .map(|v| decode(v.value(), "run"))
+            .map(|v| decode_run(v.value(), &self.defs, &defs))
             .transpose()
     }
 
@@ -184,12 +210,13 @@ impl Store {
     pub fn history(&self, ns: &str, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, ApiError> {
         let tx = self.db.begin_read()?;
         let t = tx.open_table(RUNS)?;
+        let defs = tx.open_table(DEFINITIONS)?;
         let mut out = Vec::new();
         for row in t
             .range((ns, run_id, from.max(STATE_SLOT + 1))..(ns, run_id, CHECKPOINT_SLOT))?
             .take(limit)
         {
-            out.push(decode(row?.1.value(), "event")?);
+            out.push(decode_event(row?.1.value(), &self.defs, &defs)?);
         }
         Ok(out)
     }
@@ -214,6 +241,7 @@ impl Store {
         let tx = self.db.begin_read()?;
         let index = tx.open_table(RUNS_BY_START)?;
         let runs = tx.open_table(RUNS)?;
+        let defs = tx.open_table(DEFINITIONS)?;
         let hi_ms = filter.started_before_ms.unwrap_or(i64::MAX);
         let lo_ms = filter.started_after_ms.unwrap_or(i64::MIN);
         let range = match &after {
@@ -227,7 +255,7 @@ impl Store {
             let Some(v) = runs.get((ns, id, STATE_SLOT))? else {
                 continue;
             };
-            let run: RunState = decode(v.value(), "run")?;
+            let run = decode_run(v.value(), &self.defs, &defs)?;
             let keep = filter.status.is_none_or(|s| s == run.status)
                 && filter.workflow_id.as_ref().is_none_or(|w| *w == run.workflow_id)
                 && filter
@@ -279,6 +307,7 @@ impl Store {
         let tx = self.db.begin_read()?;
         let open = tx.open_table(OPEN_RUNS)?;
         let runs = tx.open_table(RUNS)?;
+        let defs = tx.open_table(DEFINITIONS)?;
         let mut out = Vec::new();
         for row in open.iter()? {
             let row = row?;
@@ -286,7 +315,7 @@ impl Store {
             let Some(v) = runs.get((ns, id, STATE_SLOT))? else {
                 continue;
             };
-            let run: RunState = decode(v.value(), "run")?;
+            let run = decode_run(v.value(), &self.defs, &defs)?;
             if let Some((due, lease)) = run.lease_deadline() {
                 out.push((due, ns.to_string(), id.to_string(), lease));
             }

@@ -123,7 +123,7 @@ impl Cx<'_, '_> {
         self.t
             .runs
             .get((ns, run_id, STATE_SLOT))?
-            .map(|v| decode(v.value(), "run"))
+            .map(|v| records::decode_run(v.value(), &self.t.defs, &self.t.definitions))
             .transpose()
     }
 
@@ -230,11 +230,11 @@ impl Cx<'_, '_> {
             _ => true,
         });
         for ev in &events {
-            self.t.runs.insert((ns, id, ev.id), encode(ev)?.as_slice())?;
+            let row = records::encode_event(ev, &self.t.defs)?;
+            self.t.runs.insert((ns, id, ev.id), row.as_slice())?;
         }
-        self.t
-            .runs
-            .insert((ns, id, STATE_SLOT), encode(run)?.as_slice())?;
+        let row = records::encode_run(run, &self.t.defs)?;
+        self.t.runs.insert((ns, id, STATE_SLOT), row.as_slice())?;
         if run.status.is_open() != was_open {
             if was_open {
                 self.t.open_runs.remove((ns, id))?;
@@ -268,9 +268,10 @@ impl Cx<'_, '_> {
                 }
                 Effect::Timer { due_ms, timer } => {
                     *self.next_seq += 1;
-                    self.t
-                        .timers
-                        .insert((due_ms, *self.next_seq), encode(&timer)?.as_slice())?;
+                    self.t.timers.insert(
+                        (due_ms, *self.next_seq),
+                        records::encode_timer(&timer)?.as_slice(),
+                    )?;
                     self.after.push(After::WakeTimers);
                 }
                 Effect::SaveCheckpoint(bytes) => {
@@ -322,7 +323,8 @@ impl Cx<'_, '_> {
             )));
         }
         let mut out = Out::new(self.now, self.next_seq);
-        let mut run = RunState::start(c.params, (*c.definition).clone(), &mut out);
+        self.t.defs.store(&c.definition, &mut self.t.definitions)?;
+        let mut run = RunState::start(c.params, c.definition, &mut out);
         let handoff = Self::sync_match(self.matching, &mut run, &mut out);
         let (events, effects) = (out.events, out.effects);
         self.save(&run, false, events, effects)?;
@@ -407,7 +409,7 @@ impl Cx<'_, '_> {
         }
         let fired = due.len();
         for (_, bytes) in due {
-            let timer: Timer = match decode(&bytes, "timer") {
+            let timer = match records::decode_timer(&bytes) {
                 Ok(t) => t,
                 Err(e) => {
                     tracing::error!(error = %e, "dropping an unreadable timer");

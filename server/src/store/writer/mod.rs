@@ -374,6 +374,9 @@ struct Tables<'t> {
     idempotency: Table<'t, (&'static str, &'static str), &'static str>,
     by_start: Table<'t, (&'static str, i64, &'static str), ()>,
     children: Table<'t, (&'static str, &'static str, &'static str), ()>,
+    /// Written only by a start whose definition is new to storage.
+    definitions: Table<'t, records::DefinitionTableKey, &'static [u8]>,
+    defs: Arc<records::Definitions>,
 }
 
 impl WriterLoop {
@@ -474,6 +477,8 @@ impl WriterLoop {
                 idempotency: tx.open_table(IDEMPOTENCY)?,
                 by_start: tx.open_table(RUNS_BY_START)?,
                 children: tx.open_table(CHILDREN)?,
+                definitions: tx.open_table(DEFINITIONS)?,
+                defs: self.store.definitions().clone(),
             };
             let now = self.hooks.clock.now_ms();
             for cmd in batch {
