@@ -263,3 +263,72 @@ fn a_row_of_a_newer_record_version_or_a_missing_definition_is_refused_by_name() 
     assert!(err.contains("current step 2"), "{err}");
     let _ = tx;
 }
+
+#[tokio::test]
+async fn starts_store_each_definition_once_and_runs_name_theirs() {
+    use crate::clock::ManualClock;
+    use crate::matching::Matching;
+    use crate::metrics::Metrics;
+    use crate::store::writer::{Hooks, StartCommand, Writer};
+    use crate::store::{DEFINITIONS, RUNS, STATE_SLOT, Store};
+    use crate::timers::LeaseDeadlines;
+    use crate::watch::Watchers;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let hooks = Hooks {
+        matching: Arc::new(Matching::default()),
+        watchers: Arc::new(Watchers::default()),
+        timer_wake: Arc::new(tokio::sync::Notify::new()),
+        leases: Arc::new(LeaseDeadlines::default()),
+        metrics: Arc::new(Metrics::default()),
+        clock: Arc::new(ManualClock::new(1_000)),
+    };
+    let (writer, thread) = Writer::spawn(store.clone(), hooks).unwrap();
+    let a = Arc::new(parse_definition(DEF).unwrap());
+    let same = Arc::new(parse_definition(DEF).unwrap());
+    let mut changed = parse_definition(DEF).unwrap();
+    changed.steps[1].prompt = "b, but better".into();
+    let changed = Arc::new(changed);
+    let stored = |store: &Store| {
+        let tx = store.db().begin_read().unwrap();
+        redb::ReadableTableMetadata::len(&tx.open_table(DEFINITIONS).unwrap()).unwrap()
+    };
+    for (id, def, rows) in [
+        ("r1", &a, 1),
+        ("r2", &a, 1),
+        ("r3", &same, 1),
+        ("r4", &changed, 2),
+    ] {
+        let params = StartParams {
+            namespace: "default".into(),
+            run_id: id.into(),
+            ..Default::default()
+        };
+        let definition = def.clone();
+        writer.start(StartCommand { params, definition }).await.unwrap();
+        assert_eq!(stored(&store), rows, "after {id}");
+    }
+    drop(writer);
+    thread.join().unwrap();
+
+    // Another process (a fresh cache) reads each run with its own definition.
+    drop(store);
+    let store = Store::open(dir.path()).unwrap();
+    let r1 = store.run("default", "r1").unwrap().unwrap();
+    let r3 = store.run("default", "r3").unwrap().unwrap();
+    let r4 = store.run("default", "r4").unwrap().unwrap();
+    assert_eq!(r1.definition, a);
+    assert!(Arc::ptr_eq(&r1.definition, &r3.definition), "one copy in memory");
+    assert_eq!(r4.definition.steps[1].prompt, "b, but better");
+    let tx = store.db().begin_read().unwrap();
+    let row = tx
+        .open_table(RUNS)
+        .unwrap()
+        .get(("default", "r1", STATE_SLOT))
+        .unwrap()
+        .unwrap()
+        .value()
+        .to_vec();
+    assert!(!String::from_utf8(row).unwrap().contains("long prompt"));
+}
