@@ -1,6 +1,8 @@
-//! The server's error type, mapped onto gRPC status codes as the design fixes them.
+//! The server's error type. Its variants are the gRPC status codes the design fixes;
+//! the mapping onto `tonic::Status` is the gRPC layer's (`grpc::status`), so nothing
+//! below it depends on a transport.
 
-use tonic::{Code, Status};
+use std::sync::Arc;
 
 /// An error a request ends in. The message is for a person: it names the field,
 /// the run or the lease that is wrong.
@@ -15,14 +17,21 @@ pub enum ApiError {
     /// A stale lease, a replayed token, or an illegal state change.
     #[error("{0}")]
     FailedPrecondition(String),
-    /// A forged or unverifiable token.
+    /// A forged or unverifiable token, or a caller not allowed to do this.
     #[error("{0}")]
     PermissionDenied(String),
+    /// Missing or unknown credentials.
+    #[error("{0}")]
+    Unauthenticated(String),
     #[error("{0}")]
     ResourceExhausted(String),
-    /// Storage failed; nothing of the request was committed.
+    /// An internal failure other than storage.
     #[error("{0}")]
     Internal(String),
+    /// Storage failed; nothing of the request was committed. Shared, because a
+    /// failed batch gives the same error to every caller in it.
+    #[error(transparent)]
+    Storage(Arc<StorageError>),
     /// The server is shutting down.
     #[error("{0}")]
     Unavailable(String),
@@ -35,35 +44,45 @@ impl ApiError {
     }
 }
 
-impl From<ApiError> for Status {
-    fn from(e: ApiError) -> Self {
-        let code = match &e {
-            ApiError::InvalidArgument(_) => Code::InvalidArgument,
-            ApiError::NotFound(_) => Code::NotFound,
-            ApiError::AlreadyExists(_) => Code::AlreadyExists,
-            ApiError::FailedPrecondition(_) => Code::FailedPrecondition,
-            ApiError::PermissionDenied(_) => Code::PermissionDenied,
-            ApiError::ResourceExhausted(_) => Code::ResourceExhausted,
-            ApiError::Internal(_) => Code::Internal,
-            ApiError::Unavailable(_) => Code::Unavailable,
-        };
-        Status::new(code, e.to_string())
+/// A storage failure, with its source: the database's own error, a record that
+/// cannot be read or written, or a failure injected by a test backend.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("storage error: {0}")]
+    Redb(#[from] redb::Error),
+    /// A stored record that does not decode.
+    #[error("corrupt {what} record: {source}")]
+    Corrupt {
+        what: &'static str,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A record that does not encode.
+    #[error("cannot encode record: {0}")]
+    Encode(Box<dyn std::error::Error + Send + Sync>),
+    /// A failure injected by the in-memory backend's fault plan.
+    #[error("storage error: injected fault: {0}")]
+    Injected(String),
+}
+
+impl From<StorageError> for ApiError {
+    fn from(e: StorageError) -> Self {
+        ApiError::Storage(Arc::new(e))
     }
 }
 
-macro_rules! storage_error {
+macro_rules! redb_error {
     ($($t:ty),*) => {$(
-        impl From<$t> for ApiError {
+        impl From<$t> for StorageError {
             fn from(e: $t) -> Self {
-                ApiError::Internal(format!("storage error: {e}"))
+                StorageError::Redb(e.into())
             }
         }
     )*};
 }
-storage_error!(
-    redb::Error,
+redb_error!(
     redb::StorageError,
     redb::TableError,
     redb::TransactionError,
-    redb::CommitError
+    redb::CommitError,
+    redb::DatabaseError
 );

@@ -14,6 +14,8 @@ pub struct Metrics {
     pub commit_micros: AtomicU64,
     pub polls: AtomicU64,
     pub polls_empty: AtomicU64,
+    /// Writer commands by (name, accepted and committed): see [`Self::record_command`].
+    pub commands: std::sync::Mutex<std::collections::BTreeMap<(&'static str, bool), u64>>,
 }
 
 impl Metrics {
@@ -22,6 +24,12 @@ impl Metrics {
         self.commits.fetch_add(1, Relaxed);
         self.commands_committed.fetch_add(size as u64, Relaxed);
         self.commit_micros.fetch_add(took.as_micros() as u64, Relaxed);
+    }
+
+    /// Counts one writer command by name; `ok` when it was accepted and committed.
+    pub fn record_command(&self, name: &'static str, ok: bool) {
+        let mut counts = self.commands.lock().unwrap_or_else(|p| p.into_inner());
+        *counts.entry((name, ok)).or_default() += 1;
     }
 
     /// The Prometheus text exposition of every counter.

@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::ids;
+
 /// Tools a step may list in `allowedTools`.
 pub use railyard_proto::tools::ALL as KNOWN_TOOLS;
 
@@ -215,22 +217,18 @@ pub fn parse_definition(text: &str) -> Result<WorkflowDef, String> {
     Ok(def)
 }
 
+/// Checks a definition's id, step id or task queue against the one rule for names
+/// ([`ids::check_name`]), worded for a definition.
 fn check_name(path: &str, value: &str, what: &str) -> Result<(), String> {
-    if value.trim().is_empty() {
-        return Err(format!("{path}: {what} must not be empty"));
-    }
-    if value.len() > 128 {
-        return Err(format!("{path}: {what} is longer than 128 characters"));
-    }
-    if !value
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    {
-        return Err(format!(
-            "{path}: {what} {value:?} may hold only letters, digits, '-', '_' and '.'"
-        ));
-    }
-    Ok(())
+    ids::check_name(value).map_err(|e| match e {
+        ids::NameError::Empty => format!("{path}: {what} must not be empty"),
+        ids::NameError::TooLong { .. } => {
+            format!("{path}: {what} is longer than {} characters", ids::MAX_NAME)
+        }
+        ids::NameError::BadCharacter => {
+            format!("{path}: {what} {value:?} may hold only {}", ids::NAME_CHARACTERS)
+        }
+    })
 }
 
 /// Checks what serde cannot: names, uniqueness, ranges and templates.
@@ -329,10 +327,7 @@ pub fn check_template(template: &str) -> Result<(), String> {
             return Err(format!("unclosed '{{{{' at character {}", offset + start));
         };
         let var = after[..end].trim();
-        let ok = var == "goal"
-            || var.strip_prefix("context.").is_some_and(|k| {
-                !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-            });
+        let ok = var == "goal" || var.strip_prefix("context.").is_some_and(ids::is_context_key);
         if !ok {
             return Err(format!(
                 "unknown placeholder {{{{{var}}}}} at character {} (use {{{{goal}}}} or {{{{context.KEY}}}})",
@@ -411,6 +406,33 @@ mod tests {
         assert!(e.starts_with("steps:"), "{e}");
         let e = parse_definition("{").unwrap_err();
         assert!(e.contains("EOF"), "{e}");
+    }
+
+    #[test]
+    fn ids_and_placeholders_follow_the_api_rules() {
+        // `:` and `@` are allowed in API names, so definitions may use them too.
+        let d = parse_definition(
+            r#"{"id":"team:wf@2","version":"1","name":"W","taskQueue":"q:gpu@eu",
+                "steps":[{"id":"s:1","title":"A","prompt":"{{context.any key}}"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(d.steps[0].queue(&d), "q:gpu@eu");
+        let e = parse_definition(&def(r#"[{"id":"a b","title":"A","prompt":"p"}]"#)).unwrap_err();
+        assert!(
+            e.starts_with("steps[0].id: step id \"a b\" may hold only letters, digits and - _ . : @"),
+            "{e}"
+        );
+        let e = parse_definition(&def(&format!(
+            r#"[{{"id":"{}","title":"A","prompt":"p"}}]"#,
+            "x".repeat(129)
+        )))
+        .unwrap_err();
+        assert_eq!(e, "steps[0].id: step id is longer than 128 characters");
+        // A placeholder may name only a key the API can set: at most 128 bytes.
+        let long = format!("{{{{context.{}}}}}", "k".repeat(129));
+        assert!(check_template(&long).is_err());
+        assert!(check_template(&format!("{{{{context.{}}}}}", "k".repeat(128))).is_ok());
+        assert!(check_template("{{context.}}").is_err());
     }
 
     #[test]

@@ -1,148 +1,52 @@
-//! The gRPC front end: one module per service. Handlers validate input (naming the
-//! field), read through [`Store`] or mutate through the [`Writer`], and convert
-//! to wire types here.
+//! The gRPC front end: one module per service. Handlers convert wire types to the
+//! service layer's ([`crate::service`]) and back, and map its errors onto status
+//! codes ([`status`]); the request logic lives in the service layer.
 
 pub mod history;
 pub mod tasks;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
-
 use railyard_proto::v1;
+use tonic::metadata::MetadataMap;
+use tonic::{Code, Status};
 
-use crate::clock::Clock;
 use crate::error::ApiError;
-use crate::matching::Matching;
-use crate::metrics::Metrics;
 use crate::model::{Event, RunState, RunStatus};
-use crate::store::Store;
-use crate::store::writer::Writer;
-use crate::token::TokenKeys;
-use crate::watch::Watchers;
-use crate::workflow::WorkflowRegistry;
+use crate::service::{Caller, CallerInput, Role, caller};
 
-/// Size limits on what clients send. Past them a request gets `INVALID_ARGUMENT`.
-pub mod limits {
-    pub const NAME: usize = 128;
-    pub const REQUEST_ID: usize = 256;
-    pub const GOAL: usize = 64 * 1024;
-    pub const CONTEXT_ENTRIES: usize = 256;
-    pub const CONTEXT_VALUE: usize = 64 * 1024;
-    pub const NOTES: usize = 1024 * 1024;
-    pub const ARTIFACTS: usize = 256;
-    pub const ARTIFACT: usize = 4096;
-    pub const CHECKPOINT: usize = 8 * 1024 * 1024;
-    pub const MESSAGE: usize = 64 * 1024;
-    pub const SIGNAL_PAYLOAD: usize = 256 * 1024;
-    pub const COORDINATOR_NOTES: usize = 64;
-    pub const URL: usize = 2048;
+pub use crate::service::Core;
+
+/// An API error as a gRPC status: the one place codes are chosen.
+pub fn status(e: ApiError) -> Status {
+    let code = match &e {
+        ApiError::InvalidArgument(_) => Code::InvalidArgument,
+        ApiError::NotFound(_) => Code::NotFound,
+        ApiError::AlreadyExists(_) => Code::AlreadyExists,
+        ApiError::FailedPrecondition(_) => Code::FailedPrecondition,
+        ApiError::PermissionDenied(_) => Code::PermissionDenied,
+        ApiError::Unauthenticated(_) => Code::Unauthenticated,
+        ApiError::ResourceExhausted(_) => Code::ResourceExhausted,
+        ApiError::Internal(_) | ApiError::Storage(_) => Code::Internal,
+        ApiError::Unavailable(_) => Code::Unavailable,
+    };
+    Status::new(code, e.to_string())
 }
 
-/// What every handler shares.
-pub struct Core {
-    pub store: Store,
-    pub writer: Writer,
-    pub matching: Arc<Matching>,
-    pub watchers: Arc<Watchers>,
-    pub metrics: Arc<Metrics>,
-    pub clock: Arc<dyn Clock>,
-    pub keys: TokenKeys,
-    pub workflows: Arc<WorkflowRegistry>,
-    pub namespaces: HashSet<String>,
-    /// Turns true when the server shuts down; long waits end early on it.
-    pub shutdown: tokio::sync::watch::Receiver<bool>,
-}
-
-impl Core {
-    /// Resolves when the server starts shutting down.
-    pub async fn shutting_down(&self) {
-        let mut rx = self.shutdown.clone();
-        let _ = rx.wait_for(|s| *s).await;
-    }
-
-    /// The namespace a request names (`default` when empty), if it exists.
-    pub fn namespace(&self, ns: &str) -> Result<String, ApiError> {
-        let ns = if ns.is_empty() {
-            railyard_proto::DEFAULT_NAMESPACE
-        } else {
-            ns
-        };
-        if self.namespaces.contains(ns) {
-            Ok(ns.to_string())
-        } else {
-            Err(ApiError::NotFound(format!("namespace {ns:?} does not exist")))
-        }
+impl From<ApiError> for Status {
+    fn from(e: ApiError) -> Self {
+        status(e)
     }
 }
 
-/// Checks an identifier-like field: non-empty, short, no control characters.
-pub fn check_name(field: &str, value: &str) -> Result<(), ApiError> {
-    if value.is_empty() {
-        return Err(ApiError::field(field, "must not be empty"));
-    }
-    check_len(field, value, limits::NAME)?;
-    if !value
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "-_.:@".contains(c))
-    {
-        return Err(ApiError::field(
-            field,
-            format!("{value:?} may hold only letters, digits and - _ . : @"),
-        ));
-    }
-    Ok(())
-}
-
-pub fn check_len(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
-    check_bytes(field, value.as_bytes(), max)
-}
-
-pub fn check_bytes(field: &str, value: &[u8], max: usize) -> Result<(), ApiError> {
-    if value.len() > max {
-        return Err(ApiError::field(
-            field,
-            format!("is {} bytes, more than the limit of {max}", value.len()),
-        ));
-    }
-    Ok(())
-}
-
-pub fn check_count(field: &str, count: usize, max: usize) -> Result<(), ApiError> {
-    if count > max {
-        return Err(ApiError::field(
-            field,
-            format!("has {count} entries, more than {max}"),
-        ));
-    }
-    Ok(())
-}
-
-/// The caller's identity (checked), or `default` when it gave none.
-pub fn identity(given: String, default: &str) -> Result<String, ApiError> {
-    check_len("identity", &given, limits::NAME * 2)?;
-    Ok(if given.is_empty() {
-        default.to_string()
-    } else {
-        given
-    })
-}
-
-/// Checks a context map (or context updates) and converts it.
-pub fn check_context(
-    field: &str,
-    ctx: HashMap<String, String>,
-) -> Result<BTreeMap<String, String>, ApiError> {
-    check_count(field, ctx.len(), limits::CONTEXT_ENTRIES)?;
-    for (k, v) in &ctx {
-        if k.is_empty() || k.len() > limits::NAME {
-            return Err(ApiError::field(
-                field,
-                format!("key {k:?} must be 1 to {} bytes", limits::NAME),
-            ));
-        }
-        check_len(&format!("{field}[{k:?}]"), v, limits::CONTEXT_VALUE)?;
-    }
-    Ok(ctx.into_iter().collect())
+/// The caller of a request that names its namespace and identity. This is where
+/// credentials will be read from the request's metadata once auth arrives.
+fn caller_of(
+    core: &Core,
+    _metadata: &MetadataMap,
+    namespace: String,
+    identity: String,
+    role: Role,
+) -> Result<Caller, Status> {
+    Ok(caller::resolve(core, CallerInput { namespace, identity }, role)?)
 }
 
 pub fn status_to_proto(s: RunStatus) -> v1::RunStatus {
@@ -216,5 +120,29 @@ pub fn event_to_proto(ev: &Event) -> v1::HistoryEvent {
         event_type: ev.kind.type_name().to_string(),
         identity: ev.identity.clone(),
         attributes_json: crate::model::wire::event_attributes_json(&ev.kind),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_api_error_has_its_own_code_and_keeps_its_message() {
+        let cases = [
+            (ApiError::InvalidArgument("a".into()), Code::InvalidArgument),
+            (ApiError::NotFound("a".into()), Code::NotFound),
+            (ApiError::AlreadyExists("a".into()), Code::AlreadyExists),
+            (ApiError::FailedPrecondition("a".into()), Code::FailedPrecondition),
+            (ApiError::PermissionDenied("a".into()), Code::PermissionDenied),
+            (ApiError::Unauthenticated("a".into()), Code::Unauthenticated),
+            (ApiError::ResourceExhausted("a".into()), Code::ResourceExhausted),
+            (ApiError::Internal("a".into()), Code::Internal),
+            (ApiError::Unavailable("a".into()), Code::Unavailable),
+        ];
+        for (e, code) in cases {
+            let s = Status::from(e);
+            assert_eq!((s.code(), s.message()), (code, "a"));
+        }
     }
 }

@@ -7,14 +7,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::clock::Millis;
-use crate::error::ApiError;
 use crate::token::TokenClaims;
 use crate::workflow::WorkflowDef;
 
 mod events;
+mod refusal;
 pub mod wire;
 
 pub use events::{Event, EventKind, RunStatus, TimeoutKind};
+pub use refusal::{Action, LeaseRef, Refusal};
 
 /// The lease of the step attempt in flight.
 #[derive(Debug, Clone, PartialEq)]
@@ -304,23 +305,25 @@ impl RunState {
         self.push(out, identity, kind);
     }
 
-    fn require_open(&self, what: &str) -> Result<(), ApiError> {
+    fn require_open(&self, action: Action) -> Result<(), Refusal> {
         if self.status.is_open() {
             Ok(())
         } else {
-            Err(ApiError::FailedPrecondition(format!(
-                "run {} is {}; cannot {what}",
-                self.run_id,
-                self.status.name()
-            )))
+            Err(Refusal::RunClosed {
+                run_id: self.run_id.clone(),
+                status: self.status,
+                action,
+            })
         }
     }
 
     /// Leases ready task `task_seq` to `worker`. Fails when the task is stale (the run
     /// moved on since it was queued); the caller then takes the next task.
-    pub fn lease(&mut self, task_seq: u64, worker: &str, out: &mut Out) -> Result<Lease, ApiError> {
-        let stale = || ApiError::FailedPrecondition(format!("task {task_seq} is no longer ready"));
-        self.require_open("lease a step").map_err(|_| stale())?;
+    pub fn lease(&mut self, task_seq: u64, worker: &str, out: &mut Out) -> Result<Lease, Refusal> {
+        let stale = || Refusal::TaskNotReady { task_seq };
+        if !self.status.is_open() {
+            return Err(stale());
+        }
         let Phase::Scheduled {
             queue,
             task_seq: current,
@@ -365,27 +368,25 @@ impl RunState {
     }
 
     /// The lease a token stands for, if it is still the current one.
-    pub fn check_lease(&self, claims: &TokenClaims) -> Result<&Lease, ApiError> {
-        self.require_open("accept a step report")?;
-        let current = match &self.phase {
-            Phase::Started(lease) => lease,
-            _ => {
-                return Err(ApiError::FailedPrecondition(format!(
-                    "lease {} of step {:?} attempt {} is no longer current: the step is not leased now",
-                    claims.lease, claims.step, claims.attempt
-                )));
-            }
+    pub fn check_lease(&self, claims: &TokenClaims) -> Result<&Lease, Refusal> {
+        self.require_open(Action::AcceptReport)?;
+        let claimed = || LeaseRef {
+            lease: claims.lease,
+            step: claims.step.clone(),
+            attempt: claims.attempt,
+        };
+        let Phase::Started(current) = &self.phase else {
+            return Err(Refusal::StepNotLeased { claimed: claimed() });
         };
         if current.seq != claims.lease || claims.step != self.step_id() || claims.attempt != self.attempt() {
-            return Err(ApiError::FailedPrecondition(format!(
-                "lease {} of step {:?} attempt {} is no longer current (current: lease {} of step {:?} attempt {})",
-                claims.lease,
-                claims.step,
-                claims.attempt,
-                current.seq,
-                self.step_id(),
-                self.attempt()
-            )));
+            return Err(Refusal::StaleLease {
+                claimed: claimed(),
+                current: LeaseRef {
+                    lease: current.seq,
+                    step: self.step_id(),
+                    attempt: self.attempt(),
+                },
+            });
         }
         Ok(current)
     }
@@ -400,7 +401,7 @@ impl RunState {
         notes: Vec<(String, String)>,
         acked: u64,
         out: &mut Out,
-    ) -> Result<Vec<PendingSignal>, ApiError> {
+    ) -> Result<Vec<PendingSignal>, Refusal> {
         self.check_lease(claims)?;
         if let Phase::Started(lease) = &mut self.phase
             && let Some(t) = lease.heartbeat_timeout_ms
@@ -436,7 +437,7 @@ impl RunState {
         artifacts: Vec<String>,
         context_updates: BTreeMap<String, String>,
         out: &mut Out,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), Refusal> {
         self.check_lease(claims)?;
         let (step_id, attempt) = (self.step_id(), self.attempt());
         self.context.extend(context_updates.clone());
@@ -490,7 +491,7 @@ impl RunState {
         identity: &str,
         f: StepFailure,
         out: &mut Out,
-    ) -> Result<bool, ApiError> {
+    ) -> Result<bool, Refusal> {
         self.check_lease(claims)?;
         if !f.checkpoint.is_empty() {
             out.effects.push(Effect::SaveCheckpoint(f.checkpoint));
@@ -670,8 +671,8 @@ impl RunState {
         name: String,
         payload_json: String,
         out: &mut Out,
-    ) -> Result<(), ApiError> {
-        self.require_open("signal it")?;
+    ) -> Result<(), Refusal> {
+        self.require_open(Action::Signal)?;
         self.push(
             out,
             identity,
@@ -690,8 +691,8 @@ impl RunState {
 
     /// Requests cancellation: at once when no worker holds the step, otherwise when
     /// the worker reports back (it learns of the request on its next heartbeat).
-    pub fn cancel(&mut self, identity: &str, reason: String, out: &mut Out) -> Result<(), ApiError> {
-        self.require_open("cancel it")?;
+    pub fn cancel(&mut self, identity: &str, reason: String, out: &mut Out) -> Result<(), Refusal> {
+        self.require_open(Action::Cancel)?;
         if self.cancel_requested {
             return Ok(());
         }
@@ -715,8 +716,8 @@ impl RunState {
     }
 
     /// Ends the run at once; a worker holding a step loses its lease.
-    pub fn terminate(&mut self, identity: &str, reason: String, out: &mut Out) -> Result<(), ApiError> {
-        self.require_open("terminate it")?;
+    pub fn terminate(&mut self, identity: &str, reason: String, out: &mut Out) -> Result<(), Refusal> {
+        self.require_open(Action::Terminate)?;
         self.close(
             RunStatus::Terminated,
             out,

@@ -98,14 +98,14 @@ fn stale_and_replayed_reports_are_refused_without_events() {
     };
     let (r, events, effects) =
         fx.step(|r, o| r.complete(&wrong_attempt, "w", String::new(), vec![], BTreeMap::new(), o));
-    assert!(matches!(r, Err(ApiError::FailedPrecondition(_))));
+    assert!(matches!(r, Err(Refusal::StaleLease { .. })));
     assert!(events.is_empty() && effects.is_empty());
     let (r, _, _) = fx.step(|r, o| r.complete(&claims, "w", String::new(), vec![], BTreeMap::new(), o));
     r.unwrap();
     let before = fx.run.clone();
     let (r, events, _) = fx.step(|r, o| r.complete(&claims, "w", String::new(), vec![], BTreeMap::new(), o));
     assert!(
-        matches!(r, Err(ApiError::FailedPrecondition(_))),
+        matches!(r, Err(Refusal::StepNotLeased { .. })),
         "replay must be refused"
     );
     assert!(events.is_empty());
@@ -205,7 +205,7 @@ fn heartbeat_extends_the_lease_and_expiry_times_out() {
     );
     // The timed-out lease's report is refused.
     let (r, _, _) = fx.step(|r, o| r.complete(&claims, "w1", String::new(), vec![], BTreeMap::new(), o));
-    assert!(matches!(r, Err(ApiError::FailedPrecondition(_))));
+    assert!(matches!(r, Err(Refusal::StepNotLeased { .. })));
     // A stale timer does nothing.
     let (_, events, effects) = fx.step(|r, o| r.lease_timer(claims.lease, o));
     assert!(events.is_empty() && effects.is_empty());
@@ -313,7 +313,7 @@ fn an_undelivered_lease_ends_at_once_and_a_stale_report_of_it_does_nothing() {
     assert_eq!((again.attempt, again.lease), (1, claims.lease + 1));
     let (r, _, _) = fx.step(|r, o| r.complete(&claims, "w1", String::new(), vec![], BTreeMap::new(), o));
     assert!(
-        matches!(r, Err(ApiError::FailedPrecondition(_))),
+        matches!(r, Err(Refusal::StaleLease { .. })),
         "the undelivered lease is dead"
     );
     // Undelivered leases never use up the retry policy (maximumAttempts 2 here).

@@ -16,8 +16,8 @@ use redb::{Database, ReadableTable, ReadableTableMetadata, Table};
 use serde::de::DeserializeOwned;
 
 use super::records::{self, Definitions};
-use super::{CHECKPOINT_SLOT, DEFINITIONS, META, RUNS, SCHEMA_VERSION, STATE_SLOT, TIMERS};
-use crate::error::ApiError;
+use super::redb_backend::{CHECKPOINT_SLOT, DEFINITIONS, META, RUNS, SCHEMA_VERSION, STATE_SLOT, TIMERS};
+use crate::error::StorageError;
 use crate::workflow::WorkflowDef;
 
 /// The layout this module migrates from.
@@ -38,7 +38,7 @@ pub(super) struct Migrated {
 }
 
 /// Migrates a layout-2 database to the current layout in one transaction.
-pub(super) fn from_layout_2(db: &Database, defs: &Definitions) -> Result<Migrated, ApiError> {
+pub(super) fn from_layout_2(db: &Database, defs: &Definitions) -> Result<Migrated, StorageError> {
     let started = std::time::Instant::now();
     let tx = db.begin_write()?;
     let mut done = Migrated::default();
@@ -57,13 +57,13 @@ pub(super) fn from_layout_2(db: &Database, defs: &Definitions) -> Result<Migrate
                     CHECKPOINT_SLOT => continue,
                     STATE_SLOT => {
                         done.runs += 1;
-                        let run: layout2::RunV2 = parse(&old, "run", &ns, &id, slot)?;
+                        let run: layout2::RunV2 = parse(&old, "layout-2 run", &ns, &id, slot)?;
                         let run = run.into_model(|d| store(defs, d.into_model(), &mut definitions))?;
                         records::encode_run(&run, defs)?
                     }
                     _ => {
                         done.events += 1;
-                        let ev: layout2::EventV2 = parse(&old, "event", &ns, &id, slot)?;
+                        let ev: layout2::EventV2 = parse(&old, "layout-2 event", &ns, &id, slot)?;
                         let ev = ev.into_model(|d| store(defs, d.into_model(), &mut definitions))?;
                         records::encode_event(&ev, defs)?
                     }
@@ -80,9 +80,11 @@ pub(super) fn from_layout_2(db: &Database, defs: &Definitions) -> Result<Migrate
             old_timers.push((k.value(), v.value().to_vec()));
         }
         for ((due, seq), old) in old_timers {
-            let timer: layout2::TimerV2 = serde_json::from_slice(&old).map_err(|e| {
-                ApiError::Internal(format!("timer ({due}, {seq}): unreadable layout-2 row: {e}"))
-            })?;
+            let timer: layout2::TimerV2 =
+                serde_json::from_slice(&old).map_err(|e| StorageError::Corrupt {
+                    what: "layout-2 timer",
+                    source: format!("row ({due}, {seq}): {e}").into(),
+                })?;
             timers.insert((due, seq), records::encode_timer(&timer.into())?.as_slice())?;
             done.timers += 1;
         }
@@ -106,7 +108,7 @@ pub(super) fn from_layout_2(db: &Database, defs: &Definitions) -> Result<Migrate
 fn next_chunk(
     runs: &Table<'_, (&'static str, &'static str, u64), &'static [u8]>,
     after: Option<&RunKey>,
-) -> Result<Vec<(RunKey, Vec<u8>)>, ApiError> {
+) -> Result<Vec<(RunKey, Vec<u8>)>, StorageError> {
     let range = match after {
         Some((ns, id, slot)) => runs.range((ns.as_str(), id.as_str(), *slot)..)?,
         None => runs.range::<(&str, &str, u64)>(..)?,
@@ -128,15 +130,14 @@ fn next_chunk(
 
 fn parse<T: DeserializeOwned>(
     bytes: &[u8],
-    what: &str,
+    what: &'static str,
     ns: &str,
     id: &str,
     slot: u64,
-) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        ApiError::Internal(format!(
-            "{what} row ({ns:?}, {id:?}, {slot}): unreadable layout-2 record: {e}"
-        ))
+) -> Result<T, StorageError> {
+    serde_json::from_slice(bytes).map_err(|e| StorageError::Corrupt {
+        what,
+        source: format!("row ({ns:?}, {id:?}, {slot}): {e}").into(),
     })
 }
 
@@ -145,7 +146,7 @@ fn store(
     defs: &Definitions,
     def: WorkflowDef,
     table: &mut Table<'_, records::DefinitionTableKey, &'static [u8]>,
-) -> Result<Arc<WorkflowDef>, ApiError> {
+) -> Result<Arc<WorkflowDef>, StorageError> {
     let def = defs.intern(def)?;
     defs.store(&def, table)?;
     Ok(def)

@@ -7,6 +7,7 @@ use redb::{ReadableDatabase, ReadableTableMetadata, TableDefinition, TableHandle
 
 use super::*;
 use crate::model::{EventKind, Phase, RunStatus, Timer};
+use crate::store::redb_backend::RedbBackend;
 use crate::store::{OpenError, Store};
 
 fn fixture() -> PathBuf {
@@ -47,7 +48,8 @@ fn the_layout_2_fixture_migrates_in_one_pass_and_reads_back() {
     assert!(done.events > 20, "{done:?}");
     assert_eq!(schema(&path), Some(SCHEMA_VERSION));
 
-    let store = Store::open(dir.path()).unwrap();
+    let backend = Arc::new(RedbBackend::open(dir.path()).unwrap());
+    let store = Store::new(backend.clone());
     let run = |id: &str| store.run("default", id).unwrap().unwrap();
     assert_eq!(run("done").status, RunStatus::Completed);
     assert_eq!(run("done").steps[0].notes, "fetched");
@@ -79,7 +81,7 @@ fn the_layout_2_fixture_migrates_in_one_pass_and_reads_back() {
         store.checkpoint("default", "leased").unwrap(),
         br#"{"turn":3,"transcript":["draft v1"]}"#
     );
-    let tx = store.db().begin_read().unwrap();
+    let tx = backend.db().begin_read().unwrap();
     let timers: Vec<_> = tx
         .open_table(TIMERS)
         .unwrap()

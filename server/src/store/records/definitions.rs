@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{Record, corrupt, decode_record, encode_record};
-use crate::error::ApiError;
+use crate::error::StorageError;
 use crate::workflow::{RetryPolicy, StepDef, WorkflowDef};
 
 /// The `definitions` table's key: (workflow id, version, content hash).
@@ -181,7 +181,7 @@ struct Encoded {
     bytes: Vec<u8>,
 }
 
-fn encode_definition(def: &WorkflowDef) -> Result<Encoded, ApiError> {
+fn encode_definition(def: &WorkflowDef) -> Result<Encoded, StorageError> {
     let bytes = encode_record(&DefinitionRecord::from_model(def))?;
     let digest = Sha256::digest(&bytes);
     let hash = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
@@ -220,7 +220,7 @@ impl Definitions {
     }
 
     /// The key a run of `def` names. Computed once per definition the process holds.
-    pub(crate) fn key_of(&self, def: &Arc<WorkflowDef>) -> Result<DefinitionKey, ApiError> {
+    pub(crate) fn key_of(&self, def: &Arc<WorkflowDef>) -> Result<DefinitionKey, StorageError> {
         let ptr = Arc::as_ptr(def) as usize;
         {
             let cache = self.cache();
@@ -236,7 +236,7 @@ impl Definitions {
     /// The shared copy of `def`: the cached one when a definition of the same
     /// content is known. Decoding many copies of one definition (a migration) keeps
     /// one in memory.
-    pub(crate) fn intern(&self, def: WorkflowDef) -> Result<Arc<WorkflowDef>, ApiError> {
+    pub(crate) fn intern(&self, def: WorkflowDef) -> Result<Arc<WorkflowDef>, StorageError> {
         let key = encode_definition(&def)?.key;
         if let Some((known, _)) = self.cache().by_hash.get(&key.hash) {
             return Ok(known.clone());
@@ -264,7 +264,7 @@ impl Definitions {
         &self,
         def: &Arc<WorkflowDef>,
         table: &mut Table<'_, DefinitionTableKey, &'static [u8]>,
-    ) -> Result<DefinitionKey, ApiError> {
+    ) -> Result<DefinitionKey, StorageError> {
         let key = self.key_of(def)?;
         let row = (key.workflow_id.as_str(), key.version.as_str(), key.hash.as_str());
         if table.get(row)?.is_none() {
@@ -279,7 +279,7 @@ impl Definitions {
         &self,
         key: &DefinitionKey,
         table: &impl ReadableTable<DefinitionTableKey, &'static [u8]>,
-    ) -> Result<Arc<WorkflowDef>, ApiError> {
+    ) -> Result<Arc<WorkflowDef>, StorageError> {
         if let Some((def, _)) = self.cache().by_hash.get(&key.hash) {
             return Ok(def.clone());
         }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{DefinitionKey, DefinitionTableKey, Definitions, Record, decode_record, encode_record, v1};
 use crate::clock::Millis;
-use crate::error::ApiError;
+use crate::error::StorageError;
 use crate::model::{Event, EventKind, TimeoutKind};
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -157,7 +157,7 @@ enum TimeoutRecord {
 
 /// Encodes one history row. A `RunStarted` names its definition, which the same
 /// transaction stores (see [`Definitions::store`]).
-pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, ApiError> {
+pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, StorageError> {
     let event = match &ev.kind {
         EventKind::RunStarted {
             workflow_id,
@@ -289,7 +289,7 @@ pub(crate) fn decode_event(
     bytes: &[u8],
     defs: &Definitions,
     definitions: &impl ReadableTable<DefinitionTableKey, &'static [u8]>,
-) -> Result<Event, ApiError> {
+) -> Result<Event, StorageError> {
     let r: EventRecord = decode_record(bytes)?;
     let kind = match r.event {
         KindRecord::RunStarted {

@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Millis;
-use crate::error::ApiError;
+use crate::error::StorageError;
 use crate::model::{Lease, PendingSignal, Phase, RunState, RunStatus, StepRecord};
 
 pub(crate) use definitions::{DefinitionKey, DefinitionTableKey, Definitions};
@@ -43,16 +43,18 @@ fn v1() -> u32 {
     1
 }
 
-pub(crate) fn corrupt(what: &str, problem: impl std::fmt::Display) -> ApiError {
-    ApiError::Internal(format!("corrupt {what} record: {problem}"))
+pub(crate) fn corrupt(what: &'static str, problem: impl std::fmt::Display) -> StorageError {
+    StorageError::Corrupt {
+        what,
+        source: problem.to_string().into(),
+    }
 }
 
-pub(crate) fn encode_record<R: Record>(record: &R) -> Result<Vec<u8>, ApiError> {
-    serde_json::to_vec(record)
-        .map_err(|e| ApiError::Internal(format!("cannot encode {} record: {e}", R::WHAT)))
+pub(crate) fn encode_record<R: Record>(record: &R) -> Result<Vec<u8>, StorageError> {
+    serde_json::to_vec(record).map_err(|e| StorageError::Encode(format!("{} record: {e}", R::WHAT).into()))
 }
 
-pub(crate) fn decode_record<R: Record>(bytes: &[u8]) -> Result<R, ApiError> {
+pub(crate) fn decode_record<R: Record>(bytes: &[u8]) -> Result<R, StorageError> {
     let record: R = serde_json::from_slice(bytes).map_err(|e| corrupt(R::WHAT, e))?;
     if record.version() > R::VERSION {
         return Err(corrupt(
@@ -287,7 +289,7 @@ impl RunRecord {
         }
     }
 
-    fn into_model(self, definition: Arc<crate::workflow::WorkflowDef>) -> Result<RunState, ApiError> {
+    fn into_model(self, definition: Arc<crate::workflow::WorkflowDef>) -> Result<RunState, StorageError> {
         // The model indexes steps by position: a row that disagrees with its
         // definition is refused here rather than panicking later.
         let steps = definition.steps.len();
@@ -364,7 +366,7 @@ impl RunRecord {
 
 /// Encodes a run's state row. Its definition must be stored already (see
 /// [`Definitions::store`]); the row names it.
-pub(crate) fn encode_run(run: &RunState, defs: &Definitions) -> Result<Vec<u8>, ApiError> {
+pub(crate) fn encode_run(run: &RunState, defs: &Definitions) -> Result<Vec<u8>, StorageError> {
     encode_record(&RunRecord::from_model(run, defs.key_of(&run.definition)?))
 }
 
@@ -373,7 +375,7 @@ pub(crate) fn decode_run(
     bytes: &[u8],
     defs: &Definitions,
     definitions: &impl ReadableTable<DefinitionTableKey, &'static [u8]>,
-) -> Result<RunState, ApiError> {
+) -> Result<RunState, StorageError> {
     let record: RunRecord = decode_record(bytes)?;
     let definition = defs.resolve(&record.definition, definitions)?;
     record.into_model(definition)

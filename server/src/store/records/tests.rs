@@ -269,13 +269,15 @@ async fn starts_store_each_definition_once_and_runs_name_theirs() {
     use crate::clock::ManualClock;
     use crate::matching::Matching;
     use crate::metrics::Metrics;
+    use crate::store::Store;
+    use crate::store::redb_backend::{DEFINITIONS, RUNS, RedbBackend, STATE_SLOT};
     use crate::store::writer::{Hooks, StartCommand, Writer};
-    use crate::store::{DEFINITIONS, RUNS, STATE_SLOT, Store};
     use crate::timers::LeaseDeadlines;
     use crate::watch::Watchers;
 
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
+    let backend = Arc::new(RedbBackend::open(dir.path()).unwrap());
+    let store = Store::new(backend.clone());
     let hooks = Hooks {
         matching: Arc::new(Matching::default()),
         watchers: Arc::new(Watchers::default()),
@@ -290,8 +292,8 @@ async fn starts_store_each_definition_once_and_runs_name_theirs() {
     let mut changed = parse_definition(DEF).unwrap();
     changed.steps[1].prompt = "b, but better".into();
     let changed = Arc::new(changed);
-    let stored = |store: &Store| {
-        let tx = store.db().begin_read().unwrap();
+    let stored = |backend: &RedbBackend| {
+        let tx = backend.db().begin_read().unwrap();
         redb::ReadableTableMetadata::len(&tx.open_table(DEFINITIONS).unwrap()).unwrap()
     };
     for (id, def, rows) in [
@@ -307,21 +309,22 @@ async fn starts_store_each_definition_once_and_runs_name_theirs() {
         };
         let definition = def.clone();
         writer.start(StartCommand { params, definition }).await.unwrap();
-        assert_eq!(stored(&store), rows, "after {id}");
+        assert_eq!(stored(&backend), rows, "after {id}");
     }
     drop(writer);
     thread.join().unwrap();
 
     // Another process (a fresh cache) reads each run with its own definition.
-    drop(store);
-    let store = Store::open(dir.path()).unwrap();
+    drop((store, backend));
+    let backend = Arc::new(RedbBackend::open(dir.path()).unwrap());
+    let store = Store::new(backend.clone());
     let r1 = store.run("default", "r1").unwrap().unwrap();
     let r3 = store.run("default", "r3").unwrap().unwrap();
     let r4 = store.run("default", "r4").unwrap().unwrap();
     assert_eq!(r1.definition, a);
     assert!(Arc::ptr_eq(&r1.definition, &r3.definition), "one copy in memory");
     assert_eq!(r4.definition.steps[1].prompt, "b, but better");
-    let tx = store.db().begin_read().unwrap();
+    let tx = backend.db().begin_read().unwrap();
     let row = tx
         .open_table(RUNS)
         .unwrap()

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Record, decode_record, encode_record, v1};
-use crate::error::ApiError;
+use crate::error::StorageError;
 use crate::model::Timer;
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -37,7 +37,7 @@ enum TimerKindRecord {
     },
 }
 
-pub(crate) fn encode_timer(timer: &Timer) -> Result<Vec<u8>, ApiError> {
+pub(crate) fn encode_timer(timer: &Timer) -> Result<Vec<u8>, StorageError> {
     let timer = match timer {
         Timer::Backoff {
             namespace,
@@ -57,7 +57,7 @@ pub(crate) fn encode_timer(timer: &Timer) -> Result<Vec<u8>, ApiError> {
     })
 }
 
-pub(crate) fn decode_timer(bytes: &[u8]) -> Result<Timer, ApiError> {
+pub(crate) fn decode_timer(bytes: &[u8]) -> Result<Timer, StorageError> {
     let r: TimerRecord = decode_record(bytes)?;
     Ok(match r.timer {
         TimerKindRecord::Backoff {

@@ -1,5 +1,6 @@
-//! The single writer. Every mutation is a [`Command`]; the writer thread takes all
-//! commands waiting, applies them in one redb write transaction, commits durably,
+//! The single writer. Every mutation is a command (one type per file in
+//! `commands/`); the writer thread takes all commands waiting, applies them in one
+//! write transaction through the storage [`Backend`], commits durably,
 //! and only then applies the in-memory effects (matching, watchers, lease deadlines,
 //! timer wake-ups) and answers each caller. While one commit syncs, the next batch
 //! queues up: that is the group commit.
@@ -12,14 +13,18 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use redb::{ReadableTable, Table};
 use tokio::sync::{mpsc, oneshot};
 
-mod apply;
+mod commands;
+mod cx;
 #[cfg(test)]
 mod tests;
 
-use apply::Cx;
+use commands::{Answer, Apply, Command, Handed};
+use cx::Transition;
+
+pub use commands::{Replaced, StartCommand, StartReplacing, Stop};
+pub(crate) use cx::Cx;
 
 use super::*;
 use crate::clock::{Clock, Millis};
@@ -35,15 +40,6 @@ type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
 
 /// Most commands applied in one transaction.
 const MAX_BATCH: usize = 1024;
-/// Most timers fired in one transaction.
-const MAX_TIMERS: usize = 512;
-
-/// A new run to start.
-#[derive(Debug)]
-pub struct StartCommand {
-    pub params: StartParams,
-    pub definition: Arc<WorkflowDef>,
-}
 
 /// The answer to a start.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,13 +67,6 @@ impl Grant {
     }
 }
 
-/// How a run is stopped from outside.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stop {
-    Cancel,
-    Terminate,
-}
-
 /// A worker's report that a step is done.
 #[derive(Debug, Default)]
 pub struct StepCompletion {
@@ -93,55 +82,6 @@ pub struct StepCompletion {
 pub struct HeartbeatReply {
     pub cancel_requested: bool,
     pub signals: Vec<PendingSignal>,
-}
-
-enum Command {
-    Start(StartCommand, Reply<Started>),
-    Lease(TaskRef, String, Reply<Grant>),
-    Heartbeat {
-        claims: TokenClaims,
-        identity: String,
-        checkpoint: Vec<u8>,
-        notes: Vec<(String, String)>,
-        acked: u64,
-        reply: Reply<HeartbeatReply>,
-    },
-    Complete {
-        claims: TokenClaims,
-        identity: String,
-        completion: StepCompletion,
-        reply: Reply<Option<Grant>>,
-    },
-    Fail {
-        claims: TokenClaims,
-        identity: String,
-        failure: StepFailure,
-        reply: Reply<bool>,
-    },
-    Signal {
-        ns: String,
-        run_id: String,
-        identity: String,
-        name: String,
-        payload: String,
-        request_id: String,
-        reply: Reply<()>,
-    },
-    Stop {
-        how: Stop,
-        ns: String,
-        run_id: String,
-        identity: String,
-        reason: String,
-        reply: Reply<()>,
-    },
-    FireTimers(Reply<usize>),
-    /// The writer's own follow-up: a sync-matched lease whose poll was gone.
-    Undelivered {
-        ns: String,
-        run_id: String,
-        lease: u64,
-    },
 }
 
 /// The handle request handlers use to reach the writer. Cheap to clone.
@@ -180,19 +120,32 @@ impl Writer {
         Ok((Self { tx }, handle))
     }
 
-    async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, ApiError> {
+    /// Sends a command and waits for its answer, which comes after its commit.
+    async fn call<C: Apply>(&self, c: C) -> Result<C::Output, ApiError>
+    where
+        Command: From<(C, Reply<C::Output>)>,
+    {
         let (reply, rx) = oneshot::channel();
         let gone = || ApiError::Unavailable("the server is shutting down".into());
-        self.tx.send(make(reply)).await.map_err(|_| gone())?;
+        self.tx
+            .send(Command::from((c, reply)))
+            .await
+            .map_err(|_| gone())?;
         rx.await.map_err(|_| gone())?
     }
 
     pub async fn start(&self, cmd: StartCommand) -> Result<Started, ApiError> {
-        self.call(|r| Command::Start(cmd, r)).await
+        self.call(cmd).await
+    }
+
+    /// Terminates one run if it is open and starts another, in one commit; if the
+    /// start is refused, the other run is left as it was.
+    pub async fn start_replacing(&self, cmd: StartReplacing) -> Result<Replaced, ApiError> {
+        self.call(cmd).await
     }
 
     pub async fn lease(&self, task: TaskRef, worker: String) -> Result<Grant, ApiError> {
-        self.call(|r| Command::Lease(task, worker, r)).await
+        self.call(commands::LeaseTask { task, worker }).await
     }
 
     pub async fn heartbeat(
@@ -203,13 +156,12 @@ impl Writer {
         notes: Vec<(String, String)>,
         acked: u64,
     ) -> Result<HeartbeatReply, ApiError> {
-        self.call(|reply| Command::Heartbeat {
+        self.call(commands::Heartbeat {
             claims,
             identity,
             checkpoint,
             notes,
             acked,
-            reply,
         })
         .await
     }
@@ -222,11 +174,10 @@ impl Writer {
         identity: String,
         completion: StepCompletion,
     ) -> Result<Option<Grant>, ApiError> {
-        self.call(|reply| Command::Complete {
+        self.call(commands::Complete {
             claims,
             identity,
             completion,
-            reply,
         })
         .await
     }
@@ -237,11 +188,10 @@ impl Writer {
         identity: String,
         failure: StepFailure,
     ) -> Result<bool, ApiError> {
-        self.call(|reply| Command::Fail {
+        self.call(commands::Fail {
             claims,
             identity,
             failure,
-            reply,
         })
         .await
     }
@@ -256,14 +206,13 @@ impl Writer {
         payload: String,
         request_id: String,
     ) -> Result<(), ApiError> {
-        self.call(|reply| Command::Signal {
+        self.call(commands::Signal {
             ns,
             run_id,
             identity,
             name,
             payload,
             request_id,
-            reply,
         })
         .await
     }
@@ -278,20 +227,19 @@ impl Writer {
         identity: String,
         reason: String,
     ) -> Result<(), ApiError> {
-        self.call(|reply| Command::Stop {
+        self.call(commands::StopRun {
             how,
             ns,
             run_id,
             identity,
             reason,
-            reply,
         })
         .await
     }
 
     /// Fires every timer due now; returns how many fired.
     pub async fn fire_timers(&self) -> Result<usize, ApiError> {
-        self.call(Command::FireTimers).await
+        self.call(commands::FireTimers).await
     }
 }
 
@@ -320,63 +268,12 @@ enum After {
     },
 }
 
-/// A caller's answer, held until commit. Given the storage error if the commit
-/// failed; returns a follow-up command when the answer carried a lease that its
-/// caller was no longer there to take.
-type Answer = Box<dyn FnOnce(Option<ApiError>) -> Option<Command> + Send>;
-
-fn answer<T: Send + 'static>(reply: Reply<T>, result: Result<T, ApiError>) -> Answer {
-    answer_lease(reply, result, |_| None)
-}
-
-/// A lease handed out in an answer: (namespace, run id, lease).
-type Handed = (String, String, u64);
-
-/// Like [`answer`], for an answer that may carry a committed lease (a poll's lease,
-/// or the next step of an eager completion). If the caller went away while the
-/// commit ran (its client gave up), nobody holds the lease: end it at once rather
-/// than at its deadline.
-fn answer_lease<T: Send + 'static>(
-    reply: Reply<T>,
-    result: Result<T, ApiError>,
-    handed: impl FnOnce(&T) -> Option<Handed> + Send + 'static,
-) -> Answer {
-    Box::new(move |storage_error| {
-        let leased = match (&storage_error, &result) {
-            (None, Ok(value)) => handed(value),
-            _ => None,
-        };
-        let delivered = reply
-            .send(match storage_error {
-                Some(e) => Err(e),
-                None => result,
-            })
-            .is_ok();
-        let (ns, run_id, lease) = leased.filter(|_| !delivered)?;
-        tracing::warn!(%run_id, lease, "a leased step's caller was gone when the commit finished");
-        Some(Command::Undelivered { ns, run_id, lease })
-    })
-}
-
 struct WriterLoop {
     store: Store,
     hooks: Hooks,
     next_seq: u64,
     /// Commands the writer gives itself, applied in the next batch.
     follow_ups: Vec<Command>,
-}
-
-struct Tables<'t> {
-    runs: Table<'t, (&'static str, &'static str, u64), &'static [u8]>,
-    open_runs: Table<'t, (&'static str, &'static str), ()>,
-    tasks: Table<'t, (&'static str, &'static str, u64), &'static str>,
-    timers: Table<'t, (i64, u64), &'static [u8]>,
-    idempotency: Table<'t, (&'static str, &'static str), &'static str>,
-    by_start: Table<'t, (&'static str, i64, &'static str), ()>,
-    children: Table<'t, (&'static str, &'static str, &'static str), ()>,
-    /// Written only by a start whose definition is new to storage.
-    definitions: Table<'t, records::DefinitionTableKey, &'static [u8]>,
-    defs: Arc<records::Definitions>,
 }
 
 impl WriterLoop {
@@ -424,7 +321,10 @@ impl WriterLoop {
                                 // The poll went away as the commit finished: nobody holds
                                 // the lease, so end it now rather than at its deadline.
                                 tracing::warn!(%run_id, lease, "a handed-off step found its poll gone");
-                                self.follow_ups.push(Command::Undelivered { ns, run_id, lease });
+                                self.follow_ups.push(Command::Undelivered(
+                                    commands::Undelivered { ns, run_id, lease },
+                                    None,
+                                ));
                             }
                         }
                         After::Notify {
@@ -441,12 +341,14 @@ impl WriterLoop {
                     }
                 }
                 for a in answers {
-                    self.follow_ups.extend(a(None));
+                    self.hooks.metrics.record_command(a.name, a.accepted);
+                    self.follow_ups.extend((a.send)(None));
                 }
                 self.hooks.metrics.record_commit(size, started.elapsed());
             }
             Err(e) => {
                 tracing::error!(error = %e, batch = size, "write transaction failed; nothing in it was committed");
+                let e = ApiError::from(e);
                 self.next_seq = seq_before;
                 for effect in after {
                     if let After::HandOff(waiter, grant) = effect {
@@ -455,46 +357,55 @@ impl WriterLoop {
                     }
                 }
                 for a in answers {
-                    let _ = a(Some(e.clone()));
+                    self.hooks.metrics.record_command(a.name, false);
+                    let _ = (a.send)(Some(e.clone()));
                 }
             }
         }
     }
 
+    /// Applies the batch in one write transaction and commits it. Every command
+    /// leaves an answer in `answers`, also when the batch fails part way.
     fn transact(
         &mut self,
         batch: Vec<Command>,
         answers: &mut Vec<Answer>,
         after: &mut Vec<After>,
-    ) -> Result<(), ApiError> {
-        let tx = self.store.db().begin_write()?;
-        {
-            let mut t = Tables {
-                runs: tx.open_table(RUNS)?,
-                open_runs: tx.open_table(OPEN_RUNS)?,
-                tasks: tx.open_table(TASKS)?,
-                timers: tx.open_table(TIMERS)?,
-                idempotency: tx.open_table(IDEMPOTENCY)?,
-                by_start: tx.open_table(RUNS_BY_START)?,
-                children: tx.open_table(CHILDREN)?,
-                definitions: tx.open_table(DEFINITIONS)?,
-                defs: self.store.definitions().clone(),
+    ) -> Result<(), StorageError> {
+        let now = self.hooks.clock.now_ms();
+        let hooks = &self.hooks;
+        let next_seq = &mut self.next_seq;
+        let mut batch = Some(batch);
+        let outcome = self.store.backend().write(&mut |tx| {
+            let Some(batch) = batch.take() else {
+                return Ok(());
             };
-            let now = self.hooks.clock.now_ms();
+            let mut failed = None;
             for cmd in batch {
+                if failed.is_some() {
+                    answers.push(cmd.unapplied());
+                    continue;
+                }
+                let _span = tracing::debug_span!("command", command = cmd.name()).entered();
                 let mut cx = Cx {
-                    t: &mut t,
-                    next_seq: &mut self.next_seq,
-                    after,
+                    tx: &mut *tx,
+                    next_seq: &mut *next_seq,
+                    after: &mut *after,
                     now,
-                    metrics: &self.hooks.metrics,
-                    matching: &self.hooks.matching,
-                    leases: &self.hooks.leases,
+                    metrics: &hooks.metrics,
+                    matching: &hooks.matching,
+                    leases: &hooks.leases,
                 };
-                answers.push(cx.apply(cmd)?);
+                let (answer, error) = cmd.apply(&mut cx);
+                answers.push(answer);
+                failed = error;
             }
+            failed.map_or(Ok(()), Err)
+        });
+        // The transaction could not even begin: nothing was applied.
+        for cmd in batch.into_iter().flatten() {
+            answers.push(cmd.unapplied());
         }
-        tx.commit()?;
-        Ok(())
+        outcome
     }
 }

@@ -1,37 +1,64 @@
-//! The writer on a real database file, driven through its commands.
+//! The writer driven through its commands, on each backend: a real database file
+//! and the in-memory reference. Every test here runs on both (see `on_both!`).
 
 use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use super::commands::{Complete, LeaseTask};
 use super::*;
 use crate::clock::ManualClock;
 use crate::model::{EventKind, TimeoutKind};
+use crate::store::memory::MemoryBackend;
 use crate::workflow::parse_definition;
 
-const TWO_STEPS: &str = r#"{"id":"two","version":"1","name":"Two","steps":[
+mod compare;
+mod faults;
+mod replacing;
+
+pub(super) const TWO_STEPS: &str = r#"{"id":"two","version":"1","name":"Two","steps":[
   {"id":"a","title":"A","prompt":"do a"},{"id":"b","title":"B","prompt":"do b"}]}"#;
 
-struct Fixture {
-    writer: Writer,
-    store: Store,
-    matching: Arc<Matching>,
-    _dir: tempfile::TempDir,
+/// Which backend a test runs on.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Kind {
+    Redb,
+    Memory,
 }
 
-fn fixture() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    let matching = Arc::new(Matching::default());
-    let hooks = Hooks {
-        matching: matching.clone(),
+/// A store of `kind`, and the directory that holds its file (if any).
+pub(super) fn store(kind: Kind) -> (Store, Option<tempfile::TempDir>) {
+    match kind {
+        Kind::Redb => {
+            let dir = tempfile::tempdir().unwrap();
+            (Store::open(dir.path()).unwrap(), Some(dir))
+        }
+        Kind::Memory => (Store::new(Arc::new(MemoryBackend::default())), None),
+    }
+}
+
+pub(super) fn hooks(matching: Arc<Matching>) -> Hooks {
+    Hooks {
+        matching,
         watchers: Arc::new(Watchers::default()),
         timer_wake: Arc::new(Notify::new()),
         leases: Arc::new(LeaseDeadlines::default()),
         metrics: Arc::new(Metrics::default()),
         clock: Arc::new(ManualClock::new(1_000)),
-    };
-    let (writer, _thread) = Writer::spawn(store.clone(), hooks).unwrap();
+    }
+}
+
+pub(super) struct Fixture {
+    pub writer: Writer,
+    pub store: Store,
+    pub matching: Arc<Matching>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+pub(super) fn fixture(kind: Kind) -> Fixture {
+    let (store, dir) = store(kind);
+    let matching = Arc::new(Matching::default());
+    let (writer, _thread) = Writer::spawn(store.clone(), hooks(matching.clone())).unwrap();
     Fixture {
         writer,
         store,
@@ -40,19 +67,20 @@ fn fixture() -> Fixture {
     }
 }
 
+pub(super) fn start_command(id: &str) -> StartCommand {
+    let params = StartParams {
+        namespace: "default".into(),
+        run_id: id.into(),
+        ..Default::default()
+    };
+    let definition = Arc::new(parse_definition(TWO_STEPS).unwrap());
+    StartCommand { params, definition }
+}
+
 impl Fixture {
     /// Starts run `id` and takes its first task from matching.
-    async fn start(&self, id: &str) -> TaskRef {
-        let params = StartParams {
-            namespace: "default".into(),
-            run_id: id.into(),
-            ..Default::default()
-        };
-        let definition = Arc::new(parse_definition(TWO_STEPS).unwrap());
-        self.writer
-            .start(StartCommand { params, definition })
-            .await
-            .unwrap();
+    pub(super) async fn start(&self, id: &str) -> TaskRef {
+        self.writer.start(start_command(id)).await.unwrap();
         let until = tokio::time::Instant::now() + Duration::from_secs(30);
         self.matching
             .take_or_park("default", "default", "w", 0, until)
@@ -60,20 +88,28 @@ impl Fixture {
     }
 
     /// Sends a command whose caller has already gone away.
-    async fn send_unanswerable(&self, make: impl FnOnce() -> Command) {
-        self.writer.tx.send(make()).await.unwrap();
+    async fn send_unanswerable<C: Apply>(&self, c: C)
+    where
+        Command: From<(C, Reply<C::Output>)>,
+    {
+        let (reply, rx) = oneshot::channel();
+        drop(rx);
+        self.writer.tx.send(Command::from((c, reply))).await.unwrap();
+    }
+
+    pub(super) fn kinds(&self, id: &str) -> Vec<EventKind> {
+        self.store
+            .history("default", id, 1, 100)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.kind)
+            .collect()
     }
 
     /// Waits for the run's history to end with `StepTimedOut`, and returns it.
     async fn timed_out(&self, id: &str) -> Vec<EventKind> {
         for _ in 0..500 {
-            let kinds: Vec<_> = self
-                .store
-                .history("default", id, 1, 100)
-                .unwrap()
-                .into_iter()
-                .map(|e| e.kind)
-                .collect();
+            let kinds = self.kinds(id);
             if kinds.iter().any(|k| matches!(k, EventKind::StepTimedOut { .. })) {
                 return kinds;
             }
@@ -82,6 +118,26 @@ impl Fixture {
         panic!("run {id} never timed out");
     }
 }
+
+/// Declares `mod $name { redb, memory }`: the async test `$body(Kind)` on each backend.
+macro_rules! on_both {
+    ($name:ident, $body:path) => {
+        mod $name {
+            use super::*;
+
+            #[tokio::test]
+            async fn redb() {
+                $body(Kind::Redb).await
+            }
+
+            #[tokio::test]
+            async fn memory() {
+                $body(Kind::Memory).await
+            }
+        }
+    };
+}
+pub(super) use on_both;
 
 fn claims(grant: &Grant) -> TokenClaims {
     TokenClaims {
@@ -101,39 +157,38 @@ fn undelivered(kinds: &[EventKind], step: &str) -> bool {
     })
 }
 
-#[tokio::test]
-async fn a_lease_whose_poll_gave_up_during_the_commit_ends_at_once() {
-    let fx = fixture();
+on_both!(
+    a_lease_whose_poll_gave_up_during_the_commit_ends_at_once,
+    lease_whose_poll_gave_up
+);
+async fn lease_whose_poll_gave_up(kind: Kind) {
+    let fx = fixture(kind);
     let task = fx.start("r1").await;
-    fx.send_unanswerable(|| {
-        let (reply, rx) = oneshot::channel();
-        drop(rx);
-        Command::Lease(task, "w".into(), reply)
+    fx.send_unanswerable(LeaseTask {
+        task,
+        worker: "w".into(),
     })
     .await;
     let kinds = fx.timed_out("r1").await;
     assert!(undelivered(&kinds, "a"), "{kinds:?}");
 }
 
-#[tokio::test]
-async fn an_eager_next_step_whose_caller_gave_up_ends_at_once() {
-    let fx = fixture();
+on_both!(
+    an_eager_next_step_whose_caller_gave_up_ends_at_once,
+    eager_next_step_caller_gave_up
+);
+async fn eager_next_step_caller_gave_up(kind: Kind) {
+    let fx = fixture(kind);
     let task = fx.start("r2").await;
     let grant = fx.writer.lease(task, "w".into()).await.unwrap();
-    let claims = claims(&grant);
-    fx.send_unanswerable(|| {
-        let (reply, rx) = oneshot::channel();
-        drop(rx);
-        Command::Complete {
-            claims,
-            identity: "w".into(),
-            completion: StepCompletion {
-                notes: "done".into(),
-                take_next: true,
-                ..Default::default()
-            },
-            reply,
-        }
+    fx.send_unanswerable(Complete {
+        claims: claims(&grant),
+        identity: "w".into(),
+        completion: StepCompletion {
+            notes: "done".into(),
+            take_next: true,
+            ..Default::default()
+        },
     })
     .await;
     let kinds = fx.timed_out("r2").await;

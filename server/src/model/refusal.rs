@@ -1,0 +1,121 @@
+//! Why the state machine refuses a transition. A refusal changes nothing; it carries
+//! the facts its message needs, and [`From<Refusal> for ApiError`] is the one place
+//! it becomes an API error (every refusal is `FAILED_PRECONDITION`).
+
+use crate::error::ApiError;
+
+use super::RunStatus;
+
+/// What a caller asked of a closed run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    AcceptReport,
+    Signal,
+    Cancel,
+    Terminate,
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::AcceptReport => "accept a step report",
+            Self::Signal => "signal it",
+            Self::Cancel => "cancel it",
+            Self::Terminate => "terminate it",
+        })
+    }
+}
+
+/// One lease of one step attempt, as a token claims it or as the run holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRef {
+    pub lease: u64,
+    pub step: String,
+    pub attempt: u32,
+}
+
+/// A transition the run's state does not allow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The run is closed.
+    #[error("run {run_id} is {}; cannot {action}", status.name())]
+    RunClosed {
+        run_id: String,
+        status: RunStatus,
+        action: Action,
+    },
+    /// A queued task the run has moved past (or a closed run's task).
+    #[error("task {task_seq} is no longer ready")]
+    TaskNotReady { task_seq: u64 },
+    /// A report on a lease while no step of the run is leased.
+    #[error(
+        "lease {} of step {:?} attempt {} is no longer current: the step is not leased now",
+        claimed.lease, claimed.step, claimed.attempt
+    )]
+    StepNotLeased { claimed: LeaseRef },
+    /// A report on a lease other than the current one.
+    #[error(
+        "lease {} of step {:?} attempt {} is no longer current (current: lease {} of step {:?} attempt {})",
+        claimed.lease, claimed.step, claimed.attempt, current.lease, current.step, current.attempt
+    )]
+    StaleLease { claimed: LeaseRef, current: LeaseRef },
+}
+
+impl From<Refusal> for ApiError {
+    fn from(r: Refusal) -> Self {
+        match r {
+            Refusal::RunClosed { .. }
+            | Refusal::TaskNotReady { .. }
+            | Refusal::StepNotLeased { .. }
+            | Refusal::StaleLease { .. } => ApiError::FailedPrecondition(r.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(lease: u64, step: &str, attempt: u32) -> LeaseRef {
+        LeaseRef {
+            lease,
+            step: step.into(),
+            attempt,
+        }
+    }
+
+    /// The messages clients have seen so far, word for word.
+    #[test]
+    fn messages_are_failed_preconditions_worded_as_before() {
+        let cases = [
+            (
+                Refusal::RunClosed {
+                    run_id: "r1".into(),
+                    status: RunStatus::Completed,
+                    action: Action::Signal,
+                },
+                "run r1 is COMPLETED; cannot signal it",
+            ),
+            (Refusal::TaskNotReady { task_seq: 7 }, "task 7 is no longer ready"),
+            (
+                Refusal::StepNotLeased {
+                    claimed: lease(2, "a", 1),
+                },
+                "lease 2 of step \"a\" attempt 1 is no longer current: the step is not leased now",
+            ),
+            (
+                Refusal::StaleLease {
+                    claimed: lease(2, "a", 1),
+                    current: lease(3, "b", 2),
+                },
+                "lease 2 of step \"a\" attempt 1 is no longer current (current: lease 3 of step \"b\" attempt 2)",
+            ),
+        ];
+        for (refusal, message) in cases {
+            match ApiError::from(refusal) {
+                ApiError::FailedPrecondition(m) => assert_eq!(m, message),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! Size limits on what callers send, and the field checks that apply them. Past a
+//! limit a request gets `INVALID_ARGUMENT` naming the field. Names and context keys
+//! follow the rules in [`crate::ids`].
+
+use std::collections::BTreeMap;
+
+use crate::error::ApiError;
+use crate::ids;
+
+pub const NAME: usize = ids::MAX_NAME;
+pub const IDENTITY: usize = NAME * 2;
+pub const REQUEST_ID: usize = 256;
+pub const GOAL: usize = 64 * 1024;
+pub const CONTEXT_ENTRIES: usize = 256;
+pub const CONTEXT_VALUE: usize = 64 * 1024;
+pub const NOTES: usize = 1024 * 1024;
+pub const ARTIFACTS: usize = 256;
+pub const ARTIFACT: usize = 4096;
+pub const CHECKPOINT: usize = 8 * 1024 * 1024;
+pub const MESSAGE: usize = 64 * 1024;
+pub const SIGNAL_PAYLOAD: usize = 256 * 1024;
+pub const COORDINATOR_NOTES: usize = 64;
+pub const URL: usize = 2048;
+
+/// Checks a name-like field against the one rule for names ([`ids::check_name`]).
+pub fn check_name(field: &str, value: &str) -> Result<(), ApiError> {
+    match ids::check_name(value) {
+        Ok(()) => Ok(()),
+        Err(ids::NameError::Empty) => Err(ApiError::field(field, "must not be empty")),
+        Err(ids::NameError::TooLong { len }) => Err(ApiError::field(
+            field,
+            format!("is {len} bytes, more than the limit of {}", ids::MAX_NAME),
+        )),
+        Err(ids::NameError::BadCharacter) => Err(ApiError::field(
+            field,
+            format!("{value:?} may hold only {}", ids::NAME_CHARACTERS),
+        )),
+    }
+}
+
+pub fn check_len(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
+    check_bytes(field, value.as_bytes(), max)
+}
+
+pub fn check_bytes(field: &str, value: &[u8], max: usize) -> Result<(), ApiError> {
+    if value.len() > max {
+        return Err(ApiError::field(
+            field,
+            format!("is {} bytes, more than the limit of {max}", value.len()),
+        ));
+    }
+    Ok(())
+}
+
+pub fn check_count(field: &str, count: usize, max: usize) -> Result<(), ApiError> {
+    if count > max {
+        return Err(ApiError::field(
+            field,
+            format!("has {count} entries, more than {max}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a context map (or context updates): its size, its keys
+/// ([`ids::is_context_key`]) and its values.
+pub fn check_context(field: &str, ctx: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    check_count(field, ctx.len(), CONTEXT_ENTRIES)?;
+    for (k, v) in ctx {
+        if !ids::is_context_key(k) {
+            return Err(ApiError::field(
+                field,
+                format!("key {k:?} must be 1 to {} bytes", ids::MAX_CONTEXT_KEY),
+            ));
+        }
+        check_len(&format!("{field}[{k:?}]"), v, CONTEXT_VALUE)?;
+    }
+    Ok(())
+}

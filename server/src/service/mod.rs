@@ -1,0 +1,56 @@
+//! The service layer: what every request does, whatever transport it came by.
+//!
+//! Plain async functions over typed inputs and outputs (Rust types, not wire
+//! types), one module per area. Each takes the request's [`Caller`], resolved once
+//! by [`caller::resolve`] before anything else, checks its fields (naming them),
+//! applies the limits and policies, and reads through the [`Store`] or mutates
+//! through the [`Writer`]. The gRPC handlers in
+//! `grpc/` only convert wire types to these and back; the HTTP side, the schedule
+//! loop and `spawn_agent` call the same functions. Nothing here depends on tonic:
+//! errors are [`ApiError`](crate::error::ApiError), which the front end maps.
+
+pub mod caller;
+pub mod limits;
+pub mod runs;
+pub mod tasks;
+pub mod workflows;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::matching::Matching;
+use crate::metrics::Metrics;
+use crate::store::Store;
+use crate::store::writer::Writer;
+use crate::token::TokenKeys;
+use crate::watch::Watchers;
+use crate::workflow::WorkflowRegistry;
+
+pub use caller::{Caller, CallerInput, Principal, Role};
+
+/// The service's state: what every request shares.
+pub struct Core {
+    pub store: Store,
+    pub writer: Writer,
+    pub matching: Arc<Matching>,
+    pub watchers: Arc<Watchers>,
+    pub metrics: Arc<Metrics>,
+    pub clock: Arc<dyn Clock>,
+    pub keys: TokenKeys,
+    pub workflows: Arc<WorkflowRegistry>,
+    pub namespaces: HashSet<String>,
+    /// Turns true when the server shuts down; long waits end early on it.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Core {
+    /// Resolves when the server starts shutting down.
+    pub async fn shutting_down(&self) {
+        let mut rx = self.shutdown.clone();
+        let _ = rx.wait_for(|s| *s).await;
+    }
+}

@@ -1,0 +1,261 @@
+//! Step tasks: workers long-poll a queue, then report on the lease they got.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use super::caller::{self, CallerInput, Role};
+use super::limits::{self, check_bytes, check_context, check_count, check_len, check_name};
+use super::{Caller, Core};
+use crate::error::ApiError;
+use crate::matching::{Dispatch, QueueStats};
+use crate::model::StepFailure;
+use crate::store::writer::{Grant, HeartbeatReply, StepCompletion};
+use crate::token::TokenClaims;
+use crate::workflow::{DEFAULT_MAX_TURNS, render};
+
+/// Poll wait when the request names none.
+pub const DEFAULT_POLL_WAIT_MS: u32 = 20_000;
+/// Longest poll wait.
+pub const MAX_POLL_WAIT_MS: u32 = 60_000;
+
+/// A step leased to a worker, with what it needs to run it.
+#[derive(Debug)]
+pub struct LeasedStep {
+    /// The signed task token the worker reports with.
+    pub task_token: String,
+    /// The step's prompt, rendered over the run's goal and context.
+    pub prompt: String,
+    /// The agent loop's turn limit.
+    pub max_turns: u32,
+    /// The run as leased, the lease, and the checkpoint to resume from.
+    pub grant: Grant,
+}
+
+impl LeasedStep {
+    fn new(core: &Core, grant: Grant) -> Self {
+        let run = &grant.run;
+        let step = &run.definition.steps[run.current_step];
+        let task_token = core.keys.sign(&TokenClaims {
+            namespace: run.namespace.clone(),
+            run_id: run.run_id.clone(),
+            step: step.id.clone(),
+            attempt: run.steps[run.current_step].attempt,
+            lease: grant.lease.seq,
+            kid: String::new(),
+        });
+        Self {
+            task_token,
+            prompt: render(&step.prompt, &run.goal, &run.context),
+            max_turns: step.max_turns.unwrap_or(DEFAULT_MAX_TURNS),
+            grant,
+        }
+    }
+}
+
+/// A long poll on a task queue.
+#[derive(Debug, Clone, Default)]
+pub struct Poll {
+    pub task_queue: String,
+    /// 0: [`DEFAULT_POLL_WAIT_MS`]; at most [`MAX_POLL_WAIT_MS`].
+    pub wait_timeout_ms: u32,
+}
+
+/// Leases the next step of `task_queue` to the caller, waiting for one up to the
+/// poll's wait. `None` when none came (or the server began shutting down).
+pub async fn poll(core: &Core, caller: &Caller, p: Poll) -> Result<Option<LeasedStep>, ApiError> {
+    check_name("task_queue", &p.task_queue)?;
+    let (ns, queue, identity) = (&caller.namespace, &p.task_queue, &caller.identity);
+    let wait_ms = if p.wait_timeout_ms == 0 {
+        DEFAULT_POLL_WAIT_MS
+    } else {
+        p.wait_timeout_ms.min(MAX_POLL_WAIT_MS)
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms.into());
+    core.metrics.polls.fetch_add(1, Relaxed);
+    loop {
+        let task = match core
+            .matching
+            .take_or_park(ns, queue, identity, core.clock.now_ms(), deadline)
+        {
+            Ok(task) => task,
+            Err(mut parked) => {
+                let woken = tokio::select! {
+                    r = tokio::time::timeout_at(deadline, &mut parked) => r.ok().and_then(Result::ok),
+                    _ = core.shutting_down() => None,
+                };
+                // A task handed over just as the wait ended is still ours to take.
+                let dispatch = match woken {
+                    Some(d) => d,
+                    None => {
+                        parked.close();
+                        match parked.try_recv() {
+                            Ok(d) => d,
+                            Err(_) => {
+                                core.metrics.polls_empty.fetch_add(1, Relaxed);
+                                return Ok(None);
+                            }
+                        }
+                    }
+                };
+                match dispatch {
+                    Dispatch::Task(task) => task,
+                    // Leased to this poll by the writer, already committed.
+                    Dispatch::Leased(grant) => return Ok(Some(LeasedStep::new(core, *grant))),
+                }
+            }
+        };
+        match core.writer.lease(task.clone(), identity.clone()).await {
+            Ok(grant) => {
+                tracing::debug!(run_id = %task.run_id, queue = %task.queue, worker = %identity, "step leased");
+                return Ok(Some(LeasedStep::new(core, grant)));
+            }
+            // The run moved on since the task was queued: take the next one.
+            Err(ApiError::FailedPrecondition(_) | ApiError::NotFound(_)) => continue,
+            Err(e) => {
+                // Nothing was committed: the task is still ready.
+                core.matching.push(task);
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// The caller of a report on a lease, and the lease its token claims. The token is
+/// verified (`PERMISSION_DENIED` if forged) and names the namespace.
+pub fn lease_holder(
+    core: &Core,
+    task_token: &str,
+    identity: String,
+) -> Result<(Caller, TokenClaims), ApiError> {
+    let claims = core.keys.verify(task_token)?;
+    let input = CallerInput {
+        namespace: claims.namespace.clone(),
+        identity,
+    };
+    let caller = caller::resolve(core, input, Role::LeaseHolder)?;
+    Ok((caller, claims))
+}
+
+/// A note for the coordinator, sent with a heartbeat.
+#[derive(Debug, Clone, Default)]
+pub struct CoordinatorNote {
+    pub kind: String,
+    pub message: String,
+}
+
+/// A heartbeat on a lease.
+#[derive(Debug, Clone, Default)]
+pub struct Heartbeat {
+    /// Empty: keep the last one.
+    pub checkpoint: Vec<u8>,
+    pub notes: Vec<CoordinatorNote>,
+    /// Signals up to this event id have been consumed.
+    pub acked_signal_event_id: u64,
+}
+
+/// Extends the lease, saves the checkpoint, records notes; answers whether the run's
+/// cancellation was requested and the signals still pending.
+pub async fn heartbeat(
+    core: &Core,
+    caller: &Caller,
+    claims: TokenClaims,
+    h: Heartbeat,
+) -> Result<HeartbeatReply, ApiError> {
+    check_bytes("checkpoint", &h.checkpoint, limits::CHECKPOINT)?;
+    check_count("notes", h.notes.len(), limits::COORDINATOR_NOTES)?;
+    for (i, n) in h.notes.iter().enumerate() {
+        check_name(&format!("notes[{i}].kind"), &n.kind)?;
+        check_len(&format!("notes[{i}].message"), &n.message, limits::MESSAGE)?;
+    }
+    let notes = h.notes.into_iter().map(|n| (n.kind, n.message)).collect();
+    core.writer
+        .heartbeat(
+            claims,
+            caller.identity.clone(),
+            h.checkpoint,
+            notes,
+            h.acked_signal_event_id,
+        )
+        .await
+}
+
+/// A step's result.
+#[derive(Debug, Clone, Default)]
+pub struct Completion {
+    pub notes: String,
+    pub artifacts: Vec<String>,
+    pub context_updates: BTreeMap<String, String>,
+    /// Lease the run's next step to the caller at once if it goes to the same queue.
+    pub take_next: bool,
+}
+
+/// Records a step's result; with `take_next`, answers the next step leased to the
+/// caller (eager dispatch) when there is one on the same queue.
+pub async fn complete(
+    core: &Core,
+    caller: &Caller,
+    claims: TokenClaims,
+    c: Completion,
+) -> Result<Option<LeasedStep>, ApiError> {
+    check_len("notes", &c.notes, limits::NOTES)?;
+    check_count("artifacts", c.artifacts.len(), limits::ARTIFACTS)?;
+    for (i, a) in c.artifacts.iter().enumerate() {
+        check_len(&format!("artifacts[{i}]"), a, limits::ARTIFACT)?;
+    }
+    check_context("context_updates", &c.context_updates)?;
+    let (run_id, step, attempt) = (claims.run_id.clone(), claims.step.clone(), claims.attempt);
+    let completion = StepCompletion {
+        notes: c.notes,
+        artifacts: c.artifacts,
+        context: c.context_updates,
+        take_next: c.take_next,
+    };
+    let next = core
+        .writer
+        .complete(claims, caller.identity.clone(), completion)
+        .await?;
+    tracing::debug!(%run_id, %step, attempt, eager = next.is_some(), "step completed");
+    Ok(next.map(|g| LeasedStep::new(core, g)))
+}
+
+/// A step attempt's failure.
+#[derive(Debug, Clone, Default)]
+pub struct Failure {
+    /// Empty: `error`.
+    pub error_type: String,
+    pub message: String,
+    pub non_retryable: bool,
+    /// Empty: keep the last one.
+    pub checkpoint: Vec<u8>,
+}
+
+/// Records a failed attempt; answers whether another attempt follows.
+pub async fn fail(core: &Core, caller: &Caller, claims: TokenClaims, f: Failure) -> Result<bool, ApiError> {
+    let error_type = if f.error_type.is_empty() {
+        "error".to_string()
+    } else {
+        f.error_type
+    };
+    check_name("error_type", &error_type)?;
+    check_len("message", &f.message, limits::MESSAGE)?;
+    check_bytes("checkpoint", &f.checkpoint, limits::CHECKPOINT)?;
+    let (run_id, step, attempt) = (claims.run_id.clone(), claims.step.clone(), claims.attempt);
+    let failure = StepFailure {
+        error_type,
+        message: f.message,
+        non_retryable: f.non_retryable,
+        checkpoint: f.checkpoint,
+    };
+    let will_retry = core.writer.fail(claims, caller.identity.clone(), failure).await?;
+    tracing::info!(%run_id, %step, attempt, will_retry, "step failed");
+    Ok(will_retry)
+}
+
+/// A queue's backlog, recent pollers and dispatch count.
+pub fn describe_queue(core: &Core, caller: &Caller, task_queue: &str) -> Result<QueueStats, ApiError> {
+    check_name("task_queue", task_queue)?;
+    Ok(core
+        .matching
+        .stats(&caller.namespace, task_queue, core.clock.now_ms()))
+}

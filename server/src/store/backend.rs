@@ -1,0 +1,116 @@
+//! The storage boundary: what the readers and the writer need from a database, in
+//! model types. Encoding stays inside each implementation ([`super::redb_backend`] for the
+//! real tables, [`super::memory`] as the reference).
+//!
+//! Reads go through a [`Snapshot`], a consistent view that never waits for the
+//! writer. Writes go through [`Backend::write`]: the writer's closure gets a
+//! [`WriteTx`] and the backend commits when it returns `Ok` and abandons every
+//! change when it returns `Err`.
+
+use crate::clock::Millis;
+use crate::error::StorageError;
+use crate::model::{Event, RunState, Timer};
+
+use super::StoredTask;
+
+/// A `timers` row's key: (due ms, sequence number).
+pub type TimerKey = (Millis, u64);
+
+/// A due timer as read: its key, and the timer or why it cannot be read (an
+/// unreadable timer is dropped by whoever fires it, not fatal to the batch).
+pub type DueTimer = (TimerKey, Result<Timer, StorageError>);
+
+/// A consistent read view of the tables.
+pub trait Snapshot {
+    /// The state row of a run.
+    fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError>;
+
+    /// Events `from..` of a run (numbered from 1), at most `limit`.
+    fn history(&self, ns: &str, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, StorageError>;
+
+    /// The checkpoint of the run's step in flight (empty when none).
+    fn checkpoint(&self, ns: &str, run_id: &str) -> Result<Vec<u8>, StorageError>;
+
+    /// Runs of `ns` started at or after `from_ms` and strictly before `before`
+    /// (start ms, run id), newest first, until `visit` returns false.
+    fn runs_by_start(
+        &self,
+        ns: &str,
+        from_ms: Millis,
+        before: (Millis, &str),
+        visit: &mut dyn FnMut(Millis, &str, RunState) -> bool,
+    ) -> Result<(), StorageError>;
+
+    /// Ids of the runs started by `parent`, in id order.
+    fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, StorageError>;
+
+    /// Every ready task, in (namespace, queue, sequence) order.
+    fn ready_tasks(&self) -> Result<Vec<StoredTask>, StorageError>;
+
+    /// The state of every open run.
+    fn open_runs(&self, visit: &mut dyn FnMut(RunState)) -> Result<(), StorageError>;
+
+    /// Due time of the earliest timer.
+    fn next_timer_due(&self) -> Result<Option<Millis>, StorageError>;
+
+    /// At most `max` timers due at `now`, earliest first.
+    fn due_timers(&self, now: Millis, max: usize) -> Result<Vec<DueTimer>, StorageError>;
+
+    /// Names of every namespace.
+    fn namespaces(&self) -> Result<Vec<String>, StorageError>;
+
+    /// The run an idempotency key (`start:` / `signal:` + request id) points at.
+    fn idempotency(&self, ns: &str, key: &str) -> Result<Option<String>, StorageError>;
+
+    /// The highest task or timer sequence number in use (0 when none).
+    fn max_seq(&self) -> Result<u64, StorageError>;
+}
+
+/// A write transaction: reads see its own writes.
+pub trait WriteTx: Snapshot {
+    /// Writes a run's state row and appends its new events, together.
+    fn save_run(&mut self, run: &RunState, events: &[Event]) -> Result<(), StorageError>;
+
+    /// Saves (`Some`) or clears (`None`) the checkpoint of the run's step in flight.
+    fn set_checkpoint(&mut self, ns: &str, run_id: &str, bytes: Option<&[u8]>) -> Result<(), StorageError>;
+
+    /// Adds the run to, or removes it from, the open runs.
+    fn set_open(&mut self, ns: &str, run_id: &str, open: bool) -> Result<(), StorageError>;
+
+    /// Adds a ready task row.
+    fn insert_task(&mut self, ns: &str, queue: &str, seq: u64, run_id: &str) -> Result<(), StorageError>;
+
+    /// Removes a ready task row (absent is fine).
+    fn remove_task(&mut self, ns: &str, queue: &str, seq: u64) -> Result<(), StorageError>;
+
+    /// Adds a durable timer row.
+    fn insert_timer(&mut self, key: TimerKey, timer: &Timer) -> Result<(), StorageError>;
+
+    /// Removes a timer row (absent is fine).
+    fn remove_timer(&mut self, key: TimerKey) -> Result<(), StorageError>;
+
+    /// Indexes a new run: by start time, and under its parent when it has one.
+    fn index_run(
+        &mut self,
+        ns: &str,
+        start_ms: Millis,
+        run_id: &str,
+        parent: &str,
+    ) -> Result<(), StorageError>;
+
+    /// Records that an idempotency key points at `run_id`.
+    fn insert_idempotency(&mut self, ns: &str, key: &str, run_id: &str) -> Result<(), StorageError>;
+}
+
+/// A database the server can run on.
+pub trait Backend: Send + Sync {
+    /// A consistent read view.
+    fn snapshot(&self) -> Result<Box<dyn Snapshot>, StorageError>;
+
+    /// Runs `f` in one write transaction and commits durably when it returns `Ok`;
+    /// on `Err` (its own or the commit's) nothing of it is kept.
+    fn write(
+        &self,
+        f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError>;
+}

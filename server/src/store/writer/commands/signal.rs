@@ -1,0 +1,34 @@
+//! A signal to a run, recorded once per request id.
+
+use super::*;
+
+/// Signal `name` with `payload` to a run.
+#[derive(Debug)]
+pub struct Signal {
+    pub ns: String,
+    pub run_id: String,
+    pub identity: String,
+    pub name: String,
+    pub payload: String,
+    /// Empty, or the id that makes a retried request a no-op.
+    pub request_id: String,
+}
+
+impl Apply for Signal {
+    type Output = ();
+    const NAME: &'static str = "signal";
+
+    fn apply(self, cx: &mut Cx) -> Result<Result<(), ApiError>, StorageError> {
+        let key = format!("signal:{}", self.request_id);
+        if !self.request_id.is_empty() && cx.tx.idempotency(&self.ns, &key)?.is_some() {
+            return Ok(Ok(()));
+        }
+        let r = cx.with_run(&self.ns, &self.run_id, |run, out| {
+            Ok(run.signal(&self.identity, self.name, self.payload, out)?)
+        })?;
+        if r.is_ok() && !self.request_id.is_empty() {
+            cx.tx.insert_idempotency(&self.ns, &key, &self.run_id)?;
+        }
+        Ok(r)
+    }
+}
