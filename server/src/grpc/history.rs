@@ -74,7 +74,7 @@ impl History for HistoryService {
         let (metadata, _, r) = req.into_parts();
         let caller = caller_of(&self.core, &metadata, r.namespace, String::new(), Role::Client)?;
         let run = runs::describe(&self.core, &caller, &r.run_id)?;
-        let definition_json = serde_json::to_string_pretty(&run.definition).unwrap_or_default();
+        let definition_json = serde_json::to_string_pretty(&*run.definition).unwrap_or_default();
         Ok(Response::new(v1::DescribeRunResponse {
             run: Some(run_info(&run)),
             definition_json,

@@ -114,16 +114,12 @@ pub fn run_info(run: &RunState) -> v1::RunInfo {
 
 /// An event on the wire: its type, and its attributes as a JSON object.
 pub fn event_to_proto(ev: &Event) -> v1::HistoryEvent {
-    let attributes = serde_json::to_value(&ev.kind)
-        .ok()
-        .and_then(|mut v| v.get_mut("attributes").map(serde_json::Value::take))
-        .unwrap_or(serde_json::Value::Null);
     v1::HistoryEvent {
         event_id: ev.id,
         time_unix_ms: ev.time_ms,
         event_type: ev.kind.type_name().to_string(),
         identity: ev.identity.clone(),
-        attributes_json: attributes.to_string(),
+        attributes_json: crate::model::wire::event_attributes_json(&ev.kind),
     }
 }
 

@@ -1,15 +1,13 @@
 //! What a run's history records: its statuses and event types.
 
 use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 use crate::clock::Millis;
 use crate::workflow::WorkflowDef;
 
 /// Where a run is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunStatus {
     Running,
     Completed,
@@ -37,8 +35,7 @@ impl RunStatus {
 }
 
 /// Which deadline a lease missed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimeoutKind {
     StartToClose,
     Heartbeat,
@@ -46,14 +43,14 @@ pub enum TimeoutKind {
     Undelivered,
 }
 
-/// What happened, as recorded in history. Serialized adjacently tagged:
-/// `{"type": "StepStarted", "attributes": {...}}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", content = "attributes", rename_all_fields = "camelCase")]
+/// What happened, as recorded in history. Neither a storage nor a wire format:
+/// the store writes `store::records` event records, and the API maps each event
+/// field by field in [`super::wire`].
+#[derive(Debug, Clone, PartialEq)]
 pub enum EventKind {
     RunStarted {
         workflow_id: String,
-        definition: WorkflowDef,
+        definition: Arc<WorkflowDef>,
         goal: String,
         context: BTreeMap<String, String>,
         request_id: String,
@@ -144,7 +141,7 @@ impl EventKind {
 }
 
 /// One numbered history entry.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Event {
     pub id: u64,
     pub time_ms: Millis,

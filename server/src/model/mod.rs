@@ -4,8 +4,7 @@
 //! as the new state, so history and state never disagree.
 
 use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 use crate::clock::Millis;
 use crate::token::TokenClaims;
@@ -13,12 +12,13 @@ use crate::workflow::WorkflowDef;
 
 mod events;
 mod refusal;
+pub mod wire;
 
 pub use events::{Event, EventKind, RunStatus, TimeoutKind};
 pub use refusal::{Action, LeaseRef, Refusal};
 
 /// The lease of the step attempt in flight.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Lease {
     pub seq: u64,
     pub worker: String,
@@ -39,7 +39,7 @@ impl Lease {
 }
 
 /// Where the current step is.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Phase {
     /// Waiting in a task queue as task `task_seq`.
     Scheduled { queue: String, task_seq: u64 },
@@ -52,7 +52,7 @@ pub enum Phase {
 }
 
 /// Per-step record, for describing a run and for later steps' prompts.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct StepRecord {
     pub state: String,
     pub attempt: u32,
@@ -63,20 +63,23 @@ pub struct StepRecord {
 }
 
 /// A signal recorded in history that the worker has not yet acknowledged.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PendingSignal {
     pub event_id: u64,
     pub name: String,
     pub payload_json: String,
 }
 
-/// The state row of a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The state of a run. Not a storage format: the store writes it as a
+/// `store::records` run record, which names its definition instead of holding it.
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunState {
     pub namespace: String,
     pub run_id: String,
     pub workflow_id: String,
-    pub definition: WorkflowDef,
+    /// Shared with the registry and the store's definition cache: cloning a run
+    /// never copies its definition.
+    pub definition: Arc<WorkflowDef>,
     pub status: RunStatus,
     pub goal: String,
     pub context: BTreeMap<String, String>,
@@ -119,7 +122,7 @@ pub enum Effect {
 
 /// What a durable timer does when it fires. A stale timer (its attempt has moved on)
 /// does nothing. Lease deadlines are not timers: see [`RunState::lease_deadline`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Timer {
     Backoff {
         namespace: String,
@@ -182,7 +185,7 @@ pub const CANCELED_ERROR_TYPE: &str = "canceled";
 
 impl RunState {
     /// A new run: `RunStarted`, then its first step scheduled.
-    pub fn start(p: StartParams, definition: WorkflowDef, out: &mut Out) -> Self {
+    pub fn start(p: StartParams, definition: Arc<WorkflowDef>, out: &mut Out) -> Self {
         let steps = vec![
             StepRecord {
                 state: "PENDING".into(),

@@ -23,7 +23,7 @@ impl Fixture {
             goal: "g".into(),
             ..Default::default()
         };
-        let run = RunState::start(params, def, &mut out);
+        let run = RunState::start(params, Arc::new(def), &mut out);
         let (events, effects) = (out.events, out.effects);
         (Self { run, seq, now: 1_000 }, events, effects)
     }
@@ -283,19 +283,6 @@ fn closed_runs_refuse_every_change() {
     let (_, events, _) = fx.step(|r, o| r.backoff_timer(0, 2, o));
     assert!(events.is_empty());
     assert_eq!(fx.run, before);
-}
-
-#[test]
-fn events_serialize_adjacently_tagged_in_camel_case() {
-    let kind = EventKind::StepStarted {
-        step_id: "a".into(),
-        attempt: 1,
-        worker: "w".into(),
-        lease: 2,
-    };
-    let v = serde_json::to_value(&kind).unwrap();
-    assert_eq!(v["type"], "StepStarted");
-    assert_eq!(v["attributes"]["stepId"], "a");
 }
 
 #[test]

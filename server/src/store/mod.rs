@@ -2,9 +2,14 @@
 //! implementations (the redb file, [`redb_backend`], and an in-memory reference,
 //! [`memory`]), the read side ([`Store`], never waits for the writer), and the
 //! single writer that applies every mutation with group commit ([`writer`]).
+//!
+//! The redb backend stores explicit, versioned records ([`records`]: the state row,
+//! events, timers, definitions) and migrates older layouts at open ([`migrate`]).
 
 pub mod backend;
 pub mod memory;
+mod migrate;
+mod records;
 pub mod redb_backend;
 pub mod writer;
 
@@ -28,6 +33,15 @@ pub enum OpenError {
     },
     #[error("cannot initialise database {path}: {source}")]
     Init { path: String, source: StorageError },
+    #[error(
+        "cannot migrate database {path} from storage layout {from} to {}: {source}; nothing was changed",
+        redb_backend::SCHEMA_VERSION
+    )]
+    Migrate {
+        path: String,
+        from: u64,
+        source: StorageError,
+    },
     #[error(
         "database {path} has storage layout {found}, this build reads layout {}; \
          it was written by another version of Railyard (move the data directory away to start afresh)",

@@ -1,28 +1,31 @@
-//! The redb backend: the tables, their layout version, and every encoding of a
-//! model type into a row (`encode` and `decode` are the only two places).
+//! The redb backend: the tables, their layout version, the migration of older
+//! layouts at open ([`super::migrate`]), and every conversion of a model type into a
+//! row (through [`super::records`], and nowhere else).
 //!
-//! Values are JSON (the state row, events, timers); keys are redb tuples so that
-//! range scans give history in event order, tasks in queue order and timers in due
-//! order.
+//! Values are versioned JSON records (the state row, events, timers, definitions);
+//! keys are redb tuples so that range scans give history in event order, tasks in
+//! queue order and timers in due order.
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use redb::{
-    Database, ReadTransaction, ReadableDatabase, ReadableTable, Table, TableDefinition, TableHandle,
-    WriteTransaction,
+    Database, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, Table, TableDefinition,
+    TableHandle, WriteTransaction,
 };
 
 use super::backend::{Backend, DueTimer, Snapshot, TimerKey, WriteTx};
-use super::{OpenError, StoredTask};
+use super::records::{self, DefinitionTableKey, Definitions};
+use super::{OpenError, StoredTask, migrate};
 use crate::clock::Millis;
 use crate::error::StorageError;
-use crate::model::{Event, RunState, Timer};
+use crate::model::{Event, EventKind, RunState, Timer};
 
 /// Everything about one run, in one table so that a transition dirties one B-tree:
-/// (namespace, run id, [`STATE_SLOT`]) → [`RunState`] JSON, (namespace, run id, event
-/// id) → [`Event`] JSON, and (namespace, run id, [`CHECKPOINT_SLOT`]) → the last
-/// heartbeat checkpoint of the step in flight.
+/// (namespace, run id, [`STATE_SLOT`]) → run record, (namespace, run id, event id) →
+/// event record, and (namespace, run id, [`CHECKPOINT_SLOT`]) → the last heartbeat
+/// checkpoint of the step in flight.
 pub(crate) const RUNS: TableDefinition<(&str, &str, u64), &[u8]> = TableDefinition::new("runs");
 /// The slot of a run's state row. Events are numbered from 1.
 pub(crate) const STATE_SLOT: u64 = 0;
@@ -32,7 +35,7 @@ pub(crate) const CHECKPOINT_SLOT: u64 = u64::MAX;
 pub(crate) const OPEN_RUNS: TableDefinition<(&str, &str), ()> = TableDefinition::new("open_runs");
 /// (namespace, queue, task seq) → run id: the ready tasks, rebuilt into matching at start.
 pub(crate) const TASKS: TableDefinition<(&str, &str, u64), &str> = TableDefinition::new("tasks");
-/// (due ms, seq) → [`crate::model::Timer`] JSON.
+/// (due ms, seq) → timer record.
 pub(crate) const TIMERS: TableDefinition<(i64, u64), &[u8]> = TableDefinition::new("timers");
 /// (namespace, "start:" or "signal:" + request id) → run id.
 pub(crate) const IDEMPOTENCY: TableDefinition<(&str, &str), &str> = TableDefinition::new("idempotency");
@@ -43,33 +46,28 @@ pub(crate) const RUNS_BY_START: TableDefinition<(&str, i64, &str), ()> =
 pub(crate) const CHILDREN: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("children");
 /// Namespace name → settings JSON.
 pub(crate) const NAMESPACES: TableDefinition<&str, &[u8]> = TableDefinition::new("namespaces");
+/// (workflow id, version, content hash) → definition record: each definition a run
+/// used, stored once; run records and `RunStarted` events name it by this key.
+pub(crate) const DEFINITIONS: TableDefinition<DefinitionTableKey, &[u8]> =
+    TableDefinition::new("definitions");
 /// Name → value: the storage layout version (`schema`).
-const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
-/// The table layout this build reads and writes.
-pub(crate) const SCHEMA_VERSION: u64 = 2;
-
-pub(crate) fn decode<T: serde::de::DeserializeOwned>(
-    bytes: &[u8],
-    what: &'static str,
-) -> Result<T, StorageError> {
-    serde_json::from_slice(bytes).map_err(|e| StorageError::Corrupt {
-        what,
-        source: Box::new(e),
-    })
-}
-
-pub(crate) fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, StorageError> {
-    serde_json::to_vec(value).map_err(|e| StorageError::Encode(Box::new(e)))
-}
+/// The table layout this build reads and writes. Layout 2 (serde images of the
+/// model, a definition in every state row) is migrated at open ([`migrate`]).
+pub(crate) const SCHEMA_VERSION: u64 = 3;
 
 /// The database file `<data-dir>/railyard.redb`.
 pub struct RedbBackend {
     db: Database,
+    /// Definitions by content, shared by every snapshot and write transaction, so
+    /// that decoding a run does not parse its definition again.
+    defs: Arc<Definitions>,
 }
 
 impl RedbBackend {
-    /// Opens (or creates) `<dir>/railyard.redb`, refuses a file of another layout,
+    /// Opens (or creates) `<dir>/railyard.redb`, migrates a file of layout 2 (in one
+    /// transaction: on failure nothing changes), refuses a file of another layout,
     /// and makes sure every table and the `default` namespace exist.
     pub fn open(dir: &Path) -> Result<Self, OpenError> {
         let path = dir.join("railyard.redb");
@@ -78,9 +76,19 @@ impl RedbBackend {
             path: shown.clone(),
             source,
         })?;
-        let backend = Self { db };
+        let backend = Self {
+            db,
+            defs: Arc::default(),
+        };
         match backend.schema() {
             Ok(None | Some(SCHEMA_VERSION)) => {}
+            Ok(Some(from @ migrate::LAYOUT_2)) => {
+                migrate::from_layout_2(&backend.db, &backend.defs).map_err(|source| OpenError::Migrate {
+                    path: shown.clone(),
+                    from,
+                    source,
+                })?;
+            }
             Ok(Some(found)) => return Err(OpenError::Schema { path: shown, found }),
             Err(source) => return Err(OpenError::Init { path: shown, source }),
         }
@@ -88,6 +96,12 @@ impl RedbBackend {
             .init()
             .map_err(|source| OpenError::Init { path: shown, source })?;
         Ok(backend)
+    }
+
+    /// The database, for tests that look at the rows themselves.
+    #[cfg(test)]
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
     }
 
     /// The stored layout version; `None` for a new, empty database.
@@ -116,6 +130,7 @@ impl RedbBackend {
             tx.open_table(IDEMPOTENCY)?;
             tx.open_table(RUNS_BY_START)?;
             tx.open_table(CHILDREN)?;
+            tx.open_table(DEFINITIONS)?;
             let mut ns = tx.open_table(NAMESPACES)?;
             if ns.get(railyard_proto::DEFAULT_NAMESPACE)?.is_none() {
                 ns.insert(railyard_proto::DEFAULT_NAMESPACE, b"{}".as_slice())?;
@@ -130,6 +145,7 @@ impl Backend for RedbBackend {
     fn snapshot(&self) -> Result<Box<dyn Snapshot>, StorageError> {
         Ok(Box::new(RedbSnapshot {
             tx: self.db.begin_read()?,
+            defs: self.defs.clone(),
         }))
     }
 
@@ -149,6 +165,8 @@ impl Backend for RedbBackend {
                 idempotency: tx.open_table(IDEMPOTENCY)?,
                 by_start: tx.open_table(RUNS_BY_START)?,
                 children: tx.open_table(CHILDREN)?,
+                definitions: tx.open_table(DEFINITIONS)?,
+                defs: &self.defs,
             };
             // On error the transaction is dropped, which aborts it.
             f(&mut t)?;
@@ -163,31 +181,41 @@ impl Backend for RedbBackend {
 
 type RunsKey = (&'static str, &'static str, u64);
 
-fn run_in(
-    t: &impl ReadableTable<RunsKey, &'static [u8]>,
-    ns: &str,
-    run_id: &str,
-) -> Result<Option<RunState>, StorageError> {
-    t.get((ns, run_id, STATE_SLOT))?
-        .map(|v| decode(v.value(), "run"))
-        .transpose()
+/// The `runs` table with what decoding its rows needs: the definition cache, and
+/// the `definitions` table for a definition the cache has not seen yet.
+struct RunRows<'a, R, D> {
+    rows: &'a R,
+    defs: &'a Definitions,
+    definitions: &'a D,
 }
 
-fn history_in(
-    t: &impl ReadableTable<RunsKey, &'static [u8]>,
-    ns: &str,
-    run_id: &str,
-    from: u64,
-    limit: usize,
-) -> Result<Vec<Event>, StorageError> {
-    let mut out = Vec::new();
-    for row in t
-        .range((ns, run_id, from.max(STATE_SLOT + 1))..(ns, run_id, CHECKPOINT_SLOT))?
-        .take(limit)
-    {
-        out.push(decode(row?.1.value(), "event")?);
+impl<R, D> RunRows<'_, R, D>
+where
+    R: ReadableTable<RunsKey, &'static [u8]>,
+    D: ReadableTable<DefinitionTableKey, &'static [u8]>,
+{
+    fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError> {
+        self.rows
+            .get((ns, run_id, STATE_SLOT))?
+            .map(|v| records::decode_run(v.value(), self.defs, self.definitions))
+            .transpose()
     }
-    Ok(out)
+
+    fn history(&self, ns: &str, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, StorageError> {
+        let mut out = Vec::new();
+        for row in self
+            .rows
+            .range((ns, run_id, from.max(STATE_SLOT + 1))..(ns, run_id, CHECKPOINT_SLOT))?
+            .take(limit)
+        {
+            out.push(records::decode_event(
+                row?.1.value(),
+                self.defs,
+                self.definitions,
+            )?);
+        }
+        Ok(out)
+    }
 }
 
 fn checkpoint_in(
@@ -202,7 +230,11 @@ fn checkpoint_in(
 
 fn runs_by_start_in(
     index: &impl ReadableTable<(&'static str, i64, &'static str), ()>,
-    runs: &impl ReadableTable<RunsKey, &'static [u8]>,
+    runs: &RunRows<
+        '_,
+        impl ReadableTable<RunsKey, &'static [u8]>,
+        impl ReadableTable<DefinitionTableKey, &'static [u8]>,
+    >,
     ns: &str,
     from_ms: Millis,
     before: (Millis, &str),
@@ -211,7 +243,7 @@ fn runs_by_start_in(
     for row in index.range((ns, from_ms, "")..(ns, before.0, before.1))?.rev() {
         let row = row?;
         let (_, ms, id) = row.0.value();
-        let Some(run) = run_in(runs, ns, id)? else {
+        let Some(run) = runs.run(ns, id)? else {
             continue;
         };
         if !visit(ms, id, run) {
@@ -252,13 +284,17 @@ fn ready_tasks_in(
 
 fn open_runs_in(
     open: &impl ReadableTable<(&'static str, &'static str), ()>,
-    runs: &impl ReadableTable<RunsKey, &'static [u8]>,
+    runs: &RunRows<
+        '_,
+        impl ReadableTable<RunsKey, &'static [u8]>,
+        impl ReadableTable<DefinitionTableKey, &'static [u8]>,
+    >,
     visit: &mut dyn FnMut(RunState),
 ) -> Result<(), StorageError> {
     for row in open.iter()? {
         let row = row?;
         let (ns, id) = row.0.value();
-        if let Some(run) = run_in(runs, ns, id)? {
+        if let Some(run) = runs.run(ns, id)? {
             visit(run);
         }
     }
@@ -279,7 +315,7 @@ fn due_timers_in(
     let mut out = Vec::new();
     for row in t.range(..=(now, u64::MAX))?.take(max) {
         let row = row?;
-        out.push((row.0.value(), decode(row.1.value(), "timer")));
+        out.push((row.0.value(), records::decode_timer(row.1.value())));
     }
     Ok(out)
 }
@@ -316,9 +352,29 @@ fn max_seq_in(
     Ok(max)
 }
 
+type ReadRunRows<'a> =
+    RunRows<'a, ReadOnlyTable<RunsKey, &'static [u8]>, ReadOnlyTable<DefinitionTableKey, &'static [u8]>>;
+
 /// A read transaction; each read opens the tables it needs.
 struct RedbSnapshot {
     tx: ReadTransaction,
+    defs: Arc<Definitions>,
+}
+
+impl RedbSnapshot {
+    /// Runs `f` over the `runs` table, ready to decode its rows.
+    fn with_runs<T>(
+        &self,
+        f: impl FnOnce(&ReadRunRows<'_>) -> Result<T, StorageError>,
+    ) -> Result<T, StorageError> {
+        let rows = self.tx.open_table(RUNS)?;
+        let definitions = self.tx.open_table(DEFINITIONS)?;
+        f(&RunRows {
+            rows: &rows,
+            defs: &self.defs,
+            definitions: &definitions,
+        })
+    }
 }
 
 impl Snapshot for RedbSnapshot {
@@ -335,11 +391,11 @@ impl Snapshot for RedbSnapshot {
     }
 
     fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError> {
-        run_in(&self.tx.open_table(RUNS)?, ns, run_id)
+        self.with_runs(|runs| runs.run(ns, run_id))
     }
 
     fn history(&self, ns: &str, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, StorageError> {
-        history_in(&self.tx.open_table(RUNS)?, ns, run_id, from, limit)
+        self.with_runs(|runs| runs.history(ns, run_id, from, limit))
     }
 
     fn checkpoint(&self, ns: &str, run_id: &str) -> Result<Vec<u8>, StorageError> {
@@ -354,8 +410,7 @@ impl Snapshot for RedbSnapshot {
         visit: &mut dyn FnMut(Millis, &str, RunState) -> bool,
     ) -> Result<(), StorageError> {
         let index = self.tx.open_table(RUNS_BY_START)?;
-        let runs = self.tx.open_table(RUNS)?;
-        runs_by_start_in(&index, &runs, ns, from_ms, before, visit)
+        self.with_runs(|runs| runs_by_start_in(&index, runs, ns, from_ms, before, visit))
     }
 
     fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, StorageError> {
@@ -368,8 +423,7 @@ impl Snapshot for RedbSnapshot {
 
     fn open_runs(&self, visit: &mut dyn FnMut(RunState)) -> Result<(), StorageError> {
         let open = self.tx.open_table(OPEN_RUNS)?;
-        let runs = self.tx.open_table(RUNS)?;
-        open_runs_in(&open, &runs, visit)
+        self.with_runs(|runs| open_runs_in(&open, runs, visit))
     }
 
     fn next_timer_due(&self) -> Result<Option<Millis>, StorageError> {
@@ -403,15 +457,32 @@ struct RedbTx<'t> {
     idempotency: Table<'t, (&'static str, &'static str), &'static str>,
     by_start: Table<'t, (&'static str, i64, &'static str), ()>,
     children: Table<'t, (&'static str, &'static str, &'static str), ()>,
+    /// Written only when a start uses a definition new to storage.
+    definitions: Table<'t, DefinitionTableKey, &'static [u8]>,
+    defs: &'t Definitions,
+}
+
+type WriteRunRows<'a, 't> =
+    RunRows<'a, Table<'t, RunsKey, &'static [u8]>, Table<'t, DefinitionTableKey, &'static [u8]>>;
+
+impl<'t> RedbTx<'t> {
+    /// The `runs` table, ready to decode its rows.
+    fn rows(&self) -> WriteRunRows<'_, 't> {
+        RunRows {
+            rows: &self.runs,
+            defs: self.defs,
+            definitions: &self.definitions,
+        }
+    }
 }
 
 impl Snapshot for RedbTx<'_> {
     fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError> {
-        run_in(&self.runs, ns, run_id)
+        self.rows().run(ns, run_id)
     }
 
     fn history(&self, ns: &str, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, StorageError> {
-        history_in(&self.runs, ns, run_id, from, limit)
+        self.rows().history(ns, run_id, from, limit)
     }
 
     fn checkpoint(&self, ns: &str, run_id: &str) -> Result<Vec<u8>, StorageError> {
@@ -425,7 +496,7 @@ impl Snapshot for RedbTx<'_> {
         before: (Millis, &str),
         visit: &mut dyn FnMut(Millis, &str, RunState) -> bool,
     ) -> Result<(), StorageError> {
-        runs_by_start_in(&self.by_start, &self.runs, ns, from_ms, before, visit)
+        runs_by_start_in(&self.by_start, &self.rows(), ns, from_ms, before, visit)
     }
 
     fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, StorageError> {
@@ -437,7 +508,7 @@ impl Snapshot for RedbTx<'_> {
     }
 
     fn open_runs(&self, visit: &mut dyn FnMut(RunState)) -> Result<(), StorageError> {
-        open_runs_in(&self.open_runs, &self.runs, visit)
+        open_runs_in(&self.open_runs, &self.rows(), visit)
     }
 
     fn next_timer_due(&self) -> Result<Option<Millis>, StorageError> {
@@ -466,9 +537,17 @@ impl WriteTx for RedbTx<'_> {
     fn save_run(&mut self, run: &RunState, events: &[Event]) -> Result<(), StorageError> {
         let (ns, id) = (run.namespace.as_str(), run.run_id.as_str());
         for ev in events {
-            self.runs.insert((ns, id, ev.id), encode(ev)?.as_slice())?;
+            if let EventKind::RunStarted { definition, .. } = &ev.kind {
+                // A new run: its definition's row, in this same transaction (the
+                // check is of the table, not the cache, so a failed batch cannot
+                // leave a run naming a definition that is not stored).
+                self.defs.store(definition, &mut self.definitions)?;
+            }
+            let row = records::encode_event(ev, self.defs)?;
+            self.runs.insert((ns, id, ev.id), row.as_slice())?;
         }
-        self.runs.insert((ns, id, STATE_SLOT), encode(run)?.as_slice())?;
+        let row = records::encode_run(run, self.defs)?;
+        self.runs.insert((ns, id, STATE_SLOT), row.as_slice())?;
         Ok(())
     }
 
@@ -500,7 +579,8 @@ impl WriteTx for RedbTx<'_> {
     }
 
     fn insert_timer(&mut self, key: TimerKey, timer: &Timer) -> Result<(), StorageError> {
-        self.timers.insert(key, encode(timer)?.as_slice())?;
+        self.timers
+            .insert(key, records::encode_timer(timer)?.as_slice())?;
         Ok(())
     }
 

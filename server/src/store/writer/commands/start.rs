@@ -54,7 +54,7 @@ impl StartCommand {
     pub(super) fn create(self, cx: &mut Cx) -> Result<Started, StorageError> {
         let idem_key = self.idempotency_key();
         let mut out = Out::new(cx.now(), cx.seq());
-        let run = RunState::start(self.params, (*self.definition).clone(), &mut out);
+        let run = RunState::start(self.params, self.definition, &mut out);
         let t = Transition::new(run, false, out);
         let (ns, id) = (t.run.namespace.clone(), t.run.run_id.clone());
         cx.tx.index_run(&ns, t.run.start_ms, &id, &t.run.parent_run_id)?;

@@ -1,0 +1,403 @@
+//! History rows: one [`EventRecord`] per event.
+
+use std::collections::BTreeMap;
+
+use redb::ReadableTable;
+use serde::{Deserialize, Serialize};
+
+use super::{DefinitionKey, DefinitionTableKey, Definitions, Record, decode_record, encode_record, v1};
+use crate::clock::Millis;
+use crate::error::StorageError;
+use crate::model::{Event, EventKind, TimeoutKind};
+
+#[derive(Debug, Serialize, Deserialize)]
+struct EventRecord {
+    #[serde(default = "v1")]
+    v: u32,
+    #[serde(default)]
+    id: u64,
+    #[serde(default)]
+    time_ms: Millis,
+    #[serde(default)]
+    identity: String,
+    event: KindRecord,
+}
+
+impl Record for EventRecord {
+    const WHAT: &'static str = "event";
+    const VERSION: u32 = 1;
+    fn version(&self) -> u32 {
+        self.v
+    }
+}
+
+/// One variant per event type, named as the history names it.
+#[derive(Debug, Serialize, Deserialize)]
+enum KindRecord {
+    RunStarted {
+        #[serde(default)]
+        workflow_id: String,
+        /// The definition as stored in `definitions`, not a copy of it.
+        definition: DefinitionKey,
+        #[serde(default)]
+        goal: String,
+        #[serde(default)]
+        context: BTreeMap<String, String>,
+        #[serde(default)]
+        request_id: String,
+        #[serde(default)]
+        parent_run_id: String,
+        #[serde(default)]
+        callback_url: String,
+    },
+    StepScheduled {
+        #[serde(default)]
+        step_id: String,
+        #[serde(default)]
+        step_index: usize,
+        #[serde(default)]
+        attempt: u32,
+        #[serde(default)]
+        task_queue: String,
+    },
+    StepStarted {
+        #[serde(default)]
+        step_id: String,
+        #[serde(default)]
+        attempt: u32,
+        #[serde(default)]
+        worker: String,
+        #[serde(default)]
+        lease: u64,
+    },
+    StepCompleted {
+        #[serde(default)]
+        step_id: String,
+        #[serde(default)]
+        attempt: u32,
+        #[serde(default)]
+        notes: String,
+        #[serde(default)]
+        artifacts: Vec<String>,
+        #[serde(default)]
+        context_updates: BTreeMap<String, String>,
+    },
+    StepFailed {
+        #[serde(default)]
+        step_id: String,
+        #[serde(default)]
+        attempt: u32,
+        #[serde(default)]
+        error_type: String,
+        #[serde(default)]
+        message: String,
+        #[serde(default)]
+        will_retry: bool,
+        #[serde(default)]
+        next_attempt_at_ms: Option<Millis>,
+    },
+    StepTimedOut {
+        #[serde(default)]
+        step_id: String,
+        #[serde(default)]
+        attempt: u32,
+        timeout: TimeoutRecord,
+        #[serde(default)]
+        will_retry: bool,
+        #[serde(default)]
+        next_attempt_at_ms: Option<Millis>,
+    },
+    SignalReceived {
+        #[serde(default)]
+        name: String,
+        #[serde(default)]
+        payload_json: String,
+    },
+    CoordinatorNote {
+        #[serde(default)]
+        step_id: String,
+        #[serde(default)]
+        attempt: u32,
+        #[serde(default)]
+        kind: String,
+        #[serde(default)]
+        message: String,
+    },
+    CancelRequested {
+        #[serde(default)]
+        reason: String,
+    },
+    RunCompleted {
+        #[serde(default)]
+        context: BTreeMap<String, String>,
+    },
+    RunFailed {
+        #[serde(default)]
+        reason: String,
+    },
+    RunCanceled {
+        #[serde(default)]
+        reason: String,
+    },
+    RunTerminated {
+        #[serde(default)]
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+enum TimeoutRecord {
+    #[serde(rename = "START_TO_CLOSE")]
+    StartToClose,
+    #[serde(rename = "HEARTBEAT")]
+    Heartbeat,
+    #[serde(rename = "UNDELIVERED")]
+    Undelivered,
+}
+
+/// Encodes one history row. A `RunStarted` names its definition, which the same
+/// transaction stores (see [`Definitions::store`]).
+pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, StorageError> {
+    let event = match &ev.kind {
+        EventKind::RunStarted {
+            workflow_id,
+            definition,
+            goal,
+            context,
+            request_id,
+            parent_run_id,
+            callback_url,
+        } => KindRecord::RunStarted {
+            workflow_id: workflow_id.clone(),
+            definition: defs.key_of(definition)?,
+            goal: goal.clone(),
+            context: context.clone(),
+            request_id: request_id.clone(),
+            parent_run_id: parent_run_id.clone(),
+            callback_url: callback_url.clone(),
+        },
+        EventKind::StepScheduled {
+            step_id,
+            step_index,
+            attempt,
+            task_queue,
+        } => KindRecord::StepScheduled {
+            step_id: step_id.clone(),
+            step_index: *step_index,
+            attempt: *attempt,
+            task_queue: task_queue.clone(),
+        },
+        EventKind::StepStarted {
+            step_id,
+            attempt,
+            worker,
+            lease,
+        } => KindRecord::StepStarted {
+            step_id: step_id.clone(),
+            attempt: *attempt,
+            worker: worker.clone(),
+            lease: *lease,
+        },
+        EventKind::StepCompleted {
+            step_id,
+            attempt,
+            notes,
+            artifacts,
+            context_updates,
+        } => KindRecord::StepCompleted {
+            step_id: step_id.clone(),
+            attempt: *attempt,
+            notes: notes.clone(),
+            artifacts: artifacts.clone(),
+            context_updates: context_updates.clone(),
+        },
+        EventKind::StepFailed {
+            step_id,
+            attempt,
+            error_type,
+            message,
+            will_retry,
+            next_attempt_at_ms,
+        } => KindRecord::StepFailed {
+            step_id: step_id.clone(),
+            attempt: *attempt,
+            error_type: error_type.clone(),
+            message: message.clone(),
+            will_retry: *will_retry,
+            next_attempt_at_ms: *next_attempt_at_ms,
+        },
+        EventKind::StepTimedOut {
+            step_id,
+            attempt,
+            timeout,
+            will_retry,
+            next_attempt_at_ms,
+        } => KindRecord::StepTimedOut {
+            step_id: step_id.clone(),
+            attempt: *attempt,
+            timeout: match timeout {
+                TimeoutKind::StartToClose => TimeoutRecord::StartToClose,
+                TimeoutKind::Heartbeat => TimeoutRecord::Heartbeat,
+                TimeoutKind::Undelivered => TimeoutRecord::Undelivered,
+            },
+            will_retry: *will_retry,
+            next_attempt_at_ms: *next_attempt_at_ms,
+        },
+        EventKind::SignalReceived { name, payload_json } => KindRecord::SignalReceived {
+            name: name.clone(),
+            payload_json: payload_json.clone(),
+        },
+        EventKind::CoordinatorNote {
+            step_id,
+            attempt,
+            kind,
+            message,
+        } => KindRecord::CoordinatorNote {
+            step_id: step_id.clone(),
+            attempt: *attempt,
+            kind: kind.clone(),
+            message: message.clone(),
+        },
+        EventKind::CancelRequested { reason } => KindRecord::CancelRequested {
+            reason: reason.clone(),
+        },
+        EventKind::RunCompleted { context } => KindRecord::RunCompleted {
+            context: context.clone(),
+        },
+        EventKind::RunFailed { reason } => KindRecord::RunFailed {
+            reason: reason.clone(),
+        },
+        EventKind::RunCanceled { reason } => KindRecord::RunCanceled {
+            reason: reason.clone(),
+        },
+        EventKind::RunTerminated { reason } => KindRecord::RunTerminated {
+            reason: reason.clone(),
+        },
+    };
+    encode_record(&EventRecord {
+        v: EventRecord::VERSION,
+        id: ev.id,
+        time_ms: ev.time_ms,
+        identity: ev.identity.clone(),
+        event,
+    })
+}
+
+/// Decodes one history row; a `RunStarted`'s definition comes from the cache (or
+/// `definitions` once).
+pub(crate) fn decode_event(
+    bytes: &[u8],
+    defs: &Definitions,
+    definitions: &impl ReadableTable<DefinitionTableKey, &'static [u8]>,
+) -> Result<Event, StorageError> {
+    let r: EventRecord = decode_record(bytes)?;
+    let kind = match r.event {
+        KindRecord::RunStarted {
+            workflow_id,
+            definition,
+            goal,
+            context,
+            request_id,
+            parent_run_id,
+            callback_url,
+        } => EventKind::RunStarted {
+            workflow_id,
+            definition: defs.resolve(&definition, definitions)?,
+            goal,
+            context,
+            request_id,
+            parent_run_id,
+            callback_url,
+        },
+        KindRecord::StepScheduled {
+            step_id,
+            step_index,
+            attempt,
+            task_queue,
+        } => EventKind::StepScheduled {
+            step_id,
+            step_index,
+            attempt,
+            task_queue,
+        },
+        KindRecord::StepStarted {
+            step_id,
+            attempt,
+            worker,
+            lease,
+        } => EventKind::StepStarted {
+            step_id,
+            attempt,
+            worker,
+            lease,
+        },
+        KindRecord::StepCompleted {
+            step_id,
+            attempt,
+            notes,
+            artifacts,
+            context_updates,
+        } => EventKind::StepCompleted {
+            step_id,
+            attempt,
+            notes,
+            artifacts,
+            context_updates,
+        },
+        KindRecord::StepFailed {
+            step_id,
+            attempt,
+            error_type,
+            message,
+            will_retry,
+            next_attempt_at_ms,
+        } => EventKind::StepFailed {
+            step_id,
+            attempt,
+            error_type,
+            message,
+            will_retry,
+            next_attempt_at_ms,
+        },
+        KindRecord::StepTimedOut {
+            step_id,
+            attempt,
+            timeout,
+            will_retry,
+            next_attempt_at_ms,
+        } => EventKind::StepTimedOut {
+            step_id,
+            attempt,
+            timeout: match timeout {
+                TimeoutRecord::StartToClose => TimeoutKind::StartToClose,
+                TimeoutRecord::Heartbeat => TimeoutKind::Heartbeat,
+                TimeoutRecord::Undelivered => TimeoutKind::Undelivered,
+            },
+            will_retry,
+            next_attempt_at_ms,
+        },
+        KindRecord::SignalReceived { name, payload_json } => EventKind::SignalReceived { name, payload_json },
+        KindRecord::CoordinatorNote {
+            step_id,
+            attempt,
+            kind,
+            message,
+        } => EventKind::CoordinatorNote {
+            step_id,
+            attempt,
+            kind,
+            message,
+        },
+        KindRecord::CancelRequested { reason } => EventKind::CancelRequested { reason },
+        KindRecord::RunCompleted { context } => EventKind::RunCompleted { context },
+        KindRecord::RunFailed { reason } => EventKind::RunFailed { reason },
+        KindRecord::RunCanceled { reason } => EventKind::RunCanceled { reason },
+        KindRecord::RunTerminated { reason } => EventKind::RunTerminated { reason },
+    };
+    Ok(Event {
+        id: r.id,
+        time_ms: r.time_ms,
+        identity: r.identity,
+        kind,
+    })
+}

@@ -1,0 +1,382 @@
+//! What the tables hold: explicit, versioned records, converted to and from the
+//! model types here and nowhere else, so that renaming a model field cannot change
+//! what is stored, and a newer build reads older rows.
+//!
+//! Rules for every record: JSON; a `v` field, the version of the record's shape
+//! (a row of a newer version than this build knows is refused by name); unknown
+//! fields are ignored and missing fields take a default (serde `default`, never
+//! `deny_unknown_fields`), so a field may be added or dropped without a new layout.
+//! Changing a field's meaning needs a new record version, converted on read.
+//!
+//! A run's state row names its definition ([`DefinitionKey`]) rather than holding
+//! it; definitions are stored once, in the `definitions` table ([`Definitions`]).
+
+mod definitions;
+mod events;
+#[cfg(test)]
+mod tests;
+mod timers;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use redb::ReadableTable;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Millis;
+use crate::error::StorageError;
+use crate::model::{Lease, PendingSignal, Phase, RunState, RunStatus, StepRecord};
+
+pub(crate) use definitions::{DefinitionKey, DefinitionTableKey, Definitions};
+pub(crate) use events::{decode_event, encode_event};
+pub(crate) use timers::{decode_timer, encode_timer};
+
+/// A stored record: its name in errors and the newest version this build writes.
+pub(crate) trait Record: Serialize + DeserializeOwned {
+    const WHAT: &'static str;
+    const VERSION: u32;
+    fn version(&self) -> u32;
+}
+
+fn v1() -> u32 {
+    1
+}
+
+pub(crate) fn corrupt(what: &'static str, problem: impl std::fmt::Display) -> StorageError {
+    StorageError::Corrupt {
+        what,
+        source: problem.to_string().into(),
+    }
+}
+
+pub(crate) fn encode_record<R: Record>(record: &R) -> Result<Vec<u8>, StorageError> {
+    serde_json::to_vec(record).map_err(|e| StorageError::Encode(format!("{} record: {e}", R::WHAT).into()))
+}
+
+pub(crate) fn decode_record<R: Record>(bytes: &[u8]) -> Result<R, StorageError> {
+    let record: R = serde_json::from_slice(bytes).map_err(|e| corrupt(R::WHAT, e))?;
+    if record.version() > R::VERSION {
+        return Err(corrupt(
+            R::WHAT,
+            format!(
+                "version {} was written by a newer Railyard (this build reads up to {})",
+                record.version(),
+                R::VERSION
+            ),
+        ));
+    }
+    Ok(record)
+}
+
+/// A run's state row.
+#[derive(Debug, Serialize, Deserialize)]
+struct RunRecord {
+    #[serde(default = "v1")]
+    v: u32,
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    run_id: String,
+    #[serde(default)]
+    workflow_id: String,
+    definition: DefinitionKey,
+    status: StatusRecord,
+    #[serde(default)]
+    goal: String,
+    #[serde(default)]
+    context: BTreeMap<String, String>,
+    #[serde(default)]
+    parent_run_id: String,
+    #[serde(default)]
+    request_id: String,
+    #[serde(default)]
+    callback_url: String,
+    #[serde(default)]
+    start_ms: Millis,
+    #[serde(default)]
+    close_ms: Option<Millis>,
+    #[serde(default)]
+    last_event_id: u64,
+    #[serde(default)]
+    current_step: usize,
+    phase: PhaseRecord,
+    #[serde(default)]
+    steps: Vec<StepStateRecord>,
+    #[serde(default)]
+    lease_counter: u64,
+    #[serde(default)]
+    cancel_requested: bool,
+    #[serde(default)]
+    failure: String,
+    #[serde(default)]
+    pending_signals: Vec<SignalRecord>,
+}
+
+impl Record for RunRecord {
+    const WHAT: &'static str = "run";
+    const VERSION: u32 = 1;
+    fn version(&self) -> u32 {
+        self.v
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+enum StatusRecord {
+    #[serde(rename = "RUNNING")]
+    Running,
+    #[serde(rename = "COMPLETED")]
+    Completed,
+    #[serde(rename = "FAILED")]
+    Failed,
+    #[serde(rename = "CANCELED")]
+    Canceled,
+    #[serde(rename = "TERMINATED")]
+    Terminated,
+    #[serde(rename = "TIMED_OUT")]
+    TimedOut,
+}
+
+impl From<RunStatus> for StatusRecord {
+    fn from(s: RunStatus) -> Self {
+        match s {
+            RunStatus::Running => Self::Running,
+            RunStatus::Completed => Self::Completed,
+            RunStatus::Failed => Self::Failed,
+            RunStatus::Canceled => Self::Canceled,
+            RunStatus::Terminated => Self::Terminated,
+            RunStatus::TimedOut => Self::TimedOut,
+        }
+    }
+}
+
+impl From<StatusRecord> for RunStatus {
+    fn from(s: StatusRecord) -> Self {
+        match s {
+            StatusRecord::Running => Self::Running,
+            StatusRecord::Completed => Self::Completed,
+            StatusRecord::Failed => Self::Failed,
+            StatusRecord::Canceled => Self::Canceled,
+            StatusRecord::Terminated => Self::Terminated,
+            StatusRecord::TimedOut => Self::TimedOut,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+enum PhaseRecord {
+    #[serde(rename = "scheduled")]
+    Scheduled {
+        #[serde(default)]
+        queue: String,
+        #[serde(default)]
+        task_seq: u64,
+    },
+    #[serde(rename = "started")]
+    Started { lease: LeaseRecord },
+    #[serde(rename = "backing_off")]
+    BackingOff {
+        #[serde(default)]
+        until_ms: Millis,
+    },
+    #[serde(rename = "closed")]
+    Closed,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct LeaseRecord {
+    #[serde(default)]
+    seq: u64,
+    #[serde(default)]
+    worker: String,
+    #[serde(default)]
+    started_ms: Millis,
+    #[serde(default)]
+    close_deadline_ms: Millis,
+    #[serde(default)]
+    heartbeat_timeout_ms: Option<Millis>,
+    #[serde(default)]
+    heartbeat_deadline_ms: Option<Millis>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct StepStateRecord {
+    #[serde(default)]
+    state: String,
+    #[serde(default)]
+    attempt: u32,
+    #[serde(default)]
+    notes: String,
+    #[serde(default)]
+    artifacts: Vec<String>,
+    #[serde(default)]
+    worker: String,
+    #[serde(default)]
+    last_failure: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct SignalRecord {
+    #[serde(default)]
+    event_id: u64,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    payload_json: String,
+}
+
+impl RunRecord {
+    fn from_model(r: &RunState, definition: DefinitionKey) -> Self {
+        Self {
+            v: Self::VERSION,
+            namespace: r.namespace.clone(),
+            run_id: r.run_id.clone(),
+            workflow_id: r.workflow_id.clone(),
+            definition,
+            status: r.status.into(),
+            goal: r.goal.clone(),
+            context: r.context.clone(),
+            parent_run_id: r.parent_run_id.clone(),
+            request_id: r.request_id.clone(),
+            callback_url: r.callback_url.clone(),
+            start_ms: r.start_ms,
+            close_ms: r.close_ms,
+            last_event_id: r.last_event_id,
+            current_step: r.current_step,
+            phase: match &r.phase {
+                Phase::Scheduled { queue, task_seq } => PhaseRecord::Scheduled {
+                    queue: queue.clone(),
+                    task_seq: *task_seq,
+                },
+                Phase::Started(l) => PhaseRecord::Started {
+                    lease: LeaseRecord {
+                        seq: l.seq,
+                        worker: l.worker.clone(),
+                        started_ms: l.started_ms,
+                        close_deadline_ms: l.close_deadline_ms,
+                        heartbeat_timeout_ms: l.heartbeat_timeout_ms,
+                        heartbeat_deadline_ms: l.heartbeat_deadline_ms,
+                    },
+                },
+                Phase::BackingOff { until_ms } => PhaseRecord::BackingOff { until_ms: *until_ms },
+                Phase::Closed => PhaseRecord::Closed,
+            },
+            steps: r
+                .steps
+                .iter()
+                .map(|s| StepStateRecord {
+                    state: s.state.clone(),
+                    attempt: s.attempt,
+                    notes: s.notes.clone(),
+                    artifacts: s.artifacts.clone(),
+                    worker: s.worker.clone(),
+                    last_failure: s.last_failure.clone(),
+                })
+                .collect(),
+            lease_counter: r.lease_counter,
+            cancel_requested: r.cancel_requested,
+            failure: r.failure.clone(),
+            pending_signals: r
+                .pending_signals
+                .iter()
+                .map(|s| SignalRecord {
+                    event_id: s.event_id,
+                    name: s.name.clone(),
+                    payload_json: s.payload_json.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    fn into_model(self, definition: Arc<crate::workflow::WorkflowDef>) -> Result<RunState, StorageError> {
+        // The model indexes steps by position: a row that disagrees with its
+        // definition is refused here rather than panicking later.
+        let steps = definition.steps.len();
+        let in_flight = !matches!(self.phase, PhaseRecord::Closed);
+        if self.steps.len() != steps || self.current_step > steps || (in_flight && self.current_step >= steps)
+        {
+            return Err(corrupt(
+                "run",
+                format!(
+                    "run {:?} has {} step records and current step {} ({}), its definition {} steps",
+                    self.run_id,
+                    self.steps.len(),
+                    self.current_step,
+                    if in_flight { "in flight" } else { "closed" },
+                    steps
+                ),
+            ));
+        }
+        Ok(RunState {
+            namespace: self.namespace,
+            run_id: self.run_id,
+            workflow_id: self.workflow_id,
+            definition,
+            status: self.status.into(),
+            goal: self.goal,
+            context: self.context,
+            parent_run_id: self.parent_run_id,
+            request_id: self.request_id,
+            callback_url: self.callback_url,
+            start_ms: self.start_ms,
+            close_ms: self.close_ms,
+            last_event_id: self.last_event_id,
+            current_step: self.current_step,
+            phase: match self.phase {
+                PhaseRecord::Scheduled { queue, task_seq } => Phase::Scheduled { queue, task_seq },
+                PhaseRecord::Started { lease: l } => Phase::Started(Lease {
+                    seq: l.seq,
+                    worker: l.worker,
+                    started_ms: l.started_ms,
+                    close_deadline_ms: l.close_deadline_ms,
+                    heartbeat_timeout_ms: l.heartbeat_timeout_ms,
+                    heartbeat_deadline_ms: l.heartbeat_deadline_ms,
+                }),
+                PhaseRecord::BackingOff { until_ms } => Phase::BackingOff { until_ms },
+                PhaseRecord::Closed => Phase::Closed,
+            },
+            steps: self
+                .steps
+                .into_iter()
+                .map(|s| StepRecord {
+                    state: s.state,
+                    attempt: s.attempt,
+                    notes: s.notes,
+                    artifacts: s.artifacts,
+                    worker: s.worker,
+                    last_failure: s.last_failure,
+                })
+                .collect(),
+            lease_counter: self.lease_counter,
+            cancel_requested: self.cancel_requested,
+            failure: self.failure,
+            pending_signals: self
+                .pending_signals
+                .into_iter()
+                .map(|s| PendingSignal {
+                    event_id: s.event_id,
+                    name: s.name,
+                    payload_json: s.payload_json,
+                })
+                .collect(),
+        })
+    }
+}
+
+/// Encodes a run's state row. Its definition must be stored already (see
+/// [`Definitions::store`]); the row names it.
+pub(crate) fn encode_run(run: &RunState, defs: &Definitions) -> Result<Vec<u8>, StorageError> {
+    encode_record(&RunRecord::from_model(run, defs.key_of(&run.definition)?))
+}
+
+/// Decodes a run's state row, its definition from the cache (or `definitions` once).
+pub(crate) fn decode_run(
+    bytes: &[u8],
+    defs: &Definitions,
+    definitions: &impl ReadableTable<DefinitionTableKey, &'static [u8]>,
+) -> Result<RunState, StorageError> {
+    let record: RunRecord = decode_record(bytes)?;
+    let definition = defs.resolve(&record.definition, definitions)?;
+    record.into_model(definition)
+}

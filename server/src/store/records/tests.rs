@@ -1,0 +1,337 @@
+//! Records on a real database file: round trips, old and odd rows.
+
+use redb::{Database, ReadableDatabase, TableDefinition};
+
+use super::*;
+use crate::model::{Event, EventKind, Out, StartParams, TimeoutKind, Timer};
+use crate::workflow::parse_definition;
+
+const DEFS: TableDefinition<DefinitionTableKey, &[u8]> = TableDefinition::new("definitions");
+
+const DEF: &str = r#"{"id":"wf","version":"1","name":"W","steps":[
+  {"id":"a","title":"A","prompt":"a long prompt that must not be copied into every state row","heartbeatTimeoutSeconds":10},
+  {"id":"b","title":"B","prompt":"b"}]}"#;
+
+struct Db {
+    db: Database,
+    defs: Definitions,
+    _dir: tempfile::TempDir,
+}
+
+fn db() -> Db {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::create(dir.path().join("t.redb")).unwrap();
+    Db {
+        db,
+        defs: Definitions::default(),
+        _dir: dir,
+    }
+}
+
+/// A run that has been through a lease, a signal and a heartbeat.
+fn busy_run() -> (RunState, Vec<Event>) {
+    let def = Arc::new(parse_definition(DEF).unwrap());
+    let mut seq = 0;
+    let mut out = Out::new(1_000, &mut seq);
+    let params = StartParams {
+        namespace: "ns".into(),
+        run_id: "r1".into(),
+        goal: "g".into(),
+        context: BTreeMap::from([("k".into(), "v".into())]),
+        request_id: "req".into(),
+        ..Default::default()
+    };
+    let mut run = RunState::start(params, def, &mut out);
+    let task_seq = match &run.phase {
+        Phase::Scheduled { task_seq, .. } => *task_seq,
+        p => panic!("{p:?}"),
+    };
+    run.lease(task_seq, "w1", &mut out).unwrap();
+    run.signal("u", "steer".into(), "{}".into(), &mut out).unwrap();
+    let events = out.events;
+    (run, events)
+}
+
+#[test]
+fn a_run_and_its_events_round_trip_and_the_definition_is_stored_once() {
+    let d = db();
+    let (run, events) = busy_run();
+    let tx = d.db.begin_write().unwrap();
+    let state = {
+        let mut table = tx.open_table(DEFS).unwrap();
+        d.defs.store(&run.definition, &mut table).unwrap();
+        d.defs.store(&run.definition, &mut table).unwrap();
+        assert_eq!(redb::ReadableTableMetadata::len(&table).unwrap(), 1);
+        encode_run(&run, &d.defs).unwrap()
+    };
+    tx.commit().unwrap();
+    let text = String::from_utf8(state.clone()).unwrap();
+    assert!(
+        !text.contains("long prompt"),
+        "the state row names its definition: {text}"
+    );
+
+    // A fresh cache (another process) reads the definition from the table once.
+    let fresh = Definitions::default();
+    let tx = d.db.begin_read().unwrap();
+    let table = tx.open_table(DEFS).unwrap();
+    let back = decode_run(&state, &fresh, &table).unwrap();
+    assert_eq!(back, run);
+    let again = decode_run(&state, &fresh, &table).unwrap();
+    assert!(
+        Arc::ptr_eq(&back.definition, &again.definition),
+        "decoded once, then shared"
+    );
+    for ev in &events {
+        let row = encode_event(ev, &d.defs).unwrap();
+        assert_eq!(&decode_event(&row, &fresh, &table).unwrap(), ev);
+    }
+    assert_eq!(
+        events.iter().map(|e| e.kind.type_name()).collect::<Vec<_>>(),
+        ["RunStarted", "StepScheduled", "StepStarted", "SignalReceived"]
+    );
+}
+
+#[test]
+fn every_event_type_and_the_timer_round_trip() {
+    let d = db();
+    let (run, _) = busy_run();
+    let kinds = [
+        EventKind::StepCompleted {
+            step_id: "a".into(),
+            attempt: 1,
+            notes: "n".into(),
+            artifacts: vec!["x".into()],
+            context_updates: BTreeMap::from([("a".into(), "b".into())]),
+        },
+        EventKind::StepFailed {
+            step_id: "a".into(),
+            attempt: 2,
+            error_type: "e".into(),
+            message: "m".into(),
+            will_retry: true,
+            next_attempt_at_ms: Some(9),
+        },
+        EventKind::StepTimedOut {
+            step_id: "a".into(),
+            attempt: 1,
+            timeout: TimeoutKind::Heartbeat,
+            will_retry: false,
+            next_attempt_at_ms: None,
+        },
+        EventKind::StepTimedOut {
+            step_id: "a".into(),
+            attempt: 1,
+            timeout: TimeoutKind::StartToClose,
+            will_retry: false,
+            next_attempt_at_ms: None,
+        },
+        EventKind::StepTimedOut {
+            step_id: "a".into(),
+            attempt: 1,
+            timeout: TimeoutKind::Undelivered,
+            will_retry: true,
+            next_attempt_at_ms: Some(1),
+        },
+        EventKind::CoordinatorNote {
+            step_id: "a".into(),
+            attempt: 1,
+            kind: "k".into(),
+            message: "m".into(),
+        },
+        EventKind::CancelRequested { reason: "r".into() },
+        EventKind::RunCompleted {
+            context: BTreeMap::from([("a".into(), "b".into())]),
+        },
+        EventKind::RunFailed { reason: "r".into() },
+        EventKind::RunCanceled { reason: "r".into() },
+        EventKind::RunTerminated { reason: "r".into() },
+    ];
+    let tx = d.db.begin_write().unwrap();
+    let table = tx.open_table(DEFS).unwrap();
+    for (i, kind) in kinds.into_iter().enumerate() {
+        let ev = Event {
+            id: i as u64 + 5,
+            time_ms: 77,
+            identity: "who".into(),
+            kind,
+        };
+        let row = encode_event(&ev, &d.defs).unwrap();
+        assert_eq!(decode_event(&row, &d.defs, &table).unwrap(), ev);
+    }
+    let timer = Timer::Backoff {
+        namespace: run.namespace.clone(),
+        run_id: run.run_id.clone(),
+        step_index: 1,
+        attempt: 3,
+    };
+    assert_eq!(decode_timer(&encode_timer(&timer).unwrap()).unwrap(), timer);
+}
+
+#[test]
+fn older_rows_with_missing_fields_and_newer_ones_with_unknown_fields_are_read() {
+    let d = db();
+    let def = Arc::new(parse_definition(DEF).unwrap());
+    let tx = d.db.begin_write().unwrap();
+    let mut table = tx.open_table(DEFS).unwrap();
+    let key = d.defs.store(&def, &mut table).unwrap();
+    let fresh = Definitions::default();
+    // Only what has no default, plus fields this build has never heard of.
+    let state = serde_json::json!({
+        "definition": {"workflow_id": "wf", "version": "1", "hash": key.hash},
+        "status": "RUNNING",
+        "phase": {"kind": "scheduled", "queue": "default", "task_seq": 4, "priority": 9},
+        "steps": [{"state": "SCHEDULED", "attempt": 1, "cost_usd": 0.5}, {}],
+        "sla": "gold",
+    });
+    let run = decode_run(&serde_json::to_vec(&state).unwrap(), &fresh, &table).unwrap();
+    assert_eq!(run.definition, def);
+    assert_eq!(
+        run.phase,
+        Phase::Scheduled {
+            queue: "default".into(),
+            task_seq: 4
+        }
+    );
+    assert_eq!((run.steps[0].attempt, run.steps[1].attempt), (1, 0));
+    assert_eq!(
+        (run.goal.as_str(), run.last_event_id, run.close_ms),
+        ("", 0, None)
+    );
+
+    let event = br#"{"id":3,"event":{"StepStarted":{"step_id":"a","lease":2,"gpu":"h100"}},"trace":"x"}"#;
+    let ev = decode_event(event, &fresh, &table).unwrap();
+    assert_eq!((ev.id, ev.identity.as_str()), (3, ""));
+    assert_eq!(
+        ev.kind,
+        EventKind::StepStarted {
+            step_id: "a".into(),
+            attempt: 0,
+            worker: String::new(),
+            lease: 2
+        }
+    );
+    let timer = br#"{"timer":{"backoff":{"namespace":"ns","run_id":"r","attempt":2}},"jitter":true}"#;
+    assert_eq!(
+        decode_timer(timer).unwrap(),
+        Timer::Backoff {
+            namespace: "ns".into(),
+            run_id: "r".into(),
+            step_index: 0,
+            attempt: 2
+        }
+    );
+}
+
+#[test]
+fn a_row_of_a_newer_record_version_or_a_missing_definition_is_refused_by_name() {
+    let d = db();
+    let tx = d.db.begin_write().unwrap();
+    let table = tx.open_table(DEFS).unwrap();
+    let newer = br#"{"v":2,"timer":{"backoff":{}}}"#;
+    let err = decode_timer(newer).unwrap_err().to_string();
+    assert!(
+        err.contains("timer record") && err.contains("version 2") && err.contains("newer"),
+        "{err}"
+    );
+
+    let (run, _) = busy_run();
+    let row = encode_run(&run, &d.defs).unwrap();
+    let err = decode_run(&row, &Definitions::default(), &table)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("run record") && err.contains("definition wf version 1"),
+        "{err}"
+    );
+
+    // A state row that disagrees with its definition is refused, not trusted.
+    let d2 = db();
+    let tx2 = d2.db.begin_write().unwrap();
+    let mut t2 = tx2.open_table(DEFS).unwrap();
+    let key = d2.defs.store(&run.definition, &mut t2).unwrap();
+    let bad = serde_json::json!({
+        "definition": key,
+        "status": "RUNNING",
+        "phase": {"kind": "backing_off", "until_ms": 5},
+        "steps": [{}, {}],
+        "current_step": 2,
+    });
+    let err = decode_run(&serde_json::to_vec(&bad).unwrap(), &d2.defs, &t2)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("current step 2"), "{err}");
+    let _ = tx;
+}
+
+#[tokio::test]
+async fn starts_store_each_definition_once_and_runs_name_theirs() {
+    use crate::clock::ManualClock;
+    use crate::matching::Matching;
+    use crate::metrics::Metrics;
+    use crate::store::Store;
+    use crate::store::redb_backend::{DEFINITIONS, RUNS, RedbBackend, STATE_SLOT};
+    use crate::store::writer::{Hooks, StartCommand, Writer};
+    use crate::timers::LeaseDeadlines;
+    use crate::watch::Watchers;
+
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Arc::new(RedbBackend::open(dir.path()).unwrap());
+    let store = Store::new(backend.clone());
+    let hooks = Hooks {
+        matching: Arc::new(Matching::default()),
+        watchers: Arc::new(Watchers::default()),
+        timer_wake: Arc::new(tokio::sync::Notify::new()),
+        leases: Arc::new(LeaseDeadlines::default()),
+        metrics: Arc::new(Metrics::default()),
+        clock: Arc::new(ManualClock::new(1_000)),
+    };
+    let (writer, thread) = Writer::spawn(store.clone(), hooks).unwrap();
+    let a = Arc::new(parse_definition(DEF).unwrap());
+    let same = Arc::new(parse_definition(DEF).unwrap());
+    let mut changed = parse_definition(DEF).unwrap();
+    changed.steps[1].prompt = "b, but better".into();
+    let changed = Arc::new(changed);
+    let stored = |backend: &RedbBackend| {
+        let tx = backend.db().begin_read().unwrap();
+        redb::ReadableTableMetadata::len(&tx.open_table(DEFINITIONS).unwrap()).unwrap()
+    };
+    for (id, def, rows) in [
+        ("r1", &a, 1),
+        ("r2", &a, 1),
+        ("r3", &same, 1),
+        ("r4", &changed, 2),
+    ] {
+        let params = StartParams {
+            namespace: "default".into(),
+            run_id: id.into(),
+            ..Default::default()
+        };
+        let definition = def.clone();
+        writer.start(StartCommand { params, definition }).await.unwrap();
+        assert_eq!(stored(&backend), rows, "after {id}");
+    }
+    drop(writer);
+    thread.join().unwrap();
+
+    // Another process (a fresh cache) reads each run with its own definition.
+    drop((store, backend));
+    let backend = Arc::new(RedbBackend::open(dir.path()).unwrap());
+    let store = Store::new(backend.clone());
+    let r1 = store.run("default", "r1").unwrap().unwrap();
+    let r3 = store.run("default", "r3").unwrap().unwrap();
+    let r4 = store.run("default", "r4").unwrap().unwrap();
+    assert_eq!(r1.definition, a);
+    assert!(Arc::ptr_eq(&r1.definition, &r3.definition), "one copy in memory");
+    assert_eq!(r4.definition.steps[1].prompt, "b, but better");
+    let tx = backend.db().begin_read().unwrap();
+    let row = tx
+        .open_table(RUNS)
+        .unwrap()
+        .get(("default", "r1", STATE_SLOT))
+        .unwrap()
+        .unwrap()
+        .value()
+        .to_vec();
+    assert!(!String::from_utf8(row).unwrap().contains("long prompt"));
+}

@@ -1,0 +1,75 @@
+//! Rows of the `timers` table.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Record, decode_record, encode_record, v1};
+use crate::error::StorageError;
+use crate::model::Timer;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct TimerRecord {
+    #[serde(default = "v1")]
+    v: u32,
+    timer: TimerKindRecord,
+}
+
+impl Record for TimerRecord {
+    const WHAT: &'static str = "timer";
+    const VERSION: u32 = 1;
+    fn version(&self) -> u32 {
+        self.v
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+enum TimerKindRecord {
+    /// A retry backoff ended: schedule the next attempt.
+    #[serde(rename = "backoff")]
+    Backoff {
+        #[serde(default)]
+        namespace: String,
+        #[serde(default)]
+        run_id: String,
+        #[serde(default)]
+        step_index: usize,
+        #[serde(default)]
+        attempt: u32,
+    },
+}
+
+pub(crate) fn encode_timer(timer: &Timer) -> Result<Vec<u8>, StorageError> {
+    let timer = match timer {
+        Timer::Backoff {
+            namespace,
+            run_id,
+            step_index,
+            attempt,
+        } => TimerKindRecord::Backoff {
+            namespace: namespace.clone(),
+            run_id: run_id.clone(),
+            step_index: *step_index,
+            attempt: *attempt,
+        },
+    };
+    encode_record(&TimerRecord {
+        v: TimerRecord::VERSION,
+        timer,
+    })
+}
+
+pub(crate) fn decode_timer(bytes: &[u8]) -> Result<Timer, StorageError> {
+    let r: TimerRecord = decode_record(bytes)?;
+    Ok(match r.timer {
+        TimerKindRecord::Backoff {
+            namespace,
+            run_id,
+            step_index,
+            attempt,
+        } => Timer::Backoff {
+            namespace,
+            run_id,
+            step_index,
+            attempt,
+        },
+    })
+}
