@@ -725,4 +725,6 @@ impl RunState {
 }
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
