@@ -729,4 +729,6 @@ impl RunState {
 }
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;

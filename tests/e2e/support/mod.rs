@@ -1,34 +1,53 @@
 //! A local-cluster runner for end-to-end tests: real `railyard` processes on free
 //! loopback ports, over a temporary directory, that can be killed with SIGKILL and
 //! started again on the same data.
-#![allow(dead_code)]
 
 pub mod mock_model;
 pub mod worker;
 
+use std::cell::RefCell;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use railyard_proto::v1::HistoryEvent;
+use serde_json::Value;
 
 /// The `railyard` binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_railyard");
 
-/// A temporary home for one test: `data/`, `workflows/` and `workspace/`.
+/// A temporary home for one test: `data/`, `workflows/` and `workspace/`. It holds a
+/// claim on the machine (see [`Claim`]) for as long as it lives.
 pub struct Sandbox {
     pub dir: tempfile::TempDir,
+    _machine: Arc<Claim>,
 }
 
 impl Sandbox {
+    /// A sandbox for a test that shares the machine with the other tests.
     pub fn new() -> Self {
+        Self::with(Claim::share())
+    }
+
+    /// A sandbox for a test that loads the machine on purpose (the crash test): it
+    /// waits until no other test holds a sandbox, and no test starts one until it ends.
+    pub fn alone() -> Self {
+        Self::with(Claim::alone())
+    }
+
+    fn with(machine: Arc<Claim>) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         for sub in ["data", "workflows", "workspace"] {
             std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
         }
-        Self { dir }
+        Self {
+            dir,
+            _machine: machine,
+        }
     }
 
     pub fn path(&self, sub: &str) -> PathBuf {
@@ -49,6 +68,91 @@ impl Sandbox {
 impl Default for Sandbox {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// A test's claim on the machine. The end-to-end tests are one binary whose tests run
+/// side by side; a test that loads the machine on purpose takes it alone, so it neither
+/// eats the time limits of the others nor has its own eaten. A claim waiting to be
+/// alone goes first: no new shares are handed out meanwhile.
+pub struct Claim {
+    alone: bool,
+}
+
+/// Shares handed out, whether one test has the machine alone, and how many wait to.
+struct Load {
+    sharing: usize,
+    alone: bool,
+    waiting_alone: usize,
+}
+
+static LOAD: Mutex<Load> = Mutex::new(Load {
+    sharing: 0,
+    alone: false,
+    waiting_alone: 0,
+});
+static LOAD_CHANGED: Condvar = Condvar::new();
+
+thread_local! {
+    /// The claim this test's thread holds, so that a second sandbox in the same test
+    /// reuses it rather than queueing behind a test waiting to be alone (a deadlock).
+    static HELD: RefCell<Weak<Claim>> = const { RefCell::new(Weak::new()) };
+}
+
+impl Claim {
+    fn share() -> Arc<Self> {
+        if let Some(held) = HELD.with(|h| h.borrow().upgrade()) {
+            return held;
+        }
+        let mut load = Self::wait_until(|l| !l.alone && l.waiting_alone == 0);
+        load.sharing += 1;
+        drop(load);
+        Self::hold(Self { alone: false })
+    }
+
+    fn alone() -> Arc<Self> {
+        assert!(
+            HELD.with(|h| h.borrow().upgrade()).is_none(),
+            "a test takes the machine alone before it makes any other sandbox"
+        );
+        Self::lock().waiting_alone += 1;
+        let mut load = Self::wait_until(|l| !l.alone && l.sharing == 0);
+        load.waiting_alone -= 1;
+        load.alone = true;
+        drop(load);
+        Self::hold(Self { alone: true })
+    }
+
+    fn hold(self) -> Arc<Self> {
+        let claim = Arc::new(self);
+        HELD.with(|h| *h.borrow_mut() = Arc::downgrade(&claim));
+        claim
+    }
+
+    fn lock() -> MutexGuard<'static, Load> {
+        // A test that panicked while holding the lock left the counts consistent.
+        LOAD.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn wait_until(ready: impl Fn(&Load) -> bool) -> MutexGuard<'static, Load> {
+        let mut load = Self::lock();
+        while !ready(&load) {
+            load = LOAD_CHANGED.wait(load).unwrap_or_else(PoisonError::into_inner);
+        }
+        load
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut load = Self::lock();
+        if self.alone {
+            load.alone = false;
+        } else {
+            load.sharing -= 1;
+        }
+        drop(load);
+        LOAD_CHANGED.notify_all();
     }
 }
 
@@ -220,4 +324,9 @@ pub fn eventually<T>(limit: Duration, mut check: impl FnMut() -> Option<T>) -> T
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// A history event's attributes as JSON (`Null` if they do not parse).
+pub fn attrs(e: &HistoryEvent) -> Value {
+    serde_json::from_str(&e.attributes_json).unwrap_or(Value::Null)
 }

@@ -2,19 +2,17 @@
 //! processes, with a mock model server (`support::mock_model`) speaking the Anthropic
 //! Messages and OpenAI chat-completions wire formats.
 
-mod support;
-
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::support::mock_model::*;
+use crate::support::worker::WorkerProcess;
+use crate::support::*;
 use railyard_proto::Client;
 use railyard_proto::v1::HistoryEvent;
-use serde_json::{Value, json};
-use support::mock_model::*;
-use support::worker::WorkerProcess;
-use support::*;
+use serde_json::json;
 
 /// Long enough for any run here on a slow machine; only an upper bound for `eventually`.
 const RUN_LIMIT: Duration = Duration::from_secs(90);
@@ -115,10 +113,6 @@ impl Api {
             .block_on(self.client.full_history("default", run_id))
             .expect("history")
     }
-}
-
-fn attrs(e: &HistoryEvent) -> Value {
-    serde_json::from_str(&e.attributes_json).unwrap_or(Value::Null)
 }
 
 fn events<'a>(history: &'a [HistoryEvent], kind: &str) -> Vec<&'a HistoryEvent> {

@@ -1,15 +1,13 @@
 //! `--log-format`: the real binary's logs on stderr, as text by default and as one
 //! JSON object per line with `--log-format json`, spans included.
 
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use crate::support::*;
 use serde_json::Value;
-use support::*;
 
 /// A `railyard server` whose stderr lines arrive on a channel.
 struct LoggingServer {

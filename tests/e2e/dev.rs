@@ -1,11 +1,9 @@
 //! `railyard dev`: server and worker in one process, running the bundled demo with the
 //! offline scripted provider.
 
-mod support;
-
 use std::process::Command;
 
-use support::*;
+use crate::support::*;
 
 #[test]
 fn dev_runs_the_demo_to_completion_and_exits() {

@@ -1,11 +1,9 @@
 //! The real providers against local doubles of the Anthropic and OpenAI wire formats.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{FakeLease, Reply, mock_model, task, tool_results};
+use crate::common::{FakeLease, Reply, mock_model, task, tool_results};
 use railyard_worker::agent::{Agent, Outcome};
 use railyard_worker::provider::{
     AnthropicProvider, Block, Message, ModelRequest, OpenAiProvider, Provider, ProviderError, RetryPolicy,
@@ -386,7 +384,7 @@ async fn cancel_and_steer_via_heartbeat() {
     let lease = FakeLease::new()
         .reply(Ok(HeartbeatOutcome {
             cancel_requested: false,
-            signals: vec![common::steer(7, "be brief")],
+            signals: vec![crate::common::steer(7, "be brief")],
         }))
         .reply(Ok(HeartbeatOutcome {
             cancel_requested: true,

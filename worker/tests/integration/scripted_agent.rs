@@ -1,12 +1,10 @@
 //! The agent loop on the offline scripted provider: limits, refusals, resume, notes, and
 //! the bundled demo script end to end.
 
-mod common;
-
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use common::{FakeLease, Recording, task};
+use crate::common::{FakeLease, Recording, task};
 use railyard_worker::agent::{Agent, Outcome};
 use railyard_worker::events::{EventKind, EventSink, WorkerEvent};
 use railyard_worker::provider::{Block, Role, Script, ScriptSource, ScriptedProvider};
@@ -231,11 +229,11 @@ async fn signals_queued_with_the_task_reach_the_first_turn_once() {
     let provider = Arc::new(Recording::new(scripted(script.clone())));
     let ws = tempfile::tempdir().unwrap();
     let mut t = task("s", "p");
-    t.signals = vec![common::steer(5, "be brief")];
+    t.signals = vec![crate::common::steer(5, "be brief")];
     // The heartbeat after turn 1 brings a second steer.
     let lease = FakeLease::new().reply(Ok(railyard_worker::HeartbeatOutcome {
         cancel_requested: false,
-        signals: vec![common::steer(9, "hurry")],
+        signals: vec![crate::common::steer(9, "hurry")],
     }));
     let report = Agent::new(provider.clone())
         .run_step(&t, "q", ws.path(), &lease)

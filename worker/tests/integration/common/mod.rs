@@ -1,6 +1,5 @@
 //! Shared helpers: a recording fake lease, step tasks, a recording provider wrapper and a
 //! tiny local HTTP server that answers model calls from a queue of canned replies.
-#![allow(dead_code)]
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

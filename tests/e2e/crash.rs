@@ -2,19 +2,17 @@
 //! `kill -9` of the server while hundreds of requests are in flight, every history
 //! stays numbered and well-formed, and every run goes on to completion afterwards.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use railyard_proto::v1::{HistoryEvent, ListRunsRequest, RunStatus, SignalRunRequest, StartRunRequest};
 use railyard_proto::{Client, ClientError, Completion, ConnectOptions, StepWorker};
 use serde_json::Value;
-use support::*;
 
 /// Two steps; a lease lost in the crash comes back one heartbeat timeout later.
 const WORKFLOW: &str = r#"{"id":"pair","version":"1","name":"Pair","steps":[
@@ -232,10 +230,6 @@ async fn all_runs(client: &Client, status: RunStatus) -> Vec<railyard_proto::v1:
     }
 }
 
-fn attrs(e: &HistoryEvent) -> Value {
-    serde_json::from_str(&e.attributes_json).unwrap_or(Value::Null)
-}
-
 /// Checks that a history is numbered 1..N without gaps and well-formed: RunStarted first,
 /// each attempt scheduled, started and ended at most once, nothing after a closing event.
 fn check_history(run_id: &str, events: &[HistoryEvent]) -> Result<(), String> {
@@ -384,7 +378,8 @@ async fn check_acknowledged(clients: &[Client], ledger: &Ledger) -> HashMap<Stri
 
 #[test]
 fn acknowledged_operations_survive_sigkill_under_load() {
-    let sandbox = Sandbox::new();
+    // Hundreds of requests in flight: the other end-to-end tests wait meanwhile.
+    let sandbox = Sandbox::alone();
     sandbox.workflow("pair.json", WORKFLOW);
     let server = sandbox.server();
     let pid = Pid::from_raw(server.child.id() as i32);

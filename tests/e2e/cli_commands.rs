@@ -1,11 +1,9 @@
 //! The client commands against a real `railyard server` process: output, exit codes,
 //! and error lines. Needs a working server (`RunningServer::start`).
 
-mod support;
-
 use std::process::Command;
 
-use support::*;
+use crate::support::*;
 
 /// A server over a sandbox with a two-step workflow and a broken definition.
 fn start_server() -> (Sandbox, ServerProcess) {

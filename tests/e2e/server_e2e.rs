@@ -2,16 +2,14 @@
 //! to finish, a lease that expires across worker processes, forged and stale tokens,
 //! bad input of every kind, and SIGKILL in the middle of a run.
 
-mod support;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use crate::support::*;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use serde_json::Value;
-use support::*;
 
 const THREE: &str = r#"{"id":"three","version":"1","name":"Three","description":"three steps","steps":[
     {"id":"plan","title":"Plan","prompt":"Plan {{goal}}"},

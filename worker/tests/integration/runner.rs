@@ -1,7 +1,5 @@
 //! `Worker::run` against an in-process fake of the `Tasks` gRPC service.
 
-mod common;
-
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -202,7 +200,7 @@ fn config(addr: SocketAddr, workspace: PathBuf, script: serde_json::Value) -> Wo
 fn step(token: &str) -> StepTask {
     StepTask {
         task_token: token.into(),
-        ..common::task("s", "write a file")
+        ..crate::common::task("s", "write a file")
     }
 }
 

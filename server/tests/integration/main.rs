@@ -1,0 +1,7 @@
+//! The server's integration tests: a real `RunningServer` on a real redb file, driven
+//! over real gRPC and HTTP. One test binary (one link instead of one per file); each
+//! file is a module.
+
+mod api;
+mod metrics;
+mod upgrade;

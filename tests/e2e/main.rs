@@ -1,0 +1,12 @@
+//! End-to-end tests: real `railyard` processes over real sockets. One test binary (one
+//! link instead of five); each file is a module, so test names read `crash::...`,
+//! `worker_e2e::...`. `support` is the local-cluster runner they share.
+
+mod support;
+
+mod cli_commands;
+mod crash;
+mod dev;
+mod logs;
+mod server_e2e;
+mod worker_e2e;

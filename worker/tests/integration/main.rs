@@ -1,0 +1,10 @@
+//! The worker's integration tests, in one test binary (one link instead of four); each
+//! file is a module, so test names read `providers::...`, `runner::...`. `common` holds
+//! the fakes and doubles they share.
+
+mod common;
+
+mod providers;
+mod runner;
+mod scripted_agent;
+mod tools;
