@@ -25,7 +25,7 @@ use railyard_worker::{ConfigLayer, EventKind, ProviderConfig, Worker, WorkerConf
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::StreamExt;
 
-use crate::run_view::EXIT_NOT_COMPLETED;
+use crate::run_view::{EXIT_NOT_COMPLETED, REOPEN};
 use crate::server_cmd::{ServerArgs, Signals};
 use crate::view::status_name;
 
@@ -37,8 +37,6 @@ const QUEUE: &str = "default";
 const DEMO_WORKFLOW: &str = "demo";
 /// How long a run's close line waits for the worker's report of the step that closed it.
 const CLOSE_SETTLE: Duration = Duration::from_secs(2);
-/// Times a broken watch stream is reopened before the run is given up on.
-const WATCH_RECONNECTS: u32 = 20;
 
 /// Flags of `railyard dev`.
 #[derive(Debug, Args)]
@@ -577,19 +575,18 @@ async fn follow(
     tx: mpsc::UnboundedSender<Msg>,
 ) {
     let mut next = 1u64;
-    let mut failures = 0u32;
+    let mut pauses = REOPEN.delays();
     loop {
         let stream = client.watch_run(&namespace, &run_id, next).await;
         let mut stream = match stream {
             Ok(s) => s,
             Err(e) => {
-                failures += 1;
-                if failures > WATCH_RECONNECTS {
+                let Some(pause) = pauses.next() else {
                     tracing::warn!(run_id = %run_id, error = %e, "cannot follow the run");
                     let _ = tx.send(Msg::Closed(run_id, None));
                     return;
-                }
-                tokio::time::sleep(Duration::from_millis(250)).await;
+                };
+                tokio::time::sleep(pause).await;
                 continue;
             }
         };
@@ -598,7 +595,7 @@ async fn follow(
             match item {
                 Ok(event) => {
                     next = event.event_id + 1;
-                    failures = 0;
+                    pauses = REOPEN.delays();
                     // The in-process worker reports its own steps; show only the others'.
                     let ours = event.identity == identity;
                     let forward = match event.event_type.as_str() {
@@ -620,12 +617,11 @@ async fn follow(
         if !broken {
             break;
         }
-        failures += 1;
-        if failures > WATCH_RECONNECTS {
+        let Some(pause) = pauses.next() else {
             let _ = tx.send(Msg::Closed(run_id, None));
             return;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        tokio::time::sleep(pause).await;
     }
     let info = client
         .describe_run(&namespace, &run_id)

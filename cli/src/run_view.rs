@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use clap::Args;
+use railyard_proto::retry::is_transient_stream_break;
 use railyard_proto::v1::{GetHistoryRequest, HistoryEvent, RunInfo, RunStatus};
-use railyard_proto::{Client, ClientError};
+use railyard_proto::{Client, ClientError, RetryPolicy};
 use serde_json::json;
 use tonic::Code;
 
@@ -23,8 +24,13 @@ pub const EXIT_NOT_COMPLETED: u8 = 3;
 const HISTORY_WAIT_MS: u32 = 30_000;
 /// An empty long-poll answer faster than this is followed by a pause of this length.
 const MIN_EMPTY_POLL: Duration = Duration::from_millis(200);
-/// How many times in a row a broken stream is reopened before giving up.
-const MAX_RECONNECTS: u32 = 30;
+/// How a broken event stream is reopened: the shared jittered policy, 30 times in a
+/// row at most (progress starts the count again), pauses under 4 s.
+pub const REOPEN: RetryPolicy = RetryPolicy {
+    max_attempts: 31,
+    initial_backoff: Duration::from_millis(100),
+    max_backoff: Duration::from_secs(4),
+};
 
 /// Flags of `run describe`.
 #[derive(Debug, Args)]
@@ -243,12 +249,12 @@ pub async fn follow(
     let ns = &global.namespace;
     let mut next = from.max(1);
     let mut on_event = |e: &HistoryEvent| if print { print_event(e, json) } else { Ok(()) };
-    let mut reconnects = 0;
+    let mut pauses = REOPEN.delays();
     loop {
         let before = next;
         let streamed = stream_events(client, ns, run_id, &mut next, &mut on_event).await;
         if next > before {
-            reconnects = 0;
+            pauses = REOPEN.delays();
         }
         match streamed {
             Ok(()) => {}
@@ -257,12 +263,14 @@ pub async fn follow(
                 tracing::debug!("server has no WatchRun; long-polling GetHistory instead");
                 poll_events(client, ns, run_id, &mut next, &mut on_event).await?;
             }
-            Err(Failure::Client(e)) if is_transient(&e) && reconnects < MAX_RECONNECTS => {
-                reconnects += 1;
-                tracing::warn!(error = %e, reconnects, "event stream broke; reopening");
-                tokio::time::sleep(backoff(reconnects)).await;
-                continue;
-            }
+            Err(Failure::Client(e)) if is_transient(&e) => match pauses.next() {
+                Some(pause) => {
+                    tracing::warn!(error = %e, retry_in = ?pause, "event stream broke; reopening");
+                    tokio::time::sleep(pause).await;
+                    continue;
+                }
+                None => return Err(e.into()),
+            },
             Err(Failure::Client(e)) => return Err(e.into()),
         }
         let resp = client.describe_run(ns, run_id).await?;
@@ -276,13 +284,12 @@ pub async fn follow(
             return Ok(run);
         }
         // The stream ended while the run is still open (e.g. the server shut down).
-        reconnects += 1;
-        if reconnects > MAX_RECONNECTS {
+        let Some(pause) = pauses.next() else {
             return Err(anyhow!(
                 "the event stream of run {run_id} keeps ending while the run is open"
             ));
-        }
-        tokio::time::sleep(backoff(reconnects)).await;
+        };
+        tokio::time::sleep(pause).await;
     }
 }
 
@@ -367,15 +374,13 @@ async fn poll_events(
     }
 }
 
-fn is_transient(e: &ClientError) -> bool {
-    matches!(
-        e.code(),
-        Some(Code::Unavailable | Code::Unknown | Code::Cancelled | Code::Internal)
-    )
-}
-
-fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis((100u64 << attempt.min(5)).min(2_000))
+/// A broken stream worth reopening (the one definition lives in `railyard_proto::retry`).
+pub fn is_transient(e: &ClientError) -> bool {
+    match e {
+        ClientError::Unavailable { .. } => true,
+        ClientError::Other { code, message } => is_transient_stream_break(*code, message),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -457,8 +462,22 @@ mod tests {
     }
 
     #[test]
-    fn backoff_is_capped() {
-        assert_eq!(backoff(1), Duration::from_millis(200));
-        assert_eq!(backoff(30), Duration::from_millis(2_000));
+    fn reopening_pauses_are_bounded_and_run_out() {
+        let pauses: Vec<_> = REOPEN.delays().collect();
+        assert_eq!(pauses.len(), 30);
+        assert!(pauses.iter().all(|p| *p < Duration::from_secs(4)), "{pauses:?}");
+        assert!(pauses[0] >= Duration::from_millis(100), "{pauses:?}");
+    }
+
+    #[test]
+    fn stream_breaks_are_transient_and_refusals_are_not() {
+        let other = |code, message: &str| ClientError::Other {
+            code,
+            message: message.into(),
+        };
+        assert!(is_transient(&other(Code::Cancelled, "h2 reset")));
+        assert!(is_transient(&other(Code::Internal, "h2 protocol error")));
+        assert!(!is_transient(&ClientError::NotFound("run".into())));
+        assert!(!is_transient(&ClientError::Unauthenticated("key".into())));
     }
 }

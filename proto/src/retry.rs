@@ -102,6 +102,14 @@ pub fn is_transient_grpc_or_timeout(code: Code, message: &str) -> bool {
     code == Code::DeadlineExceeded || is_transient_grpc(code, message)
 }
 
+/// Whether a server stream (`WatchRun`) that ended in `code` is worth reopening from
+/// the last event it delivered: besides what [`is_transient_grpc`] counts, a stream
+/// cut mid-way by a server restart surfaces as `UNKNOWN`, `CANCELLED` or `INTERNAL`
+/// (an HTTP/2 reset), and reopening is a read, so always safe.
+pub fn is_transient_stream_break(code: Code, message: &str) -> bool {
+    is_transient_grpc(code, message) || matches!(code, Code::Unknown | Code::Cancelled | Code::Internal)
+}
+
 /// Whether an HTTP error status from a model API may go away if the same request is
 /// sent again: 408 (request timeout), 409 (Anthropic's transient conflicts), 429
 /// (rate limited) and every 5xx (529 is Anthropic's "overloaded").

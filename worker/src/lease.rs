@@ -118,7 +118,8 @@ impl LeaseKeeper {
             Err(
                 e @ (ClientError::FailedPrecondition(_)
                 | ClientError::NotFound(_)
-                | ClientError::PermissionDenied(_)),
+                | ClientError::PermissionDenied(_)
+                | ClientError::Unauthenticated(_)),
             ) => {
                 let message = e.to_string();
                 self.status.send_replace(LeaseStatus::Lost(message.clone()));
