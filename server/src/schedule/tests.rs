@@ -590,3 +590,63 @@ fn templates_render_schedule_time_and_id() {
     assert_eq!(fire.scheduled_time(), "2026-03-22T09:00:00.250Z");
     assert_eq!(fire.render("no placeholders"), "no placeholders");
 }
+
+/// Every minute of the days around each 2026 transition in three zones (New York and
+/// Berlin shift an hour, Lord Howe half an hour), checked one by one: a minute fires
+/// when its local time matches and it is that local time's first instant. The
+/// spec's search must give exactly those minutes.
+#[test]
+fn daylight_saving_matches_a_minute_by_minute_oracle() {
+    use chrono::{LocalResult, TimeZone, Utc};
+    use chrono_tz::Tz;
+
+    let windows = [
+        ("America/New_York", "2026-03-07T00:00:00Z"),
+        ("America/New_York", "2026-10-31T00:00:00Z"),
+        ("Europe/Berlin", "2026-03-28T00:00:00Z"),
+        ("Europe/Berlin", "2026-10-24T00:00:00Z"),
+        ("Australia/Lord_Howe", "2026-04-04T00:00:00Z"),
+        ("Australia/Lord_Howe", "2026-10-03T00:00:00Z"),
+    ];
+    let patterns = [
+        "*/15 * * * *",
+        "30 1,2,3 * * *",
+        "0 * * * *",
+        "*/7 1-3 * * *",
+        "45 2 * * SUN",
+    ];
+    for (zone_name, from) in windows {
+        let zone: Tz = zone_name.parse().unwrap();
+        let (start, end) = (t(from), t(from) + 3 * 86_400_000);
+        for pattern in patterns {
+            let bare: croner::Cron = pattern.parse().unwrap();
+            let expected: Vec<Millis> = (start..=end)
+                .step_by(60_000)
+                .filter(|&m| {
+                    let local = DateTime::from_timestamp_millis(m)
+                        .unwrap()
+                        .with_timezone(&zone)
+                        .naive_local();
+                    let first = match zone.from_local_datetime(&local) {
+                        LocalResult::Single(_) => true,
+                        LocalResult::Ambiguous(earlier, _) => earlier.timestamp_millis() == m,
+                        LocalResult::None => unreachable!("an instant's own local time exists"),
+                    };
+                    first && bare.is_time_matching(&Utc.from_utc_datetime(&local)).unwrap()
+                })
+                .collect();
+            let spec = spec(zoned(&[pattern], zone_name));
+            let mut actual = Vec::new();
+            let mut cursor = start - 1;
+            while let Some(next) = spec.next_after(cursor).filter(|&n| n <= end) {
+                actual.push(next);
+                cursor = next;
+            }
+            assert_eq!(
+                actual.iter().map(|&m| s(m)).collect::<Vec<_>>(),
+                expected.iter().map(|&m| s(m)).collect::<Vec<_>>(),
+                "{pattern} in {zone_name} from {from}"
+            );
+        }
+    }
+}
