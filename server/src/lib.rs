@@ -13,6 +13,7 @@ pub mod ids;
 pub mod matching;
 pub mod metrics;
 pub mod model;
+pub mod schedule;
 pub mod service;
 pub mod store;
 pub mod timers;
