@@ -14,6 +14,7 @@
 
 mod args;
 mod bench;
+mod builtin;
 mod dev;
 mod global;
 mod output;
@@ -90,6 +91,8 @@ enum Command {
     ///
     /// Uses a real model when ANTHROPIC_API_KEY or OPENAI_API_KEY is set, otherwise the
     /// offline scripted provider (<workflows>/demo.script.json), which is not a model.
+    /// Without --workflows, in a directory with no workflow definitions in ./workflows,
+    /// it runs the demo and script built into this binary, so it works from any directory.
     Dev(dev::DevArgs),
     /// Start, inspect, list and steer workflow runs.
     #[command(subcommand)]
