@@ -21,12 +21,14 @@ use railyard_proto::Client;
 use railyard_proto::v1::{HistoryEvent, RunInfo, RunStatus};
 use railyard_server::RunningServer;
 use railyard_worker::events::WorkerEvent;
+use railyard_worker::provider::ScriptSource;
 use railyard_worker::{ConfigLayer, EventKind, ProviderConfig, Worker, WorkerConfig};
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::StreamExt;
 
+use crate::builtin;
 use crate::run_view::{EXIT_NOT_COMPLETED, REOPEN};
-use crate::server_cmd::{ServerArgs, Signals};
+use crate::server_cmd::{ServerArgs, ServerSettings, Signals};
 use crate::view::status_name;
 
 /// The goal of the demo run when `--goal` is not given.
@@ -96,13 +98,23 @@ fn provider_line(provider: &ProviderConfig) -> String {
     }
 }
 
+/// The offline script for the demo when no model is configured: the workflows
+/// directory's `demo.script.json`, or the built-in one when the built-in demo is used.
+fn demo_script(settings: &ServerSettings) -> Option<ScriptSource> {
+    let file = settings.workflows.join("demo.script.json");
+    if file.is_file() {
+        Some(ScriptSource::Path(file))
+    } else {
+        settings.built_in_demo.then_some(builtin::DEMO_SCRIPT)
+    }
+}
+
 /// `railyard dev`.
 pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     let mut signals = Signals::new()?;
     let settings = args.server.settings()?;
     let data_dir = settings.data_dir.clone();
     let workspace = data_dir.join("workspaces");
-    let demo_script = settings.workflows.join("demo.script.json");
 
     // The worker's configuration first, so a bad one stops us before anything starts.
     let flags = ConfigLayer {
@@ -110,7 +122,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         workspace: Some(workspace.clone()),
         ..ConfigLayer::default()
     };
-    let default_script = demo_script.is_file().then(|| demo_script.clone());
+    let default_script = demo_script(&settings);
     let mut config = WorkerConfig::load(None, flags, default_script).context("worker configuration")?;
     let provider = railyard_worker::provider::from_config(&config.provider)
         .context("cannot set up the model provider")?;
@@ -132,8 +144,15 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         server.grpc_addr,
         server.http_addr,
         data_dir.display(),
-        settings.workflows.display()
+        settings.workflows_label()
     ));
+    if settings.built_in_demo {
+        say(format!(
+            "workflows: the demo built into this binary ({}): there are no definitions in {} and no --workflows was given",
+            builtin::DEMO_WORKFLOW.source().display(),
+            settings.workflows.display()
+        ));
+    }
     say(format!(
         "worker:    {} polling queue {QUEUE}, {} slots, workspaces in {}",
         config.identity,
@@ -185,8 +204,9 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
                 .unwrap_or_default();
             shutdown(stop_worker, worker_task, server, &mut signals).await;
             return Err(anyhow!(
-                "the bundled `demo` workflow is not in {}{why}\nhint: run `railyard dev` from the repository root, \
-                 point --workflows at the directory holding demo.json, or pass --no-demo",
+                "the bundled `demo` workflow is not in {}{why}\nhint: without --workflows, in a directory with no \
+                 workflows/, `railyard dev` runs the demo built into this binary; or point --workflows at a \
+                 directory holding demo.json, or pass --no-demo",
                 settings.workflows.display()
             ));
         }

@@ -7,6 +7,7 @@
 //! - `railyard run|workflow|task|queue ...` are client commands over gRPC; they take
 //!   `--server`, `--namespace` and `--output` (see [`global::GlobalOpts`]).
 //! - `railyard bench` measures an in-process server.
+//! - `railyard mcp` serves MCP on stdio for an outside agent.
 //!
 //! One module per command group. Errors are `anyhow` only here at the edge: a failed
 //! command prints one `error: ...` line on stderr and exits with code 1 (2 for usage
@@ -14,8 +15,10 @@
 
 mod args;
 mod bench;
+mod builtin;
 mod dev;
 mod global;
+mod mcp;
 mod output;
 mod queue;
 mod run;
@@ -90,6 +93,8 @@ enum Command {
     ///
     /// Uses a real model when ANTHROPIC_API_KEY or OPENAI_API_KEY is set, otherwise the
     /// offline scripted provider (<workflows>/demo.script.json), which is not a model.
+    /// Without --workflows, in a directory with no workflow definitions in ./workflows,
+    /// it runs the demo and script built into this binary, so it works from any directory.
     Dev(dev::DevArgs),
     /// Start, inspect, list and steer workflow runs.
     #[command(subcommand)]
@@ -105,6 +110,9 @@ enum Command {
     Queue(queue::QueueCommand),
     /// Measure throughput and latency of an in-process server over real gRPC.
     Bench(bench::BenchArgs),
+    /// Serve MCP on stdin/stdout for an agent (Claude Code, Cursor, any MCP client),
+    /// talking to the Railyard server at --server. Logs go to stderr.
+    Mcp,
 }
 
 fn main() -> ExitCode {
@@ -114,6 +122,8 @@ fn main() -> ExitCode {
     let default_filter = match cli.command {
         Command::Bench(_) => "info,railyard_server=warn",
         Command::Dev(_) => "warn",
+        // rmcp logs every session event at info; stderr is what an MCP client shows.
+        Command::Mcp => "info,rmcp=warn",
         _ => "info",
     };
     init_tracing(default_filter, cli.log_format);
@@ -177,6 +187,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Task(c) => task::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Queue(c) => queue::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Bench(a) => bench::run(g, a).await.map(|()| ExitCode::SUCCESS),
+        Command::Mcp => mcp::run(g).await.map(|()| ExitCode::SUCCESS),
     }
 }
 

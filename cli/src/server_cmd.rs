@@ -18,6 +18,8 @@ use railyard_proto::config::{ConfigError, EnvVar, Loader};
 use railyard_server::{RunningServer, ServerConfig};
 use serde::{Deserialize, Serialize};
 
+use crate::builtin;
+
 /// Default `server.data_dir`.
 pub const DEFAULT_DATA_DIR: &str = "./.railyard";
 /// Default `server.workflows`.
@@ -118,6 +120,9 @@ pub struct ServerSettings {
     pub listen: SocketAddr,
     pub http_listen: SocketAddr,
     pub workflows: PathBuf,
+    /// The demo built into the binary stands in for `workflows` (no directory was
+    /// configured and the default one has no definitions; see [`crate::builtin`]).
+    pub built_in_demo: bool,
     pub shutdown_grace: Duration,
 }
 
@@ -127,7 +132,20 @@ impl ServerSettings {
         let mut config = ServerConfig::new(&self.data_dir, &self.workflows);
         config.grpc_listen = self.listen;
         config.http_listen = self.http_listen;
+        if self.built_in_demo {
+            config.embedded_workflows.push(builtin::DEMO_WORKFLOW);
+        }
         config
+    }
+
+    /// Where the definitions come from, for the listening lines: the directory, or
+    /// `<built-in>`.
+    pub fn workflows_label(&self) -> String {
+        if self.built_in_demo {
+            builtin::WORKFLOWS_LABEL.to_string()
+        } else {
+            self.workflows.display().to_string()
+        }
     }
 }
 
@@ -162,9 +180,11 @@ impl ServerArgs {
             }
         };
         let s = &loaded.value.server;
+        let workflows = path("server.workflows", &s.workflows, DEFAULT_WORKFLOWS);
         let settings = ServerSettings {
             data_dir: path("server.data_dir", &s.data_dir, DEFAULT_DATA_DIR),
-            workflows: path("server.workflows", &s.workflows, DEFAULT_WORKFLOWS),
+            built_in_demo: builtin::use_built_in(s.workflows.is_some(), &workflows),
+            workflows,
             listen: s.listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 7400))),
             http_listen: s.http_listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 7401))),
             shutdown_grace: Duration::from_secs(s.shutdown_grace_secs.unwrap_or(10)),
@@ -192,7 +212,7 @@ pub fn listening_line(server: &RunningServer, settings: &ServerSettings) -> Stri
         server.grpc_addr,
         server.http_addr,
         settings.data_dir.display(),
-        settings.workflows.display()
+        settings.workflows_label()
     )
 }
 
@@ -206,6 +226,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             settings.data_dir.display()
         )
     })?;
+    if settings.built_in_demo {
+        tracing::info!(
+            dir = %settings.workflows.display(),
+            "no workflow definitions there and no --workflows given: serving the demo built into this binary (<built-in>/demo.json)"
+        );
+    }
     // Listen before announcing, so a signal sent right after the line is not missed.
     let mut signals = Signals::new()?;
     {

@@ -103,7 +103,7 @@ impl WorkerArgs {
     pub fn load(&self) -> anyhow::Result<WorkerConfig> {
         let default_script = Path::new(DEMO_SCRIPT)
             .is_file()
-            .then(|| PathBuf::from(DEMO_SCRIPT));
+            .then(|| ScriptSource::Path(PathBuf::from(DEMO_SCRIPT)));
         Ok(WorkerConfig::load(
             self.config.as_deref(),
             self.flags_layer()?,

@@ -4,6 +4,7 @@ use clap::Subcommand;
 use railyard_proto::v1::ListWorkflowsResponse;
 use serde_json::json;
 
+use crate::builtin;
 use crate::global::GlobalOpts;
 use crate::output::{self, Table, truncate};
 use crate::view::{invalid_workflow_json, workflow_json};
@@ -55,6 +56,18 @@ pub fn list_lines(resp: &ListWorkflowsResponse) -> Vec<String> {
             ]);
         }
         lines.extend(table.render());
+        if resp
+            .workflows
+            .iter()
+            .any(|wf| builtin::is_built_in(&wf.source_file))
+        {
+            lines.push(String::new());
+            lines.push(
+                "<built-in>: built into the railyard binary, served because the server found no definitions \
+                 in its workflows directory and none was given (--workflows)"
+                    .to_string(),
+            );
+        }
     }
     if !resp.invalid.is_empty() {
         lines.push(String::new());
@@ -109,6 +122,27 @@ mod tests {
                 "  workflows/bad.json: $.steps[0].id: missing",
                 "  x.json: not JSON",
             ]
+        );
+    }
+
+    #[test]
+    fn says_when_the_built_in_demo_is_served() {
+        let resp = ListWorkflowsResponse {
+            workflows: vec![WorkflowInfo {
+                id: "demo".into(),
+                version: "1".into(),
+                name: "Demo".into(),
+                step_ids: vec!["a".into()],
+                source_file: "<built-in>/demo.json".into(),
+                ..Default::default()
+            }],
+            invalid: vec![],
+        };
+        let lines = list_lines(&resp);
+        assert_eq!(lines[1], "demo  1        1      Demo  <built-in>/demo.json");
+        assert!(
+            lines[3].starts_with("<built-in>: built into the railyard binary"),
+            "{lines:?}"
         );
     }
 }

@@ -39,7 +39,7 @@ use crate::store::writer::{Hooks, Writer};
 use crate::timers::LeaseDeadlines;
 use crate::token::TokenKeys;
 use crate::watch::Watchers;
-use crate::workflow::WorkflowRegistry;
+use crate::workflow::{EmbeddedDefinition, WorkflowRegistry};
 
 /// Largest gRPC message the server accepts.
 const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
@@ -55,6 +55,9 @@ pub struct ServerConfig {
     pub http_listen: SocketAddr,
     /// Directory of workflow definition files (`*.json`).
     pub workflows_dir: PathBuf,
+    /// Definitions built into the binary, loaded after the directory's files (so a
+    /// file's id wins) and validated the same way.
+    pub embedded_workflows: Vec<EmbeddedDefinition>,
     /// The clock; tests pass a [`clock::ManualClock`].
     pub clock: Arc<dyn Clock>,
 }
@@ -67,6 +70,7 @@ impl ServerConfig {
             grpc_listen: SocketAddr::from(([127, 0, 0, 1], 7400)),
             http_listen: SocketAddr::from(([127, 0, 0, 1], 7401)),
             workflows_dir: workflows_dir.into(),
+            embedded_workflows: Vec::new(),
             clock: Arc::new(SystemClock),
         }
     }
@@ -115,15 +119,23 @@ impl RunningServer {
         })?;
         let store = Store::open(dir)?;
         let keys = TokenKeys::load_or_create(dir)?;
-        let workflows =
+        let mut workflows =
             WorkflowRegistry::load_dir(&config.workflows_dir).map_err(|source| StartError::Workflows {
                 path: config.workflows_dir.display().to_string(),
                 source,
             })?;
+        for def in &config.embedded_workflows {
+            workflows.add_embedded(def);
+        }
         for bad in &workflows.invalid {
             tracing::warn!(file = %bad.file.display(), error = %bad.error, "workflow definition rejected");
         }
-        tracing::info!(count = workflows.valid.len(), dir = %config.workflows_dir.display(), "workflows loaded");
+        tracing::info!(
+            count = workflows.valid.len(),
+            dir = %config.workflows_dir.display(),
+            built_in = config.embedded_workflows.len(),
+            "workflows loaded"
+        );
 
         let matching = Arc::new(Matching::default());
         let ready = store.ready_tasks()?;

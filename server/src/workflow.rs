@@ -152,6 +152,50 @@ pub struct InvalidDefinition {
     pub error: String,
 }
 
+/// The prefix of the source name of a definition built into the binary, where a file's
+/// path would be: `<built-in>/demo.json`.
+pub const BUILT_IN_PREFIX: &str = "<built-in>/";
+
+/// A definition built into the binary (`include_str!`), loaded like a file of the
+/// workflows directory: same validation, same errors, its source named
+/// `<built-in>/<name>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EmbeddedDefinition {
+    /// The file name it was built from (`demo.json`).
+    pub name: &'static str,
+    /// The definition's JSON text.
+    pub text: &'static str,
+}
+
+impl EmbeddedDefinition {
+    /// Where listings and errors say it came from: `<built-in>/<name>`.
+    pub fn source(&self) -> PathBuf {
+        PathBuf::from(format!("{BUILT_IN_PREFIX}{}", self.name))
+    }
+}
+
+/// Whether a file name is a workflow definition: `*.json` but not `*.script.json`
+/// (scripts for the offline provider).
+pub fn is_definition_file(name: &str) -> bool {
+    name.ends_with(".json") && !name.ends_with(".script.json")
+}
+
+/// The definition files of `dir`, sorted by path. A missing directory has none.
+pub fn definition_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    files.retain(|p| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(is_definition_file)
+    });
+    files.sort();
+    Ok(files)
+}
+
 /// The loaded definitions, by id.
 #[derive(Debug, Default)]
 pub struct WorkflowRegistry {
@@ -160,43 +204,44 @@ pub struct WorkflowRegistry {
 }
 
 impl WorkflowRegistry {
-    /// Loads every `*.json` file of `dir` (not `*.script.json`, which are scripts for
-    /// the offline provider). A bad file is recorded in `invalid`; it stops nothing.
-    /// A missing directory gives an empty registry.
+    /// Loads every definition file of `dir` ([`definition_files`]). A bad file is
+    /// recorded in `invalid`; it stops nothing. A missing directory gives an empty
+    /// registry.
     pub fn load_dir(dir: &Path) -> std::io::Result<Self> {
         let mut reg = Self::default();
-        let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
-            Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(reg),
-            Err(e) => return Err(e),
-        };
-        files.retain(|p| {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            name.ends_with(".json") && !name.ends_with(".script.json")
-        });
-        files.sort();
-        for file in files {
+        for file in definition_files(dir)? {
             let parsed = std::fs::read_to_string(&file)
                 .map_err(|e| format!("cannot read: {e}"))
                 .and_then(|text| parse_definition(&text));
-            let error = match parsed {
-                Ok(def) => match reg.valid.get(&def.id) {
-                    Some((_, other)) => {
-                        format!("id: \"{}\" is already defined by {}", def.id, other.display())
-                    }
-                    None => {
-                        reg.valid.insert(def.id.clone(), (Arc::new(def), file));
-                        continue;
-                    }
-                },
-                Err(e) => e,
-            };
-            reg.invalid.push(InvalidDefinition {
-                error: format!("{}: {error}", file.display()),
-                file,
-            });
+            reg.add(file, parsed);
         }
         Ok(reg)
+    }
+
+    /// Adds a definition built into the binary, validated exactly like a file; a bad
+    /// one (or one whose id is taken) is recorded in `invalid` under its source name.
+    pub fn add_embedded(&mut self, def: &EmbeddedDefinition) {
+        self.add(def.source(), parse_definition(def.text));
+    }
+
+    /// Records one parsed definition from `file`, refusing an id already defined.
+    fn add(&mut self, file: PathBuf, parsed: Result<WorkflowDef, String>) {
+        let error = match parsed {
+            Ok(def) => match self.valid.get(&def.id) {
+                Some((_, other)) => {
+                    format!("id: \"{}\" is already defined by {}", def.id, other.display())
+                }
+                None => {
+                    self.valid.insert(def.id.clone(), (Arc::new(def), file));
+                    return;
+                }
+            },
+            Err(e) => e,
+        };
+        self.invalid.push(InvalidDefinition {
+            error: format!("{}: {error}", file.display()),
+            file,
+        });
     }
 
     pub fn get(&self, id: &str) -> Option<&Arc<WorkflowDef>> {
@@ -481,5 +526,60 @@ mod tests {
             "{}",
             reg.invalid[0].error
         );
+    }
+
+    #[test]
+    fn embedded_definitions_are_validated_like_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("wf.json"),
+            def(r#"[{"id":"a","title":"A","prompt":"p"}]"#),
+        )
+        .unwrap();
+        let mut reg = WorkflowRegistry::load_dir(dir.path()).unwrap();
+        let other =
+            r#"{"id":"other","version":"1","name":"O","steps":[{"id":"a","title":"A","prompt":"p"}]}"#;
+        reg.add_embedded(&EmbeddedDefinition {
+            name: "other.json",
+            text: other,
+        });
+        assert_eq!(reg.valid["other"].1, PathBuf::from("<built-in>/other.json"));
+
+        // The same id as a file, and a broken definition: refused, named by source.
+        reg.add_embedded(&EmbeddedDefinition {
+            name: "same.json",
+            text: r#"{"id":"wf","version":"1","name":"W","steps":[{"id":"a","title":"A","prompt":"p"}]}"#,
+        });
+        reg.add_embedded(&EmbeddedDefinition {
+            name: "bad.json",
+            text: r#"{"id":"x","version":"1","name":"X","steps":[]}"#,
+        });
+        assert_eq!(reg.valid.len(), 2);
+        let errors: Vec<&str> = reg.invalid.iter().map(|i| i.error.as_str()).collect();
+        assert!(
+            errors[0].starts_with("<built-in>/same.json: id: \"wf\" is already defined by")
+                && errors[0].ends_with("wf.json"),
+            "{errors:?}"
+        );
+        assert_eq!(
+            errors[1],
+            "<built-in>/bad.json: steps: a workflow needs at least one step"
+        );
+        assert_eq!(reg.invalid[1].file, PathBuf::from("<built-in>/bad.json"));
+    }
+
+    #[test]
+    fn definition_files_skip_scripts_and_other_files() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(definition_files(&dir.path().join("missing")).unwrap().is_empty());
+        for name in ["b.json", "a.json", "demo.script.json", "notes.md"] {
+            std::fs::write(dir.path().join(name), "{}").unwrap();
+        }
+        let names: Vec<_> = definition_files(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["a.json", "b.json"]);
     }
 }

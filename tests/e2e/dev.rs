@@ -110,3 +110,148 @@ fn dev_without_the_demo_workflow_says_what_to_do() {
         "{err}"
     );
 }
+
+/// Clears every variable that would configure a model, a workflows directory or a
+/// config file, as on the machine of someone who just installed `railyard`.
+fn bare(cmd: &mut Command) -> &mut Command {
+    for var in [
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "RAILYARD_PROVIDER",
+        "RAILYARD_MODEL",
+        "RAILYARD_SCRIPT",
+        "RAILYARD_SERVER",
+        "RAILYARD_QUEUES",
+        "RAILYARD_WORKSPACE",
+        "RAILYARD_WORKFLOWS",
+        "RAILYARD_DATA_DIR",
+        "RAILYARD_LISTEN",
+        "RAILYARD_HTTP_LISTEN",
+        "RAILYARD_SERVER_CONFIG",
+        "RUST_LOG",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+/// `railyard dev` for someone who ran `cargo install --path cli`: an empty directory, no
+/// `--workflows`, no model keys. The demo and its offline script come from the binary,
+/// and the screen says so.
+#[test]
+fn dev_runs_the_built_in_demo_in_an_empty_directory() {
+    let sandbox = Sandbox::new();
+    let empty = sandbox.path("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let out = bare(Command::new(BIN).current_dir(&empty))
+        .args(["dev", "--exit-when-done"])
+        .args(["--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"])
+        .args(["--goal", "a haiku about trains"])
+        .output()
+        .expect("run railyard dev");
+    let text = stdout(&out);
+    assert!(
+        out.status.success(),
+        "dev failed ({}): {text}{}",
+        out.status,
+        stderr(&out)
+    );
+
+    assert!(text.contains(" workflows=<built-in>"), "{text}");
+    assert!(
+        text.contains("workflows: the demo built into this binary (<built-in>/demo.json)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("SCRIPTED provider")
+            && text.contains("<built-in>/demo.script.json (built into this binary)"),
+        "{text}"
+    );
+    let research = text.find("[1/3] Research the goal").expect("step 1 shown");
+    let review = text.find("[3/3] Review and finalise").expect("step 3 shown");
+    assert!(research < review, "{text}");
+    assert_eq!(text.matches("      completed: ").count(), 3, "{text}");
+    let run_id = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Started run "))
+        .and_then(|l| l.split_whitespace().next())
+        .expect("run id printed")
+        .to_string();
+    assert!(text.contains(&format!("Run {run_id} COMPLETED")), "{text}");
+
+    // Everything went to ./.railyard of the directory it ran in, and nothing else.
+    let draft = std::fs::read_to_string(empty.join(".railyard/workspaces").join(&run_id).join("draft.md"))
+        .expect("draft.md written in ./.railyard/workspaces");
+    assert!(
+        draft.contains("# a haiku about trains") && draft.contains("Status: reviewed"),
+        "{draft}"
+    );
+    let made: Vec<_> = std::fs::read_dir(&empty)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(made, [".railyard"], "{made:?}");
+}
+
+/// `railyard server` in an empty directory serves the built-in demo, and
+/// `railyard workflow list` says where it comes from.
+#[test]
+fn server_in_an_empty_directory_serves_the_built_in_demo() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let sandbox = Sandbox::new();
+    let empty = sandbox.path("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let mut child = bare(Command::new(BIN).current_dir(&empty))
+        .args([
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+        ])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn railyard server");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let field = |name: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .unwrap_or_else(|| panic!("{name} in {line:?}"))
+            .to_string()
+    };
+    assert_eq!(field("workflows="), "<built-in>", "{line}");
+    let url = format!("http://{}", field("grpc="));
+
+    let listed = ok(ry(&url, &["workflow", "list"]));
+    assert!(listed.contains("<built-in>/demo.json"), "{listed}");
+    assert!(
+        listed.contains("<built-in>: built into the railyard binary"),
+        "{listed}"
+    );
+    let listed = json(ry(&url, &["workflow", "list", "-o", "json"]));
+    assert_eq!(listed["workflows"][0]["id"], "demo", "{listed}");
+    assert_eq!(
+        listed["workflows"][0]["source_file"], "<built-in>/demo.json",
+        "{listed}"
+    );
+    assert_eq!(listed["invalid"], serde_json::json!([]), "{listed}");
+    let started = ok(ry(
+        &url,
+        &["run", "start", "demo", "--goal", "g", "--run-id", "b1"],
+    ));
+    assert_eq!(started.trim(), "started run b1 of demo");
+
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let logs = stderr(&out);
+    assert!(logs.contains("serving the demo built into this binary"), "{logs}");
+}

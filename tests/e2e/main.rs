@@ -8,5 +8,6 @@ mod cli_commands;
 mod crash;
 mod dev;
 mod logs;
+mod mcp;
 mod server_e2e;
 mod worker_e2e;

@@ -329,7 +329,7 @@ impl WorkerConfig {
     pub fn load(
         file: Option<&Path>,
         flags: ConfigLayer,
-        default_script: Option<PathBuf>,
+        default_script: Option<ScriptSource>,
     ) -> Result<WorkerConfig, ConfigError> {
         Self::load_with(file, |k| std::env::var(k).ok(), flags, default_script)
     }
@@ -337,12 +337,13 @@ impl WorkerConfig {
     /// [`WorkerConfig::load`] with the environment read through `env`. Defaults are
     /// filled in and the result checked; with no provider named, the first that is
     /// configured wins: Anthropic (a key), OpenAI (a key or a base URL), a script, and
-    /// finally `default_script` (the bundled demo script) as the scripted provider.
+    /// finally `default_script` (the demo's script: a file, or the one built into the binary)
+    /// as the scripted provider.
     pub fn load_with(
         file: Option<&Path>,
         env: impl Fn(&str) -> Option<String>,
         flags: ConfigLayer,
-        default_script: Option<PathBuf>,
+        default_script: Option<ScriptSource>,
     ) -> Result<WorkerConfig, ConfigError> {
         let mut loaded = Loader::new()
             .file(file)?
@@ -374,7 +375,7 @@ impl WorkerConfig {
 /// Fills defaults and checks the result; errors name the key and where it was set.
 fn resolve(
     loaded: &Loaded<ConfigLayer>,
-    default_script: Option<PathBuf>,
+    default_script: Option<ScriptSource>,
 ) -> Result<WorkerConfig, ConfigError> {
     let layer = &loaded.value;
     let provider = resolve_provider(loaded, default_script)?;
@@ -421,7 +422,7 @@ fn resolve(
 
 fn resolve_provider(
     loaded: &Loaded<ConfigLayer>,
-    default_script: Option<PathBuf>,
+    default_script: Option<ScriptSource>,
 ) -> Result<ProviderConfig, ConfigError> {
     let layer = &loaded.value;
     let kind = match layer.provider {
@@ -457,17 +458,13 @@ fn resolve_provider(
             model: layer.model.clone().unwrap_or_else(|| DEFAULT_OPENAI_MODEL.into()),
         },
         ProviderKind::Scripted => ProviderConfig::Scripted {
-            script: layer
-                .script
-                .clone()
-                .or_else(|| default_script.map(ScriptSource::Path))
-                .ok_or_else(|| {
-                    ConfigError::Invalid(
+            script: layer.script.clone().or(default_script).ok_or_else(|| {
+                ConfigError::Invalid(
                     "no model provider configured: set ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENAI_BASE_URL, \
                      or RAILYARD_SCRIPT for the offline scripted provider"
                         .into(),
                 )
-                })?,
+            })?,
         },
     })
 }
@@ -509,7 +506,7 @@ mod tests {
         file: Option<&Path>,
         vars: &[(&str, &str)],
         flags: ConfigLayer,
-        default_script: Option<PathBuf>,
+        default_script: Option<ScriptSource>,
     ) -> Result<WorkerConfig, ConfigError> {
         WorkerConfig::load_with(file, env(vars), flags, default_script)
     }
@@ -596,9 +593,14 @@ mod tests {
         // A value that is fine alone but not as a setting names where it was set.
         let path = dir.path().join("zero.toml");
         std::fs::write(&path, "slots = 0").unwrap();
-        let err = load(Some(&path), &[], ConfigLayer::default(), Some("s.json".into()))
-            .unwrap_err()
-            .to_string();
+        let err = load(
+            Some(&path),
+            &[],
+            ConfigLayer::default(),
+            Some(ScriptSource::Path("s.json".into())),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains("zero.toml") && err.contains("`slots`: must be at least 1"),
             "{err}"
@@ -654,7 +656,13 @@ mod tests {
 
     #[test]
     fn provider_selection() {
-        let scripted = load(None, &[], ConfigLayer::default(), Some("demo.script.json".into())).unwrap();
+        let scripted = load(
+            None,
+            &[],
+            ConfigLayer::default(),
+            Some(ScriptSource::Path("demo.script.json".into())),
+        )
+        .unwrap();
         assert_eq!(
             scripted.provider,
             ProviderConfig::Scripted {
@@ -703,7 +711,7 @@ mod tests {
             None,
             &[("RAILYARD_SLOTS", "0")],
             ConfigLayer::default(),
-            Some("s.json".into()),
+            Some(ScriptSource::Path("s.json".into())),
         );
         assert!(bad.unwrap_err().to_string().contains("RAILYARD_SLOTS"));
         let err = load(
@@ -713,7 +721,7 @@ mod tests {
                 slots: Some(0),
                 ..Default::default()
             },
-            Some("s.json".into()),
+            Some(ScriptSource::Path("s.json".into())),
         )
         .unwrap_err()
         .to_string();

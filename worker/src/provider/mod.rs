@@ -19,7 +19,7 @@ pub use anthropic::AnthropicProvider;
 pub use http::MODEL_CALL_RETRY;
 pub use openai::OpenAiProvider;
 pub use railyard_proto::RetryPolicy;
-pub use scripted::{Script, ScriptSource, ScriptedProvider};
+pub use scripted::{BuiltInScript, Script, ScriptSource, ScriptedProvider};
 
 use crate::config::ProviderConfig;
 

@@ -69,20 +69,34 @@ fn empty_object() -> Value {
     Value::Object(Default::default())
 }
 
-/// Where a script comes from: a file path (a JSON string) or the script itself (a JSON object).
+/// Where a script comes from: a file path (a JSON string) or the script itself (a JSON
+/// object), or a script built into the binary (never read from configuration).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ScriptSource {
     Path(PathBuf),
     Inline(Script),
+    /// A script compiled into the binary (`include_str!`).
+    #[serde(skip)]
+    BuiltIn(BuiltInScript),
+}
+
+/// A script compiled into the binary (`include_str!`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuiltInScript {
+    /// What messages call it: `<built-in>/demo.script.json`.
+    pub name: &'static str,
+    /// Its JSON.
+    pub text: &'static str,
 }
 
 impl ScriptSource {
-    /// For logs: the path, or "inline script".
+    /// For logs: the path, "inline script", or the built-in script's name.
     pub fn describe(&self) -> String {
         match self {
             Self::Path(p) => p.display().to_string(),
             Self::Inline(_) => "inline script".to_string(),
+            Self::BuiltIn(s) => format!("{} (built into this binary)", s.name),
         }
     }
 }
@@ -92,10 +106,15 @@ impl Script {
     pub fn from_file(path: &Path) -> Result<Self, ProviderError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ProviderError::Script(format!("cannot read {}: {e}", path.display())))?;
-        let de = &mut serde_json::Deserializer::from_str(&text);
+        Self::from_text(&path.display().to_string(), &text)
+    }
+
+    /// Parses and checks a script's JSON; errors start with `name` and give the JSON path.
+    pub fn from_text(name: &str, text: &str) -> Result<Self, ProviderError> {
+        let de = &mut serde_json::Deserializer::from_str(text);
         serde_path_to_error::deserialize(de).map_err(|e| {
             let at = e.path().to_string();
-            ProviderError::Script(format!("{}: at {at}: {}", path.display(), e.inner()))
+            ProviderError::Script(format!("{name}: at {at}: {}", e.inner()))
         })
     }
 }
@@ -116,6 +135,7 @@ impl ScriptedProvider {
         Ok(Self::new(match source {
             ScriptSource::Path(p) => Script::from_file(p)?,
             ScriptSource::Inline(s) => s.clone(),
+            ScriptSource::BuiltIn(s) => Script::from_text(s.name, s.text)?,
         }))
     }
 
@@ -239,5 +259,22 @@ mod tests {
         assert!(err.contains("s.json"), "{err}");
         assert!(err.contains("steps.a[0]"), "{err}");
         assert!(err.contains("txt"), "{err}");
+    }
+
+    #[test]
+    fn built_in_scripts_load_and_their_errors_name_them() {
+        let ok = ScriptSource::BuiltIn(BuiltInScript {
+            name: "<built-in>/s.json",
+            text: r#"{"default": [{"text": "hi"}]}"#,
+        });
+        assert_eq!(ok.describe(), "<built-in>/s.json (built into this binary)");
+        let p = ScriptedProvider::load(&ok).unwrap();
+        assert_eq!(p.script.default[0].text.as_deref(), Some("hi"));
+        let bad = ScriptSource::BuiltIn(BuiltInScript {
+            name: "<built-in>/s.json",
+            text: r#"{"default": 3}"#,
+        });
+        let err = ScriptedProvider::load(&bad).err().unwrap().to_string();
+        assert!(err.contains("<built-in>/s.json: at default"), "{err}");
     }
 }

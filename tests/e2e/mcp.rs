@@ -1,0 +1,183 @@
+//! `railyard mcp`: MCP JSON-RPC over the real process's stdin and stdout, against a real
+//! `railyard server`, written here by hand as any MCP client would (one JSON object a
+//! line).
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// How long to wait for one answer before calling the gateway hung (not a timing check).
+const ANSWER_LIMIT: Duration = Duration::from_secs(60);
+
+/// A `railyard mcp` process and the lines of its stdout, each checked to be JSON.
+struct Mcp {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Value>,
+}
+
+impl Mcp {
+    fn start(server_url: &str) -> Self {
+        let mut child = Command::new(BIN)
+            .args(["mcp", "--server", server_url])
+            .env_remove("RAILYARD_NAMESPACE")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn railyard mcp");
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                let Ok(line) = line else { return };
+                let value: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout holds a line that is not JSON ({e}): {line:?}"));
+                if tx.send(value).is_err() {
+                    return;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Self { child, stdin, lines }
+    }
+
+    fn send(&mut self, message: Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{message}").expect("write to railyard mcp");
+        stdin.flush().unwrap();
+    }
+
+    /// Sends a request and returns the answer with its id.
+    fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let message = self
+                .lines
+                .recv_timeout(ANSWER_LIMIT)
+                .unwrap_or_else(|e| panic!("no answer to {method} ({e})"));
+            if message["id"] == json!(id) {
+                assert_eq!(message["jsonrpc"], "2.0", "{message}");
+                return message;
+            }
+        }
+    }
+
+    /// The MCP handshake: `initialize`, then `notifications/initialized`.
+    fn initialize(&mut self) -> Value {
+        let answer = self.request(
+            1,
+            "initialize",
+            json!({
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "railyard-e2e", "version": "0"}
+            }),
+        );
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        answer
+    }
+
+    /// Closes stdin, as a client does when it is done, and returns the exit status and stderr.
+    fn close(mut self) -> (std::process::ExitStatus, String) {
+        drop(self.stdin.take());
+        let out = self.child.wait_with_output().expect("wait for railyard mcp");
+        (out.status, stderr(&out))
+    }
+}
+
+fn call(mcp: &mut Mcp, id: u64, tool: &str, arguments: Value) -> Value {
+    let answer = mcp.request(id, "tools/call", json!({"name": tool, "arguments": arguments}));
+    answer
+        .get("result")
+        .cloned()
+        .unwrap_or_else(|| panic!("tools/call {tool} has no result: {answer}"))
+}
+
+#[test]
+fn mcp_lists_tools_and_workflows_of_a_real_server() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow(
+        "demo.json",
+        r#"{"id":"demo","version":"1","name":"Demo","description":"two steps","steps":[
+            {"id":"plan","title":"Plan","prompt":"Plan {{goal}}"},
+            {"id":"write","title":"Write","prompt":"Write it"}]}"#,
+    );
+    sandbox.workflow("broken.json", r#"{"id":"broken","steps":3}"#);
+    let server = sandbox.server();
+    let mut mcp = Mcp::start(&server.url);
+
+    let init = mcp.initialize();
+    let result = &init["result"];
+    assert_eq!(result["serverInfo"]["name"], "railyard", "{init}");
+    assert!(result["capabilities"]["tools"].is_object(), "{init}");
+    assert!(result["protocolVersion"].is_string(), "{init}");
+
+    let tools = mcp.request(2, "tools/list", json!({}));
+    let list = tools["result"]["tools"].as_array().expect("tools");
+    let tool = list
+        .iter()
+        .find(|t| t["name"] == "list_workflows")
+        .unwrap_or_else(|| panic!("list_workflows in {tools}"));
+    assert!(
+        tool["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("workflows")),
+        "{tool}"
+    );
+    assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
+
+    let listed = call(&mut mcp, 3, "list_workflows", json!({}));
+    assert_ne!(listed["isError"], json!(true), "{listed}");
+    let content = &listed["structuredContent"];
+    assert_eq!(
+        content["workflows"],
+        json!([{"id": "demo", "name": "Demo", "description": "two steps", "version": "1",
+                "steps": 2, "source": sandbox.path("workflows").join("demo.json").display().to_string()}]),
+        "{listed}"
+    );
+    assert_eq!(
+        content["invalid"][0]["source"]
+            .as_str()
+            .map(|s| s.ends_with("broken.json")),
+        Some(true)
+    );
+    // The same, as text, for clients that read only content.
+    let text = listed["content"][0]["text"].as_str().expect("text content");
+    assert_eq!(serde_json::from_str::<Value>(text).unwrap(), *content);
+
+    // A tool that does not exist is a protocol error, and the gateway goes on.
+    let unknown = mcp.request(4, "tools/call", json!({"name": "nope", "arguments": {}}));
+    assert!(unknown["error"]["message"].is_string(), "{unknown}");
+    let again = call(&mut mcp, 5, "list_workflows", json!({}));
+    assert_ne!(again["isError"], json!(true), "{again}");
+
+    let (status, logs) = mcp.close();
+    assert!(status.success(), "{status}: {logs}");
+    assert!(logs.contains("serving MCP on stdio"), "logs go to stderr: {logs}");
+}
+
+#[test]
+fn mcp_reports_an_unreachable_server_as_a_tool_error() {
+    // Nothing listens on port 1 of loopback: every connection is refused.
+    let mut mcp = Mcp::start("http://127.0.0.1:1");
+    mcp.initialize();
+    let listed = call(&mut mcp, 2, "list_workflows", json!({}));
+    assert_eq!(listed["isError"], json!(true), "{listed}");
+    let text = listed["content"][0]["text"].as_str().expect("text content");
+    assert!(
+        text.contains("cannot list workflows") && text.contains("http://127.0.0.1:1"),
+        "{text}"
+    );
+    // Still serving.
+    let tools = mcp.request(3, "tools/list", json!({}));
+    assert!(tools["result"]["tools"].is_array(), "{tools}");
+    let (status, logs) = mcp.close();
+    assert!(status.success(), "{status}: {logs}");
+}
