@@ -8,7 +8,7 @@ use railyard_proto::v1::{self, tasks_server::Tasks};
 use tonic::{Request, Response, Status};
 
 use super::*;
-use crate::model::PendingSignal;
+use crate::model::{PendingSignal, StepFailure};
 use crate::service::tasks::{self, LeasedStep};
 
 /// The `Tasks` service.
@@ -142,7 +142,7 @@ impl Tasks for TasksService {
     ) -> Result<Response<v1::FailStepTaskResponse>, Status> {
         let r = req.into_inner();
         let (caller, claims) = tasks::lease_holder(&self.core, &r.task_token, r.identity)?;
-        let failure = tasks::Failure {
+        let failure = StepFailure {
             error_type: r.error_type,
             message: r.message,
             non_retryable: r.non_retryable,

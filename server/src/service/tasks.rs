@@ -219,34 +219,21 @@ pub async fn complete(
     Ok(next.map(|g| LeasedStep::new(core, g)))
 }
 
-/// A step attempt's failure.
-#[derive(Debug, Clone, Default)]
-pub struct Failure {
-    /// Empty: `error`.
-    pub error_type: String,
-    pub message: String,
-    pub non_retryable: bool,
-    /// Empty: keep the last one.
-    pub checkpoint: Vec<u8>,
-}
-
 /// Records a failed attempt; answers whether another attempt follows.
-pub async fn fail(core: &Core, caller: &Caller, claims: TokenClaims, f: Failure) -> Result<bool, ApiError> {
-    let error_type = if f.error_type.is_empty() {
-        "error".to_string()
-    } else {
-        f.error_type
-    };
-    check_name("error_type", &error_type)?;
-    check_len("message", &f.message, limits::MESSAGE)?;
-    check_bytes("checkpoint", &f.checkpoint, limits::CHECKPOINT)?;
+/// An empty `error_type` means `error`; an empty checkpoint keeps the last one.
+pub async fn fail(
+    core: &Core,
+    caller: &Caller,
+    claims: TokenClaims,
+    mut failure: StepFailure,
+) -> Result<bool, ApiError> {
+    if failure.error_type.is_empty() {
+        failure.error_type = "error".to_string();
+    }
+    check_name("error_type", &failure.error_type)?;
+    check_len("message", &failure.message, limits::MESSAGE)?;
+    check_bytes("checkpoint", &failure.checkpoint, limits::CHECKPOINT)?;
     let (run_id, step, attempt) = (claims.run_id.clone(), claims.step.clone(), claims.attempt);
-    let failure = StepFailure {
-        error_type,
-        message: f.message,
-        non_retryable: f.non_retryable,
-        checkpoint: f.checkpoint,
-    };
     let will_retry = core.writer.fail(claims, caller.identity.clone(), failure).await?;
     tracing::info!(%run_id, %step, attempt, will_retry, "step failed");
     Ok(will_retry)

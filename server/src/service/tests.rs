@@ -8,11 +8,11 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 use super::runs::{self, HistoryQuery, IdReusePolicy, ListRuns, SignalRun, StartRun};
-use super::tasks::{self, Completion, Failure, Heartbeat, Poll};
+use super::tasks::{self, Completion, Heartbeat, Poll};
 use super::*;
 use crate::clock::ManualClock;
 use crate::error::ApiError;
-use crate::model::{EventKind, RunStatus};
+use crate::model::{EventKind, RunStatus, StepFailure};
 use crate::store::writer::Hooks;
 use crate::timers::LeaseDeadlines;
 use crate::workflow::parse_definition;
@@ -355,7 +355,7 @@ async fn reports_are_checked_before_they_reach_the_writer() {
         Err(ApiError::PermissionDenied(_))
     ));
     let (holder, claims) = tasks::lease_holder(&fx.core, &leased.task_token, String::new()).unwrap();
-    let bad = Failure {
+    let bad = StepFailure {
         error_type: "no spaces".into(),
         ..Default::default()
     };
@@ -375,7 +375,7 @@ async fn reports_are_checked_before_they_reach_the_writer() {
     assert_eq!(m, "notes: has 65 entries, more than 64");
     // None of it reached the run: the lease is still good, and an empty error type
     // is recorded as `error`.
-    let will_retry = tasks::fail(&fx.core, &holder, claims, Failure::default())
+    let will_retry = tasks::fail(&fx.core, &holder, claims, StepFailure::default())
         .await
         .unwrap();
     assert!(will_retry);
