@@ -123,10 +123,12 @@ pub const DEFAULT_STEP_TIMEOUT_SECONDS: u32 = 3600;
 pub const DEFAULT_MAX_TURNS: u32 = 30;
 
 impl StepDef {
-    /// The queue this step's tasks go to.
-    pub fn queue<'a>(&'a self, wf: &'a WorkflowDef) -> &'a str {
+    /// The queue this step's tasks go to: its own, else the run's (`run_queue`,
+    /// empty for none), else the workflow's, else the default.
+    pub fn queue<'a>(&'a self, wf: &'a WorkflowDef, run_queue: &'a str) -> &'a str {
         self.task_queue
             .as_deref()
+            .or((!run_queue.is_empty()).then_some(run_queue))
             .or(wf.task_queue.as_deref())
             .unwrap_or(DEFAULT_TASK_QUEUE)
     }
@@ -461,7 +463,12 @@ mod tests {
                 "steps":[{"id":"s:1","title":"A","prompt":"{{context.any key}}"}]}"#,
         )
         .unwrap();
-        assert_eq!(d.steps[0].queue(&d), "q:gpu@eu");
+        assert_eq!(d.steps[0].queue(&d, ""), "q:gpu@eu");
+        assert_eq!(
+            d.steps[0].queue(&d, "run-q"),
+            "run-q",
+            "the run's queue beats the workflow's"
+        );
         let e = parse_definition(&def(r#"[{"id":"a b","title":"A","prompt":"p"}]"#)).unwrap_err();
         assert!(
             e.starts_with("steps[0].id: step id \"a b\" may hold only letters, digits and - _ . : @"),

@@ -59,6 +59,7 @@ impl History for HistoryService {
             id_reuse_policy: id_reuse_policy(r.id_reuse_policy)?,
             parent_run_id: r.parent_run_id,
             callback_url: r.callback_url,
+            task_queue: r.task_queue,
         };
         let started = runs::start(&self.core, &caller, start).await?;
         Ok(Response::new(v1::StartRunResponse {

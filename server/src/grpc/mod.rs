@@ -89,7 +89,7 @@ pub fn run_info(run: &RunState) -> v1::RunInfo {
             state: rec.state.clone(),
             attempt: rec.attempt,
             notes: rec.notes.clone(),
-            task_queue: def.queue(&run.definition).to_string(),
+            task_queue: def.queue(&run.definition, &run.task_queue).to_string(),
             worker_identity: rec.worker.clone(),
             last_failure: rec.last_failure.clone(),
         })

@@ -56,6 +56,8 @@ pub enum EventKind {
         request_id: String,
         parent_run_id: String,
         callback_url: String,
+        /// The queue of steps that name none (empty: the definition's).
+        task_queue: String,
     },
     StepScheduled {
         step_id: String,

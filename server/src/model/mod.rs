@@ -86,6 +86,8 @@ pub struct RunState {
     pub parent_run_id: String,
     pub request_id: String,
     pub callback_url: String,
+    /// The queue of steps that name none (empty: the definition's).
+    pub task_queue: String,
     pub start_ms: Millis,
     pub close_ms: Option<Millis>,
     pub last_event_id: u64,
@@ -142,6 +144,8 @@ pub struct StartParams {
     pub request_id: String,
     pub parent_run_id: String,
     pub callback_url: String,
+    /// The queue of steps that name none (empty: the definition's).
+    pub task_queue: String,
     pub identity: String,
 }
 
@@ -204,6 +208,7 @@ impl RunState {
             parent_run_id: p.parent_run_id.clone(),
             request_id: p.request_id.clone(),
             callback_url: p.callback_url.clone(),
+            task_queue: p.task_queue.clone(),
             start_ms: out.now,
             close_ms: None,
             last_event_id: 0,
@@ -226,6 +231,7 @@ impl RunState {
                 request_id: p.request_id,
                 parent_run_id: p.parent_run_id,
                 callback_url: p.callback_url,
+                task_queue: p.task_queue,
             },
         );
         run.schedule(0, 1, out);
@@ -255,7 +261,7 @@ impl RunState {
         let step = self.definition.steps.get(self.current_step)?;
         self.status
             .is_open()
-            .then(|| step.queue(&self.definition).to_string())
+            .then(|| step.queue(&self.definition, &self.task_queue).to_string())
     }
 
     fn attempt(&self) -> u32 {
@@ -266,7 +272,7 @@ impl RunState {
         let Some(step) = self.definition.steps.get(index) else {
             return;
         };
-        let queue = step.queue(&self.definition).to_string();
+        let queue = step.queue(&self.definition, &self.task_queue).to_string();
         let step_id = step.id.clone();
         let task_seq = out.seq();
         self.current_step = index;

@@ -288,6 +288,11 @@ impl Sim {
             run_id: "r".into(),
             goal: "g".into(),
             context: BTreeMap::from([("k".to_string(), "start".to_string())]),
+            task_queue: if def.steps.len().is_multiple_of(2) {
+                "run-q".into()
+            } else {
+                String::new()
+            },
             identity: "client".into(),
             ..Default::default()
         };

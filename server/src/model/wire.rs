@@ -21,6 +21,7 @@ pub fn event_attributes(kind: &EventKind) -> Value {
             request_id,
             parent_run_id,
             callback_url,
+            task_queue,
         } => json!({
             "workflowId": workflow_id,
             // The definition as its file format writes it (`workflow::WorkflowDef`),
@@ -31,6 +32,7 @@ pub fn event_attributes(kind: &EventKind) -> Value {
             "requestId": request_id,
             "parentRunId": parent_run_id,
             "callbackUrl": callback_url,
+            "taskQueue": task_queue,
         }),
         EventKind::StepScheduled {
             step_id,
@@ -175,8 +177,9 @@ mod tests {
                     request_id: "req-1".into(),
                     parent_run_id: "parent".into(),
                     callback_url: "https://example.com/cb".into(),
+                    task_queue: "run-q".into(),
                 },
-                r#"{"callbackUrl":"https://example.com/cb","context":{"a":"1","team":"infra"},"definition":{"description":"","id":"wf","name":"W","steps":[{"heartbeatTimeoutSeconds":9,"id":"a","maxTurns":4,"prompt":"do {{goal}}","retry":{"backoffCoefficient":2.0,"initialIntervalSeconds":1.0,"maximumAttempts":5,"maximumIntervalSeconds":60.0,"nonRetryableErrorTypes":["fatal"]},"title":"A"},{"allowedTools":["bash"],"id":"b","prompt":"b","requireConfirmation":true,"taskQueue":"other","timeoutSeconds":60,"title":"B"}],"taskQueue":"q","version":"2"},"goal":"the goal","parentRunId":"parent","requestId":"req-1","workflowId":"wf"}"#,
+                r#"{"callbackUrl":"https://example.com/cb","context":{"a":"1","team":"infra"},"definition":{"description":"","id":"wf","name":"W","steps":[{"heartbeatTimeoutSeconds":9,"id":"a","maxTurns":4,"prompt":"do {{goal}}","retry":{"backoffCoefficient":2.0,"initialIntervalSeconds":1.0,"maximumAttempts":5,"maximumIntervalSeconds":60.0,"nonRetryableErrorTypes":["fatal"]},"title":"A"},{"allowedTools":["bash"],"id":"b","prompt":"b","requireConfirmation":true,"taskQueue":"other","timeoutSeconds":60,"title":"B"}],"taskQueue":"q","version":"2"},"goal":"the goal","parentRunId":"parent","requestId":"req-1","taskQueue":"run-q","workflowId":"wf"}"#,
             ),
             (
                 EventKind::StepScheduled {

@@ -53,6 +53,8 @@ pub struct StartRun {
     pub parent_run_id: String,
     /// Empty: none; else an http:// or https:// URL.
     pub callback_url: String,
+    /// The queue of steps that name none of their own (empty: the workflow's).
+    pub task_queue: String,
 }
 
 /// Starts a run of a loaded workflow.
@@ -77,6 +79,9 @@ pub async fn start(core: &Core, caller: &Caller, r: StartRun) -> Result<Started,
     if !r.parent_run_id.is_empty() {
         check_name("parent_run_id", &r.parent_run_id)?;
     }
+    if !r.task_queue.is_empty() {
+        check_name("task_queue", &r.task_queue)?;
+    }
     check_len("callback_url", &r.callback_url, limits::URL)?;
     if !r.callback_url.is_empty()
         && !r.callback_url.starts_with("http://")
@@ -95,6 +100,7 @@ pub async fn start(core: &Core, caller: &Caller, r: StartRun) -> Result<Started,
         request_id: r.request_id,
         parent_run_id: r.parent_run_id,
         callback_url: r.callback_url,
+        task_queue: r.task_queue,
         identity: caller.identity.clone(),
     };
     let started = core.writer.start(StartCommand { params, definition }).await?;

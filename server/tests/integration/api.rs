@@ -580,6 +580,71 @@ async fn ready_tasks_survive_a_restart() {
 }
 
 #[tokio::test]
+async fn a_run_started_on_a_queue_is_served_there_and_keeps_it_over_a_restart() {
+    let data = tempfile::tempdir().unwrap();
+    let workflows = tempfile::tempdir().unwrap();
+    std::fs::write(workflows.path().join("three.json"), THREE_STEPS).unwrap();
+    let (server, client) = start_in(data.path(), workflows.path(), None).await;
+    let bad = client
+        .start_run_with(StartRunRequest {
+            namespace: "default".into(),
+            workflow_id: "three".into(),
+            task_queue: "no spaces".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(bad.to_string().contains("task_queue"), "{bad}");
+    let run_id = client
+        .start_run_with(StartRunRequest {
+            namespace: "default".into(),
+            workflow_id: "three".into(),
+            task_queue: "gateway-1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .run_id;
+    let on_default = StepWorker::new(client.clone(), "default", "default", "w");
+    assert!(
+        on_default
+            .poll(Duration::from_millis(200))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let w = StepWorker::new(client, "default", "gateway-1", "w");
+    let task = poll(&w).await;
+    assert_eq!(
+        (task.run_id.as_str(), task.step_id.as_str()),
+        (run_id.as_str(), "plan")
+    );
+    w.complete(&task.task_token, Completion::notes("planned"))
+        .await
+        .unwrap();
+    server.shutdown().await;
+    let (server, client) = start_in(data.path(), workflows.path(), None).await;
+    let w = StepWorker::new(client.clone(), "default", "gateway-1", "w");
+    let task = poll(&w).await;
+    assert_eq!(
+        (task.run_id.as_str(), task.step_id.as_str()),
+        (run_id.as_str(), "build")
+    );
+    let run = client
+        .describe_run("default", &run_id)
+        .await
+        .unwrap()
+        .run
+        .unwrap();
+    assert!(
+        run.steps.iter().all(|s| s.task_queue == "gateway-1"),
+        "{:?}",
+        run.steps
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn the_backlog_counts_only_tasks_still_ready() {
     let h = harness(None).await;
     let mut ids = Vec::new();

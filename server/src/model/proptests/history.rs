@@ -61,6 +61,7 @@ pub(super) fn replay(def: &WorkflowDef, history: &[Event]) -> Derived {
     // The last step lifecycle event and when the attempt in flight started.
     let mut last: Option<&EventKind> = None;
     let mut started_ms = 0;
+    let mut run_queue = String::new();
     for (i, e) in history.iter().enumerate() {
         assert_eq!(e.id, i as u64 + 1, "event ids are 1..=n");
         assert!(d.status.is_open(), "event {} after the run closed", e.id);
@@ -77,9 +78,12 @@ pub(super) fn replay(def: &WorkflowDef, history: &[Event]) -> Derived {
             );
         };
         match &e.kind {
-            EventKind::RunStarted { context, .. } => {
+            EventKind::RunStarted {
+                context, task_queue, ..
+            } => {
                 assert_eq!(i, 0, "RunStarted comes first and once");
                 d.context = context.clone();
+                run_queue = task_queue.clone();
             }
             _ if i == 0 => panic!("history starts with {:?}", e.kind),
             EventKind::StepScheduled {
@@ -111,7 +115,7 @@ pub(super) fn replay(def: &WorkflowDef, history: &[Event]) -> Derived {
                     e.id
                 );
                 assert_eq!(step_id, &def.steps[*step_index].id);
-                assert_eq!(task_queue, def.steps[*step_index].queue(def));
+                assert_eq!(task_queue, def.steps[*step_index].queue(def, &run_queue));
                 d.current_step = *step_index;
                 let rec = &mut d.steps[*step_index];
                 (rec.0, rec.1) = ("SCHEDULED".into(), *a);

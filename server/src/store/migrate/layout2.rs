@@ -288,6 +288,7 @@ impl RunV2 {
             parent_run_id: self.parent_run_id,
             request_id: self.request_id,
             callback_url: self.callback_url,
+            task_queue: String::new(),
             start_ms: self.start_ms,
             close_ms: self.close_ms,
             last_event_id: self.last_event_id,
@@ -356,6 +357,7 @@ impl EventV2 {
                 request_id,
                 parent_run_id,
                 callback_url,
+                task_queue: String::new(),
             },
             KindV2::StepScheduled {
                 step_id,

@@ -49,6 +49,8 @@ enum KindRecord {
         parent_run_id: String,
         #[serde(default)]
         callback_url: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        task_queue: String,
     },
     StepScheduled {
         #[serde(default)]
@@ -167,6 +169,7 @@ pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, St
             request_id,
             parent_run_id,
             callback_url,
+            task_queue,
         } => KindRecord::RunStarted {
             workflow_id: workflow_id.clone(),
             definition: defs.key_of(definition)?,
@@ -175,6 +178,7 @@ pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, St
             request_id: request_id.clone(),
             parent_run_id: parent_run_id.clone(),
             callback_url: callback_url.clone(),
+            task_queue: task_queue.clone(),
         },
         EventKind::StepScheduled {
             step_id,
@@ -300,6 +304,7 @@ pub(crate) fn decode_event(
             request_id,
             parent_run_id,
             callback_url,
+            task_queue,
         } => EventKind::RunStarted {
             workflow_id,
             definition: defs.resolve(&definition, definitions)?,
@@ -308,6 +313,7 @@ pub(crate) fn decode_event(
             request_id,
             parent_run_id,
             callback_url,
+            task_queue,
         },
         KindRecord::StepScheduled {
             step_id,

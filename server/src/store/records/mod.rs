@@ -92,6 +92,8 @@ struct RunRecord {
     request_id: String,
     #[serde(default)]
     callback_url: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    task_queue: String,
     #[serde(default)]
     start_ms: Millis,
     #[serde(default)]
@@ -240,6 +242,7 @@ impl RunRecord {
             parent_run_id: r.parent_run_id.clone(),
             request_id: r.request_id.clone(),
             callback_url: r.callback_url.clone(),
+            task_queue: r.task_queue.clone(),
             start_ms: r.start_ms,
             close_ms: r.close_ms,
             last_event_id: r.last_event_id,
@@ -319,6 +322,7 @@ impl RunRecord {
             parent_run_id: self.parent_run_id,
             request_id: self.request_id,
             callback_url: self.callback_url,
+            task_queue: self.task_queue,
             start_ms: self.start_ms,
             close_ms: self.close_ms,
             last_event_id: self.last_event_id,
