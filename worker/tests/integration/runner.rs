@@ -524,7 +524,7 @@ async fn a_step_finishing_after_shutdown_began_does_not_take_the_next_one() {
 }
 
 #[tokio::test]
-async fn a_hanging_model_call_ends_as_timed_out_at_the_start_to_close_timeout() {
+async fn a_hanging_model_call_ends_as_a_retryable_timed_out_at_the_start_to_close_timeout() {
     let h = serve(
         vec![StepTask {
             start_to_close_timeout_ms: 400,
@@ -547,7 +547,10 @@ async fn a_hanging_model_call_ends_as_timed_out_at_the_start_to_close_timeout() 
     let f = &rec.failed[0];
     assert_eq!(f.task_token, "t1");
     assert_eq!(f.error_type, "timed_out");
-    assert!(f.non_retryable, "a step out of time is not retried");
+    assert!(
+        !f.non_retryable,
+        "a start-to-close timeout is retryable by the step's retry policy"
+    );
     assert!(f.message.contains("start-to-close timeout"), "{}", f.message);
     // The failure carries the transcript so far (the first user message).
     let cp = railyard_worker::agent::Checkpoint::decode(&f.checkpoint).expect("checkpoint");
@@ -555,6 +558,6 @@ async fn a_hanging_model_call_ends_as_timed_out_at_the_start_to_close_timeout() 
     assert!(!cp.messages.is_empty());
     assert!(events.lock().unwrap().iter().any(|e| matches!(
         &e.kind,
-        EventKind::StepFailed { error_type, will_retry: Some(false), .. } if error_type == "timed_out"
+        EventKind::StepFailed { error_type, will_retry: Some(true), .. } if error_type == "timed_out"
     )));
 }
