@@ -81,7 +81,8 @@ impl Worker {
         self
     }
 
-    /// Replaces the agent loop's options.
+    /// Replaces the agent loop's options. The configuration's `bash_env` names are added
+    /// to their pass-through list.
     pub fn with_agent_options(mut self, options: AgentOptions) -> Self {
         self.options = options;
         self
@@ -101,6 +102,16 @@ impl Worker {
             source,
         })?;
         let client = Client::connect(&config.server_url).await?;
+        // The credentials are in the configuration now; commands must not find them.
+        let protection = crate::secrets::protect_process();
+        let mut options = self.options;
+        for name in &config.bash_env {
+            if !options.tool_limits.bash_env.contains(name) {
+                options.tool_limits.bash_env.push(name.clone());
+            }
+        }
+        info!(non_dumpable = protection.non_dumpable, wiped = ?protection.wiped, bash_env = ?options.tool_limits.bash_env,
+            "worker environment protected");
         info!(identity = %config.identity, server = %config.server_url, namespace = %config.namespace,
             queues = ?config.queues, slots = config.slots, provider = %config.provider.describe(),
             workspace = %config.workspace.display(), "worker started");
@@ -110,7 +121,7 @@ impl Worker {
         let slots = Arc::new(Semaphore::new(config.slots));
         let shared = Arc::new(Shared {
             agent: Agent::new(provider)
-                .with_options(self.options)
+                .with_options(options)
                 .with_events(self.events.clone()),
             events: self.events,
             slots: slots.clone(),

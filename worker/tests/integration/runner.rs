@@ -194,6 +194,7 @@ fn config(addr: SocketAddr, workspace: PathBuf, script: serde_json::Value) -> Wo
         },
         shutdown_grace: Duration::from_millis(200),
         heartbeat_interval: Duration::from_millis(50),
+        bash_env: Vec::new(),
     }
 }
 
