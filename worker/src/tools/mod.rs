@@ -205,8 +205,9 @@ pub fn all_specs() -> Vec<ToolSpec> {
     vec![
         spec(
             "bash",
-            "Run a shell command with `bash -c` in the workspace directory. Returns the exit code, \
-             stdout and stderr (each capped at 16 KiB). Killed after `timeout_secs` (default 60).",
+            "Run a shell command with `bash -c` in the workspace directory (also its HOME). Returns the \
+             exit code, stdout and stderr (each capped at 16 KiB). Killed after `timeout_secs` (default 60); \
+             background jobs are killed when the command ends, so start and use a server in one command.",
             json!({"type": "object", "properties": {
                 "command": {"type": "string", "description": "The command line to run."},
                 "timeout_secs": {"type": "integer", "minimum": 1, "description": "Timeout in seconds (max 600)."}
