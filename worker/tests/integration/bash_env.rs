@@ -141,3 +141,44 @@ async fn background_jobs_end_with_the_command() {
     }
     panic!("background job {pid} outlived its command");
 }
+
+#[tokio::test]
+async fn a_step_ending_mid_command_kills_its_whole_group() {
+    let ws = tempfile::tempdir().unwrap();
+    let tools = ToolBox::new(ws.path(), ToolLimits::default()).unwrap();
+    let pid_file = ws.path().join("bg.pid");
+    let call = json!({"command": "sleep 300 >/dev/null 2>&1 & echo $! > bg.pid; sleep 300"});
+    // Boxed, so that dropping it drops the call itself.
+    let mut running = Box::pin(tools.execute("bash", &call));
+    // Run the command until the background job is started, then drop it: what a step
+    // canceled or out of time does to the call in flight.
+    let started = async {
+        loop {
+            if let Some(pid) = std::fs::read_to_string(&pid_file)
+                .ok()
+                .and_then(|s| s.trim().parse::<i32>().ok())
+            {
+                return pid;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let pid = tokio::select! {
+        out = &mut running => panic!("the command ended early: {}", out.content),
+        pid = tokio::time::timeout(Duration::from_secs(30), started) => pid.expect("the job started"),
+    };
+    drop(running);
+    let gone = || match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+    };
+    for _ in 0..300 {
+        if gone() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("background job {pid} outlived the step");
+}
