@@ -60,6 +60,17 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "SECONDS")]
     pub shutdown_grace: Option<f64>,
 
+    /// Environment variable of the worker passed on to `bash` commands, besides PATH,
+    /// LANG, LC_ALL, TERM and TZ (HOME is the run's workspace); repeat the flag or
+    /// separate with commas. Nothing else of the worker's environment reaches `bash`.
+    #[arg(long = "bash-env", value_name = "NAME", value_delimiter = ',')]
+    pub bash_env: Vec<String>,
+
+    /// Largest model response body read, in bytes; a larger one fails the model call
+    /// [default: 33554432 (32 MiB)].
+    #[arg(long, value_name = "BYTES")]
+    pub max_model_response_bytes: Option<u64>,
+
     /// `--server` as given on the command line (not from the environment or the default);
     /// filled in by `main`, which can tell where a global flag's value came from.
     #[arg(skip)]
@@ -95,6 +106,8 @@ impl WorkerArgs {
             model: self.model.clone(),
             script: self.script.clone().map(ScriptSource::Path),
             shutdown_grace,
+            bash_env: (!self.bash_env.is_empty()).then(|| self.bash_env.clone()),
+            max_model_response_bytes: self.max_model_response_bytes,
             ..ConfigLayer::default()
         })
     }

@@ -10,4 +10,5 @@ mod dev;
 mod logs;
 mod mcp;
 mod server_e2e;
+mod worker_bounds;
 mod worker_e2e;

@@ -13,6 +13,7 @@ mod lease;
 pub mod prompt;
 pub mod provider;
 mod runner;
+pub mod secrets;
 pub mod tools;
 
 pub use agent::{Agent, AgentOptions, AgentReport, HeartbeatOutcome, Lease, LeaseError, Outcome};

@@ -81,7 +81,8 @@ impl Worker {
         self
     }
 
-    /// Replaces the agent loop's options.
+    /// Replaces the agent loop's options. The configuration's `bash_env` names are added
+    /// to their pass-through list.
     pub fn with_agent_options(mut self, options: AgentOptions) -> Self {
         self.options = options;
         self
@@ -101,6 +102,16 @@ impl Worker {
             source,
         })?;
         let client = Client::connect(&config.server_url).await?;
+        // The credentials are in the configuration now; commands must not find them.
+        let protection = crate::secrets::protect_process();
+        let mut options = self.options;
+        for name in &config.bash_env {
+            if !options.tool_limits.bash_env.contains(name) {
+                options.tool_limits.bash_env.push(name.clone());
+            }
+        }
+        info!(non_dumpable = protection.non_dumpable, wiped = ?protection.wiped, bash_env = ?options.tool_limits.bash_env,
+            "worker environment protected");
         info!(identity = %config.identity, server = %config.server_url, namespace = %config.namespace,
             queues = ?config.queues, slots = config.slots, provider = %config.provider.describe(),
             workspace = %config.workspace.display(), "worker started");
@@ -110,7 +121,7 @@ impl Worker {
         let slots = Arc::new(Semaphore::new(config.slots));
         let shared = Arc::new(Shared {
             agent: Agent::new(provider)
-                .with_options(self.options)
+                .with_options(options)
                 .with_events(self.events.clone()),
             events: self.events,
             slots: slots.clone(),
@@ -414,8 +425,11 @@ where
 /// next step in the same call (eager dispatch) and returns it when the server leased it
 /// to this worker. Once shutdown has begun it only completes.
 ///
-/// A completion that committed but whose answer was lost is refused when repeated; a
-/// next step leased by it then waits for its lease to expire, like any lost lease.
+/// A completion that committed but whose answer was lost (the server restarted after the
+/// commit) is refused when repeated. Before calling that a failure the worker reads the
+/// run: when this step is completed by this very attempt with these notes, the
+/// completion had landed and only its answer was lost (logged at INFO). A next step
+/// leased by the lost answer then waits for its lease to expire, like any lost lease.
 async fn report_completion(
     shared: &Shared,
     worker: &StepWorker,
@@ -443,6 +457,18 @@ async fn report_completion(
             next
         }
         Err(e) => {
+            match completion_landed(worker, task, &notes).await {
+                Ok(true) => {
+                    info!(refused = %e, artifacts = ?artifacts,
+                        "step completed: the completion had landed before its answer was lost");
+                    shared.emit(step, EventKind::StepCompleted { notes, artifacts });
+                    return None;
+                }
+                Ok(false) => {}
+                Err(describe) => {
+                    warn!(error = %describe, "cannot read the run to see whether the completion landed");
+                }
+            }
             error!(error = %e, "completion not accepted; the step will be retried after its lease expires");
             shared.emit(
                 step,
@@ -455,6 +481,23 @@ async fn report_completion(
             None
         }
     }
+}
+
+/// Whether the run shows this step completed by this attempt with these notes: what a
+/// completion whose answer was lost leaves behind.
+async fn completion_landed(worker: &StepWorker, task: &StepTask, notes: &str) -> Result<bool, ClientError> {
+    let described = worker
+        .client()
+        .describe_run(&task.namespace, &task.run_id)
+        .await?;
+    Ok(described.run.is_some_and(|run| {
+        run.steps.iter().any(|s| {
+            s.step_id == task.step_id
+                && s.state == "COMPLETED"
+                && s.attempt == task.attempt
+                && s.notes == notes
+        })
+    }))
 }
 
 async fn report_failure(shared: &Shared, worker: &StepWorker, task: &StepTask, step: &StepRef, f: Failure) {

@@ -209,10 +209,12 @@ impl Agent {
             let margin = (limit / 20).min(Duration::from_secs(2));
             match tokio::time::timeout(limit - margin, run.drive()).await {
                 Ok(outcome) => outcome,
+                // Retryable, as in Temporal: the step's retry policy decides whether
+                // another attempt (resuming from the checkpoint) gets a fresh timeout.
                 Err(_) => run.fail(
                     "timed_out",
                     format!("the step did not finish within its start-to-close timeout of {limit:?}"),
-                    true,
+                    false,
                 ),
             }
         };

@@ -42,6 +42,13 @@ impl From<ProviderError> for Failed {
 
 const BODY_EXCERPT: usize = 500;
 
+/// Default cap on a model response body: far above any real answer (output tokens are
+/// bounded by `max_tokens`), far below what would hurt the worker.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 32 << 20;
+
+/// Of an error answer (non-2xx) only this much is read: it is only shown as an excerpt.
+const ERROR_BODY_CAP: u64 = 64 << 10;
+
 /// Builds the reqwest client both providers use. Model calls can legitimately take
 /// minutes, so only the connect step has a short timeout.
 fn client() -> Result<reqwest::Client, ProviderError> {
@@ -62,6 +69,8 @@ pub(crate) struct Endpoint {
     key_env: &'static str,
     pub model: String,
     pub retry: RetryPolicy,
+    /// Longest success body read; a longer one fails the call.
+    pub max_response_bytes: u64,
 }
 
 impl Endpoint {
@@ -78,6 +87,7 @@ impl Endpoint {
             key_env,
             model: model.to_string(),
             retry: MODEL_CALL_RETRY,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         })
     }
 
@@ -119,12 +129,22 @@ impl Endpoint {
             })?;
         let status = resp.status().as_u16();
         let retry_after = parse_retry_after(resp.headers());
-        // An answer cut off mid-body is as transient as a refused connection.
-        let text = resp.text().await.map_err(|e| ProviderError::Transport {
-            url: url.to_string(),
-            message: format!("reading the response body: {}", error_chain(&e)),
-        })?;
-        if (200..300).contains(&status) {
+        let success = (200..300).contains(&status);
+        // Of an error answer only an excerpt is shown; the rest is not worth reading.
+        let limit = if success {
+            self.max_response_bytes
+        } else {
+            ERROR_BODY_CAP
+        };
+        let (text, complete) = read_capped(resp, limit, url).await?;
+        if success && !complete {
+            return Err(ProviderError::ResponseTooLarge {
+                url: url.to_string(),
+                limit,
+            }
+            .into());
+        }
+        if success {
             return serde_json::from_str(&text).map_err(|e| Failed {
                 error: ProviderError::BadResponse(format!(
                     "invalid JSON ({e}): {}",
@@ -139,6 +159,32 @@ impl Endpoint {
             ..Failed::from(classify(status, &text, self.key_env, &self.model))
         })
     }
+}
+
+/// Reads at most `limit` bytes of the body, chunk by chunk (chunked or not, after any
+/// decoding), so a runaway or hostile endpoint cannot grow the worker; `false` when it
+/// stopped at the limit (or the declared length is over it) with more to come.
+async fn read_capped(mut resp: reqwest::Response, limit: u64, url: &str) -> Result<(String, bool), Failed> {
+    let mut complete = resp.content_length().is_none_or(|len| len <= limit);
+    let mut body = Vec::new();
+    while complete {
+        // An answer cut off mid-body is as transient as a refused connection.
+        let chunk = resp.chunk().await.map_err(|e| ProviderError::Transport {
+            url: url.to_string(),
+            message: format!("reading the response body: {}", error_chain(&e)),
+        })?;
+        let Some(chunk) = chunk else { break };
+        let room = usize::try_from(limit)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(body.len());
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            complete = false;
+        } else {
+            body.extend_from_slice(&chunk);
+        }
+    }
+    Ok((String::from_utf8_lossy(&body).into_owned(), complete))
 }
 
 /// Maps an error status to a typed error.

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use anthropic::AnthropicProvider;
-pub use http::MODEL_CALL_RETRY;
+pub use http::{DEFAULT_MAX_RESPONSE_BYTES, MODEL_CALL_RETRY};
 pub use openai::OpenAiProvider;
 pub use railyard_proto::RetryPolicy;
 pub use scripted::{BuiltInScript, Script, ScriptSource, ScriptedProvider};
@@ -149,6 +149,12 @@ pub enum ProviderError {
     /// The provider could not be reached (after retries).
     #[error("could not reach the provider at {url} (retryable): {message}")]
     Transport { url: String, message: String },
+    /// The answer's body passed the configured cap (`max_model_response_bytes`); not
+    /// retried, as the same request would most likely bring the same answer.
+    #[error(
+        "the response from {url} is larger than the limit of {limit} bytes (max_model_response_bytes); not retryable"
+    )]
+    ResponseTooLarge { url: String, limit: u64 },
     /// A 2xx answer that is not the expected shape.
     #[error("unexpected response from the provider: {0}")]
     BadResponse(String),
@@ -170,7 +176,11 @@ impl ProviderError {
         match self {
             Self::Http { retryable, .. } => *retryable,
             Self::Transport { .. } | Self::BadResponse(_) => true,
-            Self::Auth { .. } | Self::UnknownModel { .. } | Self::Script(_) | Self::Config(_) => false,
+            Self::Auth { .. }
+            | Self::UnknownModel { .. }
+            | Self::ResponseTooLarge { .. }
+            | Self::Script(_)
+            | Self::Config(_) => false,
         }
     }
 }
@@ -193,12 +203,20 @@ pub fn from_config(config: &ProviderConfig) -> Result<Arc<dyn Provider>, Provide
             api_key,
             model,
             max_tokens,
-        } => Arc::new(AnthropicProvider::new(base_url, api_key, model, *max_tokens)?),
+            max_response_bytes,
+        } => Arc::new(
+            AnthropicProvider::new(base_url, api_key, model, *max_tokens)?
+                .with_max_response_bytes(*max_response_bytes),
+        ),
         ProviderConfig::OpenAi {
             base_url,
             api_key,
             model,
-        } => Arc::new(OpenAiProvider::new(base_url, api_key.as_deref(), model)?),
+            max_response_bytes,
+        } => Arc::new(
+            OpenAiProvider::new(base_url, api_key.as_deref(), model)?
+                .with_max_response_bytes(*max_response_bytes),
+        ),
         ProviderConfig::Scripted { script } => {
             let provider = ScriptedProvider::load(script)?;
             tracing::warn!(

@@ -102,9 +102,10 @@ impl ScriptSource {
 }
 
 impl Script {
-    /// Reads and checks a script file; errors name the file and the JSON path.
+    /// Reads and checks a script file; errors name the file and the JSON path. Only a
+    /// regular file of at most [`MAX_SCRIPT_BYTES`] is read, and a FIFO never blocks.
     pub fn from_file(path: &Path) -> Result<Self, ProviderError> {
-        let text = std::fs::read_to_string(path)
+        let text = read_script(path)
             .map_err(|e| ProviderError::Script(format!("cannot read {}: {e}", path.display())))?;
         Self::from_text(&path.display().to_string(), &text)
     }
@@ -117,6 +118,35 @@ impl Script {
             ProviderError::Script(format!("{name}: at {at}: {}", e.inner()))
         })
     }
+}
+
+/// The largest script file read.
+pub const MAX_SCRIPT_BYTES: u64 = 16 << 20;
+
+fn read_script(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let not_regular = |meta: &std::fs::Metadata| {
+        (!meta.is_file()).then(|| std::io::Error::other("not a regular file (a FIFO, device or directory?)"))
+    };
+    if let Some(e) = not_regular(&std::fs::metadata(path)?) {
+        return Err(e);
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)?;
+    if let Some(e) = not_regular(&file.metadata()?) {
+        return Err(e);
+    }
+    let mut text = String::new();
+    file.take(MAX_SCRIPT_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_SCRIPT_BYTES {
+        return Err(std::io::Error::other(format!(
+            "more than the {MAX_SCRIPT_BYTES} bytes a script may have"
+        )));
+    }
+    Ok(text)
 }
 
 /// Replays a [`Script`].
@@ -209,6 +239,28 @@ impl Provider for ScriptedProvider {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_fifo_or_oversized_script_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("script.json");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let err = super::Script::from_file(&fifo).err().unwrap().to_string();
+        assert!(
+            err.contains("script.json") && err.contains("not a regular file"),
+            "{err}"
+        );
+        let big = dir.path().join("big.json");
+        std::fs::write(&big, vec![b' '; (super::MAX_SCRIPT_BYTES + 1) as usize]).unwrap();
+        let err = super::Script::from_file(&big).err().unwrap().to_string();
+        assert!(err.contains("more than the"), "{err}");
+    }
+
     use super::*;
     use crate::provider::Message;
     use serde_json::json;

@@ -1,5 +1,6 @@
-//! The `bash` tool: `bash -c` in the workspace, with a timeout that kills the whole
-//! process group and capped output.
+//! The `bash` tool: `bash -c` in the workspace, with an allowlisted environment, in a
+//! process group of its own that is killed when the command ends (background jobs
+//! included), times out, or the step ends, and with capped output.
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -11,11 +12,18 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use super::fs::Workspace;
 use super::{ToolLimits, ToolOutput, opt_u64_arg, str_arg};
 
-/// Provider credentials are the worker's, not the model's: commands never see them.
-const HIDDEN_VARS: [&str; 2] = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"];
+/// Variables `bash` takes from the worker's environment when they are set, besides the
+/// configured pass-through list (`bash_env`). `HOME` is the workspace.
+pub const BASH_DEFAULT_ENV: [&str; 5] = ["PATH", "LANG", "LC_ALL", "TERM", "TZ"];
 
-/// How long output may keep trickling in after the shell exits (background children
-/// holding the pipes open must not hang the step).
+/// The worker's own credentials: never passed to `bash`, not even when listed.
+pub const WORKER_SECRETS: [&str; 3] = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "RAILYARD_API_KEY"];
+
+/// `PATH` when the worker has none.
+const FALLBACK_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// How long output may keep trickling in after the shell exits and its group is killed
+/// (a process that left the group, with `setsid`, and holds the pipes must not hang the step).
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 pub(super) async fn run(ws: &Workspace, input: &Value, limits: &ToolLimits) -> ToolOutput {
@@ -37,10 +45,24 @@ pub(super) async fn run(ws: &Workspace, input: &Value, limits: &ToolLimits) -> T
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
-        // Its own process group, so a timeout kills everything the command started.
-        .process_group(0);
-    for var in HIDDEN_VARS {
-        cmd.env_remove(var);
+        // Its own process group, so killing it ends everything the command started.
+        .process_group(0)
+        .env_clear()
+        .env("HOME", ws.root());
+    for name in BASH_DEFAULT_ENV
+        .iter()
+        .copied()
+        .chain(limits.bash_env.iter().map(String::as_str))
+    {
+        if WORKER_SECRETS.contains(&name) || name == "HOME" {
+            continue;
+        }
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    if std::env::var_os("PATH").is_none() {
+        cmd.env("PATH", FALLBACK_PATH);
     }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
@@ -63,8 +85,8 @@ pub(super) async fn run(ws: &Workspace, input: &Value, limits: &ToolLimits) -> T
     let waited = tokio::time::timeout(timeout, child.wait()).await;
     let header = match waited {
         Ok(Ok(status)) => {
-            // Background jobs may outlive the shell on purpose; leave them be.
-            group.0 = None;
+            // Background jobs end with the command: nothing it started outlives the call.
+            group.kill();
             match (
                 status.code(),
                 std::os::unix::process::ExitStatusExt::signal(&status),
@@ -97,7 +119,8 @@ pub(super) async fn run(ws: &Workspace, input: &Value, limits: &ToolLimits) -> T
     }
 }
 
-/// Kills the command's process group when dropped armed (step canceled or timed out).
+/// Kills the command's process group: when the command ends, and when dropped armed
+/// (the step ended, e.g. canceled or out of time, while the command ran).
 struct GroupGuard(Option<u32>);
 
 impl GroupGuard {

@@ -1,6 +1,14 @@
 //! Workspace confinement and the file tools (`read_file`, `write_file`, `edit_file`).
+//!
+//! Paths are confined by resolving them (symlinks included) inside the workspace. A
+//! path cannot tell where a hard link's other names are, so the tools open only
+//! regular files with a single link ([`open_regular`], [`open_for_write`]): a hard link
+//! `bash` made to a file outside is refused rather than read or written, and a FIFO or
+//! device is refused without ever blocking on it.
 
-use std::io::Read;
+use std::fs::{File, FileType, Metadata, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use serde_json::Value;
@@ -9,6 +17,102 @@ use super::{opt_u64_arg, str_arg};
 
 /// Files larger than this are read only in part.
 const READ_LIMIT: u64 = 8 << 20;
+/// Files larger than this are not edited (the whole file is read and rewritten).
+const EDIT_LIMIT: u64 = 8 << 20;
+
+/// Open flags of every file tool: never wait on a FIFO or a device, never follow a
+/// symlink swapped in for the resolved path, never take a terminal.
+const SAFE_OPEN: i32 = nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW | nix::libc::O_NOCTTY;
+
+/// What a non-regular file is, for messages.
+pub(super) fn kind_of(ft: FileType) -> &'static str {
+    if ft.is_dir() {
+        "a directory"
+    } else if ft.is_symlink() {
+        "a symbolic link"
+    } else if ft.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else if ft.is_file() {
+        "a regular file"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Refuses what the file tools must not touch: anything but a regular file, and a file
+/// with more than one hard link (its other names may be outside the workspace).
+fn check_regular(meta: &Metadata, rel: &str) -> Result<(), String> {
+    if !meta.file_type().is_file() {
+        return Err(format!(
+            "{rel:?} is {}; only regular files can be used",
+            kind_of(meta.file_type())
+        ));
+    }
+    if meta.nlink() > 1 {
+        return Err(format!(
+            "{rel:?} has {} hard links, and a hard-linked file may be a file outside the workspace; \
+             refused (copy it to a new file to use it)",
+            meta.nlink()
+        ));
+    }
+    Ok(())
+}
+
+/// Opens a resolved path for reading if it is a regular file with a single link. The
+/// type is checked before opening (so a FIFO is never opened) and again on the open
+/// file, which must be the one checked (a swap in between is refused).
+pub(super) fn open_regular(path: &Path, rel: &str) -> Result<(File, Metadata), String> {
+    let before = std::fs::symlink_metadata(path).map_err(|e| format!("cannot read {rel:?}: {e}"))?;
+    check_regular(&before, rel)?;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(SAFE_OPEN)
+        .open(path)
+        .map_err(|e| format!("cannot read {rel:?}: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("cannot read {rel:?}: {e}"))?;
+    check_regular(&meta, rel)?;
+    if (meta.dev(), meta.ino()) != (before.dev(), before.ino()) {
+        return Err(format!("{rel:?} changed while it was being opened; try again"));
+    }
+    Ok((file, meta))
+}
+
+/// Opens a resolved path for writing, creating it if needed, if it is (or becomes) a
+/// regular file with a single link; emptied only once that is checked.
+fn open_for_write(path: &Path, rel: &str) -> Result<File, String> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => check_regular(&meta, rel)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("cannot write {rel:?}: {e}")),
+    }
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(SAFE_OPEN)
+        .open(path)
+        .map_err(|e| format!("cannot write {rel:?}: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot write {rel:?}: {e}"))?;
+    check_regular(&meta, rel)?;
+    file.set_len(0)
+        .map_err(|e| format!("cannot write {rel:?}: {e}"))?;
+    Ok(file)
+}
+
+/// Replaces the content of a resolved path (see [`open_for_write`]).
+fn write_regular(path: &Path, rel: &str, content: &[u8]) -> Result<(), String> {
+    let mut file = open_for_write(path, rel)?;
+    file.write_all(content)
+        .map_err(|e| format!("cannot write {rel:?}: {e}"))
+}
 
 /// A run's workspace directory; every path a file tool touches must resolve inside it.
 #[derive(Debug, Clone)]
@@ -103,13 +207,13 @@ pub(super) fn read_file(ws: &Workspace, input: &Value, cap: usize) -> Result<Str
     let offset = opt_u64_arg(input, "offset")?.unwrap_or(1).max(1) as usize;
     let limit = opt_u64_arg(input, "limit")?.map(|l| l as usize);
     let path = ws.resolve(rel)?;
-    let meta = std::fs::metadata(&path).map_err(|e| format!("cannot read {rel:?}: {e}"))?;
-    if meta.is_dir() {
+    if path.is_dir() {
         return Err(format!("{rel:?} is a directory; use list_files"));
     }
+    let (file, meta) = open_regular(&path, rel)?;
     let mut bytes = Vec::new();
-    std::fs::File::open(&path)
-        .and_then(|f| f.take(READ_LIMIT).read_to_end(&mut bytes))
+    file.take(READ_LIMIT)
+        .read_to_end(&mut bytes)
         .map_err(|e| format!("cannot read {rel:?}: {e}"))?;
     let text = String::from_utf8_lossy(&bytes);
     if text.is_empty() {
@@ -149,7 +253,7 @@ pub(super) fn write_file(ws: &Workspace, input: &Value) -> Result<String, String
         std::fs::create_dir_all(parent)
             .map_err(|e| format!("cannot create the directories of {rel:?}: {e}"))?;
     }
-    std::fs::write(&path, content).map_err(|e| format!("cannot write {rel:?}: {e}"))?;
+    write_regular(&path, rel, content.as_bytes())?;
     Ok(format!("wrote {} bytes to {}", content.len(), ws.display(&path)))
 }
 
@@ -161,14 +265,24 @@ pub(super) fn edit_file(ws: &Workspace, input: &Value) -> Result<String, String>
         return Err("`old_string` is empty; use write_file to create or overwrite a file".into());
     }
     let path = ws.resolve(rel)?;
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {rel:?}: {e}"))?;
+    let (file, meta) = open_regular(&path, rel)?;
+    if meta.len() > EDIT_LIMIT {
+        return Err(format!(
+            "{rel:?} is {} bytes, over the {EDIT_LIMIT}-byte limit of edit_file",
+            meta.len()
+        ));
+    }
+    let mut text = String::new();
+    file.take(EDIT_LIMIT)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read {rel:?}: {e}"))?;
     match text.matches(old).count() {
         0 => Err(format!(
             "`old_string` was not found in {rel:?}; read the file and copy the text exactly"
         )),
         1 => {
             let edited = text.replacen(old, new, 1);
-            std::fs::write(&path, &edited).map_err(|e| format!("cannot write {rel:?}: {e}"))?;
+            write_regular(&path, rel, edited.as_bytes())?;
             Ok(format!(
                 "edited {}: replaced 1 occurrence ({} → {} bytes)",
                 ws.display(&path),

@@ -5,8 +5,9 @@
 //! agent loop handles them itself because they change the step, not the workspace.
 //!
 //! Every failure becomes an error result the model can read; nothing here panics on
-//! model input. File tools are confined to the run's workspace; `bash` runs with the
-//! workspace as its working directory but is not a sandbox.
+//! model input. File tools are confined to the run's workspace and touch only regular
+//! files with a single link; `bash` runs with the workspace as its working directory and
+//! home, an allowlisted environment and its own process group, but is not a sandbox.
 
 mod bash;
 mod fs;
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+pub use bash::{BASH_DEFAULT_ENV, WORKER_SECRETS};
 pub use fs::Workspace;
 pub(crate) use fs::truncate;
 
@@ -62,6 +64,9 @@ pub struct ToolLimits {
     pub output_cap: usize,
     /// Cap on the text `read_file` returns.
     pub read_cap: usize,
+    /// Variables of the worker's environment `bash` gets besides [`BASH_DEFAULT_ENV`]
+    /// (the worker's [`WORKER_SECRETS`] never).
+    pub bash_env: Vec<String>,
 }
 
 impl Default for ToolLimits {
@@ -71,6 +76,7 @@ impl Default for ToolLimits {
             bash_max_timeout: Duration::from_secs(600),
             output_cap: 16 * 1024,
             read_cap: 64 * 1024,
+            bash_env: Vec::new(),
         }
     }
 }
@@ -199,8 +205,9 @@ pub fn all_specs() -> Vec<ToolSpec> {
     vec![
         spec(
             "bash",
-            "Run a shell command with `bash -c` in the workspace directory. Returns the exit code, \
-             stdout and stderr (each capped at 16 KiB). Killed after `timeout_secs` (default 60).",
+            "Run a shell command with `bash -c` in the workspace directory (also its HOME). Returns the \
+             exit code, stdout and stderr (each capped at 16 KiB). Killed after `timeout_secs` (default 60); \
+             background jobs are killed when the command ends, so start and use a server in one command.",
             json!({"type": "object", "properties": {
                 "command": {"type": "string", "description": "The command line to run."},
                 "timeout_secs": {"type": "integer", "minimum": 1, "description": "Timeout in seconds (max 600)."}

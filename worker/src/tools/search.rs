@@ -1,18 +1,28 @@
-//! `list_files` and `grep`: read-only walks of the workspace that never follow symlinks.
+//! `list_files` and `grep`: read-only walks of the workspace that never follow symlinks,
+//! never open anything but regular files, and stop at fixed bounds (depth, entries,
+//! bytes read).
 
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use globset::GlobMatcher;
 use regex::{Regex, RegexBuilder};
 use serde_json::Value;
 
-use super::fs::Workspace;
+use super::fs::{Workspace, kind_of, open_regular};
 use super::{opt_bool_arg, opt_str_arg, str_arg};
 
 const MAX_ENTRIES: usize = 1000;
 const MAX_MATCHES: usize = 200;
 const MAX_GREP_FILE: u64 = 4 << 20;
+/// Bytes one grep reads in all, across files.
+const MAX_GREP_TOTAL: u64 = 64 << 20;
 const MAX_LINE: usize = 300;
+/// Directory levels a walk goes down.
+const MAX_DEPTH: usize = 64;
+/// Entries a walk looks at in all (files and directories, listed or not).
+const MAX_VISITED: usize = 200_000;
 
 /// Directories whose contents are noise for the model.
 const SKIPPED_DIRS: [&str; 3] = [".git", "node_modules", "target"];
@@ -35,8 +45,12 @@ pub(super) fn list_files(ws: &Workspace, input: &Value) -> Result<String, String
         lines.push(match kind {
             Entry::Dir => format!("{shown}/"),
             Entry::SkippedDir => format!("{shown}/ (contents not listed)"),
-            Entry::File(len) => format!("{shown} ({len} bytes)"),
+            Entry::File { len, links: 1 } => format!("{shown} ({len} bytes)"),
+            Entry::File { len, links } => {
+                format!("{shown} ({len} bytes, {links} hard links: not readable by the file tools)")
+            }
             Entry::Symlink(target) => format!("{shown} -> {}", target.display()),
+            Entry::Special(kind) => format!("{shown} ({kind}, not readable)"),
         });
         true
     });
@@ -63,19 +77,24 @@ pub(super) fn grep(ws: &Workspace, input: &Value) -> Result<String, String> {
         .map_err(|e| format!("invalid regex {pattern:?}: {e}"))?;
     let start = ws.resolve(rel)?;
     let mut files = Vec::new();
-    if start.is_file() {
-        files.push(start.clone());
-    } else if start.is_dir() {
+    let mut unread = 0usize;
+    let meta = std::fs::symlink_metadata(&start).map_err(|_| format!("{rel:?} does not exist"))?;
+    if meta.is_dir() {
         walk(&start, true, &mut |path, kind| {
-            if matches!(kind, Entry::File(len) if len <= MAX_GREP_FILE) {
-                files.push(path.to_path_buf());
+            match kind {
+                Entry::File { len, links: 1 } if len <= MAX_GREP_FILE => files.push(path.to_path_buf()),
+                Entry::File { links, .. } if links > 1 => unread += 1,
+                _ => {}
             }
             files.len() < 50_000
         });
     } else {
-        return Err(format!("{rel:?} does not exist"));
+        // A named file must be one grep can read; say why not.
+        open_regular(&start, rel)?;
+        files.push(start.clone());
     }
     let mut out = Vec::new();
+    let mut budget = MAX_GREP_TOTAL;
     'files: for file in &files {
         let shown = ws.display(file);
         if let Some(glob) = &glob {
@@ -84,7 +103,24 @@ pub(super) fn grep(ws: &Workspace, input: &Value) -> Result<String, String> {
                 continue;
             }
         }
-        let Ok(bytes) = std::fs::read(file) else { continue };
+        if budget == 0 {
+            out.push(format!(
+                "[... stopped after reading {} MiB; narrow the path or glob]",
+                MAX_GREP_TOTAL >> 20
+            ));
+            break;
+        }
+        // Checked again at open: the walk saw the file, but it may have changed since.
+        let Ok((f, _)) = open_regular(file, &shown) else {
+            unread += 1;
+            continue;
+        };
+        let mut bytes = Vec::new();
+        if f.take(MAX_GREP_FILE.min(budget)).read_to_end(&mut bytes).is_err() {
+            unread += 1;
+            continue;
+        }
+        budget -= bytes.len() as u64;
         // NUL in the first block means binary; its "lines" would only confuse the model.
         if bytes.iter().take(8192).any(|b| *b == 0) {
             continue;
@@ -101,6 +137,11 @@ pub(super) fn grep(ws: &Workspace, input: &Value) -> Result<String, String> {
                 out.push(format!("{shown}:{}: {}", n + 1, clip(line)));
             }
         }
+    }
+    if unread > 0 {
+        out.push(format!(
+            "[{unread} file(s) could not be read as single-link regular files and were skipped]"
+        ));
     }
     if out.is_empty() {
         return Ok(format!("no matches for {pattern:?}"));
@@ -128,35 +169,64 @@ fn clip(line: &str) -> String {
 enum Entry {
     Dir,
     SkippedDir,
-    File(u64),
+    File {
+        len: u64,
+        links: u64,
+    },
     Symlink(PathBuf),
+    /// A FIFO, socket or device: listed, never opened.
+    Special(&'static str),
 }
 
-/// Depth-first, sorted, symlinks reported but never followed. `visit` returns false to stop.
+/// Depth-first, sorted, symlinks reported but never followed, at most [`MAX_DEPTH`]
+/// levels and [`MAX_VISITED`] entries. `visit` returns false to stop.
 fn walk(dir: &Path, recursive: bool, visit: &mut dyn FnMut(&Path, Entry) -> bool) -> bool {
+    let mut visited = 0usize;
+    walk_in(dir, recursive, 0, &mut visited, visit)
+}
+
+fn walk_in(
+    dir: &Path,
+    recursive: bool,
+    depth: usize,
+    visited: &mut usize,
+    visit: &mut dyn FnMut(&Path, Entry) -> bool,
+) -> bool {
     let Ok(read) = std::fs::read_dir(dir) else {
         return true;
     };
-    let mut entries: Vec<_> = read.filter_map(Result::ok).collect();
+    let room = MAX_VISITED.saturating_sub(*visited);
+    let mut entries: Vec<_> = read.filter_map(Result::ok).take(room).collect();
+    *visited += entries.len();
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
         let path = entry.path();
-        let Ok(ft) = entry.file_type() else { continue };
+        // DirEntry::metadata does not follow symlinks.
+        let Ok(meta) = entry.metadata() else { continue };
+        let ft = meta.file_type();
         let keep_going = if ft.is_symlink() {
             let target = std::fs::read_link(&path).unwrap_or_default();
             visit(&path, Entry::Symlink(target))
         } else if ft.is_dir() {
-            let skipped = SKIPPED_DIRS.iter().any(|s| entry.file_name() == *s);
+            let skipped = SKIPPED_DIRS.iter().any(|s| entry.file_name() == *s) || depth + 1 >= MAX_DEPTH;
             if skipped {
                 visit(&path, Entry::SkippedDir)
             } else {
-                visit(&path, Entry::Dir) && (!recursive || walk(&path, recursive, visit))
+                visit(&path, Entry::Dir)
+                    && (!recursive || walk_in(&path, recursive, depth + 1, visited, visit))
             }
+        } else if ft.is_file() {
+            visit(
+                &path,
+                Entry::File {
+                    len: meta.len(),
+                    links: meta.nlink(),
+                },
+            )
         } else {
-            let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
-            visit(&path, Entry::File(len))
+            visit(&path, Entry::Special(kind_of(ft)))
         };
-        if !keep_going {
+        if !keep_going || *visited >= MAX_VISITED {
             return false;
         }
     }

@@ -4,7 +4,10 @@
 
 mod common;
 
+mod bash_env;
+mod file_bounds;
 mod providers;
+mod response_cap;
 mod runner;
 mod scripted_agent;
 mod tools;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use railyard_proto::v1::history_server::{History, HistoryServer};
 use railyard_proto::v1::tasks_server::{Tasks, TasksServer};
 use railyard_proto::v1::*;
 use railyard_worker::events::{EventKind, EventSink, WorkerEvent};
@@ -40,6 +41,9 @@ struct FakeTasks {
     eager: Mutex<VecDeque<StepTask>>,
     /// When set, a completion is answered only once this is notified.
     hold_completion: Option<Arc<Notify>>,
+    /// When set, the first completion is taken but its answer is lost (as when the
+    /// server dies after the commit), and a repeat is refused as for a spent lease.
+    lose_completion_answer: bool,
     mode: BeatMode,
     rec: Arc<Mutex<Recorded>>,
     changed: Arc<Notify>,
@@ -83,8 +87,19 @@ impl Tasks for FakeTasks {
         req: Request<CompleteStepTaskRequest>,
     ) -> Result<Response<CompleteStepTaskResponse>, Status> {
         let take_next = req.get_ref().take_next;
-        self.rec.lock().unwrap().completed.push(req.into_inner());
+        let earlier = {
+            let mut rec = self.rec.lock().unwrap();
+            rec.completed.push(req.into_inner());
+            rec.completed.len() - 1
+        };
         self.changed.notify_waiters();
+        if self.lose_completion_answer {
+            return Err(if earlier == 0 {
+                Status::unavailable("connection reset: the server went away after its commit")
+            } else {
+                Status::failed_precondition("step s of run run-1 is not leased (lease 1 is spent)")
+            });
+        }
         if let Some(hold) = &self.hold_completion {
             hold.notified().await;
         }
@@ -111,6 +126,89 @@ impl Tasks for FakeTasks {
         _: Request<DescribeTaskQueueRequest>,
     ) -> Result<Response<DescribeTaskQueueResponse>, Status> {
         Ok(Response::new(DescribeTaskQueueResponse::default()))
+    }
+}
+
+/// `DescribeRun` of run-1 as the recorded completions left it: step `s`, completed by
+/// attempt 1 with the first completion's notes once there was one. The rest of the
+/// service is not used by the worker.
+struct FakeHistory {
+    rec: Arc<Mutex<Recorded>>,
+}
+
+fn unused<T>() -> Result<Response<T>, Status> {
+    Err(Status::unimplemented("not used by the worker"))
+}
+
+#[tonic::async_trait]
+impl History for FakeHistory {
+    async fn describe_run(
+        &self,
+        req: Request<DescribeRunRequest>,
+    ) -> Result<Response<DescribeRunResponse>, Status> {
+        let req = req.into_inner();
+        if (req.namespace.as_str(), req.run_id.as_str()) != ("default", "run-1") {
+            return Err(Status::not_found(format!("no run {}", req.run_id)));
+        }
+        let first = self.rec.lock().unwrap().completed.first().cloned();
+        let step = StepSummary {
+            step_id: "s".into(),
+            state: if first.is_some() { "COMPLETED" } else { "STARTED" }.into(),
+            attempt: 1,
+            notes: first.map(|c| c.notes).unwrap_or_default(),
+            ..Default::default()
+        };
+        Ok(Response::new(DescribeRunResponse {
+            run: Some(RunInfo {
+                namespace: "default".into(),
+                run_id: "run-1".into(),
+                steps: vec![step],
+                ..Default::default()
+            }),
+            definition_json: String::new(),
+        }))
+    }
+    async fn start_run(&self, _: Request<StartRunRequest>) -> Result<Response<StartRunResponse>, Status> {
+        unused()
+    }
+    async fn get_history(
+        &self,
+        _: Request<GetHistoryRequest>,
+    ) -> Result<Response<GetHistoryResponse>, Status> {
+        unused()
+    }
+    type WatchRunStream = std::pin::Pin<
+        Box<dyn tonic::codegen::tokio_stream::Stream<Item = Result<HistoryEvent, Status>> + Send>,
+    >;
+    async fn watch_run(&self, _: Request<WatchRunRequest>) -> Result<Response<Self::WatchRunStream>, Status> {
+        unused()
+    }
+    async fn list_runs(&self, _: Request<ListRunsRequest>) -> Result<Response<ListRunsResponse>, Status> {
+        unused()
+    }
+    async fn signal_run(&self, _: Request<SignalRunRequest>) -> Result<Response<SignalRunResponse>, Status> {
+        unused()
+    }
+    async fn cancel_run(&self, _: Request<CancelRunRequest>) -> Result<Response<CancelRunResponse>, Status> {
+        unused()
+    }
+    async fn terminate_run(
+        &self,
+        _: Request<TerminateRunRequest>,
+    ) -> Result<Response<TerminateRunResponse>, Status> {
+        unused()
+    }
+    async fn list_workflows(
+        &self,
+        _: Request<ListWorkflowsRequest>,
+    ) -> Result<Response<ListWorkflowsResponse>, Status> {
+        unused()
+    }
+    async fn get_session_tree(
+        &self,
+        _: Request<GetSessionTreeRequest>,
+    ) -> Result<Response<GetSessionTreeResponse>, Status> {
+        unused()
     }
 }
 
@@ -154,6 +252,17 @@ async fn serve_fake(
     hold_completion: Option<Arc<Notify>>,
     mode: BeatMode,
 ) -> Harness {
+    serve_fake_with(incoming, tasks, eager, hold_completion, mode, false).await
+}
+
+async fn serve_fake_with(
+    incoming: tonic::transport::server::TcpIncoming,
+    tasks: Vec<StepTask>,
+    eager: Vec<StepTask>,
+    hold_completion: Option<Arc<Notify>>,
+    mode: BeatMode,
+    lose_completion_answer: bool,
+) -> Harness {
     let addr = incoming.local_addr().unwrap();
     let rec = Arc::new(Mutex::new(Recorded::default()));
     let changed = Arc::new(Notify::new());
@@ -161,13 +270,16 @@ async fn serve_fake(
         queue: Mutex::new(tasks.into()),
         eager: Mutex::new(eager.into()),
         hold_completion,
+        lose_completion_answer,
         mode,
         rec: rec.clone(),
         changed: changed.clone(),
     };
+    let history = FakeHistory { rec: rec.clone() };
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(TasksServer::new(fake))
+            .add_service(HistoryServer::new(history))
             .serve_with_incoming(incoming),
     );
     Harness { addr, rec, changed }
@@ -194,6 +306,7 @@ fn config(addr: SocketAddr, workspace: PathBuf, script: serde_json::Value) -> Wo
         },
         shutdown_grace: Duration::from_millis(200),
         heartbeat_interval: Duration::from_millis(50),
+        bash_env: Vec::new(),
     }
 }
 
@@ -524,7 +637,7 @@ async fn a_step_finishing_after_shutdown_began_does_not_take_the_next_one() {
 }
 
 #[tokio::test]
-async fn a_hanging_model_call_ends_as_timed_out_at_the_start_to_close_timeout() {
+async fn a_hanging_model_call_ends_as_a_retryable_timed_out_at_the_start_to_close_timeout() {
     let h = serve(
         vec![StepTask {
             start_to_close_timeout_ms: 400,
@@ -547,7 +660,10 @@ async fn a_hanging_model_call_ends_as_timed_out_at_the_start_to_close_timeout() 
     let f = &rec.failed[0];
     assert_eq!(f.task_token, "t1");
     assert_eq!(f.error_type, "timed_out");
-    assert!(f.non_retryable, "a step out of time is not retried");
+    assert!(
+        !f.non_retryable,
+        "a start-to-close timeout is retryable by the step's retry policy"
+    );
     assert!(f.message.contains("start-to-close timeout"), "{}", f.message);
     // The failure carries the transcript so far (the first user message).
     let cp = railyard_worker::agent::Checkpoint::decode(&f.checkpoint).expect("checkpoint");
@@ -555,6 +671,104 @@ async fn a_hanging_model_call_ends_as_timed_out_at_the_start_to_close_timeout() 
     assert!(!cp.messages.is_empty());
     assert!(events.lock().unwrap().iter().any(|e| matches!(
         &e.kind,
-        EventKind::StepFailed { error_type, will_retry: Some(false), .. } if error_type == "timed_out"
+        EventKind::StepFailed { error_type, will_retry: Some(true), .. } if error_type == "timed_out"
     )));
+}
+
+#[tokio::test]
+async fn a_completion_whose_answer_was_lost_is_recognised_as_landed() {
+    let h = serve_fake_with(
+        local_port(),
+        vec![step("t1")],
+        Vec::new(),
+        None,
+        BeatMode::Fine,
+        true,
+    )
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let script: serde_json::Value = serde_json::from_str(WRITE_AND_COMPLETE).unwrap();
+    let (sink, events) = event_sink();
+    let worker = Worker::new(config(h.addr, ws.path().to_path_buf(), script)).with_events(sink.clone());
+    let events2 = events.clone();
+    let ended = async move {
+        loop {
+            let done = events2.lock().unwrap().iter().any(|e| {
+                matches!(
+                    e.kind,
+                    EventKind::StepCompleted { .. } | EventKind::StepFailed { .. }
+                )
+            });
+            if done {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), worker.run(ended))
+        .await
+        .expect("the worker reports the step")
+        .unwrap();
+
+    let rec = h.rec.lock().unwrap();
+    assert!(
+        rec.completed.len() >= 2,
+        "the completion was repeated after the lost answer"
+    );
+    assert!(rec.failed.is_empty());
+    let kinds: Vec<EventKind> = events.lock().unwrap().iter().map(|e| e.kind.clone()).collect();
+    assert!(
+        matches!(kinds.last(), Some(EventKind::StepCompleted { notes, .. }) if notes == "wrote out.txt"),
+        "the step is reported completed, not failed: {kinds:?}"
+    );
+    assert!(
+        !kinds.iter().any(|k| matches!(k, EventKind::StepFailed { .. })),
+        "{kinds:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_completion_is_not_taken_for_another_attempts() {
+    // The run shows the step completed by attempt 1; this worker ran attempt 2, so its
+    // refused completion did not land and is reported as such.
+    let attempt2 = StepTask {
+        attempt: 2,
+        ..step("t1")
+    };
+    let h = serve_fake_with(
+        local_port(),
+        vec![attempt2],
+        Vec::new(),
+        None,
+        BeatMode::Fine,
+        true,
+    )
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let script: serde_json::Value = serde_json::from_str(WRITE_AND_COMPLETE).unwrap();
+    let (sink, events) = event_sink();
+    let worker = Worker::new(config(h.addr, ws.path().to_path_buf(), script)).with_events(sink);
+    let events2 = events.clone();
+    let ended = async move {
+        loop {
+            if events2.lock().unwrap().iter().any(|e| {
+                matches!(
+                    e.kind,
+                    EventKind::StepCompleted { .. } | EventKind::StepFailed { .. }
+                )
+            }) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), worker.run(ended))
+        .await
+        .expect("the worker reports the step")
+        .unwrap();
+    let kinds: Vec<EventKind> = events.lock().unwrap().iter().map(|e| e.kind.clone()).collect();
+    assert!(
+        matches!(kinds.last(), Some(EventKind::StepFailed { error_type, .. }) if error_type == "report_failed"),
+        "{kinds:?}"
+    );
 }

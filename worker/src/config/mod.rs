@@ -23,6 +23,8 @@
 //! script = "workflows/demo.script.json"
 //! shutdown_grace_secs = 30
 //! heartbeat_interval_secs = 10
+//! max_model_response_bytes = 33554432  # 32 MiB; a longer model answer fails the call
+//! bash_env = ["GOPATH", "CARGO_HOME"]  # or RAILYARD_BASH_ENV="GOPATH,CARGO_HOME"
 //! ```
 
 use std::fmt;
@@ -32,7 +34,7 @@ use std::time::Duration;
 use railyard_proto::config::{EnvVar, Loaded, Loader};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::provider::ScriptSource;
+use crate::provider::{DEFAULT_MAX_RESPONSE_BYTES, ScriptSource};
 
 /// Default Anthropic model when none is configured.
 pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
@@ -66,6 +68,9 @@ pub struct WorkerConfig {
     /// Upper bound on the pause between background heartbeats (a step's own
     /// heartbeat timeout / 3 is used when shorter).
     pub heartbeat_interval: Duration,
+    /// Variables of the worker's environment passed on to `bash`, besides the small
+    /// default set ([`crate::tools::BASH_DEFAULT_ENV`]); nothing else is.
+    pub bash_env: Vec<String>,
 }
 
 /// Which model backs the agent loop.
@@ -77,12 +82,16 @@ pub enum ProviderConfig {
         api_key: String,
         model: String,
         max_tokens: u32,
+        /// Longest answer body read; a longer one fails the call.
+        max_response_bytes: u64,
     },
     /// OpenAI-compatible chat completions; no key for local servers.
     OpenAi {
         base_url: String,
         api_key: Option<String>,
         model: String,
+        /// Longest answer body read; a longer one fails the call.
+        max_response_bytes: u64,
     },
     /// The offline scripted provider (no model at all).
     Scripted { script: ScriptSource },
@@ -96,6 +105,7 @@ impl fmt::Debug for ProviderConfig {
                 base_url,
                 model,
                 max_tokens,
+                max_response_bytes,
                 ..
             } => f
                 .debug_struct("Anthropic")
@@ -103,16 +113,19 @@ impl fmt::Debug for ProviderConfig {
                 .field("api_key", &"<redacted>")
                 .field("model", model)
                 .field("max_tokens", max_tokens)
+                .field("max_response_bytes", max_response_bytes)
                 .finish(),
             Self::OpenAi {
                 base_url,
                 api_key,
                 model,
+                max_response_bytes,
             } => f
                 .debug_struct("OpenAi")
                 .field("base_url", base_url)
                 .field("api_key", &api_key.as_ref().map(|_| "<redacted>"))
                 .field("model", model)
+                .field("max_response_bytes", max_response_bytes)
                 .finish(),
             Self::Scripted { script } => f
                 .debug_struct("Scripted")
@@ -234,6 +247,14 @@ pub const ENV: &[EnvVar] = &[
         var: "OPENAI_BASE_URL",
         key: "openai_base_url",
     },
+    EnvVar {
+        var: "RAILYARD_MAX_MODEL_RESPONSE_BYTES",
+        key: "max_model_response_bytes",
+    },
+    EnvVar {
+        var: "RAILYARD_BASH_ENV",
+        key: "bash_env",
+    },
 ];
 
 /// Keys whose flag is not `--key-with-dashes`.
@@ -282,6 +303,12 @@ pub struct ConfigLayer {
         serialize_with = "as_secs"
     )]
     pub heartbeat_interval: Option<Duration>,
+    /// Cap on a model answer's body, in bytes.
+    pub max_model_response_bytes: Option<u64>,
+    /// Variable names passed on to `bash`: a list, or (from `RAILYARD_BASH_ENV`)
+    /// comma-separated text.
+    #[serde(default, deserialize_with = "queue_list")]
+    pub bash_env: Option<Vec<String>>,
 }
 
 fn secs<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
@@ -398,6 +425,7 @@ fn resolve(
     if heartbeat_interval.is_zero() {
         return Err(loaded.invalid("heartbeat_interval_secs", "must be more than zero"));
     }
+    let bash_env = resolve_bash_env(loaded)?;
     Ok(WorkerConfig {
         server_url: layer
             .server_url
@@ -417,7 +445,39 @@ fn resolve(
         provider,
         shutdown_grace: layer.shutdown_grace.unwrap_or(Duration::from_secs(30)),
         heartbeat_interval,
+        bash_env,
     })
+}
+
+/// The pass-through list, checked: plain variable names, and never one of the worker's
+/// own credentials.
+fn resolve_bash_env(loaded: &Loaded<ConfigLayer>) -> Result<Vec<String>, ConfigError> {
+    let mut names: Vec<String> = Vec::new();
+    for name in loaded.value.bash_env.iter().flatten().map(|n| n.trim()) {
+        if name.is_empty() {
+            continue;
+        }
+        let plain = name.len() <= 128
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !plain {
+            let shown = crate::provider::excerpt(name, 40);
+            return Err(loaded.invalid(
+                "bash_env",
+                format!("{shown:?} is not an environment variable name (letters, digits and _)"),
+            ));
+        }
+        if crate::tools::WORKER_SECRETS.contains(&name) {
+            return Err(loaded.invalid(
+                "bash_env",
+                format!("{name} is a credential of the worker and is never passed to bash"),
+            ));
+        }
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    }
+    Ok(names)
 }
 
 fn resolve_provider(
@@ -448,6 +508,7 @@ fn resolve_provider(
                 .clone()
                 .unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into()),
             max_tokens: layer.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            max_response_bytes: max_response_bytes(loaded)?,
         },
         ProviderKind::OpenAi => ProviderConfig::OpenAi {
             base_url: layer
@@ -456,6 +517,7 @@ fn resolve_provider(
                 .unwrap_or_else(|| DEFAULT_OPENAI_BASE_URL.into()),
             api_key: layer.openai_api_key.clone(),
             model: layer.model.clone().unwrap_or_else(|| DEFAULT_OPENAI_MODEL.into()),
+            max_response_bytes: max_response_bytes(loaded)?,
         },
         ProviderKind::Scripted => ProviderConfig::Scripted {
             script: layer.script.clone().or(default_script).ok_or_else(|| {
@@ -467,6 +529,14 @@ fn resolve_provider(
             })?,
         },
     })
+}
+
+fn max_response_bytes(loaded: &Loaded<ConfigLayer>) -> Result<u64, ConfigError> {
+    match loaded.value.max_model_response_bytes {
+        None => Ok(DEFAULT_MAX_RESPONSE_BYTES),
+        Some(n) if n < 1024 => Err(loaded.invalid("max_model_response_bytes", "must be at least 1024 bytes")),
+        Some(n) => Ok(n),
+    }
 }
 
 /// Splits a comma-separated queue list, dropping blanks.
@@ -490,241 +560,4 @@ pub fn default_identity() -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::HashMap;
-
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |k| map.get(k).cloned()
-    }
-
-    fn load(
-        file: Option<&Path>,
-        vars: &[(&str, &str)],
-        flags: ConfigLayer,
-        default_script: Option<ScriptSource>,
-    ) -> Result<WorkerConfig, ConfigError> {
-        WorkerConfig::load_with(file, env(vars), flags, default_script)
-    }
-
-    #[test]
-    fn file_env_flags_precedence() {
-        let dir = tempfile::tempdir().unwrap();
-        // The JSON files of earlier releases, and TOML with the same keys.
-        let json = dir.path().join("worker.json");
-        std::fs::write(
-            &json,
-            r#"{"slots": 2, "queues": ["a"], "namespace": "ns", "workspace": "ws",
-            "shutdown_grace_secs": 1.5}"#,
-        )
-        .unwrap();
-        let toml = dir.path().join("worker.toml");
-        std::fs::write(
-            &toml,
-            "slots = 2\nqueues = [\"a\"]\nnamespace = \"ns\"\nworkspace = \"ws\"\nshutdown_grace_secs = 1.5\n",
-        )
-        .unwrap();
-        for path in [&json, &toml] {
-            let vars = [
-                ("RAILYARD_SLOTS", "3"),
-                ("RAILYARD_QUEUES", "b, c,"),
-                ("ANTHROPIC_API_KEY", "k"),
-            ];
-            let flags = ConfigLayer {
-                slots: Some(5),
-                ..Default::default()
-            };
-            let cfg = load(Some(path), &vars, flags, None).unwrap();
-            assert_eq!(cfg.slots, 5);
-            assert_eq!(cfg.queues, vec!["b", "c"]);
-            assert_eq!(cfg.namespace, "ns");
-            assert_eq!(cfg.workspace, dir.path().join("ws"));
-            assert_eq!(cfg.shutdown_grace, Duration::from_millis(1500));
-            assert!(matches!(&cfg.provider, ProviderConfig::Anthropic { api_key, .. } if api_key == "k"));
-            assert!(
-                !format!("{:?}", cfg.provider).contains("\"k\""),
-                "key must be redacted"
-            );
-            assert!(cfg.identity.contains(':'));
-            // Without the flag the environment wins over the file; without both, the file.
-            let cfg = load(Some(path), &vars, ConfigLayer::default(), None).unwrap();
-            assert_eq!(cfg.slots, 3);
-            let cfg = load(
-                Some(path),
-                &[("ANTHROPIC_API_KEY", "k")],
-                ConfigLayer::default(),
-                None,
-            )
-            .unwrap();
-            assert_eq!((cfg.slots, cfg.queues), (2, vec!["a".to_string()]));
-        }
-    }
-
-    #[test]
-    fn file_errors_name_file_and_field() {
-        let dir = tempfile::tempdir().unwrap();
-        for name in ["bad.json", "bad.toml"] {
-            let path = dir.path().join(name);
-            let text = if name.ends_with("json") {
-                r#"{"slots": "four"}"#
-            } else {
-                "slots = \"four\""
-            };
-            std::fs::write(&path, text).unwrap();
-            let err = load(Some(&path), &[], ConfigLayer::default(), None)
-                .unwrap_err()
-                .to_string();
-            assert!(err.contains(name) && err.contains("`slots`"), "{err}");
-            let text = if name.ends_with("json") {
-                r#"{"slotz": 4}"#
-            } else {
-                "slotz = 4"
-            };
-            std::fs::write(&path, text).unwrap();
-            let err = load(Some(&path), &[], ConfigLayer::default(), None)
-                .unwrap_err()
-                .to_string();
-            assert!(err.contains(name) && err.contains("slotz"), "{err}");
-        }
-        // A value that is fine alone but not as a setting names where it was set.
-        let path = dir.path().join("zero.toml");
-        std::fs::write(&path, "slots = 0").unwrap();
-        let err = load(
-            Some(&path),
-            &[],
-            ConfigLayer::default(),
-            Some(ScriptSource::Path("s.json".into())),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            err.contains("zero.toml") && err.contains("`slots`: must be at least 1"),
-            "{err}"
-        );
-        let missing = dir.path().join("missing.toml");
-        let err = load(Some(&missing), &[], ConfigLayer::default(), None)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("missing.toml") && err.contains("cannot read"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn script_paths_in_a_file_are_relative_to_it_and_inline_scripts_work() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("w.toml");
-        std::fs::write(&path, "script = \"demo.script.json\"").unwrap();
-        let cfg = load(Some(&path), &[], ConfigLayer::default(), None).unwrap();
-        assert_eq!(
-            cfg.provider,
-            ProviderConfig::Scripted {
-                script: ScriptSource::Path(dir.path().join("demo.script.json"))
-            }
-        );
-        let cfg = load(
-            None,
-            &[("RAILYARD_SCRIPT", r#"{"default": []}"#)],
-            ConfigLayer::default(),
-            None,
-        )
-        .unwrap();
-        assert!(matches!(
-            cfg.provider,
-            ProviderConfig::Scripted {
-                script: ScriptSource::Inline(_)
-            }
-        ));
-        let err = load(
-            None,
-            &[("RAILYARD_SCRIPT", "{oops")],
-            ConfigLayer::default(),
-            None,
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            err.contains("RAILYARD_SCRIPT") && err.contains("inline script"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn provider_selection() {
-        let scripted = load(
-            None,
-            &[],
-            ConfigLayer::default(),
-            Some(ScriptSource::Path("demo.script.json".into())),
-        )
-        .unwrap();
-        assert_eq!(
-            scripted.provider,
-            ProviderConfig::Scripted {
-                script: ScriptSource::Path("demo.script.json".into())
-            }
-        );
-        assert!(load(None, &[], ConfigLayer::default(), None).is_err());
-        let vars = [
-            ("OPENAI_BASE_URL", "http://localhost:11434/v1"),
-            ("RAILYARD_MODEL", "llama3"),
-        ];
-        let local = load(None, &vars, ConfigLayer::default(), None).unwrap();
-        assert!(
-            matches!(local.provider, ProviderConfig::OpenAi { api_key: None, ref model, .. } if model == "llama3")
-        );
-        let err = load(
-            None,
-            &[("RAILYARD_PROVIDER", "anthropic")],
-            ConfigLayer::default(),
-            None,
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(err.contains("ANTHROPIC_API_KEY"), "{err}");
-        let upper = load(
-            None,
-            &[("RAILYARD_PROVIDER", "OpenAI")],
-            ConfigLayer::default(),
-            None,
-        )
-        .unwrap();
-        assert!(matches!(upper.provider, ProviderConfig::OpenAi { .. }));
-        let err = load(
-            None,
-            &[("RAILYARD_PROVIDER", "gpt")],
-            ConfigLayer::default(),
-            None,
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            err.contains("RAILYARD_PROVIDER") && err.contains("unknown provider"),
-            "{err}"
-        );
-        let bad = load(
-            None,
-            &[("RAILYARD_SLOTS", "0")],
-            ConfigLayer::default(),
-            Some(ScriptSource::Path("s.json".into())),
-        );
-        assert!(bad.unwrap_err().to_string().contains("RAILYARD_SLOTS"));
-        let err = load(
-            None,
-            &[("RAILYARD_SLOTS", "9")],
-            ConfigLayer {
-                slots: Some(0),
-                ..Default::default()
-            },
-            Some(ScriptSource::Path("s.json".into())),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(err.contains("flag --slots"), "{err}");
-    }
-}
+mod tests;

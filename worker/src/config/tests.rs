@@ -1,0 +1,297 @@
+//! The worker configuration's loading, precedence and errors.
+
+use super::*;
+use std::collections::HashMap;
+
+fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+    let map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |k| map.get(k).cloned()
+}
+
+fn load(
+    file: Option<&Path>,
+    vars: &[(&str, &str)],
+    flags: ConfigLayer,
+    default_script: Option<ScriptSource>,
+) -> Result<WorkerConfig, ConfigError> {
+    WorkerConfig::load_with(file, env(vars), flags, default_script)
+}
+
+#[test]
+fn file_env_flags_precedence() {
+    let dir = tempfile::tempdir().unwrap();
+    // The JSON files of earlier releases, and TOML with the same keys.
+    let json = dir.path().join("worker.json");
+    std::fs::write(
+        &json,
+        r#"{"slots": 2, "queues": ["a"], "namespace": "ns", "workspace": "ws",
+        "shutdown_grace_secs": 1.5}"#,
+    )
+    .unwrap();
+    let toml = dir.path().join("worker.toml");
+    std::fs::write(
+        &toml,
+        "slots = 2\nqueues = [\"a\"]\nnamespace = \"ns\"\nworkspace = \"ws\"\nshutdown_grace_secs = 1.5\n",
+    )
+    .unwrap();
+    for path in [&json, &toml] {
+        let vars = [
+            ("RAILYARD_SLOTS", "3"),
+            ("RAILYARD_QUEUES", "b, c,"),
+            ("ANTHROPIC_API_KEY", "k"),
+        ];
+        let flags = ConfigLayer {
+            slots: Some(5),
+            ..Default::default()
+        };
+        let cfg = load(Some(path), &vars, flags, None).unwrap();
+        assert_eq!(cfg.slots, 5);
+        assert_eq!(cfg.queues, vec!["b", "c"]);
+        assert_eq!(cfg.namespace, "ns");
+        assert_eq!(cfg.workspace, dir.path().join("ws"));
+        assert_eq!(cfg.shutdown_grace, Duration::from_millis(1500));
+        assert!(matches!(&cfg.provider, ProviderConfig::Anthropic { api_key, .. } if api_key == "k"));
+        assert!(
+            !format!("{:?}", cfg.provider).contains("\"k\""),
+            "key must be redacted"
+        );
+        assert!(cfg.identity.contains(':'));
+        // Without the flag the environment wins over the file; without both, the file.
+        let cfg = load(Some(path), &vars, ConfigLayer::default(), None).unwrap();
+        assert_eq!(cfg.slots, 3);
+        let cfg = load(
+            Some(path),
+            &[("ANTHROPIC_API_KEY", "k")],
+            ConfigLayer::default(),
+            None,
+        )
+        .unwrap();
+        assert_eq!((cfg.slots, cfg.queues), (2, vec!["a".to_string()]));
+    }
+}
+
+#[test]
+fn file_errors_name_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["bad.json", "bad.toml"] {
+        let path = dir.path().join(name);
+        let text = if name.ends_with("json") {
+            r#"{"slots": "four"}"#
+        } else {
+            "slots = \"four\""
+        };
+        std::fs::write(&path, text).unwrap();
+        let err = load(Some(&path), &[], ConfigLayer::default(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(name) && err.contains("`slots`"), "{err}");
+        let text = if name.ends_with("json") {
+            r#"{"slotz": 4}"#
+        } else {
+            "slotz = 4"
+        };
+        std::fs::write(&path, text).unwrap();
+        let err = load(Some(&path), &[], ConfigLayer::default(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(name) && err.contains("slotz"), "{err}");
+    }
+    // A value that is fine alone but not as a setting names where it was set.
+    let path = dir.path().join("zero.toml");
+    std::fs::write(&path, "slots = 0").unwrap();
+    let err = load(
+        Some(&path),
+        &[],
+        ConfigLayer::default(),
+        Some(ScriptSource::Path("s.json".into())),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("zero.toml") && err.contains("`slots`: must be at least 1"),
+        "{err}"
+    );
+    let missing = dir.path().join("missing.toml");
+    let err = load(Some(&missing), &[], ConfigLayer::default(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("missing.toml") && err.contains("cannot read"),
+        "{err}"
+    );
+}
+
+#[test]
+fn script_paths_in_a_file_are_relative_to_it_and_inline_scripts_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.toml");
+    std::fs::write(&path, "script = \"demo.script.json\"").unwrap();
+    let cfg = load(Some(&path), &[], ConfigLayer::default(), None).unwrap();
+    assert_eq!(
+        cfg.provider,
+        ProviderConfig::Scripted {
+            script: ScriptSource::Path(dir.path().join("demo.script.json"))
+        }
+    );
+    let cfg = load(
+        None,
+        &[("RAILYARD_SCRIPT", r#"{"default": []}"#)],
+        ConfigLayer::default(),
+        None,
+    )
+    .unwrap();
+    assert!(matches!(
+        cfg.provider,
+        ProviderConfig::Scripted {
+            script: ScriptSource::Inline(_)
+        }
+    ));
+    let err = load(
+        None,
+        &[("RAILYARD_SCRIPT", "{oops")],
+        ConfigLayer::default(),
+        None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("RAILYARD_SCRIPT") && err.contains("inline script"),
+        "{err}"
+    );
+}
+
+#[test]
+fn provider_selection() {
+    let scripted = load(
+        None,
+        &[],
+        ConfigLayer::default(),
+        Some(ScriptSource::Path("demo.script.json".into())),
+    )
+    .unwrap();
+    assert_eq!(
+        scripted.provider,
+        ProviderConfig::Scripted {
+            script: ScriptSource::Path("demo.script.json".into())
+        }
+    );
+    assert!(load(None, &[], ConfigLayer::default(), None).is_err());
+    let vars = [
+        ("OPENAI_BASE_URL", "http://localhost:11434/v1"),
+        ("RAILYARD_MODEL", "llama3"),
+    ];
+    let local = load(None, &vars, ConfigLayer::default(), None).unwrap();
+    assert!(
+        matches!(local.provider, ProviderConfig::OpenAi { api_key: None, ref model, .. } if model == "llama3")
+    );
+    let err = load(
+        None,
+        &[("RAILYARD_PROVIDER", "anthropic")],
+        ConfigLayer::default(),
+        None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("ANTHROPIC_API_KEY"), "{err}");
+    let upper = load(
+        None,
+        &[("RAILYARD_PROVIDER", "OpenAI")],
+        ConfigLayer::default(),
+        None,
+    )
+    .unwrap();
+    assert!(matches!(upper.provider, ProviderConfig::OpenAi { .. }));
+    let err = load(
+        None,
+        &[("RAILYARD_PROVIDER", "gpt")],
+        ConfigLayer::default(),
+        None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("RAILYARD_PROVIDER") && err.contains("unknown provider"),
+        "{err}"
+    );
+    let bad = load(
+        None,
+        &[("RAILYARD_SLOTS", "0")],
+        ConfigLayer::default(),
+        Some(ScriptSource::Path("s.json".into())),
+    );
+    assert!(bad.unwrap_err().to_string().contains("RAILYARD_SLOTS"));
+    let err = load(
+        None,
+        &[("RAILYARD_SLOTS", "9")],
+        ConfigLayer {
+            slots: Some(0),
+            ..Default::default()
+        },
+        Some(ScriptSource::Path("s.json".into())),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("flag --slots"), "{err}");
+}
+
+#[test]
+fn bash_env_and_response_cap() {
+    let script = || Some(ScriptSource::Path("s.json".into()));
+    let cfg = load(None, &[("ANTHROPIC_API_KEY", "k")], ConfigLayer::default(), None).unwrap();
+    assert!(cfg.bash_env.is_empty());
+    assert!(matches!(
+        cfg.provider,
+        ProviderConfig::Anthropic { max_response_bytes, .. } if max_response_bytes == 32 << 20
+    ));
+    let vars = [
+        ("OPENAI_BASE_URL", "http://localhost:11434/v1"),
+        ("RAILYARD_BASH_ENV", "GOPATH, CARGO_HOME,GOPATH"),
+        ("RAILYARD_MAX_MODEL_RESPONSE_BYTES", "65536"),
+    ];
+    let cfg = load(None, &vars, ConfigLayer::default(), None).unwrap();
+    assert_eq!(cfg.bash_env, vec!["GOPATH", "CARGO_HOME"]);
+    assert!(matches!(
+        cfg.provider,
+        ProviderConfig::OpenAi {
+            max_response_bytes: 65536,
+            ..
+        }
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.toml");
+    std::fs::write(&path, "bash_env = [\"OPENAI_API_KEY\"]").unwrap();
+    let err = load(Some(&path), &[], ConfigLayer::default(), script())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("w.toml") && err.contains("`bash_env`") && err.contains("never passed to bash"),
+        "{err}"
+    );
+    let flags = ConfigLayer {
+        bash_env: Some(vec!["A=B".into()]),
+        ..Default::default()
+    };
+    let err = load(None, &[], flags, script()).unwrap_err().to_string();
+    assert!(
+        err.contains("flag --bash-env") && err.contains("not an environment variable name"),
+        "{err}"
+    );
+    let err = load(
+        None,
+        &[
+            ("ANTHROPIC_API_KEY", "k"),
+            ("RAILYARD_MAX_MODEL_RESPONSE_BYTES", "10"),
+        ],
+        ConfigLayer::default(),
+        None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("RAILYARD_MAX_MODEL_RESPONSE_BYTES") && err.contains("at least 1024"),
+        "{err}"
+    );
+}

@@ -1,0 +1,98 @@
+//! Keeping the worker's own credentials away from the commands `bash` runs.
+//!
+//! `bash` gets an allowlisted environment (see [`crate::tools::BASH_DEFAULT_ENV`]), but
+//! a command can still look at its parent, the worker: `/proc/$PPID/environ` shows the
+//! environment the worker was started with, whatever the worker later changes in its
+//! own `environ`, because the kernel reads it from the original block of memory at the
+//! top of the stack. [`protect_process`] closes that in two ways, once the configuration
+//! has been read:
+//!
+//! 1. the worker becomes non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`), so a process of the
+//!    same user without `CAP_SYS_PTRACE` (a worker not run as root) can no longer read
+//!    any of the worker's `/proc/<pid>/environ` or `/proc/<pid>/mem`;
+//! 2. the entries of [`WORKER_SECRETS`] in that original block are overwritten with NUL
+//!    bytes (through `/proc/self/mem`, no unsafe code), so even a command running as root
+//!    reads nothing of them. The values were read into the configuration before.
+//!
+//! Neither makes `bash` a sandbox: run workers as a dedicated user, in a container, with
+//! only the files and variables a step may see.
+
+use std::fs::OpenOptions;
+use std::io::{Seek, SeekFrom, Write};
+
+use crate::tools::WORKER_SECRETS;
+
+/// What [`protect_process`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Protection {
+    /// The process is no longer dumpable.
+    pub non_dumpable: bool,
+    /// The names whose entries in the original environment block were wiped.
+    pub wiped: Vec<String>,
+}
+
+/// Makes the worker non-dumpable and wipes its credentials from the environment block
+/// `/proc/<pid>/environ` reads; afterwards `std::env::var` no longer finds them either.
+/// Call it after the configuration is loaded. Failures are logged and reported, never
+/// fatal: a worker on a system without `/proc` still runs.
+pub fn protect_process() -> Protection {
+    let mut done = Protection::default();
+    #[cfg(target_os = "linux")]
+    match nix::sys::prctl::set_dumpable(false) {
+        Ok(()) => done.non_dumpable = true,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot make the worker non-dumpable; commands of the same user may read its /proc entries")
+        }
+    }
+    match wipe_environ(&WORKER_SECRETS) {
+        Ok(wiped) => done.wiped = wiped,
+        Err(e) => tracing::warn!(error = %e,
+            "cannot wipe the worker's credentials from its original environment; bash commands may read them from /proc/$PPID/environ"),
+    }
+    done
+}
+
+/// Overwrites every `NAME=value` entry of `names` in the original environment block
+/// with NUL bytes; returns the names wiped.
+fn wipe_environ(names: &[&str]) -> std::io::Result<Vec<String>> {
+    let block = std::fs::read("/proc/self/environ")?;
+    let mut targets = Vec::new();
+    let mut offset = 0usize;
+    for entry in block.split(|b| *b == 0) {
+        let name = entry.split(|b| *b == b'=').next().unwrap_or_default();
+        if entry.contains(&b'=')
+            && let Some(found) = names.iter().find(|n| n.as_bytes() == name)
+        {
+            targets.push((offset, entry.len(), (*found).to_string()));
+        }
+        offset += entry.len() + 1;
+    }
+    if targets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let start = env_start()?;
+    let mut mem = OpenOptions::new().write(true).open("/proc/self/mem")?;
+    let mut wiped = Vec::new();
+    for (at, len, name) in targets {
+        mem.seek(SeekFrom::Start(start + at as u64))?;
+        mem.write_all(&vec![0u8; len])?;
+        if !wiped.contains(&name) {
+            wiped.push(name);
+        }
+    }
+    Ok(wiped)
+}
+
+/// The address of the original environment block: field 50 (`env_start`) of
+/// `/proc/self/stat`, counted after the command name, which may hold spaces.
+fn env_start() -> std::io::Result<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    let after_comm = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or_default();
+    // Fields from 3 (state) on; env_start is field 50.
+    after_comm
+        .split_whitespace()
+        .nth(50 - 3)
+        .and_then(|f| f.parse().ok())
+        .filter(|addr| *addr != 0)
+        .ok_or_else(|| std::io::Error::other("no env_start in /proc/self/stat"))
+}
