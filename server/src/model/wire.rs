@@ -22,18 +22,26 @@ pub fn event_attributes(kind: &EventKind) -> Value {
             parent_run_id,
             callback_url,
             task_queue,
-        } => json!({
-            "workflowId": workflow_id,
-            // The definition as its file format writes it (`workflow::WorkflowDef`),
-            // which is public already: users write it.
-            "definition": serde_json::to_value(&**definition).unwrap_or(Value::Null),
-            "goal": goal,
-            "context": map(context),
-            "requestId": request_id,
-            "parentRunId": parent_run_id,
-            "callbackUrl": callback_url,
-            "taskQueue": task_queue,
-        }),
+        } => {
+            let mut attrs = json!({
+                "workflowId": workflow_id,
+                // The definition as its file format writes it (`workflow::WorkflowDef`),
+                // which is public already: users write it.
+                "definition": serde_json::to_value(&**definition).unwrap_or(Value::Null),
+                "goal": goal,
+                "context": map(context),
+                "requestId": request_id,
+                "parentRunId": parent_run_id,
+                "callbackUrl": callback_url,
+            });
+            // Only when set, so the events of runs started before it existed read as they did.
+            if !task_queue.is_empty()
+                && let Value::Object(m) = &mut attrs
+            {
+                m.insert("taskQueue".into(), json!(task_queue));
+            }
+            attrs
+        }
         EventKind::StepScheduled {
             step_id,
             step_index,
