@@ -202,6 +202,18 @@ impl Harness {
     }
 }
 
+/// The server's `/metrics` text.
+async fn metrics(h: &Harness) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(h.s.server.http_addr)
+        .await
+        .unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await.unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).await.unwrap();
+    text
+}
+
 async fn poll(w: &StepWorker) -> v1::StepTask {
     w.poll(Duration::from_secs(10)).await.unwrap().expect("a task")
 }
@@ -405,6 +417,18 @@ async fn catch_up_after_downtime_inside_and_outside_the_window() {
     let mut want: BTreeSet<String> = (8..=10).map(|m| run_id("narrow", T0 + m * MIN)).collect();
     want.insert(run_id("wide", T0 + MIN));
     assert_eq!(runs, want);
+    // Counted where an alert can see them.
+    let text = metrics(&h).await;
+    for want in [
+        r#"railyard_schedule_fires_total{namespace="default",schedule="narrow",reason="taken"} 3"#,
+        r#"railyard_schedule_fires_total{namespace="default",schedule="narrow",reason="missed_catchup_window"} 7"#,
+        r#"railyard_schedule_fires_total{namespace="default",schedule="wide",reason="taken"} 1"#,
+        r#"railyard_schedule_fires_total{namespace="default",schedule="wide",reason="skipped_overlap"} 9"#,
+        r#"railyard_schedule_fires_total{namespace="default",schedule="wide",reason="buffer_overflow"} 0"#,
+        r#"railyard_schedules{namespace="default"} 2"#,
+    ] {
+        assert!(text.lines().any(|l| l == want), "{want} not in:\n{text}");
+    }
     // Another restart changes nothing.
     let h = h.restart(0).await;
     assert_eq!(h.run_ids().await, want);
