@@ -626,6 +626,50 @@ async fn pause_on_failure_trigger_and_backfill() {
 }
 
 #[tokio::test]
+async fn lists_page_and_a_repeated_patch_is_applied_once() {
+    let h = harness().await;
+    for id in ["c", "a", "b"] {
+        h.create(request(id, "every 1h", OverlapPolicy::AllowAll)).await;
+    }
+    let mut ids = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page =
+            h.s.sched
+                .clone()
+                .list_schedules(v1::ListSchedulesRequest {
+                    namespace: "default".into(),
+                    page_size: 2,
+                    page_token: token,
+                })
+                .await
+                .unwrap()
+                .into_inner();
+        assert!(page.schedules.len() <= 2);
+        ids.extend(page.schedules.into_iter().map(|s| s.schedule_id));
+        token = page.next_page_token;
+        if token.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(ids, ["a", "b", "c"]);
+
+    let trigger = |p: &mut v1::PatchScheduleRequest| {
+        p.trigger = Some(v1::ScheduleTrigger::default());
+        p.request_id = "once".into();
+    };
+    let first = h.patch("a", trigger).await.unwrap();
+    assert_eq!(first.triggered_run_id, run_id("a", T0));
+    h.advance(1);
+    let again = h.patch("a", trigger).await.unwrap();
+    assert_eq!(again.triggered_run_id, "", "a retried patch changes nothing");
+    let info = h.describe("a").await;
+    assert_eq!(Harness::state(&info).total_actions, 1);
+    assert_eq!(h.run_ids().await, [run_id("a", T0)].into());
+    h.s.server.shutdown().await;
+}
+
+#[tokio::test]
 async fn bad_specs_unknown_workflows_and_bad_patches_get_clear_errors() {
     let h = harness().await;
     let refused = |req: v1::CreateScheduleRequest| {
