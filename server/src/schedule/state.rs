@@ -531,12 +531,12 @@ impl Schedule {
             }
             let room = MAX_BACKFILL_FIRES + 1 - fires.len();
             let times = self.spec.upcoming(start.saturating_sub(1), room);
-            fires.extend(
-                times
-                    .into_iter()
-                    .take_while(|&t| t <= end)
-                    .map(|due| (due, overlap.unwrap_or(Overlap::BufferAll))),
-            );
+            for due in times.into_iter().take_while(|&t| t <= end) {
+                // Overlapping ranges name a due time once.
+                if !fires.iter().any(|&(d, _)| d == due) {
+                    fires.push((due, overlap.unwrap_or(Overlap::BufferAll)));
+                }
+            }
             if fires.len() > MAX_BACKFILL_FIRES {
                 return Err(Refusal::BackfillTooMany);
             }

@@ -713,6 +713,22 @@ fn backfill_takes_past_fire_times_in_order_buffered_by_default() {
         ]
     );
     assert!(w.s.recent_actions.iter().all(|a| a.origin == Origin::Backfill));
+
+    // Overlapping ranges take a due time once.
+    let mut out = Vec::new();
+    let ranges = [
+        (
+            base() + 5 * 60 * MIN,
+            base() + 6 * 60 * MIN,
+            Some(Overlap::AllowAll),
+        ),
+        (
+            base() + 6 * 60 * MIN,
+            base() + 7 * 60 * MIN,
+            Some(Overlap::AllowAll),
+        ),
+    ];
+    assert_eq!(w.s.backfill(&ranges, w.now, &mut out).unwrap(), 3);
 }
 
 #[test]
