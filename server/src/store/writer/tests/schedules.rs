@@ -314,3 +314,27 @@ async fn backfill_over_fired(kind: Kind) {
         2
     );
 }
+
+on_both!(
+    cancel_other_of_a_run_whose_step_waits_starts_the_next_in_the_same_commit,
+    cancel_other_unleased
+);
+async fn cancel_other_unleased(kind: Kind) {
+    let fx = fx(kind);
+    fx.writer
+        .create_schedule(create("c", "two", Overlap::CancelOther))
+        .await
+        .unwrap();
+    fx.advance(MIN);
+    fx.fire_all().await;
+    fx.advance(MIN);
+    // One fire: the cancel closes the unleased run at once, and its close starts
+    // the waiting fire, all in the fire's transaction.
+    assert_eq!(fx.writer.fire_timers().await.unwrap(), 1);
+    assert_eq!(fx.status(&run_id("c", T0 + MIN)), Some(RunStatus::Canceled));
+    assert_eq!(fx.status(&run_id("c", T0 + 2 * MIN)), Some(RunStatus::Running));
+    let s = fx.schedule("c");
+    assert!(s.buffer.is_empty());
+    assert_eq!(s.running, vec![run_id("c", T0 + 2 * MIN)]);
+    assert_eq!(s.recent_actions[0].status, RunStatus::Canceled);
+}
