@@ -1,14 +1,19 @@
-//! Schedules: when a schedule fires ([`spec`]) and what one fire is called and
-//! starts with ([`Fire`]). Pure and clock-free: every time is passed in as
-//! [`Millis`], so the fire loop can evaluate specs against the server's clock.
+//! Schedules: when a schedule fires ([`spec`]), what one fire is called and
+//! starts with ([`Fire`]), and the state machine of a schedule under its policies
+//! ([`state`]). Pure and clock-free: every time is passed in as [`Millis`], so the
+//! writer evaluates schedules against the server's clock.
 //!
-//! Storage, the `Schedules` gRPC service, the fire loop and the CLI build on this
-//! (see "Schedules (in progress)" in `ARCHITECTURE.md`).
+//! Storage (`store/records/schedules.rs`), the writer's schedule commands, the
+//! `Schedules` service and the fire path build on this (see "Schedules" in
+//! `ARCHITECTURE.md`).
 
 pub mod cron;
 pub mod interval;
 pub mod spec;
+pub mod state;
 
+#[cfg(test)]
+mod state_tests;
 #[cfg(test)]
 mod tests;
 
@@ -17,6 +22,7 @@ use chrono::{DateTime, Utc};
 pub use cron::{CronField, CronProblem};
 pub use interval::IntervalProblem;
 pub use spec::{ScheduleSpec, SpecDoc, SpecError};
+pub use state::{Effect, Origin, Overlap, Policies, Schedule};
 
 use crate::clock::Millis;
 use crate::ids::{MAX_NAME, NAME_CHARACTERS, NameError, check_name};

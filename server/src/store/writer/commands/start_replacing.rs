@@ -1,5 +1,6 @@
-//! Terminate one run if it is open and start another, in one commit: what a
-//! schedule with the TERMINATE_OTHER overlap policy does when it fires.
+//! Terminate one run if it is open and start another, in one commit, for a
+//! client. (A schedule's TERMINATE_OTHER does the same inside its own fire command,
+//! `schedule::commit`.)
 
 use super::*;
 
