@@ -10,6 +10,7 @@
 //! errors are [`ApiError`](crate::error::ApiError), which the front end maps.
 
 pub mod caller;
+pub mod keys;
 pub mod limits;
 pub mod runs;
 pub mod tasks;
@@ -30,7 +31,8 @@ use crate::token::TokenKeys;
 use crate::watch::Watchers;
 use crate::workflow::WorkflowRegistry;
 
-pub use caller::{Caller, CallerInput, Principal, Role};
+pub use crate::auth::Role;
+pub use caller::{Caller, CallerInput, Credentials, Operation, Principal};
 
 /// The service's state: what every request shares.
 pub struct Core {
@@ -43,6 +45,8 @@ pub struct Core {
     pub keys: TokenKeys,
     pub workflows: Arc<WorkflowRegistry>,
     pub namespaces: HashSet<String>,
+    /// Whether requests must present an API key ([`caller::authenticate`]).
+    pub auth: bool,
     /// Turns true when the server shuts down; long waits end early on it.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
 }

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::auth::ApiKey;
 use crate::clock::Millis;
 use crate::error::StorageError;
 use crate::model::{Event, RunState, Timer};
@@ -75,6 +76,12 @@ pub trait Snapshot {
 
     /// The highest task or timer sequence number in use (0 when none).
     fn max_seq(&self) -> Result<u64, StorageError>;
+
+    /// The API key stored under `key_id`.
+    fn api_key(&self, key_id: &str) -> Result<Option<ApiKey>, StorageError>;
+
+    /// API keys with ids after `after`, in id order, until `visit` returns false.
+    fn api_keys(&self, after: &str, visit: &mut dyn FnMut(ApiKey) -> bool) -> Result<(), StorageError>;
 }
 
 /// A write transaction: reads see its own writes.
@@ -111,6 +118,9 @@ pub trait WriteTx: Snapshot {
 
     /// Records that an idempotency key points at `run_id`.
     fn insert_idempotency(&mut self, ns: &str, key: &str, run_id: &str) -> Result<(), StorageError>;
+
+    /// Writes an API key's row (a new key, or a revoked one).
+    fn put_api_key(&mut self, key: &ApiKey) -> Result<(), StorageError>;
 }
 
 /// A database the server can run on.

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::StoredTask;
 use super::backend::{Backend, DueTimer, Snapshot, TimerKey, WriteTx};
+use crate::auth::ApiKey;
 use crate::clock::Millis;
 use crate::error::StorageError;
 use crate::model::{Event, RunState, Timer};
@@ -31,6 +32,7 @@ struct Data {
     by_start: BTreeSet<(String, Millis, String)>,
     children: BTreeSet<(String, String, String)>,
     namespaces: BTreeSet<String>,
+    api_keys: BTreeMap<String, ApiKey>,
 }
 
 fn key(ns: &str, run_id: &str) -> RunKey {
@@ -299,6 +301,21 @@ macro_rules! reads {
         fn max_seq(&self) -> Result<u64, StorageError> {
             Ok(self.$data().max_seq())
         }
+
+        fn api_key(&self, key_id: &str) -> Result<Option<ApiKey>, StorageError> {
+            Ok(self.$data().api_keys.get(key_id).cloned())
+        }
+
+        fn api_keys(&self, after: &str, visit: &mut dyn FnMut(ApiKey) -> bool) -> Result<(), StorageError> {
+            use std::ops::Bound;
+            let range = (Bound::Excluded(after.to_string()), Bound::Unbounded);
+            for key in self.$data().api_keys.range(range).map(|(_, k)| k) {
+                if !visit(key.clone()) {
+                    break;
+                }
+            }
+            Ok(())
+        }
     };
 }
 
@@ -404,6 +421,12 @@ impl WriteTx for MemoryTx<'_> {
     fn insert_idempotency(&mut self, ns: &str, k: &str, run_id: &str) -> Result<(), StorageError> {
         self.change(|d| {
             d.idempotency.insert(key(ns, k), run_id.into());
+        })
+    }
+
+    fn put_api_key(&mut self, k: &ApiKey) -> Result<(), StorageError> {
+        self.change(|d| {
+            d.api_keys.insert(k.key_id.clone(), k.clone());
         })
     }
 }

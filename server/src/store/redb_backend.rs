@@ -18,6 +18,7 @@ use redb::{
 use super::backend::{Backend, DueTimer, Snapshot, TimerKey, WriteTx};
 use super::records::{self, DefinitionTableKey, Definitions};
 use super::{OpenError, StoredTask, migrate};
+use crate::auth::ApiKey;
 use crate::clock::Millis;
 use crate::error::StorageError;
 use crate::model::{Event, EventKind, RunState, Timer};
@@ -50,6 +51,9 @@ pub(crate) const NAMESPACES: TableDefinition<&str, &[u8]> = TableDefinition::new
 /// used, stored once; run records and `RunStarted` events name it by this key.
 pub(crate) const DEFINITIONS: TableDefinition<DefinitionTableKey, &[u8]> =
     TableDefinition::new("definitions");
+/// Key id → API key record (hash, namespace, role, expiry, revocation). Added to
+/// layout 3 without a new layout version: an older file gets the empty table at open.
+pub(crate) const API_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("api_keys");
 /// Name → value: the storage layout version (`schema`).
 pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
@@ -131,6 +135,7 @@ impl RedbBackend {
             tx.open_table(RUNS_BY_START)?;
             tx.open_table(CHILDREN)?;
             tx.open_table(DEFINITIONS)?;
+            tx.open_table(API_KEYS)?;
             let mut ns = tx.open_table(NAMESPACES)?;
             if ns.get(railyard_proto::DEFAULT_NAMESPACE)?.is_none() {
                 ns.insert(railyard_proto::DEFAULT_NAMESPACE, b"{}".as_slice())?;
@@ -352,6 +357,29 @@ fn max_seq_in(
     Ok(max)
 }
 
+fn api_key_in(
+    t: &impl ReadableTable<&'static str, &'static [u8]>,
+    key_id: &str,
+) -> Result<Option<ApiKey>, StorageError> {
+    t.get(key_id)?
+        .map(|v| records::decode_api_key(v.value()))
+        .transpose()
+}
+
+fn api_keys_in(
+    t: &impl ReadableTable<&'static str, &'static [u8]>,
+    after: &str,
+    visit: &mut dyn FnMut(ApiKey) -> bool,
+) -> Result<(), StorageError> {
+    use std::ops::Bound;
+    for row in t.range::<&str>((Bound::Excluded(after), Bound::Unbounded))? {
+        if !visit(records::decode_api_key(row?.1.value())?) {
+            break;
+        }
+    }
+    Ok(())
+}
+
 type ReadRunRows<'a> =
     RunRows<'a, ReadOnlyTable<RunsKey, &'static [u8]>, ReadOnlyTable<DefinitionTableKey, &'static [u8]>>;
 
@@ -445,6 +473,14 @@ impl Snapshot for RedbSnapshot {
     fn max_seq(&self) -> Result<u64, StorageError> {
         max_seq_in(&self.tx.open_table(TASKS)?, &self.tx.open_table(TIMERS)?)
     }
+
+    fn api_key(&self, key_id: &str) -> Result<Option<ApiKey>, StorageError> {
+        api_key_in(&self.tx.open_table(API_KEYS)?, key_id)
+    }
+
+    fn api_keys(&self, after: &str, visit: &mut dyn FnMut(ApiKey) -> bool) -> Result<(), StorageError> {
+        api_keys_in(&self.tx.open_table(API_KEYS)?, after, visit)
+    }
 }
 
 /// The open write transaction's tables.
@@ -531,6 +567,15 @@ impl Snapshot for RedbTx<'_> {
     fn max_seq(&self) -> Result<u64, StorageError> {
         max_seq_in(&self.tasks, &self.timers)
     }
+
+    // Keys are not among the tables the writer opens: opened only if asked.
+    fn api_key(&self, key_id: &str) -> Result<Option<ApiKey>, StorageError> {
+        api_key_in(&self.tx.open_table(API_KEYS)?, key_id)
+    }
+
+    fn api_keys(&self, after: &str, visit: &mut dyn FnMut(ApiKey) -> bool) -> Result<(), StorageError> {
+        api_keys_in(&self.tx.open_table(API_KEYS)?, after, visit)
+    }
 }
 
 impl WriteTx for RedbTx<'_> {
@@ -605,6 +650,14 @@ impl WriteTx for RedbTx<'_> {
 
     fn insert_idempotency(&mut self, ns: &str, key: &str, run_id: &str) -> Result<(), StorageError> {
         self.idempotency.insert((ns, key), run_id)?;
+        Ok(())
+    }
+
+    fn put_api_key(&mut self, key: &ApiKey) -> Result<(), StorageError> {
+        let row = records::encode_api_key(key)?;
+        self.tx
+            .open_table(API_KEYS)?
+            .insert(key.key_id.as_str(), row.as_slice())?;
         Ok(())
     }
 }

@@ -237,6 +237,16 @@ impl Writer {
         .await
     }
 
+    /// Stores a new API key; refused if its id is taken.
+    pub async fn create_api_key(&self, key: crate::auth::ApiKey) -> Result<crate::auth::ApiKey, ApiError> {
+        self.call(commands::CreateApiKey { key }).await
+    }
+
+    /// Revokes an API key (a no-op if it already is); answers the key as stored.
+    pub async fn revoke_api_key(&self, key_id: String) -> Result<crate::auth::ApiKey, ApiError> {
+        self.call(commands::RevokeApiKey { key_id }).await
+    }
+
     /// Fires every timer due now; returns how many fired.
     pub async fn fire_timers(&self) -> Result<usize, ApiError> {
         self.call(commands::FireTimers).await

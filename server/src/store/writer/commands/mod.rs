@@ -6,10 +6,12 @@ use super::cx::Cx;
 use super::*;
 
 mod complete;
+mod create_api_key;
 mod fail;
 mod fire_timers;
 mod heartbeat;
 mod lease;
+mod revoke_api_key;
 mod signal;
 mod start;
 mod start_replacing;
@@ -17,10 +19,12 @@ mod stop;
 mod undelivered;
 
 pub use complete::Complete;
+pub use create_api_key::CreateApiKey;
 pub use fail::Fail;
 pub use fire_timers::FireTimers;
 pub use heartbeat::Heartbeat;
 pub use lease::LeaseTask;
+pub use revoke_api_key::RevokeApiKey;
 pub use signal::Signal;
 pub use start::StartCommand;
 pub use start_replacing::{Replaced, StartReplacing};
@@ -148,4 +152,6 @@ commands! {
     Stop(StopRun),
     FireTimers(FireTimers),
     Undelivered(Undelivered),
+    CreateApiKey(CreateApiKey),
+    RevokeApiKey(RevokeApiKey),
 }
