@@ -4,8 +4,8 @@
 //! - `railyard server` runs the history server.
 //! - `railyard worker` polls task queues and runs leased steps as agent loops.
 //! - `railyard dev` runs a server and a worker in one process and shows a demo run.
-//! - `railyard run|workflow|task|queue ...` are client commands over gRPC; they take
-//!   `--server`, `--namespace` and `--output` (see [`global::GlobalOpts`]).
+//! - `railyard run|workflow|task|queue|key ...` are client commands over gRPC; they take
+//!   `--server`, `--namespace`, `--api-key` and `--output` (see [`global::GlobalOpts`]).
 //! - `railyard bench` measures an in-process server.
 //! - `railyard mcp` serves MCP on stdio for an outside agent.
 //!
@@ -18,6 +18,7 @@ mod bench;
 mod builtin;
 mod dev;
 mod global;
+mod key;
 mod mcp;
 mod output;
 mod queue;
@@ -84,7 +85,7 @@ enum Command {
     Server(server_cmd::ServerArgs),
     /// Poll task queues and run leased steps as LLM agent loops until SIGTERM or Ctrl-C.
     ///
-    /// Settings: flags win over the environment (RAILYARD_SERVER, RAILYARD_QUEUES,
+    /// Settings: flags win over the environment (RAILYARD_SERVER, RAILYARD_API_KEY, RAILYARD_QUEUES,
     /// RAILYARD_SLOTS, RAILYARD_WORKSPACE, RAILYARD_PROVIDER, RAILYARD_MODEL,
     /// RAILYARD_SCRIPT, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, OPENAI_API_KEY,
     /// OPENAI_BASE_URL ...), which wins over the --config file.
@@ -108,6 +109,9 @@ enum Command {
     /// Task queue state.
     #[command(subcommand)]
     Queue(queue::QueueCommand),
+    /// API keys of a server that runs with --auth (needs an admin key).
+    #[command(subcommand)]
+    Key(key::KeyCommand),
     /// Measure throughput and latency of an in-process server over real gRPC.
     Bench(bench::BenchArgs),
     /// Serve MCP on stdin/stdout for an agent (Claude Code, Cursor, any MCP client),
@@ -172,6 +176,7 @@ where
         };
         a.server_flag = typed("server");
         a.namespace_flag = typed("namespace");
+        a.api_key_flag = typed("api_key");
     }
     Ok(cli)
 }
@@ -186,6 +191,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Workflow(c) => workflow::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Task(c) => task::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Queue(c) => queue::run(g, c).await.map(|()| ExitCode::SUCCESS),
+        Command::Key(c) => key::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Bench(a) => bench::run(g, a).await.map(|()| ExitCode::SUCCESS),
         Command::Mcp => mcp::run(g).await.map(|()| ExitCode::SUCCESS),
     }

@@ -100,7 +100,11 @@ impl Worker {
             path: config.workspace.clone(),
             source,
         })?;
-        let client = Client::connect(&config.server_url).await?;
+        let opts = railyard_proto::ConnectOptions {
+            api_key: config.api_key.clone(),
+            ..Default::default()
+        };
+        let client = Client::connect_with(&config.server_url, opts).await?;
         info!(identity = %config.identity, server = %config.server_url, namespace = %config.namespace,
             queues = ?config.queues, slots = config.slots, provider = %config.provider.describe(),
             workspace = %config.workspace.display(), "worker started");
