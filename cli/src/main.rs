@@ -217,7 +217,8 @@ fn hint_for(e: &anyhow::Error) -> Option<&'static str> {
             Some("is `railyard server` running there? Point --server (or RAILYARD_SERVER) at it.")
         }
         railyard_proto::ClientError::Unauthenticated(_) => Some(
-            "the server does not know who you are: it wants credentials this client did not send or it refused.",
+            "the server wants an API key and refused the credentials sent (or none were): pass --api-key or \
+             set RAILYARD_API_KEY (a server's first admin key is in <data-dir>/admin.key).",
         ),
         _ => None,
     }
