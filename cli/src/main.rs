@@ -4,7 +4,7 @@
 //! - `railyard server` runs the history server.
 //! - `railyard worker` polls task queues and runs leased steps as agent loops.
 //! - `railyard dev` runs a server and a worker in one process and shows a demo run.
-//! - `railyard run|workflow|task|queue|key ...` are client commands over gRPC; they take
+//! - `railyard run|workflow|task|queue|key|namespace ...` are client commands over gRPC; they take
 //!   `--server`, `--namespace`, `--api-key` and `--output` (see [`global::GlobalOpts`]).
 //! - `railyard bench` measures an in-process server.
 //! - `railyard mcp` serves MCP on stdio for an outside agent.
@@ -20,6 +20,7 @@ mod dev;
 mod global;
 mod key;
 mod mcp;
+mod namespace;
 mod output;
 mod queue;
 mod run;
@@ -112,6 +113,9 @@ enum Command {
     /// API keys of a server that runs with --auth (needs an admin key).
     #[command(subcommand)]
     Key(key::KeyCommand),
+    /// Namespaces: create, describe, list, update, delete (needs an admin key).
+    #[command(subcommand)]
+    Namespace(namespace::NamespaceCommand),
     /// Measure throughput and latency of an in-process server over real gRPC.
     Bench(bench::BenchArgs),
     /// Serve MCP on stdin/stdout for an agent (Claude Code, Cursor, any MCP client),
@@ -192,6 +196,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Task(c) => task::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Queue(c) => queue::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Key(c) => key::run(g, c).await.map(|()| ExitCode::SUCCESS),
+        Command::Namespace(c) => namespace::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Bench(a) => bench::run(g, a).await.map(|()| ExitCode::SUCCESS),
         Command::Mcp => mcp::run(g).await.map(|()| ExitCode::SUCCESS),
     }

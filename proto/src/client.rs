@@ -562,4 +562,88 @@ impl Client {
             message: "the server answered without the key".into(),
         })
     }
+
+    /// Creates a namespace (needs an admin key of every namespace, `*`).
+    pub async fn create_namespace(
+        &self,
+        name: &str,
+        description: &str,
+    ) -> Result<NamespaceInfo, ClientError> {
+        let req = CreateNamespaceRequest {
+            name: name.into(),
+            description: description.into(),
+        };
+        // A retried create after a lost answer meets ALREADY_EXISTS: tried once.
+        let deadline = self.opts.request_timeout;
+        let resp = match tokio::time::timeout(deadline, self.admin().create_namespace(req)).await {
+            Ok(r) => r
+                .map(tonic::Response::into_inner)
+                .map_err(|s| ClientError::from_status(&self.url, s))?,
+            Err(_) => {
+                return Err(ClientError::DeadlineExceeded(format!(
+                    "no answer within {deadline:?}"
+                )));
+            }
+        };
+        resp.namespace.ok_or_else(missing)
+    }
+
+    pub async fn describe_namespace(&self, name: &str) -> Result<NamespaceInfo, ClientError> {
+        let req = DescribeNamespaceRequest { name: name.into() };
+        let resp = self
+            .retrying(Duration::ZERO, || {
+                let (mut c, r) = (self.admin(), req.clone());
+                async move { c.describe_namespace(r).await }
+            })
+            .await?;
+        resp.namespace.ok_or_else(missing)
+    }
+
+    /// Every namespace the client's key reaches.
+    pub async fn list_namespaces(&self) -> Result<Vec<NamespaceInfo>, ClientError> {
+        let resp = self
+            .retrying(Duration::ZERO, || {
+                let mut c = self.admin();
+                async move { c.list_namespaces(ListNamespacesRequest {}).await }
+            })
+            .await?;
+        Ok(resp.namespaces)
+    }
+
+    pub async fn update_namespace(
+        &self,
+        name: &str,
+        description: &str,
+    ) -> Result<NamespaceInfo, ClientError> {
+        let req = UpdateNamespaceRequest {
+            name: name.into(),
+            description: description.into(),
+        };
+        let resp = self
+            .retrying(Duration::ZERO, || {
+                let (mut c, r) = (self.admin(), req.clone());
+                async move { c.update_namespace(r).await }
+            })
+            .await?;
+        resp.namespace.ok_or_else(missing)
+    }
+
+    /// Deletes an empty namespace and revokes its keys.
+    pub async fn delete_namespace(&self, name: &str) -> Result<(), ClientError> {
+        let req = DeleteNamespaceRequest { name: name.into() };
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.admin(), req.clone());
+            async move { c.delete_namespace(r).await }
+        })
+        .await
+        .map(drop)
+    }
+}
+
+/// An answer that lacks what it must hold.
+fn missing() -> ClientError {
+    ClientError::Other {
+        code: Code::Internal,
+        message: "the server's answer is missing its result".into(),
+    }
 }

@@ -14,6 +14,7 @@ pub mod ids;
 pub mod matching;
 pub mod metrics;
 pub mod model;
+pub mod namespace;
 pub mod schedule;
 pub mod service;
 pub mod store;
@@ -221,7 +222,7 @@ impl RunningServer {
             clock: config.clock.clone(),
             keys,
             workflows: Arc::new(workflows),
-            namespaces,
+            namespaces: namespaces.into(),
             auth: config.auth,
             shutdown: shutdown_rx.clone(),
         });

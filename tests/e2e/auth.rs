@@ -124,6 +124,37 @@ fn a_server_with_auth_works_with_its_keys_and_refuses_the_rest() {
     let line = error_line(ry_as(&server, &client_key, &["key", "list"]));
     assert!(line.contains("which may not manage API keys"), "{line}");
 
+    // Namespaces, by the admin key; a key of one is refused in another.
+    let made = ok(ry_as(
+        &server,
+        &admin_key,
+        &["namespace", "create", "team", "--description", "a team"],
+    ));
+    assert!(
+        made.starts_with("namespace    team\ndescription  a team\n"),
+        "{made}"
+    );
+    let listed = ok(ry_as(&server, &admin_key, &["namespace", "list"]));
+    assert!(
+        listed.contains("\ndefault ") && listed.contains("\nteam "),
+        "{listed}"
+    );
+    let team_key = ok(ry_as(
+        &server,
+        &admin_key,
+        &["key", "create", "-n", "team", "--role", "client"],
+    ));
+    let team_key = team_key.trim();
+    ok(ry_as(&server, team_key, &["run", "list", "-n", "team"]));
+    let line = error_line(ry_as(&server, team_key, &["run", "list"]));
+    assert!(
+        line.ends_with("is for namespace \"team\", not \"default\""),
+        "{line}"
+    );
+    let line = error_line(ry_as(&server, &client_key, &["namespace", "create", "mine"]));
+    assert!(line.contains("which may not manage namespaces"), "{line}");
+    ok(ry_as(&server, &admin_key, &["namespace", "delete", "team"]));
+
     // Revoked: refused from the next request on.
     let revoked = ok(ry_as(&server, &admin_key, &["key", "revoke", &worker_key]));
     assert!(

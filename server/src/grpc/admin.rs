@@ -8,7 +8,8 @@ use tonic::{Request, Response, Status};
 
 use super::*;
 use crate::auth::{ApiKey, Role};
-use crate::service::keys;
+use crate::namespace::Namespace;
+use crate::service::{keys, namespaces};
 
 /// The `Admin` service.
 pub struct AdminService {
@@ -48,8 +49,70 @@ pub fn key_info(k: &ApiKey) -> v1::ApiKeyInfo {
     }
 }
 
+fn namespace_info(ns: &Namespace) -> v1::NamespaceInfo {
+    v1::NamespaceInfo {
+        name: ns.name.clone(),
+        description: ns.description.clone(),
+        create_time_unix_ms: ns.created_ms,
+        update_time_unix_ms: ns.updated_ms,
+    }
+}
+
 #[tonic::async_trait]
 impl Admin for AdminService {
+    async fn create_namespace(
+        &self,
+        req: Request<v1::CreateNamespaceRequest>,
+    ) -> Result<Response<v1::CreateNamespaceResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let ns = namespaces::create(&self.core, &credentials(&metadata), &r.name, r.description).await?;
+        Ok(Response::new(v1::CreateNamespaceResponse {
+            namespace: Some(namespace_info(&ns)),
+        }))
+    }
+
+    async fn describe_namespace(
+        &self,
+        req: Request<v1::DescribeNamespaceRequest>,
+    ) -> Result<Response<v1::DescribeNamespaceResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let ns = namespaces::describe(&self.core, &credentials(&metadata), &r.name)?;
+        Ok(Response::new(v1::DescribeNamespaceResponse {
+            namespace: Some(namespace_info(&ns)),
+        }))
+    }
+
+    async fn list_namespaces(
+        &self,
+        req: Request<v1::ListNamespacesRequest>,
+    ) -> Result<Response<v1::ListNamespacesResponse>, Status> {
+        let (metadata, _, _) = req.into_parts();
+        let found = namespaces::list(&self.core, &credentials(&metadata))?;
+        Ok(Response::new(v1::ListNamespacesResponse {
+            namespaces: found.iter().map(namespace_info).collect(),
+        }))
+    }
+
+    async fn update_namespace(
+        &self,
+        req: Request<v1::UpdateNamespaceRequest>,
+    ) -> Result<Response<v1::UpdateNamespaceResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let ns = namespaces::update(&self.core, &credentials(&metadata), &r.name, r.description).await?;
+        Ok(Response::new(v1::UpdateNamespaceResponse {
+            namespace: Some(namespace_info(&ns)),
+        }))
+    }
+
+    async fn delete_namespace(
+        &self,
+        req: Request<v1::DeleteNamespaceRequest>,
+    ) -> Result<Response<v1::DeleteNamespaceResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        namespaces::delete(&self.core, &credentials(&metadata), &r.name).await?;
+        Ok(Response::new(v1::DeleteNamespaceResponse {}))
+    }
+
     async fn create_api_key(
         &self,
         req: Request<v1::CreateApiKeyRequest>,

@@ -12,6 +12,7 @@
 pub mod caller;
 pub mod keys;
 pub mod limits;
+pub mod namespaces;
 pub mod runs;
 pub mod tasks;
 pub mod workflows;
@@ -19,7 +20,6 @@ pub mod workflows;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::clock::Clock;
@@ -44,7 +44,8 @@ pub struct Core {
     pub clock: Arc<dyn Clock>,
     pub keys: TokenKeys,
     pub workflows: Arc<WorkflowRegistry>,
-    pub namespaces: HashSet<String>,
+    /// Names of the namespaces that exist (changed by [`namespaces`] after each commit).
+    pub namespaces: crate::namespace::NamespaceSet,
     /// Whether requests must present an API key ([`caller::authenticate`]).
     pub auth: bool,
     /// Turns true when the server shuts down; long waits end early on it.

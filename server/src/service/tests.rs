@@ -59,7 +59,7 @@ fn fixture() -> Fixture {
         clock,
         keys: TokenKeys::for_tests(),
         workflows: Arc::new(workflows),
-        namespaces,
+        namespaces: namespaces.into(),
         auth: false,
         shutdown: shutdown_rx,
     });

@@ -13,6 +13,7 @@ use crate::auth::ApiKey;
 use crate::clock::Millis;
 use crate::error::StorageError;
 use crate::model::{Event, RunState, Timer};
+use crate::namespace::Namespace;
 
 use super::StoredTask;
 
@@ -71,6 +72,9 @@ pub trait Snapshot {
     /// Names of every namespace.
     fn namespaces(&self) -> Result<Vec<String>, StorageError>;
 
+    /// One namespace.
+    fn namespace(&self, name: &str) -> Result<Option<Namespace>, StorageError>;
+
     /// The run an idempotency key (`start:` / `signal:` + request id) points at.
     fn idempotency(&self, ns: &str, key: &str) -> Result<Option<String>, StorageError>;
 
@@ -121,6 +125,12 @@ pub trait WriteTx: Snapshot {
 
     /// Writes an API key's row (a new key, or a revoked one).
     fn put_api_key(&mut self, key: &ApiKey) -> Result<(), StorageError>;
+
+    /// Writes a namespace's row.
+    fn put_namespace(&mut self, ns: &Namespace) -> Result<(), StorageError>;
+
+    /// Removes a namespace's row (absent is fine).
+    fn remove_namespace(&mut self, name: &str) -> Result<(), StorageError>;
 }
 
 /// A database the server can run on.

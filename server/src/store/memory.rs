@@ -16,6 +16,7 @@ use crate::auth::ApiKey;
 use crate::clock::Millis;
 use crate::error::StorageError;
 use crate::model::{Event, RunState, Timer};
+use crate::namespace::Namespace;
 
 type RunKey = (String, String);
 
@@ -31,7 +32,7 @@ struct Data {
     idempotency: BTreeMap<(String, String), String>,
     by_start: BTreeSet<(String, Millis, String)>,
     children: BTreeSet<(String, String, String)>,
-    namespaces: BTreeSet<String>,
+    namespaces: BTreeMap<String, Namespace>,
     api_keys: BTreeMap<String, ApiKey>,
 }
 
@@ -100,8 +101,14 @@ pub struct MemoryBackend {
 impl Default for MemoryBackend {
     fn default() -> Self {
         let mut data = Data::default();
-        data.namespaces
-            .insert(railyard_proto::DEFAULT_NAMESPACE.to_string());
+        let default = railyard_proto::DEFAULT_NAMESPACE.to_string();
+        data.namespaces.insert(
+            default.clone(),
+            Namespace {
+                name: default,
+                ..Namespace::default()
+            },
+        );
         Self {
             data: Mutex::new(Arc::new(data)),
             writing: Mutex::new(()),
@@ -291,7 +298,11 @@ macro_rules! reads {
         }
 
         fn namespaces(&self) -> Result<Vec<String>, StorageError> {
-            Ok(self.$data().namespaces.iter().cloned().collect())
+            Ok(self.$data().namespaces.keys().cloned().collect())
+        }
+
+        fn namespace(&self, name: &str) -> Result<Option<Namespace>, StorageError> {
+            Ok(self.$data().namespaces.get(name).cloned())
         }
 
         fn idempotency(&self, ns: &str, k: &str) -> Result<Option<String>, StorageError> {
@@ -427,6 +438,18 @@ impl WriteTx for MemoryTx<'_> {
     fn put_api_key(&mut self, k: &ApiKey) -> Result<(), StorageError> {
         self.change(|d| {
             d.api_keys.insert(k.key_id.clone(), k.clone());
+        })
+    }
+
+    fn put_namespace(&mut self, ns: &Namespace) -> Result<(), StorageError> {
+        self.change(|d| {
+            d.namespaces.insert(ns.name.clone(), ns.clone());
+        })
+    }
+
+    fn remove_namespace(&mut self, name: &str) -> Result<(), StorageError> {
+        self.change(|d| {
+            d.namespaces.remove(name);
         })
     }
 }

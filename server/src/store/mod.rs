@@ -104,6 +104,11 @@ impl Store {
         Ok(self.snapshot()?.namespaces()?)
     }
 
+    /// One namespace.
+    pub fn namespace(&self, name: &str) -> Result<Option<crate::namespace::Namespace>, ApiError> {
+        Ok(self.snapshot()?.namespace(name)?)
+    }
+
     /// The state row of a run.
     pub fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, ApiError> {
         Ok(self.snapshot()?.run(ns, run_id)?)

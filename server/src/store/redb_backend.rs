@@ -22,6 +22,7 @@ use crate::auth::ApiKey;
 use crate::clock::Millis;
 use crate::error::StorageError;
 use crate::model::{Event, EventKind, RunState, Timer};
+use crate::namespace::Namespace;
 
 /// Everything about one run, in one table so that a transition dirties one B-tree:
 /// (namespace, run id, [`STATE_SLOT`]) → run record, (namespace, run id, event id) →
@@ -45,7 +46,7 @@ pub(crate) const RUNS_BY_START: TableDefinition<(&str, i64, &str), ()> =
     TableDefinition::new("runs_by_start");
 /// (namespace, parent run id, child run id): the session tree.
 pub(crate) const CHILDREN: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("children");
-/// Namespace name → settings JSON.
+/// Namespace name → namespace record.
 pub(crate) const NAMESPACES: TableDefinition<&str, &[u8]> = TableDefinition::new("namespaces");
 /// (workflow id, version, content hash) → definition record: each definition a run
 /// used, stored once; run records and `RunStarted` events name it by this key.
@@ -333,6 +334,15 @@ fn namespaces_in(t: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<
     Ok(out)
 }
 
+fn namespace_in(
+    t: &impl ReadableTable<&'static str, &'static [u8]>,
+    name: &str,
+) -> Result<Option<Namespace>, StorageError> {
+    t.get(name)?
+        .map(|v| records::decode_namespace(name, v.value()))
+        .transpose()
+}
+
 fn idempotency_in(
     t: &impl ReadableTable<(&'static str, &'static str), &'static str>,
     ns: &str,
@@ -466,6 +476,10 @@ impl Snapshot for RedbSnapshot {
         namespaces_in(&self.tx.open_table(NAMESPACES)?)
     }
 
+    fn namespace(&self, name: &str) -> Result<Option<Namespace>, StorageError> {
+        namespace_in(&self.tx.open_table(NAMESPACES)?, name)
+    }
+
     fn idempotency(&self, ns: &str, key: &str) -> Result<Option<String>, StorageError> {
         idempotency_in(&self.tx.open_table(IDEMPOTENCY)?, ns, key)
     }
@@ -558,6 +572,10 @@ impl Snapshot for RedbTx<'_> {
     fn namespaces(&self) -> Result<Vec<String>, StorageError> {
         // Not among the tables the writer opens: opened only if asked.
         namespaces_in(&self.tx.open_table(NAMESPACES)?)
+    }
+
+    fn namespace(&self, name: &str) -> Result<Option<Namespace>, StorageError> {
+        namespace_in(&self.tx.open_table(NAMESPACES)?, name)
     }
 
     fn idempotency(&self, ns: &str, key: &str) -> Result<Option<String>, StorageError> {
@@ -658,6 +676,19 @@ impl WriteTx for RedbTx<'_> {
         self.tx
             .open_table(API_KEYS)?
             .insert(key.key_id.as_str(), row.as_slice())?;
+        Ok(())
+    }
+
+    fn put_namespace(&mut self, ns: &Namespace) -> Result<(), StorageError> {
+        let row = records::encode_namespace(ns)?;
+        self.tx
+            .open_table(NAMESPACES)?
+            .insert(ns.name.as_str(), row.as_slice())?;
+        Ok(())
+    }
+
+    fn remove_namespace(&mut self, name: &str) -> Result<(), StorageError> {
+        self.tx.open_table(NAMESPACES)?.remove(name)?;
         Ok(())
     }
 }

@@ -25,14 +25,14 @@ const ONE: &str = r#"{"id":"one","version":"1","name":"One","taskQueue":"q1",
 const OTHER: &str = r#"{"id":"other","version":"1","name":"Other",
   "steps":[{"id":"a","title":"A","prompt":"do {{goal}}"}]}"#;
 
-struct Secured {
-    server: RunningServer,
+pub(crate) struct Secured {
+    pub server: RunningServer,
     clock: ManualClock,
     admin_key: String,
     _dirs: (tempfile::TempDir, tempfile::TempDir),
 }
 
-async fn secured() -> Secured {
+pub(crate) async fn secured() -> Secured {
     let data = tempfile::tempdir().unwrap();
     let workflows = tempfile::tempdir().unwrap();
     std::fs::write(workflows.path().join("one.json"), ONE).unwrap();
@@ -69,7 +69,7 @@ impl Secured {
         format!("http://{}", self.server.grpc_addr)
     }
 
-    async fn client(&self, key: Option<&str>) -> Client {
+    pub async fn client(&self, key: Option<&str>) -> Client {
         let opts = ConnectOptions {
             api_key: key.map(ApiKey::new),
             max_attempts: 1,
@@ -78,12 +78,18 @@ impl Secured {
         Client::connect_with(&self.url(), opts).await.unwrap()
     }
 
-    async fn admin(&self) -> Client {
+    pub async fn admin(&self) -> Client {
         self.client(Some(&self.admin_key)).await
     }
 
     /// A new key; returns the whole key and its id.
-    async fn key(&self, ns: &str, role: ApiKeyRole, queues: &[&str], expires_secs: u64) -> (String, String) {
+    pub async fn key(
+        &self,
+        ns: &str,
+        role: ApiKeyRole,
+        queues: &[&str],
+        expires_secs: u64,
+    ) -> (String, String) {
         let resp = self
             .admin()
             .await

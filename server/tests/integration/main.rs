@@ -5,4 +5,5 @@
 mod api;
 mod auth;
 mod metrics;
+mod namespaces;
 mod upgrade;

@@ -14,6 +14,7 @@
 mod api_keys;
 mod definitions;
 mod events;
+mod namespaces;
 #[cfg(test)]
 mod tests;
 mod timers;
@@ -32,6 +33,7 @@ use crate::model::{Lease, PendingSignal, Phase, RunState, RunStatus, StepRecord}
 pub(crate) use api_keys::{decode_api_key, encode_api_key};
 pub(crate) use definitions::{DefinitionKey, DefinitionTableKey, Definitions};
 pub(crate) use events::{decode_event, encode_event};
+pub(crate) use namespaces::{decode_namespace, encode_namespace};
 pub(crate) use timers::{decode_timer, encode_timer};
 
 /// A stored record: its name in errors and the newest version this build writes.

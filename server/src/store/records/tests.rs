@@ -367,3 +367,23 @@ fn an_api_key_round_trips_and_a_bad_row_is_named() {
         .to_string();
     assert!(err.contains("newer Railyard"), "{err}");
 }
+
+#[test]
+fn a_namespace_round_trips_and_the_first_layouts_empty_row_reads() {
+    use crate::namespace::Namespace;
+    let ns = Namespace {
+        name: "team".into(),
+        description: "d".into(),
+        created_ms: 1,
+        updated_ms: 2,
+    };
+    let bytes = encode_namespace(&ns).unwrap();
+    assert_eq!(decode_namespace("team", &bytes).unwrap(), ns);
+    assert_eq!(
+        decode_namespace("default", b"{}").unwrap(),
+        Namespace {
+            name: "default".into(),
+            ..Namespace::default()
+        }
+    );
+}

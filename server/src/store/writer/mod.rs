@@ -247,6 +247,29 @@ impl Writer {
         self.call(commands::RevokeApiKey { key_id }).await
     }
 
+    /// Creates a namespace; refused if it exists.
+    pub async fn create_namespace(
+        &self,
+        name: String,
+        description: String,
+    ) -> Result<crate::namespace::Namespace, ApiError> {
+        self.call(commands::CreateNamespace { name, description }).await
+    }
+
+    /// Changes a namespace's settings.
+    pub async fn update_namespace(
+        &self,
+        name: String,
+        description: String,
+    ) -> Result<crate::namespace::Namespace, ApiError> {
+        self.call(commands::UpdateNamespace { name, description }).await
+    }
+
+    /// Deletes an empty namespace and revokes its keys.
+    pub async fn delete_namespace(&self, name: String) -> Result<(), ApiError> {
+        self.call(commands::DeleteNamespace { name }).await
+    }
+
     /// Fires every timer due now; returns how many fired.
     pub async fn fire_timers(&self) -> Result<usize, ApiError> {
         self.call(commands::FireTimers).await

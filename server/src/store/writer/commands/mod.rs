@@ -7,6 +7,8 @@ use super::*;
 
 mod complete;
 mod create_api_key;
+mod create_namespace;
+mod delete_namespace;
 mod fail;
 mod fire_timers;
 mod heartbeat;
@@ -17,9 +19,12 @@ mod start;
 mod start_replacing;
 mod stop;
 mod undelivered;
+mod update_namespace;
 
 pub use complete::Complete;
 pub use create_api_key::CreateApiKey;
+pub use create_namespace::CreateNamespace;
+pub use delete_namespace::DeleteNamespace;
 pub use fail::Fail;
 pub use fire_timers::FireTimers;
 pub use heartbeat::Heartbeat;
@@ -30,6 +35,7 @@ pub use start::StartCommand;
 pub use start_replacing::{Replaced, StartReplacing};
 pub use stop::{Stop, StopRun};
 pub use undelivered::Undelivered;
+pub use update_namespace::UpdateNamespace;
 
 /// A lease handed out in an answer: (namespace, run id, lease).
 pub(crate) type Handed = (String, String, u64);
@@ -154,4 +160,7 @@ commands! {
     Undelivered(Undelivered),
     CreateApiKey(CreateApiKey),
     RevokeApiKey(RevokeApiKey),
+    CreateNamespace(CreateNamespace),
+    UpdateNamespace(UpdateNamespace),
+    DeleteNamespace(DeleteNamespace),
 }
