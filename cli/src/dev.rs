@@ -98,6 +98,18 @@ fn provider_line(provider: &ProviderConfig) -> String {
     }
 }
 
+/// What the banner says about who may use the server.
+fn auth_line(settings: &ServerSettings) -> String {
+    let loopback = settings.listen.ip().is_loopback() && settings.http_listen.ip().is_loopback();
+    if loopback {
+        "auth:      off - open to every process on this machine (loopback only); `railyard server --auth` for API keys"
+            .to_string()
+    } else {
+        "auth:      OFF on a non-loopback address (--insecure): anyone who can reach it can start runs and so run code on this machine"
+            .to_string()
+    }
+}
+
 /// The offline script for the demo when no model is configured: the workflows
 /// directory's `demo.script.json`, or the built-in one when the built-in demo is used.
 fn demo_script(settings: &ServerSettings) -> Option<ScriptSource> {
@@ -113,6 +125,11 @@ fn demo_script(settings: &ServerSettings) -> Option<ScriptSource> {
 pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     let mut signals = Signals::new()?;
     let settings = args.server.settings()?;
+    if settings.auth {
+        return Err(anyhow!(
+            "railyard dev runs without auth (its worker and demo need none); for a server with API keys run `railyard server --auth`"
+        ));
+    }
     let data_dir = settings.data_dir.clone();
     let workspace = data_dir.join("workspaces");
 
@@ -153,6 +170,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
             settings.workflows.display()
         ));
     }
+    say(auth_line(&settings));
     say(format!(
         "worker:    {} polling queue {QUEUE}, {} slots, workspaces in {}",
         config.identity,

@@ -1,8 +1,8 @@
-//! Options every client command takes (`--server`, `--namespace`, `--output`) and the
-//! connection they lead to.
+//! Options every client command takes (`--server`, `--namespace`, `--api-key`,
+//! `--output`) and the connection they lead to.
 
 use clap::Args;
-use railyard_proto::{Client, ClientError, DEFAULT_NAMESPACE, DEFAULT_SERVER_URL};
+use railyard_proto::{ApiKey, Client, ClientError, ConnectOptions, DEFAULT_NAMESPACE, DEFAULT_SERVER_URL};
 
 use crate::output::Output;
 
@@ -25,6 +25,17 @@ pub struct GlobalOpts {
     )]
     pub namespace: String,
 
+    /// API key sent to a server that runs with auth (`authorization: Bearer ...`).
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        value_name = "KEY",
+        env = "RAILYARD_API_KEY",
+        hide_env_values = true
+    )]
+    pub api_key: Option<String>,
+
     /// Output format of client commands.
     #[arg(long, short = 'o', global = true, help_heading = "Global options", value_enum, default_value_t = Output::Human)]
     pub output: Output,
@@ -33,7 +44,16 @@ pub struct GlobalOpts {
 impl GlobalOpts {
     /// A client for `--server` (connects lazily; an unreachable server shows on the first call).
     pub async fn connect(&self) -> Result<Client, ClientError> {
-        Client::connect(&self.server).await
+        let opts = ConnectOptions {
+            api_key: self.api_key(),
+            ..ConnectOptions::default()
+        };
+        Client::connect_with(&self.server, opts).await
+    }
+
+    /// The `--api-key` (or `RAILYARD_API_KEY`), if any.
+    pub fn api_key(&self) -> Option<ApiKey> {
+        self.api_key.clone().map(ApiKey::new)
     }
 }
 

@@ -4,8 +4,8 @@
 //! - `railyard server` runs the history server.
 //! - `railyard worker` polls task queues and runs leased steps as agent loops.
 //! - `railyard dev` runs a server and a worker in one process and shows a demo run.
-//! - `railyard run|workflow|task|queue ...` are client commands over gRPC; they take
-//!   `--server`, `--namespace` and `--output` (see [`global::GlobalOpts`]).
+//! - `railyard run|workflow|task|queue|key|namespace ...` are client commands over gRPC; they take
+//!   `--server`, `--namespace`, `--api-key` and `--output` (see [`global::GlobalOpts`]).
 //! - `railyard bench` measures an in-process server.
 //! - `railyard mcp` serves MCP on stdio for an outside agent.
 //!
@@ -18,7 +18,9 @@ mod bench;
 mod builtin;
 mod dev;
 mod global;
+mod key;
 mod mcp;
+mod namespace;
 mod output;
 mod queue;
 mod run;
@@ -84,7 +86,7 @@ enum Command {
     Server(server_cmd::ServerArgs),
     /// Poll task queues and run leased steps as LLM agent loops until SIGTERM or Ctrl-C.
     ///
-    /// Settings: flags win over the environment (RAILYARD_SERVER, RAILYARD_QUEUES,
+    /// Settings: flags win over the environment (RAILYARD_SERVER, RAILYARD_API_KEY, RAILYARD_QUEUES,
     /// RAILYARD_SLOTS, RAILYARD_WORKSPACE, RAILYARD_PROVIDER, RAILYARD_MODEL,
     /// RAILYARD_SCRIPT, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, OPENAI_API_KEY,
     /// OPENAI_BASE_URL ...), which wins over the --config file.
@@ -108,6 +110,12 @@ enum Command {
     /// Task queue state.
     #[command(subcommand)]
     Queue(queue::QueueCommand),
+    /// API keys of a server that runs with --auth (needs an admin key).
+    #[command(subcommand)]
+    Key(key::KeyCommand),
+    /// Namespaces: create, describe, list, update, delete (needs an admin key).
+    #[command(subcommand)]
+    Namespace(namespace::NamespaceCommand),
     /// Measure throughput and latency of an in-process server over real gRPC.
     Bench(bench::BenchArgs),
     /// Serve MCP on stdin/stdout for an agent (Claude Code, Cursor, any MCP client),
@@ -172,6 +180,7 @@ where
         };
         a.server_flag = typed("server");
         a.namespace_flag = typed("namespace");
+        a.api_key_flag = typed("api_key");
     }
     Ok(cli)
 }
@@ -186,6 +195,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Workflow(c) => workflow::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Task(c) => task::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Queue(c) => queue::run(g, c).await.map(|()| ExitCode::SUCCESS),
+        Command::Key(c) => key::run(g, c).await.map(|()| ExitCode::SUCCESS),
+        Command::Namespace(c) => namespace::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Bench(a) => bench::run(g, a).await.map(|()| ExitCode::SUCCESS),
         Command::Mcp => mcp::run(g).await.map(|()| ExitCode::SUCCESS),
     }
@@ -211,7 +222,8 @@ fn hint_for(e: &anyhow::Error) -> Option<&'static str> {
             Some("is `railyard server` running there? Point --server (or RAILYARD_SERVER) at it.")
         }
         railyard_proto::ClientError::Unauthenticated(_) => Some(
-            "the server does not know who you are: it wants credentials this client did not send or it refused.",
+            "the server wants an API key and refused the credentials sent (or none were): pass --api-key or \
+             set RAILYARD_API_KEY (a server's first admin key is in <data-dir>/admin.key).",
         ),
         _ => None,
     }

@@ -98,6 +98,7 @@ fn workflows_json(resp: &ListWorkflowsResponse) -> Value {
 pub async fn run(global: &GlobalOpts) -> anyhow::Result<()> {
     // Fewer, shorter retries than a worker's: an agent waits on each tool call.
     let opts = ConnectOptions {
+        api_key: global.api_key(),
         max_attempts: 3,
         request_timeout: Duration::from_secs(15),
         ..ConnectOptions::default()

@@ -59,6 +59,16 @@ pub struct ServerArgs {
     /// Seconds a graceful shutdown may take before the server stops at once [default: 10].
     #[arg(long, value_name = "SECONDS")]
     pub shutdown_grace: Option<u64>,
+
+    /// Require an API key on every request (the first start writes an admin key to
+    /// <data-dir>/admin.key) [env: RAILYARD_AUTH].
+    #[arg(long)]
+    pub auth: bool,
+
+    /// Listen on a non-loopback address without --auth anyway: anyone who reaches the
+    /// server can start runs, and so run code on the workers.
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 /// The server's config file: one section per part of the server, every key optional,
@@ -71,6 +81,8 @@ pub struct ServerArgs {
 /// http_listen = "0.0.0.0:7401"
 /// workflows = "workflows"
 /// shutdown_grace_secs = 10
+/// auth = true                         # API keys required; needed on a non-loopback address
+/// # insecure = true                   # ... unless this says to listen there without auth
 /// ```
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -88,6 +100,8 @@ pub struct ServerSection {
     pub http_listen: Option<SocketAddr>,
     pub workflows: Option<PathBuf>,
     pub shutdown_grace_secs: Option<u64>,
+    pub auth: Option<bool>,
+    pub insecure: Option<bool>,
 }
 
 /// The environment variables of the server's settings.
@@ -108,6 +122,10 @@ const ENV: &[EnvVar] = &[
         var: "RAILYARD_WORKFLOWS",
         key: "server.workflows",
     },
+    EnvVar {
+        var: "RAILYARD_AUTH",
+        key: "server.auth",
+    },
 ];
 
 /// Keys whose flag is not `--key-with-dashes`.
@@ -124,6 +142,10 @@ pub struct ServerSettings {
     /// configured and the default one has no definitions; see [`crate::builtin`]).
     pub built_in_demo: bool,
     pub shutdown_grace: Duration,
+    /// API keys required ([`ServerConfig::auth`]).
+    pub auth: bool,
+    /// Non-loopback listeners allowed without auth.
+    pub insecure: bool,
 }
 
 impl ServerSettings {
@@ -132,6 +154,8 @@ impl ServerSettings {
         let mut config = ServerConfig::new(&self.data_dir, &self.workflows);
         config.grpc_listen = self.listen;
         config.http_listen = self.http_listen;
+        config.auth = self.auth;
+        config.insecure = self.insecure;
         if self.built_in_demo {
             config.embedded_workflows.push(builtin::DEMO_WORKFLOW);
         }
@@ -164,6 +188,8 @@ impl ServerArgs {
                 http_listen: self.http_listen,
                 workflows: self.workflows.clone(),
                 shutdown_grace_secs: self.shutdown_grace,
+                auth: self.auth.then_some(true),
+                insecure: self.insecure.then_some(true),
             },
         };
         let loaded = Loader::new()
@@ -188,6 +214,8 @@ impl ServerArgs {
             listen: s.listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 7400))),
             http_listen: s.http_listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 7401))),
             shutdown_grace: Duration::from_secs(s.shutdown_grace_secs.unwrap_or(10)),
+            auth: s.auth.unwrap_or(false),
+            insecure: s.insecure.unwrap_or(false),
         };
         if settings.shutdown_grace.as_secs() > MAX_SHUTDOWN_GRACE_SECS {
             return Err(loaded.invalid(
@@ -208,11 +236,12 @@ impl ServerArgs {
 /// The line `railyard server` prints once it is listening (tests read the ports from it).
 pub fn listening_line(server: &RunningServer, settings: &ServerSettings) -> String {
     format!(
-        "railyard server listening grpc={} http={} data={} workflows={}",
+        "railyard server listening grpc={} http={} data={} workflows={} auth={}",
         server.grpc_addr,
         server.http_addr,
         settings.data_dir.display(),
-        settings.workflows_label()
+        settings.workflows_label(),
+        if settings.auth { "on" } else { "off" }
     )
 }
 

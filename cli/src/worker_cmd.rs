@@ -79,6 +79,10 @@ pub struct WorkerArgs {
     /// `--namespace` as given on the command line; see `server_flag`.
     #[arg(skip)]
     pub namespace_flag: Option<String>,
+
+    /// `--api-key` as given on the command line; see `server_flag`.
+    #[arg(skip)]
+    pub api_key_flag: Option<String>,
 }
 
 fn parse_provider(s: &str) -> Result<ProviderKind, String> {
@@ -97,6 +101,7 @@ impl WorkerArgs {
         };
         Ok(ConfigLayer {
             server_url: self.server_flag.clone(),
+            api_key: self.api_key_flag.clone(),
             namespace: self.namespace_flag.clone(),
             queues: (!self.queues.is_empty()).then(|| self.queues.clone()),
             slots: self.slots.map(|n| n as usize),

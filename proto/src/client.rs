@@ -4,11 +4,15 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use backon::Retryable;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
 use crate::retry::{RetryPolicy, is_transient_grpc, is_transient_grpc_or_timeout};
 
+use crate::v1::admin_client::AdminClient;
 use crate::v1::history_client::HistoryClient;
 use crate::v1::tasks_client::TasksClient;
 use crate::v1::*;
@@ -19,6 +23,9 @@ pub enum ClientError {
     /// The server address is not a valid URL.
     #[error("invalid server address {url:?}: {reason}")]
     BadAddress { url: String, reason: String },
+    /// The API key cannot be sent (empty, or not printable ASCII).
+    #[error("invalid API key: {0}")]
+    BadApiKey(String),
     /// The server could not be reached (after retries).
     #[error("server unavailable at {url}: {message}")]
     Unavailable { url: String, message: String },
@@ -52,7 +59,7 @@ impl ClientError {
     /// The gRPC code this error came from, where there was one.
     pub fn code(&self) -> Option<Code> {
         Some(match self {
-            Self::BadAddress { .. } => return None,
+            Self::BadAddress { .. } | Self::BadApiKey(_) => return None,
             Self::Unavailable { .. } => Code::Unavailable,
             Self::InvalidArgument(_) => Code::InvalidArgument,
             Self::NotFound(_) => Code::NotFound,
@@ -97,9 +104,67 @@ impl ClientError {
     }
 }
 
+/// An API key, sent as `authorization: Bearer <key>` with every call. Its `Debug`
+/// never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// The key as given (surrounding whitespace, such as a key file's newline, dropped).
+    pub fn new(key: impl Into<String>) -> Self {
+        Self(key.into().trim().to_string())
+    }
+
+    /// The key itself, to send or store.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    fn header(&self) -> Result<MetadataValue<Ascii>, ClientError> {
+        if self.0.is_empty() {
+            return Err(ClientError::BadApiKey("it is empty".into()));
+        }
+        let mut value: MetadataValue<Ascii> = format!("Bearer {}", self.0)
+            .parse()
+            .map_err(|_| ClientError::BadApiKey("it may hold only printable ASCII".into()))?;
+        value.set_sensitive(true);
+        Ok(value)
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+impl From<String> for ApiKey {
+    fn from(key: String) -> Self {
+        Self::new(key)
+    }
+}
+
+/// Adds the `authorization` header to every call.
+#[derive(Clone)]
+pub struct Authorization(Option<MetadataValue<Ascii>>);
+
+impl Interceptor for Authorization {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
+        if let Some(value) = &self.0 {
+            req.metadata_mut().insert("authorization", value.clone());
+        }
+        Ok(req)
+    }
+}
+
+/// The channel with the client's credentials added to every call.
+type Authed = InterceptedService<Channel, Authorization>;
+
 /// How the client connects and retries.
 #[derive(Debug, Clone)]
 pub struct ConnectOptions {
+    /// Sent with every call when the server runs with auth on.
+    pub api_key: Option<ApiKey>,
     /// Time allowed to establish the connection.
     pub connect_timeout: Duration,
     /// Deadline of one ordinary call (long polls add their own wait to it).
@@ -128,6 +193,7 @@ impl ConnectOptions {
 impl Default for ConnectOptions {
     fn default() -> Self {
         Self {
+            api_key: None,
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
             max_attempts: 8,
@@ -142,6 +208,7 @@ impl Default for ConnectOptions {
 pub struct Client {
     url: String,
     channel: Channel,
+    auth: Authorization,
     opts: ConnectOptions,
 }
 
@@ -167,9 +234,11 @@ impl Client {
             .tcp_nodelay(true)
             .http2_keep_alive_interval(Duration::from_secs(20))
             .keep_alive_while_idle(true);
+        let auth = Authorization(opts.api_key.as_ref().map(ApiKey::header).transpose()?);
         Ok(Self {
             url: url.to_string(),
             channel: endpoint.connect_lazy(),
+            auth,
             opts,
         })
     }
@@ -179,12 +248,18 @@ impl Client {
         &self.url
     }
 
-    fn history(&self) -> HistoryClient<Channel> {
-        HistoryClient::new(self.channel.clone()).max_decoding_message_size(64 << 20)
+    fn history(&self) -> HistoryClient<Authed> {
+        HistoryClient::with_interceptor(self.channel.clone(), self.auth.clone())
+            .max_decoding_message_size(64 << 20)
     }
 
-    fn tasks(&self) -> TasksClient<Channel> {
-        TasksClient::new(self.channel.clone()).max_decoding_message_size(64 << 20)
+    fn tasks(&self) -> TasksClient<Authed> {
+        TasksClient::with_interceptor(self.channel.clone(), self.auth.clone())
+            .max_decoding_message_size(64 << 20)
+    }
+
+    fn admin(&self) -> AdminClient<Authed> {
+        AdminClient::with_interceptor(self.channel.clone(), self.auth.clone())
     }
 
     /// Runs `call`, retrying transient failures ([`is_transient_grpc`]) by the
@@ -444,5 +519,131 @@ impl Client {
             async move { c.describe_task_queue(r).await }
         })
         .await
+    }
+
+    /// Creates an API key; the answer holds the whole key, shown this once. Tried
+    /// once only: a retry after a lost answer would make a second key.
+    pub async fn create_api_key(
+        &self,
+        req: CreateApiKeyRequest,
+    ) -> Result<CreateApiKeyResponse, ClientError> {
+        let deadline = self.opts.request_timeout;
+        match tokio::time::timeout(deadline, self.admin().create_api_key(req)).await {
+            Ok(r) => r
+                .map(tonic::Response::into_inner)
+                .map_err(|s| ClientError::from_status(&self.url, s)),
+            Err(_) => Err(ClientError::DeadlineExceeded(format!(
+                "no answer within {deadline:?}"
+            ))),
+        }
+    }
+
+    pub async fn list_api_keys(&self, req: ListApiKeysRequest) -> Result<ListApiKeysResponse, ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.admin(), req.clone());
+            async move { c.list_api_keys(r).await }
+        })
+        .await
+    }
+
+    /// Revokes a key (again is a no-op); answers the key as stored.
+    pub async fn revoke_api_key(&self, key_id: &str) -> Result<ApiKeyInfo, ClientError> {
+        let req = RevokeApiKeyRequest {
+            key_id: key_id.into(),
+        };
+        let resp = self
+            .retrying(Duration::ZERO, || {
+                let (mut c, r) = (self.admin(), req.clone());
+                async move { c.revoke_api_key(r).await }
+            })
+            .await?;
+        resp.key.ok_or_else(|| ClientError::Other {
+            code: Code::Internal,
+            message: "the server answered without the key".into(),
+        })
+    }
+
+    /// Creates a namespace (needs an admin key of every namespace, `*`).
+    pub async fn create_namespace(
+        &self,
+        name: &str,
+        description: &str,
+    ) -> Result<NamespaceInfo, ClientError> {
+        let req = CreateNamespaceRequest {
+            name: name.into(),
+            description: description.into(),
+        };
+        // A retried create after a lost answer meets ALREADY_EXISTS: tried once.
+        let deadline = self.opts.request_timeout;
+        let resp = match tokio::time::timeout(deadline, self.admin().create_namespace(req)).await {
+            Ok(r) => r
+                .map(tonic::Response::into_inner)
+                .map_err(|s| ClientError::from_status(&self.url, s))?,
+            Err(_) => {
+                return Err(ClientError::DeadlineExceeded(format!(
+                    "no answer within {deadline:?}"
+                )));
+            }
+        };
+        resp.namespace.ok_or_else(missing)
+    }
+
+    pub async fn describe_namespace(&self, name: &str) -> Result<NamespaceInfo, ClientError> {
+        let req = DescribeNamespaceRequest { name: name.into() };
+        let resp = self
+            .retrying(Duration::ZERO, || {
+                let (mut c, r) = (self.admin(), req.clone());
+                async move { c.describe_namespace(r).await }
+            })
+            .await?;
+        resp.namespace.ok_or_else(missing)
+    }
+
+    /// Every namespace the client's key reaches.
+    pub async fn list_namespaces(&self) -> Result<Vec<NamespaceInfo>, ClientError> {
+        let resp = self
+            .retrying(Duration::ZERO, || {
+                let mut c = self.admin();
+                async move { c.list_namespaces(ListNamespacesRequest {}).await }
+            })
+            .await?;
+        Ok(resp.namespaces)
+    }
+
+    pub async fn update_namespace(
+        &self,
+        name: &str,
+        description: &str,
+    ) -> Result<NamespaceInfo, ClientError> {
+        let req = UpdateNamespaceRequest {
+            name: name.into(),
+            description: description.into(),
+        };
+        let resp = self
+            .retrying(Duration::ZERO, || {
+                let (mut c, r) = (self.admin(), req.clone());
+                async move { c.update_namespace(r).await }
+            })
+            .await?;
+        resp.namespace.ok_or_else(missing)
+    }
+
+    /// Deletes an empty namespace and revokes its keys.
+    pub async fn delete_namespace(&self, name: &str) -> Result<(), ClientError> {
+        let req = DeleteNamespaceRequest { name: name.into() };
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.admin(), req.clone());
+            async move { c.delete_namespace(r).await }
+        })
+        .await
+        .map(drop)
+    }
+}
+
+/// An answer that lacks what it must hold.
+fn missing() -> ClientError {
+    ClientError::Other {
+        code: Code::Internal,
+        message: "the server's answer is missing its result".into(),
     }
 }

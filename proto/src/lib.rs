@@ -36,7 +36,7 @@ pub mod config;
 pub mod retry;
 mod step_worker;
 
-pub use client::{Client, ClientError, ConnectOptions};
+pub use client::{ApiKey, Authorization, Client, ClientError, ConnectOptions};
 pub use retry::RetryPolicy;
 pub use step_worker::{Completion, Failure, StepWorker};
 

@@ -5,6 +5,7 @@
 //! the one place the server stops. The map of the code is in the repository's
 //! `ARCHITECTURE.md`.
 
+pub mod auth;
 pub mod clock;
 pub mod error;
 pub mod grpc;
@@ -13,6 +14,7 @@ pub mod ids;
 pub mod matching;
 pub mod metrics;
 pub mod model;
+pub mod namespace;
 pub mod schedule;
 pub mod service;
 pub mod store;
@@ -27,7 +29,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use railyard_proto::v1::{
-    history_server::HistoryServer, schedules_server::SchedulesServer, tasks_server::TasksServer,
+    admin_server::AdminServer, history_server::HistoryServer, schedules_server::SchedulesServer,
+    tasks_server::TasksServer,
 };
 use tokio::sync::{Notify, watch as shutdown_watch};
 use tokio::task::JoinHandle;
@@ -62,6 +65,12 @@ pub struct ServerConfig {
     pub embedded_workflows: Vec<EmbeddedDefinition>,
     /// The clock; tests pass a [`clock::ManualClock`].
     pub clock: Arc<dyn Clock>,
+    /// Every request must present an API key (`authorization: Bearer ...`); see
+    /// [`service::caller`]. A server starting with auth on and no admin key writes
+    /// one to `<data_dir>/admin.key`.
+    pub auth: bool,
+    /// Allows listening on a non-loopback address without auth.
+    pub insecure: bool,
 }
 
 impl ServerConfig {
@@ -74,7 +83,22 @@ impl ServerConfig {
             workflows_dir: workflows_dir.into(),
             embedded_workflows: Vec::new(),
             clock: Arc::new(SystemClock),
+            auth: false,
+            insecure: false,
         }
+    }
+
+    /// Refuses a listener on a non-loopback address without auth, unless `insecure`.
+    pub fn check_exposure(&self) -> Result<(), StartError> {
+        if self.auth || self.insecure {
+            return Ok(());
+        }
+        for addr in [self.grpc_listen, self.http_listen] {
+            if !addr.ip().is_loopback() {
+                return Err(StartError::Exposed { addr });
+            }
+        }
+        Ok(())
     }
 }
 
@@ -96,6 +120,14 @@ pub enum StartError {
     },
     #[error("{0}")]
     Internal(#[from] error::ApiError),
+    #[error(
+        "refusing to listen on {addr} without auth: anyone who reaches it could start runs, and so run code on \
+         the workers. Turn auth on (--auth, or auth = true under [server]), listen on a loopback address, \
+         or pass --insecure to do it anyway"
+    )]
+    Exposed { addr: SocketAddr },
+    #[error(transparent)]
+    Bootstrap(#[from] service::keys::BootstrapError),
 }
 
 /// A server that is up and answering.
@@ -104,6 +136,8 @@ pub struct RunningServer {
     pub grpc_addr: SocketAddr,
     /// The bound HTTP address.
     pub http_addr: SocketAddr,
+    /// The file the first admin key was written to, when this start made one.
+    pub admin_key_file: Option<PathBuf>,
     core: Arc<Core>,
     shutdown: shutdown_watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -114,6 +148,7 @@ impl RunningServer {
     /// Opens storage, loads workflows, rebuilds matching, binds both listeners and
     /// starts serving. Returns once both listeners accept connections.
     pub async fn start(config: ServerConfig) -> Result<Self, StartError> {
+        config.check_exposure()?;
         let dir = &config.data_dir;
         std::fs::create_dir_all(dir).map_err(|source| StartError::DataDir {
             path: dir.display().to_string(),
@@ -176,6 +211,11 @@ impl RunningServer {
             workflows: workflows.clone(),
         };
         let (writer, writer_thread) = Writer::spawn(store.clone(), hooks)?;
+        let admin_key_file = if config.auth {
+            service::keys::bootstrap(&store, &writer, config.clock.now_ms(), dir).await?
+        } else {
+            None
+        };
         let namespaces: HashSet<String> = store.namespaces()?.into_iter().collect();
         let (shutdown, shutdown_rx) = shutdown_watch::channel(false);
         let core = Arc::new(Core {
@@ -187,7 +227,8 @@ impl RunningServer {
             clock: config.clock.clone(),
             keys,
             workflows,
-            namespaces,
+            namespaces: namespaces.into(),
+            auth: config.auth,
             shutdown: shutdown_rx.clone(),
         });
 
@@ -226,20 +267,22 @@ impl RunningServer {
             grpc_listener,
             shutdown_rx.clone(),
         )));
+        let http_core = core.clone();
         let mut http_shutdown = shutdown_rx;
         tasks.push(tokio::spawn(async move {
             let serve =
-                axum::serve(http_listener, http::router(metrics)).with_graceful_shutdown(async move {
+                axum::serve(http_listener, http::router(http_core)).with_graceful_shutdown(async move {
                     let _ = http_shutdown.wait_for(|s| *s).await;
                 });
             if let Err(e) = serve.await {
                 tracing::error!(error = %e, "HTTP listener failed");
             }
         }));
-        tracing::info!(grpc = %grpc_addr, http = %http_addr, data = %dir.display(), "railyard server started");
+        tracing::info!(grpc = %grpc_addr, http = %http_addr, data = %dir.display(), auth = config.auth, "railyard server started");
         Ok(Self {
             grpc_addr,
             http_addr,
+            admin_key_file,
             core,
             shutdown,
             tasks,
@@ -277,6 +320,9 @@ async fn serve_grpc(
     health_reporter
         .set_serving::<SchedulesServer<grpc::schedules::SchedulesService>>()
         .await;
+    health_reporter
+        .set_serving::<AdminServer<grpc::admin::AdminService>>()
+        .await;
     let reflection = match tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(railyard_proto::v1::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -294,6 +340,9 @@ async fn serve_grpc(
     let schedules = SchedulesServer::new(grpc::schedules::SchedulesService { core: core.clone() })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let admin = AdminServer::new(grpc::admin::AdminService { core: core.clone() })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let rpc_layer = core.metrics.rpc_layer();
     let tasks = TasksServer::new(grpc::tasks::TasksService { core })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -308,6 +357,7 @@ async fn serve_grpc(
         .add_service(history)
         .add_service(tasks)
         .add_service(schedules)
+        .add_service(admin)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = shutdown.wait_for(|s| *s).await;
         })

@@ -51,6 +51,11 @@ fn dev_runs_the_demo_to_completion_and_exits() {
         text.contains("SCRIPTED provider") && text.contains("NOT a real model"),
         "{text}"
     );
+    // And that it is open, on loopback only.
+    assert!(
+        text.contains("auth:      off - open to every process on this machine (loopback only)"),
+        "{text}"
+    );
     // The three steps, in order, with their tool calls and results.
     let research = text.find("[1/3] Research the goal").expect("step 1 shown");
     let draft = text.find("[2/3] Draft the piece").expect("step 2 shown");

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod auth;
 mod cli_commands;
 mod crash;
 mod dev;

@@ -49,7 +49,13 @@ impl History for HistoryService {
         req: Request<v1::StartRunRequest>,
     ) -> Result<Response<v1::StartRunResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, r.identity, Role::Client)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            r.identity,
+            Operation::StartRun,
+        )?;
         let start = runs::StartRun {
             workflow_id: r.workflow_id,
             run_id: r.run_id,
@@ -73,7 +79,13 @@ impl History for HistoryService {
         req: Request<v1::DescribeRunRequest>,
     ) -> Result<Response<v1::DescribeRunResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, String::new(), Role::Client)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            String::new(),
+            Operation::DescribeRun,
+        )?;
         let run = runs::describe(&self.core, &caller, &r.run_id)?;
         let definition_json = serde_json::to_string_pretty(&*run.definition).unwrap_or_default();
         Ok(Response::new(v1::DescribeRunResponse {
@@ -87,7 +99,13 @@ impl History for HistoryService {
         req: Request<v1::GetHistoryRequest>,
     ) -> Result<Response<v1::GetHistoryResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, String::new(), Role::Client)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            String::new(),
+            Operation::GetHistory,
+        )?;
         let query = runs::HistoryQuery {
             run_id: r.run_id,
             from_event_id: r.from_event_id,
@@ -109,7 +127,13 @@ impl History for HistoryService {
         req: Request<v1::WatchRunRequest>,
     ) -> Result<Response<Self::WatchRunStream>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, String::new(), Role::Client)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            String::new(),
+            Operation::WatchRun,
+        )?;
         let events = runs::watch(&self.core, &caller, &r.run_id, r.from_event_id)?;
         let stream = ReceiverStream::new(events).map(|ev| ev.map(|ev| event_to_proto(&ev)).map_err(status));
         Ok(Response::new(Box::pin(stream)))
@@ -120,7 +144,13 @@ impl History for HistoryService {
         req: Request<v1::ListRunsRequest>,
     ) -> Result<Response<v1::ListRunsResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, String::new(), Role::Client)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            String::new(),
+            Operation::ListRuns,
+        )?;
         let non_empty = |s: String| (!s.is_empty()).then_some(s);
         let list = runs::ListRuns {
             filter: RunFilter {
@@ -145,7 +175,13 @@ impl History for HistoryService {
         req: Request<v1::SignalRunRequest>,
     ) -> Result<Response<v1::SignalRunResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, r.identity, Role::Client)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            r.identity,
+            Operation::SignalRun,
+        )?;
         let signal = runs::SignalRun {
             run_id: r.run_id,
             name: r.signal_name,
@@ -161,7 +197,13 @@ impl History for HistoryService {
         req: Request<v1::CancelRunRequest>,
     ) -> Result<Response<v1::CancelRunResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, r.identity, Role::Client)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            r.identity,
+            Operation::CancelRun,
+        )?;
         runs::cancel(&self.core, &caller, r.run_id, r.reason).await?;
         Ok(Response::new(v1::CancelRunResponse {}))
     }
@@ -171,7 +213,13 @@ impl History for HistoryService {
         req: Request<v1::TerminateRunRequest>,
     ) -> Result<Response<v1::TerminateRunResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, r.identity, Role::Client)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            r.identity,
+            Operation::TerminateRun,
+        )?;
         runs::terminate(&self.core, &caller, r.run_id, r.reason).await?;
         Ok(Response::new(v1::TerminateRunResponse {}))
     }
@@ -181,7 +229,13 @@ impl History for HistoryService {
         req: Request<v1::ListWorkflowsRequest>,
     ) -> Result<Response<v1::ListWorkflowsResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, String::new(), Role::Client)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            String::new(),
+            Operation::ListWorkflows,
+        )?;
         let listing = workflows::list(&self.core, &caller);
         let workflows = listing
             .workflows
@@ -214,7 +268,13 @@ impl History for HistoryService {
         req: Request<v1::GetSessionTreeRequest>,
     ) -> Result<Response<v1::GetSessionTreeResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, String::new(), Role::Client)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            String::new(),
+            Operation::GetSessionTree,
+        )?;
         let tree = runs::session_tree(&self.core, &caller, &r.run_id)?;
         Ok(Response::new(v1::GetSessionTreeResponse {
             root: Some(session_node(tree)),

@@ -2,6 +2,7 @@
 //! service layer's ([`crate::service`]) and back, and map its errors onto status
 //! codes ([`status`]); the request logic lives in the service layer.
 
+pub mod admin;
 pub mod history;
 pub mod schedules;
 pub mod tasks;
@@ -12,7 +13,7 @@ use tonic::{Code, Status};
 
 use crate::error::ApiError;
 use crate::model::{Event, RunState, RunStatus};
-use crate::service::{Caller, CallerInput, Role, caller};
+use crate::service::{Caller, CallerInput, Credentials, Operation, caller};
 
 pub use crate::service::Core;
 
@@ -38,16 +39,26 @@ impl From<ApiError> for Status {
     }
 }
 
-/// The caller of a request that names its namespace and identity. This is where
-/// credentials will be read from the request's metadata once auth arrives.
+/// The credentials in a request's `authorization` metadata.
+pub fn credentials(metadata: &MetadataMap) -> Credentials {
+    Credentials::from_header(metadata.get("authorization").map(|v| v.to_str().map_err(|_| ())))
+}
+
+/// The caller of a request that names its namespace and identity, doing `op`:
+/// authenticated from its metadata and authorized ([`caller::resolve`]).
 fn caller_of(
     core: &Core,
-    _metadata: &MetadataMap,
+    metadata: &MetadataMap,
     namespace: String,
     identity: String,
-    role: Role,
+    op: Operation,
 ) -> Result<Caller, Status> {
-    Ok(caller::resolve(core, CallerInput { namespace, identity }, role)?)
+    let input = CallerInput {
+        namespace,
+        identity,
+        credentials: credentials(metadata),
+    };
+    Ok(caller::resolve(core, input, op)?)
 }
 
 pub fn status_to_proto(s: RunStatus) -> v1::RunStatus {

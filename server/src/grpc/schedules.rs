@@ -176,7 +176,13 @@ impl Schedules for SchedulesService {
         req: Request<v1::CreateScheduleRequest>,
     ) -> Result<Response<v1::CreateScheduleResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, r.identity, Role::Client)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            r.identity,
+            Operation::ManageSchedules,
+        )?;
         let input = svc::CreateInput {
             schedule_id: r.schedule_id,
             schedule: schedule_input(r.spec, r.action, r.policies, r.remaining_actions, r.memo)?,
@@ -193,7 +199,13 @@ impl Schedules for SchedulesService {
         req: Request<v1::DescribeScheduleRequest>,
     ) -> Result<Response<v1::DescribeScheduleResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, String::new(), Role::Client)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            String::new(),
+            Operation::ManageSchedules,
+        )?;
         let d = svc::describe(&self.core, &caller, &r.schedule_id, r.next_fire_count)?;
         Ok(Response::new(v1::DescribeScheduleResponse {
             schedule: Some(schedule_info(&d.schedule, d.next_fires)),
@@ -205,7 +217,13 @@ impl Schedules for SchedulesService {
         req: Request<v1::ListSchedulesRequest>,
     ) -> Result<Response<v1::ListSchedulesResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, String::new(), Role::Client)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            String::new(),
+            Operation::ManageSchedules,
+        )?;
         let page = svc::list(&self.core, &caller, r.page_size, &r.page_token)?;
         Ok(Response::new(v1::ListSchedulesResponse {
             schedules: page
@@ -234,7 +252,13 @@ impl Schedules for SchedulesService {
         req: Request<v1::UpdateScheduleRequest>,
     ) -> Result<Response<v1::UpdateScheduleResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, r.identity, Role::Client)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            r.identity,
+            Operation::ManageSchedules,
+        )?;
         let input = schedule_input(r.spec, r.action, r.policies, r.remaining_actions, r.memo)?;
         svc::update(&self.core, &caller, &r.schedule_id, input).await?;
         Ok(Response::new(v1::UpdateScheduleResponse {}))
@@ -245,7 +269,13 @@ impl Schedules for SchedulesService {
         req: Request<v1::PatchScheduleRequest>,
     ) -> Result<Response<v1::PatchScheduleResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, r.identity, Role::Client)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            r.identity,
+            Operation::ManageSchedules,
+        )?;
         let trigger = r
             .trigger
             .map(|t| overlap("trigger.overlap", t.overlap))
@@ -283,7 +313,13 @@ impl Schedules for SchedulesService {
         req: Request<v1::DeleteScheduleRequest>,
     ) -> Result<Response<v1::DeleteScheduleResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, r.identity, Role::Client)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            r.identity,
+            Operation::ManageSchedules,
+        )?;
         svc::delete(&self.core, &caller, &r.schedule_id).await?;
         Ok(Response::new(v1::DeleteScheduleResponse {}))
     }

@@ -82,7 +82,13 @@ impl Tasks for TasksService {
         req: Request<v1::PollStepTaskRequest>,
     ) -> Result<Response<v1::PollStepTaskResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, r.identity, Role::Poller)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            r.identity,
+            Operation::PollTask,
+        )?;
         let poll = tasks::Poll {
             task_queue: r.task_queue,
             wait_timeout_ms: r.wait_timeout_ms,
@@ -97,8 +103,9 @@ impl Tasks for TasksService {
         &self,
         req: Request<v1::HeartbeatStepTaskRequest>,
     ) -> Result<Response<v1::HeartbeatStepTaskResponse>, Status> {
-        let r = req.into_inner();
-        let (caller, claims) = tasks::lease_holder(&self.core, &r.task_token, r.identity)?;
+        let (metadata, _, r) = req.into_parts();
+        let (caller, claims) =
+            tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)?;
         let heartbeat = tasks::Heartbeat {
             checkpoint: r.checkpoint,
             notes: r
@@ -122,8 +129,9 @@ impl Tasks for TasksService {
         &self,
         req: Request<v1::CompleteStepTaskRequest>,
     ) -> Result<Response<v1::CompleteStepTaskResponse>, Status> {
-        let r = req.into_inner();
-        let (caller, claims) = tasks::lease_holder(&self.core, &r.task_token, r.identity)?;
+        let (metadata, _, r) = req.into_parts();
+        let (caller, claims) =
+            tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)?;
         let completion = tasks::Completion {
             notes: r.notes,
             artifacts: r.artifacts,
@@ -140,8 +148,9 @@ impl Tasks for TasksService {
         &self,
         req: Request<v1::FailStepTaskRequest>,
     ) -> Result<Response<v1::FailStepTaskResponse>, Status> {
-        let r = req.into_inner();
-        let (caller, claims) = tasks::lease_holder(&self.core, &r.task_token, r.identity)?;
+        let (metadata, _, r) = req.into_parts();
+        let (caller, claims) =
+            tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)?;
         let failure = StepFailure {
             error_type: r.error_type,
             message: r.message,
@@ -157,7 +166,13 @@ impl Tasks for TasksService {
         req: Request<v1::DescribeTaskQueueRequest>,
     ) -> Result<Response<v1::DescribeTaskQueueResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, String::new(), Role::Client)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            String::new(),
+            Operation::DescribeTaskQueue,
+        )?;
         let stats = tasks::describe_queue(&self.core, &caller, &r.task_queue)?;
         Ok(Response::new(v1::DescribeTaskQueueResponse {
             backlog: stats.backlog as u64,

@@ -10,7 +10,9 @@
 //! errors are [`ApiError`](crate::error::ApiError), which the front end maps.
 
 pub mod caller;
+pub mod keys;
 pub mod limits;
+pub mod namespaces;
 pub mod runs;
 pub mod schedules;
 pub mod tasks;
@@ -19,7 +21,6 @@ pub mod workflows;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::clock::Clock;
@@ -31,7 +32,8 @@ use crate::token::TokenKeys;
 use crate::watch::Watchers;
 use crate::workflow::WorkflowRegistry;
 
-pub use caller::{Caller, CallerInput, Principal, Role};
+pub use crate::auth::Role;
+pub use caller::{Caller, CallerInput, Credentials, Operation, Principal};
 
 /// The service's state: what every request shares.
 pub struct Core {
@@ -43,7 +45,10 @@ pub struct Core {
     pub clock: Arc<dyn Clock>,
     pub keys: TokenKeys,
     pub workflows: Arc<WorkflowRegistry>,
-    pub namespaces: HashSet<String>,
+    /// Names of the namespaces that exist (changed by [`namespaces`] after each commit).
+    pub namespaces: crate::namespace::NamespaceSet,
+    /// Whether requests must present an API key ([`caller::authenticate`]).
+    pub auth: bool,
     /// Turns true when the server shuts down; long waits end early on it.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use super::caller::{self, CallerInput, Role};
+use super::caller::{self, Credentials, Operation, Principal};
 use super::limits::{self, check_bytes, check_context, check_count, check_len, check_name};
 use super::{Caller, Core};
 use crate::error::ApiError;
@@ -65,6 +65,7 @@ pub struct Poll {
 /// poll's wait. `None` when none came (or the server began shutting down).
 pub async fn poll(core: &Core, caller: &Caller, p: Poll) -> Result<Option<LeasedStep>, ApiError> {
     check_name("task_queue", &p.task_queue)?;
+    caller.check_queue(&p.task_queue)?;
     let (ns, queue, identity) = (&caller.namespace, &p.task_queue, &caller.identity);
     let wait_ms = if p.wait_timeout_ms == 0 {
         DEFAULT_POLL_WAIT_MS
@@ -121,19 +122,33 @@ pub async fn poll(core: &Core, caller: &Caller, p: Poll) -> Result<Option<Leased
     }
 }
 
-/// The caller of a report on a lease, and the lease its token claims. The token is
-/// verified (`PERMISSION_DENIED` if forged) and names the namespace.
+/// The caller of a report on a lease, and the lease its token claims. The
+/// credentials are checked first, then the token (`PERMISSION_DENIED` if forged),
+/// which names the namespace; a worker key limited to some task queues must hold
+/// one of them for the step's queue.
 pub fn lease_holder(
     core: &Core,
+    credentials: &Credentials,
     task_token: &str,
     identity: String,
 ) -> Result<(Caller, TokenClaims), ApiError> {
+    let principal = caller::authenticate(core, credentials)?;
     let claims = core.keys.verify(task_token)?;
-    let input = CallerInput {
-        namespace: claims.namespace.clone(),
+    let caller = caller::resolve_as(
+        core,
+        principal,
+        claims.namespace.clone(),
         identity,
-    };
-    let caller = caller::resolve(core, input, Role::LeaseHolder)?;
+        Operation::ReportTask,
+    )?;
+    if let Principal::Key(k) = &caller.principal
+        && !k.queues.is_empty()
+        && let Some(run) = core.store.run(&claims.namespace, &claims.run_id)?
+        && let Some(step) = run.definition.steps.iter().find(|s| s.id == claims.step)
+    {
+        // A run that is gone is left for the writer to refuse as not found.
+        caller.check_queue(step.queue(&run.definition, &run.task_queue))?;
+    }
     Ok((caller, claims))
 }
 

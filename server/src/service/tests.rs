@@ -60,7 +60,8 @@ fn fixture() -> Fixture {
         clock,
         keys: TokenKeys::for_tests(),
         workflows: Arc::new(workflows),
-        namespaces,
+        namespaces: namespaces.into(),
+        auth: false,
         shutdown: shutdown_rx,
     });
     Fixture {
@@ -72,7 +73,7 @@ fn fixture() -> Fixture {
 
 impl Fixture {
     fn client(&self) -> Caller {
-        caller::resolve(&self.core, CallerInput::default(), Role::Client).unwrap()
+        caller::resolve(&self.core, CallerInput::default(), Operation::StartRun).unwrap()
     }
 
     async fn start(&self, run_id: &str) -> String {
@@ -93,7 +94,7 @@ impl Fixture {
             identity: "w1".into(),
             ..Default::default()
         };
-        let poller = caller::resolve(&self.core, input, Role::Poller).unwrap();
+        let poller = caller::resolve(&self.core, input, Operation::PollTask).unwrap();
         let poll = Poll {
             task_queue: "default".into(),
             wait_timeout_ms: 1,
@@ -121,19 +122,20 @@ async fn the_caller_is_resolved_once_with_its_namespace_and_role_default() {
         let input = CallerInput {
             namespace: "default".into(),
             identity: identity.into(),
+            ..Default::default()
         };
         caller::resolve(&fx.core, input, role)
     };
-    assert_eq!(named("", Role::Poller).unwrap().identity, "unknown-worker");
-    assert_eq!(named("", Role::LeaseHolder).unwrap().identity, "worker");
-    assert_eq!(named("me", Role::Poller).unwrap().identity, "me");
+    assert_eq!(named("", Operation::PollTask).unwrap().identity, "unknown-worker");
+    assert_eq!(named("", Operation::ReportTask).unwrap().identity, "worker");
+    assert_eq!(named("me", Operation::PollTask).unwrap().identity, "me");
     let long = "x".repeat(limits::IDENTITY + 1);
-    assert!(invalid(named(&long, Role::Client)).starts_with("identity: is 257 bytes"));
+    assert!(invalid(named(&long, Operation::StartRun)).starts_with("identity: is 257 bytes"));
     let input = CallerInput {
         namespace: "nope".into(),
         ..Default::default()
     };
-    match caller::resolve(&fx.core, input, Role::Client) {
+    match caller::resolve(&fx.core, input, Operation::StartRun) {
         Err(ApiError::NotFound(m)) => assert_eq!(m, "namespace \"nope\" does not exist"),
         other => panic!("{other:?}"),
     }
@@ -150,7 +152,8 @@ async fn a_run_goes_from_start_to_completion_without_a_transport() {
     assert_eq!(first.max_turns, crate::workflow::DEFAULT_MAX_TURNS);
     assert_eq!(first.grant.run.run_id, run_id);
 
-    let (holder, claims) = tasks::lease_holder(&fx.core, &first.task_token, String::new()).unwrap();
+    let (holder, claims) =
+        tasks::lease_holder(&fx.core, &Credentials::None, &first.task_token, String::new()).unwrap();
     assert_eq!(holder.identity, "worker");
     assert_eq!((claims.step.as_str(), claims.attempt), ("a", 1));
     let beat = Heartbeat {
@@ -180,7 +183,8 @@ async fn a_run_goes_from_start_to_completion_without_a_transport() {
         other => panic!("{other:?}"),
     }
 
-    let (holder, claims) = tasks::lease_holder(&fx.core, &next.task_token, "w2".into()).unwrap();
+    let (holder, claims) =
+        tasks::lease_holder(&fx.core, &Credentials::None, &next.task_token, "w2".into()).unwrap();
     let last = tasks::complete(&fx.core, &holder, claims, Completion::default())
         .await
         .unwrap();
@@ -352,10 +356,11 @@ async fn reports_are_checked_before_they_reach_the_writer() {
     let leased = fx.poll().await.unwrap();
     let forged = format!("{}x", leased.task_token);
     assert!(matches!(
-        tasks::lease_holder(&fx.core, &forged, String::new()),
+        tasks::lease_holder(&fx.core, &Credentials::None, &forged, String::new()),
         Err(ApiError::PermissionDenied(_))
     ));
-    let (holder, claims) = tasks::lease_holder(&fx.core, &leased.task_token, String::new()).unwrap();
+    let (holder, claims) =
+        tasks::lease_holder(&fx.core, &Credentials::None, &leased.task_token, String::new()).unwrap();
     let bad = StepFailure {
         error_type: "no spaces".into(),
         ..Default::default()

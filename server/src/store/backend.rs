@@ -9,9 +9,11 @@
 
 use std::collections::BTreeMap;
 
+use crate::auth::ApiKey;
 use crate::clock::Millis;
 use crate::error::StorageError;
 use crate::model::{Event, RunState, Timer};
+use crate::namespace::Namespace;
 use crate::schedule::Schedule;
 
 use super::StoredTask;
@@ -71,6 +73,9 @@ pub trait Snapshot {
     /// Names of every namespace.
     fn namespaces(&self) -> Result<Vec<String>, StorageError>;
 
+    /// One namespace.
+    fn namespace(&self, name: &str) -> Result<Option<Namespace>, StorageError>;
+
     /// The run an idempotency key (`start:` / `signal:` + request id) points at.
     fn idempotency(&self, ns: &str, key: &str) -> Result<Option<String>, StorageError>;
 
@@ -91,6 +96,11 @@ pub trait Snapshot {
 
     /// Schedules per namespace (namespaces without any are left out), for `/metrics`.
     fn schedule_counts(&self) -> Result<BTreeMap<String, u64>, StorageError>;
+    /// The API key stored under `key_id`.
+    fn api_key(&self, key_id: &str) -> Result<Option<ApiKey>, StorageError>;
+
+    /// API keys with ids after `after`, in id order, until `visit` returns false.
+    fn api_keys(&self, after: &str, visit: &mut dyn FnMut(ApiKey) -> bool) -> Result<(), StorageError>;
 }
 
 /// A write transaction: reads see its own writes.
@@ -133,6 +143,14 @@ pub trait WriteTx: Snapshot {
 
     /// Removes a schedule's row (absent is fine).
     fn delete_schedule(&mut self, ns: &str, schedule_id: &str) -> Result<(), StorageError>;
+    /// Writes an API key's row (a new key, or a revoked one).
+    fn put_api_key(&mut self, key: &ApiKey) -> Result<(), StorageError>;
+
+    /// Writes a namespace's row.
+    fn put_namespace(&mut self, ns: &Namespace) -> Result<(), StorageError>;
+
+    /// Removes a namespace's row (absent is fine).
+    fn remove_namespace(&mut self, name: &str) -> Result<(), StorageError>;
 }
 
 /// A database the server can run on.

@@ -12,9 +12,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::StoredTask;
 use super::backend::{Backend, DueTimer, Snapshot, TimerKey, WriteTx};
+use crate::auth::ApiKey;
 use crate::clock::Millis;
 use crate::error::StorageError;
 use crate::model::{Event, RunState, Timer};
+use crate::namespace::Namespace;
 use crate::schedule::Schedule;
 
 type RunKey = (String, String);
@@ -31,8 +33,9 @@ struct Data {
     idempotency: BTreeMap<(String, String), String>,
     by_start: BTreeSet<(String, Millis, String)>,
     children: BTreeSet<(String, String, String)>,
-    namespaces: BTreeSet<String>,
     schedules: BTreeMap<RunKey, Schedule>,
+    namespaces: BTreeMap<String, Namespace>,
+    api_keys: BTreeMap<String, ApiKey>,
 }
 
 fn key(ns: &str, run_id: &str) -> RunKey {
@@ -100,8 +103,14 @@ pub struct MemoryBackend {
 impl Default for MemoryBackend {
     fn default() -> Self {
         let mut data = Data::default();
-        data.namespaces
-            .insert(railyard_proto::DEFAULT_NAMESPACE.to_string());
+        let default = railyard_proto::DEFAULT_NAMESPACE.to_string();
+        data.namespaces.insert(
+            default.clone(),
+            Namespace {
+                name: default,
+                ..Namespace::default()
+            },
+        );
         Self {
             data: Mutex::new(Arc::new(data)),
             writing: Mutex::new(()),
@@ -291,7 +300,11 @@ macro_rules! reads {
         }
 
         fn namespaces(&self) -> Result<Vec<String>, StorageError> {
-            Ok(self.$data().namespaces.iter().cloned().collect())
+            Ok(self.$data().namespaces.keys().cloned().collect())
+        }
+
+        fn namespace(&self, name: &str) -> Result<Option<Namespace>, StorageError> {
+            Ok(self.$data().namespaces.get(name).cloned())
         }
 
         fn idempotency(&self, ns: &str, k: &str) -> Result<Option<String>, StorageError> {
@@ -319,6 +332,21 @@ macro_rules! reads {
                 .range((Bound::Excluded(key(ns, after)), Bound::Unbounded));
             for ((n, _), s) in range {
                 if n != ns || !visit(s.clone()) {
+                    break;
+                }
+            }
+            Ok(())
+        }
+
+        fn api_key(&self, key_id: &str) -> Result<Option<ApiKey>, StorageError> {
+            Ok(self.$data().api_keys.get(key_id).cloned())
+        }
+
+        fn api_keys(&self, after: &str, visit: &mut dyn FnMut(ApiKey) -> bool) -> Result<(), StorageError> {
+            use std::ops::Bound;
+            let range = (Bound::Excluded(after.to_string()), Bound::Unbounded);
+            for key in self.$data().api_keys.range(range).map(|(_, k)| k) {
+                if !visit(key.clone()) {
                     break;
                 }
             }
@@ -449,6 +477,24 @@ impl WriteTx for MemoryTx<'_> {
     fn delete_schedule(&mut self, ns: &str, id: &str) -> Result<(), StorageError> {
         self.change(|d| {
             d.schedules.remove(&key(ns, id));
+        })
+    }
+
+    fn put_api_key(&mut self, k: &ApiKey) -> Result<(), StorageError> {
+        self.change(|d| {
+            d.api_keys.insert(k.key_id.clone(), k.clone());
+        })
+    }
+
+    fn put_namespace(&mut self, ns: &Namespace) -> Result<(), StorageError> {
+        self.change(|d| {
+            d.namespaces.insert(ns.name.clone(), ns.clone());
+        })
+    }
+
+    fn remove_namespace(&mut self, name: &str) -> Result<(), StorageError> {
+        self.change(|d| {
+            d.namespaces.remove(name);
         })
     }
 }

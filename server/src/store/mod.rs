@@ -104,6 +104,11 @@ impl Store {
         Ok(self.snapshot()?.namespaces()?)
     }
 
+    /// One namespace.
+    pub fn namespace(&self, name: &str) -> Result<Option<crate::namespace::Namespace>, ApiError> {
+        Ok(self.snapshot()?.namespace(name)?)
+    }
+
     /// The state row of a run.
     pub fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, ApiError> {
         Ok(self.snapshot()?.run(ns, run_id)?)
@@ -210,6 +215,34 @@ impl Store {
             out.len() < limit
         })?;
         Ok(out)
+    }
+
+    /// The API key stored under `key_id`.
+    pub fn api_key(&self, key_id: &str) -> Result<Option<crate::auth::ApiKey>, ApiError> {
+        Ok(self.snapshot()?.api_key(key_id)?)
+    }
+
+    /// API keys with ids after `after`, in id order, that `keep` accepts; at most
+    /// `limit`. The second value is the id to continue after, when there may be more.
+    pub fn api_keys(
+        &self,
+        after: &str,
+        limit: usize,
+        keep: impl Fn(&crate::auth::ApiKey) -> bool,
+    ) -> Result<(Vec<crate::auth::ApiKey>, Option<String>), ApiError> {
+        let mut out = Vec::new();
+        let mut next = None;
+        self.snapshot()?.api_keys(after, &mut |key| {
+            if keep(&key) {
+                out.push(key);
+                if out.len() == limit {
+                    next = out.last().map(|k| k.key_id.clone());
+                    return false;
+                }
+            }
+            true
+        })?;
+        Ok((out, next))
     }
 
     /// Due time of the earliest timer.

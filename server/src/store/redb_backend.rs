@@ -18,9 +18,11 @@ use redb::{
 use super::backend::{Backend, DueTimer, Snapshot, TimerKey, WriteTx};
 use super::records::{self, DefinitionTableKey, Definitions};
 use super::{OpenError, StoredTask, migrate};
+use crate::auth::ApiKey;
 use crate::clock::Millis;
 use crate::error::StorageError;
 use crate::model::{Event, EventKind, RunState, Timer};
+use crate::namespace::Namespace;
 
 /// Everything about one run, in one table so that a transition dirties one B-tree:
 /// (namespace, run id, [`STATE_SLOT`]) → run record, (namespace, run id, event id) →
@@ -44,7 +46,7 @@ pub(crate) const RUNS_BY_START: TableDefinition<(&str, i64, &str), ()> =
     TableDefinition::new("runs_by_start");
 /// (namespace, parent run id, child run id): the session tree.
 pub(crate) const CHILDREN: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("children");
-/// Namespace name → settings JSON.
+/// Namespace name → namespace record.
 pub(crate) const NAMESPACES: TableDefinition<&str, &[u8]> = TableDefinition::new("namespaces");
 /// (workflow id, version, content hash) → definition record: each definition a run
 /// used, stored once; run records and `RunStarted` events name it by this key.
@@ -53,6 +55,9 @@ pub(crate) const DEFINITIONS: TableDefinition<DefinitionTableKey, &[u8]> =
 /// (namespace, schedule id) → schedule record. Due schedules are found through
 /// their `timers` row, never by scanning this table.
 pub(crate) const SCHEDULES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("schedules");
+/// Key id → API key record (hash, namespace, role, expiry, revocation). Added to
+/// layout 3 without a new layout version: an older file gets the empty table at open.
+pub(crate) const API_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("api_keys");
 /// Name → value: the storage layout version (`schema`).
 pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
@@ -135,6 +140,7 @@ impl RedbBackend {
             tx.open_table(CHILDREN)?;
             tx.open_table(DEFINITIONS)?;
             tx.open_table(SCHEDULES)?;
+            tx.open_table(API_KEYS)?;
             let mut ns = tx.open_table(NAMESPACES)?;
             if ns.get(railyard_proto::DEFAULT_NAMESPACE)?.is_none() {
                 ns.insert(railyard_proto::DEFAULT_NAMESPACE, b"{}".as_slice())?;
@@ -333,6 +339,15 @@ fn namespaces_in(t: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<
     Ok(out)
 }
 
+fn namespace_in(
+    t: &impl ReadableTable<&'static str, &'static [u8]>,
+    name: &str,
+) -> Result<Option<Namespace>, StorageError> {
+    t.get(name)?
+        .map(|v| records::decode_namespace(name, v.value()))
+        .transpose()
+}
+
 fn idempotency_in(
     t: &impl ReadableTable<(&'static str, &'static str), &'static str>,
     ns: &str,
@@ -383,6 +398,29 @@ fn schedules_in(
             break;
         }
         if !visit(records::decode_schedule(v.value())?) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn api_key_in(
+    t: &impl ReadableTable<&'static str, &'static [u8]>,
+    key_id: &str,
+) -> Result<Option<ApiKey>, StorageError> {
+    t.get(key_id)?
+        .map(|v| records::decode_api_key(v.value()))
+        .transpose()
+}
+
+fn api_keys_in(
+    t: &impl ReadableTable<&'static str, &'static [u8]>,
+    after: &str,
+    visit: &mut dyn FnMut(ApiKey) -> bool,
+) -> Result<(), StorageError> {
+    use std::ops::Bound;
+    for row in t.range::<&str>((Bound::Excluded(after), Bound::Unbounded))? {
+        if !visit(records::decode_api_key(row?.1.value())?) {
             break;
         }
     }
@@ -485,6 +523,10 @@ impl Snapshot for RedbSnapshot {
         namespaces_in(&self.tx.open_table(NAMESPACES)?)
     }
 
+    fn namespace(&self, name: &str) -> Result<Option<Namespace>, StorageError> {
+        namespace_in(&self.tx.open_table(NAMESPACES)?, name)
+    }
+
     fn idempotency(&self, ns: &str, key: &str) -> Result<Option<String>, StorageError> {
         idempotency_in(&self.tx.open_table(IDEMPOTENCY)?, ns, key)
     }
@@ -508,6 +550,14 @@ impl Snapshot for RedbSnapshot {
 
     fn schedule_counts(&self) -> Result<BTreeMap<String, u64>, StorageError> {
         schedule_counts_in(&self.tx.open_table(SCHEDULES)?)
+    }
+
+    fn api_key(&self, key_id: &str) -> Result<Option<ApiKey>, StorageError> {
+        api_key_in(&self.tx.open_table(API_KEYS)?, key_id)
+    }
+
+    fn api_keys(&self, after: &str, visit: &mut dyn FnMut(ApiKey) -> bool) -> Result<(), StorageError> {
+        api_keys_in(&self.tx.open_table(API_KEYS)?, after, visit)
     }
 }
 
@@ -589,6 +639,10 @@ impl Snapshot for RedbTx<'_> {
         namespaces_in(&self.tx.open_table(NAMESPACES)?)
     }
 
+    fn namespace(&self, name: &str) -> Result<Option<Namespace>, StorageError> {
+        namespace_in(&self.tx.open_table(NAMESPACES)?, name)
+    }
+
     fn idempotency(&self, ns: &str, key: &str) -> Result<Option<String>, StorageError> {
         idempotency_in(&self.idempotency, ns, key)
     }
@@ -612,6 +666,15 @@ impl Snapshot for RedbTx<'_> {
 
     fn schedule_counts(&self) -> Result<BTreeMap<String, u64>, StorageError> {
         schedule_counts_in(&self.schedules)
+    }
+
+    // Keys are not among the tables the writer opens: opened only if asked.
+    fn api_key(&self, key_id: &str) -> Result<Option<ApiKey>, StorageError> {
+        api_key_in(&self.tx.open_table(API_KEYS)?, key_id)
+    }
+
+    fn api_keys(&self, after: &str, visit: &mut dyn FnMut(ApiKey) -> bool) -> Result<(), StorageError> {
+        api_keys_in(&self.tx.open_table(API_KEYS)?, after, visit)
     }
 }
 
@@ -699,6 +762,27 @@ impl WriteTx for RedbTx<'_> {
 
     fn delete_schedule(&mut self, ns: &str, id: &str) -> Result<(), StorageError> {
         self.schedules.remove((ns, id))?;
+        Ok(())
+    }
+
+    fn put_api_key(&mut self, key: &ApiKey) -> Result<(), StorageError> {
+        let row = records::encode_api_key(key)?;
+        self.tx
+            .open_table(API_KEYS)?
+            .insert(key.key_id.as_str(), row.as_slice())?;
+        Ok(())
+    }
+
+    fn put_namespace(&mut self, ns: &Namespace) -> Result<(), StorageError> {
+        let row = records::encode_namespace(ns)?;
+        self.tx
+            .open_table(NAMESPACES)?
+            .insert(ns.name.as_str(), row.as_slice())?;
+        Ok(())
+    }
+
+    fn remove_namespace(&mut self, name: &str) -> Result<(), StorageError> {
+        self.tx.open_table(NAMESPACES)?.remove(name)?;
         Ok(())
     }
 }

@@ -3,6 +3,8 @@
 //! file is a module.
 
 mod api;
+mod auth;
 mod metrics;
+mod namespaces;
 mod schedules;
 mod upgrade;

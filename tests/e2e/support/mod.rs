@@ -63,6 +63,11 @@ impl Sandbox {
     pub fn server(&self) -> ServerProcess {
         ServerProcess::start(&self.path("data"), &self.path("workflows"), None)
     }
+
+    /// [`Sandbox::server`] with more flags (`--auth` ...).
+    pub fn server_with(&self, args: &[&str]) -> ServerProcess {
+        ServerProcess::start_with(&self.path("data"), &self.path("workflows"), None, args)
+    }
 }
 
 impl Default for Sandbox {
@@ -170,6 +175,11 @@ impl ServerProcess {
     /// Starts a server; `grpc` pins the gRPC address (for restarts on the same port),
     /// otherwise a free port is taken. Returns once it prints its listening line.
     pub fn start(data: &Path, workflows: &Path, grpc: Option<&str>) -> Self {
+        Self::start_with(data, workflows, grpc, &[])
+    }
+
+    /// [`ServerProcess::start`] with more flags.
+    pub fn start_with(data: &Path, workflows: &Path, grpc: Option<&str>, args: &[&str]) -> Self {
         let mut child = Command::new(BIN)
             .arg("server")
             .args([
@@ -182,6 +192,8 @@ impl ServerProcess {
             .arg(data)
             .arg("--workflows")
             .arg(workflows)
+            .args(args)
+            .env_remove("RAILYARD_AUTH")
             .env(
                 "RUST_LOG",
                 std::env::var("TEST_SERVER_LOG").unwrap_or_else(|_| "warn".into()),
@@ -279,6 +291,7 @@ pub fn ry(url: &str, args: &[&str]) -> Output {
         .args(args)
         .args(["--server", url])
         .env_remove("RAILYARD_NAMESPACE")
+        .env_remove("RAILYARD_API_KEY")
         .env_remove("RUST_LOG")
         .output()
         .expect("run railyard")

@@ -44,6 +44,7 @@ impl WorkerProcess {
             "OPENAI_API_KEY",
             "OPENAI_BASE_URL",
             "RAILYARD_SERVER",
+            "RAILYARD_API_KEY",
             "RAILYARD_NAMESPACE",
             "RAILYARD_QUEUES",
             "RAILYARD_SLOTS",

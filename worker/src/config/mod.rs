@@ -8,6 +8,7 @@
 //!
 //! ```toml
 //! server_url = "http://127.0.0.1:7400"
+//! api_key = "ry_..."                  # or RAILYARD_API_KEY; a worker key when the server runs with auth
 //! namespace = "default"
 //! queues = ["default"]
 //! slots = 4
@@ -53,6 +54,8 @@ pub const DEFAULT_WORKSPACE: &str = ".railyard/workspaces";
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
     pub server_url: String,
+    /// Sent with every call to the server (its `Debug` never shows it).
+    pub api_key: Option<railyard_proto::ApiKey>,
     pub namespace: String,
     /// Task queues to poll, one poll loop each.
     pub queues: Vec<String>,
@@ -200,6 +203,10 @@ pub const ENV: &[EnvVar] = &[
         key: "server_url",
     },
     EnvVar {
+        var: "RAILYARD_API_KEY",
+        key: "api_key",
+    },
+    EnvVar {
         var: "RAILYARD_NAMESPACE",
         key: "namespace",
     },
@@ -270,6 +277,8 @@ const FLAG_NAMES: &[(&str, &str)] = &[
 #[serde(deny_unknown_fields)]
 pub struct ConfigLayer {
     pub server_url: Option<String>,
+    /// The API key for the Railyard server.
+    pub api_key: Option<String>,
     pub namespace: Option<String>,
     /// A list, or (from `RAILYARD_QUEUES`) comma-separated text.
     #[serde(default, deserialize_with = "queue_list")]
@@ -427,6 +436,7 @@ fn resolve(
     }
     let bash_env = resolve_bash_env(loaded)?;
     Ok(WorkerConfig {
+        api_key: layer.api_key.clone().map(railyard_proto::ApiKey::new),
         server_url: layer
             .server_url
             .clone()

@@ -295,3 +295,35 @@ fn bash_env_and_response_cap() {
         "{err}"
     );
 }
+
+#[test]
+fn the_railyard_api_key_comes_from_flag_env_or_file_and_is_never_printed() {
+    let model = ("OPENAI_BASE_URL", "http://127.0.0.1:1/v1");
+    let vars = [("RAILYARD_API_KEY", "ry_env"), model];
+    let cfg = load(None, &vars, ConfigLayer::default(), None).unwrap();
+    assert_eq!(cfg.api_key.as_ref().map(|k| k.expose()), Some("ry_env"));
+    assert!(!format!("{cfg:?}").contains("ry_env"), "{cfg:?}");
+    let flags = ConfigLayer {
+        api_key: Some("ry_flag".into()),
+        ..Default::default()
+    };
+    let cfg = load(None, &vars, flags, None).unwrap();
+    assert_eq!(
+        cfg.api_key.map(|k| k.expose().to_string()).as_deref(),
+        Some("ry_flag")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("worker.toml");
+    std::fs::write(&file, "api_key = \"ry_file\"\n").unwrap();
+    let cfg = load(Some(&file), &[model], ConfigLayer::default(), None).unwrap();
+    assert_eq!(
+        cfg.api_key.map(|k| k.expose().to_string()).as_deref(),
+        Some("ry_file")
+    );
+    assert!(
+        load(None, &[model], ConfigLayer::default(), None)
+            .unwrap()
+            .api_key
+            .is_none()
+    );
+}

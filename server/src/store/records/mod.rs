@@ -11,8 +11,10 @@
 //! A run's state row names its definition ([`DefinitionKey`]) rather than holding
 //! it; definitions are stored once, in the `definitions` table ([`Definitions`]).
 
+mod api_keys;
 mod definitions;
 mod events;
+mod namespaces;
 mod schedules;
 #[cfg(test)]
 mod tests;
@@ -29,8 +31,10 @@ use crate::clock::Millis;
 use crate::error::StorageError;
 use crate::model::{Lease, PendingSignal, Phase, RunState, RunStatus, StepRecord};
 
+pub(crate) use api_keys::{decode_api_key, encode_api_key};
 pub(crate) use definitions::{DefinitionKey, DefinitionTableKey, Definitions};
 pub(crate) use events::{decode_event, encode_event};
+pub(crate) use namespaces::{decode_namespace, encode_namespace};
 pub(crate) use schedules::{decode_schedule, encode_schedule};
 pub(crate) use timers::{decode_timer, encode_timer};
 

@@ -350,3 +350,55 @@ fn schedule_fire_timers_round_trip() {
     };
     assert_eq!(decode_timer(&encode_timer(&timer).unwrap()).unwrap(), timer);
 }
+
+#[test]
+fn an_api_key_round_trips_and_a_bad_row_is_named() {
+    use crate::auth::{ApiKey, Role};
+    let key = ApiKey {
+        key_id: "0123456789abcdef".into(),
+        namespace: "ns".into(),
+        role: Role::Worker,
+        queues: vec!["q1".into(), "q2".into()],
+        hash: [7; 32],
+        created_ms: 5,
+        expires_ms: Some(10),
+        revoked_ms: None,
+        created_by: "bootstrap".into(),
+        description: "ci".into(),
+    };
+    let bytes = encode_api_key(&key).unwrap();
+    let text = String::from_utf8(bytes.clone()).unwrap();
+    assert!(
+        text.contains(r#""v":1"#) && text.contains(r#""role":"worker""#),
+        "{text}"
+    );
+    assert_eq!(decode_api_key(&bytes).unwrap(), key);
+    let err = decode_api_key(br#"{"v":1,"key_id":"k","namespace":"n","role":"root","sha256":""}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("api key") && err.contains("root"), "{err}");
+    let err = decode_api_key(br#"{"v":9,"key_id":"k","namespace":"n","role":"admin","sha256":""}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("newer Railyard"), "{err}");
+}
+
+#[test]
+fn a_namespace_round_trips_and_the_first_layouts_empty_row_reads() {
+    use crate::namespace::Namespace;
+    let ns = Namespace {
+        name: "team".into(),
+        description: "d".into(),
+        created_ms: 1,
+        updated_ms: 2,
+    };
+    let bytes = encode_namespace(&ns).unwrap();
+    assert_eq!(decode_namespace("team", &bytes).unwrap(), ns);
+    assert_eq!(
+        decode_namespace("default", b"{}").unwrap(),
+        Namespace {
+            name: "default".into(),
+            ..Namespace::default()
+        }
+    );
+}

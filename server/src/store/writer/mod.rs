@@ -265,6 +265,39 @@ impl Writer {
         self.call(cmd).await
     }
 
+    /// Stores a new API key; refused if its id is taken.
+    pub async fn create_api_key(&self, key: crate::auth::ApiKey) -> Result<crate::auth::ApiKey, ApiError> {
+        self.call(commands::CreateApiKey { key }).await
+    }
+
+    /// Revokes an API key (a no-op if it already is); answers the key as stored.
+    pub async fn revoke_api_key(&self, key_id: String) -> Result<crate::auth::ApiKey, ApiError> {
+        self.call(commands::RevokeApiKey { key_id }).await
+    }
+
+    /// Creates a namespace; refused if it exists.
+    pub async fn create_namespace(
+        &self,
+        name: String,
+        description: String,
+    ) -> Result<crate::namespace::Namespace, ApiError> {
+        self.call(commands::CreateNamespace { name, description }).await
+    }
+
+    /// Changes a namespace's settings.
+    pub async fn update_namespace(
+        &self,
+        name: String,
+        description: String,
+    ) -> Result<crate::namespace::Namespace, ApiError> {
+        self.call(commands::UpdateNamespace { name, description }).await
+    }
+
+    /// Deletes an empty namespace and revokes its keys.
+    pub async fn delete_namespace(&self, name: String) -> Result<(), ApiError> {
+        self.call(commands::DeleteNamespace { name }).await
+    }
+
     /// Fires every timer due now; returns how many fired.
     pub async fn fire_timers(&self) -> Result<usize, ApiError> {
         self.call(commands::FireTimers).await

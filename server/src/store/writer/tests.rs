@@ -198,3 +198,54 @@ async fn eager_next_step_caller_gave_up(kind: Kind) {
     assert!(kinds.iter().any(|k| matches!(k, EventKind::StepCompleted { .. })));
     assert!(undelivered(&kinds, "b"), "{kinds:?}");
 }
+
+on_both!(
+    api_keys_are_created_once_and_revoked_once,
+    api_keys_created_and_revoked
+);
+async fn api_keys_created_and_revoked(kind: Kind) {
+    use crate::auth::{ApiKey, Role};
+    let fx = fixture(kind);
+    let key = |id: &str, ns: &str| ApiKey {
+        key_id: id.into(),
+        namespace: ns.into(),
+        role: Role::Worker,
+        queues: vec!["q".into()],
+        hash: [1; 32],
+        created_ms: 5,
+        expires_ms: None,
+        revoked_ms: None,
+        created_by: "t".into(),
+        description: String::new(),
+    };
+    let a = fx.writer.create_api_key(key("aaaa", "default")).await.unwrap();
+    fx.writer.create_api_key(key("bbbb", "*")).await.unwrap();
+    assert_eq!(fx.store.api_key("aaaa").unwrap(), Some(a.clone()));
+    // A taken id is refused and the stored key is left as it was.
+    let mut other = key("aaaa", "elsewhere");
+    other.role = Role::Admin;
+    assert!(matches!(
+        fx.writer.create_api_key(other).await,
+        Err(ApiError::AlreadyExists(_))
+    ));
+    assert_eq!(fx.store.api_key("aaaa").unwrap(), Some(a.clone()));
+
+    // Revoked at the writer's clock; a second revocation keeps the first time.
+    let revoked = fx.writer.revoke_api_key("aaaa".into()).await.unwrap();
+    assert_eq!(revoked.revoked_ms, Some(1_000));
+    assert_eq!(fx.writer.revoke_api_key("aaaa".into()).await.unwrap(), revoked);
+    assert!(matches!(
+        fx.writer.revoke_api_key("cccc".into()).await,
+        Err(ApiError::NotFound(_))
+    ));
+    // Listed in id order, filtered and paged.
+    let (all, next) = fx.store.api_keys("", 10, |_| true).unwrap();
+    let ids: Vec<_> = all.iter().map(|k| k.key_id.as_str()).collect();
+    assert_eq!((ids, next), (vec!["aaaa", "bbbb"], None));
+    let (page, next) = fx.store.api_keys("", 1, |_| true).unwrap();
+    assert_eq!((page[0].key_id.as_str(), next.as_deref()), ("aaaa", Some("aaaa")));
+    let (rest, _) = fx.store.api_keys("aaaa", 10, |_| true).unwrap();
+    assert_eq!(rest.len(), 1);
+    let (active, _) = fx.store.api_keys("", 10, |k| k.revoked_ms.is_none()).unwrap();
+    assert_eq!(active[0].key_id, "bbbb");
+}

@@ -6,28 +6,38 @@ use super::cx::Cx;
 use super::*;
 
 mod complete;
+mod create_api_key;
+mod create_namespace;
+mod delete_namespace;
 mod fail;
 mod fire_timers;
 mod heartbeat;
 mod lease;
+mod revoke_api_key;
 pub(crate) mod schedule;
 mod signal;
 mod start;
 mod start_replacing;
 mod stop;
 mod undelivered;
+mod update_namespace;
 
 pub use complete::Complete;
+pub use create_api_key::CreateApiKey;
+pub use create_namespace::CreateNamespace;
+pub use delete_namespace::DeleteNamespace;
 pub use fail::Fail;
 pub use fire_timers::FireTimers;
 pub use heartbeat::Heartbeat;
 pub use lease::LeaseTask;
+pub use revoke_api_key::RevokeApiKey;
 pub use schedule::{CreateSchedule, DeleteSchedule, PatchSchedule, Patched, UpdateSchedule};
 pub use signal::Signal;
 pub use start::StartCommand;
 pub use start_replacing::{Replaced, StartReplacing};
 pub use stop::{Stop, StopRun};
 pub use undelivered::Undelivered;
+pub use update_namespace::UpdateNamespace;
 
 /// A lease handed out in an answer: (namespace, run id, lease).
 pub(crate) type Handed = (String, String, u64);
@@ -154,4 +164,9 @@ commands! {
     UpdateSchedule(UpdateSchedule),
     DeleteSchedule(DeleteSchedule),
     PatchSchedule(PatchSchedule),
+    CreateApiKey(CreateApiKey),
+    RevokeApiKey(RevokeApiKey),
+    CreateNamespace(CreateNamespace),
+    UpdateNamespace(UpdateNamespace),
+    DeleteNamespace(DeleteNamespace),
 }

@@ -28,6 +28,13 @@ impl StartCommand {
                 started: false,
             })));
         }
+        // Checked again here: the namespace may have been deleted since the request
+        // was resolved.
+        if cx.tx.namespace(ns)?.is_none() {
+            return Ok(Err(ApiError::NotFound(format!(
+                "namespace {ns:?} does not exist"
+            ))));
+        }
         if let Some(existing) = cx.load(ns, &p.run_id)? {
             let msg = if existing.status.is_open() {
                 format!("run {:?} is already running", p.run_id)

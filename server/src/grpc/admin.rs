@@ -1,0 +1,163 @@
+//! `railyard.v1.Admin`: API keys. Each handler converts its request to a
+//! [`crate::service::keys`] call and the answer back.
+
+use std::sync::Arc;
+
+use railyard_proto::v1::{self, admin_server::Admin};
+use tonic::{Request, Response, Status};
+
+use super::*;
+use crate::auth::{ApiKey, Role};
+use crate::namespace::Namespace;
+use crate::service::{keys, namespaces};
+
+/// The `Admin` service.
+pub struct AdminService {
+    pub core: Arc<Core>,
+}
+
+fn role_to_proto(r: Role) -> v1::ApiKeyRole {
+    match r {
+        Role::Worker => v1::ApiKeyRole::Worker,
+        Role::Client => v1::ApiKeyRole::Client,
+        Role::Admin => v1::ApiKeyRole::Admin,
+    }
+}
+
+fn role_from_proto(value: i32) -> Result<Option<Role>, ApiError> {
+    match v1::ApiKeyRole::try_from(value) {
+        Ok(v1::ApiKeyRole::Unspecified) => Ok(None),
+        Ok(v1::ApiKeyRole::Worker) => Ok(Some(Role::Worker)),
+        Ok(v1::ApiKeyRole::Client) => Ok(Some(Role::Client)),
+        Ok(v1::ApiKeyRole::Admin) => Ok(Some(Role::Admin)),
+        Err(_) => Err(ApiError::field("role", format!("unknown value {value}"))),
+    }
+}
+
+/// A stored key on the wire: never its secret or hash.
+pub fn key_info(k: &ApiKey) -> v1::ApiKeyInfo {
+    v1::ApiKeyInfo {
+        key_id: k.key_id.clone(),
+        namespace: k.namespace.clone(),
+        role: role_to_proto(k.role) as i32,
+        task_queues: k.queues.clone(),
+        create_time_unix_ms: k.created_ms,
+        expire_time_unix_ms: k.expires_ms.unwrap_or(0),
+        revoke_time_unix_ms: k.revoked_ms.unwrap_or(0),
+        created_by: k.created_by.clone(),
+        description: k.description.clone(),
+    }
+}
+
+fn namespace_info(ns: &Namespace) -> v1::NamespaceInfo {
+    v1::NamespaceInfo {
+        name: ns.name.clone(),
+        description: ns.description.clone(),
+        create_time_unix_ms: ns.created_ms,
+        update_time_unix_ms: ns.updated_ms,
+    }
+}
+
+#[tonic::async_trait]
+impl Admin for AdminService {
+    async fn create_namespace(
+        &self,
+        req: Request<v1::CreateNamespaceRequest>,
+    ) -> Result<Response<v1::CreateNamespaceResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let ns = namespaces::create(&self.core, &credentials(&metadata), &r.name, r.description).await?;
+        Ok(Response::new(v1::CreateNamespaceResponse {
+            namespace: Some(namespace_info(&ns)),
+        }))
+    }
+
+    async fn describe_namespace(
+        &self,
+        req: Request<v1::DescribeNamespaceRequest>,
+    ) -> Result<Response<v1::DescribeNamespaceResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let ns = namespaces::describe(&self.core, &credentials(&metadata), &r.name)?;
+        Ok(Response::new(v1::DescribeNamespaceResponse {
+            namespace: Some(namespace_info(&ns)),
+        }))
+    }
+
+    async fn list_namespaces(
+        &self,
+        req: Request<v1::ListNamespacesRequest>,
+    ) -> Result<Response<v1::ListNamespacesResponse>, Status> {
+        let (metadata, _, _) = req.into_parts();
+        let found = namespaces::list(&self.core, &credentials(&metadata))?;
+        Ok(Response::new(v1::ListNamespacesResponse {
+            namespaces: found.iter().map(namespace_info).collect(),
+        }))
+    }
+
+    async fn update_namespace(
+        &self,
+        req: Request<v1::UpdateNamespaceRequest>,
+    ) -> Result<Response<v1::UpdateNamespaceResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let ns = namespaces::update(&self.core, &credentials(&metadata), &r.name, r.description).await?;
+        Ok(Response::new(v1::UpdateNamespaceResponse {
+            namespace: Some(namespace_info(&ns)),
+        }))
+    }
+
+    async fn delete_namespace(
+        &self,
+        req: Request<v1::DeleteNamespaceRequest>,
+    ) -> Result<Response<v1::DeleteNamespaceResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        namespaces::delete(&self.core, &credentials(&metadata), &r.name).await?;
+        Ok(Response::new(v1::DeleteNamespaceResponse {}))
+    }
+
+    async fn create_api_key(
+        &self,
+        req: Request<v1::CreateApiKeyRequest>,
+    ) -> Result<Response<v1::CreateApiKeyResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let create = keys::CreateKey {
+            namespace: r.namespace,
+            role: role_from_proto(r.role)?,
+            queues: r.task_queues,
+            expires_in_secs: r.expires_in_seconds,
+            description: r.description,
+        };
+        let created = keys::create(&self.core, &credentials(&metadata), create).await?;
+        Ok(Response::new(v1::CreateApiKeyResponse {
+            api_key: created.secret_key,
+            key: Some(key_info(&created.key)),
+        }))
+    }
+
+    async fn list_api_keys(
+        &self,
+        req: Request<v1::ListApiKeysRequest>,
+    ) -> Result<Response<v1::ListApiKeysResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let list = keys::ListKeys {
+            namespace: r.namespace,
+            include_revoked: r.include_revoked,
+            page_size: r.page_size,
+            page_token: r.page_token,
+        };
+        let (found, next_page_token) = keys::list(&self.core, &credentials(&metadata), list)?;
+        Ok(Response::new(v1::ListApiKeysResponse {
+            keys: found.iter().map(key_info).collect(),
+            next_page_token,
+        }))
+    }
+
+    async fn revoke_api_key(
+        &self,
+        req: Request<v1::RevokeApiKeyRequest>,
+    ) -> Result<Response<v1::RevokeApiKeyResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let key = keys::revoke(&self.core, &credentials(&metadata), &r.key_id).await?;
+        Ok(Response::new(v1::RevokeApiKeyResponse {
+            key: Some(key_info(&key)),
+        }))
+    }
+}

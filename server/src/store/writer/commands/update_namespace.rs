@@ -1,0 +1,29 @@
+//! Change a namespace's settings.
+
+use super::*;
+use crate::namespace::Namespace;
+
+/// New settings for a namespace.
+#[derive(Debug)]
+pub struct UpdateNamespace {
+    pub name: String,
+    pub description: String,
+}
+
+impl Apply for UpdateNamespace {
+    type Output = Namespace;
+    const NAME: &'static str = "update_namespace";
+
+    fn apply(self, cx: &mut Cx) -> Result<Result<Namespace, ApiError>, StorageError> {
+        let Some(mut ns) = cx.tx.namespace(&self.name)? else {
+            return Ok(Err(ApiError::NotFound(format!(
+                "namespace {:?} does not exist",
+                self.name
+            ))));
+        };
+        ns.description = self.description;
+        ns.updated_ms = cx.now();
+        cx.tx.put_namespace(&ns)?;
+        Ok(Ok(ns))
+    }
+}
