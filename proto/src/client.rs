@@ -180,11 +180,11 @@ impl Client {
     }
 
     fn history(&self) -> HistoryClient<Channel> {
-        HistoryClient::new(self.channel.clone()).max_decoding_message_size(64 << 20)
+        HistoryClient::new(self.channel.clone()).max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
     }
 
     fn tasks(&self) -> TasksClient<Channel> {
-        TasksClient::new(self.channel.clone()).max_decoding_message_size(64 << 20)
+        TasksClient::new(self.channel.clone()).max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
     }
 
     /// Runs `call`, retrying transient failures ([`is_transient_grpc`]) by the

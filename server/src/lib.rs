@@ -41,8 +41,8 @@ use crate::token::TokenKeys;
 use crate::watch::Watchers;
 use crate::workflow::{EmbeddedDefinition, WorkflowRegistry};
 
-/// Largest gRPC message the server accepts.
-const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Largest gRPC message the server accepts and sends.
+pub use railyard_proto::MAX_MESSAGE_BYTES;
 
 /// Everything `railyard server` can be told.
 #[derive(Clone)]
@@ -113,7 +113,7 @@ impl RunningServer {
     /// starts serving. Returns once both listeners accept connections.
     pub async fn start(config: ServerConfig) -> Result<Self, StartError> {
         let dir = &config.data_dir;
-        std::fs::create_dir_all(dir).map_err(|source| StartError::DataDir {
+        create_private_dir(dir).map_err(|source| StartError::DataDir {
             path: dir.display().to_string(),
             source,
         })?;
@@ -256,6 +256,19 @@ impl RunningServer {
     }
 }
 
+/// Creates the data directory (and any missing parents) readable by its owner only
+/// (mode 0700); an existing directory is left as it is.
+fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
 async fn serve_grpc(
     core: Arc<Core>,
     listener: tokio::net::TcpListener,
@@ -268,17 +281,18 @@ async fn serve_grpc(
     health_reporter
         .set_serving::<TasksServer<grpc::tasks::TasksService>>()
         .await;
-    let reflection = match tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(railyard_proto::v1::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()
-    {
-        Ok(r) => Some(r),
-        Err(e) => {
-            tracing::error!(error = %e, "reflection service unavailable");
-            None
-        }
+    // Both reflection versions: grpcurl speaks v1; Python's grpcio reflection
+    // client, Postman and grpcui still speak v1alpha.
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(railyard_proto::v1::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
     };
+    let unavailable = |e: tonic_reflection::server::Error| {
+        tracing::error!(error = %e, "reflection service unavailable");
+    };
+    let reflection_v1 = reflection().build_v1().map_err(unavailable).ok();
+    let reflection_v1alpha = reflection().build_v1alpha().map_err(unavailable).ok();
     let history = HistoryServer::new(grpc::history::HistoryService { core: core.clone() })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -292,7 +306,8 @@ async fn serve_grpc(
     let result = tonic::transport::Server::builder()
         .layer(rpc_layer)
         .add_service(health_service)
-        .add_optional_service(reflection)
+        .add_optional_service(reflection_v1)
+        .add_optional_service(reflection_v1alpha)
         .add_service(history)
         .add_service(tasks)
         .serve_with_incoming_shutdown(incoming, async move {

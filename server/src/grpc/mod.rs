@@ -28,7 +28,23 @@ pub fn status(e: ApiError) -> Status {
         ApiError::Internal(_) | ApiError::Storage(_) => Code::Internal,
         ApiError::Unavailable(_) => Code::Unavailable,
     };
-    Status::new(code, e.to_string())
+    Status::new(code, bounded_message(e.to_string()))
+}
+
+/// Longest status message sent. Messages quote client input through
+/// [`crate::error::echo`]; this is the backstop for any that does not.
+pub const MAX_STATUS_MESSAGE_BYTES: usize = 2048;
+
+fn bounded_message(mut message: String) -> String {
+    if message.len() > MAX_STATUS_MESSAGE_BYTES {
+        let mut end = MAX_STATUS_MESSAGE_BYTES;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
 }
 
 impl From<ApiError> for Status {
@@ -144,5 +160,12 @@ mod tests {
             let s = Status::from(e);
             assert_eq!((s.code(), s.message()), (code, "a"));
         }
+    }
+
+    #[test]
+    fn long_messages_are_cut() {
+        let s = status(ApiError::Internal("é".repeat(10_000)));
+        assert!(s.message().len() <= MAX_STATUS_MESSAGE_BYTES + '…'.len_utf8());
+        assert!(s.message().ends_with('…'));
     }
 }

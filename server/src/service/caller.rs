@@ -81,6 +81,9 @@ fn namespace(core: &Core, ns: &str) -> Result<String, ApiError> {
     if core.namespaces.contains(ns) {
         Ok(ns.to_string())
     } else {
-        Err(ApiError::NotFound(format!("namespace {ns:?} does not exist")))
+        Err(ApiError::NotFound(format!(
+            "namespace {} does not exist",
+            crate::error::echo(ns)
+        )))
     }
 }

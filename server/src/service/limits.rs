@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, echo};
 use crate::ids;
 
 pub const NAME: usize = ids::MAX_NAME;
@@ -33,7 +33,14 @@ pub fn check_name(field: &str, value: &str) -> Result<(), ApiError> {
         )),
         Err(ids::NameError::BadCharacter) => Err(ApiError::field(
             field,
-            format!("{value:?} may hold only {}", ids::NAME_CHARACTERS),
+            format!("{} may hold only {}", echo(value), ids::NAME_CHARACTERS),
+        )),
+        Err(ids::NameError::Dots) => Err(ApiError::field(
+            field,
+            format!(
+                "{} is only dots, which names a directory, not a run or a queue",
+                echo(value)
+            ),
         )),
     }
 }
@@ -62,6 +69,18 @@ pub fn check_count(field: &str, count: usize, max: usize) -> Result<(), ApiError
     Ok(())
 }
 
+/// Checks the artifacts a step reports: how many, how long, and that each is a path
+/// inside the run's workspace ([`ids::check_artifact_path`]).
+pub fn check_artifacts(field: &str, artifacts: &[String]) -> Result<(), ApiError> {
+    check_count(field, artifacts.len(), ARTIFACTS)?;
+    for (i, a) in artifacts.iter().enumerate() {
+        let at = format!("{field}[{i}]");
+        check_len(&at, a, ARTIFACT)?;
+        ids::check_artifact_path(a).map_err(|e| ApiError::field(&at, format!("{} {e}", echo(a))))?;
+    }
+    Ok(())
+}
+
 /// Checks a context map (or context updates): its size, its keys
 /// ([`ids::is_context_key`]) and its values.
 pub fn check_context(field: &str, ctx: &BTreeMap<String, String>) -> Result<(), ApiError> {
@@ -70,10 +89,10 @@ pub fn check_context(field: &str, ctx: &BTreeMap<String, String>) -> Result<(), 
         if !ids::is_context_key(k) {
             return Err(ApiError::field(
                 field,
-                format!("key {k:?} must be 1 to {} bytes", ids::MAX_CONTEXT_KEY),
+                format!("key {} must be 1 to {} bytes", echo(k), ids::MAX_CONTEXT_KEY),
             ));
         }
-        check_len(&format!("{field}[{k:?}]"), v, CONTEXT_VALUE)?;
+        check_len(&format!("{field}[{}]", echo(k)), v, CONTEXT_VALUE)?;
     }
     Ok(())
 }

@@ -48,6 +48,9 @@ pub enum OpenError {
         redb_backend::SCHEMA_VERSION
     )]
     Schema { path: String, found: u64 },
+    /// The database file could not be created private (mode 0600).
+    #[error("cannot make database {path} private (mode 0600): {source}")]
+    Permissions { path: String, source: std::io::Error },
 }
 
 /// A ready task as stored, for rebuilding matching.

@@ -3,5 +3,6 @@
 //! file is a module.
 
 mod api;
+mod bounds;
 mod metrics;
 mod upgrade;
