@@ -473,27 +473,47 @@ pub fn check_template(template: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Fills a validated template; a context key that is not set renders as empty.
-pub fn render(template: &str, goal: &str, context: &BTreeMap<String, String>) -> String {
-    let mut out = String::with_capacity(template.len() + goal.len());
+/// Walks a template, handing `out` each piece of the rendered text in order.
+fn render_pieces<'a>(
+    template: &'a str,
+    goal: &'a str,
+    context: &'a BTreeMap<String, String>,
+    mut out: impl FnMut(&'a str),
+) {
     let mut rest = template;
     while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
+        out(&rest[..start]);
         let after = &rest[start + 2..];
         let Some(end) = after.find("}}") else {
-            out.push_str(&rest[start..]);
-            return out;
+            out(&rest[start..]);
+            return;
         };
         let var = after[..end].trim();
         if var == "goal" {
-            out.push_str(goal);
+            out(goal);
         } else if let Some(key) = var.strip_prefix("context.") {
-            out.push_str(context.get(key).map(String::as_str).unwrap_or(""));
+            out(context.get(key).map(String::as_str).unwrap_or(""));
         }
         rest = &after[end + 2..];
     }
-    out.push_str(rest);
+    out(rest);
+}
+
+/// Fills a validated template; a context key that is not set renders as empty.
+pub fn render(template: &str, goal: &str, context: &BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(rendered_len(template, goal, context));
+    render_pieces(template, goal, context, |piece| out.push_str(piece));
     out
+}
+
+/// The length [`render`] would give, without rendering: a template that names a long
+/// goal many times is measured before anything that large is built.
+pub fn rendered_len(template: &str, goal: &str, context: &BTreeMap<String, String>) -> usize {
+    let mut len = 0usize;
+    render_pieces(template, goal, context, |piece| {
+        len = len.saturating_add(piece.len())
+    });
+    len
 }
 
 #[cfg(test)]
@@ -575,6 +595,8 @@ mod tests {
             render("{{goal}} in {{ context.lang }}{{context.none}}!", "port it", &ctx),
             "port it in Rust!"
         );
+        let t = "{{goal}}{{goal}} {{context.lang}} {{ unclosed";
+        assert_eq!(rendered_len(t, "ab", &ctx), render(t, "ab", &ctx).len());
     }
 
     #[test]

@@ -10,6 +10,7 @@ use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
 
 use crate::error::ApiError;
+use crate::model::size::{SUMMARY_TEXT_BYTES, prefix};
 use crate::model::{Event, RunState, RunStatus};
 use crate::service::{Caller, CallerInput, Role, caller};
 
@@ -92,8 +93,13 @@ pub fn status_from_proto(s: i32) -> Result<Option<RunStatus>, ApiError> {
     )
 }
 
-/// A run's summary on the wire.
+/// A run on the wire, whole (`DescribeRun`).
 pub fn run_info(run: &RunState) -> v1::RunInfo {
+    run_info_with(run, true)
+}
+
+fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
+    let text = |s: &String| if whole { s.clone() } else { String::new() };
     let steps = run
         .definition
         .steps
@@ -104,10 +110,10 @@ pub fn run_info(run: &RunState) -> v1::RunInfo {
             title: def.title.clone(),
             state: rec.state.clone(),
             attempt: rec.attempt,
-            notes: rec.notes.clone(),
+            notes: text(&rec.notes),
             task_queue: def.queue(&run.definition).to_string(),
             worker_identity: rec.worker.clone(),
-            last_failure: rec.last_failure.clone(),
+            last_failure: text(&rec.last_failure),
         })
         .collect();
     v1::RunInfo {
@@ -117,7 +123,11 @@ pub fn run_info(run: &RunState) -> v1::RunInfo {
         workflow_version: run.definition.version.clone(),
         status: status_to_proto(run.status) as i32,
         goal: run.goal.clone(),
-        context: run.context.clone().into_iter().collect(),
+        context: if whole {
+            run.context.clone().into_iter().collect()
+        } else {
+            Default::default()
+        },
         start_time_unix_ms: run.start_ms,
         close_time_unix_ms: run.close_ms.unwrap_or(0),
         current_step: run.current_step as u32,
@@ -126,6 +136,17 @@ pub fn run_info(run: &RunState) -> v1::RunInfo {
         failure: run.failure.clone(),
         steps,
     }
+}
+
+/// A run's list summary on the wire (`ListRuns`, `GetSessionTree`): like
+/// [`run_info`] without the large fields, so one large run cannot break a listing.
+/// The context and each step's notes and last failure are left empty; the goal and
+/// the failure are cut to [`SUMMARY_TEXT_BYTES`] (`DescribeRun` has them whole).
+pub fn run_summary(run: &RunState) -> v1::RunInfo {
+    let mut info = run_info_with(run, false);
+    info.goal = prefix(&run.goal, SUMMARY_TEXT_BYTES);
+    info.failure = prefix(&run.failure, SUMMARY_TEXT_BYTES);
+    info
 }
 
 /// An event on the wire: its type, and its attributes as a JSON object.

@@ -22,6 +22,13 @@ pub const SIGNAL_PAYLOAD: usize = 256 * 1024;
 pub const COORDINATOR_NOTES: usize = 64;
 pub const URL: usize = 2048;
 
+// A step task carries its checkpoint, its last failure and at most
+// `MAX_TASK_BYTES` of everything else; with room for framing, it fits one message.
+const _: () = assert!(
+    crate::model::size::MAX_TASK_BYTES + CHECKPOINT + MESSAGE + (1 << 20)
+        <= railyard_proto::MAX_MESSAGE_BYTES
+);
+
 /// Checks a name-like field against the one rule for names ([`ids::check_name`]).
 pub fn check_name(field: &str, value: &str) -> Result<(), ApiError> {
     match ids::check_name(value) {

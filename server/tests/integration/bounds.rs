@@ -361,3 +361,195 @@ async fn echoed_client_input_is_cut_short() {
     );
     assert!(msg.len() < 1024, "a {} byte error", msg.len());
 }
+
+#[tokio::test]
+async fn pending_signals_are_capped_so_the_step_task_is_still_delivered() {
+    let b = bed().await;
+    let run = b.start("one", "sig").await.unwrap();
+    let payload = format!("\"{}\"", "x".repeat(256 * 1024 - 2));
+    let mut accepted = 0;
+    let refusal = loop {
+        let req = v1::SignalRunRequest {
+            run_id: run.clone(),
+            signal_name: "steer".into(),
+            payload_json: payload.clone(),
+            ..Default::default()
+        };
+        match b.client.signal_run(req).await {
+            Ok(()) => accepted += 1,
+            Err(e) => break e,
+        }
+        assert!(accepted < 70, "70 signals of 256 KiB were all accepted");
+    };
+    assert_eq!(refusal.code(), Some(Code::ResourceExhausted), "{refusal}");
+    assert!(
+        refusal.to_string().contains("max pending signal bytes"),
+        "{refusal}"
+    );
+    assert_eq!(accepted, 3);
+    // The refused signal left nothing behind, and the task reaches the worker.
+    let task = b
+        .worker()
+        .poll(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("a task");
+    assert_eq!(task.signals.len(), accepted);
+    let history = b.client.full_history("default", &run).await.unwrap();
+    let signals = history
+        .iter()
+        .filter(|e| e.event_type == "SignalReceived")
+        .count();
+    assert_eq!(signals, accepted);
+}
+
+#[tokio::test]
+async fn a_completion_that_would_make_the_next_task_too_large_is_refused() {
+    let b = bed().await;
+    let run = b.start("many", "big").await.unwrap();
+    let w = b.worker();
+    let notes = "n".repeat(1 << 20);
+    let mut done = 0;
+    let (token, refusal) = loop {
+        let task = w.poll(Duration::from_secs(5)).await.unwrap().expect("a task");
+        // Every task that was leased is delivered whole.
+        assert_eq!(task.prior_steps.len(), done);
+        match w
+            .complete(&task.task_token, Completion::notes(notes.clone()))
+            .await
+        {
+            Ok(()) => done += 1,
+            Err(e) => break (task.task_token, e),
+        }
+        assert!(done < 10, "every completion was accepted");
+    };
+    assert_eq!(refusal.code(), Some(Code::ResourceExhausted), "{refusal}");
+    assert!(refusal.to_string().contains("max task bytes"), "{refusal}");
+    assert_eq!(done, 5);
+    // Nothing changed: the step is still leased, and a smaller result goes through.
+    w.complete(&token, Completion::notes("short")).await.unwrap();
+    let info = b.client.describe_run("default", &run).await.unwrap().run.unwrap();
+    assert_eq!(info.current_step, 6);
+}
+
+#[tokio::test]
+async fn a_context_larger_than_its_limit_is_refused_at_start() {
+    let b = bed().await;
+    let context = (0..20)
+        .map(|i| (format!("k{i}"), "v".repeat(60 * 1024)))
+        .collect();
+    let req = StartRunRequest {
+        workflow_id: "one".into(),
+        run_id: "ctx".into(),
+        goal: "g".into(),
+        context,
+        ..Default::default()
+    };
+    assert_code(
+        b.client.start_run_with(req).await,
+        Code::ResourceExhausted,
+        "max context bytes",
+    );
+    assert_code(
+        b.client.describe_run("default", "ctx").await,
+        Code::NotFound,
+        "ctx",
+    );
+}
+
+#[tokio::test]
+async fn a_history_larger_than_a_message_is_paged_by_bytes() {
+    let b = bed().await;
+    let run = b.start("one", "long").await.unwrap();
+    let w = b.worker();
+    let task = w.poll(Duration::from_secs(5)).await.unwrap().expect("a task");
+    let payload = format!("\"{}\"", "x".repeat(256 * 1024 - 2));
+    // 70 signals of 256 KiB: 17.5 MiB of history, more than one message holds. The
+    // worker acknowledges each as it comes, so none stays pending.
+    for _ in 0..70 {
+        let req = v1::SignalRunRequest {
+            run_id: run.clone(),
+            signal_name: "steer".into(),
+            payload_json: payload.clone(),
+            ..Default::default()
+        };
+        b.client.signal_run(req).await.unwrap();
+        {
+            let hb = v1::HeartbeatStepTaskRequest {
+                task_token: task.task_token.clone(),
+                acked_signal_event_id: u64::MAX,
+                ..Default::default()
+            };
+            b.client.heartbeat_step_task(hb).await.unwrap();
+        }
+    }
+    let mut from = 1;
+    let mut pages = 0;
+    let mut signals = 0;
+    loop {
+        let page = b
+            .client
+            .get_history(v1::GetHistoryRequest {
+                run_id: run.clone(),
+                from_event_id: from,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        pages += 1;
+        signals += page
+            .events
+            .iter()
+            .filter(|e| e.event_type == "SignalReceived")
+            .count();
+        let Some(last) = page.events.last() else { break };
+        from = last.event_id + 1;
+    }
+    assert_eq!(signals, 70);
+    assert!(pages >= 5, "{pages} pages for 17.5 MiB");
+}
+
+#[tokio::test]
+async fn large_runs_do_not_break_the_run_listing() {
+    let b = bed().await;
+    let value = "v".repeat(60 * 1024);
+    for i in 0..20 {
+        let context = (0..16).map(|k| (format!("k{k}"), value.clone())).collect();
+        let req = StartRunRequest {
+            workflow_id: "one".into(),
+            run_id: format!("big{i}"),
+            goal: "g".repeat(64 * 1024),
+            context,
+            ..Default::default()
+        };
+        b.client.start_run_with(req).await.unwrap();
+    }
+    // 20 runs of about 1 MiB each: a listing of whole runs would not fit a message.
+    let list = b
+        .client
+        .list_runs(v1::ListRunsRequest {
+            page_size: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(list.runs.len(), 20);
+    for r in &list.runs {
+        assert!(r.context.is_empty());
+        assert!(
+            r.goal.len() <= 1024 + '…'.len_utf8() && r.goal.ends_with('…'),
+            "{}",
+            r.goal.len()
+        );
+    }
+    // Describe still has it all, and its answer fits the client's limit.
+    let whole = b
+        .client
+        .describe_run("default", "big3")
+        .await
+        .unwrap()
+        .run
+        .unwrap();
+    assert_eq!(whole.context.len(), 16);
+    assert_eq!(whole.goal.len(), 64 * 1024);
+}
