@@ -13,6 +13,7 @@ pub mod ids;
 pub mod matching;
 pub mod metrics;
 pub mod model;
+pub mod net;
 pub mod schedule;
 pub mod service;
 pub mod store;
@@ -60,6 +61,8 @@ pub struct ServerConfig {
     pub embedded_workflows: Vec<EmbeddedDefinition>,
     /// The clock; tests pass a [`clock::ManualClock`].
     pub clock: Arc<dyn Clock>,
+    /// Connection limits and idle timeout, per listener (gRPC and HTTP).
+    pub net: net::NetLimits,
 }
 
 impl ServerConfig {
@@ -72,6 +75,7 @@ impl ServerConfig {
             workflows_dir: workflows_dir.into(),
             embedded_workflows: Vec::new(),
             clock: Arc::new(SystemClock),
+            net: net::NetLimits::default(),
         }
     }
 }
@@ -217,15 +221,19 @@ impl RunningServer {
         )));
         tasks.push(tokio::spawn(serve_grpc(
             core.clone(),
-            grpc_listener,
+            net::BoundedListener::new(grpc_listener, config.net, "grpc"),
+            config.net,
             shutdown_rx.clone(),
         )));
         let mut http_shutdown = shutdown_rx;
         tasks.push(tokio::spawn(async move {
-            let serve =
-                axum::serve(http_listener, http::router(metrics)).with_graceful_shutdown(async move {
-                    let _ = http_shutdown.wait_for(|s| *s).await;
-                });
+            let serve = axum::serve(
+                net::BoundedListener::new(http_listener, config.net, "http"),
+                http::router(metrics),
+            )
+            .with_graceful_shutdown(async move {
+                let _ = http_shutdown.wait_for(|s| *s).await;
+            });
             if let Err(e) = serve.await {
                 tracing::error!(error = %e, "HTTP listener failed");
             }
@@ -271,7 +279,8 @@ fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
 
 async fn serve_grpc(
     core: Arc<Core>,
-    listener: tokio::net::TcpListener,
+    listener: net::BoundedListener,
+    limits: net::NetLimits,
     mut shutdown: shutdown_watch::Receiver<bool>,
 ) {
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
@@ -300,17 +309,19 @@ async fn serve_grpc(
     let tasks = TasksServer::new(grpc::tasks::TasksService { core })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    // `Server::tcp_nodelay` does not apply to a listener we bring; without it every
-    // small answer waits on Nagle's algorithm.
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    // The listener sets TCP_NODELAY (`Server::tcp_nodelay` does not apply to a
+    // listener we bring), limits connections and closes idle ones; the pings keep a
+    // live peer from looking idle.
     let result = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(limits.keepalive_interval()))
+        .http2_keepalive_timeout(Some(limits.keepalive_interval()))
         .layer(rpc_layer)
         .add_service(health_service)
         .add_optional_service(reflection_v1)
         .add_optional_service(reflection_v1alpha)
         .add_service(history)
         .add_service(tasks)
-        .serve_with_incoming_shutdown(incoming, async move {
+        .serve_with_incoming_shutdown(listener.into_stream(), async move {
             let _ = shutdown.wait_for(|s| *s).await;
         })
         .await;

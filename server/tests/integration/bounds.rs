@@ -553,3 +553,62 @@ async fn large_runs_do_not_break_the_run_listing() {
     assert_eq!(whole.context.len(), 16);
     assert_eq!(whole.goal.len(), 64 * 1024);
 }
+
+/// Whether the server closes `conn` within 30 s (a read sees the end, or an error).
+async fn closed_by_server(conn: &mut tokio::net::TcpStream) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 256];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match tokio::time::timeout_at(deadline, conn.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0) | Err(_)) => return true,
+            // The server's HTTP/2 preface and pings: keep reading.
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn idle_connections_are_closed_on_both_listeners() {
+    let b = bed_with(|c| c.net.idle_timeout = Duration::from_millis(300)).await;
+    for addr in [b.server.grpc_addr, b.server.http_addr] {
+        // Connected, and never a byte sent.
+        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        assert!(
+            closed_by_server(&mut conn).await,
+            "idle connection to {addr} stayed open"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_long_poll_outlives_the_idle_timeout_because_live_peers_answer_pings() {
+    let b = bed_with(|c| c.net.idle_timeout = Duration::from_secs(2)).await;
+    let started = std::time::Instant::now();
+    let task = b.worker().poll(Duration::from_secs(5)).await.unwrap();
+    assert!(task.is_none());
+    assert!(started.elapsed() >= Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn connections_past_the_limit_are_closed_at_once() {
+    let b = bed_with(|c| c.net.max_connections = 2).await;
+    let held = [
+        tokio::net::TcpStream::connect(b.server.grpc_addr).await.unwrap(),
+        tokio::net::TcpStream::connect(b.server.grpc_addr).await.unwrap(),
+    ];
+    let mut third = tokio::net::TcpStream::connect(b.server.grpc_addr).await.unwrap();
+    assert!(closed_by_server(&mut third).await, "a third connection was kept");
+    // Once the held ones go, a client gets in again.
+    drop(held);
+    let mut answered = false;
+    for _ in 0..300 {
+        if b.client.list_workflows("default").await.is_ok() {
+            answered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(answered, "no connection was accepted after the held ones closed");
+}
