@@ -63,7 +63,7 @@ pub struct DevArgs {
 /// worth stopping the server for.
 fn say(text: impl std::fmt::Display) {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{text}");
+    let _ = writeln!(out, "{}", crate::output::escape(&text.to_string()));
     let _ = out.flush();
 }
 
