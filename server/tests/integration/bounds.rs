@@ -612,3 +612,42 @@ async fn connections_past_the_limit_are_closed_at_once() {
     }
     assert!(answered, "no connection was accepted after the held ones closed");
 }
+
+#[tokio::test]
+async fn the_workflow_listing_fits_one_answer_at_the_loader_limits() {
+    use railyard_server::workflow::{MAX_DEFINITION_FILES, MAX_DESCRIPTION, MAX_STEPS};
+    let b = bed_with(|c| {
+        let steps: Vec<String> = (0..MAX_STEPS)
+            .map(|i| format!(r#"{{"id":"{i:0>120}","title":"T","prompt":"p"}}"#))
+            .collect();
+        let steps = steps.join(",");
+        // Every file the loader takes, each as large as a listing shows it.
+        for i in 0..MAX_DEFINITION_FILES - 3 {
+            let def = format!(
+                r#"{{"id":"w{i}","version":"1","name":"W","description":"{}","steps":[{steps}]}}"#,
+                "d".repeat(MAX_DESCRIPTION)
+            );
+            std::fs::write(c.workflows_dir.join(format!("w{i:03}.json")), def).unwrap();
+        }
+        // And one whose description is over the limit: listed as invalid, briefly.
+        let def = format!(
+            r#"{{"id":"huge","version":"1","name":"H","description":"{}","steps":[{steps}]}}"#,
+            "d".repeat(512 << 10)
+        );
+        std::fs::write(c.workflows_dir.join("huge.json"), def).unwrap();
+    })
+    .await;
+    let listing = b.client.list_workflows("default").await.unwrap();
+    assert_eq!(listing.workflows.len(), MAX_DEFINITION_FILES - 1);
+    assert_eq!(listing.invalid.len(), 1);
+    assert!(
+        listing.invalid[0].error.contains("description: is 524288 bytes"),
+        "{:?}",
+        listing.invalid
+    );
+    let bytes = prost::Message::encoded_len(&listing);
+    assert!(
+        bytes > 4 << 20,
+        "more than the 4 MiB a default client accepts: {bytes}"
+    );
+}
