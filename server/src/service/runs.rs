@@ -250,7 +250,7 @@ pub fn watch(
     let mut from = from_event_id.max(1);
     tokio::spawn(async move {
         loop {
-            let events = match core.store.history(&ns, &run_id, from, MAX_PAGE) {
+            let events = match core.store.history(&ns, &run_id, from, HISTORY_CHUNK) {
                 Ok(events) => events,
                 Err(e) => {
                     let _ = tx.send(Err(e)).await;
