@@ -7,6 +7,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     unsafe { std::env::set_var("PROTOC", protoc) };
     let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     tonic_prost_build::configure()
+        // Malformed messages are the sender's fault: INVALID_ARGUMENT, not INTERNAL.
+        .codec_path("crate::codec::Codec")
         .file_descriptor_set_path(out_dir.join("railyard_descriptor.bin"))
         .compile_protos(&["railyard/v1/railyard.proto"], &["."])?;
     println!("cargo:rerun-if-changed=railyard/v1/railyard.proto");

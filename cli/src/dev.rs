@@ -63,7 +63,11 @@ pub struct DevArgs {
 /// worth stopping the server for.
 fn say(text: impl std::fmt::Display) {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{text}");
+    // The narration's own line breaks stay; stored fields reach it flattened
+    // (`one_line`) or quoted, and anything else unsafe in a line is escaped.
+    let text = text.to_string();
+    let lines: Vec<_> = text.split('\n').map(crate::output::escape).collect();
+    let _ = writeln!(out, "{}", lines.join("\n"));
     let _ = out.flush();
 }
 

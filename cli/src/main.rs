@@ -149,7 +149,8 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // Server errors may quote what clients stored: escaped like all human output.
+            eprintln!("error: {}", output::escape(&format!("{e:#}")));
             if let Some(hint) = hint_for(&e) {
                 eprintln!("hint: {hint}");
             }

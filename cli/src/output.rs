@@ -2,7 +2,14 @@
 //!
 //! Everything goes through [`line`] / [`json`] so that a closed pipe
 //! (`railyard run history X | head`) ends the command quietly instead of panicking.
+//!
+//! Human output shows fields that clients and models wrote (goals, notes, failures,
+//! signal payloads), so every human printer goes through [`escape`]: a goal holding
+//! `ESC[2J` and a newline cannot clear the screen or print a line of its own (a fake
+//! `status COMPLETED`). [`line`], [`Table`] and [`print_fields`] apply it; JSON output
+//! is escaped by JSON itself.
 
+use std::borrow::Cow;
 use std::fmt::Display;
 use std::io::{self, Write};
 
@@ -22,8 +29,41 @@ impl Output {
     }
 }
 
-/// Prints one line to stdout.
+/// Whether a character must not reach a terminal as it is: control characters (C0,
+/// DEL, C1, which include newlines and escape sequences) and the invisible marks that
+/// reorder text (bidirectional overrides and isolates).
+fn is_unsafe(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with every unsafe character written as an escape (`\n`, `\r`, `\t`,
+/// `\u{1b}`), so it prints as one line of visible characters. The one helper every
+/// human printer uses.
+pub fn escape(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_unsafe) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if is_unsafe(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Prints one line to stdout, [escaped](escape).
 pub fn line(text: impl Display) -> io::Result<()> {
+    let text = text.to_string();
+    raw_line(&escape(&text))
+}
+
+/// Prints text the CLI made itself (pretty JSON) as it is.
+fn raw_line(text: &str) -> io::Result<()> {
     let mut out = io::stdout().lock();
     writeln!(out, "{text}")
 }
@@ -31,7 +71,7 @@ pub fn line(text: impl Display) -> io::Result<()> {
 /// Prints a JSON value, pretty, to stdout.
 pub fn json(value: &serde_json::Value) -> io::Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
-    line(text)
+    raw_line(&text)
 }
 
 /// Prints a JSON value on one line (for JSON-lines streams), and flushes.
@@ -64,14 +104,15 @@ impl Table {
     /// A table with these column headers.
     pub fn new<S: Into<String>>(headers: impl IntoIterator<Item = S>) -> Self {
         Self {
-            headers: headers.into_iter().map(Into::into).collect(),
+            headers: headers.into_iter().map(cell).collect(),
             rows: Vec::new(),
         }
     }
 
-    /// Adds a row; missing cells print empty, extra cells are kept.
+    /// Adds a row; missing cells print empty, extra cells are kept. Cells are
+    /// [escaped](escape) before the columns are measured.
     pub fn row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) {
-        self.rows.push(cells.into_iter().map(Into::into).collect());
+        self.rows.push(cells.into_iter().map(cell).collect());
     }
 
     /// Renders the table, one string per line, trailing spaces trimmed.
@@ -116,11 +157,31 @@ impl Table {
     }
 }
 
+fn cell<S: Into<String>>(text: S) -> String {
+    let text = text.into();
+    match escape(&text) {
+        Cow::Borrowed(_) => text,
+        Cow::Owned(escaped) => escaped,
+    }
+}
+
+/// `label  value` lines with the labels padded to one width, values [escaped](escape).
+pub fn field_lines(fields: &[(&str, String)]) -> Vec<String> {
+    let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    fields
+        .iter()
+        .map(|(label, value)| {
+            format!("{label:<width$}  {}", escape(value))
+                .trim_end()
+                .to_string()
+        })
+        .collect()
+}
+
 /// Prints `label  value` pairs with the labels padded to one width.
 pub fn print_fields(fields: &[(&str, String)]) -> io::Result<()> {
-    let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    for (label, value) in fields {
-        line(format!("{label:<width$}  {value}").trim_end())?;
+    for text in field_lines(fields) {
+        line(text)?;
     }
     Ok(())
 }
@@ -151,6 +212,29 @@ mod tests {
         let mut t = Table::new(["A", "B"]);
         t.row(["é…", "x"]);
         assert_eq!(t.render(), vec!["A   B", "é…  x"]);
+    }
+
+    #[test]
+    fn control_characters_are_escaped_in_every_human_printer() {
+        let goal = "\u{1b}[2J\u{1b}[H\nstatus     COMPLETED\r\u{9b}31m\u{202e}txt.exe";
+        let shown = escape(goal);
+        assert_eq!(
+            shown,
+            "\\u{1b}[2J\\u{1b}[H\\nstatus     COMPLETED\\r\\u{9b}31m\\u{202e}txt.exe"
+        );
+        assert!(!shown.chars().any(is_unsafe));
+        assert!(matches!(escape("plain é text"), Cow::Borrowed(_)));
+
+        let lines = field_lines(&[("status", "RUNNING".into()), ("goal", goal.into())]);
+        assert_eq!(lines.len(), 2);
+        assert!(lines.iter().all(|l| !l.chars().any(is_unsafe)), "{lines:?}");
+        assert!(!lines[1].contains('\n'));
+
+        let mut t = Table::new(["RUN", "GOAL"]);
+        t.row(["r1".to_string(), goal.to_string()]);
+        let rendered = t.render();
+        assert_eq!(rendered.len(), 2);
+        assert!(rendered.iter().all(|l| !l.chars().any(is_unsafe)), "{rendered:?}");
     }
 
     #[test]

@@ -250,16 +250,17 @@ impl Client {
 
     fn history(&self) -> HistoryClient<Authed> {
         HistoryClient::with_interceptor(self.channel.clone(), self.auth.clone())
-            .max_decoding_message_size(64 << 20)
+            .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
     }
 
     fn tasks(&self) -> TasksClient<Authed> {
         TasksClient::with_interceptor(self.channel.clone(), self.auth.clone())
-            .max_decoding_message_size(64 << 20)
+            .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
     }
 
     fn admin(&self) -> AdminClient<Authed> {
         AdminClient::with_interceptor(self.channel.clone(), self.auth.clone())
+            .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
     }
 
     /// Runs `call`, retrying transient failures ([`is_transient_grpc`]) by the

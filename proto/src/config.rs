@@ -31,7 +31,6 @@
 //! directory is refused at once instead of hanging.
 
 use std::fmt;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use figment::value::{Dict, Value};
@@ -298,68 +297,13 @@ fn json_to_dict(text: &str) -> Result<Dict, String> {
     figment::providers::Json::from_str::<Dict>(text).map_err(|e| e.to_string())
 }
 
-/// Reads a config file: a regular file of at most [`MAX_FILE_BYTES`], in UTF-8. The
-/// type is checked before opening and again on the open file, and the open does not
-/// block, so a FIFO (or a device) is refused instead of waited on.
+/// Reads a config file: a regular file of at most [`MAX_FILE_BYTES`], in UTF-8, read
+/// without blocking ([`crate::files::read_regular_text`]).
 fn read_file(path: &Path) -> Result<String, ConfigError> {
-    let refuse = |reason: String| ConfigError::File {
+    crate::files::read_regular_text(path, MAX_FILE_BYTES).map_err(|e| ConfigError::File {
         path: path.to_path_buf(),
-        reason,
-    };
-    let check = |meta: &std::fs::Metadata| -> Result<(), ConfigError> {
-        if !meta.is_file() {
-            return Err(refuse(format!("not a regular file ({})", kind_of(meta))));
-        }
-        if meta.len() > MAX_FILE_BYTES {
-            return Err(refuse(format!(
-                "{} bytes, more than the {MAX_FILE_BYTES} a config file may have",
-                meta.len()
-            )));
-        }
-        Ok(())
-    };
-    let meta = std::fs::metadata(path).map_err(|e| refuse(format!("cannot read: {e}")))?;
-    check(&meta)?;
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NONBLOCK);
-    }
-    let file = options
-        .open(path)
-        .map_err(|e| refuse(format!("cannot open: {e}")))?;
-    // The path may have been swapped for something else since the first look.
-    check(&file.metadata().map_err(|e| refuse(format!("cannot read: {e}")))?)?;
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| refuse(format!("cannot read: {e}")))?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(refuse(format!(
-            "more than the {MAX_FILE_BYTES} bytes a config file may have"
-        )));
-    }
-    String::from_utf8(bytes).map_err(|_| refuse("not UTF-8 text".to_string()))
-}
-
-fn kind_of(meta: &std::fs::Metadata) -> &'static str {
-    let t = meta.file_type();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if t.is_fifo() {
-            return "a FIFO";
-        }
-        if t.is_socket() {
-            return "a socket";
-        }
-        if t.is_block_device() || t.is_char_device() {
-            return "a device";
-        }
-    }
-    if t.is_dir() { "a directory" } else { "not a file" }
+        reason: e.to_string(),
+    })
 }
 
 #[cfg(test)]

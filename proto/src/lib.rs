@@ -31,14 +31,21 @@
 //! `cargo run -p railyard-proto --example play_worker -- demo "write a haiku"`.
 
 mod client;
+pub mod codec;
 #[cfg(feature = "config")]
 pub mod config;
+pub mod files;
 pub mod retry;
 mod step_worker;
 
 pub use client::{ApiKey, Authorization, Client, ClientError, ConnectOptions};
 pub use retry::RetryPolicy;
 pub use step_worker::{Completion, Failure, StepWorker};
+
+/// Largest gRPC message, in bytes, that the server accepts and sends, and that the
+/// client SDK accepts. The server's limits on what a request may carry and on what one
+/// answer holds are set so every answer fits.
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
 
 /// Generated `railyard.v1` types and service stubs.
 pub mod v1 {

@@ -44,6 +44,23 @@ impl ApiError {
     }
 }
 
+/// Most bytes of a caller's value that an error message repeats.
+pub const ECHO_BYTES: usize = 64;
+
+/// A value a caller sent, as an error message shows it: quoted and escaped (`{:?}`),
+/// cut to its first [`ECHO_BYTES`] bytes with its full length noted, so a 10 MiB
+/// field never makes a 10 MiB error. Every message that repeats client input uses it.
+pub fn echo(value: &str) -> String {
+    if value.len() <= ECHO_BYTES {
+        return format!("{value:?}");
+    }
+    let mut end = ECHO_BYTES;
+    while !value.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}… ({} bytes)", &value[..end], value.len())
+}
+
 /// A storage failure, with its source: the database's own error, a record that
 /// cannot be read or written, or a failure injected by a test backend.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +96,20 @@ macro_rules! redb_error {
         }
     )*};
 }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echo_quotes_short_values_and_cuts_long_ones() {
+        assert_eq!(echo("a\nb"), "\"a\\nb\"");
+        let long = "é".repeat(1 << 20);
+        let shown = echo(&long);
+        assert!(shown.len() < 2 * ECHO_BYTES, "{shown}");
+        assert!(shown.ends_with(&format!("… ({} bytes)", long.len())), "{shown}");
+    }
+}
+
 redb_error!(
     redb::StorageError,
     redb::TableError,

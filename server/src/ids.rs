@@ -25,6 +25,8 @@ pub enum NameError {
     },
     /// Holds a character outside ASCII letters, digits and [`NAME_PUNCTUATION`].
     BadCharacter,
+    /// Only dots: `.` and `..` name directories, and a run id names its workspace.
+    Dots,
 }
 
 /// The rule for every name-like identifier: run ids (and parent run ids), workflow
@@ -44,6 +46,53 @@ pub fn check_name(value: &str) -> Result<(), NameError> {
         .all(|c| c.is_ascii_alphanumeric() || NAME_PUNCTUATION.contains(c))
     {
         return Err(NameError::BadCharacter);
+    }
+    if value.bytes().all(|b| b == b'.') {
+        return Err(NameError::Dots);
+    }
+    Ok(())
+}
+
+/// Why a value is not a valid artifact path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArtifactError {
+    Empty,
+    /// Starts at the root (`/x`, `\x`, `C:x`): an artifact is relative to the workspace.
+    Absolute,
+    /// Has a `..` component, which could leave the workspace.
+    ParentDir,
+    /// Holds a control character (a newline, an escape sequence, NUL).
+    ControlCharacter,
+}
+
+impl std::fmt::Display for ArtifactError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Empty => "must not be empty",
+            Self::Absolute => "must be a path relative to the workspace, not an absolute one",
+            Self::ParentDir => "must stay inside the workspace (no `..` component)",
+            Self::ControlCharacter => "must not hold control characters",
+        })
+    }
+}
+
+/// The rule for an artifact a step reports: a path relative to the run's workspace
+/// that stays inside it, without control characters. Workers and consoles turn
+/// artifacts into paths, so `../../etc/passwd` is refused where it comes in.
+pub fn check_artifact_path(path: &str) -> Result<(), ArtifactError> {
+    if path.is_empty() {
+        return Err(ArtifactError::Empty);
+    }
+    if path.chars().any(char::is_control) {
+        return Err(ArtifactError::ControlCharacter);
+    }
+    let bytes = path.as_bytes();
+    let drive = bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':';
+    if path.starts_with('/') || path.starts_with('\\') || drive {
+        return Err(ArtifactError::Absolute);
+    }
+    if path.split(['/', '\\']).any(|c| c == "..") {
+        return Err(ArtifactError::ParentDir);
     }
     Ok(())
 }
@@ -71,6 +120,31 @@ mod tests {
         );
         for bad in [" ", "a b", "a/b", "é", "a\n", "a!"] {
             assert_eq!(check_name(bad), Err(NameError::BadCharacter), "{bad:?}");
+        }
+        for dots in [".", "..", "..."] {
+            assert_eq!(check_name(dots), Err(NameError::Dots), "{dots:?}");
+        }
+        assert_eq!(check_name(".a."), Ok(()));
+    }
+
+    #[test]
+    fn artifact_paths_stay_inside_the_workspace() {
+        for ok in ["a.md", "out/report.md", "./x", "a..b", "..a/b"] {
+            assert_eq!(check_artifact_path(ok), Ok(()), "{ok}");
+        }
+        assert_eq!(check_artifact_path(""), Err(ArtifactError::Empty));
+        for abs in ["/etc/passwd", "\\\\server\\x", "C:\\x", "c:x"] {
+            assert_eq!(check_artifact_path(abs), Err(ArtifactError::Absolute), "{abs}");
+        }
+        for up in ["../../etc/passwd", "a/../../b", "..", "a\\..\\b"] {
+            assert_eq!(check_artifact_path(up), Err(ArtifactError::ParentDir), "{up}");
+        }
+        for ctl in ["a\nb", "\u{1b}[2J", "a\0"] {
+            assert_eq!(
+                check_artifact_path(ctl),
+                Err(ArtifactError::ControlCharacter),
+                "{ctl:?}"
+            );
         }
     }
 

@@ -15,6 +15,7 @@ pub mod matching;
 pub mod metrics;
 pub mod model;
 pub mod namespace;
+pub mod net;
 pub mod schedule;
 pub mod service;
 pub mod store;
@@ -46,8 +47,8 @@ use crate::token::TokenKeys;
 use crate::watch::Watchers;
 use crate::workflow::{EmbeddedDefinition, WorkflowRegistry};
 
-/// Largest gRPC message the server accepts.
-const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Largest gRPC message the server accepts and sends.
+pub use railyard_proto::MAX_MESSAGE_BYTES;
 
 /// Everything `railyard server` can be told.
 #[derive(Clone)]
@@ -71,6 +72,8 @@ pub struct ServerConfig {
     pub auth: bool,
     /// Allows listening on a non-loopback address without auth.
     pub insecure: bool,
+    /// Connection limits and idle timeout, per listener (gRPC and HTTP).
+    pub net: net::NetLimits,
 }
 
 impl ServerConfig {
@@ -85,6 +88,7 @@ impl ServerConfig {
             clock: Arc::new(SystemClock),
             auth: false,
             insecure: false,
+            net: net::NetLimits::default(),
         }
     }
 
@@ -150,7 +154,7 @@ impl RunningServer {
     pub async fn start(config: ServerConfig) -> Result<Self, StartError> {
         config.check_exposure()?;
         let dir = &config.data_dir;
-        std::fs::create_dir_all(dir).map_err(|source| StartError::DataDir {
+        create_private_dir(dir).map_err(|source| StartError::DataDir {
             path: dir.display().to_string(),
             source,
         })?;
@@ -264,16 +268,20 @@ impl RunningServer {
         )));
         tasks.push(tokio::spawn(serve_grpc(
             core.clone(),
-            grpc_listener,
+            net::BoundedListener::new(grpc_listener, config.net, "grpc"),
+            config.net,
             shutdown_rx.clone(),
         )));
         let http_core = core.clone();
         let mut http_shutdown = shutdown_rx;
         tasks.push(tokio::spawn(async move {
-            let serve =
-                axum::serve(http_listener, http::router(http_core)).with_graceful_shutdown(async move {
-                    let _ = http_shutdown.wait_for(|s| *s).await;
-                });
+            let serve = axum::serve(
+                net::BoundedListener::new(http_listener, config.net, "http"),
+                http::router(http_core),
+            )
+            .with_graceful_shutdown(async move {
+                let _ = http_shutdown.wait_for(|s| *s).await;
+            });
             if let Err(e) = serve.await {
                 tracing::error!(error = %e, "HTTP listener failed");
             }
@@ -305,9 +313,23 @@ impl RunningServer {
     }
 }
 
+/// Creates the data directory (and any missing parents) readable by its owner only
+/// (mode 0700); an existing directory is left as it is.
+fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
 async fn serve_grpc(
     core: Arc<Core>,
-    listener: tokio::net::TcpListener,
+    listener: net::BoundedListener,
+    limits: net::NetLimits,
     mut shutdown: shutdown_watch::Receiver<bool>,
 ) {
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
@@ -323,17 +345,18 @@ async fn serve_grpc(
     health_reporter
         .set_serving::<AdminServer<grpc::admin::AdminService>>()
         .await;
-    let reflection = match tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(railyard_proto::v1::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()
-    {
-        Ok(r) => Some(r),
-        Err(e) => {
-            tracing::error!(error = %e, "reflection service unavailable");
-            None
-        }
+    // Both reflection versions: grpcurl speaks v1; Python's grpcio reflection
+    // client, Postman and grpcui still speak v1alpha.
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(railyard_proto::v1::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
     };
+    let unavailable = |e: tonic_reflection::server::Error| {
+        tracing::error!(error = %e, "reflection service unavailable");
+    };
+    let reflection_v1 = reflection().build_v1().map_err(unavailable).ok();
+    let reflection_v1alpha = reflection().build_v1alpha().map_err(unavailable).ok();
     let history = HistoryServer::new(grpc::history::HistoryService { core: core.clone() })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -347,18 +370,21 @@ async fn serve_grpc(
     let tasks = TasksServer::new(grpc::tasks::TasksService { core })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    // `Server::tcp_nodelay` does not apply to a listener we bring; without it every
-    // small answer waits on Nagle's algorithm.
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    // The listener sets TCP_NODELAY (`Server::tcp_nodelay` does not apply to a
+    // listener we bring), limits connections and closes idle ones; the pings keep a
+    // live peer from looking idle.
     let result = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(limits.keepalive_interval()))
+        .http2_keepalive_timeout(Some(limits.keepalive_interval()))
         .layer(rpc_layer)
         .add_service(health_service)
-        .add_optional_service(reflection)
+        .add_optional_service(reflection_v1)
+        .add_optional_service(reflection_v1alpha)
         .add_service(history)
         .add_service(tasks)
         .add_service(schedules)
         .add_service(admin)
-        .serve_with_incoming_shutdown(incoming, async move {
+        .serve_with_incoming_shutdown(listener.into_stream(), async move {
             let _ = shutdown.wait_for(|s| *s).await;
         })
         .await;

@@ -62,9 +62,36 @@ struct Queue {
     /// queue order, and a task that stops being ready leaves in O(log n).
     ready: BTreeMap<u64, TaskRef>,
     parked: VecDeque<Waiter>,
-    /// Poller identity → last poll time.
+    /// Poller identity → last poll time; at most [`MAX_POLLERS_PER_QUEUE`].
     pollers: HashMap<String, Millis>,
     dispatched: u64,
+    /// The last poll on the queue: an empty queue unused for [`QUEUE_TTL_MS`] is
+    /// forgotten.
+    last_used: Millis,
+}
+
+impl Queue {
+    /// Nothing ready and no poll waiting: the queue can be forgotten.
+    fn is_idle(&self) -> bool {
+        self.ready.is_empty() && self.parked.iter().all(|w| w.tx.is_closed())
+    }
+
+    /// Records a poll by `identity`, dropping the longest-unseen poller if the
+    /// queue already has [`MAX_POLLERS_PER_QUEUE`].
+    fn saw(&mut self, identity: &str, now: Millis) {
+        self.last_used = self.last_used.max(now);
+        if !self.pollers.contains_key(identity)
+            && self.pollers.len() >= MAX_POLLERS_PER_QUEUE
+            && let Some(oldest) = self
+                .pollers
+                .iter()
+                .min_by_key(|(id, seen)| (**seen, (*id).clone()))
+                .map(|(id, _)| id.clone())
+        {
+            self.pollers.remove(&oldest);
+        }
+        self.pollers.insert(identity.to_string(), now);
+    }
 }
 
 /// Figures of one queue, for `DescribeTaskQueue`.
@@ -87,19 +114,77 @@ pub struct QueueGauge {
 }
 
 /// Every queue of every namespace.
+///
+/// Queue names and poller identities come from clients, so neither stays in memory
+/// for good: a queue with nothing ready and no poll waiting is forgotten after
+/// [`QUEUE_TTL_MS`] without polls (at once when there are more than [`MAX_QUEUES`]),
+/// and a poller after [`POLLER_TTL_MS`] without polls, with at most
+/// [`MAX_POLLERS_PER_QUEUE`] per queue. Forgetting a queue forgets its dispatch count;
+/// its metrics series go with it.
 #[derive(Default)]
 pub struct Matching {
-    queues: Mutex<HashMap<(String, String), Queue>>,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    queues: HashMap<(String, String), Queue>,
+    /// When idle queues and pollers were last swept out.
+    last_sweep: Millis,
 }
 
 /// Pollers not seen for this long drop out of `DescribeTaskQueue`.
-const POLLER_TTL_MS: Millis = 5 * 60 * 1000;
+pub const POLLER_TTL_MS: Millis = 5 * 60 * 1000;
+/// Most pollers remembered per queue; past it the longest-unseen one is dropped.
+pub const MAX_POLLERS_PER_QUEUE: usize = 256;
+/// An idle queue (nothing ready, no poll waiting) unpolled for this long is forgotten.
+pub const QUEUE_TTL_MS: Millis = 5 * 60 * 1000;
+/// Past this many queues, idle ones are forgotten at once.
+pub const MAX_QUEUES: usize = 10_000;
+/// How often idle queues and pollers are swept out (by the poll that finds it due).
+const SWEEP_EVERY_MS: Millis = 60 * 1000;
+/// How often, at most, when there are more than [`MAX_QUEUES`].
+const CROWDED_SWEEP_EVERY_MS: Millis = 1000;
+
+impl Inner {
+    /// Forgets idle queues and stale pollers, if a sweep is due.
+    fn sweep(&mut self, now: Millis) {
+        let crowded = self.queues.len() > MAX_QUEUES;
+        let every = if crowded {
+            CROWDED_SWEEP_EVERY_MS
+        } else {
+            SWEEP_EVERY_MS
+        };
+        if now - self.last_sweep < every {
+            return;
+        }
+        self.last_sweep = now;
+        let ttl = if crowded { 0 } else { QUEUE_TTL_MS };
+        self.queues.retain(|_, q| {
+            q.pollers.retain(|_, seen| now - *seen < POLLER_TTL_MS);
+            q.parked.retain(|w| !w.tx.is_closed());
+            !(q.is_idle() && now - q.last_used >= ttl)
+        });
+    }
+}
 
 impl Matching {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn with_queue<T>(&self, ns: &str, queue: &str, f: impl FnOnce(&mut Queue) -> T) -> T {
-        let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
-        let q = queues.entry((ns.to_string(), queue.to_string())).or_default();
+        let mut inner = self.lock();
+        let q = inner
+            .queues
+            .entry((ns.to_string(), queue.to_string()))
+            .or_default();
         f(q)
+    }
+
+    /// How many queues are remembered.
+    pub fn queue_count(&self) -> usize {
+        self.lock().queues.len()
     }
 
     /// Offers a task: to the oldest parked poll still waiting, else to the ready list.
@@ -139,8 +224,9 @@ impl Matching {
         now: Millis,
         deadline: Instant,
     ) -> Result<TaskRef, oneshot::Receiver<Dispatch>> {
+        self.lock().sweep(now);
         self.with_queue(ns, queue, |q| {
-            q.pollers.insert(identity.to_string(), now);
+            q.saw(identity, now);
             if let Some((_, task)) = q.ready.pop_first() {
                 q.dispatched += 1;
                 return Ok(task);
@@ -182,8 +268,9 @@ impl Matching {
 
     /// Backlog and live parked polls of every queue seen since start, in order.
     pub fn queue_gauges(&self) -> Vec<QueueGauge> {
-        let queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
-        let mut gauges: Vec<QueueGauge> = queues
+        let inner = self.lock();
+        let mut gauges: Vec<QueueGauge> = inner
+            .queues
             .iter()
             .map(|((ns, queue), q)| QueueGauge {
                 namespace: ns.clone(),
@@ -192,23 +279,25 @@ impl Matching {
                 parked: q.parked.iter().filter(|w| !w.tx.is_closed()).count(),
             })
             .collect();
-        drop(queues);
+        drop(inner);
         gauges.sort_by(|a, b| (&a.namespace, &a.queue).cmp(&(&b.namespace, &b.queue)));
         gauges
     }
 
-    /// Backlog and pollers of a queue.
+    /// Backlog and pollers of a queue. Asking about a queue does not create it.
     pub fn stats(&self, ns: &str, queue: &str, now: Millis) -> QueueStats {
-        self.with_queue(ns, queue, |q| {
-            q.pollers.retain(|_, seen| now - *seen < POLLER_TTL_MS);
-            let mut pollers: Vec<_> = q.pollers.iter().map(|(k, v)| (k.clone(), *v)).collect();
-            pollers.sort();
-            QueueStats {
-                backlog: q.ready.len(),
-                pollers,
-                dispatched: q.dispatched,
-            }
-        })
+        let mut inner = self.lock();
+        let Some(q) = inner.queues.get_mut(&(ns.to_string(), queue.to_string())) else {
+            return QueueStats::default();
+        };
+        q.pollers.retain(|_, seen| now - *seen < POLLER_TTL_MS);
+        let mut pollers: Vec<_> = q.pollers.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        pollers.sort();
+        QueueStats {
+            backlog: q.ready.len(),
+            pollers,
+            dispatched: q.dispatched,
+        }
     }
 }
 
@@ -292,6 +381,65 @@ mod tests {
             parked,
         };
         assert_eq!(m.queue_gauges(), [gauge("q", 2, 0), gauge("r", 0, 1)]);
+    }
+
+    #[test]
+    fn idle_queues_and_pollers_are_forgotten() {
+        let m = Matching::default();
+        let t0 = 1_000_000;
+        // A million distinct names would each stay for good before.
+        for i in 0..100 {
+            let _ = m.take_or_park(
+                "default",
+                &format!("junk-{i}"),
+                &format!("w{i}"),
+                t0,
+                Instant::now(),
+            );
+        }
+        m.push(task(1));
+        let _waiting = m.take_or_park("default", "live", "w", t0, later()).unwrap_err();
+        assert_eq!(m.queue_count(), 102);
+        // Asking about a queue does not create one.
+        assert_eq!(m.stats("default", "never-polled", t0).backlog, 0);
+        assert_eq!(m.queue_count(), 102);
+
+        let later_ms = t0 + QUEUE_TTL_MS + SWEEP_EVERY_MS;
+        let _ = m.take_or_park("default", "fresh", "w", later_ms, Instant::now());
+        let mut left: Vec<_> = m.queue_gauges().into_iter().map(|g| g.queue).collect();
+        left.sort();
+        // The queue with a ready task, the one with a poll waiting, and the new one.
+        assert_eq!(left, ["fresh", "live", "q"]);
+        assert!(m.stats("default", "q", later_ms).pollers.is_empty());
+    }
+
+    #[test]
+    fn pollers_per_queue_are_capped() {
+        let m = Matching::default();
+        for i in 0..(MAX_POLLERS_PER_QUEUE as i64 + 10) {
+            m.push(task(i as u64 + 1));
+            m.take_or_park("default", "q", &format!("w{i}"), i, later())
+                .unwrap();
+        }
+        let pollers = m.stats("default", "q", 100).pollers;
+        assert_eq!(pollers.len(), MAX_POLLERS_PER_QUEUE);
+        assert!(pollers.iter().all(|(id, _)| id != "w0"), "the oldest went first");
+    }
+
+    #[test]
+    fn a_crowd_of_idle_queues_is_swept_without_waiting() {
+        let m = Matching::default();
+        for i in 0..=MAX_QUEUES {
+            let _ = m.take_or_park("default", &format!("q{i}"), "w", 1, Instant::now());
+        }
+        let _ = m.take_or_park(
+            "default",
+            "next",
+            "w",
+            1 + CROWDED_SWEEP_EVERY_MS + SWEEP_EVERY_MS,
+            Instant::now(),
+        );
+        assert!(m.queue_count() <= 2, "{}", m.queue_count());
     }
 
     #[test]

@@ -56,6 +56,9 @@ pub struct TokenKeys {
     keys: BTreeMap<String, Vec<u8>>,
 }
 
+/// Largest key file read: far more than any number of keys needs.
+pub const MAX_KEY_FILE_BYTES: u64 = 1 << 20;
+
 impl TokenKeys {
     /// Loads `<dir>/keys.json`, creating it with a fresh random key (mode 0600) when absent.
     pub fn load_or_create(dir: &Path) -> Result<Self, KeyError> {
@@ -69,7 +72,7 @@ impl TokenKeys {
             path: shown.clone(),
             problem,
         };
-        match std::fs::read_to_string(&path) {
+        match railyard_proto::files::read_regular_text(&path, MAX_KEY_FILE_BYTES) {
             Ok(text) => {
                 let file: KeyFile = serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
                 let mut keys = BTreeMap::new();
@@ -93,7 +96,7 @@ impl TokenKeys {
                     keys,
                 })
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(e) if e.is_not_found() => {
                 let mut key = vec![0u8; 32];
                 getrandom::fill(&mut key).map_err(|e| io(std::io::Error::other(e.to_string())))?;
                 let kid = "k1".to_string();
@@ -108,7 +111,7 @@ impl TokenKeys {
                     keys: BTreeMap::from([(kid, key)]),
                 })
             }
-            Err(e) => Err(io(e)),
+            Err(e) => Err(invalid(e.to_string())),
         }
     }
 

@@ -18,6 +18,23 @@ pub use railyard_proto::tools::ALL as KNOWN_TOOLS;
 /// The queue a step goes to when neither it nor its workflow names one.
 pub const DEFAULT_TASK_QUEUE: &str = "default";
 
+/// Largest definition file read; a larger one is refused, naming it.
+pub const MAX_DEFINITION_BYTES: u64 = 1 << 20;
+/// Most definition files loaded from a workflows directory.
+pub const MAX_DEFINITION_FILES: usize = 256;
+/// Most steps in a workflow.
+pub const MAX_STEPS: usize = 64;
+/// Longest `version`, `name` and step `title`, in bytes.
+pub const MAX_LABEL: usize = 256;
+/// Longest `description`, in bytes.
+pub const MAX_DESCRIPTION: usize = 16 * 1024;
+/// Longest step `prompt` template, in bytes.
+pub const MAX_PROMPT: usize = 64 * 1024;
+/// Longest retry interval (initial and maximum), in seconds: one week.
+pub const MAX_RETRY_INTERVAL_SECONDS: f64 = 7.0 * 86400.0;
+/// Longest error recorded for a definition that failed to load, in bytes.
+pub const MAX_LOAD_ERROR: usize = 1024;
+
 /// A workflow definition as written in `workflows/*.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -90,11 +107,18 @@ impl RetryPolicy {
         3
     }
 
-    /// Pause before attempt `next_attempt` (2 for the first retry), in milliseconds.
+    /// Pause before attempt `next_attempt` (2 for the first retry), in milliseconds:
+    /// never negative and never more than [`MAX_RETRY_INTERVAL_SECONDS`], whatever the
+    /// policy says (a validated one stays within them anyway).
     pub fn backoff_ms(&self, next_attempt: u32) -> i64 {
         let exp = next_attempt.saturating_sub(2).min(64) as i32;
         let secs = (self.initial_interval_seconds * self.backoff_coefficient.powi(exp))
             .min(self.maximum_interval_seconds);
+        let secs = if secs.is_nan() {
+            0.0
+        } else {
+            secs.clamp(0.0, MAX_RETRY_INTERVAL_SECONDS)
+        };
         (secs * 1000.0).round() as i64
     }
 
@@ -183,19 +207,45 @@ pub fn is_definition_file(name: &str) -> bool {
 }
 
 /// The definition files of `dir`, sorted by path. A missing directory has none.
+/// Whether each is a regular file is checked when it is read.
 pub fn definition_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+        Ok(rd) => rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(is_definition_file)
+            })
+            // Bounded while listing, so a directory of millions of names cannot
+            // exhaust memory; one over the limit tells `load_dir` to say so.
+            .take(MAX_DEFINITION_FILES * 4 + 1)
+            .collect(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
-    files.retain(|p| {
-        p.file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(is_definition_file)
-    });
     files.sort();
     Ok(files)
+}
+
+/// Reads one definition file: a regular file of at most [`MAX_DEFINITION_BYTES`],
+/// opened without blocking, so a FIFO or a device is refused instead of hanging the
+/// server's start.
+fn read_definition(file: &Path) -> Result<String, String> {
+    railyard_proto::files::read_regular_text(file, MAX_DEFINITION_BYTES).map_err(|e| e.to_string())
+}
+
+/// `text` cut to at most `max` bytes, at a character boundary, marked when cut.
+fn bounded(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
 }
 
 /// The loaded definitions, by id.
@@ -209,12 +259,25 @@ impl WorkflowRegistry {
     /// Loads every definition file of `dir` ([`definition_files`]). A bad file is
     /// recorded in `invalid`; it stops nothing. A missing directory gives an empty
     /// registry.
+    ///
+    /// Each file must be a regular file of at most [`MAX_DEFINITION_BYTES`]; at most
+    /// [`MAX_DEFINITION_FILES`] are loaded, and the rest recorded as refused.
     pub fn load_dir(dir: &Path) -> std::io::Result<Self> {
         let mut reg = Self::default();
-        for file in definition_files(dir)? {
-            let parsed = std::fs::read_to_string(&file)
-                .map_err(|e| format!("cannot read: {e}"))
-                .and_then(|text| parse_definition(&text));
+        let files = definition_files(dir)?;
+        for (i, file) in files.into_iter().enumerate() {
+            if i >= MAX_DEFINITION_FILES {
+                reg.invalid.push(InvalidDefinition {
+                    error: format!(
+                        "{}: more than {MAX_DEFINITION_FILES} definition files in {}; the rest were not loaded",
+                        file.display(),
+                        dir.display()
+                    ),
+                    file,
+                });
+                break;
+            }
+            let parsed = read_definition(&file).and_then(|text| parse_definition(&text));
             reg.add(file, parsed);
         }
         Ok(reg)
@@ -241,7 +304,7 @@ impl WorkflowRegistry {
             Err(e) => e,
         };
         self.invalid.push(InvalidDefinition {
-            error: format!("{}: {error}", file.display()),
+            error: bounded(format!("{}: {error}", file.display()), MAX_LOAD_ERROR),
             file,
         });
     }
@@ -275,7 +338,19 @@ fn check_name(path: &str, value: &str, what: &str) -> Result<(), String> {
         ids::NameError::BadCharacter => {
             format!("{path}: {what} {value:?} may hold only {}", ids::NAME_CHARACTERS)
         }
+        ids::NameError::Dots => format!("{path}: {what} must not be only dots"),
     })
+}
+
+/// Checks that a text field is at most `max` bytes.
+fn check_size(path: &str, value: &str, max: usize) -> Result<(), String> {
+    if value.len() > max {
+        return Err(format!(
+            "{path}: is {} bytes, more than the limit of {max}",
+            value.len()
+        ));
+    }
+    Ok(())
 }
 
 /// Checks what serde cannot: names, uniqueness, ranges and templates.
@@ -286,6 +361,15 @@ pub fn validate(def: &WorkflowDef) -> Result<(), String> {
     }
     if def.name.trim().is_empty() {
         return Err("name: must not be empty".into());
+    }
+    check_size("version", &def.version, MAX_LABEL)?;
+    check_size("name", &def.name, MAX_LABEL)?;
+    check_size("description", &def.description, MAX_DESCRIPTION)?;
+    if def.steps.len() > MAX_STEPS {
+        return Err(format!(
+            "steps: {} steps, more than the limit of {MAX_STEPS}",
+            def.steps.len()
+        ));
     }
     if let Some(q) = &def.task_queue {
         check_name("taskQueue", q, "task queue")?;
@@ -306,6 +390,8 @@ pub fn validate(def: &WorkflowDef) -> Result<(), String> {
         if step.prompt.trim().is_empty() {
             return Err(format!("{}: must not be empty", at("prompt")));
         }
+        check_size(&at("title"), &step.title, MAX_LABEL)?;
+        check_size(&at("prompt"), &step.prompt, MAX_PROMPT)?;
         check_template(&step.prompt).map_err(|e| format!("{}: {e}", at("prompt")))?;
         if let Some(q) = &step.task_queue {
             check_name(&at("taskQueue"), q, "task queue")?;
@@ -342,9 +428,10 @@ pub fn validate(def: &WorkflowDef) -> Result<(), String> {
         }
         if let Some(r) = &step.retry {
             let rp = |f: &str| at(&format!("retry.{f}"));
-            if !(r.initial_interval_seconds > 0.0 && r.initial_interval_seconds.is_finite()) {
+            if !(r.initial_interval_seconds > 0.0 && r.initial_interval_seconds <= MAX_RETRY_INTERVAL_SECONDS)
+            {
                 return Err(format!(
-                    "{}: must be a positive number",
+                    "{}: must be a positive number of seconds, at most {MAX_RETRY_INTERVAL_SECONDS} (one week)",
                     rp("initialIntervalSeconds")
                 ));
             }
@@ -352,10 +439,10 @@ pub fn validate(def: &WorkflowDef) -> Result<(), String> {
                 return Err(format!("{}: must be between 1 and 100", rp("backoffCoefficient")));
             }
             if !(r.maximum_interval_seconds >= r.initial_interval_seconds
-                && r.maximum_interval_seconds.is_finite())
+                && r.maximum_interval_seconds <= MAX_RETRY_INTERVAL_SECONDS)
             {
                 return Err(format!(
-                    "{}: must be at least initialIntervalSeconds",
+                    "{}: must be at least initialIntervalSeconds and at most {MAX_RETRY_INTERVAL_SECONDS} (one week)",
                     rp("maximumIntervalSeconds")
                 ));
             }
@@ -388,27 +475,47 @@ pub fn check_template(template: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Fills a validated template; a context key that is not set renders as empty.
-pub fn render(template: &str, goal: &str, context: &BTreeMap<String, String>) -> String {
-    let mut out = String::with_capacity(template.len() + goal.len());
+/// Walks a template, handing `out` each piece of the rendered text in order.
+fn render_pieces<'a>(
+    template: &'a str,
+    goal: &'a str,
+    context: &'a BTreeMap<String, String>,
+    mut out: impl FnMut(&'a str),
+) {
     let mut rest = template;
     while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
+        out(&rest[..start]);
         let after = &rest[start + 2..];
         let Some(end) = after.find("}}") else {
-            out.push_str(&rest[start..]);
-            return out;
+            out(&rest[start..]);
+            return;
         };
         let var = after[..end].trim();
         if var == "goal" {
-            out.push_str(goal);
+            out(goal);
         } else if let Some(key) = var.strip_prefix("context.") {
-            out.push_str(context.get(key).map(String::as_str).unwrap_or(""));
+            out(context.get(key).map(String::as_str).unwrap_or(""));
         }
         rest = &after[end + 2..];
     }
-    out.push_str(rest);
+    out(rest);
+}
+
+/// Fills a validated template; a context key that is not set renders as empty.
+pub fn render(template: &str, goal: &str, context: &BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(rendered_len(template, goal, context));
+    render_pieces(template, goal, context, |piece| out.push_str(piece));
     out
+}
+
+/// The length [`render`] would give, without rendering: a template that names a long
+/// goal many times is measured before anything that large is built.
+pub fn rendered_len(template: &str, goal: &str, context: &BTreeMap<String, String>) -> usize {
+    let mut len = 0usize;
+    render_pieces(template, goal, context, |piece| {
+        len = len.saturating_add(piece.len())
+    });
+    len
 }
 
 #[cfg(test)]
@@ -495,6 +602,8 @@ mod tests {
             render("{{goal}} in {{ context.lang }}{{context.none}}!", "port it", &ctx),
             "port it in Rust!"
         );
+        let t = "{{goal}}{{goal}} {{context.lang}} {{ unclosed";
+        assert_eq!(rendered_len(t, "ab", &ctx), render(t, "ab", &ctx).len());
     }
 
     #[test]
@@ -513,6 +622,119 @@ mod tests {
             ..Default::default()
         };
         assert!(!p.allows_retry(1, "fatal"));
+    }
+
+    #[test]
+    fn huge_retry_intervals_are_refused_and_backoff_never_goes_negative() {
+        let e = parse_definition(&def(
+            r#"[{"id":"a","title":"A","prompt":"p","retry":{"initialIntervalSeconds":1e300,"maximumIntervalSeconds":1e300}}]"#,
+        ))
+        .unwrap_err();
+        assert!(
+            e.starts_with("steps[0].retry.initialIntervalSeconds: must be a positive number"),
+            "{e}"
+        );
+        let e = parse_definition(&def(
+            r#"[{"id":"a","title":"A","prompt":"p","retry":{"maximumIntervalSeconds":1e300}}]"#,
+        ))
+        .unwrap_err();
+        assert!(e.starts_with("steps[0].retry.maximumIntervalSeconds:"), "{e}");
+        // Even a policy that never went through validation gives a sane pause.
+        let p = RetryPolicy {
+            initial_interval_seconds: 1e300,
+            backoff_coefficient: 100.0,
+            maximum_interval_seconds: f64::INFINITY,
+            ..Default::default()
+        };
+        for attempt in [2, 3, 60] {
+            let ms = p.backoff_ms(attempt);
+            assert!(
+                (0..=(MAX_RETRY_INTERVAL_SECONDS as i64) * 1000).contains(&ms),
+                "{ms}"
+            );
+        }
+    }
+
+    #[test]
+    fn sizes_and_step_counts_are_bounded() {
+        let steps: Vec<String> = (0..=MAX_STEPS)
+            .map(|i| format!(r#"{{"id":"s{i}","title":"T","prompt":"p"}}"#))
+            .collect();
+        let e = parse_definition(&def(&format!("[{}]", steps.join(",")))).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "steps: {} steps, more than the limit of {MAX_STEPS}",
+                MAX_STEPS + 1
+            )
+        );
+        let e = parse_definition(&def(&format!(
+            r#"[{{"id":"a","title":"A","prompt":"{}"}}]"#,
+            "p".repeat(MAX_PROMPT + 1)
+        )))
+        .unwrap_err();
+        assert!(e.starts_with("steps[0].prompt: is 65537 bytes"), "{e}");
+        let e = parse_definition(&def(r#"[{"id":"..","title":"A","prompt":"p"}]"#)).unwrap_err();
+        assert_eq!(e, "steps[0].id: step id must not be only dots");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn fifos_devices_and_huge_files_are_refused_by_name_without_hanging() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo.json");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.json")).unwrap();
+        let big = std::fs::File::create(dir.path().join("big.json")).unwrap();
+        big.set_len(MAX_DEFINITION_BYTES + 1).unwrap();
+        std::fs::write(
+            dir.path().join("good.json"),
+            def(r#"[{"id":"a","title":"A","prompt":"p"}]"#),
+        )
+        .unwrap();
+        let path = dir.path().to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(WorkflowRegistry::load_dir(&path).unwrap()).unwrap());
+        let reg = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("loading the directory hung");
+        assert!(reg.get("wf").is_some());
+        let errors: Vec<&str> = reg.invalid.iter().map(|i| i.error.as_str()).collect();
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(
+            errors[0].ends_with("big.json: 1048577 bytes, more than the limit of 1048576"),
+            "{errors:?}"
+        );
+        assert!(
+            errors[1].ends_with("fifo.json: not a regular file (a FIFO)"),
+            "{errors:?}"
+        );
+        assert!(
+            errors[2].ends_with("zero.json: not a regular file (a device)"),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn at_most_max_definition_files_are_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..=MAX_DEFINITION_FILES {
+            std::fs::write(
+                dir.path().join(format!("w{i:04}.json")),
+                format!(r#"{{"id":"w{i}","version":"1","name":"W","steps":[{{"id":"a","title":"A","prompt":"p"}}]}}"#),
+            )
+            .unwrap();
+        }
+        let reg = WorkflowRegistry::load_dir(dir.path()).unwrap();
+        assert_eq!(reg.valid.len(), MAX_DEFINITION_FILES);
+        assert_eq!(reg.invalid.len(), 1);
+        assert!(
+            reg.invalid[0].error.contains("the rest were not loaded"),
+            "{:?}",
+            reg.invalid
+        );
     }
 
     #[test]

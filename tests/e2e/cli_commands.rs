@@ -284,3 +284,31 @@ fn server_reads_its_config_file() {
         "{err}"
     );
 }
+
+#[test]
+fn control_characters_in_stored_fields_are_escaped_in_human_output() {
+    let (_sandbox, server) = start_server();
+    let goal = "\u{1b}[2J\u{1b}[H\nstatus    COMPLETED\r";
+    ok(server.ry(&["run", "start", "demo", "--goal", goal, "--run-id", "spoof"]));
+    for args in [
+        &["run", "describe", "spoof"][..],
+        &["run", "list"][..],
+        &["run", "history", "spoof"][..],
+    ] {
+        let out = ok(server.ry(args));
+        assert!(
+            !out.chars().any(|c| c.is_control() && c != '\n'),
+            "{args:?} printed a control character: {out:?}"
+        );
+        assert!(
+            !out.lines()
+                .any(|l| l.trim_start().starts_with("status    COMPLETED")),
+            "{args:?} printed the goal's fake line: {out}"
+        );
+    }
+    let described = ok(server.ry(&["run", "describe", "spoof"]));
+    assert!(described.contains("\\u{1b}[2J"), "{described}");
+    // JSON output keeps the goal exactly.
+    let j = json(server.ry(&["run", "describe", "spoof", "-o", "json"]));
+    assert_eq!(j["run"]["goal"], goal);
+}

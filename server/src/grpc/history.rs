@@ -37,7 +37,7 @@ fn id_reuse_policy(value: i32) -> Result<IdReusePolicy, ApiError> {
 
 fn session_node(tree: runs::SessionTree) -> v1::SessionNode {
     v1::SessionNode {
-        run: Some(run_info(&tree.run)),
+        run: Some(run_summary(&tree.run)),
         children: tree.children.into_iter().map(session_node).collect(),
     }
 }
@@ -165,7 +165,7 @@ impl History for HistoryService {
         };
         let page = runs::list(&self.core, &caller, list)?;
         Ok(Response::new(v1::ListRunsResponse {
-            runs: page.runs.iter().map(run_info).collect(),
+            runs: page.runs.iter().map(run_summary).collect(),
             next_page_token: page.next_page_token,
         }))
     }

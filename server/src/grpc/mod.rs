@@ -12,6 +12,7 @@ use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
 
 use crate::error::ApiError;
+use crate::model::size::{SUMMARY_TEXT_BYTES, prefix};
 use crate::model::{Event, RunState, RunStatus};
 use crate::service::{Caller, CallerInput, Credentials, Operation, caller};
 
@@ -30,7 +31,23 @@ pub fn status(e: ApiError) -> Status {
         ApiError::Internal(_) | ApiError::Storage(_) => Code::Internal,
         ApiError::Unavailable(_) => Code::Unavailable,
     };
-    Status::new(code, e.to_string())
+    Status::new(code, bounded_message(e.to_string()))
+}
+
+/// Longest status message sent. Messages quote client input through
+/// [`crate::error::echo`]; this is the backstop for any that does not.
+pub const MAX_STATUS_MESSAGE_BYTES: usize = 2048;
+
+fn bounded_message(mut message: String) -> String {
+    if message.len() > MAX_STATUS_MESSAGE_BYTES {
+        let mut end = MAX_STATUS_MESSAGE_BYTES;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
 }
 
 impl From<ApiError> for Status {
@@ -88,8 +105,13 @@ pub fn status_from_proto(s: i32) -> Result<Option<RunStatus>, ApiError> {
     )
 }
 
-/// A run's summary on the wire.
+/// A run on the wire, whole (`DescribeRun`).
 pub fn run_info(run: &RunState) -> v1::RunInfo {
+    run_info_with(run, true)
+}
+
+fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
+    let text = |s: &String| if whole { s.clone() } else { String::new() };
     let steps = run
         .definition
         .steps
@@ -100,10 +122,10 @@ pub fn run_info(run: &RunState) -> v1::RunInfo {
             title: def.title.clone(),
             state: rec.state.clone(),
             attempt: rec.attempt,
-            notes: rec.notes.clone(),
+            notes: text(&rec.notes),
             task_queue: def.queue(&run.definition, &run.task_queue).to_string(),
             worker_identity: rec.worker.clone(),
-            last_failure: rec.last_failure.clone(),
+            last_failure: text(&rec.last_failure),
         })
         .collect();
     v1::RunInfo {
@@ -113,7 +135,11 @@ pub fn run_info(run: &RunState) -> v1::RunInfo {
         workflow_version: run.definition.version.clone(),
         status: status_to_proto(run.status) as i32,
         goal: run.goal.clone(),
-        context: run.context.clone().into_iter().collect(),
+        context: if whole {
+            run.context.clone().into_iter().collect()
+        } else {
+            Default::default()
+        },
         start_time_unix_ms: run.start_ms,
         close_time_unix_ms: run.close_ms.unwrap_or(0),
         current_step: run.current_step as u32,
@@ -122,6 +148,17 @@ pub fn run_info(run: &RunState) -> v1::RunInfo {
         failure: run.failure.clone(),
         steps,
     }
+}
+
+/// A run's list summary on the wire (`ListRuns`, `GetSessionTree`): like
+/// [`run_info`] without the large fields, so one large run cannot break a listing.
+/// The context and each step's notes and last failure are left empty; the goal and
+/// the failure are cut to [`SUMMARY_TEXT_BYTES`] (`DescribeRun` has them whole).
+pub fn run_summary(run: &RunState) -> v1::RunInfo {
+    let mut info = run_info_with(run, false);
+    info.goal = prefix(&run.goal, SUMMARY_TEXT_BYTES);
+    info.failure = prefix(&run.failure, SUMMARY_TEXT_BYTES);
+    info
 }
 
 /// An event on the wire: its type, and its attributes as a JSON object.
@@ -156,5 +193,12 @@ mod tests {
             let s = Status::from(e);
             assert_eq!((s.code(), s.message()), (code, "a"));
         }
+    }
+
+    #[test]
+    fn long_messages_are_cut() {
+        let s = status(ApiError::Internal("é".repeat(10_000)));
+        assert!(s.message().len() <= MAX_STATUS_MESSAGE_BYTES + '…'.len_utf8());
+        assert!(s.message().ends_with('…'));
     }
 }

@@ -12,6 +12,7 @@ use crate::workflow::WorkflowDef;
 
 mod events;
 mod refusal;
+pub mod size;
 pub mod wire;
 
 pub use events::{Event, EventKind, RunStatus, TimeoutKind};

@@ -60,7 +60,7 @@ pub enum FireError {
 pub fn check_schedule_id(id: &str) -> Result<(), FireError> {
     match check_name(id) {
         Err(NameError::Empty) => Err(FireError::EmptyScheduleId),
-        Err(NameError::BadCharacter) => Err(FireError::ScheduleIdCharacter),
+        Err(NameError::BadCharacter | NameError::Dots) => Err(FireError::ScheduleIdCharacter),
         Err(NameError::TooLong { len }) => Err(FireError::ScheduleIdTooLong { len }),
         Ok(()) if id.len() > MAX_SCHEDULE_ID => Err(FireError::ScheduleIdTooLong { len: id.len() }),
         Ok(()) => Ok(()),

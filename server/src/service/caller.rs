@@ -340,8 +340,8 @@ pub(crate) fn existing_namespace(core: &Core, ns: &str) -> Result<String, ApiErr
         Ok(ns.to_string())
     } else {
         Err(ApiError::NotFound(format!(
-            "namespace {:?} does not exist",
-            short(ns)
+            "namespace {} does not exist",
+            crate::error::echo(ns)
         )))
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, echo};
 use crate::ids;
 
 pub const NAME: usize = ids::MAX_NAME;
@@ -22,6 +22,13 @@ pub const SIGNAL_PAYLOAD: usize = 256 * 1024;
 pub const COORDINATOR_NOTES: usize = 64;
 pub const URL: usize = 2048;
 
+// A step task carries its checkpoint, its last failure and at most
+// `MAX_TASK_BYTES` of everything else; with room for framing, it fits one message.
+const _: () = assert!(
+    crate::model::size::MAX_TASK_BYTES + CHECKPOINT + MESSAGE + (1 << 20)
+        <= railyard_proto::MAX_MESSAGE_BYTES
+);
+
 /// Checks a name-like field against the one rule for names ([`ids::check_name`]).
 pub fn check_name(field: &str, value: &str) -> Result<(), ApiError> {
     match ids::check_name(value) {
@@ -33,7 +40,14 @@ pub fn check_name(field: &str, value: &str) -> Result<(), ApiError> {
         )),
         Err(ids::NameError::BadCharacter) => Err(ApiError::field(
             field,
-            format!("{value:?} may hold only {}", ids::NAME_CHARACTERS),
+            format!("{} may hold only {}", echo(value), ids::NAME_CHARACTERS),
+        )),
+        Err(ids::NameError::Dots) => Err(ApiError::field(
+            field,
+            format!(
+                "{} is only dots, which names a directory, not a run or a queue",
+                echo(value)
+            ),
         )),
     }
 }
@@ -62,6 +76,18 @@ pub fn check_count(field: &str, count: usize, max: usize) -> Result<(), ApiError
     Ok(())
 }
 
+/// Checks the artifacts a step reports: how many, how long, and that each is a path
+/// inside the run's workspace ([`ids::check_artifact_path`]).
+pub fn check_artifacts(field: &str, artifacts: &[String]) -> Result<(), ApiError> {
+    check_count(field, artifacts.len(), ARTIFACTS)?;
+    for (i, a) in artifacts.iter().enumerate() {
+        let at = format!("{field}[{i}]");
+        check_len(&at, a, ARTIFACT)?;
+        ids::check_artifact_path(a).map_err(|e| ApiError::field(&at, format!("{} {e}", echo(a))))?;
+    }
+    Ok(())
+}
+
 /// Checks a context map (or context updates): its size, its keys
 /// ([`ids::is_context_key`]) and its values.
 pub fn check_context(field: &str, ctx: &BTreeMap<String, String>) -> Result<(), ApiError> {
@@ -70,10 +96,10 @@ pub fn check_context(field: &str, ctx: &BTreeMap<String, String>) -> Result<(), 
         if !ids::is_context_key(k) {
             return Err(ApiError::field(
                 field,
-                format!("key {k:?} must be 1 to {} bytes", ids::MAX_CONTEXT_KEY),
+                format!("key {} must be 1 to {} bytes", echo(k), ids::MAX_CONTEXT_KEY),
             ));
         }
-        check_len(&format!("{field}[{k:?}]"), v, CONTEXT_VALUE)?;
+        check_len(&format!("{field}[{}]", echo(k)), v, CONTEXT_VALUE)?;
     }
     Ok(())
 }

@@ -23,6 +23,16 @@ pub const MAX_TREE_DEPTH: usize = 32;
 pub const DEFAULT_LIST_PAGE: usize = 100;
 /// Most runs in one listing page.
 pub const MAX_LIST_PAGE: usize = 1000;
+/// Most bytes of events in one history page (as their wire form counts them): a
+/// page holds at least one event, and ends before the event that would pass this.
+pub const MAX_HISTORY_PAGE_BYTES: usize = 4 << 20;
+/// Most bytes of run summaries in one listing page ([`RunState::summary_bytes`]).
+pub const MAX_LIST_PAGE_BYTES: usize = 4 << 20;
+/// Most bytes of run summaries in one session tree; deeper or later children past
+/// it are left out (and logged).
+pub const MAX_TREE_BYTES: usize = 8 << 20;
+/// Events read from storage at a time while filling a history page.
+const HISTORY_CHUNK: usize = 32;
 /// Events buffered ahead of a slow watcher.
 const WATCH_BUFFER: usize = 256;
 
@@ -155,14 +165,14 @@ pub async fn history(core: &Core, caller: &Caller, q: HistoryQuery) -> Result<Hi
     } else {
         (q.page_size as usize).min(MAX_PAGE)
     };
-    let mut events = core.store.history(ns, &q.run_id, from, limit)?;
+    let mut events = history_page(core, ns, &q.run_id, from, limit)?;
     if events.is_empty() && run.status.is_open() && q.wait_timeout_ms > 0 {
         let mut changes = core.watchers.subscribe(ns, &q.run_id);
         let wait = Duration::from_millis(q.wait_timeout_ms.min(MAX_WAIT_MS).into());
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             // Re-read after subscribing so an event committed in between is not missed.
-            events = core.store.history(ns, &q.run_id, from, limit)?;
+            events = history_page(core, ns, &q.run_id, from, limit)?;
             if !events.is_empty() {
                 break;
             }
@@ -188,6 +198,48 @@ pub async fn history(core: &Core, caller: &Caller, q: HistoryQuery) -> Result<Hi
     })
 }
 
+/// What one event takes on the wire, about: its attributes as JSON, its type and
+/// identity.
+pub fn event_bytes(ev: &Event) -> usize {
+    crate::model::wire::event_attributes_json(&ev.kind).len()
+        + ev.kind.type_name().len()
+        + ev.identity.len()
+        + 32
+}
+
+/// Events `from..` of a run: at most `limit`, and no more than fit in
+/// [`MAX_HISTORY_PAGE_BYTES`] (at least one). Read a few at a time, so a history of
+/// large events is never loaded whole.
+fn history_page(
+    core: &Core,
+    ns: &str,
+    run_id: &str,
+    from: u64,
+    limit: usize,
+) -> Result<Vec<Event>, ApiError> {
+    let mut page: Vec<Event> = Vec::new();
+    let mut bytes = 0usize;
+    let mut next = from;
+    while page.len() < limit {
+        let want = HISTORY_CHUNK.min(limit - page.len());
+        let chunk = core.store.history(ns, run_id, next, want)?;
+        let got = chunk.len();
+        for ev in chunk {
+            let weight = event_bytes(&ev);
+            if !page.is_empty() && bytes.saturating_add(weight) > MAX_HISTORY_PAGE_BYTES {
+                return Ok(page);
+            }
+            bytes = bytes.saturating_add(weight);
+            next = ev.id + 1;
+            page.push(ev);
+        }
+        if got < want {
+            break;
+        }
+    }
+    Ok(page)
+}
+
 /// Follows a run's history from `from_event_id`: every event in order, as it is
 /// committed, ending after the close event. The stream ends early when the receiver
 /// is dropped, and with `UNAVAILABLE` when the server shuts down.
@@ -205,7 +257,7 @@ pub fn watch(
     let mut from = from_event_id.max(1);
     tokio::spawn(async move {
         loop {
-            let events = match core.store.history(&ns, &run_id, from, MAX_PAGE) {
+            let events = match core.store.history(&ns, &run_id, from, HISTORY_CHUNK) {
                 Ok(events) => events,
                 Err(e) => {
                     let _ = tx.send(Err(e)).await;
@@ -288,7 +340,14 @@ pub fn list(core: &Core, caller: &Caller, r: ListRuns) -> Result<RunPage, ApiErr
     } else {
         (r.page_size as usize).min(MAX_LIST_PAGE)
     };
-    let (runs, next) = core.store.list_runs(&caller.namespace, &r.filter, after, limit)?;
+    let (runs, next) = core.store.list_runs_within(
+        &caller.namespace,
+        &r.filter,
+        after,
+        limit,
+        MAX_LIST_PAGE_BYTES,
+        &RunState::summary_bytes,
+    )?;
     Ok(RunPage {
         runs,
         next_page_token: next.map(|(ms, id)| format!("{ms}:{id}")).unwrap_or_default(),
@@ -367,18 +426,33 @@ pub struct SessionTree {
     pub children: Vec<SessionTree>,
 }
 
-/// The tree of runs under `run_id`, at most [`MAX_TREE_DEPTH`] levels below it.
+/// The tree of runs under `run_id`, at most [`MAX_TREE_DEPTH`] levels below it and
+/// at most [`MAX_TREE_BYTES`] of summaries in all.
 pub fn session_tree(core: &Core, caller: &Caller, run_id: &str) -> Result<SessionTree, ApiError> {
     let run = describe(core, caller, run_id)?;
-    tree(core, &caller.namespace, run, 0)
+    let mut budget = MAX_TREE_BYTES.saturating_sub(run.summary_bytes());
+    let tree = tree(core, &caller.namespace, run, 0, &mut budget)?;
+    Ok(tree)
 }
 
-fn tree(core: &Core, ns: &str, run: RunState, depth: usize) -> Result<SessionTree, ApiError> {
+fn tree(
+    core: &Core,
+    ns: &str,
+    run: RunState,
+    depth: usize,
+    budget: &mut usize,
+) -> Result<SessionTree, ApiError> {
     let mut children = Vec::new();
     if depth < MAX_TREE_DEPTH {
         for id in core.store.children(ns, &run.run_id)? {
             if let Some(child) = core.store.run(ns, &id)? {
-                children.push(tree(core, ns, child, depth + 1)?);
+                let weight = child.summary_bytes();
+                if weight > *budget {
+                    tracing::warn!(run_id = %run.run_id, "session tree cut short: more than {MAX_TREE_BYTES} bytes of runs");
+                    break;
+                }
+                *budget -= weight;
+                children.push(tree(core, ns, child, depth + 1, budget)?);
             }
         }
     }

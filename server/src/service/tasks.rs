@@ -214,10 +214,7 @@ pub async fn complete(
     c: Completion,
 ) -> Result<Option<LeasedStep>, ApiError> {
     check_len("notes", &c.notes, limits::NOTES)?;
-    check_count("artifacts", c.artifacts.len(), limits::ARTIFACTS)?;
-    for (i, a) in c.artifacts.iter().enumerate() {
-        check_len(&format!("artifacts[{i}]"), a, limits::ARTIFACT)?;
-    }
+    limits::check_artifacts("artifacts", &c.artifacts)?;
     check_context("context_updates", &c.context_updates)?;
     let (run_id, step, attempt) = (claims.run_id.clone(), claims.step.clone(), claims.attempt);
     let completion = StepCompletion {

@@ -395,3 +395,55 @@ async fn reports_are_checked_before_they_reach_the_writer() {
     assert_eq!(stats.pollers.len(), 1);
     assert_eq!(stats.pollers[0].0, "w1");
 }
+
+#[tokio::test]
+async fn run_listings_are_paged_by_bytes_as_well_as_by_count() {
+    let f = fixture();
+    for i in 0..5 {
+        f.start(&format!("r{i}")).await;
+    }
+    let one = f
+        .core
+        .store
+        .run("default", "r0")
+        .unwrap()
+        .unwrap()
+        .summary_bytes();
+    let (mut seen, mut pages, mut after) = (Vec::new(), Vec::new(), None);
+    loop {
+        let (runs, next) = f
+            .core
+            .store
+            .list_runs_within(
+                "default",
+                &Default::default(),
+                after,
+                100,
+                2 * one + 1,
+                &|r: &crate::model::RunState| r.summary_bytes(),
+            )
+            .unwrap();
+        pages.push(runs.len());
+        seen.extend(runs.into_iter().map(|r| r.run_id));
+        match next {
+            Some(c) => after = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(pages, [2, 2, 1]);
+    assert_eq!(seen, ["r4", "r3", "r2", "r1", "r0"]);
+    // Always at least one run, however small the budget.
+    let (runs, next) = f
+        .core
+        .store
+        .list_runs_within(
+            "default",
+            &Default::default(),
+            None,
+            100,
+            0,
+            &|_: &crate::model::RunState| 1 << 30,
+        )
+        .unwrap();
+    assert_eq!((runs.len(), next.is_some()), (1, true));
+}

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Caller, Core};
-use crate::error::ApiError;
+use crate::error::{ApiError, echo};
 use crate::workflow::{InvalidDefinition, WorkflowDef};
 
 /// A loaded definition and the file it came from.
@@ -42,7 +42,8 @@ pub fn get(core: &Core, workflow_id: &str) -> Result<Arc<WorkflowDef>, ApiError>
     core.workflows.get(workflow_id).cloned().ok_or_else(|| {
         let known: Vec<_> = core.workflows.valid.keys().map(String::as_str).collect();
         ApiError::NotFound(format!(
-            "workflow {workflow_id:?} not found (known: {})",
+            "workflow {} not found (known: {})",
+            echo(workflow_id),
             known.join(", ")
         ))
     })

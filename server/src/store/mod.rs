@@ -48,6 +48,9 @@ pub enum OpenError {
         redb_backend::SCHEMA_VERSION
     )]
     Schema { path: String, found: u64 },
+    /// The database file could not be created private (mode 0600).
+    #[error("cannot make database {path} private (mode 0600): {source}")]
+    Permissions { path: String, source: std::io::Error },
 }
 
 /// A ready task as stored, for rebuilding matching.
@@ -132,6 +135,21 @@ impl Store {
         after: Option<Cursor>,
         limit: usize,
     ) -> Result<(Vec<RunState>, Option<Cursor>), ApiError> {
+        self.list_runs_within(ns, filter, after, limit, usize::MAX, &|_| 0)
+    }
+
+    /// Runs newest first, starting after the cursor: at most `limit` of them, and
+    /// no more than fit in `max_bytes` as `weigh` counts them (always at least one).
+    /// The cursor returned is the last run's when more may follow.
+    pub fn list_runs_within(
+        &self,
+        ns: &str,
+        filter: &RunFilter,
+        after: Option<Cursor>,
+        limit: usize,
+        max_bytes: usize,
+        weigh: &dyn Fn(&RunState) -> usize,
+    ) -> Result<(Vec<RunState>, Option<Cursor>), ApiError> {
         let hi_ms = filter.started_before_ms.unwrap_or(i64::MAX);
         let lo_ms = filter.started_after_ms.unwrap_or(i64::MIN);
         let before = match &after {
@@ -140,6 +158,8 @@ impl Store {
         };
         let mut out = Vec::new();
         let mut next = None;
+        let mut bytes = 0usize;
+        let mut last: Option<Cursor> = None;
         self.snapshot()?
             .runs_by_start(ns, lo_ms, before, &mut |ms, id, run| {
                 let keep = filter.status.is_none_or(|s| s == run.status)
@@ -149,9 +169,17 @@ impl Store {
                         .as_ref()
                         .is_none_or(|p| *p == run.parent_run_id);
                 if keep {
+                    let weight = weigh(&run);
+                    if !out.is_empty() && bytes.saturating_add(weight) > max_bytes {
+                        // This run starts the next page.
+                        next = last.take();
+                        return false;
+                    }
+                    bytes = bytes.saturating_add(weight);
                     out.push(run);
+                    last = Some((ms, id.to_string()));
                     if out.len() == limit {
-                        next = Some((ms, id.to_string()));
+                        next = last.take();
                         return false;
                     }
                 }

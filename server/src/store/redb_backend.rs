@@ -65,6 +65,33 @@ pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta")
 /// model, a definition in every state row) is migrated at open ([`migrate`]).
 pub(crate) const SCHEMA_VERSION: u64 = 3;
 
+/// Creates the database file readable and writable by its owner only (mode 0600), or
+/// narrows an existing one to that: it holds every run's goal, context and results.
+fn make_private(path: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let meta = std::fs::metadata(path)?;
+                if meta.is_file() && meta.permissions().mode() & 0o077 != 0 {
+                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
+
 /// The database file `<data-dir>/railyard.redb`.
 pub struct RedbBackend {
     db: Database,
@@ -80,6 +107,10 @@ impl RedbBackend {
     pub fn open(dir: &Path) -> Result<Self, OpenError> {
         let path = dir.join("railyard.redb");
         let shown = path.display().to_string();
+        make_private(&path).map_err(|source| OpenError::Permissions {
+            path: shown.clone(),
+            source,
+        })?;
         let db = Database::create(&path).map_err(|source| OpenError::Database {
             path: shown.clone(),
             source,

@@ -4,6 +4,7 @@
 
 mod api;
 mod auth;
+mod bounds;
 mod metrics;
 mod namespaces;
 mod schedules;

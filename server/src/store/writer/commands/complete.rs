@@ -23,6 +23,8 @@ impl Apply for Complete {
         let r = cx.with_run(&claims.namespace, &claims.run_id, |run, out| {
             let queue = run.current_queue();
             run.complete(&claims, &identity, c.notes, c.artifacts, c.context, out)?;
+            // The next step's task must still fit: refused here, nothing is written.
+            run.check_size()?;
             let next_seq = match &run.phase {
                 Phase::Scheduled { queue: q, task_seq } if c.take_next && Some(q) == queue.as_ref() => {
                     *task_seq

@@ -24,7 +24,9 @@ impl Apply for Signal {
             return Ok(Ok(()));
         }
         let r = cx.with_run(&self.ns, &self.run_id, |run, out| {
-            Ok(run.signal(&self.identity, self.name, self.payload, out)?)
+            run.signal(&self.identity, self.name, self.payload, out)?;
+            // Pending signals travel in the step's task: refused past the limit.
+            Ok(run.check_size()?)
         })?;
         if r.is_ok() && !self.request_id.is_empty() {
             cx.tx.insert_idempotency(&self.ns, &key, &self.run_id)?;

@@ -47,6 +47,9 @@ impl StartCommand {
             };
             return Ok(Err(ApiError::AlreadyExists(msg)));
         }
+        if let Err(e) = crate::model::size::check_start(&p.run_id, &self.definition, &p.goal, &p.context) {
+            return Ok(Err(e.into()));
+        }
         let parent = &p.parent_run_id;
         if !parent.is_empty() && cx.load(ns, parent)?.is_none() {
             return Ok(Err(ApiError::field(

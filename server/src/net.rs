@@ -1,0 +1,208 @@
+//! The server's listeners, bounded: at most [`NetLimits::max_connections`] open
+//! connections per listener (one more is accepted and closed at once, so it does not
+//! wait in the backlog), a connection closed when nothing has been read from it for
+//! [`NetLimits::idle_timeout`], and a back-off on accept errors (at the open-files
+//! limit `accept` fails at once, and retrying at once would spin a core).
+//!
+//! A live HTTP/2 peer is never idle: the gRPC server pings every third of the idle
+//! timeout and the peer's answers are reads. Both the gRPC (tonic) and the HTTP (axum)
+//! listener use [`BoundedListener`].
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::{Instant, Sleep};
+
+/// Limits on a listener's connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NetLimits {
+    /// Most connections open at once, per listener.
+    pub max_connections: usize,
+    /// A connection from which nothing was read for this long is closed.
+    pub idle_timeout: Duration,
+}
+
+/// Default [`NetLimits::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// Default [`NetLimits::idle_timeout`].
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// First pause after a failed accept; it doubles up to [`MAX_ACCEPT_BACKOFF`].
+const FIRST_ACCEPT_BACKOFF: Duration = Duration::from_millis(5);
+/// Longest pause after failed accepts.
+const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
+impl Default for NetLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+        }
+    }
+}
+
+impl NetLimits {
+    /// How often the gRPC server pings an HTTP/2 peer: often enough that a live
+    /// peer's answers keep its connection from looking idle.
+    pub fn keepalive_interval(&self) -> Duration {
+        (self.idle_timeout / 3).max(Duration::from_millis(10))
+    }
+}
+
+/// A TCP listener that applies [`NetLimits`].
+pub struct BoundedListener {
+    listener: TcpListener,
+    limits: NetLimits,
+    slots: Arc<Semaphore>,
+    /// Which listener, for the log.
+    name: &'static str,
+}
+
+impl BoundedListener {
+    pub fn new(listener: TcpListener, limits: NetLimits, name: &'static str) -> Self {
+        Self {
+            listener,
+            slots: Arc::new(Semaphore::new(limits.max_connections)),
+            limits,
+            name,
+        }
+    }
+
+    /// The next connection within the limits. Accept errors are logged and retried
+    /// after a growing pause; connections past the limit are closed at once.
+    pub async fn accept_bounded(&mut self) -> (BoundedConn, SocketAddr) {
+        let mut backoff = FIRST_ACCEPT_BACKOFF;
+        loop {
+            match self.listener.accept().await {
+                Ok((io, peer)) => {
+                    backoff = FIRST_ACCEPT_BACKOFF;
+                    let Ok(permit) = self.slots.clone().try_acquire_owned() else {
+                        tracing::warn!(
+                            listener = self.name,
+                            %peer,
+                            limit = self.limits.max_connections,
+                            "connection refused: too many open connections"
+                        );
+                        drop(io);
+                        continue;
+                    };
+                    let _ = io.set_nodelay(true);
+                    return (BoundedConn::new(io, permit, self.limits.idle_timeout), peer);
+                }
+                Err(e) => {
+                    tracing::warn!(listener = self.name, error = %e, pause_ms = backoff.as_millis() as u64, "accept failed");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_ACCEPT_BACKOFF);
+                }
+            }
+        }
+    }
+
+    /// The connections as a stream, for tonic.
+    pub fn into_stream(self) -> impl futures::Stream<Item = io::Result<BoundedConn>> + Send + 'static {
+        futures::stream::unfold(self, |mut l| async move {
+            let (conn, _) = l.accept_bounded().await;
+            Some((Ok(conn), l))
+        })
+    }
+}
+
+impl axum::serve::Listener for BoundedListener {
+    type Io = BoundedConn;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        self.accept_bounded().await
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+}
+
+/// An accepted connection: holds its slot until dropped, and fails its reads once
+/// nothing has been read for the idle timeout (which closes it).
+pub struct BoundedConn {
+    io: TcpStream,
+    idle: Pin<Box<Sleep>>,
+    idle_timeout: Duration,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl BoundedConn {
+    fn new(io: TcpStream, slot: OwnedSemaphorePermit, idle_timeout: Duration) -> Self {
+        Self {
+            io,
+            idle: Box::pin(tokio::time::sleep(idle_timeout)),
+            idle_timeout,
+            _slot: slot,
+        }
+    }
+}
+
+impl AsyncRead for BoundedConn {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.io).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    let deadline = Instant::now() + self.idle_timeout;
+                    self.idle.as_mut().reset(deadline);
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => match self.idle.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "connection idle for too long",
+                ))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}
+
+impl AsyncWrite for BoundedConn {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+}
+
+impl tonic::transport::server::Connected for BoundedConn {
+    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.io.connect_info()
+    }
+}
