@@ -4,7 +4,7 @@
 //! - `railyard server` runs the history server.
 //! - `railyard worker` polls task queues and runs leased steps as agent loops.
 //! - `railyard dev` runs a server and a worker in one process and shows a demo run.
-//! - `railyard run|workflow|task|queue ...` are client commands over gRPC; they take
+//! - `railyard run|workflow|task|queue|schedule ...` are client commands over gRPC; they take
 //!   `--server`, `--namespace` and `--output` (see [`global::GlobalOpts`]).
 //! - `railyard bench` measures an in-process server.
 //! - `railyard mcp` serves MCP on stdio for an outside agent.
@@ -23,6 +23,7 @@ mod output;
 mod queue;
 mod run;
 mod run_view;
+mod schedule;
 mod server_cmd;
 mod task;
 mod timefmt;
@@ -108,6 +109,10 @@ enum Command {
     /// Task queue state.
     #[command(subcommand)]
     Queue(queue::QueueCommand),
+    /// Start runs on cron or interval specs: create, describe, list, update, pause,
+    /// unpause, trigger, backfill, delete.
+    #[command(subcommand)]
+    Schedule(schedule::ScheduleCommand),
     /// Measure throughput and latency of an in-process server over real gRPC.
     Bench(bench::BenchArgs),
     /// Serve MCP on stdin/stdout for an agent (Claude Code, Cursor, any MCP client),
@@ -186,6 +191,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Workflow(c) => workflow::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Task(c) => task::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Queue(c) => queue::run(g, c).await.map(|()| ExitCode::SUCCESS),
+        Command::Schedule(c) => schedule::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Bench(a) => bench::run(g, a).await.map(|()| ExitCode::SUCCESS),
         Command::Mcp => mcp::run(g).await.map(|()| ExitCode::SUCCESS),
     }
