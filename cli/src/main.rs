@@ -15,6 +15,7 @@
 
 mod args;
 mod bench;
+mod bench_schedules;
 mod builtin;
 mod dev;
 mod global;
@@ -113,7 +114,8 @@ enum Command {
     /// unpause, trigger, backfill, delete.
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
-    /// Measure throughput and latency of an in-process server over real gRPC.
+    /// Measure throughput and latency of an in-process server over real gRPC
+    /// (--schedules: fire lag of N schedules on a server process).
     Bench(bench::BenchArgs),
     /// Serve MCP on stdin/stdout for an agent (Claude Code, Cursor, any MCP client),
     /// talking to the Railyard server at --server. Logs go to stderr.
