@@ -8,6 +8,7 @@ pub mod flags;
 pub mod show;
 
 use clap::{ArgGroup, Args, Subcommand};
+use railyard_proto::Client;
 use railyard_proto::v1::{
     CreateScheduleRequest, DeleteScheduleRequest, ListSchedulesRequest, OverlapPolicy, PatchScheduleRequest,
     ScheduleBackfill, ScheduleTrigger, UpdateScheduleRequest,
@@ -177,21 +178,39 @@ async fn create(global: &GlobalOpts, a: CreateArgs) -> anyhow::Result<()> {
             request_id: a.request_id.unwrap_or_default(),
         })
         .await?;
-    // The server computed the next fire times; show the first so the user can check the spec.
-    let info = client
-        .describe_schedule(&global.namespace, &a.schedule_id, 3)
-        .await?;
-    if global.output.is_json() {
-        output::json(&json!({ "created": true, "schedule": show::schedule_json(&info) }))?;
-        return Ok(());
-    }
     let paused = if a.paused { " (paused)" } else { "" };
-    output::line(format!(
+    let done = format!(
         "created schedule {} of {}{paused}",
         clean(&a.schedule_id),
         clean(&a.workflow)
-    ))?;
-    next_fires(&info.next_fire_times_unix_ms)
+    );
+    read_back(&client, global, &a.schedule_id, "created", done).await
+}
+
+/// After a create or update: prints what was done and the next fire times the server
+/// computed, so the user can check the spec. The change is made either way, so a
+/// failed read-back is only a warning.
+async fn read_back(
+    client: &Client,
+    global: &GlobalOpts,
+    schedule_id: &str,
+    key: &str,
+    done: String,
+) -> anyhow::Result<()> {
+    let info = client.describe_schedule(&global.namespace, schedule_id, 3).await;
+    if let Err(e) = &info {
+        tracing::warn!(error = %e, schedule_id, "could not read the schedule back");
+    }
+    if global.output.is_json() {
+        let schedule = info.as_ref().ok().map(show::schedule_json);
+        output::json(&json!({ key: true, "schedule_id": schedule_id, "schedule": schedule }))?;
+        return Ok(());
+    }
+    output::line(done)?;
+    match info {
+        Ok(info) => next_fires(&info.next_fire_times_unix_ms),
+        Err(_) => Ok(()),
+    }
 }
 
 /// Prints `next fire  <local>  (<UTC>)` lines.
@@ -277,15 +296,8 @@ async fn update(global: &GlobalOpts, a: UpdateArgs) -> anyhow::Result<()> {
             identity: cli_identity(),
         })
         .await?;
-    let info = client
-        .describe_schedule(&global.namespace, &a.schedule_id, 3)
-        .await?;
-    if global.output.is_json() {
-        output::json(&json!({ "updated": true, "schedule": show::schedule_json(&info) }))?;
-        return Ok(());
-    }
-    output::line(format!("updated schedule {}", clean(&a.schedule_id)))?;
-    next_fires(&info.next_fire_times_unix_ms)
+    let done = format!("updated schedule {}", clean(&a.schedule_id));
+    read_back(&client, global, &a.schedule_id, "updated", done).await
 }
 
 async fn pause(global: &GlobalOpts, a: PauseArgs, pause: bool) -> anyhow::Result<()> {
