@@ -26,7 +26,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use railyard_proto::v1::{history_server::HistoryServer, tasks_server::TasksServer};
+use railyard_proto::v1::{
+    history_server::HistoryServer, schedules_server::SchedulesServer, tasks_server::TasksServer,
+};
 use tokio::sync::{Notify, watch as shutdown_watch};
 use tokio::task::JoinHandle;
 
@@ -155,10 +157,13 @@ impl RunningServer {
         tracing::info!(leases = leases.len(), "lease deadlines rebuilt from storage");
         let watchers = Arc::new(Watchers::default());
         let open_runs_store = store.clone();
+        let schedules_store = store.clone();
+        let workflows = Arc::new(workflows);
         let metrics = Arc::new(Metrics::with_state(StateSources {
             matching: matching.clone(),
             leases: leases.clone(),
             open_runs: Box::new(move || open_runs_store.open_run_counts()),
+            schedules: Box::new(move || schedules_store.schedule_counts()),
         }));
         let timer_wake = Arc::new(Notify::new());
         let hooks = Hooks {
@@ -168,6 +173,7 @@ impl RunningServer {
             leases: leases.clone(),
             metrics: metrics.clone(),
             clock: config.clock.clone(),
+            workflows: workflows.clone(),
         };
         let (writer, writer_thread) = Writer::spawn(store.clone(), hooks)?;
         let namespaces: HashSet<String> = store.namespaces()?.into_iter().collect();
@@ -180,7 +186,7 @@ impl RunningServer {
             metrics: metrics.clone(),
             clock: config.clock.clone(),
             keys,
-            workflows: Arc::new(workflows),
+            workflows,
             namespaces,
             shutdown: shutdown_rx.clone(),
         });
@@ -268,6 +274,9 @@ async fn serve_grpc(
     health_reporter
         .set_serving::<TasksServer<grpc::tasks::TasksService>>()
         .await;
+    health_reporter
+        .set_serving::<SchedulesServer<grpc::schedules::SchedulesService>>()
+        .await;
     let reflection = match tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(railyard_proto::v1::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -280,6 +289,9 @@ async fn serve_grpc(
         }
     };
     let history = HistoryServer::new(grpc::history::HistoryService { core: core.clone() })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let schedules = SchedulesServer::new(grpc::schedules::SchedulesService { core: core.clone() })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let rpc_layer = core.metrics.rpc_layer();
@@ -295,6 +307,7 @@ async fn serve_grpc(
         .add_optional_service(reflection)
         .add_service(history)
         .add_service(tasks)
+        .add_service(schedules)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = shutdown.wait_for(|s| *s).await;
         })

@@ -3,6 +3,7 @@
 //! codes ([`status`]); the request logic lives in the service layer.
 
 pub mod history;
+pub mod schedules;
 pub mod tasks;
 
 use railyard_proto::v1;

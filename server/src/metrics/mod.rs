@@ -44,6 +44,18 @@ impl Deref for Count {
 /// Labels of `railyard_commands_total`: the command's name and `ok` or `error`.
 type CommandLabels = [(&'static str, &'static str); 2];
 
+/// Labels of `railyard_schedule_fires_total`: namespace, schedule and reason.
+type ScheduleLabels = [(&'static str, String); 3];
+
+/// The reasons `railyard_schedule_fires_total` counts a fire under.
+const FIRE_REASONS: [&str; 5] = [
+    "taken",
+    "skipped_overlap",
+    "missed_catchup_window",
+    "buffer_overflow",
+    "start_failed",
+];
+
 /// Every metric of one server.
 pub struct Metrics {
     /// Runs started (`railyard_runs_started_total`).
@@ -61,6 +73,7 @@ pub struct Metrics {
     commit_duration: Histogram,
     commit_batch: Histogram,
     commands: Family<CommandLabels, Counter>,
+    schedule_fires: Family<ScheduleLabels, Counter>,
     rpc: Arc<rpc::RpcTable>,
     registry: Registry,
 }
@@ -91,6 +104,7 @@ impl Metrics {
             // 1 to 1024 commands: the writer takes at most 1024 per batch.
             commit_batch: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
             commands: Family::default(),
+            schedule_fires: Family::default(),
             rpc: Arc::new(rpc::RpcTable::new()),
             registry: Registry::default(),
         };
@@ -129,6 +143,12 @@ impl Metrics {
             "Writer commands applied, by command and outcome (ok or error)",
             m.commands.clone(),
         );
+        registry.register(
+            "railyard_schedule_fires",
+            "Fires of each schedule, by what became of them: taken (a run started), \
+             skipped_overlap, missed_catchup_window, buffer_overflow, start_failed",
+            m.schedule_fires.clone(),
+        );
         registry.register_with_unit(
             "railyard_commit_duration",
             "Time to apply and durably commit one batch of commands",
@@ -161,6 +181,46 @@ impl Metrics {
         self.commands
             .get_or_create(&[("command", name), ("outcome", outcome)])
             .inc();
+    }
+
+    /// Counts what a schedule's counters gained from `before` to `after`. Every
+    /// reason of a schedule is exported once it has any, zero included, so an alert
+    /// can watch `taken` stop growing.
+    pub fn record_schedule(
+        &self,
+        ns: &str,
+        schedule_id: &str,
+        before: &crate::schedule::state::Counters,
+        after: &crate::schedule::state::Counters,
+    ) {
+        let pairs = [
+            (before.taken, after.taken),
+            (before.skipped_overlap, after.skipped_overlap),
+            (before.missed_catchup_window, after.missed_catchup_window),
+            (before.buffer_overflow, after.buffer_overflow),
+            (before.start_failed, after.start_failed),
+        ];
+        for (reason, (b, a)) in FIRE_REASONS.into_iter().zip(pairs) {
+            let labels = [
+                ("namespace", ns.to_string()),
+                ("schedule", schedule_id.to_string()),
+                ("reason", reason.to_string()),
+            ];
+            self.schedule_fires
+                .get_or_create(&labels)
+                .inc_by(a.saturating_sub(b));
+        }
+    }
+
+    /// Drops a deleted schedule's series.
+    pub fn forget_schedule(&self, ns: &str, schedule_id: &str) {
+        for reason in FIRE_REASONS {
+            self.schedule_fires.remove(&[
+                ("namespace", ns.to_string()),
+                ("schedule", schedule_id.to_string()),
+                ("reason", reason.to_string()),
+            ]);
+        }
     }
 
     /// The tower layer that gives each gRPC request a span and observes its latency.

@@ -23,6 +23,8 @@ pub struct StateSources {
     pub matching: Arc<Matching>,
     pub leases: Arc<LeaseDeadlines>,
     pub open_runs: OpenRunCounts,
+    /// Schedules per namespace.
+    pub schedules: OpenRunCounts,
 }
 
 impl std::fmt::Debug for StateSources {
@@ -95,6 +97,15 @@ impl Collector for StateSources {
                 "Runs not yet closed, per namespace.",
                 open.iter().map(|(ns, n)| ([("namespace", ns.as_str())], *n)),
             )?;
+        }
+        match (self.schedules)() {
+            Ok(counts) => gauge(
+                &mut encoder,
+                "railyard_schedules",
+                "Schedules, per namespace.",
+                counts.iter().map(|(ns, n)| ([("namespace", ns.as_str())], *n)),
+            )?,
+            Err(e) => tracing::warn!(error = %e, "cannot count schedules for /metrics"),
         }
         Ok(())
     }

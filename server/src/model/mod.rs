@@ -88,6 +88,8 @@ pub struct RunState {
     pub callback_url: String,
     /// The queue of steps that name none (empty: the definition's).
     pub task_queue: String,
+    /// The schedule that started it (empty: none); told when the run closes.
+    pub schedule_id: String,
     pub start_ms: Millis,
     pub close_ms: Option<Millis>,
     pub last_event_id: u64,
@@ -132,6 +134,9 @@ pub enum Timer {
         step_index: usize,
         attempt: u32,
     },
+    /// A schedule's next fire time came: evaluate it. A stale one (the schedule
+    /// keeps another timer, or is gone) does nothing.
+    ScheduleFire { namespace: String, schedule_id: String },
 }
 
 /// Parameters of a new run, checked by the caller.
@@ -146,6 +151,8 @@ pub struct StartParams {
     pub callback_url: String,
     /// The queue of steps that name none (empty: the definition's).
     pub task_queue: String,
+    /// The schedule starting it (empty: none).
+    pub schedule_id: String,
     pub identity: String,
 }
 
@@ -209,6 +216,7 @@ impl RunState {
             request_id: p.request_id.clone(),
             callback_url: p.callback_url.clone(),
             task_queue: p.task_queue.clone(),
+            schedule_id: p.schedule_id.clone(),
             start_ms: out.now,
             close_ms: None,
             last_event_id: 0,

@@ -643,6 +643,7 @@ impl Sim {
                     assert!(*due_ms >= self.now, "a timer armed in the past");
                     self.timers.push((*due_ms, *step_index, *attempt));
                 }
+                Effect::Timer { timer, .. } => panic!("the run model armed {timer:?}"),
                 Effect::SaveCheckpoint(_) | Effect::ClearCheckpoint => {}
             }
         }

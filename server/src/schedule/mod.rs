@@ -8,7 +8,10 @@
 pub mod cron;
 pub mod interval;
 pub mod spec;
+pub mod state;
 
+#[cfg(test)]
+mod state_tests;
 #[cfg(test)]
 mod tests;
 
@@ -17,6 +20,7 @@ use chrono::{DateTime, Utc};
 pub use cron::{CronField, CronProblem};
 pub use interval::IntervalProblem;
 pub use spec::{ScheduleSpec, SpecDoc, SpecError};
+pub use state::{Effect, Origin, Overlap, Policies, Schedule};
 
 use crate::clock::Millis;
 use crate::ids::{MAX_NAME, NAME_CHARACTERS, NameError, check_name};

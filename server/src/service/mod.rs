@@ -12,6 +12,7 @@
 pub mod caller;
 pub mod limits;
 pub mod runs;
+pub mod schedules;
 pub mod tasks;
 pub mod workflows;
 

@@ -101,6 +101,7 @@ pub async fn start(core: &Core, caller: &Caller, r: StartRun) -> Result<Started,
         parent_run_id: r.parent_run_id,
         callback_url: r.callback_url,
         task_queue: r.task_queue,
+        schedule_id: String::new(),
         identity: caller.identity.clone(),
     };
     let started = core.writer.start(StartCommand { params, definition }).await?;

@@ -41,6 +41,7 @@ fn fixture() -> Fixture {
         leases: Arc::new(LeaseDeadlines::default()),
         metrics: metrics.clone(),
         clock: clock.clone(),
+        workflows: Arc::default(),
     };
     let (writer, _thread) = Writer::spawn(store.clone(), hooks).unwrap();
     let def = parse_definition(TWO_STEPS).unwrap();

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use crate::clock::Millis;
 use crate::error::StorageError;
 use crate::model::{Event, RunState, Timer};
+use crate::schedule::Schedule;
 
 use super::StoredTask;
 
@@ -75,6 +76,21 @@ pub trait Snapshot {
 
     /// The highest task or timer sequence number in use (0 when none).
     fn max_seq(&self) -> Result<u64, StorageError>;
+
+    /// A schedule.
+    fn schedule(&self, ns: &str, schedule_id: &str) -> Result<Option<Schedule>, StorageError>;
+
+    /// The schedules of `ns` whose ids sort after `after`, in id order, until
+    /// `visit` returns false.
+    fn schedules(
+        &self,
+        ns: &str,
+        after: &str,
+        visit: &mut dyn FnMut(Schedule) -> bool,
+    ) -> Result<(), StorageError>;
+
+    /// Schedules per namespace (namespaces without any are left out), for `/metrics`.
+    fn schedule_counts(&self) -> Result<BTreeMap<String, u64>, StorageError>;
 }
 
 /// A write transaction: reads see its own writes.
@@ -111,6 +127,12 @@ pub trait WriteTx: Snapshot {
 
     /// Records that an idempotency key points at `run_id`.
     fn insert_idempotency(&mut self, ns: &str, key: &str, run_id: &str) -> Result<(), StorageError>;
+
+    /// Writes a schedule's row (new or changed).
+    fn save_schedule(&mut self, schedule: &Schedule) -> Result<(), StorageError>;
+
+    /// Removes a schedule's row (absent is fine).
+    fn delete_schedule(&mut self, ns: &str, schedule_id: &str) -> Result<(), StorageError>;
 }
 
 /// A database the server can run on.

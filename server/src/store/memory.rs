@@ -15,6 +15,7 @@ use super::backend::{Backend, DueTimer, Snapshot, TimerKey, WriteTx};
 use crate::clock::Millis;
 use crate::error::StorageError;
 use crate::model::{Event, RunState, Timer};
+use crate::schedule::Schedule;
 
 type RunKey = (String, String);
 
@@ -31,6 +32,7 @@ struct Data {
     by_start: BTreeSet<(String, Millis, String)>,
     children: BTreeSet<(String, String, String)>,
     namespaces: BTreeSet<String>,
+    schedules: BTreeMap<RunKey, Schedule>,
 }
 
 fn key(ns: &str, run_id: &str) -> RunKey {
@@ -299,6 +301,37 @@ macro_rules! reads {
         fn max_seq(&self) -> Result<u64, StorageError> {
             Ok(self.$data().max_seq())
         }
+
+        fn schedule(&self, ns: &str, id: &str) -> Result<Option<Schedule>, StorageError> {
+            Ok(self.$data().schedules.get(&key(ns, id)).cloned())
+        }
+
+        fn schedules(
+            &self,
+            ns: &str,
+            after: &str,
+            visit: &mut dyn FnMut(Schedule) -> bool,
+        ) -> Result<(), StorageError> {
+            use std::ops::Bound;
+            let range = self
+                .$data()
+                .schedules
+                .range((Bound::Excluded(key(ns, after)), Bound::Unbounded));
+            for ((n, _), s) in range {
+                if n != ns || !visit(s.clone()) {
+                    break;
+                }
+            }
+            Ok(())
+        }
+
+        fn schedule_counts(&self) -> Result<BTreeMap<String, u64>, StorageError> {
+            let mut counts = BTreeMap::new();
+            for (ns, _) in self.$data().schedules.keys() {
+                *counts.entry(ns.clone()).or_insert(0) += 1;
+            }
+            Ok(counts)
+        }
     };
 }
 
@@ -404,6 +437,18 @@ impl WriteTx for MemoryTx<'_> {
     fn insert_idempotency(&mut self, ns: &str, k: &str, run_id: &str) -> Result<(), StorageError> {
         self.change(|d| {
             d.idempotency.insert(key(ns, k), run_id.into());
+        })
+    }
+
+    fn save_schedule(&mut self, s: &Schedule) -> Result<(), StorageError> {
+        self.change(|d| {
+            d.schedules.insert(key(&s.namespace, &s.id), s.clone());
+        })
+    }
+
+    fn delete_schedule(&mut self, ns: &str, id: &str) -> Result<(), StorageError> {
+        self.change(|d| {
+            d.schedules.remove(&key(ns, id));
         })
     }
 }

@@ -183,6 +183,35 @@ impl Store {
         Ok(self.snapshot()?.open_run_counts()?)
     }
 
+    /// Schedules per namespace.
+    pub fn schedule_counts(&self) -> Result<BTreeMap<String, u64>, ApiError> {
+        Ok(self.snapshot()?.schedule_counts()?)
+    }
+
+    /// A schedule.
+    pub fn schedule(
+        &self,
+        ns: &str,
+        schedule_id: &str,
+    ) -> Result<Option<crate::schedule::Schedule>, ApiError> {
+        Ok(self.snapshot()?.schedule(ns, schedule_id)?)
+    }
+
+    /// Up to `limit` schedules of `ns` whose ids sort after `after`, in id order.
+    pub fn schedules(
+        &self,
+        ns: &str,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<crate::schedule::Schedule>, ApiError> {
+        let mut out = Vec::new();
+        self.snapshot()?.schedules(ns, after, &mut |s| {
+            out.push(s);
+            out.len() < limit
+        })?;
+        Ok(out)
+    }
+
     /// Due time of the earliest timer.
     pub fn next_timer_due(&self) -> Result<Option<Millis>, ApiError> {
         Ok(self.snapshot()?.next_timer_due()?)

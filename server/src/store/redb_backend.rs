@@ -50,6 +50,9 @@ pub(crate) const NAMESPACES: TableDefinition<&str, &[u8]> = TableDefinition::new
 /// used, stored once; run records and `RunStarted` events name it by this key.
 pub(crate) const DEFINITIONS: TableDefinition<DefinitionTableKey, &[u8]> =
     TableDefinition::new("definitions");
+/// (namespace, schedule id) → schedule record. Due schedules are found through
+/// their `timers` row, never by scanning this table.
+pub(crate) const SCHEDULES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("schedules");
 /// Name → value: the storage layout version (`schema`).
 pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
@@ -131,6 +134,7 @@ impl RedbBackend {
             tx.open_table(RUNS_BY_START)?;
             tx.open_table(CHILDREN)?;
             tx.open_table(DEFINITIONS)?;
+            tx.open_table(SCHEDULES)?;
             let mut ns = tx.open_table(NAMESPACES)?;
             if ns.get(railyard_proto::DEFAULT_NAMESPACE)?.is_none() {
                 ns.insert(railyard_proto::DEFAULT_NAMESPACE, b"{}".as_slice())?;
@@ -166,6 +170,7 @@ impl Backend for RedbBackend {
                 by_start: tx.open_table(RUNS_BY_START)?,
                 children: tx.open_table(CHILDREN)?,
                 definitions: tx.open_table(DEFINITIONS)?,
+                schedules: tx.open_table(SCHEDULES)?,
                 defs: &self.defs,
             };
             // On error the transaction is dropped, which aborts it.
@@ -352,6 +357,48 @@ fn max_seq_in(
     Ok(max)
 }
 
+type SchedulesTable = (&'static str, &'static str);
+
+fn schedule_in(
+    t: &impl ReadableTable<SchedulesTable, &'static [u8]>,
+    ns: &str,
+    id: &str,
+) -> Result<Option<crate::schedule::Schedule>, StorageError> {
+    t.get((ns, id))?
+        .map(|v| records::decode_schedule(v.value()))
+        .transpose()
+}
+
+fn schedules_in(
+    t: &impl ReadableTable<SchedulesTable, &'static [u8]>,
+    ns: &str,
+    after: &str,
+    visit: &mut dyn FnMut(crate::schedule::Schedule) -> bool,
+) -> Result<(), StorageError> {
+    use std::ops::Bound;
+    let range = t.range::<(&str, &str)>((Bound::Excluded((ns, after)), Bound::Unbounded))?;
+    for row in range {
+        let (k, v) = row?;
+        if k.value().0 != ns {
+            break;
+        }
+        if !visit(records::decode_schedule(v.value())?) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn schedule_counts_in(
+    t: &impl ReadableTable<SchedulesTable, &'static [u8]>,
+) -> Result<BTreeMap<String, u64>, StorageError> {
+    let mut counts = BTreeMap::new();
+    for row in t.iter()? {
+        *counts.entry(row?.0.value().0.to_string()).or_insert(0) += 1;
+    }
+    Ok(counts)
+}
+
 type ReadRunRows<'a> =
     RunRows<'a, ReadOnlyTable<RunsKey, &'static [u8]>, ReadOnlyTable<DefinitionTableKey, &'static [u8]>>;
 
@@ -445,6 +492,23 @@ impl Snapshot for RedbSnapshot {
     fn max_seq(&self) -> Result<u64, StorageError> {
         max_seq_in(&self.tx.open_table(TASKS)?, &self.tx.open_table(TIMERS)?)
     }
+
+    fn schedule(&self, ns: &str, id: &str) -> Result<Option<crate::schedule::Schedule>, StorageError> {
+        schedule_in(&self.tx.open_table(SCHEDULES)?, ns, id)
+    }
+
+    fn schedules(
+        &self,
+        ns: &str,
+        after: &str,
+        visit: &mut dyn FnMut(crate::schedule::Schedule) -> bool,
+    ) -> Result<(), StorageError> {
+        schedules_in(&self.tx.open_table(SCHEDULES)?, ns, after, visit)
+    }
+
+    fn schedule_counts(&self) -> Result<BTreeMap<String, u64>, StorageError> {
+        schedule_counts_in(&self.tx.open_table(SCHEDULES)?)
+    }
 }
 
 /// The open write transaction's tables.
@@ -459,6 +523,7 @@ struct RedbTx<'t> {
     children: Table<'t, (&'static str, &'static str, &'static str), ()>,
     /// Written only when a start uses a definition new to storage.
     definitions: Table<'t, DefinitionTableKey, &'static [u8]>,
+    schedules: Table<'t, (&'static str, &'static str), &'static [u8]>,
     defs: &'t Definitions,
 }
 
@@ -530,6 +595,23 @@ impl Snapshot for RedbTx<'_> {
 
     fn max_seq(&self) -> Result<u64, StorageError> {
         max_seq_in(&self.tasks, &self.timers)
+    }
+
+    fn schedule(&self, ns: &str, id: &str) -> Result<Option<crate::schedule::Schedule>, StorageError> {
+        schedule_in(&self.schedules, ns, id)
+    }
+
+    fn schedules(
+        &self,
+        ns: &str,
+        after: &str,
+        visit: &mut dyn FnMut(crate::schedule::Schedule) -> bool,
+    ) -> Result<(), StorageError> {
+        schedules_in(&self.schedules, ns, after, visit)
+    }
+
+    fn schedule_counts(&self) -> Result<BTreeMap<String, u64>, StorageError> {
+        schedule_counts_in(&self.schedules)
     }
 }
 
@@ -605,6 +687,18 @@ impl WriteTx for RedbTx<'_> {
 
     fn insert_idempotency(&mut self, ns: &str, key: &str, run_id: &str) -> Result<(), StorageError> {
         self.idempotency.insert((ns, key), run_id)?;
+        Ok(())
+    }
+
+    fn save_schedule(&mut self, s: &crate::schedule::Schedule) -> Result<(), StorageError> {
+        let row = records::encode_schedule(s)?;
+        self.schedules
+            .insert((s.namespace.as_str(), s.id.as_str()), row.as_slice())?;
+        Ok(())
+    }
+
+    fn delete_schedule(&mut self, ns: &str, id: &str) -> Result<(), StorageError> {
+        self.schedules.remove((ns, id))?;
         Ok(())
     }
 }

@@ -4,4 +4,5 @@
 
 mod api;
 mod metrics;
+mod schedules;
 mod upgrade;

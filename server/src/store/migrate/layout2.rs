@@ -289,6 +289,7 @@ impl RunV2 {
             request_id: self.request_id,
             callback_url: self.callback_url,
             task_queue: String::new(),
+            schedule_id: String::new(),
             start_ms: self.start_ms,
             close_ms: self.close_ms,
             last_event_id: self.last_event_id,

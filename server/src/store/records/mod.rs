@@ -13,6 +13,7 @@
 
 mod definitions;
 mod events;
+mod schedules;
 #[cfg(test)]
 mod tests;
 mod timers;
@@ -30,6 +31,7 @@ use crate::model::{Lease, PendingSignal, Phase, RunState, RunStatus, StepRecord}
 
 pub(crate) use definitions::{DefinitionKey, DefinitionTableKey, Definitions};
 pub(crate) use events::{decode_event, encode_event};
+pub(crate) use schedules::{decode_schedule, encode_schedule};
 pub(crate) use timers::{decode_timer, encode_timer};
 
 /// A stored record: its name in errors and the newest version this build writes.
@@ -94,6 +96,9 @@ struct RunRecord {
     callback_url: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     task_queue: String,
+    /// The schedule that started the run (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    schedule_id: String,
     #[serde(default)]
     start_ms: Millis,
     #[serde(default)]
@@ -243,6 +248,7 @@ impl RunRecord {
             request_id: r.request_id.clone(),
             callback_url: r.callback_url.clone(),
             task_queue: r.task_queue.clone(),
+            schedule_id: r.schedule_id.clone(),
             start_ms: r.start_ms,
             close_ms: r.close_ms,
             last_event_id: r.last_event_id,
@@ -323,6 +329,7 @@ impl RunRecord {
             request_id: self.request_id,
             callback_url: self.callback_url,
             task_queue: self.task_queue,
+            schedule_id: self.schedule_id,
             start_ms: self.start_ms,
             close_ms: self.close_ms,
             last_event_id: self.last_event_id,

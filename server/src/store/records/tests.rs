@@ -285,6 +285,7 @@ async fn starts_store_each_definition_once_and_runs_name_theirs() {
         leases: Arc::new(LeaseDeadlines::default()),
         metrics: Arc::new(Metrics::default()),
         clock: Arc::new(ManualClock::new(1_000)),
+        workflows: Arc::default(),
     };
     let (writer, thread) = Writer::spawn(store.clone(), hooks).unwrap();
     let a = Arc::new(parse_definition(DEF).unwrap());

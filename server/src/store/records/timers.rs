@@ -35,6 +35,14 @@ enum TimerKindRecord {
         #[serde(default)]
         attempt: u32,
     },
+    /// A schedule's next fire time came.
+    #[serde(rename = "schedule_fire")]
+    ScheduleFire {
+        #[serde(default)]
+        namespace: String,
+        #[serde(default)]
+        schedule_id: String,
+    },
 }
 
 pub(crate) fn encode_timer(timer: &Timer) -> Result<Vec<u8>, StorageError> {
@@ -49,6 +57,13 @@ pub(crate) fn encode_timer(timer: &Timer) -> Result<Vec<u8>, StorageError> {
             run_id: run_id.clone(),
             step_index: *step_index,
             attempt: *attempt,
+        },
+        Timer::ScheduleFire {
+            namespace,
+            schedule_id,
+        } => TimerKindRecord::ScheduleFire {
+            namespace: namespace.clone(),
+            schedule_id: schedule_id.clone(),
         },
     };
     encode_record(&TimerRecord {
@@ -70,6 +85,13 @@ pub(crate) fn decode_timer(bytes: &[u8]) -> Result<Timer, StorageError> {
             run_id,
             step_index,
             attempt,
+        },
+        TimerKindRecord::ScheduleFire {
+            namespace,
+            schedule_id,
+        } => Timer::ScheduleFire {
+            namespace,
+            schedule_id,
         },
     })
 }

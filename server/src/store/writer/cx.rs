@@ -14,6 +14,21 @@ pub(crate) struct Cx<'a, 't> {
     pub(super) metrics: &'a Metrics,
     pub(super) matching: &'a Matching,
     pub(super) leases: &'a LeaseDeadlines,
+    /// The loaded definitions, for the runs a schedule starts.
+    pub(super) workflows: &'a WorkflowRegistry,
+    /// Runs started by a schedule that closed in this command: their schedules
+    /// hear of it before the command ends (`commands::schedule::settle`).
+    pub(super) closed: &'a mut Vec<ClosedRun>,
+}
+
+/// A run started by a schedule that has closed, not yet told to the schedule.
+#[derive(Debug, Clone)]
+pub(crate) struct ClosedRun {
+    pub ns: String,
+    pub schedule_id: String,
+    pub run_id: String,
+    pub status: RunStatus,
+    pub failure: String,
 }
 
 /// A transition of one run, decided but not yet written: see [`Cx::save`].
@@ -176,6 +191,15 @@ impl Cx<'_, '_> {
         self.tx.save_run(run, events)?;
         if run.status.is_open() != was_open {
             self.tx.set_open(ns, id, !was_open)?;
+        }
+        if was_open && !run.status.is_open() && !run.schedule_id.is_empty() {
+            self.closed.push(ClosedRun {
+                ns: ns.into(),
+                schedule_id: run.schedule_id.clone(),
+                run_id: id.into(),
+                status: run.status,
+                failure: run.failure.clone(),
+            });
         }
         self.after.push(After::Lease {
             ns: ns.into(),

@@ -23,18 +23,24 @@ mod tests;
 use commands::{Answer, Apply, Command, Handed};
 use cx::Transition;
 
-pub use commands::{Replaced, StartCommand, StartReplacing, Stop};
+pub(crate) use commands::schedule::not_found as schedule_not_found;
+pub use commands::{
+    CreateSchedule, DeleteSchedule, PatchSchedule, Patched, Replaced, StartCommand, StartReplacing, Stop,
+    UpdateSchedule,
+};
 pub(crate) use cx::Cx;
 
 use super::*;
 use crate::clock::{Clock, Millis};
 use crate::matching::{Matching, TaskRef, Waiter};
 use crate::metrics::Metrics;
-use crate::model::{Effect, Lease, Out, PendingSignal, Phase, RunState, StartParams, StepFailure, Timer};
+use crate::model::{
+    Effect, Lease, Out, PendingSignal, Phase, RunState, RunStatus, StartParams, StepFailure, Timer,
+};
 use crate::timers::LeaseDeadlines;
 use crate::token::TokenClaims;
 use crate::watch::Watchers;
-use crate::workflow::WorkflowDef;
+use crate::workflow::{WorkflowDef, WorkflowRegistry};
 
 type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
 
@@ -98,6 +104,8 @@ pub struct Hooks {
     pub leases: Arc<LeaseDeadlines>,
     pub metrics: Arc<Metrics>,
     pub clock: Arc<dyn Clock>,
+    /// The loaded definitions: a schedule's fire starts its workflow from here.
+    pub workflows: Arc<WorkflowRegistry>,
 }
 
 impl Writer {
@@ -235,6 +243,26 @@ impl Writer {
             reason,
         })
         .await
+    }
+
+    /// Creates a schedule (`ALREADY_EXISTS` when its id is taken).
+    pub async fn create_schedule(&self, cmd: CreateSchedule) -> Result<(), ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Replaces a schedule's spec, action and policies.
+    pub async fn update_schedule(&self, cmd: UpdateSchedule) -> Result<(), ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Deletes a schedule and its timer.
+    pub async fn delete_schedule(&self, cmd: DeleteSchedule) -> Result<(), ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Pauses, unpauses, triggers or backfills a schedule.
+    pub async fn patch_schedule(&self, cmd: PatchSchedule) -> Result<Patched, ApiError> {
+        self.call(cmd).await
     }
 
     /// Fires every timer due now; returns how many fired.
@@ -388,6 +416,7 @@ impl WriterLoop {
                     continue;
                 }
                 let _span = tracing::debug_span!("command", command = cmd.name()).entered();
+                let mut closed = Vec::new();
                 let mut cx = Cx {
                     tx: &mut *tx,
                     next_seq: &mut *next_seq,
@@ -396,8 +425,17 @@ impl WriterLoop {
                     metrics: &hooks.metrics,
                     matching: &hooks.matching,
                     leases: &hooks.leases,
+                    workflows: &hooks.workflows,
+                    closed: &mut closed,
                 };
-                let (answer, error) = cmd.apply(&mut cx);
+                let (answer, mut error) = cmd.apply(&mut cx);
+                // Runs a schedule started that closed in this command tell their
+                // schedules in the same transaction, whichever way they closed.
+                if error.is_none()
+                    && let Err(e) = commands::schedule::settle(&mut cx)
+                {
+                    error = Some(e);
+                }
                 answers.push(answer);
                 failed = error;
             }

@@ -45,6 +45,7 @@ pub(super) fn hooks(matching: Arc<Matching>) -> Hooks {
         leases: Arc::new(LeaseDeadlines::default()),
         metrics: Arc::new(Metrics::default()),
         clock: Arc::new(ManualClock::new(1_000)),
+        workflows: Arc::default(),
     }
 }
 

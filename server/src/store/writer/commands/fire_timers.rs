@@ -20,7 +20,7 @@ impl Apply for FireTimers {
             cx.tx.remove_timer(*key)?;
         }
         let mut fired = due.len();
-        for (_, timer) in due {
+        for (key, timer) in due {
             let timer = match timer {
                 Ok(t) => t,
                 Err(e) => {
@@ -28,17 +28,24 @@ impl Apply for FireTimers {
                     continue;
                 }
             };
-            // A timer whose attempt has moved on does nothing.
-            let Timer::Backoff {
-                namespace,
-                run_id,
-                step_index,
-                attempt,
-            } = timer;
-            let _ = cx.with_run(&namespace, &run_id, |run, out| {
-                run.backoff_timer(step_index, attempt, out);
-                Ok(())
-            })?;
+            match timer {
+                // A timer whose attempt has moved on does nothing.
+                Timer::Backoff {
+                    namespace,
+                    run_id,
+                    step_index,
+                    attempt,
+                } => {
+                    let _ = cx.with_run(&namespace, &run_id, |run, out| {
+                        run.backoff_timer(step_index, attempt, out);
+                        Ok(())
+                    })?;
+                }
+                Timer::ScheduleFire {
+                    namespace,
+                    schedule_id,
+                } => super::schedule::fire(cx, key, &namespace, &schedule_id)?,
+            }
         }
         let due = cx.leases.due(now, MAX_TIMERS.saturating_sub(fired));
         fired += due.len();

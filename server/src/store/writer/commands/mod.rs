@@ -10,6 +10,7 @@ mod fail;
 mod fire_timers;
 mod heartbeat;
 mod lease;
+pub(crate) mod schedule;
 mod signal;
 mod start;
 mod start_replacing;
@@ -21,6 +22,7 @@ pub use fail::Fail;
 pub use fire_timers::FireTimers;
 pub use heartbeat::Heartbeat;
 pub use lease::LeaseTask;
+pub use schedule::{CreateSchedule, DeleteSchedule, PatchSchedule, Patched, UpdateSchedule};
 pub use signal::Signal;
 pub use start::StartCommand;
 pub use start_replacing::{Replaced, StartReplacing};
@@ -148,4 +150,8 @@ commands! {
     Stop(StopRun),
     FireTimers(FireTimers),
     Undelivered(Undelivered),
+    CreateSchedule(CreateSchedule),
+    UpdateSchedule(UpdateSchedule),
+    DeleteSchedule(DeleteSchedule),
+    PatchSchedule(PatchSchedule),
 }
