@@ -165,7 +165,7 @@ fn schedule_commands_against_a_server() {
     ]));
     let run_id = triggered["run_id"].as_str().unwrap().to_string();
     assert!(run_id.starts_with("nightly-"), "{triggered}");
-    let run = json(server.ry(&["run", "describe", &run_id, "-o", "json"]));
+    let run = json(server.ry(&["run", "describe", &run_id, "-o", "json"]))["run"].take();
     assert_eq!(run["workflow_id"], "demo");
     let goal = run["goal"].as_str().unwrap();
     let due = goal
@@ -274,7 +274,7 @@ fn schedule_commands_against_a_server() {
     assert_eq!(deleted.trim(), "deleted schedule nightly");
     let gone = one_error_line(server.ry(&["schedule", "describe", "nightly"]));
     assert!(gone.starts_with("error: not found: "), "{gone}");
-    let run = json(server.ry(&["run", "describe", &run_id, "-o", "json"]));
+    let run = json(server.ry(&["run", "describe", &run_id, "-o", "json"]))["run"].take();
     assert_eq!(run["run_id"], run_id.as_str());
     assert_eq!(ok(server.ry(&["schedule", "list"])).trim(), "no schedules");
 }
@@ -314,7 +314,7 @@ fn backfill_takes_each_past_fire_once() {
         let run_id = format!("hourly-2026-01-01T{hour}:00:00.000Z");
         let run = eventually(Duration::from_secs(60), || {
             let o = server.ry(&["run", "describe", &run_id, "-o", "json"]);
-            o.status.success().then(|| json(o))
+            o.status.success().then(|| json(o)["run"].take())
         });
         assert_eq!(run["goal"], format!("catch up 2026-01-01T{hour}:00:00Z"));
     }

@@ -154,6 +154,7 @@ pub fn schedule_json(info: &ScheduleInfo) -> Value {
             "skipped_overlap": state.skipped_overlap,
             "missed_catchup_window": state.missed_catchup_window,
             "buffer_overflow": state.buffer_overflow,
+            "start_failed": state.start_failed,
             "total_actions": state.total_actions,
             "running_run_ids": state.running_run_ids,
         },
@@ -276,13 +277,14 @@ pub fn describe_lines(info: &ScheduleInfo, zone: Tz) -> Vec<String> {
         "no limit".to_string()
     };
     fields.push(("actions", format!("{} taken, {left}", state.total_actions)));
-    fields.push((
-        "not started",
-        format!(
-            "{} skipped (overlap), {} missed (catch-up window), {} dropped (buffer full)",
-            state.skipped_overlap, state.missed_catchup_window, state.buffer_overflow
-        ),
-    ));
+    let mut not_started = format!(
+        "{} skipped (overlap), {} missed (catch-up window), {} dropped (buffer full)",
+        state.skipped_overlap, state.missed_catchup_window, state.buffer_overflow
+    );
+    if state.start_failed > 0 {
+        not_started.push_str(&format!(", {} refused (start failed)", state.start_failed));
+    }
+    fields.push(("not started", not_started));
     if !state.running_run_ids.is_empty() {
         let ids: Vec<_> = state.running_run_ids.iter().map(|r| clean(r)).collect();
         fields.push(("running", ids.join(", ")));
