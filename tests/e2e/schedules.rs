@@ -372,6 +372,14 @@ fn due_of(run: &RunInfo) -> i64 {
     millis(due)
 }
 
+/// A server on the sandbox's data at `addr` again (the port may linger a moment after a kill).
+fn restart_on(sandbox: &Sandbox, addr: &str) -> ServerProcess {
+    let (data, workflows) = (sandbox.path("data"), sandbox.path("workflows"));
+    eventually(Duration::from_secs(30), || {
+        std::panic::catch_unwind(|| ServerProcess::start(&data, &workflows, Some(addr))).ok()
+    })
+}
+
 #[test]
 fn every_second_schedule_survives_sigkills_without_gap_or_double() {
     let sandbox = Sandbox::new();
@@ -412,11 +420,23 @@ fn every_second_schedule_survives_sigkills_without_gap_or_double() {
         (count_runs(&server.url).len() >= 2).then_some(())
     });
 
-    // Kill it three times, a second or two apart, each time while it is firing.
+    // Kill it three times while it is firing; the first two stay down for two
+    // seconds, so that due times pass while no server runs and must be caught up.
     let mut last_restart = 0;
-    for _ in 0..3 {
+    let mut downtimes = Vec::new();
+    for round in 0..3 {
         std::thread::sleep(Duration::from_millis(1500));
-        server = server.crash_and_restart();
+        if round < 2 {
+            let addr = server.grpc_addr.clone();
+            server.kill9();
+            let killed = wall_clock_ms();
+            std::thread::sleep(Duration::from_secs(2));
+            drop(server);
+            server = restart_on(&sandbox, &addr);
+            downtimes.push((killed, wall_clock_ms()));
+        } else {
+            server = server.crash_and_restart();
+        }
         last_restart = wall_clock_ms();
     }
     // Fires resume, and catch up on what was due while it was down.
@@ -477,6 +497,25 @@ fn every_second_schedule_survives_sigkills_without_gap_or_double() {
         .map(|t| DateTime::<Utc>::from_timestamp_millis(t).unwrap().to_rfc3339())
         .collect();
     assert!(missing.is_empty(), "due seconds with no run: {missing:?}");
+
+    // Due times that passed while the server was down were started after it came back.
+    for (killed, restarted) in &downtimes {
+        let caught_up: Vec<_> = runs
+            .iter()
+            .filter(|r| due_of(r) > *killed && due_of(r) < *restarted)
+            .collect();
+        assert!(
+            !caught_up.is_empty(),
+            "no due time inside the downtime {killed}..{restarted}"
+        );
+        for run in caught_up {
+            assert!(
+                run.start_time_unix_ms > *killed,
+                "run {} due while the server was down started before the kill",
+                run.run_id
+            );
+        }
+    }
 
     // Each run's history holds one start.
     for (run, events) in runs.iter().zip(&histories) {

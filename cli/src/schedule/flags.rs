@@ -40,7 +40,7 @@ pub struct SpecFlags {
     /// Stop after this many more actions; `none` for no limit.
     #[arg(long, value_name = "N", value_parser = remaining)]
     pub remaining: Option<u64>,
-    /// Delay each fire by a deterministic random amount below this (30s, 5m; 0s for none).
+    /// Delay each fire by a deterministic random amount below this, in whole seconds (30s, 5m; 0s for none).
     #[arg(long, value_name = "DURATION", value_parser = timefmt::parse_duration)]
     pub jitter: Option<Duration>,
     /// What a fire does while an earlier run is still open.
