@@ -213,6 +213,17 @@ fn schedule_commands_against_a_server() {
         .with_timezone(&berlin);
     assert_eq!(local.format("%H:%M").to_string(), "06:30", "{info}");
 
+    // Stored text is shown inert: control characters escaped for people, kept in JSON.
+    ok(server.ry(&["schedule", "update", "nightly", "--memo", "ops\u{1b}[2J\nteam"]));
+    let text = ok(server.ry(&["schedule", "describe", "nightly"]));
+    assert!(text.contains("memo         ops\\u{1b}[2J\\nteam"), "{text}");
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+    let table = ok(server.ry(&["schedule", "list"]));
+    assert!(!table.contains('\u{1b}'), "{table:?}");
+    let info = json(server.ry(&["schedule", "describe", "nightly", "-o", "json"]));
+    assert_eq!(info["memo"], "ops\u{1b}[2J\nteam");
+    ok(server.ry(&["schedule", "update", "nightly", "--memo", "the nightly report"]));
+
     // Bad input: one clear line each, and nothing created.
     let bad_cron = one_error_line(server.ry(&[
         "schedule",
