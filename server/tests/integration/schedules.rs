@@ -202,6 +202,18 @@ impl Harness {
     }
 }
 
+/// The server's `/metrics` text.
+async fn metrics(h: &Harness) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(h.s.server.http_addr)
+        .await
+        .unwrap();
+    conn.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await.unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).await.unwrap();
+    text
+}
+
 async fn poll(w: &StepWorker) -> v1::StepTask {
     w.poll(Duration::from_secs(10)).await.unwrap().expect("a task")
 }
@@ -405,6 +417,18 @@ async fn catch_up_after_downtime_inside_and_outside_the_window() {
     let mut want: BTreeSet<String> = (8..=10).map(|m| run_id("narrow", T0 + m * MIN)).collect();
     want.insert(run_id("wide", T0 + MIN));
     assert_eq!(runs, want);
+    // Counted where an alert can see them.
+    let text = metrics(&h).await;
+    for want in [
+        r#"railyard_schedule_fires_total{namespace="default",schedule="narrow",reason="taken"} 3"#,
+        r#"railyard_schedule_fires_total{namespace="default",schedule="narrow",reason="missed_catchup_window"} 7"#,
+        r#"railyard_schedule_fires_total{namespace="default",schedule="wide",reason="taken"} 1"#,
+        r#"railyard_schedule_fires_total{namespace="default",schedule="wide",reason="skipped_overlap"} 9"#,
+        r#"railyard_schedule_fires_total{namespace="default",schedule="wide",reason="buffer_overflow"} 0"#,
+        r#"railyard_schedules{namespace="default"} 2"#,
+    ] {
+        assert!(text.lines().any(|l| l == want), "{want} not in:\n{text}");
+    }
     // Another restart changes nothing.
     let h = h.restart(0).await;
     assert_eq!(h.run_ids().await, want);
@@ -598,6 +622,50 @@ async fn pause_on_failure_trigger_and_backfill() {
             .count(),
         2
     );
+    h.s.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn lists_page_and_a_repeated_patch_is_applied_once() {
+    let h = harness().await;
+    for id in ["c", "a", "b"] {
+        h.create(request(id, "every 1h", OverlapPolicy::AllowAll)).await;
+    }
+    let mut ids = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page =
+            h.s.sched
+                .clone()
+                .list_schedules(v1::ListSchedulesRequest {
+                    namespace: "default".into(),
+                    page_size: 2,
+                    page_token: token,
+                })
+                .await
+                .unwrap()
+                .into_inner();
+        assert!(page.schedules.len() <= 2);
+        ids.extend(page.schedules.into_iter().map(|s| s.schedule_id));
+        token = page.next_page_token;
+        if token.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(ids, ["a", "b", "c"]);
+
+    let trigger = |p: &mut v1::PatchScheduleRequest| {
+        p.trigger = Some(v1::ScheduleTrigger::default());
+        p.request_id = "once".into();
+    };
+    let first = h.patch("a", trigger).await.unwrap();
+    assert_eq!(first.triggered_run_id, run_id("a", T0));
+    h.advance(1);
+    let again = h.patch("a", trigger).await.unwrap();
+    assert_eq!(again.triggered_run_id, "", "a retried patch changes nothing");
+    let info = h.describe("a").await;
+    assert_eq!(Harness::state(&info).total_actions, 1);
+    assert_eq!(h.run_ids().await, [run_id("a", T0)].into());
     h.s.server.shutdown().await;
 }
 

@@ -404,3 +404,94 @@ pub(crate) fn decode_schedule(bytes: &[u8]) -> Result<Schedule, StorageError> {
         timer: r.timer,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::*;
+    use crate::model::RunStatus;
+    use crate::schedule::state::{Effect, NewSchedule};
+
+    fn schedule() -> Schedule {
+        let mut out: Vec<Effect> = Vec::new();
+        let mut s = Schedule::create(
+            NewSchedule {
+                namespace: "ns".into(),
+                id: "nightly".into(),
+                spec: ScheduleSpec::new(SpecDoc {
+                    cron: vec!["0 9 * * MON-FRI".into()],
+                    time_zone: Some("Europe/Berlin".into()),
+                    end_time: Some("2027-01-01T00:00:00Z".into()),
+                    jitter_seconds: Some(30),
+                    ..SpecDoc::default()
+                })
+                .unwrap(),
+                action: Action {
+                    workflow_id: "report".into(),
+                    task_queue: "q".into(),
+                    goal: "for {{scheduledTime}}".into(),
+                    context: BTreeMap::from([("k".into(), "v".into())]),
+                },
+                policies: Policies {
+                    overlap: Overlap::CancelOther,
+                    catchup_window_ms: 60_000,
+                    pause_on_failure: true,
+                },
+                memo: "m".into(),
+                paused: true,
+                note: "n".into(),
+                remaining: Some(7),
+            },
+            1_000,
+            &mut out,
+        );
+        s.running = vec!["nightly-a".into()];
+        s.buffer = VecDeque::from([Pending {
+            due: 5,
+            overlap: Some(Overlap::BufferAll),
+            origin: Origin::Backfill,
+        }]);
+        s.recent_actions.push_back(ActionModel {
+            due: 1,
+            actual: 2,
+            run_id: "nightly-a".into(),
+            status: RunStatus::Failed,
+            origin: Origin::Trigger,
+        });
+        s.recent_missed.push_back(MissedRecord {
+            due: 3,
+            reason: MissReason::BufferOverflow,
+            recorded: 4,
+        });
+        s.counters.skipped_overlap = 9;
+        s.request_ids.push_back("r1".into());
+        s.timer = Some((10, 11));
+        s
+    }
+
+    #[test]
+    fn a_schedule_round_trips() {
+        let s = schedule();
+        assert_eq!(decode_schedule(&encode_schedule(&s).unwrap()).unwrap(), s);
+    }
+
+    #[test]
+    fn a_minimal_older_row_is_read_with_defaults_and_a_bad_spec_is_corrupt() {
+        let row = br#"{"namespace":"ns","schedule_id":"s","spec":{"interval":"every 1m"},
+            "action":{"workflow_id":"w"},"policies":{"overlap":"SKIP"},"someday":1}"#;
+        let s = decode_schedule(row).unwrap();
+        assert_eq!(s.id, "s");
+        assert_eq!(s.spec.next_after(0), Some(60_000));
+        assert!(s.running.is_empty() && s.timer.is_none() && s.remaining.is_none());
+        let bad = br#"{"schedule_id":"s","spec":{"cron":["99 * * * *"]},
+            "action":{},"policies":{"overlap":"SKIP"}}"#;
+        let e = decode_schedule(bad).unwrap_err().to_string();
+        assert!(
+            e.contains("corrupt schedule record") && e.contains("cron[0]"),
+            "{e}"
+        );
+        let newer = br#"{"v":2,"spec":{},"action":{},"policies":{"overlap":"SKIP"}}"#;
+        assert!(decode_schedule(newer).unwrap_err().to_string().contains("newer"));
+    }
+}

@@ -39,6 +39,7 @@ fn busy_run() -> (RunState, Vec<Event>) {
         goal: "g".into(),
         context: BTreeMap::from([("k".into(), "v".into())]),
         request_id: "req".into(),
+        schedule_id: "nightly".into(),
         ..Default::default()
     };
     let mut run = RunState::start(params, def, &mut out);
@@ -198,6 +199,10 @@ fn older_rows_with_missing_fields_and_newer_ones_with_unknown_fields_are_read() 
         (run.goal.as_str(), run.last_event_id, run.close_ms),
         ("", 0, None)
     );
+    assert_eq!(
+        run.schedule_id, "",
+        "a row from before schedules was started by none"
+    );
 
     let event = br#"{"id":3,"event":{"StepStarted":{"step_id":"a","lease":2,"gpu":"h100"}},"trace":"x"}"#;
     let ev = decode_event(event, &fresh, &table).unwrap();
@@ -335,4 +340,13 @@ async fn starts_store_each_definition_once_and_runs_name_theirs() {
         .value()
         .to_vec();
     assert!(!String::from_utf8(row).unwrap().contains("long prompt"));
+}
+
+#[test]
+fn schedule_fire_timers_round_trip() {
+    let timer = Timer::ScheduleFire {
+        namespace: "ns".into(),
+        schedule_id: "nightly".into(),
+    };
+    assert_eq!(decode_timer(&encode_timer(&timer).unwrap()).unwrap(), timer);
 }

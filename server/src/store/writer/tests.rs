@@ -15,6 +15,7 @@ use crate::workflow::parse_definition;
 mod compare;
 mod faults;
 mod replacing;
+mod schedules;
 
 pub(super) const TWO_STEPS: &str = r#"{"id":"two","version":"1","name":"Two","steps":[
   {"id":"a","title":"A","prompt":"do a"},{"id":"b","title":"B","prompt":"do b"}]}"#;

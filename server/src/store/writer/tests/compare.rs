@@ -2,7 +2,7 @@
 //! database. Random batches of commands go through two writer loops, one on each;
 //! after every batch the answers and everything the read side shows (runs,
 //! histories, checkpoints, tasks, listings, indexes, timers, lease deadlines,
-//! sequence numbers) must be equal.
+//! schedules, sequence numbers) must be equal.
 
 use proptest::prelude::*;
 
@@ -62,6 +62,16 @@ enum Op {
     Tick {
         secs: u16,
     },
+    /// Create schedule `sched` (every minute) under an overlap policy.
+    CreateSchedule {
+        sched: u8,
+        overlap: u8,
+    },
+    /// 0 pause, 1 unpause, 2 trigger, 3 delete.
+    PatchSchedule {
+        sched: u8,
+        what: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -88,6 +98,8 @@ fn op() -> impl Strategy<Value = Op> {
         (run.clone(), proptest::option::of(0..3u8)).prop_map(|(run, request)| Op::Signal { run, request }),
         (run, any::<bool>()).prop_map(|(run, terminate)| Op::Stop { run, terminate }),
         (0..200u16).prop_map(|secs| Op::Tick { secs }),
+        (0..2u8, 0..6u8).prop_map(|(sched, overlap)| Op::CreateSchedule { sched, overlap }),
+        (0..2u8, 0..4u8).prop_map(|(sched, what)| Op::PatchSchedule { sched, what }),
     ]
 }
 
@@ -118,6 +130,13 @@ fn side(kind: Kind) -> Side {
     let clock = Arc::new(ManualClock::new(1_000));
     let mut hooks = hooks(matching.clone());
     hooks.clock = clock.clone();
+    let def = parse_definition(DEFINITION).unwrap();
+    let mut workflows = crate::workflow::WorkflowRegistry::default();
+    workflows.valid.insert(
+        def.id.clone(),
+        (Arc::new(def), std::path::PathBuf::from("cmp.json")),
+    );
+    hooks.workflows = Arc::new(workflows);
     Side {
         lp: WriterLoop {
             store: store.clone(),
@@ -305,6 +324,54 @@ impl Side {
                     self.clock.advance(Duration::from_secs(u64::from(secs)));
                     send(commands::FireTimers, &mut commands, &mut answers);
                 }
+                Op::CreateSchedule { sched, overlap } => {
+                    use crate::schedule::state::{Action, NewSchedule, Policies};
+                    let new = NewSchedule {
+                        namespace: "default".into(),
+                        id: format!("s{sched}"),
+                        spec: crate::schedule::ScheduleSpec::new(crate::schedule::SpecDoc {
+                            interval: Some("every 1m".into()),
+                            ..Default::default()
+                        })
+                        .unwrap(),
+                        action: Action {
+                            workflow_id: "cmp".into(),
+                            goal: "at {{scheduledTime}}".into(),
+                            ..Default::default()
+                        },
+                        policies: Policies {
+                            overlap: crate::schedule::Overlap::ALL[usize::from(overlap)],
+                            pause_on_failure: sched == 1,
+                            ..Default::default()
+                        },
+                        memo: String::new(),
+                        paused: false,
+                        note: String::new(),
+                        remaining: (sched == 1).then_some(3),
+                    };
+                    let request_id = String::new();
+                    send(CreateSchedule { new, request_id }, &mut commands, &mut answers);
+                }
+                Op::PatchSchedule { sched, what: 3 } => send(
+                    DeleteSchedule {
+                        ns: "default".into(),
+                        schedule_id: format!("s{sched}"),
+                    },
+                    &mut commands,
+                    &mut answers,
+                ),
+                Op::PatchSchedule { sched, what } => send(
+                    PatchSchedule {
+                        ns: "default".into(),
+                        schedule_id: format!("s{sched}"),
+                        pause: what == 0,
+                        unpause: what == 1,
+                        trigger: (what == 2).then_some(None),
+                        ..Default::default()
+                    },
+                    &mut commands,
+                    &mut answers,
+                ),
             }
         }
         if !commands.is_empty() {
@@ -345,6 +412,11 @@ impl Side {
         let rest = s
             .list_runs("default", &Default::default(), listed.1.clone(), 100)
             .unwrap();
+        out += &format!(
+            "schedules {:?} {:?}\n",
+            s.schedules("default", "", 100).unwrap(),
+            s.schedule_counts().unwrap()
+        );
         out += &format!(
             "tasks {:?}\nleases {:?}\ntimer {:?}\nlisted {listed:?} {rest:?}\nnamespaces {:?}\nseq {}",
             s.ready_tasks().unwrap(),
