@@ -50,7 +50,7 @@ pub struct SpecFlags {
     #[arg(long, value_name = "DURATION", value_parser = timefmt::parse_duration)]
     pub catchup_window: Option<Duration>,
     /// Pause the schedule when one of its runs fails or times out (`--pause-on-failure=false` to stop).
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub pause_on_failure: Option<bool>,
     /// A free-form description shown by describe and list.
     #[arg(long, value_name = "TEXT")]

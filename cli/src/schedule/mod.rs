@@ -574,6 +574,23 @@ mod tests {
             parse(&["pause", "s", "--note", "n"]).unwrap(),
             ScheduleCommand::Pause(_)
         ));
+        // A bare --pause-on-failure does not swallow the id after it.
+        let ScheduleCommand::Create(c) = parse(&[
+            "create",
+            "--pause-on-failure",
+            "nightly",
+            "--workflow",
+            "w",
+            "--cron",
+            "@daily",
+        ])
+        .unwrap() else {
+            panic!("not create")
+        };
+        assert_eq!(
+            (c.schedule_id.as_str(), c.spec.pause_on_failure),
+            ("nightly", Some(true))
+        );
         assert!(matches!(
             parse(&["delete", "s"]).unwrap(),
             ScheduleCommand::Delete(_)
