@@ -8,6 +8,8 @@
 //!   of the three-step `bench-3` workflow; the figure is start-to-completed p50/p99.
 //!
 //! The client side spreads over `--connections` gRPC channels so it is not the bottleneck.
+//!
+//! `--schedules N` runs the schedule bench instead ([`crate::bench_schedules`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -54,6 +56,15 @@ pub struct BenchArgs {
     /// Give up a phase after this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     pub timeout: u64,
+    /// Instead of the run phases: N schedules (10000 when N is omitted) due at the same
+    /// minute boundary, on a `railyard server` process; prints the fire lag and the
+    /// server's idle CPU and memory.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "10000",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub schedules: Option<u32>,
+    /// Least time between starting to create the schedules and their due boundary.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::timefmt::parse_duration)]
+    pub schedule_lead: Duration,
 }
 
 /// The throughput phase's figures.
@@ -79,6 +90,9 @@ struct Latency {
 
 /// Runs the bench and prints its settings and figures.
 pub async fn run(global: &GlobalOpts, args: BenchArgs) -> anyhow::Result<()> {
+    if let Some(count) = args.schedules {
+        return crate::bench_schedules::run(global, &args, count).await;
+    }
     let dir = tempfile::Builder::new()
         .prefix("railyard-bench-")
         .tempdir()
@@ -385,7 +399,7 @@ async fn rpc_floor(client: &Client, run_ids: &[String]) -> anyhow::Result<(Durat
 }
 
 /// The `p`th percentile (nearest rank) of sorted samples.
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }

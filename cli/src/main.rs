@@ -4,8 +4,9 @@
 //! - `railyard server` runs the history server.
 //! - `railyard worker` polls task queues and runs leased steps as agent loops.
 //! - `railyard dev` runs a server and a worker in one process and shows a demo run.
-//! - `railyard run|workflow|task|queue|key|namespace ...` are client commands over gRPC; they take
-//!   `--server`, `--namespace`, `--api-key` and `--output` (see [`global::GlobalOpts`]).
+//! - `railyard run|workflow|task|queue|schedule|key|namespace ...` are client commands over
+//!   gRPC; they take `--server`, `--namespace`, `--api-key` and `--output` (see
+//!   [`global::GlobalOpts`]).
 //! - `railyard bench` measures an in-process server.
 //! - `railyard mcp` serves MCP on stdio for an outside agent.
 //!
@@ -15,6 +16,7 @@
 
 mod args;
 mod bench;
+mod bench_schedules;
 mod builtin;
 mod dev;
 mod global;
@@ -25,6 +27,7 @@ mod output;
 mod queue;
 mod run;
 mod run_view;
+mod schedule;
 mod server_cmd;
 mod task;
 mod timefmt;
@@ -116,7 +119,12 @@ enum Command {
     /// Namespaces: create, describe, list, update, delete (needs an admin key).
     #[command(subcommand)]
     Namespace(namespace::NamespaceCommand),
-    /// Measure throughput and latency of an in-process server over real gRPC.
+    /// Start runs on cron or interval specs: create, describe, list, update, pause,
+    /// unpause, trigger, backfill, delete.
+    #[command(subcommand)]
+    Schedule(schedule::ScheduleCommand),
+    /// Measure throughput and latency of an in-process server over real gRPC
+    /// (--schedules: fire lag of N schedules on a server process).
     Bench(bench::BenchArgs),
     /// Serve MCP on stdin/stdout for an agent (Claude Code, Cursor, any MCP client),
     /// talking to the Railyard server at --server. Logs go to stderr.
@@ -198,6 +206,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Queue(c) => queue::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Key(c) => key::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Namespace(c) => namespace::run(g, c).await.map(|()| ExitCode::SUCCESS),
+        Command::Schedule(c) => schedule::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Bench(a) => bench::run(g, a).await.map(|()| ExitCode::SUCCESS),
         Command::Mcp => mcp::run(g).await.map(|()| ExitCode::SUCCESS),
     }

@@ -1,8 +1,9 @@
 //! Railyard's wire surface (`railyard.v1`) and a typed Rust client SDK.
 //!
-//! - [`v1`]: the generated message types and the `History` / `Tasks` service stubs.
+//! - [`v1`]: the generated message types and the `History` / `Tasks` / `Schedules`
+//!   service stubs.
 //! - [`Client`]: connects with timeouts, retries idempotent calls on `UNAVAILABLE`,
-//!   and maps gRPC statuses to [`ClientError`].
+//!   and maps gRPC statuses to [`ClientError`]; runs, step tasks and schedules.
 //! - [`retry`]: the one retry policy (backoff with jitter) and the one definition of
 //!   transient errors, shared by the SDK, the worker and the model providers.
 //! - `config` (feature `config`): the configuration loader the server and the worker

@@ -10,6 +10,7 @@ mod crash;
 mod dev;
 mod logs;
 mod mcp;
+mod schedules;
 mod server_e2e;
 mod worker_bounds;
 mod worker_e2e;
