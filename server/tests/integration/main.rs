@@ -4,4 +4,5 @@
 
 mod api;
 mod metrics;
+mod run_poll;
 mod upgrade;
