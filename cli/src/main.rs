@@ -30,7 +30,7 @@ mod view;
 mod worker_cmd;
 mod workflow;
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::parser::ValueSource;
@@ -112,7 +112,7 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Serve MCP on stdin/stdout for an agent (Claude Code, Cursor, any MCP client),
     /// talking to the Railyard server at --server. Logs go to stderr.
-    Mcp,
+    Mcp(mcp::McpArgs),
 }
 
 fn main() -> ExitCode {
@@ -123,7 +123,7 @@ fn main() -> ExitCode {
         Command::Bench(_) => "info,railyard_server=warn",
         Command::Dev(_) => "warn",
         // rmcp logs every session event at info; stderr is what an MCP client shows.
-        Command::Mcp => "info,rmcp=warn",
+        Command::Mcp(_) => "info,rmcp=warn",
         _ => "info",
     };
     init_tracing(default_filter, cli.log_format);
@@ -141,9 +141,11 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // writeln!, not eprintln!: a closed stderr must not turn the error into a panic.
+            let mut err = std::io::stderr();
+            let _ = writeln!(err, "error: {e:#}");
             if let Some(hint) = hint_for(&e) {
-                eprintln!("hint: {hint}");
+                let _ = writeln!(err, "hint: {hint}");
             }
             ExitCode::from(EXIT_ERROR)
         }
@@ -187,7 +189,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Task(c) => task::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Queue(c) => queue::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Bench(a) => bench::run(g, a).await.map(|()| ExitCode::SUCCESS),
-        Command::Mcp => mcp::run(g).await.map(|()| ExitCode::SUCCESS),
+        Command::Mcp(a) => mcp::run(g, &a).await.map(|()| ExitCode::SUCCESS),
     }
 }
 
@@ -197,7 +199,10 @@ fn init_tracing(default_filter: &str, format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // A closed stderr must not end the process: tracing would report the failed
+        // write with eprintln!, which panics when stderr is gone.
+        .log_internal_errors(false);
     match format {
         LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
         LogFormat::Json => logs.json().flatten_event(true).with_ansi(false).init(),

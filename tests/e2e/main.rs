@@ -9,5 +9,6 @@ mod crash;
 mod dev;
 mod logs;
 mod mcp;
+mod mcp_steps;
 mod server_e2e;
 mod worker_e2e;
