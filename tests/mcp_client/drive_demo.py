@@ -127,7 +127,7 @@ async def drive(client, binary, server, transcript, label):
         check(not done.is_error, f"{label}: complete_step {done}")
         content = done.structured_content
         # The token just used is spent: refused as a tool error, nothing changes.
-        again = await client.call_tool("complete_step", {"continue_token": token, "notes": "twice"})
+        again = await call(client, transcript, "complete_step", {"continue_token": token, "notes": "twice"})
         check(again.is_error and "refused" in again.content[0].text, f"{label}: reuse {again}")
     check(titles == ["research", "draft", "review"], f"{label}: steps {titles}")
     check(content["status"] == "finished" and content["run_status"] == "COMPLETED", f"{label}: {content}")
