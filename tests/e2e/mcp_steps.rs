@@ -417,3 +417,123 @@ fn mcp_ends_cleanly_when_its_stdout_or_stderr_is_closed() {
     assert!(status.success(), "{status}: {out}");
     assert!(out.contains("\"tools\""), "answers still came on stdout: {out}");
 }
+
+/// One MCP message POSTed to `/mcp` over HTTP/1.0 (so the answer is neither chunked
+/// nor kept alive); returns the session id header and the JSON-RPC messages of the
+/// answer (a JSON body or an SSE stream).
+fn post_mcp(http_addr: &str, session: Option<&str>, message: &Value) -> (Option<String>, Vec<Value>) {
+    use std::io::Read;
+    let body = message.to_string();
+    let mut stream = std::net::TcpStream::connect(http_addr).expect("connect to the HTTP listener");
+    stream.set_read_timeout(Some(crate::mcp::ANSWER_LIMIT)).unwrap();
+    let session_header = session
+        .map(|s| format!("Mcp-Session-Id: {s}\r\n"))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "POST /mcp HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-06-18\r\n\
+         {session_header}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("read the answer");
+    let (head, payload) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
+    assert!(
+        head.starts_with("HTTP/1.0 2") || head.starts_with("HTTP/1.1 2"),
+        "{head}"
+    );
+    let session = head.lines().find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| value.trim().to_string())
+    });
+    let messages = payload
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:").map(str::trim).or(Some(l.trim())))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v.get("jsonrpc").is_some())
+        .collect();
+    (session, messages)
+}
+
+#[test]
+fn mcp_over_streamable_http_on_the_servers_listener() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow("demo.json", include_str!("../../workflows/demo.json"));
+    let server = sandbox.server();
+    let addr = server.http_addr.clone();
+    let (session, init) = post_mcp(
+        &addr,
+        None,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw-http", "version": "0"}}}),
+    );
+    assert_eq!(init[0]["result"]["serverInfo"]["name"], "railyard", "{init:?}");
+    let session = session.expect("a session id");
+    post_mcp(
+        &addr,
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    let (_, tools) = post_mcp(
+        &addr,
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    );
+    let tools = tools[0]["result"]["tools"].as_array().expect("tools").clone();
+    assert_eq!(tools.len(), 7, "{tools:?}");
+    let call = |id: u64, name: &str, arguments: Value| {
+        let (_, answer) = post_mcp(
+            &addr,
+            Some(&session),
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}}),
+        );
+        answer
+            .into_iter()
+            .find(|m| m["id"] == json!(id))
+            .expect("the answer")["result"]
+            .clone()
+    };
+    let step = call(
+        3,
+        "start_workflow",
+        json!({"workflow_id": "demo", "goal": "over http"}),
+    );
+    let content = ok_result(&step).clone();
+    assert_eq!(content["step"]["id"], "research", "{content}");
+    let run_id = content["run_id"].as_str().unwrap().to_string();
+    let bad = call(
+        4,
+        "complete_step",
+        json!({"continue_token": "rct1_nonsense", "notes": "x"}),
+    );
+    assert!(error_text(&bad).contains("refused"));
+    let done = call(
+        5,
+        "complete_step",
+        json!({"continue_token": content["continue_token"], "notes": "researched"}),
+    );
+    assert_eq!(ok_result(&done)["step"]["id"], "draft");
+    let types = event_types(&history(&server, &run_id));
+    assert_eq!(
+        types[..5],
+        [
+            "RunStarted",
+            "StepScheduled",
+            "StepStarted",
+            "StepCompleted",
+            "StepScheduled"
+        ]
+    );
+    // A Host header from elsewhere is refused on a loopback listener (DNS rebinding).
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    write!(stream, "POST /mcp HTTP/1.0\r\nHost: evil.example\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 2\r\n\r\n{{}}").unwrap();
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut stream, &mut answer).unwrap();
+    assert!(
+        !answer.starts_with("HTTP/1.0 2") && !answer.starts_with("HTTP/1.1 2"),
+        "{answer}"
+    );
+}

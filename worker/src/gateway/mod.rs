@@ -133,6 +133,8 @@ impl Gateway {
                     if !is_open(&run) {
                         return Ok(None);
                     }
+                    // An early empty answer (a server shutting down) must not become a busy loop.
+                    tokio::time::sleep(Duration::from_millis(200)).await;
                 }
                 Ok(None) => return Ok(None),
                 Err(e) => {
