@@ -50,7 +50,14 @@ pub fn parse_hint(token: &str) -> Option<TokenHint> {
     let text = String::from_utf8(bytes).ok()?;
     let mut parts = text.split('\n');
     let (run_id, step_id, attempt, nonce) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() || nonce.len() != 32 || run_id.is_empty() {
+    // The clear part is echoed in messages: only names as the server allows them.
+    let name = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 128
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.:@".contains(c))
+    };
+    if parts.next().is_some() || nonce.len() != 32 || !name(run_id) || !name(step_id) {
         return None;
     }
     Some(TokenHint {
@@ -281,6 +288,8 @@ mod tests {
             &good[1..],
             &cut,
             &format!("{good}!"),
+            &new_token("run 1", "plan", 1),
+            &new_token(&"r".repeat(129), "plan", 1),
             &"x".repeat(MAX_TOKEN + 1),
         ] {
             assert_eq!(parse_hint(bad), None, "{bad:?}");

@@ -104,12 +104,13 @@ impl Gateway {
             .await
             .map_err(|e| {
                 format!(
-                    "cannot read run {run_id:?} from the Railyard server at {}: {e}",
+                    "cannot read run {:?} from the Railyard server at {}: {e}",
+                    short(run_id),
                     self.client.url()
                 )
             })?
             .run
-            .ok_or_else(|| format!("the server answered without run {run_id:?}"))
+            .ok_or_else(|| format!("the server answered without run {:?}", short(run_id)))
     }
 
     /// Leases `run_id`'s current step on this gateway's queue, waiting up to `wait`.
@@ -139,7 +140,8 @@ impl Gateway {
                 Ok(None) => return Ok(None),
                 Err(e) => {
                     return Err(format!(
-                        "cannot lease the step of run {run_id:?} from the Railyard server at {}: {e}",
+                        "cannot lease the step of run {:?} from the Railyard server at {}: {e}",
+                        short(run_id),
                         self.client.url()
                     ));
                 }
@@ -207,6 +209,15 @@ impl Gateway {
             "this gateway already holds {} steps, its limit: complete some before starting or resuming more",
             self.held.len()
         )
+    }
+}
+
+/// At most the first 64 characters of what the agent sent, for messages.
+fn short(s: &str) -> String {
+    const SHOWN: usize = 64;
+    match s.char_indices().nth(SHOWN) {
+        Some((at, _)) => format!("{}...", &s[..at]),
+        None => s.to_string(),
     }
 }
 

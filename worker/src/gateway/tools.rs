@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::held::Refused;
-use super::{DEFAULT_RESUME_WAIT, Gateway, MAX_RESUME_WAIT, NEXT_STEP_WAIT, tool_error, view};
+use super::{DEFAULT_RESUME_WAIT, Gateway, MAX_RESUME_WAIT, NEXT_STEP_WAIT, short, tool_error, view};
 
 /// Arguments of `start_workflow`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -165,7 +165,7 @@ impl Gateway {
             Err(e) => {
                 return refused(format!(
                     "cannot start workflow {:?} on the Railyard server at {}: {e}",
-                    args.workflow_id,
+                    short(&args.workflow_id),
                     self.client.url()
                 ));
             }
@@ -231,7 +231,11 @@ impl Gateway {
                     },
                 }
             }
-            Err(e @ (ClientError::InvalidArgument(_) | ClientError::ResourceExhausted(_))) => {
+            Err(
+                e @ (ClientError::InvalidArgument(_)
+                | ClientError::ResourceExhausted(_)
+                | ClientError::Unauthenticated(_)),
+            ) => {
                 // Refused before anything changed: the step is still held, the token still good.
                 self.held.put_back(token, held);
                 refused(format!(
@@ -331,7 +335,7 @@ impl Gateway {
         };
         match self.client.signal_run(req).await {
             Ok(()) => structured(json!({"status": "signaled", "run_id": args.run_id, "name": args.name})),
-            Err(e) => refused(format!("cannot signal run {:?}: {e}", args.run_id)),
+            Err(e) => refused(format!("cannot signal run {:?}: {e}", short(&args.run_id))),
         }
     }
 
