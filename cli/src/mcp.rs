@@ -41,6 +41,14 @@ fn connect_options() -> ConnectOptions {
 
 /// `railyard mcp`: serves MCP on stdin/stdout until the client goes away.
 pub async fn run(global: &GlobalOpts, args: &McpArgs) -> anyhow::Result<()> {
+    if railyard_server::ids::check_name(&args.queue).is_err() {
+        let shown: String = args.queue.chars().take(64).collect();
+        anyhow::bail!(
+            "--queue {shown:?} is not a queue name: 1 to {} bytes of {}",
+            railyard_server::ids::MAX_NAME,
+            railyard_server::ids::NAME_CHARACTERS
+        );
+    }
     let client = Client::connect_with(&global.server, connect_options()).await?;
     let mut opts = GatewayOptions::new(
         global.namespace.clone(),
