@@ -35,7 +35,7 @@ mod view;
 mod worker_cmd;
 mod workflow;
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::parser::ValueSource;
@@ -128,7 +128,7 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Serve MCP on stdin/stdout for an agent (Claude Code, Cursor, any MCP client),
     /// talking to the Railyard server at --server. Logs go to stderr.
-    Mcp,
+    Mcp(mcp::McpArgs),
 }
 
 fn main() -> ExitCode {
@@ -139,7 +139,7 @@ fn main() -> ExitCode {
         Command::Bench(_) => "info,railyard_server=warn",
         Command::Dev(_) => "warn",
         // rmcp logs every session event at info; stderr is what an MCP client shows.
-        Command::Mcp => "info,rmcp=warn",
+        Command::Mcp(_) => "info,rmcp=warn",
         _ => "info",
     };
     init_tracing(default_filter, cli.log_format);
@@ -158,9 +158,11 @@ fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             // Server errors may quote what clients stored: escaped like all human output.
-            eprintln!("error: {}", output::escape(&format!("{e:#}")));
+            // writeln!, not eprintln!: a closed stderr must not turn the error into a panic.
+            let mut err = std::io::stderr();
+            let _ = writeln!(err, "error: {}", output::escape(&format!("{e:#}")));
             if let Some(hint) = hint_for(&e) {
-                eprintln!("hint: {hint}");
+                let _ = writeln!(err, "hint: {hint}");
             }
             ExitCode::from(EXIT_ERROR)
         }
@@ -208,7 +210,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Namespace(c) => namespace::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Schedule(c) => schedule::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Bench(a) => bench::run(g, a).await.map(|()| ExitCode::SUCCESS),
-        Command::Mcp => mcp::run(g).await.map(|()| ExitCode::SUCCESS),
+        Command::Mcp(a) => mcp::run(g, &a).await.map(|()| ExitCode::SUCCESS),
     }
 }
 
@@ -218,7 +220,10 @@ fn init_tracing(default_filter: &str, format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // A closed stderr must not end the process: tracing would report the failed
+        // write with eprintln!, which panics when stderr is gone.
+        .log_internal_errors(false);
     match format {
         LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
         LogFormat::Json => logs.json().flatten_event(true).with_ansi(false).init(),

@@ -159,6 +159,7 @@ impl ServerSettings {
         if self.built_in_demo {
             config.embedded_workflows.push(builtin::DEMO_WORKFLOW);
         }
+        config.http_extension = Some(crate::mcp::http_extension());
         config
     }
 

@@ -223,6 +223,11 @@ impl Client {
     /// Connects lazily to `url`; unreachable servers surface on the first call,
     /// after the retries of [`ConnectOptions::max_attempts`].
     pub async fn connect_with(url: &str, opts: ConnectOptions) -> Result<Self, ClientError> {
+        Self::lazy(url, opts)
+    }
+
+    /// [`Client::connect_with`] outside async code: nothing is dialled until the first call.
+    pub fn lazy(url: &str, opts: ConnectOptions) -> Result<Self, ClientError> {
         let bad = |reason: String| ClientError::BadAddress {
             url: url.to_string(),
             reason,

@@ -75,6 +75,7 @@ impl StepWorker {
                 task_queue: self.queue.clone(),
                 identity: self.identity.clone(),
                 wait_timeout_ms: u32::try_from(wait.as_millis()).unwrap_or(u32::MAX),
+                run_id: String::new(),
             })
             .await
     }

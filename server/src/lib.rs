@@ -74,6 +74,25 @@ pub struct ServerConfig {
     pub insecure: bool,
     /// Connection limits and idle timeout, per listener (gRPC and HTTP).
     pub net: net::NetLimits,
+    /// More routes for the HTTP listener, made once both listeners are bound (the
+    /// binary mounts the MCP gateway at `/mcp` this way, so this crate knows nothing
+    /// of MCP).
+    pub http_extension: Option<HttpExtension>,
+}
+
+/// Makes extra HTTP routes from what only the running server knows.
+pub type HttpExtension = Arc<dyn Fn(HttpContext) -> axum::Router + Send + Sync>;
+
+/// What an [`HttpExtension`] is given.
+#[derive(Debug, Clone)]
+pub struct HttpContext {
+    /// The gRPC address to reach this server at (loopback when it listens on all
+    /// interfaces).
+    pub grpc_addr: SocketAddr,
+    /// The HTTP listener's bound address.
+    pub http_addr: SocketAddr,
+    /// Turns true when the server shuts down; long-lived responses end on it.
+    pub shutdown: shutdown_watch::Receiver<bool>,
 }
 
 impl ServerConfig {
@@ -89,6 +108,7 @@ impl ServerConfig {
             auth: false,
             insecure: false,
             net: net::NetLimits::default(),
+            http_extension: None,
         }
     }
 
@@ -272,12 +292,26 @@ impl RunningServer {
             config.net,
             shutdown_rx.clone(),
         )));
-        let http_core = core.clone();
+        let mut routes = http::router(core.clone());
+        if let Some(extend) = &config.http_extension {
+            let mut reach = grpc_addr;
+            if reach.ip().is_unspecified() {
+                reach.set_ip(match reach {
+                    SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                    SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+                });
+            }
+            routes = routes.merge(extend(HttpContext {
+                grpc_addr: reach,
+                http_addr,
+                shutdown: shutdown_rx.clone(),
+            }));
+        }
         let mut http_shutdown = shutdown_rx;
         tasks.push(tokio::spawn(async move {
             let serve = axum::serve(
                 net::BoundedListener::new(http_listener, config.net, "http"),
-                http::router(http_core),
+                routes,
             )
             .with_graceful_shutdown(async move {
                 let _ = http_shutdown.wait_for(|s| *s).await;

@@ -242,6 +242,25 @@ impl Matching {
         })
     }
 
+    /// Takes the ready task of one run, if it has one on this queue. A linear scan of
+    /// the queue's ready list: run-specific polls (the MCP gateway resuming a run)
+    /// are rare and their queues short.
+    pub fn take_run(
+        &self,
+        ns: &str,
+        queue: &str,
+        run_id: &str,
+        identity: &str,
+        now: Millis,
+    ) -> Option<TaskRef> {
+        self.with_queue(ns, queue, |q| {
+            q.pollers.insert(identity.to_string(), now);
+            let seq = q.ready.values().find(|t| t.run_id == run_id)?.task_seq;
+            q.dispatched += 1;
+            q.ready.remove(&seq)
+        })
+    }
+
     /// Claims the oldest parked poll with enough wait left, for a direct hand-off.
     /// Only when nothing is ready: ready tasks go first.
     pub fn claim(&self, ns: &str, queue: &str) -> Option<Waiter> {
@@ -440,6 +459,24 @@ mod tests {
             Instant::now(),
         );
         assert!(m.queue_count() <= 2, "{}", m.queue_count());
+    }
+
+    #[test]
+    fn a_run_specific_take_skips_other_runs_and_leaves_them_ready() {
+        let m = Matching::default();
+        for seq in 1..=3 {
+            m.push(task(seq));
+        }
+        assert_eq!(
+            m.take_run("default", "q", "r2", "gw", 0).map(|t| t.task_seq),
+            Some(2)
+        );
+        assert_eq!(m.take_run("default", "q", "r2", "gw", 0), None);
+        assert_eq!(m.take_run("default", "other", "r1", "gw", 0), None);
+        let order: Vec<u64> = (0..2)
+            .map(|_| m.take_or_park("default", "q", "w", 0, later()).unwrap().task_seq)
+            .collect();
+        assert_eq!(order, [1, 3]);
     }
 
     #[test]

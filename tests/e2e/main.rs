@@ -10,6 +10,7 @@ mod crash;
 mod dev;
 mod logs;
 mod mcp;
+mod mcp_steps;
 mod schedules;
 mod server_e2e;
 mod worker_bounds;

@@ -1,6 +1,6 @@
 //! `railyard mcp`: MCP JSON-RPC over the real process's stdin and stdout, against a real
 //! `railyard server`, written here by hand as any MCP client would (one JSON object a
-//! line).
+//! line). [`Mcp`] is shared with `mcp_steps`, which drives runs through the gateway.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -12,19 +12,26 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 /// How long to wait for one answer before calling the gateway hung (not a timing check).
-const ANSWER_LIMIT: Duration = Duration::from_secs(60);
+pub const ANSWER_LIMIT: Duration = Duration::from_secs(60);
 
 /// A `railyard mcp` process and the lines of its stdout, each checked to be JSON.
-struct Mcp {
-    child: Child,
+pub struct Mcp {
+    pub child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<Value>,
+    next_id: u64,
 }
 
 impl Mcp {
-    fn start(server_url: &str) -> Self {
+    pub fn start(server_url: &str) -> Self {
+        Self::start_with(server_url, &[])
+    }
+
+    /// With more flags (`--queue ...`).
+    pub fn start_with(server_url: &str, extra: &[&str]) -> Self {
         let mut child = Command::new(BIN)
             .args(["mcp", "--server", server_url])
+            .args(extra)
             .env_remove("RAILYARD_NAMESPACE")
             .env("RUST_LOG", "info")
             .stdin(Stdio::piped())
@@ -45,17 +52,22 @@ impl Mcp {
             }
         });
         let stdin = child.stdin.take();
-        Self { child, stdin, lines }
+        Self {
+            child,
+            stdin,
+            lines,
+            next_id: 100,
+        }
     }
 
-    fn send(&mut self, message: Value) {
+    pub fn send(&mut self, message: Value) {
         let stdin = self.stdin.as_mut().expect("stdin open");
         writeln!(stdin, "{message}").expect("write to railyard mcp");
         stdin.flush().unwrap();
     }
 
     /// Sends a request and returns the answer with its id.
-    fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+    pub fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         loop {
             let message = self
@@ -70,7 +82,7 @@ impl Mcp {
     }
 
     /// The MCP handshake: `initialize`, then `notifications/initialized`.
-    fn initialize(&mut self) -> Value {
+    pub fn initialize(&mut self) -> Value {
         let answer = self.request(
             1,
             "initialize",
@@ -85,14 +97,27 @@ impl Mcp {
     }
 
     /// Closes stdin, as a client does when it is done, and returns the exit status and stderr.
-    fn close(mut self) -> (std::process::ExitStatus, String) {
+    pub fn close(mut self) -> (std::process::ExitStatus, String) {
         drop(self.stdin.take());
         let out = self.child.wait_with_output().expect("wait for railyard mcp");
         (out.status, stderr(&out))
     }
+
+    /// Calls a tool with a fresh request id; its `result`.
+    pub fn tool(&mut self, tool: &str, arguments: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        call(self, id, tool, arguments)
+    }
+
+    /// SIGKILL: the gateway dies mid-step, no shutdown code runs.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
-fn call(mcp: &mut Mcp, id: u64, tool: &str, arguments: Value) -> Value {
+pub fn call(mcp: &mut Mcp, id: u64, tool: &str, arguments: Value) -> Value {
     let answer = mcp.request(id, "tools/call", json!({"name": tool, "arguments": arguments}));
     answer
         .get("result")

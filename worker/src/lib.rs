@@ -9,6 +9,7 @@
 pub mod agent;
 pub mod config;
 pub mod events;
+pub mod gateway;
 mod lease;
 pub mod prompt;
 pub mod provider;

@@ -92,6 +92,7 @@ impl Tasks for TasksService {
         let poll = tasks::Poll {
             task_queue: r.task_queue,
             wait_timeout_ms: r.wait_timeout_ms,
+            run_id: r.run_id,
         };
         let leased = tasks::poll(&self.core, &caller, poll).await?;
         Ok(Response::new(v1::PollStepTaskResponse {

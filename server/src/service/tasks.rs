@@ -59,7 +59,13 @@ pub struct Poll {
     pub task_queue: String,
     /// 0: [`DEFAULT_POLL_WAIT_MS`]; at most [`MAX_POLL_WAIT_MS`].
     pub wait_timeout_ms: u32,
+    /// Non-empty: lease only this run's step, when it is ready on `task_queue`.
+    pub run_id: String,
 }
+
+/// How often a run-specific poll looks again even without news of the run: a
+/// backstop, since the run's watcher may fire a moment before its task is queued.
+const RUN_POLL_RECHECK: Duration = Duration::from_millis(500);
 
 /// Leases the next step of `task_queue` to the caller, waiting for one up to the
 /// poll's wait. `None` when none came (or the server began shutting down).
@@ -74,6 +80,10 @@ pub async fn poll(core: &Core, caller: &Caller, p: Poll) -> Result<Option<Leased
     };
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms.into());
     core.metrics.polls.fetch_add(1, Relaxed);
+    if !p.run_id.is_empty() {
+        check_name("run_id", &p.run_id)?;
+        return poll_run(core, caller, queue, &p.run_id, deadline).await;
+    }
     loop {
         let task = match core
             .matching
@@ -118,6 +128,63 @@ pub async fn poll(core: &Core, caller: &Caller, p: Poll) -> Result<Option<Leased
                 core.matching.push(task);
                 return Err(e);
             }
+        }
+    }
+}
+
+/// Leases `run_id`'s step once it is ready on `queue`, waiting until `deadline` for
+/// it (a step still leased to a gateway that died becomes ready again when its
+/// lease expires and the retry is scheduled). `None` when the wait ends first, at
+/// once if the run is closed; `NOT_FOUND` if there is no such run. Other runs'
+/// tasks on the queue stay where they are.
+async fn poll_run(
+    core: &Core,
+    caller: &Caller,
+    queue: &str,
+    run_id: &str,
+    deadline: tokio::time::Instant,
+) -> Result<Option<LeasedStep>, ApiError> {
+    let (ns, identity) = (&caller.namespace, &caller.identity);
+    let mut changes = core.watchers.subscribe(ns, run_id);
+    loop {
+        // Look after subscribing, so a change committed in between is not missed.
+        let Some(run) = core.store.run(ns, run_id)? else {
+            return Err(ApiError::NotFound(format!("run {run_id:?} not found")));
+        };
+        if !run.status.is_open() {
+            return Ok(None);
+        }
+        if let Some(task) = core
+            .matching
+            .take_run(ns, queue, run_id, identity, core.clock.now_ms())
+        {
+            match core.writer.lease(task.clone(), identity.clone()).await {
+                Ok(grant) => {
+                    tracing::debug!(%run_id, %queue, worker = %identity, "step leased by run");
+                    return Ok(Some(LeasedStep::new(core, grant)));
+                }
+                // The run moved on since the task was queued: look again.
+                Err(ApiError::FailedPrecondition(_) | ApiError::NotFound(_)) => continue,
+                Err(e) => {
+                    core.matching.push(task);
+                    return Err(e);
+                }
+            }
+        }
+        let recheck = (tokio::time::Instant::now() + RUN_POLL_RECHECK).min(deadline);
+        let woken = async {
+            if let Ok(Err(_)) = tokio::time::timeout_at(recheck, changes.changed()).await {
+                // No more news of this run will come: wait out the recheck instead.
+                tokio::time::sleep_until(recheck).await;
+            }
+        };
+        tokio::select! {
+            _ = woken => {}
+            _ = core.shutting_down() => return Ok(None),
+        }
+        if tokio::time::Instant::now() >= deadline {
+            core.metrics.polls_empty.fetch_add(1, Relaxed);
+            return Ok(None);
         }
     }
 }

@@ -98,6 +98,7 @@ impl Fixture {
         let poll = Poll {
             task_queue: "default".into(),
             wait_timeout_ms: 1,
+            run_id: String::new(),
         };
         tasks::poll(&self.core, &poller, poll).await.unwrap()
     }

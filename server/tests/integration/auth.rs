@@ -212,6 +212,7 @@ async fn call(c: &Client, call: Call, ns: &str, run: &str, stale_token: &str) ->
                 task_queue: "q1".into(),
                 identity: "matrix".into(),
                 wait_timeout_ms: 1,
+                ..Default::default()
             })
             .await
             .map(drop),
@@ -276,6 +277,7 @@ async fn stale_token(admin: &Client) -> String {
             task_queue: "q1".into(),
             identity: "setup".into(),
             wait_timeout_ms: 1000,
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -451,6 +453,7 @@ async fn a_worker_key_is_held_to_its_queues_and_a_non_bearer_header_is_refused()
             task_queue: "q1".into(),
             identity: "w1".into(),
             wait_timeout_ms: 1000,
+            ..Default::default()
         })
         .await
         .unwrap()

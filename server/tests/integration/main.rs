@@ -7,5 +7,6 @@ mod auth;
 mod bounds;
 mod metrics;
 mod namespaces;
+mod run_poll;
 mod schedules;
 mod upgrade;

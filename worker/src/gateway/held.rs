@@ -1,0 +1,306 @@
+//! The steps a gateway holds for its agents, each under a lease it keeps alive, and
+//! the continue tokens that name them.
+//!
+//! A continue token is `rct1_` + base64url(`run id \n step id \n attempt \n nonce`),
+//! the nonce 128 random bits. It is valid exactly while this gateway process holds
+//! that nonce in memory, mapped to the step's raw task token; it is never a wrapper
+//! of the task token. So the agent never sees the lease itself, a token dies with
+//! the gateway that issued it (a new gateway's `resume_run` takes a fresh lease, and
+//! the old token names nothing), a re-issued token retires the one before, and a
+//! forged or corrupted one matches nothing. The run and step in clear are only a
+//! hint, so a refusal can say which step is current; they grant nothing.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use railyard_proto::v1::{HeartbeatStepTaskRequest, StepTask};
+use railyard_proto::{Client, ClientError};
+use tokio::task::JoinHandle;
+
+/// Prefix of every continue token (version 1 of the format).
+const PREFIX: &str = "rct1_";
+/// Longest continue token accepted for parsing (a run id and a step id are at most
+/// 128 bytes each).
+const MAX_TOKEN: usize = 512;
+
+/// What a continue token says in clear: a hint, never trusted for access.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenHint {
+    pub run_id: String,
+    pub step_id: String,
+    pub attempt: u32,
+}
+
+/// Makes a new continue token for a step of a run.
+fn new_token(run_id: &str, step_id: &str, attempt: u32) -> String {
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
+    let raw = format!("{run_id}\n{step_id}\n{attempt}\n{nonce}");
+    format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(raw))
+}
+
+/// Reads the clear part of a continue token; `None` if it is not one this format makes.
+pub fn parse_hint(token: &str) -> Option<TokenHint> {
+    if token.len() > MAX_TOKEN {
+        return None;
+    }
+    let bytes = URL_SAFE_NO_PAD.decode(token.strip_prefix(PREFIX)?).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let mut parts = text.split('\n');
+    let (run_id, step_id, attempt, nonce) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    // The clear part is echoed in messages: only names as the server allows them.
+    let name = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 128
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.:@".contains(c))
+    };
+    if parts.next().is_some() || nonce.len() != 32 || !name(run_id) || !name(step_id) {
+        return None;
+    }
+    Some(TokenHint {
+        run_id: run_id.to_string(),
+        step_id: step_id.to_string(),
+        attempt: attempt.parse().ok()?,
+    })
+}
+
+/// A step this gateway holds the lease of.
+pub struct Held {
+    /// The step as leased (its raw task token stays here).
+    pub task: StepTask,
+    /// The highest signal event id shown to the agent with this step.
+    pub shown_signal: u64,
+    heartbeats: JoinHandle<()>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.heartbeats.abort();
+    }
+}
+
+/// Why a continue token was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// Not a continue token at all (corrupted, truncated, made up).
+    Malformed,
+    /// Well formed but not held here: an earlier step's, a re-issued one's
+    /// predecessor, another gateway's, or a forgery.
+    NotHeld(TokenHint),
+    /// Held, but for another run than the caller said.
+    OtherRun(TokenHint),
+}
+
+/// The steps held by one gateway process, shared by all its MCP sessions.
+#[derive(Clone)]
+pub struct Holdings {
+    inner: Arc<Mutex<HashMap<String, Held>>>,
+    client: Client,
+    identity: String,
+    limit: usize,
+}
+
+impl Holdings {
+    /// An empty set, heartbeating through `client` as `identity`, holding at most `limit` steps.
+    pub fn new(client: Client, identity: String, limit: usize) -> Self {
+        Self {
+            inner: Arc::default(),
+            client,
+            identity,
+            limit,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many steps are held.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether another step may be held.
+    pub fn has_room(&self) -> bool {
+        self.len() < self.limit
+    }
+
+    /// Holds a freshly leased step, starts its heartbeats, returns its continue token.
+    pub fn hold(&self, task: StepTask) -> String {
+        let token = new_token(&task.run_id, &task.step_id, task.attempt);
+        let shown_signal = task.signals.iter().map(|s| s.event_id).max().unwrap_or(0);
+        let heartbeats = tokio::spawn(keep_alive(
+            self.clone(),
+            token.clone(),
+            task.task_token.clone(),
+            heartbeat_interval(task.heartbeat_timeout_ms),
+        ));
+        let held = Held {
+            task,
+            shown_signal,
+            heartbeats,
+        };
+        self.lock().insert(token.clone(), held);
+        token
+    }
+
+    /// Takes the step a token names out of the set (stopping its heartbeats unless
+    /// it is put back). `run_id`, when given, must be the token's run.
+    pub fn take(&self, token: &str, run_id: Option<&str>) -> Result<(String, Held), Refused> {
+        let mut held = self.lock();
+        let Some(entry) = held.get(token) else {
+            return Err(parse_hint(token).map_or(Refused::Malformed, Refused::NotHeld));
+        };
+        if let Some(run_id) = run_id
+            && entry.task.run_id != run_id
+        {
+            let hint = TokenHint {
+                run_id: entry.task.run_id.clone(),
+                step_id: entry.task.step_id.clone(),
+                attempt: entry.task.attempt,
+            };
+            return Err(Refused::OtherRun(hint));
+        }
+        let h = held.remove(token).expect("present: checked under the same lock");
+        Ok((token.to_string(), h))
+    }
+
+    /// Puts back a step taken by [`take`](Self::take) whose report did not go through
+    /// (the server was unreachable): the same token stays valid, heartbeats resume.
+    pub fn put_back(&self, token: String, held: Held) {
+        let task = held.task.clone();
+        let shown_signal = held.shown_signal;
+        drop(held);
+        let heartbeats = tokio::spawn(keep_alive(
+            self.clone(),
+            token.clone(),
+            task.task_token.clone(),
+            heartbeat_interval(task.heartbeat_timeout_ms),
+        ));
+        self.lock().insert(
+            token,
+            Held {
+                task,
+                shown_signal,
+                heartbeats,
+            },
+        );
+    }
+
+    /// The token under which this gateway holds `run_id`'s step, if it does.
+    pub fn token_of_run(&self, run_id: &str) -> Option<String> {
+        self.lock()
+            .iter()
+            .find(|(_, h)| h.task.run_id == run_id)
+            .map(|(t, _)| t.clone())
+    }
+
+    /// Retires `old` and holds the same lease under a new token (for `resume_run` on
+    /// a step this gateway already holds). `None` if `old` is no longer held.
+    pub fn reissue(&self, old: &str) -> Option<(String, StepTask)> {
+        let mut held = self.lock();
+        let entry = held.remove(old)?;
+        let token = new_token(&entry.task.run_id, &entry.task.step_id, entry.task.attempt);
+        let task = entry.task.clone();
+        held.insert(token.clone(), entry);
+        Some((token, task))
+    }
+
+    /// Forgets a token whose lease is gone (its heartbeat was refused).
+    fn forget(&self, token: &str) {
+        if let Some(held) = self.lock().remove(token) {
+            tracing::warn!(run_id = %held.task.run_id, step = %held.task.step_id, "the step's lease was lost; its continue token is void");
+        }
+    }
+}
+
+/// Heartbeats at a third of the step's heartbeat timeout, so two may be lost before
+/// the lease expires; steps without one are heartbeated every 30 s (harmless, and it
+/// notices a lost lease).
+pub fn heartbeat_interval(heartbeat_timeout_ms: u32) -> Duration {
+    if heartbeat_timeout_ms == 0 {
+        return Duration::from_secs(30);
+    }
+    Duration::from_millis(u64::from(heartbeat_timeout_ms) / 3)
+        .clamp(Duration::from_millis(100), Duration::from_secs(30))
+}
+
+/// Keeps one lease alive until the step is taken out of the set (which aborts this
+/// task) or the server says the lease is gone.
+async fn keep_alive(holdings: Holdings, token: String, task_token: String, every: Duration) {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let req = HeartbeatStepTaskRequest {
+            task_token: task_token.clone(),
+            identity: holdings.identity.clone(),
+            ..Default::default()
+        };
+        match holdings.client.heartbeat_step_task(req).await {
+            Ok(_) => {}
+            Err(
+                ClientError::FailedPrecondition(_)
+                | ClientError::NotFound(_)
+                | ClientError::PermissionDenied(_),
+            ) => {
+                holdings.forget(&token);
+                return;
+            }
+            // Unreachable for now: keep trying; the lease may outlive the outage.
+            Err(e) => tracing::warn!(error = %e, "heartbeat failed; retrying"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_carry_a_hint_and_differ_every_time() {
+        let a = new_token("run-1", "plan", 2);
+        let b = new_token("run-1", "plan", 2);
+        assert_ne!(a, b);
+        let hint = parse_hint(&a).unwrap();
+        assert_eq!(
+            hint,
+            TokenHint {
+                run_id: "run-1".into(),
+                step_id: "plan".into(),
+                attempt: 2
+            }
+        );
+    }
+
+    #[test]
+    fn corrupted_tokens_are_not_tokens() {
+        let good = new_token("run-1", "plan", 1);
+        let mut cut = good.clone();
+        cut.truncate(good.len() - 3);
+        for bad in [
+            "",
+            "rct1_",
+            "hello",
+            &good[1..],
+            &cut,
+            &format!("{good}!"),
+            &new_token("run 1", "plan", 1),
+            &new_token(&"r".repeat(129), "plan", 1),
+            &"x".repeat(MAX_TOKEN + 1),
+        ] {
+            assert_eq!(parse_hint(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn heartbeats_come_at_a_third_of_the_timeout_within_bounds() {
+        assert_eq!(heartbeat_interval(0), Duration::from_secs(30));
+        assert_eq!(heartbeat_interval(3_000), Duration::from_secs(1));
+        assert_eq!(heartbeat_interval(90), Duration::from_millis(100));
+        assert_eq!(heartbeat_interval(600_000), Duration::from_secs(30));
+    }
+}

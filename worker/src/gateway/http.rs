@@ -1,0 +1,44 @@
+//! The gateway over MCP's streamable HTTP transport, as an axum router for `/mcp`.
+//! The server mounts it on its HTTP listener (`ServerConfig::http_extension`); the
+//! gateway behind it talks to the server's own gRPC address over loopback, like any
+//! worker, so the server crate knows nothing of MCP and the gateway nothing of the
+//! server's internals.
+
+use std::sync::Arc;
+
+use railyard_proto::Client;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::sync::watch;
+
+use super::{Gateway, GatewayOptions};
+
+/// The largest MCP request body accepted (a step's notes are at most 1 MiB).
+const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// A router serving MCP at `/mcp` through `client`. `allowed_hosts` are the `Host`
+/// headers accepted (the defence against DNS rebinding of a loopback server); empty
+/// accepts any, for a listener other machines reach. Open sessions end when
+/// `shutdown` turns true, so they do not hold the listener's graceful shutdown.
+pub fn router(
+    client: Client,
+    opts: GatewayOptions,
+    allowed_hosts: Vec<String>,
+    mut shutdown: watch::Receiver<bool>,
+) -> axum::Router {
+    let gateway = Gateway::new(client, opts);
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(allowed_hosts)
+        .with_max_request_body_bytes(MAX_BODY);
+    let cancel = config.cancellation_token.clone();
+    tokio::spawn(async move {
+        let _ = shutdown.wait_for(|s| *s).await;
+        cancel.cancel();
+    });
+    let service = StreamableHttpService::new(
+        move || Ok(gateway.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    axum::Router::new().nest_service("/mcp", service)
+}

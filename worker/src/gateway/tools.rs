@@ -1,0 +1,431 @@
+//! The gateway's MCP tools: each a description, a JSON schema of its input (from the
+//! argument struct), and an answer that is either structured JSON or a tool error
+//! the agent can read.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use railyard_proto::ClientError;
+use railyard_proto::v1::{
+    CompleteStepTaskRequest, HeartbeatStepTaskRequest, ListRunsRequest, RunStatus, SignalRunRequest,
+    StartRunRequest,
+};
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::schemars::JsonSchema;
+use rmcp::{ErrorData, tool, tool_router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::held::Refused;
+use super::{DEFAULT_RESUME_WAIT, Gateway, MAX_RESUME_WAIT, NEXT_STEP_WAIT, short, tool_error, view};
+
+/// Arguments of `start_workflow`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct StartArgs {
+    /// The workflow to run: an id from list_workflows.
+    pub workflow_id: String,
+    /// What the run is for, in plain words; step prompts quote it as {{goal}}.
+    pub goal: String,
+    /// Named values the step prompts read as {{context.KEY}}.
+    #[serde(default)]
+    pub context: Option<BTreeMap<String, String>>,
+}
+
+/// Arguments of `complete_step`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct CompleteArgs {
+    /// The continue token handed out with the step you are reporting.
+    pub continue_token: String,
+    /// What you did and found. Later steps see these notes; the last step's notes are the run's result.
+    pub notes: String,
+    /// Files, URLs or other references the step produced.
+    #[serde(default)]
+    pub artifacts: Option<Vec<String>>,
+    /// Values to set in the run's context, for later steps' prompts ({{context.KEY}}).
+    #[serde(default)]
+    pub context_updates: Option<BTreeMap<String, String>>,
+    /// A structured result of the step (any JSON), kept in the run's context under "<step id>.result".
+    #[serde(default)]
+    pub result: Option<Value>,
+    /// The run you are working on. When given, a token of another run is refused.
+    #[serde(default)]
+    pub run_id: Option<String>,
+}
+
+/// Arguments naming one run.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct RunArgs {
+    /// The run's id (from start_workflow or list_runs).
+    pub run_id: String,
+}
+
+/// Arguments of `resume_run`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct ResumeArgs {
+    /// The run to continue.
+    pub run_id: String,
+    /// How long to wait, in seconds, for a step still leased by a gateway that stopped (default 90, at most 300).
+    #[serde(default)]
+    pub wait_seconds: Option<u32>,
+}
+
+/// Arguments of `list_runs`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct ListArgs {
+    /// Only runs in this status: RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED or TIMED_OUT.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Only runs of this workflow.
+    #[serde(default)]
+    pub workflow_id: Option<String>,
+    /// At most this many runs (default 20, at most 100).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// The next_page_token of an earlier answer, for the page after it.
+    #[serde(default)]
+    pub page_token: Option<String>,
+}
+
+/// Arguments of `signal_run`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub struct SignalArgs {
+    /// The run to signal.
+    pub run_id: String,
+    /// The signal's name (letters, digits and - _ . : @), e.g. "steer".
+    pub name: String,
+    /// The signal's payload: any JSON.
+    #[serde(default)]
+    pub payload: Option<Value>,
+}
+
+/// Default and largest `list_runs` page.
+const LIST_DEFAULT: u32 = 20;
+const LIST_MAX: u32 = 100;
+
+fn structured(v: Value) -> Result<CallToolResult, ErrorData> {
+    Ok(CallToolResult::structured(v))
+}
+
+fn refused(message: String) -> Result<CallToolResult, ErrorData> {
+    Ok(tool_error(message))
+}
+
+#[tool_router(vis = "pub(super)")]
+impl Gateway {
+    #[tool(
+        description = "List the workflows the Railyard server can run: for each its id (what start_workflow takes), \
+                       name, description, version and number of steps; then any definition files the server \
+                       rejected, with the reason."
+    )]
+    async fn list_workflows(&self) -> Result<CallToolResult, ErrorData> {
+        match self.client.list_workflows(&self.opts.namespace).await {
+            Ok(resp) => structured(view::workflows(&resp)),
+            Err(e) => refused(format!(
+                "cannot list workflows from the Railyard server at {}: {e}",
+                self.client.url()
+            )),
+        }
+    }
+
+    #[tool(
+        description = "Start a run of a workflow and take its first step. Answers the step's title, its prompt (what \
+                       to do, with the goal and context filled in), the run id, the step's number and the step \
+                       count, and a continue_token. Do the work, then call complete_step with that token. When \
+                       require_confirmation is true, ask your human before completing the step."
+    )]
+    async fn start_workflow(
+        &self,
+        Parameters(args): Parameters<StartArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if !self.held.has_room() {
+            return refused(self.full());
+        }
+        let req = StartRunRequest {
+            namespace: self.opts.namespace.clone(),
+            workflow_id: args.workflow_id.clone(),
+            goal: args.goal,
+            context: args
+                .context
+                .unwrap_or_default()
+                .into_iter()
+                .collect::<HashMap<_, _>>(),
+            task_queue: self.opts.queue.clone(),
+            identity: self.opts.identity.clone(),
+            ..Default::default()
+        };
+        let run_id = match self.client.start_run_with(req).await {
+            Ok(resp) => resp.run_id,
+            Err(e) => {
+                return refused(format!(
+                    "cannot start workflow {:?} on the Railyard server at {}: {e}",
+                    short(&args.workflow_id),
+                    self.client.url()
+                ));
+            }
+        };
+        tracing::info!(%run_id, workflow = %args.workflow_id, queue = %self.opts.queue, "run started for the agent");
+        match self.next_for_agent(&run_id, NEXT_STEP_WAIT).await {
+            Ok(v) => structured(v),
+            Err(e) => refused(format!("run {run_id} started, but {e}")),
+        }
+    }
+
+    #[tool(
+        description = "Report the step you hold as done: its continue_token, your notes, and optionally artifacts, \
+                       context_updates and a structured result. Answers the run's next step with a new \
+                       continue_token, or, after the last step, the run's final result (status \"finished\"). A \
+                       token that is not the current one (an earlier step's, another run's, a mistyped one) is \
+                       refused with the run's current step, and nothing is recorded."
+    )]
+    async fn complete_step(
+        &self,
+        Parameters(args): Parameters<CompleteArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let (token, held) = match self.held.take(&args.continue_token, args.run_id.as_deref()) {
+            Ok(found) => found,
+            Err(why) => return refused(self.refusal(why).await),
+        };
+        let (run_id, step_id) = (held.task.run_id.clone(), held.task.step_id.clone());
+        let mut context: HashMap<String, String> =
+            args.context_updates.unwrap_or_default().into_iter().collect();
+        if let Some(result) = args.result {
+            context.insert(format!("{step_id}.result"), result.to_string());
+        }
+        // The agent saw the signals handed out with the step: acknowledge them, so the
+        // next step does not show them again.
+        if held.shown_signal > 0 {
+            let ack = HeartbeatStepTaskRequest {
+                task_token: held.task.task_token.clone(),
+                identity: self.opts.identity.clone(),
+                acked_signal_event_id: held.shown_signal,
+                ..Default::default()
+            };
+            if let Err(e) = self.client.heartbeat_step_task(ack).await {
+                tracing::warn!(%run_id, step = %step_id, error = %e, "acknowledging signals failed");
+            }
+        }
+        let req = CompleteStepTaskRequest {
+            task_token: held.task.task_token.clone(),
+            notes: args.notes,
+            artifacts: args.artifacts.unwrap_or_default(),
+            context_updates: context,
+            identity: self.opts.identity.clone(),
+            take_next: true,
+        };
+        match self.client.complete_step_task(req).await {
+            Ok(resp) => {
+                drop(held);
+                tracing::info!(%run_id, step = %step_id, "step completed by the agent");
+                match resp.next_task {
+                    Some(next) => structured(self.hand_over(next)),
+                    None => match self.next_for_agent(&run_id, NEXT_STEP_WAIT).await {
+                        Ok(v) => structured(v),
+                        Err(e) => refused(format!("step {step_id:?} was completed, but {e}")),
+                    },
+                }
+            }
+            Err(
+                e @ (ClientError::InvalidArgument(_)
+                | ClientError::ResourceExhausted(_)
+                | ClientError::Unauthenticated(_)),
+            ) => {
+                // Refused before anything changed: the step is still held, the token still good.
+                self.held.put_back(token, held);
+                refused(format!(
+                    "step {step_id:?} was not completed: {e}. Nothing was recorded; fix the input and call \
+                     complete_step again with the same continue_token."
+                ))
+            }
+            Err(e) if e.is_transient() => {
+                self.held.put_back(token, held);
+                refused(format!(
+                    "cannot reach the Railyard server at {} to complete step {step_id:?}: {e}. The continue_token \
+                     is still valid; call complete_step again.",
+                    self.client.url()
+                ))
+            }
+            Err(e) => {
+                drop(held);
+                let place = match self.describe(&run_id).await {
+                    Ok(run) => view::where_run_is(&run),
+                    Err(read) => read,
+                };
+                refused(format!(
+                    "step {step_id:?} was not completed: the server refused its lease ({e}); the step probably ran \
+                     past its timeout. Now {place}. Call resume_run with run_id {run_id:?} for a fresh continue token."
+                ))
+            }
+        }
+    }
+
+    #[tool(
+        description = "Show a run: its status, goal, context, every step with its state, attempt and notes, and \
+                       the current step. held_here says whether this gateway holds the current step for you."
+    )]
+    async fn get_run(&self, Parameters(args): Parameters<RunArgs>) -> Result<CallToolResult, ErrorData> {
+        match self.describe(&args.run_id).await {
+            Ok(run) => {
+                let mut v = view::run(&run);
+                v["held_here"] = json!(self.held.token_of_run(&run.run_id).is_some());
+                structured(v)
+            }
+            Err(e) => refused(e),
+        }
+    }
+
+    #[tool(
+        description = "List runs, newest first, optionally only those in one status or of one workflow. Pages: pass \
+                       next_page_token back as page_token."
+    )]
+    async fn list_runs(&self, Parameters(args): Parameters<ListArgs>) -> Result<CallToolResult, ErrorData> {
+        let status = match args.status.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+            None => RunStatus::Unspecified,
+            Some(name) => match RunStatus::from_short_name(name) {
+                Some(s) => s,
+                None => {
+                    let shown: String = name.chars().take(32).collect();
+                    return refused(format!(
+                        "status {shown:?} is not one of RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED, TIMED_OUT"
+                    ));
+                }
+            },
+        };
+        let req = ListRunsRequest {
+            namespace: self.opts.namespace.clone(),
+            status: status as i32,
+            workflow_id: args.workflow_id.unwrap_or_default(),
+            page_size: args.limit.unwrap_or(LIST_DEFAULT).clamp(1, LIST_MAX),
+            page_token: args.page_token.unwrap_or_default(),
+            ..Default::default()
+        };
+        match self.client.list_runs(req).await {
+            Ok(resp) => structured(json!({
+                "runs": resp.runs.iter().map(view::run_line).collect::<Vec<_>>(),
+                "next_page_token": resp.next_page_token,
+            })),
+            Err(e) => refused(format!(
+                "cannot list runs on the Railyard server at {}: {e}",
+                self.client.url()
+            )),
+        }
+    }
+
+    #[tool(
+        description = "Send a signal to a run: a name and a JSON payload, recorded in its history and delivered to \
+                       whoever works on its steps (\"steer\" signals reach an agent step as a message)."
+    )]
+    async fn signal_run(
+        &self,
+        Parameters(args): Parameters<SignalArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let req = SignalRunRequest {
+            namespace: self.opts.namespace.clone(),
+            run_id: args.run_id.clone(),
+            signal_name: args.name.clone(),
+            payload_json: args.payload.map(|p| p.to_string()).unwrap_or_default(),
+            identity: self.opts.identity.clone(),
+            ..Default::default()
+        };
+        match self.client.signal_run(req).await {
+            Ok(()) => structured(json!({"status": "signaled", "run_id": args.run_id, "name": args.name})),
+            Err(e) => refused(format!("cannot signal run {:?}: {e}", short(&args.run_id))),
+        }
+    }
+
+    #[tool(
+        description = "Take up a run again after this gateway restarted or you lost its continue token: answers its \
+                       current step with a fresh continue_token (any earlier token of it is refused from then on). \
+                       If the step is still leased by a gateway that stopped, waits (up to wait_seconds) for that \
+                       lease to expire, then takes the step and says so."
+    )]
+    async fn resume_run(
+        &self,
+        Parameters(args): Parameters<ResumeArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let run_id = args.run_id;
+        if let Some(old) = self.held.token_of_run(&run_id)
+            && let Some((token, task)) = self.held.reissue(&old)
+        {
+            let mut v = view::step(&task, &token);
+            v["resumed"] =
+                json!("this gateway already held the step; here it is again under a new continue token");
+            return structured(v);
+        }
+        let run = match self.describe(&run_id).await {
+            Ok(run) => run,
+            Err(e) => return refused(e),
+        };
+        if !super::is_open(&run) {
+            return structured(view::finished(&run));
+        }
+        let leased_elsewhere = run
+            .steps
+            .get(run.current_step as usize)
+            .map(|s| (s.state == "STARTED", s.attempt));
+        let wait = args
+            .wait_seconds
+            .map_or(DEFAULT_RESUME_WAIT, |s| Duration::from_secs(s.into()))
+            .min(MAX_RESUME_WAIT);
+        match self.next_for_agent(&run_id, wait).await {
+            Ok(mut v) => {
+                if let (Some((true, old_attempt)), Some(step)) = (leased_elsewhere, v.get("step"))
+                    && v["status"] == "step"
+                {
+                    let attempt = step["attempt"].as_u64().unwrap_or_default();
+                    v["waited_for_lease"] = json!(true);
+                    v["resumed"] = json!(format!(
+                        "the step was still leased (attempt {old_attempt}), probably by a gateway that stopped; this \
+                         gateway waited for that lease to expire and took the step again (attempt {attempt})"
+                    ));
+                } else if v["status"] == "step" {
+                    v["waited_for_lease"] = json!(false);
+                    v["resumed"] = json!("the step was ready; this gateway took it");
+                }
+                structured(v)
+            }
+            Err(e) => refused(e),
+        }
+    }
+}
+
+impl Gateway {
+    /// The message for a refused continue token: why, and where the run is.
+    async fn refusal(&self, why: Refused) -> String {
+        let (reason, hint) = match why {
+            Refused::Malformed => {
+                return "continue_token refused: it is not a continue token this gateway issued (corrupted or \
+                        mistyped). Nothing was recorded. Find your run with list_runs or get_run, then call \
+                        resume_run for its current step."
+                    .to_string();
+            }
+            Refused::NotHeld(hint) => (
+                format!(
+                    "it is not the current token of step {:?} (attempt {}): an earlier step's, a replaced one, or \
+                     one from a gateway that restarted",
+                    hint.step_id, hint.attempt
+                ),
+                hint,
+            ),
+            Refused::OtherRun(hint) => (
+                format!("it belongs to run {:?}, not to the run_id you gave", hint.run_id),
+                hint,
+            ),
+        };
+        let place = match self.describe(&hint.run_id).await {
+            Ok(run) => format!("{}.", view::where_run_is(&run)),
+            Err(e) => e,
+        };
+        format!(
+            "continue_token refused: {reason}. Nothing was recorded. Now {place} Call resume_run with run_id {:?} \
+             for a fresh continue token of the current step.",
+            hint.run_id
+        )
+    }
+}
