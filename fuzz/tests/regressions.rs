@@ -1,0 +1,69 @@
+//! Inputs the fuzz targets found, kept as tests. Those fixed on this branch run
+//! always; those whose fix belongs to other work of issue 10 are `#[ignore]`d, each
+//! saying why, until that work has merged (then drop the `#[ignore]`, and the
+//! matching entry of `ECHO_PENDING` in `src/targets/service.rs`).
+
+use std::collections::BTreeMap;
+
+use railyard_fuzz::targets::service::{Fixture, MAX_MESSAGE};
+use railyard_server::error::ApiError;
+use railyard_server::schedule::{ScheduleSpec, SpecError};
+use railyard_server::service::runs::{self, StartRun};
+use railyard_server::service::{CallerInput, Role, caller, workflows};
+
+/// Fixed: a syntax error between keys was reported at serde_path_to_error's `?`
+/// (and one at the top at `.`), which is no JSON path.
+#[test]
+fn a_spec_syntax_error_names_the_object_it_is_in() {
+    let e = ScheduleSpec::from_json(r#"{"cron": ["0 9 * * *"], "startTime": "2026-01-01T00:00:00Z""#)
+        .unwrap_err();
+    assert!(matches!(&e, SpecError::Json { path, .. } if path == "$"), "{e}");
+    let e = ScheduleSpec::from_json("").unwrap_err();
+    assert!(matches!(&e, SpecError::Json { path, .. } if path == "$"), "{e}");
+}
+
+fn short(r: Result<impl std::fmt::Debug, ApiError>) {
+    let message = r.expect_err("refused").to_string();
+    assert!(
+        message.len() <= MAX_MESSAGE,
+        "an error of {} bytes",
+        message.len()
+    );
+}
+
+/// Pending the input-bounds work (issue 10 item 4, "truncate echoed values"): a
+/// namespace that does not exist is echoed whole, 70 KB of it here.
+#[test]
+#[ignore = "echoed values are truncated by the input-bounds branch (error::echo)"]
+fn an_unknown_namespace_is_echoed_short() {
+    let fx = Fixture::new(false);
+    let input = CallerInput {
+        namespace: "¡".repeat(35_000),
+        identity: String::new(),
+    };
+    short(caller::resolve(&fx.core, input, Role::Client));
+}
+
+/// Pending the input-bounds work: `workflows::get` echoes the id whole (through
+/// `StartRun` the id is checked as a name first, so only a direct caller sees it).
+#[test]
+#[ignore = "echoed values are truncated by the input-bounds branch (error::echo)"]
+fn an_unknown_workflow_is_echoed_short() {
+    let fx = Fixture::new(false);
+    short(workflows::get(&fx.core, &"¡".repeat(35_000)));
+}
+
+/// Pending the input-bounds work: a context key over the limit is echoed whole.
+#[tokio::test]
+#[ignore = "echoed values are truncated by the input-bounds branch (error::echo)"]
+async fn a_long_context_key_is_echoed_short() {
+    let fx = Fixture::new(false);
+    let c = caller::resolve(&fx.core, CallerInput::default(), Role::Client).unwrap();
+    let start = StartRun {
+        workflow_id: "two".into(),
+        goal: "g".into(),
+        context: BTreeMap::from([("A".repeat(70_000), "v".to_string())]),
+        ..Default::default()
+    };
+    short(runs::start(&fx.core, &c, start).await);
+}
