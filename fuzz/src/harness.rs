@@ -124,6 +124,17 @@ where
     let limit = hang_limit();
     let mut findings = Vec::new();
 
+    // Shrinking re-runs a panicking input hundreds of times: say where the first
+    // panic was, once, instead of a backtrace each time.
+    let told = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let told_hook = told.clone();
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !told_hook.swap(true, Relaxed) {
+            eprintln!("{target}: {info} (reported once; the finding below has the shrunk input)");
+        }
+    }));
+
     std::thread::scope(|scope| {
         scope.spawn(|| {
             while done.load(Relaxed) == 0 {
@@ -207,6 +218,7 @@ where
         done.store(1, Relaxed);
     });
 
+    std::panic::set_hook(previous);
     let slowest = *slowest.lock().unwrap_or_else(|p| p.into_inner());
     Report {
         target,

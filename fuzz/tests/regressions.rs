@@ -22,6 +22,15 @@ fn a_spec_syntax_error_names_the_object_it_is_in() {
     assert!(matches!(&e, SpecError::Json { path, .. } if path == "$"), "{e}");
 }
 
+/// Fixed: a cron spec asked for the next time after `i64::MIN` overflowed (a panic
+/// in a debug build, a wrong answer in a release one).
+#[test]
+fn a_cron_spec_answers_after_the_earliest_time() {
+    let spec = ScheduleSpec::from_json(r#"{"cron": ["* * * */1 *"]}"#).unwrap();
+    assert_eq!(spec.next_after(i64::MIN), Some(0));
+    assert_eq!(spec.upcoming(i64::MIN, 2), [0, 60_000]);
+}
+
 fn short(r: Result<impl std::fmt::Debug, ApiError>) {
     let message = r.expect_err("refused").to_string();
     assert!(
