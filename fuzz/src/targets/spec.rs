@@ -16,12 +16,14 @@ use crate::corpus;
 use crate::targets::workflow::is_json_path;
 
 /// Longest one `next_after` or `upcoming` call may take before it counts as a
-/// hang: far above the milliseconds they take, so a slow machine does not trip it.
+/// hang: far above what they take (milliseconds; a few seconds at worst for a
+/// sparse expression in a debug build on a loaded machine), so a slow machine does
+/// not trip it. `RAILYARD_FUZZ_CALL_SECONDS` overrides it.
 pub fn call_limit() -> Duration {
     let secs = std::env::var("RAILYARD_FUZZ_CALL_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+        .unwrap_or(30);
     Duration::from_secs(secs)
 }
 
