@@ -318,13 +318,33 @@ impl WorkflowRegistry {
 pub fn parse_definition(text: &str) -> Result<WorkflowDef, String> {
     let de = &mut serde_json::Deserializer::from_str(text);
     let def: WorkflowDef = serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        let path = if path == "." { "$".to_string() } else { path };
-        format!("{path}: {inner}")
+        let path = json_path(e.path());
+        format!("{path}: {}", e.into_inner())
     })?;
     validate(&def)?;
     Ok(def)
+}
+
+/// A JSON path as errors write it: `steps[1].maxTurns`, `$` for the document
+/// itself. A syntax error can leave the parser between keys, where
+/// `serde_path_to_error` writes `?`: the path stops at the object it was in (the
+/// message gives the line and column).
+pub fn json_path(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut out = String::new();
+    for segment in path.iter() {
+        match segment {
+            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(key);
+            }
+            Segment::Unknown => break,
+        }
+    }
+    if out.is_empty() { "$".to_string() } else { out }
 }
 
 /// Checks a definition's id, step id or task queue against the one rule for names
@@ -560,6 +580,11 @@ mod tests {
         assert!(e.starts_with("steps:"), "{e}");
         let e = parse_definition("{").unwrap_err();
         assert!(e.contains("EOF"), "{e}");
+        // Found by fuzzing: a syntax error between keys was `?: ...`, no JSON path.
+        let e = parse_definition(r#"{"id":"wf","version":"1" "name":"W"}"#).unwrap_err();
+        assert!(e.starts_with("$: expected `,` or `}`"), "{e}");
+        let e = parse_definition(&def(r#"[{"id":"a" "title":"A"}]"#)).unwrap_err();
+        assert!(e.starts_with("steps[0]: expected `,` or `}`"), "{e}");
     }
 
     #[test]

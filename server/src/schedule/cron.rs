@@ -206,6 +206,8 @@ impl CronEntry {
     /// The first fire strictly after `after`, or `None` if there is none before the
     /// end of croner's calendar (year 5000).
     pub fn next_after(&self, after: Millis) -> Option<Millis> {
+        // Nothing fires before 1970; found by fuzzing: `i64::MIN` overflowed below.
+        let after = after.max(-1);
         // Whole seconds: croner's exclusive search steps off the cursor's second,
         // and every match is a whole second, so a later match is after `after`.
         let second = DateTime::from_timestamp_millis(after.div_euclid(1000) * 1000)?;

@@ -231,7 +231,7 @@ impl ScheduleSpec {
     pub fn from_json(text: &str) -> Result<Self, SpecError> {
         let de = &mut serde_json::Deserializer::from_str(text);
         let doc: SpecDoc = serde_path_to_error::deserialize(de).map_err(|e| SpecError::Json {
-            path: e.path().to_string(),
+            path: crate::workflow::json_path(e.path()),
             message: e.inner().to_string(),
         })?;
         Self::new(doc)

@@ -1,0 +1,686 @@
+//! Every request type through the service layer (`server/src/service/`), with no
+//! transport: sequences of requests whose fields are arbitrary (huge, empty,
+//! control characters, `.` and `..`, unicode, odd numbers, forged and stale
+//! tokens), on a real redb file in a temp dir or on the memory backend, with the
+//! real writer thread. Each request succeeds or gets an `ApiError` (never
+//! `INTERNAL` or a storage error, never a panic); a refused request and every read
+//! leave the store exactly as it was; after every request each run's history is
+//! numbered 1.. with no gap up to its `last_event_id`.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use proptest::sample::Index;
+use proptest::test_runner::TestCaseError;
+use railyard_server::clock::{Clock, ManualClock};
+use railyard_server::error::ApiError;
+use railyard_server::matching::Matching;
+use railyard_server::metrics::Metrics;
+use railyard_server::model::{RunStatus, StepFailure};
+use railyard_server::service::runs::{self, HistoryQuery, IdReusePolicy, ListRuns, SignalRun, StartRun};
+use railyard_server::service::tasks::{self, Completion, CoordinatorNote, Heartbeat, Poll};
+use railyard_server::service::{Caller, CallerInput, Core, Credentials, Operation, caller, workflows};
+use railyard_server::store::memory::MemoryBackend;
+use railyard_server::store::writer::{Hooks, Writer};
+use railyard_server::store::{RunFilter, Store};
+use railyard_server::timers::LeaseDeadlines;
+use railyard_server::token::TokenKeys;
+use railyard_server::watch::Watchers;
+use railyard_server::workflow::{WorkflowRegistry, parse_definition};
+
+use crate::corpus::{self, Mutation};
+
+/// Longest error message: a refusal echoes at most a prefix of what was sent.
+pub const MAX_MESSAGE: usize = 4096;
+
+/// A second workflow beside the bundled demo: its own queue, one retry.
+const RETRY_ONCE: &str = r#"{"id":"two","version":"1","name":"Two","taskQueue":"q",
+  "steps":[{"id":"a","title":"A","prompt":"do {{goal}} in {{context.lang}}",
+            "retry":{"maximumAttempts":2,"initialIntervalSeconds":1}},
+           {"id":"b","title":"B","prompt":"then b"}]}"#;
+
+/// A service layer on a fresh store.
+pub struct Fixture {
+    pub core: Arc<Core>,
+    _shutdown: tokio::sync::watch::Sender<bool>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Fixture {
+    /// A service over redb in a temp dir (`redb`) or over the memory backend.
+    pub fn new(redb: bool) -> Self {
+        let (store, dir) = if redb {
+            let dir = tempfile::tempdir().expect("temp dir");
+            (Store::open(dir.path()).expect("open redb"), Some(dir))
+        } else {
+            (Store::new(Arc::new(MemoryBackend::default())), None)
+        };
+        let matching = Arc::new(Matching::default());
+        let watchers = Arc::new(Watchers::default());
+        let metrics = Arc::new(Metrics::default());
+        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1_700_000_000_000));
+        let mut registry = WorkflowRegistry::default();
+        let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../workflows/demo.json");
+        let demo_text = std::fs::read_to_string(&demo).expect("workflows/demo.json");
+        for (text, file) in [
+            (RETRY_ONCE, PathBuf::from("two.json")),
+            (demo_text.as_str(), demo),
+        ] {
+            let def = parse_definition(text).expect("a valid definition");
+            registry.valid.insert(def.id.clone(), (Arc::new(def), file));
+        }
+        let workflows = Arc::new(registry);
+        let hooks = Hooks {
+            matching: matching.clone(),
+            watchers: watchers.clone(),
+            timer_wake: Arc::new(tokio::sync::Notify::new()),
+            leases: Arc::new(LeaseDeadlines::default()),
+            metrics: metrics.clone(),
+            clock: clock.clone(),
+            workflows: workflows.clone(),
+        };
+        let (writer, _thread) = Writer::spawn(store.clone(), hooks).expect("writer");
+        let namespaces: HashSet<String> = store.namespaces().expect("namespaces").into_iter().collect();
+        let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
+        let dir_keys = tempfile::tempdir().expect("temp dir");
+        let keys = TokenKeys::load_or_create(dir_keys.path()).expect("keys");
+        let core = Arc::new(Core {
+            store,
+            writer,
+            matching,
+            watchers,
+            metrics,
+            clock,
+            keys,
+            workflows,
+            namespaces: namespaces.into(),
+            auth: false,
+            shutdown: shutdown_rx,
+        });
+        Self {
+            core,
+            _shutdown: shutdown,
+            _dir: dir,
+        }
+    }
+}
+
+/// A field value: arbitrary text, or one that names something that exists.
+#[derive(Debug, Clone)]
+pub enum Text {
+    Any(String),
+    /// A run id this case started.
+    Run(Index),
+    Good(&'static str),
+}
+
+/// A task token: one this case was leased, an older one, a mutated one, or text.
+#[derive(Debug, Clone)]
+pub enum TokenPick {
+    Latest,
+    Leased(Index),
+    Mutated(Index, Vec<Mutation>),
+    Any(String),
+}
+
+/// One request.
+#[derive(Debug, Clone)]
+pub enum Op {
+    Start {
+        workflow: Text,
+        run: Text,
+        goal: Text,
+        context: Vec<(Text, Text)>,
+        request_id: Text,
+        parent: Text,
+        callback: Text,
+        queue: Text,
+        allow_duplicate: bool,
+    },
+    Describe(Text),
+    History {
+        run: Text,
+        from: u64,
+        page: u32,
+    },
+    List {
+        status: Option<Index>,
+        workflow: Option<Text>,
+        parent: Option<Text>,
+        after: Option<i64>,
+        before: Option<i64>,
+        token: Text,
+        page: u32,
+    },
+    Signal {
+        run: Text,
+        name: Text,
+        payload: Text,
+        request_id: Text,
+    },
+    Cancel {
+        run: Text,
+        reason: Text,
+    },
+    Terminate {
+        run: Text,
+        reason: Text,
+    },
+    Tree(Text),
+    Watch {
+        run: Text,
+        from: u64,
+    },
+    Poll {
+        queue: Text,
+    },
+    Heartbeat {
+        token: TokenPick,
+        checkpoint: usize,
+        notes: Vec<(Text, Text)>,
+        acked: u64,
+    },
+    Complete {
+        token: TokenPick,
+        notes: Text,
+        artifacts: Vec<Text>,
+        context: Vec<(Text, Text)>,
+        take_next: bool,
+    },
+    Fail {
+        token: TokenPick,
+        error_type: Text,
+        message: Text,
+        non_retryable: bool,
+        checkpoint: usize,
+    },
+    DescribeQueue(Text),
+    GetWorkflow(Text),
+}
+
+/// A request and who sends it (`None`: the default namespace and identity).
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub caller: Option<(Text, Text)>,
+    pub op: Op,
+}
+
+/// One case: a backend and a sequence of requests.
+#[derive(Debug, Clone)]
+pub struct ServiceInput {
+    pub redb: bool,
+    pub requests: Vec<Request>,
+}
+
+fn text(lines: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = Text> {
+    prop_oneof![
+        3 => corpus::field_text(lines).prop_map(Text::Any),
+        2 => any::<Index>().prop_map(Text::Run),
+        2 => prop_oneof![Just("two"), Just("demo"), Just("default"), Just("q"), Just("a"), Just("steer"), Just("{}"), Just("https://example.com/cb")]
+            .prop_map(Text::Good),
+    ]
+}
+
+fn token(lines: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = TokenPick> {
+    prop_oneof![
+        4 => Just(TokenPick::Latest),
+        2 => any::<Index>().prop_map(TokenPick::Leased),
+        2 => (any::<Index>(), prop::collection::vec(corpus::mutation(), 1..3)).prop_map(|(i, m)| TokenPick::Mutated(i, m)),
+        1 => corpus::field_text(lines).prop_map(TokenPick::Any),
+    ]
+}
+
+fn pairs(lines: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = Vec<(Text, Text)>> {
+    prop::collection::vec((text(lines.clone()), text(lines)), 0..3)
+}
+
+fn size() -> impl Strategy<Value = usize> {
+    prop_oneof![4 => 0usize..64, 1 => Just(8 * 1024 * 1024), 1 => Just(8 * 1024 * 1024 + 1)]
+}
+
+fn number() -> impl Strategy<Value = u64> {
+    prop_oneof![3 => 0u64..20, 1 => any::<u64>(), 1 => Just(u64::MAX)]
+}
+
+fn op(l: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = Op> {
+    let t = || text(l.clone());
+    let start = (
+        (t(), t(), t(), pairs(l.clone())),
+        (t(), t(), t(), t(), prop::bool::weighted(0.1)),
+    )
+        .prop_map(
+            |((workflow, run, goal, context), (request_id, parent, callback, queue, allow_duplicate))| {
+                Op::Start {
+                    workflow,
+                    run,
+                    goal,
+                    context,
+                    request_id,
+                    parent,
+                    callback,
+                    queue,
+                    allow_duplicate,
+                }
+            },
+        );
+    let list = (
+        prop::option::of(any::<Index>()),
+        prop::option::of(t()),
+        prop::option::of(t()),
+        prop::option::of(any::<i64>()),
+        prop::option::of(any::<i64>()),
+        t(),
+        any::<u32>(),
+    )
+        .prop_map(
+            |(status, workflow, parent, after, before, token, page)| Op::List {
+                status,
+                workflow,
+                parent,
+                after,
+                before,
+                token,
+                page,
+            },
+        );
+    prop_oneof![
+        6 => start,
+        2 => t().prop_map(Op::Describe),
+        2 => (t(), number(), any::<u32>()).prop_map(|(run, from, page)| Op::History { run, from, page: page % 2000 }),
+        1 => list,
+        3 => (t(), t(), t(), t()).prop_map(|(run, name, payload, request_id)| Op::Signal { run, name, payload, request_id }),
+        1 => (t(), t()).prop_map(|(run, reason)| Op::Cancel { run, reason }),
+        1 => (t(), t()).prop_map(|(run, reason)| Op::Terminate { run, reason }),
+        1 => t().prop_map(Op::Tree),
+        1 => (t(), number()).prop_map(|(run, from)| Op::Watch { run, from }),
+        5 => t().prop_map(|queue| Op::Poll { queue }),
+        3 => (token(l.clone()), size(), pairs(l.clone()), number())
+            .prop_map(|(token, checkpoint, notes, acked)| Op::Heartbeat { token, checkpoint, notes, acked }),
+        4 => (token(l.clone()), t(), prop::collection::vec(t(), 0..3), pairs(l.clone()), any::<bool>())
+            .prop_map(|(token, notes, artifacts, context, take_next)| Op::Complete { token, notes, artifacts, context, take_next }),
+        3 => (token(l.clone()), t(), t(), any::<bool>(), size())
+            .prop_map(|(token, error_type, message, non_retryable, checkpoint)| Op::Fail { token, error_type, message, non_retryable, checkpoint }),
+        1 => t().prop_map(Op::DescribeQueue),
+        1 => t().prop_map(Op::GetWorkflow),
+    ]
+}
+
+/// Request sequences; `lines` are the corpus's field values.
+pub fn strategy(lines: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = ServiceInput> {
+    let caller = prop_oneof![6 => Just(None), 1 => (text(lines.clone()), text(lines.clone())).prop_map(Some)];
+    let request = (caller, op(lines)).prop_map(|(caller, op)| Request { caller, op });
+    (prop::bool::weighted(0.3), prop::collection::vec(request, 1..24))
+        .prop_map(|(redb, requests)| ServiceInput { redb, requests })
+}
+
+/// What a case has seen: the runs it started and the tokens it was leased.
+#[derive(Default)]
+struct Seen {
+    runs: Vec<String>,
+    tokens: Vec<String>,
+}
+
+impl Seen {
+    fn text(&self, t: &Text) -> String {
+        match t {
+            Text::Any(s) => s.clone(),
+            Text::Good(s) => s.to_string(),
+            Text::Run(i) if self.runs.is_empty() => "no-run".to_string(),
+            Text::Run(i) => self.runs[i.index(self.runs.len())].clone(),
+        }
+    }
+
+    fn map(&self, pairs: &[(Text, Text)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (self.text(k), self.text(v))).collect()
+    }
+
+    fn token(&self, t: &TokenPick) -> String {
+        let pick = |i: &Index| {
+            if self.tokens.is_empty() {
+                String::new()
+            } else {
+                self.tokens[i.index(self.tokens.len())].clone()
+            }
+        };
+        match t {
+            TokenPick::Latest => self.tokens.last().cloned().unwrap_or_default(),
+            TokenPick::Leased(i) => pick(i),
+            TokenPick::Mutated(i, ms) => {
+                let mut bytes = pick(i).into_bytes();
+                for m in ms {
+                    corpus::apply(&mut bytes, m, &[]);
+                }
+                String::from_utf8_lossy(&bytes).into_owned()
+            }
+            TokenPick::Any(s) => s.clone(),
+        }
+    }
+}
+
+/// Everything the read side shows of a namespace: each run's status, last event id,
+/// pending signals and its history's event ids.
+type Picture = BTreeMap<String, (RunStatus, u64, usize, Vec<u64>)>;
+
+fn picture(core: &Core) -> Result<Picture, TestCaseError> {
+    let fail = |e: ApiError| TestCaseError::fail(format!("reading the store: {e}"));
+    let mut out = Picture::new();
+    for ns in core.store.namespaces().map_err(fail)? {
+        let mut after = None;
+        loop {
+            let (runs, next) = core
+                .store
+                .list_runs(&ns, &RunFilter::default(), after, 1000)
+                .map_err(fail)?;
+            for run in runs {
+                let ids = core
+                    .store
+                    .history(&ns, &run.run_id, 1, usize::MAX)
+                    .map_err(fail)?
+                    .iter()
+                    .map(|e| e.id)
+                    .collect();
+                out.insert(
+                    format!("{ns}/{}", run.run_id),
+                    (run.status, run.last_event_id, run.pending_signals.len(), ids),
+                );
+            }
+            match next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn is_mutation(op: &Op) -> bool {
+    !matches!(
+        op,
+        Op::Describe(_)
+            | Op::History { .. }
+            | Op::List { .. }
+            | Op::Tree(_)
+            | Op::Watch { .. }
+            | Op::DescribeQueue(_)
+            | Op::GetWorkflow(_)
+    )
+}
+
+const STATUSES: [RunStatus; 6] = [
+    RunStatus::Running,
+    RunStatus::Completed,
+    RunStatus::Failed,
+    RunStatus::Canceled,
+    RunStatus::Terminated,
+    RunStatus::TimedOut,
+];
+
+/// Runs one request; `Ok(Err(e))` is a refusal.
+async fn send(core: &Arc<Core>, seen: &mut Seen, r: &Request) -> Result<(), ApiError> {
+    let op = match r.op {
+        Op::Poll { .. } => Operation::PollTask,
+        _ => Operation::StartRun,
+    };
+    let input = match &r.caller {
+        None => CallerInput::default(),
+        Some((ns, identity)) => CallerInput {
+            namespace: seen.text(ns),
+            identity: seen.text(identity),
+            ..Default::default()
+        },
+    };
+    let identity = input.identity.clone();
+    let lease_holder = |seen: &Seen, t: &TokenPick| {
+        tasks::lease_holder(core, &Credentials::None, &seen.token(t), identity.clone())
+    };
+    match &r.op {
+        Op::Complete { token, .. } | Op::Heartbeat { token, .. } | Op::Fail { token, .. } => {
+            let (c, claims) = lease_holder(seen, token)?;
+            return lease_op(core, seen, &c, claims, &r.op).await;
+        }
+        _ => {}
+    }
+    let c: Caller = caller::resolve(core, input, op)?;
+    let t = |x: &Text| seen.text(x);
+    match &r.op {
+        Op::Start {
+            workflow,
+            run,
+            goal,
+            context,
+            request_id,
+            parent,
+            callback,
+            queue,
+            allow_duplicate,
+        } => {
+            let start = StartRun {
+                workflow_id: t(workflow),
+                run_id: t(run),
+                goal: t(goal),
+                context: seen.map(context),
+                request_id: t(request_id),
+                id_reuse_policy: if *allow_duplicate {
+                    IdReusePolicy::AllowDuplicate
+                } else {
+                    IdReusePolicy::RejectDuplicate
+                },
+                parent_run_id: t(parent),
+                callback_url: t(callback),
+                task_queue: t(queue),
+            };
+            let started = runs::start(core, &c, start.clone()).await?;
+            if started.started {
+                let run = runs::describe(core, &c, &started.run_id)?;
+                if run.goal != start.goal || run.context != start.context {
+                    return Err(ApiError::Internal(format!(
+                        "run {:?} does not hold the goal and context it was started with",
+                        started.run_id
+                    )));
+                }
+            }
+            seen.runs.push(started.run_id);
+        }
+        Op::Describe(run) => {
+            runs::describe(core, &c, &t(run))?;
+        }
+        Op::History { run, from, page } => {
+            let q = HistoryQuery {
+                run_id: t(run),
+                from_event_id: *from,
+                page_size: *page,
+                wait_timeout_ms: 0,
+            };
+            runs::history(core, &c, q).await?;
+        }
+        Op::List {
+            status,
+            workflow,
+            parent,
+            after,
+            before,
+            token,
+            page,
+        } => {
+            let filter = RunFilter {
+                status: status.as_ref().map(|i| STATUSES[i.index(STATUSES.len())]),
+                workflow_id: workflow.as_ref().map(t),
+                parent_run_id: parent.as_ref().map(t),
+                started_after_ms: *after,
+                started_before_ms: *before,
+            };
+            runs::list(
+                core,
+                &c,
+                ListRuns {
+                    filter,
+                    page_token: t(token),
+                    page_size: *page,
+                },
+            )?;
+        }
+        Op::Signal {
+            run,
+            name,
+            payload,
+            request_id,
+        } => {
+            let s = SignalRun {
+                run_id: t(run),
+                name: t(name),
+                payload_json: t(payload),
+                request_id: t(request_id),
+            };
+            runs::signal(core, &c, s).await?;
+        }
+        Op::Cancel { run, reason } => runs::cancel(core, &c, t(run), t(reason)).await?,
+        Op::Terminate { run, reason } => runs::terminate(core, &c, t(run), t(reason)).await?,
+        Op::Tree(run) => {
+            runs::session_tree(core, &c, &t(run))?;
+        }
+        Op::Watch { run, from } => {
+            let mut rx = runs::watch(core, &c, &t(run), *from)?;
+            // Take what is there; dropping the receiver ends the watch.
+            tokio::task::yield_now().await;
+            while let Ok(event) = rx.try_recv() {
+                event?;
+            }
+        }
+        Op::Poll { queue } => {
+            let p = Poll {
+                task_queue: t(queue),
+                wait_timeout_ms: 1,
+                run_id: String::new(),
+            };
+            if let Some(leased) = tasks::poll(core, &c, p).await? {
+                seen.tokens.push(leased.task_token);
+            }
+        }
+        Op::DescribeQueue(queue) => {
+            tasks::describe_queue(core, &c, &t(queue))?;
+        }
+        Op::GetWorkflow(id) => {
+            workflows::get(core, &t(id))?;
+            workflows::list(core, &c);
+        }
+        Op::Complete { .. } | Op::Heartbeat { .. } | Op::Fail { .. } => {}
+    }
+    Ok(())
+}
+
+async fn lease_op(
+    core: &Arc<Core>,
+    seen: &mut Seen,
+    c: &Caller,
+    claims: railyard_server::token::TokenClaims,
+    op: &Op,
+) -> Result<(), ApiError> {
+    match op {
+        Op::Heartbeat {
+            checkpoint,
+            notes,
+            acked,
+            ..
+        } => {
+            let h = Heartbeat {
+                checkpoint: vec![b'c'; *checkpoint],
+                notes: notes
+                    .iter()
+                    .map(|(k, m)| CoordinatorNote {
+                        kind: seen.text(k),
+                        message: seen.text(m),
+                    })
+                    .collect(),
+                acked_signal_event_id: *acked,
+            };
+            tasks::heartbeat(core, c, claims, h).await?;
+        }
+        Op::Complete {
+            notes,
+            artifacts,
+            context,
+            take_next,
+            ..
+        } => {
+            let completion = Completion {
+                notes: seen.text(notes),
+                artifacts: artifacts.iter().map(|a| seen.text(a)).collect(),
+                context_updates: seen.map(context),
+                take_next: *take_next,
+            };
+            if let Some(next) = tasks::complete(core, c, claims, completion).await? {
+                seen.tokens.push(next.task_token);
+            }
+        }
+        Op::Fail {
+            error_type,
+            message,
+            non_retryable,
+            checkpoint,
+            ..
+        } => {
+            let failure = StepFailure {
+                error_type: seen.text(error_type),
+                message: seen.text(message),
+                non_retryable: *non_retryable,
+                checkpoint: vec![b'c'; *checkpoint],
+            };
+            tasks::fail(core, c, claims, failure).await?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn check_history(p: &Picture) -> Result<(), TestCaseError> {
+    for (run, (_, last, _, ids)) in p {
+        let want: Vec<u64> = (1..=*last).collect();
+        prop_assert_eq!(ids, &want, "history of {} is not 1..={}", run, last);
+    }
+    Ok(())
+}
+
+/// The property (see the module docs), on a fresh fixture.
+pub fn check(rt: &tokio::runtime::Runtime, input: &ServiceInput) -> Result<(), TestCaseError> {
+    let fx = Fixture::new(input.redb);
+    let core = &fx.core;
+    let mut seen = Seen::default();
+    rt.block_on(async {
+        for (i, request) in input.requests.iter().enumerate() {
+            let before = picture(core)?;
+            let result = send(core, &mut seen, request).await;
+            let after = picture(core)?;
+            check_history(&after)?;
+            match result {
+                Ok(()) => {
+                    if !is_mutation(&request.op) {
+                        prop_assert_eq!(&before, &after, "request {} (a read) changed the store", i);
+                    }
+                }
+                Err(e) => {
+                    let message = e.to_string();
+                    prop_assert!(
+                        !matches!(e, ApiError::Internal(_) | ApiError::Storage(_)),
+                        "request {i} failed inside: {message}"
+                    );
+                    prop_assert!(
+                        message.len() <= MAX_MESSAGE,
+                        "request {i}: an error of {} bytes: {}…",
+                        message.len(),
+                        message.chars().take(100).collect::<String>()
+                    );
+                    prop_assert_eq!(
+                        &before,
+                        &after,
+                        "refused request {} ({}) changed the store",
+                        i,
+                        message
+                    );
+                }
+            }
+        }
+        Ok(())
+    })
+}
