@@ -350,7 +350,8 @@ fn backfill_takes_each_past_fire_once() {
     assert!(err.contains("before --start"), "{err}");
 }
 
-/// Every run of `workflow`, following pages.
+/// Every run of `workflow`, following pages, each described whole (list summaries
+/// leave out the context, which holds the rendered due time).
 async fn all_runs(client: &Client, workflow: &str) -> Vec<RunInfo> {
     let mut runs = Vec::new();
     let mut page_token = String::new();
@@ -365,7 +366,15 @@ async fn all_runs(client: &Client, workflow: &str) -> Vec<RunInfo> {
             })
             .await
             .expect("list runs");
-        runs.extend(page.runs);
+        for summary in page.runs {
+            let run = client
+                .describe_run(NS, &summary.run_id)
+                .await
+                .expect("describe run")
+                .run
+                .expect("a described run");
+            runs.push(run);
+        }
         if page.next_page_token.is_empty() {
             return runs;
         }
