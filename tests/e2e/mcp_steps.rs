@@ -11,10 +11,10 @@ use serde_json::{Value, json};
 use crate::mcp::Mcp;
 use crate::support::*;
 
-/// A lease that expires four seconds after the gateway stops heartbeating, retried at
+/// A lease that expires six seconds after the gateway stops heartbeating, retried at
 /// once; the second step needs the human's confirmation.
 const SHORT_LEASE: &str = r#"{"id":"short","version":"1","name":"Short lease","steps":[
-  {"id":"first","title":"First","prompt":"Do the first thing for {{goal}}","heartbeatTimeoutSeconds":4,
+  {"id":"first","title":"First","prompt":"Do the first thing for {{goal}}","heartbeatTimeoutSeconds":6,
    "retry":{"maximumAttempts":3,"initialIntervalSeconds":0.1}},
   {"id":"second","title":"Second","prompt":"Confirm and finish","requireConfirmation":true}]}"#;
 
@@ -279,10 +279,10 @@ fn a_gateway_killed_mid_step_is_resumed_by_a_new_one_and_its_token_is_void() {
         (Some("first"), Some(1))
     );
     assert_eq!(step["require_confirmation"], false);
-    // The gateway keeps the lease alive while the agent works: well past the 4 s heartbeat
-    // timeout (heartbeats go every 4/3 s, so only a stall of over 2.6 s could miss it),
+    // The gateway keeps the lease alive while the agent works: past the 6 s heartbeat
+    // timeout (heartbeats go every 2 s, so only a stall of over 4 s could miss one),
     // the step has not timed out.
-    std::thread::sleep(Duration::from_secs(6));
+    std::thread::sleep(Duration::from_secs(8));
     assert!(
         !event_types(&history(&server, &run_id))
             .iter()
