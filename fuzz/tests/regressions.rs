@@ -70,3 +70,11 @@ async fn a_long_context_key_is_echoed_short() {
     };
     short(runs::start(&fx.core, &c, start).await);
 }
+
+/// An unknown key holding `": "` made the refusal's JSON path unreadable (found by CI's
+/// fuzz run): odd keys are quoted now.
+#[test]
+fn an_odd_unknown_key_is_quoted_in_the_json_path() {
+    let err = railyard_server::workflow::parse_definition("{\": [\"x\"] }").unwrap_err();
+    assert!(err.starts_with("[\": [\"]: unknown field"), "{err}");
+}

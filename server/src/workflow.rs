@@ -335,6 +335,11 @@ pub fn json_path(path: &serde_path_to_error::Path) -> String {
     for segment in path.iter() {
         match segment {
             Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+            // A key that is not a plain name (an unknown field may be anything) is
+            // quoted, and cut short, so the path stays readable and bounded.
+            Segment::Map { key } | Segment::Enum { variant: key } if !is_plain_key(key) => {
+                out.push_str(&format!("[{}]", crate::error::echo(key)));
+            }
             Segment::Map { key } | Segment::Enum { variant: key } => {
                 if !out.is_empty() {
                     out.push('.');
@@ -345,6 +350,14 @@ pub fn json_path(path: &serde_path_to_error::Path) -> String {
         }
     }
     if out.is_empty() { "$".to_string() } else { out }
+}
+
+fn is_plain_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 64
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// Checks a definition's id, step id or task queue against the one rule for names
