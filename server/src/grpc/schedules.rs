@@ -169,6 +169,19 @@ fn schedule_info(s: &Schedule, next_fires: Vec<i64>) -> v1::ScheduleInfo {
     }
 }
 
+impl SchedulesService {
+    /// The caller of a `Schedules` call: every one is `ManageSchedules`.
+    fn caller(&self, metadata: &MetadataMap, namespace: String, identity: String) -> Result<Caller, Status> {
+        caller_of(
+            &self.core,
+            metadata,
+            namespace,
+            identity,
+            Operation::ManageSchedules,
+        )
+    }
+}
+
 #[tonic::async_trait]
 impl Schedules for SchedulesService {
     async fn create_schedule(
@@ -176,13 +189,7 @@ impl Schedules for SchedulesService {
         req: Request<v1::CreateScheduleRequest>,
     ) -> Result<Response<v1::CreateScheduleResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(
-            &self.core,
-            &metadata,
-            r.namespace,
-            r.identity,
-            Operation::ManageSchedules,
-        )?;
+        let caller = self.caller(&metadata, r.namespace, r.identity)?;
         let input = svc::CreateInput {
             schedule_id: r.schedule_id,
             schedule: schedule_input(r.spec, r.action, r.policies, r.remaining_actions, r.memo)?,
@@ -199,13 +206,7 @@ impl Schedules for SchedulesService {
         req: Request<v1::DescribeScheduleRequest>,
     ) -> Result<Response<v1::DescribeScheduleResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(
-            &self.core,
-            &metadata,
-            r.namespace,
-            String::new(),
-            Operation::ManageSchedules,
-        )?;
+        let caller = self.caller(&metadata, r.namespace, String::new())?;
         let d = svc::describe(&self.core, &caller, &r.schedule_id, r.next_fire_count)?;
         Ok(Response::new(v1::DescribeScheduleResponse {
             schedule: Some(schedule_info(&d.schedule, d.next_fires)),
@@ -217,13 +218,7 @@ impl Schedules for SchedulesService {
         req: Request<v1::ListSchedulesRequest>,
     ) -> Result<Response<v1::ListSchedulesResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(
-            &self.core,
-            &metadata,
-            r.namespace,
-            String::new(),
-            Operation::ManageSchedules,
-        )?;
+        let caller = self.caller(&metadata, r.namespace, String::new())?;
         let page = svc::list(&self.core, &caller, r.page_size, &r.page_token)?;
         Ok(Response::new(v1::ListSchedulesResponse {
             schedules: page
@@ -252,13 +247,7 @@ impl Schedules for SchedulesService {
         req: Request<v1::UpdateScheduleRequest>,
     ) -> Result<Response<v1::UpdateScheduleResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(
-            &self.core,
-            &metadata,
-            r.namespace,
-            r.identity,
-            Operation::ManageSchedules,
-        )?;
+        let caller = self.caller(&metadata, r.namespace, r.identity)?;
         let input = schedule_input(r.spec, r.action, r.policies, r.remaining_actions, r.memo)?;
         svc::update(&self.core, &caller, &r.schedule_id, input).await?;
         Ok(Response::new(v1::UpdateScheduleResponse {}))
@@ -269,13 +258,7 @@ impl Schedules for SchedulesService {
         req: Request<v1::PatchScheduleRequest>,
     ) -> Result<Response<v1::PatchScheduleResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(
-            &self.core,
-            &metadata,
-            r.namespace,
-            r.identity,
-            Operation::ManageSchedules,
-        )?;
+        let caller = self.caller(&metadata, r.namespace, r.identity)?;
         let trigger = r
             .trigger
             .map(|t| overlap("trigger.overlap", t.overlap))
@@ -313,13 +296,7 @@ impl Schedules for SchedulesService {
         req: Request<v1::DeleteScheduleRequest>,
     ) -> Result<Response<v1::DeleteScheduleResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(
-            &self.core,
-            &metadata,
-            r.namespace,
-            r.identity,
-            Operation::ManageSchedules,
-        )?;
+        let caller = self.caller(&metadata, r.namespace, r.identity)?;
         svc::delete(&self.core, &caller, &r.schedule_id).await?;
         Ok(Response::new(v1::DeleteScheduleResponse {}))
     }
