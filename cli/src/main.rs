@@ -172,6 +172,16 @@ where
         };
         a.server_flag = typed("server");
         a.namespace_flag = typed("namespace");
+        let typed_path = |id: &str| {
+            (sub.value_source(id) == Some(ValueSource::CommandLine))
+                .then(|| sub.get_one::<std::path::PathBuf>(id).cloned())
+                .flatten()
+        };
+        a.tls_flags = railyard_proto::TlsOptions {
+            ca: typed_path("tls_ca"),
+            cert: typed_path("tls_cert"),
+            key: typed_path("tls_key"),
+        };
     }
     Ok(cli)
 }

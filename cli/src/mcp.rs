@@ -100,7 +100,7 @@ pub async fn run(global: &GlobalOpts) -> anyhow::Result<()> {
     let opts = ConnectOptions {
         max_attempts: 3,
         request_timeout: Duration::from_secs(15),
-        ..ConnectOptions::default()
+        ..global.connect_options()
     };
     let client = Client::connect_with(&global.server, opts).await?;
     tracing::info!(server = %global.server, namespace = %global.namespace, "railyard mcp: serving MCP on stdio");

@@ -15,6 +15,7 @@ use std::time::Duration;
 use anyhow::{Context, anyhow};
 use clap::Args;
 use railyard_proto::config::{ConfigError, EnvVar, Loader};
+use railyard_server::tls::TlsFiles;
 use railyard_server::{RunningServer, ServerConfig};
 use serde::{Deserialize, Serialize};
 
@@ -32,7 +33,7 @@ const MAX_SHUTDOWN_GRACE_SECS: u64 = 3600;
 #[derive(Debug, Clone, Default, Args)]
 pub struct ServerArgs {
     /// TOML config file with a [server] section (keys: data_dir, listen, http_listen,
-    /// workflows, shutdown_grace_secs).
+    /// workflows, shutdown_grace_secs, tls_cert, tls_key, tls_client_ca).
     #[arg(long, value_name = "FILE", env = "RAILYARD_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
 
@@ -59,6 +60,20 @@ pub struct ServerArgs {
     /// Seconds a graceful shutdown may take before the server stops at once [default: 10].
     #[arg(long, value_name = "SECONDS")]
     pub shutdown_grace: Option<u64>,
+
+    /// Certificate chain (PEM) to serve TLS with on both listeners; needs --tls-key
+    /// [env: RAILYARD_TLS_CERT].
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// Private key (PEM) of --tls-cert [env: RAILYARD_TLS_KEY].
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+
+    /// CA certificates (PEM): gRPC clients must present a certificate it issued
+    /// (mutual TLS), and its subject is their identity [env: RAILYARD_TLS_CLIENT_CA].
+    #[arg(long, value_name = "FILE")]
+    pub tls_client_ca: Option<PathBuf>,
 }
 
 /// The server's config file: one section per part of the server, every key optional,
@@ -71,6 +86,9 @@ pub struct ServerArgs {
 /// http_listen = "0.0.0.0:7401"
 /// workflows = "workflows"
 /// shutdown_grace_secs = 10
+/// tls_cert = "server.pem"             # TLS on both listeners (with tls_key)
+/// tls_key = "server.key"
+/// tls_client_ca = "clients-ca.pem"    # mutual TLS on gRPC
 /// ```
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -88,6 +106,9 @@ pub struct ServerSection {
     pub http_listen: Option<SocketAddr>,
     pub workflows: Option<PathBuf>,
     pub shutdown_grace_secs: Option<u64>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_client_ca: Option<PathBuf>,
 }
 
 /// The environment variables of the server's settings.
@@ -108,6 +129,18 @@ const ENV: &[EnvVar] = &[
         var: "RAILYARD_WORKFLOWS",
         key: "server.workflows",
     },
+    EnvVar {
+        var: "RAILYARD_TLS_CERT",
+        key: "server.tls_cert",
+    },
+    EnvVar {
+        var: "RAILYARD_TLS_KEY",
+        key: "server.tls_key",
+    },
+    EnvVar {
+        var: "RAILYARD_TLS_CLIENT_CA",
+        key: "server.tls_client_ca",
+    },
 ];
 
 /// Keys whose flag is not `--key-with-dashes`.
@@ -124,6 +157,8 @@ pub struct ServerSettings {
     /// configured and the default one has no definitions; see [`crate::builtin`]).
     pub built_in_demo: bool,
     pub shutdown_grace: Duration,
+    /// TLS files; `None`: plaintext.
+    pub tls: Option<TlsFiles>,
 }
 
 impl ServerSettings {
@@ -132,6 +167,7 @@ impl ServerSettings {
         let mut config = ServerConfig::new(&self.data_dir, &self.workflows);
         config.grpc_listen = self.listen;
         config.http_listen = self.http_listen;
+        config.tls = self.tls.clone();
         if self.built_in_demo {
             config.embedded_workflows.push(builtin::DEMO_WORKFLOW);
         }
@@ -164,6 +200,9 @@ impl ServerArgs {
                 http_listen: self.http_listen,
                 workflows: self.workflows.clone(),
                 shutdown_grace_secs: self.shutdown_grace,
+                tls_cert: self.tls_cert.clone(),
+                tls_key: self.tls_key.clone(),
+                tls_client_ca: self.tls_client_ca.clone(),
             },
         };
         let loaded = Loader::new()
@@ -181,7 +220,32 @@ impl ServerArgs {
         };
         let s = &loaded.value.server;
         let workflows = path("server.workflows", &s.workflows, DEFAULT_WORKFLOWS);
+        let optional = |key: &str, value: &Option<PathBuf>| value.as_ref().map(|_| path(key, value, ""));
+        let tls = match (
+            optional("server.tls_cert", &s.tls_cert),
+            optional("server.tls_key", &s.tls_key),
+        ) {
+            (Some(cert), Some(key)) => Some(TlsFiles {
+                cert,
+                key,
+                client_ca: optional("server.tls_client_ca", &s.tls_client_ca),
+            }),
+            (None, None) if s.tls_client_ca.is_some() => {
+                return Err(loaded.invalid(
+                    "server.tls_client_ca",
+                    "mutual TLS needs server.tls_cert and server.tls_key too",
+                ));
+            }
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(loaded.invalid("server.tls_key", "missing: server.tls_cert is set"));
+            }
+            (None, Some(_)) => {
+                return Err(loaded.invalid("server.tls_cert", "missing: server.tls_key is set"));
+            }
+        };
         let settings = ServerSettings {
+            tls,
             data_dir: path("server.data_dir", &s.data_dir, DEFAULT_DATA_DIR),
             built_in_demo: builtin::use_built_in(s.workflows.is_some(), &workflows),
             workflows,

@@ -35,10 +35,12 @@ mod client;
 pub mod config;
 pub mod retry;
 mod step_worker;
+pub mod tls;
 
 pub use client::{Client, ClientError, ConnectOptions};
 pub use retry::RetryPolicy;
 pub use step_worker::{Completion, Failure, StepWorker};
+pub use tls::TlsOptions;
 
 /// Generated `railyard.v1` types and service stubs.
 pub mod v1 {

@@ -17,6 +17,7 @@ pub mod schedule;
 pub mod service;
 pub mod store;
 pub mod timers;
+pub mod tls;
 pub mod token;
 pub mod watch;
 pub mod workflow;
@@ -62,6 +63,8 @@ pub struct ServerConfig {
     pub embedded_workflows: Vec<EmbeddedDefinition>,
     /// The clock; tests pass a [`clock::ManualClock`].
     pub clock: Arc<dyn Clock>,
+    /// TLS on both listeners (mutual TLS on gRPC with a client CA); `None`: plaintext.
+    pub tls: Option<tls::TlsFiles>,
 }
 
 impl ServerConfig {
@@ -74,6 +77,7 @@ impl ServerConfig {
             workflows_dir: workflows_dir.into(),
             embedded_workflows: Vec::new(),
             clock: Arc::new(SystemClock),
+            tls: None,
         }
     }
 }
@@ -94,6 +98,8 @@ pub enum StartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("TLS: {0}")]
+    Tls(#[from] tls::TlsError),
     #[error("{0}")]
     Internal(#[from] error::ApiError),
 }
@@ -115,6 +121,8 @@ impl RunningServer {
     /// starts serving. Returns once both listeners accept connections.
     pub async fn start(config: ServerConfig) -> Result<Self, StartError> {
         let dir = &config.data_dir;
+        // TLS files first: a bad one stops the start before anything is opened.
+        let server_tls = config.tls.as_ref().map(tls::ServerTls::load).transpose()?;
         std::fs::create_dir_all(dir).map_err(|source| StartError::DataDir {
             path: dir.display().to_string(),
             source,
@@ -224,19 +232,37 @@ impl RunningServer {
         tasks.push(tokio::spawn(serve_grpc(
             core.clone(),
             grpc_listener,
+            server_tls.as_ref().map(|t| t.grpc.clone()),
             shutdown_rx.clone(),
         )));
         let mut http_shutdown = shutdown_rx;
+        let http_tls = server_tls.as_ref().map(|t| t.http.clone());
         tasks.push(tokio::spawn(async move {
-            let serve =
-                axum::serve(http_listener, http::router(metrics)).with_graceful_shutdown(async move {
-                    let _ = http_shutdown.wait_for(|s| *s).await;
-                });
-            if let Err(e) = serve.await {
+            let router = http::router(metrics);
+            let stop = async move {
+                let _ = http_shutdown.wait_for(|s| *s).await;
+            };
+            let served = match http_tls {
+                Some(acceptor) => {
+                    let listener = tls::TlsListener::new(http_listener, acceptor);
+                    axum::serve(listener, router).with_graceful_shutdown(stop).await
+                }
+                None => {
+                    axum::serve(http_listener, router)
+                        .with_graceful_shutdown(stop)
+                        .await
+                }
+            };
+            if let Err(e) = served {
                 tracing::error!(error = %e, "HTTP listener failed");
             }
         }));
-        tracing::info!(grpc = %grpc_addr, http = %http_addr, data = %dir.display(), "railyard server started");
+        let tls_mode = match &server_tls {
+            Some(t) if t.mutual => "mutual",
+            Some(_) => "on",
+            None => "off",
+        };
+        tracing::info!(grpc = %grpc_addr, http = %http_addr, data = %dir.display(), tls = tls_mode, "railyard server started");
         Ok(Self {
             grpc_addr,
             http_addr,
@@ -265,6 +291,7 @@ impl RunningServer {
 async fn serve_grpc(
     core: Arc<Core>,
     listener: tokio::net::TcpListener,
+    tls: Option<tonic::transport::ServerTlsConfig>,
     mut shutdown: shutdown_watch::Receiver<bool>,
 ) {
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
@@ -301,7 +328,19 @@ async fn serve_grpc(
     // `Server::tcp_nodelay` does not apply to a listener we bring; without it every
     // small answer waits on Nagle's algorithm.
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    let result = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = match builder.tls_config(tls) {
+            Ok(b) => b,
+            Err(e) => {
+                // Checked at start (`ServerTls::load`), so this is not expected.
+                tracing::error!(error = %e, "gRPC TLS configuration failed");
+                return;
+            }
+        };
+    }
+    let result = builder
+        .layer(grpc::peer::PeerLayer)
         .layer(rpc_layer)
         .add_service(health_service)
         .add_optional_service(reflection)

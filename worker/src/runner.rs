@@ -101,7 +101,11 @@ impl Worker {
             path: config.workspace.clone(),
             source,
         })?;
-        let client = Client::connect(&config.server_url).await?;
+        let opts = railyard_proto::ConnectOptions {
+            tls: config.tls.clone(),
+            ..railyard_proto::ConnectOptions::default()
+        };
+        let client = Client::connect_with(&config.server_url, opts).await?;
         // The credentials are in the configuration now; commands must not find them.
         let protection = crate::secrets::protect_process();
         let mut options = self.options;

@@ -3,6 +3,7 @@
 //! codes ([`status`]); the request logic lives in the service layer.
 
 pub mod history;
+pub mod peer;
 pub mod schedules;
 pub mod tasks;
 
@@ -38,16 +39,25 @@ impl From<ApiError> for Status {
     }
 }
 
-/// The caller of a request that names its namespace and identity. This is where
-/// credentials will be read from the request's metadata once auth arrives.
+/// The caller of a request that names its namespace and identity, with the subject
+/// of its verified client certificate under mutual TLS ([`peer::PEER_SUBJECT`]).
 fn caller_of(
     core: &Core,
-    _metadata: &MetadataMap,
+    metadata: &MetadataMap,
     namespace: String,
     identity: String,
     role: Role,
 ) -> Result<Caller, Status> {
-    Ok(caller::resolve(core, CallerInput { namespace, identity }, role)?)
+    let peer_subject = metadata
+        .get(peer::PEER_SUBJECT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let input = CallerInput {
+        namespace,
+        identity,
+        peer_subject,
+    };
+    Ok(caller::resolve(core, input, role)?)
 }
 
 pub fn status_to_proto(s: RunStatus) -> v1::RunStatus {

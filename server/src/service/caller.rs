@@ -44,6 +44,9 @@ pub struct CallerInput {
     pub namespace: String,
     /// The identity the caller gives itself (empty: its role's default).
     pub identity: String,
+    /// The subject of the client certificate the caller proved under mutual TLS. It
+    /// is the caller's identity, whatever the request names.
+    pub peer_subject: Option<String>,
 }
 
 /// A request's caller, checked: its namespace exists and its identity is bounded.
@@ -59,7 +62,9 @@ pub struct Caller {
 pub fn resolve(core: &Core, input: CallerInput, role: Role) -> Result<Caller, ApiError> {
     let namespace = namespace(core, &input.namespace)?;
     check_len("identity", &input.identity, limits::IDENTITY)?;
-    let identity = if input.identity.is_empty() {
+    let identity = if let Some(subject) = input.peer_subject {
+        subject
+    } else if input.identity.is_empty() {
         role.default_identity().to_string()
     } else {
         input.identity

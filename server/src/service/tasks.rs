@@ -132,6 +132,7 @@ pub fn lease_holder(
     let input = CallerInput {
         namespace: claims.namespace.clone(),
         identity,
+        peer_subject: None,
     };
     let caller = caller::resolve(core, input, Role::LeaseHolder)?;
     Ok((caller, claims))

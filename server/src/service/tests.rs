@@ -121,6 +121,7 @@ async fn the_caller_is_resolved_once_with_its_namespace_and_role_default() {
         let input = CallerInput {
             namespace: "default".into(),
             identity: identity.into(),
+            peer_subject: None,
         };
         caller::resolve(&fx.core, input, role)
     };

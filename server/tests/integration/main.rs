@@ -5,4 +5,5 @@
 mod api;
 mod metrics;
 mod schedules;
+mod tls;
 mod upgrade;
