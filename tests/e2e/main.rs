@@ -10,5 +10,6 @@ mod dev;
 mod logs;
 mod mcp;
 mod server_e2e;
+mod tls;
 mod worker_bounds;
 mod worker_e2e;
