@@ -15,6 +15,7 @@ use std::time::Duration;
 use anyhow::{Context, anyhow};
 use clap::Args;
 use railyard_proto::config::{ConfigError, EnvVar, Loader};
+use railyard_server::net::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, NetLimits};
 use railyard_server::tls::TlsFiles;
 use railyard_server::{RunningServer, ServerConfig};
 use serde::{Deserialize, Serialize};
@@ -33,7 +34,8 @@ const MAX_SHUTDOWN_GRACE_SECS: u64 = 3600;
 #[derive(Debug, Clone, Default, Args)]
 pub struct ServerArgs {
     /// TOML config file with a [server] section (keys: data_dir, listen, http_listen,
-    /// workflows, shutdown_grace_secs, tls_cert, tls_key, tls_client_ca).
+    /// workflows, shutdown_grace_secs, auth, insecure, tls_cert, tls_key, tls_client_ca,
+    /// max_connections, idle_timeout_secs).
     #[arg(long, value_name = "FILE", env = "RAILYARD_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
 
@@ -84,6 +86,16 @@ pub struct ServerArgs {
     /// (mutual TLS), and its subject is their identity [env: RAILYARD_TLS_CLIENT_CA].
     #[arg(long, value_name = "FILE")]
     pub tls_client_ca: Option<PathBuf>,
+
+    /// Most connections open at once on each listener (gRPC and HTTP); more wait to be
+    /// accepted [env: RAILYARD_MAX_CONNECTIONS] [default: 4096].
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+
+    /// Seconds after which a connection nothing was read from is closed (live gRPC
+    /// peers answer the server's pings) [env: RAILYARD_IDLE_TIMEOUT] [default: 120].
+    #[arg(long, value_name = "SECONDS")]
+    pub idle_timeout: Option<u64>,
 }
 
 /// The server's config file: one section per part of the server, every key optional,
@@ -101,6 +113,8 @@ pub struct ServerArgs {
 /// tls_cert = "server.pem"             # TLS on both listeners (with tls_key)
 /// tls_key = "server.key"
 /// tls_client_ca = "clients-ca.pem"    # mutual TLS on gRPC
+/// max_connections = 4096              # per listener
+/// idle_timeout_secs = 120
 /// ```
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -123,6 +137,8 @@ pub struct ServerSection {
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub tls_client_ca: Option<PathBuf>,
+    pub max_connections: Option<usize>,
+    pub idle_timeout_secs: Option<u64>,
 }
 
 /// The environment variables of the server's settings.
@@ -159,10 +175,25 @@ const ENV: &[EnvVar] = &[
         var: "RAILYARD_TLS_CLIENT_CA",
         key: "server.tls_client_ca",
     },
+    EnvVar {
+        var: "RAILYARD_MAX_CONNECTIONS",
+        key: "server.max_connections",
+    },
+    EnvVar {
+        var: "RAILYARD_IDLE_TIMEOUT",
+        key: "server.idle_timeout_secs",
+    },
 ];
 
 /// Keys whose flag is not `--key-with-dashes`.
-const FLAG_NAMES: &[(&str, &str)] = &[("server.shutdown_grace_secs", "--shutdown-grace")];
+const FLAG_NAMES: &[(&str, &str)] = &[
+    ("server.shutdown_grace_secs", "--shutdown-grace"),
+    ("server.idle_timeout_secs", "--idle-timeout"),
+];
+
+/// Bounds of `max_connections` and `idle_timeout_secs`.
+const MAX_CONNECTIONS_LIMIT: usize = 1 << 20;
+const MAX_IDLE_TIMEOUT_SECS: u64 = 24 * 3600;
 
 /// The server's settings, resolved and checked.
 #[derive(Debug, Clone, PartialEq)]
@@ -179,9 +210,10 @@ pub struct ServerSettings {
     pub auth: bool,
     /// Non-loopback listeners allowed without auth.
     pub insecure: bool,
-
     /// TLS files; `None`: plaintext.
     pub tls: Option<TlsFiles>,
+    /// Connection limit and idle timeout of each listener.
+    pub net: NetLimits,
 }
 
 impl ServerSettings {
@@ -193,6 +225,7 @@ impl ServerSettings {
         config.auth = self.auth;
         config.insecure = self.insecure;
         config.tls = self.tls.clone();
+        config.net = self.net;
         if self.built_in_demo {
             config.embedded_workflows.push(builtin::DEMO_WORKFLOW);
         }
@@ -231,6 +264,8 @@ impl ServerArgs {
                 tls_cert: self.tls_cert.clone(),
                 tls_key: self.tls_key.clone(),
                 tls_client_ca: self.tls_client_ca.clone(),
+                max_connections: self.max_connections,
+                idle_timeout_secs: self.idle_timeout,
             },
         };
         let loaded = Loader::new()
@@ -282,7 +317,25 @@ impl ServerArgs {
             shutdown_grace: Duration::from_secs(s.shutdown_grace_secs.unwrap_or(10)),
             auth: s.auth.unwrap_or(false),
             insecure: s.insecure.unwrap_or(false),
+            net: NetLimits {
+                max_connections: s.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS),
+                idle_timeout: s
+                    .idle_timeout_secs
+                    .map_or(DEFAULT_IDLE_TIMEOUT, Duration::from_secs),
+            },
         };
+        if !(1..=MAX_CONNECTIONS_LIMIT).contains(&settings.net.max_connections) {
+            return Err(loaded.invalid(
+                "server.max_connections",
+                format!("from 1 to {MAX_CONNECTIONS_LIMIT}"),
+            ));
+        }
+        if !(1..=MAX_IDLE_TIMEOUT_SECS).contains(&settings.net.idle_timeout.as_secs()) {
+            return Err(loaded.invalid(
+                "server.idle_timeout_secs",
+                format!("from 1 to {MAX_IDLE_TIMEOUT_SECS} seconds"),
+            ));
+        }
         if settings.shutdown_grace.as_secs() > MAX_SHUTDOWN_GRACE_SECS {
             return Err(loaded.invalid(
                 "server.shutdown_grace_secs",
@@ -417,6 +470,43 @@ mod tests {
         assert_eq!(s.listen.to_string(), "127.0.0.1:7400");
         assert_eq!(s.http_listen.to_string(), "127.0.0.1:7401");
         assert_eq!(s.shutdown_grace, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn connection_limits_from_flags_env_or_file_and_refused_out_of_range() {
+        assert_eq!(
+            ServerArgs::default().settings_with(|_| None).unwrap().net,
+            NetLimits::default()
+        );
+        let flags = ServerArgs {
+            max_connections: Some(10),
+            idle_timeout: Some(30),
+            ..Default::default()
+        };
+        let net = flags.settings_with(|_| None).unwrap().config().net;
+        assert_eq!(net.max_connections, 10);
+        assert_eq!(net.idle_timeout, Duration::from_secs(30));
+        let from_env = ServerArgs::default()
+            .settings_with(env(&[("RAILYARD_IDLE_TIMEOUT", "5")]))
+            .unwrap();
+        assert_eq!(from_env.net.idle_timeout, Duration::from_secs(5));
+
+        let err = ServerArgs::default()
+            .settings_with(env(&[("RAILYARD_MAX_CONNECTIONS", "0")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("server.max_connections") && err.contains("RAILYARD_MAX_CONNECTIONS"),
+            "{err}"
+        );
+        let err = ServerArgs {
+            idle_timeout: Some(0),
+            ..Default::default()
+        }
+        .settings_with(|_| None)
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("--idle-timeout"), "{err}");
     }
 
     #[test]
