@@ -1,4 +1,4 @@
-//! Delete an empty namespace, revoking its API keys in the same commit (so a
+//! Delete an empty namespace (no runs, no schedules), revoking its API keys in the same commit (so a
 //! namespace made again under the name does not take them back).
 
 use super::*;
@@ -34,6 +34,18 @@ impl Apply for DeleteNamespace {
         if has_runs {
             return Ok(Err(ApiError::FailedPrecondition(format!(
                 "namespace {name:?} still holds runs; only an empty namespace can be deleted"
+            ))));
+        }
+        let mut schedules = 0usize;
+        cx.tx.schedules(name, "", &mut |_| {
+            schedules += 1;
+            true
+        })?;
+        if schedules > 0 {
+            let noun = if schedules == 1 { "schedule" } else { "schedules" };
+            return Ok(Err(ApiError::FailedPrecondition(format!(
+                "namespace {name:?} still holds {schedules} {noun}; delete them first \
+                 (railyard schedule delete), then the namespace"
             ))));
         }
         let mut keys = Vec::new();

@@ -143,6 +143,7 @@ fn side(kind: Kind) -> Side {
             hooks,
             next_seq: store.next_seq().unwrap(),
             follow_ups: Vec::new(),
+            limits: StartLimits::new(store.open_run_counts().unwrap()),
         },
         store,
         matching,
