@@ -7,9 +7,10 @@
 //! commit, each run goes whole in it, and other commands interleave between
 //! batches, so purging never stalls the writer. It keeps going while a sweep finds
 //! work and then sleeps [`PurgeConfig::interval_ms`] on the server's `Clock` (a
-//! `ManualClock` in tests). A run the writer keeps (not yet due, or still needed:
-//! `may_purge`) is passed over for the rest of the sweep and looked at again by
-//! the next.
+//! `ManualClock` in tests). A run that must stay (`may_purge`, asked on the
+//! sweep's snapshot and again by the writer) is passed over for the rest of the
+//! sweep and looked at again by the next; the runs that stay cost reads, never
+//! writer commands.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use crate::clock::{Clock, Millis};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::store::Store;
-use crate::store::writer::{PurgeCandidate, PurgeRuns, Writer};
+use crate::store::writer::{PurgeCandidate, PurgeRuns, Writer, may_purge};
 
 /// How the purge runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,9 +83,13 @@ async fn sweep(
         if *shutdown.borrow() {
             return Ok(());
         }
-        let candidates = collect(store, now, batch, &mut cursors, &mut done)?;
-        if candidates.is_empty() {
+        let Some(candidates) = collect(store, now, batch, &mut cursors, &mut done)? else {
             return Ok(());
+        };
+        if candidates.is_empty() {
+            // All read must stay: read on, without a command, letting others run.
+            tokio::task::yield_now().await;
+            continue;
         }
         let found = candidates.len();
         let purged = writer.purge_runs(PurgeRuns { candidates }).await?;
@@ -105,24 +110,29 @@ async fn sweep(
     }
 }
 
-/// The next batch of candidates: closed runs past retention, after each
-/// namespace's cursor, at most `batch` in all.
+/// Index entries read per namespace at a time while filling a batch.
+const SCAN_CHUNK: usize = 256;
+
+/// The next batch of candidates: closed runs past retention that [`may_purge`]
+/// lets go as a snapshot sees them, after each namespace's cursor, at most `batch`
+/// in all (perhaps none, when all it read must stay); `None` when every namespace
+/// has been read to its end and nothing is left to send. Reads at most `4 * batch + SCAN_CHUNK` index entries, so a namespace
+/// full of runs that must stay cannot hold a batch up for long.
 fn collect(
     store: &Store,
     now: Millis,
     batch: usize,
     cursors: &mut BTreeMap<String, (Millis, String)>,
     done: &mut BTreeSet<String>,
-) -> Result<Vec<PurgeCandidate>, ApiError> {
+) -> Result<Option<Vec<PurgeCandidate>>, ApiError> {
+    let snap = store.backend().snapshot()?;
     let mut out = Vec::new();
-    for name in store.namespaces()? {
-        if out.len() >= batch {
-            break;
-        }
+    let mut scanned = 0usize;
+    for name in snap.namespaces()? {
         if done.contains(&name) {
             continue;
         }
-        let Some(ns) = store.namespace(&name)? else {
+        let Some(ns) = snap.namespace(&name)? else {
             continue;
         };
         if ns.retention_ms <= 0 {
@@ -130,20 +140,38 @@ fn collect(
             continue;
         }
         let up_to = now.saturating_sub(ns.retention_ms);
-        let want = batch - out.len();
-        let after = cursors.get(&name).map(|(ms, id)| (*ms, id.as_str()));
-        let found = store.closed_runs(&name, after, up_to, want)?;
-        if found.len() < want {
-            done.insert(name.clone());
+        while out.len() < batch && scanned < 4 * batch {
+            let after = cursors.get(&name).map(|(ms, id)| (*ms, id.as_str()));
+            let found = snap.closed_runs(&name, after, up_to, SCAN_CHUNK)?;
+            scanned += found.len();
+            let exhausted = found.len() < SCAN_CHUNK;
+            for (close_ms, run_id) in found {
+                cursors.insert(name.clone(), (close_ms, run_id.clone()));
+                let wanted = match snap.run(&name, &run_id)? {
+                    Some(run) => may_purge(&*snap, &run)?,
+                    // A stale index entry: the writer drops it.
+                    None => true,
+                };
+                if wanted {
+                    out.push(PurgeCandidate {
+                        ns: name.clone(),
+                        close_ms,
+                        run_id,
+                    });
+                }
+                if out.len() >= batch {
+                    return Ok(Some(out));
+                }
+            }
+            if exhausted {
+                done.insert(name.clone());
+                break;
+            }
         }
-        if let Some((ms, id)) = found.last() {
-            cursors.insert(name.clone(), (*ms, id.clone()));
+        if scanned >= 4 * batch {
+            return Ok(Some(out));
         }
-        out.extend(found.into_iter().map(|(close_ms, run_id)| PurgeCandidate {
-            ns: name.clone(),
-            close_ms,
-            run_id,
-        }));
     }
-    Ok(out)
+    // Every namespace looked at to its end: the sweep is over once this is sent.
+    Ok((!out.is_empty()).then_some(out))
 }

@@ -261,6 +261,18 @@ async fn closed_runs_past_retention_are_purged_whole_and_open_and_younger_ones_k
         .unwrap();
     h.start("team", "young").await.unwrap();
     h.start("team", "open").await.unwrap();
+    // A child of the open run, closed: its parent may still want its outcome.
+    h.client
+        .start_run_with(v1::StartRunRequest {
+            namespace: "team".into(),
+            workflow_id: "one".into(),
+            run_id: "child".into(),
+            parent_run_id: "open".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    h.terminate("team", "child").await;
     h.start("default", "kept").await.unwrap();
     h.terminate("default", "kept").await;
     h.advance(12 * HOUR);
@@ -272,9 +284,14 @@ async fn closed_runs_past_retention_are_purged_whole_and_open_and_younger_ones_k
     assert!(h.gone("team", "old").await);
     assert_eq!(
         h.run_ids("team").await,
-        BTreeSet::from(["open".into(), "young".into()])
+        BTreeSet::from(["child".into(), "open".into(), "young".into()])
     );
-    for (ns, id, events) in [("team", "young", 3), ("team", "open", 2), ("default", "kept", 3)] {
+    for (ns, id, events) in [
+        ("team", "young", 3),
+        ("team", "open", 2),
+        ("team", "child", 3),
+        ("default", "kept", 3),
+    ] {
         let run = h.client.describe_run(ns, id).await.unwrap().run.unwrap();
         assert_eq!(run.run_id, id);
         assert_eq!(h.client.full_history(ns, id).await.unwrap().len(), events, "{id}");
@@ -301,6 +318,10 @@ async fn closed_runs_past_retention_are_purged_whole_and_open_and_younger_ones_k
     h.until_metric(&purged("default"), 1).await;
     assert!(h.gone("default", "kept").await);
     assert!(!h.gone("team", "open").await);
+    assert!(
+        !h.gone("team", "child").await,
+        "a closed child of an open run stays"
+    );
     assert_eq!(h.metric(&purged("team")).await, 2);
 
     // Retention 0 keeps closed runs for good.

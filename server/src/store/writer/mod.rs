@@ -27,7 +27,7 @@ use cx::Transition;
 pub(crate) use commands::schedule::not_found as schedule_not_found;
 pub use commands::{
     CreateSchedule, DeleteSchedule, PatchSchedule, Patched, PurgeCandidate, PurgeRuns, Purged, Replaced,
-    StartCommand, StartReplacing, Stop, UpdateSchedule,
+    StartCommand, StartReplacing, Stop, UpdateSchedule, may_purge,
 };
 pub(crate) use cx::Cx;
 pub(crate) use limits::StartLimits;
@@ -298,7 +298,7 @@ impl Writer {
     }
 
     /// Purges the closed runs named, each whole, in one commit: those past their
-    /// namespace's retention that `may_purge` (in `commands/purge.rs`) lets go.
+    /// namespace's retention that [`may_purge`] lets go.
     pub async fn purge_runs(&self, cmd: PurgeRuns) -> Result<Purged, ApiError> {
         self.call(cmd).await
     }

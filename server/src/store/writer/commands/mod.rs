@@ -31,7 +31,7 @@ pub use fail::Fail;
 pub use fire_timers::FireTimers;
 pub use heartbeat::Heartbeat;
 pub use lease::LeaseTask;
-pub use purge::{PurgeCandidate, PurgeRuns, Purged};
+pub use purge::{PurgeCandidate, PurgeRuns, Purged, may_purge};
 pub use revoke_api_key::RevokeApiKey;
 pub use schedule::{CreateSchedule, DeleteSchedule, PatchSchedule, Patched, UpdateSchedule};
 pub use signal::Signal;

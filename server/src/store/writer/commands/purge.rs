@@ -36,20 +36,23 @@ pub struct Purged {
 /// parent may still read its outcome); not a parent with an open child (its
 /// session tree is still live). Whatever later keeps a closed run (a result
 /// delivery still to be made, a wait on it) adds its condition here.
-pub(crate) fn may_purge(cx: &Cx, run: &RunState) -> Result<bool, StorageError> {
+///
+/// Asked twice: by the purge loop on its snapshot (so a run that must stay costs
+/// the writer nothing) and by [`PurgeRuns`] in the transaction that purges.
+pub fn may_purge(tx: &dyn Snapshot, run: &RunState) -> Result<bool, StorageError> {
     if run.status.is_open() {
         return Ok(false);
     }
     let ns = run.namespace.as_str();
     if !run.parent_run_id.is_empty()
-        && cx
-            .load(ns, &run.parent_run_id)?
+        && tx
+            .run(ns, &run.parent_run_id)?
             .is_some_and(|p| p.status.is_open())
     {
         return Ok(false);
     }
-    for child in cx.tx.children(ns, &run.run_id)? {
-        if cx.load(ns, &child)?.is_some_and(|c| c.status.is_open()) {
+    for child in tx.children(ns, &run.run_id)? {
+        if tx.run(ns, &child)?.is_some_and(|c| c.status.is_open()) {
             return Ok(false);
         }
     }
@@ -79,7 +82,7 @@ impl Apply for PurgeRuns {
             };
             let close_ms = run.close_ms.unwrap_or(c.close_ms);
             let due = keep_for.is_some_and(|r| close_ms.saturating_add(r) <= cx.now());
-            if !due || !may_purge(cx, &run)? {
+            if !due || !may_purge(&*cx.tx, &run)? {
                 done.kept += 1;
                 continue;
             }
