@@ -419,6 +419,10 @@ impl Side {
             s.schedule_counts().unwrap()
         );
         out += &format!(
+            "closed {:?}\n",
+            s.closed_runs("default", None, Millis::MAX, 1000).unwrap()
+        );
+        out += &format!(
             "tasks {:?}\nleases {:?}\ntimer {:?}\nlisted {listed:?} {rest:?}\nnamespaces {:?}\nseq {}",
             s.ready_tasks().unwrap(),
             s.lease_deadlines().unwrap(),

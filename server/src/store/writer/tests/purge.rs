@@ -191,3 +191,72 @@ async fn purges_whole(kind: Kind) {
     // The purged start's request id is free again.
     p.start("again", "", "req-parent").await;
 }
+
+#[tokio::test]
+async fn a_purge_whose_commit_fails_leaves_every_run_whole() {
+    let backend = crate::store::memory::MemoryBackend::default();
+    let faults = backend.faults();
+    let store = Store::new(Arc::new(backend));
+    let matching = Arc::new(Matching::default());
+    let clock = ManualClock::new(1_000);
+    let mut h = hooks(matching.clone());
+    h.clock = Arc::new(clock.clone());
+    let (writer, _thread) = Writer::spawn(store.clone(), h).unwrap();
+    let p = Purging {
+        fx: Fixture {
+            writer,
+            store,
+            matching,
+            _dir: None,
+        },
+        clock,
+    };
+    for id in ["a", "b", "c"] {
+        p.start(id, "", &format!("req-{id}")).await;
+        p.terminate(id).await;
+    }
+    p.clock.advance(Duration::from_millis(31 * DAY));
+    let before: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|id| (p.fx.store.run("default", id).unwrap(), p.fx.kinds(id)))
+        .collect();
+    faults.fail_commit_in(1);
+    let candidates: Vec<PurgeCandidate> =
+        p.fx.store
+            .closed_runs("default", None, Millis::MAX, 10)
+            .unwrap()
+            .into_iter()
+            .map(|(close_ms, run_id)| PurgeCandidate {
+                ns: "default".into(),
+                close_ms,
+                run_id,
+            })
+            .collect();
+    assert!(
+        p.fx.writer
+            .purge_runs(PurgeRuns {
+                candidates: candidates.clone()
+            })
+            .await
+            .is_err()
+    );
+    let after: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|id| (p.fx.store.run("default", id).unwrap(), p.fx.kinds(id)))
+        .collect();
+    assert_eq!(before, after, "nothing of a failed purge is kept");
+    assert_eq!(p.idempotency("start:req-b").as_deref(), Some("b"));
+    assert_eq!(
+        p.fx.store
+            .closed_runs("default", None, Millis::MAX, 10)
+            .unwrap()
+            .len(),
+        3
+    );
+    let done = p.fx.writer.purge_runs(PurgeRuns { candidates }).await.unwrap();
+    assert_eq!(done.purged.len(), 3);
+    for id in ["a", "b", "c"] {
+        assert!(p.fx.store.run("default", id).unwrap().is_none());
+        assert!(p.fx.kinds(id).is_empty());
+    }
+}
