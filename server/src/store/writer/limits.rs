@@ -60,6 +60,14 @@ impl StartLimits {
         self.delta.clear();
     }
 
+    /// Forgets a deleted namespace (it holds no runs), so names that come and go
+    /// leave nothing behind.
+    pub(crate) fn forget(&mut self, ns: &str) {
+        self.open.remove(ns);
+        self.delta.remove(ns);
+        self.buckets.remove(ns);
+    }
+
     /// Whether `ns` may start one more run now; takes a token from its bucket when
     /// it may. Refused: `RESOURCE_EXHAUSTED` naming the limit and the namespace.
     pub(crate) fn check(&mut self, ns: &Namespace, now: Millis) -> Result<(), ApiError> {

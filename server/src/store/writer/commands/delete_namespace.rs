@@ -60,6 +60,7 @@ impl Apply for DeleteNamespace {
             cx.tx.put_api_key(&key)?;
         }
         cx.tx.remove_namespace(name)?;
+        cx.limits.forget(name);
         Ok(Ok(()))
     }
 }
