@@ -10,4 +10,5 @@ mod namespaces;
 mod retention;
 mod run_poll;
 mod schedules;
+mod tls;
 mod upgrade;
