@@ -630,16 +630,26 @@ impl Client {
         })
     }
 
-    /// Creates a namespace (needs an admin key of every namespace, `*`).
+    /// Creates a namespace (needs an admin key of every namespace, `*`), with the
+    /// default retention and limits.
     pub async fn create_namespace(
         &self,
         name: &str,
         description: &str,
     ) -> Result<NamespaceInfo, ClientError> {
-        let req = CreateNamespaceRequest {
+        self.create_namespace_with(CreateNamespaceRequest {
             name: name.into(),
             description: description.into(),
-        };
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// Creates a namespace with the settings `req` gives (retention, limits).
+    pub async fn create_namespace_with(
+        &self,
+        req: CreateNamespaceRequest,
+    ) -> Result<NamespaceInfo, ClientError> {
         // A retried create after a lost answer meets ALREADY_EXISTS: tried once.
         let deadline = self.opts.request_timeout;
         let resp = match tokio::time::timeout(deadline, self.admin().create_namespace(req)).await {
@@ -677,15 +687,26 @@ impl Client {
         Ok(resp.namespaces)
     }
 
+    /// Changes a namespace's description.
     pub async fn update_namespace(
         &self,
         name: &str,
         description: &str,
     ) -> Result<NamespaceInfo, ClientError> {
-        let req = UpdateNamespaceRequest {
+        self.update_namespace_with(UpdateNamespaceRequest {
             name: name.into(),
-            description: description.into(),
-        };
+            description: Some(description.into()),
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// Changes the settings `req` gives of a namespace (description, retention,
+    /// limits); those it leaves unset stay.
+    pub async fn update_namespace_with(
+        &self,
+        req: UpdateNamespaceRequest,
+    ) -> Result<NamespaceInfo, ClientError> {
         let resp = self
             .retrying(Duration::ZERO, || {
                 let (mut c, r) = (self.admin(), req.clone());

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod model;
 pub mod namespace;
 pub mod net;
+pub mod retention;
 pub mod schedule;
 pub mod service;
 pub mod store;
@@ -75,6 +76,8 @@ pub struct ServerConfig {
     pub insecure: bool,
     /// Connection limits and idle timeout, per listener (gRPC and HTTP).
     pub net: net::NetLimits,
+    /// The retention purge: runs per commit, time between sweeps.
+    pub purge: retention::PurgeConfig,
     /// More routes for the HTTP listener, made once both listeners are bound (the
     /// binary mounts the MCP gateway at `/mcp` this way, so this crate knows nothing
     /// of MCP).
@@ -111,6 +114,7 @@ impl ServerConfig {
             auth: false,
             insecure: false,
             net: net::NetLimits::default(),
+            purge: retention::PurgeConfig::default(),
             http_extension: None,
             tls: None,
         }
@@ -292,6 +296,14 @@ impl RunningServer {
             leases,
             config.clock.clone(),
             timer_wake,
+            shutdown_rx.clone(),
+        )));
+        tasks.push(tokio::spawn(retention::run(
+            core.store.clone(),
+            core.writer.clone(),
+            metrics.clone(),
+            config.clock.clone(),
+            config.purge,
             shutdown_rx.clone(),
         )));
         tasks.push(tokio::spawn(serve_grpc(

@@ -8,13 +8,95 @@ use crate::clock::Millis;
 /// Most namespaces a server holds.
 pub const MAX_NAMESPACES: usize = 1000;
 
+/// How long closed runs are kept when a namespace says nothing else: 30 days.
+pub const DEFAULT_RETENTION_MS: Millis = 30 * DAY_MS;
+/// The shortest retention a namespace may set (0, keeping runs for good, aside).
+pub const MIN_RETENTION_MS: Millis = 60_000;
+/// The longest retention a namespace may set: 100 years.
+pub const MAX_RETENTION_MS: Millis = 36_500 * DAY_MS;
+/// Open runs a namespace may hold when it says nothing else.
+pub const DEFAULT_MAX_OPEN_RUNS: u64 = 100_000;
+/// Starts per second a namespace may make when it says nothing else (0: no limit).
+pub const DEFAULT_MAX_STARTS_PER_SECOND: u64 = 0;
+/// Signals pending on one run when its namespace says nothing else.
+pub const DEFAULT_MAX_PENDING_SIGNALS: u64 = 1_000;
+/// The largest value any of the limits may be set to.
+pub const MAX_LIMIT: u64 = 100_000_000;
+
+const DAY_MS: Millis = 86_400_000;
+
 /// A namespace as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Namespace {
     pub name: String,
     pub description: String,
     pub created_ms: Millis,
     pub updated_ms: Millis,
+    /// How long a closed run is kept after it closed; then it is purged with its
+    /// history. 0: kept for good.
+    pub retention_ms: Millis,
+    pub limits: NamespaceLimits,
+}
+
+impl Default for Namespace {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            description: String::new(),
+            created_ms: 0,
+            updated_ms: 0,
+            retention_ms: DEFAULT_RETENTION_MS,
+            limits: NamespaceLimits::default(),
+        }
+    }
+}
+
+/// What one namespace may hold and do; 0 in any of them means no limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NamespaceLimits {
+    /// Most runs open at once: a start past it is refused.
+    pub max_open_runs: u64,
+    /// Most starts per second (a token bucket holding one second's worth).
+    pub max_starts_per_second: u64,
+    /// Most signals pending on one run (beside the byte cap of `model::size`).
+    pub max_pending_signals: u64,
+}
+
+impl Default for NamespaceLimits {
+    fn default() -> Self {
+        Self {
+            max_open_runs: DEFAULT_MAX_OPEN_RUNS,
+            max_starts_per_second: DEFAULT_MAX_STARTS_PER_SECOND,
+            max_pending_signals: DEFAULT_MAX_PENDING_SIGNALS,
+        }
+    }
+}
+
+/// A change to a namespace's settings: `None` leaves a setting as it is (or, on
+/// create, at its default).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamespaceChange {
+    pub description: Option<String>,
+    pub retention_ms: Option<Millis>,
+    pub max_open_runs: Option<u64>,
+    pub max_starts_per_second: Option<u64>,
+    pub max_pending_signals: Option<u64>,
+}
+
+impl NamespaceChange {
+    /// Applies the change to `ns`.
+    pub fn apply_to(&self, ns: &mut Namespace) {
+        if let Some(d) = &self.description {
+            ns.description = d.clone();
+        }
+        if let Some(r) = self.retention_ms {
+            ns.retention_ms = r;
+        }
+        let l = &mut ns.limits;
+        l.max_open_runs = self.max_open_runs.unwrap_or(l.max_open_runs);
+        l.max_starts_per_second = self.max_starts_per_second.unwrap_or(l.max_starts_per_second);
+        l.max_pending_signals = self.max_pending_signals.unwrap_or(l.max_pending_signals);
+    }
 }
 
 /// The names of the namespaces that exist, in memory: loaded at start, changed after

@@ -11,6 +11,7 @@ mod dev;
 mod logs;
 mod mcp;
 mod mcp_steps;
+mod namespaces;
 mod schedules;
 mod server_e2e;
 mod tls;

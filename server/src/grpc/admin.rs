@@ -8,7 +8,7 @@ use tonic::{Request, Response, Status};
 
 use super::*;
 use crate::auth::{ApiKey, Role};
-use crate::namespace::Namespace;
+use crate::namespace::{Namespace, NamespaceChange};
 use crate::service::{keys, namespaces};
 
 /// The `Admin` service.
@@ -55,7 +55,26 @@ fn namespace_info(ns: &Namespace) -> v1::NamespaceInfo {
         description: ns.description.clone(),
         create_time_unix_ms: ns.created_ms,
         update_time_unix_ms: ns.updated_ms,
+        retention_seconds: ns.retention_ms / 1000,
+        limits: Some(v1::NamespaceLimits {
+            max_open_runs: ns.limits.max_open_runs,
+            max_starts_per_second: ns.limits.max_starts_per_second,
+            max_pending_signals: ns.limits.max_pending_signals,
+        }),
     }
+}
+
+/// Retention in seconds on the wire, in ms here; refused when it cannot be.
+fn retention_ms(seconds: Option<i64>) -> Result<Option<i64>, ApiError> {
+    seconds
+        .map(|s| {
+            if s < 0 {
+                return Err(ApiError::field("retention_seconds", "must not be negative"));
+            }
+            s.checked_mul(1000)
+                .ok_or_else(|| ApiError::field("retention_seconds", format!("{s} s is too long")))
+        })
+        .transpose()
 }
 
 #[tonic::async_trait]
@@ -65,7 +84,14 @@ impl Admin for AdminService {
         req: Request<v1::CreateNamespaceRequest>,
     ) -> Result<Response<v1::CreateNamespaceResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let ns = namespaces::create(&self.core, &credentials(&metadata), &r.name, r.description).await?;
+        let settings = NamespaceChange {
+            description: Some(r.description),
+            retention_ms: retention_ms(r.retention_seconds)?,
+            max_open_runs: r.max_open_runs,
+            max_starts_per_second: r.max_starts_per_second,
+            max_pending_signals: r.max_pending_signals,
+        };
+        let ns = namespaces::create(&self.core, &credentials(&metadata), &r.name, settings).await?;
         Ok(Response::new(v1::CreateNamespaceResponse {
             namespace: Some(namespace_info(&ns)),
         }))
@@ -98,7 +124,14 @@ impl Admin for AdminService {
         req: Request<v1::UpdateNamespaceRequest>,
     ) -> Result<Response<v1::UpdateNamespaceResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let ns = namespaces::update(&self.core, &credentials(&metadata), &r.name, r.description).await?;
+        let change = NamespaceChange {
+            description: r.description,
+            retention_ms: retention_ms(r.retention_seconds)?,
+            max_open_runs: r.max_open_runs,
+            max_starts_per_second: r.max_starts_per_second,
+            max_pending_signals: r.max_pending_signals,
+        };
+        let ns = namespaces::update(&self.core, &credentials(&metadata), &r.name, change).await?;
         Ok(Response::new(v1::UpdateNamespaceResponse {
             namespace: Some(namespace_info(&ns)),
         }))

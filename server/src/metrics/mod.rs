@@ -74,6 +74,7 @@ pub struct Metrics {
     commit_batch: Histogram,
     commands: Family<CommandLabels, Counter>,
     schedule_fires: Family<ScheduleLabels, Counter>,
+    runs_purged: Family<[(&'static str, String); 1], Counter>,
     rpc: Arc<rpc::RpcTable>,
     registry: Registry,
 }
@@ -105,6 +106,7 @@ impl Metrics {
             commit_batch: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
             commands: Family::default(),
             schedule_fires: Family::default(),
+            runs_purged: Family::default(),
             rpc: Arc::new(rpc::RpcTable::new()),
             registry: Registry::default(),
         };
@@ -148,6 +150,11 @@ impl Metrics {
             "Fires of each schedule, by what became of them: taken (a run started), \
              skipped_overlap, missed_catchup_window, buffer_overflow, start_failed",
             m.schedule_fires.clone(),
+        );
+        registry.register(
+            "railyard_runs_purged",
+            "Closed runs purged past their namespace's retention, by namespace",
+            m.runs_purged.clone(),
         );
         registry.register_with_unit(
             "railyard_commit_duration",
@@ -210,6 +217,13 @@ impl Metrics {
                 .get_or_create(&labels)
                 .inc_by(a.saturating_sub(b));
         }
+    }
+
+    /// Counts `n` runs of `ns` purged by the retention purge.
+    pub fn record_purged(&self, ns: &str, n: u64) {
+        self.runs_purged
+            .get_or_create(&[("namespace", ns.to_string())])
+            .inc_by(n);
     }
 
     /// Drops a deleted schedule's series.

@@ -2,14 +2,17 @@
 //!
 //! Creating, listing every one and deleting need a key whose role permits
 //! [`Operation::ManageNamespaces`] (an admin) for `*`; describing and updating, an
-//! admin key of the namespace. Retention and per-namespace limits are not built yet.
+//! admin key of the namespace. Each namespace has a retention (closed runs are
+//! purged that long after they closed, by `crate::retention`) and limits (open
+//! runs, starts per second, pending signals per run), checked by the writer where
+//! every start and signal passes.
 
 use super::Core;
 use super::caller::{self, Credentials, Operation, Principal};
 use super::limits::{self, check_len, check_name};
 use crate::auth::ALL_NAMESPACES;
 use crate::error::ApiError;
-use crate::namespace::Namespace;
+use crate::namespace::{MAX_LIMIT, MAX_RETENTION_MS, MIN_RETENTION_MS, Namespace, NamespaceChange};
 
 /// Authenticates the caller and checks it may manage namespace `scope`.
 fn admin(core: &Core, credentials: &Credentials, scope: &str) -> Result<Principal, ApiError> {
@@ -18,8 +21,40 @@ fn admin(core: &Core, credentials: &Credentials, scope: &str) -> Result<Principa
     Ok(principal)
 }
 
-fn check_description(d: &str) -> Result<(), ApiError> {
-    check_len("description", d, limits::MESSAGE)
+/// Checks every setting a create or update gives.
+fn check_change(c: &NamespaceChange) -> Result<(), ApiError> {
+    if let Some(d) = &c.description {
+        check_len("description", d, limits::MESSAGE)?;
+    }
+    if let Some(r) = c.retention_ms
+        && r != 0
+        && !(MIN_RETENTION_MS..=MAX_RETENTION_MS).contains(&r)
+    {
+        return Err(ApiError::field(
+            "retention_seconds",
+            format!(
+                "{} s is outside {} s to {} s (100 years); 0 keeps closed runs for good",
+                r / 1000,
+                MIN_RETENTION_MS / 1000,
+                MAX_RETENTION_MS / 1000
+            ),
+        ));
+    }
+    for (field, value) in [
+        ("max_open_runs", c.max_open_runs),
+        ("max_starts_per_second", c.max_starts_per_second),
+        ("max_pending_signals", c.max_pending_signals),
+    ] {
+        if let Some(v) = value
+            && v > MAX_LIMIT
+        {
+            return Err(ApiError::field(
+                field,
+                format!("{v} is more than {MAX_LIMIT}; 0 means no limit"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Creates a namespace.
@@ -27,15 +62,12 @@ pub async fn create(
     core: &Core,
     credentials: &Credentials,
     name: &str,
-    description: String,
+    settings: NamespaceChange,
 ) -> Result<Namespace, ApiError> {
     let principal = admin(core, credentials, ALL_NAMESPACES)?;
     check_name("name", name)?;
-    check_description(&description)?;
-    let ns = core
-        .writer
-        .create_namespace(name.to_string(), description)
-        .await?;
+    check_change(&settings)?;
+    let ns = core.writer.create_namespace(name.to_string(), settings).await?;
     core.namespaces.insert(ns.name.clone());
     tracing::info!(namespace = %ns.name, by = ?principal, "namespace created");
     Ok(ns)
@@ -69,20 +101,28 @@ pub fn list(core: &Core, credentials: &Credentials) -> Result<Vec<Namespace>, Ap
     Ok(out)
 }
 
-/// Changes a namespace's description.
+/// Changes the settings a request gives of a namespace; the others stay. A new
+/// limit holds from the next start or signal; a new retention from the next sweep
+/// of the purge.
 pub async fn update(
     core: &Core,
     credentials: &Credentials,
     name: &str,
-    description: String,
+    change: NamespaceChange,
 ) -> Result<Namespace, ApiError> {
     let name = caller::namespace_name(name);
-    admin(core, credentials, name)?;
-    check_description(&description)?;
-    core.writer.update_namespace(name.to_string(), description).await
+    let principal = admin(core, credentials, name)?;
+    check_change(&change)?;
+    let ns = core.writer.update_namespace(name.to_string(), change).await?;
+    tracing::info!(
+        namespace = %ns.name, retention_ms = ns.retention_ms, limits = ?ns.limits, by = ?principal,
+        "namespace updated"
+    );
+    Ok(ns)
 }
 
-/// Deletes an empty namespace (no runs) and revokes its keys; `default` stays.
+/// Deletes an empty namespace (no runs, no schedules) and revokes its keys;
+/// `default` stays.
 pub async fn delete(core: &Core, credentials: &Credentials, name: &str) -> Result<(), ApiError> {
     let principal = admin(core, credentials, ALL_NAMESPACES)?;
     check_name("name", name)?;

@@ -25,6 +25,17 @@ pub type TimerKey = (Millis, u64);
 /// unreadable timer is dropped by whoever fires it, not fatal to the batch).
 pub type DueTimer = (TimerKey, Result<Timer, StorageError>);
 
+/// The idempotency key of a signal: per run, so that purging the run finds its
+/// signals' keys by prefix ([`signal_key_prefix`]). Run ids never hold `/`.
+pub fn signal_key(run_id: &str, request_id: &str) -> String {
+    format!("{}{request_id}", signal_key_prefix(run_id))
+}
+
+/// What every signal idempotency key of `run_id` starts with.
+pub fn signal_key_prefix(run_id: &str) -> String {
+    format!("signal/{run_id}/")
+}
+
 /// A consistent read view of the tables.
 pub trait Snapshot {
     /// The state row of a run.
@@ -96,6 +107,17 @@ pub trait Snapshot {
 
     /// Schedules per namespace (namespaces without any are left out), for `/metrics`.
     fn schedule_counts(&self) -> Result<BTreeMap<String, u64>, StorageError>;
+    /// Closed runs of `ns` by close time (close ms, run id), oldest first: those
+    /// closed at or before `up_to_ms` and after `after` (exclusive), at most `limit`.
+    /// The retention purge finds its candidates here, never by scanning runs.
+    fn closed_runs(
+        &self,
+        ns: &str,
+        after: Option<(Millis, &str)>,
+        up_to_ms: Millis,
+        limit: usize,
+    ) -> Result<Vec<(Millis, String)>, StorageError>;
+
     /// The API key stored under `key_id`.
     fn api_key(&self, key_id: &str) -> Result<Option<ApiKey>, StorageError>;
 
@@ -134,6 +156,18 @@ pub trait WriteTx: Snapshot {
         run_id: &str,
         parent: &str,
     ) -> Result<(), StorageError>;
+
+    /// Indexes a run that has just closed, by its close time.
+    fn index_closed(&mut self, ns: &str, close_ms: Millis, run_id: &str) -> Result<(), StorageError>;
+
+    /// Removes a closed run whole: its state row, history and checkpoint, its
+    /// entries in the start, close and children indexes, and the idempotency keys
+    /// pointing at it (its start's, and its signals', `signal/<run id>/...`).
+    fn purge_run(&mut self, run: &RunState) -> Result<(), StorageError>;
+
+    /// Removes a run's close-index entry (absent is fine): for an entry whose run
+    /// is gone.
+    fn unindex_closed(&mut self, ns: &str, close_ms: Millis, run_id: &str) -> Result<(), StorageError>;
 
     /// Records that an idempotency key points at `run_id`.
     fn insert_idempotency(&mut self, ns: &str, key: &str, run_id: &str) -> Result<(), StorageError>;

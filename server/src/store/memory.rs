@@ -32,6 +32,7 @@ struct Data {
     timers: BTreeMap<TimerKey, Timer>,
     idempotency: BTreeMap<(String, String), String>,
     by_start: BTreeSet<(String, Millis, String)>,
+    by_close: BTreeSet<(String, Millis, String)>,
     children: BTreeSet<(String, String, String)>,
     schedules: BTreeMap<RunKey, Schedule>,
     namespaces: BTreeMap<String, Namespace>,
@@ -338,6 +339,28 @@ macro_rules! reads {
             Ok(())
         }
 
+        fn closed_runs(
+            &self,
+            ns: &str,
+            after: Option<(Millis, &str)>,
+            up_to_ms: Millis,
+            limit: usize,
+        ) -> Result<Vec<(Millis, String)>, StorageError> {
+            use std::ops::Bound;
+            let lo = match after {
+                Some((ms, id)) => Bound::Excluded((ns.to_string(), ms, id.to_string())),
+                None => Bound::Included((ns.to_string(), Millis::MIN, String::new())),
+            };
+            Ok(self
+                .$data()
+                .by_close
+                .range((lo, Bound::Unbounded))
+                .take_while(|(n, ms, _)| n == ns && *ms <= up_to_ms)
+                .take(limit)
+                .map(|(_, ms, id)| (*ms, id.clone()))
+                .collect())
+        }
+
         fn api_key(&self, key_id: &str) -> Result<Option<ApiKey>, StorageError> {
             Ok(self.$data().api_keys.get(key_id).cloned())
         }
@@ -459,6 +482,41 @@ impl WriteTx for MemoryTx<'_> {
             if !parent.is_empty() {
                 d.children.insert((ns.into(), parent.into(), run_id.into()));
             }
+        })
+    }
+
+    fn index_closed(&mut self, ns: &str, close_ms: Millis, run_id: &str) -> Result<(), StorageError> {
+        self.change(|d| {
+            d.by_close.insert((ns.into(), close_ms, run_id.into()));
+        })
+    }
+
+    fn unindex_closed(&mut self, ns: &str, close_ms: Millis, run_id: &str) -> Result<(), StorageError> {
+        self.change(|d| {
+            d.by_close.remove(&(ns.into(), close_ms, run_id.into()));
+        })
+    }
+
+    fn purge_run(&mut self, run: &RunState) -> Result<(), StorageError> {
+        self.change(|d| {
+            let (ns, id) = (run.namespace.as_str(), run.run_id.as_str());
+            let k = key(ns, id);
+            d.runs.remove(&k);
+            d.events.remove(&k);
+            d.checkpoints.remove(&k);
+            d.open_runs.remove(&k);
+            d.by_start.remove(&(ns.into(), run.start_ms, id.into()));
+            if let Some(close_ms) = run.close_ms {
+                d.by_close.remove(&(ns.into(), close_ms, id.into()));
+            }
+            d.children.retain(|(n, p, c)| !(n == ns && (c == id || p == id)));
+            let start = key(ns, &format!("start:{}", run.request_id));
+            if !run.request_id.is_empty() && d.idempotency.get(&start).is_some_and(|r| r == id) {
+                d.idempotency.remove(&start);
+            }
+            let prefix = super::backend::signal_key_prefix(id);
+            d.idempotency
+                .retain(|(n, k), _| !(n == ns && k.starts_with(&prefix)));
         })
     }
 

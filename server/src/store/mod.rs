@@ -189,6 +189,18 @@ impl Store {
     }
 
     /// Ids of the runs started by `parent`.
+    /// Closed runs of `ns` closed at or before `up_to_ms`, after `after`, oldest
+    /// first, at most `limit` (the retention purge's candidates).
+    pub fn closed_runs(
+        &self,
+        ns: &str,
+        after: Option<(Millis, &str)>,
+        up_to_ms: Millis,
+        limit: usize,
+    ) -> Result<Vec<(Millis, String)>, ApiError> {
+        Ok(self.snapshot()?.closed_runs(ns, after, up_to_ms, limit)?)
+    }
+
     pub fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, ApiError> {
         Ok(self.snapshot()?.children(ns, parent)?)
     }

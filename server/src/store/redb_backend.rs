@@ -24,6 +24,10 @@ use crate::error::StorageError;
 use crate::model::{Event, EventKind, RunState, Timer};
 use crate::namespace::Namespace;
 
+mod purge;
+
+pub(crate) use purge::RUNS_BY_CLOSE;
+
 /// Everything about one run, in one table so that a transition dirties one B-tree:
 /// (namespace, run id, [`STATE_SLOT`]) → run record, (namespace, run id, event id) →
 /// event record, and (namespace, run id, [`CHECKPOINT_SLOT`]) → the last heartbeat
@@ -133,6 +137,7 @@ impl RedbBackend {
         }
         backend
             .init()
+            .and_then(|()| purge::build_close_index(&backend.db, &backend.defs))
             .map_err(|source| OpenError::Init { path: shown, source })?;
         Ok(backend)
     }
@@ -168,6 +173,7 @@ impl RedbBackend {
             tx.open_table(TIMERS)?;
             tx.open_table(IDEMPOTENCY)?;
             tx.open_table(RUNS_BY_START)?;
+            tx.open_table(RUNS_BY_CLOSE)?;
             tx.open_table(CHILDREN)?;
             tx.open_table(DEFINITIONS)?;
             tx.open_table(SCHEDULES)?;
@@ -205,6 +211,7 @@ impl Backend for RedbBackend {
                 timers: tx.open_table(TIMERS)?,
                 idempotency: tx.open_table(IDEMPOTENCY)?,
                 by_start: tx.open_table(RUNS_BY_START)?,
+                by_close: tx.open_table(RUNS_BY_CLOSE)?,
                 children: tx.open_table(CHILDREN)?,
                 definitions: tx.open_table(DEFINITIONS)?,
                 schedules: tx.open_table(SCHEDULES)?,
@@ -583,6 +590,16 @@ impl Snapshot for RedbSnapshot {
         schedule_counts_in(&self.tx.open_table(SCHEDULES)?)
     }
 
+    fn closed_runs(
+        &self,
+        ns: &str,
+        after: Option<(Millis, &str)>,
+        up_to_ms: Millis,
+        limit: usize,
+    ) -> Result<Vec<(Millis, String)>, StorageError> {
+        purge::closed_runs_in(&self.tx.open_table(RUNS_BY_CLOSE)?, ns, after, up_to_ms, limit)
+    }
+
     fn api_key(&self, key_id: &str) -> Result<Option<ApiKey>, StorageError> {
         api_key_in(&self.tx.open_table(API_KEYS)?, key_id)
     }
@@ -601,6 +618,7 @@ struct RedbTx<'t> {
     timers: Table<'t, TimerKey, &'static [u8]>,
     idempotency: Table<'t, (&'static str, &'static str), &'static str>,
     by_start: Table<'t, (&'static str, i64, &'static str), ()>,
+    by_close: Table<'t, (&'static str, i64, &'static str), ()>,
     children: Table<'t, (&'static str, &'static str, &'static str), ()>,
     /// Written only when a start uses a definition new to storage.
     definitions: Table<'t, DefinitionTableKey, &'static [u8]>,
@@ -699,6 +717,16 @@ impl Snapshot for RedbTx<'_> {
         schedule_counts_in(&self.schedules)
     }
 
+    fn closed_runs(
+        &self,
+        ns: &str,
+        after: Option<(Millis, &str)>,
+        up_to_ms: Millis,
+        limit: usize,
+    ) -> Result<Vec<(Millis, String)>, StorageError> {
+        purge::closed_runs_in(&self.by_close, ns, after, up_to_ms, limit)
+    }
+
     // Keys are not among the tables the writer opens: opened only if asked.
     fn api_key(&self, key_id: &str) -> Result<Option<ApiKey>, StorageError> {
         api_key_in(&self.tx.open_table(API_KEYS)?, key_id)
@@ -777,6 +805,20 @@ impl WriteTx for RedbTx<'_> {
             self.children.insert((ns, parent, run_id), ())?;
         }
         Ok(())
+    }
+
+    fn index_closed(&mut self, ns: &str, close_ms: Millis, run_id: &str) -> Result<(), StorageError> {
+        self.by_close.insert((ns, close_ms, run_id), ())?;
+        Ok(())
+    }
+
+    fn unindex_closed(&mut self, ns: &str, close_ms: Millis, run_id: &str) -> Result<(), StorageError> {
+        self.by_close.remove((ns, close_ms, run_id))?;
+        Ok(())
+    }
+
+    fn purge_run(&mut self, run: &RunState) -> Result<(), StorageError> {
+        self.purge(run)
     }
 
     fn insert_idempotency(&mut self, ns: &str, key: &str, run_id: &str) -> Result<(), StorageError> {

@@ -7,6 +7,7 @@ mod auth;
 mod bounds;
 mod metrics;
 mod namespaces;
+mod retention;
 mod run_poll;
 mod schedules;
 mod tls;

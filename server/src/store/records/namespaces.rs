@@ -1,12 +1,13 @@
 //! Rows of the `namespaces` table. The first layouts stored `{}` for `default`; it
-//! reads as a namespace with no description, created at 0.
+//! reads as a namespace with no description, created at 0. Rows written before
+//! retention and limits read with their defaults (`crate::namespace`).
 
 use serde::{Deserialize, Serialize};
 
 use super::{Record, decode_record, encode_record, v1};
 use crate::clock::Millis;
 use crate::error::StorageError;
-use crate::namespace::Namespace;
+use crate::namespace::{Namespace, NamespaceLimits};
 
 #[derive(Debug, Serialize, Deserialize)]
 struct NamespaceRecord {
@@ -18,6 +19,15 @@ struct NamespaceRecord {
     created_ms: Millis,
     #[serde(default)]
     updated_ms: Millis,
+    /// Absent in rows from before retention: the default.
+    #[serde(default)]
+    retention_ms: Option<Millis>,
+    #[serde(default)]
+    max_open_runs: Option<u64>,
+    #[serde(default)]
+    max_starts_per_second: Option<u64>,
+    #[serde(default)]
+    max_pending_signals: Option<u64>,
 }
 
 impl Record for NamespaceRecord {
@@ -34,15 +44,27 @@ pub(crate) fn encode_namespace(ns: &Namespace) -> Result<Vec<u8>, StorageError> 
         description: ns.description.clone(),
         created_ms: ns.created_ms,
         updated_ms: ns.updated_ms,
+        retention_ms: Some(ns.retention_ms),
+        max_open_runs: Some(ns.limits.max_open_runs),
+        max_starts_per_second: Some(ns.limits.max_starts_per_second),
+        max_pending_signals: Some(ns.limits.max_pending_signals),
     })
 }
 
 pub(crate) fn decode_namespace(name: &str, bytes: &[u8]) -> Result<Namespace, StorageError> {
     let r: NamespaceRecord = decode_record(bytes)?;
+    let defaults = Namespace::default();
+    let limits = NamespaceLimits::default();
     Ok(Namespace {
         name: name.to_string(),
         description: r.description,
         created_ms: r.created_ms,
         updated_ms: r.updated_ms,
+        retention_ms: r.retention_ms.unwrap_or(defaults.retention_ms),
+        limits: NamespaceLimits {
+            max_open_runs: r.max_open_runs.unwrap_or(limits.max_open_runs),
+            max_starts_per_second: r.max_starts_per_second.unwrap_or(limits.max_starts_per_second),
+            max_pending_signals: r.max_pending_signals.unwrap_or(limits.max_pending_signals),
+        },
     })
 }

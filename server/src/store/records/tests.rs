@@ -391,6 +391,12 @@ fn a_namespace_round_trips_and_the_first_layouts_empty_row_reads() {
         description: "d".into(),
         created_ms: 1,
         updated_ms: 2,
+        retention_ms: 3_600_000,
+        limits: crate::namespace::NamespaceLimits {
+            max_open_runs: 5,
+            max_starts_per_second: 0,
+            max_pending_signals: 7,
+        },
     };
     let bytes = encode_namespace(&ns).unwrap();
     assert_eq!(decode_namespace("team", &bytes).unwrap(), ns);
@@ -401,4 +407,12 @@ fn a_namespace_round_trips_and_the_first_layouts_empty_row_reads() {
             ..Namespace::default()
         }
     );
+    // A row from before retention and limits reads with their defaults.
+    let old = decode_namespace(
+        "team",
+        br#"{"v":1,"description":"d","created_ms":1,"updated_ms":2}"#,
+    )
+    .unwrap();
+    assert_eq!(old.retention_ms, crate::namespace::DEFAULT_RETENTION_MS);
+    assert_eq!(old.limits, crate::namespace::NamespaceLimits::default());
 }

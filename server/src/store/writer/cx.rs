@@ -19,6 +19,8 @@ pub(crate) struct Cx<'a, 't> {
     /// Runs started by a schedule that closed in this command: their schedules
     /// hear of it before the command ends (`commands::schedule::settle`).
     pub(super) closed: &'a mut Vec<ClosedRun>,
+    /// Open runs per namespace and start buckets ([`StartLimits`]).
+    pub(super) limits: &'a mut StartLimits,
 }
 
 /// A run started by a schedule that has closed, not yet told to the schedule.
@@ -191,6 +193,10 @@ impl Cx<'_, '_> {
         self.tx.save_run(run, events)?;
         if run.status.is_open() != was_open {
             self.tx.set_open(ns, id, !was_open)?;
+            self.limits.moved(ns, !was_open);
+            if was_open {
+                self.tx.index_closed(ns, run.close_ms.unwrap_or(self.now), id)?;
+            }
         }
         if was_open && !run.status.is_open() && !run.schedule_id.is_empty() {
             self.closed.push(ClosedRun {

@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 
 mod commands;
 mod cx;
+mod limits;
 #[cfg(test)]
 mod tests;
 
@@ -25,10 +26,11 @@ use cx::Transition;
 
 pub(crate) use commands::schedule::not_found as schedule_not_found;
 pub use commands::{
-    CreateSchedule, DeleteSchedule, PatchSchedule, Patched, Replaced, StartCommand, StartReplacing, Stop,
-    UpdateSchedule,
+    CreateSchedule, DeleteSchedule, PatchSchedule, Patched, PurgeCandidate, PurgeRuns, Purged, Replaced,
+    StartCommand, StartReplacing, Stop, UpdateSchedule, may_purge,
 };
 pub(crate) use cx::Cx;
+pub(crate) use limits::StartLimits;
 
 use super::*;
 use crate::clock::{Clock, Millis};
@@ -112,6 +114,7 @@ impl Writer {
     /// Starts the writer thread. It stops when every handle is dropped.
     pub fn spawn(store: Store, hooks: Hooks) -> Result<(Self, std::thread::JoinHandle<()>), ApiError> {
         let next_seq = store.next_seq()?;
+        let limits = StartLimits::new(store.open_run_counts()?);
         let (tx, rx) = mpsc::channel(16 * 1024);
         let handle = std::thread::Builder::new()
             .name("railyard-writer".into())
@@ -121,6 +124,7 @@ impl Writer {
                     hooks,
                     next_seq,
                     follow_ups: Vec::new(),
+                    limits,
                 }
                 .run(rx)
             })
@@ -275,22 +279,28 @@ impl Writer {
         self.call(commands::RevokeApiKey { key_id }).await
     }
 
-    /// Creates a namespace; refused if it exists.
+    /// Creates a namespace (settings not given take their defaults); refused if it exists.
     pub async fn create_namespace(
         &self,
         name: String,
-        description: String,
+        settings: crate::namespace::NamespaceChange,
     ) -> Result<crate::namespace::Namespace, ApiError> {
-        self.call(commands::CreateNamespace { name, description }).await
+        self.call(commands::CreateNamespace { name, settings }).await
     }
 
-    /// Changes a namespace's settings.
+    /// Changes a namespace's settings (those given).
     pub async fn update_namespace(
         &self,
         name: String,
-        description: String,
+        change: crate::namespace::NamespaceChange,
     ) -> Result<crate::namespace::Namespace, ApiError> {
-        self.call(commands::UpdateNamespace { name, description }).await
+        self.call(commands::UpdateNamespace { name, change }).await
+    }
+
+    /// Purges the closed runs named, each whole, in one commit: those past their
+    /// namespace's retention that [`may_purge`] lets go.
+    pub async fn purge_runs(&self, cmd: PurgeRuns) -> Result<Purged, ApiError> {
+        self.call(cmd).await
     }
 
     /// Deletes an empty namespace and revokes its keys.
@@ -335,6 +345,8 @@ struct WriterLoop {
     next_seq: u64,
     /// Commands the writer gives itself, applied in the next batch.
     follow_ups: Vec<Command>,
+    /// Open runs per namespace and start buckets, for the start limits.
+    limits: StartLimits,
 }
 
 impl WriterLoop {
@@ -368,6 +380,7 @@ impl WriterLoop {
         let outcome = self.transact(batch, &mut answers, &mut after);
         match outcome {
             Ok(()) => {
+                self.limits.commit();
                 // Memory first, so that nothing a caller reads after its answer is
                 // behind what the answer said.
                 for effect in after {
@@ -412,6 +425,7 @@ impl WriterLoop {
                 tracing::error!(error = %e, batch = size, "write transaction failed; nothing in it was committed");
                 let e = ApiError::from(e);
                 self.next_seq = seq_before;
+                self.limits.rollback();
                 for effect in after {
                     if let After::HandOff(waiter, grant) = effect {
                         let queue = grant.run.current_queue().unwrap_or_default();
@@ -437,6 +451,7 @@ impl WriterLoop {
         let now = self.hooks.clock.now_ms();
         let hooks = &self.hooks;
         let next_seq = &mut self.next_seq;
+        let limits = &mut self.limits;
         let mut batch = Some(batch);
         let outcome = self.store.backend().write(&mut |tx| {
             let Some(batch) = batch.take() else {
@@ -460,6 +475,7 @@ impl WriterLoop {
                     leases: &hooks.leases,
                     workflows: &hooks.workflows,
                     closed: &mut closed,
+                    limits: &mut *limits,
                 };
                 let (answer, mut error) = cmd.apply(&mut cx);
                 // Runs a schedule started that closed in this command tell their

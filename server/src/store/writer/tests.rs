@@ -14,6 +14,7 @@ use crate::workflow::parse_definition;
 
 mod compare;
 mod faults;
+mod purge;
 mod replacing;
 mod schedules;
 

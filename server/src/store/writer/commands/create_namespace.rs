@@ -1,13 +1,14 @@
 //! Create a namespace.
 
 use super::*;
-use crate::namespace::{MAX_NAMESPACES, Namespace};
+use crate::namespace::{MAX_NAMESPACES, Namespace, NamespaceChange};
 
-/// A new namespace (its times are the writer's clock).
+/// A new namespace (its times are the writer's clock; settings not given take
+/// their defaults).
 #[derive(Debug)]
 pub struct CreateNamespace {
     pub name: String,
-    pub description: String,
+    pub settings: NamespaceChange,
 }
 
 impl Apply for CreateNamespace {
@@ -26,12 +27,13 @@ impl Apply for CreateNamespace {
                 "a server holds at most {MAX_NAMESPACES} namespaces"
             ))));
         }
-        let ns = Namespace {
+        let mut ns = Namespace {
             name: self.name,
-            description: self.description,
             created_ms: cx.now(),
             updated_ms: cx.now(),
+            ..Namespace::default()
         };
+        self.settings.apply_to(&mut ns);
         cx.tx.put_namespace(&ns)?;
         Ok(Ok(ns))
     }

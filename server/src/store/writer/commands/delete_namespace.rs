@@ -1,4 +1,4 @@
-//! Delete an empty namespace, revoking its API keys in the same commit (so a
+//! Delete an empty namespace (no runs, no schedules), revoking its API keys in the same commit (so a
 //! namespace made again under the name does not take them back).
 
 use super::*;
@@ -36,6 +36,18 @@ impl Apply for DeleteNamespace {
                 "namespace {name:?} still holds runs; only an empty namespace can be deleted"
             ))));
         }
+        let mut schedules = 0usize;
+        cx.tx.schedules(name, "", &mut |_| {
+            schedules += 1;
+            true
+        })?;
+        if schedules > 0 {
+            let noun = if schedules == 1 { "schedule" } else { "schedules" };
+            return Ok(Err(ApiError::FailedPrecondition(format!(
+                "namespace {name:?} still holds {schedules} {noun}; delete them first \
+                 (railyard schedule delete), then the namespace"
+            ))));
+        }
         let mut keys = Vec::new();
         cx.tx.api_keys("", &mut |k| {
             if k.namespace == name && k.revoked_ms.is_none() {
@@ -48,6 +60,7 @@ impl Apply for DeleteNamespace {
             cx.tx.put_api_key(&key)?;
         }
         cx.tx.remove_namespace(name)?;
+        cx.limits.forget(name);
         Ok(Ok(()))
     }
 }

@@ -13,6 +13,7 @@ mod fail;
 mod fire_timers;
 mod heartbeat;
 mod lease;
+mod purge;
 mod revoke_api_key;
 pub(crate) mod schedule;
 mod signal;
@@ -30,6 +31,7 @@ pub use fail::Fail;
 pub use fire_timers::FireTimers;
 pub use heartbeat::Heartbeat;
 pub use lease::LeaseTask;
+pub use purge::{PurgeCandidate, PurgeRuns, Purged, may_purge};
 pub use revoke_api_key::RevokeApiKey;
 pub use schedule::{CreateSchedule, DeleteSchedule, PatchSchedule, Patched, UpdateSchedule};
 pub use signal::Signal;
@@ -169,4 +171,5 @@ commands! {
     CreateNamespace(CreateNamespace),
     UpdateNamespace(UpdateNamespace),
     DeleteNamespace(DeleteNamespace),
+    PurgeRuns(PurgeRuns),
 }

@@ -1,4 +1,5 @@
-//! A signal to a run, recorded once per request id.
+//! A signal to a run, recorded once per request id (and run), refused past the
+//! namespace's limit of pending signals.
 
 use super::*;
 
@@ -19,12 +20,26 @@ impl Apply for Signal {
     const NAME: &'static str = "signal";
 
     fn apply(self, cx: &mut Cx) -> Result<Result<(), ApiError>, StorageError> {
-        let key = format!("signal:{}", self.request_id);
+        let key = crate::store::backend::signal_key(&self.run_id, &self.request_id);
         if !self.request_id.is_empty() && cx.tx.idempotency(&self.ns, &key)?.is_some() {
             return Ok(Ok(()));
         }
+        let max_pending = cx
+            .tx
+            .namespace(&self.ns)?
+            .map_or(0, |n| n.limits.max_pending_signals);
+        let ns = &self.ns;
         let r = cx.with_run(&self.ns, &self.run_id, |run, out| {
             run.signal(&self.identity, self.name, self.payload, out)?;
+            let pending = run.pending_signals.len() as u64;
+            if max_pending > 0 && pending > max_pending {
+                return Err(ApiError::ResourceExhausted(format!(
+                    "run {:?} would have {pending} signals pending, more than the limit of namespace \
+                     {ns:?} (max pending signals {max_pending}); the worker running its step takes \
+                     them on its next heartbeat",
+                    run.run_id
+                )));
+            }
             // Pending signals travel in the step's task: refused past the limit.
             Ok(run.check_size()?)
         })?;

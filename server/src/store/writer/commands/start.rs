@@ -16,8 +16,10 @@ impl StartCommand {
 
     /// Every check of a start, before anything is written: `Some` when the request
     /// id matched an earlier start (the answer, and nothing to do), an error when
-    /// the start is refused.
-    pub(super) fn check(&self, cx: &Cx) -> Result<Result<Option<Started>, ApiError>, StorageError> {
+    /// the start is refused. The namespace's limits (open runs, starts per second)
+    /// are checked last, here for every start a client or another run asks for and
+    /// in `schedule::start` for a schedule's fires.
+    pub(super) fn check(&self, cx: &mut Cx) -> Result<Result<Option<Started>, ApiError>, StorageError> {
         let p = &self.params;
         let ns = p.namespace.as_str();
         if !p.request_id.is_empty()
@@ -30,11 +32,11 @@ impl StartCommand {
         }
         // Checked again here: the namespace may have been deleted since the request
         // was resolved.
-        if cx.tx.namespace(ns)?.is_none() {
+        let Some(namespace) = cx.tx.namespace(ns)? else {
             return Ok(Err(ApiError::NotFound(format!(
                 "namespace {ns:?} does not exist"
             ))));
-        }
+        };
         if let Some(existing) = cx.load(ns, &p.run_id)? {
             let msg = if existing.status.is_open() {
                 format!("run {:?} is already running", p.run_id)
@@ -56,6 +58,11 @@ impl StartCommand {
                 "parent_run_id",
                 format!("run {parent:?} not found"),
             )));
+        }
+        // Last, so that a token of the starts bucket is taken only by a start that
+        // will happen.
+        if let Err(e) = cx.limits.check(&namespace, cx.now()) {
+            return Ok(Err(e));
         }
         Ok(Ok(None))
     }

@@ -1,13 +1,13 @@
 //! Change a namespace's settings.
 
 use super::*;
-use crate::namespace::Namespace;
+use crate::namespace::{Namespace, NamespaceChange};
 
-/// New settings for a namespace.
+/// New settings for a namespace (those given; the rest stay).
 #[derive(Debug)]
 pub struct UpdateNamespace {
     pub name: String,
-    pub description: String,
+    pub change: NamespaceChange,
 }
 
 impl Apply for UpdateNamespace {
@@ -21,7 +21,7 @@ impl Apply for UpdateNamespace {
                 self.name
             ))));
         };
-        ns.description = self.description;
+        self.change.apply_to(&mut ns);
         ns.updated_ms = cx.now();
         cx.tx.put_namespace(&ns)?;
         Ok(Ok(ns))

@@ -143,6 +143,7 @@ fn side(kind: Kind) -> Side {
             hooks,
             next_seq: store.next_seq().unwrap(),
             follow_ups: Vec::new(),
+            limits: StartLimits::new(store.open_run_counts().unwrap()),
         },
         store,
         matching,
@@ -416,6 +417,10 @@ impl Side {
             "schedules {:?} {:?}\n",
             s.schedules("default", "", 100).unwrap(),
             s.schedule_counts().unwrap()
+        );
+        out += &format!(
+            "closed {:?}\n",
+            s.closed_runs("default", None, Millis::MAX, 1000).unwrap()
         );
         out += &format!(
             "tasks {:?}\nleases {:?}\ntimer {:?}\nlisted {listed:?} {rest:?}\nnamespaces {:?}\nseq {}",

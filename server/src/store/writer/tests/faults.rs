@@ -26,6 +26,7 @@ fn harness() -> Harness {
         hooks: hooks(matching.clone()),
         next_seq: store.next_seq().unwrap(),
         follow_ups: Vec::new(),
+        limits: StartLimits::new(store.open_run_counts().unwrap()),
     };
     Harness {
         lp,

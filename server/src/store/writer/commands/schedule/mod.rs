@@ -122,6 +122,19 @@ fn start(cx: &mut Cx, s: &mut Schedule, f: StartFire) -> Result<Vec<Do>, Storage
         identity: identity(s),
         ..StartParams::default()
     };
+    // The namespace's start limits hold for fires as for any start.
+    let limited = match cx.tx.namespace(&s.namespace)? {
+        Some(ns) => cx.limits.check(&ns, now).err(),
+        None => Some(ApiError::NotFound(format!(
+            "namespace {:?} does not exist",
+            s.namespace
+        ))),
+    };
+    if let Some(e) = limited {
+        tracing::warn!(schedule_id = %s.id, run_id = %f.run_id, error = %e, "fire not started");
+        s.start_failed(&f.run_id, f.due, now, &mut more);
+        return Ok(more);
+    }
     StartCommand { params, definition }.create(cx)?;
     tracing::info!(
         schedule_id = %s.id, run_id = %f.run_id, due = f.due, origin = f.origin.name(),
