@@ -113,6 +113,7 @@ pub async fn start(core: &Core, caller: &Caller, r: StartRun) -> Result<Started,
         task_queue: r.task_queue,
         schedule_id: String::new(),
         identity: caller.identity.clone(),
+        ..Default::default()
     };
     let started = core.writer.start(StartCommand { params, definition }).await?;
     tracing::info!(run_id = %started.run_id, workflow = %r.workflow_id, started = started.started, "run started");

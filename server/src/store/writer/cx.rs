@@ -3,6 +3,7 @@
 //! write transaction. A command may load and save several runs; they commit
 //! together with the rest of the batch.
 
+use super::commands::children::FamilyClose;
 use super::*;
 
 /// One command's view of the open transaction.
@@ -19,6 +20,9 @@ pub(crate) struct Cx<'a, 't> {
     /// Runs started by a schedule that closed in this command: their schedules
     /// hear of it before the command ends (`commands::schedule::settle`).
     pub(super) closed: &'a mut Vec<ClosedRun>,
+    /// Runs of a tree that closed in this command: their parents and children hear
+    /// of it before the command ends (`commands::children::settle`).
+    pub(super) family: &'a mut Vec<FamilyClose>,
 }
 
 /// A run started by a schedule that has closed, not yet told to the schedule.
@@ -199,6 +203,12 @@ impl Cx<'_, '_> {
                 run_id: id.into(),
                 status: run.status,
                 failure: run.failure.clone(),
+            });
+        }
+        if was_open && !run.status.is_open() && (!run.parent_step_id.is_empty() || run.children_started > 0) {
+            self.family.push(FamilyClose {
+                ns: ns.into(),
+                run_id: id.into(),
             });
         }
         self.after.push(After::Lease {

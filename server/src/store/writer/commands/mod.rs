@@ -5,6 +5,7 @@
 use super::cx::Cx;
 use super::*;
 
+pub(crate) mod children;
 mod complete;
 mod create_api_key;
 mod create_namespace;
@@ -22,6 +23,7 @@ mod stop;
 mod undelivered;
 mod update_namespace;
 
+pub use children::{ChildLimits, ChildSpec, SpawnChildren, Spawned, WaitFor};
 pub use complete::Complete;
 pub use create_api_key::CreateApiKey;
 pub use create_namespace::CreateNamespace;
@@ -169,4 +171,5 @@ commands! {
     CreateNamespace(CreateNamespace),
     UpdateNamespace(UpdateNamespace),
     DeleteNamespace(DeleteNamespace),
+    SpawnChildren(SpawnChildren),
 }
