@@ -523,6 +523,27 @@ impl Client {
         .await
     }
 
+    /// Starts child runs under a step's lease (and, with `wait`, ends the lease with
+    /// the step waiting for them). Tried once, never retried: a repeat after a lost
+    /// answer could start the children twice, so a failure is the caller's to judge
+    /// (the agent reads it as a tool error).
+    pub async fn spawn_child_runs(
+        &self,
+        req: SpawnChildRunsRequest,
+    ) -> Result<SpawnChildRunsResponse, ClientError> {
+        let deadline = self.opts.request_timeout;
+        let mut c = self.tasks();
+        match tokio::time::timeout(deadline, c.spawn_child_runs(req)).await {
+            Ok(r) => r
+                .map(tonic::Response::into_inner)
+                .map_err(|status| ClientError::from_status(&self.url, status)),
+            Err(_) => Err(ClientError::from_status(
+                &self.url,
+                Status::deadline_exceeded(format!("no answer within {deadline:?}")),
+            )),
+        }
+    }
+
     pub async fn fail_step_task(
         &self,
         req: FailStepTaskRequest,

@@ -63,6 +63,9 @@ pub mod tools {
     pub const COMPLETE_STEP: &str = "complete_step";
     pub const SIGNAL_COORDINATOR: &str = "signal_coordinator";
     pub const SPAWN_AGENT: &str = "spawn_agent";
+    /// Waits for child runs started with `spawn_agent` and `wait: false`; allowed
+    /// wherever `spawn_agent` is.
+    pub const AWAIT_RUNS: &str = "await_runs";
     /// Tools that act on the run's workspace, in the order offered to the model.
     pub const WORKSPACE_TOOLS: [&str; 6] = [
         "bash",
@@ -73,7 +76,7 @@ pub mod tools {
         "grep",
     ];
     /// Every tool a definition may name.
-    pub const ALL: [&str; 9] = [
+    pub const ALL: [&str; 10] = [
         "bash",
         "read_file",
         "write_file",
@@ -83,6 +86,7 @@ pub mod tools {
         COMPLETE_STEP,
         SPAWN_AGENT,
         SIGNAL_COORDINATOR,
+        AWAIT_RUNS,
     ];
 }
 

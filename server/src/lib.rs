@@ -78,6 +78,8 @@ pub struct ServerConfig {
     /// binary mounts the MCP gateway at `/mcp` this way, so this crate knows nothing
     /// of MCP).
     pub http_extension: Option<HttpExtension>,
+    /// Bounds on trees of child runs (`spawn_agent`): depth 3, 10 children a run.
+    pub child_limits: store::writer::ChildLimits,
 }
 
 /// Makes extra HTTP routes from what only the running server knows.
@@ -109,6 +111,7 @@ impl ServerConfig {
             insecure: false,
             net: net::NetLimits::default(),
             http_extension: None,
+            child_limits: Default::default(),
         }
     }
 
@@ -254,6 +257,7 @@ impl RunningServer {
             namespaces: namespaces.into(),
             auth: config.auth,
             shutdown: shutdown_rx.clone(),
+            child_limits: config.child_limits,
         });
 
         let grpc_listener = tokio::net::TcpListener::bind(config.grpc_listen)

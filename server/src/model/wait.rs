@@ -14,6 +14,8 @@ use super::*;
 /// Longest notes of one child quoted to its parent when it resumes (the child's
 /// history has them whole).
 pub const MAX_CHILD_NOTES_QUOTED: usize = 16 * 1024;
+/// Most artifact paths of one child quoted to its parent.
+pub const MAX_CHILD_ARTIFACTS_QUOTED: usize = 64;
 
 /// What happens to a child run still open when its parent closes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -87,7 +89,7 @@ impl ChildOutcome {
             "childRunId": self.run_id,
             "outcome": self.status.name(),
             "notes": size::prefix(&self.notes, MAX_CHILD_NOTES_QUOTED),
-            "artifacts": self.artifacts,
+            "artifacts": self.artifacts.iter().take(MAX_CHILD_ARTIFACTS_QUOTED).collect::<Vec<_>>(),
         })
     }
 }
@@ -333,7 +335,12 @@ impl RunState {
 fn resume_message(on: &WaitOn, reason: &str) -> String {
     match on {
         WaitOn::Children { run_ids, done } => {
-            let results: Vec<serde_json::Value> = done.iter().map(ChildOutcome::to_json).collect();
+            // In the order the step started (or named) them, not the order they closed.
+            let results: Vec<serde_json::Value> = run_ids
+                .iter()
+                .filter_map(|id| done.iter().find(|d| &d.run_id == id))
+                .map(ChildOutcome::to_json)
+                .collect();
             let pending: Vec<&String> = run_ids
                 .iter()
                 .filter(|id| !done.iter().any(|d| &d.run_id == *id))

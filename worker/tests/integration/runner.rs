@@ -127,6 +127,13 @@ impl Tasks for FakeTasks {
     ) -> Result<Response<DescribeTaskQueueResponse>, Status> {
         Ok(Response::new(DescribeTaskQueueResponse::default()))
     }
+
+    async fn spawn_child_runs(
+        &self,
+        _: Request<railyard_proto::v1::SpawnChildRunsRequest>,
+    ) -> Result<Response<railyard_proto::v1::SpawnChildRunsResponse>, Status> {
+        Err(Status::unimplemented("this fake starts no child runs"))
+    }
 }
 
 /// `DescribeRun` of run-1 as the recorded completions left it: step `s`, completed by
