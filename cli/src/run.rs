@@ -40,6 +40,9 @@ pub enum RunCommand {
     Cancel(StopArgs),
     /// End a run at once, without letting its step finish.
     Terminate(StopArgs),
+    /// Show a run and the child runs it spawned, recursively: status, current step,
+    /// what each waits for, duration.
+    Tree(crate::run_tree::TreeArgs),
 }
 
 /// Flags of `run start`.
@@ -129,6 +132,7 @@ pub async fn run(global: &GlobalOpts, command: RunCommand) -> anyhow::Result<Exi
         RunCommand::Signal(a) => signal(global, a).await.map(|()| ExitCode::SUCCESS),
         RunCommand::Cancel(a) => stop(global, a, false).await.map(|()| ExitCode::SUCCESS),
         RunCommand::Terminate(a) => stop(global, a, true).await.map(|()| ExitCode::SUCCESS),
+        RunCommand::Tree(a) => crate::run_tree::tree(global, a).await.map(|()| ExitCode::SUCCESS),
     }
 }
 
@@ -206,10 +210,14 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
             } else {
                 format!("{done}/{}", r.steps.len())
             };
+            let status = match &r.waiting {
+                Some(w) => format!("{} ({})", status_name(r.status), crate::view::waiting_text(w)),
+                None => status_name(r.status),
+            };
             table.row([
                 r.run_id.clone(),
                 r.workflow_id.clone(),
-                status_name(r.status),
+                status,
                 steps,
                 rfc3339(r.start_time_unix_ms),
                 rfc3339(r.close_time_unix_ms),

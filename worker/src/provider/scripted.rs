@@ -20,7 +20,7 @@
 //! turn played is the number of assistant messages already in the request, so a step
 //! resumed from a checkpoint continues with its next turn rather than from the start.
 //! Strings anywhere in a turn may use `{{goal}}`, `{{step_id}}`, `{{run_id}}` and
-//! `{{last_user_text}}` (the text blocks of the transcript's last user message, at most
+//! `{{last_user_text}}` (the text and tool results of the transcript's last user message, at most
 //! [`MAX_LAST_USER_TEXT`] bytes: e.g. what a step resumed from a wait was given). A step
 //! that runs past its last turn gets a text-only turn saying so (the agent loop then
 //! nudges it until its turn limit).
@@ -166,6 +166,7 @@ fn last_user_text(req: &ModelRequest) -> String {
                 .iter()
                 .filter_map(|b| match b {
                     Block::Text { text } => Some(text.as_str()),
+                    Block::ToolResult { content, .. } => Some(content.as_str()),
                     _ => None,
                 })
                 .collect::<Vec<_>>()
