@@ -43,6 +43,7 @@ pub fn run_json(run: &RunInfo) -> Value {
         "steps": run.steps.iter().map(step_json).collect::<Vec<_>>(),
         "parent_step_id": run.parent_step_id,
         "depth": run.depth,
+        "paused": run.paused,
         "waiting": run.waiting.as_ref().map(|w| json!({
             "on": w.on,
             "run_ids": w.run_ids,

@@ -462,6 +462,26 @@ impl Client {
         .map(|_| ())
     }
 
+    /// Pauses a run and the open runs it spawned; answers whether it changed.
+    pub async fn pause_run(&self, req: PauseRunRequest) -> Result<bool, ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.pause_run(r).await }
+        })
+        .await
+        .map(|r| r.changed)
+    }
+
+    /// Unpauses a run and the open runs it spawned; answers whether it changed.
+    pub async fn unpause_run(&self, req: UnpauseRunRequest) -> Result<bool, ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.unpause_run(r).await }
+        })
+        .await
+        .map(|r| r.changed)
+    }
+
     pub async fn list_workflows(&self, namespace: &str) -> Result<ListWorkflowsResponse, ClientError> {
         let req = ListWorkflowsRequest {
             namespace: namespace.into(),

@@ -66,6 +66,9 @@ pub mod tools {
     /// Waits for child runs started with `spawn_agent` and `wait: false`; allowed
     /// wherever `spawn_agent` is.
     pub const AWAIT_RUNS: &str = "await_runs";
+    /// The error type a worker reports (`FailStepTask`) for a step it suspended
+    /// because the run is paused.
+    pub const PAUSED_ERROR_TYPE: &str = "paused";
     /// Tools that act on the run's workspace, in the order offered to the model.
     pub const WORKSPACE_TOOLS: [&str; 6] = [
         "bash",

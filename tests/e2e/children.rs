@@ -204,3 +204,69 @@ fn a_wait_survives_a_sigkilled_server_and_finishes_after_restart() {
     let notes = run["steps"][0]["notes"].as_str().unwrap();
     assert!(notes.contains("worked on afterwards"), "{notes}");
 }
+
+const LONG: &str = r#"{"id":"long","version":"1","name":"Long","steps":[
+  {"id":"grind","title":"Grind","prompt":"Grind {{goal}}"}]}"#;
+const LONG_SCRIPT: &str = r#"{"steps": {"grind": [
+  {"tool_calls": [{"name": "bash", "input": {"command": "echo turn >> turns.txt; while [ ! -e go ]; do sleep 0.05; done"}}]},
+  {"tool_calls": [{"name": "bash", "input": {"command": "echo turn >> turns.txt"}}]},
+  {"tool_calls": [{"name": "complete_step", "input": {"notes": "ground after {{last_user_text}}"}}]}
+]}}"#;
+
+#[test]
+fn a_paused_step_suspends_at_its_next_turn_and_unpause_resumes_it_from_the_checkpoint() {
+    let s = Sandbox::new();
+    s.workflow("long.json", LONG);
+    std::fs::write(s.path("long.script.json"), LONG_SCRIPT).unwrap();
+    let server = s.server();
+    let script = s.path("long.script.json");
+    let _w = WorkerProcess::start(
+        &server.url,
+        &s.path("workspace"),
+        "solo",
+        &[
+            "--provider",
+            "scripted",
+            "--script",
+            script.to_str().unwrap(),
+            "--slots",
+            "1",
+        ],
+        &[],
+    );
+    let root = start(&server, "long", "the ore");
+    let ws = s.path("workspace").join(&root);
+    // The first turn's command runs until the test lets it go.
+    eventually(LIMIT, || ws.join("turns.txt").exists().then_some(()));
+    ok(server.ry(&["run", "pause", &root, "--reason", "overnight"]));
+    assert_eq!(describe(&server, &root)["paused"], true);
+    std::fs::write(ws.join("go"), "").unwrap();
+    // At the end of that turn the step suspends: the lease is released, the step waits.
+    let run = eventually(LIMIT, || {
+        let run = describe(&server, &root);
+        (run["waiting"]["on"] == "unpause").then_some(run)
+    });
+    assert_eq!(run["status"], "RUNNING");
+    assert_eq!(run["steps"][0]["state"], "WAITING");
+    assert!(ok(server.ry(&["run", "describe", &root])).contains("waiting on unpause"));
+    ok(server.ry(&["run", "unpause", &root]));
+    let run = wait_status(&server, &root, "COMPLETED");
+    let turns = std::fs::read_to_string(ws.join("turns.txt")).unwrap();
+    assert_eq!(
+        turns.lines().count(),
+        2,
+        "resumed at turn 2, not from scratch: {turns:?}"
+    );
+    assert_eq!(run["steps"][0]["attempt"], 1, "a suspension uses up no attempt");
+    let history = json(server.ry(&["run", "history", &root, "-o", "json"]));
+    let types: Vec<&str> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event_type"].as_str().unwrap())
+        .collect();
+    for t in ["RunPaused", "StepWaiting", "RunUnpaused", "StepResumed"] {
+        assert!(types.contains(&t), "{t} in {types:?}");
+    }
+    assert!(!types.contains(&"StepFailed"), "{types:?}");
+}

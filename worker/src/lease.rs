@@ -115,6 +115,7 @@ impl LeaseKeeper {
                 Ok(HeartbeatOutcome {
                     cancel_requested: resp.cancel_requested,
                     signals,
+                    pause_requested: resp.pause_requested,
                 })
             }
             Err(

@@ -150,6 +150,7 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
         parent_step_id: run.parent_step_id.clone(),
         depth: run.depth,
         waiting: run.waiting().map(wait_info),
+        paused: run.paused,
     }
 }
 
@@ -159,6 +160,7 @@ fn wait_info(w: &crate::model::Waiting) -> v1::WaitInfo {
         crate::model::WaitOn::Children { run_ids, done } => {
             (run_ids.clone(), done.iter().map(|d| d.run_id.clone()).collect())
         }
+        crate::model::WaitOn::Unpause => (Vec::new(), Vec::new()),
     };
     v1::WaitInfo {
         on: w.on.kind().to_string(),

@@ -125,6 +125,7 @@ impl Tasks for TasksService {
         Ok(Response::new(v1::HeartbeatStepTaskResponse {
             cancel_requested: reply.cancel_requested,
             signals: reply.signals.into_iter().map(signal_to_proto).collect(),
+            pause_requested: reply.pause_requested,
         }))
     }
 

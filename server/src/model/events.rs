@@ -141,6 +141,10 @@ pub enum EventKind {
         notes: String,
         artifacts: Vec<String>,
     },
+    RunPaused {
+        reason: String,
+    },
+    RunUnpaused {},
     RunCompleted {
         context: BTreeMap<String, String>,
     },
@@ -172,6 +176,8 @@ impl EventKind {
             Self::StepResumed { .. } => "StepResumed",
             Self::ChildRunStarted { .. } => "ChildRunStarted",
             Self::ChildRunCompleted { .. } => "ChildRunCompleted",
+            Self::RunPaused { .. } => "RunPaused",
+            Self::RunUnpaused { .. } => "RunUnpaused",
             Self::RunCompleted { .. } => "RunCompleted",
             Self::RunFailed { .. } => "RunFailed",
             Self::RunCanceled { .. } => "RunCanceled",

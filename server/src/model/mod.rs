@@ -18,7 +18,9 @@ pub mod wire;
 
 pub use events::{Event, EventKind, RunStatus, TimeoutKind};
 pub use refusal::{Action, LeaseRef, Refusal};
-pub use wait::{ChildOutcome, ChildStarted, MAX_CHILD_NOTES_QUOTED, ParentClosePolicy, WaitOn, Waiting};
+pub use wait::{
+    ChildOutcome, ChildStarted, MAX_CHILD_NOTES_QUOTED, PAUSED_ERROR_TYPE, ParentClosePolicy, WaitOn, Waiting,
+};
 
 /// The lease of the step attempt in flight.
 #[derive(Debug, Clone, PartialEq)]
@@ -116,6 +118,8 @@ pub struct RunState {
     /// What a step resumed from a wait is to read, for the next worker that leases it
     /// (cleared once its checkpoint holds it, or the step ends).
     pub resume_input: Vec<String>,
+    /// Paused: no step is dispatched until it is unpaused.
+    pub paused: bool,
 }
 
 /// Work for the store besides writing events and the state row.
@@ -260,6 +264,7 @@ impl RunState {
             parent_close_policy: p.parent_close_policy,
             children_started: 0,
             resume_input: Vec::new(),
+            paused: false,
         };
         run.push(
             out,
@@ -522,7 +527,7 @@ impl RunState {
                     },
                 );
             } else {
-                self.schedule(next, 1, out);
+                self.schedule_or_park(next, 1, out);
             }
         } else {
             self.current_step = next;
@@ -545,6 +550,10 @@ impl RunState {
         f: StepFailure,
         out: &mut Out,
     ) -> Result<bool, Refusal> {
+        if self.paused && f.error_type == PAUSED_ERROR_TYPE {
+            self.suspend_paused(claims, f.checkpoint, out)?;
+            return Ok(false);
+        }
         self.check_lease(claims)?;
         if !f.checkpoint.is_empty() {
             self.resume_input.clear();
@@ -679,7 +688,7 @@ impl RunState {
             },
         );
         if again {
-            self.schedule(self.current_step, attempt, out);
+            self.schedule_or_park(self.current_step, attempt, out);
         } else {
             self.after_failure(None, "the step was never delivered", out);
         }
@@ -714,7 +723,7 @@ impl RunState {
             && self.current_step == step_index
             && self.attempt() + 1 == attempt
         {
-            self.schedule(step_index, attempt, out);
+            self.schedule_or_park(step_index, attempt, out);
         }
     }
 

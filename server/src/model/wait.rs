@@ -103,6 +103,8 @@ pub enum WaitOn {
         /// The outcomes of those that have closed, in the order they closed.
         done: Vec<ChildOutcome>,
     },
+    /// The run is paused: the step resumes when it is unpaused.
+    Unpause,
 }
 
 impl WaitOn {
@@ -110,6 +112,7 @@ impl WaitOn {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Children { .. } => "children",
+            Self::Unpause => "unpause",
         }
     }
 
@@ -117,6 +120,7 @@ impl WaitOn {
     fn satisfied(&self) -> bool {
         match self {
             Self::Children { run_ids, done } => run_ids.iter().all(|id| done.iter().any(|d| &d.run_id == id)),
+            Self::Unpause => false,
         }
     }
 }
@@ -326,14 +330,115 @@ impl RunState {
                 waited_ms,
             },
         );
-        self.resume_input = vec![message];
-        self.schedule(self.current_step, attempt, out);
+        self.resume_input.push(message);
+        self.schedule_or_park(self.current_step, attempt, out);
+    }
+
+    /// Schedules step `index`'s attempt, or, while the run is paused, parks the step
+    /// to wait for the unpause instead (no task is queued).
+    pub(super) fn schedule_or_park(&mut self, index: usize, attempt: u32, out: &mut Out) {
+        if !self.paused {
+            self.schedule(index, attempt, out);
+            return;
+        }
+        self.current_step = index;
+        self.steps[index].attempt = attempt;
+        self.park(out);
+    }
+
+    /// The step waits for the run to be unpaused.
+    fn park(&mut self, out: &mut Out) {
+        let (step_id, attempt) = (self.step_id(), self.attempt());
+        self.push(
+            out,
+            "server",
+            EventKind::StepWaiting {
+                step_id,
+                attempt,
+                on: "unpause".into(),
+                run_ids: Vec::new(),
+                deadline_ms: None,
+            },
+        );
+        self.steps[self.current_step].state = "WAITING".into();
+        self.phase = Phase::Waiting(Waiting {
+            on: WaitOn::Unpause,
+            since_ms: out.now,
+            deadline_ms: None,
+            wait_id: self.last_event_id,
+        });
+    }
+
+    /// Pauses the run: no step is dispatched until it is unpaused. A step queued is
+    /// taken back; a step in flight is asked (on its next heartbeat) to suspend at its
+    /// next turn. Answers whether anything changed.
+    pub fn pause(&mut self, identity: &str, reason: String, out: &mut Out) -> Result<bool, Refusal> {
+        self.require_open(Action::Pause)?;
+        if self.paused {
+            return Ok(false);
+        }
+        self.paused = true;
+        self.push(out, identity, EventKind::RunPaused { reason });
+        if let Phase::Scheduled { queue, task_seq } = &self.phase {
+            out.effects.push(Effect::RemoveTask {
+                queue: queue.clone(),
+                task_seq: *task_seq,
+            });
+            self.park(out);
+        }
+        Ok(true)
+    }
+
+    /// Unpauses the run; a step parked by the pause is scheduled again under the same
+    /// attempt, to resume from its checkpoint. Answers whether anything changed.
+    pub fn unpause(&mut self, identity: &str, out: &mut Out) -> Result<bool, Refusal> {
+        self.require_open(Action::Unpause)?;
+        if !self.paused {
+            return Ok(false);
+        }
+        self.paused = false;
+        self.push(out, identity, EventKind::RunUnpaused {});
+        if matches!(
+            self.waiting(),
+            Some(Waiting {
+                on: WaitOn::Unpause,
+                ..
+            })
+        ) {
+            self.resume("unpause", out);
+        }
+        Ok(true)
+    }
+
+    /// The worker suspended the step because the run is paused (it reported the
+    /// error type [`PAUSED_ERROR_TYPE`]): the step parks with its checkpoint; this is
+    /// no failure and uses up no attempt.
+    pub(super) fn suspend_paused(
+        &mut self,
+        claims: &TokenClaims,
+        checkpoint: Vec<u8>,
+        out: &mut Out,
+    ) -> Result<(), Refusal> {
+        self.check_lease(claims)?;
+        if !checkpoint.is_empty() {
+            out.effects.push(Effect::SaveCheckpoint(checkpoint));
+        }
+        self.resume_input.clear();
+        self.park(out);
+        Ok(())
     }
 }
+
+/// The error type a worker reports (`FailStepTask`) when it suspended a step because
+/// its run is paused.
+pub const PAUSED_ERROR_TYPE: &str = "paused";
 
 /// The text a resumed step's model reads: what it waited for, as JSON.
 fn resume_message(on: &WaitOn, reason: &str) -> String {
     match on {
+        WaitOn::Unpause => {
+            "[railyard] The run was paused and has been unpaused; continue where you left off.".into()
+        }
         WaitOn::Children { run_ids, done } => {
             // In the order the step started (or named) them, not the order they closed.
             let results: Vec<serde_json::Value> = run_ids

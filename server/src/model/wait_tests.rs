@@ -291,3 +291,85 @@ fn child_outcomes_quote_the_last_notes_or_the_failure() {
     assert_eq!(ParentClosePolicy::parse(""), Some(ParentClosePolicy::Cancel));
     assert_eq!(ParentClosePolicy::parse("kill"), None);
 }
+
+#[test]
+fn a_pause_parks_a_queued_step_and_an_unpause_schedules_it_again_on_the_same_attempt() {
+    let mut fx = Fx::new("");
+    let (r, events, effects) = fx.step(|r, o| r.pause("ops", "night".into(), o));
+    assert!(r.unwrap());
+    assert_eq!(types(&events), ["RunPaused", "StepWaiting"]);
+    assert!(matches!(&effects[..], [Effect::RemoveTask { .. }]));
+    assert_eq!(fx.run.waiting().unwrap().on, WaitOn::Unpause);
+    let (r, events, _) = fx.step(|r, o| r.pause("ops", "again".into(), o));
+    assert!(!r.unwrap() && events.is_empty(), "pausing twice changes nothing");
+    let (r, events, _) = fx.step(|r, o| r.unpause("ops", o));
+    assert!(r.unwrap());
+    assert_eq!(types(&events), ["RunUnpaused", "StepResumed", "StepScheduled"]);
+    assert!(matches!(
+        &events[2].kind,
+        EventKind::StepScheduled { attempt: 1, .. }
+    ));
+    let (r, events, _) = fx.step(|r, o| r.unpause("ops", o));
+    assert!(!r.unwrap() && events.is_empty());
+}
+
+#[test]
+fn a_step_in_flight_suspends_when_paused_and_children_closing_meanwhile_wait_for_the_unpause() {
+    let mut fx = Fx::new("");
+    let claims = fx.lease();
+    fx.step(|r, o| r.pause("ops", String::new(), o)).0.unwrap();
+    let (hb, _, _) = fx.step(|r, o| r.heartbeat(&claims, "w1", vec![], vec![], 0, o));
+    hb.unwrap();
+    assert!(fx.run.paused);
+    // Only the lease holder may suspend it; then it parks, keeping the checkpoint.
+    let stale = TokenClaims {
+        lease: claims.lease + 9,
+        ..claims.clone()
+    };
+    let paused = |cp: &[u8]| StepFailure {
+        error_type: PAUSED_ERROR_TYPE.into(),
+        checkpoint: cp.to_vec(),
+        ..Default::default()
+    };
+    let (r, _, _) = fx.step(|r, o| r.fail(&stale, "w1", paused(b"x"), o));
+    assert!(matches!(r, Err(Refusal::StaleLease { .. })));
+    let (r, events, effects) = fx.step(|r, o| r.fail(&claims, "w1", paused(b"cp"), o));
+    assert!(!r.unwrap());
+    assert_eq!(types(&events), ["StepWaiting"]);
+    assert_eq!(effects, [Effect::SaveCheckpoint(b"cp".to_vec())]);
+    assert_eq!(fx.run.lease_deadline(), None);
+
+    // A paused run whose waiting step's children close parks instead of resuming.
+    let mut fx = Fx::new("");
+    fx.suspend(&["c1"]);
+    fx.step(|r, o| r.pause("ops", String::new(), o)).0.unwrap();
+    let (_, events, _) = fx.step(|r, o| r.child_closed(outcome("c1", RunStatus::Completed, "ok"), o));
+    assert_eq!(
+        types(&events),
+        ["ChildRunCompleted", "StepResumed", "StepWaiting"]
+    );
+    assert_eq!(fx.run.waiting().unwrap().on, WaitOn::Unpause);
+    let (_, events, _) = fx.step(|r, o| r.unpause("ops", o));
+    assert_eq!(types(&events), ["RunUnpaused", "StepResumed", "StepScheduled"]);
+    assert_eq!(
+        fx.run.resume_input.len(),
+        2,
+        "the children's outcomes and the unpause note"
+    );
+    assert!(fx.run.resume_input[0].contains(r#""notes":"ok""#));
+}
+
+#[test]
+fn a_closed_run_cannot_be_paused() {
+    let mut fx = Fx::new("");
+    fx.step(|r, o| r.terminate("ops", "x".into(), o)).0.unwrap();
+    let (r, events, _) = fx.step(|r, o| r.pause("ops", String::new(), o));
+    assert!(matches!(
+        r,
+        Err(Refusal::RunClosed {
+            action: Action::Pause,
+            ..
+        })
+    ));
+    assert!(events.is_empty());
+}

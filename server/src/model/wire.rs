@@ -168,6 +168,8 @@ pub fn event_attributes(kind: &EventKind) -> Value {
             "stepId": step_id,
             "parentClosePolicy": parent_close_policy.name(),
         }),
+        EventKind::RunPaused { reason } => json!({ "reason": reason }),
+        EventKind::RunUnpaused {} => json!({}),
         EventKind::ChildRunCompleted {
             child_run_id,
             status,
@@ -405,6 +407,13 @@ mod tests {
                 },
                 r#"{"artifacts":["a.md"],"childRunId":"c1","notes":"n","outcome":"FAILED"}"#,
             ),
+            (
+                EventKind::RunPaused {
+                    reason: "night".into(),
+                },
+                r#"{"reason":"night"}"#,
+            ),
+            (EventKind::RunUnpaused {}, r#"{}"#),
         ]
     }
 
@@ -413,7 +422,7 @@ mod tests {
         let cases = cases();
         let mut types: Vec<_> = cases.iter().map(|(k, _)| k.type_name()).collect();
         types.dedup();
-        assert_eq!(types.len(), 17, "every event type has a case: {types:?}");
+        assert_eq!(types.len(), 19, "every event type has a case: {types:?}");
         for (kind, expected) in cases {
             assert_eq!(event_attributes_json(&kind), expected, "{}", kind.type_name());
         }

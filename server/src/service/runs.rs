@@ -395,6 +395,32 @@ pub async fn cancel(core: &Core, caller: &Caller, run_id: String, reason: String
     stop(core, caller, Stop::Cancel, run_id, reason).await
 }
 
+/// Pauses (`pause`) or unpauses a run and the open runs it spawned: while paused no
+/// step is dispatched, and a step in flight is asked to suspend at its next turn.
+/// Answers whether the run changed (false: it was already so).
+pub async fn pause(
+    core: &Core,
+    caller: &Caller,
+    run_id: String,
+    reason: String,
+    pause: bool,
+) -> Result<bool, ApiError> {
+    check_name("run_id", &run_id)?;
+    check_len("reason", &reason, limits::MESSAGE)?;
+    let changed = core
+        .writer
+        .pause(crate::store::writer::PauseRun {
+            ns: caller.namespace.clone(),
+            run_id: run_id.clone(),
+            identity: caller.identity.clone(),
+            reason,
+            pause,
+        })
+        .await?;
+    tracing::info!(%run_id, pause, changed, "run pause changed");
+    Ok(changed)
+}
+
 /// Ends a run at once; a worker holding its step loses the lease.
 pub async fn terminate(core: &Core, caller: &Caller, run_id: String, reason: String) -> Result<(), ApiError> {
     stop(core, caller, Stop::Terminate, run_id, reason).await

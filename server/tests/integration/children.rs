@@ -429,3 +429,79 @@ async fn a_wait_that_times_out_fails_the_step_by_its_policy() {
     assert_eq!(status(&client, &ids[0]).await, RunStatus::Canceled);
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_paused_run_suspends_its_step_at_the_next_heartbeat_and_resumes_from_the_checkpoint() {
+    use railyard_proto::v1::{PauseRunRequest, UnpauseRunRequest};
+    let clock = ManualClock::new(1_700_000_000_000);
+    let d = dirs();
+    let (server, client) = start_at(&clock, d.data.path(), d.workflows.path(), ChildLimits::default()).await;
+    let (parent, task, w) = parent_leased(&client).await;
+    // A child that is still queued is paused with its parent.
+    let ids = w
+        .spawn_children(&task.task_token, vec![child("queued", "")], false, vec![], vec![])
+        .await
+        .unwrap();
+    let pause = PauseRunRequest {
+        namespace: "default".into(),
+        run_id: parent.clone(),
+        reason: "overnight".into(),
+        identity: "ops".into(),
+    };
+    assert!(client.pause_run(pause.clone()).await.unwrap());
+    assert!(!client.pause_run(pause).await.unwrap(), "already paused");
+    let kid = run_info(&client, &ids[0]).await;
+    assert!(
+        kid.paused && kid.waiting.as_ref().is_some_and(|w| w.on == "unpause"),
+        "{kid:?}"
+    );
+    let kids = StepWorker::new(client.clone(), "default", "kids", "kid-worker");
+    assert!(
+        kids.poll(Duration::from_millis(200)).await.unwrap().is_none(),
+        "nothing dispatched"
+    );
+
+    // The step in flight learns of it on its heartbeat, and suspends with its checkpoint.
+    let hb = w
+        .heartbeat(&task.task_token, b"turn 3".to_vec(), vec![], 0)
+        .await
+        .unwrap();
+    assert!(hb.pause_requested && !hb.cancel_requested);
+    let suspended = railyard_proto::Failure {
+        error_type: "paused".into(),
+        message: "paused".into(),
+        non_retryable: false,
+        checkpoint: b"turn 4".to_vec(),
+    };
+    assert!(
+        !w.fail(&task.task_token, suspended).await.unwrap(),
+        "no retry: a suspension"
+    );
+    let info = run_info(&client, &parent).await;
+    assert_eq!(
+        (info.status(), info.paused, info.steps[0].state.as_str()),
+        (RunStatus::Running, true, "WAITING")
+    );
+    assert!(w.poll(Duration::from_millis(200)).await.unwrap().is_none());
+
+    let unpause = UnpauseRunRequest {
+        namespace: "default".into(),
+        run_id: parent.clone(),
+        identity: "ops".into(),
+    };
+    assert!(client.unpause_run(unpause).await.unwrap());
+    let resumed = poll(&w).await;
+    assert_eq!((resumed.run_id.as_str(), resumed.attempt), (parent.as_str(), 1));
+    assert_eq!(
+        resumed.checkpoint, b"turn 4",
+        "from the checkpoint, not from scratch"
+    );
+    assert!(resumed.resume_messages[0].contains("unpaused"));
+    assert_eq!(poll(&kids).await.run_id, ids[0], "the child was unpaused too");
+    let history = events(&client, &parent).await;
+    for t in ["RunPaused", "StepWaiting", "RunUnpaused", "StepResumed"] {
+        assert!(history.contains(&t.to_string()), "{t} in {history:?}");
+    }
+    assert!(!history.contains(&"StepFailed".to_string()), "{history:?}");
+    server.shutdown().await;
+}

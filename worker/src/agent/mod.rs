@@ -34,6 +34,8 @@ pub const DEFAULT_MAX_TURNS: u32 = 30;
 #[derive(Debug, Clone, Default)]
 pub struct HeartbeatOutcome {
     pub cancel_requested: bool,
+    /// The run is paused: the step suspends at this turn (reported as `paused`).
+    pub pause_requested: bool,
     /// Signals not handed over before.
     pub signals: Vec<Signal>,
 }
@@ -109,6 +111,9 @@ pub enum Outcome {
     Canceled { checkpoint: Vec<u8> },
     /// The lease is gone; nothing may be reported.
     LeaseLost(String),
+    /// The run was paused: the step suspends, reported with the error type `paused`
+    /// and this checkpoint (the server parks it; no attempt is used up).
+    Paused { checkpoint: Vec<u8> },
     /// The step ended its lease to wait for child runs (the server resumes it, on
     /// any worker, when they have closed); nothing more is reported.
     Waiting { child_run_ids: Vec<String> },
@@ -602,6 +607,13 @@ impl StepRun<'_> {
                 // This heartbeat acknowledged every signal handed over before it.
                 self.unacked_signals = false;
                 self.take_signals(&hb.signals);
+                if hb.pause_requested {
+                    info!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
+                        "run paused; suspending the step");
+                    return Some(Outcome::Paused {
+                        checkpoint: self.checkpoint(),
+                    });
+                }
                 None
             }
             Err(LeaseError::Lost(m)) => Some(Outcome::LeaseLost(m)),

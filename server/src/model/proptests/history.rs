@@ -90,8 +90,10 @@ pub(super) fn replay(def: &WorkflowDef, history: &[Event]) -> Derived {
             EventKind::StepWaiting { .. }
             | EventKind::StepResumed { .. }
             | EventKind::ChildRunStarted { .. }
-            | EventKind::ChildRunCompleted { .. } => {
-                panic!("event {}: the generator makes no waits or children", e.id)
+            | EventKind::ChildRunCompleted { .. }
+            | EventKind::RunPaused { .. }
+            | EventKind::RunUnpaused { .. } => {
+                panic!("event {}: the generator makes no waits, children or pauses", e.id)
             }
             EventKind::StepScheduled {
                 step_id,

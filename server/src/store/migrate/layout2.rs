@@ -296,6 +296,7 @@ impl RunV2 {
             parent_close_policy: Default::default(),
             children_started: 0,
             resume_input: Vec::new(),
+            paused: false,
             start_ms: self.start_ms,
             close_ms: self.close_ms,
             last_event_id: self.last_event_id,

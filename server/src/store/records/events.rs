@@ -185,6 +185,8 @@ enum KindRecord {
         #[serde(default)]
         parent_close_policy: String,
     },
+    RunPaused(#[serde(default)] PauseRecord),
+    RunUnpaused(#[serde(default)] PauseRecord),
     ChildRunCompleted {
         #[serde(default)]
         child_run_id: String,
@@ -194,6 +196,13 @@ enum KindRecord {
         #[serde(default)]
         artifacts: Vec<String>,
     },
+}
+
+/// Records of `RunPaused` / `RunUnpaused`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct PauseRecord {
+    #[serde(default)]
+    reason: String,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -372,6 +381,10 @@ pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, St
             step_id: step_id.clone(),
             parent_close_policy: parent_close_policy.name().into(),
         },
+        EventKind::RunPaused { reason } => KindRecord::RunPaused(PauseRecord {
+            reason: reason.clone(),
+        }),
+        EventKind::RunUnpaused {} => KindRecord::RunUnpaused(PauseRecord::default()),
         EventKind::ChildRunCompleted {
             child_run_id,
             status,
@@ -550,6 +563,8 @@ pub(crate) fn decode_event(
                 )
             })?,
         },
+        KindRecord::RunPaused(r) => EventKind::RunPaused { reason: r.reason },
+        KindRecord::RunUnpaused(_) => EventKind::RunUnpaused {},
         KindRecord::ChildRunCompleted {
             child_run_id,
             status,

@@ -137,6 +137,9 @@ struct RunRecord {
     children_started: u32,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     resume_input: Vec<String>,
+    /// Absent in older rows: not paused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    paused: bool,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -234,6 +237,8 @@ enum WaitOnRecord {
         #[serde(default)]
         done: Vec<ChildOutcomeRecord>,
     },
+    #[serde(rename = "unpause")]
+    Unpause,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -352,6 +357,7 @@ impl RunRecord {
                             run_ids: run_ids.clone(),
                             done: done.iter().map(ChildOutcomeRecord::from_model).collect(),
                         },
+                        WaitOn::Unpause => WaitOnRecord::Unpause,
                     },
                     since_ms: w.since_ms,
                     deadline_ms: w.deadline_ms,
@@ -390,6 +396,7 @@ impl RunRecord {
             },
             children_started: r.children_started,
             resume_input: r.resume_input.clone(),
+            paused: r.paused,
         }
     }
 
@@ -452,6 +459,7 @@ impl RunRecord {
                             run_ids,
                             done: done.into_iter().map(ChildOutcomeRecord::into_model).collect(),
                         },
+                        WaitOnRecord::Unpause => WaitOn::Unpause,
                     },
                     since_ms,
                     deadline_ms,
@@ -492,6 +500,7 @@ impl RunRecord {
             })?,
             children_started: self.children_started,
             resume_input: self.resume_input,
+            paused: self.paused,
         })
     }
 }

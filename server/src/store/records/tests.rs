@@ -433,6 +433,16 @@ fn a_waiting_child_run_its_new_events_and_its_wait_timer_round_trip() {
     d.defs.store(&run.definition, &mut table).unwrap();
     let row = encode_run(&run, &d.defs).unwrap();
     assert_eq!(decode_run(&row, &d.defs, &table).unwrap(), run);
+    let mut paused = run.clone();
+    paused.paused = true;
+    paused.phase = Phase::Waiting(Waiting {
+        on: WaitOn::Unpause,
+        since_ms: 1,
+        deadline_ms: None,
+        wait_id: 2,
+    });
+    let row = encode_run(&paused, &d.defs).unwrap();
+    assert_eq!(decode_run(&row, &d.defs, &table).unwrap(), paused);
 
     let kinds = [
         EventKind::StepWaiting {
@@ -467,6 +477,10 @@ fn a_waiting_child_run_its_new_events_and_its_wait_timer_round_trip() {
             will_retry: false,
             next_attempt_at_ms: None,
         },
+        EventKind::RunPaused {
+            reason: "night".into(),
+        },
+        EventKind::RunUnpaused {},
     ];
     for (i, kind) in kinds.into_iter().enumerate() {
         let ev = Event {
@@ -509,6 +523,7 @@ fn a_run_row_from_before_child_runs_reads_as_a_root_with_no_children() {
     );
     assert_eq!(run.parent_close_policy, ParentClosePolicy::Cancel);
     assert!(run.resume_input.is_empty());
+    assert!(!run.paused);
     // A row written today without child fields reads the same way, and a bad
     // policy name is refused by name.
     let bad = serde_json::json!({

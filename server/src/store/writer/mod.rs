@@ -24,7 +24,7 @@ use commands::{Answer, Apply, Command, Handed};
 use cx::Transition;
 
 pub(crate) use commands::schedule::not_found as schedule_not_found;
-pub use commands::{ChildLimits, ChildSpec, SpawnChildren, Spawned, WaitFor};
+pub use commands::{ChildLimits, ChildSpec, PauseRun, SpawnChildren, Spawned, WaitFor};
 pub use commands::{
     CreateSchedule, DeleteSchedule, PatchSchedule, Patched, Replaced, StartCommand, StartReplacing, Stop,
     UpdateSchedule,
@@ -89,6 +89,8 @@ pub struct StepCompletion {
 pub struct HeartbeatReply {
     pub cancel_requested: bool,
     pub signals: Vec<PendingSignal>,
+    /// The run is paused: the worker should suspend the step at its next turn.
+    pub pause_requested: bool,
 }
 
 /// The handle request handlers use to reach the writer. Cheap to clone.
@@ -150,6 +152,11 @@ impl Writer {
     /// Terminates one run if it is open and starts another, in one commit; if the
     /// start is refused, the other run is left as it was.
     pub async fn start_replacing(&self, cmd: StartReplacing) -> Result<Replaced, ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Pauses or unpauses a run and its open spawned descendants.
+    pub async fn pause(&self, cmd: PauseRun) -> Result<bool, ApiError> {
         self.call(cmd).await
     }
 

@@ -14,6 +14,7 @@ mod fail;
 mod fire_timers;
 mod heartbeat;
 mod lease;
+mod pause;
 mod revoke_api_key;
 pub(crate) mod schedule;
 mod signal;
@@ -32,6 +33,7 @@ pub use fail::Fail;
 pub use fire_timers::FireTimers;
 pub use heartbeat::Heartbeat;
 pub use lease::LeaseTask;
+pub use pause::PauseRun;
 pub use revoke_api_key::RevokeApiKey;
 pub use schedule::{CreateSchedule, DeleteSchedule, PatchSchedule, Patched, UpdateSchedule};
 pub use signal::Signal;
@@ -172,4 +174,5 @@ commands! {
     UpdateNamespace(UpdateNamespace),
     DeleteNamespace(DeleteNamespace),
     SpawnChildren(SpawnChildren),
+    PauseRun(PauseRun),
 }
