@@ -329,7 +329,7 @@ enum Msg {
     /// An event of a watched run that the in-process worker did not cause.
     History(String, HistoryEvent),
     /// A watched run closed (or could no longer be followed: `None`).
-    Closed(String, Option<RunInfo>),
+    Closed(String, Option<Box<RunInfo>>),
 }
 
 /// What the printer knows of a run's steps.
@@ -385,7 +385,7 @@ impl Printer {
                 Msg::Closed(run_id, info) => {
                     let open = self.runs.get(&run_id).is_some_and(|r| r.open_step.is_some());
                     let deadline = tokio::time::Instant::now() + CLOSE_SETTLE;
-                    self.pending_close.push((run_id, info, deadline));
+                    self.pending_close.push((run_id, info.map(|i| *i), deadline));
                     if !open {
                         self.flush_closes(false);
                     }
@@ -669,7 +669,8 @@ async fn follow(
         .describe_run(&namespace, &run_id)
         .await
         .ok()
-        .and_then(|d| d.run);
+        .and_then(|d| d.run)
+        .map(Box::new);
     let _ = tx.send(Msg::Closed(run_id, info));
 }
 

@@ -26,6 +26,7 @@ mod namespace;
 mod output;
 mod queue;
 mod run;
+mod run_tree;
 mod run_view;
 mod schedule;
 mod server_cmd;

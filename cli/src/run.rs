@@ -40,6 +40,21 @@ pub enum RunCommand {
     Cancel(StopArgs),
     /// End a run at once, without letting its step finish.
     Terminate(StopArgs),
+    /// Show a run and the child runs it spawned, recursively: status, current step,
+    /// what each waits for, duration.
+    Tree(crate::run_tree::TreeArgs),
+    /// Pause a run and the runs it spawned: no step is dispatched; a step in flight
+    /// suspends at its next turn, keeping its checkpoint.
+    Pause(StopArgs),
+    /// Unpause a run and the runs it spawned: a suspended step resumes from its checkpoint.
+    Unpause(UnpauseArgs),
+}
+
+/// Flags of `run unpause`.
+#[derive(Debug, Args)]
+pub struct UnpauseArgs {
+    /// The run to unpause.
+    pub run_id: String,
 }
 
 /// Flags of `run start`.
@@ -129,6 +144,13 @@ pub async fn run(global: &GlobalOpts, command: RunCommand) -> anyhow::Result<Exi
         RunCommand::Signal(a) => signal(global, a).await.map(|()| ExitCode::SUCCESS),
         RunCommand::Cancel(a) => stop(global, a, false).await.map(|()| ExitCode::SUCCESS),
         RunCommand::Terminate(a) => stop(global, a, true).await.map(|()| ExitCode::SUCCESS),
+        RunCommand::Tree(a) => crate::run_tree::tree(global, a).await.map(|()| ExitCode::SUCCESS),
+        RunCommand::Pause(a) => pause(global, a.run_id, a.reason, true)
+            .await
+            .map(|()| ExitCode::SUCCESS),
+        RunCommand::Unpause(a) => pause(global, a.run_id, None, false)
+            .await
+            .map(|()| ExitCode::SUCCESS),
     }
 }
 
@@ -206,10 +228,14 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
             } else {
                 format!("{done}/{}", r.steps.len())
             };
+            let status = match &r.waiting {
+                Some(w) => format!("{} ({})", status_name(r.status), crate::view::waiting_text(w)),
+                None => status_name(r.status),
+            };
             table.row([
                 r.run_id.clone(),
                 r.workflow_id.clone(),
-                status_name(r.status),
+                status,
                 steps,
                 rfc3339(r.start_time_unix_ms),
                 rfc3339(r.close_time_unix_ms),
@@ -239,6 +265,47 @@ async fn signal(global: &GlobalOpts, a: SignalArgs) -> anyhow::Result<()> {
         output::json(&json!({ "run_id": a.run_id, "signal_name": a.name, "sent": true }))?;
     } else {
         output::line(format!("sent signal {} to run {}", a.name, a.run_id))?;
+    }
+    Ok(())
+}
+
+async fn pause(
+    global: &GlobalOpts,
+    run_id: String,
+    reason: Option<String>,
+    pause: bool,
+) -> anyhow::Result<()> {
+    let client = global.connect().await?;
+    let (namespace, identity) = (global.namespace.clone(), cli_identity());
+    let changed = if pause {
+        client
+            .pause_run(railyard_proto::v1::PauseRunRequest {
+                namespace,
+                run_id: run_id.clone(),
+                reason: reason.unwrap_or_default(),
+                identity,
+            })
+            .await?
+    } else {
+        client
+            .unpause_run(railyard_proto::v1::UnpauseRunRequest {
+                namespace,
+                run_id: run_id.clone(),
+                identity,
+            })
+            .await?
+    };
+    let (verb, already) = if pause {
+        ("paused", "was already paused")
+    } else {
+        ("unpaused", "was not paused")
+    };
+    if global.output.is_json() {
+        output::json(&json!({ "run_id": run_id, verb: true, "changed": changed }))?;
+    } else if changed {
+        output::line(format!("{verb} run {run_id} and the runs it spawned"))?;
+    } else {
+        output::line(format!("run {run_id} {already}"))?;
     }
     Ok(())
 }

@@ -107,6 +107,16 @@ pub fn describe_lines(run: &RunInfo) -> Vec<String> {
     if !run.parent_run_id.is_empty() {
         fields.push(("parent", run.parent_run_id.clone()));
     }
+    if run.paused {
+        fields.push((
+            "paused",
+            "yes (no step is dispatched until `railyard run unpause`)".into(),
+        ));
+    }
+    if let Some(w) = &run.waiting {
+        fields.push(("waiting", crate::view::waiting_text(w)));
+        fields.push(("waits for", w.run_ids.join(", ")));
+    }
     if !run.failure.is_empty() {
         fields.push(("failure", run.failure.clone()));
     }

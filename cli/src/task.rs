@@ -198,6 +198,7 @@ fn print_task(task: &StepTask) -> std::io::Result<()> {
 fn heartbeat_json(resp: &HeartbeatStepTaskResponse) -> serde_json::Value {
     json!({
         "cancel_requested": resp.cancel_requested,
+        "pause_requested": resp.pause_requested,
         "signals": resp.signals.iter().map(signal_json).collect::<Vec<_>>(),
     })
 }
@@ -207,6 +208,9 @@ pub fn heartbeat_lines(resp: &HeartbeatStepTaskResponse) -> Vec<String> {
     let mut lines = vec!["lease extended".to_string()];
     if resp.cancel_requested {
         lines.push("cancellation requested".to_string());
+    }
+    if resp.pause_requested {
+        lines.push("pause requested: suspend with `task fail TOKEN --error-type paused`".to_string());
     }
     lines.extend(resp.signals.iter().map(signal_line));
     lines
@@ -235,6 +239,7 @@ mod tests {
                 payload_json: r#"{"text":"hi"}"#.into(),
                 event_id: 9,
             }],
+            pause_requested: false,
         };
         assert_eq!(
             heartbeat_lines(&resp),

@@ -41,7 +41,36 @@ pub fn run_json(run: &RunInfo) -> Value {
         "parent_run_id": run.parent_run_id,
         "failure": run.failure,
         "steps": run.steps.iter().map(step_json).collect::<Vec<_>>(),
+        "parent_step_id": run.parent_step_id,
+        "depth": run.depth,
+        "paused": run.paused,
+        "waiting": run.waiting.as_ref().map(|w| json!({
+            "on": w.on,
+            "run_ids": w.run_ids,
+            "done_run_ids": w.done_run_ids,
+            "since": rfc3339_or_null(w.since_unix_ms),
+            "since_unix_ms": w.since_unix_ms,
+            "deadline": rfc3339_or_null(w.deadline_unix_ms),
+        })),
     })
+}
+
+/// A wait for people: `waiting on children 1/2 done since 2026-...`.
+pub fn waiting_text(w: &railyard_proto::v1::WaitInfo) -> String {
+    let mut text = format!(
+        "waiting on {} {}/{} done since {}",
+        w.on,
+        w.done_run_ids.len(),
+        w.run_ids.len(),
+        crate::timefmt::rfc3339(w.since_unix_ms)
+    );
+    if w.deadline_unix_ms > 0 {
+        text.push_str(&format!(
+            ", times out {}",
+            crate::timefmt::rfc3339(w.deadline_unix_ms)
+        ));
+    }
+    text
 }
 
 /// A step summary as JSON.

@@ -500,6 +500,26 @@ impl Client {
         .map(|_| ())
     }
 
+    /// Pauses a run and the open runs it spawned; answers whether it changed.
+    pub async fn pause_run(&self, req: PauseRunRequest) -> Result<bool, ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.pause_run(r).await }
+        })
+        .await
+        .map(|r| r.changed)
+    }
+
+    /// Unpauses a run and the open runs it spawned; answers whether it changed.
+    pub async fn unpause_run(&self, req: UnpauseRunRequest) -> Result<bool, ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.unpause_run(r).await }
+        })
+        .await
+        .map(|r| r.changed)
+    }
+
     pub async fn list_workflows(&self, namespace: &str) -> Result<ListWorkflowsResponse, ClientError> {
         let req = ListWorkflowsRequest {
             namespace: namespace.into(),
@@ -559,6 +579,27 @@ impl Client {
             async move { c.complete_step_task(r).await }
         })
         .await
+    }
+
+    /// Starts child runs under a step's lease (and, with `wait`, ends the lease with
+    /// the step waiting for them). Tried once, never retried: a repeat after a lost
+    /// answer could start the children twice, so a failure is the caller's to judge
+    /// (the agent reads it as a tool error).
+    pub async fn spawn_child_runs(
+        &self,
+        req: SpawnChildRunsRequest,
+    ) -> Result<SpawnChildRunsResponse, ClientError> {
+        let deadline = self.opts.request_timeout;
+        let mut c = self.tasks();
+        match tokio::time::timeout(deadline, c.spawn_child_runs(req)).await {
+            Ok(r) => r
+                .map(tonic::Response::into_inner)
+                .map_err(|status| ClientError::from_status(&self.url, status)),
+            Err(_) => Err(ClientError::from_status(
+                &self.url,
+                Status::deadline_exceeded(format!("no answer within {deadline:?}")),
+            )),
+        }
     }
 
     pub async fn fail_step_task(

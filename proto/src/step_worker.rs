@@ -137,6 +137,31 @@ impl StepWorker {
         Ok(resp.next_task)
     }
 
+    /// Starts child runs under the lease (the task token is the authority); with
+    /// `wait`, ends the lease with the step waiting for them and `await_run_ids`.
+    /// Answers the new children's run ids.
+    pub async fn spawn_children(
+        &self,
+        task_token: &str,
+        children: Vec<ChildRunSpec>,
+        wait: bool,
+        await_run_ids: Vec<String>,
+        checkpoint: Vec<u8>,
+    ) -> Result<Vec<String>, ClientError> {
+        Ok(self
+            .client
+            .spawn_child_runs(SpawnChildRunsRequest {
+                task_token: task_token.into(),
+                identity: self.identity.clone(),
+                children,
+                wait,
+                await_run_ids,
+                checkpoint,
+            })
+            .await?
+            .child_run_ids)
+    }
+
     /// Reports a failure; returns whether the server scheduled another attempt.
     pub async fn fail(&self, task_token: &str, failure: Failure) -> Result<bool, ClientError> {
         Ok(self

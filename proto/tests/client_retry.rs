@@ -54,6 +54,16 @@ impl Tasks for Scripted {
             None => Ok(Response::new(DescribeTaskQueueResponse::default())),
         }
     }
+    async fn spawn_child_runs(
+        &self,
+        _: Request<SpawnChildRunsRequest>,
+    ) -> Result<Response<SpawnChildRunsResponse>, Status> {
+        *self.calls.lock().unwrap() += 1;
+        match self.answers.lock().unwrap().pop_front() {
+            Some(status) => Err(status),
+            None => Ok(Response::new(SpawnChildRunsResponse::default())),
+        }
+    }
 }
 
 async fn serve(answers: Vec<Status>) -> (Client, Scripted) {
@@ -129,5 +139,17 @@ async fn refusals_are_not_retried() {
     let (client, fake) = serve(vec![Status::invalid_argument("task_queue: too long")]).await;
     let err = client.describe_task_queue("default", "q").await.unwrap_err();
     assert!(matches!(err, ClientError::InvalidArgument(_)), "{err:?}");
+    assert_eq!(calls(&fake), 1);
+}
+
+#[tokio::test]
+async fn a_spawn_of_child_runs_is_tried_once_even_when_unavailable() {
+    // A repeat after a lost answer could start the children twice.
+    let (client, fake) = serve(vec![Status::unavailable("restarting")]).await;
+    let err = client
+        .spawn_child_runs(SpawnChildRunsRequest::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ClientError::Unavailable { .. }), "{err:?}");
     assert_eq!(calls(&fake), 1);
 }

@@ -84,6 +84,8 @@ pub struct ServerConfig {
     pub http_extension: Option<HttpExtension>,
     /// TLS on both listeners (mutual TLS on gRPC with a client CA); `None`: plaintext.
     pub tls: Option<tls::TlsFiles>,
+    /// Bounds on trees of child runs (`spawn_agent`): depth 3, 10 children a run.
+    pub child_limits: store::writer::ChildLimits,
 }
 
 /// Makes extra HTTP routes from what only the running server knows.
@@ -117,6 +119,7 @@ impl ServerConfig {
             purge: retention::PurgeConfig::default(),
             http_extension: None,
             tls: None,
+            child_limits: Default::default(),
         }
     }
 
@@ -266,6 +269,7 @@ impl RunningServer {
             namespaces: namespaces.into(),
             auth: config.auth,
             shutdown: shutdown_rx.clone(),
+            child_limits: config.child_limits,
         });
 
         let grpc_listener = tokio::net::TcpListener::bind(config.grpc_listen)

@@ -74,7 +74,36 @@ pub struct StepDef {
     pub retry: Option<RetryPolicy>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub require_confirmation: bool,
+    /// How long the step may wait (for its child runs) and what happens then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<WaitOptions>,
 }
+
+/// A step's wait options: `"wait": {"timeoutSeconds": 600, "onTimeout": "resume"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaitOptions {
+    /// Longest a wait may last; none: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u32>,
+    /// What a wait that times out does.
+    #[serde(default)]
+    pub on_timeout: WaitTimeoutPolicy,
+}
+
+/// What ends a wait that timed out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum WaitTimeoutPolicy {
+    /// The step fails (not retried) and with it the run.
+    #[default]
+    Fail,
+    /// The step resumes with what has arrived and a note of what has not.
+    Resume,
+}
+
+/// Longest wait timeout a step may set: 30 days.
+pub const MAX_WAIT_TIMEOUT_SECONDS: u32 = 30 * 86400;
 
 /// Temporal-style retry policy for a step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -167,6 +196,19 @@ impl StepDef {
 
     pub fn heartbeat_timeout_ms(&self) -> Option<i64> {
         self.heartbeat_timeout_seconds.map(|s| i64::from(s) * 1000)
+    }
+
+    /// How long a wait of this step may last, if it is bounded.
+    pub fn wait_timeout_ms(&self) -> Option<i64> {
+        self.wait
+            .as_ref()
+            .and_then(|w| w.timeout_seconds)
+            .map(|s| i64::from(s) * 1000)
+    }
+
+    /// What a wait of this step that times out does.
+    pub fn wait_timeout_policy(&self) -> WaitTimeoutPolicy {
+        self.wait.as_ref().map(|w| w.on_timeout).unwrap_or_default()
     }
 }
 
@@ -457,6 +499,14 @@ pub fn validate(def: &WorkflowDef) -> Result<(), String> {
             return Err(format!(
                 "{}: must be between 1 and 86400, got {t}",
                 at("heartbeatTimeoutSeconds")
+            ));
+        }
+        if let Some(t) = step.wait.as_ref().and_then(|w| w.timeout_seconds)
+            && !(1..=MAX_WAIT_TIMEOUT_SECONDS).contains(&t)
+        {
+            return Err(format!(
+                "{}: must be between 1 and {MAX_WAIT_TIMEOUT_SECONDS}, got {t}",
+                at("wait.timeoutSeconds")
             ));
         }
         if let Some(r) = &step.retry {

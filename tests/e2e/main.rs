@@ -5,6 +5,7 @@
 mod support;
 
 mod auth;
+mod children;
 mod cli_commands;
 mod crash;
 mod dev;

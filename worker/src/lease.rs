@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
-use crate::agent::{HeartbeatOutcome, Lease, LeaseError};
+use crate::agent::{HeartbeatOutcome, Lease, LeaseError, SpawnError};
 use crate::provider::BoxFuture;
 
 /// What the background heartbeats learned that must interrupt the step.
@@ -19,6 +19,8 @@ pub(crate) enum LeaseStatus {
     Held,
     CancelRequested,
     Lost(String),
+    /// The step ended the lease to wait for child runs.
+    Waiting,
 }
 
 struct KeeperState {
@@ -113,6 +115,7 @@ impl LeaseKeeper {
                 Ok(HeartbeatOutcome {
                     cancel_requested: resp.cancel_requested,
                     signals,
+                    pause_requested: resp.pause_requested,
                 })
             }
             Err(
@@ -135,6 +138,9 @@ impl LeaseKeeper {
         loop {
             let due = self.state().last_beat + interval;
             tokio::time::sleep_until(due).await;
+            if *self.status.borrow() != LeaseStatus::Held {
+                return;
+            }
             if self.state().last_beat + interval > Instant::now() {
                 continue; // the agent heartbeated meanwhile
             }
@@ -162,6 +168,42 @@ impl Lease for LeaseKeeper {
     fn settle(&self, notes: Vec<CoordinatorNote>) -> BoxFuture<'_, Result<(), LeaseError>> {
         // Signals that arrive now stay pending (unacknowledged) for the next step.
         Box::pin(async move { self.beat(Vec::new(), notes, false).await.map(|_| ()) })
+    }
+
+    fn spawn(
+        &self,
+        children: Vec<railyard_proto::v1::ChildRunSpec>,
+        wait: bool,
+        await_run_ids: Vec<String>,
+        checkpoint: Vec<u8>,
+    ) -> BoxFuture<'_, Result<Vec<String>, SpawnError>> {
+        Box::pin(async move {
+            if wait && !checkpoint.is_empty() {
+                self.state().last_checkpoint = checkpoint.clone();
+            }
+            match self
+                .worker
+                .spawn_children(&self.token, children, wait, await_run_ids, checkpoint)
+                .await
+            {
+                Ok(ids) => {
+                    if wait {
+                        self.status.send_replace(LeaseStatus::Waiting);
+                    }
+                    Ok(ids)
+                }
+                // The lease itself is gone (stale, or the run moved on or closed): the
+                // server's only FAILED_PRECONDITION answers here.
+                Err(
+                    e @ (ClientError::FailedPrecondition(_)
+                    | ClientError::PermissionDenied(_)
+                    | ClientError::Unauthenticated(_)),
+                ) => Err(SpawnError::Lost(e.to_string())),
+                // A limit, an unknown workflow, a bad field, a network failure: the
+                // model reads it and decides.
+                Err(e) => Err(SpawnError::Refused(e.to_string())),
+            }
+        })
     }
 }
 

@@ -361,12 +361,27 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask, eager:
                     report_canceled(shared, worker, &task, &step, checkpoint).await
                 }
                 Outcome::LeaseLost(message) => lease_lost(shared, &step, message),
+                Outcome::Paused { checkpoint } => {
+                    let failure = Failure {
+                        error_type: railyard_proto::tools::PAUSED_ERROR_TYPE.into(),
+                        message: "the run was paused; the step suspended at its turn".into(),
+                        non_retryable: false,
+                        checkpoint,
+                    };
+                    report_failure(shared, worker, &task, &step, failure).await
+                }
+                Outcome::Waiting { child_run_ids } => {
+                    info!(children = ?child_run_ids, "step waits for child runs; slot released");
+                }
             }
         }
         Err(Interrupted::Lease(LeaseStatus::CancelRequested)) => {
             report_canceled(shared, worker, &task, &step, keeper.last_checkpoint()).await
         }
         Err(Interrupted::Lease(LeaseStatus::Lost(message))) => lease_lost(shared, &step, message),
+        Err(Interrupted::Lease(LeaseStatus::Waiting)) => {
+            info!("step waits for child runs; slot released");
+        }
         Err(Interrupted::Lease(LeaseStatus::Held)) => {
             lease_lost(shared, &step, "lease keeping stopped unexpectedly".into())
         }

@@ -87,6 +87,7 @@ impl Fixture {
         let dir_keys = tempfile::tempdir().expect("temp dir");
         let keys = TokenKeys::load_or_create(dir_keys.path()).expect("keys");
         let core = Arc::new(Core {
+            child_limits: Default::default(),
             store,
             writer,
             matching,

@@ -224,6 +224,38 @@ impl History for HistoryService {
         Ok(Response::new(v1::TerminateRunResponse {}))
     }
 
+    async fn pause_run(
+        &self,
+        req: Request<v1::PauseRunRequest>,
+    ) -> Result<Response<v1::PauseRunResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            r.identity,
+            Operation::PauseRun,
+        )?;
+        let changed = runs::pause(&self.core, &caller, r.run_id, r.reason, true).await?;
+        Ok(Response::new(v1::PauseRunResponse { changed }))
+    }
+
+    async fn unpause_run(
+        &self,
+        req: Request<v1::UnpauseRunRequest>,
+    ) -> Result<Response<v1::UnpauseRunResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            r.identity,
+            Operation::UnpauseRun,
+        )?;
+        let changed = runs::pause(&self.core, &caller, r.run_id, String::new(), false).await?;
+        Ok(Response::new(v1::UnpauseRunResponse { changed }))
+    }
+
     async fn list_workflows(
         &self,
         req: Request<v1::ListWorkflowsRequest>,

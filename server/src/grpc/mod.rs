@@ -158,6 +158,27 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
         parent_run_id: run.parent_run_id.clone(),
         failure: run.failure.clone(),
         steps,
+        parent_step_id: run.parent_step_id.clone(),
+        depth: run.depth,
+        waiting: run.waiting().map(wait_info),
+        paused: run.paused,
+    }
+}
+
+/// A waiting step's wait on the wire.
+fn wait_info(w: &crate::model::Waiting) -> v1::WaitInfo {
+    let (run_ids, done_run_ids) = match &w.on {
+        crate::model::WaitOn::Children { run_ids, done } => {
+            (run_ids.clone(), done.iter().map(|d| d.run_id.clone()).collect())
+        }
+        crate::model::WaitOn::Unpause => (Vec::new(), Vec::new()),
+    };
+    v1::WaitInfo {
+        on: w.on.kind().to_string(),
+        run_ids,
+        done_run_ids,
+        since_unix_ms: w.since_ms,
+        deadline_unix_ms: w.deadline_ms.unwrap_or(0),
     }
 }
 

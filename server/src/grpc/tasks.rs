@@ -72,6 +72,8 @@ fn step_task(leased: LeasedStep) -> v1::StepTask {
         last_failure: run.steps[index].last_failure.clone(),
         scheduled_time_unix_ms: lease.started_ms,
         signals: run.pending_signals.iter().cloned().map(signal_to_proto).collect(),
+        resume_messages: run.resume_input.clone(),
+        depth: run.depth,
     }
 }
 
@@ -123,6 +125,7 @@ impl Tasks for TasksService {
         Ok(Response::new(v1::HeartbeatStepTaskResponse {
             cancel_requested: reply.cancel_requested,
             signals: reply.signals.into_iter().map(signal_to_proto).collect(),
+            pause_requested: reply.pause_requested,
         }))
     }
 
@@ -160,6 +163,34 @@ impl Tasks for TasksService {
         };
         let will_retry = tasks::fail(&self.core, &caller, claims, failure).await?;
         Ok(Response::new(v1::FailStepTaskResponse { will_retry }))
+    }
+
+    async fn spawn_child_runs(
+        &self,
+        req: Request<v1::SpawnChildRunsRequest>,
+    ) -> Result<Response<v1::SpawnChildRunsResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let (caller, claims) =
+            tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)?;
+        let spawn = crate::service::children::Spawn {
+            children: r
+                .children
+                .into_iter()
+                .map(|c| crate::service::children::ChildRequest {
+                    workflow_id: c.workflow_id,
+                    goal: c.goal,
+                    context: c.context.into_iter().collect(),
+                    parent_close_policy: c.parent_close_policy,
+                })
+                .collect(),
+            wait: r.wait,
+            await_run_ids: r.await_run_ids,
+            checkpoint: r.checkpoint,
+        };
+        let spawned = crate::service::children::spawn(&self.core, &caller, claims, spawn).await?;
+        Ok(Response::new(v1::SpawnChildRunsResponse {
+            child_run_ids: spawned.child_run_ids,
+        }))
     }
 
     async fn describe_task_queue(

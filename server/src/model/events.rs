@@ -41,6 +41,8 @@ pub enum TimeoutKind {
     Heartbeat,
     /// The lease was handed to a poll that had gone away (see `RunState::undelivered`).
     Undelivered,
+    /// A waiting step's wait timeout passed (see `RunState::wait_timer`).
+    Wait,
 }
 
 /// What happened, as recorded in history. Neither a storage nor a wire format:
@@ -58,6 +60,10 @@ pub enum EventKind {
         callback_url: String,
         /// The queue of steps that name none (empty: the definition's).
         task_queue: String,
+        /// The parent's step that started it (empty: none).
+        parent_step_id: String,
+        /// Its depth in its tree (0: a root).
+        depth: u32,
     },
     StepScheduled {
         step_id: String,
@@ -107,6 +113,38 @@ pub enum EventKind {
     CancelRequested {
         reason: String,
     },
+    /// The step ended its lease to wait; `on` is what for (`children`).
+    StepWaiting {
+        step_id: String,
+        attempt: u32,
+        on: String,
+        run_ids: Vec<String>,
+        deadline_ms: Option<Millis>,
+    },
+    /// The wait ended (`reason`: `children`, `timeout`); the step is scheduled again
+    /// under the same attempt.
+    StepResumed {
+        step_id: String,
+        attempt: u32,
+        reason: String,
+        waited_ms: Millis,
+    },
+    ChildRunStarted {
+        child_run_id: String,
+        workflow_id: String,
+        step_id: String,
+        parent_close_policy: super::ParentClosePolicy,
+    },
+    ChildRunCompleted {
+        child_run_id: String,
+        status: RunStatus,
+        notes: String,
+        artifacts: Vec<String>,
+    },
+    RunPaused {
+        reason: String,
+    },
+    RunUnpaused {},
     RunCompleted {
         context: BTreeMap<String, String>,
     },
@@ -134,6 +172,12 @@ impl EventKind {
             Self::SignalReceived { .. } => "SignalReceived",
             Self::CoordinatorNote { .. } => "CoordinatorNote",
             Self::CancelRequested { .. } => "CancelRequested",
+            Self::StepWaiting { .. } => "StepWaiting",
+            Self::StepResumed { .. } => "StepResumed",
+            Self::ChildRunStarted { .. } => "ChildRunStarted",
+            Self::ChildRunCompleted { .. } => "ChildRunCompleted",
+            Self::RunPaused { .. } => "RunPaused",
+            Self::RunUnpaused { .. } => "RunUnpaused",
             Self::RunCompleted { .. } => "RunCompleted",
             Self::RunFailed { .. } => "RunFailed",
             Self::RunCanceled { .. } => "RunCanceled",

@@ -13,10 +13,14 @@ use crate::workflow::WorkflowDef;
 mod events;
 mod refusal;
 pub mod size;
+mod wait;
 pub mod wire;
 
 pub use events::{Event, EventKind, RunStatus, TimeoutKind};
 pub use refusal::{Action, LeaseRef, Refusal};
+pub use wait::{
+    ChildOutcome, ChildStarted, MAX_CHILD_NOTES_QUOTED, PAUSED_ERROR_TYPE, ParentClosePolicy, WaitOn, Waiting,
+};
 
 /// The lease of the step attempt in flight.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +52,8 @@ pub enum Phase {
     Started(Lease),
     /// Waiting for the retry backoff to pass.
     BackingOff { until_ms: Millis },
+    /// The step waits (for child runs), holding no lease and no task.
+    Waiting(Waiting),
     /// The run is closed.
     Closed,
 }
@@ -101,6 +107,19 @@ pub struct RunState {
     pub cancel_requested: bool,
     pub failure: String,
     pub pending_signals: Vec<PendingSignal>,
+    /// The step of the parent run that started this one (empty: none).
+    pub parent_step_id: String,
+    /// 0 for a run nobody spawned; a child's is its parent's plus one.
+    pub depth: u32,
+    /// What happens to this run if it is still open when its parent closes.
+    pub parent_close_policy: ParentClosePolicy,
+    /// Child runs this run has started, for the per-run limit.
+    pub children_started: u32,
+    /// What a step resumed from a wait is to read, for the next worker that leases it
+    /// (cleared once its checkpoint holds it, or the step ends).
+    pub resume_input: Vec<String>,
+    /// Paused: no step is dispatched until it is unpaused.
+    pub paused: bool,
 }
 
 /// Work for the store besides writing events and the state row.
@@ -138,6 +157,13 @@ pub enum Timer {
     /// A schedule's next fire time came: evaluate it. A stale one (the schedule
     /// keeps another timer, or is gone) does nothing.
     ScheduleFire { namespace: String, schedule_id: String },
+    /// A step's wait timed out (`wait_id`: its `StepWaiting` event); stale once the
+    /// wait has ended.
+    WaitTimeout {
+        namespace: String,
+        run_id: String,
+        wait_id: u64,
+    },
 }
 
 /// Parameters of a new run, checked by the caller.
@@ -155,6 +181,11 @@ pub struct StartParams {
     /// The schedule starting it (empty: none).
     pub schedule_id: String,
     pub identity: String,
+    /// The parent's step that starts it (empty: none).
+    pub parent_step_id: String,
+    /// Its depth in its tree (0: a root).
+    pub depth: u32,
+    pub parent_close_policy: ParentClosePolicy,
 }
 
 /// Collects a transition's events and effects. `next_seq` hands out task and
@@ -228,6 +259,12 @@ impl RunState {
             cancel_requested: false,
             failure: String::new(),
             pending_signals: Vec::new(),
+            parent_step_id: p.parent_step_id.clone(),
+            depth: p.depth,
+            parent_close_policy: p.parent_close_policy,
+            children_started: 0,
+            resume_input: Vec::new(),
+            paused: false,
         };
         run.push(
             out,
@@ -241,6 +278,8 @@ impl RunState {
                 parent_run_id: p.parent_run_id,
                 callback_url: p.callback_url,
                 task_queue: p.task_queue,
+                parent_step_id: p.parent_step_id,
+                depth: p.depth,
             },
         );
         run.schedule(0, 1, out);
@@ -316,6 +355,7 @@ impl RunState {
         self.phase = Phase::Closed;
         self.close_ms = Some(out.now);
         self.pending_signals.clear();
+        self.resume_input.clear();
         out.effects.push(Effect::ClearCheckpoint);
         self.push(out, identity, kind);
     }
@@ -424,6 +464,8 @@ impl RunState {
             lease.heartbeat_deadline_ms = Some(out.now + t);
         }
         if !checkpoint.is_empty() {
+            // The worker's transcript now holds what the step resumed with.
+            self.resume_input.clear();
             out.effects.push(Effect::SaveCheckpoint(checkpoint));
         }
         for (kind, message) in notes {
@@ -456,6 +498,7 @@ impl RunState {
         self.check_lease(claims)?;
         let (step_id, attempt) = (self.step_id(), self.attempt());
         self.context.extend(context_updates.clone());
+        self.resume_input.clear();
         let rec = &mut self.steps[self.current_step];
         rec.state = "COMPLETED".into();
         rec.notes = notes.clone();
@@ -484,7 +527,7 @@ impl RunState {
                     },
                 );
             } else {
-                self.schedule(next, 1, out);
+                self.schedule_or_park(next, 1, out);
             }
         } else {
             self.current_step = next;
@@ -507,8 +550,13 @@ impl RunState {
         f: StepFailure,
         out: &mut Out,
     ) -> Result<bool, Refusal> {
+        if self.paused && f.error_type == PAUSED_ERROR_TYPE {
+            self.suspend_paused(claims, f.checkpoint, out)?;
+            return Ok(false);
+        }
         self.check_lease(claims)?;
         if !f.checkpoint.is_empty() {
+            self.resume_input.clear();
             out.effects.push(Effect::SaveCheckpoint(f.checkpoint));
         }
         let (step_id, attempt) = (self.step_id(), self.attempt());
@@ -640,7 +688,7 @@ impl RunState {
             },
         );
         if again {
-            self.schedule(self.current_step, attempt, out);
+            self.schedule_or_park(self.current_step, attempt, out);
         } else {
             self.after_failure(None, "the step was never delivered", out);
         }
@@ -675,7 +723,7 @@ impl RunState {
             && self.current_step == step_index
             && self.attempt() + 1 == attempt
         {
-            self.schedule(step_index, attempt, out);
+            self.schedule_or_park(step_index, attempt, out);
         }
     }
 

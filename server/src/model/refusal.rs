@@ -13,6 +13,8 @@ pub enum Action {
     Signal,
     Cancel,
     Terminate,
+    Pause,
+    Unpause,
 }
 
 impl std::fmt::Display for Action {
@@ -22,6 +24,8 @@ impl std::fmt::Display for Action {
             Self::Signal => "signal it",
             Self::Cancel => "cancel it",
             Self::Terminate => "terminate it",
+            Self::Pause => "pause it",
+            Self::Unpause => "unpause it",
         })
     }
 }

@@ -22,6 +22,8 @@ pub fn event_attributes(kind: &EventKind) -> Value {
             parent_run_id,
             callback_url,
             task_queue,
+            parent_step_id,
+            depth,
         } => {
             let mut attrs = json!({
                 "workflowId": workflow_id,
@@ -39,6 +41,12 @@ pub fn event_attributes(kind: &EventKind) -> Value {
                 && let Value::Object(m) = &mut attrs
             {
                 m.insert("taskQueue".into(), json!(task_queue));
+            }
+            if !parent_step_id.is_empty()
+                && let Value::Object(m) = &mut attrs
+            {
+                m.insert("parentStepId".into(), json!(parent_step_id));
+                m.insert("depth".into(), json!(depth));
             }
             attrs
         }
@@ -125,6 +133,54 @@ pub fn event_attributes(kind: &EventKind) -> Value {
         EventKind::RunFailed { reason } => json!({ "reason": reason }),
         EventKind::RunCanceled { reason } => json!({ "reason": reason }),
         EventKind::RunTerminated { reason } => json!({ "reason": reason }),
+        EventKind::StepWaiting {
+            step_id,
+            attempt,
+            on,
+            run_ids,
+            deadline_ms,
+        } => json!({
+            "stepId": step_id,
+            "attempt": attempt,
+            "on": on,
+            "runIds": run_ids,
+            "deadlineUnixMs": deadline_ms,
+        }),
+        EventKind::StepResumed {
+            step_id,
+            attempt,
+            reason,
+            waited_ms,
+        } => json!({
+            "stepId": step_id,
+            "attempt": attempt,
+            "reason": reason,
+            "waitedMs": waited_ms,
+        }),
+        EventKind::ChildRunStarted {
+            child_run_id,
+            workflow_id,
+            step_id,
+            parent_close_policy,
+        } => json!({
+            "childRunId": child_run_id,
+            "workflowId": workflow_id,
+            "stepId": step_id,
+            "parentClosePolicy": parent_close_policy.name(),
+        }),
+        EventKind::RunPaused { reason } => json!({ "reason": reason }),
+        EventKind::RunUnpaused {} => json!({}),
+        EventKind::ChildRunCompleted {
+            child_run_id,
+            status,
+            notes,
+            artifacts,
+        } => json!({
+            "childRunId": child_run_id,
+            "outcome": status.name(),
+            "notes": notes,
+            "artifacts": artifacts,
+        }),
     }
 }
 
@@ -139,6 +195,7 @@ pub fn timeout_name(kind: TimeoutKind) -> &'static str {
         TimeoutKind::StartToClose => "START_TO_CLOSE",
         TimeoutKind::Heartbeat => "HEARTBEAT",
         TimeoutKind::Undelivered => "UNDELIVERED",
+        TimeoutKind::Wait => "WAIT",
     }
 }
 
@@ -186,6 +243,8 @@ mod tests {
                     parent_run_id: "parent".into(),
                     callback_url: "https://example.com/cb".into(),
                     task_queue: "run-q".into(),
+                    parent_step_id: String::new(),
+                    depth: 0,
                 },
                 r#"{"callbackUrl":"https://example.com/cb","context":{"a":"1","team":"infra"},"definition":{"description":"","id":"wf","name":"W","steps":[{"heartbeatTimeoutSeconds":9,"id":"a","maxTurns":4,"prompt":"do {{goal}}","retry":{"backoffCoefficient":2.0,"initialIntervalSeconds":1.0,"maximumAttempts":5,"maximumIntervalSeconds":60.0,"nonRetryableErrorTypes":["fatal"]},"title":"A"},{"allowedTools":["bash"],"id":"b","prompt":"b","requireConfirmation":true,"taskQueue":"other","timeoutSeconds":60,"title":"B"}],"taskQueue":"q","version":"2"},"goal":"the goal","parentRunId":"parent","requestId":"req-1","taskQueue":"run-q","workflowId":"wf"}"#,
             ),
@@ -311,6 +370,50 @@ mod tests {
                 EventKind::RunTerminated { reason: "ops".into() },
                 r#"{"reason":"ops"}"#,
             ),
+            (
+                EventKind::StepWaiting {
+                    step_id: "a".into(),
+                    attempt: 1,
+                    on: "children".into(),
+                    run_ids: vec!["c1".into()],
+                    deadline_ms: Some(9),
+                },
+                r#"{"attempt":1,"deadlineUnixMs":9,"on":"children","runIds":["c1"],"stepId":"a"}"#,
+            ),
+            (
+                EventKind::StepResumed {
+                    step_id: "a".into(),
+                    attempt: 1,
+                    reason: "children".into(),
+                    waited_ms: 7,
+                },
+                r#"{"attempt":1,"reason":"children","stepId":"a","waitedMs":7}"#,
+            ),
+            (
+                EventKind::ChildRunStarted {
+                    child_run_id: "c1".into(),
+                    workflow_id: "wf".into(),
+                    step_id: "a".into(),
+                    parent_close_policy: crate::model::ParentClosePolicy::Abandon,
+                },
+                r#"{"childRunId":"c1","parentClosePolicy":"abandon","stepId":"a","workflowId":"wf"}"#,
+            ),
+            (
+                EventKind::ChildRunCompleted {
+                    child_run_id: "c1".into(),
+                    status: crate::model::RunStatus::Failed,
+                    notes: "n".into(),
+                    artifacts: vec!["a.md".into()],
+                },
+                r#"{"artifacts":["a.md"],"childRunId":"c1","notes":"n","outcome":"FAILED"}"#,
+            ),
+            (
+                EventKind::RunPaused {
+                    reason: "night".into(),
+                },
+                r#"{"reason":"night"}"#,
+            ),
+            (EventKind::RunUnpaused {}, r#"{}"#),
         ]
     }
 
@@ -319,7 +422,7 @@ mod tests {
         let cases = cases();
         let mut types: Vec<_> = cases.iter().map(|(k, _)| k.type_name()).collect();
         types.dedup();
-        assert_eq!(types.len(), 13, "every event type has a case: {types:?}");
+        assert_eq!(types.len(), 19, "every event type has a case: {types:?}");
         for (kind, expected) in cases {
             assert_eq!(event_attributes_json(&kind), expected, "{}", kind.type_name());
         }

@@ -75,6 +75,10 @@ pub enum Operation {
     ReportTask,
     /// Every call of the `Schedules` service.
     ManageSchedules,
+    /// Pause a run (and its spawned children).
+    PauseRun,
+    /// Unpause a run (and its spawned children).
+    UnpauseRun,
     /// Every call of the `Triggers` service.
     ManageTriggers,
     /// Create, list and revoke API keys.
@@ -103,6 +107,8 @@ impl Operation {
             Self::PollTask => "poll task queues",
             Self::ReportTask => "report on step tasks",
             Self::ManageSchedules => "manage schedules",
+            Self::PauseRun => "pause runs",
+            Self::UnpauseRun => "unpause runs",
             Self::ManageTriggers => "manage triggers",
             Self::ManageApiKeys => "manage API keys",
             Self::ManageNamespaces => "manage namespaces",
@@ -140,6 +146,8 @@ pub fn permits(role: Role, op: Operation) -> bool {
                 | ListWorkflows
                 | GetSessionTree
                 | DescribeTaskQueue
+                | PauseRun
+                | UnpauseRun
         ),
         // DescribeRun too: a worker whose completion's answer was lost checks the
         // run to tell a landed completion from a refused one.

@@ -10,6 +10,7 @@
 //! errors are [`ApiError`](crate::error::ApiError), which the front end maps.
 
 pub mod caller;
+pub mod children;
 pub mod keys;
 pub mod limits;
 pub mod namespaces;
@@ -51,6 +52,8 @@ pub struct Core {
     pub auth: bool,
     /// Turns true when the server shuts down; long waits end early on it.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Bounds on trees of child runs (depth, children per run).
+    pub child_limits: crate::store::writer::ChildLimits,
 }
 
 impl Core {

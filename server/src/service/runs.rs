@@ -113,6 +113,7 @@ pub async fn start(core: &Core, caller: &Caller, r: StartRun) -> Result<Started,
         task_queue: r.task_queue,
         schedule_id: String::new(),
         identity: caller.identity.clone(),
+        ..Default::default()
     };
     let started = core.writer.start(StartCommand { params, definition }).await?;
     tracing::info!(run_id = %started.run_id, workflow = %r.workflow_id, started = started.started, "run started");
@@ -392,6 +393,32 @@ pub async fn signal(core: &Core, caller: &Caller, r: SignalRun) -> Result<(), Ap
 /// reports back.
 pub async fn cancel(core: &Core, caller: &Caller, run_id: String, reason: String) -> Result<(), ApiError> {
     stop(core, caller, Stop::Cancel, run_id, reason).await
+}
+
+/// Pauses (`pause`) or unpauses a run and the open runs it spawned: while paused no
+/// step is dispatched, and a step in flight is asked to suspend at its next turn.
+/// Answers whether the run changed (false: it was already so).
+pub async fn pause(
+    core: &Core,
+    caller: &Caller,
+    run_id: String,
+    reason: String,
+    pause: bool,
+) -> Result<bool, ApiError> {
+    check_name("run_id", &run_id)?;
+    check_len("reason", &reason, limits::MESSAGE)?;
+    let changed = core
+        .writer
+        .pause(crate::store::writer::PauseRun {
+            ns: caller.namespace.clone(),
+            run_id: run_id.clone(),
+            identity: caller.identity.clone(),
+            reason,
+            pause,
+        })
+        .await?;
+    tracing::info!(%run_id, pause, changed, "run pause changed");
+    Ok(changed)
 }
 
 /// Ends a run at once; a worker holding its step loses the lease.

@@ -52,6 +52,7 @@ fn fixture() -> Fixture {
     let namespaces: HashSet<String> = store.namespaces().unwrap().into_iter().collect();
     let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
     let core = Arc::new(Core {
+        child_limits: Default::default(),
         store,
         writer,
         matching,

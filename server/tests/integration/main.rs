@@ -5,6 +5,7 @@
 mod api;
 mod auth;
 mod bounds;
+mod children;
 mod metrics;
 mod namespaces;
 mod retention;

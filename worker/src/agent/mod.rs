@@ -3,12 +3,13 @@
 
 mod calls;
 mod checkpoint;
+pub mod spawn;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use railyard_proto::v1::{CoordinatorNote, Signal, StepTask};
+use railyard_proto::v1::{ChildRunSpec, CoordinatorNote, Signal, StepTask};
 use railyard_proto::{Completion, Failure};
 use serde_json::Value;
 use tracing::{debug, info, warn};
@@ -19,7 +20,8 @@ use crate::provider::{
     Block, BoxFuture, Message, ModelRequest, Provider, ProviderError, RequestMetadata, Role,
 };
 use crate::tools::{
-    self, COMPLETE_STEP, SIGNAL_COORDINATOR, ToolBox, ToolLimits, ToolOutput, WORKSPACE_TOOLS,
+    self, AWAIT_RUNS, COMPLETE_STEP, SIGNAL_COORDINATOR, SPAWN_AGENT, ToolBox, ToolLimits, ToolOutput,
+    WORKSPACE_TOOLS,
 };
 
 use calls::{parse_completion, parse_note, steer_text};
@@ -32,6 +34,8 @@ pub const DEFAULT_MAX_TURNS: u32 = 30;
 #[derive(Debug, Clone, Default)]
 pub struct HeartbeatOutcome {
     pub cancel_requested: bool,
+    /// The run is paused: the step suspends at this turn (reported as `paused`).
+    pub pause_requested: bool,
     /// Signals not handed over before.
     pub signals: Vec<Signal>,
 }
@@ -46,6 +50,18 @@ pub enum LeaseError {
     /// The heartbeat did not get through; the lease may still be fine.
     #[error("heartbeat failed: {0}")]
     Failed(String),
+}
+
+/// Why starting child runs failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum SpawnError {
+    /// The server refused (a limit, an unknown workflow, a bad run id): the model
+    /// reads the message as the tool's error.
+    #[error("{0}")]
+    Refused(String),
+    /// The lease is gone: the step must stop and report nothing.
+    #[error("lease lost: {0}")]
+    Lost(String),
 }
 
 /// The agent's handle on its lease.
@@ -66,6 +82,22 @@ pub trait Lease: Send + Sync {
     fn settle(&self, notes: Vec<CoordinatorNote>) -> BoxFuture<'_, Result<(), LeaseError>> {
         Box::pin(async move { self.heartbeat(Vec::new(), notes).await.map(|_| ()) })
     }
+
+    /// Starts child runs under the lease; with `wait`, ends the lease with the step
+    /// waiting for them and `await_run_ids`, `checkpoint` being its transcript.
+    /// Answers the new children's run ids.
+    ///
+    /// The default refuses: a lease that cannot reach a server cannot start runs.
+    fn spawn(
+        &self,
+        children: Vec<ChildRunSpec>,
+        wait: bool,
+        await_run_ids: Vec<String>,
+        checkpoint: Vec<u8>,
+    ) -> BoxFuture<'_, Result<Vec<String>, SpawnError>> {
+        let _ = (children, wait, await_run_ids, checkpoint);
+        Box::pin(async { Err(SpawnError::Refused("this worker cannot start child runs".into())) })
+    }
 }
 
 /// How a step ended.
@@ -79,6 +111,12 @@ pub enum Outcome {
     Canceled { checkpoint: Vec<u8> },
     /// The lease is gone; nothing may be reported.
     LeaseLost(String),
+    /// The run was paused: the step suspends, reported with the error type `paused`
+    /// and this checkpoint (the server parks it; no attempt is used up).
+    Paused { checkpoint: Vec<u8> },
+    /// The step ended its lease to wait for child runs (the server resumes it, on
+    /// any worker, when they have closed); nothing more is reported.
+    Waiting { child_run_ids: Vec<String> },
 }
 
 /// The outcome and what it took.
@@ -198,6 +236,8 @@ impl Agent {
             signals_through: 0,
             unacked_signals: false,
             step,
+            turn_waits: Vec::new(),
+            call_index: 0,
         };
         run.restore();
         let outcome = if task.start_to_close_timeout_ms == 0 {
@@ -243,6 +283,17 @@ struct StepRun<'a> {
     /// Signals were handed to the model that no heartbeat has acknowledged yet.
     unacked_signals: bool,
     step: StepRef,
+    /// This turn's `spawn_agent` (waiting) and `await_runs` calls: the index of
+    /// their result in the turn's results, and what they asked for.
+    turn_waits: Vec<(usize, TurnWait)>,
+    /// Index of the tool call being run in its turn.
+    call_index: usize,
+}
+
+/// A call of this turn that makes the step wait.
+enum TurnWait {
+    Spawn(ChildRunSpec),
+    Await(Vec<String>),
 }
 
 impl StepRun<'_> {
@@ -291,7 +342,16 @@ impl StepRun<'_> {
                         content: interrupted,
                     });
                 }
-                self.push_user_text(prompt::resume_note(task));
+                if task.resume_messages.is_empty() {
+                    self.push_user_text(prompt::resume_note(task));
+                } else {
+                    // Resumed from a wait: what it waited for, on the same transcript.
+                    info!(run_id = %task.run_id, step = %task.step_id, attempt = task.attempt,
+                        "resuming from a wait");
+                    for m in &task.resume_messages {
+                        self.push_user_text(m.clone());
+                    }
+                }
             }
             _ => {
                 if !task.checkpoint.is_empty() {
@@ -383,7 +443,9 @@ impl StepRun<'_> {
 
             let mut results = Vec::new();
             let mut completion = None;
-            for (id, name, input) in &calls {
+            self.turn_waits.clear();
+            for (i, (id, name, input)) in calls.iter().enumerate() {
+                self.call_index = i;
                 let out = self.call_tool(name, input, &mut completion).await;
                 results.push(Block::ToolResult {
                     tool_use_id: id.clone(),
@@ -394,10 +456,31 @@ impl StepRun<'_> {
             if calls.is_empty() {
                 results.push(Block::text(prompt::NUDGE));
             }
+            if !self.turn_waits.is_empty() && completion.is_some() {
+                // The step cannot both finish and wait: the wait wins, the model is told.
+                completion = None;
+                for (b, (_, name, _)) in results.iter_mut().zip(&calls) {
+                    if name == COMPLETE_STEP
+                        && let Block::ToolResult {
+                            content, is_error, ..
+                        } = b
+                    {
+                        *content = "complete_step was not applied: this turn also waits for child runs; \
+                                    call it again once their outcomes have come"
+                            .into();
+                        *is_error = true;
+                    }
+                }
+            }
             self.req.messages.push(Message {
                 role: Role::User,
                 content: results,
             });
+            if !self.turn_waits.is_empty()
+                && let Some(outcome) = self.wait_for_children().await
+            {
+                return outcome;
+            }
 
             if let Some(completion) = completion {
                 // Notes sent in the same turn must reach history, and signals the model
@@ -436,6 +519,41 @@ impl StepRun<'_> {
                     ToolOutput::ok("step completed")
                 }
                 (Err(e), _) => ToolOutput::error(e),
+            },
+            SPAWN_AGENT | AWAIT_RUNS if !tools::is_allowed(name, &task.allowed_tools) => {
+                self.refused += 1;
+                ToolOutput::error(format!("tool {name:?} is not allowed in this step"))
+            }
+            SPAWN_AGENT => match spawn::parse_spawn(input) {
+                Ok(call) if call.wait => {
+                    let k = 1 + self
+                        .turn_waits
+                        .iter()
+                        .filter(|(_, w)| matches!(w, TurnWait::Spawn(_)))
+                        .count();
+                    let out = ToolOutput::ok(spawn::spawn_placeholder(k, &call.spec.workflow_id));
+                    self.turn_waits.push((self.call_index, TurnWait::Spawn(call.spec)));
+                    out
+                }
+                Ok(call) => match self.lease.spawn(vec![call.spec], false, Vec::new(), Vec::new()).await {
+                    Ok(ids) => ToolOutput::ok(
+                        serde_json::json!({
+                            "childRunId": ids.first(),
+                            "note": "started; it runs on its own. Call await_runs with its id to wait for its outcome."
+                        })
+                        .to_string(),
+                    ),
+                    Err(e) => ToolOutput::error(e.to_string()),
+                },
+                Err(e) => ToolOutput::error(e),
+            },
+            AWAIT_RUNS => match spawn::parse_await(input) {
+                Ok(ids) => {
+                    let out = ToolOutput::ok(spawn::await_placeholder(&ids));
+                    self.turn_waits.push((self.call_index, TurnWait::Await(ids)));
+                    out
+                }
+                Err(e) => ToolOutput::error(e),
             },
             SIGNAL_COORDINATOR => match parse_note(input) {
                 Ok(note) => {
@@ -489,6 +607,13 @@ impl StepRun<'_> {
                 // This heartbeat acknowledged every signal handed over before it.
                 self.unacked_signals = false;
                 self.take_signals(&hb.signals);
+                if hb.pause_requested {
+                    info!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
+                        "run paused; suspending the step");
+                    return Some(Outcome::Paused {
+                        checkpoint: self.checkpoint(),
+                    });
+                }
                 None
             }
             Err(LeaseError::Lost(m)) => Some(Outcome::LeaseLost(m)),
@@ -499,6 +624,50 @@ impl StepRun<'_> {
                 let mut pending = notes;
                 pending.append(&mut self.notes);
                 self.notes = pending;
+                None
+            }
+        }
+    }
+
+    /// Ends the lease with the step waiting for this turn's child runs. `Some` when
+    /// the step must stop (it waits, or the lease is gone); `None` when the server
+    /// refused, and the turn's waiting calls now read the refusal as their error.
+    async fn wait_for_children(&mut self) -> Option<Outcome> {
+        let waits = std::mem::take(&mut self.turn_waits);
+        let (mut children, mut awaited) = (Vec::new(), Vec::new());
+        for (_, w) in &waits {
+            match w {
+                TurnWait::Spawn(spec) => children.push(spec.clone()),
+                TurnWait::Await(ids) => awaited.extend(ids.iter().cloned()),
+            }
+        }
+        // Notes of this turn reach history before the lease ends.
+        if (!self.notes.is_empty() || self.unacked_signals)
+            && let Some(Outcome::LeaseLost(m)) = self.settle().await
+        {
+            return Some(Outcome::LeaseLost(m));
+        }
+        match self.lease.spawn(children, true, awaited, self.checkpoint()).await {
+            Ok(child_run_ids) => {
+                info!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
+                    children = ?child_run_ids, "step waits for child runs");
+                Some(Outcome::Waiting { child_run_ids })
+            }
+            Err(SpawnError::Lost(m)) => Some(Outcome::LeaseLost(m)),
+            Err(SpawnError::Refused(m)) => {
+                warn!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
+                    error = %m, "child runs refused");
+                if let Some(last) = self.req.messages.last_mut() {
+                    for (i, _) in &waits {
+                        if let Some(Block::ToolResult {
+                            content, is_error, ..
+                        }) = last.content.get_mut(*i)
+                        {
+                            *content = m.clone();
+                            *is_error = true;
+                        }
+                    }
+                }
                 None
             }
         }

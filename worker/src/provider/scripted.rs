@@ -19,7 +19,9 @@
 //! A step plays `steps[<step_id>]`, or `default` when the script has no entry for it. The
 //! turn played is the number of assistant messages already in the request, so a step
 //! resumed from a checkpoint continues with its next turn rather than from the start.
-//! Strings anywhere in a turn may use `{{goal}}`, `{{step_id}}` and `{{run_id}}`. A step
+//! Strings anywhere in a turn may use `{{goal}}`, `{{step_id}}`, `{{run_id}}` and
+//! `{{last_user_text}}` (the text and tool results of the transcript's last user message, at most
+//! [`MAX_LAST_USER_TEXT`] bytes: e.g. what a step resumed from a wait was given). A step
 //! that runs past its last turn gets a text-only turn saying so (the agent loop then
 //! nudges it until its turn limit).
 
@@ -149,6 +151,38 @@ fn read_script(path: &Path) -> std::io::Result<String> {
     Ok(text)
 }
 
+/// Most bytes `{{last_user_text}}` fills in.
+pub const MAX_LAST_USER_TEXT: usize = 4096;
+
+/// The text blocks of the last user message, bounded.
+fn last_user_text(req: &ModelRequest) -> String {
+    let mut text = req
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User)
+        .map(|m| {
+            m.content
+                .iter()
+                .filter_map(|b| match b {
+                    Block::Text { text } => Some(text.as_str()),
+                    Block::ToolResult { content, .. } => Some(content.as_str()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default();
+    if text.len() > MAX_LAST_USER_TEXT {
+        let mut end = MAX_LAST_USER_TEXT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
+}
+
 /// Replays a [`Script`].
 pub struct ScriptedProvider {
     script: Script,
@@ -187,16 +221,17 @@ impl ScriptedProvider {
                 stop_reason: StopReason::EndTurn,
             };
         };
+        let last = last_user_text(req);
         let mut blocks = Vec::new();
         if let Some(text) = &turn.text {
-            blocks.push(Block::text(fill(text, meta)));
+            blocks.push(Block::text(fill(text, meta, &last)));
         }
         for (i, call) in turn.tool_calls.iter().enumerate() {
             blocks.push(Block::ToolUse {
                 // Deterministic ids keep replays and resumed transcripts comparable.
                 id: format!("toolu_script_{}_{}", index + 1, i + 1),
                 name: call.name.clone(),
-                input: fill_value(&call.input, meta),
+                input: fill_value(&call.input, meta, &last),
             });
         }
         let stop_reason = if turn.tool_calls.is_empty() {
@@ -208,19 +243,20 @@ impl ScriptedProvider {
     }
 }
 
-fn fill(s: &str, meta: &RequestMetadata) -> String {
+fn fill(s: &str, meta: &RequestMetadata, last: &str) -> String {
     s.replace("{{goal}}", &meta.goal)
         .replace("{{step_id}}", &meta.step_id)
         .replace("{{run_id}}", &meta.run_id)
+        .replace("{{last_user_text}}", last)
 }
 
-fn fill_value(v: &Value, meta: &RequestMetadata) -> Value {
+fn fill_value(v: &Value, meta: &RequestMetadata, last: &str) -> Value {
     match v {
-        Value::String(s) => Value::String(fill(s, meta)),
-        Value::Array(items) => Value::Array(items.iter().map(|i| fill_value(i, meta)).collect()),
+        Value::String(s) => Value::String(fill(s, meta, last)),
+        Value::Array(items) => Value::Array(items.iter().map(|i| fill_value(i, meta, last)).collect()),
         Value::Object(map) => Value::Object(
             map.iter()
-                .map(|(k, v)| (k.clone(), fill_value(v, meta)))
+                .map(|(k, v)| (k.clone(), fill_value(v, meta, last)))
                 .collect(),
         ),
         other => other.clone(),

@@ -24,7 +24,9 @@ pub(crate) use fs::truncate;
 
 use crate::provider::ToolSpec;
 
-pub use railyard_proto::tools::{COMPLETE_STEP, SIGNAL_COORDINATOR, WORKSPACE_TOOLS};
+pub use railyard_proto::tools::{
+    AWAIT_RUNS, COMPLETE_STEP, SIGNAL_COORDINATOR, SPAWN_AGENT, WORKSPACE_TOOLS,
+};
 /// Tools that are always allowed, whatever a step's `allowedTools` says.
 pub const ALWAYS_ALLOWED: [&str; 2] = [COMPLETE_STEP, SIGNAL_COORDINATOR];
 
@@ -142,6 +144,8 @@ impl ToolBox {
 
 /// Whether `name` may be called under `allowed` (empty = every tool).
 pub fn is_allowed(name: &str, allowed: &[String]) -> bool {
+    // `await_runs` only waits for what `spawn_agent` started: it goes with it.
+    let name = if name == AWAIT_RUNS { SPAWN_AGENT } else { name };
     ALWAYS_ALLOWED.contains(&name) || allowed.is_empty() || allowed.iter().any(|a| a == name)
 }
 
@@ -272,6 +276,32 @@ pub fn all_specs() -> Vec<ToolSpec> {
             }, "required": ["notes"]}),
         ),
         spec(
+            SPAWN_AGENT,
+            "Hand a sub-task to another agent: start a child run of workflow `workflowId` with `goal` \
+             (and optional string `context`). With `wait` (the default) this step pauses after this turn \
+             until every child run started in the turn has finished, then you get each one's \
+             {childRunId, outcome, notes, artifacts}; a failed or canceled child is an outcome, not an \
+             error. Call it several times in one turn to run children in parallel. With `wait: false` \
+             you get the child's run id at once; use await_runs later. `parentClosePolicy` (cancel, \
+             terminate, abandon) says what happens to a child still running when this run ends.",
+            json!({"type": "object", "properties": {
+                "workflowId": {"type": "string"},
+                "goal": {"type": "string"},
+                "context": {"type": "object", "additionalProperties": {"type": "string"}},
+                "wait": {"type": "boolean"},
+                "parentClosePolicy": {"type": "string", "enum": ["cancel", "terminate", "abandon"]}
+            }, "required": ["workflowId", "goal"]}),
+        ),
+        spec(
+            AWAIT_RUNS,
+            "Wait for child runs you started with spawn_agent and `wait: false`: this step pauses after \
+             this turn until all of `runIds` have finished, then you get each one's \
+             {childRunId, outcome, notes, artifacts}.",
+            json!({"type": "object", "properties": {
+                "runIds": {"type": "array", "items": {"type": "string"}}
+            }, "required": ["runIds"]}),
+        ),
+        spec(
             SIGNAL_COORDINATOR,
             "Send a short note to the workflow's coordinator without ending the step: `kind` is \
              progress, finding, blocked or question; `message` says what.",
@@ -292,7 +322,9 @@ mod tests {
         let allowed = vec!["read_file".to_string()];
         let names: Vec<String> = specs(&allowed).into_iter().map(|s| s.name).collect();
         assert_eq!(names, vec!["read_file", COMPLETE_STEP, SIGNAL_COORDINATOR]);
-        assert_eq!(specs(&[]).len(), 8);
+        assert_eq!(specs(&[]).len(), 10);
+        let spawning = vec!["spawn_agent".to_string()];
+        assert!(is_allowed(AWAIT_RUNS, &spawning) && !is_allowed(AWAIT_RUNS, &allowed));
         assert!(!is_allowed("bash", &allowed));
         assert!(is_allowed(COMPLETE_STEP, &allowed));
     }

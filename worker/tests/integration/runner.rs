@@ -77,6 +77,7 @@ impl Tasks for FakeTasks {
             BeatMode::Cancel => Ok(Response::new(HeartbeatStepTaskResponse {
                 cancel_requested: true,
                 signals: vec![],
+                pause_requested: false,
             })),
             BeatMode::Lost => Err(Status::failed_precondition("stale lease")),
         }
@@ -126,6 +127,13 @@ impl Tasks for FakeTasks {
         _: Request<DescribeTaskQueueRequest>,
     ) -> Result<Response<DescribeTaskQueueResponse>, Status> {
         Ok(Response::new(DescribeTaskQueueResponse::default()))
+    }
+
+    async fn spawn_child_runs(
+        &self,
+        _: Request<railyard_proto::v1::SpawnChildRunsRequest>,
+    ) -> Result<Response<railyard_proto::v1::SpawnChildRunsResponse>, Status> {
+        Err(Status::unimplemented("this fake starts no child runs"))
     }
 }
 
@@ -208,6 +216,18 @@ impl History for FakeHistory {
         &self,
         _: Request<GetSessionTreeRequest>,
     ) -> Result<Response<GetSessionTreeResponse>, Status> {
+        unused()
+    }
+    async fn pause_run(
+        &self,
+        _: Request<railyard_proto::v1::PauseRunRequest>,
+    ) -> Result<Response<railyard_proto::v1::PauseRunResponse>, Status> {
+        unused()
+    }
+    async fn unpause_run(
+        &self,
+        _: Request<railyard_proto::v1::UnpauseRunRequest>,
+    ) -> Result<Response<railyard_proto::v1::UnpauseRunResponse>, Status> {
         unused()
     }
 }

@@ -25,6 +25,7 @@ pub(super) fn phase_kind(phase: &Phase) -> PhaseKind {
         },
         Phase::BackingOff { until_ms } => PhaseKind::BackingOff { until_ms: *until_ms },
         Phase::Closed => PhaseKind::Closed,
+        Phase::Waiting(_) => panic!("the generator makes no waiting steps"),
     }
 }
 
@@ -86,6 +87,14 @@ pub(super) fn replay(def: &WorkflowDef, history: &[Event]) -> Derived {
                 run_queue = task_queue.clone();
             }
             _ if i == 0 => panic!("history starts with {:?}", e.kind),
+            EventKind::StepWaiting { .. }
+            | EventKind::StepResumed { .. }
+            | EventKind::ChildRunStarted { .. }
+            | EventKind::ChildRunCompleted { .. }
+            | EventKind::RunPaused { .. }
+            | EventKind::RunUnpaused { .. } => {
+                panic!("event {}: the generator makes no waits, children or pauses", e.id)
+            }
             EventKind::StepScheduled {
                 step_id,
                 step_index,
@@ -226,6 +235,7 @@ pub(super) fn replay(def: &WorkflowDef, history: &[Event]) -> Derived {
                         last = Some(&e.kind);
                         continue;
                     }
+                    TimeoutKind::Wait => panic!("event {}: the generator makes no waits", e.id),
                     TimeoutKind::StartToClose => {
                         assert!(e.time_ms >= started_ms + s.timeout_ms(), "early timeout")
                     }

@@ -258,6 +258,7 @@ impl DefinitionV2 {
                         non_retryable_error_types: r.non_retryable_error_types,
                     }),
                     require_confirmation: s.require_confirmation,
+                    wait: None,
                 })
                 .collect(),
         }
@@ -290,6 +291,12 @@ impl RunV2 {
             callback_url: self.callback_url,
             task_queue: String::new(),
             schedule_id: String::new(),
+            parent_step_id: String::new(),
+            depth: 0,
+            parent_close_policy: Default::default(),
+            children_started: 0,
+            resume_input: Vec::new(),
+            paused: false,
             start_ms: self.start_ms,
             close_ms: self.close_ms,
             last_event_id: self.last_event_id,
@@ -359,6 +366,8 @@ impl EventV2 {
                 parent_run_id,
                 callback_url,
                 task_queue: String::new(),
+                parent_step_id: String::new(),
+                depth: 0,
             },
             KindV2::StepScheduled {
                 step_id,

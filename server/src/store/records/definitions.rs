@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 
 use super::{Record, corrupt, decode_record, encode_record};
 use crate::error::StorageError;
-use crate::workflow::{RetryPolicy, StepDef, WorkflowDef};
+use crate::workflow::{RetryPolicy, StepDef, WaitOptions, WaitTimeoutPolicy, WorkflowDef};
 
 /// The `definitions` table's key: (workflow id, version, content hash).
 pub(crate) type DefinitionTableKey = (&'static str, &'static str, &'static str);
@@ -69,6 +69,18 @@ struct StepDefRecord {
     retry: Option<RetryRecord>,
     #[serde(default)]
     require_confirmation: bool,
+    /// Absent in older rows: no wait options.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    wait: Option<WaitRecord>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct WaitRecord {
+    #[serde(default)]
+    timeout_seconds: Option<u32>,
+    /// `fail` or `resume`; anything else reads as `fail`.
+    #[serde(default)]
+    on_timeout: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -137,6 +149,14 @@ impl DefinitionRecord {
                         non_retryable_error_types: r.non_retryable_error_types.clone(),
                     }),
                     require_confirmation: s.require_confirmation,
+                    wait: s.wait.as_ref().map(|w| WaitRecord {
+                        timeout_seconds: w.timeout_seconds,
+                        on_timeout: match w.on_timeout {
+                            WaitTimeoutPolicy::Fail => "fail",
+                            WaitTimeoutPolicy::Resume => "resume",
+                        }
+                        .into(),
+                    }),
                 })
                 .collect(),
         }
@@ -169,6 +189,13 @@ impl DefinitionRecord {
                         non_retryable_error_types: r.non_retryable_error_types,
                     }),
                     require_confirmation: s.require_confirmation,
+                    wait: s.wait.map(|w| WaitOptions {
+                        timeout_seconds: w.timeout_seconds,
+                        on_timeout: match w.on_timeout.as_str() {
+                            "resume" => WaitTimeoutPolicy::Resume,
+                            _ => WaitTimeoutPolicy::Fail,
+                        },
+                    }),
                 })
                 .collect(),
         }

@@ -5,10 +5,12 @@ use std::collections::BTreeMap;
 use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 
-use super::{DefinitionKey, DefinitionTableKey, Definitions, Record, decode_record, encode_record, v1};
+use super::{
+    DefinitionKey, DefinitionTableKey, Definitions, Record, StatusRecord, decode_record, encode_record, v1,
+};
 use crate::clock::Millis;
 use crate::error::StorageError;
-use crate::model::{Event, EventKind, TimeoutKind};
+use crate::model::{Event, EventKind, ParentClosePolicy, TimeoutKind};
 
 #[derive(Debug, Serialize, Deserialize)]
 struct EventRecord {
@@ -51,6 +53,11 @@ enum KindRecord {
         callback_url: String,
         #[serde(default, skip_serializing_if = "String::is_empty")]
         task_queue: String,
+        /// Absent in older rows and for roots.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        parent_step_id: String,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        depth: u32,
     },
     StepScheduled {
         #[serde(default)]
@@ -145,6 +152,61 @@ enum KindRecord {
         #[serde(default)]
         reason: String,
     },
+    StepWaiting {
+        #[serde(default)]
+        step_id: String,
+        #[serde(default)]
+        attempt: u32,
+        #[serde(default)]
+        on: String,
+        #[serde(default)]
+        run_ids: Vec<String>,
+        #[serde(default)]
+        deadline_ms: Option<Millis>,
+    },
+    StepResumed {
+        #[serde(default)]
+        step_id: String,
+        #[serde(default)]
+        attempt: u32,
+        #[serde(default)]
+        reason: String,
+        #[serde(default)]
+        waited_ms: Millis,
+    },
+    ChildRunStarted {
+        #[serde(default)]
+        child_run_id: String,
+        #[serde(default)]
+        workflow_id: String,
+        #[serde(default)]
+        step_id: String,
+        /// `cancel`, `terminate` or `abandon`.
+        #[serde(default)]
+        parent_close_policy: String,
+    },
+    RunPaused(#[serde(default)] PauseRecord),
+    RunUnpaused(#[serde(default)] PauseRecord),
+    ChildRunCompleted {
+        #[serde(default)]
+        child_run_id: String,
+        status: StatusRecord,
+        #[serde(default)]
+        notes: String,
+        #[serde(default)]
+        artifacts: Vec<String>,
+    },
+}
+
+/// Records of `RunPaused` / `RunUnpaused`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct PauseRecord {
+    #[serde(default)]
+    reason: String,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -155,6 +217,8 @@ enum TimeoutRecord {
     Heartbeat,
     #[serde(rename = "UNDELIVERED")]
     Undelivered,
+    #[serde(rename = "WAIT")]
+    Wait,
 }
 
 /// Encodes one history row. A `RunStarted` names its definition, which the same
@@ -170,6 +234,8 @@ pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, St
             parent_run_id,
             callback_url,
             task_queue,
+            parent_step_id,
+            depth,
         } => KindRecord::RunStarted {
             workflow_id: workflow_id.clone(),
             definition: defs.key_of(definition)?,
@@ -179,6 +245,8 @@ pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, St
             parent_run_id: parent_run_id.clone(),
             callback_url: callback_url.clone(),
             task_queue: task_queue.clone(),
+            parent_step_id: parent_step_id.clone(),
+            depth: *depth,
         },
         EventKind::StepScheduled {
             step_id,
@@ -243,6 +311,7 @@ pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, St
                 TimeoutKind::StartToClose => TimeoutRecord::StartToClose,
                 TimeoutKind::Heartbeat => TimeoutRecord::Heartbeat,
                 TimeoutKind::Undelivered => TimeoutRecord::Undelivered,
+                TimeoutKind::Wait => TimeoutRecord::Wait,
             },
             will_retry: *will_retry,
             next_attempt_at_ms: *next_attempt_at_ms,
@@ -277,6 +346,56 @@ pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, St
         EventKind::RunTerminated { reason } => KindRecord::RunTerminated {
             reason: reason.clone(),
         },
+        EventKind::StepWaiting {
+            step_id,
+            attempt,
+            on,
+            run_ids,
+            deadline_ms,
+        } => KindRecord::StepWaiting {
+            step_id: step_id.clone(),
+            attempt: *attempt,
+            on: on.clone(),
+            run_ids: run_ids.clone(),
+            deadline_ms: *deadline_ms,
+        },
+        EventKind::StepResumed {
+            step_id,
+            attempt,
+            reason,
+            waited_ms,
+        } => KindRecord::StepResumed {
+            step_id: step_id.clone(),
+            attempt: *attempt,
+            reason: reason.clone(),
+            waited_ms: *waited_ms,
+        },
+        EventKind::ChildRunStarted {
+            child_run_id,
+            workflow_id,
+            step_id,
+            parent_close_policy,
+        } => KindRecord::ChildRunStarted {
+            child_run_id: child_run_id.clone(),
+            workflow_id: workflow_id.clone(),
+            step_id: step_id.clone(),
+            parent_close_policy: parent_close_policy.name().into(),
+        },
+        EventKind::RunPaused { reason } => KindRecord::RunPaused(PauseRecord {
+            reason: reason.clone(),
+        }),
+        EventKind::RunUnpaused {} => KindRecord::RunUnpaused(PauseRecord::default()),
+        EventKind::ChildRunCompleted {
+            child_run_id,
+            status,
+            notes,
+            artifacts,
+        } => KindRecord::ChildRunCompleted {
+            child_run_id: child_run_id.clone(),
+            status: (*status).into(),
+            notes: notes.clone(),
+            artifacts: artifacts.clone(),
+        },
     };
     encode_record(&EventRecord {
         v: EventRecord::VERSION,
@@ -305,6 +424,8 @@ pub(crate) fn decode_event(
             parent_run_id,
             callback_url,
             task_queue,
+            parent_step_id,
+            depth,
         } => EventKind::RunStarted {
             workflow_id,
             definition: defs.resolve(&definition, definitions)?,
@@ -314,6 +435,8 @@ pub(crate) fn decode_event(
             parent_run_id,
             callback_url,
             task_queue,
+            parent_step_id,
+            depth,
         },
         KindRecord::StepScheduled {
             step_id,
@@ -378,6 +501,7 @@ pub(crate) fn decode_event(
                 TimeoutRecord::StartToClose => TimeoutKind::StartToClose,
                 TimeoutRecord::Heartbeat => TimeoutKind::Heartbeat,
                 TimeoutRecord::Undelivered => TimeoutKind::Undelivered,
+                TimeoutRecord::Wait => TimeoutKind::Wait,
             },
             will_retry,
             next_attempt_at_ms,
@@ -399,6 +523,59 @@ pub(crate) fn decode_event(
         KindRecord::RunFailed { reason } => EventKind::RunFailed { reason },
         KindRecord::RunCanceled { reason } => EventKind::RunCanceled { reason },
         KindRecord::RunTerminated { reason } => EventKind::RunTerminated { reason },
+        KindRecord::StepWaiting {
+            step_id,
+            attempt,
+            on,
+            run_ids,
+            deadline_ms,
+        } => EventKind::StepWaiting {
+            step_id,
+            attempt,
+            on,
+            run_ids,
+            deadline_ms,
+        },
+        KindRecord::StepResumed {
+            step_id,
+            attempt,
+            reason,
+            waited_ms,
+        } => EventKind::StepResumed {
+            step_id,
+            attempt,
+            reason,
+            waited_ms,
+        },
+        KindRecord::ChildRunStarted {
+            child_run_id,
+            workflow_id,
+            step_id,
+            parent_close_policy,
+        } => EventKind::ChildRunStarted {
+            child_run_id,
+            workflow_id,
+            step_id,
+            parent_close_policy: ParentClosePolicy::parse(&parent_close_policy).ok_or_else(|| {
+                super::corrupt(
+                    "event",
+                    format!("unknown parent close policy {parent_close_policy:?}"),
+                )
+            })?,
+        },
+        KindRecord::RunPaused(r) => EventKind::RunPaused { reason: r.reason },
+        KindRecord::RunUnpaused(_) => EventKind::RunUnpaused {},
+        KindRecord::ChildRunCompleted {
+            child_run_id,
+            status,
+            notes,
+            artifacts,
+        } => EventKind::ChildRunCompleted {
+            child_run_id,
+            status: status.into(),
+            notes,
+            artifacts,
+        },
     };
     Ok(Event {
         id: r.id,

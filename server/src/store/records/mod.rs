@@ -29,7 +29,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Millis;
 use crate::error::StorageError;
-use crate::model::{Lease, PendingSignal, Phase, RunState, RunStatus, StepRecord};
+use crate::model::{
+    ChildOutcome, Lease, ParentClosePolicy, PendingSignal, Phase, RunState, RunStatus, StepRecord, WaitOn,
+    Waiting,
+};
 
 pub(crate) use api_keys::{decode_api_key, encode_api_key};
 pub(crate) use definitions::{DefinitionKey, DefinitionTableKey, Definitions};
@@ -122,6 +125,25 @@ struct RunRecord {
     failure: String,
     #[serde(default)]
     pending_signals: Vec<SignalRecord>,
+    /// Child-run fields (absent in older rows: a root run with no children).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    parent_step_id: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    depth: u32,
+    /// `cancel`, `terminate` or `abandon` (absent: `cancel`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    parent_close_policy: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    children_started: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    resume_input: Vec<String>,
+    /// Absent in older rows: not paused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    paused: bool,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Record for RunRecord {
@@ -193,6 +215,61 @@ enum PhaseRecord {
     },
     #[serde(rename = "closed")]
     Closed,
+    #[serde(rename = "waiting")]
+    Waiting {
+        on: WaitOnRecord,
+        #[serde(default)]
+        since_ms: Millis,
+        #[serde(default)]
+        deadline_ms: Option<Millis>,
+        #[serde(default)]
+        wait_id: u64,
+    },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+enum WaitOnRecord {
+    #[serde(rename = "children")]
+    Children {
+        #[serde(default)]
+        run_ids: Vec<String>,
+        #[serde(default)]
+        done: Vec<ChildOutcomeRecord>,
+    },
+    #[serde(rename = "unpause")]
+    Unpause,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ChildOutcomeRecord {
+    #[serde(default)]
+    run_id: String,
+    status: StatusRecord,
+    #[serde(default)]
+    notes: String,
+    #[serde(default)]
+    artifacts: Vec<String>,
+}
+
+impl ChildOutcomeRecord {
+    fn from_model(c: &ChildOutcome) -> Self {
+        Self {
+            run_id: c.run_id.clone(),
+            status: c.status.into(),
+            notes: c.notes.clone(),
+            artifacts: c.artifacts.clone(),
+        }
+    }
+
+    fn into_model(self) -> ChildOutcome {
+        ChildOutcome {
+            run_id: self.run_id,
+            status: self.status.into(),
+            notes: self.notes,
+            artifacts: self.artifacts,
+        }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -274,6 +351,18 @@ impl RunRecord {
                 },
                 Phase::BackingOff { until_ms } => PhaseRecord::BackingOff { until_ms: *until_ms },
                 Phase::Closed => PhaseRecord::Closed,
+                Phase::Waiting(w) => PhaseRecord::Waiting {
+                    on: match &w.on {
+                        WaitOn::Children { run_ids, done } => WaitOnRecord::Children {
+                            run_ids: run_ids.clone(),
+                            done: done.iter().map(ChildOutcomeRecord::from_model).collect(),
+                        },
+                        WaitOn::Unpause => WaitOnRecord::Unpause,
+                    },
+                    since_ms: w.since_ms,
+                    deadline_ms: w.deadline_ms,
+                    wait_id: w.wait_id,
+                },
             },
             steps: r
                 .steps
@@ -299,6 +388,15 @@ impl RunRecord {
                     payload_json: s.payload_json.clone(),
                 })
                 .collect(),
+            parent_step_id: r.parent_step_id.clone(),
+            depth: r.depth,
+            parent_close_policy: match r.parent_close_policy {
+                ParentClosePolicy::Cancel => String::new(),
+                p => p.name().into(),
+            },
+            children_started: r.children_started,
+            resume_input: r.resume_input.clone(),
+            paused: r.paused,
         }
     }
 
@@ -350,6 +448,23 @@ impl RunRecord {
                 }),
                 PhaseRecord::BackingOff { until_ms } => Phase::BackingOff { until_ms },
                 PhaseRecord::Closed => Phase::Closed,
+                PhaseRecord::Waiting {
+                    on,
+                    since_ms,
+                    deadline_ms,
+                    wait_id,
+                } => Phase::Waiting(Waiting {
+                    on: match on {
+                        WaitOnRecord::Children { run_ids, done } => WaitOn::Children {
+                            run_ids,
+                            done: done.into_iter().map(ChildOutcomeRecord::into_model).collect(),
+                        },
+                        WaitOnRecord::Unpause => WaitOn::Unpause,
+                    },
+                    since_ms,
+                    deadline_ms,
+                    wait_id,
+                }),
             },
             steps: self
                 .steps
@@ -375,6 +490,17 @@ impl RunRecord {
                     payload_json: s.payload_json,
                 })
                 .collect(),
+            parent_step_id: self.parent_step_id,
+            depth: self.depth,
+            parent_close_policy: ParentClosePolicy::parse(&self.parent_close_policy).ok_or_else(|| {
+                corrupt(
+                    "run",
+                    format!("unknown parent close policy {:?}", self.parent_close_policy),
+                )
+            })?,
+            children_started: self.children_started,
+            resume_input: self.resume_input,
+            paused: self.paused,
         })
     }
 }

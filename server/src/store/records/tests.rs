@@ -416,3 +416,149 @@ fn a_namespace_round_trips_and_the_first_layouts_empty_row_reads() {
     assert_eq!(old.retention_ms, crate::namespace::DEFAULT_RETENTION_MS);
     assert_eq!(old.limits, crate::namespace::NamespaceLimits::default());
 }
+
+#[test]
+fn a_waiting_child_run_its_new_events_and_its_wait_timer_round_trip() {
+    use crate::model::{ChildOutcome, ParentClosePolicy, WaitOn, Waiting};
+    let d = db();
+    let (mut run, _) = busy_run();
+    run.parent_run_id = "parent".into();
+    run.parent_step_id = "plan".into();
+    run.depth = 2;
+    run.parent_close_policy = ParentClosePolicy::Abandon;
+    run.children_started = 3;
+    run.resume_input = vec!["results".into()];
+    run.phase = Phase::Waiting(Waiting {
+        on: WaitOn::Children {
+            run_ids: vec!["c1".into(), "c2".into()],
+            done: vec![ChildOutcome {
+                run_id: "c1".into(),
+                status: RunStatus::Failed,
+                notes: "n".into(),
+                artifacts: vec!["a".into()],
+            }],
+        },
+        since_ms: 5,
+        deadline_ms: Some(9),
+        wait_id: 7,
+    });
+    let tx = d.db.begin_write().unwrap();
+    let mut table = tx.open_table(DEFS).unwrap();
+    d.defs.store(&run.definition, &mut table).unwrap();
+    let row = encode_run(&run, &d.defs).unwrap();
+    assert_eq!(decode_run(&row, &d.defs, &table).unwrap(), run);
+    let mut paused = run.clone();
+    paused.paused = true;
+    paused.phase = Phase::Waiting(Waiting {
+        on: WaitOn::Unpause,
+        since_ms: 1,
+        deadline_ms: None,
+        wait_id: 2,
+    });
+    let row = encode_run(&paused, &d.defs).unwrap();
+    assert_eq!(decode_run(&row, &d.defs, &table).unwrap(), paused);
+
+    let kinds = [
+        EventKind::StepWaiting {
+            step_id: "a".into(),
+            attempt: 1,
+            on: "children".into(),
+            run_ids: vec!["c1".into()],
+            deadline_ms: None,
+        },
+        EventKind::StepResumed {
+            step_id: "a".into(),
+            attempt: 1,
+            reason: "timeout".into(),
+            waited_ms: 3,
+        },
+        EventKind::ChildRunStarted {
+            child_run_id: "c1".into(),
+            workflow_id: "wf".into(),
+            step_id: "a".into(),
+            parent_close_policy: ParentClosePolicy::Terminate,
+        },
+        EventKind::ChildRunCompleted {
+            child_run_id: "c1".into(),
+            status: RunStatus::Completed,
+            notes: "n".into(),
+            artifacts: vec![],
+        },
+        EventKind::StepTimedOut {
+            step_id: "a".into(),
+            attempt: 1,
+            timeout: TimeoutKind::Wait,
+            will_retry: false,
+            next_attempt_at_ms: None,
+        },
+        EventKind::RunPaused {
+            reason: "night".into(),
+        },
+        EventKind::RunUnpaused {},
+    ];
+    for (i, kind) in kinds.into_iter().enumerate() {
+        let ev = Event {
+            id: i as u64 + 1,
+            time_ms: 1,
+            identity: "w".into(),
+            kind,
+        };
+        let row = encode_event(&ev, &d.defs).unwrap();
+        assert_eq!(decode_event(&row, &d.defs, &table).unwrap(), ev);
+    }
+    let timer = Timer::WaitTimeout {
+        namespace: "ns".into(),
+        run_id: "r".into(),
+        wait_id: 7,
+    };
+    assert_eq!(decode_timer(&encode_timer(&timer).unwrap()).unwrap(), timer);
+}
+
+#[test]
+fn a_run_row_from_before_child_runs_reads_as_a_root_with_no_children() {
+    use crate::model::ParentClosePolicy;
+    let d = db();
+    let def = Arc::new(parse_definition(DEF).unwrap());
+    let tx = d.db.begin_write().unwrap();
+    let mut table = tx.open_table(DEFS).unwrap();
+    let key = d.defs.store(&def, &mut table).unwrap();
+    let state = serde_json::json!({
+        "v": 1,
+        "definition": {"workflow_id": "wf", "version": "1", "hash": key.hash},
+        "status": "RUNNING",
+        "parent_run_id": "p",
+        "phase": {"kind": "backing_off", "until_ms": 3},
+        "steps": [{}, {}],
+    });
+    let run = decode_run(&serde_json::to_vec(&state).unwrap(), &d.defs, &table).unwrap();
+    assert_eq!(
+        (run.parent_step_id.as_str(), run.depth, run.children_started),
+        ("", 0, 0)
+    );
+    assert_eq!(run.parent_close_policy, ParentClosePolicy::Cancel);
+    assert!(run.resume_input.is_empty());
+    assert!(!run.paused);
+    // A row written today without child fields reads the same way, and a bad
+    // policy name is refused by name.
+    let bad = serde_json::json!({
+        "definition": {"workflow_id": "wf", "version": "1", "hash": key.hash},
+        "status": "RUNNING",
+        "phase": {"kind": "closed"},
+        "steps": [{}, {}],
+        "current_step": 2,
+        "parent_close_policy": "explode",
+    });
+    let err = decode_run(&serde_json::to_vec(&bad).unwrap(), &d.defs, &table).unwrap_err();
+    assert!(err.to_string().contains("explode"), "{err}");
+    let started =
+        br#"{"event":{"RunStarted":{"definition":{"workflow_id":"wf","version":"1","hash":"HASH"}}}}"#;
+    let started = String::from_utf8_lossy(started).replace("HASH", &key.hash);
+    match decode_event(started.as_bytes(), &d.defs, &table).unwrap().kind {
+        EventKind::RunStarted {
+            parent_step_id,
+            depth,
+            ..
+        } => assert_eq!((parent_step_id.as_str(), depth), ("", 0)),
+        other => panic!("{other:?}"),
+    }
+}

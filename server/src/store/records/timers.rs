@@ -43,6 +43,16 @@ enum TimerKindRecord {
         #[serde(default)]
         schedule_id: String,
     },
+    /// A waiting step's wait timed out.
+    #[serde(rename = "wait_timeout")]
+    WaitTimeout {
+        #[serde(default)]
+        namespace: String,
+        #[serde(default)]
+        run_id: String,
+        #[serde(default)]
+        wait_id: u64,
+    },
 }
 
 pub(crate) fn encode_timer(timer: &Timer) -> Result<Vec<u8>, StorageError> {
@@ -64,6 +74,15 @@ pub(crate) fn encode_timer(timer: &Timer) -> Result<Vec<u8>, StorageError> {
         } => TimerKindRecord::ScheduleFire {
             namespace: namespace.clone(),
             schedule_id: schedule_id.clone(),
+        },
+        Timer::WaitTimeout {
+            namespace,
+            run_id,
+            wait_id,
+        } => TimerKindRecord::WaitTimeout {
+            namespace: namespace.clone(),
+            run_id: run_id.clone(),
+            wait_id: *wait_id,
         },
     };
     encode_record(&TimerRecord {
@@ -92,6 +111,15 @@ pub(crate) fn decode_timer(bytes: &[u8]) -> Result<Timer, StorageError> {
         } => Timer::ScheduleFire {
             namespace,
             schedule_id,
+        },
+        TimerKindRecord::WaitTimeout {
+            namespace,
+            run_id,
+            wait_id,
+        } => Timer::WaitTimeout {
+            namespace,
+            run_id,
+            wait_id,
         },
     })
 }

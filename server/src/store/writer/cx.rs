@@ -3,6 +3,7 @@
 //! write transaction. A command may load and save several runs; they commit
 //! together with the rest of the batch.
 
+use super::commands::children::FamilyClose;
 use super::*;
 
 /// One command's view of the open transaction.
@@ -21,6 +22,9 @@ pub(crate) struct Cx<'a, 't> {
     pub(super) closed: &'a mut Vec<ClosedRun>,
     /// Open runs per namespace and start buckets ([`StartLimits`]).
     pub(super) limits: &'a mut StartLimits,
+    /// Runs of a tree that closed in this command: their parents and children hear
+    /// of it before the command ends (`commands::children::settle`).
+    pub(super) family: &'a mut Vec<FamilyClose>,
 }
 
 /// A run started by a schedule that has closed, not yet told to the schedule.
@@ -205,6 +209,12 @@ impl Cx<'_, '_> {
                 run_id: id.into(),
                 status: run.status,
                 failure: run.failure.clone(),
+            });
+        }
+        if was_open && !run.status.is_open() && (!run.parent_step_id.is_empty() || run.children_started > 0) {
+            self.family.push(FamilyClose {
+                ns: ns.into(),
+                run_id: id.into(),
             });
         }
         self.after.push(After::Lease {

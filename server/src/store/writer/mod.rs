@@ -25,6 +25,7 @@ use commands::{Answer, Apply, Command, Handed};
 use cx::Transition;
 
 pub(crate) use commands::schedule::not_found as schedule_not_found;
+pub use commands::{ChildLimits, ChildSpec, PauseRun, SpawnChildren, Spawned, WaitFor};
 pub use commands::{
     CreateSchedule, DeleteSchedule, PatchSchedule, Patched, PurgeCandidate, PurgeRuns, Purged, Replaced,
     StartCommand, StartReplacing, Stop, UpdateSchedule, may_purge,
@@ -90,6 +91,8 @@ pub struct StepCompletion {
 pub struct HeartbeatReply {
     pub cancel_requested: bool,
     pub signals: Vec<PendingSignal>,
+    /// The run is paused: the worker should suspend the step at its next turn.
+    pub pause_requested: bool,
 }
 
 /// The handle request handlers use to reach the writer. Cheap to clone.
@@ -153,6 +156,17 @@ impl Writer {
     /// Terminates one run if it is open and starts another, in one commit; if the
     /// start is refused, the other run is left as it was.
     pub async fn start_replacing(&self, cmd: StartReplacing) -> Result<Replaced, ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Pauses or unpauses a run and its open spawned descendants.
+    pub async fn pause(&self, cmd: PauseRun) -> Result<bool, ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Starts child runs under a step's lease, and with `wait`, ends the lease with
+    /// the step waiting on them, in one commit.
+    pub async fn spawn_children(&self, cmd: SpawnChildren) -> Result<Spawned, ApiError> {
         self.call(cmd).await
     }
 
@@ -465,6 +479,7 @@ impl WriterLoop {
                 }
                 let _span = tracing::debug_span!("command", command = cmd.name()).entered();
                 let mut closed = Vec::new();
+                let mut family = Vec::new();
                 let mut cx = Cx {
                     tx: &mut *tx,
                     next_seq: &mut *next_seq,
@@ -476,14 +491,19 @@ impl WriterLoop {
                     workflows: &hooks.workflows,
                     closed: &mut closed,
                     limits: &mut *limits,
+                    family: &mut family,
                 };
                 let (answer, mut error) = cmd.apply(&mut cx);
                 // Runs a schedule started that closed in this command tell their
                 // schedules in the same transaction, whichever way they closed.
-                if error.is_none()
-                    && let Err(e) = commands::schedule::settle(&mut cx)
-                {
-                    error = Some(e);
+                // Likewise the parents and children of runs of a tree that closed;
+                // either may close more runs, so both go on until neither has news.
+                while error.is_none() && (!cx.family.is_empty() || !cx.closed.is_empty()) {
+                    if let Err(e) =
+                        commands::children::settle(&mut cx).and_then(|()| commands::schedule::settle(&mut cx))
+                    {
+                        error = Some(e);
+                    }
                 }
                 answers.push(answer);
                 failed = error;

@@ -45,6 +45,16 @@ impl Apply for FireTimers {
                     namespace,
                     schedule_id,
                 } => super::schedule::fire(cx, key, &namespace, &schedule_id)?,
+                Timer::WaitTimeout {
+                    namespace,
+                    run_id,
+                    wait_id,
+                } => {
+                    let _ = cx.with_run(&namespace, &run_id, |run, out| {
+                        run.wait_timer(wait_id, out);
+                        Ok(())
+                    })?;
+                }
             }
         }
         let due = cx.leases.due(now, MAX_TIMERS.saturating_sub(fired));

@@ -30,6 +30,7 @@ impl Apply for Heartbeat {
             Ok(HeartbeatReply {
                 cancel_requested: run.cancel_requested,
                 signals,
+                pause_requested: run.paused,
             })
         })
     }

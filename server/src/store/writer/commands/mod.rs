@@ -5,6 +5,7 @@
 use super::cx::Cx;
 use super::*;
 
+pub(crate) mod children;
 mod complete;
 mod create_api_key;
 mod create_namespace;
@@ -14,6 +15,7 @@ mod fire_timers;
 mod heartbeat;
 mod lease;
 mod purge;
+mod pause;
 mod revoke_api_key;
 pub(crate) mod schedule;
 mod signal;
@@ -23,6 +25,7 @@ mod stop;
 mod undelivered;
 mod update_namespace;
 
+pub use children::{ChildLimits, ChildSpec, SpawnChildren, Spawned, WaitFor};
 pub use complete::Complete;
 pub use create_api_key::CreateApiKey;
 pub use create_namespace::CreateNamespace;
@@ -32,6 +35,7 @@ pub use fire_timers::FireTimers;
 pub use heartbeat::Heartbeat;
 pub use lease::LeaseTask;
 pub use purge::{PurgeCandidate, PurgeRuns, Purged, may_purge};
+pub use pause::PauseRun;
 pub use revoke_api_key::RevokeApiKey;
 pub use schedule::{CreateSchedule, DeleteSchedule, PatchSchedule, Patched, UpdateSchedule};
 pub use signal::Signal;
@@ -172,4 +176,6 @@ commands! {
     UpdateNamespace(UpdateNamespace),
     DeleteNamespace(DeleteNamespace),
     PurgeRuns(PurgeRuns),
+    SpawnChildren(SpawnChildren),
+    PauseRun(PauseRun),
 }

@@ -1,0 +1,375 @@
+use super::*;
+use crate::workflow::parse_definition;
+
+fn def(wait: &str) -> Arc<WorkflowDef> {
+    Arc::new(
+        parse_definition(&format!(
+            r#"{{"id":"wf","version":"1","name":"W","steps":[
+              {{"id":"a","title":"A","prompt":"p"{wait}}},
+              {{"id":"b","title":"B","prompt":"p"}}]}}"#
+        ))
+        .unwrap(),
+    )
+}
+
+struct Fx {
+    run: RunState,
+    seq: u64,
+    now: Millis,
+}
+
+impl Fx {
+    fn new(wait: &str) -> Self {
+        let mut seq = 0;
+        let mut out = Out::new(1_000, &mut seq);
+        let params = StartParams {
+            namespace: "default".into(),
+            run_id: "p".into(),
+            ..Default::default()
+        };
+        let run = RunState::start(params, def(wait), &mut out);
+        Self { run, seq, now: 1_000 }
+    }
+
+    fn step<T>(&mut self, f: impl FnOnce(&mut RunState, &mut Out) -> T) -> (T, Vec<Event>, Vec<Effect>) {
+        let mut out = Out::new(self.now, &mut self.seq);
+        let r = f(&mut self.run, &mut out);
+        (r, out.events, out.effects)
+    }
+
+    fn lease(&mut self) -> TokenClaims {
+        let Phase::Scheduled { task_seq, .. } = self.run.phase else {
+            panic!("not scheduled: {:?}", self.run.phase);
+        };
+        let (lease, _, _) = self.step(|r, o| r.lease(task_seq, "w1", o));
+        TokenClaims {
+            namespace: "default".into(),
+            run_id: "p".into(),
+            step: self.run.step_id(),
+            attempt: self.run.attempt(),
+            lease: lease.unwrap().seq,
+            kid: "k".into(),
+        }
+    }
+
+    /// Leases the step, starts children `ids` and waits on them.
+    fn suspend(&mut self, ids: &[&str]) -> (TokenClaims, Vec<Event>, Vec<Effect>) {
+        let claims = self.lease();
+        let started: Vec<ChildStarted> = ids
+            .iter()
+            .map(|id| ChildStarted {
+                run_id: id.to_string(),
+                workflow_id: "wf".into(),
+                parent_close_policy: ParentClosePolicy::Cancel,
+            })
+            .collect();
+        let run_ids = ids.iter().map(|s| s.to_string()).collect();
+        let (r, events, effects) = self.step(|r, o| {
+            r.children_started(&claims, "w1", &started, o)?;
+            r.suspend_on_children(&claims, "w1", b"cp".to_vec(), run_ids, Vec::new(), o)
+        });
+        r.unwrap();
+        (claims, events, effects)
+    }
+}
+
+fn types(events: &[Event]) -> Vec<&'static str> {
+    events.iter().map(|e| e.kind.type_name()).collect()
+}
+
+fn outcome(id: &str, status: RunStatus, notes: &str) -> ChildOutcome {
+    ChildOutcome {
+        run_id: id.into(),
+        status,
+        notes: notes.into(),
+        artifacts: vec![format!("{id}.md")],
+    }
+}
+
+#[test]
+fn a_waiting_step_holds_no_lease_and_resumes_under_the_same_attempt_when_its_children_close() {
+    let mut fx = Fx::new("");
+    let (claims, events, effects) = fx.suspend(&["c1", "c2"]);
+    assert_eq!(
+        types(&events),
+        ["ChildRunStarted", "ChildRunStarted", "StepWaiting"]
+    );
+    assert_eq!(effects, [Effect::SaveCheckpoint(b"cp".to_vec())]);
+    assert_eq!(fx.run.children_started, 2);
+    assert_eq!(fx.run.lease_deadline(), None);
+    assert_eq!(fx.run.steps[0].state, "WAITING");
+    let w = fx.run.waiting().unwrap();
+    assert_eq!(
+        (w.since_ms, w.deadline_ms, w.on.kind()),
+        (1_000, None, "children")
+    );
+    // The old lease can report nothing more.
+    let (r, _, _) = fx.step(|r, o| r.complete(&claims, "w1", "n".into(), vec![], BTreeMap::new(), o));
+    assert!(matches!(r, Err(Refusal::StepNotLeased { .. })));
+
+    fx.now = 5_000;
+    let (_, events, effects) = fx.step(|r, o| r.child_closed(outcome("c2", RunStatus::Failed, "boom"), o));
+    assert_eq!(types(&events), ["ChildRunCompleted"]);
+    assert!(effects.is_empty());
+    assert!(fx.run.waiting().is_some());
+    let (_, events, effects) = fx.step(|r, o| r.child_closed(outcome("c1", RunStatus::Completed, "fine"), o));
+    assert_eq!(
+        types(&events),
+        ["ChildRunCompleted", "StepResumed", "StepScheduled"]
+    );
+    assert!(matches!(&effects[..], [Effect::EnqueueTask { .. }]));
+    assert!(
+        matches!(&events[1].kind, EventKind::StepResumed { attempt: 1, waited_ms: 4_000, reason, .. } if reason == "children")
+    );
+    assert!(
+        matches!(&events[2].kind, EventKind::StepScheduled { attempt: 1, .. }),
+        "a resume is not a new attempt"
+    );
+    let input = &fx.run.resume_input;
+    assert_eq!(input.len(), 1);
+    assert!(
+        input[0].contains(r#""childRunId":"c2""#) && input[0].contains(r#""outcome":"FAILED""#),
+        "{input:?}"
+    );
+    assert!(
+        input[0].contains(r#""notes":"fine""#) && input[0].contains("c1.md"),
+        "{input:?}"
+    );
+
+    // The next worker leases the same attempt; its checkpoint heartbeat clears the input.
+    let claims = fx.lease();
+    assert_eq!(claims.attempt, 1);
+    let (r, _, _) = fx.step(|r, o| r.heartbeat(&claims, "w2", b"cp2".to_vec(), vec![], 0, o));
+    r.unwrap();
+    assert!(fx.run.resume_input.is_empty());
+    let (r, events, _) = fx.step(|r, o| r.complete(&claims, "w2", "n".into(), vec![], BTreeMap::new(), o));
+    r.unwrap();
+    assert_eq!(types(&events), ["StepCompleted", "StepScheduled"]);
+}
+
+#[test]
+fn a_stale_lease_cannot_suspend_or_start_children_and_changes_nothing() {
+    let mut fx = Fx::new("");
+    let claims = fx.lease();
+    let stale = TokenClaims {
+        lease: claims.lease + 1,
+        ..claims.clone()
+    };
+    let before = fx.run.clone();
+    let started = [ChildStarted {
+        run_id: "c".into(),
+        workflow_id: "wf".into(),
+        parent_close_policy: ParentClosePolicy::Abandon,
+    }];
+    let (r, events, effects) = fx.step(|r, o| r.children_started(&stale, "w", &started, o));
+    assert!(matches!(r, Err(Refusal::StaleLease { .. })));
+    let (r2, events2, effects2) =
+        fx.step(|r, o| r.suspend_on_children(&stale, "w", vec![1], vec!["c".into()], vec![], o));
+    assert!(matches!(r2, Err(Refusal::StaleLease { .. })));
+    assert!(events.is_empty() && effects.is_empty() && events2.is_empty() && effects2.is_empty());
+    assert_eq!(fx.run, before);
+}
+
+#[test]
+fn waiting_on_children_that_already_closed_resumes_at_once() {
+    let mut fx = Fx::new("");
+    let claims = fx.lease();
+    let done = vec![outcome("c1", RunStatus::Canceled, "")];
+    let (r, events, _) =
+        fx.step(|r, o| r.suspend_on_children(&claims, "w1", vec![], vec!["c1".into()], done, o));
+    r.unwrap();
+    assert_eq!(types(&events), ["StepWaiting", "StepResumed", "StepScheduled"]);
+    assert!(fx.run.resume_input[0].contains("CANCELED"));
+}
+
+#[test]
+fn a_wait_timeout_arms_a_timer_and_fails_the_step_by_default() {
+    let mut fx = Fx::new(r#","wait":{"timeoutSeconds":60}"#);
+    let (_, _, effects) = fx.suspend(&["c1"]);
+    let wait_id = fx.run.waiting().unwrap().wait_id;
+    assert!(effects.iter().any(|e| matches!(e,
+        Effect::Timer { due_ms: 61_000, timer: Timer::WaitTimeout { wait_id: w, run_id, .. } } if *w == wait_id && run_id == "p")));
+    // A stale timer does nothing.
+    let (_, events, _) = fx.step(|r, o| r.wait_timer(wait_id + 1, o));
+    assert!(events.is_empty());
+    fx.now = 61_000;
+    let (_, events, _) = fx.step(|r, o| r.wait_timer(wait_id, o));
+    assert_eq!(types(&events), ["StepTimedOut", "RunFailed"]);
+    assert!(matches!(
+        &events[0].kind,
+        EventKind::StepTimedOut {
+            timeout: TimeoutKind::Wait,
+            will_retry: false,
+            ..
+        }
+    ));
+    assert_eq!(fx.run.status, RunStatus::Failed);
+    // A child closing after its parent closed records nothing.
+    let (_, events, _) = fx.step(|r, o| r.child_closed(outcome("c1", RunStatus::Completed, ""), o));
+    assert!(events.is_empty());
+}
+
+#[test]
+fn a_wait_timeout_with_the_resume_policy_resumes_with_what_arrived() {
+    let mut fx = Fx::new(r#","wait":{"timeoutSeconds":5,"onTimeout":"resume"}"#);
+    fx.suspend(&["c1", "c2"]);
+    fx.step(|r, o| r.child_closed(outcome("c1", RunStatus::Completed, "one"), o));
+    let wait_id = fx.run.waiting().unwrap().wait_id;
+    let (_, events, _) = fx.step(|r, o| r.wait_timer(wait_id, o));
+    assert_eq!(types(&events), ["StepResumed", "StepScheduled"]);
+    let input = &fx.run.resume_input[0];
+    assert!(
+        input.contains("timed out") && input.contains(r#""stillRunning":["c2"]"#),
+        "{input}"
+    );
+    // The timer of the ended wait is stale now.
+    let (_, events, _) = fx.step(|r, o| r.wait_timer(wait_id, o));
+    assert!(events.is_empty());
+}
+
+#[test]
+fn canceling_a_waiting_run_closes_it_at_once() {
+    let mut fx = Fx::new("");
+    fx.suspend(&["c1"]);
+    let (r, events, _) = fx.step(|r, o| r.cancel("me", "stop".into(), o));
+    r.unwrap();
+    assert_eq!(types(&events), ["CancelRequested", "RunCanceled"]);
+}
+
+#[test]
+fn suspending_after_a_cancel_request_cancels_the_run() {
+    let mut fx = Fx::new("");
+    let claims = fx.lease();
+    fx.step(|r, o| r.cancel("me", "stop".into(), o)).0.unwrap();
+    let (r, events, _) =
+        fx.step(|r, o| r.suspend_on_children(&claims, "w1", vec![], vec!["c".into()], vec![], o));
+    r.unwrap();
+    assert_eq!(types(&events), ["RunCanceled"]);
+    assert_eq!(fx.run.status, RunStatus::Canceled);
+}
+
+#[test]
+fn child_outcomes_quote_the_last_notes_or_the_failure() {
+    let mut fx = Fx::new("");
+    assert_eq!(ChildOutcome::of(&fx.run), None, "an open run has no outcome");
+    let claims = fx.lease();
+    fx.step(|r, o| {
+        r.complete(
+            &claims,
+            "w",
+            "first".into(),
+            vec!["a.md".into()],
+            BTreeMap::new(),
+            o,
+        )
+    })
+    .0
+    .unwrap();
+    let claims = fx.lease();
+    fx.step(|r, o| {
+        r.complete(
+            &claims,
+            "w",
+            "last".into(),
+            vec!["b.md".into()],
+            BTreeMap::new(),
+            o,
+        )
+    })
+    .0
+    .unwrap();
+    let o = ChildOutcome::of(&fx.run).unwrap();
+    assert_eq!((o.notes.as_str(), o.artifacts.len()), ("last", 2));
+    assert_eq!(
+        o.to_json(),
+        json!({"childRunId":"p","outcome":"COMPLETED","notes":"last","artifacts":["a.md","b.md"]})
+    );
+    assert_eq!(
+        ParentClosePolicy::parse("abandon"),
+        Some(ParentClosePolicy::Abandon)
+    );
+    assert_eq!(ParentClosePolicy::parse(""), Some(ParentClosePolicy::Cancel));
+    assert_eq!(ParentClosePolicy::parse("kill"), None);
+}
+
+#[test]
+fn a_pause_parks_a_queued_step_and_an_unpause_schedules_it_again_on_the_same_attempt() {
+    let mut fx = Fx::new("");
+    let (r, events, effects) = fx.step(|r, o| r.pause("ops", "night".into(), o));
+    assert!(r.unwrap());
+    assert_eq!(types(&events), ["RunPaused", "StepWaiting"]);
+    assert!(matches!(&effects[..], [Effect::RemoveTask { .. }]));
+    assert_eq!(fx.run.waiting().unwrap().on, WaitOn::Unpause);
+    let (r, events, _) = fx.step(|r, o| r.pause("ops", "again".into(), o));
+    assert!(!r.unwrap() && events.is_empty(), "pausing twice changes nothing");
+    let (r, events, _) = fx.step(|r, o| r.unpause("ops", o));
+    assert!(r.unwrap());
+    assert_eq!(types(&events), ["RunUnpaused", "StepResumed", "StepScheduled"]);
+    assert!(matches!(
+        &events[2].kind,
+        EventKind::StepScheduled { attempt: 1, .. }
+    ));
+    let (r, events, _) = fx.step(|r, o| r.unpause("ops", o));
+    assert!(!r.unwrap() && events.is_empty());
+}
+
+#[test]
+fn a_step_in_flight_suspends_when_paused_and_children_closing_meanwhile_wait_for_the_unpause() {
+    let mut fx = Fx::new("");
+    let claims = fx.lease();
+    fx.step(|r, o| r.pause("ops", String::new(), o)).0.unwrap();
+    let (hb, _, _) = fx.step(|r, o| r.heartbeat(&claims, "w1", vec![], vec![], 0, o));
+    hb.unwrap();
+    assert!(fx.run.paused);
+    // Only the lease holder may suspend it; then it parks, keeping the checkpoint.
+    let stale = TokenClaims {
+        lease: claims.lease + 9,
+        ..claims.clone()
+    };
+    let paused = |cp: &[u8]| StepFailure {
+        error_type: PAUSED_ERROR_TYPE.into(),
+        checkpoint: cp.to_vec(),
+        ..Default::default()
+    };
+    let (r, _, _) = fx.step(|r, o| r.fail(&stale, "w1", paused(b"x"), o));
+    assert!(matches!(r, Err(Refusal::StaleLease { .. })));
+    let (r, events, effects) = fx.step(|r, o| r.fail(&claims, "w1", paused(b"cp"), o));
+    assert!(!r.unwrap());
+    assert_eq!(types(&events), ["StepWaiting"]);
+    assert_eq!(effects, [Effect::SaveCheckpoint(b"cp".to_vec())]);
+    assert_eq!(fx.run.lease_deadline(), None);
+
+    // A paused run whose waiting step's children close parks instead of resuming.
+    let mut fx = Fx::new("");
+    fx.suspend(&["c1"]);
+    fx.step(|r, o| r.pause("ops", String::new(), o)).0.unwrap();
+    let (_, events, _) = fx.step(|r, o| r.child_closed(outcome("c1", RunStatus::Completed, "ok"), o));
+    assert_eq!(
+        types(&events),
+        ["ChildRunCompleted", "StepResumed", "StepWaiting"]
+    );
+    assert_eq!(fx.run.waiting().unwrap().on, WaitOn::Unpause);
+    let (_, events, _) = fx.step(|r, o| r.unpause("ops", o));
+    assert_eq!(types(&events), ["RunUnpaused", "StepResumed", "StepScheduled"]);
+    assert_eq!(
+        fx.run.resume_input.len(),
+        2,
+        "the children's outcomes and the unpause note"
+    );
+    assert!(fx.run.resume_input[0].contains(r#""notes":"ok""#));
+}
+
+#[test]
+fn a_closed_run_cannot_be_paused() {
+    let mut fx = Fx::new("");
+    fx.step(|r, o| r.terminate("ops", "x".into(), o)).0.unwrap();
+    let (r, events, _) = fx.step(|r, o| r.pause("ops", String::new(), o));
+    assert!(matches!(
+        r,
+        Err(Refusal::RunClosed {
+            action: Action::Pause,
+            ..
+        })
+    ));
+    assert!(events.is_empty());
+}
