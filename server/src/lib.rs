@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod clock;
+pub mod contract;
 pub mod error;
 pub mod grpc;
 pub mod http;
@@ -19,6 +20,7 @@ pub mod net;
 pub mod schedule;
 pub mod service;
 pub mod store;
+pub mod template;
 pub mod timers;
 pub mod token;
 pub mod watch;

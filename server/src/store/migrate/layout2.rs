@@ -258,6 +258,9 @@ impl DefinitionV2 {
                         non_retryable_error_types: r.non_retryable_error_types,
                     }),
                     require_confirmation: s.require_confirmation,
+                    // Layout 2 had no output contracts.
+                    output: None,
+                    required_artifacts: Default::default(),
                 })
                 .collect(),
         }
@@ -317,6 +320,7 @@ impl RunV2 {
                     artifacts: s.artifacts,
                     worker: s.worker,
                     last_failure: s.last_failure,
+                    ..Default::default()
                 })
                 .collect(),
             lease_counter: self.lease_counter,
@@ -394,6 +398,7 @@ impl EventV2 {
                 notes,
                 artifacts,
                 context_updates,
+                result: String::new(),
             },
             KindV2::StepFailed {
                 step_id,

@@ -22,7 +22,7 @@ mod stop;
 mod undelivered;
 mod update_namespace;
 
-pub use complete::Complete;
+pub use complete::{Complete, Completed};
 pub use create_api_key::CreateApiKey;
 pub use create_namespace::CreateNamespace;
 pub use delete_namespace::DeleteNamespace;
