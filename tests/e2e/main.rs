@@ -6,6 +6,7 @@ mod support;
 
 mod auth;
 mod cli_commands;
+mod contracts;
 mod crash;
 mod dev;
 mod logs;
