@@ -11,6 +11,7 @@ mod crash;
 mod dev;
 mod logs;
 mod mcp;
+mod mcp_contracts;
 mod mcp_steps;
 mod schedules;
 mod server_e2e;
