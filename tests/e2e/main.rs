@@ -15,5 +15,6 @@ mod mcp_contracts;
 mod mcp_steps;
 mod schedules;
 mod server_e2e;
+mod tls;
 mod worker_bounds;
 mod worker_e2e;
