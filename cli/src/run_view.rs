@@ -157,6 +157,36 @@ pub fn describe_lines(run: &RunInfo) -> Vec<String> {
         }
         lines.extend(table.render());
     }
+    lines.extend(result_lines(run));
+    lines
+}
+
+/// The steps' structured results, and the results refused in the attempt in flight
+/// (`--output json` has them whole).
+fn result_lines(run: &RunInfo) -> Vec<String> {
+    let shown: Vec<_> = run
+        .steps
+        .iter()
+        .filter(|s| !s.result_json.is_empty() || s.result_refusals > 0)
+        .collect();
+    if shown.is_empty() {
+        return Vec::new();
+    }
+    let width = shown.iter().map(|s| s.step_id.chars().count()).max().unwrap_or(0);
+    let mut lines = vec!["results".to_string()];
+    for s in shown {
+        let mut value = truncate(&s.result_json, 100);
+        if s.result_refusals > 0 {
+            let plural = if s.result_refusals == 1 { "" } else { "s" };
+            let refused = format!("({} result{plural} refused this attempt)", s.result_refusals);
+            value = if value.is_empty() {
+                refused
+            } else {
+                format!("{value} {refused}")
+            };
+        }
+        lines.push(format!("  {:<width$}  {value}", s.step_id));
+    }
     lines
 }
 
@@ -451,6 +481,54 @@ mod tests {
             "  3  review  PENDING      -        -",
         ];
         assert_eq!(lines, expected);
+    }
+
+    #[test]
+    fn describe_shows_results_and_refusals() {
+        let run = RunInfo {
+            run_id: "r1".into(),
+            steps: vec![
+                StepSummary {
+                    step_id: "plan".into(),
+                    state: "COMPLETED".into(),
+                    attempt: 1,
+                    result_json: r#"{"count":3,"title":"Rocket"}"#.into(),
+                    ..Default::default()
+                },
+                StepSummary {
+                    step_id: "build-it".into(),
+                    state: "STARTED".into(),
+                    attempt: 1,
+                    result_refusals: 2,
+                    ..Default::default()
+                },
+                StepSummary {
+                    step_id: "ship".into(),
+                    state: "PENDING".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let lines = describe_lines(&run);
+        let at = lines
+            .iter()
+            .position(|l| l == "results")
+            .expect("a results section");
+        assert_eq!(
+            &lines[at..],
+            [
+                "results",
+                r#"  plan      {"count":3,"title":"Rocket"}"#,
+                "  build-it  (2 results refused this attempt)",
+            ]
+        );
+        let json = crate::view::step_json(&run.steps[0]);
+        assert_eq!(json["result"]["title"], "Rocket");
+        assert_eq!(
+            crate::view::step_json(&run.steps[2])["result"],
+            serde_json::Value::Null
+        );
     }
 
     #[test]

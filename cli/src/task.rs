@@ -56,6 +56,10 @@ pub struct CompleteArgs {
     /// A context entry to set for later steps; repeatable.
     #[arg(long = "context", value_name = "KEY=VALUE", value_parser = args::key_value)]
     pub context: Vec<(String, String)>,
+    /// The step's structured result, a JSON object; checked against the step's
+    /// output schema, if it has one.
+    #[arg(long, value_name = "JSON", default_value = "")]
+    pub result: String,
     /// Worker identity (default railyard-cli@HOST).
     #[arg(long, value_name = "ID")]
     pub identity: Option<String>,
@@ -121,6 +125,7 @@ pub async fn run(global: &GlobalOpts, command: TaskCommand) -> anyhow::Result<()
                 notes: a.notes,
                 artifacts: a.artifacts,
                 context_updates: a.context.into_iter().collect(),
+                result_json: a.result,
             };
             worker("", a.identity).complete(&a.token, completion).await?;
             if json {

@@ -84,7 +84,18 @@ pub fn step_json(step: &StepSummary) -> Value {
         "task_queue": step.task_queue,
         "worker_identity": step.worker_identity,
         "last_failure": step.last_failure,
+        "result": json_or_null(&step.result_json),
+        "result_refusals": step.result_refusals,
     })
+}
+
+/// JSON text a server sent as a value: null when empty, the text itself when it
+/// does not parse.
+fn json_or_null(text: &str) -> Value {
+    if text.is_empty() {
+        return Value::Null;
+    }
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
 }
 
 /// A history event as JSON; its attributes are parsed (kept as a string if they are
@@ -130,7 +141,10 @@ pub fn task_json(task: &StepTask) -> Value {
             "title": p.title,
             "notes": p.notes,
             "artifacts": p.artifacts,
+            "result": json_or_null(&p.result_json),
         })).collect::<Vec<_>>(),
+        "output_schema": json_or_null(&task.output_schema_json),
+        "required_artifacts": task.required_artifacts,
         "allowed_tools": task.allowed_tools,
         "max_turns": task.max_turns,
         "start_to_close_timeout_ms": task.start_to_close_timeout_ms,

@@ -12,6 +12,10 @@ pub struct Completion {
     pub notes: String,
     pub artifacts: Vec<String>,
     pub context_updates: HashMap<String, String>,
+    /// The structured result, a JSON object as text (empty: none). A step with an
+    /// output contract refuses a result that breaks it: `ClientError::InvalidArgument`
+    /// listing each violation, and nothing completes.
+    pub result_json: String,
 }
 
 impl Completion {
@@ -132,6 +136,7 @@ impl StepWorker {
                 context_updates: completion.context_updates,
                 identity: self.identity.clone(),
                 take_next,
+                result_json: completion.result_json,
             })
             .await?;
         Ok(resp.next_task)

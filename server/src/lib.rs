@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod clock;
+pub mod contract;
 pub mod error;
 pub mod grpc;
 pub mod http;
@@ -20,6 +21,7 @@ pub mod retention;
 pub mod schedule;
 pub mod service;
 pub mod store;
+pub mod template;
 pub mod timers;
 pub mod tls;
 pub mod token;

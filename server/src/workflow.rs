@@ -10,7 +10,12 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::contract::{ArtifactPatterns, OutputSchema};
 use crate::ids;
+pub use crate::template::{
+    PromptValues, check_template, check_template_with, render, render_values, rendered_len,
+    rendered_len_values,
+};
 
 /// Tools a step may list in `allowedTools`.
 pub use railyard_proto::tools::ALL as KNOWN_TOOLS;
@@ -56,7 +61,8 @@ pub struct WorkflowDef {
 pub struct StepDef {
     pub id: String,
     pub title: String,
-    /// A template over `{{goal}}` and `{{context.KEY}}`.
+    /// A template over `{{goal}}`, `{{context.KEY}}` and earlier steps' results,
+    /// `{{steps.ID.result}}` or `{{steps.ID.result.FIELD...}}`.
     pub prompt: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_queue: Option<String>,
@@ -77,6 +83,13 @@ pub struct StepDef {
     /// How long the step may wait (for its child runs) and what happens then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait: Option<WaitOptions>,
+    /// A JSON Schema (draft 2020-12) the completion's `result` object must match
+    /// (see [`crate::contract`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputSchema>,
+    /// File names or globs the completion's artifacts must match, each at least once.
+    #[serde(default, skip_serializing_if = "ArtifactPatterns::is_empty")]
+    pub required_artifacts: ArtifactPatterns,
 }
 
 /// A step's wait options: `"wait": {"timeoutSeconds": 600, "onTimeout": "resume"}`.
@@ -467,7 +480,9 @@ pub fn validate(def: &WorkflowDef) -> Result<(), String> {
         }
         check_size(&at("title"), &step.title, MAX_LABEL)?;
         check_size(&at("prompt"), &step.prompt, MAX_PROMPT)?;
-        check_template(&step.prompt).map_err(|e| format!("{}: {e}", at("prompt")))?;
+        let earlier: Vec<&str> = def.steps[..i].iter().map(|s| s.id.as_str()).collect();
+        check_template_with(&step.prompt, &earlier, &def.steps[i..])
+            .map_err(|e| format!("{}: {e}", at("prompt")))?;
         if let Some(q) = &step.task_queue {
             check_name(&at("taskQueue"), q, "task queue")?;
         }
@@ -530,75 +545,12 @@ pub fn validate(def: &WorkflowDef) -> Result<(), String> {
                 ));
             }
         }
+        if let Some(schema) = &step.output {
+            schema.check(&at("output"))?;
+        }
+        step.required_artifacts.check(&at("requiredArtifacts"))?;
     }
     Ok(())
-}
-
-/// Checks that every `{{...}}` is `goal` or `context.KEY`.
-pub fn check_template(template: &str) -> Result<(), String> {
-    let mut rest = template;
-    let mut offset = 0;
-    while let Some(start) = rest.find("{{") {
-        let after = &rest[start + 2..];
-        let Some(end) = after.find("}}") else {
-            return Err(format!("unclosed '{{{{' at character {}", offset + start));
-        };
-        let var = after[..end].trim();
-        let ok = var == "goal" || var.strip_prefix("context.").is_some_and(ids::is_context_key);
-        if !ok {
-            return Err(format!(
-                "unknown placeholder {{{{{var}}}}} at character {} (use {{{{goal}}}} or {{{{context.KEY}}}})",
-                offset + start
-            ));
-        }
-        let consumed = start + 2 + end + 2;
-        offset += consumed;
-        rest = &rest[consumed..];
-    }
-    Ok(())
-}
-
-/// Walks a template, handing `out` each piece of the rendered text in order.
-fn render_pieces<'a>(
-    template: &'a str,
-    goal: &'a str,
-    context: &'a BTreeMap<String, String>,
-    mut out: impl FnMut(&'a str),
-) {
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out(&rest[..start]);
-        let after = &rest[start + 2..];
-        let Some(end) = after.find("}}") else {
-            out(&rest[start..]);
-            return;
-        };
-        let var = after[..end].trim();
-        if var == "goal" {
-            out(goal);
-        } else if let Some(key) = var.strip_prefix("context.") {
-            out(context.get(key).map(String::as_str).unwrap_or(""));
-        }
-        rest = &after[end + 2..];
-    }
-    out(rest);
-}
-
-/// Fills a validated template; a context key that is not set renders as empty.
-pub fn render(template: &str, goal: &str, context: &BTreeMap<String, String>) -> String {
-    let mut out = String::with_capacity(rendered_len(template, goal, context));
-    render_pieces(template, goal, context, |piece| out.push_str(piece));
-    out
-}
-
-/// The length [`render`] would give, without rendering: a template that names a long
-/// goal many times is measured before anything that large is built.
-pub fn rendered_len(template: &str, goal: &str, context: &BTreeMap<String, String>) -> usize {
-    let mut len = 0usize;
-    render_pieces(template, goal, context, |piece| {
-        len = len.saturating_add(piece.len())
-    });
-    len
 }
 
 #[cfg(test)]

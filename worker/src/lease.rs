@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use railyard_proto::v1::{CoordinatorNote, Signal, StepTask};
-use railyard_proto::{ClientError, StepWorker};
+use railyard_proto::{ClientError, Completion, StepWorker};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -35,12 +35,21 @@ struct KeeperState {
     last_beat: Instant,
 }
 
+/// The answer to a completion the keeper reported for the agent: the next step when
+/// one was leased with it (eager dispatch), or why it was not accepted.
+pub(crate) type Reported = Result<Option<StepTask>, ClientError>;
+
 /// The lease of one step.
 pub(crate) struct LeaseKeeper {
     worker: StepWorker,
     token: String,
     state: Mutex<KeeperState>,
     status: watch::Sender<LeaseStatus>,
+    /// Set: the keeper reports the agent's completion itself ([`Lease::complete`]),
+    /// asking for the next step while this is false (the worker is not stopping).
+    stopping: Option<watch::Receiver<bool>>,
+    /// The answer of the completion reported, for the runner to finish with.
+    reported: Mutex<Option<Reported>>,
 }
 
 impl LeaseKeeper {
@@ -59,7 +68,21 @@ impl LeaseKeeper {
                 last_beat: Instant::now(),
             }),
             status: watch::channel(LeaseStatus::Held).0,
+            stopping: None,
+            reported: Mutex::new(None),
         }
+    }
+
+    /// Reports the agent's completion from inside its loop ([`Lease::complete`]), so a
+    /// refused result goes back to the model; asks for the next step unless `stopping`.
+    pub(crate) fn reporting_completions(mut self, stopping: watch::Receiver<bool>) -> Self {
+        self.stopping = Some(stopping);
+        self
+    }
+
+    /// The answer of the completion reported for the agent, if it reported one.
+    pub(crate) fn take_reported(&self) -> Option<Reported> {
+        self.reported.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, KeeperState> {
@@ -202,6 +225,26 @@ impl Lease for LeaseKeeper {
                 // A limit, an unknown workflow, a bad field, a network failure: the
                 // model reads it and decides.
                 Err(e) => Err(SpawnError::Refused(e.to_string())),
+            }
+        })
+    }
+
+    fn complete(&self, completion: &Completion) -> BoxFuture<'_, Result<(), String>> {
+        let completion = completion.clone();
+        Box::pin(async move {
+            let Some(stopping) = &self.stopping else {
+                return Ok(());
+            };
+            let take_next = !*stopping.borrow();
+            let sent =
+                crate::runner::send_completion(&self.worker, &self.token, &completion, take_next).await;
+            match sent {
+                // Nothing completed: the model can fix its input and call again.
+                Err(ClientError::InvalidArgument(why)) => Err(why),
+                other => {
+                    *self.reported.lock().unwrap_or_else(|p| p.into_inner()) = Some(other);
+                    Ok(())
+                }
             }
         })
     }

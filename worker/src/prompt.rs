@@ -58,6 +58,30 @@ pub fn system_prompt(task: &StepTask, max_turns: u32, tools: &[ToolSpec]) -> Str
             if !p.artifacts.is_empty() {
                 let _ = writeln!(s, "Artifacts: {}", p.artifacts.join(", "));
             }
+            if !p.result_json.is_empty() {
+                let _ = writeln!(s, "Result: {}", p.result_json);
+            }
+        }
+    }
+    if !task.output_schema_json.is_empty() || !task.required_artifacts.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nThis step has an output contract, checked when you call `complete_step`; a call that breaks it \
+             is refused with each violation, and you fix them and call it again."
+        );
+        if !task.output_schema_json.is_empty() {
+            let _ = writeln!(
+                s,
+                "Its `result` must be a JSON object matching this JSON Schema:\n{}",
+                task.output_schema_json
+            );
+        }
+        if !task.required_artifacts.is_empty() {
+            let _ = writeln!(
+                s,
+                "Its `artifacts` must include a match for each of: {}",
+                task.required_artifacts.join(", ")
+            );
         }
     }
     if !task.last_failure.trim().is_empty() {

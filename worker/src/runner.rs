@@ -20,7 +20,7 @@ use crate::WorkerError;
 use crate::agent::{Agent, AgentOptions, Outcome};
 use crate::config::WorkerConfig;
 use crate::events::{EventKind, EventSink, StepRef, WorkerEvent};
-use crate::lease::{LeaseKeeper, LeaseStatus, heartbeat_interval};
+use crate::lease::{LeaseKeeper, LeaseStatus, Reported, heartbeat_interval};
 use crate::provider::{self, Provider};
 
 /// How long one long poll waits for a task.
@@ -329,7 +329,7 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask, eager:
         }
     };
 
-    let keeper = LeaseKeeper::new(worker.clone(), &task);
+    let keeper = LeaseKeeper::new(worker.clone(), &task).reporting_completions(shared.stop.clone());
     let interval = heartbeat_interval(shared.config.heartbeat_interval, task.heartbeat_timeout_ms);
     let mut status = keeper.subscribe();
     let mut force = shared.force.clone();
@@ -354,7 +354,8 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask, eager:
             );
             match report.outcome {
                 Outcome::Completed(completion) => {
-                    return report_completion(shared, worker, &task, &step, completion).await;
+                    let reported = keeper.take_reported();
+                    return report_completion(shared, worker, &task, &step, completion, reported).await;
                 }
                 Outcome::Failed(failure) => report_failure(shared, worker, &task, &step, failure).await,
                 Outcome::Canceled { checkpoint } => {
@@ -456,20 +457,18 @@ async fn report_completion(
     task: &StepTask,
     step: &StepRef,
     c: Completion,
+    reported: Option<Reported>,
 ) -> Option<StepTask> {
     let (notes, artifacts) = (c.notes.clone(), c.artifacts.clone());
-    let take_next = !*shared.stop.borrow();
-    let sent = with_retries("completion", || {
-        let c = c.clone();
-        async move {
-            if take_next {
-                worker.complete_and_take_next(&task.task_token, c).await
-            } else {
-                worker.complete(&task.task_token, c).await.map(|()| None)
-            }
+    // The agent's lease keeper may have reported it already (so that a refusal went
+    // back to the model); else it is sent now.
+    let sent = match reported {
+        Some(sent) => sent,
+        None => {
+            let take_next = !*shared.stop.borrow();
+            send_completion(worker, &task.task_token, &c, take_next).await
         }
-    })
-    .await;
+    };
     match sent {
         Ok(next) => {
             info!(artifacts = ?artifacts, eager_next = next.is_some(), "step completed");
@@ -501,6 +500,27 @@ async fn report_completion(
             None
         }
     }
+}
+
+/// Sends a completion, with retries while the server is unreachable; with
+/// `take_next`, asks for the run's next step in the same call (eager dispatch).
+pub(crate) async fn send_completion(
+    worker: &StepWorker,
+    task_token: &str,
+    c: &Completion,
+    take_next: bool,
+) -> Reported {
+    with_retries("completion", || {
+        let c = c.clone();
+        async move {
+            if take_next {
+                worker.complete_and_take_next(task_token, c).await
+            } else {
+                worker.complete(task_token, c).await.map(|()| None)
+            }
+        }
+    })
+    .await
 }
 
 /// Whether the run shows this step completed by this attempt with these notes: what a

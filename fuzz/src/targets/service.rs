@@ -609,6 +609,7 @@ async fn lease_op(
                 notes: seen.text(notes),
                 artifacts: artifacts.iter().map(|a| seen.text(a)).collect(),
                 context_updates: seen.map(context),
+                result_json: String::new(),
                 take_next: *take_next,
             };
             if let Some(next) = tasks::complete(core, c, claims, completion).await? {

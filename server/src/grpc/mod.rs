@@ -137,6 +137,8 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
             task_queue: def.queue(&run.definition, &run.task_queue).to_string(),
             worker_identity: rec.worker.clone(),
             last_failure: text(&rec.last_failure),
+            result_json: text(&rec.result),
+            result_refusals: rec.result_refusals,
         })
         .collect();
     v1::RunInfo {

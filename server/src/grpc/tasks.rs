@@ -44,6 +44,7 @@ fn step_task(leased: LeasedStep) -> v1::StepTask {
             title: d.title.clone(),
             notes: rec.notes.clone(),
             artifacts: rec.artifacts.clone(),
+            result_json: rec.result.clone(),
         })
         .collect();
     let ms = |v: i64| u32::try_from(v).unwrap_or(u32::MAX);
@@ -74,6 +75,8 @@ fn step_task(leased: LeasedStep) -> v1::StepTask {
         signals: run.pending_signals.iter().cloned().map(signal_to_proto).collect(),
         resume_messages: run.resume_input.clone(),
         depth: run.depth,
+        output_schema_json: step.output.as_ref().map(|o| o.to_json()).unwrap_or_default(),
+        required_artifacts: step.required_artifacts.patterns().to_vec(),
     }
 }
 
@@ -140,6 +143,7 @@ impl Tasks for TasksService {
             notes: r.notes,
             artifacts: r.artifacts,
             context_updates: r.context_updates.into_iter().collect(),
+            result_json: r.result_json,
             take_next: r.take_next,
         };
         let next = tasks::complete(&self.core, &caller, claims, completion).await?;

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::clock::Millis;
+use crate::contract::Violation;
 use crate::workflow::WorkflowDef;
 
 /// Where a run is in its life.
@@ -83,6 +84,18 @@ pub enum EventKind {
         notes: String,
         artifacts: Vec<String>,
         context_updates: BTreeMap<String, String>,
+        /// The structured result, as compact JSON (empty: none).
+        result: String,
+    },
+    /// A completion refused because it broke the step's output contract; the step
+    /// stays where it was. At most `contract::MAX_RECORDED_REFUSALS` per attempt.
+    StepResultRefused {
+        step_id: String,
+        attempt: u32,
+        /// At most `contract::MAX_VIOLATIONS`.
+        violations: Vec<Violation>,
+        /// All the violations, listed or not.
+        total_violations: u32,
     },
     StepFailed {
         step_id: String,
@@ -167,6 +180,7 @@ impl EventKind {
             Self::StepScheduled { .. } => "StepScheduled",
             Self::StepStarted { .. } => "StepStarted",
             Self::StepCompleted { .. } => "StepCompleted",
+            Self::StepResultRefused { .. } => "StepResultRefused",
             Self::StepFailed { .. } => "StepFailed",
             Self::StepTimedOut { .. } => "StepTimedOut",
             Self::SignalReceived { .. } => "SignalReceived",

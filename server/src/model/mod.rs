@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::clock::Millis;
+use crate::contract::{MAX_RECORDED_REFUSALS, Violations};
 use crate::token::TokenClaims;
 use crate::workflow::WorkflowDef;
 
@@ -67,6 +68,11 @@ pub struct StepRecord {
     pub artifacts: Vec<String>,
     pub worker: String,
     pub last_failure: String,
+    /// The structured result of its completion, as compact JSON (empty: none).
+    pub result: String,
+    /// Refusals of a result recorded for the current attempt (see
+    /// [`RunState::refuse_result`]).
+    pub result_refusals: u32,
 }
 
 /// A signal recorded in history that the worker has not yet acknowledged.
@@ -213,6 +219,16 @@ impl<'a> Out<'a> {
     }
 }
 
+/// What a completion records for its step.
+#[derive(Debug, Clone, Default)]
+pub struct StepDone {
+    pub notes: String,
+    pub artifacts: Vec<String>,
+    pub context_updates: BTreeMap<String, String>,
+    /// The structured result as compact JSON (empty: none).
+    pub result: String,
+}
+
 /// A worker's report that a step failed.
 #[derive(Debug, Clone, Default)]
 pub struct StepFailure {
@@ -331,6 +347,7 @@ impl RunState {
         let rec = &mut self.steps[index];
         rec.state = "SCHEDULED".into();
         rec.attempt = attempt;
+        rec.result_refusals = 0;
         self.push(
             out,
             "server",
@@ -495,6 +512,30 @@ impl RunState {
         context_updates: BTreeMap<String, String>,
         out: &mut Out,
     ) -> Result<(), Refusal> {
+        let done = StepDone {
+            notes,
+            artifacts,
+            context_updates,
+            result: String::new(),
+        };
+        self.complete_with_result(claims, identity, done, out)
+    }
+
+    /// [`RunState::complete`] with a structured result (compact JSON, empty for
+    /// none), already checked against the step's output contract by the caller.
+    pub fn complete_with_result(
+        &mut self,
+        claims: &TokenClaims,
+        identity: &str,
+        done: StepDone,
+        out: &mut Out,
+    ) -> Result<(), Refusal> {
+        let StepDone {
+            notes,
+            artifacts,
+            context_updates,
+            result,
+        } = done;
         self.check_lease(claims)?;
         let (step_id, attempt) = (self.step_id(), self.attempt());
         self.context.extend(context_updates.clone());
@@ -503,6 +544,7 @@ impl RunState {
         rec.state = "COMPLETED".into();
         rec.notes = notes.clone();
         rec.artifacts = artifacts.clone();
+        rec.result = result.clone();
         out.effects.push(Effect::ClearCheckpoint);
         self.push(
             out,
@@ -513,6 +555,7 @@ impl RunState {
                 notes,
                 artifacts,
                 context_updates,
+                result,
             },
         );
         let next = self.current_step + 1;
@@ -540,6 +583,57 @@ impl RunState {
             );
         }
         Ok(())
+    }
+
+    /// Records that a completion of the step in flight was refused for breaking its
+    /// output contract (`StepResultRefused`); nothing else changes. Returns `false`,
+    /// recording nothing, once [`MAX_RECORDED_REFUSALS`] were recorded for this
+    /// attempt: the refusal still stands, but history stays bounded.
+    pub fn refuse_result(
+        &mut self,
+        claims: &TokenClaims,
+        identity: &str,
+        violations: &Violations,
+        out: &mut Out,
+    ) -> Result<bool, Refusal> {
+        self.check_lease(claims)?;
+        let (step_id, attempt) = (self.step_id(), self.attempt());
+        let rec = &mut self.steps[self.current_step];
+        if rec.result_refusals >= MAX_RECORDED_REFUSALS {
+            return Ok(false);
+        }
+        rec.result_refusals += 1;
+        self.push(
+            out,
+            identity,
+            EventKind::StepResultRefused {
+                step_id,
+                attempt,
+                violations: violations.listed.clone(),
+                total_violations: u32::try_from(violations.total).unwrap_or(u32::MAX),
+            },
+        );
+        Ok(true)
+    }
+
+    /// Whether the step in flight has recorded all the refusals it may
+    /// ([`RunState::refuse_result`] would record nothing).
+    pub fn refusals_exhausted(&self) -> bool {
+        self.steps
+            .get(self.current_step)
+            .is_some_and(|s| s.result_refusals >= MAX_RECORDED_REFUSALS)
+    }
+
+    /// The results of the steps before the current one, for its prompt: (step id,
+    /// result JSON, empty for none).
+    pub fn earlier_results(&self) -> Vec<(&str, &str)> {
+        self.definition
+            .steps
+            .iter()
+            .zip(&self.steps)
+            .take(self.current_step)
+            .map(|(d, s)| (d.id.as_str(), s.result.as_str()))
+            .collect()
     }
 
     /// Records a failure reported by the worker; returns whether another attempt follows.
@@ -791,6 +885,8 @@ impl RunState {
     }
 }
 
+#[cfg(test)]
+mod contract_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

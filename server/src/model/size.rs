@@ -2,7 +2,8 @@
 //! message.
 //!
 //! A step task (`StepTask` on the wire) carries the run's goal and context, the
-//! step's rendered prompt, the notes and artifacts of every earlier step, the signals
+//! step's rendered prompt, the notes, artifacts and results of every earlier step,
+//! the step's output contract, the signals
 //! still pending, the last failure and the checkpoint. The checkpoint and the last
 //! failure have their own request limits (`service::limits::CHECKPOINT`, `MESSAGE`);
 //! everything else together must stay within [`MAX_TASK_BYTES`]. A write that would
@@ -14,7 +15,7 @@ use std::collections::BTreeMap;
 
 use super::{PendingSignal, RunState};
 use crate::error::ApiError;
-use crate::workflow::{WorkflowDef, rendered_len};
+use crate::workflow::{PromptValues, WorkflowDef, rendered_len_values};
 
 /// Most bytes of signals pending on a run (names and payloads), until the worker
 /// running its step acknowledges them.
@@ -22,7 +23,7 @@ pub const MAX_PENDING_SIGNAL_BYTES: usize = 1 << 20;
 /// Most bytes of a run's context (keys and values).
 pub const MAX_CONTEXT_BYTES: usize = 1 << 20;
 /// Most bytes a step task carries besides its checkpoint and last failure: goal,
-/// context, rendered prompt, earlier steps' notes and artifacts, pending signals and
+/// context, rendered prompt, earlier steps' notes, artifacts and results, pending signals and
 /// the definition's text.
 pub const MAX_TASK_BYTES: usize = 6 << 20;
 
@@ -49,7 +50,7 @@ pub enum SizeError {
     Context { run_id: String, bytes: usize },
     #[error(
         "step {step} of run {run_id} would carry {bytes} bytes (goal, context, prompt, earlier \
-         steps' notes and artifacts, pending signals), more than the limit of {MAX_TASK_BYTES} \
+         steps' notes, artifacts and results, pending signals), more than the limit of {MAX_TASK_BYTES} \
          (max task bytes)"
     )]
     Task {
@@ -91,9 +92,10 @@ fn task_bytes<'a>(
     index: usize,
     goal: &str,
     context: &BTreeMap<String, String>,
-    earlier: impl Iterator<Item = (&'a str, &'a [String])>,
+    earlier: impl Iterator<Item = (&'a str, &'a [String], &'a str)>,
     pending: &[PendingSignal],
 ) -> usize {
+    let prior: Vec<_> = earlier.collect();
     let Some(step) = def.steps.get(index) else {
         return 0;
     };
@@ -106,23 +108,47 @@ fn task_bytes<'a>(
             .allowed_tools
             .iter()
             .map(|t| t.len() + FIELD_OVERHEAD)
+            .sum::<usize>()
+        // The output contract travels with the task; the schema's bound stands in
+        // for its size, so it is not serialized on every check.
+        + step
+            .output
+            .as_ref()
+            .map_or(0, |_| crate::contract::MAX_OUTPUT_SCHEMA_BYTES)
+        + step
+            .required_artifacts
+            .patterns()
+            .iter()
+            .map(|p| p.len() + FIELD_OVERHEAD)
             .sum::<usize>();
     let earlier: usize = def
         .steps
         .iter()
-        .zip(earlier)
-        .map(|(d, (notes, artifacts))| {
+        .zip(&prior)
+        .map(|(d, (notes, artifacts, result))| {
             d.id.len()
                 + d.title.len()
                 + notes.len()
                 + artifacts.iter().map(|a| a.len() + FIELD_OVERHEAD).sum::<usize>()
-                + 4 * FIELD_OVERHEAD
+                + result.len()
+                + 5 * FIELD_OVERHEAD
         })
         .sum();
+    let results: Vec<(&str, &str)> = def
+        .steps
+        .iter()
+        .zip(&prior)
+        .map(|(d, (_, _, result))| (d.id.as_str(), *result))
+        .collect();
+    let values = PromptValues {
+        goal,
+        context,
+        results: &results,
+    };
     definition
         + goal.len()
         + context_bytes(context)
-        + rendered_len(&step.prompt, goal, context)
+        + rendered_len_values(&step.prompt, &values)
         + earlier
         + pending_bytes(pending)
         + 32 * FIELD_OVERHEAD
@@ -209,7 +235,7 @@ impl RunState {
             .steps
             .iter()
             .take(self.current_step)
-            .map(|s| (s.notes.as_str(), s.artifacts.as_slice()));
+            .map(|s| (s.notes.as_str(), s.artifacts.as_slice(), s.result.as_str()));
         task_bytes(
             &self.definition,
             self.current_step,

@@ -78,12 +78,36 @@ pub fn event_attributes(kind: &EventKind) -> Value {
             notes,
             artifacts,
             context_updates,
+            result,
+        } => {
+            let mut attrs = json!({
+                "stepId": step_id,
+                "attempt": attempt,
+                "notes": notes,
+                "artifacts": artifacts,
+                "contextUpdates": map(context_updates),
+            });
+            // Only when there is one, so completions without a result read as they did.
+            if !result.is_empty()
+                && let Value::Object(m) = &mut attrs
+            {
+                m.insert("result".into(), result_value(result));
+            }
+            attrs
+        }
+        EventKind::StepResultRefused {
+            step_id,
+            attempt,
+            violations,
+            total_violations,
         } => json!({
             "stepId": step_id,
             "attempt": attempt,
-            "notes": notes,
-            "artifacts": artifacts,
-            "contextUpdates": map(context_updates),
+            "violations": violations
+                .iter()
+                .map(|v| json!({ "path": v.path, "reason": v.reason }))
+                .collect::<Vec<_>>(),
+            "totalViolations": total_violations,
         }),
         EventKind::StepFailed {
             step_id,
@@ -199,6 +223,12 @@ pub fn timeout_name(kind: TimeoutKind) -> &'static str {
     }
 }
 
+/// A stored result (JSON text) as a JSON value; text that does not parse (never
+/// written by this server) is shown as a string rather than lost.
+pub fn result_value(result: &str) -> Value {
+    serde_json::from_str(result).unwrap_or_else(|_| Value::String(result.to_string()))
+}
+
 fn map(m: &BTreeMap<String, String>) -> Value {
     Value::Object(
         m.iter()
@@ -273,8 +303,32 @@ mod tests {
                     notes: "done".into(),
                     artifacts: vec!["out.md".into()],
                     context_updates: ctx(&[("k", "v")]),
+                    result: String::new(),
                 },
                 r#"{"artifacts":["out.md"],"attempt":1,"contextUpdates":{"k":"v"},"notes":"done","stepId":"a"}"#,
+            ),
+            (
+                EventKind::StepCompleted {
+                    step_id: "a".into(),
+                    attempt: 2,
+                    notes: "done".into(),
+                    artifacts: vec![],
+                    context_updates: ctx(&[]),
+                    result: r#"{"n":3,"tags":["x"]}"#.into(),
+                },
+                r#"{"artifacts":[],"attempt":2,"contextUpdates":{},"notes":"done","result":{"n":3,"tags":["x"]},"stepId":"a"}"#,
+            ),
+            (
+                EventKind::StepResultRefused {
+                    step_id: "a".into(),
+                    attempt: 1,
+                    violations: vec![crate::contract::Violation {
+                        path: "result.n".into(),
+                        reason: r#"value is not of type "integer""#.into(),
+                    }],
+                    total_violations: 3,
+                },
+                r#"{"attempt":1,"stepId":"a","totalViolations":3,"violations":[{"path":"result.n","reason":"value is not of type \"integer\""}]}"#,
             ),
             (
                 EventKind::StepFailed {
@@ -422,7 +476,7 @@ mod tests {
         let cases = cases();
         let mut types: Vec<_> = cases.iter().map(|(k, _)| k.type_name()).collect();
         types.dedup();
-        assert_eq!(types.len(), 19, "every event type has a case: {types:?}");
+        assert_eq!(types.len(), 20, "every event type has a case: {types:?}");
         for (kind, expected) in cases {
             assert_eq!(event_attributes_json(&kind), expected, "{}", kind.type_name());
         }

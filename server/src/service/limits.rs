@@ -21,6 +21,9 @@ pub const MESSAGE: usize = 64 * 1024;
 pub const SIGNAL_PAYLOAD: usize = 256 * 1024;
 pub const COORDINATOR_NOTES: usize = 64;
 pub const URL: usize = 2048;
+/// Largest structured `result` of a completion, as JSON text. It travels with every
+/// later step's task, so it also counts toward `MAX_TASK_BYTES`.
+pub const RESULT: usize = 256 * 1024;
 
 // A step task carries its checkpoint, its last failure and at most
 // `MAX_TASK_BYTES` of everything else; with room for framing, it fits one message.
@@ -64,6 +67,20 @@ pub fn check_bytes(field: &str, value: &[u8], max: usize) -> Result<(), ApiError
         ));
     }
     Ok(())
+}
+
+/// Checks a completion's `result_json`: at most [`RESULT`] bytes of a JSON object.
+/// Empty means no result. A refusal quotes none of the text.
+pub fn check_result(field: &str, text: &str) -> Result<Option<serde_json::Value>, ApiError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    check_len(field, text, RESULT)?;
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(v @ serde_json::Value::Object(_)) => Ok(Some(v)),
+        Ok(_) => Err(ApiError::field(field, "must be a JSON object")),
+        Err(e) => Err(ApiError::field(field, format!("is not JSON: {e}"))),
+    }
 }
 
 pub fn check_count(field: &str, count: usize, max: usize) -> Result<(), ApiError> {

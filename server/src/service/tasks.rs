@@ -12,7 +12,7 @@ use crate::matching::{Dispatch, QueueStats};
 use crate::model::StepFailure;
 use crate::store::writer::{Grant, HeartbeatReply, StepCompletion};
 use crate::token::TokenClaims;
-use crate::workflow::{DEFAULT_MAX_TURNS, render};
+use crate::workflow::{DEFAULT_MAX_TURNS, PromptValues, render_values};
 
 /// Poll wait when the request names none.
 pub const DEFAULT_POLL_WAIT_MS: u32 = 20_000;
@@ -44,9 +44,15 @@ impl LeasedStep {
             lease: grant.lease.seq,
             kid: String::new(),
         });
+        let results = run.earlier_results();
+        let values = PromptValues {
+            goal: &run.goal,
+            context: &run.context,
+            results: &results,
+        };
         Self {
             task_token,
-            prompt: render(&step.prompt, &run.goal, &run.context),
+            prompt: render_values(&step.prompt, &values),
             max_turns: step.max_turns.unwrap_or(DEFAULT_MAX_TURNS),
             grant,
         }
@@ -268,6 +274,10 @@ pub struct Completion {
     pub notes: String,
     pub artifacts: Vec<String>,
     pub context_updates: BTreeMap<String, String>,
+    /// The structured result, a JSON object as text (empty: none). Checked by the
+    /// writer against the step's output contract: a mismatch is `INVALID_ARGUMENT`
+    /// listing each violation, and is recorded in history.
+    pub result_json: String,
     /// Lease the run's next step to the caller at once if it goes to the same queue.
     pub take_next: bool,
 }
@@ -283,17 +293,24 @@ pub async fn complete(
     check_len("notes", &c.notes, limits::NOTES)?;
     limits::check_artifacts("artifacts", &c.artifacts)?;
     check_context("context_updates", &c.context_updates)?;
+    let result = limits::check_result("result_json", &c.result_json)?;
     let (run_id, step, attempt) = (claims.run_id.clone(), claims.step.clone(), claims.attempt);
     let completion = StepCompletion {
         notes: c.notes,
         artifacts: c.artifacts,
         context: c.context_updates,
+        result,
         take_next: c.take_next,
     };
     let next = core
         .writer
         .complete(claims, caller.identity.clone(), completion)
-        .await?;
+        .await
+        .inspect_err(|e| {
+            if let ApiError::InvalidArgument(why) = e {
+                tracing::info!(%run_id, %step, attempt, why = %crate::model::size::prefix(why, 512), "completion refused");
+            }
+        })?;
     tracing::debug!(%run_id, %step, attempt, eager = next.is_some(), "step completed");
     Ok(next.map(|g| LeasedStep::new(core, g)))
 }

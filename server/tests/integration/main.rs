@@ -6,6 +6,7 @@ mod api;
 mod auth;
 mod bounds;
 mod children;
+mod contracts;
 mod metrics;
 mod namespaces;
 mod retention;

@@ -3,9 +3,10 @@
 use std::collections::HashMap;
 
 use railyard_proto::Completion;
-use railyard_proto::v1::CoordinatorNote;
+use railyard_proto::v1::{CoordinatorNote, StepTask};
 use serde_json::Value;
 
+use crate::provider::ToolSpec;
 use crate::tools;
 
 pub(super) fn parse_completion(input: &Value) -> Result<Completion, String> {
@@ -45,11 +46,48 @@ pub(super) fn parse_completion(input: &Value) -> Result<Completion, String> {
             ));
         }
     };
+    let result_json = match input.get("result") {
+        None | Some(Value::Null) => String::new(),
+        Some(v @ Value::Object(_)) => v.to_string(),
+        // Some models send an object as JSON text.
+        Some(Value::String(text)) if serde_json::from_str::<Value>(text).is_ok_and(|v| v.is_object()) => {
+            text.clone()
+        }
+        Some(_) => {
+            return Err("complete_step: `result` must be a JSON object".to_string());
+        }
+    };
     Ok(Completion {
         notes: notes.to_string(),
         artifacts,
         context_updates,
+        result_json,
     })
+}
+
+/// The tool specs with the step's output contract folded into `complete_step`: its
+/// `result` takes the step's schema (and becomes required), and the description names
+/// the artifacts the step must list. A schema that is not JSON leaves the spec as is.
+pub(super) fn with_contract(mut specs: Vec<ToolSpec>, task: &StepTask) -> Vec<ToolSpec> {
+    let schema = serde_json::from_str::<Value>(&task.output_schema_json).ok();
+    if schema.is_none() && task.required_artifacts.is_empty() {
+        return specs;
+    }
+    for spec in specs.iter_mut().filter(|s| s.name == tools::COMPLETE_STEP) {
+        if let Some(schema) = &schema {
+            spec.input_schema["properties"]["result"] = schema.clone();
+            if let Some(required) = spec.input_schema["required"].as_array_mut() {
+                required.push(Value::from("result"));
+            }
+        }
+        if !task.required_artifacts.is_empty() {
+            spec.description.push_str(&format!(
+                " This step's `artifacts` must include a match for each of: {}.",
+                task.required_artifacts.join(", ")
+            ));
+        }
+    }
+    specs
 }
 
 pub(super) fn parse_note(input: &Value) -> Result<CoordinatorNote, String> {
@@ -92,6 +130,36 @@ mod tests {
                 .contains("notes")
         );
         assert!(parse_completion(&json!({"notes": "n", "artifacts": "a"})).is_err());
+        let c = parse_completion(&json!({"notes": "n", "result": {"k": [1]}})).unwrap();
+        assert_eq!(c.result_json, r#"{"k":[1]}"#);
+        let c = parse_completion(&json!({"notes": "n", "result": "{\"k\": 2}"})).unwrap();
+        assert_eq!(c.result_json, r#"{"k": 2}"#);
+        assert_eq!(
+            parse_completion(&json!({"notes": "n", "result": [1]})).unwrap_err(),
+            "complete_step: `result` must be a JSON object"
+        );
+    }
+
+    #[test]
+    fn the_contract_shapes_complete_step() {
+        let task = StepTask {
+            output_schema_json: r#"{"type":"object","required":["n"]}"#.into(),
+            required_artifacts: vec!["report.md".into()],
+            ..Default::default()
+        };
+        let specs = with_contract(tools::specs(&[]), &task);
+        let spec = specs.iter().find(|s| s.name == tools::COMPLETE_STEP).unwrap();
+        assert_eq!(
+            spec.input_schema["properties"]["result"]["required"],
+            json!(["n"])
+        );
+        assert_eq!(spec.input_schema["required"], json!(["notes", "result"]));
+        assert!(
+            spec.description
+                .ends_with("must include a match for each of: report.md.")
+        );
+        let plain = with_contract(tools::specs(&[]), &StepTask::default());
+        assert_eq!(plain, tools::specs(&[]));
     }
 
     #[test]

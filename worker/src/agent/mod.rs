@@ -24,7 +24,7 @@ use crate::tools::{
     WORKSPACE_TOOLS,
 };
 
-use calls::{parse_completion, parse_note, steer_text};
+use calls::{parse_completion, parse_note, steer_text, with_contract};
 pub use checkpoint::{Checkpoint, encode_checkpoint};
 
 /// Turns allowed when a step sets no `maxTurns`.
@@ -97,6 +97,17 @@ pub trait Lease: Send + Sync {
     ) -> BoxFuture<'_, Result<Vec<String>, SpawnError>> {
         let _ = (children, wait, await_run_ids, checkpoint);
         Box::pin(async { Err(SpawnError::Refused("this worker cannot start child runs".into())) })
+    }
+
+    /// Reports the step's completion from inside the loop, so that a result the
+    /// server refuses for breaking the step's output contract (or any other input it
+    /// refuses as `INVALID_ARGUMENT`) goes back to the model as `complete_step`'s
+    /// error, and the step goes on. `Err` carries that refusal; `Ok` means reported,
+    /// or left to the caller to report with the step's outcome.
+    ///
+    /// The default leaves it to the caller.
+    fn complete(&self, _completion: &Completion) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async { Ok(()) })
     }
 }
 
@@ -212,7 +223,7 @@ impl Agent {
         } else {
             task.max_turns
         };
-        let specs = tools::specs(&task.allowed_tools);
+        let specs = with_contract(tools::specs(&task.allowed_tools), task);
         let mut run = StepRun {
             agent: self,
             task,
@@ -444,9 +455,14 @@ impl StepRun<'_> {
             let mut results = Vec::new();
             let mut completion = None;
             self.turn_waits.clear();
+            let mut completion_call = None;
             for (i, (id, name, input)) in calls.iter().enumerate() {
                 self.call_index = i;
+                let had = completion.is_some();
                 let out = self.call_tool(name, input, &mut completion).await;
+                if !had && completion.is_some() {
+                    completion_call = Some(id.clone());
+                }
                 results.push(Block::ToolResult {
                     tool_use_id: id.clone(),
                     content: out.content,
@@ -490,7 +506,12 @@ impl StepRun<'_> {
                 {
                     return Outcome::LeaseLost(m);
                 }
-                return Outcome::Completed(completion);
+                match self.lease.complete(&completion).await {
+                    Ok(()) => return Outcome::Completed(completion),
+                    // Refused (the step's output contract, most often): the model reads
+                    // why as complete_step's error and the step goes on.
+                    Err(why) => self.completion_refused(completion_call.as_deref(), why),
+                }
             }
             if let Some(outcome) = self.heartbeat().await {
                 return outcome;
@@ -590,6 +611,30 @@ impl StepRun<'_> {
             });
         }
         out
+    }
+
+    /// Turns the `complete_step` result `call_id` of the last message into the server's
+    /// refusal, so the model reads it on its next turn.
+    fn completion_refused(&mut self, call_id: Option<&str>, why: String) {
+        warn!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
+            why = %one_line(&why, 300), "completion refused; handed back to the model");
+        self.emit(EventKind::ToolError {
+            name: COMPLETE_STEP.to_string(),
+            message: one_line(&why, 200),
+        });
+        let last = self.req.messages.last_mut().map(|m| &mut m.content);
+        let block = last.into_iter().flatten().find(
+            |b| matches!(b, Block::ToolResult { tool_use_id, .. } if Some(tool_use_id.as_str()) == call_id),
+        );
+        match block {
+            Some(Block::ToolResult {
+                content, is_error, ..
+            }) => {
+                *content = why;
+                *is_error = true;
+            }
+            _ => self.push_user_text(why),
+        }
     }
 
     /// Heartbeats with the checkpoint and pending notes. `Some` when the step must stop.

@@ -47,7 +47,9 @@ pub struct CompleteArgs {
     /// Values to set in the run's context, for later steps' prompts ({{context.KEY}}).
     #[serde(default)]
     pub context_updates: Option<BTreeMap<String, String>>,
-    /// A structured result of the step (any JSON), kept in the run's context under "<step id>.result".
+    /// The step's structured result. A JSON object is the step's result proper: checked against the step's
+    /// output_schema when it has one, shown to later steps ({{steps.ID.result.FIELD}}). Any JSON is also kept
+    /// in the run's context under "<step id>.result".
     #[serde(default)]
     pub result: Option<Value>,
     /// The run you are working on. When given, a token of another run is refused.
@@ -104,6 +106,10 @@ pub struct SignalArgs {
     #[serde(default)]
     pub payload: Option<Value>,
 }
+
+/// How the server's refusal of a result that breaks the step's output contract
+/// begins (`contract::Violations::message`).
+const RESULT_REFUSED: &str = "result refused:";
 
 /// Default and largest `list_runs` page.
 const LIST_DEFAULT: u32 = 20;
@@ -179,7 +185,9 @@ impl Gateway {
 
     #[tool(
         description = "Report the step you hold as done: its continue_token, your notes, and optionally artifacts, \
-                       context_updates and a structured result. Answers the run's next step with a new \
+                       context_updates and a structured result (required, as an object matching its output_schema, \
+                       when the step has one; a result that breaks it is refused with each violation, and the \
+                       step stays yours to fix and report again). Answers the run's next step with a new \
                        continue_token, or, after the last step, the run's final result (status \"finished\"). A \
                        token that is not the current one (an earlier step's, another run's, a mistyped one) is \
                        refused with the run's current step, and nothing is recorded."
@@ -195,8 +203,12 @@ impl Gateway {
         let (run_id, step_id) = (held.task.run_id.clone(), held.task.step_id.clone());
         let mut context: HashMap<String, String> =
             args.context_updates.unwrap_or_default().into_iter().collect();
+        let mut result_json = String::new();
         if let Some(result) = args.result {
             context.insert(format!("{step_id}.result"), result.to_string());
+            if result.is_object() {
+                result_json = result.to_string();
+            }
         }
         // The agent saw the signals handed out with the step: acknowledge them, so the
         // next step does not show them again.
@@ -218,6 +230,7 @@ impl Gateway {
             context_updates: context,
             identity: self.opts.identity.clone(),
             take_next: true,
+            result_json,
         };
         match self.client.complete_step_task(req).await {
             Ok(resp) => {
@@ -230,6 +243,14 @@ impl Gateway {
                         Err(e) => refused(format!("step {step_id:?} was completed, but {e}")),
                     },
                 }
+            }
+            Err(ClientError::InvalidArgument(why)) if why.starts_with(RESULT_REFUSED) => {
+                // Broke the output contract: recorded in history, nothing else changed.
+                self.held.put_back(token, held);
+                refused(format!(
+                    "step {step_id:?} was not completed: {why}\nThe step is still yours: call complete_step \
+                     again with the same continue_token and a result that fixes every violation."
+                ))
             }
             Err(
                 e @ (ClientError::InvalidArgument(_)

@@ -13,6 +13,9 @@ const STEP_INSTRUCTIONS: &str = "Do the work the prompt describes. When it is do
 const CONFIRMATION: &str = "This step requires confirmation: show your human what you are about to report and \
      ask them to confirm before you call complete_step.";
 
+/// What the agent is told when the step has an output contract.
+const CONTRACT: &str = "This step has an output contract: pass complete_step a `result` object matching      output_schema, and list artifacts matching every required_artifacts pattern. A result that does not      match is refused with each violation; fix it and call complete_step again with the same token.";
+
 /// A step the gateway holds for the agent, with its continue token.
 pub fn step(task: &StepTask, continue_token: &str) -> Value {
     let mut v = json!({
@@ -31,12 +34,18 @@ pub fn step(task: &StepTask, continue_token: &str) -> Value {
         "prompt": task.prompt,
         "goal": task.goal,
         "context": task.context.iter().collect::<std::collections::BTreeMap<_, _>>(),
-        "prior_steps": task.prior_steps.iter().map(|p| json!({
-            "id": p.step_id,
-            "title": p.title,
-            "notes": p.notes,
-            "artifacts": p.artifacts,
-        })).collect::<Vec<_>>(),
+        "prior_steps": task.prior_steps.iter().map(|p| {
+            let mut prior = json!({
+                "id": p.step_id,
+                "title": p.title,
+                "notes": p.notes,
+                "artifacts": p.artifacts,
+            });
+            if !p.result_json.is_empty() {
+                prior["result"] = payload(&p.result_json);
+            }
+            prior
+        }).collect::<Vec<_>>(),
         "require_confirmation": task.require_confirmation,
         "continue_token": continue_token,
         "instructions": STEP_INSTRUCTIONS,
@@ -46,6 +55,16 @@ pub fn step(task: &StepTask, continue_token: &str) -> Value {
     }
     if !task.last_failure.is_empty() {
         v["last_failure"] = json!(task.last_failure);
+    }
+    // The step's output contract: what complete_step's `result` and artifacts must be.
+    if !task.output_schema_json.is_empty() {
+        v["output_schema"] = payload(&task.output_schema_json);
+    }
+    if !task.required_artifacts.is_empty() {
+        v["required_artifacts"] = json!(task.required_artifacts);
+    }
+    if !task.output_schema_json.is_empty() || !task.required_artifacts.is_empty() {
+        v["contract"] = json!(CONTRACT);
     }
     if !task.signals.is_empty() {
         v["signals"] = json!(
@@ -82,16 +101,22 @@ pub fn run(run: &RunInfo) -> Value {
         "goal": run.goal,
         "context": run.context.iter().collect::<std::collections::BTreeMap<_, _>>(),
         "history_length": run.history_length,
-        "steps": run.steps.iter().enumerate().map(|(i, s)| json!({
-            "index": i,
-            "id": s.step_id,
-            "title": s.title,
-            "state": s.state,
-            "attempt": s.attempt,
-            "queue": s.task_queue,
-            "notes": s.notes,
-            "last_failure": s.last_failure,
-        })).collect::<Vec<_>>(),
+        "steps": run.steps.iter().enumerate().map(|(i, s)| {
+            let mut step = json!({
+                "index": i,
+                "id": s.step_id,
+                "title": s.title,
+                "state": s.state,
+                "attempt": s.attempt,
+                "queue": s.task_queue,
+                "notes": s.notes,
+                "last_failure": s.last_failure,
+            });
+            if !s.result_json.is_empty() {
+                step["result"] = payload(&s.result_json);
+            }
+            step
+        }).collect::<Vec<_>>(),
     });
     if let Some(s) = current.filter(|_| RunStatus::try_from(run.status).is_ok_and(RunStatus::is_open)) {
         v["current_step"] = json!({
@@ -224,6 +249,7 @@ mod tests {
                 title: "Plan".into(),
                 notes: "planned".into(),
                 artifacts: vec![],
+                result_json: String::new(),
             }],
             task_token: "raw lease token".into(),
             ..Default::default()

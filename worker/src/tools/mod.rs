@@ -268,11 +268,15 @@ pub fn all_specs() -> Vec<ToolSpec> {
             COMPLETE_STEP,
             "Finish this step. Call it exactly once, when the step's work is done. `notes` summarise what \
              you did and found for the next steps; `artifacts` lists workspace files you produced; \
-             `context_updates` sets run context values (strings) later steps can use.",
+             `context_updates` sets run context values (strings) later steps can use; `result` is the \
+             step's structured result, a JSON object (required when the step has an output schema). A \
+             result the step's contract refuses comes back as this tool's error, listing each violation: \
+             fix them and call it again.",
             json!({"type": "object", "properties": {
                 "notes": {"type": "string"},
                 "artifacts": {"type": "array", "items": {"type": "string"}},
-                "context_updates": {"type": "object", "additionalProperties": {"type": "string"}}
+                "context_updates": {"type": "object", "additionalProperties": {"type": "string"}},
+                "result": {"type": "object"}
             }, "required": ["notes"]}),
         ),
         spec(

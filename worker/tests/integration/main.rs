@@ -5,6 +5,7 @@
 mod common;
 
 mod bash_env;
+mod contracts;
 mod file_bounds;
 mod providers;
 mod response_cap;

@@ -267,6 +267,16 @@ pub(super) fn replay(def: &WorkflowDef, history: &[Event]) -> Derived {
                 );
                 same_attempt(step_id, *a);
             }
+            EventKind::StepResultRefused {
+                step_id, attempt: a, ..
+            } => {
+                assert!(
+                    matches!(last, Some(EventKind::StepStarted { .. })),
+                    "event {}: a result refused while not leased",
+                    e.id
+                );
+                same_attempt(step_id, *a);
+            }
             EventKind::CancelRequested { .. } => {
                 assert!(!d.cancel_requested, "event {}: cancel requested twice", e.id);
                 d.cancel_requested = true;

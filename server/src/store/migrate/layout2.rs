@@ -259,6 +259,9 @@ impl DefinitionV2 {
                     }),
                     require_confirmation: s.require_confirmation,
                     wait: None,
+                    // Layout 2 had no output contracts.
+                    output: None,
+                    required_artifacts: Default::default(),
                 })
                 .collect(),
         }
@@ -324,6 +327,7 @@ impl RunV2 {
                     artifacts: s.artifacts,
                     worker: s.worker,
                     last_failure: s.last_failure,
+                    ..Default::default()
                 })
                 .collect(),
             lease_counter: self.lease_counter,
@@ -403,6 +407,7 @@ impl EventV2 {
                 notes,
                 artifacts,
                 context_updates,
+                result: String::new(),
             },
             KindV2::StepFailed {
                 step_id,

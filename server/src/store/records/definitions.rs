@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{Record, corrupt, decode_record, encode_record};
+use crate::contract::{ArtifactPatterns, OutputSchema};
 use crate::error::StorageError;
 use crate::workflow::{RetryPolicy, StepDef, WaitOptions, WaitTimeoutPolicy, WorkflowDef};
 
@@ -69,6 +70,12 @@ struct StepDefRecord {
     retry: Option<RetryRecord>,
     #[serde(default)]
     require_confirmation: bool,
+    /// The output contract's JSON Schema, as written (absent in older rows: none).
+    /// Written only when set, so a definition without one keeps its content hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    output: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    required_artifacts: Vec<String>,
     /// Absent in older rows: no wait options.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     wait: Option<WaitRecord>,
@@ -157,6 +164,8 @@ impl DefinitionRecord {
                         }
                         .into(),
                     }),
+                    output: s.output.as_ref().map(|o| o.schema().clone()),
+                    required_artifacts: s.required_artifacts.patterns().to_vec(),
                 })
                 .collect(),
         }
@@ -196,6 +205,8 @@ impl DefinitionRecord {
                             _ => WaitTimeoutPolicy::Fail,
                         },
                     }),
+                    output: s.output.map(OutputSchema::new),
+                    required_artifacts: ArtifactPatterns::new(s.required_artifacts),
                 })
                 .collect(),
         }
@@ -376,6 +387,53 @@ mod tests {
         assert_eq!(retry.maximum_attempts, 7);
         assert_eq!(retry.initial_interval_seconds, 1.0);
         assert_eq!(retry.maximum_interval_seconds, 60.0);
+    }
+
+    #[test]
+    fn output_contracts_round_trip_and_older_rows_have_none() {
+        let text = r#"{"id":"wf","version":"1","name":"W","steps":[
+          {"id":"a","title":"A","prompt":"p","requiredArtifacts":["report.md","out/*.json"],
+           "output":{"type":"object","required":["n"],"properties":{"n":{"type":"integer"}}}},
+          {"id":"b","title":"B","prompt":"n is {{steps.a.result.n}}"}]}"#;
+        let def = parse_definition(text).unwrap();
+        let enc = encode_definition(&def).unwrap();
+        let back = decode_record::<DefinitionRecord>(&enc.bytes)
+            .unwrap()
+            .into_model();
+        assert_eq!(back, def);
+        assert_eq!(
+            back.steps[0].output.as_ref().unwrap().schema()["required"],
+            serde_json::json!(["n"])
+        );
+        assert_eq!(
+            back.steps[0].required_artifacts.patterns(),
+            ["report.md", "out/*.json"]
+        );
+        // The stored contract works like the loaded one.
+        let v = crate::contract::check_completion(
+            back.steps[0].output.as_ref(),
+            &back.steps[0].required_artifacts,
+            Some(&serde_json::json!({"n": "x"})),
+            &["report.md".into()],
+        )
+        .unwrap();
+        assert_eq!(v.total, 2, "{v:?}");
+
+        // A row written before contracts existed: exactly what v1 wrote.
+        let old = br#"{"v":1,"id":"wf","version":"1","name":"W","description":"","task_queue":null,
+            "steps":[{"id":"a","title":"A","prompt":"p","task_queue":null,"allowed_tools":[],
+            "max_turns":null,"timeout_seconds":null,"heartbeat_timeout_seconds":null,"retry":null,
+            "require_confirmation":false}]}"#;
+        let old = decode_record::<DefinitionRecord>(old).unwrap().into_model();
+        assert_eq!(old.steps[0].output, None);
+        assert!(old.steps[0].required_artifacts.is_empty());
+        // A definition without a contract encodes as before, so its hash is unchanged.
+        let plain = parse_definition(DEF).unwrap();
+        let bytes = String::from_utf8(encode_definition(&plain).unwrap().bytes).unwrap();
+        assert!(
+            !bytes.contains("output") && !bytes.contains("required_artifacts"),
+            "{bytes}"
+        );
     }
 
     #[test]

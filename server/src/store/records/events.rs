@@ -33,6 +33,15 @@ impl Record for EventRecord {
     }
 }
 
+/// One violation of an output contract.
+#[derive(Debug, Serialize, Deserialize)]
+struct ViolationRecord {
+    #[serde(default)]
+    path: String,
+    #[serde(default)]
+    reason: String,
+}
+
 /// One variant per event type, named as the history names it.
 #[derive(Debug, Serialize, Deserialize)]
 enum KindRecord {
@@ -90,6 +99,19 @@ enum KindRecord {
         artifacts: Vec<String>,
         #[serde(default)]
         context_updates: BTreeMap<String, String>,
+        /// The structured result as JSON text (absent in older rows: none).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        result: String,
+    },
+    StepResultRefused {
+        #[serde(default)]
+        step_id: String,
+        #[serde(default)]
+        attempt: u32,
+        #[serde(default)]
+        violations: Vec<ViolationRecord>,
+        #[serde(default)]
+        total_violations: u32,
     },
     StepFailed {
         #[serde(default)]
@@ -276,12 +298,31 @@ pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, St
             notes,
             artifacts,
             context_updates,
+            result,
         } => KindRecord::StepCompleted {
             step_id: step_id.clone(),
             attempt: *attempt,
             notes: notes.clone(),
             artifacts: artifacts.clone(),
             context_updates: context_updates.clone(),
+            result: result.clone(),
+        },
+        EventKind::StepResultRefused {
+            step_id,
+            attempt,
+            violations,
+            total_violations,
+        } => KindRecord::StepResultRefused {
+            step_id: step_id.clone(),
+            attempt: *attempt,
+            violations: violations
+                .iter()
+                .map(|v| ViolationRecord {
+                    path: v.path.clone(),
+                    reason: v.reason.clone(),
+                })
+                .collect(),
+            total_violations: *total_violations,
         },
         EventKind::StepFailed {
             step_id,
@@ -466,12 +507,31 @@ pub(crate) fn decode_event(
             notes,
             artifacts,
             context_updates,
+            result,
         } => EventKind::StepCompleted {
             step_id,
             attempt,
             notes,
             artifacts,
             context_updates,
+            result,
+        },
+        KindRecord::StepResultRefused {
+            step_id,
+            attempt,
+            violations,
+            total_violations,
+        } => EventKind::StepResultRefused {
+            step_id,
+            attempt,
+            violations: violations
+                .into_iter()
+                .map(|v| crate::contract::Violation {
+                    path: v.path,
+                    reason: v.reason,
+                })
+                .collect(),
+            total_violations,
         },
         KindRecord::StepFailed {
             step_id,

@@ -302,6 +302,16 @@ struct StepStateRecord {
     worker: String,
     #[serde(default)]
     last_failure: String,
+    /// The completion's structured result, as JSON text (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    result: String,
+    /// Refusals recorded for the current attempt (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    result_refusals: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -374,6 +384,8 @@ impl RunRecord {
                     artifacts: s.artifacts.clone(),
                     worker: s.worker.clone(),
                     last_failure: s.last_failure.clone(),
+                    result: s.result.clone(),
+                    result_refusals: s.result_refusals,
                 })
                 .collect(),
             lease_counter: r.lease_counter,
@@ -476,6 +488,8 @@ impl RunRecord {
                     artifacts: s.artifacts,
                     worker: s.worker,
                     last_failure: s.last_failure,
+                    result: s.result,
+                    result_refusals: s.result_refusals,
                 })
                 .collect(),
             lease_counter: self.lease_counter,

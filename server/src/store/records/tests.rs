@@ -104,6 +104,24 @@ fn every_event_type_and_the_timer_round_trip() {
             notes: "n".into(),
             artifacts: vec!["x".into()],
             context_updates: BTreeMap::from([("a".into(), "b".into())]),
+            result: String::new(),
+        },
+        EventKind::StepCompleted {
+            step_id: "b".into(),
+            attempt: 2,
+            notes: String::new(),
+            artifacts: vec![],
+            context_updates: BTreeMap::new(),
+            result: r#"{"n":[1,2],"s":"é"}"#.into(),
+        },
+        EventKind::StepResultRefused {
+            step_id: "a".into(),
+            attempt: 1,
+            violations: vec![crate::contract::Violation {
+                path: "result.n".into(),
+                reason: "value is not of type \"integer\"".into(),
+            }],
+            total_violations: 2,
         },
         EventKind::StepFailed {
             step_id: "a".into(),

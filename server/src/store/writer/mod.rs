@@ -82,6 +82,9 @@ pub struct StepCompletion {
     pub notes: String,
     pub artifacts: Vec<String>,
     pub context: BTreeMap<String, String>,
+    /// The structured result (a JSON object), checked against the step's output
+    /// contract in the writer, where the lease is checked.
+    pub result: Option<serde_json::Value>,
     /// Lease the next step to the same worker if it goes to the same queue.
     pub take_next: bool,
 }
@@ -200,12 +203,18 @@ impl Writer {
         identity: String,
         completion: StepCompletion,
     ) -> Result<Option<Grant>, ApiError> {
-        self.call(commands::Complete {
-            claims,
-            identity,
-            completion,
-        })
-        .await
+        let done = self
+            .call(commands::Complete {
+                claims,
+                identity,
+                completion,
+            })
+            .await?;
+        match done {
+            commands::Completed::Done(next) => Ok(next.map(|g| *g)),
+            // Recorded in history, and refused all the same.
+            commands::Completed::Refused(message) => Err(ApiError::InvalidArgument(message)),
+        }
     }
 
     pub async fn fail(

@@ -1,6 +1,10 @@
-//! A step completed; with `take_next`, the next step leased to the same worker.
+//! A step completed; with `take_next`, the next step leased to the same worker. A
+//! completion that breaks the step's output contract is refused, and the refusal
+//! recorded (`StepResultRefused`, bounded per attempt).
 
 use super::*;
+use crate::contract;
+use crate::model::StepDone;
 
 /// The completion of the step attempt `claims` names.
 #[derive(Debug)]
@@ -10,11 +14,21 @@ pub struct Complete {
     pub completion: StepCompletion,
 }
 
+/// What a completion came to.
+#[derive(Debug)]
+pub enum Completed {
+    /// Recorded; with the next step when it was leased to the caller (eager dispatch).
+    Done(Option<Box<Grant>>),
+    /// Refused for breaking the output contract, and the refusal recorded in history;
+    /// the message lists the violations.
+    Refused(String),
+}
+
 impl Apply for Complete {
-    type Output = Option<Grant>;
+    type Output = Completed;
     const NAME: &'static str = "complete";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<Option<Grant>, ApiError>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<Result<Completed, ApiError>, StorageError> {
         let Self {
             claims,
             identity,
@@ -22,34 +36,67 @@ impl Apply for Complete {
         } = self;
         let r = cx.with_run(&claims.namespace, &claims.run_id, |run, out| {
             let queue = run.current_queue();
-            run.complete(&claims, &identity, c.notes, c.artifacts, c.context, out)?;
+            run.check_lease(&claims)?;
+            let def = run.definition.clone();
+            let step = &def.steps[run.current_step];
+            if step.output.is_some() || !step.required_artifacts.is_empty() {
+                let violations = contract::check_completion(
+                    step.output.as_ref(),
+                    &step.required_artifacts,
+                    c.result.as_ref(),
+                    &c.artifacts,
+                )
+                .map_err(|e| {
+                    ApiError::FailedPrecondition(format!(
+                        "the output contract of step {} cannot be checked: {e}",
+                        step.id
+                    ))
+                })?;
+                if !violations.is_empty() {
+                    let message = violations.message(&step.id);
+                    if run.refuse_result(&claims, &identity, &violations, out)? {
+                        return Ok(Completed::Refused(message));
+                    }
+                    // Enough refusals of this attempt are in history: refused alike,
+                    // and nothing is written.
+                    return Err(ApiError::InvalidArgument(message));
+                }
+            }
+            let done = StepDone {
+                notes: c.notes,
+                artifacts: c.artifacts,
+                context_updates: c.context,
+                result: c.result.map(|v| v.to_string()).unwrap_or_default(),
+            };
+            run.complete_with_result(&claims, &identity, done, out)?;
             // The next step's task must still fit: refused here, nothing is written.
             run.check_size()?;
             let next_seq = match &run.phase {
                 Phase::Scheduled { queue: q, task_seq } if c.take_next && Some(q) == queue.as_ref() => {
                     *task_seq
                 }
-                _ => return Ok(None),
+                _ => return Ok(Completed::Done(None)),
             };
             let lease = run.lease(next_seq, &identity, out)?;
-            Ok(Some((run.clone(), lease)))
+            // A new step starts with no checkpoint.
+            Ok(Completed::Done(Some(Box::new(Grant {
+                run: run.clone(),
+                lease,
+                checkpoint: Vec::new(),
+            }))))
         })?;
-        if r.is_ok() {
+        if matches!(r, Ok(Completed::Done(_))) {
             cx.metrics
                 .steps_completed
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        // A new step starts with no checkpoint.
-        Ok(r.map(|next| {
-            next.map(|(run, lease)| Grant {
-                run,
-                lease,
-                checkpoint: Vec::new(),
-            })
-        }))
+        Ok(r)
     }
 
-    fn handed(next: &Option<Grant>) -> Option<Handed> {
-        next.as_ref().map(Grant::handed)
+    fn handed(done: &Completed) -> Option<Handed> {
+        match done {
+            Completed::Done(Some(grant)) => Some(grant.handed()),
+            _ => None,
+        }
     }
 }

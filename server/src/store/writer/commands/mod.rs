@@ -26,7 +26,8 @@ mod undelivered;
 mod update_namespace;
 
 pub use children::{ChildLimits, ChildSpec, SpawnChildren, Spawned, WaitFor};
-pub use complete::Complete;
+
+pub use complete::{Complete, Completed};
 pub use create_api_key::CreateApiKey;
 pub use create_namespace::CreateNamespace;
 pub use delete_namespace::DeleteNamespace;
