@@ -310,10 +310,6 @@ struct StepStateRecord {
     result_refusals: u32,
 }
 
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
-
 #[derive(Debug, Serialize, Deserialize)]
 struct SignalRecord {
     #[serde(default)]
