@@ -329,7 +329,7 @@ enum Msg {
     /// An event of a watched run that the in-process worker did not cause.
     History(String, HistoryEvent),
     /// A watched run closed (or could no longer be followed: `None`).
-    Closed(String, Option<RunInfo>),
+    Closed(String, Option<Box<RunInfo>>),
 }
 
 /// What the printer knows of a run's steps.
@@ -339,6 +339,8 @@ struct RunState {
     steps: HashMap<String, (u32, u32, String)>,
     /// A step leased by this worker and not yet reported.
     open_step: Option<String>,
+    /// The open step's tokens so far and their estimated cost.
+    usage: Option<(railyard_worker::usage::Usage, f64)>,
 }
 
 struct Printer {
@@ -385,7 +387,7 @@ impl Printer {
                 Msg::Closed(run_id, info) => {
                     let open = self.runs.get(&run_id).is_some_and(|r| r.open_step.is_some());
                     let deadline = tokio::time::Instant::now() + CLOSE_SETTLE;
-                    self.pending_close.push((run_id, info, deadline));
+                    self.pending_close.push((run_id, info.map(|i| *i), deadline));
                     if !open {
                         self.flush_closes(false);
                     }
@@ -461,6 +463,25 @@ impl Printer {
                 if !artifacts.is_empty() {
                     say(format!("      artifacts: {}", artifacts.join(", ")));
                 }
+                if let Some((usage, cost)) = state.usage.take() {
+                    say(format!(
+                        "      tokens: {}",
+                        crate::run_view::tokens_line(&usage.to_proto(cost))
+                    ));
+                }
+            }
+            EventKind::Usage { usage, cost_usd } => state.usage = Some((usage, cost_usd)),
+            EventKind::Stuck {
+                signal,
+                message,
+                fatal,
+            } => {
+                let what = if fatal {
+                    "STUCK, failing the step"
+                } else {
+                    "stuck? warned the model"
+                };
+                say(format!("      {what} ({signal}): {}", one_line(&message, 200)));
             }
             EventKind::StepFailed {
                 error_type,
@@ -669,7 +690,8 @@ async fn follow(
         .describe_run(&namespace, &run_id)
         .await
         .ok()
-        .and_then(|d| d.run);
+        .and_then(|d| d.run)
+        .map(Box::new);
     let _ = tx.send(Msg::Closed(run_id, info));
 }
 

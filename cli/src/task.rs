@@ -235,6 +235,7 @@ mod tests {
                 payload_json: r#"{"text":"hi"}"#.into(),
                 event_id: 9,
             }],
+            ..Default::default()
         };
         assert_eq!(
             heartbeat_lines(&resp),

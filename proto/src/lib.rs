@@ -41,7 +41,7 @@ mod step_worker;
 
 pub use client::{ApiKey, Authorization, Client, ClientError, ConnectOptions};
 pub use retry::RetryPolicy;
-pub use step_worker::{Completion, Failure, StepWorker};
+pub use step_worker::{Completion, Failure, HeartbeatExtras, StepWorker};
 
 /// Largest gRPC message, in bytes, that the server accepts and sends, and that the
 /// client SDK accepts. The server's limits on what a request may carry and on what one

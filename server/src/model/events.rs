@@ -107,6 +107,24 @@ pub enum EventKind {
     CancelRequested {
         reason: String,
     },
+    /// The tokens one attempt's model turns used (recorded when the attempt ends, if
+    /// any were reported), and the model they are from.
+    StepUsage {
+        step_id: String,
+        attempt: u32,
+        model: String,
+        usage: super::Usage,
+    },
+    /// The worker saw its agent going round in circles (`signal`: `repeated_call`,
+    /// `repeated_error`, `no_progress`): `AgentStuckWarning` when it warned the model,
+    /// `AgentStuck` when it failed the step for it.
+    AgentStuck {
+        step_id: String,
+        attempt: u32,
+        signal: String,
+        message: String,
+        fatal: bool,
+    },
     RunCompleted {
         context: BTreeMap<String, String>,
     },
@@ -134,6 +152,9 @@ impl EventKind {
             Self::SignalReceived { .. } => "SignalReceived",
             Self::CoordinatorNote { .. } => "CoordinatorNote",
             Self::CancelRequested { .. } => "CancelRequested",
+            Self::StepUsage { .. } => "StepUsage",
+            Self::AgentStuck { fatal: true, .. } => "AgentStuck",
+            Self::AgentStuck { fatal: false, .. } => "AgentStuckWarning",
             Self::RunCompleted { .. } => "RunCompleted",
             Self::RunFailed { .. } => "RunFailed",
             Self::RunCanceled { .. } => "RunCanceled",

@@ -21,6 +21,10 @@ pub const MESSAGE: usize = 64 * 1024;
 pub const SIGNAL_PAYLOAD: usize = 256 * 1024;
 pub const COORDINATOR_NOTES: usize = 64;
 pub const URL: usize = 2048;
+/// Longest model name a heartbeat may report.
+pub const MODEL_NAME: usize = 256;
+/// Most stuck reports in one heartbeat.
+pub const STUCK_REPORTS: usize = 16;
 
 // A step task carries its checkpoint, its last failure and at most
 // `MAX_TASK_BYTES` of everything else; with room for framing, it fits one message.

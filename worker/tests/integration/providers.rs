@@ -385,10 +385,12 @@ async fn cancel_and_steer_via_heartbeat() {
         .reply(Ok(HeartbeatOutcome {
             cancel_requested: false,
             signals: vec![crate::common::steer(7, "be brief")],
+            ..Default::default()
         }))
         .reply(Ok(HeartbeatOutcome {
             cancel_requested: true,
             signals: vec![],
+            ..Default::default()
         }));
     let ws = tempfile::tempdir().unwrap();
     let report = Agent::new(Arc::new(anthropic(&base)))

@@ -234,6 +234,7 @@ async fn signals_queued_with_the_task_reach_the_first_turn_once() {
     let lease = FakeLease::new().reply(Ok(railyard_worker::HeartbeatOutcome {
         cancel_requested: false,
         signals: vec![crate::common::steer(9, "hurry")],
+        ..Default::default()
     }));
     let report = Agent::new(provider.clone())
         .run_step(&t, "q", ws.path(), &lease)

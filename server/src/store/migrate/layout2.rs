@@ -238,6 +238,8 @@ impl DefinitionV2 {
             name: self.name,
             description: self.description,
             task_queue: self.task_queue,
+            max_tokens: None,
+            max_cost_usd: None,
             steps: self
                 .steps
                 .into_iter()
@@ -258,6 +260,8 @@ impl DefinitionV2 {
                         non_retryable_error_types: r.non_retryable_error_types,
                     }),
                     require_confirmation: s.require_confirmation,
+                    max_tokens: None,
+                    stuck: None,
                 })
                 .collect(),
         }
@@ -317,6 +321,7 @@ impl RunV2 {
                     artifacts: s.artifacts,
                     worker: s.worker,
                     last_failure: s.last_failure,
+                    ..Default::default()
                 })
                 .collect(),
             lease_counter: self.lease_counter,
@@ -331,6 +336,8 @@ impl RunV2 {
                     payload_json: s.payload_json,
                 })
                 .collect(),
+            usage: Default::default(),
+            budget: Default::default(),
         })
     }
 }

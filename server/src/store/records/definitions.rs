@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 
 use super::{Record, corrupt, decode_record, encode_record};
 use crate::error::StorageError;
-use crate::workflow::{RetryPolicy, StepDef, WorkflowDef};
+use crate::workflow::{RetryPolicy, StepDef, StuckDef, WorkflowDef};
 
 /// The `definitions` table's key: (workflow id, version, content hash).
 pub(crate) type DefinitionTableKey = (&'static str, &'static str, &'static str);
@@ -43,6 +43,11 @@ pub(crate) struct DefinitionRecord {
     description: String,
     #[serde(default)]
     task_queue: Option<String>,
+    /// Absent in older records (and when unset): no run budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_cost_usd: Option<f64>,
     #[serde(default)]
     steps: Vec<StepDefRecord>,
 }
@@ -69,6 +74,22 @@ struct StepDefRecord {
     retry: Option<RetryRecord>,
     #[serde(default)]
     require_confirmation: bool,
+    /// Absent in older records (and when unset): no step budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
+    /// Absent in older records (and when unset): the worker's defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stuck: Option<StuckRecord>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct StuckRecord {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    repeated_calls: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    repeated_errors: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    no_progress_turns: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -117,6 +138,8 @@ impl DefinitionRecord {
             name: d.name.clone(),
             description: d.description.clone(),
             task_queue: d.task_queue.clone(),
+            max_tokens: d.max_tokens,
+            max_cost_usd: d.max_cost_usd,
             steps: d
                 .steps
                 .iter()
@@ -137,6 +160,12 @@ impl DefinitionRecord {
                         non_retryable_error_types: r.non_retryable_error_types.clone(),
                     }),
                     require_confirmation: s.require_confirmation,
+                    max_tokens: s.max_tokens,
+                    stuck: s.stuck.map(|t| StuckRecord {
+                        repeated_calls: t.repeated_calls,
+                        repeated_errors: t.repeated_errors,
+                        no_progress_turns: t.no_progress_turns,
+                    }),
                 })
                 .collect(),
         }
@@ -149,6 +178,8 @@ impl DefinitionRecord {
             name: self.name,
             description: self.description,
             task_queue: self.task_queue,
+            max_tokens: self.max_tokens,
+            max_cost_usd: self.max_cost_usd,
             steps: self
                 .steps
                 .into_iter()
@@ -169,6 +200,12 @@ impl DefinitionRecord {
                         non_retryable_error_types: r.non_retryable_error_types,
                     }),
                     require_confirmation: s.require_confirmation,
+                    max_tokens: s.max_tokens,
+                    stuck: s.stuck.map(|t| StuckDef {
+                        repeated_calls: t.repeated_calls,
+                        repeated_errors: t.repeated_errors,
+                        no_progress_turns: t.no_progress_turns,
+                    }),
                 })
                 .collect(),
         }

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Millis;
 use crate::error::StorageError;
-use crate::model::{Lease, PendingSignal, Phase, RunState, RunStatus, StepRecord};
+use crate::model::{Lease, PendingSignal, Phase, RunBudget, RunState, RunStatus, StepRecord, Usage};
 
 pub(crate) use api_keys::{decode_api_key, encode_api_key};
 pub(crate) use definitions::{DefinitionKey, DefinitionTableKey, Definitions};
@@ -122,6 +122,60 @@ struct RunRecord {
     failure: String,
     #[serde(default)]
     pending_signals: Vec<SignalRecord>,
+    /// Absent in older rows: nothing used.
+    #[serde(default, skip_serializing_if = "UsageRecord::is_zero")]
+    usage: UsageRecord,
+    /// Absent in older rows (and when unset): no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_cost_usd: Option<f64>,
+}
+
+/// Token counts and their estimated cost, in run rows and history rows alike.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub(crate) struct UsageRecord {
+    #[serde(default)]
+    input: u64,
+    #[serde(default)]
+    output: u64,
+    #[serde(default)]
+    cache_read: u64,
+    #[serde(default)]
+    cache_write: u64,
+    #[serde(default)]
+    cost_usd: f64,
+}
+
+impl UsageRecord {
+    fn is_zero(&self) -> bool {
+        self.to_model().is_zero()
+    }
+
+    pub(crate) fn from_model(u: &Usage) -> Self {
+        Self {
+            input: u.input,
+            output: u.output,
+            cache_read: u.cache_read,
+            cache_write: u.cache_write,
+            cost_usd: u.cost_usd,
+        }
+    }
+
+    pub(crate) fn to_model(self) -> Usage {
+        Usage {
+            input: self.input,
+            output: self.output,
+            cache_read: self.cache_read,
+            cache_write: self.cache_write,
+            // A stored NaN or negative cost (never written by this build) counts as 0.
+            cost_usd: if self.cost_usd.is_finite() {
+                self.cost_usd.max(0.0)
+            } else {
+                0.0
+            },
+        }
+    }
 }
 
 impl Record for RunRecord {
@@ -225,6 +279,13 @@ struct StepStateRecord {
     worker: String,
     #[serde(default)]
     last_failure: String,
+    /// Absent in older rows: nothing used.
+    #[serde(default, skip_serializing_if = "UsageRecord::is_zero")]
+    usage: UsageRecord,
+    #[serde(default, skip_serializing_if = "UsageRecord::is_zero")]
+    attempt_usage: UsageRecord,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    model: String,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -285,6 +346,9 @@ impl RunRecord {
                     artifacts: s.artifacts.clone(),
                     worker: s.worker.clone(),
                     last_failure: s.last_failure.clone(),
+                    usage: UsageRecord::from_model(&s.usage),
+                    attempt_usage: UsageRecord::from_model(&s.attempt_usage),
+                    model: s.model.clone(),
                 })
                 .collect(),
             lease_counter: r.lease_counter,
@@ -299,6 +363,9 @@ impl RunRecord {
                     payload_json: s.payload_json.clone(),
                 })
                 .collect(),
+            usage: UsageRecord::from_model(&r.usage),
+            max_tokens: r.budget.max_tokens,
+            max_cost_usd: r.budget.max_cost_usd,
         }
     }
 
@@ -361,6 +428,9 @@ impl RunRecord {
                     artifacts: s.artifacts,
                     worker: s.worker,
                     last_failure: s.last_failure,
+                    usage: s.usage.to_model(),
+                    attempt_usage: s.attempt_usage.to_model(),
+                    model: s.model,
                 })
                 .collect(),
             lease_counter: self.lease_counter,
@@ -375,6 +445,11 @@ impl RunRecord {
                     payload_json: s.payload_json,
                 })
                 .collect(),
+            usage: self.usage.to_model(),
+            budget: RunBudget {
+                max_tokens: self.max_tokens,
+                max_cost_usd: self.max_cost_usd,
+            },
         })
     }
 }

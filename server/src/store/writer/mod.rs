@@ -26,7 +26,7 @@ use cx::Transition;
 pub(crate) use commands::schedule::not_found as schedule_not_found;
 pub use commands::{
     CreateSchedule, DeleteSchedule, PatchSchedule, Patched, Replaced, StartCommand, StartReplacing, Stop,
-    UpdateSchedule,
+    UpdateSchedule, UsageReport,
 };
 pub(crate) use cx::Cx;
 
@@ -88,6 +88,11 @@ pub struct StepCompletion {
 pub struct HeartbeatReply {
     pub cancel_requested: bool,
     pub signals: Vec<PendingSignal>,
+    /// What the heartbeat's usage report added, and the run's workflow (for metrics).
+    pub usage_added: crate::model::Usage,
+    pub workflow_id: String,
+    /// Set when the usage passed the budget and the step was failed for it.
+    pub budget_exceeded: Option<String>,
 }
 
 /// The handle request handlers use to reach the writer. Cheap to clone.
@@ -163,6 +168,7 @@ impl Writer {
         checkpoint: Vec<u8>,
         notes: Vec<(String, String)>,
         acked: u64,
+        report: commands::UsageReport,
     ) -> Result<HeartbeatReply, ApiError> {
         self.call(commands::Heartbeat {
             claims,
@@ -170,6 +176,7 @@ impl Writer {
             checkpoint,
             notes,
             acked,
+            report,
         })
         .await
     }
