@@ -8,6 +8,7 @@ mod auth;
 mod cli_commands;
 mod crash;
 mod dev;
+mod guardrails;
 mod logs;
 mod mcp;
 mod mcp_steps;

@@ -10,3 +10,4 @@ mod namespaces;
 mod run_poll;
 mod schedules;
 mod upgrade;
+mod usage;
