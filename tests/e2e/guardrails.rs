@@ -247,3 +247,59 @@ fn a_step_budget_fails_the_step_for_good_without_more_model_calls() {
         "no model call past the budget"
     );
 }
+
+#[test]
+fn a_model_repeating_a_call_is_warned_then_failed_agent_stuck_in_history() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow(
+        "loop.json",
+        r#"{"id": "loop", "version": "1", "name": "Loop", "taskQueue": "loop",
+          "steps": [{"id": "s_loop", "title": "Loop", "prompt": "Look around"}]}"#,
+    );
+    let server = sandbox.server();
+    let mock = MockModel::start(|_| Reply::Turn(call("list_files", json!({"path": "."}))));
+    let _worker = WorkerProcess::start(
+        &server.url,
+        &sandbox.path("workspace"),
+        "loop-worker",
+        &[
+            "--provider",
+            "anthropic",
+            "--model",
+            "claude-mock",
+            "--queue",
+            "loop",
+        ],
+        &[
+            ("ANTHROPIC_BASE_URL", mock.url.as_str()),
+            ("ANTHROPIC_API_KEY", "sk-ant-dummy"),
+        ],
+    );
+    let run = start(&server, "loop");
+    let d = wait_closed(&server, &run);
+    assert_eq!(d["run"]["status"], "FAILED", "{d}");
+    let history = json(server.ry(&["run", "history", &run, "-o", "json"]));
+    let history = history.as_array().cloned().unwrap_or_default();
+    let of = |t: &str| -> Vec<Value> {
+        history
+            .iter()
+            .filter(|e| e["event_type"] == t)
+            .map(|e| e["attributes"].clone())
+            .collect()
+    };
+    let (warned, stuck, failed) = (of("AgentStuckWarning"), of("AgentStuck"), of("StepFailed"));
+    assert_eq!(warned.len(), 1, "{history:?}");
+    assert_eq!(warned[0]["signal"], "repeated_call");
+    assert_eq!(stuck.len(), 1, "{history:?}");
+    assert_eq!(stuck[0]["signal"], "repeated_call");
+    assert_eq!(failed.len(), 1, "{history:?}");
+    assert_eq!(failed[0]["errorType"], "agent_stuck");
+    assert_eq!(failed[0]["willRetry"], false);
+    // Warned at the third identical call, failed at the fourth.
+    let requests = mock.requests_for("s_loop");
+    assert_eq!(requests.len(), 4);
+    assert!(
+        requests[3].body.to_string().contains("[stuck: repeated_call]"),
+        "the model was told plainly"
+    );
+}
