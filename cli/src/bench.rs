@@ -86,6 +86,9 @@ struct Latency {
     /// p50 of one read RPC (DescribeRun) and of one durable write RPC (StartRun).
     read_p50: Duration,
     write_p50: Duration,
+    /// p50 of a heartbeat carrying token usage (a durable write that adds to the
+    /// step's and run's totals); zero when no step could be leased for it.
+    heartbeat_p50: Duration,
 }
 
 /// Runs the bench and prints its settings and figures.
@@ -369,11 +372,13 @@ async fn latency(clients: &[Client], runs: u32, deadline: Duration) -> anyhow::R
         }
     }
     let (read_p50, write_p50) = rpc_floor(client, &run_ids).await?;
+    let heartbeat_p50 = heartbeat_floor(client, run_ids.len().min(200)).await?;
     Ok(Latency {
         samples,
         verified_completed,
         read_p50,
         write_p50,
+        heartbeat_p50,
     })
 }
 
@@ -396,6 +401,37 @@ async fn rpc_floor(client: &Client, run_ids: &[String]) -> anyhow::Result<(Durat
     reads.sort();
     writes.sort();
     Ok((percentile(&reads, 50.0), percentile(&writes, 50.0)))
+}
+
+/// p50 of `n` heartbeats with a growing token usage on one leased step (one the
+/// floor's starts left queued), at concurrency 1: the heartbeat is the call a worker
+/// makes every model turn.
+async fn heartbeat_floor(client: &Client, n: usize) -> anyhow::Result<Duration> {
+    let worker = StepWorker::new(client.clone(), DEFAULT_NAMESPACE, QUEUE, "bench-heartbeat");
+    let Some(task) = worker.poll(Duration::from_secs(1)).await? else {
+        return Ok(Duration::ZERO);
+    };
+    let mut beats = Vec::with_capacity(n);
+    for i in 1..=n as u64 {
+        let extras = railyard_proto::HeartbeatExtras {
+            usage: Some(railyard_proto::v1::TokenUsage {
+                input_tokens: 1000 * i,
+                output_tokens: 100 * i,
+                cache_read_tokens: 5000 * i,
+                cache_write_tokens: 0,
+                cost_usd: 0.001 * i as f64,
+            }),
+            model: "bench-model".into(),
+            stuck: Vec::new(),
+        };
+        let t0 = Instant::now();
+        worker
+            .heartbeat_with(&task.task_token, Vec::new(), Vec::new(), 0, extras)
+            .await?;
+        beats.push(t0.elapsed());
+    }
+    beats.sort();
+    Ok(percentile(&beats, 50.0))
 }
 
 /// The `p`th percentile (nearest rank) of sorted samples.
@@ -446,6 +482,7 @@ fn report(
                 "p99_ms": ms(percentile(&sorted, 99.0)), "max_ms": ms(percentile(&sorted, 100.0)),
                 "mean_ms": ms(mean),
                 "read_rpc_p50_ms": ms(l.read_p50), "write_rpc_p50_ms": ms(l.write_p50),
+                "heartbeat_rpc_p50_ms": ms(l.heartbeat_p50),
             })),
         });
         output::json(&value)?;
@@ -504,6 +541,10 @@ fn report(
             "  floor         read RPC p50 {}, durable write RPC p50 {}; a 3-step run is 4 writes",
             human_duration(l.read_p50),
             human_duration(l.write_p50)
+        ));
+        lines.push(format!(
+            "  heartbeat     RPC p50 {} (with token usage: the call a worker makes every model turn)",
+            human_duration(l.heartbeat_p50)
         ));
     }
     for text in lines {

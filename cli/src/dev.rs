@@ -339,6 +339,8 @@ struct RunState {
     steps: HashMap<String, (u32, u32, String)>,
     /// A step leased by this worker and not yet reported.
     open_step: Option<String>,
+    /// The open step's tokens so far and their estimated cost.
+    usage: Option<(railyard_worker::usage::Usage, f64)>,
 }
 
 struct Printer {
@@ -461,6 +463,25 @@ impl Printer {
                 if !artifacts.is_empty() {
                     say(format!("      artifacts: {}", artifacts.join(", ")));
                 }
+                if let Some((usage, cost)) = state.usage.take() {
+                    say(format!(
+                        "      tokens: {}",
+                        crate::run_view::tokens_line(&usage.to_proto(cost))
+                    ));
+                }
+            }
+            EventKind::Usage { usage, cost_usd } => state.usage = Some((usage, cost_usd)),
+            EventKind::Stuck {
+                signal,
+                message,
+                fatal,
+            } => {
+                let what = if fatal {
+                    "STUCK, failing the step"
+                } else {
+                    "stuck? warned the model"
+                };
+                say(format!("      {what} ({signal}): {}", one_line(&message, 200)));
             }
             EventKind::StepFailed {
                 error_type,

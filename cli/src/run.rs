@@ -80,6 +80,12 @@ pub struct StartArgs {
     /// Follow the run until it closes; exit non-zero unless it COMPLETED.
     #[arg(long)]
     pub wait: bool,
+    /// The run's token budget, all kinds counted (default: the workflow's `maxTokens`).
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// The run's estimated cost cap in US dollars (default: the workflow's `maxCostUsd`).
+    #[arg(long, value_name = "USD")]
+    pub max_cost_usd: Option<f64>,
 }
 
 /// Flags of `run list`.
@@ -165,6 +171,8 @@ async fn start(global: &GlobalOpts, a: StartArgs) -> anyhow::Result<ExitCode> {
         request_id: a.request_id.unwrap_or_default(),
         run_id: a.run_id.unwrap_or_default(),
         identity: cli_identity(),
+        max_tokens: a.max_tokens.unwrap_or(0),
+        max_cost_usd: a.max_cost_usd.unwrap_or(0.0),
         ..Default::default()
     };
     let resp = client.start_run_with(req).await?;
@@ -219,7 +227,7 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
         output::line("no runs")?;
     } else {
         let mut table = Table::new([
-            "RUN ID", "WORKFLOW", "STATUS", "DONE", "STARTED", "CLOSED", "GOAL",
+            "RUN ID", "WORKFLOW", "STATUS", "DONE", "STARTED", "CLOSED", "TOKENS", "COST", "GOAL",
         ]);
         for r in &resp.runs {
             let done = r.steps.iter().filter(|s| s.state == "COMPLETED").count();
@@ -239,6 +247,17 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
                 steps,
                 rfc3339(r.start_time_unix_ms),
                 rfc3339(r.close_time_unix_ms),
+                r.usage.as_ref().map_or("-".to_string(), |u| {
+                    u.input_tokens
+                        .saturating_add(u.output_tokens)
+                        .saturating_add(u.cache_read_tokens)
+                        .saturating_add(u.cache_write_tokens)
+                        .to_string()
+                }),
+                r.usage
+                    .as_ref()
+                    .filter(|u| u.cost_usd > 0.0)
+                    .map_or("-".to_string(), |u| format!("${:.4}", u.cost_usd)),
                 truncate(&r.goal, 50),
             ]);
         }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use clap::Args;
 use railyard_proto::retry::is_transient_stream_break;
-use railyard_proto::v1::{GetHistoryRequest, HistoryEvent, RunInfo, RunStatus};
+use railyard_proto::v1::{GetHistoryRequest, HistoryEvent, RunInfo, RunStatus, TokenUsage};
 use railyard_proto::{Client, ClientError, RetryPolicy};
 use serde_json::json;
 use tonic::Code;
@@ -120,6 +120,9 @@ pub fn describe_lines(run: &RunInfo) -> Vec<String> {
     if !run.failure.is_empty() {
         fields.push(("failure", run.failure.clone()));
     }
+    if let Some(u) = &run.usage {
+        fields.push(("tokens", tokens_line(u)));
+    }
     let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     let mut lines: Vec<String> = fields
         .iter()
@@ -157,6 +160,19 @@ pub fn describe_lines(run: &RunInfo) -> Vec<String> {
         }
         lines.extend(table.render());
     }
+    let used: Vec<_> = run
+        .steps
+        .iter()
+        .filter_map(|s| s.usage.as_ref().map(|u| (s, u)))
+        .collect();
+    if !used.is_empty() {
+        lines.push("tokens by step".to_string());
+        let mut table = Table::new(["  STEP", "MODEL", "TOKENS"]);
+        for (s, u) in used {
+            table.row([format!("  {}", s.step_id), dash(&s.model), tokens_line(u)]);
+        }
+        lines.extend(table.render());
+    }
     lines.extend(result_lines(run));
     lines
 }
@@ -188,6 +204,23 @@ fn result_lines(run: &RunInfo) -> Vec<String> {
         lines.push(format!("  {:<width$}  {value}", s.step_id));
     }
     lines
+}
+
+/// Tokens in one line: the total, its parts, and the estimated cost when priced.
+pub fn tokens_line(u: &TokenUsage) -> String {
+    let total = u
+        .input_tokens
+        .saturating_add(u.output_tokens)
+        .saturating_add(u.cache_read_tokens)
+        .saturating_add(u.cache_write_tokens);
+    let mut line = format!(
+        "{total} (input {}, output {}, cache read {}, cache write {})",
+        u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens
+    );
+    if u.cost_usd > 0.0 {
+        line.push_str(&format!(", est. ${:.4}", u.cost_usd));
+    }
+    line
 }
 
 fn format_workflow(id: &str, version: &str) -> String {
@@ -567,5 +600,54 @@ mod tests {
         assert!(is_transient(&other(Code::Internal, "h2 protocol error")));
         assert!(!is_transient(&ClientError::NotFound("run".into())));
         assert!(!is_transient(&ClientError::Unauthenticated("key".into())));
+    }
+
+    #[test]
+    fn describe_shows_tokens_in_total_and_per_step() {
+        let usage = |input, output, cost_usd| TokenUsage {
+            input_tokens: input,
+            output_tokens: output,
+            cache_read_tokens: 100,
+            cache_write_tokens: 0,
+            cost_usd,
+        };
+        let run = RunInfo {
+            run_id: "r1".into(),
+            workflow_id: "demo".into(),
+            usage: Some(usage(1500, 300, 0.0123)),
+            steps: vec![
+                StepSummary {
+                    step_id: "plan".into(),
+                    state: "COMPLETED".into(),
+                    usage: Some(usage(1000, 200, 0.008)),
+                    model: "claude-x".into(),
+                    ..Default::default()
+                },
+                StepSummary {
+                    step_id: "write".into(),
+                    state: "PENDING".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let lines = describe_lines(&run);
+        assert!(
+            lines.contains(
+                &"tokens    1900 (input 1500, output 300, cache read 100, cache write 0), est. $0.0123"
+                    .to_string()
+            ),
+            "{lines:#?}"
+        );
+        let at = lines.iter().position(|l| l == "tokens by step").unwrap();
+        assert_eq!(
+            lines[at + 2],
+            "  plan  claude-x  1300 (input 1000, output 200, cache read 100, cache write 0), est. $0.0080"
+        );
+        assert_eq!(lines.len(), at + 3, "only steps that used tokens: {lines:#?}");
+        let json = crate::view::run_json(&run);
+        assert_eq!(json["usage"]["total_tokens"], 1900);
+        assert_eq!(json["steps"][0]["usage"]["input_tokens"], 1000);
+        assert_eq!(json["steps"][1]["usage"]["total_tokens"], 0);
     }
 }

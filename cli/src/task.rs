@@ -244,7 +244,7 @@ mod tests {
                 payload_json: r#"{"text":"hi"}"#.into(),
                 event_id: 9,
             }],
-            pause_requested: false,
+            ..Default::default()
         };
         assert_eq!(
             heartbeat_lines(&resp),

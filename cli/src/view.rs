@@ -7,7 +7,7 @@
 use base64::Engine as _;
 use railyard_proto::v1::{
     DescribeTaskQueueResponse, HistoryEvent, InvalidWorkflow, RunInfo, RunStatus, Signal, StepSummary,
-    StepTask, WorkflowInfo,
+    StepTask, TokenUsage, WorkflowInfo,
 };
 use serde_json::{Value, json};
 
@@ -52,6 +52,25 @@ pub fn run_json(run: &RunInfo) -> Value {
             "since_unix_ms": w.since_unix_ms,
             "deadline": rfc3339_or_null(w.deadline_unix_ms),
         })),
+        "usage": usage_json(run.usage.as_ref()),
+    })
+}
+
+/// Token usage as JSON (zeros when none was reported).
+pub fn usage_json(u: Option<&TokenUsage>) -> Value {
+    let u = u.cloned().unwrap_or_default();
+    let total = u
+        .input_tokens
+        .saturating_add(u.output_tokens)
+        .saturating_add(u.cache_read_tokens)
+        .saturating_add(u.cache_write_tokens);
+    json!({
+        "total_tokens": total,
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "cache_read_tokens": u.cache_read_tokens,
+        "cache_write_tokens": u.cache_write_tokens,
+        "cost_usd": u.cost_usd,
     })
 }
 
@@ -86,6 +105,8 @@ pub fn step_json(step: &StepSummary) -> Value {
         "last_failure": step.last_failure,
         "result": json_or_null(&step.result_json),
         "result_refusals": step.result_refusals,
+        "usage": usage_json(step.usage.as_ref()),
+        "model": step.model,
     })
 }
 

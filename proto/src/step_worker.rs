@@ -28,6 +28,17 @@ impl Completion {
     }
 }
 
+/// What a heartbeat carries besides the checkpoint, notes and acknowledgement.
+#[derive(Debug, Clone, Default)]
+pub struct HeartbeatExtras {
+    /// The attempt's token usage so far (cumulative).
+    pub usage: Option<TokenUsage>,
+    /// The model the usage is from.
+    pub model: String,
+    /// Signs of a stuck agent since the last heartbeat.
+    pub stuck: Vec<StuckReport>,
+}
+
 /// What a worker reports when a step failed.
 #[derive(Debug, Clone, Default)]
 pub struct Failure {
@@ -93,6 +104,25 @@ impl StepWorker {
         notes: Vec<CoordinatorNote>,
         acked_signal_event_id: u64,
     ) -> Result<HeartbeatStepTaskResponse, ClientError> {
+        self.heartbeat_with(
+            task_token,
+            checkpoint,
+            notes,
+            acked_signal_event_id,
+            HeartbeatExtras::default(),
+        )
+        .await
+    }
+
+    /// [`StepWorker::heartbeat`] with token usage and stuck reports.
+    pub async fn heartbeat_with(
+        &self,
+        task_token: &str,
+        checkpoint: Vec<u8>,
+        notes: Vec<CoordinatorNote>,
+        acked_signal_event_id: u64,
+        extras: HeartbeatExtras,
+    ) -> Result<HeartbeatStepTaskResponse, ClientError> {
         self.client
             .heartbeat_step_task(HeartbeatStepTaskRequest {
                 task_token: task_token.into(),
@@ -100,6 +130,9 @@ impl StepWorker {
                 identity: self.identity.clone(),
                 notes,
                 acked_signal_event_id,
+                usage: extras.usage,
+                model: extras.model,
+                stuck: extras.stuck,
             })
             .await
     }

@@ -6,6 +6,7 @@
 //! `ARCHITECTURE.md`.
 
 pub mod auth;
+pub mod budgets;
 pub mod clock;
 pub mod contract;
 pub mod error;

@@ -52,6 +52,12 @@ pub struct WorkflowDef {
     /// Default task queue for steps that name none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_queue: Option<String>,
+    /// Tokens the whole run may use (all kinds counted); a StartRun may set its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Estimated cost the whole run may reach, in US dollars (the worker's prices).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
     pub steps: Vec<StepDef>,
 }
 
@@ -90,6 +96,12 @@ pub struct StepDef {
     /// File names or globs the completion's artifacts must match, each at least once.
     #[serde(default, skip_serializing_if = "ArtifactPatterns::is_empty")]
     pub required_artifacts: ArtifactPatterns,
+    /// Tokens the step may use over all its attempts (all kinds counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// When the worker calls the step's agent stuck (absent: its defaults).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stuck: Option<StuckDef>,
 }
 
 /// A step's wait options: `"wait": {"timeoutSeconds": 600, "onTimeout": "resume"}`.
@@ -117,6 +129,10 @@ pub enum WaitTimeoutPolicy {
 
 /// Longest wait timeout a step may set: 30 days.
 pub const MAX_WAIT_TIMEOUT_SECONDS: u32 = 30 * 86400;
+
+
+pub use crate::budgets::{MAX_BUDGET_TOKENS, MAX_BUDGET_USD, StuckDef};
+use crate::budgets::{check_max_cost, check_max_tokens, check_stuck};
 
 /// Temporal-style retry policy for a step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -462,6 +478,8 @@ pub fn validate(def: &WorkflowDef) -> Result<(), String> {
     if let Some(q) = &def.task_queue {
         check_name("taskQueue", q, "task queue")?;
     }
+    check_max_tokens("maxTokens", def.max_tokens)?;
+    check_max_cost("maxCostUsd", def.max_cost_usd)?;
     if def.steps.is_empty() {
         return Err("steps: a workflow needs at least one step".into());
     }
@@ -507,6 +525,10 @@ pub fn validate(def: &WorkflowDef) -> Result<(), String> {
                 "{}: must be between 1 and 604800, got {t}",
                 at("timeoutSeconds")
             ));
+        }
+        check_max_tokens(&at("maxTokens"), step.max_tokens)?;
+        if let Some(s) = &step.stuck {
+            check_stuck(&at("stuck"), s)?;
         }
         if let Some(t) = step.heartbeat_timeout_seconds
             && !(1..=86400).contains(&t)

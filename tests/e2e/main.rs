@@ -10,6 +10,7 @@ mod cli_commands;
 mod contracts;
 mod crash;
 mod dev;
+mod guardrails;
 mod logs;
 mod mcp;
 mod mcp_contracts;

@@ -45,6 +45,18 @@ pub enum EventKind {
     StepCanceled,
     /// The server no longer holds this worker's lease; the step was dropped unreported.
     LeaseLost { message: String },
+    /// The agent looks stuck (`signal`: `repeated_call`, `repeated_error`,
+    /// `no_progress`): warned, or (`fatal`) the step fails `agent_stuck`.
+    Stuck {
+        signal: String,
+        message: String,
+        fatal: bool,
+    },
+    /// The tokens a model turn brought the attempt to, and their estimated cost.
+    Usage {
+        usage: crate::usage::Usage,
+        cost_usd: f64,
+    },
 }
 
 /// One event.

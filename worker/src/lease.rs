@@ -4,8 +4,8 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use railyard_proto::v1::{CoordinatorNote, Signal, StepTask};
-use railyard_proto::{ClientError, Completion, StepWorker};
+use railyard_proto::v1::{CoordinatorNote, Signal, StepTask, StuckReport, TokenUsage};
+use railyard_proto::{ClientError, Completion, HeartbeatExtras, StepWorker};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -21,6 +21,8 @@ pub(crate) enum LeaseStatus {
     Lost(String),
     /// The step ended the lease to wait for child runs.
     Waiting,
+    /// The server failed the step itself (its token budget); nothing more is reported.
+    FailedByServer(String),
 }
 
 struct KeeperState {
@@ -33,6 +35,12 @@ struct KeeperState {
     /// Signals received by background heartbeats, waiting for the agent's next turn.
     pending: Vec<Signal>,
     last_beat: Instant,
+    /// The attempt's latest cumulative usage and its model, sent with every beat.
+    usage: Option<(TokenUsage, String)>,
+    /// Usage reported since the last beat that got through.
+    usage_unsent: bool,
+    /// Stuck reports waiting for a beat.
+    stuck: Vec<StuckReport>,
 }
 
 /// The answer to a completion the keeper reported for the agent: the next step when
@@ -66,6 +74,9 @@ impl LeaseKeeper {
                 delivered_signal_id: queued,
                 pending: Vec::new(),
                 last_beat: Instant::now(),
+                usage: None,
+                usage_unsent: false,
+                stuck: Vec::new(),
             }),
             status: watch::channel(LeaseStatus::Held).0,
             stopping: None,
@@ -105,15 +116,43 @@ impl LeaseKeeper {
         notes: Vec<CoordinatorNote>,
         deliver: bool,
     ) -> Result<HeartbeatOutcome, LeaseError> {
-        let acked = {
+        let (acked, extras) = {
             let mut s = self.state();
             if !checkpoint.is_empty() {
                 s.last_checkpoint = checkpoint.clone();
             }
             s.last_beat = Instant::now();
-            s.delivered_signal_id
+            s.usage_unsent = false;
+            let (usage, model) = s.usage.clone().unzip();
+            let extras = HeartbeatExtras {
+                usage,
+                model: model.unwrap_or_default(),
+                stuck: std::mem::take(&mut s.stuck),
+            };
+            (s.delivered_signal_id, extras)
         };
-        match self.worker.heartbeat(&self.token, checkpoint, notes, acked).await {
+        let stuck = extras.stuck.clone();
+        let sent = self
+            .worker
+            .heartbeat_with(&self.token, checkpoint, notes, acked, extras)
+            .await;
+        if sent.is_err() {
+            // Not delivered: the next beat carries them again.
+            let mut s = self.state();
+            s.usage_unsent = s.usage.is_some();
+            let later = std::mem::replace(&mut s.stuck, stuck);
+            s.stuck.extend(later);
+        }
+        match sent {
+            Ok(resp) if !resp.budget_exceeded.is_empty() => {
+                let message = resp.budget_exceeded;
+                self.status
+                    .send_replace(LeaseStatus::FailedByServer(message.clone()));
+                Ok(HeartbeatOutcome {
+                    budget_exceeded: Some(message),
+                    ..Default::default()
+                })
+            }
             Ok(resp) => {
                 let mut s = self.state();
                 for signal in resp.signals {
@@ -139,6 +178,7 @@ impl LeaseKeeper {
                     cancel_requested: resp.cancel_requested,
                     signals,
                     pause_requested: resp.pause_requested,
+                    budget_exceeded: None,
                 })
             }
             Err(
@@ -153,6 +193,15 @@ impl LeaseKeeper {
             }
             Err(e) => Err(LeaseError::Failed(e.to_string())),
         }
+    }
+
+    /// Sends the usage reported since the last beat, if any, with one more beat: called
+    /// before the step's result is reported, so the last turn's tokens are recorded.
+    pub(crate) async fn flush_usage(&self) -> Result<(), LeaseError> {
+        if !self.state().usage_unsent {
+            return Ok(());
+        }
+        self.beat(Vec::new(), Vec::new(), false).await.map(|_| ())
     }
 
     /// Heartbeats whenever `interval` passes without one, until the lease ends. Runs
@@ -247,6 +296,16 @@ impl Lease for LeaseKeeper {
                 }
             }
         })
+    }
+
+    fn report_usage(&self, usage: TokenUsage, model: &str) {
+        let mut s = self.state();
+        s.usage = Some((usage, model.to_string()));
+        s.usage_unsent = true;
+    }
+
+    fn report_stuck(&self, report: StuckReport) {
+        self.state().stuck.push(report);
     }
 }
 

@@ -16,6 +16,7 @@ pub mod provider;
 mod runner;
 pub mod secrets;
 pub mod tools;
+pub mod usage;
 
 pub use agent::{Agent, AgentOptions, AgentReport, HeartbeatOutcome, Lease, LeaseError, Outcome};
 pub use config::{ConfigError, ConfigLayer, ProviderConfig, ProviderKind, WorkerConfig};

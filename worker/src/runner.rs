@@ -17,7 +17,7 @@ use tokio::sync::{Semaphore, watch};
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use crate::WorkerError;
-use crate::agent::{Agent, AgentOptions, Outcome};
+use crate::agent::{Agent, AgentOptions, LeaseError, Outcome};
 use crate::config::WorkerConfig;
 use crate::events::{EventKind, EventSink, StepRef, WorkerEvent};
 use crate::lease::{LeaseKeeper, LeaseStatus, Reported, heartbeat_interval};
@@ -110,6 +110,9 @@ impl Worker {
         // The credentials are in the configuration now; commands must not find them.
         let protection = crate::secrets::protect_process();
         let mut options = self.options;
+        if options.price.is_none() {
+            options.price = config.prices.get(provider.model()).copied();
+        }
         for name in &config.bash_env {
             if !options.tool_limits.bash_env.contains(name) {
                 options.tool_limits.bash_env.push(name.clone());
@@ -350,8 +353,25 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask, eager:
             info!(
                 turns = report.turns,
                 refused_tool_calls = report.refused_tool_calls,
+                tokens = report.usage.total(),
+                cost_usd = report.cost_usd,
                 "agent loop ended"
             );
+            // The last turn's tokens reach the server before the result does; the
+            // server may fail the step on them (its budget), and then that is the end.
+            if matches!(report.outcome, Outcome::Completed(_) | Outcome::Failed(_)) {
+                match keeper.flush_usage().await {
+                    Ok(()) | Err(LeaseError::Failed(_)) => {}
+                    Err(LeaseError::Lost(message)) => {
+                        lease_lost(shared, &step, message);
+                        return None;
+                    }
+                }
+                if let LeaseStatus::FailedByServer(message) = keeper.subscribe().borrow().clone() {
+                    failed_by_server(shared, &step, message);
+                    return None;
+                }
+            }
             match report.outcome {
                 Outcome::Completed(completion) => {
                     let reported = keeper.take_reported();
@@ -374,6 +394,7 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask, eager:
                 Outcome::Waiting { child_run_ids } => {
                     info!(children = ?child_run_ids, "step waits for child runs; slot released");
                 }
+                Outcome::EndedByServer { message, .. } => failed_by_server(shared, &step, message),
             }
         }
         Err(Interrupted::Lease(LeaseStatus::CancelRequested)) => {
@@ -382,6 +403,8 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask, eager:
         Err(Interrupted::Lease(LeaseStatus::Lost(message))) => lease_lost(shared, &step, message),
         Err(Interrupted::Lease(LeaseStatus::Waiting)) => {
             info!("step waits for child runs; slot released");
+        Err(Interrupted::Lease(LeaseStatus::FailedByServer(message))) => {
+            failed_by_server(shared, &step, message)
         }
         Err(Interrupted::Lease(LeaseStatus::Held)) => {
             lease_lost(shared, &step, "lease keeping stopped unexpectedly".into())
@@ -401,6 +424,19 @@ fn shutdown_failure(checkpoint: Vec<u8>) -> Failure {
         non_retryable: false,
         checkpoint,
     }
+}
+
+/// The server failed the step on a heartbeat past its token budget: nothing more to report.
+fn failed_by_server(shared: &Shared, step: &StepRef, message: String) {
+    warn!(error = %message, "the server failed the step: token budget exceeded");
+    shared.emit(
+        step,
+        EventKind::StepFailed {
+            error_type: crate::agent::TOKEN_BUDGET_EXCEEDED.into(),
+            message,
+            will_retry: Some(false),
+        },
+    );
 }
 
 fn lease_lost(shared: &Shared, step: &StepRef, message: String) {

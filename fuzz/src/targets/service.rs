@@ -471,6 +471,7 @@ async fn send(core: &Arc<Core>, seen: &mut Seen, r: &Request) -> Result<(), ApiE
                 parent_run_id: t(parent),
                 callback_url: t(callback),
                 task_queue: t(queue),
+                budget: Default::default(),
             };
             let started = runs::start(core, &c, start.clone()).await?;
             if started.started {
@@ -595,6 +596,7 @@ async fn lease_op(
                     })
                     .collect(),
                 acked_signal_event_id: *acked,
+                ..Default::default()
             };
             tasks::heartbeat(core, c, claims, h).await?;
         }

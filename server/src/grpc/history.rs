@@ -66,6 +66,11 @@ impl History for HistoryService {
             parent_run_id: r.parent_run_id,
             callback_url: r.callback_url,
             task_queue: r.task_queue,
+            budget: crate::model::RunBudget {
+                max_tokens: (r.max_tokens > 0).then_some(r.max_tokens),
+                // 0 (and anything not above it) is "the definition's"; a NaN is refused.
+                max_cost_usd: (r.max_cost_usd != 0.0).then_some(r.max_cost_usd),
+            },
         };
         let started = runs::start(&self.core, &caller, start).await?;
         Ok(Response::new(v1::StartRunResponse {

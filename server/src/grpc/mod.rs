@@ -139,6 +139,8 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
             last_failure: text(&rec.last_failure),
             result_json: text(&rec.result),
             result_refusals: rec.result_refusals,
+            usage: usage_to_proto(&rec.usage),
+            model: rec.model.clone(),
         })
         .collect();
     v1::RunInfo {
@@ -160,6 +162,7 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
         parent_run_id: run.parent_run_id.clone(),
         failure: run.failure.clone(),
         steps,
+        usage: usage_to_proto(&run.usage),
         parent_step_id: run.parent_step_id.clone(),
         depth: run.depth,
         waiting: run.waiting().map(wait_info),
@@ -182,6 +185,33 @@ fn wait_info(w: &crate::model::Waiting) -> v1::WaitInfo {
         since_unix_ms: w.since_ms,
         deadline_unix_ms: w.deadline_ms.unwrap_or(0),
     }
+}
+
+/// Token usage on the wire; absent when nothing was used.
+pub fn usage_to_proto(u: &crate::model::Usage) -> Option<v1::TokenUsage> {
+    (!u.is_zero()).then_some(v1::TokenUsage {
+        input_tokens: u.input,
+        output_tokens: u.output,
+        cache_read_tokens: u.cache_read,
+        cache_write_tokens: u.cache_write,
+        cost_usd: u.cost_usd,
+    })
+}
+
+/// Token usage from the wire: `None` when absent; a cost that is not a finite,
+/// non-negative number counts as 0.
+pub fn usage_from_proto(u: Option<&v1::TokenUsage>) -> Option<crate::model::Usage> {
+    u.map(|u| crate::model::Usage {
+        input: u.input_tokens,
+        output: u.output_tokens,
+        cache_read: u.cache_read_tokens,
+        cache_write: u.cache_write_tokens,
+        cost_usd: if u.cost_usd.is_finite() {
+            u.cost_usd.max(0.0)
+        } else {
+            0.0
+        },
+    })
 }
 
 /// A run's list summary on the wire (`ListRuns`, `GetSessionTree`): like

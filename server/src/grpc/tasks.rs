@@ -77,7 +77,29 @@ fn step_task(leased: LeasedStep) -> v1::StepTask {
         depth: run.depth,
         output_schema_json: step.output.as_ref().map(|o| o.to_json()).unwrap_or_default(),
         required_artifacts: step.required_artifacts.patterns().to_vec(),
+        budget: budget_to_proto(&run, index),
+        stuck: step.stuck.map(|s| v1::StuckThresholds {
+            repeated_calls: s.repeated_calls.unwrap_or(0),
+            repeated_errors: s.repeated_errors.unwrap_or(0),
+            no_progress_turns: s.no_progress_turns.unwrap_or(0),
+        }),
     }
+}
+
+/// The step's and run's budget, and what was used of it, when there is one.
+fn budget_to_proto(run: &crate::model::RunState, index: usize) -> Option<v1::TokenBudget> {
+    let step_max = run.definition.steps[index].max_tokens;
+    let b = run.budget;
+    if step_max.is_none() && b.max_tokens.is_none() && b.max_cost_usd.is_none() {
+        return None;
+    }
+    Some(v1::TokenBudget {
+        step_max_tokens: step_max.unwrap_or(0),
+        run_max_tokens: b.max_tokens.unwrap_or(0),
+        run_max_cost_usd: b.max_cost_usd.unwrap_or(0.0),
+        step_used: usage_to_proto(&run.steps[index].usage),
+        run_used: usage_to_proto(&run.usage),
+    })
 }
 
 #[tonic::async_trait]
@@ -123,12 +145,24 @@ impl Tasks for TasksService {
                 })
                 .collect(),
             acked_signal_event_id: r.acked_signal_event_id,
+            usage: usage_from_proto(r.usage.as_ref()),
+            model: r.model,
+            stuck: r
+                .stuck
+                .into_iter()
+                .map(|s| crate::model::StuckNote {
+                    signal: s.signal,
+                    message: s.message,
+                    fatal: s.fatal,
+                })
+                .collect(),
         };
         let reply = tasks::heartbeat(&self.core, &caller, claims, heartbeat).await?;
         Ok(Response::new(v1::HeartbeatStepTaskResponse {
             cancel_requested: reply.cancel_requested,
             signals: reply.signals.into_iter().map(signal_to_proto).collect(),
             pause_requested: reply.pause_requested,
+            budget_exceeded: reply.budget_exceeded.unwrap_or_default(),
         }))
     }
 

@@ -47,6 +47,19 @@ type CommandLabels = [(&'static str, &'static str); 2];
 /// Labels of `railyard_schedule_fires_total`: namespace, schedule and reason.
 type ScheduleLabels = [(&'static str, String); 3];
 
+/// Labels of `railyard_tokens_total`: workflow, model and kind of token.
+type TokenLabels = [(&'static str, String); 3];
+
+/// Labels of `railyard_token_cost_usd_total`: workflow and model.
+type CostLabels = [(&'static str, String); 2];
+
+/// Distinct (workflow, model) pairs exported; a model past it is counted as `other`,
+/// so a worker reporting ever new model names cannot grow the metrics without bound.
+const MAX_TOKEN_SERIES: usize = 1024;
+
+/// The kinds `railyard_tokens_total` counts.
+const TOKEN_KINDS: [&str; 4] = ["input", "output", "cache_read", "cache_write"];
+
 /// The reasons `railyard_schedule_fires_total` counts a fire under.
 const FIRE_REASONS: [&str; 5] = [
     "taken",
@@ -75,6 +88,9 @@ pub struct Metrics {
     commands: Family<CommandLabels, Counter>,
     schedule_fires: Family<ScheduleLabels, Counter>,
     runs_purged: Family<[(&'static str, String); 1], Counter>,
+    tokens: Family<TokenLabels, Counter>,
+    token_cost: Family<CostLabels, Counter<f64, AtomicU64>>,
+    token_series: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
     rpc: Arc<rpc::RpcTable>,
     registry: Registry,
 }
@@ -107,6 +123,9 @@ impl Metrics {
             commands: Family::default(),
             schedule_fires: Family::default(),
             runs_purged: Family::default(),
+            tokens: Family::default(),
+            token_cost: Family::default(),
+            token_series: Default::default(),
             rpc: Arc::new(rpc::RpcTable::new()),
             registry: Registry::default(),
         };
@@ -155,6 +174,18 @@ impl Metrics {
             "railyard_runs_purged",
             "Closed runs purged past their namespace's retention, by namespace",
             m.runs_purged.clone(),
+        );
+        registry.register(
+            "railyard_tokens",
+            "Model tokens the workers reported, by workflow, model and kind \
+             (input, output, cache_read, cache_write)",
+            m.tokens.clone(),
+        );
+        registry.register(
+            "railyard_token_cost_usd",
+            "Estimated cost of the reported tokens in US dollars (the workers' price tables), \
+             by workflow and model",
+            m.token_cost.clone(),
         );
         registry.register_with_unit(
             "railyard_commit_duration",
@@ -226,6 +257,36 @@ impl Metrics {
             .inc_by(n);
     }
 
+    /// Counts tokens a heartbeat added to a run of `workflow` on `model`: a few atomic
+    /// adds (and, the first time a pair is seen, one set insert).
+    pub fn record_tokens(&self, workflow: &str, model: &str, added: &crate::model::Usage) {
+        let model = {
+            let mut seen = self.token_series.lock().unwrap_or_else(|p| p.into_inner());
+            let key = (workflow.to_string(), model.to_string());
+            if seen.contains(&key) || seen.len() < MAX_TOKEN_SERIES {
+                seen.insert(key);
+                model
+            } else {
+                "other"
+            }
+        };
+        let counts = [added.input, added.output, added.cache_read, added.cache_write];
+        for (kind, n) in TOKEN_KINDS.into_iter().zip(counts) {
+            if n > 0 {
+                let labels = [
+                    ("workflow", workflow.to_string()),
+                    ("model", model.to_string()),
+                    ("kind", kind.to_string()),
+                ];
+                self.tokens.get_or_create(&labels).inc_by(n);
+            }
+        }
+        if added.cost_usd > 0.0 {
+            let labels = [("workflow", workflow.to_string()), ("model", model.to_string())];
+            self.token_cost.get_or_create(&labels).inc_by(added.cost_usd);
+        }
+    }
+
     /// Drops a deleted schedule's series.
     pub fn forget_schedule(&self, ns: &str, schedule_id: &str) {
         for reason in FIRE_REASONS {
@@ -285,5 +346,37 @@ mod tests {
         ] {
             assert!(lines.contains(&want), "{want:?} not in:\n{text}");
         }
+    }
+
+    #[test]
+    fn tokens_count_by_workflow_model_and_kind() {
+        let m = Metrics::default();
+        let u = crate::model::Usage {
+            input: 100,
+            output: 20,
+            cache_read: 0,
+            cache_write: 5,
+            cost_usd: 0.25,
+        };
+        m.record_tokens("demo", "claude-x", &u);
+        m.record_tokens("demo", "claude-x", &u);
+        let text = m.render();
+        for want in [
+            r#"railyard_tokens_total{workflow="demo",model="claude-x",kind="input"} 200"#,
+            r#"railyard_tokens_total{workflow="demo",model="claude-x",kind="output"} 40"#,
+            r#"railyard_tokens_total{workflow="demo",model="claude-x",kind="cache_write"} 10"#,
+            r#"railyard_token_cost_usd_total{workflow="demo",model="claude-x"} 0.5"#,
+        ] {
+            assert!(text.lines().any(|l| l == want), "{want:?} not in:\n{text}");
+        }
+        // Past the series limit, new models are counted as "other".
+        // One pair is taken by "demo" above.
+        for i in 0..MAX_TOKEN_SERIES - 1 {
+            m.record_tokens("w", &format!("m{i}"), &u);
+        }
+        m.record_tokens("w", "one-too-many", &u);
+        let text = m.render();
+        assert!(!text.contains("one-too-many"));
+        assert!(text.contains(r#"model="other",kind="input"} 100"#), "{text}");
     }
 }

@@ -158,6 +158,24 @@ pub enum EventKind {
         reason: String,
     },
     RunUnpaused {},
+    /// The tokens one attempt's model turns used (recorded when the attempt ends, if
+    /// any were reported), and the model they are from.
+    StepUsage {
+        step_id: String,
+        attempt: u32,
+        model: String,
+        usage: super::Usage,
+    },
+    /// The worker saw its agent going round in circles (`signal`: `repeated_call`,
+    /// `repeated_error`, `no_progress`): `AgentStuckWarning` when it warned the model,
+    /// `AgentStuck` when it failed the step for it.
+    AgentStuck {
+        step_id: String,
+        attempt: u32,
+        signal: String,
+        message: String,
+        fatal: bool,
+    },
     RunCompleted {
         context: BTreeMap<String, String>,
     },
@@ -192,6 +210,9 @@ impl EventKind {
             Self::ChildRunCompleted { .. } => "ChildRunCompleted",
             Self::RunPaused { .. } => "RunPaused",
             Self::RunUnpaused { .. } => "RunUnpaused",
+            Self::StepUsage { .. } => "StepUsage",
+            Self::AgentStuck { fatal: true, .. } => "AgentStuck",
+            Self::AgentStuck { fatal: false, .. } => "AgentStuckWarning",
             Self::RunCompleted { .. } => "RunCompleted",
             Self::RunFailed { .. } => "RunFailed",
             Self::RunCanceled { .. } => "RunCanceled",

@@ -15,6 +15,7 @@ mod events;
 mod refusal;
 pub mod size;
 mod wait;
+pub mod usage;
 pub mod wire;
 
 pub use events::{Event, EventKind, RunStatus, TimeoutKind};
@@ -22,6 +23,7 @@ pub use refusal::{Action, LeaseRef, Refusal};
 pub use wait::{
     ChildOutcome, ChildStarted, MAX_CHILD_NOTES_QUOTED, PAUSED_ERROR_TYPE, ParentClosePolicy, WaitOn, Waiting,
 };
+pub use usage::{RunBudget, TOKEN_BUDGET_EXCEEDED, Usage};
 
 /// The lease of the step attempt in flight.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,6 +75,12 @@ pub struct StepRecord {
     /// Refusals of a result recorded for the current attempt (see
     /// [`RunState::refuse_result`]).
     pub result_refusals: u32,
+    /// Tokens of all the step's attempts.
+    pub usage: Usage,
+    /// The running total the attempt in flight last reported.
+    pub attempt_usage: Usage,
+    /// The model the last report named.
+    pub model: String,
 }
 
 /// A signal recorded in history that the worker has not yet acknowledged.
@@ -126,6 +134,10 @@ pub struct RunState {
     pub resume_input: Vec<String>,
     /// Paused: no step is dispatched until it is unpaused.
     pub paused: bool,
+    /// Tokens of all the run's steps.
+    pub usage: Usage,
+    /// The run's token budget.
+    pub budget: RunBudget,
 }
 
 /// Work for the store besides writing events and the state row.
@@ -192,6 +204,25 @@ pub struct StartParams {
     /// Its depth in its tree (0: a root).
     pub depth: u32,
     pub parent_close_policy: ParentClosePolicy,
+    /// The run's budget; each limit not given here is the definition's.
+    pub budget: RunBudget,
+}
+
+/// A sign of a stuck agent, as a heartbeat reports it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StuckNote {
+    pub signal: String,
+    pub message: String,
+    pub fatal: bool,
+}
+
+/// What a heartbeat's usage report did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UsageOutcome {
+    /// What the report added to the run's totals (for metrics).
+    pub added: Usage,
+    /// Set when the report passed the budget and the step was failed for it.
+    pub budget_exceeded: Option<String>,
 }
 
 /// Collects a transition's events and effects. `next_seq` hands out task and
@@ -281,6 +312,11 @@ impl RunState {
             children_started: 0,
             resume_input: Vec::new(),
             paused: false,
+            usage: Usage::default(),
+            budget: RunBudget {
+                max_tokens: p.budget.max_tokens.or(definition.max_tokens),
+                max_cost_usd: p.budget.max_cost_usd.or(definition.max_cost_usd),
+            },
         };
         run.push(
             out,
@@ -425,6 +461,7 @@ impl RunState {
         let rec = &mut self.steps[self.current_step];
         rec.state = "STARTED".into();
         rec.worker = worker.to_string();
+        rec.attempt_usage = Usage::default();
         self.phase = Phase::Started(lease.clone());
         self.push(
             out,
@@ -502,6 +539,83 @@ impl RunState {
         Ok(self.pending_signals.clone())
     }
 
+    /// Records a heartbeat's usage report (the attempt's running total) and stuck
+    /// signs. When the usage passes the step's or the run's budget, the step fails
+    /// `token_budget_exceeded` (non-retryable) in the same transition.
+    pub fn record_usage(
+        &mut self,
+        claims: &TokenClaims,
+        usage: Option<Usage>,
+        model: &str,
+        stuck: Vec<StuckNote>,
+        out: &mut Out,
+    ) -> Result<UsageOutcome, Refusal> {
+        self.check_lease(claims)?;
+        for note in stuck {
+            let (step_id, attempt) = (self.step_id(), self.attempt());
+            self.push(
+                out,
+                "server",
+                EventKind::AgentStuck {
+                    step_id,
+                    attempt,
+                    signal: note.signal,
+                    message: note.message,
+                    fatal: note.fatal,
+                },
+            );
+        }
+        let Some(reported) = usage else {
+            return Ok(UsageOutcome::default());
+        };
+        let index = self.current_step;
+        let rec = &mut self.steps[index];
+        let added = reported.growth_since(&rec.attempt_usage);
+        rec.attempt_usage = reported.max(&rec.attempt_usage);
+        rec.usage.add(&added);
+        if !model.is_empty() && rec.model != model {
+            rec.model = model.to_string();
+        }
+        self.usage.add(&added);
+        let step_max = self.definition.steps[index].max_tokens;
+        let exceeded = usage::budget_exceeded(step_max, &self.steps[index].usage, &self.budget, &self.usage);
+        if let Some(message) = &exceeded {
+            let failure = StepFailure {
+                error_type: TOKEN_BUDGET_EXCEEDED.into(),
+                message: message.clone(),
+                non_retryable: true,
+                checkpoint: Vec::new(),
+            };
+            self.fail(claims, "server", failure, out)?;
+        }
+        Ok(UsageOutcome {
+            added,
+            budget_exceeded: exceeded,
+        })
+    }
+
+    /// Records the attempt in flight's usage, if it reported any, as it ends.
+    fn usage_event(&mut self, out: &mut Out) {
+        let Some(rec) = self.steps.get(self.current_step) else {
+            return;
+        };
+        if rec.attempt_usage.is_zero() {
+            return;
+        }
+        let (usage, model) = (rec.attempt_usage, rec.model.clone());
+        let (step_id, attempt) = (self.step_id(), self.attempt());
+        self.push(
+            out,
+            "server",
+            EventKind::StepUsage {
+                step_id,
+                attempt,
+                model,
+                usage,
+            },
+        );
+    }
+
     /// Records the step's result and moves on: the next step, or the run completes.
     pub fn complete(
         &mut self,
@@ -537,6 +651,7 @@ impl RunState {
             result,
         } = done;
         self.check_lease(claims)?;
+        self.usage_event(out);
         let (step_id, attempt) = (self.step_id(), self.attempt());
         self.context.extend(context_updates.clone());
         self.resume_input.clear();
@@ -649,6 +764,7 @@ impl RunState {
             return Ok(false);
         }
         self.check_lease(claims)?;
+        self.usage_event(out);
         if !f.checkpoint.is_empty() {
             self.resume_input.clear();
             out.effects.push(Effect::SaveCheckpoint(f.checkpoint));
@@ -789,6 +905,7 @@ impl RunState {
     }
 
     fn time_out(&mut self, kind: TimeoutKind, out: &mut Out) {
+        self.usage_event(out);
         let (step_id, attempt) = (self.step_id(), self.attempt());
         let next = self.retry_at("timeout", true, out.now);
         self.steps[self.current_step].last_failure = format!("timed out ({kind:?})");
@@ -875,6 +992,9 @@ impl RunState {
     /// Ends the run at once; a worker holding a step loses its lease.
     pub fn terminate(&mut self, identity: &str, reason: String, out: &mut Out) -> Result<(), Refusal> {
         self.require_open(Action::Terminate)?;
+        if matches!(self.phase, Phase::Started(_)) {
+            self.usage_event(out);
+        }
         self.close(
             RunStatus::Terminated,
             out,

@@ -334,3 +334,153 @@ fn an_undelivered_lease_of_a_run_being_canceled_closes_it() {
     assert_eq!(types(&events), ["StepTimedOut", "RunCanceled"]);
     assert_eq!(fx.run.status, RunStatus::Canceled);
 }
+
+mod usage {
+    use super::*;
+
+    const BUDGET_DEF: &str = r#"{"id":"wf","version":"1","name":"W","maxTokens":1000,"steps":[
+      {"id":"a","title":"A","prompt":"a","maxTokens":300,"retry":{"maximumAttempts":3}},
+      {"id":"b","title":"B","prompt":"b"}]}"#;
+
+    fn fixture(def: &str, budget: RunBudget) -> Fixture {
+        let mut seq = 0;
+        let mut out = Out::new(1_000, &mut seq);
+        let params = StartParams {
+            namespace: "default".into(),
+            run_id: "r1".into(),
+            budget,
+            ..Default::default()
+        };
+        let run = RunState::start(params, Arc::new(parse_definition(def).unwrap()), &mut out);
+        Fixture { run, seq, now: 1_000 }
+    }
+
+    fn tokens(input: u64, cost_usd: f64) -> Option<Usage> {
+        Some(Usage {
+            input,
+            cost_usd,
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn cumulative_reports_add_only_their_growth_and_end_in_history() {
+        let mut fx = fixture(DEF, RunBudget::default());
+        let claims = fx.lease();
+        let report = |fx: &mut Fixture, n| {
+            fx.step(|r, o| r.record_usage(&claims, tokens(n, 0.0), "m1", Vec::new(), o))
+                .0
+                .unwrap()
+        };
+        assert_eq!(report(&mut fx, 100).added.input, 100);
+        assert_eq!(report(&mut fx, 250).added.input, 150);
+        // A late, smaller total (reordered) adds nothing and lowers nothing.
+        assert_eq!(report(&mut fx, 200).added.input, 0);
+        assert_eq!(fx.run.usage.input, 250);
+        assert_eq!(fx.run.steps[0].usage.input, 250);
+        assert_eq!(fx.run.steps[0].model, "m1");
+        // The attempt fails and retries: its usage is recorded, the next starts at 0.
+        let failure = StepFailure {
+            error_type: "flaky".into(),
+            message: "x".into(),
+            ..Default::default()
+        };
+        let (r, events, _) = fx.step(|r, o| r.fail(&claims, "w1", failure, o));
+        assert!(r.unwrap());
+        assert_eq!(types(&events), ["StepUsage", "StepFailed"]);
+        assert!(
+            matches!(&events[0].kind, EventKind::StepUsage { usage, model, .. } if usage.input == 250 && model == "m1")
+        );
+        fx.now = 10_000;
+        let (_, _, _) = fx.step(|r, o| r.backoff_timer(0, 2, o));
+        let claims = fx.lease();
+        assert!(fx.run.steps[0].attempt_usage.is_zero());
+        let (r, _, _) = fx.step(|r, o| r.record_usage(&claims, tokens(40, 0.0), "m1", Vec::new(), o));
+        assert_eq!(r.unwrap().added.input, 40);
+        assert_eq!((fx.run.steps[0].usage.input, fx.run.usage.input), (290, 290));
+        let (r, events, _) =
+            fx.step(|r, o| r.complete(&claims, "w1", "n".into(), vec![], BTreeMap::new(), o));
+        r.unwrap();
+        assert_eq!(types(&events)[..2], ["StepUsage", "StepCompleted"]);
+    }
+
+    #[test]
+    fn the_heartbeat_that_passes_a_step_budget_fails_the_step_for_good() {
+        let mut fx = fixture(BUDGET_DEF, RunBudget::default());
+        let claims = fx.lease();
+        let (r, events, _) = fx.step(|r, o| r.record_usage(&claims, tokens(300, 0.0), "m", Vec::new(), o));
+        assert_eq!(r.unwrap().budget_exceeded, None, "at the limit is not past it");
+        assert!(events.is_empty(), "a usage report records no event");
+        let (r, events, _) = fx.step(|r, o| r.record_usage(&claims, tokens(301, 0.0), "m", Vec::new(), o));
+        let why = r.unwrap().budget_exceeded.unwrap();
+        assert!(
+            why.contains("step used 301 tokens") && why.contains("maxTokens of 300"),
+            "{why}"
+        );
+        assert_eq!(types(&events), ["StepUsage", "StepFailed", "RunFailed"]);
+        assert!(
+            matches!(&events[1].kind, EventKind::StepFailed { error_type, will_retry: false, .. }
+            if error_type == TOKEN_BUDGET_EXCEEDED)
+        );
+        assert_eq!(events[1].identity, "server");
+        assert_eq!(fx.run.status, RunStatus::Failed);
+        // The worker's later report on that lease is refused: the lease is gone.
+        let (r, _, _) = fx.step(|r, o| r.complete(&claims, "w1", "n".into(), vec![], BTreeMap::new(), o));
+        assert!(r.is_err());
+    }
+
+    #[test]
+    fn run_budgets_count_every_step_and_a_start_overrides_the_definition() {
+        // The definition allows 1000 tokens; this run was started with 500 and $1.
+        let budget = RunBudget {
+            max_tokens: Some(500),
+            max_cost_usd: Some(1.0),
+        };
+        let mut fx = fixture(BUDGET_DEF, budget);
+        assert_eq!(fx.run.budget, budget);
+        let claims = fx.lease();
+        let (r, _, _) = fx.step(|r, o| r.record_usage(&claims, tokens(250, 0.4), "m", Vec::new(), o));
+        assert_eq!(r.unwrap().budget_exceeded, None);
+        let (r, _, _) = fx.step(|r, o| r.complete(&claims, "w1", "n".into(), vec![], BTreeMap::new(), o));
+        r.unwrap();
+        let claims = fx.lease();
+        let (r, _, _) = fx.step(|r, o| r.record_usage(&claims, tokens(100, 0.7), "m", Vec::new(), o));
+        let why = r.unwrap().budget_exceeded.unwrap();
+        assert!(why.contains("maxCostUsd of $1"), "{why}");
+        assert_eq!(fx.run.status, RunStatus::Failed);
+
+        // With no override, the definition's limit holds.
+        let fx = fixture(BUDGET_DEF, RunBudget::default());
+        assert_eq!(fx.run.budget.max_tokens, Some(1000));
+    }
+
+    #[test]
+    fn stuck_reports_become_events_and_a_stale_lease_records_nothing() {
+        let mut fx = fixture(DEF, RunBudget::default());
+        let claims = fx.lease();
+        let notes = vec![
+            StuckNote {
+                signal: "repeated_call".into(),
+                message: "warned".into(),
+                fatal: false,
+            },
+            StuckNote {
+                signal: "repeated_call".into(),
+                message: "failed".into(),
+                fatal: true,
+            },
+        ];
+        let (r, events, _) = fx.step(|r, o| r.record_usage(&claims, None, "", notes.clone(), o));
+        r.unwrap();
+        assert_eq!(types(&events), ["AgentStuckWarning", "AgentStuck"]);
+        let stale = TokenClaims {
+            lease: claims.lease + 1,
+            ..claims
+        };
+        let before = fx.run.clone();
+        let (r, events, _) = fx.step(|r, o| r.record_usage(&stale, tokens(5, 0.0), "m", notes, o));
+        assert!(r.is_err());
+        assert!(events.is_empty());
+        assert_eq!(fx.run, before);
+    }
+}

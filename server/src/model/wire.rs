@@ -153,6 +153,33 @@ pub fn event_attributes(kind: &EventKind) -> Value {
             "message": message,
         }),
         EventKind::CancelRequested { reason } => json!({ "reason": reason }),
+        EventKind::StepUsage {
+            step_id,
+            attempt,
+            model,
+            usage,
+        } => json!({
+            "stepId": step_id,
+            "attempt": attempt,
+            "model": model,
+            "inputTokens": usage.input,
+            "outputTokens": usage.output,
+            "cacheReadTokens": usage.cache_read,
+            "cacheWriteTokens": usage.cache_write,
+            "costUsd": usage.cost_usd,
+        }),
+        EventKind::AgentStuck {
+            step_id,
+            attempt,
+            signal,
+            message,
+            ..
+        } => json!({
+            "stepId": step_id,
+            "attempt": attempt,
+            "signal": signal,
+            "message": message,
+        }),
         EventKind::RunCompleted { context } => json!({ "context": map(context) }),
         EventKind::RunFailed { reason } => json!({ "reason": reason }),
         EventKind::RunCanceled { reason } => json!({ "reason": reason }),
@@ -405,6 +432,41 @@ mod tests {
                 r#"{"reason":"stop"}"#,
             ),
             (
+                EventKind::StepUsage {
+                    step_id: "a".into(),
+                    attempt: 1,
+                    model: "claude-x".into(),
+                    usage: super::super::Usage {
+                        input: 10,
+                        output: 2,
+                        cache_read: 300,
+                        cache_write: 40,
+                        cost_usd: 0.25,
+                    },
+                },
+                r#"{"attempt":1,"cacheReadTokens":300,"cacheWriteTokens":40,"costUsd":0.25,"inputTokens":10,"model":"claude-x","outputTokens":2,"stepId":"a"}"#,
+            ),
+            (
+                EventKind::AgentStuck {
+                    step_id: "a".into(),
+                    attempt: 1,
+                    signal: "repeated_call".into(),
+                    message: "warned".into(),
+                    fatal: false,
+                },
+                r#"{"attempt":1,"message":"warned","signal":"repeated_call","stepId":"a"}"#,
+            ),
+            (
+                EventKind::AgentStuck {
+                    step_id: "a".into(),
+                    attempt: 1,
+                    signal: "no_progress".into(),
+                    message: "failed".into(),
+                    fatal: true,
+                },
+                r#"{"attempt":1,"message":"failed","signal":"no_progress","stepId":"a"}"#,
+            ),
+            (
                 EventKind::RunCompleted {
                     context: ctx(&[("k", "v")]),
                 },
@@ -476,7 +538,7 @@ mod tests {
         let cases = cases();
         let mut types: Vec<_> = cases.iter().map(|(k, _)| k.type_name()).collect();
         types.dedup();
-        assert_eq!(types.len(), 20, "every event type has a case: {types:?}");
+        assert_eq!(types.len(), 23, "every event type has a case: {types:?}");
         for (kind, expected) in cases {
             assert_eq!(event_attributes_json(&kind), expected, "{}", kind.type_name());
         }

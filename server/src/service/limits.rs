@@ -24,6 +24,10 @@ pub const URL: usize = 2048;
 /// Largest structured `result` of a completion, as JSON text. It travels with every
 /// later step's task, so it also counts toward `MAX_TASK_BYTES`.
 pub const RESULT: usize = 256 * 1024;
+/// Longest model name a heartbeat may report.
+pub const MODEL_NAME: usize = 256;
+/// Most stuck reports in one heartbeat.
+pub const STUCK_REPORTS: usize = 16;
 
 // A step task carries its checkpoint, its last failure and at most
 // `MAX_TASK_BYTES` of everything else; with room for framing, it fits one message.

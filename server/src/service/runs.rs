@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 use super::limits::{self, check_context, check_len, check_name};
 use super::{Caller, Core, workflows};
 use crate::error::ApiError;
-use crate::model::{Event, RunState, RunStatus, StartParams};
+use crate::model::{Event, RunBudget, RunState, RunStatus, StartParams};
 use crate::store::RunFilter;
 use crate::store::writer::{StartCommand, Started, Stop};
 
@@ -65,6 +65,8 @@ pub struct StartRun {
     pub callback_url: String,
     /// The queue of steps that name none of their own (empty: the workflow's).
     pub task_queue: String,
+    /// The run's token budget; a limit left out is the definition's.
+    pub budget: RunBudget,
 }
 
 /// Starts a run of a loaded workflow.
@@ -93,6 +95,25 @@ pub async fn start(core: &Core, caller: &Caller, r: StartRun) -> Result<Started,
         check_name("task_queue", &r.task_queue)?;
     }
     check_len("callback_url", &r.callback_url, limits::URL)?;
+    if let Some(t) = r.budget.max_tokens
+        && !(1..=crate::workflow::MAX_BUDGET_TOKENS).contains(&t)
+    {
+        return Err(ApiError::field(
+            "max_tokens",
+            format!("must be at most {}", crate::workflow::MAX_BUDGET_TOKENS),
+        ));
+    }
+    if let Some(c) = r.budget.max_cost_usd
+        && !(c > 0.0 && c <= crate::workflow::MAX_BUDGET_USD)
+    {
+        return Err(ApiError::field(
+            "max_cost_usd",
+            format!(
+                "must be a number of US dollars above 0 and at most {}",
+                crate::workflow::MAX_BUDGET_USD
+            ),
+        ));
+    }
     if !r.callback_url.is_empty()
         && !r.callback_url.starts_with("http://")
         && !r.callback_url.starts_with("https://")
@@ -113,6 +134,7 @@ pub async fn start(core: &Core, caller: &Caller, r: StartRun) -> Result<Started,
         task_queue: r.task_queue,
         schedule_id: String::new(),
         identity: caller.identity.clone(),
+        budget: r.budget,
         ..Default::default()
     };
     let started = core.writer.start(StartCommand { params, definition }).await?;

@@ -9,8 +9,8 @@ use super::limits::{self, check_bytes, check_context, check_count, check_len, ch
 use super::{Caller, Core};
 use crate::error::ApiError;
 use crate::matching::{Dispatch, QueueStats};
-use crate::model::StepFailure;
-use crate::store::writer::{Grant, HeartbeatReply, StepCompletion};
+use crate::model::{StepFailure, StuckNote, Usage};
+use crate::store::writer::{Grant, HeartbeatReply, StepCompletion, UsageReport};
 use crate::token::TokenClaims;
 use crate::workflow::{DEFAULT_MAX_TURNS, PromptValues, render_values};
 
@@ -240,6 +240,12 @@ pub struct Heartbeat {
     pub notes: Vec<CoordinatorNote>,
     /// Signals up to this event id have been consumed.
     pub acked_signal_event_id: u64,
+    /// The attempt's token usage so far (cumulative; none: not reported).
+    pub usage: Option<Usage>,
+    /// The model the usage is from.
+    pub model: String,
+    /// Signs of a stuck agent since the last heartbeat.
+    pub stuck: Vec<StuckNote>,
 }
 
 /// Extends the lease, saves the checkpoint, records notes; answers whether the run's
@@ -256,16 +262,38 @@ pub async fn heartbeat(
         check_name(&format!("notes[{i}].kind"), &n.kind)?;
         check_len(&format!("notes[{i}].message"), &n.message, limits::MESSAGE)?;
     }
+    check_len("model", &h.model, limits::MODEL_NAME)?;
+    check_count("stuck", h.stuck.len(), limits::STUCK_REPORTS)?;
+    for (i, s) in h.stuck.iter().enumerate() {
+        check_name(&format!("stuck[{i}].signal"), &s.signal)?;
+        check_len(&format!("stuck[{i}].message"), &s.message, limits::MESSAGE)?;
+    }
     let notes = h.notes.into_iter().map(|n| (n.kind, n.message)).collect();
-    core.writer
+    let report = UsageReport {
+        usage: h.usage,
+        model: h.model.clone(),
+        stuck: h.stuck,
+    };
+    let (run_id, step, attempt) = (claims.run_id.clone(), claims.step.clone(), claims.attempt);
+    let reply = core
+        .writer
         .heartbeat(
             claims,
             caller.identity.clone(),
             h.checkpoint,
             notes,
             h.acked_signal_event_id,
+            report,
         )
-        .await
+        .await?;
+    if !reply.usage_added.is_zero() {
+        core.metrics
+            .record_tokens(&reply.workflow_id, &h.model, &reply.usage_added);
+    }
+    if let Some(why) = &reply.budget_exceeded {
+        tracing::warn!(%run_id, %step, attempt, reason = %why, "step failed on its heartbeat: token budget exceeded");
+    }
+    Ok(reply)
 }
 
 /// A step's result.

@@ -14,3 +14,4 @@ mod run_poll;
 mod schedules;
 mod tls;
 mod upgrade;
+mod usage;

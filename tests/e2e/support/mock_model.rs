@@ -5,6 +5,10 @@
 //! The mock answers by step and turn: it reads the step id and attempt from the system
 //! prompt ("(id `STEP`), attempt N") and the turn from the number of assistant
 //! messages already in the transcript.
+//!
+//! Every answer reports token usage in its API's format, the same counts for both
+//! ([`turn_usage`]): Anthropic's `usage` with cache reads and writes, OpenAI's with
+//! `prompt_tokens_details.cached_tokens`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -94,6 +98,12 @@ pub fn say_and_call(text: &str, name: &str, input: Value) -> Turn {
 
 pub fn complete(notes: &str) -> Turn {
     call("complete_step", json!({ "notes": notes }))
+}
+
+/// The tokens the mock reports for a turn: (input not cached, output, cache read,
+/// cache write). OpenAI has no cache writes, so its answers report none.
+pub fn turn_usage(turn: usize) -> (u64, u64, u64, u64) {
+    (100 + 10 * turn as u64, 20, 1000, 50)
 }
 
 /// How the mock answers one request.
@@ -288,6 +298,7 @@ async fn answer(
 
 /// An Anthropic Messages response.
 fn anthropic_message(rec: &Recorded, turn: Turn) -> Value {
+    let (input, output, cache_read, cache_write) = turn_usage(rec.turn);
     let mut content = Vec::new();
     if let Some(text) = &turn.text {
         content.push(json!({"type": "text", "text": text}));
@@ -305,7 +316,8 @@ fn anthropic_message(rec: &Recorded, turn: Turn) -> Value {
     json!({
         "id": "msg_mock", "type": "message", "role": "assistant", "model": rec.body["model"],
         "content": content, "stop_reason": stop,
-        "usage": {"input_tokens": 1, "output_tokens": 1}
+        "usage": {"input_tokens": input, "output_tokens": output,
+                  "cache_read_input_tokens": cache_read, "cache_creation_input_tokens": cache_write}
     })
 }
 
@@ -329,8 +341,12 @@ fn openai_completion(rec: &Recorded, turn: Turn) -> Value {
     } else {
         "tool_calls"
     };
+    let (input, output, cache_read, _) = turn_usage(rec.turn);
     json!({
         "id": "chatcmpl-mock", "object": "chat.completion", "model": rec.body["model"],
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}]
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": input + cache_read, "completion_tokens": output,
+                  "total_tokens": input + cache_read + output,
+                  "prompt_tokens_details": {"cached_tokens": cache_read}}
     })
 }

@@ -1,15 +1,36 @@
 //! The agent loop of one step: model call, tool calls, results back, heartbeat, repeat
 //! until the model calls `complete_step` or a limit is hit.
+//!
+//! # Tool errors: recoverable or fatal
+//!
+//! A failure the model can act on goes back to it as an error result (`is_error`), and
+//! the loop goes on: a command's non-zero exit, a missing file, bad or missing
+//! arguments, a path outside the workspace, a tool the step does not allow, a
+//! `complete_step` the server refused. The stuck detector ([`stuck`]) watches these, so
+//! a model that keeps making the same mistake is stopped.
+//!
+//! A failure it cannot act on ends the step at once, with a typed reason and no further
+//! model call:
+//!
+//! | what | outcome |
+//! |---|---|
+//! | the lease is gone (a heartbeat refused `FAILED_PRECONDITION`/`NOT_FOUND`: expired, taken over, the run terminated) | [`Outcome::LeaseLost`]: nothing is reported |
+//! | the run's cancellation was requested | [`Outcome::Canceled`]: reported `canceled` |
+//! | the server failed the step on a heartbeat (its token budget) | [`Outcome::EndedByServer`]: nothing more is reported |
+//! | the workspace is unusable (its directory gone, the disk full or read-only) | [`Outcome::Failed`] `workspace_unusable`, retryable |
+//! | the token budget is spent | [`Outcome::Failed`] `token_budget_exceeded`, non-retryable |
+//! | the agent is stuck after a warning | [`Outcome::Failed`] `agent_stuck`, non-retryable |
 
 mod calls;
 mod checkpoint;
 pub mod spawn;
+pub mod stuck;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use railyard_proto::v1::{ChildRunSpec, CoordinatorNote, Signal, StepTask};
+use railyard_proto::v1::{ChildRunSpec, CoordinatorNote, Signal, StepTask, StuckReport, TokenUsage};
 use railyard_proto::{Completion, Failure};
 use serde_json::Value;
 use tracing::{debug, info, warn};
@@ -24,8 +45,17 @@ use crate::tools::{
     WORKSPACE_TOOLS,
 };
 
+use crate::usage::{Budget, ModelPrice, Usage};
 use calls::{parse_completion, parse_note, steer_text, with_contract};
 pub use checkpoint::{Checkpoint, encode_checkpoint};
+use stuck::{CallOutcome, StuckDetector, StuckThresholds, StuckVerdict};
+
+/// Error type of a step stopped by its token budget (non-retryable).
+pub const TOKEN_BUDGET_EXCEEDED: &str = "token_budget_exceeded";
+/// Error type of a step whose agent stayed stuck after a warning (non-retryable).
+pub const AGENT_STUCK: &str = "agent_stuck";
+/// Error type of a step whose workspace cannot be used (retryable).
+pub const WORKSPACE_UNUSABLE: &str = "workspace_unusable";
 
 /// Turns allowed when a step sets no `maxTurns`.
 pub const DEFAULT_MAX_TURNS: u32 = 30;
@@ -38,6 +68,9 @@ pub struct HeartbeatOutcome {
     pub pause_requested: bool,
     /// Signals not handed over before.
     pub signals: Vec<Signal>,
+    /// The server failed the step on this heartbeat (its token budget); the message
+    /// says why. The lease is gone.
+    pub budget_exceeded: Option<String>,
 }
 
 /// Why a heartbeat failed.
@@ -109,6 +142,13 @@ pub trait Lease: Send + Sync {
     fn complete(&self, _completion: &Completion) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(async { Ok(()) })
     }
+    /// The attempt's token usage so far (cumulative) and the model it is from: sent
+    /// with every heartbeat from now on. The default keeps nothing.
+    fn report_usage(&self, _usage: TokenUsage, _model: &str) {}
+
+    /// A sign of a stuck agent, sent with the next heartbeat and recorded in history.
+    /// The default keeps nothing.
+    fn report_stuck(&self, _report: StuckReport) {}
 }
 
 /// How a step ended.
@@ -128,6 +168,9 @@ pub enum Outcome {
     /// The step ended its lease to wait for child runs (the server resumes it, on
     /// any worker, when they have closed); nothing more is reported.
     Waiting { child_run_ids: Vec<String> },
+    /// The server failed the step itself (on a heartbeat past its token budget);
+    /// nothing more may be reported.
+    EndedByServer { error_type: String, message: String },
 }
 
 /// The outcome and what it took.
@@ -138,6 +181,10 @@ pub struct AgentReport {
     pub turns: u32,
     /// Tool calls refused because the step does not allow the tool (or it does not exist).
     pub refused_tool_calls: u32,
+    /// Tokens this attempt's model turns used.
+    pub usage: Usage,
+    /// Their estimated cost in US dollars (0 without a price for the model).
+    pub cost_usd: f64,
 }
 
 /// Tunables of the loop.
@@ -146,6 +193,8 @@ pub struct AgentOptions {
     /// Turns allowed when the step sets none.
     pub default_max_turns: u32,
     pub tool_limits: ToolLimits,
+    /// The price of the provider's model, for the estimated cost (none: cost 0).
+    pub price: Option<ModelPrice>,
 }
 
 impl Default for AgentOptions {
@@ -153,6 +202,7 @@ impl Default for AgentOptions {
         Self {
             default_max_turns: DEFAULT_MAX_TURNS,
             tool_limits: ToolLimits::default(),
+            price: None,
         }
     }
 }
@@ -215,6 +265,8 @@ impl Agent {
                     outcome: Outcome::Failed(failure),
                     turns: 0,
                     refused_tool_calls: 0,
+                    usage: Usage::default(),
+                    cost_usd: 0.0,
                 };
             }
         };
@@ -249,6 +301,9 @@ impl Agent {
             step,
             turn_waits: Vec::new(),
             call_index: 0,
+            usage: Usage::default(),
+            budget: Budget::from_task(task),
+            stuck: StuckDetector::new(StuckThresholds::from_task(task)),
         };
         run.restore();
         let outcome = if task.start_to_close_timeout_ms == 0 {
@@ -273,6 +328,8 @@ impl Agent {
             outcome,
             turns: run.turns,
             refused_tool_calls: run.refused,
+            usage: run.usage,
+            cost_usd: run.cost(),
         }
     }
 }
@@ -299,6 +356,10 @@ struct StepRun<'a> {
     turn_waits: Vec<(usize, TurnWait)>,
     /// Index of the tool call being run in its turn.
     call_index: usize,
+    /// This attempt's tokens so far.
+    usage: Usage,
+    budget: Budget,
+    stuck: StuckDetector,
 }
 
 /// A call of this turn that makes the step wait.
@@ -421,11 +482,31 @@ impl StepRun<'_> {
                     true,
                 );
             }
+            if let Some(why) = self.budget.exceeded(&self.usage, self.cost()) {
+                return self.fail(TOKEN_BUDGET_EXCEEDED, why, true);
+            }
             let turn = match self.agent.provider.complete(&self.req).await {
                 Ok(t) => t,
                 Err(e) => return self.provider_failure(e),
             };
             self.turns += 1;
+            self.usage.add(&turn.usage);
+            self.lease
+                .report_usage(self.usage.to_proto(self.cost()), self.agent.provider.model());
+            self.emit(EventKind::Usage {
+                usage: self.usage,
+                cost_usd: self.cost(),
+            });
+            if let Some(why) = self.budget.exceeded(&self.usage, self.cost()) {
+                // Past the budget: no tool of this turn runs and no model call follows.
+                // The usage goes to the server first, which may fail the step itself.
+                warn!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
+                    tokens = self.usage.total(), reason = %why, "token budget exceeded");
+                if let Some(outcome) = self.heartbeat().await {
+                    return outcome;
+                }
+                return self.fail(TOKEN_BUDGET_EXCEEDED, why, true);
+            }
             debug!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
                 turn = self.turns, stop_reason = ?turn.stop_reason, "model turn");
             let mut blocks = turn.blocks;
@@ -453,6 +534,7 @@ impl StepRun<'_> {
             });
 
             let mut results = Vec::new();
+            let mut outputs = Vec::new();
             let mut completion = None;
             self.turn_waits.clear();
             let mut completion_call = None;
@@ -463,11 +545,19 @@ impl StepRun<'_> {
                 if !had && completion.is_some() {
                     completion_call = Some(id.clone());
                 }
+
+                if out.is_error
+                    && WORKSPACE_TOOLS.contains(&name.as_str())
+                    && let Some(problem) = workspace_problem(self.tools.root(), &out.content)
+                {
+                    return self.fail(WORKSPACE_UNUSABLE, problem, false);
+                }
                 results.push(Block::ToolResult {
                     tool_use_id: id.clone(),
-                    content: out.content,
+                    content: out.content.clone(),
                     is_error: out.is_error,
                 });
+                outputs.push(out);
             }
             if calls.is_empty() {
                 results.push(Block::text(prompt::NUDGE));
@@ -487,6 +577,27 @@ impl StepRun<'_> {
                         *is_error = true;
                     }
                 }
+            }
+
+            let seen: Vec<CallOutcome<'_>> = calls
+                .iter()
+                .zip(&outputs)
+                .map(|((_, name, input), out)| CallOutcome {
+                    name,
+                    input,
+                    is_error: out.is_error,
+                    content: &out.content,
+                })
+                .collect();
+            let verdict = if completion.is_some() {
+                None
+            } else {
+                self.stuck.observe_turn(&seen)
+            };
+            if let Some(v) = verdict
+                && let Some(outcome) = self.on_stuck(v, &mut results).await
+            {
+                return outcome;
             }
             self.req.messages.push(Message {
                 role: Role::User,
@@ -642,6 +753,14 @@ impl StepRun<'_> {
         let notes = std::mem::take(&mut self.notes);
         match self.lease.heartbeat(self.checkpoint(), notes.clone()).await {
             Ok(hb) => {
+                if let Some(message) = hb.budget_exceeded {
+                    warn!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
+                        reason = %message, "the server failed the step: token budget exceeded");
+                    return Some(Outcome::EndedByServer {
+                        error_type: TOKEN_BUDGET_EXCEEDED.into(),
+                        message,
+                    });
+                }
                 if hb.cancel_requested {
                     info!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
                         "cancellation requested");
@@ -736,6 +855,42 @@ impl StepRun<'_> {
         }
     }
 
+    /// Acts on a stuck verdict: a warning is told to the model (added to this turn's
+    /// results) and recorded; a fatal one fails the step. `Some` when the step ends.
+    async fn on_stuck(&mut self, v: StuckVerdict, results: &mut Vec<Block>) -> Option<Outcome> {
+        let signal = v.signal.name();
+        warn!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
+            signal, fatal = v.fatal, message = %one_line(&v.message, 200), "agent looks stuck");
+        self.emit(EventKind::Stuck {
+            signal: signal.to_string(),
+            message: v.message.clone(),
+            fatal: v.fatal,
+        });
+        self.lease.report_stuck(StuckReport {
+            signal: signal.to_string(),
+            message: v.message.clone(),
+            fatal: v.fatal,
+        });
+        if !v.fatal {
+            results.push(Block::text(format!("[stuck: {signal}] {}", v.message)));
+            return None;
+        }
+        // The AgentStuck record goes out with a last heartbeat before the failure.
+        if let Some(Outcome::LeaseLost(m)) = self.settle().await {
+            return Some(Outcome::LeaseLost(m));
+        }
+        Some(self.fail(
+            AGENT_STUCK,
+            format!("the agent is stuck ({signal}): {}", v.message),
+            true,
+        ))
+    }
+
+    /// The estimated cost of this attempt's tokens.
+    fn cost(&self) -> f64 {
+        self.agent.options.price.map_or(0.0, |p| p.cost(&self.usage))
+    }
+
     fn provider_failure(&self, e: ProviderError) -> Outcome {
         let retryable = e.is_retryable();
         warn!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
@@ -761,4 +916,31 @@ impl StepRun<'_> {
     fn checkpoint(&self) -> Vec<u8> {
         encode_checkpoint(self.turns, self.signals_through, &self.req.messages)
     }
+}
+
+/// Why the workspace cannot be used, if a tool's error shows it cannot: its directory
+/// is gone (or no longer one), or the disk is full or read-only. Any other error is
+/// the model's to act on.
+fn workspace_problem(root: &Path, error: &str) -> Option<String> {
+    match std::fs::metadata(root) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => {
+            return Some(format!(
+                "the workspace {} is no longer a directory",
+                root.display()
+            ));
+        }
+        Err(e) => return Some(format!("the workspace {} cannot be used: {e}", root.display())),
+    }
+    // io::Error's text ends "(os error N)": ENOSPC 28, EROFS 30, EDQUOT 122.
+    ["(os error 28)", "(os error 30)", "(os error 122)"]
+        .iter()
+        .any(|code| error.contains(code))
+        .then(|| {
+            format!(
+                "the workspace {} cannot be written: {}",
+                root.display(),
+                one_line(error, 200)
+            )
+        })
 }

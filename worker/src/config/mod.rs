@@ -29,8 +29,17 @@
 //! heartbeat_interval_secs = 10
 //! max_model_response_bytes = 33554432  # 32 MiB; a longer model answer fails the call
 //! bash_env = ["GOPATH", "CARGO_HOME"]  # or RAILYARD_BASH_ENV="GOPATH,CARGO_HOME"
+//!
+//! # Estimated cost: US dollars per million tokens, by model (cache prices default to
+//! # the input price). A model not listed costs 0.
+//! [prices."claude-sonnet-4-5"]
+//! input = 3.0
+//! output = 15.0
+//! cache_read = 0.3
+//! cache_write = 3.75
 //! ```
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -39,6 +48,10 @@ use railyard_proto::config::{EnvVar, Loaded, Loader};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::provider::{DEFAULT_MAX_RESPONSE_BYTES, ScriptSource};
+use crate::usage::ModelPrice;
+
+/// Most models in the price table.
+pub const MAX_PRICES: usize = 256;
 
 /// Default Anthropic model when none is configured.
 pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
@@ -79,6 +92,8 @@ pub struct WorkerConfig {
     /// Variables of the worker's environment passed on to `bash`, besides the small
     /// default set ([`crate::tools::BASH_DEFAULT_ENV`]); nothing else is.
     pub bash_env: Vec<String>,
+    /// Price per model, for the estimated cost of a step's tokens.
+    pub prices: BTreeMap<String, ModelPrice>,
 }
 
 /// Which model backs the agent loop.
@@ -341,6 +356,8 @@ pub struct ConfigLayer {
     /// comma-separated text.
     #[serde(default, deserialize_with = "queue_list")]
     pub bash_env: Option<Vec<String>>,
+    /// US dollars per million tokens, by model name.
+    pub prices: Option<BTreeMap<String, ModelPrice>>,
 }
 
 fn secs<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
@@ -458,6 +475,19 @@ fn resolve(
         return Err(loaded.invalid("heartbeat_interval_secs", "must be more than zero"));
     }
     let bash_env = resolve_bash_env(loaded)?;
+    let prices = layer.prices.clone().unwrap_or_default();
+    if prices.len() > MAX_PRICES {
+        return Err(loaded.invalid(
+            "prices",
+            format!("{} models, more than the limit of {MAX_PRICES}", prices.len()),
+        ));
+    }
+    for (model, price) in &prices {
+        if let Err(e) = price.check() {
+            let shown = crate::provider::excerpt(model, 64);
+            return Err(loaded.invalid("prices", format!("{shown:?}.{e}")));
+        }
+    }
     // Relative paths in the file mean "next to the file".
     let tls_path = |key: &str, value: &Option<PathBuf>| {
         value.as_ref().map(|v| match loaded.file_of(key) {
@@ -491,6 +521,7 @@ fn resolve(
         shutdown_grace: layer.shutdown_grace.unwrap_or(Duration::from_secs(30)),
         heartbeat_interval,
         bash_env,
+        prices,
     })
 }
 

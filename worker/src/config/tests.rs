@@ -327,3 +327,37 @@ fn the_railyard_api_key_comes_from_flag_env_or_file_and_is_never_printed() {
             .is_none()
     );
 }
+
+#[test]
+fn prices_are_read_per_model_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = dir.path().join("worker.toml");
+    std::fs::write(
+        &toml,
+        "[prices.\"claude-sonnet-4-5\"]\ninput = 3.0\noutput = 15.0\ncache_read = 0.3\n\n[prices.scripted]\ninput = 1\noutput = 2\n",
+    )
+    .unwrap();
+    let key = [("ANTHROPIC_API_KEY", "k")];
+    let cfg = load(Some(&toml), &key, ConfigLayer::default(), None).unwrap();
+    let sonnet = cfg.prices["claude-sonnet-4-5"];
+    assert_eq!(
+        (sonnet.input, sonnet.output, sonnet.cache_read, sonnet.cache_write),
+        (3.0, 15.0, Some(0.3), None)
+    );
+    assert_eq!(cfg.prices["scripted"].output, 2.0);
+
+    std::fs::write(&toml, "[prices.m]\ninput = 1\noutput = -2\n").unwrap();
+    let err = load(Some(&toml), &key, ConfigLayer::default(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("prices") && err.contains("\"m\".output") && err.contains("worker.toml"),
+        "{err}"
+    );
+
+    std::fs::write(&toml, "[prices.m]\ninput = 1\noutput = 2\ncache = 1\n").unwrap();
+    let err = load(Some(&toml), &key, ConfigLayer::default(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("cache"), "{err}");
+}

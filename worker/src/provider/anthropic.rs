@@ -5,7 +5,9 @@ use serde_json::{Map, Value, json};
 
 use super::RetryPolicy;
 use super::http::Endpoint;
-use super::{Block, BoxFuture, Message, ModelRequest, ModelTurn, Provider, ProviderError, Role, StopReason};
+use super::{
+    Block, BoxFuture, Message, ModelRequest, ModelTurn, Provider, ProviderError, Role, StopReason, Usage,
+};
 
 const API_VERSION: &str = "2023-06-01";
 
@@ -145,12 +147,31 @@ fn parse_turn(body: &Value) -> Result<ModelTurn, ProviderError> {
         Some("max_tokens") => StopReason::MaxTokens,
         Some(other) => StopReason::Other(other.to_string()),
     };
-    Ok(ModelTurn { blocks, stop_reason })
+    Ok(ModelTurn {
+        blocks,
+        stop_reason,
+        usage: parse_usage(body.get("usage")),
+    })
+}
+
+/// `usage` of a Messages answer: `input_tokens` already excludes the cache's.
+fn parse_usage(usage: Option<&Value>) -> Usage {
+    let n = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64).unwrap_or(0);
+    Usage {
+        input: n("input_tokens"),
+        output: n("output_tokens"),
+        cache_read: n("cache_read_input_tokens"),
+        cache_write: n("cache_creation_input_tokens"),
+    }
 }
 
 impl Provider for AnthropicProvider {
     fn name(&self) -> &str {
         "anthropic"
+    }
+
+    fn model(&self) -> &str {
+        &self.http.model
     }
 
     fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
@@ -190,6 +211,22 @@ mod tests {
         .unwrap();
         assert_eq!(turn.stop_reason, StopReason::ToolUse);
         assert_eq!(turn.blocks.len(), 2);
+        assert_eq!(turn.usage, Usage::default());
+        let turn = parse_turn(&json!({
+            "content": [{"type": "text", "text": "hi"}],
+            "usage": {"input_tokens": 12, "output_tokens": 7, "cache_read_input_tokens": 300,
+                      "cache_creation_input_tokens": 40}
+        }))
+        .unwrap();
+        assert_eq!(
+            turn.usage,
+            Usage {
+                input: 12,
+                output: 7,
+                cache_read: 300,
+                cache_write: 40
+            }
+        );
         assert!(parse_turn(&json!({"type": "error"})).is_err());
     }
 }

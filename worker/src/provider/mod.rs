@@ -22,6 +22,7 @@ pub use railyard_proto::RetryPolicy;
 pub use scripted::{BuiltInScript, Script, ScriptSource, ScriptedProvider};
 
 use crate::config::ProviderConfig;
+pub use crate::usage::Usage;
 
 /// A boxed, sendable future, so the trait stays usable as `Arc<dyn Provider>`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -124,6 +125,8 @@ pub enum StopReason {
 pub struct ModelTurn {
     pub blocks: Vec<Block>,
     pub stop_reason: StopReason,
+    /// The tokens the provider reported for this request (zero when it reported none).
+    pub usage: Usage,
 }
 
 /// Why a model call failed, and whether trying again later can help.
@@ -189,6 +192,11 @@ impl ProviderError {
 pub trait Provider: Send + Sync {
     /// A short name for logs ("anthropic", "openai", "scripted").
     fn name(&self) -> &str;
+
+    /// The model answering, for usage reports and the price table ("" when unknown).
+    fn model(&self) -> &str {
+        ""
+    }
 
     /// Sends the transcript and returns the model's next turn.
     fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>>;

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::RetryPolicy;
 use super::http::Endpoint;
-use super::{Block, BoxFuture, ModelRequest, ModelTurn, Provider, ProviderError, Role, StopReason};
+use super::{Block, BoxFuture, ModelRequest, ModelTurn, Provider, ProviderError, Role, StopReason, Usage};
 
 /// Talks to an OpenAI-compatible chat completions endpoint.
 pub struct OpenAiProvider {
@@ -202,12 +202,37 @@ fn parse_turn(body: &Value) -> Result<ModelTurn, ProviderError> {
         Some("length") => StopReason::MaxTokens,
         Some(other) => StopReason::Other(other.to_string()),
     };
-    Ok(ModelTurn { blocks, stop_reason })
+    Ok(ModelTurn {
+        blocks,
+        stop_reason,
+        usage: parse_usage(body.get("usage")),
+    })
+}
+
+/// `usage` of a chat completion: `prompt_tokens` includes the cached ones
+/// (`prompt_tokens_details.cached_tokens`), which are counted apart here.
+fn parse_usage(usage: Option<&Value>) -> Usage {
+    let n = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
+    let prompt = n(usage.and_then(|u| u.get("prompt_tokens")));
+    let cached = n(usage
+        .and_then(|u| u.get("prompt_tokens_details"))
+        .and_then(|d| d.get("cached_tokens")))
+    .min(prompt);
+    Usage {
+        input: prompt - cached,
+        output: n(usage.and_then(|u| u.get("completion_tokens"))),
+        cache_read: cached,
+        cache_write: 0,
+    }
 }
 
 impl Provider for OpenAiProvider {
     fn name(&self) -> &str {
         "openai"
+    }
+
+    fn model(&self) -> &str {
+        &self.http.model
     }
 
     fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
@@ -237,6 +262,31 @@ mod tests {
                 input: json!("{\"command\": ")
             }]
         );
+    }
+
+    #[test]
+    fn usage_counts_cached_prompt_tokens_apart() {
+        let turn = parse_turn(
+            &json!({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1000, "completion_tokens": 50, "total_tokens": 1050,
+                      "prompt_tokens_details": {"cached_tokens": 800}}}),
+        )
+        .unwrap();
+        assert_eq!(
+            turn.usage,
+            Usage {
+                input: 200,
+                output: 50,
+                cache_read: 800,
+                cache_write: 0
+            }
+        );
+        // A server that reports more cached tokens than prompt tokens cannot underflow.
+        let odd = parse_usage(Some(
+            &json!({"prompt_tokens": 5, "prompt_tokens_details": {"cached_tokens": 9}}),
+        ));
+        assert_eq!((odd.input, odd.cache_read), (0, 5));
+        assert_eq!(parse_usage(None), Usage::default());
     }
 
     #[test]

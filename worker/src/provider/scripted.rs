@@ -24,6 +24,11 @@
 //! [`MAX_LAST_USER_TEXT`] bytes: e.g. what a step resumed from a wait was given). A step
 //! that runs past its last turn gets a text-only turn saying so (the agent loop then
 //! nudges it until its turn limit).
+//!
+//! A turn may give the tokens it reports, `"usage": {"input": 1200, "output": 80,
+//! "cache_read": 0, "cache_write": 0}` (each optional, 0 when left out). A turn without
+//! one reports an estimate, a token per four bytes of the request's transcript and of
+//! the turn itself, so the demo and tests show usage without writing any.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -33,6 +38,7 @@ use serde_json::Value;
 
 use super::{
     Block, BoxFuture, ModelRequest, ModelTurn, Provider, ProviderError, RequestMetadata, Role, StopReason,
+    Usage,
 };
 
 /// A whole script: turns per step id, and a fallback.
@@ -56,6 +62,23 @@ pub struct ScriptTurn {
     pub text: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ScriptToolCall>,
+    /// The tokens this turn reports; estimated from the sizes when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<ScriptUsage>,
+}
+
+/// Token counts a scripted turn reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptUsage {
+    #[serde(default)]
+    pub input: u64,
+    #[serde(default)]
+    pub output: u64,
+    #[serde(default)]
+    pub cache_read: u64,
+    #[serde(default)]
+    pub cache_write: u64,
 }
 
 /// A tool call the scripted model makes.
@@ -219,6 +242,7 @@ impl ScriptedProvider {
                     meta.step_id
                 ))],
                 stop_reason: StopReason::EndTurn,
+                usage: estimate(req, 20),
             };
         };
         let last = last_user_text(req);
@@ -239,7 +263,32 @@ impl ScriptedProvider {
         } else {
             StopReason::ToolUse
         };
-        ModelTurn { blocks, stop_reason }
+        let usage = match turn.usage {
+            Some(u) => Usage {
+                input: u.input,
+                output: u.output,
+                cache_read: u.cache_read,
+                cache_write: u.cache_write,
+            },
+            None => estimate(req, serde_json::to_string(&blocks).map_or(0, |s| s.len())),
+        };
+        ModelTurn {
+            blocks,
+            stop_reason,
+            usage,
+        }
+    }
+}
+
+/// A plausible count for a turn that gives none: a token per four bytes of the
+/// transcript sent and of the answer (`answer_bytes`).
+fn estimate(req: &ModelRequest, answer_bytes: usize) -> Usage {
+    let sent = req.system.len() + serde_json::to_string(&req.messages).map_or(0, |s| s.len());
+    Usage {
+        input: (sent / 4) as u64 + 1,
+        output: (answer_bytes / 4) as u64 + 1,
+        cache_read: 0,
+        cache_write: 0,
     }
 }
 
@@ -265,6 +314,10 @@ fn fill_value(v: &Value, meta: &RequestMetadata, last: &str) -> Value {
 
 impl Provider for ScriptedProvider {
     fn name(&self) -> &str {
+        "scripted"
+    }
+
+    fn model(&self) -> &str {
         "scripted"
     }
 
@@ -305,7 +358,7 @@ mod tests {
         serde_json::from_value(json!({
             "steps": {"a": [
                 {"text": "first {{goal}}", "tool_calls": [{"name": "write_file", "input": {"path": "x", "content": "{{step_id}}"}}]},
-                {"tool_calls": [{"name": "complete_step", "input": {"notes": "n"}}]}
+                {"tool_calls": [{"name": "complete_step", "input": {"notes": "n"}}], "usage": {"input": 100, "output": 7}}
             ]},
             "default": [{"text": "default"}]
         }))
@@ -333,6 +386,19 @@ mod tests {
         });
         let t2 = p.turn_for(&req);
         assert!(matches!(&t2.blocks[0], Block::ToolUse { name, .. } if name == "complete_step"));
+        assert!(
+            t1.usage.input > 0 && t1.usage.output > 0,
+            "estimated: {:?}",
+            t1.usage
+        );
+        assert_eq!(
+            t2.usage,
+            Usage {
+                input: 100,
+                output: 7,
+                ..Default::default()
+            }
+        );
         req.metadata.step_id = "other".into();
         req.messages.clear();
         assert_eq!(p.turn_for(&req).blocks[0], Block::text("default"));

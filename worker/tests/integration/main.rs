@@ -7,6 +7,7 @@ mod common;
 mod bash_env;
 mod contracts;
 mod file_bounds;
+mod guardrails;
 mod providers;
 mod response_cap;
 mod runner;

@@ -77,7 +77,7 @@ impl Tasks for FakeTasks {
             BeatMode::Cancel => Ok(Response::new(HeartbeatStepTaskResponse {
                 cancel_requested: true,
                 signals: vec![],
-                pause_requested: false,
+                ..Default::default()
             })),
             BeatMode::Lost => Err(Status::failed_precondition("stale lease")),
         }
@@ -329,6 +329,7 @@ fn config(addr: SocketAddr, workspace: PathBuf, script: serde_json::Value) -> Wo
         shutdown_grace: Duration::from_millis(200),
         heartbeat_interval: Duration::from_millis(50),
         bash_env: Vec::new(),
+        prices: Default::default(),
     }
 }
 
@@ -384,6 +385,7 @@ impl Provider for Gated {
                     input: json!({"notes": "done after the gate"}),
                 }],
                 stop_reason: StopReason::ToolUse,
+                usage: Default::default(),
             })
         })
     }

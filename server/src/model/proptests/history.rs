@@ -259,6 +259,12 @@ pub(super) fn replay(def: &WorkflowDef, history: &[Event]) -> Derived {
             }
             EventKind::CoordinatorNote {
                 step_id, attempt: a, ..
+            }
+            | EventKind::StepUsage {
+                step_id, attempt: a, ..
+            }
+            | EventKind::AgentStuck {
+                step_id, attempt: a, ..
             } => {
                 assert!(
                     matches!(last, Some(EventKind::StepStarted { .. })),

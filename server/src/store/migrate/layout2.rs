@@ -238,6 +238,8 @@ impl DefinitionV2 {
             name: self.name,
             description: self.description,
             task_queue: self.task_queue,
+            max_tokens: None,
+            max_cost_usd: None,
             steps: self
                 .steps
                 .into_iter()
@@ -262,6 +264,8 @@ impl DefinitionV2 {
                     // Layout 2 had no output contracts.
                     output: None,
                     required_artifacts: Default::default(),
+                    max_tokens: None,
+                    stuck: None,
                 })
                 .collect(),
         }
@@ -342,6 +346,8 @@ impl RunV2 {
                     payload_json: s.payload_json,
                 })
                 .collect(),
+            usage: Default::default(),
+            budget: Default::default(),
         })
     }
 }

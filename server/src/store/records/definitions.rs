@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use super::{Record, corrupt, decode_record, encode_record};
 use crate::contract::{ArtifactPatterns, OutputSchema};
 use crate::error::StorageError;
-use crate::workflow::{RetryPolicy, StepDef, WaitOptions, WaitTimeoutPolicy, WorkflowDef};
+use crate::workflow::{RetryPolicy, StepDef, StuckDef, WaitOptions, WaitTimeoutPolicy, WorkflowDef};
 
 /// The `definitions` table's key: (workflow id, version, content hash).
 pub(crate) type DefinitionTableKey = (&'static str, &'static str, &'static str);
@@ -44,6 +44,11 @@ pub(crate) struct DefinitionRecord {
     description: String,
     #[serde(default)]
     task_queue: Option<String>,
+    /// Absent in older records (and when unset): no run budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_cost_usd: Option<f64>,
     #[serde(default)]
     steps: Vec<StepDefRecord>,
 }
@@ -79,6 +84,12 @@ struct StepDefRecord {
     /// Absent in older rows: no wait options.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     wait: Option<WaitRecord>,
+    /// Absent in older records (and when unset): no step budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
+    /// Absent in older records (and when unset): the worker's defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stuck: Option<StuckRecord>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -88,6 +99,16 @@ struct WaitRecord {
     /// `fail` or `resume`; anything else reads as `fail`.
     #[serde(default)]
     on_timeout: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct StuckRecord {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    repeated_calls: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    repeated_errors: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    no_progress_turns: Option<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -136,6 +157,8 @@ impl DefinitionRecord {
             name: d.name.clone(),
             description: d.description.clone(),
             task_queue: d.task_queue.clone(),
+            max_tokens: d.max_tokens,
+            max_cost_usd: d.max_cost_usd,
             steps: d
                 .steps
                 .iter()
@@ -166,6 +189,12 @@ impl DefinitionRecord {
                     }),
                     output: s.output.as_ref().map(|o| o.schema().clone()),
                     required_artifacts: s.required_artifacts.patterns().to_vec(),
+                    max_tokens: s.max_tokens,
+                    stuck: s.stuck.map(|t| StuckRecord {
+                        repeated_calls: t.repeated_calls,
+                        repeated_errors: t.repeated_errors,
+                        no_progress_turns: t.no_progress_turns,
+                    }),
                 })
                 .collect(),
         }
@@ -178,6 +207,8 @@ impl DefinitionRecord {
             name: self.name,
             description: self.description,
             task_queue: self.task_queue,
+            max_tokens: self.max_tokens,
+            max_cost_usd: self.max_cost_usd,
             steps: self
                 .steps
                 .into_iter()
@@ -207,6 +238,12 @@ impl DefinitionRecord {
                     }),
                     output: s.output.map(OutputSchema::new),
                     required_artifacts: ArtifactPatterns::new(s.required_artifacts),
+                    max_tokens: s.max_tokens,
+                    stuck: s.stuck.map(|t| StuckDef {
+                        repeated_calls: t.repeated_calls,
+                        repeated_errors: t.repeated_errors,
+                        no_progress_turns: t.no_progress_turns,
+                    }),
                 })
                 .collect(),
         }

@@ -6,7 +6,7 @@ use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    DefinitionKey, DefinitionTableKey, Definitions, Record, StatusRecord, decode_record, encode_record, v1,
+    DefinitionKey, DefinitionTableKey, Definitions, Record, StatusRecord, UsageRecord, decode_record, encode_record, v1,
 };
 use crate::clock::Millis;
 use crate::error::StorageError;
@@ -157,6 +157,36 @@ enum KindRecord {
     CancelRequested {
         #[serde(default)]
         reason: String,
+    },
+    StepUsage {
+        #[serde(default)]
+        step_id: String,
+        #[serde(default)]
+        attempt: u32,
+        #[serde(default)]
+        model: String,
+        #[serde(default)]
+        usage: UsageRecord,
+    },
+    AgentStuckWarning {
+        #[serde(default)]
+        step_id: String,
+        #[serde(default)]
+        attempt: u32,
+        #[serde(default)]
+        signal: String,
+        #[serde(default)]
+        message: String,
+    },
+    AgentStuck {
+        #[serde(default)]
+        step_id: String,
+        #[serde(default)]
+        attempt: u32,
+        #[serde(default)]
+        signal: String,
+        #[serde(default)]
+        message: String,
     },
     RunCompleted {
         #[serde(default)]
@@ -375,6 +405,42 @@ pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, St
         EventKind::CancelRequested { reason } => KindRecord::CancelRequested {
             reason: reason.clone(),
         },
+        EventKind::StepUsage {
+            step_id,
+            attempt,
+            model,
+            usage,
+        } => KindRecord::StepUsage {
+            step_id: step_id.clone(),
+            attempt: *attempt,
+            model: model.clone(),
+            usage: UsageRecord::from_model(usage),
+        },
+        EventKind::AgentStuck {
+            step_id,
+            attempt,
+            signal,
+            message,
+            fatal,
+        } => {
+            let (step_id, attempt, signal, message) =
+                (step_id.clone(), *attempt, signal.clone(), message.clone());
+            if *fatal {
+                KindRecord::AgentStuck {
+                    step_id,
+                    attempt,
+                    signal,
+                    message,
+                }
+            } else {
+                KindRecord::AgentStuckWarning {
+                    step_id,
+                    attempt,
+                    signal,
+                    message,
+                }
+            }
+        }
         EventKind::RunCompleted { context } => KindRecord::RunCompleted {
             context: context.clone(),
         },
@@ -579,6 +645,41 @@ pub(crate) fn decode_event(
             message,
         },
         KindRecord::CancelRequested { reason } => EventKind::CancelRequested { reason },
+        KindRecord::StepUsage {
+            step_id,
+            attempt,
+            model,
+            usage,
+        } => EventKind::StepUsage {
+            step_id,
+            attempt,
+            model,
+            usage: usage.to_model(),
+        },
+        KindRecord::AgentStuckWarning {
+            step_id,
+            attempt,
+            signal,
+            message,
+        } => EventKind::AgentStuck {
+            step_id,
+            attempt,
+            signal,
+            message,
+            fatal: false,
+        },
+        KindRecord::AgentStuck {
+            step_id,
+            attempt,
+            signal,
+            message,
+        } => EventKind::AgentStuck {
+            step_id,
+            attempt,
+            signal,
+            message,
+            fatal: true,
+        },
         KindRecord::RunCompleted { context } => EventKind::RunCompleted { context },
         KindRecord::RunFailed { reason } => EventKind::RunFailed { reason },
         KindRecord::RunCanceled { reason } => EventKind::RunCanceled { reason },

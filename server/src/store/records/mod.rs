@@ -30,8 +30,8 @@ use serde::{Deserialize, Serialize};
 use crate::clock::Millis;
 use crate::error::StorageError;
 use crate::model::{
-    ChildOutcome, Lease, ParentClosePolicy, PendingSignal, Phase, RunState, RunStatus, StepRecord, WaitOn,
-    Waiting,
+    ChildOutcome, Lease, ParentClosePolicy, PendingSignal, Phase, RunBudget, RunState, RunStatus, StepRecord,
+    Usage, WaitOn, Waiting,
 };
 
 pub(crate) use api_keys::{decode_api_key, encode_api_key};
@@ -140,10 +140,64 @@ struct RunRecord {
     /// Absent in older rows: not paused.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     paused: bool,
+    /// Absent in older rows: nothing used.
+    #[serde(default, skip_serializing_if = "UsageRecord::is_zero")]
+    usage: UsageRecord,
+    /// Absent in older rows (and when unset): no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_cost_usd: Option<f64>,
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+/// Token counts and their estimated cost, in run rows and history rows alike.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub(crate) struct UsageRecord {
+    #[serde(default)]
+    input: u64,
+    #[serde(default)]
+    output: u64,
+    #[serde(default)]
+    cache_read: u64,
+    #[serde(default)]
+    cache_write: u64,
+    #[serde(default)]
+    cost_usd: f64,
+}
+
+impl UsageRecord {
+    fn is_zero(&self) -> bool {
+        self.to_model().is_zero()
+    }
+
+    pub(crate) fn from_model(u: &Usage) -> Self {
+        Self {
+            input: u.input,
+            output: u.output,
+            cache_read: u.cache_read,
+            cache_write: u.cache_write,
+            cost_usd: u.cost_usd,
+        }
+    }
+
+    pub(crate) fn to_model(self) -> Usage {
+        Usage {
+            input: self.input,
+            output: self.output,
+            cache_read: self.cache_read,
+            cache_write: self.cache_write,
+            // A stored NaN or negative cost (never written by this build) counts as 0.
+            cost_usd: if self.cost_usd.is_finite() {
+                self.cost_usd.max(0.0)
+            } else {
+                0.0
+            },
+        }
+    }
 }
 
 impl Record for RunRecord {
@@ -308,6 +362,13 @@ struct StepStateRecord {
     /// Refusals recorded for the current attempt (absent in older rows: none).
     #[serde(default, skip_serializing_if = "is_zero")]
     result_refusals: u32,
+    /// Absent in older rows: nothing used.
+    #[serde(default, skip_serializing_if = "UsageRecord::is_zero")]
+    usage: UsageRecord,
+    #[serde(default, skip_serializing_if = "UsageRecord::is_zero")]
+    attempt_usage: UsageRecord,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    model: String,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -382,6 +443,9 @@ impl RunRecord {
                     last_failure: s.last_failure.clone(),
                     result: s.result.clone(),
                     result_refusals: s.result_refusals,
+                    usage: UsageRecord::from_model(&s.usage),
+                    attempt_usage: UsageRecord::from_model(&s.attempt_usage),
+                    model: s.model.clone(),
                 })
                 .collect(),
             lease_counter: r.lease_counter,
@@ -405,6 +469,9 @@ impl RunRecord {
             children_started: r.children_started,
             resume_input: r.resume_input.clone(),
             paused: r.paused,
+            usage: UsageRecord::from_model(&r.usage),
+            max_tokens: r.budget.max_tokens,
+            max_cost_usd: r.budget.max_cost_usd,
         }
     }
 
@@ -486,6 +553,9 @@ impl RunRecord {
                     last_failure: s.last_failure,
                     result: s.result,
                     result_refusals: s.result_refusals,
+                    usage: s.usage.to_model(),
+                    attempt_usage: s.attempt_usage.to_model(),
+                    model: s.model,
                 })
                 .collect(),
             lease_counter: self.lease_counter,
@@ -511,6 +581,11 @@ impl RunRecord {
             children_started: self.children_started,
             resume_input: self.resume_input,
             paused: self.paused,
+            usage: self.usage.to_model(),
+            budget: RunBudget {
+                max_tokens: self.max_tokens,
+                max_cost_usd: self.max_cost_usd,
+            },
         })
     }
 }

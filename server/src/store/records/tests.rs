@@ -94,6 +94,56 @@ fn a_run_and_its_events_round_trip_and_the_definition_is_stored_once() {
 }
 
 #[test]
+fn a_runs_usage_budget_and_stuck_warnings_round_trip() {
+    let d = db();
+    let (mut run, _) = busy_run();
+    let mut seq = 100;
+    let mut out = Out::new(2_000, &mut seq);
+    let Phase::Started(lease) = &run.phase else {
+        panic!("{:?}", run.phase)
+    };
+    let claims = crate::token::TokenClaims {
+        namespace: "ns".into(),
+        run_id: "r1".into(),
+        step: run.definition.steps[0].id.clone(),
+        attempt: 1,
+        lease: lease.seq,
+        kid: "k".into(),
+    };
+    let usage = crate::model::Usage {
+        input: 120,
+        output: 30,
+        cache_read: 900,
+        cache_write: 50,
+        cost_usd: 0.0125,
+    };
+    let warning = crate::model::StuckNote {
+        signal: "repeated_call".into(),
+        message: "the same call".into(),
+        fatal: false,
+    };
+    run.record_usage(&claims, Some(usage), "claude-x", vec![warning], &mut out)
+        .unwrap();
+    run.budget.max_cost_usd = Some(9.5);
+    run.budget.max_tokens = Some(77);
+    let tx = d.db.begin_write().unwrap();
+    let mut table = tx.open_table(DEFS).unwrap();
+    d.defs.store(&run.definition, &mut table).unwrap();
+    let back = decode_run(
+        &encode_run(&run, &d.defs).unwrap(),
+        &Definitions::default(),
+        &table,
+    )
+    .unwrap();
+    assert_eq!(back, run);
+    assert_eq!((back.usage.total(), back.steps[0].usage.cache_read), (1100, 900));
+    assert_eq!(back.steps[0].model, "claude-x");
+    assert_eq!(out.events.len(), 1);
+    let row = encode_event(&out.events[0], &d.defs).unwrap();
+    assert_eq!(decode_event(&row, &d.defs, &table).unwrap(), out.events[0]);
+}
+
+#[test]
 fn every_event_type_and_the_timer_round_trip() {
     let d = db();
     let (run, _) = busy_run();
@@ -159,6 +209,32 @@ fn every_event_type_and_the_timer_round_trip() {
             message: "m".into(),
         },
         EventKind::CancelRequested { reason: "r".into() },
+        EventKind::StepUsage {
+            step_id: "a".into(),
+            attempt: 2,
+            model: "claude-x".into(),
+            usage: crate::model::Usage {
+                input: 1,
+                output: 2,
+                cache_read: 3,
+                cache_write: 4,
+                cost_usd: 0.5,
+            },
+        },
+        EventKind::AgentStuck {
+            step_id: "a".into(),
+            attempt: 1,
+            signal: "no_progress".into(),
+            message: "m".into(),
+            fatal: false,
+        },
+        EventKind::AgentStuck {
+            step_id: "a".into(),
+            attempt: 1,
+            signal: "repeated_call".into(),
+            message: "m".into(),
+            fatal: true,
+        },
         EventKind::RunCompleted {
             context: BTreeMap::from([("a".into(), "b".into())]),
         },
@@ -221,6 +297,16 @@ fn older_rows_with_missing_fields_and_newer_ones_with_unknown_fields_are_read() 
         run.schedule_id, "",
         "a row from before schedules was started by none"
     );
+    assert!(run.usage.is_zero() && run.steps[0].usage.is_zero() && run.steps[0].attempt_usage.is_zero());
+    assert_eq!(
+        (run.budget, run.steps[0].model.as_str()),
+        (Default::default(), "")
+    );
+    // A history row from before usage and stuck events reads as it did; one of a
+    // StepUsage with missing counts reads them as 0.
+    let usage = br#"{"id":4,"event":{"StepUsage":{"step_id":"a","usage":{"input":7}}}}"#;
+    let ev = decode_event(usage, &fresh, &table).unwrap();
+    assert!(matches!(ev.kind, EventKind::StepUsage { usage, .. } if usage.input == 7 && usage.total() == 7));
 
     let event = br#"{"id":3,"event":{"StepStarted":{"step_id":"a","lease":2,"gpu":"h100"}},"trace":"x"}"#;
     let ev = decode_event(event, &fresh, &table).unwrap();

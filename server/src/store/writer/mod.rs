@@ -28,7 +28,7 @@ pub(crate) use commands::schedule::not_found as schedule_not_found;
 pub use commands::{ChildLimits, ChildSpec, PauseRun, SpawnChildren, Spawned, WaitFor};
 pub use commands::{
     CreateSchedule, DeleteSchedule, PatchSchedule, Patched, PurgeCandidate, PurgeRuns, Purged, Replaced,
-    StartCommand, StartReplacing, Stop, UpdateSchedule, may_purge,
+    StartCommand, StartReplacing, Stop, UpdateSchedule, UsageReport, may_purge,
 };
 pub(crate) use cx::Cx;
 pub(crate) use limits::StartLimits;
@@ -96,6 +96,11 @@ pub struct HeartbeatReply {
     pub signals: Vec<PendingSignal>,
     /// The run is paused: the worker should suspend the step at its next turn.
     pub pause_requested: bool,
+    /// What the heartbeat's usage report added, and the run's workflow (for metrics).
+    pub usage_added: crate::model::Usage,
+    pub workflow_id: String,
+    /// Set when the usage passed the budget and the step was failed for it.
+    pub budget_exceeded: Option<String>,
 }
 
 /// The handle request handlers use to reach the writer. Cheap to clone.
@@ -184,6 +189,7 @@ impl Writer {
         checkpoint: Vec<u8>,
         notes: Vec<(String, String)>,
         acked: u64,
+        report: commands::UsageReport,
     ) -> Result<HeartbeatReply, ApiError> {
         self.call(commands::Heartbeat {
             claims,
@@ -191,6 +197,7 @@ impl Writer {
             checkpoint,
             notes,
             acked,
+            report,
         })
         .await
     }

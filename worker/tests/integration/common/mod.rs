@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::post;
-use railyard_proto::v1::{CoordinatorNote, Signal, StepTask};
+use railyard_proto::v1::{CoordinatorNote, Signal, StepTask, StuckReport, TokenUsage};
 use railyard_worker::agent::Checkpoint;
 use railyard_worker::provider::{BoxFuture, ModelRequest, ModelTurn, Provider, ProviderError};
 use railyard_worker::{HeartbeatOutcome, Lease, LeaseError};
@@ -33,6 +33,9 @@ impl Beat {
 pub struct FakeLease {
     pub beats: Mutex<Vec<Beat>>,
     pub replies: Mutex<VecDeque<Result<HeartbeatOutcome, LeaseError>>>,
+    /// Every usage report, in order, with its model.
+    pub usage: Mutex<Vec<(TokenUsage, String)>>,
+    pub stuck: Mutex<Vec<StuckReport>>,
 }
 
 impl FakeLease {
@@ -64,6 +67,14 @@ impl Lease for FakeLease {
             .pop_front()
             .unwrap_or(Ok(HeartbeatOutcome::default()));
         Box::pin(async move { reply })
+    }
+
+    fn report_usage(&self, usage: TokenUsage, model: &str) {
+        self.usage.lock().unwrap().push((usage, model.to_string()));
+    }
+
+    fn report_stuck(&self, report: StuckReport) {
+        self.stuck.lock().unwrap().push(report);
     }
 }
 
@@ -118,6 +129,10 @@ impl<P> Recording<P> {
 impl<P: Provider> Provider for Recording<P> {
     fn name(&self) -> &str {
         self.inner.name()
+    }
+
+    fn model(&self) -> &str {
+        self.inner.model()
     }
 
     fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {

@@ -1,6 +1,7 @@
 //! A worker's heartbeat: checkpoint, notes, acknowledged signals.
 
 use super::*;
+use crate::model::{StuckNote, Usage};
 
 /// A heartbeat on the lease `claims` names.
 #[derive(Debug)]
@@ -11,6 +12,16 @@ pub struct Heartbeat {
     pub notes: Vec<(String, String)>,
     /// The last signal event the worker has consumed.
     pub acked: u64,
+    pub report: UsageReport,
+}
+
+/// What a heartbeat says of the agent: its token usage and signs of it being stuck.
+#[derive(Debug, Clone, Default)]
+pub struct UsageReport {
+    /// The attempt's running total (none: not reported).
+    pub usage: Option<Usage>,
+    pub model: String,
+    pub stuck: Vec<StuckNote>,
 }
 
 impl Apply for Heartbeat {
@@ -24,13 +35,18 @@ impl Apply for Heartbeat {
             checkpoint,
             notes,
             acked,
+            report,
         } = self;
         cx.with_run(&claims.namespace, &claims.run_id, |run, out| {
             let signals = run.heartbeat(&claims, &identity, checkpoint, notes, acked, out)?;
+            let recorded = run.record_usage(&claims, report.usage, &report.model, report.stuck, out)?;
             Ok(HeartbeatReply {
                 cancel_requested: run.cancel_requested,
                 signals,
                 pause_requested: run.paused,
+                usage_added: recorded.added,
+                workflow_id: run.workflow_id.clone(),
+                budget_exceeded: recorded.budget_exceeded,
             })
         })
     }

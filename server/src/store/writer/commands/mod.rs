@@ -33,7 +33,7 @@ pub use create_namespace::CreateNamespace;
 pub use delete_namespace::DeleteNamespace;
 pub use fail::Fail;
 pub use fire_timers::FireTimers;
-pub use heartbeat::Heartbeat;
+pub use heartbeat::{Heartbeat, UsageReport};
 pub use lease::LeaseTask;
 pub use purge::{PurgeCandidate, PurgeRuns, Purged, may_purge};
 pub use pause::PauseRun;

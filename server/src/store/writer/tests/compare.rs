@@ -294,6 +294,18 @@ impl Side {
                         checkpoint: vec![checkpoint; 3],
                         notes: Vec::new(),
                         acked: 0,
+                        // Usage grows with each heartbeat's byte, so both backends
+                        // store and read back step and run totals.
+                        report: commands::UsageReport {
+                            usage: Some(crate::model::Usage {
+                                input: u64::from(checkpoint),
+                                output: 1,
+                                cost_usd: f64::from(checkpoint) / 1000.0,
+                                ..Default::default()
+                            }),
+                            model: "m".into(),
+                            stuck: Vec::new(),
+                        },
                     },
                     &mut commands,
                     &mut answers,
