@@ -403,6 +403,7 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask, eager:
         Err(Interrupted::Lease(LeaseStatus::Lost(message))) => lease_lost(shared, &step, message),
         Err(Interrupted::Lease(LeaseStatus::Waiting)) => {
             info!("step waits for child runs; slot released");
+        }
         Err(Interrupted::Lease(LeaseStatus::FailedByServer(message))) => {
             failed_by_server(shared, &step, message)
         }

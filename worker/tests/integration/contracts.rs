@@ -68,6 +68,7 @@ async fn a_refused_result_goes_back_to_the_model_which_completes_correctly() {
         heartbeat_interval: Duration::from_millis(200),
         bash_env: Vec::new(),
         tls: Default::default(),
+        prices: Default::default(),
     };
     let worker = Worker::new(config).with_provider(provider.clone());
     let watcher = client.clone();
