@@ -23,6 +23,11 @@ pub enum NamespaceCommand {
     Update(NameDescription),
     /// Delete an empty namespace (no runs); its API keys are revoked with it.
     Delete(Name),
+    /// Add a notification subscription: every run of the namespace that closes
+    /// (filtered by --workflow and --outcome) is POSTed, signed, to --url.
+    Subscribe(crate::delivery::SubscribeArgs),
+    /// Remove a notification subscription.
+    Unsubscribe(crate::delivery::UnsubscribeArgs),
 }
 
 /// A namespace's name.
@@ -49,6 +54,8 @@ pub async fn run(global: &GlobalOpts, command: NamespaceCommand) -> anyhow::Resu
         NamespaceCommand::Create(a) => Some(client.create_namespace(&a.name, &a.description).await?),
         NamespaceCommand::Describe(a) => Some(client.describe_namespace(&a.name).await?),
         NamespaceCommand::Update(a) => Some(client.update_namespace(&a.name, &a.description).await?),
+        NamespaceCommand::Subscribe(a) => Some(crate::delivery::subscribe(global, a).await?),
+        NamespaceCommand::Unsubscribe(a) => Some(crate::delivery::unsubscribe(global, a).await?),
         NamespaceCommand::Delete(a) => {
             client.delete_namespace(&a.name).await?;
             if global.output.is_json() {
@@ -78,6 +85,9 @@ pub async fn run(global: &GlobalOpts, command: NamespaceCommand) -> anyhow::Resu
             output::line(format!("description  {}", ns.description))?;
             output::line(format!("created      {}", rfc3339(ns.create_time_unix_ms)))?;
             output::line(format!("updated      {}", rfc3339(ns.update_time_unix_ms)))?;
+            for line in crate::delivery::subscription_lines(&ns) {
+                output::line(line)?;
+            }
         }
     }
     Ok(())
@@ -103,6 +113,7 @@ pub fn namespace_json(ns: &NamespaceInfo) -> Value {
         "description": ns.description,
         "create_time": rfc3339_or_null(ns.create_time_unix_ms),
         "update_time": rfc3339_or_null(ns.update_time_unix_ms),
+        "subscriptions": crate::delivery::subscriptions_json(ns),
     })
 }
 
@@ -117,6 +128,7 @@ mod tests {
             description: "the team's runs".into(),
             create_time_unix_ms: 1_714_564_800_000,
             update_time_unix_ms: 1_714_564_800_000,
+            subscriptions: Vec::new(),
         };
         assert_eq!(
             list_lines(std::slice::from_ref(&ns)),

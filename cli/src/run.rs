@@ -40,6 +40,8 @@ pub enum RunCommand {
     Cancel(StopArgs),
     /// End a run at once, without letting its step finish.
     Terminate(StopArgs),
+    /// Retry a closed run's failed result delivery (callback or subscription).
+    Redeliver(crate::delivery::RedeliverArgs),
 }
 
 /// Flags of `run start`.
@@ -129,6 +131,9 @@ pub async fn run(global: &GlobalOpts, command: RunCommand) -> anyhow::Result<Exi
         RunCommand::Signal(a) => signal(global, a).await.map(|()| ExitCode::SUCCESS),
         RunCommand::Cancel(a) => stop(global, a, false).await.map(|()| ExitCode::SUCCESS),
         RunCommand::Terminate(a) => stop(global, a, true).await.map(|()| ExitCode::SUCCESS),
+        RunCommand::Redeliver(a) => crate::delivery::redeliver(global, a)
+            .await
+            .map(|()| ExitCode::SUCCESS),
     }
 }
 
@@ -197,7 +202,7 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
         output::line("no runs")?;
     } else {
         let mut table = Table::new([
-            "RUN ID", "WORKFLOW", "STATUS", "DONE", "STARTED", "CLOSED", "GOAL",
+            "RUN ID", "WORKFLOW", "STATUS", "DONE", "DELIVERY", "STARTED", "CLOSED", "GOAL",
         ]);
         for r in &resp.runs {
             let done = r.steps.iter().filter(|s| s.state == "COMPLETED").count();
@@ -211,6 +216,7 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
                 r.workflow_id.clone(),
                 status_name(r.status),
                 steps,
+                crate::delivery::list_cell(r),
                 rfc3339(r.start_time_unix_ms),
                 rfc3339(r.close_time_unix_ms),
                 truncate(&r.goal, 50),

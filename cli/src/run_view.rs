@@ -147,6 +147,7 @@ pub fn describe_lines(run: &RunInfo) -> Vec<String> {
         }
         lines.extend(table.render());
     }
+    lines.extend(crate::delivery::describe_lines(run));
     lines
 }
 

@@ -41,6 +41,7 @@ pub fn run_json(run: &RunInfo) -> Value {
         "parent_run_id": run.parent_run_id,
         "failure": run.failure,
         "steps": run.steps.iter().map(step_json).collect::<Vec<_>>(),
+        "delivery": crate::delivery::run_delivery_json(run),
     })
 }
 

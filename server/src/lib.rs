@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod clock;
+pub mod delivery;
 pub mod error;
 pub mod grpc;
 pub mod http;
@@ -78,6 +79,8 @@ pub struct ServerConfig {
     /// binary mounts the MCP gateway at `/mcp` this way, so this crate knows nothing
     /// of MCP).
     pub http_extension: Option<HttpExtension>,
+    /// Result delivery: the signing secret, the retry budget, timeouts.
+    pub delivery: delivery::DeliverySettings,
 }
 
 /// Makes extra HTTP routes from what only the running server knows.
@@ -109,6 +112,7 @@ impl ServerConfig {
             insecure: false,
             net: net::NetLimits::default(),
             http_extension: None,
+            delivery: delivery::DeliverySettings::default(),
         }
     }
 
@@ -234,7 +238,14 @@ impl RunningServer {
             clock: config.clock.clone(),
             workflows: workflows.clone(),
         };
-        let (writer, writer_thread) = Writer::spawn(store.clone(), hooks)?;
+        let (delivery_jobs, delivery_queue) = delivery::sender::channel();
+        let delivery_hook = delivery::DeliveryHook {
+            policy: config.delivery.policy(),
+            jobs: Some(delivery_jobs),
+        };
+        let (writer, writer_thread) = Writer::spawn_with_delivery(store.clone(), hooks, delivery_hook)?;
+        let sender = delivery::sender::Sender::new(&config.delivery, writer.clone(), config.clock.clone())
+            .map_err(|e| StartError::Internal(error::ApiError::Internal(e.to_string())))?;
         let admin_key_file = if config.auth {
             service::keys::bootstrap(&store, &writer, config.clock.now_ms(), dir).await?
         } else {
@@ -254,6 +265,7 @@ impl RunningServer {
             namespaces: namespaces.into(),
             auth: config.auth,
             shutdown: shutdown_rx.clone(),
+            delivery: Arc::new(config.delivery.clone()),
         });
 
         let grpc_listener = tokio::net::TcpListener::bind(config.grpc_listen)
@@ -278,6 +290,7 @@ impl RunningServer {
         })?;
 
         let mut tasks = Vec::new();
+        tasks.push(sender.spawn(delivery_queue, shutdown_rx.clone()));
         tasks.push(tokio::spawn(timers::run(
             store,
             writer,

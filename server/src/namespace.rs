@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::sync::RwLock;
 
 use crate::clock::Millis;
+use crate::model::RunStatus;
 
 /// Most namespaces a server holds.
 pub const MAX_NAMESPACES: usize = 1000;
@@ -15,6 +16,33 @@ pub struct Namespace {
     pub description: String,
     pub created_ms: Millis,
     pub updated_ms: Millis,
+    /// Notification subscriptions: where every closed run of the namespace (that a
+    /// subscription's filters match) is delivered.
+    pub subscriptions: Vec<Subscription>,
+}
+
+/// Most notification subscriptions a namespace holds.
+pub const MAX_SUBSCRIPTIONS: usize = 16;
+
+/// A URL that gets the signed result of every run of its namespace that closes,
+/// optionally only for some workflows and some outcomes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Subscription {
+    pub id: String,
+    pub url: String,
+    /// Only runs of these workflows (empty: all).
+    pub workflows: Vec<String>,
+    /// Only runs that closed with these statuses (empty: all).
+    pub outcomes: Vec<RunStatus>,
+    pub created_ms: Millis,
+}
+
+impl Subscription {
+    /// Whether a run of `workflow` that closed as `status` is delivered here.
+    pub fn matches(&self, workflow: &str, status: RunStatus) -> bool {
+        (self.workflows.is_empty() || self.workflows.iter().any(|w| w == workflow))
+            && (self.outcomes.is_empty() || self.outcomes.contains(&status))
+    }
 }
 
 /// The names of the namespaces that exist, in memory: loaded at start, changed after

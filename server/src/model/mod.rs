@@ -10,11 +10,13 @@ use crate::clock::Millis;
 use crate::token::TokenClaims;
 use crate::workflow::WorkflowDef;
 
+pub mod delivery;
 mod events;
 mod refusal;
 pub mod size;
 pub mod wire;
 
+pub use delivery::{Attempt, AttemptOutcome, Delivery, DeliveryPolicy, DeliveryStatus, DeliveryTarget};
 pub use events::{Event, EventKind, RunStatus, TimeoutKind};
 pub use refusal::{Action, LeaseRef, Refusal};
 
@@ -101,6 +103,8 @@ pub struct RunState {
     pub cancel_requested: bool,
     pub failure: String,
     pub pending_signals: Vec<PendingSignal>,
+    /// Result deliveries, one per target, armed as the run closes (`delivery`).
+    pub deliveries: Vec<Delivery>,
 }
 
 /// Work for the store besides writing events and the state row.
@@ -138,6 +142,14 @@ pub enum Timer {
     /// A schedule's next fire time came: evaluate it. A stale one (the schedule
     /// keeps another timer, or is gone) does nothing.
     ScheduleFire { namespace: String, schedule_id: String },
+    /// Attempt `attempt` of a run's result delivery to `target` (its name): start it,
+    /// or, when it is in flight, its deadline passed (see `delivery`).
+    Delivery {
+        namespace: String,
+        run_id: String,
+        target: String,
+        attempt: u32,
+    },
 }
 
 /// Parameters of a new run, checked by the caller.
@@ -228,6 +240,7 @@ impl RunState {
             cancel_requested: false,
             failure: String::new(),
             pending_signals: Vec::new(),
+            deliveries: Vec::new(),
         };
         run.push(
             out,

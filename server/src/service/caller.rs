@@ -83,6 +83,8 @@ pub enum Operation {
     ManageNamespaces,
     /// Read `/metrics` (every namespace's counters).
     ReadMetrics,
+    /// Retry a closed run's failed result delivery (`RedeliverResult`).
+    RedeliverResult,
 }
 
 impl Operation {
@@ -107,6 +109,7 @@ impl Operation {
             Self::ManageApiKeys => "manage API keys",
             Self::ManageNamespaces => "manage namespaces",
             Self::ReadMetrics => "read metrics",
+            Self::RedeliverResult => "redeliver run results",
         }
     }
 
@@ -140,6 +143,7 @@ pub fn permits(role: Role, op: Operation) -> bool {
                 | ListWorkflows
                 | GetSessionTree
                 | DescribeTaskQueue
+                | RedeliverResult
         ),
         // DescribeRun too: a worker whose completion's answer was lost checks the
         // run to tell a landed completion from a refused one.

@@ -15,6 +15,7 @@ pub mod limits;
 pub mod namespaces;
 pub mod runs;
 pub mod schedules;
+pub mod subscriptions;
 pub mod tasks;
 pub mod workflows;
 
@@ -51,6 +52,8 @@ pub struct Core {
     pub auth: bool,
     /// Turns true when the server shuts down; long waits end early on it.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Result delivery settings (whether a signing secret is configured).
+    pub delivery: Arc<crate::delivery::DeliverySettings>,
 }
 
 impl Core {

@@ -331,6 +331,7 @@ impl RunV2 {
                     payload_json: s.payload_json,
                 })
                 .collect(),
+            deliveries: Vec::new(),
         })
     }
 }

@@ -13,6 +13,7 @@
 
 mod api_keys;
 mod definitions;
+mod deliveries;
 mod events;
 mod namespaces;
 mod schedules;
@@ -122,6 +123,9 @@ struct RunRecord {
     failure: String,
     #[serde(default)]
     pending_signals: Vec<SignalRecord>,
+    /// Result deliveries of the closed run (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    deliveries: Vec<deliveries::DeliveryRecord>,
 }
 
 impl Record for RunRecord {
@@ -299,6 +303,11 @@ impl RunRecord {
                     payload_json: s.payload_json.clone(),
                 })
                 .collect(),
+            deliveries: r
+                .deliveries
+                .iter()
+                .map(deliveries::DeliveryRecord::from_model)
+                .collect(),
         }
     }
 
@@ -321,6 +330,12 @@ impl RunRecord {
                 ),
             ));
         }
+        let deliveries = self
+            .deliveries
+            .into_iter()
+            .map(deliveries::DeliveryRecord::into_model)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| corrupt("run", format!("run {:?}: {e}", self.run_id)))?;
         Ok(RunState {
             namespace: self.namespace,
             run_id: self.run_id,
@@ -375,6 +390,7 @@ impl RunRecord {
                     payload_json: s.payload_json,
                 })
                 .collect(),
+            deliveries,
         })
     }
 }

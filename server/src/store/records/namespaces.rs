@@ -18,6 +18,9 @@ struct NamespaceRecord {
     created_ms: Millis,
     #[serde(default)]
     updated_ms: Millis,
+    /// Notification subscriptions (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    subscriptions: Vec<super::deliveries::SubscriptionRecord>,
 }
 
 impl Record for NamespaceRecord {
@@ -34,6 +37,11 @@ pub(crate) fn encode_namespace(ns: &Namespace) -> Result<Vec<u8>, StorageError> 
         description: ns.description.clone(),
         created_ms: ns.created_ms,
         updated_ms: ns.updated_ms,
+        subscriptions: ns
+            .subscriptions
+            .iter()
+            .map(super::deliveries::SubscriptionRecord::from_model)
+            .collect(),
     })
 }
 
@@ -44,5 +52,10 @@ pub(crate) fn decode_namespace(name: &str, bytes: &[u8]) -> Result<Namespace, St
         description: r.description,
         created_ms: r.created_ms,
         updated_ms: r.updated_ms,
+        subscriptions: r
+            .subscriptions
+            .into_iter()
+            .map(super::deliveries::SubscriptionRecord::into_model)
+            .collect(),
     })
 }

@@ -43,6 +43,18 @@ enum TimerKindRecord {
         #[serde(default)]
         schedule_id: String,
     },
+    /// An attempt of a run's result delivery (see `model::delivery`).
+    #[serde(rename = "delivery")]
+    Delivery {
+        #[serde(default)]
+        namespace: String,
+        #[serde(default)]
+        run_id: String,
+        #[serde(default)]
+        target: String,
+        #[serde(default)]
+        attempt: u32,
+    },
 }
 
 pub(crate) fn encode_timer(timer: &Timer) -> Result<Vec<u8>, StorageError> {
@@ -64,6 +76,17 @@ pub(crate) fn encode_timer(timer: &Timer) -> Result<Vec<u8>, StorageError> {
         } => TimerKindRecord::ScheduleFire {
             namespace: namespace.clone(),
             schedule_id: schedule_id.clone(),
+        },
+        Timer::Delivery {
+            namespace,
+            run_id,
+            target,
+            attempt,
+        } => TimerKindRecord::Delivery {
+            namespace: namespace.clone(),
+            run_id: run_id.clone(),
+            target: target.clone(),
+            attempt: *attempt,
         },
     };
     encode_record(&TimerRecord {
@@ -92,6 +115,17 @@ pub(crate) fn decode_timer(bytes: &[u8]) -> Result<Timer, StorageError> {
         } => Timer::ScheduleFire {
             namespace,
             schedule_id,
+        },
+        TimerKindRecord::Delivery {
+            namespace,
+            run_id,
+            target,
+            attempt,
+        } => Timer::Delivery {
+            namespace,
+            run_id,
+            target,
+            attempt,
         },
     })
 }

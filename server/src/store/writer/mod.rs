@@ -25,8 +25,8 @@ use cx::Transition;
 
 pub(crate) use commands::schedule::not_found as schedule_not_found;
 pub use commands::{
-    CreateSchedule, DeleteSchedule, PatchSchedule, Patched, Replaced, StartCommand, StartReplacing, Stop,
-    UpdateSchedule,
+    CreateSchedule, DeleteSchedule, PatchSchedule, Patched, RecordDelivery, Redeliver, Replaced,
+    StartCommand, StartReplacing, Stop, Subscribe, Unsubscribe, UpdateSchedule,
 };
 pub(crate) use cx::Cx;
 
@@ -111,6 +111,15 @@ pub struct Hooks {
 impl Writer {
     /// Starts the writer thread. It stops when every handle is dropped.
     pub fn spawn(store: Store, hooks: Hooks) -> Result<(Self, std::thread::JoinHandle<()>), ApiError> {
+        Self::spawn_with_delivery(store, hooks, crate::delivery::DeliveryHook::default())
+    }
+
+    /// [`Self::spawn`], handing started delivery attempts to `delivery`'s sender.
+    pub fn spawn_with_delivery(
+        store: Store,
+        hooks: Hooks,
+        delivery: crate::delivery::DeliveryHook,
+    ) -> Result<(Self, std::thread::JoinHandle<()>), ApiError> {
         let next_seq = store.next_seq()?;
         let (tx, rx) = mpsc::channel(16 * 1024);
         let handle = std::thread::Builder::new()
@@ -119,6 +128,7 @@ impl Writer {
                 WriterLoop {
                     store,
                     hooks,
+                    delivery,
                     next_seq,
                     follow_ups: Vec::new(),
                 }
@@ -298,6 +308,27 @@ impl Writer {
         self.call(commands::DeleteNamespace { name }).await
     }
 
+    /// Records the outcome of a result delivery attempt; false when that attempt was
+    /// no longer the one in flight.
+    pub async fn record_delivery(&self, cmd: RecordDelivery) -> Result<bool, ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Starts a new delivery round for a closed run's failed targets.
+    pub async fn redeliver(&self, cmd: Redeliver) -> Result<Vec<String>, ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Adds a notification subscription to a namespace.
+    pub async fn subscribe(&self, cmd: Subscribe) -> Result<crate::namespace::Namespace, ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Removes a notification subscription from a namespace.
+    pub async fn unsubscribe(&self, cmd: Unsubscribe) -> Result<crate::namespace::Namespace, ApiError> {
+        self.call(cmd).await
+    }
+
     /// Fires every timer due now; returns how many fired.
     pub async fn fire_timers(&self) -> Result<usize, ApiError> {
         self.call(commands::FireTimers).await
@@ -321,6 +352,8 @@ enum After {
         last_event_id: u64,
     },
     WakeTimers,
+    /// A result delivery attempt for the sender.
+    Deliver(Box<crate::delivery::Job>),
     /// The run's lease deadline as its state now says (`None`: no lease in flight).
     Lease {
         ns: String,
@@ -332,6 +365,7 @@ enum After {
 struct WriterLoop {
     store: Store,
     hooks: Hooks,
+    delivery: crate::delivery::DeliveryHook,
     next_seq: u64,
     /// Commands the writer gives itself, applied in the next batch.
     follow_ups: Vec<Command>,
@@ -395,6 +429,7 @@ impl WriterLoop {
                             last_event_id,
                         } => self.hooks.watchers.notify(&ns, &run_id, last_event_id),
                         After::WakeTimers => self.hooks.timer_wake.notify_one(),
+                        After::Deliver(job) => self.delivery.send(*job),
                         After::Lease { ns, run_id, deadline } => {
                             if self.hooks.leases.set(&ns, &run_id, deadline) {
                                 self.hooks.timer_wake.notify_one();
@@ -436,6 +471,7 @@ impl WriterLoop {
     ) -> Result<(), StorageError> {
         let now = self.hooks.clock.now_ms();
         let hooks = &self.hooks;
+        let delivery = &self.delivery;
         let next_seq = &mut self.next_seq;
         let mut batch = Some(batch);
         let outcome = self.store.backend().write(&mut |tx| {
@@ -460,6 +496,7 @@ impl WriterLoop {
                     leases: &hooks.leases,
                     workflows: &hooks.workflows,
                     closed: &mut closed,
+                    delivery,
                 };
                 let (answer, mut error) = cmd.apply(&mut cx);
                 // Runs a schedule started that closed in this command tell their

@@ -31,6 +31,7 @@ impl Apply for CreateNamespace {
             description: self.description,
             created_ms: cx.now(),
             updated_ms: cx.now(),
+            subscriptions: Vec::new(),
         };
         cx.tx.put_namespace(&ns)?;
         Ok(Ok(ns))

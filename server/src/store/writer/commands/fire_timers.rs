@@ -45,6 +45,12 @@ impl Apply for FireTimers {
                     namespace,
                     schedule_id,
                 } => super::schedule::fire(cx, key, &namespace, &schedule_id)?,
+                Timer::Delivery {
+                    namespace,
+                    run_id,
+                    target,
+                    attempt,
+                } => super::delivery::fire(cx, &namespace, &run_id, &target, attempt)?,
             }
         }
         let due = cx.leases.due(now, MAX_TIMERS.saturating_sub(fired));

@@ -9,6 +9,7 @@ mod complete;
 mod create_api_key;
 mod create_namespace;
 mod delete_namespace;
+pub(crate) mod delivery;
 mod fail;
 mod fire_timers;
 mod heartbeat;
@@ -26,6 +27,7 @@ pub use complete::Complete;
 pub use create_api_key::CreateApiKey;
 pub use create_namespace::CreateNamespace;
 pub use delete_namespace::DeleteNamespace;
+pub use delivery::{RecordDelivery, Redeliver, Subscribe, Unsubscribe};
 pub use fail::Fail;
 pub use fire_timers::FireTimers;
 pub use heartbeat::Heartbeat;
@@ -169,4 +171,8 @@ commands! {
     CreateNamespace(CreateNamespace),
     UpdateNamespace(UpdateNamespace),
     DeleteNamespace(DeleteNamespace),
+    RecordDelivery(RecordDelivery),
+    Redeliver(Redeliver),
+    Subscribe(Subscribe),
+    Unsubscribe(Unsubscribe),
 }
