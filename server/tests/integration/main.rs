@@ -5,6 +5,7 @@
 mod api;
 mod auth;
 mod bounds;
+mod delivery;
 mod metrics;
 mod namespaces;
 mod run_poll;
