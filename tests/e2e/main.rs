@@ -7,6 +7,7 @@ mod support;
 mod auth;
 mod cli_commands;
 mod crash;
+mod delivery;
 mod dev;
 mod logs;
 mod mcp;

@@ -22,10 +22,6 @@ use crate::model::{Attempt, DeliveryPolicy};
 
 pub use sign::SigningSecret;
 
-/// How long an attempt may wait for a free sending slot before it is dropped (its
-/// deadline, the HTTP timeout plus this, then counts it as failed and plans the next).
-pub const QUEUE_GRACE: Duration = Duration::from_secs(30);
-
 /// Attempts waiting for the sender, at most; past this an attempt is dropped and
 /// its deadline retries it.
 pub const QUEUE_CAPACITY: usize = 4096;
@@ -85,7 +81,13 @@ impl DeliverySettings {
             max_elapsed: self.max_elapsed,
             initial_backoff: self.initial_backoff,
             max_backoff: self.max_backoff,
-            attempt_deadline: self.request_timeout.saturating_add(QUEUE_GRACE),
+            // Up to one request timeout waiting for a slot, one sending, and a margin:
+            // past it, an attempt whose outcome never came (the server was killed
+            // mid-send) counts as failed, so a restart retries it this soon.
+            attempt_deadline: self
+                .request_timeout
+                .saturating_mul(2)
+                .saturating_add(Duration::from_secs(1)),
         }
     }
 }
@@ -96,7 +98,8 @@ pub struct Job {
     pub attempt: Attempt,
     /// The payload JSON ([`payload::body`]).
     pub body: Vec<u8>,
-    /// When it was queued, to drop it if it waited past [`QUEUE_GRACE`].
+    /// When it was queued: one that waited longer than the request timeout for a
+    /// sending slot is dropped, and its deadline retries it.
     pub queued: std::time::Instant,
 }
 

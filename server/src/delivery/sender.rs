@@ -11,7 +11,7 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::sign::{SIGNATURE_HEADER, sign};
-use super::{DeliverySettings, Job, QUEUE_CAPACITY, QUEUE_GRACE, SigningSecret};
+use super::{DeliverySettings, Job, QUEUE_CAPACITY, SigningSecret};
 use crate::clock::Clock;
 use crate::model::AttemptOutcome;
 use crate::store::writer::{RecordDelivery, Writer};
@@ -29,6 +29,8 @@ pub struct Sender {
     clock: Arc<dyn Clock>,
     writer: Writer,
     slots: Arc<Semaphore>,
+    /// Longest wait for a slot ([`DeliverySettings::request_timeout`]).
+    max_wait: Duration,
 }
 
 /// The channel attempts go into (give its sending half to the writer's
@@ -62,12 +64,13 @@ impl Sender {
             clock,
             writer,
             slots: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
+            max_wait: settings.request_timeout,
         })
     }
 
     /// Runs until shutdown: each attempt waits for a slot, then is sent in a task
-    /// of its own. One that waited past [`QUEUE_GRACE`] is dropped; its deadline
-    /// timer retries it.
+    /// of its own. One that waited longer than the request timeout is dropped; its
+    /// deadline timer retries it.
     pub fn spawn(self, mut jobs: mpsc::Receiver<Job>, mut shutdown: watch::Receiver<bool>) -> JoinHandle<()> {
         let me = Arc::new(self);
         tokio::spawn(async move {
@@ -80,7 +83,7 @@ impl Sender {
                     _ = shutdown.wait_for(|s| *s) => break,
                     p = me.slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
                 };
-                if job.queued.elapsed() > QUEUE_GRACE {
+                if job.queued.elapsed() > me.max_wait {
                     tracing::warn!(run_id = %job.attempt.run_id, attempt = job.attempt.attempt, "delivery attempt waited too long for a slot; left to its deadline");
                     continue;
                 }

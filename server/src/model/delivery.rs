@@ -215,7 +215,9 @@ impl RunState {
             "server",
             EventKind::DeliveryAttempted {
                 target: job.target.name(),
-                url: job.url.clone(),
+                // History is readable by clients: the path and query (where webhook
+                // URLs keep their secrets) stay out of it.
+                url: crate::delivery::url::redacted(&job.url),
                 attempt,
             },
         );
