@@ -67,6 +67,10 @@ pub struct StartArgs {
     /// Follow the run until it closes; exit non-zero unless it COMPLETED.
     #[arg(long)]
     pub wait: bool,
+    /// POST the run's result here, signed, when it closes (http:// or https://; the
+    /// server needs a delivery signing secret).
+    #[arg(long, value_name = "URL")]
+    pub callback_url: Option<String>,
 }
 
 /// Flags of `run list`.
@@ -148,6 +152,7 @@ async fn start(global: &GlobalOpts, a: StartArgs) -> anyhow::Result<ExitCode> {
         request_id: a.request_id.unwrap_or_default(),
         run_id: a.run_id.unwrap_or_default(),
         identity: cli_identity(),
+        callback_url: a.callback_url.unwrap_or_default(),
         ..Default::default()
     };
     let resp = client.start_run_with(req).await?;
