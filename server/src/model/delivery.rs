@@ -84,6 +84,8 @@ pub struct Delivery {
     pub in_flight: bool,
     pub last_error: String,
     pub last_attempt_ms: Option<Millis>,
+    /// When the next attempt is due; none while pending means it waits for another
+    /// target's attempt in flight (one per run).
     pub next_attempt_ms: Option<Millis>,
 }
 
@@ -185,6 +187,11 @@ impl RunState {
             return None;
         }
         if d.in_flight && d.attempts == attempt {
+            // A wait's timer for this attempt number may come before its deadline.
+            let started = d.last_attempt_ms.unwrap_or(out.now);
+            if out.now < started.saturating_add(ms(policy.attempt_deadline)) {
+                return None;
+            }
             let error = format!(
                 "no outcome within {} s (the server stopped during the attempt, or it waited too long to be sent)",
                 policy.attempt_deadline.as_secs()
@@ -193,6 +200,25 @@ impl RunState {
             return None;
         }
         if d.in_flight || d.attempts + 1 != attempt {
+            return None;
+        }
+        // One attempt in flight per run: while another target's is, this one waits
+        // for it (woken when that attempt ends, at its deadline at the latest).
+        if let Some(busy_until) = self
+            .deliveries
+            .iter()
+            .filter(|o| o.in_flight)
+            .filter_map(|o| o.last_attempt_ms)
+            .map(|at| at.saturating_add(ms(policy.attempt_deadline)))
+            .max()
+        {
+            let timer = self.delivery_timer(&self.deliveries[i].target, attempt);
+            // None while pending and not in flight: waiting for the run's slot.
+            self.deliveries[i].next_attempt_ms = None;
+            out.effects.push(Effect::Timer {
+                due_ms: busy_until,
+                timer,
+            });
             return None;
         }
         let due = out.now.saturating_add(ms(policy.attempt_deadline));
@@ -260,6 +286,7 @@ impl RunState {
                         http_status,
                     },
                 );
+                self.wake_waiting(out);
             }
             AttemptOutcome::Failed { error, transient } => {
                 self.delivery_failed(i, error, transient, policy, out)
@@ -309,6 +336,25 @@ impl RunState {
                 next_attempt_at_ms: next_at,
             },
         );
+        self.wake_waiting(out);
+    }
+
+    /// An attempt ended: the targets that were waiting for the run's one attempt
+    /// in flight (`next_attempt_ms` none while pending) get a timer now. The first
+    /// to fire starts; the others find it in flight and wait again.
+    fn wake_waiting(&mut self, out: &mut Out) {
+        for i in 0..self.deliveries.len() {
+            let d = &self.deliveries[i];
+            if d.status != DeliveryStatus::Pending || d.in_flight || d.next_attempt_ms.is_some() {
+                continue;
+            }
+            let timer = self.delivery_timer(&d.target, d.attempts + 1);
+            self.deliveries[i].next_attempt_ms = Some(out.now);
+            out.effects.push(Effect::Timer {
+                due_ms: out.now,
+                timer,
+            });
+        }
     }
 
     /// Starts a new round, with a fresh budget, for every FAILED delivery (or the one
@@ -583,6 +629,60 @@ mod transitions {
         assert_eq!(timers(&out), vec![(now, 4)]);
         let d = &run.deliveries[0];
         assert_eq!((d.status, d.round_base), (DeliveryStatus::Pending, 3));
+    }
+
+    #[test]
+    fn one_attempt_per_run_is_in_flight_and_the_next_target_starts_when_it_ends() {
+        let mut seq = 0;
+        let mut run = closed_run(&mut seq);
+        let p = policy();
+        let mut out = Out::new(2_000, &mut seq);
+        run.arm_deliveries(
+            vec![
+                (DeliveryTarget::Callback, run.callback_url.clone()),
+                (
+                    DeliveryTarget::Subscription("pager".into()),
+                    "https://p.example/".into(),
+                ),
+            ],
+            &mut out,
+        );
+        assert_eq!(timers(&out), vec![(2_000, 1), (2_000, 1)]);
+        let mut out = Out::new(2_000, &mut seq);
+        assert!(run.delivery_timer_fired("callback", 1, &p, &mut out).is_some());
+        // The subscription's timer finds the callback's attempt in flight: it waits,
+        // at the latest until that attempt's deadline.
+        let mut out = Out::new(2_000, &mut seq);
+        assert!(
+            run.delivery_timer_fired("subscription:pager", 1, &p, &mut out)
+                .is_none()
+        );
+        let deadline = 2_000 + ms(p.attempt_deadline);
+        assert_eq!(timers(&out), vec![(deadline, 1)]);
+        assert!(out.events.is_empty());
+        assert_eq!(run.deliveries[1].next_attempt_ms, None);
+        // The callback's attempt ends: the subscription is woken at once.
+        let mut out = Out::new(2_300, &mut seq);
+        let ok = AttemptOutcome::Delivered { http_status: 204 };
+        assert!(run.delivery_outcome("callback", 1, ok, &p, &mut out));
+        assert_eq!(timers(&out), vec![(2_300, 1)]);
+        let mut out = Out::new(2_300, &mut seq);
+        assert!(
+            run.delivery_timer_fired("subscription:pager", 1, &p, &mut out)
+                .is_some()
+        );
+        // The deadline-time timer of the wait is stale by then.
+        let mut out = Out::new(deadline, &mut seq);
+        assert!(
+            run.delivery_timer_fired("subscription:pager", 1, &p, &mut out)
+                .is_none()
+        );
+        assert!(
+            out.events.is_empty() && out.effects.is_empty(),
+            "{:?}",
+            out.events
+        );
+        assert!(run.deliveries[1].in_flight);
     }
 
     #[test]
