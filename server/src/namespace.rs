@@ -86,3 +86,23 @@ impl From<HashSet<String>> for NamespaceSet {
         Self(RwLock::new(set))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_subscription_matches_by_workflow_and_outcome() {
+        let all = Subscription::default();
+        assert!(all.matches("any", RunStatus::Completed));
+        let s = Subscription {
+            workflows: vec!["review".into()],
+            outcomes: vec![RunStatus::Failed, RunStatus::TimedOut],
+            ..Subscription::default()
+        };
+        assert!(s.matches("review", RunStatus::Failed));
+        assert!(s.matches("review", RunStatus::TimedOut));
+        assert!(!s.matches("review", RunStatus::Completed));
+        assert!(!s.matches("other", RunStatus::Failed));
+    }
+}
