@@ -98,9 +98,10 @@ pub struct Job {
     pub attempt: Attempt,
     /// The payload JSON ([`payload::body`]).
     pub body: Vec<u8>,
-    /// When it was queued: one that waited longer than the request timeout for a
-    /// sending slot is dropped, and its deadline retries it.
-    pub queued: std::time::Instant,
+    /// The attempt's deadline on the server's clock: past it, the attempt counts
+    /// as failed and the next is planned, so the sender drops one that could no
+    /// longer finish before it (it waited too long for a slot).
+    pub deadline_ms: crate::clock::Millis,
 }
 
 /// What the writer needs of delivery: the policy, and where attempts go.

@@ -29,8 +29,8 @@ pub struct Sender {
     clock: Arc<dyn Clock>,
     writer: Writer,
     slots: Arc<Semaphore>,
-    /// Longest wait for a slot ([`DeliverySettings::request_timeout`]).
-    max_wait: Duration,
+    /// One HTTP call at most ([`DeliverySettings::request_timeout`]), in ms.
+    request_ms: i64,
 }
 
 /// The channel attempts go into (give its sending half to the writer's
@@ -64,13 +64,13 @@ impl Sender {
             clock,
             writer,
             slots: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
-            max_wait: settings.request_timeout,
+            request_ms: i64::try_from(settings.request_timeout.as_millis()).unwrap_or(i64::MAX),
         })
     }
 
     /// Runs until shutdown: each attempt waits for a slot, then is sent in a task
-    /// of its own. One that waited longer than the request timeout is dropped; its
-    /// deadline timer retries it.
+    /// of its own. One that could no longer finish before its deadline (on the
+    /// server's clock) is dropped; its deadline timer retries it.
     pub fn spawn(self, mut jobs: mpsc::Receiver<Job>, mut shutdown: watch::Receiver<bool>) -> JoinHandle<()> {
         let me = Arc::new(self);
         tokio::spawn(async move {
@@ -83,7 +83,7 @@ impl Sender {
                     _ = shutdown.wait_for(|s| *s) => break,
                     p = me.slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
                 };
-                if job.queued.elapsed() > me.max_wait {
+                if me.clock.now_ms().saturating_add(me.request_ms) > job.deadline_ms {
                     tracing::warn!(run_id = %job.attempt.run_id, attempt = job.attempt.attempt, "delivery attempt waited too long for a slot; left to its deadline");
                     continue;
                 }

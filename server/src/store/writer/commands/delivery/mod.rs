@@ -64,7 +64,9 @@ pub(crate) fn fire(
     let job = started.map(|a| Job {
         body: payload::body(&run, &a),
         attempt: a,
-        queued: std::time::Instant::now(),
+        deadline_ms: cx
+            .now
+            .saturating_add(i64::try_from(policy.attempt_deadline.as_millis()).unwrap_or(i64::MAX)),
     });
     if let Some(job) = &job {
         tracing::info!(
