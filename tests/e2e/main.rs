@@ -14,5 +14,6 @@ mod mcp;
 mod mcp_steps;
 mod schedules;
 mod server_e2e;
+mod tls;
 mod worker_bounds;
 mod worker_e2e;

@@ -10,4 +10,5 @@ mod metrics;
 mod namespaces;
 mod run_poll;
 mod schedules;
+mod tls;
 mod upgrade;
