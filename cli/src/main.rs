@@ -18,6 +18,7 @@ mod args;
 mod bench;
 mod bench_schedules;
 mod builtin;
+mod delivery;
 mod dev;
 mod global;
 mod key;

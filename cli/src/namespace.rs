@@ -25,6 +25,11 @@ pub enum NamespaceCommand {
     Update(UpdateArgs),
     /// Delete an empty namespace (no runs); its API keys are revoked with it.
     Delete(Name),
+    /// Add a notification subscription: every run of the namespace that closes
+    /// (filtered by --workflow and --outcome) is POSTed, signed, to --url.
+    Subscribe(crate::delivery::SubscribeArgs),
+    /// Remove a notification subscription.
+    Unsubscribe(crate::delivery::UnsubscribeArgs),
 }
 
 /// A namespace's name.
@@ -141,6 +146,8 @@ pub async fn run(global: &GlobalOpts, command: NamespaceCommand) -> anyhow::Resu
             };
             Some(client.update_namespace_with(req).await?)
         }
+        NamespaceCommand::Subscribe(a) => Some(crate::delivery::subscribe(global, a).await?),
+        NamespaceCommand::Unsubscribe(a) => Some(crate::delivery::unsubscribe(global, a).await?),
         NamespaceCommand::Delete(a) => {
             client.delete_namespace(&a.name).await?;
             if global.output.is_json() {
@@ -167,6 +174,9 @@ pub async fn run(global: &GlobalOpts, command: NamespaceCommand) -> anyhow::Resu
             output::json(&namespace_json(&ns))?;
         } else {
             for line in describe_lines(&ns) {
+                output::line(line)?;
+            }
+            for line in crate::delivery::subscription_lines(&ns) {
                 output::line(line)?;
             }
         }
@@ -224,6 +234,7 @@ pub fn namespace_json(ns: &NamespaceInfo) -> Value {
             "max_starts_per_second": limits.max_starts_per_second,
             "max_pending_signals": limits.max_pending_signals,
         },
+        "subscriptions": crate::delivery::subscriptions_json(ns),
     })
 }
 
@@ -244,6 +255,7 @@ mod tests {
                 max_starts_per_second: 0,
                 max_pending_signals: 1_000,
             }),
+            subscriptions: Vec::new(),
         };
         assert_eq!(
             list_lines(std::slice::from_ref(&ns)),

@@ -48,6 +48,8 @@ pub enum RunCommand {
     Pause(StopArgs),
     /// Unpause a run and the runs it spawned: a suspended step resumes from its checkpoint.
     Unpause(UnpauseArgs),
+    /// Retry a closed run's failed result delivery (callback or subscription).
+    Redeliver(crate::delivery::RedeliverArgs),
 }
 
 /// Flags of `run unpause`.
@@ -86,6 +88,10 @@ pub struct StartArgs {
     /// The run's estimated cost cap in US dollars (default: the workflow's `maxCostUsd`).
     #[arg(long, value_name = "USD")]
     pub max_cost_usd: Option<f64>,
+    /// POST the run's result here, signed, when it closes (http:// or https://; the
+    /// server needs a delivery signing secret).
+    #[arg(long, value_name = "URL")]
+    pub callback_url: Option<String>,
 }
 
 /// Flags of `run list`.
@@ -157,6 +163,9 @@ pub async fn run(global: &GlobalOpts, command: RunCommand) -> anyhow::Result<Exi
         RunCommand::Unpause(a) => pause(global, a.run_id, None, false)
             .await
             .map(|()| ExitCode::SUCCESS),
+        RunCommand::Redeliver(a) => crate::delivery::redeliver(global, a)
+            .await
+            .map(|()| ExitCode::SUCCESS),
     }
 }
 
@@ -173,6 +182,7 @@ async fn start(global: &GlobalOpts, a: StartArgs) -> anyhow::Result<ExitCode> {
         identity: cli_identity(),
         max_tokens: a.max_tokens.unwrap_or(0),
         max_cost_usd: a.max_cost_usd.unwrap_or(0.0),
+        callback_url: a.callback_url.unwrap_or_default(),
         ..Default::default()
     };
     let resp = client.start_run_with(req).await?;
@@ -227,7 +237,7 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
         output::line("no runs")?;
     } else {
         let mut table = Table::new([
-            "RUN ID", "WORKFLOW", "STATUS", "DONE", "STARTED", "CLOSED", "TOKENS", "COST", "GOAL",
+            "RUN ID", "WORKFLOW", "STATUS", "DONE", "DELIVERY", "STARTED", "CLOSED", "TOKENS", "COST", "GOAL",
         ]);
         for r in &resp.runs {
             let done = r.steps.iter().filter(|s| s.state == "COMPLETED").count();
@@ -245,6 +255,7 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
                 r.workflow_id.clone(),
                 status,
                 steps,
+                crate::delivery::list_cell(r),
                 rfc3339(r.start_time_unix_ms),
                 rfc3339(r.close_time_unix_ms),
                 r.usage.as_ref().map_or("-".to_string(), |u| {

@@ -174,6 +174,7 @@ pub fn describe_lines(run: &RunInfo) -> Vec<String> {
         lines.extend(table.render());
     }
     lines.extend(result_lines(run));
+    lines.extend(crate::delivery::describe_lines(run));
     lines
 }
 

@@ -115,12 +115,76 @@ pub struct ServerArgs {
 /// tls_client_ca = "clients-ca.pem"    # mutual TLS on gRPC
 /// max_connections = 4096              # per listener
 /// idle_timeout_secs = 120
+///
+/// [delivery]                          # result delivery (callback URLs, subscriptions)
+/// signing_secret = "..."              # better: RAILYARD_DELIVERY_SIGNING_SECRET
+/// request_timeout_ms = 10000
+/// max_attempts = 8                    # per round; `railyard run redeliver` starts another
+/// max_elapsed_secs = 3600
+/// initial_backoff_ms = 1000
+/// max_backoff_secs = 600
+/// max_concurrent = 32
 /// ```
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerFile {
     #[serde(default)]
     pub server: ServerSection,
+    #[serde(default)]
+    pub delivery: DeliverySection,
+}
+
+/// `[delivery]`: how closed runs' results are POSTed (see `railyard_server::delivery`).
+#[derive(Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeliverySection {
+    /// The HMAC-SHA256 key of the `Railyard-Signature` header.
+    pub signing_secret: Option<String>,
+    pub request_timeout_ms: Option<u64>,
+    pub max_attempts: Option<u32>,
+    pub max_elapsed_secs: Option<u64>,
+    pub initial_backoff_ms: Option<u64>,
+    pub max_backoff_secs: Option<u64>,
+    pub max_concurrent: Option<usize>,
+}
+
+impl std::fmt::Debug for DeliverySection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeliverySection")
+            .field(
+                "signing_secret",
+                &self.signing_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .field("request_timeout_ms", &self.request_timeout_ms)
+            .field("max_attempts", &self.max_attempts)
+            .field("max_elapsed_secs", &self.max_elapsed_secs)
+            .field("initial_backoff_ms", &self.initial_backoff_ms)
+            .field("max_backoff_secs", &self.max_backoff_secs)
+            .field("max_concurrent", &self.max_concurrent)
+            .finish()
+    }
+}
+
+impl PartialEq for DeliverySection {
+    fn eq(&self, o: &Self) -> bool {
+        (
+            &self.signing_secret,
+            self.request_timeout_ms,
+            self.max_attempts,
+            self.max_elapsed_secs,
+            self.initial_backoff_ms,
+            self.max_backoff_secs,
+            self.max_concurrent,
+        ) == (
+            &o.signing_secret,
+            o.request_timeout_ms,
+            o.max_attempts,
+            o.max_elapsed_secs,
+            o.initial_backoff_ms,
+            o.max_backoff_secs,
+            o.max_concurrent,
+        )
+    }
 }
 
 /// `[server]`: where the server keeps its data and listens.
@@ -162,6 +226,10 @@ const ENV: &[EnvVar] = &[
     EnvVar {
         var: "RAILYARD_AUTH",
         key: "server.auth",
+    },
+    EnvVar {
+        var: "RAILYARD_DELIVERY_SIGNING_SECRET",
+        key: "delivery.signing_secret",
     },
     EnvVar {
         var: "RAILYARD_TLS_CERT",
@@ -210,6 +278,8 @@ pub struct ServerSettings {
     pub auth: bool,
     /// Non-loopback listeners allowed without auth.
     pub insecure: bool,
+    /// `[delivery]`, as given (checked).
+    pub delivery: DeliverySection,
     /// TLS files; `None`: plaintext.
     pub tls: Option<TlsFiles>,
     /// Connection limit and idle timeout of each listener.
@@ -224,6 +294,33 @@ impl ServerSettings {
         config.http_listen = self.http_listen;
         config.auth = self.auth;
         config.insecure = self.insecure;
+        let d = &self.delivery;
+        let mut delivery = railyard_server::delivery::DeliverySettings {
+            signing_secret: d
+                .signing_secret
+                .as_deref()
+                .and_then(railyard_server::delivery::SigningSecret::new),
+            ..Default::default()
+        };
+        if let Some(v) = d.request_timeout_ms {
+            delivery.request_timeout = Duration::from_millis(v);
+        }
+        if let Some(v) = d.max_attempts {
+            delivery.max_attempts = v;
+        }
+        if let Some(v) = d.max_elapsed_secs {
+            delivery.max_elapsed = Duration::from_secs(v);
+        }
+        if let Some(v) = d.initial_backoff_ms {
+            delivery.initial_backoff = Duration::from_millis(v);
+        }
+        if let Some(v) = d.max_backoff_secs {
+            delivery.max_backoff = Duration::from_secs(v);
+        }
+        if let Some(v) = d.max_concurrent {
+            delivery.max_concurrent = v;
+        }
+        config.delivery = delivery;
         config.tls = self.tls.clone();
         config.net = self.net;
         if self.built_in_demo {
@@ -267,6 +364,7 @@ impl ServerArgs {
                 max_connections: self.max_connections,
                 idle_timeout_secs: self.idle_timeout,
             },
+            delivery: DeliverySection::default(),
         };
         let loaded = Loader::new()
             .file(self.config.as_deref())?
@@ -323,6 +421,7 @@ impl ServerArgs {
                     .idle_timeout_secs
                     .map_or(DEFAULT_IDLE_TIMEOUT, Duration::from_secs),
             },
+            delivery: loaded.value.delivery.clone(),
         };
         if !(1..=MAX_CONNECTIONS_LIMIT).contains(&settings.net.max_connections) {
             return Err(loaded.invalid(
@@ -335,6 +434,27 @@ impl ServerArgs {
                 "server.idle_timeout_secs",
                 format!("from 1 to {MAX_IDLE_TIMEOUT_SECS} seconds"),
             ));
+        }
+        let d = &settings.delivery;
+        let ranges: [(&str, Option<u64>, u64, u64); 6] = [
+            ("delivery.request_timeout_ms", d.request_timeout_ms, 100, 600_000),
+            ("delivery.max_attempts", d.max_attempts.map(u64::from), 1, 100),
+            ("delivery.max_elapsed_secs", d.max_elapsed_secs, 1, 30 * 86_400),
+            ("delivery.initial_backoff_ms", d.initial_backoff_ms, 1, 3_600_000),
+            ("delivery.max_backoff_secs", d.max_backoff_secs, 1, 86_400),
+            (
+                "delivery.max_concurrent",
+                d.max_concurrent.map(|v| v as u64),
+                1,
+                4096,
+            ),
+        ];
+        for (key, value, lo, hi) in ranges {
+            if let Some(v) = value
+                && !(lo..=hi).contains(&v)
+            {
+                return Err(loaded.invalid(key, format!("{v} is outside {lo}..={hi}")));
+            }
         }
         if settings.shutdown_grace.as_secs() > MAX_SHUTDOWN_GRACE_SECS {
             return Err(loaded.invalid(

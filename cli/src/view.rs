@@ -53,6 +53,7 @@ pub fn run_json(run: &RunInfo) -> Value {
             "deadline": rfc3339_or_null(w.deadline_unix_ms),
         })),
         "usage": usage_json(run.usage.as_ref()),
+        "delivery": crate::delivery::run_delivery_json(run),
     })
 }
 

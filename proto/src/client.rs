@@ -757,6 +757,58 @@ impl Client {
         resp.namespace.ok_or_else(missing)
     }
 
+    /// Adds a notification subscription to a namespace (an admin key of it). Tried
+    /// once: a retry after a lost answer would meet ALREADY_EXISTS.
+    pub async fn subscribe_namespace(
+        &self,
+        namespace: &str,
+        subscription: Subscription,
+    ) -> Result<NamespaceInfo, ClientError> {
+        let req = SubscribeNamespaceRequest {
+            namespace: namespace.into(),
+            subscription: Some(subscription),
+        };
+        let resp = self.once(self.admin().subscribe_namespace(req)).await?;
+        resp.namespace.ok_or_else(missing)
+    }
+
+    /// Removes a namespace's notification subscription. Tried once.
+    pub async fn unsubscribe_namespace(
+        &self,
+        namespace: &str,
+        subscription_id: &str,
+    ) -> Result<NamespaceInfo, ClientError> {
+        let req = UnsubscribeNamespaceRequest {
+            namespace: namespace.into(),
+            subscription_id: subscription_id.into(),
+        };
+        let resp = self.once(self.admin().unsubscribe_namespace(req)).await?;
+        resp.namespace.ok_or_else(missing)
+    }
+
+    /// Retries a closed run's failed result delivery; answers the targets requeued.
+    /// Tried once: a retry after a lost answer would find nothing failed.
+    pub async fn redeliver_result(&self, req: RedeliverResultRequest) -> Result<Vec<String>, ClientError> {
+        let resp = self.once(self.history().redeliver_result(req)).await?;
+        Ok(resp.targets)
+    }
+
+    /// One call, within the request timeout, never repeated.
+    async fn once<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+    ) -> Result<T, ClientError> {
+        let deadline = self.opts.request_timeout;
+        match tokio::time::timeout(deadline, call).await {
+            Ok(r) => r
+                .map(tonic::Response::into_inner)
+                .map_err(|s| ClientError::from_status(&self.url, s)),
+            Err(_) => Err(ClientError::DeadlineExceeded(format!(
+                "no answer within {deadline:?}"
+            ))),
+        }
+    }
+
     /// Deletes an empty namespace and revokes its keys.
     pub async fn delete_namespace(&self, name: &str) -> Result<(), ClientError> {
         let req = DeleteNamespaceRequest { name: name.into() };

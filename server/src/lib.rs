@@ -9,6 +9,7 @@ pub mod auth;
 pub mod budgets;
 pub mod clock;
 pub mod contract;
+pub mod delivery;
 pub mod error;
 pub mod grpc;
 pub mod http;
@@ -85,6 +86,8 @@ pub struct ServerConfig {
     /// binary mounts the MCP gateway at `/mcp` this way, so this crate knows nothing
     /// of MCP).
     pub http_extension: Option<HttpExtension>,
+    /// Result delivery: the signing secret, the retry budget, timeouts.
+    pub delivery: delivery::DeliverySettings,
     /// TLS on both listeners (mutual TLS on gRPC with a client CA); `None`: plaintext.
     pub tls: Option<tls::TlsFiles>,
     /// Bounds on trees of child runs (`spawn_agent`): depth 3, 10 children a run.
@@ -121,6 +124,7 @@ impl ServerConfig {
             net: net::NetLimits::default(),
             purge: retention::PurgeConfig::default(),
             http_extension: None,
+            delivery: delivery::DeliverySettings::default(),
             tls: None,
             child_limits: Default::default(),
         }
@@ -252,7 +256,14 @@ impl RunningServer {
             clock: config.clock.clone(),
             workflows: workflows.clone(),
         };
-        let (writer, writer_thread) = Writer::spawn(store.clone(), hooks)?;
+        let (delivery_jobs, delivery_queue) = delivery::sender::channel();
+        let delivery_hook = delivery::DeliveryHook {
+            policy: config.delivery.policy(),
+            jobs: Some(delivery_jobs),
+        };
+        let (writer, writer_thread) = Writer::spawn_with_delivery(store.clone(), hooks, delivery_hook)?;
+        let sender = delivery::sender::Sender::new(&config.delivery, writer.clone(), config.clock.clone())
+            .map_err(|e| StartError::Internal(error::ApiError::Internal(e.to_string())))?;
         let admin_key_file = if config.auth {
             service::keys::bootstrap(&store, &writer, config.clock.now_ms(), dir).await?
         } else {
@@ -273,6 +284,7 @@ impl RunningServer {
             auth: config.auth,
             shutdown: shutdown_rx.clone(),
             child_limits: config.child_limits,
+            delivery: Arc::new(config.delivery.clone()),
         });
 
         let grpc_listener = tokio::net::TcpListener::bind(config.grpc_listen)
@@ -297,6 +309,7 @@ impl RunningServer {
         })?;
 
         let mut tasks = Vec::new();
+        tasks.push(sender.spawn(delivery_queue, shutdown_rx.clone()));
         tasks.push(tokio::spawn(timers::run(
             store,
             writer,

@@ -9,6 +9,7 @@ mod children;
 mod cli_commands;
 mod contracts;
 mod crash;
+mod delivery;
 mod dev;
 mod guardrails;
 mod logs;

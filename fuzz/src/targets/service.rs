@@ -99,6 +99,10 @@ impl Fixture {
             namespaces: namespaces.into(),
             auth: false,
             shutdown: shutdown_rx,
+            delivery: Arc::new(railyard_server::delivery::DeliverySettings {
+                signing_secret: railyard_server::delivery::SigningSecret::new("fuzz"),
+                ..Default::default()
+            }),
         });
         Self {
             core,

@@ -8,8 +8,8 @@ use tonic::{Request, Response, Status};
 
 use super::*;
 use crate::auth::{ApiKey, Role};
-use crate::namespace::{Namespace, NamespaceChange};
-use crate::service::{keys, namespaces};
+use crate::namespace::{Namespace, NamespaceChange, Subscription};
+use crate::service::{keys, namespaces, subscriptions};
 
 /// The `Admin` service.
 pub struct AdminService {
@@ -61,6 +61,7 @@ fn namespace_info(ns: &Namespace) -> v1::NamespaceInfo {
             max_starts_per_second: ns.limits.max_starts_per_second,
             max_pending_signals: ns.limits.max_pending_signals,
         }),
+        subscriptions: ns.subscriptions.iter().map(subscription_info).collect(),
     }
 }
 
@@ -77,8 +78,78 @@ fn retention_ms(seconds: Option<i64>) -> Result<Option<i64>, ApiError> {
         .transpose()
 }
 
+fn subscription_info(s: &Subscription) -> v1::Subscription {
+    v1::Subscription {
+        id: s.id.clone(),
+        url: s.url.clone(),
+        workflows: s.workflows.clone(),
+        outcomes: s.outcomes.iter().map(|o| status_to_proto(*o) as i32).collect(),
+        create_time_unix_ms: s.created_ms,
+    }
+}
+
+fn subscription_from_proto(s: v1::Subscription) -> Result<Subscription, ApiError> {
+    let mut outcomes = Vec::with_capacity(s.outcomes.len().min(8));
+    for (i, o) in s.outcomes.iter().enumerate() {
+        match status_from_proto(*o) {
+            Ok(Some(st)) => outcomes.push(st),
+            _ => {
+                return Err(ApiError::field(
+                    &format!("subscription.outcomes[{i}]"),
+                    format!("{o} is not a run status"),
+                ));
+            }
+        }
+        if outcomes.len() > 8 {
+            return Err(ApiError::field(
+                "subscription.outcomes",
+                "lists more than the 5 closed statuses",
+            ));
+        }
+    }
+    Ok(Subscription {
+        id: s.id,
+        url: s.url,
+        workflows: s.workflows,
+        outcomes,
+        created_ms: 0,
+    })
+}
+
 #[tonic::async_trait]
 impl Admin for AdminService {
+    async fn subscribe_namespace(
+        &self,
+        req: Request<v1::SubscribeNamespaceRequest>,
+    ) -> Result<Response<v1::SubscribeNamespaceResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let sub = r
+            .subscription
+            .ok_or_else(|| ApiError::field("subscription", "is required"))?;
+        let sub = subscription_from_proto(sub)?;
+        let ns = subscriptions::subscribe(&self.core, &credentials(&metadata), &r.namespace, sub).await?;
+        Ok(Response::new(v1::SubscribeNamespaceResponse {
+            namespace: Some(namespace_info(&ns)),
+        }))
+    }
+
+    async fn unsubscribe_namespace(
+        &self,
+        req: Request<v1::UnsubscribeNamespaceRequest>,
+    ) -> Result<Response<v1::UnsubscribeNamespaceResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let ns = subscriptions::unsubscribe(
+            &self.core,
+            &credentials(&metadata),
+            &r.namespace,
+            &r.subscription_id,
+        )
+        .await?;
+        Ok(Response::new(v1::UnsubscribeNamespaceResponse {
+            namespace: Some(namespace_info(&ns)),
+        }))
+    }
+
     async fn create_namespace(
         &self,
         req: Request<v1::CreateNamespaceRequest>,

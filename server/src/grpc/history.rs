@@ -317,4 +317,20 @@ impl History for HistoryService {
             root: Some(session_node(tree)),
         }))
     }
+
+    async fn redeliver_result(
+        &self,
+        req: Request<v1::RedeliverResultRequest>,
+    ) -> Result<Response<v1::RedeliverResultResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            r.identity,
+            Operation::RedeliverResult,
+        )?;
+        let targets = runs::redeliver(&self.core, &caller, &r.run_id, &r.target).await?;
+        Ok(Response::new(v1::RedeliverResultResponse { targets }))
+    }
 }

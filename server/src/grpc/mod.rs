@@ -167,6 +167,42 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
         depth: run.depth,
         waiting: run.waiting().map(wait_info),
         paused: run.paused,
+        delivery_state: delivery_state(&run.deliveries) as i32,
+        deliveries: run.deliveries.iter().map(delivery_info).collect(),
+    }
+}
+
+/// A run's delivery over all its targets: FAILED if any failed, else PENDING if any
+/// is still trying, else SUCCEEDED; NONE without targets.
+pub fn delivery_state(ds: &[crate::model::Delivery]) -> v1::DeliveryState {
+    use crate::model::DeliveryStatus as S;
+    if ds.is_empty() {
+        v1::DeliveryState::None
+    } else if ds.iter().any(|d| d.status == S::Failed) {
+        v1::DeliveryState::Failed
+    } else if ds.iter().any(|d| d.status == S::Pending) {
+        v1::DeliveryState::Pending
+    } else {
+        v1::DeliveryState::Succeeded
+    }
+}
+
+/// One target's delivery on the wire; the URL without its path and query.
+pub fn delivery_info(d: &crate::model::Delivery) -> v1::DeliveryInfo {
+    use crate::model::DeliveryStatus as S;
+    v1::DeliveryInfo {
+        target: d.target.name(),
+        url: crate::delivery::url::redacted(&d.url),
+        state: match d.status {
+            S::Pending => v1::DeliveryState::Pending,
+            S::Succeeded => v1::DeliveryState::Succeeded,
+            S::Failed => v1::DeliveryState::Failed,
+        } as i32,
+        attempts: d.attempts,
+        last_error: d.last_error.clone(),
+        last_attempt_unix_ms: d.last_attempt_ms.unwrap_or(0),
+        next_attempt_unix_ms: d.next_attempt_ms.unwrap_or(0),
+        in_flight: d.in_flight,
     }
 }
 

@@ -188,6 +188,26 @@ pub enum EventKind {
     RunTerminated {
         reason: String,
     },
+    /// An attempt to POST the closed run's result to `target` began.
+    DeliveryAttempted {
+        target: String,
+        url: String,
+        attempt: u32,
+    },
+    /// `target` answered the attempt with a 2xx status.
+    DeliverySucceeded {
+        target: String,
+        attempt: u32,
+        http_status: u16,
+    },
+    /// The attempt failed; `will_retry` says whether another is planned.
+    DeliveryFailed {
+        target: String,
+        attempt: u32,
+        error: String,
+        will_retry: bool,
+        next_attempt_at_ms: Option<Millis>,
+    },
 }
 
 impl EventKind {
@@ -217,6 +237,9 @@ impl EventKind {
             Self::RunFailed { .. } => "RunFailed",
             Self::RunCanceled { .. } => "RunCanceled",
             Self::RunTerminated { .. } => "RunTerminated",
+            Self::DeliveryAttempted { .. } => "DeliveryAttempted",
+            Self::DeliverySucceeded { .. } => "DeliverySucceeded",
+            Self::DeliveryFailed { .. } => "DeliveryFailed",
         }
     }
 }

@@ -11,6 +11,7 @@ use crate::contract::{MAX_RECORDED_REFUSALS, Violations};
 use crate::token::TokenClaims;
 use crate::workflow::WorkflowDef;
 
+pub mod delivery;
 mod events;
 mod refusal;
 pub mod size;
@@ -18,6 +19,7 @@ mod wait;
 pub mod usage;
 pub mod wire;
 
+pub use delivery::{Attempt, AttemptOutcome, Delivery, DeliveryPolicy, DeliveryStatus, DeliveryTarget};
 pub use events::{Event, EventKind, RunStatus, TimeoutKind};
 pub use refusal::{Action, LeaseRef, Refusal};
 pub use wait::{
@@ -138,6 +140,8 @@ pub struct RunState {
     pub usage: Usage,
     /// The run's token budget.
     pub budget: RunBudget,
+    /// Result deliveries, one per target, armed as the run closes (`delivery`).
+    pub deliveries: Vec<Delivery>,
 }
 
 /// Work for the store besides writing events and the state row.
@@ -181,6 +185,14 @@ pub enum Timer {
         namespace: String,
         run_id: String,
         wait_id: u64,
+    },
+    /// Attempt `attempt` of a run's result delivery to `target` (its name): start it,
+    /// or, when it is in flight, its deadline passed (see `delivery`).
+    Delivery {
+        namespace: String,
+        run_id: String,
+        target: String,
+        attempt: u32,
     },
 }
 
@@ -317,6 +329,7 @@ impl RunState {
                 max_tokens: p.budget.max_tokens.or(definition.max_tokens),
                 max_cost_usd: p.budget.max_cost_usd.or(definition.max_cost_usd),
             },
+            deliveries: Vec::new(),
         };
         run.push(
             out,

@@ -232,6 +232,34 @@ pub fn event_attributes(kind: &EventKind) -> Value {
             "notes": notes,
             "artifacts": artifacts,
         }),
+
+        EventKind::DeliveryAttempted { target, url, attempt } => json!({
+            "target": target,
+            "url": url,
+            "attempt": attempt,
+        }),
+        EventKind::DeliverySucceeded {
+            target,
+            attempt,
+            http_status,
+        } => json!({
+            "target": target,
+            "attempt": attempt,
+            "httpStatus": http_status,
+        }),
+        EventKind::DeliveryFailed {
+            target,
+            attempt,
+            error,
+            will_retry,
+            next_attempt_at_ms,
+        } => json!({
+            "target": target,
+            "attempt": attempt,
+            "error": error,
+            "willRetry": will_retry,
+            "nextAttemptAtMs": next_attempt_at_ms,
+        }),
     }
 }
 
@@ -530,6 +558,32 @@ mod tests {
                 r#"{"reason":"night"}"#,
             ),
             (EventKind::RunUnpaused {}, r#"{}"#),
+            (
+                EventKind::DeliveryAttempted {
+                    target: "callback".into(),
+                    url: "https://x/y".into(),
+                    attempt: 2,
+                },
+                r#"{"attempt":2,"target":"callback","url":"https://x/y"}"#,
+            ),
+            (
+                EventKind::DeliverySucceeded {
+                    target: "subscription:pager".into(),
+                    attempt: 1,
+                    http_status: 204,
+                },
+                r#"{"attempt":1,"httpStatus":204,"target":"subscription:pager"}"#,
+            ),
+            (
+                EventKind::DeliveryFailed {
+                    target: "callback".into(),
+                    attempt: 3,
+                    error: "HTTP 503".into(),
+                    will_retry: true,
+                    next_attempt_at_ms: Some(9),
+                },
+                r#"{"attempt":3,"error":"HTTP 503","nextAttemptAtMs":9,"target":"callback","willRetry":true}"#,
+            ),
         ]
     }
 
@@ -538,7 +592,7 @@ mod tests {
         let cases = cases();
         let mut types: Vec<_> = cases.iter().map(|(k, _)| k.type_name()).collect();
         types.dedup();
-        assert_eq!(types.len(), 23, "every event type has a case: {types:?}");
+        assert_eq!(types.len(), 26, "every event type has a case: {types:?}");
         for (kind, expected) in cases {
             assert_eq!(event_attributes_json(&kind), expected, "{}", kind.type_name());
         }

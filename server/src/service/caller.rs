@@ -87,6 +87,8 @@ pub enum Operation {
     ManageNamespaces,
     /// Read `/metrics` (every namespace's counters).
     ReadMetrics,
+    /// Retry a closed run's failed result delivery (`RedeliverResult`).
+    RedeliverResult,
 }
 
 impl Operation {
@@ -113,6 +115,7 @@ impl Operation {
             Self::ManageApiKeys => "manage API keys",
             Self::ManageNamespaces => "manage namespaces",
             Self::ReadMetrics => "read metrics",
+            Self::RedeliverResult => "redeliver run results",
         }
     }
 
@@ -148,6 +151,7 @@ pub fn permits(role: Role, op: Operation) -> bool {
                 | DescribeTaskQueue
                 | PauseRun
                 | UnpauseRun
+                | RedeliverResult
         ),
         // DescribeRun too: a worker whose completion's answer was lost checks the
         // run to tell a landed completion from a refused one.

@@ -16,6 +16,7 @@ pub mod limits;
 pub mod namespaces;
 pub mod runs;
 pub mod schedules;
+pub mod subscriptions;
 pub mod tasks;
 pub mod workflows;
 
@@ -54,6 +55,8 @@ pub struct Core {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// Bounds on trees of child runs (depth, children per run).
     pub child_limits: crate::store::writer::ChildLimits,
+    /// Result delivery settings (whether a signing secret is configured).
+    pub delivery: Arc<crate::delivery::DeliverySettings>,
 }
 
 impl Core {

@@ -15,7 +15,7 @@ use crate::error::ApiError;
 use crate::namespace::{MAX_LIMIT, MAX_RETENTION_MS, MIN_RETENTION_MS, Namespace, NamespaceChange};
 
 /// Authenticates the caller and checks it may manage namespace `scope`.
-fn admin(core: &Core, credentials: &Credentials, scope: &str) -> Result<Principal, ApiError> {
+pub(super) fn admin(core: &Core, credentials: &Credentials, scope: &str) -> Result<Principal, ApiError> {
     let principal = caller::authenticate(core, credentials)?;
     caller::authorize(&principal, scope, Operation::ManageNamespaces)?;
     Ok(principal)

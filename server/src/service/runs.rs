@@ -114,14 +114,9 @@ pub async fn start(core: &Core, caller: &Caller, r: StartRun) -> Result<Started,
             ),
         ));
     }
-    if !r.callback_url.is_empty()
-        && !r.callback_url.starts_with("http://")
-        && !r.callback_url.starts_with("https://")
-    {
-        return Err(ApiError::field(
-            "callback_url",
-            "must be an http:// or https:// URL",
-        ));
+    if !r.callback_url.is_empty() {
+        crate::delivery::url::check("callback_url", &r.callback_url)?;
+        super::subscriptions::require_signing(core, "callback_url")?;
     }
     let params = StartParams {
         namespace: caller.namespace.clone(),
@@ -506,4 +501,34 @@ fn tree(
         }
     }
     Ok(SessionTree { run, children })
+}
+
+/// Retries a closed run's failed result deliveries (all, or `target`'s): a new
+/// round with the full retry budget. Answers the targets requeued.
+pub async fn redeliver(
+    core: &Core,
+    caller: &Caller,
+    run_id: &str,
+    target: &str,
+) -> Result<Vec<String>, ApiError> {
+    check_name("run_id", run_id)?;
+    if !target.is_empty() && crate::model::DeliveryTarget::parse(target).is_none() {
+        return Err(ApiError::field(
+            "target",
+            format!(
+                "{} is neither \"callback\" nor \"subscription:<id>\"",
+                crate::error::echo(target)
+            ),
+        ));
+    }
+    let targets = core
+        .writer
+        .redeliver(crate::store::writer::Redeliver {
+            ns: caller.namespace.clone(),
+            run_id: run_id.to_string(),
+            target: target.to_string(),
+        })
+        .await?;
+    tracing::info!(%run_id, targets = ?targets, by = %caller.identity, "result redelivery requested");
+    Ok(targets)
 }

@@ -64,6 +64,10 @@ fn fixture() -> Fixture {
         namespaces: namespaces.into(),
         auth: false,
         shutdown: shutdown_rx,
+        delivery: Arc::new(crate::delivery::DeliverySettings {
+            signing_secret: crate::delivery::SigningSecret::new("test-secret"),
+            ..Default::default()
+        }),
     });
     Fixture {
         core,

@@ -7,6 +7,7 @@ mod auth;
 mod bounds;
 mod children;
 mod contracts;
+mod delivery;
 mod metrics;
 mod namespaces;
 mod retention;

@@ -169,6 +169,8 @@ pub struct ServerProcess {
     pub http_addr: String,
     data: PathBuf,
     workflows: PathBuf,
+    /// The extra flags it was started with, given again on a restart.
+    args: Vec<String>,
 }
 
 impl ServerProcess {
@@ -224,6 +226,7 @@ impl ServerProcess {
             http_addr,
             data: data.to_path_buf(),
             workflows: workflows.to_path_buf(),
+            args: args.iter().map(|a| a.to_string()).collect(),
         }
     }
 
@@ -233,14 +236,16 @@ impl ServerProcess {
         let _ = self.child.wait();
     }
 
-    /// SIGKILL, then a new server on the same data directory and gRPC address.
+    /// SIGKILL, then a new server on the same data directory, gRPC address and flags.
     pub fn crash_and_restart(mut self) -> Self {
         self.kill9();
         let (data, workflows, addr) = (self.data.clone(), self.workflows.clone(), self.grpc_addr.clone());
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
         // The port may linger briefly after the kill; retry the bind for a while.
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let attempt = std::panic::catch_unwind(|| Self::start(&data, &workflows, Some(&addr)));
+            let attempt =
+                std::panic::catch_unwind(|| Self::start_with(&data, &workflows, Some(&addr), &args));
             match attempt {
                 Ok(server) => return server,
                 Err(e) if Instant::now() > deadline => std::panic::resume_unwind(e),

@@ -230,6 +230,13 @@ impl History for FakeHistory {
     ) -> Result<Response<railyard_proto::v1::UnpauseRunResponse>, Status> {
         unused()
     }
+
+    async fn redeliver_result(
+        &self,
+        _: Request<railyard_proto::v1::RedeliverResultRequest>,
+    ) -> Result<Response<railyard_proto::v1::RedeliverResultResponse>, Status> {
+        unused()
+    }
 }
 
 struct Harness {

@@ -65,6 +65,21 @@ pub(super) fn replay(def: &WorkflowDef, history: &[Event]) -> Derived {
     let mut run_queue = String::new();
     for (i, e) in history.iter().enumerate() {
         assert_eq!(e.id, i as u64 + 1, "event ids are 1..=n");
+        let delivery = matches!(
+            e.kind,
+            EventKind::DeliveryAttempted { .. }
+                | EventKind::DeliverySucceeded { .. }
+                | EventKind::DeliveryFailed { .. }
+        );
+        if delivery {
+            // Result delivery is recorded after the run closed, and changes nothing of it.
+            assert!(
+                !d.status.is_open(),
+                "event {}: a delivery before the run closed",
+                e.id
+            );
+            continue;
+        }
         assert!(d.status.is_open(), "event {} after the run closed", e.id);
         assert!(i == 0 || history[i - 1].time_ms <= e.time_ms, "time runs forward");
         let step = d.current_step;
@@ -325,6 +340,9 @@ pub(super) fn replay(def: &WorkflowDef, history: &[Event]) -> Derived {
                 close(&mut d, e, RunStatus::Canceled);
             }
             EventKind::RunTerminated { .. } => close(&mut d, e, RunStatus::Terminated),
+            EventKind::DeliveryAttempted { .. }
+            | EventKind::DeliverySucceeded { .. }
+            | EventKind::DeliveryFailed { .. } => unreachable!("handled above"),
         }
         if matches!(
             e.kind,

@@ -348,6 +348,7 @@ impl RunV2 {
                 .collect(),
             usage: Default::default(),
             budget: Default::default(),
+            deliveries: Vec::new(),
         })
     }
 }

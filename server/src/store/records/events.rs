@@ -248,6 +248,34 @@ enum KindRecord {
         #[serde(default)]
         artifacts: Vec<String>,
     },
+    DeliveryAttempted {
+        #[serde(default)]
+        target: String,
+        #[serde(default)]
+        url: String,
+        #[serde(default)]
+        attempt: u32,
+    },
+    DeliverySucceeded {
+        #[serde(default)]
+        target: String,
+        #[serde(default)]
+        attempt: u32,
+        #[serde(default)]
+        http_status: u16,
+    },
+    DeliveryFailed {
+        #[serde(default)]
+        target: String,
+        #[serde(default)]
+        attempt: u32,
+        #[serde(default)]
+        error: String,
+        #[serde(default)]
+        will_retry: bool,
+        #[serde(default)]
+        next_attempt_at_ms: Option<Millis>,
+    },
 }
 
 /// Records of `RunPaused` / `RunUnpaused`.
@@ -503,6 +531,34 @@ pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, St
             notes: notes.clone(),
             artifacts: artifacts.clone(),
         },
+
+        EventKind::DeliveryAttempted { target, url, attempt } => KindRecord::DeliveryAttempted {
+            target: target.clone(),
+            url: url.clone(),
+            attempt: *attempt,
+        },
+        EventKind::DeliverySucceeded {
+            target,
+            attempt,
+            http_status,
+        } => KindRecord::DeliverySucceeded {
+            target: target.clone(),
+            attempt: *attempt,
+            http_status: *http_status,
+        },
+        EventKind::DeliveryFailed {
+            target,
+            attempt,
+            error,
+            will_retry,
+            next_attempt_at_ms,
+        } => KindRecord::DeliveryFailed {
+            target: target.clone(),
+            attempt: *attempt,
+            error: error.clone(),
+            will_retry: *will_retry,
+            next_attempt_at_ms: *next_attempt_at_ms,
+        },
     };
     encode_record(&EventRecord {
         v: EventRecord::VERSION,
@@ -736,6 +792,32 @@ pub(crate) fn decode_event(
             status: status.into(),
             notes,
             artifacts,
+        },
+
+        KindRecord::DeliveryAttempted { target, url, attempt } => {
+            EventKind::DeliveryAttempted { target, url, attempt }
+        }
+        KindRecord::DeliverySucceeded {
+            target,
+            attempt,
+            http_status,
+        } => EventKind::DeliverySucceeded {
+            target,
+            attempt,
+            http_status,
+        },
+        KindRecord::DeliveryFailed {
+            target,
+            attempt,
+            error,
+            will_retry,
+            next_attempt_at_ms,
+        } => EventKind::DeliveryFailed {
+            target,
+            attempt,
+            error,
+            will_retry,
+            next_attempt_at_ms,
         },
     };
     Ok(Event {

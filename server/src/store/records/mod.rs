@@ -13,6 +13,7 @@
 
 mod api_keys;
 mod definitions;
+mod deliveries;
 mod events;
 mod namespaces;
 mod schedules;
@@ -148,6 +149,9 @@ struct RunRecord {
     max_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     max_cost_usd: Option<f64>,
+    /// Result deliveries of the closed run (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    deliveries: Vec<deliveries::DeliveryRecord>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -472,6 +476,11 @@ impl RunRecord {
             usage: UsageRecord::from_model(&r.usage),
             max_tokens: r.budget.max_tokens,
             max_cost_usd: r.budget.max_cost_usd,
+            deliveries: r
+                .deliveries
+                .iter()
+                .map(deliveries::DeliveryRecord::from_model)
+                .collect(),
         }
     }
 
@@ -494,6 +503,12 @@ impl RunRecord {
                 ),
             ));
         }
+        let deliveries = self
+            .deliveries
+            .into_iter()
+            .map(deliveries::DeliveryRecord::into_model)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| corrupt("run", format!("run {:?}: {e}", self.run_id)))?;
         Ok(RunState {
             namespace: self.namespace,
             run_id: self.run_id,
@@ -586,6 +601,7 @@ impl RunRecord {
                 max_tokens: self.max_tokens,
                 max_cost_usd: self.max_cost_usd,
             },
+            deliveries,
         })
     }
 }

@@ -28,6 +28,9 @@ struct NamespaceRecord {
     max_starts_per_second: Option<u64>,
     #[serde(default)]
     max_pending_signals: Option<u64>,
+    /// Notification subscriptions (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    subscriptions: Vec<super::deliveries::SubscriptionRecord>,
 }
 
 impl Record for NamespaceRecord {
@@ -48,6 +51,11 @@ pub(crate) fn encode_namespace(ns: &Namespace) -> Result<Vec<u8>, StorageError> 
         max_open_runs: Some(ns.limits.max_open_runs),
         max_starts_per_second: Some(ns.limits.max_starts_per_second),
         max_pending_signals: Some(ns.limits.max_pending_signals),
+        subscriptions: ns
+            .subscriptions
+            .iter()
+            .map(super::deliveries::SubscriptionRecord::from_model)
+            .collect(),
     })
 }
 
@@ -66,5 +74,10 @@ pub(crate) fn decode_namespace(name: &str, bytes: &[u8]) -> Result<Namespace, St
             max_starts_per_second: r.max_starts_per_second.unwrap_or(limits.max_starts_per_second),
             max_pending_signals: r.max_pending_signals.unwrap_or(limits.max_pending_signals),
         },
+        subscriptions: r
+            .subscriptions
+            .into_iter()
+            .map(super::deliveries::SubscriptionRecord::into_model)
+            .collect(),
     })
 }

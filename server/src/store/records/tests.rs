@@ -501,6 +501,13 @@ fn a_namespace_round_trips_and_the_first_layouts_empty_row_reads() {
             max_starts_per_second: 0,
             max_pending_signals: 7,
         },
+        subscriptions: vec![crate::namespace::Subscription {
+            id: "pager".into(),
+            url: "https://hooks.example/p".into(),
+            workflows: vec!["demo".into()],
+            outcomes: vec![crate::model::RunStatus::Failed, crate::model::RunStatus::TimedOut],
+            created_ms: 3,
+        }],
     };
     let bytes = encode_namespace(&ns).unwrap();
     assert_eq!(decode_namespace("team", &bytes).unwrap(), ns);
@@ -665,4 +672,64 @@ fn a_run_row_from_before_child_runs_reads_as_a_root_with_no_children() {
         } => assert_eq!((parent_step_id.as_str(), depth), ("", 0)),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn a_run_with_deliveries_round_trips_and_an_older_row_has_none() {
+    use crate::model::{DeliveryPolicy, DeliveryTarget};
+    let d = db();
+    let (mut run, _) = busy_run();
+    let mut seq = 100;
+    let mut out = Out::new(2_000, &mut seq);
+    run.terminate("ops", "stop".into(), &mut out).unwrap();
+    run.arm_deliveries(
+        vec![
+            (DeliveryTarget::Callback, "https://cb.example/x".into()),
+            (
+                DeliveryTarget::Subscription("pager".into()),
+                "https://p.example/".into(),
+            ),
+        ],
+        &mut out,
+    );
+    let started = run.delivery_timer_fired("callback", 1, &DeliveryPolicy::default(), &mut out);
+    assert!(started.is_some());
+    let events = out.events;
+    let tx = d.db.begin_write().unwrap();
+    let state = {
+        let mut table = tx.open_table(DEFS).unwrap();
+        d.defs.store(&run.definition, &mut table).unwrap();
+        encode_run(&run, &d.defs).unwrap()
+    };
+    tx.commit().unwrap();
+    let tx = d.db.begin_read().unwrap();
+    let table = tx.open_table(DEFS).unwrap();
+    let fresh = Definitions::default();
+    let back = decode_run(&state, &fresh, &table).unwrap();
+    assert_eq!(back, run);
+    assert_eq!(back.deliveries.len(), 2);
+    assert!(back.deliveries[0].in_flight);
+    for ev in &events {
+        let row = encode_event(ev, &d.defs).unwrap();
+        assert_eq!(&decode_event(&row, &fresh, &table).unwrap(), ev);
+    }
+    assert_eq!(events.last().unwrap().kind.type_name(), "DeliveryAttempted");
+    let timer = Timer::Delivery {
+        namespace: "ns".into(),
+        run_id: "r1".into(),
+        target: "subscription:pager".into(),
+        attempt: 3,
+    };
+    assert_eq!(decode_timer(&encode_timer(&timer).unwrap()).unwrap(), timer);
+
+    // A row written before delivery existed: no `deliveries` field, none to do.
+    let mut old: serde_json::Value = serde_json::from_slice(&state).unwrap();
+    old.as_object_mut().unwrap().remove("deliveries");
+    let back = decode_run(&serde_json::to_vec(&old).unwrap(), &fresh, &table).unwrap();
+    assert!(back.deliveries.is_empty());
+    // A target this build does not know is refused by name, not guessed.
+    let mut odd: serde_json::Value = serde_json::from_slice(&state).unwrap();
+    odd["deliveries"][0]["target"] = "carrier-pigeon".into();
+    let err = decode_run(&serde_json::to_vec(&odd).unwrap(), &fresh, &table).unwrap_err();
+    assert!(err.to_string().contains("carrier-pigeon"), "{err}");
 }

@@ -53,6 +53,18 @@ enum TimerKindRecord {
         #[serde(default)]
         wait_id: u64,
     },
+    /// An attempt of a run's result delivery (see `model::delivery`).
+    #[serde(rename = "delivery")]
+    Delivery {
+        #[serde(default)]
+        namespace: String,
+        #[serde(default)]
+        run_id: String,
+        #[serde(default)]
+        target: String,
+        #[serde(default)]
+        attempt: u32,
+    },
 }
 
 pub(crate) fn encode_timer(timer: &Timer) -> Result<Vec<u8>, StorageError> {
@@ -83,6 +95,18 @@ pub(crate) fn encode_timer(timer: &Timer) -> Result<Vec<u8>, StorageError> {
             namespace: namespace.clone(),
             run_id: run_id.clone(),
             wait_id: *wait_id,
+        },
+
+        Timer::Delivery {
+            namespace,
+            run_id,
+            target,
+            attempt,
+        } => TimerKindRecord::Delivery {
+            namespace: namespace.clone(),
+            run_id: run_id.clone(),
+            target: target.clone(),
+            attempt: *attempt,
         },
     };
     encode_record(&TimerRecord {
@@ -120,6 +144,18 @@ pub(crate) fn decode_timer(bytes: &[u8]) -> Result<Timer, StorageError> {
             namespace,
             run_id,
             wait_id,
+        },
+
+        TimerKindRecord::Delivery {
+            namespace,
+            run_id,
+            target,
+            attempt,
+        } => Timer::Delivery {
+            namespace,
+            run_id,
+            target,
+            attempt,
         },
     })
 }

@@ -25,6 +25,8 @@ pub(crate) struct Cx<'a, 't> {
     /// Runs of a tree that closed in this command: their parents and children hear
     /// of it before the command ends (`commands::children::settle`).
     pub(super) family: &'a mut Vec<FamilyClose>,
+    /// The delivery policy (for the `Delivery*` transitions).
+    pub(super) delivery: &'a crate::delivery::DeliveryHook,
 }
 
 /// A run started by a schedule that has closed, not yet told to the schedule.
@@ -107,6 +109,9 @@ impl Cx<'_, '_> {
     /// on its queue, first leases the step to that poll (sync match); then the
     /// events, the state row and the effects.
     pub fn save(&mut self, mut t: Transition) -> Result<(), StorageError> {
+        if t.was_open && !t.run.status.is_open() {
+            super::commands::delivery::on_close(self, &mut t)?;
+        }
         let handoff = {
             let mut out = Out {
                 now: self.now,

@@ -28,7 +28,8 @@ pub(crate) use commands::schedule::not_found as schedule_not_found;
 pub use commands::{ChildLimits, ChildSpec, PauseRun, SpawnChildren, Spawned, WaitFor};
 pub use commands::{
     CreateSchedule, DeleteSchedule, PatchSchedule, Patched, PurgeCandidate, PurgeRuns, Purged, Replaced,
-    StartCommand, StartReplacing, Stop, UpdateSchedule, UsageReport, may_purge,
+    RecordDelivery, Redeliver, StartCommand, StartReplacing, Stop, Subscribe, Unsubscribe, UpdateSchedule,
+    UsageReport, may_purge,
 };
 pub(crate) use cx::Cx;
 pub(crate) use limits::StartLimits;
@@ -124,6 +125,15 @@ pub struct Hooks {
 impl Writer {
     /// Starts the writer thread. It stops when every handle is dropped.
     pub fn spawn(store: Store, hooks: Hooks) -> Result<(Self, std::thread::JoinHandle<()>), ApiError> {
+        Self::spawn_with_delivery(store, hooks, crate::delivery::DeliveryHook::default())
+    }
+
+    /// [`Self::spawn`], handing started delivery attempts to `delivery`'s sender.
+    pub fn spawn_with_delivery(
+        store: Store,
+        hooks: Hooks,
+        delivery: crate::delivery::DeliveryHook,
+    ) -> Result<(Self, std::thread::JoinHandle<()>), ApiError> {
         let next_seq = store.next_seq()?;
         let limits = StartLimits::new(store.open_run_counts()?);
         let (tx, rx) = mpsc::channel(16 * 1024);
@@ -133,6 +143,7 @@ impl Writer {
                 WriterLoop {
                     store,
                     hooks,
+                    delivery,
                     next_seq,
                     follow_ups: Vec::new(),
                     limits,
@@ -338,6 +349,27 @@ impl Writer {
         self.call(commands::DeleteNamespace { name }).await
     }
 
+    /// Records the outcome of a result delivery attempt; false when that attempt was
+    /// no longer the one in flight.
+    pub async fn record_delivery(&self, cmd: RecordDelivery) -> Result<bool, ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Starts a new delivery round for a closed run's failed targets.
+    pub async fn redeliver(&self, cmd: Redeliver) -> Result<Vec<String>, ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Adds a notification subscription to a namespace.
+    pub async fn subscribe(&self, cmd: Subscribe) -> Result<crate::namespace::Namespace, ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Removes a notification subscription from a namespace.
+    pub async fn unsubscribe(&self, cmd: Unsubscribe) -> Result<crate::namespace::Namespace, ApiError> {
+        self.call(cmd).await
+    }
+
     /// Fires every timer due now; returns how many fired.
     pub async fn fire_timers(&self) -> Result<usize, ApiError> {
         self.call(commands::FireTimers).await
@@ -361,6 +393,8 @@ enum After {
         last_event_id: u64,
     },
     WakeTimers,
+    /// A result delivery attempt for the sender.
+    Deliver(Box<crate::delivery::Job>),
     /// The run's lease deadline as its state now says (`None`: no lease in flight).
     Lease {
         ns: String,
@@ -372,6 +406,7 @@ enum After {
 struct WriterLoop {
     store: Store,
     hooks: Hooks,
+    delivery: crate::delivery::DeliveryHook,
     next_seq: u64,
     /// Commands the writer gives itself, applied in the next batch.
     follow_ups: Vec<Command>,
@@ -438,6 +473,7 @@ impl WriterLoop {
                             last_event_id,
                         } => self.hooks.watchers.notify(&ns, &run_id, last_event_id),
                         After::WakeTimers => self.hooks.timer_wake.notify_one(),
+                        After::Deliver(job) => self.delivery.send(*job),
                         After::Lease { ns, run_id, deadline } => {
                             if self.hooks.leases.set(&ns, &run_id, deadline) {
                                 self.hooks.timer_wake.notify_one();
@@ -480,6 +516,7 @@ impl WriterLoop {
     ) -> Result<(), StorageError> {
         let now = self.hooks.clock.now_ms();
         let hooks = &self.hooks;
+        let delivery = &self.delivery;
         let next_seq = &mut self.next_seq;
         let limits = &mut self.limits;
         let mut batch = Some(batch);
@@ -508,6 +545,7 @@ impl WriterLoop {
                     closed: &mut closed,
                     limits: &mut *limits,
                     family: &mut family,
+                    delivery,
                 };
                 let (answer, mut error) = cmd.apply(&mut cx);
                 // Runs a schedule started that closed in this command tell their

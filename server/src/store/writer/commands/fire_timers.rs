@@ -55,6 +55,12 @@ impl Apply for FireTimers {
                         Ok(())
                     })?;
                 }
+                Timer::Delivery {
+                    namespace,
+                    run_id,
+                    target,
+                    attempt,
+                } => super::delivery::fire(cx, &namespace, &run_id, &target, attempt)?,
             }
         }
         let due = cx.leases.due(now, MAX_TIMERS.saturating_sub(fired));

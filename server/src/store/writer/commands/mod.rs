@@ -10,6 +10,7 @@ mod complete;
 mod create_api_key;
 mod create_namespace;
 mod delete_namespace;
+pub(crate) mod delivery;
 mod fail;
 mod fire_timers;
 mod heartbeat;
@@ -31,6 +32,7 @@ pub use complete::{Complete, Completed};
 pub use create_api_key::CreateApiKey;
 pub use create_namespace::CreateNamespace;
 pub use delete_namespace::DeleteNamespace;
+pub use delivery::{RecordDelivery, Redeliver, Subscribe, Unsubscribe};
 pub use fail::Fail;
 pub use fire_timers::FireTimers;
 pub use heartbeat::{Heartbeat, UsageReport};
@@ -179,4 +181,8 @@ commands! {
     PurgeRuns(PurgeRuns),
     SpawnChildren(SpawnChildren),
     PauseRun(PauseRun),
+    RecordDelivery(RecordDelivery),
+    Redeliver(Redeliver),
+    Subscribe(Subscribe),
+    Unsubscribe(Unsubscribe),
 }

@@ -141,6 +141,7 @@ fn side(kind: Kind) -> Side {
         lp: WriterLoop {
             store: store.clone(),
             hooks,
+            delivery: Default::default(),
             next_seq: store.next_seq().unwrap(),
             follow_ups: Vec::new(),
             limits: StartLimits::new(store.open_run_counts().unwrap()),

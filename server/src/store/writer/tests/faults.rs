@@ -24,6 +24,7 @@ fn harness() -> Harness {
     let lp = WriterLoop {
         store: store.clone(),
         hooks: hooks(matching.clone()),
+        delivery: Default::default(),
         next_seq: store.next_seq().unwrap(),
         follow_ups: Vec::new(),
         limits: StartLimits::new(store.open_run_counts().unwrap()),
