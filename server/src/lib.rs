@@ -21,6 +21,7 @@ pub mod service;
 pub mod store;
 pub mod timers;
 pub mod token;
+pub mod trigger;
 pub mod watch;
 pub mod workflow;
 
@@ -31,7 +32,7 @@ use std::sync::Arc;
 
 use railyard_proto::v1::{
     admin_server::AdminServer, history_server::HistoryServer, schedules_server::SchedulesServer,
-    tasks_server::TasksServer,
+    tasks_server::TasksServer, triggers_server::TriggersServer,
 };
 use tokio::sync::{Notify, watch as shutdown_watch};
 use tokio::task::JoinHandle;
@@ -78,6 +79,31 @@ pub struct ServerConfig {
     /// binary mounts the MCP gateway at `/mcp` this way, so this crate knows nothing
     /// of MCP).
     pub http_extension: Option<HttpExtension>,
+    /// Webhook triggers: the configuration's, the body limit, the dedup window.
+    pub triggers: TriggerSettings,
+}
+
+/// Webhook trigger settings ([`service::triggers`]).
+#[derive(Debug, Clone)]
+pub struct TriggerSettings {
+    /// Triggers the configuration defines: written into storage at start (an
+    /// earlier configuration's that are gone are deleted), read-only through the API.
+    pub config: Vec<service::triggers::TriggerInput>,
+    /// Largest webhook body; a larger one is refused with `413`.
+    pub max_body_bytes: usize,
+    /// How long a delivery id is remembered, so a repeated delivery answers the
+    /// same run (default seven days).
+    pub dedup_retention_ms: u64,
+}
+
+impl Default for TriggerSettings {
+    fn default() -> Self {
+        Self {
+            config: Vec::new(),
+            max_body_bytes: http::DEFAULT_HOOK_BODY_BYTES,
+            dedup_retention_ms: 7 * 86_400_000,
+        }
+    }
 }
 
 /// Makes extra HTTP routes from what only the running server knows.
@@ -109,6 +135,7 @@ impl ServerConfig {
             insecure: false,
             net: net::NetLimits::default(),
             http_extension: None,
+            triggers: TriggerSettings::default(),
         }
     }
 
@@ -152,6 +179,8 @@ pub enum StartError {
     Exposed { addr: SocketAddr },
     #[error(transparent)]
     Bootstrap(#[from] service::keys::BootstrapError),
+    #[error("triggers in the configuration: {0}")]
+    Triggers(error::ApiError),
 }
 
 /// A server that is up and answering.
@@ -256,6 +285,13 @@ impl RunningServer {
             shutdown: shutdown_rx.clone(),
         });
 
+        let (saved, deleted) = service::triggers::sync_config(&core, config.triggers.config.clone())
+            .await
+            .map_err(StartError::Triggers)?;
+        if saved + deleted > 0 {
+            tracing::info!(saved, deleted, "configured triggers written to storage");
+        }
+
         let grpc_listener = tokio::net::TcpListener::bind(config.grpc_listen)
             .await
             .map_err(|source| StartError::Bind {
@@ -286,13 +322,18 @@ impl RunningServer {
             timer_wake,
             shutdown_rx.clone(),
         )));
+        tasks.push(tokio::spawn(purge_hook_deliveries(
+            core.clone(),
+            config.triggers.dedup_retention_ms,
+            shutdown_rx.clone(),
+        )));
         tasks.push(tokio::spawn(serve_grpc(
             core.clone(),
             net::BoundedListener::new(grpc_listener, config.net, "grpc"),
             config.net,
             shutdown_rx.clone(),
         )));
-        let mut routes = http::router(core.clone());
+        let mut routes = http::router(core.clone(), config.triggers.max_body_bytes);
         if let Some(extend) = &config.http_extension {
             let mut reach = grpc_addr;
             if reach.ip().is_unspecified() {
@@ -360,6 +401,43 @@ fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     builder.create(dir)
 }
 
+/// Forgets webhook delivery ids older than the retention window: once a minute,
+/// in batches of [`PURGE_BATCH`] (one short transaction each), until none is left.
+async fn purge_hook_deliveries(
+    core: Arc<Core>,
+    retention_ms: u64,
+    mut shutdown: shutdown_watch::Receiver<bool>,
+) {
+    loop {
+        loop {
+            let before = core
+                .clock
+                .now_ms()
+                .saturating_sub(i64::try_from(retention_ms).unwrap_or(i64::MAX));
+            match core.writer.purge_hook_deliveries(before, PURGE_BATCH).await {
+                Ok(n) if n == PURGE_BATCH => continue,
+                Ok(n) => {
+                    if n > 0 {
+                        tracing::debug!(purged = n, "old webhook delivery ids forgotten");
+                    }
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "purging old webhook delivery ids failed");
+                    break;
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+    }
+}
+
+/// Delivery ids forgotten per transaction.
+const PURGE_BATCH: usize = 1000;
+
 async fn serve_grpc(
     core: Arc<Core>,
     listener: net::BoundedListener,
@@ -378,6 +456,9 @@ async fn serve_grpc(
         .await;
     health_reporter
         .set_serving::<AdminServer<grpc::admin::AdminService>>()
+        .await;
+    health_reporter
+        .set_serving::<TriggersServer<grpc::triggers::TriggersService>>()
         .await;
     // Both reflection versions: grpcurl speaks v1; Python's grpcio reflection
     // client, Postman and grpcui still speak v1alpha.
@@ -400,6 +481,9 @@ async fn serve_grpc(
     let admin = AdminServer::new(grpc::admin::AdminService { core: core.clone() })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let triggers = TriggersServer::new(grpc::triggers::TriggersService { core: core.clone() })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let rpc_layer = core.metrics.rpc_layer();
     let tasks = TasksServer::new(grpc::tasks::TasksService { core })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -418,6 +502,7 @@ async fn serve_grpc(
         .add_service(tasks)
         .add_service(schedules)
         .add_service(admin)
+        .add_service(triggers)
         .serve_with_incoming_shutdown(listener.into_stream(), async move {
             let _ = shutdown.wait_for(|s| *s).await;
         })

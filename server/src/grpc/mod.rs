@@ -6,6 +6,7 @@ pub mod admin;
 pub mod history;
 pub mod schedules;
 pub mod tasks;
+pub mod triggers;
 
 use railyard_proto::v1;
 use tonic::metadata::MetadataMap;

@@ -16,6 +16,7 @@ pub mod namespaces;
 pub mod runs;
 pub mod schedules;
 pub mod tasks;
+pub mod triggers;
 pub mod workflows;
 
 #[cfg(test)]

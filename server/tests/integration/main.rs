@@ -9,4 +9,5 @@ mod metrics;
 mod namespaces;
 mod run_poll;
 mod schedules;
+mod triggers;
 mod upgrade;

@@ -24,9 +24,15 @@ use commands::{Answer, Apply, Command, Handed};
 use cx::Transition;
 
 pub(crate) use commands::schedule::not_found as schedule_not_found;
+pub use commands::trigger::MAX_QUEUED_PER_KEY;
+pub(crate) use commands::trigger::not_found as trigger_not_found;
 pub use commands::{
     CreateSchedule, DeleteSchedule, PatchSchedule, Patched, Replaced, StartCommand, StartReplacing, Stop,
     UpdateSchedule,
+};
+pub use commands::{
+    CreateTrigger, DeleteTrigger, DeliverHook, Delivered, PurgeHookDeliveries, SyncConfigTriggers,
+    UpdateTrigger,
 };
 pub(crate) use cx::Cx;
 
@@ -298,6 +304,36 @@ impl Writer {
         self.call(commands::DeleteNamespace { name }).await
     }
 
+    /// Stores a new trigger (`ALREADY_EXISTS` when its id is taken).
+    pub async fn create_trigger(&self, cmd: CreateTrigger) -> Result<crate::trigger::Trigger, ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Replaces an API-made trigger's definition.
+    pub async fn update_trigger(&self, cmd: UpdateTrigger) -> Result<crate::trigger::Trigger, ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Deletes an API-made trigger.
+    pub async fn delete_trigger(&self, cmd: DeleteTrigger) -> Result<(), ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Writes the configuration's triggers into storage; answers (saved, deleted).
+    pub async fn sync_config_triggers(&self, cmd: SyncConfigTriggers) -> Result<(usize, usize), ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Applies a webhook delivery: dedup, concurrency key, start or queue.
+    pub async fn deliver_hook(&self, cmd: DeliverHook) -> Result<Delivered, ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Forgets at most `max` delivery ids received before `before`.
+    pub async fn purge_hook_deliveries(&self, before: Millis, max: usize) -> Result<usize, ApiError> {
+        self.call(PurgeHookDeliveries { before, max }).await
+    }
+
     /// Fires every timer due now; returns how many fired.
     pub async fn fire_timers(&self) -> Result<usize, ApiError> {
         self.call(commands::FireTimers).await
@@ -462,10 +498,10 @@ impl WriterLoop {
                     closed: &mut closed,
                 };
                 let (answer, mut error) = cmd.apply(&mut cx);
-                // Runs a schedule started that closed in this command tell their
-                // schedules in the same transaction, whichever way they closed.
+                // Runs that closed in this command tell what started them in the
+                // same transaction, whichever way they closed.
                 if error.is_none()
-                    && let Err(e) = commands::schedule::settle(&mut cx)
+                    && let Err(e) = commands::settle(&mut cx)
                 {
                     error = Some(e);
                 }
