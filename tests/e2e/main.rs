@@ -13,5 +13,6 @@ mod mcp;
 mod mcp_steps;
 mod schedules;
 mod server_e2e;
+mod triggers;
 mod worker_bounds;
 mod worker_e2e;

@@ -34,7 +34,7 @@ pub const DEFAULT_LIST_PAGE: usize = 100;
 pub const MAX_LIST_PAGE: usize = 1000;
 
 /// What a trigger is, as a request (or the configuration) gives it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TriggerInput {
     /// Where the configuration defines it (the API takes the namespace from the
