@@ -17,6 +17,7 @@
 mod args;
 mod bench;
 mod bench_schedules;
+mod bench_webhooks;
 mod builtin;
 mod dev;
 mod global;
