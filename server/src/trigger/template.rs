@@ -142,7 +142,10 @@ impl Template {
                     let v = lookup(payload, steps).ok_or_else(|| RenderError::Missing(shown.clone()))?;
                     match v {
                         Value::String(s) => std::borrow::Cow::Borrowed(s.as_str()),
-                        other => std::borrow::Cow::Owned(bounded_json(other, max - out.len())?),
+                        // The error names the template's limit, not what was left of it.
+                        other => std::borrow::Cow::Owned(
+                            bounded_json(other, max - out.len()).map_err(|_| RenderError::TooLong(max))?,
+                        ),
                     }
                 }
             };
@@ -231,6 +234,10 @@ mod tests {
         assert_eq!(t.render(&p, 100).unwrap(), "[1,2,3][1,2,3]");
         let big = json!({"a": vec!["y".repeat(10); 100]});
         assert_eq!(t.render(&big, 100), Err(RenderError::TooLong(100)));
+        // Found by the fuzz target: the limit named is the template's, also when a
+        // JSON value passes what an earlier piece left of it.
+        let t = Template::parse("abcdefgh{{$.a}}").unwrap();
+        assert_eq!(t.render(&json!({"a": [1]}), 9), Err(RenderError::TooLong(9)));
     }
 
     #[test]
