@@ -1,8 +1,12 @@
 //! Options every client command takes (`--server`, `--namespace`, `--api-key`,
-//! `--output`) and the connection they lead to.
+//! `--tls-*`, `--output`) and the connection they lead to.
 
 use clap::Args;
-use railyard_proto::{ApiKey, Client, ClientError, ConnectOptions, DEFAULT_NAMESPACE, DEFAULT_SERVER_URL};
+use std::path::PathBuf;
+
+use railyard_proto::{
+    ApiKey, Client, ClientError, ConnectOptions, DEFAULT_NAMESPACE, DEFAULT_SERVER_URL, TlsOptions,
+};
 
 use crate::output::Output;
 
@@ -36,6 +40,37 @@ pub struct GlobalOpts {
     )]
     pub api_key: Option<String>,
 
+    /// CA certificates (PEM) that an https:// server's certificate must chain to
+    /// (default: the system's roots).
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        value_name = "FILE",
+        env = "RAILYARD_TLS_CA"
+    )]
+    pub tls_ca: Option<PathBuf>,
+
+    /// Client certificate (PEM) for a server that requires mutual TLS.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        value_name = "FILE",
+        env = "RAILYARD_TLS_CLIENT_CERT"
+    )]
+    pub tls_cert: Option<PathBuf>,
+
+    /// Private key (PEM) of --tls-cert.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        value_name = "FILE",
+        env = "RAILYARD_TLS_CLIENT_KEY"
+    )]
+    pub tls_key: Option<PathBuf>,
+
     /// Output format of client commands.
     #[arg(long, short = 'o', global = true, help_heading = "Global options", value_enum, default_value_t = Output::Human)]
     pub output: Output,
@@ -44,16 +79,30 @@ pub struct GlobalOpts {
 impl GlobalOpts {
     /// A client for `--server` (connects lazily; an unreachable server shows on the first call).
     pub async fn connect(&self) -> Result<Client, ClientError> {
-        let opts = ConnectOptions {
+        Client::connect_with(&self.server, self.connect_options()).await
+    }
+
+    /// The default connect options with `--api-key` and the `--tls-*` settings.
+    pub fn connect_options(&self) -> ConnectOptions {
+        ConnectOptions {
             api_key: self.api_key(),
+            tls: self.tls(),
             ..ConnectOptions::default()
-        };
-        Client::connect_with(&self.server, opts).await
+        }
     }
 
     /// The `--api-key` (or `RAILYARD_API_KEY`), if any.
     pub fn api_key(&self) -> Option<ApiKey> {
         self.api_key.clone().map(ApiKey::new)
+    }
+
+    /// The `--tls-ca`, `--tls-cert` and `--tls-key` settings.
+    pub fn tls(&self) -> TlsOptions {
+        TlsOptions {
+            ca: self.tls_ca.clone(),
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+        }
     }
 }
 

@@ -197,6 +197,16 @@ where
         a.server_flag = typed("server");
         a.namespace_flag = typed("namespace");
         a.api_key_flag = typed("api_key");
+        let typed_path = |id: &str| {
+            (sub.value_source(id) == Some(ValueSource::CommandLine))
+                .then(|| sub.get_one::<std::path::PathBuf>(id).cloned())
+                .flatten()
+        };
+        a.tls_flags = railyard_proto::TlsOptions {
+            ca: typed_path("tls_ca"),
+            cert: typed_path("tls_cert"),
+            key: typed_path("tls_key"),
+        };
     }
     Ok(cli)
 }
@@ -239,6 +249,12 @@ fn init_tracing(default_filter: &str, format: LogFormat) {
 /// A next step for errors people commonly meet.
 fn hint_for(e: &anyhow::Error) -> Option<&'static str> {
     match e.downcast_ref::<railyard_proto::ClientError>()? {
+        // Reached, but the connection closed: the message already says what to check.
+        railyard_proto::ClientError::Unavailable { message, .. }
+            if message.contains("client certificate") =>
+        {
+            None
+        }
         railyard_proto::ClientError::Unavailable { .. } => {
             Some("is `railyard server` running there? Point --server (or RAILYARD_SERVER) at it.")
         }

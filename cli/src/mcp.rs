@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use railyard_proto::{ApiKey, Client, ConnectOptions};
+use railyard_proto::{Client, ConnectOptions};
 use railyard_server::{HttpContext, HttpExtension};
 use railyard_worker::gateway::{self, Gateway, GatewayOptions};
 use rmcp::ServiceExt;
@@ -31,12 +31,11 @@ pub struct McpArgs {
 }
 
 /// Fewer, shorter retries than a worker's: an agent waits on each tool call.
-fn connect_options(api_key: Option<ApiKey>) -> ConnectOptions {
+fn connect_options(base: ConnectOptions) -> ConnectOptions {
     ConnectOptions {
-        api_key,
         max_attempts: 3,
         request_timeout: Duration::from_secs(15),
-        ..ConnectOptions::default()
+        ..base
     }
 }
 
@@ -50,7 +49,7 @@ pub async fn run(global: &GlobalOpts, args: &McpArgs) -> anyhow::Result<()> {
             railyard_server::ids::NAME_CHARACTERS
         );
     }
-    let client = Client::connect_with(&global.server, connect_options(global.api_key())).await?;
+    let client = Client::connect_with(&global.server, connect_options(global.connect_options())).await?;
     let mut opts = GatewayOptions::new(
         global.namespace.clone(),
         format!("railyard-mcp-{}", std::process::id()),
@@ -74,7 +73,7 @@ pub fn http_extension() -> HttpExtension {
         let url = format!("http://{}", cx.grpc_addr);
         // No key: on a server with --auth the tools are refused (UNAUTHENTICATED)
         // until the caller's credentials are passed through.
-        let client = match Client::lazy(&url, connect_options(None)) {
+        let client = match Client::lazy(&url, connect_options(ConnectOptions::default())) {
             Ok(client) => client,
             Err(e) => {
                 tracing::error!(error = %e, "MCP over HTTP unavailable");

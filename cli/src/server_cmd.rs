@@ -16,6 +16,7 @@ use anyhow::{Context, anyhow};
 use clap::Args;
 use railyard_proto::config::{ConfigError, EnvVar, Loader};
 use railyard_server::service::triggers::TriggerInput;
+use railyard_server::tls::TlsFiles;
 use railyard_server::{RunningServer, ServerConfig};
 use serde::{Deserialize, Serialize};
 
@@ -33,7 +34,7 @@ const MAX_SHUTDOWN_GRACE_SECS: u64 = 3600;
 #[derive(Debug, Clone, Default, Args)]
 pub struct ServerArgs {
     /// TOML config file with a [server] section (keys: data_dir, listen, http_listen,
-    /// workflows, shutdown_grace_secs).
+    /// workflows, shutdown_grace_secs, tls_cert, tls_key, tls_client_ca).
     #[arg(long, value_name = "FILE", env = "RAILYARD_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
 
@@ -70,6 +71,20 @@ pub struct ServerArgs {
     /// server can start runs, and so run code on the workers.
     #[arg(long)]
     pub insecure: bool,
+
+    /// Certificate chain (PEM) to serve TLS with on both listeners; needs --tls-key
+    /// [env: RAILYARD_TLS_CERT].
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// Private key (PEM) of --tls-cert [env: RAILYARD_TLS_KEY].
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+
+    /// CA certificates (PEM): gRPC clients must present a certificate it issued
+    /// (mutual TLS), and its subject is their identity [env: RAILYARD_TLS_CLIENT_CA].
+    #[arg(long, value_name = "FILE")]
+    pub tls_client_ca: Option<PathBuf>,
 }
 
 /// The server's config file: one section per part of the server, every key optional,
@@ -84,6 +99,9 @@ pub struct ServerArgs {
 /// shutdown_grace_secs = 10
 /// auth = true                         # API keys required; needed on a non-loopback address
 /// # insecure = true                   # ... unless this says to listen there without auth
+/// tls_cert = "server.pem"             # TLS on both listeners (with tls_key)
+/// tls_key = "server.key"
+/// tls_client_ca = "clients-ca.pem"    # mutual TLS on gRPC
 ///
 /// [hooks]
 /// max_body_bytes = 1048576            # larger webhook bodies get 413
@@ -147,6 +165,9 @@ pub struct ServerSection {
     pub shutdown_grace_secs: Option<u64>,
     pub auth: Option<bool>,
     pub insecure: Option<bool>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_client_ca: Option<PathBuf>,
 }
 
 /// The environment variables of the server's settings.
@@ -171,6 +192,18 @@ const ENV: &[EnvVar] = &[
         var: "RAILYARD_AUTH",
         key: "server.auth",
     },
+    EnvVar {
+        var: "RAILYARD_TLS_CERT",
+        key: "server.tls_cert",
+    },
+    EnvVar {
+        var: "RAILYARD_TLS_KEY",
+        key: "server.tls_key",
+    },
+    EnvVar {
+        var: "RAILYARD_TLS_CLIENT_CA",
+        key: "server.tls_client_ca",
+    },
 ];
 
 /// Keys whose flag is not `--key-with-dashes`.
@@ -191,6 +224,9 @@ pub struct ServerSettings {
     pub auth: bool,
     /// Non-loopback listeners allowed without auth.
     pub insecure: bool,
+
+    /// TLS files; `None`: plaintext.
+    pub tls: Option<TlsFiles>,
     /// The configuration's webhook triggers (`[[triggers]]` and the triggers file).
     pub triggers: Vec<TriggerInput>,
     /// Largest webhook body.
@@ -207,6 +243,7 @@ impl ServerSettings {
         config.http_listen = self.http_listen;
         config.auth = self.auth;
         config.insecure = self.insecure;
+        config.tls = self.tls.clone();
         config.triggers.config = self.triggers.clone();
         config.triggers.max_body_bytes = self.hook_max_body_bytes;
         config.triggers.dedup_retention_ms = self.dedup_retention.as_millis() as u64;
@@ -245,6 +282,9 @@ impl ServerArgs {
                 shutdown_grace_secs: self.shutdown_grace,
                 auth: self.auth.then_some(true),
                 insecure: self.insecure.then_some(true),
+                tls_cert: self.tls_cert.clone(),
+                tls_key: self.tls_key.clone(),
+                tls_client_ca: self.tls_client_ca.clone(),
             },
             ..ServerFile::default()
         };
@@ -292,7 +332,32 @@ impl ServerArgs {
             ));
         }
         let workflows = path("server.workflows", &s.workflows, DEFAULT_WORKFLOWS);
+        let optional = |key: &str, value: &Option<PathBuf>| value.as_ref().map(|_| path(key, value, ""));
+        let tls = match (
+            optional("server.tls_cert", &s.tls_cert),
+            optional("server.tls_key", &s.tls_key),
+        ) {
+            (Some(cert), Some(key)) => Some(TlsFiles {
+                cert,
+                key,
+                client_ca: optional("server.tls_client_ca", &s.tls_client_ca),
+            }),
+            (None, None) if s.tls_client_ca.is_some() => {
+                return Err(loaded.invalid(
+                    "server.tls_client_ca",
+                    "mutual TLS needs server.tls_cert and server.tls_key too",
+                ));
+            }
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(loaded.invalid("server.tls_key", "missing: server.tls_cert is set"));
+            }
+            (None, Some(_)) => {
+                return Err(loaded.invalid("server.tls_cert", "missing: server.tls_key is set"));
+            }
+        };
         let settings = ServerSettings {
+            tls,
             data_dir: path("server.data_dir", &s.data_dir, DEFAULT_DATA_DIR),
             built_in_demo: builtin::use_built_in(s.workflows.is_some(), &workflows),
             workflows,

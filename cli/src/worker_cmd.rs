@@ -83,6 +83,9 @@ pub struct WorkerArgs {
     /// `--api-key` as given on the command line; see `server_flag`.
     #[arg(skip)]
     pub api_key_flag: Option<String>,
+    /// `--tls-ca`, `--tls-cert`, `--tls-key` as given on the command line; see `server_flag`.
+    #[arg(skip)]
+    pub tls_flags: railyard_proto::TlsOptions,
 }
 
 fn parse_provider(s: &str) -> Result<ProviderKind, String> {
@@ -102,6 +105,9 @@ impl WorkerArgs {
         Ok(ConfigLayer {
             server_url: self.server_flag.clone(),
             api_key: self.api_key_flag.clone(),
+            tls_ca: self.tls_flags.ca.clone(),
+            tls_cert: self.tls_flags.cert.clone(),
+            tls_key: self.tls_flags.key.clone(),
             namespace: self.namespace_flag.clone(),
             queues: (!self.queues.is_empty()).then(|| self.queues.clone()),
             slots: self.slots.map(|n| n as usize),

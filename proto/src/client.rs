@@ -14,6 +14,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
 use crate::retry::{RetryPolicy, is_transient_grpc, is_transient_grpc_or_timeout};
+use crate::tls::TlsOptions;
 
 use crate::v1::admin_client::AdminClient;
 use crate::v1::history_client::HistoryClient;
@@ -30,6 +31,10 @@ pub enum ClientError {
     /// The API key cannot be sent (empty, or not printable ASCII).
     #[error("invalid API key: {0}")]
     BadApiKey(String),
+    /// A TLS setting cannot be used: a missing or unreadable file, a bad PEM block,
+    /// a certificate without its key.
+    #[error("TLS: {0}")]
+    Tls(String),
     /// The server could not be reached (after retries).
     #[error("server unavailable at {url}: {message}")]
     Unavailable { url: String, message: String },
@@ -63,7 +68,7 @@ impl ClientError {
     /// The gRPC code this error came from, where there was one.
     pub fn code(&self) -> Option<Code> {
         Some(match self {
-            Self::BadAddress { .. } | Self::BadApiKey(_) => return None,
+            Self::BadAddress { .. } | Self::BadApiKey(_) | Self::Tls(_) => return None,
             Self::Unavailable { .. } => Code::Unavailable,
             Self::InvalidArgument(_) => Code::InvalidArgument,
             Self::NotFound(_) => Code::NotFound,
@@ -89,6 +94,25 @@ impl ClientError {
 
     /// Maps a status from the server at `url` (for one met mid-stream, say).
     pub fn from_status(url: &str, status: Status) -> Self {
+        // A refused handshake comes as UNAVAILABLE; no retry changes it.
+        if let Some(reason) = crate::tls::is_tls_failure(&status) {
+            return Self::Tls(format!("cannot connect to {url}: {reason}"));
+        }
+        // Under TLS 1.3 a server checks the client's certificate after the client
+        // has finished its side of the handshake, so a refusal (no certificate, or one
+        // from another CA) often reaches the call only as the connection closing.
+        if url.starts_with("https://")
+            && status.code() == Code::Cancelled
+            && crate::tls::error_chain(&status).contains("connection closed")
+        {
+            return Self::Unavailable {
+                url: url.to_string(),
+                message: "the server closed the connection; over TLS, this is how a server \
+                          that requires a client certificate refuses a missing or untrusted one \
+                          (check --tls-cert, --tls-key and the server's --tls-client-ca)"
+                    .into(),
+            };
+        }
         let message = status.message().to_string();
         match status.code() {
             Code::Unavailable => Self::Unavailable {
@@ -181,6 +205,8 @@ pub struct ConnectOptions {
     pub initial_backoff: Duration,
     /// No pause between attempts is this long.
     pub max_backoff: Duration,
+    /// TLS settings; used with `https://` URLs (and refused with `http://` ones).
+    pub tls: TlsOptions,
 }
 
 impl ConnectOptions {
@@ -203,6 +229,7 @@ impl Default for ConnectOptions {
             max_attempts: 8,
             initial_backoff: Duration::from_millis(50),
             max_backoff: Duration::from_secs(2),
+            tls: TlsOptions::default(),
         }
     }
 }
@@ -237,13 +264,24 @@ impl Client {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(bad("expected a URL such as http://127.0.0.1:7400".into()));
         }
-        let endpoint = Endpoint::from_shared(url.to_string())
+        let mut endpoint = Endpoint::from_shared(url.to_string())
             .map_err(|e| bad(e.to_string()))?
             .connect_timeout(opts.connect_timeout)
             .tcp_nodelay(true)
             .http2_keep_alive_interval(Duration::from_secs(20))
             .keep_alive_while_idle(true);
         let auth = Authorization(opts.api_key.as_ref().map(ApiKey::header).transpose()?);
+        if url.starts_with("https://") {
+            let tls = opts
+                .tls
+                .client_config()
+                .map_err(|e| ClientError::Tls(e.to_string()))?;
+            endpoint = endpoint
+                .tls_config(tls)
+                .map_err(|e| ClientError::Tls(crate::tls::error_chain(&e)))?;
+        } else if opts.tls.is_set() {
+            return Err(bad("TLS settings were given: use an https:// URL".into()));
+        }
         Ok(Self {
             url: url.to_string(),
             channel: endpoint.connect_lazy(),

@@ -38,10 +38,12 @@ pub mod config;
 pub mod files;
 pub mod retry;
 mod step_worker;
+pub mod tls;
 
 pub use client::{ApiKey, Authorization, Client, ClientError, ConnectOptions};
 pub use retry::RetryPolicy;
 pub use step_worker::{Completion, Failure, StepWorker};
+pub use tls::TlsOptions;
 
 /// Largest gRPC message, in bytes, that the server accepts and sends, and that the
 /// client SDK accepts. The server's limits on what a request may carry and on what one

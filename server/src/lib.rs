@@ -20,6 +20,7 @@ pub mod schedule;
 pub mod service;
 pub mod store;
 pub mod timers;
+pub mod tls;
 pub mod token;
 pub mod trigger;
 pub mod watch;
@@ -79,6 +80,8 @@ pub struct ServerConfig {
     /// binary mounts the MCP gateway at `/mcp` this way, so this crate knows nothing
     /// of MCP).
     pub http_extension: Option<HttpExtension>,
+    /// TLS on both listeners (mutual TLS on gRPC with a client CA); `None`: plaintext.
+    pub tls: Option<tls::TlsFiles>,
     /// Webhook triggers: the configuration's, the body limit, the dedup window.
     pub triggers: TriggerSettings,
 }
@@ -135,6 +138,7 @@ impl ServerConfig {
             insecure: false,
             net: net::NetLimits::default(),
             http_extension: None,
+            tls: None,
             triggers: TriggerSettings::default(),
         }
     }
@@ -169,6 +173,8 @@ pub enum StartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("TLS: {0}")]
+    Tls(#[from] tls::TlsError),
     #[error("{0}")]
     Internal(#[from] error::ApiError),
     #[error(
@@ -203,6 +209,8 @@ impl RunningServer {
     pub async fn start(config: ServerConfig) -> Result<Self, StartError> {
         config.check_exposure()?;
         let dir = &config.data_dir;
+        // TLS files first: a bad one stops the start before anything is opened.
+        let server_tls = config.tls.as_ref().map(tls::ServerTls::load).transpose()?;
         create_private_dir(dir).map_err(|source| StartError::DataDir {
             path: dir.display().to_string(),
             source,
@@ -331,6 +339,7 @@ impl RunningServer {
             core.clone(),
             net::BoundedListener::new(grpc_listener, config.net, "grpc"),
             config.net,
+            server_tls.as_ref().map(|t| t.grpc.clone()),
             shutdown_rx.clone(),
         )));
         let mut routes = http::router(core.clone(), config.triggers.max_body_bytes);
@@ -349,19 +358,30 @@ impl RunningServer {
             }));
         }
         let mut http_shutdown = shutdown_rx;
+        let http_tls = server_tls.as_ref().map(|t| t.http.clone());
+        let net_limits = config.net;
         tasks.push(tokio::spawn(async move {
-            let serve = axum::serve(
-                net::BoundedListener::new(http_listener, config.net, "http"),
-                routes,
-            )
-            .with_graceful_shutdown(async move {
+            let listener = net::BoundedListener::new(http_listener, net_limits, "http");
+            let stop = async move {
                 let _ = http_shutdown.wait_for(|s| *s).await;
-            });
-            if let Err(e) = serve.await {
+            };
+            let served = match http_tls {
+                Some(acceptor) => {
+                    let listener = tls::TlsListener::new(listener, acceptor);
+                    axum::serve(listener, routes).with_graceful_shutdown(stop).await
+                }
+                None => axum::serve(listener, routes).with_graceful_shutdown(stop).await,
+            };
+            if let Err(e) = served {
                 tracing::error!(error = %e, "HTTP listener failed");
             }
         }));
-        tracing::info!(grpc = %grpc_addr, http = %http_addr, data = %dir.display(), auth = config.auth, "railyard server started");
+        let tls_mode = match &server_tls {
+            Some(t) if t.mutual => "mutual",
+            Some(_) => "on",
+            None => "off",
+        };
+        tracing::info!(grpc = %grpc_addr, http = %http_addr, data = %dir.display(), auth = config.auth, tls = tls_mode, "railyard server started");
         Ok(Self {
             grpc_addr,
             http_addr,
@@ -442,6 +462,7 @@ async fn serve_grpc(
     core: Arc<Core>,
     listener: net::BoundedListener,
     limits: net::NetLimits,
+    tls: Option<tonic::transport::ServerTlsConfig>,
     mut shutdown: shutdown_watch::Receiver<bool>,
 ) {
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
@@ -491,9 +512,21 @@ async fn serve_grpc(
     // The listener sets TCP_NODELAY (`Server::tcp_nodelay` does not apply to a
     // listener we bring), limits connections and closes idle ones; the pings keep a
     // live peer from looking idle.
-    let result = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(limits.keepalive_interval()))
-        .http2_keepalive_timeout(Some(limits.keepalive_interval()))
+        .http2_keepalive_timeout(Some(limits.keepalive_interval()));
+    if let Some(tls) = tls {
+        builder = match builder.tls_config(tls) {
+            Ok(b) => b,
+            Err(e) => {
+                // Checked at start (`ServerTls::load`), so this is not expected.
+                tracing::error!(error = %e, "gRPC TLS configuration failed");
+                return;
+            }
+        };
+    }
+    let result = builder
+        .layer(grpc::peer::PeerLayer)
         .layer(rpc_layer)
         .add_service(health_service)
         .add_optional_service(reflection_v1)

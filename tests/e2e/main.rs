@@ -13,6 +13,7 @@ mod mcp;
 mod mcp_steps;
 mod schedules;
 mod server_e2e;
+mod tls;
 mod triggers;
 mod worker_bounds;
 mod worker_e2e;

@@ -103,6 +103,7 @@ impl Worker {
         })?;
         let opts = railyard_proto::ConnectOptions {
             api_key: config.api_key.clone(),
+            tls: config.tls.clone(),
             ..Default::default()
         };
         let client = Client::connect_with(&config.server_url, opts).await?;

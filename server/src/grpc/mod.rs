@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod history;
+pub mod peer;
 pub mod schedules;
 pub mod tasks;
 pub mod triggers;
@@ -62,6 +63,15 @@ pub fn credentials(metadata: &MetadataMap) -> Credentials {
     Credentials::from_header(metadata.get("authorization").map(|v| v.to_str().map_err(|_| ())))
 }
 
+/// The subject of the request's verified client certificate under mutual TLS
+/// ([`peer::PEER_SUBJECT`], set only by the server's own [`peer::PeerLayer`]).
+pub fn peer_subject(metadata: &MetadataMap) -> Option<String> {
+    metadata
+        .get(peer::PEER_SUBJECT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
 /// The caller of a request that names its namespace and identity, doing `op`:
 /// authenticated from its metadata and authorized ([`caller::resolve`]).
 fn caller_of(
@@ -75,6 +85,7 @@ fn caller_of(
         namespace,
         identity,
         credentials: credentials(metadata),
+        peer_subject: peer_subject(metadata),
     };
     Ok(caller::resolve(core, input, op)?)
 }

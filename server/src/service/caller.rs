@@ -186,6 +186,10 @@ pub struct CallerInput {
     /// The identity the caller gives itself (empty: the operation's default).
     pub identity: String,
     pub credentials: Credentials,
+    /// The subject of the client certificate the caller proved under mutual TLS. Once
+    /// the credentials are authenticated, it is the caller's identity, whatever the
+    /// request names.
+    pub peer_subject: Option<String>,
 }
 
 /// A request's caller, checked: authenticated, allowed, its namespace exists and
@@ -218,7 +222,8 @@ impl Caller {
 /// The one place a request's caller is established.
 pub fn resolve(core: &Core, input: CallerInput, op: Operation) -> Result<Caller, ApiError> {
     let principal = authenticate(core, &input.credentials)?;
-    resolve_as(core, principal, input.namespace, input.identity, op)
+    let identity = input.peer_subject.unwrap_or(input.identity);
+    resolve_as(core, principal, input.namespace, identity, op)
 }
 
 /// [`resolve`] for a principal already authenticated (a lease holder's, whose

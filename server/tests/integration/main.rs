@@ -9,5 +9,6 @@ mod metrics;
 mod namespaces;
 mod run_poll;
 mod schedules;
+mod tls;
 mod triggers;
 mod upgrade;

@@ -9,6 +9,9 @@
 //! ```toml
 //! server_url = "http://127.0.0.1:7400"
 //! api_key = "ry_..."                  # or RAILYARD_API_KEY; a worker key when the server runs with auth
+//! tls_ca = "ca.pem"                   # https:// servers: the CA to trust (or RAILYARD_TLS_CA)
+//! tls_cert = "worker.pem"             # mutual TLS: this worker's certificate and key
+//! tls_key = "worker.key"              # (or RAILYARD_TLS_CLIENT_CERT / RAILYARD_TLS_CLIENT_KEY)
 //! namespace = "default"
 //! queues = ["default"]
 //! slots = 4
@@ -56,6 +59,8 @@ pub struct WorkerConfig {
     pub server_url: String,
     /// Sent with every call to the server (its `Debug` never shows it).
     pub api_key: Option<railyard_proto::ApiKey>,
+    /// TLS settings for an `https://` server.
+    pub tls: railyard_proto::TlsOptions,
     pub namespace: String,
     /// Task queues to poll, one poll loop each.
     pub queues: Vec<String>,
@@ -207,6 +212,18 @@ pub const ENV: &[EnvVar] = &[
         key: "api_key",
     },
     EnvVar {
+        var: "RAILYARD_TLS_CA",
+        key: "tls_ca",
+    },
+    EnvVar {
+        var: "RAILYARD_TLS_CLIENT_CERT",
+        key: "tls_cert",
+    },
+    EnvVar {
+        var: "RAILYARD_TLS_CLIENT_KEY",
+        key: "tls_key",
+    },
+    EnvVar {
         var: "RAILYARD_NAMESPACE",
         key: "namespace",
     },
@@ -279,6 +296,12 @@ pub struct ConfigLayer {
     pub server_url: Option<String>,
     /// The API key for the Railyard server.
     pub api_key: Option<String>,
+    /// CA certificates (PEM) the server's certificate must chain to.
+    pub tls_ca: Option<PathBuf>,
+    /// This worker's certificate chain (PEM), for mutual TLS.
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of `tls_cert`.
+    pub tls_key: Option<PathBuf>,
     pub namespace: Option<String>,
     /// A list, or (from `RAILYARD_QUEUES`) comma-separated text.
     #[serde(default, deserialize_with = "queue_list")]
@@ -435,8 +458,20 @@ fn resolve(
         return Err(loaded.invalid("heartbeat_interval_secs", "must be more than zero"));
     }
     let bash_env = resolve_bash_env(loaded)?;
+    // Relative paths in the file mean "next to the file".
+    let tls_path = |key: &str, value: &Option<PathBuf>| {
+        value.as_ref().map(|v| match loaded.file_of(key) {
+            Some(file) if v.is_relative() => file.parent().unwrap_or(Path::new(".")).join(v),
+            _ => v.clone(),
+        })
+    };
     Ok(WorkerConfig {
         api_key: layer.api_key.clone().map(railyard_proto::ApiKey::new),
+        tls: railyard_proto::TlsOptions {
+            ca: tls_path("tls_ca", &layer.tls_ca),
+            cert: tls_path("tls_cert", &layer.tls_cert),
+            key: tls_path("tls_key", &layer.tls_key),
+        },
         server_url: layer
             .server_url
             .clone()

@@ -295,6 +295,7 @@ fn local_port() -> tonic::transport::server::TcpIncoming {
 
 fn config(addr: SocketAddr, workspace: PathBuf, script: serde_json::Value) -> WorkerConfig {
     WorkerConfig {
+        tls: Default::default(),
         server_url: format!("http://{addr}"),
         api_key: None,
         namespace: "default".into(),
