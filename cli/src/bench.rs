@@ -9,7 +9,8 @@
 //!
 //! The client side spreads over `--connections` gRPC channels so it is not the bottleneck.
 //!
-//! `--schedules N` runs the schedule bench instead ([`crate::bench_schedules`]).
+//! `--schedules N` runs the schedule bench instead ([`crate::bench_schedules`]),
+//! `--webhooks N` the webhook bench ([`crate::bench_webhooks`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -65,6 +66,16 @@ pub struct BenchArgs {
     /// Least time between starting to create the schedules and their due boundary.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::timefmt::parse_duration)]
     pub schedule_lead: Duration,
+    /// Instead of the run phases: N signed webhook deliveries (1000 when N is
+    /// omitted) from --senders concurrent senders to a trigger on a `railyard server`
+    /// process; checks each was answered 202 and started exactly once, and prints
+    /// the rate and p99.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1000",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub webhooks: Option<u32>,
+    /// Concurrent webhook senders.
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub senders: u32,
 }
 
 /// The throughput phase's figures.
@@ -95,6 +106,9 @@ struct Latency {
 pub async fn run(global: &GlobalOpts, args: BenchArgs) -> anyhow::Result<()> {
     if let Some(count) = args.schedules {
         return crate::bench_schedules::run(global, &args, count).await;
+    }
+    if let Some(count) = args.webhooks {
+        return crate::bench_webhooks::run(global, &args, count).await;
     }
     let dir = tempfile::Builder::new()
         .prefix("railyard-bench-")

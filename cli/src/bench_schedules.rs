@@ -33,9 +33,12 @@ const CREATORS: u32 = 64;
 const MINUTE_MS: i64 = 60_000;
 
 /// A `railyard server` child process; killed when dropped.
-struct ServerChild {
-    child: Child,
-    url: String,
+pub(crate) struct ServerChild {
+    pub(crate) child: Child,
+    /// The gRPC URL.
+    pub(crate) url: String,
+    /// The HTTP listener's address.
+    pub(crate) http_addr: String,
 }
 
 impl Drop for ServerChild {
@@ -80,7 +83,7 @@ pub async fn run(global: &GlobalOpts, args: &BenchArgs, count: u32) -> anyhow::R
         workflows.join("bench-sched.json"),
         serde_json::to_vec_pretty(&def)?,
     )?;
-    let server = spawn_server(&dir.path().join("data"), &workflows)?;
+    let server = spawn_server(&dir.path().join("data"), &workflows, &[], &[])?;
     let pid = server.child.id();
     tracing::info!(url = %server.url, pid, "bench server started");
     let figures = measure(&server.url, pid, args, count).await?;
@@ -88,8 +91,14 @@ pub async fn run(global: &GlobalOpts, args: &BenchArgs, count: u32) -> anyhow::R
     report(global, count, &figures)
 }
 
-/// Starts this binary's `server` on free loopback ports and waits for its listening line.
-fn spawn_server(data: &std::path::Path, workflows: &std::path::Path) -> anyhow::Result<ServerChild> {
+/// Starts this binary's `server` on free loopback ports, with `args` more and `env`
+/// set, and waits for its listening line.
+pub(crate) fn spawn_server(
+    data: &std::path::Path,
+    workflows: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> anyhow::Result<ServerChild> {
     let exe = std::env::current_exe().context("cannot find this binary to start the server")?;
     let mut child = Command::new(exe)
         .args([
@@ -103,6 +112,8 @@ fn spawn_server(data: &std::path::Path, workflows: &std::path::Path) -> anyhow::
         .arg(data)
         .arg("--workflows")
         .arg(workflows)
+        .args(args)
+        .envs(env.iter().copied())
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -112,6 +123,7 @@ fn spawn_server(data: &std::path::Path, workflows: &std::path::Path) -> anyhow::
     let mut server = ServerChild {
         child,
         url: String::new(),
+        http_addr: String::new(),
     };
     let mut out = BufReader::new(stdout.ok_or_else(|| anyhow!("no server stdout"))?);
     let mut line = String::new();
@@ -122,6 +134,11 @@ fn spawn_server(data: &std::path::Path, workflows: &std::path::Path) -> anyhow::
         .find_map(|w| w.strip_prefix("grpc="))
         .ok_or_else(|| anyhow!("unexpected first line from the server: {line:?}"))?;
     server.url = format!("http://{grpc}");
+    server.http_addr = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http="))
+        .ok_or_else(|| anyhow!("unexpected first line from the server: {line:?}"))?
+        .to_string();
     // Keep reading so the server never blocks on a full pipe.
     std::thread::spawn(move || {
         let mut sink = String::new();

@@ -4,7 +4,7 @@
 //! - `railyard server` runs the history server.
 //! - `railyard worker` polls task queues and runs leased steps as agent loops.
 //! - `railyard dev` runs a server and a worker in one process and shows a demo run.
-//! - `railyard run|workflow|task|queue|schedule|key|namespace ...` are client commands over
+//! - `railyard run|workflow|task|queue|schedule|trigger|key|namespace ...` are client commands over
 //!   gRPC; they take `--server`, `--namespace`, `--api-key` and `--output` (see
 //!   [`global::GlobalOpts`]).
 //! - `railyard bench` measures an in-process server.
@@ -17,6 +17,7 @@
 mod args;
 mod bench;
 mod bench_schedules;
+mod bench_webhooks;
 mod builtin;
 mod delivery;
 mod dev;
@@ -33,6 +34,7 @@ mod schedule;
 mod server_cmd;
 mod task;
 mod timefmt;
+mod trigger;
 mod view;
 mod worker_cmd;
 mod workflow;
@@ -125,6 +127,9 @@ enum Command {
     /// unpause, trigger, backfill, delete.
     #[command(subcommand)]
     Schedule(schedule::ScheduleCommand),
+    /// Webhook triggers: create, describe, list, update, delete (needs an admin key).
+    #[command(subcommand)]
+    Trigger(trigger::TriggerCommand),
     /// Measure throughput and latency of an in-process server over real gRPC
     /// (--schedules: fire lag of N schedules on a server process).
     Bench(bench::BenchArgs),
@@ -221,6 +226,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Key(c) => key::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Namespace(c) => namespace::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Schedule(c) => schedule::run(g, c).await.map(|()| ExitCode::SUCCESS),
+        Command::Trigger(c) => trigger::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Bench(a) => bench::run(g, a).await.map(|()| ExitCode::SUCCESS),
         Command::Mcp(a) => mcp::run(g, &a).await.map(|()| ExitCode::SUCCESS),
     }

@@ -3,9 +3,9 @@
 //! Settings come from a TOML config file (`--config railyard.toml`), the environment
 //! (`RAILYARD_DATA_DIR`, `RAILYARD_LISTEN`, ...) and flags, in rising precedence,
 //! through Railyard's one configuration loader ([`railyard_proto::config`]). The file
-//! has one section per part of the server (`[server]` today; auth, triggers and
-//! delivery add theirs): add a field to [`ServerFile`] and map it in
-//! [`ServerSettings::config`].
+//! has one section per part of the server (`[server]`, `[hooks]` and the
+//! `[[triggers]]` table; delivery adds its own): add a field to [`ServerFile`] and
+//! map it in [`ServerSettings::config`].
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -16,6 +16,7 @@ use anyhow::{Context, anyhow};
 use clap::Args;
 use railyard_proto::config::{ConfigError, EnvVar, Loader};
 use railyard_server::net::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, NetLimits};
+use railyard_server::service::triggers::TriggerInput;
 use railyard_server::tls::TlsFiles;
 use railyard_server::{RunningServer, ServerConfig};
 use serde::{Deserialize, Serialize};
@@ -124,6 +125,20 @@ pub struct ServerArgs {
 /// initial_backoff_ms = 1000
 /// max_backoff_secs = 600
 /// max_concurrent = 32
+///
+/// [hooks]
+/// max_body_bytes = 1048576            # larger webhook bodies get 413
+/// dedup_retention_secs = 604800       # how long a delivery id is remembered
+/// triggers_file = "triggers.toml"     # more [[triggers]], in a file of their own
+///
+/// [[triggers]]                        # POST /hooks/default/pr-review
+/// id = "pr-review"
+/// workflow = "review"
+/// goal = "Review PR #{{$.number}}: {{$.pull_request.title}}"
+/// context = { repo = "{{$.repository.full_name}}" }
+/// signature_secret = "$GITHUB_WEBHOOK_SECRET"   # an environment variable, never the secret
+/// concurrency_key = "{{$.repository.full_name}}#{{$.number}}"
+/// mode = "serial"
 /// ```
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -132,6 +147,10 @@ pub struct ServerFile {
     pub server: ServerSection,
     #[serde(default)]
     pub delivery: DeliverySection,
+    pub hooks: HooksSection,
+    /// Webhook triggers: written into storage at start, read-only through the API.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<TriggerInput>,
 }
 
 /// `[delivery]`: how closed runs' results are POSTed (see `railyard_server::delivery`).
@@ -186,6 +205,31 @@ impl PartialEq for DeliverySection {
         )
     }
 }
+
+/// `[hooks]`: webhook settings.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HooksSection {
+    pub max_body_bytes: Option<u64>,
+    pub dedup_retention_secs: Option<u64>,
+    /// A TOML or JSON file of `[[triggers]]` (relative: next to the config file).
+    pub triggers_file: Option<PathBuf>,
+}
+
+/// A triggers file: `[[triggers]]` tables and nothing else.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TriggersFile {
+    #[serde(default)]
+    triggers: Vec<TriggerInput>,
+}
+
+/// Largest webhook body that may be configured.
+const MAX_HOOK_BODY_BYTES: u64 = 32 << 20;
+/// Longest delivery id retention that may be configured: a year.
+const MAX_DEDUP_RETENTION_SECS: u64 = 366 * 86_400;
+/// Most triggers the configuration may define.
+const MAX_CONFIGURED_TRIGGERS: usize = 1000;
 
 /// `[server]`: where the server keeps its data and listens.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -284,6 +328,12 @@ pub struct ServerSettings {
     pub tls: Option<TlsFiles>,
     /// Connection limit and idle timeout of each listener.
     pub net: NetLimits,
+    /// The configuration's webhook triggers (`[[triggers]]` and the triggers file).
+    pub triggers: Vec<TriggerInput>,
+    /// Largest webhook body.
+    pub hook_max_body_bytes: usize,
+    /// How long a webhook delivery id is remembered.
+    pub dedup_retention: Duration,
 }
 
 impl ServerSettings {
@@ -323,6 +373,9 @@ impl ServerSettings {
         config.delivery = delivery;
         config.tls = self.tls.clone();
         config.net = self.net;
+        config.triggers.config = self.triggers.clone();
+        config.triggers.max_body_bytes = self.hook_max_body_bytes;
+        config.triggers.dedup_retention_ms = self.dedup_retention.as_millis() as u64;
         if self.built_in_demo {
             config.embedded_workflows.push(builtin::DEMO_WORKFLOW);
         }
@@ -364,7 +417,7 @@ impl ServerArgs {
                 max_connections: self.max_connections,
                 idle_timeout_secs: self.idle_timeout,
             },
-            delivery: DeliverySection::default(),
+            ..ServerFile::default()
         };
         let loaded = Loader::new()
             .file(self.config.as_deref())?
@@ -380,6 +433,35 @@ impl ServerArgs {
             }
         };
         let s = &loaded.value.server;
+        let hooks = &loaded.value.hooks;
+        let mut triggers = loaded.value.triggers.clone();
+        if let Some(file) = &hooks.triggers_file {
+            let file = path("hooks.triggers_file", &Some(file.clone()), "");
+            let more = Loader::new().file(Some(&file))?.load::<TriggersFile>()?;
+            triggers.extend(more.value.triggers);
+        }
+        if triggers.len() > MAX_CONFIGURED_TRIGGERS {
+            return Err(loaded.invalid(
+                "triggers",
+                format!("{} triggers; at most {MAX_CONFIGURED_TRIGGERS}", triggers.len()),
+            ));
+        }
+        let max_body = hooks
+            .max_body_bytes
+            .unwrap_or(railyard_server::http::DEFAULT_HOOK_BODY_BYTES as u64);
+        if !(1024..=MAX_HOOK_BODY_BYTES).contains(&max_body) {
+            return Err(loaded.invalid(
+                "hooks.max_body_bytes",
+                format!("{max_body} is not between 1024 and {MAX_HOOK_BODY_BYTES}"),
+            ));
+        }
+        let retention = hooks.dedup_retention_secs.unwrap_or(7 * 86_400);
+        if !(60..=MAX_DEDUP_RETENTION_SECS).contains(&retention) {
+            return Err(loaded.invalid(
+                "hooks.dedup_retention_secs",
+                format!("{retention} is not between 60 and {MAX_DEDUP_RETENTION_SECS}"),
+            ));
+        }
         let workflows = path("server.workflows", &s.workflows, DEFAULT_WORKFLOWS);
         let optional = |key: &str, value: &Option<PathBuf>| value.as_ref().map(|_| path(key, value, ""));
         let tls = match (
@@ -422,6 +504,9 @@ impl ServerArgs {
                     .map_or(DEFAULT_IDLE_TIMEOUT, Duration::from_secs),
             },
             delivery: loaded.value.delivery.clone(),
+            triggers,
+            hook_max_body_bytes: max_body as usize,
+            dedup_retention: Duration::from_secs(retention),
         };
         if !(1..=MAX_CONNECTIONS_LIMIT).contains(&settings.net.max_connections) {
             return Err(loaded.invalid(
@@ -580,6 +665,43 @@ mod tests {
         let path = dir.path().join("railyard.toml");
         std::fs::write(&path, text).unwrap();
         path
+    }
+
+    #[test]
+    fn triggers_come_from_the_config_file_and_the_triggers_file_it_names() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("more.toml"),
+            "[[triggers]]\nid = \"b\"\nworkflow = \"demo\"\nmode = \"serial\"\nconcurrency_key = \"{{$.n}}\"\n",
+        )
+        .unwrap();
+        let config = write(
+            &dir,
+            "[hooks]\nmax_body_bytes = 2048\ntriggers_file = \"more.toml\"\n\n[[triggers]]\nid = \"a\"\nworkflow = \"demo\"\n\
+             goal = \"PR {{$.number}}\"\nsignature_secret = \"$GH\"\ncontext = { repo = \"{{$.repository.full_name}}\" }\n",
+        );
+        let args = ServerArgs {
+            config: Some(config.clone()),
+            ..ServerArgs::default()
+        };
+        let s = args.settings_with(env(&[])).unwrap();
+        assert_eq!(s.hook_max_body_bytes, 2048);
+        assert_eq!(s.dedup_retention, Duration::from_secs(7 * 86_400));
+        let ids: Vec<_> = s.triggers.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(s.triggers[0].goal, "PR {{$.number}}");
+        assert_eq!(s.triggers[0].context["repo"], "{{$.repository.full_name}}");
+        assert_eq!(s.triggers[1].mode, "serial");
+        let c = s.config();
+        assert_eq!(c.triggers.config.len(), 2);
+        assert_eq!(c.triggers.max_body_bytes, 2048);
+
+        write(&dir, "[[triggers]]\nid = \"a\"\nworkflw = \"demo\"\n");
+        let e = args.settings_with(env(&[])).unwrap_err().to_string();
+        assert!(e.contains("workflw"), "{e}");
+        write(&dir, "[hooks]\nmax_body_bytes = 10\n");
+        let e = args.settings_with(env(&[])).unwrap_err().to_string();
+        assert!(e.contains("hooks.max_body_bytes"), "{e}");
     }
 
     #[test]

@@ -12,7 +12,7 @@ pub mod harness;
 pub mod targets;
 
 use harness::{Budget, Report};
-use targets::{service, spec, template, token, workflow};
+use targets::{hook, service, spec, template, token, workflow};
 
 /// Runs the token target for `budget`: corpus tokens, mutated, and generated.
 pub fn fuzz_token(budget: Budget) -> Report {
@@ -68,6 +68,22 @@ pub fn fuzz_service(budget: Budget) -> Report {
     })
 }
 
+/// Runs the webhook target (payload templates and signature checks) for `budget`.
+pub fn fuzz_hook(budget: Budget) -> Report {
+    hook::setup();
+    let seeds = corpus::as_seeds(&corpus::lines("hook"));
+    let payloads = std::sync::Arc::new(
+        corpus::files(&corpus::dir("hook"))
+            .into_iter()
+            .filter(|(p, _)| p.extension().is_some_and(|e| e == "json"))
+            .filter_map(|(_, b)| serde_json::from_slice(&b).ok())
+            .collect::<Vec<_>>(),
+    );
+    harness::run("hook", hook::strategy(seeds, payloads), budget, |input| {
+        hook::check(&input)
+    })
+}
+
 /// A target's entry point: run for a budget, report.
 pub type Target = fn(Budget) -> Report;
 
@@ -78,4 +94,5 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("template", fuzz_template),
     ("spec", fuzz_spec),
     ("service", fuzz_service),
+    ("hook", fuzz_hook),
 ];

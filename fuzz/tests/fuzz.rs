@@ -32,6 +32,11 @@ fn spec() {
 }
 
 #[test]
+fn hook() {
+    run(railyard_fuzz::fuzz_hook, 512);
+}
+
+#[test]
 fn service() {
     run(railyard_fuzz::fuzz_service, 64);
 }

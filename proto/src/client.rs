@@ -1,5 +1,7 @@
 //! The typed client: one cheap-to-clone handle over a tonic channel.
 
+mod triggers;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

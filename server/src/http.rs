@@ -1,5 +1,5 @@
-//! The HTTP listener (axum): `/healthz` and `/metrics`. Webhooks and the console
-//! will live here too.
+//! The HTTP listener (axum): `/healthz`, `/metrics`, and the webhooks,
+//! `POST /hooks/{namespace}/{trigger}` ([`crate::service::triggers::deliver`]).
 //!
 //! `/healthz` is always open (load balancers and orchestrators probe it). With auth
 //! on, `/metrics` needs `authorization: Bearer <key>` of a key whose role may
@@ -10,21 +10,101 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::State;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 
 use crate::error::ApiError;
 use crate::service::Core;
 use crate::service::caller::{self, Credentials, Operation, Principal};
 
-/// The HTTP routes, answering for `core`.
-pub fn router(core: Arc<Core>) -> Router {
+/// The webhook body limit when the configuration names none: 1 MiB.
+pub const DEFAULT_HOOK_BODY_BYTES: usize = 1 << 20;
+
+/// The HTTP routes, answering for `core`; a webhook body over `hook_body_bytes`
+/// is refused with `413` before it is read whole.
+pub fn router(core: Arc<Core>, hook_body_bytes: usize) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
+        .route(
+            "/hooks/{namespace}/{trigger}",
+            post(hook).layer(DefaultBodyLimit::max(hook_body_bytes)),
+        )
         .with_state(core)
+}
+
+fn json_error(status: StatusCode, message: String) -> Response {
+    let body = serde_json::json!({ "error": message });
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// A webhook delivery: `202 {"runId": ...}`, or the refusal's status with
+/// `{"error": ...}`.
+async fn hook(
+    State(core): State<Arc<Core>>,
+    Path((namespace, trigger)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    use crate::service::triggers::{self, HookError, HookRequest};
+    let header = |name: &str| -> Option<String> {
+        let v = headers.get(name)?.to_str().ok()?;
+        (v.len() <= crate::trigger::signature::MAX_HEADER_BYTES).then(|| v.to_string())
+    };
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap_or("(not text)"));
+    let request = HookRequest {
+        namespace: &namespace,
+        trigger_id: &trigger,
+        header: &header,
+        content_type,
+        body: &body,
+    };
+    match triggers::deliver(&core, request).await {
+        Ok(d) => {
+            let body = serde_json::json!({
+                "runId": d.run_id,
+                "duplicate": d.duplicate,
+                "queued": d.queued,
+            });
+            (
+                StatusCode::ACCEPTED,
+                [(header::CONTENT_TYPE, "application/json")],
+                body.to_string(),
+            )
+                .into_response()
+        }
+        Err(e) => {
+            let status = match &e {
+                HookError::NotFound(_) => StatusCode::NOT_FOUND,
+                HookError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+                HookError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                HookError::BadRequest(_) => StatusCode::BAD_REQUEST,
+                HookError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+                HookError::Api(api) => match api {
+                    // What the rendered payload made the start refuse.
+                    ApiError::InvalidArgument(_) => StatusCode::UNPROCESSABLE_ENTITY,
+                    ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+                    ApiError::AlreadyExists(_) | ApiError::FailedPrecondition(_) => StatusCode::CONFLICT,
+                    ApiError::ResourceExhausted(_) => StatusCode::TOO_MANY_REQUESTS,
+                    ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+                    ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+                    ApiError::PermissionDenied(_) => StatusCode::FORBIDDEN,
+                    ApiError::Internal(_) | ApiError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                },
+            };
+            json_error(status, e.to_string())
+        }
+    }
 }
 
 async fn healthz() -> impl IntoResponse {

@@ -27,6 +27,7 @@ pub mod template;
 pub mod timers;
 pub mod tls;
 pub mod token;
+pub mod trigger;
 pub mod watch;
 pub mod workflow;
 
@@ -37,7 +38,7 @@ use std::sync::Arc;
 
 use railyard_proto::v1::{
     admin_server::AdminServer, history_server::HistoryServer, schedules_server::SchedulesServer,
-    tasks_server::TasksServer,
+    tasks_server::TasksServer, triggers_server::TriggersServer,
 };
 use tokio::sync::{Notify, watch as shutdown_watch};
 use tokio::task::JoinHandle;
@@ -92,6 +93,31 @@ pub struct ServerConfig {
     pub tls: Option<tls::TlsFiles>,
     /// Bounds on trees of child runs (`spawn_agent`): depth 3, 10 children a run.
     pub child_limits: store::writer::ChildLimits,
+    /// Webhook triggers: the configuration's, the body limit, the dedup window.
+    pub triggers: TriggerSettings,
+}
+
+/// Webhook trigger settings ([`service::triggers`]).
+#[derive(Debug, Clone)]
+pub struct TriggerSettings {
+    /// Triggers the configuration defines: written into storage at start (an
+    /// earlier configuration's that are gone are deleted), read-only through the API.
+    pub config: Vec<service::triggers::TriggerInput>,
+    /// Largest webhook body; a larger one is refused with `413`.
+    pub max_body_bytes: usize,
+    /// How long a delivery id is remembered, so a repeated delivery answers the
+    /// same run (default seven days).
+    pub dedup_retention_ms: u64,
+}
+
+impl Default for TriggerSettings {
+    fn default() -> Self {
+        Self {
+            config: Vec::new(),
+            max_body_bytes: http::DEFAULT_HOOK_BODY_BYTES,
+            dedup_retention_ms: 7 * 86_400_000,
+        }
+    }
 }
 
 /// Makes extra HTTP routes from what only the running server knows.
@@ -127,6 +153,7 @@ impl ServerConfig {
             delivery: delivery::DeliverySettings::default(),
             tls: None,
             child_limits: Default::default(),
+            triggers: TriggerSettings::default(),
         }
     }
 
@@ -172,6 +199,8 @@ pub enum StartError {
     Exposed { addr: SocketAddr },
     #[error(transparent)]
     Bootstrap(#[from] service::keys::BootstrapError),
+    #[error("triggers in the configuration: {0}")]
+    Triggers(error::ApiError),
 }
 
 /// A server that is up and answering.
@@ -287,6 +316,13 @@ impl RunningServer {
             delivery: Arc::new(config.delivery.clone()),
         });
 
+        let (saved, deleted) = service::triggers::sync_config(&core, config.triggers.config.clone())
+            .await
+            .map_err(StartError::Triggers)?;
+        if saved + deleted > 0 {
+            tracing::info!(saved, deleted, "configured triggers written to storage");
+        }
+
         let grpc_listener = tokio::net::TcpListener::bind(config.grpc_listen)
             .await
             .map_err(|source| StartError::Bind {
@@ -326,6 +362,11 @@ impl RunningServer {
             config.purge,
             shutdown_rx.clone(),
         )));
+        tasks.push(tokio::spawn(purge_hook_deliveries(
+            core.clone(),
+            config.triggers.dedup_retention_ms,
+            shutdown_rx.clone(),
+        )));
         tasks.push(tokio::spawn(serve_grpc(
             core.clone(),
             net::BoundedListener::new(grpc_listener, config.net, "grpc"),
@@ -333,7 +374,7 @@ impl RunningServer {
             server_tls.as_ref().map(|t| t.grpc.clone()),
             shutdown_rx.clone(),
         )));
-        let mut routes = http::router(core.clone());
+        let mut routes = http::router(core.clone(), config.triggers.max_body_bytes);
         if let Some(extend) = &config.http_extension {
             let mut reach = grpc_addr;
             if reach.ip().is_unspecified() {
@@ -412,6 +453,43 @@ fn create_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     builder.create(dir)
 }
 
+/// Forgets webhook delivery ids older than the retention window: once a minute,
+/// in batches of [`PURGE_BATCH`] (one short transaction each), until none is left.
+async fn purge_hook_deliveries(
+    core: Arc<Core>,
+    retention_ms: u64,
+    mut shutdown: shutdown_watch::Receiver<bool>,
+) {
+    loop {
+        loop {
+            let before = core
+                .clock
+                .now_ms()
+                .saturating_sub(i64::try_from(retention_ms).unwrap_or(i64::MAX));
+            match core.writer.purge_hook_deliveries(before, PURGE_BATCH).await {
+                Ok(n) if n == PURGE_BATCH => continue,
+                Ok(n) => {
+                    if n > 0 {
+                        tracing::debug!(purged = n, "old webhook delivery ids forgotten");
+                    }
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "purging old webhook delivery ids failed");
+                    break;
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+    }
+}
+
+/// Delivery ids forgotten per transaction.
+const PURGE_BATCH: usize = 1000;
+
 async fn serve_grpc(
     core: Arc<Core>,
     listener: net::BoundedListener,
@@ -432,6 +510,9 @@ async fn serve_grpc(
     health_reporter
         .set_serving::<AdminServer<grpc::admin::AdminService>>()
         .await;
+    health_reporter
+        .set_serving::<TriggersServer<grpc::triggers::TriggersService>>()
+        .await;
     // Both reflection versions: grpcurl speaks v1; Python's grpcio reflection
     // client, Postman and grpcui still speak v1alpha.
     let reflection = || {
@@ -451,6 +532,9 @@ async fn serve_grpc(
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let admin = AdminServer::new(grpc::admin::AdminService { core: core.clone() })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let triggers = TriggersServer::new(grpc::triggers::TriggersService { core: core.clone() })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let rpc_layer = core.metrics.rpc_layer();
@@ -483,6 +567,7 @@ async fn serve_grpc(
         .add_service(tasks)
         .add_service(schedules)
         .add_service(admin)
+        .add_service(triggers)
         .serve_with_incoming_shutdown(listener.into_stream(), async move {
             let _ = shutdown.wait_for(|s| *s).await;
         })

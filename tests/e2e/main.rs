@@ -20,5 +20,6 @@ mod namespaces;
 mod schedules;
 mod server_e2e;
 mod tls;
+mod triggers;
 mod worker_bounds;
 mod worker_e2e;

@@ -2,6 +2,7 @@
 //! corpus) and a `check` that is the property every input must hold. A cargo-fuzz
 //! target can call the same `check` functions on its own inputs.
 
+pub mod hook;
 pub mod service;
 pub mod spec;
 pub mod template;

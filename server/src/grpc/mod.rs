@@ -7,6 +7,7 @@ pub mod history;
 pub mod peer;
 pub mod schedules;
 pub mod tasks;
+pub mod triggers;
 
 use railyard_proto::v1;
 use tonic::metadata::MetadataMap;

@@ -18,6 +18,7 @@ pub mod runs;
 pub mod schedules;
 pub mod subscriptions;
 pub mod tasks;
+pub mod triggers;
 pub mod workflows;
 
 #[cfg(test)]

@@ -71,6 +71,16 @@ pub struct StartRun {
 
 /// Starts a run of a loaded workflow.
 pub async fn start(core: &Core, caller: &Caller, r: StartRun) -> Result<Started, ApiError> {
+    let workflow = r.workflow_id.clone();
+    let started = core.writer.start(prepare(core, caller, r)?).await?;
+    tracing::info!(run_id = %started.run_id, %workflow, started = started.started, "run started");
+    Ok(started)
+}
+
+/// Every check of a start, and the writer command that makes it: [`start`] sends
+/// it as it is; a webhook delivery wraps it in its own command (dedup and
+/// concurrency keys), so both start runs the same way.
+pub fn prepare(core: &Core, caller: &Caller, r: StartRun) -> Result<StartCommand, ApiError> {
     check_name("workflow_id", &r.workflow_id)?;
     let definition = workflows::get(core, &r.workflow_id)?;
     check_len("goal", &r.goal, limits::GOAL)?;
@@ -132,9 +142,7 @@ pub async fn start(core: &Core, caller: &Caller, r: StartRun) -> Result<Started,
         budget: r.budget,
         ..Default::default()
     };
-    let started = core.writer.start(StartCommand { params, definition }).await?;
-    tracing::info!(run_id = %started.run_id, workflow = %r.workflow_id, started = started.started, "run started");
-    Ok(started)
+    Ok(StartCommand { params, definition })
 }
 
 fn run_not_found(ns: &str, run_id: &str) -> ApiError {

@@ -17,6 +17,7 @@ use crate::namespace::Namespace;
 use crate::schedule::Schedule;
 
 use super::StoredTask;
+use crate::trigger::{HookDelivery, KeyHolder, QueuedStart, Trigger};
 
 /// A `timers` row's key: (due ms, sequence number).
 pub type TimerKey = (Millis, u64);
@@ -37,7 +38,7 @@ pub fn signal_key_prefix(run_id: &str) -> String {
 }
 
 /// A consistent read view of the tables.
-pub trait Snapshot {
+pub trait Snapshot: TriggerReads {
     /// The state row of a run.
     fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError>;
 
@@ -126,7 +127,7 @@ pub trait Snapshot {
 }
 
 /// A write transaction: reads see its own writes.
-pub trait WriteTx: Snapshot {
+pub trait WriteTx: Snapshot + TriggerWrites {
     /// Writes a run's state row and appends its new events, together.
     fn save_run(&mut self, run: &RunState, events: &[Event]) -> Result<(), StorageError>;
 
@@ -185,6 +186,103 @@ pub trait WriteTx: Snapshot {
 
     /// Removes a namespace's row (absent is fine).
     fn remove_namespace(&mut self, name: &str) -> Result<(), StorageError>;
+}
+
+/// The trigger tables' reads (a part of [`Snapshot`]).
+pub trait TriggerReads {
+    /// A trigger.
+    fn trigger(&self, ns: &str, id: &str) -> Result<Option<Trigger>, StorageError>;
+
+    /// The triggers of `ns` (of every namespace when `None`) whose ids sort after
+    /// `after`, in (namespace, id) order, until `visit` returns false.
+    fn triggers(
+        &self,
+        ns: Option<&str>,
+        after: &str,
+        visit: &mut dyn FnMut(Trigger) -> bool,
+    ) -> Result<(), StorageError>;
+
+    /// The delivery remembered under this delivery id.
+    fn hook_delivery(
+        &self,
+        ns: &str,
+        trigger: &str,
+        delivery: &str,
+    ) -> Result<Option<HookDelivery>, StorageError>;
+
+    /// The run holding a concurrency key.
+    fn trigger_key(&self, ns: &str, trigger: &str, key: &str) -> Result<Option<String>, StorageError>;
+
+    /// The concurrency key a run holds.
+    fn key_holder(&self, ns: &str, run_id: &str) -> Result<Option<KeyHolder>, StorageError>;
+
+    /// The first `max` starts waiting on a key, in arrival order, with their
+    /// sequence numbers.
+    fn queued_starts(
+        &self,
+        ns: &str,
+        trigger: &str,
+        key: &str,
+        max: usize,
+    ) -> Result<Vec<(u64, QueuedStart)>, StorageError>;
+}
+
+/// The trigger tables' writes (a part of [`WriteTx`]).
+pub trait TriggerWrites {
+    /// Writes a trigger's row (new or changed).
+    fn save_trigger(&mut self, t: &Trigger) -> Result<(), StorageError>;
+
+    /// Removes a trigger's row (absent is fine).
+    fn delete_trigger(&mut self, ns: &str, id: &str) -> Result<(), StorageError>;
+
+    /// Remembers a delivery id (and indexes it by time, for the purge).
+    fn put_hook_delivery(
+        &mut self,
+        ns: &str,
+        trigger: &str,
+        delivery: &str,
+        d: &HookDelivery,
+    ) -> Result<(), StorageError>;
+
+    /// Forgets at most `max` deliveries received before `before`, oldest first;
+    /// answers how many.
+    fn purge_hook_deliveries(&mut self, before: Millis, max: usize) -> Result<usize, StorageError>;
+
+    /// Sets (`Some`) or clears the run holding a concurrency key.
+    fn set_trigger_key(
+        &mut self,
+        ns: &str,
+        trigger: &str,
+        key: &str,
+        run_id: Option<&str>,
+    ) -> Result<(), StorageError>;
+
+    /// Sets (`Some`) or clears the key a run holds.
+    fn set_key_holder(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        holder: Option<&KeyHolder>,
+    ) -> Result<(), StorageError>;
+
+    /// Adds a start at the end of a key's queue; answers its sequence number (one
+    /// past the key's last, so arrival order holds across restarts).
+    fn push_queued_start(
+        &mut self,
+        ns: &str,
+        trigger: &str,
+        key: &str,
+        q: &QueuedStart,
+    ) -> Result<u64, StorageError>;
+
+    /// Removes a waiting start (absent is fine).
+    fn remove_queued_start(
+        &mut self,
+        ns: &str,
+        trigger: &str,
+        key: &str,
+        seq: u64,
+    ) -> Result<(), StorageError>;
 }
 
 /// A database the server can run on.

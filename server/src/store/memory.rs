@@ -10,6 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+mod triggers;
+
 use super::StoredTask;
 use super::backend::{Backend, DueTimer, Snapshot, TimerKey, WriteTx};
 use crate::auth::ApiKey;
@@ -37,6 +39,7 @@ struct Data {
     schedules: BTreeMap<RunKey, Schedule>,
     namespaces: BTreeMap<String, Namespace>,
     api_keys: BTreeMap<String, ApiKey>,
+    triggers: triggers::TriggerData,
 }
 
 fn key(ns: &str, run_id: &str) -> RunKey {

@@ -257,6 +257,26 @@ impl Store {
         Ok(out)
     }
 
+    /// A trigger.
+    pub fn trigger(&self, ns: &str, trigger_id: &str) -> Result<Option<crate::trigger::Trigger>, ApiError> {
+        Ok(self.snapshot()?.trigger(ns, trigger_id)?)
+    }
+
+    /// Up to `limit` triggers of `ns` whose ids sort after `after`, in id order.
+    pub fn triggers(
+        &self,
+        ns: &str,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<crate::trigger::Trigger>, ApiError> {
+        let mut out = Vec::new();
+        self.snapshot()?.triggers(Some(ns), after, &mut |t| {
+            out.push(t);
+            out.len() < limit
+        })?;
+        Ok(out)
+    }
+
     /// The API key stored under `key_id`.
     pub fn api_key(&self, key_id: &str) -> Result<Option<crate::auth::ApiKey>, ApiError> {
         Ok(self.snapshot()?.api_key(key_id)?)

@@ -15,6 +15,8 @@ use redb::{
     TableHandle, WriteTransaction,
 };
 
+mod triggers;
+
 use super::backend::{Backend, DueTimer, Snapshot, TimerKey, WriteTx};
 use super::records::{self, DefinitionTableKey, Definitions};
 use super::{OpenError, StoredTask, migrate};
@@ -178,6 +180,7 @@ impl RedbBackend {
             tx.open_table(DEFINITIONS)?;
             tx.open_table(SCHEDULES)?;
             tx.open_table(API_KEYS)?;
+            triggers::create_tables(&tx)?;
             let mut ns = tx.open_table(NAMESPACES)?;
             if ns.get(railyard_proto::DEFAULT_NAMESPACE)?.is_none() {
                 ns.insert(railyard_proto::DEFAULT_NAMESPACE, b"{}".as_slice())?;

@@ -14,5 +14,6 @@ mod retention;
 mod run_poll;
 mod schedules;
 mod tls;
+mod triggers;
 mod upgrade;
 mod usage;

@@ -20,6 +20,7 @@ mod schedules;
 #[cfg(test)]
 mod tests;
 mod timers;
+mod triggers;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,6 +42,10 @@ pub(crate) use events::{decode_event, encode_event};
 pub(crate) use namespaces::{decode_namespace, encode_namespace};
 pub(crate) use schedules::{decode_schedule, encode_schedule};
 pub(crate) use timers::{decode_timer, encode_timer};
+pub(crate) use triggers::{
+    decode_hook_delivery, decode_key_holder, decode_queued_start, decode_trigger, encode_hook_delivery,
+    encode_key_holder, encode_queued_start, encode_trigger,
+};
 
 /// A stored record: its name in errors and the newest version this build writes.
 pub(crate) trait Record: Serialize + DeserializeOwned {

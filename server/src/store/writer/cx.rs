@@ -17,8 +17,9 @@ pub(crate) struct Cx<'a, 't> {
     pub(super) leases: &'a LeaseDeadlines,
     /// The loaded definitions, for the runs a schedule starts.
     pub(super) workflows: &'a WorkflowRegistry,
-    /// Runs started by a schedule that closed in this command: their schedules
-    /// hear of it before the command ends (`commands::schedule::settle`).
+    /// Runs that closed in this command: whatever started them (a schedule, a
+    /// trigger's concurrency key) hears of it before the command ends
+    /// (`commands::settle`).
     pub(super) closed: &'a mut Vec<ClosedRun>,
     /// Open runs per namespace and start buckets ([`StartLimits`]).
     pub(super) limits: &'a mut StartLimits,
@@ -29,10 +30,11 @@ pub(crate) struct Cx<'a, 't> {
     pub(super) delivery: &'a crate::delivery::DeliveryHook,
 }
 
-/// A run started by a schedule that has closed, not yet told to the schedule.
+/// A run that has closed, not yet told to what started it.
 #[derive(Debug, Clone)]
 pub(crate) struct ClosedRun {
     pub ns: String,
+    /// Empty: not started by a schedule.
     pub schedule_id: String,
     pub run_id: String,
     pub status: RunStatus,
@@ -207,7 +209,7 @@ impl Cx<'_, '_> {
                 self.tx.index_closed(ns, run.close_ms.unwrap_or(self.now), id)?;
             }
         }
-        if was_open && !run.status.is_open() && !run.schedule_id.is_empty() {
+        if was_open && !run.status.is_open() {
             self.closed.push(ClosedRun {
                 ns: ns.into(),
                 schedule_id: run.schedule_id.clone(),

@@ -26,10 +26,16 @@ use cx::Transition;
 
 pub(crate) use commands::schedule::not_found as schedule_not_found;
 pub use commands::{ChildLimits, ChildSpec, PauseRun, SpawnChildren, Spawned, WaitFor};
+pub use commands::trigger::MAX_QUEUED_PER_KEY;
+pub(crate) use commands::trigger::not_found as trigger_not_found;
 pub use commands::{
     CreateSchedule, DeleteSchedule, PatchSchedule, Patched, PurgeCandidate, PurgeRuns, Purged, Replaced,
     RecordDelivery, Redeliver, StartCommand, StartReplacing, Stop, Subscribe, Unsubscribe, UpdateSchedule,
     UsageReport, may_purge,
+};
+pub use commands::{
+    CreateTrigger, DeleteTrigger, DeliverHook, Delivered, PurgeHookDeliveries, SyncConfigTriggers,
+    UpdateTrigger,
 };
 pub(crate) use cx::Cx;
 pub(crate) use limits::StartLimits;
@@ -370,6 +376,36 @@ impl Writer {
         self.call(cmd).await
     }
 
+    /// Stores a new trigger (`ALREADY_EXISTS` when its id is taken).
+    pub async fn create_trigger(&self, cmd: CreateTrigger) -> Result<crate::trigger::Trigger, ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Replaces an API-made trigger's definition.
+    pub async fn update_trigger(&self, cmd: UpdateTrigger) -> Result<crate::trigger::Trigger, ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Deletes an API-made trigger.
+    pub async fn delete_trigger(&self, cmd: DeleteTrigger) -> Result<(), ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Writes the configuration's triggers into storage; answers (saved, deleted).
+    pub async fn sync_config_triggers(&self, cmd: SyncConfigTriggers) -> Result<(usize, usize), ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Applies a webhook delivery: dedup, concurrency key, start or queue.
+    pub async fn deliver_hook(&self, cmd: DeliverHook) -> Result<Delivered, ApiError> {
+        self.call(cmd).await
+    }
+
+    /// Forgets at most `max` delivery ids received before `before`.
+    pub async fn purge_hook_deliveries(&self, before: Millis, max: usize) -> Result<usize, ApiError> {
+        self.call(PurgeHookDeliveries { before, max }).await
+    }
+
     /// Fires every timer due now; returns how many fired.
     pub async fn fire_timers(&self) -> Result<usize, ApiError> {
         self.call(commands::FireTimers).await
@@ -548,14 +584,12 @@ impl WriterLoop {
                     delivery,
                 };
                 let (answer, mut error) = cmd.apply(&mut cx);
-                // Runs a schedule started that closed in this command tell their
-                // schedules in the same transaction, whichever way they closed.
-                // Likewise the parents and children of runs of a tree that closed;
-                // either may close more runs, so both go on until neither has news.
+                // Runs that closed in this command tell what started them (their
+                // schedule, their trigger key) in the same transaction, whichever way
+                // they closed; likewise the parents and children of runs of a tree.
+                // Either may close more runs, so both go on until neither has news.
                 while error.is_none() && (!cx.family.is_empty() || !cx.closed.is_empty()) {
-                    if let Err(e) =
-                        commands::children::settle(&mut cx).and_then(|()| commands::schedule::settle(&mut cx))
-                    {
+                    if let Err(e) = commands::children::settle(&mut cx).and_then(|()| commands::settle(&mut cx)) {
                         error = Some(e);
                     }
                 }

@@ -17,6 +17,7 @@ mod faults;
 mod purge;
 mod replacing;
 mod schedules;
+mod triggers;
 
 pub(super) const TWO_STEPS: &str = r#"{"id":"two","version":"1","name":"Two","steps":[
   {"id":"a","title":"A","prompt":"do a"},{"id":"b","title":"B","prompt":"do b"}]}"#;

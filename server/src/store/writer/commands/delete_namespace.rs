@@ -48,6 +48,17 @@ impl Apply for DeleteNamespace {
                  (railyard schedule delete), then the namespace"
             ))));
         }
+
+        let mut has_triggers = false;
+        cx.tx.triggers(Some(name), "", &mut |_| {
+            has_triggers = true;
+            false
+        })?;
+        if has_triggers {
+            return Ok(Err(ApiError::FailedPrecondition(format!(
+                "namespace {name:?} still holds triggers; delete them first"
+            ))));
+        }
         let mut keys = Vec::new();
         cx.tx.api_keys("", &mut |k| {
             if k.namespace == name && k.revoked_ms.is_none() {

@@ -2,7 +2,7 @@
 //! the closed [`Command`] enum the writer queue carries. Adding a command is a new
 //! file with a type implementing [`Apply`] and one line in the `commands!` list.
 
-use super::cx::Cx;
+use super::cx::{ClosedRun, Cx};
 use super::*;
 
 pub(crate) mod children;
@@ -23,6 +23,7 @@ mod signal;
 mod start;
 mod start_replacing;
 mod stop;
+pub(crate) mod trigger;
 mod undelivered;
 mod update_namespace;
 
@@ -45,8 +46,27 @@ pub use signal::Signal;
 pub use start::StartCommand;
 pub use start_replacing::{Replaced, StartReplacing};
 pub use stop::{Stop, StopRun};
+pub use trigger::{
+    CreateTrigger, DeleteTrigger, DeliverHook, Delivered, PurgeHookDeliveries, SyncConfigTriggers,
+    UpdateTrigger,
+};
 pub use undelivered::Undelivered;
 pub use update_namespace::UpdateNamespace;
+
+/// Tells what started each run that closed in this command, in the same
+/// transaction: its schedule, and the trigger key it held. This is the one hook
+/// on a run's close; what it starts cannot close another run at once, so it ends.
+pub(crate) fn settle(cx: &mut Cx) -> Result<(), StorageError> {
+    while !cx.closed.is_empty() {
+        for c in std::mem::take(cx.closed) {
+            if !c.schedule_id.is_empty() {
+                schedule::run_closed(cx, &c)?;
+            }
+            trigger::run_closed(cx, &c)?;
+        }
+    }
+    Ok(())
+}
 
 /// A lease handed out in an answer: (namespace, run id, lease).
 pub(crate) type Handed = (String, String, u64);
@@ -185,4 +205,10 @@ commands! {
     Redeliver(Redeliver),
     Subscribe(Subscribe),
     Unsubscribe(Unsubscribe),
+    CreateTrigger(CreateTrigger),
+    UpdateTrigger(UpdateTrigger),
+    DeleteTrigger(DeleteTrigger),
+    SyncConfigTriggers(SyncConfigTriggers),
+    DeliverHook(DeliverHook),
+    PurgeHookDeliveries(PurgeHookDeliveries),
 }

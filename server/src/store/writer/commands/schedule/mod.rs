@@ -1,7 +1,7 @@
 //! Schedule commands (one file each: create, update, delete, patch, and the fire
 //! the timer loop asks for) and what they share: applying a schedule's effects in
 //! the open transaction, keeping its one timer row, and telling a schedule that a
-//! run it started has closed ([`settle`]).
+//! run it started has closed ([`run_closed`]).
 //!
 //! Why a fire is exactly-once: the fire's run, the schedule's new cursor and its
 //! next timer row are written in one transaction. Before the commit nothing of it
@@ -168,25 +168,18 @@ fn arm(cx: &mut Cx, s: &mut Schedule, at: Option<Millis>) -> Result<(), StorageE
     Ok(())
 }
 
-/// Tells each schedule of the runs that closed in this command, in the same
-/// transaction. What a schedule does then (a buffered start) cannot close another
-/// run at once, so this ends.
-pub(crate) fn settle(cx: &mut Cx) -> Result<(), StorageError> {
-    while !cx.closed.is_empty() {
-        let closed = std::mem::take(cx.closed);
-        for c in closed {
-            let Some(mut s) = cx.tx.schedule(&c.ns, &c.schedule_id)? else {
-                continue; // deleted: its runs go on alone
-            };
-            let before = s.counters;
-            let was_paused = s.paused;
-            let mut effects = Vec::new();
-            s.run_closed(&c.run_id, c.status, &c.failure, cx.now(), &mut effects);
-            if s.paused && !was_paused {
-                tracing::warn!(schedule_id = %s.id, run_id = %c.run_id, note = %s.note, "schedule paused on failure");
-            }
-            commit(cx, &mut s, before, effects)?;
-        }
+/// Tells a schedule that a run it started has closed, in the same transaction.
+/// What a schedule does then (a buffered start) cannot close another run at once.
+pub(crate) fn run_closed(cx: &mut Cx, c: &ClosedRun) -> Result<(), StorageError> {
+    let Some(mut s) = cx.tx.schedule(&c.ns, &c.schedule_id)? else {
+        return Ok(()); // deleted: its runs go on alone
+    };
+    let before = s.counters;
+    let was_paused = s.paused;
+    let mut effects = Vec::new();
+    s.run_closed(&c.run_id, c.status, &c.failure, cx.now(), &mut effects);
+    if s.paused && !was_paused {
+        tracing::warn!(schedule_id = %s.id, run_id = %c.run_id, note = %s.note, "schedule paused on failure");
     }
-    Ok(())
+    commit(cx, &mut s, before, effects)
 }

@@ -1,0 +1,161 @@
+//! `railyard.v1.Triggers`: each handler converts its request to a
+//! [`crate::service::triggers`] call and the answer back.
+
+use std::sync::Arc;
+
+use railyard_proto::v1::{self, triggers_server::Triggers};
+use tonic::{Request, Response, Status};
+
+use super::*;
+use crate::service::triggers::{self as svc, TriggerInput};
+use crate::trigger::{Mode, Source, Trigger};
+
+/// The `Triggers` service.
+pub struct TriggersService {
+    pub core: Arc<Core>,
+}
+
+fn mode_from_proto(value: i32) -> Result<String, ApiError> {
+    use v1::TriggerMode as M;
+    Ok(match M::try_from(value) {
+        Ok(M::Unspecified) => "",
+        Ok(M::Parallel) => "parallel",
+        Ok(M::Serial) => "serial",
+        Ok(M::Replace) => "replace",
+        Err(_) => {
+            return Err(ApiError::field(
+                "spec.mode",
+                format!("unknown trigger mode {value}"),
+            ));
+        }
+    }
+    .to_string())
+}
+
+fn mode_to_proto(m: Mode) -> v1::TriggerMode {
+    match m {
+        Mode::Parallel => v1::TriggerMode::Parallel,
+        Mode::Serial => v1::TriggerMode::Serial,
+        Mode::Replace => v1::TriggerMode::Replace,
+    }
+}
+
+fn input(trigger_id: String, spec: Option<v1::TriggerSpec>) -> Result<TriggerInput, ApiError> {
+    let s = spec.ok_or_else(|| ApiError::field("spec", "missing"))?;
+    Ok(TriggerInput {
+        namespace: String::new(),
+        id: trigger_id,
+        workflow_id: s.workflow_id,
+        task_queue: s.task_queue,
+        goal: s.goal,
+        context: s.context.into_iter().collect(),
+        callback_url: s.callback_url,
+        signature_secret: s.signature_secret,
+        signature_header: s.signature_header,
+        bearer_token: s.bearer_token,
+        dedup_header: s.dedup_header,
+        concurrency_key: s.concurrency_key,
+        mode: mode_from_proto(s.mode)?,
+        description: s.description,
+    })
+}
+
+/// A trigger as the API shows it.
+pub fn trigger_info(t: &Trigger) -> v1::TriggerInfo {
+    v1::TriggerInfo {
+        namespace: t.namespace.clone(),
+        trigger_id: t.id.clone(),
+        spec: Some(v1::TriggerSpec {
+            workflow_id: t.workflow_id.clone(),
+            task_queue: t.task_queue.clone(),
+            goal: t.goal.clone(),
+            context: t.context.clone().into_iter().collect(),
+            callback_url: t.callback_url.clone(),
+            signature_secret: t.signature_secret.clone(),
+            signature_header: t.signature_header.clone(),
+            bearer_token: t.bearer_token.clone(),
+            dedup_header: t.dedup_header.clone(),
+            concurrency_key: t.concurrency_key.clone(),
+            mode: mode_to_proto(t.mode).into(),
+            description: t.description.clone(),
+        }),
+        from_config: t.source == Source::Config,
+        create_time_unix_ms: t.created_ms,
+        update_time_unix_ms: t.updated_ms,
+        hook_path: format!("/hooks/{}/{}", t.namespace, t.id),
+    }
+}
+
+impl TriggersService {
+    fn caller(&self, metadata: &MetadataMap, namespace: String, identity: String) -> Result<Caller, Status> {
+        caller_of(
+            &self.core,
+            metadata,
+            namespace,
+            identity,
+            Operation::ManageTriggers,
+        )
+    }
+}
+
+#[tonic::async_trait]
+impl Triggers for TriggersService {
+    async fn create_trigger(
+        &self,
+        req: Request<v1::CreateTriggerRequest>,
+    ) -> Result<Response<v1::CreateTriggerResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let caller = self.caller(&metadata, r.namespace, r.identity)?;
+        let t = svc::create(&self.core, &caller, input(r.trigger_id, r.spec)?).await?;
+        Ok(Response::new(v1::CreateTriggerResponse {
+            trigger: Some(trigger_info(&t)),
+        }))
+    }
+
+    async fn describe_trigger(
+        &self,
+        req: Request<v1::DescribeTriggerRequest>,
+    ) -> Result<Response<v1::DescribeTriggerResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let caller = self.caller(&metadata, r.namespace, String::new())?;
+        let t = svc::describe(&self.core, &caller, &r.trigger_id)?;
+        Ok(Response::new(v1::DescribeTriggerResponse {
+            trigger: Some(trigger_info(&t)),
+        }))
+    }
+
+    async fn list_triggers(
+        &self,
+        req: Request<v1::ListTriggersRequest>,
+    ) -> Result<Response<v1::ListTriggersResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let caller = self.caller(&metadata, r.namespace, String::new())?;
+        let page = svc::list(&self.core, &caller, r.page_size, &r.page_token)?;
+        Ok(Response::new(v1::ListTriggersResponse {
+            triggers: page.triggers.iter().map(trigger_info).collect(),
+            next_page_token: page.next_page_token,
+        }))
+    }
+
+    async fn update_trigger(
+        &self,
+        req: Request<v1::UpdateTriggerRequest>,
+    ) -> Result<Response<v1::UpdateTriggerResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let caller = self.caller(&metadata, r.namespace, r.identity)?;
+        let t = svc::update(&self.core, &caller, input(r.trigger_id, r.spec)?).await?;
+        Ok(Response::new(v1::UpdateTriggerResponse {
+            trigger: Some(trigger_info(&t)),
+        }))
+    }
+
+    async fn delete_trigger(
+        &self,
+        req: Request<v1::DeleteTriggerRequest>,
+    ) -> Result<Response<v1::DeleteTriggerResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let caller = self.caller(&metadata, r.namespace, r.identity)?;
+        svc::delete(&self.core, &caller, &r.trigger_id).await?;
+        Ok(Response::new(v1::DeleteTriggerResponse {}))
+    }
+}
