@@ -344,36 +344,38 @@ impl RunningServer {
             source,
         })?;
 
-        let mut tasks = Vec::new();
-        tasks.push(sender.spawn(delivery_queue, shutdown_rx.clone()));
-        tasks.push(tokio::spawn(timers::run(
-            store,
-            writer,
-            leases,
-            config.clock.clone(),
-            timer_wake,
-            shutdown_rx.clone(),
-        )));
-        tasks.push(tokio::spawn(retention::run(
-            core.store.clone(),
-            core.writer.clone(),
-            metrics.clone(),
-            config.clock.clone(),
-            config.purge,
-            shutdown_rx.clone(),
-        )));
-        tasks.push(tokio::spawn(purge_hook_deliveries(
-            core.clone(),
-            config.triggers.dedup_retention_ms,
-            shutdown_rx.clone(),
-        )));
-        tasks.push(tokio::spawn(serve_grpc(
-            core.clone(),
-            net::BoundedListener::new(grpc_listener, config.net, "grpc"),
-            config.net,
-            server_tls.as_ref().map(|t| t.grpc.clone()),
-            shutdown_rx.clone(),
-        )));
+        // The server's own tasks; the one place they stop is `shutdown`.
+        let mut tasks = vec![
+            sender.spawn(delivery_queue, shutdown_rx.clone()),
+            tokio::spawn(timers::run(
+                store,
+                writer,
+                leases,
+                config.clock.clone(),
+                timer_wake,
+                shutdown_rx.clone(),
+            )),
+            tokio::spawn(retention::run(
+                core.store.clone(),
+                core.writer.clone(),
+                metrics.clone(),
+                config.clock.clone(),
+                config.purge,
+                shutdown_rx.clone(),
+            )),
+            tokio::spawn(purge_hook_deliveries(
+                core.clone(),
+                config.triggers.dedup_retention_ms,
+                shutdown_rx.clone(),
+            )),
+            tokio::spawn(serve_grpc(
+                core.clone(),
+                net::BoundedListener::new(grpc_listener, config.net, "grpc"),
+                config.net,
+                server_tls.as_ref().map(|t| t.grpc.clone()),
+                shutdown_rx.clone(),
+            )),
+        ];
         let mut routes = http::router(core.clone(), config.triggers.max_body_bytes);
         if let Some(extend) = &config.http_extension {
             let mut reach = grpc_addr;

@@ -104,7 +104,6 @@ impl NamespaceChange {
     }
 }
 
-
 /// Most notification subscriptions a namespace holds.
 pub const MAX_SUBSCRIPTIONS: usize = 16;
 

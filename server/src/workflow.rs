@@ -130,7 +130,6 @@ pub enum WaitTimeoutPolicy {
 /// Longest wait timeout a step may set: 30 days.
 pub const MAX_WAIT_TIMEOUT_SECONDS: u32 = 30 * 86400;
 
-
 pub use crate::budgets::{MAX_BUDGET_TOKENS, MAX_BUDGET_USD, StuckDef};
 use crate::budgets::{check_max_cost, check_max_tokens, check_stuck};
 

@@ -15,17 +15,17 @@ pub mod delivery;
 mod events;
 mod refusal;
 pub mod size;
-mod wait;
 pub mod usage;
+mod wait;
 pub mod wire;
 
 pub use delivery::{Attempt, AttemptOutcome, Delivery, DeliveryPolicy, DeliveryStatus, DeliveryTarget};
 pub use events::{Event, EventKind, RunStatus, TimeoutKind};
 pub use refusal::{Action, LeaseRef, Refusal};
+pub use usage::{RunBudget, TOKEN_BUDGET_EXCEEDED, Usage};
 pub use wait::{
     ChildOutcome, ChildStarted, MAX_CHILD_NOTES_QUOTED, PAUSED_ERROR_TYPE, ParentClosePolicy, WaitOn, Waiting,
 };
-pub use usage::{RunBudget, TOKEN_BUDGET_EXCEEDED, Usage};
 
 /// The lease of the step attempt in flight.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,7 +6,8 @@ use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    DefinitionKey, DefinitionTableKey, Definitions, Record, StatusRecord, UsageRecord, decode_record, encode_record, v1,
+    DefinitionKey, DefinitionTableKey, Definitions, Record, StatusRecord, UsageRecord, decode_record,
+    encode_record, v1,
 };
 use crate::clock::Millis;
 use crate::error::StorageError;

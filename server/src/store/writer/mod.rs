@@ -25,13 +25,13 @@ use commands::{Answer, Apply, Command, Handed};
 use cx::Transition;
 
 pub(crate) use commands::schedule::not_found as schedule_not_found;
-pub use commands::{ChildLimits, ChildSpec, PauseRun, SpawnChildren, Spawned, WaitFor};
 pub use commands::trigger::MAX_QUEUED_PER_KEY;
 pub(crate) use commands::trigger::not_found as trigger_not_found;
+pub use commands::{ChildLimits, ChildSpec, PauseRun, SpawnChildren, Spawned, WaitFor};
 pub use commands::{
-    CreateSchedule, DeleteSchedule, PatchSchedule, Patched, PurgeCandidate, PurgeRuns, Purged, Replaced,
-    RecordDelivery, Redeliver, StartCommand, StartReplacing, Stop, Subscribe, Unsubscribe, UpdateSchedule,
-    UsageReport, may_purge,
+    CreateSchedule, DeleteSchedule, PatchSchedule, Patched, PurgeCandidate, PurgeRuns, Purged,
+    RecordDelivery, Redeliver, Replaced, StartCommand, StartReplacing, Stop, Subscribe, Unsubscribe,
+    UpdateSchedule, UsageReport, may_purge,
 };
 pub use commands::{
     CreateTrigger, DeleteTrigger, DeliverHook, Delivered, PurgeHookDeliveries, SyncConfigTriggers,
@@ -589,7 +589,9 @@ impl WriterLoop {
                 // they closed; likewise the parents and children of runs of a tree.
                 // Either may close more runs, so both go on until neither has news.
                 while error.is_none() && (!cx.family.is_empty() || !cx.closed.is_empty()) {
-                    if let Err(e) = commands::children::settle(&mut cx).and_then(|()| commands::settle(&mut cx)) {
+                    if let Err(e) =
+                        commands::children::settle(&mut cx).and_then(|()| commands::settle(&mut cx))
+                    {
                         error = Some(e);
                     }
                 }
