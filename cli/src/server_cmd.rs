@@ -147,6 +147,7 @@ pub struct ServerFile {
     pub server: ServerSection,
     #[serde(default)]
     pub delivery: DeliverySection,
+    #[serde(default)]
     pub hooks: HooksSection,
     /// Webhook triggers: written into storage at start, read-only through the API.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
