@@ -284,6 +284,16 @@ impl Lease for LeaseKeeper {
             let Some(stopping) = &self.stopping else {
                 return Ok(());
             };
+            // The last turn's tokens reach the server before the result does: after the
+            // completion the lease is gone and they could not. A lease lost here, or a
+            // step the server failed on those tokens (its budget), is left for the runner
+            // to see; nothing is sent.
+            if let Err(LeaseError::Lost(_)) = self.flush_usage().await {
+                return Ok(());
+            }
+            if matches!(*self.status.borrow(), LeaseStatus::FailedByServer(_)) {
+                return Ok(());
+            }
             let take_next = !*stopping.borrow();
             let sent =
                 crate::runner::send_completion(&self.worker, &self.token, &completion, take_next).await;
