@@ -9,9 +9,8 @@
 
 use redb::{Database, ReadableTable, TableDefinition};
 
-use super::{
-    CHECKPOINT_SLOT, IDEMPOTENCY, META, OPEN_RUNS, RUNS, RUNS_BY_START, RedbTx, RunRows, STATE_SLOT,
-};
+use super::reads::RunRows;
+use super::{CHECKPOINT_SLOT, IDEMPOTENCY, META, OPEN_RUNS, RUNS, RUNS_BY_START, RedbTx, STATE_SLOT};
 use crate::clock::Millis;
 use crate::error::StorageError;
 use crate::model::RunState;
