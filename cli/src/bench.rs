@@ -10,7 +10,8 @@
 //! The client side spreads over `--connections` gRPC channels so it is not the bottleneck.
 //!
 //! `--schedules N` runs the schedule bench instead ([`crate::bench_schedules`]),
-//! `--webhooks N` the webhook bench ([`crate::bench_webhooks`]).
+//! `--webhooks N` the webhook bench ([`crate::bench_webhooks`]), `--fanout N` the
+//! child-run fan-out bench ([`crate::bench_fanout`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -76,6 +77,16 @@ pub struct BenchArgs {
     /// Concurrent webhook senders.
     #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
     pub senders: u32,
+    /// Instead of the run phases: one parent run spawning N children (100 when N is
+    /// omitted, at most 100) of a no-op workflow and waiting for all, on a `railyard
+    /// server` process; prints the time from start to parent completed and the
+    /// server's commits per child.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "100",
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub fanout: Option<u32>,
+    /// Concurrent pollers completing the fan-out's child steps.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub fanout_pollers: u32,
 }
 
 /// The throughput phase's figures.
@@ -109,6 +120,9 @@ pub async fn run(global: &GlobalOpts, args: BenchArgs) -> anyhow::Result<()> {
     }
     if let Some(count) = args.webhooks {
         return crate::bench_webhooks::run(global, &args, count).await;
+    }
+    if let Some(count) = args.fanout {
+        return crate::bench_fanout::run(global, &args, count).await;
     }
     let dir = tempfile::Builder::new()
         .prefix("railyard-bench-")

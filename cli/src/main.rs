@@ -16,6 +16,7 @@
 
 mod args;
 mod bench;
+mod bench_fanout;
 mod bench_schedules;
 mod bench_webhooks;
 mod builtin;
@@ -131,7 +132,8 @@ enum Command {
     #[command(subcommand)]
     Trigger(trigger::TriggerCommand),
     /// Measure throughput and latency of an in-process server over real gRPC
-    /// (--schedules: fire lag of N schedules on a server process).
+    /// (--schedules: fire lag of N schedules on a server process; --webhooks, --fanout:
+    /// see `railyard bench --help`).
     Bench(bench::BenchArgs),
     /// Serve MCP on stdin/stdout for an agent (Claude Code, Cursor, any MCP client),
     /// talking to the Railyard server at --server. Logs go to stderr.

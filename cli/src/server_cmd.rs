@@ -17,6 +17,7 @@ use clap::Args;
 use railyard_proto::config::{ConfigError, EnvVar, Loader};
 use railyard_server::net::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, NetLimits};
 use railyard_server::service::triggers::TriggerInput;
+use railyard_server::store::writer::ChildLimits;
 use railyard_server::tls::TlsFiles;
 use railyard_server::{RunningServer, ServerConfig};
 use serde::{Deserialize, Serialize};
@@ -36,7 +37,7 @@ const MAX_SHUTDOWN_GRACE_SECS: u64 = 3600;
 pub struct ServerArgs {
     /// TOML config file with a [server] section (keys: data_dir, listen, http_listen,
     /// workflows, shutdown_grace_secs, auth, insecure, tls_cert, tls_key, tls_client_ca,
-    /// max_connections, idle_timeout_secs).
+    /// max_connections, idle_timeout_secs, max_child_depth, max_children_per_run).
     #[arg(long, value_name = "FILE", env = "RAILYARD_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
 
@@ -97,6 +98,16 @@ pub struct ServerArgs {
     /// peers answer the server's pings) [env: RAILYARD_IDLE_TIMEOUT] [default: 120].
     #[arg(long, value_name = "SECONDS")]
     pub idle_timeout: Option<u64>,
+
+    /// Deepest child run `spawn_agent` may start (a root run is depth 0; 0: none)
+    /// [env: RAILYARD_MAX_CHILD_DEPTH] [default: 3].
+    #[arg(long, value_name = "N")]
+    pub max_child_depth: Option<u32>,
+
+    /// Most child runs one run may start over its life
+    /// [env: RAILYARD_MAX_CHILDREN_PER_RUN] [default: 10].
+    #[arg(long, value_name = "N")]
+    pub max_children_per_run: Option<u32>,
 }
 
 /// The server's config file: one section per part of the server, every key optional,
@@ -248,6 +259,8 @@ pub struct ServerSection {
     pub tls_client_ca: Option<PathBuf>,
     pub max_connections: Option<usize>,
     pub idle_timeout_secs: Option<u64>,
+    pub max_child_depth: Option<u32>,
+    pub max_children_per_run: Option<u32>,
 }
 
 /// The environment variables of the server's settings.
@@ -296,6 +309,14 @@ const ENV: &[EnvVar] = &[
         var: "RAILYARD_IDLE_TIMEOUT",
         key: "server.idle_timeout_secs",
     },
+    EnvVar {
+        var: "RAILYARD_MAX_CHILD_DEPTH",
+        key: "server.max_child_depth",
+    },
+    EnvVar {
+        var: "RAILYARD_MAX_CHILDREN_PER_RUN",
+        key: "server.max_children_per_run",
+    },
 ];
 
 /// Keys whose flag is not `--key-with-dashes`.
@@ -307,6 +328,10 @@ const FLAG_NAMES: &[(&str, &str)] = &[
 /// Bounds of `max_connections` and `idle_timeout_secs`.
 const MAX_CONNECTIONS_LIMIT: usize = 1 << 20;
 const MAX_IDLE_TIMEOUT_SECS: u64 = 24 * 3600;
+/// Bounds of `max_child_depth` and `max_children_per_run` (a parent's close settles
+/// every child still open in one commit, so the count stays modest).
+const MAX_CHILD_DEPTH_LIMIT: u32 = 32;
+const MAX_CHILDREN_PER_RUN_LIMIT: u32 = 10_000;
 
 /// The server's settings, resolved and checked.
 #[derive(Debug, Clone, PartialEq)]
@@ -335,6 +360,8 @@ pub struct ServerSettings {
     pub hook_max_body_bytes: usize,
     /// How long a webhook delivery id is remembered.
     pub dedup_retention: Duration,
+    /// Bounds on trees of child runs.
+    pub child_limits: ChildLimits,
 }
 
 impl ServerSettings {
@@ -374,6 +401,7 @@ impl ServerSettings {
         config.delivery = delivery;
         config.tls = self.tls.clone();
         config.net = self.net;
+        config.child_limits = self.child_limits;
         config.triggers.config = self.triggers.clone();
         config.triggers.max_body_bytes = self.hook_max_body_bytes;
         config.triggers.dedup_retention_ms = self.dedup_retention.as_millis() as u64;
@@ -417,6 +445,8 @@ impl ServerArgs {
                 tls_client_ca: self.tls_client_ca.clone(),
                 max_connections: self.max_connections,
                 idle_timeout_secs: self.idle_timeout,
+                max_child_depth: self.max_child_depth,
+                max_children_per_run: self.max_children_per_run,
             },
             ..ServerFile::default()
         };
@@ -508,7 +538,25 @@ impl ServerArgs {
             triggers,
             hook_max_body_bytes: max_body as usize,
             dedup_retention: Duration::from_secs(retention),
+            child_limits: ChildLimits {
+                max_depth: s.max_child_depth.unwrap_or(ChildLimits::default().max_depth),
+                max_children: s
+                    .max_children_per_run
+                    .unwrap_or(ChildLimits::default().max_children),
+            },
         };
+        if settings.child_limits.max_depth > MAX_CHILD_DEPTH_LIMIT {
+            return Err(loaded.invalid(
+                "server.max_child_depth",
+                format!("from 0 to {MAX_CHILD_DEPTH_LIMIT}"),
+            ));
+        }
+        if settings.child_limits.max_children > MAX_CHILDREN_PER_RUN_LIMIT {
+            return Err(loaded.invalid(
+                "server.max_children_per_run",
+                format!("from 0 to {MAX_CHILDREN_PER_RUN_LIMIT}"),
+            ));
+        }
         if !(1..=MAX_CONNECTIONS_LIMIT).contains(&settings.net.max_connections) {
             return Err(loaded.invalid(
                 "server.max_connections",
@@ -647,6 +695,10 @@ impl Signals {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "server_cmd_child_limits.rs"]
+mod child_limits_tests;
 
 #[cfg(test)]
 mod tests {

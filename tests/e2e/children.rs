@@ -172,6 +172,38 @@ fn past_the_depth_limit_the_model_reads_the_refusal_as_a_tool_error() {
 }
 
 #[test]
+fn lowered_child_limits_from_the_servers_flags_are_refused_readably() {
+    let s = sandbox();
+    let server = s.server_with(&["--max-child-depth", "1", "--max-children-per-run", "1"]);
+    let _w = worker(&server, &s, "solo", "default");
+    // Two children in one turn: past one per run.
+    let root = start(&server, "orchestrator", "the report");
+    let run = wait_status(&server, &root, "COMPLETED");
+    let notes = run["steps"][0]["notes"].as_str().unwrap();
+    assert!(
+        notes.contains("spawn_agent refused") && notes.contains("limit of 1 per run"),
+        "{notes}"
+    );
+    let tree = json(server.ry(&["run", "tree", &root, "-o", "json"]));
+    assert!(
+        tree["children"].as_array().is_none_or(|c| c.is_empty()),
+        "nothing started: {tree}"
+    );
+    // A child at depth 1 may start; its own child, at depth 2, may not.
+    let root = start(&server, "deep", "down");
+    wait_status(&server, &root, "COMPLETED");
+    let tree = json(server.ry(&["run", "tree", &root, "-o", "json"]));
+    let kids = tree["children"].as_array().unwrap();
+    assert_eq!(kids.len(), 1, "{tree}");
+    let child = describe(&server, kids[0]["run_id"].as_str().unwrap());
+    let notes = child["steps"][0]["notes"].as_str().unwrap();
+    assert!(
+        notes.contains("spawn_agent refused") && notes.contains("depth 2") && notes.contains("limit of 1"),
+        "{notes}"
+    );
+}
+
+#[test]
 fn a_wait_survives_a_sigkilled_server_and_finishes_after_restart() {
     let s = sandbox();
     let script = SCRIPT.replace(

@@ -5,6 +5,7 @@
 mod support;
 
 mod auth;
+mod bench_fanout;
 mod children;
 mod cli_commands;
 mod contracts;

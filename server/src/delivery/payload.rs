@@ -1,7 +1,14 @@
 //! The JSON a delivery POSTs: the closed run's result. Stable field names (this is
 //! an API); new facts about a run are new fields, which receivers ignore until they
-//! know them. Steps are objects so that per-step facts (a structured result, token
-//! usage) are added beside `notes`; run-wide ones (total usage) beside `status`.
+//! know them. Steps are objects so that per-step facts are added beside `notes`;
+//! run-wide ones beside `status`.
+//!
+//! Per step, `result` is its structured result object (what its output contract
+//! checked), always present and `null` when the step gave none (no contract, or it
+//! never completed); `usage` is what its attempts' model turns used, as
+//! `StepSummary.usage` has it, always present (zeros when nothing was reported).
+//! The run's `usage` is the total of its steps (`RunInfo.usage`). Costs are the
+//! worker's estimate from its price table, in US dollars.
 //!
 //! ```json
 //! {
@@ -11,14 +18,18 @@
 //!   "status": "COMPLETED", "failure": "",
 //!   "startTimeMs": 0, "closeTimeMs": 0,
 //!   "steps": [{"stepId": "plan", "title": "...", "state": "COMPLETED", "attempt": 1,
-//!              "notes": "...", "artifacts": ["plan.md"]}],
-//!   "artifacts": ["plan.md"]
+//!              "notes": "...", "artifacts": ["plan.md"], "result": {"title": "..."},
+//!              "usage": {"inputTokens": 1200, "outputTokens": 300, "cacheReadTokens": 0,
+//!                        "cacheWriteTokens": 0, "costUsd": 0.0081}}],
+//!   "artifacts": ["plan.md"],
+//!   "usage": {"inputTokens": 1200, "outputTokens": 300, "cacheReadTokens": 0,
+//!             "cacheWriteTokens": 0, "costUsd": 0.0081}
 //! }
 //! ```
 
 use serde_json::{Value, json};
 
-use crate::model::{Attempt, RunState};
+use crate::model::{Attempt, RunState, Usage};
 
 /// The payload of `attempt` of the closed `run`.
 pub fn body(run: &RunState, attempt: &Attempt) -> Vec<u8> {
@@ -35,6 +46,12 @@ pub fn body(run: &RunState, attempt: &Attempt) -> Vec<u8> {
                 "attempt": rec.attempt,
                 "notes": rec.notes,
                 "artifacts": rec.artifacts,
+                "result": if rec.result.is_empty() {
+                    Value::Null
+                } else {
+                    crate::model::wire::result_value(&rec.result)
+                },
+                "usage": usage(&rec.usage),
             })
         })
         .collect();
@@ -63,7 +80,19 @@ pub fn body(run: &RunState, attempt: &Attempt) -> Vec<u8> {
         "closeTimeMs": run.close_ms,
         "steps": steps,
         "artifacts": artifacts,
+        "usage": usage(&run.usage),
     })
     .to_string()
     .into_bytes()
+}
+
+/// Tokens and estimated cost, named as the `StepUsage` event's attributes are.
+fn usage(u: &Usage) -> Value {
+    json!({
+        "inputTokens": u.input,
+        "outputTokens": u.output,
+        "cacheReadTokens": u.cache_read,
+        "cacheWriteTokens": u.cache_write,
+        "costUsd": u.cost_usd,
+    })
 }

@@ -153,6 +153,9 @@ pub enum EventKind {
         status: RunStatus,
         notes: String,
         artifacts: Vec<String>,
+        /// The child's structured result as JSON text, cut to
+        /// [`super::MAX_CHILD_RESULT_QUOTED`] (empty: none).
+        result: String,
     },
     RunPaused {
         reason: String,

@@ -26,6 +26,7 @@ pub use usage::{RunBudget, TOKEN_BUDGET_EXCEEDED, Usage};
 pub use wait::{
     ChildOutcome, ChildStarted, MAX_CHILD_NOTES_QUOTED, PAUSED_ERROR_TYPE, ParentClosePolicy, WaitOn, Waiting,
 };
+pub use wait::{MAX_CHILD_RESULT_QUOTED, MAX_RESUME_MESSAGE_BYTES, quoted_result};
 
 /// The lease of the step attempt in flight.
 #[derive(Debug, Clone, PartialEq)]

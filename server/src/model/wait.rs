@@ -16,6 +16,14 @@ use super::*;
 pub const MAX_CHILD_NOTES_QUOTED: usize = 16 * 1024;
 /// Most artifact paths of one child quoted to its parent.
 pub const MAX_CHILD_ARTIFACTS_QUOTED: usize = 64;
+/// Longest structured result of one child (its JSON text) quoted to its parent; a
+/// longer one is quoted as a string, the start of its JSON text cut with `…` (the
+/// child's history has it whole).
+pub const MAX_CHILD_RESULT_QUOTED: usize = 16 * 1024;
+/// Most bytes of one resume message (it travels in the step's task beside
+/// `size::MAX_TASK_BYTES`): with many children, each child's notes, result and
+/// artifacts are quoted shorter so that all of them fit.
+pub const MAX_RESUME_MESSAGE_BYTES: usize = 1 << 20;
 
 /// What happens to a child run still open when its parent closes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -59,38 +67,80 @@ pub struct ChildOutcome {
     pub notes: String,
     /// The artifacts of all its steps.
     pub artifacts: Vec<String>,
+    /// The structured result of its last step, as compact JSON (empty: none; only a
+    /// completed run has one).
+    pub result: String,
 }
 
 impl ChildOutcome {
-    /// The outcome of a closed run (`None` while it is open).
+    /// The outcome of a closed run (`None` while it is open). Notes and result are
+    /// kept only as long as they are ever quoted, so a parent's record stays small
+    /// however much its children wrote.
     pub fn of(run: &RunState) -> Option<Self> {
         if run.status.is_open() {
             return None;
         }
-        let notes = match run.status {
-            RunStatus::Completed => run.steps.last().map(|s| s.notes.clone()).unwrap_or_default(),
-            _ => run.failure.clone(),
+        let (notes, result) = match run.status {
+            RunStatus::Completed => run
+                .steps
+                .last()
+                .map(|s| (s.notes.as_str(), s.result.as_str()))
+                .unwrap_or_default(),
+            _ => (run.failure.as_str(), ""),
         };
         Some(Self {
             run_id: run.run_id.clone(),
             status: run.status,
-            notes,
+            notes: size::prefix(notes, MAX_CHILD_NOTES_QUOTED),
             artifacts: run
                 .steps
                 .iter()
                 .flat_map(|s| s.artifacts.iter().cloned())
                 .collect(),
+            result: size::prefix(result, MAX_CHILD_RESULT_QUOTED),
         })
     }
 
-    /// The JSON the parent's model reads: `{childRunId, outcome, notes, artifacts}`.
+    /// The JSON the parent's model reads: `{childRunId, outcome, notes, artifacts,
+    /// result}`, `result` being the child's structured result object, `null` when it
+    /// has none, or a string (the start of its JSON text, cut with `…`) when it is
+    /// longer than [`MAX_CHILD_RESULT_QUOTED`].
     pub fn to_json(&self) -> serde_json::Value {
+        self.to_json_within(MAX_CHILD_NOTES_QUOTED, usize::MAX)
+    }
+
+    /// [`Self::to_json`] with notes and result cut to `text` bytes (at most their
+    /// usual bounds) and artifacts to `artifact_bytes` of paths.
+    fn to_json_within(&self, text: usize, artifact_bytes: usize) -> serde_json::Value {
+        let mut used = 0;
+        let artifacts: Vec<&String> = self
+            .artifacts
+            .iter()
+            .take(MAX_CHILD_ARTIFACTS_QUOTED)
+            .take_while(|a| {
+                used += a.len();
+                used <= artifact_bytes
+            })
+            .collect();
         json!({
             "childRunId": self.run_id,
             "outcome": self.status.name(),
-            "notes": size::prefix(&self.notes, MAX_CHILD_NOTES_QUOTED),
-            "artifacts": self.artifacts.iter().take(MAX_CHILD_ARTIFACTS_QUOTED).collect::<Vec<_>>(),
+            "notes": size::prefix(&self.notes, text.min(MAX_CHILD_NOTES_QUOTED)),
+            "artifacts": artifacts,
+            "result": quoted_result(&self.result, text.min(MAX_CHILD_RESULT_QUOTED)),
         })
+    }
+}
+
+/// A child's result as its parent reads it: `null` for none, the object when it is
+/// at most `max` bytes of JSON, else a string, the start of its text cut with `…`.
+pub fn quoted_result(result: &str, max: usize) -> serde_json::Value {
+    if result.is_empty() {
+        serde_json::Value::Null
+    } else if result.len() <= max {
+        super::wire::result_value(result)
+    } else {
+        serde_json::Value::String(size::prefix(result, max))
     }
 }
 
@@ -263,6 +313,7 @@ impl RunState {
                 status: child.status,
                 notes: size::prefix(&child.notes, MAX_CHILD_NOTES_QUOTED),
                 artifacts: child.artifacts.clone(),
+                result: size::prefix(&child.result, MAX_CHILD_RESULT_QUOTED),
             },
         );
         let satisfied = match &mut self.phase {
@@ -441,10 +492,9 @@ fn resume_message(on: &WaitOn, reason: &str) -> String {
         }
         WaitOn::Children { run_ids, done } => {
             // In the order the step started (or named) them, not the order they closed.
-            let results: Vec<serde_json::Value> = run_ids
+            let finished: Vec<&ChildOutcome> = run_ids
                 .iter()
                 .filter_map(|id| done.iter().find(|d| &d.run_id == id))
-                .map(ChildOutcome::to_json)
                 .collect();
             let pending: Vec<&String> = run_ids
                 .iter()
@@ -455,8 +505,21 @@ fn resume_message(on: &WaitOn, reason: &str) -> String {
             } else {
                 "[the child runs you waited for have finished]"
             };
-            let body = json!({ "children": results, "stillRunning": pending });
-            format!("{head}\n{body}")
+            // Each child's share of the message; halved until the whole fits (JSON
+            // escaping can make text longer than its bytes), down to no text at all.
+            let mut share = MAX_RESUME_MESSAGE_BYTES / 2 / finished.len().max(1);
+            loop {
+                let results: Vec<serde_json::Value> = finished
+                    .iter()
+                    .map(|c| c.to_json_within(share / 3, share / 3))
+                    .collect();
+                let body = json!({ "children": results, "stillRunning": pending });
+                let message = format!("{head}\n{body}");
+                if message.len() <= MAX_RESUME_MESSAGE_BYTES || share == 0 {
+                    return message;
+                }
+                share /= 2;
+            }
         }
     }
 }

@@ -83,6 +83,7 @@ fn outcome(id: &str, status: RunStatus, notes: &str) -> ChildOutcome {
         status,
         notes: notes.into(),
         artifacts: vec![format!("{id}.md")],
+        result: String::new(),
     }
 }
 
@@ -282,7 +283,7 @@ fn child_outcomes_quote_the_last_notes_or_the_failure() {
     assert_eq!((o.notes.as_str(), o.artifacts.len()), ("last", 2));
     assert_eq!(
         o.to_json(),
-        json!({"childRunId":"p","outcome":"COMPLETED","notes":"last","artifacts":["a.md","b.md"]})
+        json!({"childRunId":"p","outcome":"COMPLETED","notes":"last","artifacts":["a.md","b.md"],"result":null})
     );
     assert_eq!(
         ParentClosePolicy::parse("abandon"),
@@ -290,6 +291,91 @@ fn child_outcomes_quote_the_last_notes_or_the_failure() {
     );
     assert_eq!(ParentClosePolicy::parse(""), Some(ParentClosePolicy::Cancel));
     assert_eq!(ParentClosePolicy::parse("kill"), None);
+}
+
+fn done(notes: &str, result: &str) -> StepDone {
+    StepDone {
+        notes: notes.into(),
+        artifacts: vec![],
+        context_updates: BTreeMap::new(),
+        result: result.into(),
+    }
+}
+
+#[test]
+fn a_childs_result_reaches_its_parent_cut_when_long_and_every_resume_message_stays_bounded() {
+    // The last step's result, as compact JSON, beside its notes.
+    let mut fx = Fx::new("");
+    for (notes, result) in [("first", r#"{"n":1}"#), ("last", r#"{"verdict":"ok","n":2}"#)] {
+        let claims = fx.lease();
+        let (r, _, _) = fx.step(|r, o| r.complete_with_result(&claims, "w", done(notes, result), o));
+        r.unwrap();
+    }
+    let o = ChildOutcome::of(&fx.run).unwrap();
+    assert_eq!(o.result, r#"{"verdict":"ok","n":2}"#);
+    assert_eq!(o.to_json()["result"], json!({"verdict":"ok","n":2}));
+
+    // The parent hears it in `ChildRunCompleted` and in its resume message.
+    let mut parent = Fx::new("");
+    let _ = parent.suspend(&["p"]);
+    let (_, events, _) = parent.step(|r, o2| r.child_closed(o.clone(), o2));
+    assert!(
+        matches!(&events[0].kind, EventKind::ChildRunCompleted { result, .. } if result == &o.result),
+        "{events:?}"
+    );
+    let attrs = super::super::wire::event_attributes_json(&events[0].kind);
+    assert!(attrs.contains(r#""result":{"n":2,"verdict":"ok"}"#), "{attrs}");
+    let body = parent.run.resume_input[0].split_once('\n').unwrap().1;
+    let body: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(body["children"][0]["result"], json!({"verdict":"ok","n":2}));
+
+    // A failed child has none; a long result is kept and quoted as the start of its text.
+    let mut failed = outcome("f", RunStatus::Failed, "boom");
+    assert_eq!(failed.to_json()["result"], json!(null));
+    let long = format!(r#"{{"text":"{}"}}"#, "x".repeat(MAX_CHILD_RESULT_QUOTED));
+    failed.result = long.clone();
+    let quoted = failed.to_json()["result"].as_str().unwrap().to_string();
+    assert!(
+        quoted.starts_with(r#"{"text":"xxx"#) && quoted.ends_with('…'),
+        "{quoted:.40}"
+    );
+    assert!(quoted.len() <= MAX_CHILD_RESULT_QUOTED + 3);
+    let mut fx = Fx::new("");
+    let claims = fx.lease();
+    fx.step(|r, o| r.complete_with_result(&claims, "w", done("n", &long), o))
+        .0
+        .unwrap();
+    let claims = fx.lease();
+    fx.step(|r, o| r.complete_with_result(&claims, "w", done("n", &long), o))
+        .0
+        .unwrap();
+    let kept = ChildOutcome::of(&fx.run).unwrap();
+    assert!(
+        kept.result.len() <= MAX_CHILD_RESULT_QUOTED + 3,
+        "the parent keeps no more than it quotes"
+    );
+
+    // However many children and however much they wrote, the message fits its bound
+    // and quotes every child.
+    let many: Vec<ChildOutcome> = (0..200)
+        .map(|i| ChildOutcome {
+            run_id: format!("c{i:03}"),
+            status: RunStatus::Completed,
+            notes: "\u{1}".repeat(MAX_CHILD_NOTES_QUOTED),
+            artifacts: (0..64).map(|j| format!("{}/{j}", "d".repeat(1000))).collect(),
+            result: format!(r#"{{"q":"{}"}}"#, "\\\"".repeat(MAX_CHILD_RESULT_QUOTED / 2)),
+        })
+        .collect();
+    let ids: Vec<String> = many.iter().map(|c| c.run_id.clone()).collect();
+    let on = WaitOn::Children {
+        run_ids: ids,
+        done: many,
+    };
+    let message = resume_message(&on, "children");
+    assert!(message.len() <= MAX_RESUME_MESSAGE_BYTES, "{}", message.len());
+    let body: serde_json::Value = serde_json::from_str(message.split_once('\n').unwrap().1).unwrap();
+    assert_eq!(body["children"].as_array().unwrap().len(), 200);
+    assert_eq!(body["children"][199]["childRunId"], "c199");
 }
 
 #[test]

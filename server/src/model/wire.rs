@@ -226,12 +226,25 @@ pub fn event_attributes(kind: &EventKind) -> Value {
             status,
             notes,
             artifacts,
-        } => json!({
-            "childRunId": child_run_id,
-            "outcome": status.name(),
-            "notes": notes,
-            "artifacts": artifacts,
-        }),
+            result,
+        } => {
+            let mut attrs = json!({
+                "childRunId": child_run_id,
+                "outcome": status.name(),
+                "notes": notes,
+                "artifacts": artifacts,
+            });
+            // As for `StepCompleted`: only when there is one.
+            if !result.is_empty()
+                && let Value::Object(m) = &mut attrs
+            {
+                m.insert(
+                    "result".into(),
+                    super::quoted_result(result, super::MAX_CHILD_RESULT_QUOTED),
+                );
+            }
+            attrs
+        }
 
         EventKind::DeliveryAttempted { target, url, attempt } => json!({
             "target": target,
@@ -548,8 +561,19 @@ mod tests {
                     status: crate::model::RunStatus::Failed,
                     notes: "n".into(),
                     artifacts: vec!["a.md".into()],
+                    result: String::new(),
                 },
                 r#"{"artifacts":["a.md"],"childRunId":"c1","notes":"n","outcome":"FAILED"}"#,
+            ),
+            (
+                EventKind::ChildRunCompleted {
+                    child_run_id: "c1".into(),
+                    status: crate::model::RunStatus::Completed,
+                    notes: "n".into(),
+                    artifacts: vec![],
+                    result: r#"{"ok":true}"#.into(),
+                },
+                r#"{"artifacts":[],"childRunId":"c1","notes":"n","outcome":"COMPLETED","result":{"ok":true}}"#,
             ),
             (
                 EventKind::RunPaused {

@@ -29,10 +29,15 @@ pub const MODEL_NAME: usize = 256;
 /// Most stuck reports in one heartbeat.
 pub const STUCK_REPORTS: usize = 16;
 
-// A step task carries its checkpoint, its last failure and at most
-// `MAX_TASK_BYTES` of everything else; with room for framing, it fits one message.
+// A step task carries its checkpoint, its last failure, a resume message and at
+// most `MAX_TASK_BYTES` of everything else; with room for framing, it fits one
+// message.
 const _: () = assert!(
-    crate::model::size::MAX_TASK_BYTES + CHECKPOINT + MESSAGE + (1 << 20)
+    crate::model::size::MAX_TASK_BYTES
+        + CHECKPOINT
+        + MESSAGE
+        + crate::model::MAX_RESUME_MESSAGE_BYTES
+        + (512 << 10)
         <= railyard_proto::MAX_MESSAGE_BYTES
 );
 

@@ -725,3 +725,68 @@ async fn a_server_on_a_network_address_refuses_to_start_without_auth() {
     let server = RunningServer::start(config).await.unwrap();
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_worker_key_spawns_children_on_its_task_token_and_a_client_key_may_not_poll_or_spawn() {
+    let s = secured().await;
+    let admin = s.admin().await;
+    let (worker_key, _) = s.key("default", ApiKeyRole::Worker, &["q1"], 0).await;
+    let (client_key, _) = s.key("default", ApiKeyRole::Client, &[], 0).await;
+    let parent = admin
+        .start_run("default", "one", "delegate", HashMap::new())
+        .await
+        .unwrap();
+    let worker = s.client(Some(&worker_key)).await;
+    let w = railyard_proto::StepWorker::new(worker.clone(), "default", "q1", "w");
+    let task = w
+        .poll(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("the parent's step");
+    assert_eq!(task.run_id, parent);
+
+    // A client key can neither take work nor act on a worker's lease.
+    let client = s.client(Some(&client_key)).await;
+    let as_client = railyard_proto::StepWorker::new(client.clone(), "default", "q1", "c");
+    match as_client.poll(Duration::from_millis(100)).await {
+        Err(ClientError::PermissionDenied(m)) => assert!(m.contains("has role client, which may not"), "{m}"),
+        other => panic!("a client key polled: {other:?}"),
+    }
+    let child = v1::ChildRunSpec {
+        workflow_id: "other".into(),
+        goal: "a sub-task".into(),
+        ..Default::default()
+    };
+    match as_client
+        .spawn_children(&task.task_token, vec![child.clone()], false, vec![], vec![])
+        .await
+    {
+        Err(ClientError::PermissionDenied(m)) => assert!(m.contains("has role client, which may not"), "{m}"),
+        other => panic!("a client key spawned: {other:?}"),
+    }
+
+    // The worker key starts a child (on a queue it does not hold: the task token is
+    // the authority, and the child's own workers need their own keys), though it may
+    // not start a run by itself.
+    let ids = w
+        .spawn_children(&task.task_token, vec![child], false, vec![], vec![])
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 1);
+    let kid = admin.describe_run("default", &ids[0]).await.unwrap().run.unwrap();
+    assert_eq!(kid.parent_run_id, parent);
+    match worker
+        .start_run("default", "other", "on my own", HashMap::new())
+        .await
+    {
+        Err(ClientError::PermissionDenied(_)) => {}
+        other => panic!("a worker key started a run: {other:?}"),
+    }
+    let tree = admin.get_session_tree("default", &parent).await.unwrap();
+    assert_eq!(
+        tree.root.unwrap().children.len(),
+        1,
+        "only the worker's spawn started a child"
+    );
+    s.server.shutdown().await;
+}

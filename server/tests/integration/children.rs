@@ -19,6 +19,12 @@ const PARENT: &str = r#"{"id":"parent","version":"1","name":"Parent","steps":[
   {"id":"sum","title":"Sum","prompt":"Sum up"}]}"#;
 const CHILD: &str = r#"{"id":"child","version":"1","name":"Child","taskQueue":"kids","steps":[
   {"id":"work","title":"Work","prompt":"Do {{goal}}"}]}"#;
+/// A child whose last step has an output contract.
+const JUDGE: &str = r#"{"id":"judge","version":"1","name":"Judge","taskQueue":"kids","steps":[
+  {"id":"read","title":"Read","prompt":"Read {{goal}}"},
+  {"id":"rule","title":"Rule","prompt":"Rule on {{goal}}","output":{"type":"object",
+   "properties":{"verdict":{"enum":["ok","bad"]},"score":{"type":"integer"}},
+   "required":["verdict","score"],"additionalProperties":false}}]}"#;
 
 async fn start_at(
     clock: &ManualClock,
@@ -50,6 +56,7 @@ fn dirs() -> Dirs {
     };
     std::fs::write(d.workflows.path().join("parent.json"), PARENT).unwrap();
     std::fs::write(d.workflows.path().join("child.json"), CHILD).unwrap();
+    std::fs::write(d.workflows.path().join("judge.json"), JUDGE).unwrap();
     d
 }
 
@@ -503,5 +510,74 @@ async fn a_paused_run_suspends_its_step_at_the_next_heartbeat_and_resumes_from_t
         assert!(history.contains(&t.to_string()), "{t} in {history:?}");
     }
     assert!(!history.contains(&"StepFailed".to_string()), "{history:?}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_childs_structured_result_reaches_its_parents_resume_message_and_history() {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let d = dirs();
+    let (server, client) = start_at(&clock, d.data.path(), d.workflows.path(), ChildLimits::default()).await;
+    let (parent, task, w) = parent_leased(&client).await;
+    let mut judge = child("the case", "");
+    judge.workflow_id = "judge".into();
+    let ids = w
+        .spawn_children(
+            &task.task_token,
+            vec![judge, child("plain", "")],
+            true,
+            vec![],
+            vec![],
+        )
+        .await
+        .unwrap();
+    let kids = StepWorker::new(client.clone(), "default", "kids", "kid-worker");
+    for _ in 0..2 {
+        let t = poll(&kids).await;
+        let mut done = Completion::notes(format!("{} done", t.step_id));
+        if t.step_id == "read" {
+            // An earlier step's result is not the child's result: its last step's is.
+            done.result_json = r#"{"pages":3}"#.into();
+        }
+        let next = kids.complete_and_take_next(&t.task_token, done).await.unwrap();
+        if let Some(rule) = next {
+            assert_eq!(rule.step_id, "rule");
+            let mut done = Completion::notes("ruled");
+            done.result_json = r#"{"verdict":"ok","score":7}"#.into();
+            kids.complete(&rule.task_token, done).await.unwrap();
+        }
+    }
+
+    let resumed = poll(&w).await;
+    assert_eq!(resumed.run_id, parent);
+    let msg = &resumed.resume_messages[0];
+    let body: serde_json::Value = serde_json::from_str(msg.split_once('\n').unwrap().1).unwrap();
+    let children = body["children"].as_array().unwrap();
+    assert_eq!(children[0]["childRunId"], ids[0].as_str());
+    assert_eq!(children[0]["notes"], "ruled");
+    assert_eq!(
+        children[0]["result"],
+        serde_json::json!({"verdict":"ok","score":7}),
+        "{msg}"
+    );
+    assert_eq!(children[1]["result"], serde_json::Value::Null, "no result: null");
+
+    let history = client.full_history("default", &parent).await.unwrap();
+    let completed: Vec<serde_json::Value> = history
+        .iter()
+        .filter(|e| e.event_type == "ChildRunCompleted")
+        .map(|e| serde_json::from_str(&e.attributes_json).unwrap())
+        .collect();
+    assert_eq!(completed.len(), 2);
+    let judged = completed
+        .iter()
+        .find(|c| c["childRunId"] == ids[0].as_str())
+        .unwrap();
+    assert_eq!(judged["result"], serde_json::json!({"verdict":"ok","score":7}));
+    let plain = completed
+        .iter()
+        .find(|c| c["childRunId"] == ids[1].as_str())
+        .unwrap();
+    assert!(plain.get("result").is_none(), "{plain}");
     server.shutdown().await;
 }

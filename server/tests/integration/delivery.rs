@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, StatusCode};
 use railyard_proto::v1::{self, DeliveryState, RunStatus};
-use railyard_proto::{Client, Completion, Failure, StepWorker};
+use railyard_proto::{Client, Completion, Failure, HeartbeatExtras, StepWorker};
 use railyard_server::clock::{Clock, ManualClock};
 use railyard_server::delivery::sign::{SIGNATURE_HEADER, verify};
 use railyard_server::delivery::{DeliverySettings, SigningSecret};
@@ -21,6 +21,12 @@ use tonic::Code;
 
 const ONE_STEP: &str = r#"{"id":"one","version":"1","name":"One step","steps":[
   {"id":"a","title":"A","prompt":"Do {{goal}}"}]}"#;
+
+/// A step with an output contract, then one without.
+const JUDGED: &str = r#"{"id":"judged","version":"1","name":"Judged","steps":[
+  {"id":"a","title":"A","prompt":"Judge {{goal}}","output":{"type":"object",
+   "properties":{"verdict":{"type":"string"}},"required":["verdict"]}},
+  {"id":"b","title":"B","prompt":"Report"}]}"#;
 
 const T0: i64 = 1_767_225_600_000;
 const SECRET: &str = "whsec-test";
@@ -118,6 +124,7 @@ async fn harness_with(delivery: DeliverySettings) -> Harness {
     let data = tempfile::tempdir().unwrap();
     let workflows = tempfile::tempdir().unwrap();
     std::fs::write(workflows.path().join("one.json"), ONE_STEP).unwrap();
+    std::fs::write(workflows.path().join("judged.json"), JUDGED).unwrap();
     let clock = ManualClock::new(T0);
     let server = start(data.path(), workflows.path(), &clock, delivery).await;
     let client = Client::connect(&format!("http://{}", server.grpc_addr))
@@ -428,6 +435,74 @@ async fn a_subscription_filtered_by_outcome_gets_only_matching_runs() {
         .await
         .unwrap_err();
     assert_eq!(gone.code(), Some(Code::NotFound));
+    h.server.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_payload_carries_each_steps_result_and_usage_and_the_runs_total() {
+    let h = harness_with(settings(true)).await;
+    let r = receiver(h.clock.clone()).await;
+    h.client
+        .start_run_with(v1::StartRunRequest {
+            namespace: "default".into(),
+            workflow_id: "judged".into(),
+            goal: "the case".into(),
+            run_id: "j1".into(),
+            callback_url: r.url.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let w = StepWorker::new(h.client.clone(), "default", "default", "w");
+    let a = w.poll(Duration::from_secs(10)).await.unwrap().expect("step a");
+    let used = HeartbeatExtras {
+        usage: Some(v1::TokenUsage {
+            input_tokens: 1200,
+            output_tokens: 300,
+            cache_read_tokens: 50,
+            cache_write_tokens: 7,
+            cost_usd: 0.25,
+        }),
+        model: "claude-x".into(),
+        stuck: Vec::new(),
+    };
+    w.heartbeat_with(&a.task_token, Vec::new(), Vec::new(), 0, used)
+        .await
+        .unwrap();
+    let done = Completion {
+        notes: "judged".into(),
+        result_json: r#"{"verdict":"fine","why":["short"]}"#.into(),
+        ..Default::default()
+    };
+    let b = w
+        .complete_and_take_next(&a.task_token, done)
+        .await
+        .unwrap()
+        .expect("step b");
+    w.complete(&b.task_token, Completion::notes("reported"))
+        .await
+        .unwrap();
+    h.wait_for("j1", "DeliverySucceeded", 1).await;
+
+    let got = r.got.lock().unwrap().clone();
+    assert_eq!(got.len(), 1, "{got:#?}");
+    assert!(got[0].verified);
+    let body = &got[0].body;
+    let a_usage = serde_json::json!({"inputTokens": 1200, "outputTokens": 300,
+        "cacheReadTokens": 50, "cacheWriteTokens": 7, "costUsd": 0.25});
+    assert_eq!(
+        body["steps"][0]["result"],
+        serde_json::json!({"verdict":"fine","why":["short"]}),
+        "{body:#}"
+    );
+    assert_eq!(body["steps"][0]["usage"], a_usage);
+    assert_eq!(body["steps"][1]["result"], Value::Null, "no result: null");
+    assert_eq!(
+        body["steps"][1]["usage"],
+        serde_json::json!({"inputTokens": 0, "outputTokens": 0,
+            "cacheReadTokens": 0, "cacheWriteTokens": 0, "costUsd": 0.0})
+    );
+    assert_eq!(body["usage"], a_usage, "the run's total");
     h.server.shutdown().await;
 }
 

@@ -93,7 +93,7 @@ pub fn spawn_placeholder(k: usize, workflow_id: &str) -> String {
     format!(
         "child run #{k} of this turn started (workflow {workflow_id:?}). This step now waits until \
          every child run of this turn has finished; their outcomes come in the next message, in the \
-         order you started them, as {{childRunId, outcome, notes, artifacts}}."
+         order you started them, as {{childRunId, outcome, notes, artifacts, result}}."
     )
 }
 

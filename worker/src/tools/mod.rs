@@ -284,7 +284,8 @@ pub fn all_specs() -> Vec<ToolSpec> {
             "Hand a sub-task to another agent: start a child run of workflow `workflowId` with `goal` \
              (and optional string `context`). With `wait` (the default) this step pauses after this turn \
              until every child run started in the turn has finished, then you get each one's \
-             {childRunId, outcome, notes, artifacts}; a failed or canceled child is an outcome, not an \
+             {childRunId, outcome, notes, artifacts, result} (result: the child's structured result \
+             object, or null); a failed or canceled child is an outcome, not an \
              error. Call it several times in one turn to run children in parallel. With `wait: false` \
              you get the child's run id at once; use await_runs later. `parentClosePolicy` (cancel, \
              terminate, abandon) says what happens to a child still running when this run ends.",
@@ -300,7 +301,7 @@ pub fn all_specs() -> Vec<ToolSpec> {
             AWAIT_RUNS,
             "Wait for child runs you started with spawn_agent and `wait: false`: this step pauses after \
              this turn until all of `runIds` have finished, then you get each one's \
-             {childRunId, outcome, notes, artifacts}.",
+             {childRunId, outcome, notes, artifacts, result}.",
             json!({"type": "object", "properties": {
                 "runIds": {"type": "array", "items": {"type": "string"}}
             }, "required": ["runIds"]}),

@@ -248,6 +248,9 @@ enum KindRecord {
         notes: String,
         #[serde(default)]
         artifacts: Vec<String>,
+        /// The child's structured result as JSON text (absent in older rows: none).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        result: String,
     },
     DeliveryAttempted {
         #[serde(default)]
@@ -526,11 +529,13 @@ pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, St
             status,
             notes,
             artifacts,
+            result,
         } => KindRecord::ChildRunCompleted {
             child_run_id: child_run_id.clone(),
             status: (*status).into(),
             notes: notes.clone(),
             artifacts: artifacts.clone(),
+            result: result.clone(),
         },
 
         EventKind::DeliveryAttempted { target, url, attempt } => KindRecord::DeliveryAttempted {
@@ -788,11 +793,13 @@ pub(crate) fn decode_event(
             status,
             notes,
             artifacts,
+            result,
         } => EventKind::ChildRunCompleted {
             child_run_id,
             status: status.into(),
             notes,
             artifacts,
+            result,
         },
 
         KindRecord::DeliveryAttempted { target, url, attempt } => {

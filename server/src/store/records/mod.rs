@@ -313,6 +313,9 @@ struct ChildOutcomeRecord {
     notes: String,
     #[serde(default)]
     artifacts: Vec<String>,
+    /// The child's structured result as JSON text (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    result: String,
 }
 
 impl ChildOutcomeRecord {
@@ -322,6 +325,7 @@ impl ChildOutcomeRecord {
             status: c.status.into(),
             notes: c.notes.clone(),
             artifacts: c.artifacts.clone(),
+            result: c.result.clone(),
         }
     }
 
@@ -331,6 +335,7 @@ impl ChildOutcomeRecord {
             status: self.status.into(),
             notes: self.notes,
             artifacts: self.artifacts,
+            result: self.result,
         }
     }
 }

@@ -547,6 +547,7 @@ fn a_waiting_child_run_its_new_events_and_its_wait_timer_round_trip() {
                 status: RunStatus::Failed,
                 notes: "n".into(),
                 artifacts: vec!["a".into()],
+                result: r#"{"k":1}"#.into(),
             }],
         },
         since_ms: 5,
@@ -594,6 +595,7 @@ fn a_waiting_child_run_its_new_events_and_its_wait_timer_round_trip() {
             status: RunStatus::Completed,
             notes: "n".into(),
             artifacts: vec![],
+            result: r#"{"k":1}"#.into(),
         },
         EventKind::StepTimedOut {
             step_id: "a".into(),
@@ -670,6 +672,39 @@ fn a_run_row_from_before_child_runs_reads_as_a_root_with_no_children() {
             depth,
             ..
         } => assert_eq!((parent_step_id.as_str(), depth), ("", 0)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_child_outcome_and_child_run_completed_from_before_results_read_with_none() {
+    use crate::model::WaitOn;
+    let d = db();
+    let def = Arc::new(parse_definition(DEF).unwrap());
+    let tx = d.db.begin_write().unwrap();
+    let mut table = tx.open_table(DEFS).unwrap();
+    let key = d.defs.store(&def, &mut table).unwrap();
+    let state = serde_json::json!({
+        "v": 1,
+        "definition": {"workflow_id": "wf", "version": "1", "hash": key.hash},
+        "status": "RUNNING",
+        "phase": {"kind": "waiting", "on": {"kind": "children", "run_ids": ["c1", "c2"],
+                  "done": [{"run_id": "c1", "status": "COMPLETED", "notes": "n"}]}},
+        "steps": [{}, {}],
+    });
+    let run = decode_run(&serde_json::to_vec(&state).unwrap(), &d.defs, &table).unwrap();
+    match &run.waiting().unwrap().on {
+        WaitOn::Children { done, .. } => {
+            assert_eq!((done[0].notes.as_str(), done[0].result.as_str()), ("n", ""))
+        }
+        other => panic!("{other:?}"),
+    }
+    let row =
+        br#"{"id":3,"event":{"ChildRunCompleted":{"child_run_id":"c1","status":"COMPLETED","notes":"n"}}}"#;
+    match decode_event(row, &d.defs, &table).unwrap().kind {
+        EventKind::ChildRunCompleted { notes, result, .. } => {
+            assert_eq!((notes.as_str(), result.as_str()), ("n", ""))
+        }
         other => panic!("{other:?}"),
     }
 }
