@@ -13,6 +13,7 @@ mod namespaces;
 mod retention;
 mod run_poll;
 mod schedules;
+mod support;
 mod tls;
 mod triggers;
 mod upgrade;

@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use railyard_proto::{Client, ClientError, Completion, StepWorker};
+use railyard_proto::{ClientError, Completion, StepWorker};
 use railyard_server::clock::ManualClock;
 use railyard_server::{RunningServer, ServerConfig};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support;
 
 /// One step on queue `q`: a run is open until its step completes.
 const ONE_STEP: &str = r#"{"id":"one","version":"1","name":"One step","taskQueue":"q",
@@ -33,10 +34,7 @@ impl Scrape {
 
 /// `GET /metrics` over HTTP/1.0 on the server's HTTP listener.
 async fn scrape(server: &RunningServer) -> Scrape {
-    let mut conn = tokio::net::TcpStream::connect(server.http_addr).await.unwrap();
-    conn.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await.unwrap();
-    let mut response = String::new();
-    conn.read_to_string(&mut response).await.unwrap();
+    let response = support::metrics(server.http_addr).await;
     let (head, text) = response.split_once("\r\n\r\n").expect("an HTTP response");
     assert!(
         head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
@@ -95,14 +93,9 @@ async fn metrics_follow_real_traffic() {
     let workflows = tempfile::tempdir().unwrap();
     std::fs::write(workflows.path().join("one.json"), ONE_STEP).unwrap();
     let mut config = ServerConfig::new(data.path(), workflows.path());
-    config.grpc_listen = "127.0.0.1:0".parse().unwrap();
-    config.http_listen = "127.0.0.1:0".parse().unwrap();
     // The clock stands still, so no lease times out however slow the machine.
     config.clock = Arc::new(ManualClock::new(1_700_000_000_000));
-    let server = RunningServer::start(config).await.unwrap();
-    let client = Client::connect(&format!("http://{}", server.grpc_addr))
-        .await
-        .unwrap();
+    let (server, client) = support::start(config).await;
     let worker = StepWorker::new(client.clone(), "default", "q", "w1");
 
     let s = scrape(&server).await;

@@ -16,6 +16,8 @@ use railyard_server::clock::ManualClock;
 use railyard_server::store::{RunFilter, Store};
 use railyard_server::{RunningServer, ServerConfig};
 
+use crate::support;
+
 const ONE_STEP: &str = r#"{"id":"one","version":"1","name":"One step","steps":[
   {"id":"a","title":"A","prompt":"Do {{goal}}"}]}"#;
 
@@ -24,73 +26,61 @@ const T0: i64 = 1_767_225_600_000;
 const HOUR: i64 = 3_600_000;
 const DAY: i64 = 24 * HOUR;
 
-struct Harness {
-    server: RunningServer,
-    client: Client,
+/// What outlives a server: its data directory, its workflows and its clock.
+struct Dirs {
     clock: ManualClock,
     data: tempfile::TempDir,
     workflows: PathBuf,
     _workflows_dir: Option<tempfile::TempDir>,
 }
 
-async fn start_in(
-    data: &Path,
-    workflows: &Path,
-    clock: &ManualClock,
-    batch: usize,
-) -> (RunningServer, Client) {
-    let mut config = ServerConfig::new(data, workflows);
-    config.grpc_listen = "127.0.0.1:0".parse().unwrap();
-    config.http_listen = "127.0.0.1:0".parse().unwrap();
-    config.clock = Arc::new(clock.clone());
-    config.purge.batch = batch;
-    let server = RunningServer::start(config).await.unwrap();
-    let client = Client::connect(&format!("http://{}", server.grpc_addr))
-        .await
-        .unwrap();
-    (server, client)
+impl Dirs {
+    /// A server on these directories that purges `batch` runs a command.
+    async fn start(self, batch: usize) -> Harness {
+        let mut config = ServerConfig::new(self.data.path(), &self.workflows);
+        config.clock = Arc::new(self.clock.clone());
+        config.purge.batch = batch;
+        let (server, client) = support::start(config).await;
+        Harness {
+            server,
+            client,
+            dirs: self,
+        }
+    }
+}
+
+struct Harness {
+    server: RunningServer,
+    client: Client,
+    dirs: Dirs,
 }
 
 async fn harness() -> Harness {
     let data = tempfile::tempdir().unwrap();
     let workflows = tempfile::tempdir().unwrap();
     std::fs::write(workflows.path().join("one.json"), ONE_STEP).unwrap();
-    let clock = ManualClock::new(T0);
-    let (server, client) = start_in(data.path(), workflows.path(), &clock, 100).await;
-    Harness {
-        server,
-        client,
-        clock,
+    let dirs = Dirs {
+        clock: ManualClock::new(T0),
         data,
         workflows: workflows.path().to_path_buf(),
         _workflows_dir: Some(workflows),
-    }
+    };
+    dirs.start(100).await
 }
 
 impl Harness {
     fn advance(&self, ms: i64) {
-        self.clock.advance(Duration::from_millis(ms as u64));
+        self.dirs.clock.advance(Duration::from_millis(ms as u64));
+    }
+
+    /// Shuts the server down, keeping its directories.
+    async fn stop(self) -> Dirs {
+        self.server.shutdown().await;
+        self.dirs
     }
 
     async fn restart(self, batch: usize) -> Self {
-        let Harness {
-            server,
-            clock,
-            data,
-            workflows,
-            _workflows_dir,
-            ..
-        } = self;
-        server.shutdown().await;
-        let (server, client) = start_in(data.path(), &workflows, &clock, batch).await;
-        Harness {
-            server,
-            client,
-            clock,
-            data,
-            workflows,
-            _workflows_dir,
-        }
+        self.stop().await.start(batch).await
     }
 
     async fn start(&self, ns: &str, run_id: &str) -> Result<String, ClientError> {
@@ -116,6 +106,11 @@ impl Harness {
             })
             .await
             .unwrap();
+    }
+
+    /// Changes a namespace's settings.
+    async fn update(&self, req: UpdateNamespaceRequest) {
+        self.client.update_namespace_with(req).await.unwrap();
     }
 
     async fn signal(&self, ns: &str, run_id: &str, request_id: &str) -> Result<(), ClientError> {
@@ -165,20 +160,9 @@ impl Harness {
         true
     }
 
-    async fn metrics(&self) -> String {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut conn = tokio::net::TcpStream::connect(self.server.http_addr)
-            .await
-            .unwrap();
-        conn.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await.unwrap();
-        let mut text = String::new();
-        conn.read_to_string(&mut text).await.unwrap();
-        text
-    }
-
     /// The value of the metric line starting with `series` (0 when absent).
     async fn metric(&self, series: &str) -> u64 {
-        let text = self.metrics().await;
+        let text = support::metrics(self.server.http_addr).await;
         text.lines()
             .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
             .unwrap_or(0)
@@ -325,14 +309,12 @@ async fn closed_runs_past_retention_are_purged_whole_and_open_and_younger_ones_k
     assert_eq!(h.metric(&purged("team")).await, 2);
 
     // Retention 0 keeps closed runs for good.
-    h.client
-        .update_namespace_with(UpdateNamespaceRequest {
-            name: "team".into(),
-            retention_seconds: Some(0),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    h.update(UpdateNamespaceRequest {
+        name: "team".into(),
+        retention_seconds: Some(0),
+        ..Default::default()
+    })
+    .await;
     h.terminate("team", "open").await;
     h.advance(1000 * DAY);
     // A sweep ran after the clock moved (the purge of another namespace shows it).
@@ -347,14 +329,12 @@ async fn closed_runs_past_retention_are_purged_whole_and_open_and_younger_ones_k
 #[tokio::test]
 async fn a_purge_of_many_runs_goes_in_bounded_batches() {
     let h = harness().await;
-    h.client
-        .update_namespace_with(UpdateNamespaceRequest {
-            name: "default".into(),
-            retention_seconds: Some(3_600),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    h.update(UpdateNamespaceRequest {
+        name: "default".into(),
+        retention_seconds: Some(3_600),
+        ..Default::default()
+    })
+    .await;
     for i in 0..250 {
         let id = format!("r{i:03}");
         h.start("default", &id).await.unwrap();
@@ -398,14 +378,12 @@ fn check_whole_or_gone(data: &Path, ids: &[String]) -> usize {
 #[tokio::test]
 async fn a_purge_interrupted_by_a_restart_leaves_no_half_purged_run_and_finishes() {
     let h = harness().await;
-    h.client
-        .update_namespace_with(UpdateNamespaceRequest {
-            name: "default".into(),
-            retention_seconds: Some(3_600),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    h.update(UpdateNamespaceRequest {
+        name: "default".into(),
+        retention_seconds: Some(3_600),
+        ..Default::default()
+    })
+    .await;
     // Small batches, so that the restart comes while most of the work is left.
     let h = h.restart(1).await;
     let ids: Vec<String> = (0..250).map(|i| format!("r{i:03}")).collect();
@@ -415,33 +393,16 @@ async fn a_purge_interrupted_by_a_restart_leaves_no_half_purged_run_and_finishes
     }
     h.advance(2 * HOUR);
     h.until_metric(&purged("default"), 1).await;
-    let Harness {
-        server,
-        clock,
-        data,
-        workflows,
-        _workflows_dir,
-        ..
-    } = h;
-    server.shutdown().await;
-    let left = check_whole_or_gone(data.path(), &ids);
+    let dirs = h.stop().await;
+    let left = check_whole_or_gone(dirs.data.path(), &ids);
     eprintln!("{left} of 250 runs left when the server stopped");
 
-    let (server, client) = start_in(data.path(), &workflows, &clock, 1).await;
-    let h = Harness {
-        server,
-        client,
-        clock,
-        data,
-        workflows,
-        _workflows_dir,
-    };
+    let h = dirs.start(1).await;
     // The restarted server's purge picks up where the first left off.
     h.until_metric(&purged("default"), left as u64).await;
     assert!(h.run_ids("default").await.is_empty());
-    let Harness { server, data, .. } = h;
-    server.shutdown().await;
-    assert_eq!(check_whole_or_gone(data.path(), &ids), 0);
+    let dirs = h.stop().await;
+    assert_eq!(check_whole_or_gone(dirs.data.path(), &ids), 0);
 }
 
 #[tokio::test]
@@ -481,14 +442,12 @@ async fn each_limit_refuses_with_resource_exhausted_changes_nothing_and_updates_
     h.terminate("lim", "b").await;
     h.start("lim", "c").await.unwrap();
     assert!(exhausted(h.start("lim", "d").await).contains("max open runs 2"));
-    h.client
-        .update_namespace_with(UpdateNamespaceRequest {
-            name: "lim".into(),
-            max_open_runs: Some(3),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    h.update(UpdateNamespaceRequest {
+        name: "lim".into(),
+        max_open_runs: Some(3),
+        ..Default::default()
+    })
+    .await;
     h.start("lim", "d").await.unwrap();
     // Another namespace is not held to it.
     for i in 0..4 {
@@ -507,27 +466,23 @@ async fn each_limit_refuses_with_resource_exhausted_changes_nothing_and_updates_
     assert_eq!(h.client.full_history("lim", "a").await.unwrap().len(), before);
     // A repeated request is still answered as done, not refused.
     h.signal("lim", "a", "s2").await.unwrap();
-    h.client
-        .update_namespace_with(UpdateNamespaceRequest {
-            name: "lim".into(),
-            max_pending_signals: Some(3),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    h.update(UpdateNamespaceRequest {
+        name: "lim".into(),
+        max_pending_signals: Some(3),
+        ..Default::default()
+    })
+    .await;
     h.signal("lim", "a", "s3").await.unwrap();
     assert_eq!(h.client.full_history("lim", "a").await.unwrap().len(), before + 1);
 
     // Starts per second: a bucket of one second's worth, refilled by the clock.
-    h.client
-        .update_namespace_with(UpdateNamespaceRequest {
-            name: "lim".into(),
-            max_open_runs: Some(0),
-            max_starts_per_second: Some(2),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    h.update(UpdateNamespaceRequest {
+        name: "lim".into(),
+        max_open_runs: Some(0),
+        max_starts_per_second: Some(2),
+        ..Default::default()
+    })
+    .await;
     h.start("lim", "e").await.unwrap();
     h.start("lim", "f").await.unwrap();
     let m = exhausted(h.start("lim", "g").await);
@@ -544,15 +499,13 @@ async fn each_limit_refuses_with_resource_exhausted_changes_nothing_and_updates_
     assert!(exhausted(h.start("lim", "h").await).contains("max starts per second 2"));
 
     // A schedule's fire passes the same check: refused, it counts as start_failed.
-    h.client
-        .update_namespace_with(UpdateNamespaceRequest {
-            name: "lim".into(),
-            max_open_runs: Some(1),
-            max_starts_per_second: Some(0),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    h.update(UpdateNamespaceRequest {
+        name: "lim".into(),
+        max_open_runs: Some(1),
+        max_starts_per_second: Some(0),
+        ..Default::default()
+    })
+    .await;
     h.client
         .create_schedule(v1::CreateScheduleRequest {
             namespace: "lim".into(),
@@ -670,17 +623,13 @@ async fn an_old_data_directory_opens_and_its_closed_runs_are_purged() {
     for file in ["railyard.redb", "keys.json"] {
         std::fs::copy(fixture.join("data").join(file), data.path().join(file)).unwrap();
     }
-    let clock = ManualClock::new(recorded["left_at_ms"].as_i64().unwrap());
-    let workflows = fixture.join("workflows");
-    let (server, client) = start_in(data.path(), &workflows, &clock, 100).await;
-    let h = Harness {
-        server,
-        client,
-        clock,
+    let dirs = Dirs {
+        clock: ManualClock::new(recorded["left_at_ms"].as_i64().unwrap()),
         data,
-        workflows,
+        workflows: fixture.join("workflows"),
         _workflows_dir: None,
     };
+    let h = dirs.start(100).await;
     let all = h.run_ids("default").await;
     assert_eq!(all.len(), 5, "{all:?}");
     assert_eq!(h.metric(&purged("default")).await, 0);

@@ -10,6 +10,8 @@ use railyard_proto::{Client, ClientError, Completion, StepWorker};
 use railyard_server::clock::ManualClock;
 use railyard_server::{RunningServer, ServerConfig};
 
+use crate::support;
+
 const TWO_STEPS: &str = r#"{"id":"two","version":"1","name":"Two","steps":[
   {"id":"draft","title":"Draft","prompt":"Draft {{goal}}","heartbeatTimeoutSeconds":5,
    "retry":{"maximumAttempts":3,"initialIntervalSeconds":1}},
@@ -20,13 +22,8 @@ async fn start(clock: &ManualClock) -> (RunningServer, Client, (tempfile::TempDi
     let workflows = tempfile::tempdir().unwrap();
     std::fs::write(workflows.path().join("two.json"), TWO_STEPS).unwrap();
     let mut config = ServerConfig::new(data.path(), workflows.path());
-    config.grpc_listen = "127.0.0.1:0".parse().unwrap();
-    config.http_listen = "127.0.0.1:0".parse().unwrap();
     config.clock = Arc::new(clock.clone());
-    let server = RunningServer::start(config).await.unwrap();
-    let client = Client::connect(&format!("http://{}", server.grpc_addr))
-        .await
-        .unwrap();
+    let (server, client) = support::start(config).await;
     (server, client, (data, workflows))
 }
 

@@ -15,6 +15,8 @@ use railyard_server::{RunningServer, ServerConfig};
 use tonic::Code;
 use tonic::transport::Channel;
 
+use crate::support;
+
 const ONE_STEP: &str = r#"{"id":"one","version":"1","name":"One step","steps":[
   {"id":"a","title":"A","prompt":"Do {{goal}}"}]}"#;
 
@@ -30,12 +32,9 @@ struct Server {
 
 async fn start_in(data: &Path, workflows: &Path, clock: &ManualClock) -> Server {
     let mut config = ServerConfig::new(data, workflows);
-    config.grpc_listen = "127.0.0.1:0".parse().unwrap();
-    config.http_listen = "127.0.0.1:0".parse().unwrap();
     config.clock = Arc::new(clock.clone());
-    let server = RunningServer::start(config).await.unwrap();
+    let (server, client) = support::start(config).await;
     let url = format!("http://{}", server.grpc_addr);
-    let client = Client::connect(&url).await.unwrap();
     let sched = SchedulesClient::new(Channel::from_shared(url).unwrap().connect_lazy());
     Server {
         server,
@@ -200,18 +199,6 @@ impl Harness {
             .unwrap();
         runs.runs.into_iter().map(|r| r.run_id).collect()
     }
-}
-
-/// The server's `/metrics` text.
-async fn metrics(h: &Harness) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut conn = tokio::net::TcpStream::connect(h.s.server.http_addr)
-        .await
-        .unwrap();
-    conn.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await.unwrap();
-    let mut text = String::new();
-    conn.read_to_string(&mut text).await.unwrap();
-    text
 }
 
 async fn poll(w: &StepWorker) -> v1::StepTask {
@@ -418,7 +405,7 @@ async fn catch_up_after_downtime_inside_and_outside_the_window() {
     want.insert(run_id("wide", T0 + MIN));
     assert_eq!(runs, want);
     // Counted where an alert can see them.
-    let text = metrics(&h).await;
+    let text = support::metrics(h.s.server.http_addr).await;
     for want in [
         r#"railyard_schedule_fires_total{namespace="default",schedule="narrow",reason="taken"} 3"#,
         r#"railyard_schedule_fires_total{namespace="default",schedule="narrow",reason="missed_catchup_window"} 7"#,

@@ -14,6 +14,8 @@ use railyard_server::service::triggers::TriggerInput;
 use railyard_server::trigger::signature::sign;
 use railyard_server::{RunningServer, ServerConfig};
 
+use crate::support;
+
 const ONE_STEP: &str = r#"{"id":"one","version":"1","name":"One step","steps":[
   {"id":"a","title":"A","prompt":"Do {{goal}}"}]}"#;
 
@@ -34,14 +36,12 @@ async fn start_in(
     workflows: &Path,
     clock: &ManualClock,
     configured: Vec<TriggerInput>,
-) -> RunningServer {
+) -> (RunningServer, Client) {
     let mut config = ServerConfig::new(data, workflows);
-    config.grpc_listen = "127.0.0.1:0".parse().unwrap();
-    config.http_listen = "127.0.0.1:0".parse().unwrap();
     config.clock = Arc::new(clock.clone());
     config.triggers.config = configured;
     config.triggers.max_body_bytes = 64 * 1024;
-    RunningServer::start(config).await.unwrap()
+    support::start(config).await
 }
 
 async fn harness_with(configured: Vec<TriggerInput>) -> Harness {
@@ -49,10 +49,7 @@ async fn harness_with(configured: Vec<TriggerInput>) -> Harness {
     let workflows = tempfile::tempdir().unwrap();
     std::fs::write(workflows.path().join("one.json"), ONE_STEP).unwrap();
     let clock = ManualClock::new(T0);
-    let server = start_in(data.path(), workflows.path(), &clock, configured).await;
-    let client = Client::connect(&format!("http://{}", server.grpc_addr))
-        .await
-        .unwrap();
+    let (server, client) = start_in(data.path(), workflows.path(), &clock, configured).await;
     Harness {
         server,
         client,
@@ -65,6 +62,20 @@ async fn harness_with(configured: Vec<TriggerInput>) -> Harness {
 
 async fn harness() -> Harness {
     harness_with(Vec::new()).await
+}
+
+impl Harness {
+    /// Stops the server and starts another on the same files, with no triggers configured.
+    async fn restart(self) -> Self {
+        self.server.shutdown().await;
+        let (server, client) =
+            start_in(self.data.path(), self.workflows.path(), &self.clock, Vec::new()).await;
+        Harness {
+            server,
+            client,
+            ..self
+        }
+    }
 }
 
 fn spec(goal: &str) -> v1::TriggerSpec {
@@ -410,11 +421,7 @@ async fn a_repeated_delivery_id_answers_the_same_run_before_and_after_a_restart(
         .await;
     assert_ne!(other, first);
 
-    h.server.shutdown().await;
-    h.server = start_in(h.data.path(), h.workflows.path(), &h.clock, Vec::new()).await;
-    h.client = Client::connect(&format!("http://{}", h.server.grpc_addr))
-        .await
-        .unwrap();
+    h = h.restart().await;
     let again = h
         .deliver("d", r#"{"n":1}"#, &[("X-GitHub-Delivery", "abc-1")])
         .await;
@@ -424,11 +431,7 @@ async fn a_repeated_delivery_id_answers_the_same_run_before_and_after_a_restart(
     // Past the retention window (seven days) the id is forgotten: the purge runs
     // at start and once a minute.
     h.clock.advance(Duration::from_secs(8 * 86_400));
-    h.server.shutdown().await;
-    h.server = start_in(h.data.path(), h.workflows.path(), &h.clock, Vec::new()).await;
-    h.client = Client::connect(&format!("http://{}", h.server.grpc_addr))
-        .await
-        .unwrap();
+    h = h.restart().await;
     let mut fresh = first.clone();
     for _ in 0..100 {
         fresh = h
@@ -575,11 +578,7 @@ async fn configured_triggers_are_stored_at_start_and_read_only_through_the_api()
         "{e}"
     );
     // Gone from the configuration: gone from storage at the next start.
-    h.server.shutdown().await;
-    h.server = start_in(h.data.path(), h.workflows.path(), &h.clock, Vec::new()).await;
-    h.client = Client::connect(&format!("http://{}", h.server.grpc_addr))
-        .await
-        .unwrap();
+    h = h.restart().await;
     assert!(matches!(
         h.client
             .describe_trigger("default", "from-file")

@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use railyard_proto::v1::{self, SignalRunRequest, StartRunRequest};
 use railyard_proto::{Client, Completion, Failure, StepWorker};
+use railyard_server::ServerConfig;
 use railyard_server::clock::ManualClock;
-use railyard_server::{RunningServer, ServerConfig};
+
+use crate::support;
 
 const RUNS: [&str; 5] = ["done", "backoff", "leased", "signalled", "queued"];
 
@@ -71,13 +73,8 @@ async fn a_layout_2_data_directory_is_migrated_and_its_runs_go_on_to_completion(
     // The clock resumes where the old server left off, so its leases are still current.
     let clock = ManualClock::new(rec.left_at_ms);
     let mut config = ServerConfig::new(data.path(), fixture_dir().join("workflows"));
-    config.grpc_listen = "127.0.0.1:0".parse().unwrap();
-    config.http_listen = "127.0.0.1:0".parse().unwrap();
     config.clock = Arc::new(clock.clone());
-    let server = RunningServer::start(config).await.unwrap();
-    let client = Client::connect(&format!("http://{}", server.grpc_addr))
-        .await
-        .unwrap();
+    let (server, client) = support::start(config).await;
 
     // Everything the old release served is served the same: ids, types, identities,
     // times and attributes, event by event.
@@ -291,13 +288,8 @@ async fn a_layout_2_data_directory_is_migrated_and_its_runs_go_on_to_completion(
 
     // And the directory opens again as it is now, without migrating twice.
     let mut config = ServerConfig::new(data.path(), fixture_dir().join("workflows"));
-    config.grpc_listen = "127.0.0.1:0".parse().unwrap();
-    config.http_listen = "127.0.0.1:0".parse().unwrap();
     config.clock = Arc::new(clock);
-    let server = RunningServer::start(config).await.unwrap();
-    let client = Client::connect(&format!("http://{}", server.grpc_addr))
-        .await
-        .unwrap();
+    let (server, client) = support::start(config).await;
     assert_eq!(status(&client, "queued").await, v1::RunStatus::Completed);
     assert_eq!(events(&client, "done").await.len(), before["done"]);
     server.shutdown().await;

@@ -11,6 +11,7 @@
 //! hint, so a refusal can say which step is current; they grant nothing.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -132,18 +133,7 @@ impl Holdings {
     pub fn hold(&self, task: StepTask) -> String {
         let token = new_token(&task.run_id, &task.step_id, task.attempt);
         let shown_signal = task.signals.iter().map(|s| s.event_id).max().unwrap_or(0);
-        let heartbeats = tokio::spawn(keep_alive(
-            self.clone(),
-            token.clone(),
-            task.task_token.clone(),
-            heartbeat_interval(task.heartbeat_timeout_ms),
-        ));
-        let held = Held {
-            task,
-            shown_signal,
-            heartbeats,
-        };
-        self.lock().insert(token.clone(), held);
+        self.insert(token.clone(), task, shown_signal);
         token
     }
 
@@ -151,21 +141,22 @@ impl Holdings {
     /// it is put back). `run_id`, when given, must be the token's run.
     pub fn take(&self, token: &str, run_id: Option<&str>) -> Result<(String, Held), Refused> {
         let mut held = self.lock();
-        let Some(entry) = held.get(token) else {
+        // The entry is checked and removed through one borrow of the map, under one lock.
+        let Entry::Occupied(entry) = held.entry(token.to_string()) else {
             return Err(parse_hint(token).map_or(Refused::Malformed, Refused::NotHeld));
         };
+        let task = &entry.get().task;
         if let Some(run_id) = run_id
-            && entry.task.run_id != run_id
+            && task.run_id != run_id
         {
             let hint = TokenHint {
-                run_id: entry.task.run_id.clone(),
-                step_id: entry.task.step_id.clone(),
-                attempt: entry.task.attempt,
+                run_id: task.run_id.clone(),
+                step_id: task.step_id.clone(),
+                attempt: task.attempt,
             };
             return Err(Refused::OtherRun(hint));
         }
-        let h = held.remove(token).expect("present: checked under the same lock");
-        Ok((token.to_string(), h))
+        Ok(entry.remove_entry())
     }
 
     /// Puts back a step taken by [`take`](Self::take) whose report did not go through
@@ -174,6 +165,11 @@ impl Holdings {
         let task = held.task.clone();
         let shown_signal = held.shown_signal;
         drop(held);
+        self.insert(token, task, shown_signal);
+    }
+
+    /// Holds `task` under `token` and starts heartbeating its lease.
+    fn insert(&self, token: String, task: StepTask, shown_signal: u64) {
         let heartbeats = tokio::spawn(keep_alive(
             self.clone(),
             token.clone(),

@@ -22,6 +22,34 @@ fn turn(name: &str, input: Value, input_tokens: u64) -> Value {
     json!({"tool_calls": [{"name": name, "input": input}], "usage": {"input": input_tokens, "output": 10}})
 }
 
+/// A script of `n` turns that each write a new file (`f0.txt`, `f1.txt`, ...), so
+/// none looks stuck, at `input_tokens` a turn.
+fn new_file_each_turn(n: usize, input_tokens: u64) -> Arc<Recording<ScriptedProvider>> {
+    let turns: Vec<Value> = (0..n)
+        .map(|i| {
+            turn(
+                "write_file",
+                json!({"path": format!("f{i}.txt"), "content": "x"}),
+                input_tokens,
+            )
+        })
+        .collect();
+    scripted(json!({ "default": turns }))
+}
+
+/// Options pricing input and output tokens (dollars per million), no cache prices.
+fn priced(input: f64, output: f64) -> AgentOptions {
+    AgentOptions {
+        price: Some(ModelPrice {
+            input,
+            output,
+            cache_read: None,
+            cache_write: None,
+        }),
+        ..Default::default()
+    }
+}
+
 #[tokio::test]
 async fn usage_is_reported_cumulatively_with_its_cost() {
     let provider = scripted(json!({"default": [
@@ -30,17 +58,8 @@ async fn usage_is_reported_cumulatively_with_its_cost() {
     ]}));
     let ws = tempfile::tempdir().unwrap();
     let lease = FakeLease::new();
-    let options = AgentOptions {
-        price: Some(ModelPrice {
-            input: 3.0,
-            output: 15.0,
-            cache_read: None,
-            cache_write: None,
-        }),
-        ..Default::default()
-    };
     let report = Agent::new(provider)
-        .with_options(options)
+        .with_options(priced(3.0, 15.0))
         .run_step(&task("s", "p"), "q", ws.path(), &lease)
         .await;
     assert!(
@@ -66,17 +85,8 @@ async fn usage_is_reported_cumulatively_with_its_cost() {
 
 #[tokio::test]
 async fn a_step_budget_stops_the_model_and_fails_non_retryable() {
-    // Every turn writes a different file (no loop), at 600 tokens a turn.
-    let turns: Vec<Value> = (0..10)
-        .map(|i| {
-            turn(
-                "write_file",
-                json!({"path": format!("f{i}.txt"), "content": "x"}),
-                590,
-            )
-        })
-        .collect();
-    let provider = scripted(json!({ "default": turns }));
+    // 600 tokens a turn.
+    let provider = new_file_each_turn(10, 590);
     let ws = tempfile::tempdir().unwrap();
     let lease = FakeLease::new();
     let mut t = task("s", "p");
@@ -131,16 +141,7 @@ async fn a_step_budget_stops_the_model_and_fails_non_retryable() {
 
 #[tokio::test]
 async fn a_run_cost_cap_counts_the_configured_price() {
-    let turns: Vec<Value> = (0..5)
-        .map(|i| {
-            turn(
-                "write_file",
-                json!({"path": format!("f{i}.txt"), "content": "x"}),
-                100_000,
-            )
-        })
-        .collect();
-    let provider = scripted(json!({ "default": turns }));
+    let provider = new_file_each_turn(5, 100_000);
     let ws = tempfile::tempdir().unwrap();
     let mut t = task("s", "p");
     t.budget = Some(TokenBudget {
@@ -152,17 +153,8 @@ async fn a_run_cost_cap_counts_the_configured_price() {
         ..Default::default()
     });
     // $1 per million input tokens: 0.1 a turn, so the fourth turn passes 0.5.
-    let options = AgentOptions {
-        price: Some(ModelPrice {
-            input: 1.0,
-            output: 0.0,
-            cache_read: None,
-            cache_write: None,
-        }),
-        ..Default::default()
-    };
     let report = Agent::new(provider.clone())
-        .with_options(options)
+        .with_options(priced(1.0, 0.0))
         .run_step(&t, "q", ws.path(), &FakeLease::new())
         .await;
     let Outcome::Failed(f) = report.outcome else {
@@ -175,16 +167,7 @@ async fn a_run_cost_cap_counts_the_configured_price() {
 
 #[tokio::test]
 async fn the_server_failing_the_step_on_its_budget_ends_it_unreported() {
-    let turns: Vec<Value> = (0..5)
-        .map(|i| {
-            turn(
-                "write_file",
-                json!({"path": format!("f{i}.txt"), "content": "x"}),
-                10,
-            )
-        })
-        .collect();
-    let provider = scripted(json!({ "default": turns }));
+    let provider = new_file_each_turn(5, 10);
     let ws = tempfile::tempdir().unwrap();
     let lease = FakeLease::new().reply(Ok(HeartbeatOutcome {
         budget_exceeded: Some("the run used 20 tokens, more than its maxTokens of 15".into()),

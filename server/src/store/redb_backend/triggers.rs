@@ -1,8 +1,9 @@
 //! The trigger tables in redb: [`TriggerReads`] for snapshots and write
-//! transactions, [`TriggerWrites`] for write transactions. Tables are opened when
-//! used, so a commit that touches none of them writes none of their pages.
+//! transactions (written once, over [`OpenForRead`]), [`TriggerWrites`] for write
+//! transactions. Tables are opened when used, so a commit that touches none of them
+//! writes none of their pages.
 
-use redb::{ReadableTable, TableDefinition};
+use redb::{Key, ReadOnlyTable, ReadableTable, Table, TableDefinition, Value};
 
 use super::{RedbSnapshot, RedbTx};
 use crate::clock::Millis;
@@ -123,51 +124,49 @@ fn queued_in(
     Ok(out)
 }
 
-impl TriggerReads for RedbSnapshot {
-    fn trigger(&self, ns: &str, id: &str) -> Result<Option<Trigger>, StorageError> {
-        trigger_in(&self.tx.open_table(TRIGGERS)?, ns, id)
-    }
+/// A snapshot or a write transaction, which read the trigger tables alike: each
+/// opened from the transaction under it when read.
+pub(super) trait OpenForRead {
+    /// The table as opened: read-only in a snapshot, writable in a write transaction.
+    type Table<'a, K: Key + 'static, V: Value + 'static>: ReadableTable<K, V>
+    where
+        Self: 'a;
 
-    fn triggers(
+    /// Opens a table to read it.
+    fn open_for_read<K: Key + 'static, V: Value + 'static>(
         &self,
-        ns: Option<&str>,
-        after: &str,
-        visit: &mut dyn FnMut(Trigger) -> bool,
-    ) -> Result<(), StorageError> {
-        triggers_in(&self.tx.open_table(TRIGGERS)?, ns, after, visit)
-    }
+        def: TableDefinition<K, V>,
+    ) -> Result<Self::Table<'_, K, V>, StorageError>;
+}
 
-    fn hook_delivery(
+impl OpenForRead for RedbSnapshot {
+    type Table<'a, K: Key + 'static, V: Value + 'static> = ReadOnlyTable<K, V>;
+
+    fn open_for_read<K: Key + 'static, V: Value + 'static>(
         &self,
-        ns: &str,
-        trigger: &str,
-        delivery: &str,
-    ) -> Result<Option<HookDelivery>, StorageError> {
-        hook_delivery_in(&self.tx.open_table(HOOK_DELIVERIES)?, (ns, trigger, delivery))
-    }
-
-    fn trigger_key(&self, ns: &str, trigger: &str, key: &str) -> Result<Option<String>, StorageError> {
-        trigger_key_in(&self.tx.open_table(TRIGGER_KEYS)?, (ns, trigger, key))
-    }
-
-    fn key_holder(&self, ns: &str, run_id: &str) -> Result<Option<KeyHolder>, StorageError> {
-        key_holder_in(&self.tx.open_table(TRIGGER_RUNS)?, ns, run_id)
-    }
-
-    fn queued_starts(
-        &self,
-        ns: &str,
-        trigger: &str,
-        key: &str,
-        max: usize,
-    ) -> Result<Vec<(u64, QueuedStart)>, StorageError> {
-        queued_in(&self.tx.open_table(TRIGGER_QUEUE)?, (ns, trigger, key), max)
+        def: TableDefinition<K, V>,
+    ) -> Result<ReadOnlyTable<K, V>, StorageError> {
+        Ok(self.tx.open_table(def)?)
     }
 }
 
-impl TriggerReads for RedbTx<'_> {
+impl<'t> OpenForRead for RedbTx<'t> {
+    type Table<'a, K: Key + 'static, V: Value + 'static>
+        = Table<'t, K, V>
+    where
+        Self: 'a;
+
+    fn open_for_read<K: Key + 'static, V: Value + 'static>(
+        &self,
+        def: TableDefinition<K, V>,
+    ) -> Result<Table<'t, K, V>, StorageError> {
+        Ok(self.tx.open_table(def)?)
+    }
+}
+
+impl<T: OpenForRead> TriggerReads for T {
     fn trigger(&self, ns: &str, id: &str) -> Result<Option<Trigger>, StorageError> {
-        trigger_in(&self.tx.open_table(TRIGGERS)?, ns, id)
+        trigger_in(&self.open_for_read(TRIGGERS)?, ns, id)
     }
 
     fn triggers(
@@ -176,7 +175,7 @@ impl TriggerReads for RedbTx<'_> {
         after: &str,
         visit: &mut dyn FnMut(Trigger) -> bool,
     ) -> Result<(), StorageError> {
-        triggers_in(&self.tx.open_table(TRIGGERS)?, ns, after, visit)
+        triggers_in(&self.open_for_read(TRIGGERS)?, ns, after, visit)
     }
 
     fn hook_delivery(
@@ -185,15 +184,15 @@ impl TriggerReads for RedbTx<'_> {
         trigger: &str,
         delivery: &str,
     ) -> Result<Option<HookDelivery>, StorageError> {
-        hook_delivery_in(&self.tx.open_table(HOOK_DELIVERIES)?, (ns, trigger, delivery))
+        hook_delivery_in(&self.open_for_read(HOOK_DELIVERIES)?, (ns, trigger, delivery))
     }
 
     fn trigger_key(&self, ns: &str, trigger: &str, key: &str) -> Result<Option<String>, StorageError> {
-        trigger_key_in(&self.tx.open_table(TRIGGER_KEYS)?, (ns, trigger, key))
+        trigger_key_in(&self.open_for_read(TRIGGER_KEYS)?, (ns, trigger, key))
     }
 
     fn key_holder(&self, ns: &str, run_id: &str) -> Result<Option<KeyHolder>, StorageError> {
-        key_holder_in(&self.tx.open_table(TRIGGER_RUNS)?, ns, run_id)
+        key_holder_in(&self.open_for_read(TRIGGER_RUNS)?, ns, run_id)
     }
 
     fn queued_starts(
@@ -203,7 +202,7 @@ impl TriggerReads for RedbTx<'_> {
         key: &str,
         max: usize,
     ) -> Result<Vec<(u64, QueuedStart)>, StorageError> {
-        queued_in(&self.tx.open_table(TRIGGER_QUEUE)?, (ns, trigger, key), max)
+        queued_in(&self.open_for_read(TRIGGER_QUEUE)?, (ns, trigger, key), max)
     }
 }
 

@@ -49,12 +49,11 @@ impl Purging {
             .unwrap();
     }
 
-    /// Every closed run the index holds, as candidates.
-    async fn purge_all(&self) -> Purged {
-        let candidates = self
-            .fx
+    /// The first `limit` closed runs the index holds, as purge candidates.
+    fn candidates(&self, limit: usize) -> Vec<PurgeCandidate> {
+        self.fx
             .store
-            .closed_runs("default", None, Millis::MAX, 1000)
+            .closed_runs("default", None, Millis::MAX, limit)
             .unwrap()
             .into_iter()
             .map(|(close_ms, run_id)| PurgeCandidate {
@@ -62,7 +61,12 @@ impl Purging {
                 close_ms,
                 run_id,
             })
-            .collect();
+            .collect()
+    }
+
+    /// Every closed run the index holds, as candidates.
+    async fn purge_all(&self) -> Purged {
+        let candidates = self.candidates(1000);
         self.fx.writer.purge_runs(PurgeRuns { candidates }).await.unwrap()
     }
 
@@ -221,17 +225,7 @@ async fn a_purge_whose_commit_fails_leaves_every_run_whole() {
         .map(|id| (p.fx.store.run("default", id).unwrap(), p.fx.kinds(id)))
         .collect();
     faults.fail_commit_in(1);
-    let candidates: Vec<PurgeCandidate> =
-        p.fx.store
-            .closed_runs("default", None, Millis::MAX, 10)
-            .unwrap()
-            .into_iter()
-            .map(|(close_ms, run_id)| PurgeCandidate {
-                ns: "default".into(),
-                close_ms,
-                run_id,
-            })
-            .collect();
+    let candidates = p.candidates(10);
     assert!(
         p.fx.writer
             .purge_runs(PurgeRuns {
