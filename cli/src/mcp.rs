@@ -67,13 +67,17 @@ pub async fn run(global: &GlobalOpts, args: &McpArgs) -> anyhow::Result<()> {
 
 /// The `/mcp` route of `railyard server` and `railyard dev`: the gateway over MCP's
 /// streamable HTTP transport, in the `default` namespace on the `mcp` queue, talking
-/// to the server's own gRPC address over loopback.
+/// to the server's own services over its in-process channel (no network hop, so it
+/// works over TLS as well). The server's guard has checked the HTTP caller's key and
+/// client certificate before a request gets here; the gateway makes each call with
+/// them (see [`railyard_worker::gateway`]).
 pub fn http_extension() -> HttpExtension {
     Arc::new(|cx: HttpContext| {
-        let url = format!("http://{}", cx.grpc_addr);
-        // No key: on a server with --auth the tools are refused (UNAUTHENTICATED)
-        // until the caller's credentials are passed through.
-        let client = match Client::lazy(&url, connect_options(ConnectOptions::default())) {
+        let client = match Client::over_channel(
+            "this server (in process)",
+            cx.grpc_channel.clone(),
+            connect_options(ConnectOptions::default()),
+        ) {
             Ok(client) => client,
             Err(e) => {
                 tracing::error!(error = %e, "MCP over HTTP unavailable");

@@ -172,14 +172,19 @@ impl From<String> for ApiKey {
     }
 }
 
-/// Adds the `authorization` header to every call.
+/// Adds the `authorization` header to every call (and, for a client over the
+/// server's in-process channel, the caller's certificate subject: see
+/// [`Client::with_caller`]).
 #[derive(Clone)]
-pub struct Authorization(Option<MetadataValue<Ascii>>);
+pub struct Authorization(Option<MetadataValue<Ascii>>, Option<MetadataValue<Ascii>>);
 
 impl Interceptor for Authorization {
     fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
         if let Some(value) = &self.0 {
             req.metadata_mut().insert("authorization", value.clone());
+        }
+        if let Some(subject) = &self.1 {
+            req.metadata_mut().insert(crate::PEER_SUBJECT, subject.clone());
         }
         Ok(req)
     }
@@ -270,7 +275,7 @@ impl Client {
             .tcp_nodelay(true)
             .http2_keep_alive_interval(Duration::from_secs(20))
             .keep_alive_while_idle(true);
-        let auth = Authorization(opts.api_key.as_ref().map(ApiKey::header).transpose()?);
+        let auth = Authorization(opts.api_key.as_ref().map(ApiKey::header).transpose()?, None);
         if url.starts_with("https://") {
             let tls = opts
                 .tls
@@ -286,6 +291,46 @@ impl Client {
             url: url.to_string(),
             channel: endpoint.connect_lazy(),
             auth,
+            opts,
+        })
+    }
+
+    /// A client over a channel made elsewhere (the server's in-process channel, say);
+    /// `label` stands for the server's URL in messages. TLS options do not apply.
+    pub fn over_channel(label: &str, channel: Channel, opts: ConnectOptions) -> Result<Self, ClientError> {
+        let auth = Authorization(opts.api_key.as_ref().map(ApiKey::header).transpose()?, None);
+        Ok(Self {
+            url: label.to_string(),
+            channel,
+            auth,
+            opts,
+        })
+    }
+
+    /// This client (sharing its channel) calling as someone else: with `api_key`
+    /// instead of its own, and, when `peer_subject` is given, sending it as the
+    /// caller's certificate subject ([`crate::PEER_SUBJECT`]). Over a network the
+    /// server strips that entry and takes the subject from the TLS connection; only
+    /// its in-process channel believes it (the MCP gateway on the server's HTTP
+    /// listener passes on the subject of the certificate its HTTP caller proved).
+    pub fn with_caller(
+        &self,
+        api_key: Option<&ApiKey>,
+        peer_subject: Option<&str>,
+    ) -> Result<Self, ClientError> {
+        let subject = peer_subject
+            .map(|s| {
+                s.parse::<MetadataValue<Ascii>>().map_err(|_| {
+                    ClientError::InvalidArgument("a peer subject may hold only printable ASCII".into())
+                })
+            })
+            .transpose()?;
+        let mut opts = self.opts.clone();
+        opts.api_key = api_key.cloned();
+        Ok(Self {
+            url: self.url.clone(),
+            channel: self.channel.clone(),
+            auth: Authorization(api_key.map(ApiKey::header).transpose()?, subject),
             opts,
         })
     }

@@ -45,6 +45,12 @@ pub use retry::RetryPolicy;
 pub use step_worker::{Completion, Failure, HeartbeatExtras, StepWorker};
 pub use tls::TlsOptions;
 
+/// The reserved metadata entry naming the caller's client certificate subject. The
+/// server sets it from the TLS connection (removing any a network client sent); on the
+/// server's in-process channel, the MCP gateway sets it from its HTTP caller's
+/// verified certificate.
+pub const PEER_SUBJECT: &str = "x-railyard-peer-subject";
+
 /// Largest gRPC message, in bytes, that the server accepts and sends, and that the
 /// client SDK accepts. The server's limits on what a request may carry and on what one
 /// answer holds are set so every answer fits.

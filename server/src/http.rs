@@ -6,6 +6,10 @@
 //! [`Operation::ReadMetrics`] (an admin key, of any namespace): the counters name
 //! every namespace and queue. Refusals are 401 (no usable key) and 403 (a key of
 //! another role), with the same message a gRPC call would get.
+//!
+//! The routes the binary adds (`/mcp`) go through [`extension_guard`]: with auth on,
+//! any valid key (what it may do is checked by each gRPC call made with it); under
+//! mutual TLS, a verified client certificate.
 
 use std::sync::Arc;
 
@@ -17,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use crate::error::ApiError;
+use crate::grpc::peer::PEER_SUBJECT;
 use crate::service::Core;
 use crate::service::caller::{self, Credentials, Operation, Principal};
 
@@ -109,6 +114,74 @@ async fn hook(
 
 async fn healthz() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "application/json")], r#"{"status":"ok"}"#)
+}
+
+/// The layer over every route an [`crate::HttpExtension`] adds. It removes any
+/// [`PEER_SUBJECT`] header the client sent, then refuses with `401` before the route
+/// sees the request: with auth on, a request without a valid API key
+/// (`authorization: Bearer <key>`, checked by [`caller::authenticate`], so a revoked
+/// or expired key is refused too); under mutual TLS (`mutual`), one whose connection
+/// proved no client certificate. It then puts the certificate's subject in
+/// [`PEER_SUBJECT`], where the extension finds it to pass on to the gRPC calls it
+/// makes for this caller over the in-process channel.
+pub fn extension_guard(
+    core: Arc<Core>,
+    mutual: bool,
+) -> axum::middleware::FromFnLayer<
+    impl Fn(axum::extract::Request, axum::middleware::Next) -> GuardFuture + Clone,
+    (),
+    (axum::extract::Request,),
+> {
+    axum::middleware::from_fn(move |req, next| -> GuardFuture {
+        let core = core.clone();
+        Box::pin(guard(core, mutual, req, next))
+    })
+}
+
+/// The future of [`extension_guard`]'s check.
+pub type GuardFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>;
+
+async fn guard(
+    core: Arc<Core>,
+    mutual: bool,
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    req.headers_mut().remove(PEER_SUBJECT);
+    let subject = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<crate::tls::HttpPeer>>()
+        .and_then(|info| info.0.subject.clone());
+    if mutual && subject.is_none() {
+        return unauthorized(
+            "this server requires a client certificate (mutual TLS): none was presented on this connection"
+                .into(),
+        );
+    }
+    let credentials = Credentials::from_header(
+        req.headers()
+            .get(header::AUTHORIZATION)
+            .map(|v| v.to_str().map_err(|_| ())),
+    );
+    if let Err(e) = caller::authenticate(&core, &credentials) {
+        return unauthorized(e.to_string());
+    }
+    if let Some(subject) = subject
+        && let Ok(value) = header::HeaderValue::from_str(&crate::grpc::peer::header_safe(&subject))
+    {
+        req.headers_mut().insert(PEER_SUBJECT, value);
+    }
+    next.run(req).await
+}
+
+/// `401` with `WWW-Authenticate: Bearer` and the reason as a JSON error.
+fn unauthorized(message: String) -> Response {
+    let mut response = json_error(StatusCode::UNAUTHORIZED, message);
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static("Bearer"),
+    );
+    response
 }
 
 /// Whether the request may read metrics.

@@ -14,6 +14,7 @@ pub mod error;
 pub mod grpc;
 pub mod http;
 pub mod ids;
+pub mod inproc;
 pub mod matching;
 pub mod metrics;
 pub mod model;
@@ -133,6 +134,13 @@ pub struct HttpContext {
     pub http_addr: SocketAddr,
     /// Turns true when the server shuts down; long-lived responses end on it.
     pub shutdown: shutdown_watch::Receiver<bool>,
+    /// A gRPC channel to this server's own services, in process ([`inproc`]): no
+    /// network hop, whatever the gRPC listener's TLS. Calls through it are
+    /// authenticated and authorized like any other; the routes an extension adds
+    /// are behind [`http::extension_guard`], which checks the HTTP caller's key and
+    /// client certificate and leaves the verified subject in the
+    /// [`grpc::peer::PEER_SUBJECT`] header for the extension to pass on.
+    pub grpc_channel: tonic::transport::Channel,
 }
 
 impl ServerConfig {
@@ -344,6 +352,8 @@ impl RunningServer {
             source,
         })?;
 
+        let (in_process, in_process_incoming) = inproc::pair();
+        let grpc_routes = grpc_routes(core.clone()).await;
         // The server's own tasks; the one place they stop is `shutdown`.
         let mut tasks = vec![
             sender.spawn(delivery_queue, shutdown_rx.clone()),
@@ -368,8 +378,15 @@ impl RunningServer {
                 config.triggers.dedup_retention_ms,
                 shutdown_rx.clone(),
             )),
+            tokio::spawn(serve_in_process(
+                grpc_routes.clone(),
+                core.metrics.clone(),
+                in_process_incoming,
+                shutdown_rx.clone(),
+            )),
             tokio::spawn(serve_grpc(
-                core.clone(),
+                grpc_routes,
+                core.metrics.clone(),
                 net::BoundedListener::new(grpc_listener, config.net, "grpc"),
                 config.net,
                 server_tls.as_ref().map(|t| t.grpc.clone()),
@@ -385,11 +402,14 @@ impl RunningServer {
                     SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
                 });
             }
-            routes = routes.merge(extend(HttpContext {
+            let extra = extend(HttpContext {
                 grpc_addr: reach,
                 http_addr,
                 shutdown: shutdown_rx.clone(),
-            }));
+                grpc_channel: in_process.channel(),
+            });
+            let mutual = server_tls.as_ref().is_some_and(|t| t.mutual);
+            routes = routes.merge(extra.layer(http::extension_guard(core.clone(), mutual)));
         }
         let mut http_shutdown = shutdown_rx;
         let http_tls = server_tls.as_ref().map(|t| t.http.clone());
@@ -402,6 +422,8 @@ impl RunningServer {
             let served = match http_tls {
                 Some(acceptor) => {
                     let listener = tls::TlsListener::new(listener, acceptor);
+                    // The connection's verified client certificate, for the extension guard.
+                    let routes = routes.into_make_service_with_connect_info::<tls::HttpPeer>();
                     axum::serve(listener, routes).with_graceful_shutdown(stop).await
                 }
                 None => axum::serve(listener, routes).with_graceful_shutdown(stop).await,
@@ -492,13 +514,9 @@ async fn purge_hook_deliveries(
 /// Delivery ids forgotten per transaction.
 const PURGE_BATCH: usize = 1000;
 
-async fn serve_grpc(
-    core: Arc<Core>,
-    listener: net::BoundedListener,
-    limits: net::NetLimits,
-    tls: Option<tonic::transport::ServerTlsConfig>,
-    mut shutdown: shutdown_watch::Receiver<bool>,
-) {
+/// The gRPC services, health and reflection: served on the gRPC listener and on the
+/// in-process channel alike.
+async fn grpc_routes(core: Arc<Core>) -> tonic::service::Routes {
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
         .set_serving::<HistoryServer<grpc::history::HistoryService>>()
@@ -525,8 +543,6 @@ async fn serve_grpc(
     let unavailable = |e: tonic_reflection::server::Error| {
         tracing::error!(error = %e, "reflection service unavailable");
     };
-    let reflection_v1 = reflection().build_v1().map_err(unavailable).ok();
-    let reflection_v1alpha = reflection().build_v1alpha().map_err(unavailable).ok();
     let history = HistoryServer::new(grpc::history::HistoryService { core: core.clone() })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -539,10 +555,56 @@ async fn serve_grpc(
     let triggers = TriggersServer::new(grpc::triggers::TriggersService { core: core.clone() })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let rpc_layer = core.metrics.rpc_layer();
     let tasks = TasksServer::new(grpc::tasks::TasksService { core })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let mut routes = tonic::service::Routes::new(health_service)
+        .add_service(history)
+        .add_service(tasks)
+        .add_service(schedules)
+        .add_service(admin)
+        .add_service(triggers);
+    if let Ok(r) = reflection().build_v1().map_err(unavailable) {
+        routes = routes.add_service(r);
+    }
+    if let Ok(r) = reflection().build_v1alpha().map_err(unavailable) {
+        routes = routes.add_service(r);
+    }
+    routes
+}
+
+/// Serves `routes` on the in-process connections ([`inproc`]) until shutdown. No
+/// [`grpc::peer::PeerLayer`]: only this process makes these connections, so the
+/// caller's certificate subject in the metadata is the gateway's, taken from its
+/// verified HTTP caller.
+async fn serve_in_process(
+    routes: tonic::service::Routes,
+    metrics: Arc<Metrics>,
+    incoming: tokio::sync::mpsc::Receiver<tokio::io::DuplexStream>,
+    mut shutdown: shutdown_watch::Receiver<bool>,
+) {
+    use tokio_stream::StreamExt;
+    let incoming = tokio_stream::wrappers::ReceiverStream::new(incoming).map(Ok::<_, std::io::Error>);
+    let result = tonic::transport::Server::builder()
+        .layer(metrics.rpc_layer())
+        .add_routes(routes)
+        .serve_with_incoming_shutdown(incoming, async move {
+            let _ = shutdown.wait_for(|s| *s).await;
+        })
+        .await;
+    if let Err(e) = result {
+        tracing::error!(error = %e, "in-process gRPC server failed");
+    }
+}
+
+async fn serve_grpc(
+    routes: tonic::service::Routes,
+    metrics: Arc<Metrics>,
+    listener: net::BoundedListener,
+    limits: net::NetLimits,
+    tls: Option<tonic::transport::ServerTlsConfig>,
+    mut shutdown: shutdown_watch::Receiver<bool>,
+) {
     // The listener sets TCP_NODELAY (`Server::tcp_nodelay` does not apply to a
     // listener we bring), limits connections and closes idle ones; the pings keep a
     // live peer from looking idle.
@@ -561,15 +623,8 @@ async fn serve_grpc(
     }
     let result = builder
         .layer(grpc::peer::PeerLayer)
-        .layer(rpc_layer)
-        .add_service(health_service)
-        .add_optional_service(reflection_v1)
-        .add_optional_service(reflection_v1alpha)
-        .add_service(history)
-        .add_service(tasks)
-        .add_service(schedules)
-        .add_service(admin)
-        .add_service(triggers)
+        .layer(metrics.rpc_layer())
+        .add_routes(routes)
         .serve_with_incoming_shutdown(listener.into_stream(), async move {
             let _ = shutdown.wait_for(|s| *s).await;
         })

@@ -8,6 +8,7 @@
 //! timeout and the peer's answers are reads. Both the gRPC (tonic) and the HTTP (axum)
 //! listener use [`BoundedListener`].
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -75,32 +76,24 @@ impl BoundedListener {
     }
 
     /// The next connection within the limits. Accept errors are logged and retried
-    /// after a growing pause; connections past the limit are closed at once.
+    /// after a growing pause ([`accept_with_backoff`]); connections past the limit are
+    /// closed at once.
     pub async fn accept_bounded(&mut self) -> (BoundedConn, SocketAddr) {
-        let mut backoff = FIRST_ACCEPT_BACKOFF;
         loop {
-            match self.listener.accept().await {
-                Ok((io, peer)) => {
-                    backoff = FIRST_ACCEPT_BACKOFF;
-                    let Ok(permit) = self.slots.clone().try_acquire_owned() else {
-                        tracing::warn!(
-                            listener = self.name,
-                            %peer,
-                            limit = self.limits.max_connections,
-                            "connection refused: too many open connections"
-                        );
-                        drop(io);
-                        continue;
-                    };
-                    let _ = io.set_nodelay(true);
-                    return (BoundedConn::new(io, permit, self.limits.idle_timeout), peer);
-                }
-                Err(e) => {
-                    tracing::warn!(listener = self.name, error = %e, pause_ms = backoff.as_millis() as u64, "accept failed");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_ACCEPT_BACKOFF);
-                }
-            }
+            let (io, peer) =
+                accept_with_backoff(self.name, || self.listener.accept(), tokio::time::sleep).await;
+            let Ok(permit) = self.slots.clone().try_acquire_owned() else {
+                tracing::warn!(
+                    listener = self.name,
+                    %peer,
+                    limit = self.limits.max_connections,
+                    "connection refused: too many open connections"
+                );
+                drop(io);
+                continue;
+            };
+            let _ = io.set_nodelay(true);
+            return (BoundedConn::new(io, permit, self.limits.idle_timeout), peer);
         }
     }
 
@@ -123,6 +116,31 @@ impl axum::serve::Listener for BoundedListener {
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+}
+
+/// Calls `accept` until it succeeds. After each failure (at the open-files limit
+/// `accept` fails at once, again and again) it logs and waits `pause(d)` before the
+/// next try, `d` doubling from [`FIRST_ACCEPT_BACKOFF`] up to [`MAX_ACCEPT_BACKOFF`],
+/// so a failing accept never spins a core. `pause` is `tokio::time::sleep` but for
+/// the test, which records the pauses instead.
+async fn accept_with_backoff<T, A, AF, P, PF>(name: &'static str, mut accept: A, mut pause: P) -> T
+where
+    A: FnMut() -> AF,
+    AF: Future<Output = io::Result<T>>,
+    P: FnMut(Duration) -> PF,
+    PF: Future<Output = ()>,
+{
+    let mut backoff = FIRST_ACCEPT_BACKOFF;
+    loop {
+        match accept().await {
+            Ok(accepted) => return accepted,
+            Err(e) => {
+                tracing::warn!(listener = name, error = %e, pause_ms = backoff.as_millis() as u64, "accept failed");
+                pause(backoff).await;
+                backoff = (backoff * 2).min(MAX_ACCEPT_BACKOFF);
+            }
+        }
     }
 }
 
@@ -204,5 +222,79 @@ impl tonic::transport::server::Connected for BoundedConn {
 
     fn connect_info(&self) -> Self::ConnectInfo {
         self.io.connect_info()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+
+    /// EMFILE, as `accept` returns it at the open-files limit.
+    fn emfile() -> io::Error {
+        io::Error::from_raw_os_error(24)
+    }
+
+    #[tokio::test]
+    async fn failed_accepts_are_retried_after_a_doubling_pause_never_at_once() {
+        // The accept fails 12 times at once, then succeeds; every try and every pause
+        // is recorded in order.
+        let log: RefCell<Vec<Result<(), Duration>>> = RefCell::default();
+        let mut failures_left = 12;
+        let accepted = accept_with_backoff(
+            "test",
+            || {
+                log.borrow_mut().push(Ok(()));
+                let result = if failures_left > 0 {
+                    failures_left -= 1;
+                    Err(emfile())
+                } else {
+                    Ok("conn")
+                };
+                std::future::ready(result)
+            },
+            |d| {
+                log.borrow_mut().push(Err(d));
+                std::future::ready(())
+            },
+        )
+        .await;
+        assert_eq!(accepted, "conn");
+        let log = log.into_inner();
+        let tries = log.iter().filter(|e| e.is_ok()).count();
+        let pauses: Vec<u64> = log
+            .iter()
+            .filter_map(|e| e.err().map(|d| d.as_millis() as u64))
+            .collect();
+        assert_eq!(tries, 13);
+        // A pause between every two tries: the loop never retries at once.
+        for pair in log.windows(2) {
+            assert!(
+                !(pair[0].is_ok() && pair[1].is_ok()),
+                "two accepts without a pause: {log:?}"
+            );
+        }
+        assert_eq!(
+            pauses,
+            [5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000, 1000, 1000],
+            "doubling from 5 ms, capped at 1 s"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_accept_that_succeeds_is_not_delayed() {
+        let mut paused = Vec::new();
+        let accepted = accept_with_backoff(
+            "test",
+            || std::future::ready(Ok::<_, io::Error>(7)),
+            |d| {
+                paused.push(d);
+                std::future::ready(())
+            },
+        )
+        .await;
+        assert_eq!(accepted, 7);
+        assert!(paused.is_empty());
     }
 }

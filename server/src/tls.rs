@@ -2,7 +2,9 @@
 //! the same certificate and key as the HTTP listener's [`TlsAcceptor`]. With a client
 //! CA the gRPC listener requires a client certificate issued by it (mutual TLS), and
 //! the certificate's subject becomes the caller's identity ([`peer_subject`]); the
-//! HTTP listener (`/healthz`, `/metrics`) asks for none.
+//! HTTP listener then asks for one without requiring it (`/healthz`, `/metrics` and
+//! webhooks need none), verifies one that is sent against the same CA, and hands its
+//! subject to the routes an extension adds ([`HttpPeer`]; `/mcp` requires it).
 //!
 //! Every file is read once, at start, bounded ([`railyard_proto::tls::read_pem`]), and
 //! checked here (PEM blocks present, the key matches the certificate) so a bad file
@@ -16,6 +18,7 @@ use railyard_proto::tls::read_pem;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::server::WebPkiClientVerifier;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 /// Longest a TLS handshake may take before the connection is dropped.
@@ -83,20 +86,8 @@ impl ServerTls {
             .map_err(|e| invalid("--tls-key", &files.key, format!("no usable private key: {e}")))?;
         let http = rustls::ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
-            .map_err(|e| invalid("--tls-cert", &files.cert, e.to_string()))?
-            .with_no_client_auth()
-            .with_single_cert(certs, key)
-            .map_err(|e| {
-                invalid(
-                    "--tls-key",
-                    &files.key,
-                    format!("does not fit the certificate {}: {e}", files.cert.display()),
-                )
-            })?;
-        let mut grpc = ServerTlsConfig::new()
-            .identity(Identity::from_pem(&cert_pem, &key_pem))
-            .timeout(HANDSHAKE_TIMEOUT);
-        let mut mutual = false;
+            .map_err(|e| invalid("--tls-cert", &files.cert, e.to_string()))?;
+        let mut client_roots = None;
         if let Some(ca) = &files.client_ca {
             let ca_pem = read_pem("--tls-client-ca", ca)?;
             let mut roots = rustls::RootCertStore::empty();
@@ -113,7 +104,37 @@ impl ServerTls {
                     "no CERTIFICATE block in it".into(),
                 ));
             }
-            grpc = grpc.client_ca_root(Certificate::from_pem(&ca_pem));
+            client_roots = Some((ca_pem, roots));
+        }
+        let http = match &client_roots {
+            // Optional on HTTP: a load balancer probes /healthz without one.
+            Some((_, roots)) => {
+                let verifier =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots.clone()), provider())
+                        .allow_unauthenticated()
+                        .build()
+                        .map_err(|e| {
+                            let ca = files.client_ca.clone().unwrap_or_default();
+                            invalid("--tls-client-ca", &ca, e.to_string())
+                        })?;
+                http.with_client_cert_verifier(verifier)
+            }
+            None => http.with_no_client_auth(),
+        }
+        .with_single_cert(certs, key)
+        .map_err(|e| {
+            invalid(
+                "--tls-key",
+                &files.key,
+                format!("does not fit the certificate {}: {e}", files.cert.display()),
+            )
+        })?;
+        let mut grpc = ServerTlsConfig::new()
+            .identity(Identity::from_pem(&cert_pem, &key_pem))
+            .timeout(HANDSHAKE_TIMEOUT);
+        let mut mutual = false;
+        if let Some((ca_pem, _)) = &client_roots {
+            grpc = grpc.client_ca_root(Certificate::from_pem(ca_pem));
             mutual = true;
         }
         // tonic builds its own rustls config from the same PEM; a failure shows here.
@@ -207,5 +228,29 @@ where
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
         self.inner.local_addr()
+    }
+}
+
+/// What the HTTP listener knows of a connection's peer: the subject of the client
+/// certificate it verified, if one was sent (see [`crate::http::extension_guard`]).
+#[derive(Debug, Clone, Default)]
+pub struct HttpPeer {
+    /// [`peer_subject`] of the first certificate the client presented.
+    pub subject: Option<String>,
+}
+
+impl<L> axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TlsListener<L>>> for HttpPeer
+where
+    L: axum::serve::Listener,
+    L::Addr: Send + 'static,
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, TlsListener<L>>) -> Self {
+        let (_, session) = stream.io().get_ref();
+        Self {
+            subject: session
+                .peer_certificates()
+                .and_then(|certs| certs.first())
+                .and_then(|c| peer_subject(c)),
+        }
     }
 }

@@ -16,6 +16,7 @@ mod guardrails;
 mod logs;
 mod mcp;
 mod mcp_contracts;
+mod mcp_http;
 mod mcp_steps;
 mod namespaces;
 mod schedules;

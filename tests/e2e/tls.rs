@@ -13,7 +13,7 @@ use crate::support::worker::WorkerProcess;
 use crate::support::{BIN, Sandbox, drain, eventually, json, ok, stderr};
 
 /// Writes a CA and a certificate per name (for localhost) under `dir`; returns the CA path.
-fn certificates(dir: &Path, ca_name: &str, names: &[&str]) -> PathBuf {
+pub(crate) fn certificates(dir: &Path, ca_name: &str, names: &[&str]) -> PathBuf {
     let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     params.distinguished_name.push(DnType::CommonName, ca_name);

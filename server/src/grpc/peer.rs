@@ -12,7 +12,7 @@ use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 use tower::{Layer, Service};
 
 /// The metadata key holding the client certificate's subject.
-pub const PEER_SUBJECT: &str = "x-railyard-peer-subject";
+pub const PEER_SUBJECT: &str = railyard_proto::PEER_SUBJECT;
 
 /// Adds [`PEER_SUBJECT`] to each request from the connection's client certificate.
 #[derive(Debug, Clone, Copy, Default)]
@@ -61,7 +61,7 @@ where
 
 /// The subject with everything but printable ASCII escaped (`\u{e9}`), so it fits a
 /// header and prints safely.
-fn header_safe(s: &str) -> String {
+pub(crate) fn header_safe(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c == ' ' || c.is_ascii_graphic() {

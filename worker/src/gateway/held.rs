@@ -68,12 +68,26 @@ pub fn parse_hint(token: &str) -> Option<TokenHint> {
     })
 }
 
+/// Who a held step belongs to: the credentials of the caller that leased it (the
+/// API key and certificate subject an HTTP caller presented; nothing on stdio). Only
+/// the same caller may use its continue token, so one caller of `/mcp` cannot
+/// complete, re-issue or void another's step.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Owner {
+    pub api_key: Option<String>,
+    pub peer_subject: Option<String>,
+}
+
 /// A step this gateway holds the lease of.
 pub struct Held {
     /// The step as leased (its raw task token stays here).
     pub task: StepTask,
     /// The highest signal event id shown to the agent with this step.
     pub shown_signal: u64,
+    /// Who leased it.
+    pub owner: Owner,
+    /// The client it is heartbeated through: its owner's credentials.
+    pub client: Client,
     heartbeats: JoinHandle<()>,
 }
 
@@ -99,17 +113,15 @@ pub enum Refused {
 #[derive(Clone)]
 pub struct Holdings {
     inner: Arc<Mutex<HashMap<String, Held>>>,
-    client: Client,
     identity: String,
     limit: usize,
 }
 
 impl Holdings {
-    /// An empty set, heartbeating through `client` as `identity`, holding at most `limit` steps.
-    pub fn new(client: Client, identity: String, limit: usize) -> Self {
+    /// An empty set, heartbeating as `identity`, holding at most `limit` steps.
+    pub fn new(identity: String, limit: usize) -> Self {
         Self {
             inner: Arc::default(),
-            client,
             identity,
             limit,
         }
@@ -129,21 +141,24 @@ impl Holdings {
         self.len() < self.limit
     }
 
-    /// Holds a freshly leased step, starts its heartbeats, returns its continue token.
-    pub fn hold(&self, task: StepTask) -> String {
+    /// Holds a step freshly leased by `owner` through `client`, starts its
+    /// heartbeats (through the same client), returns its continue token.
+    pub fn hold(&self, task: StepTask, client: Client, owner: Owner) -> String {
         let token = new_token(&task.run_id, &task.step_id, task.attempt);
         let shown_signal = task.signals.iter().map(|s| s.event_id).max().unwrap_or(0);
-        self.insert(token.clone(), task, shown_signal);
+        self.insert(token.clone(), task, shown_signal, owner, client);
         token
     }
 
     /// Takes the step a token names out of the set (stopping its heartbeats unless
-    /// it is put back). `run_id`, when given, must be the token's run.
-    pub fn take(&self, token: &str, run_id: Option<&str>) -> Result<(String, Held), Refused> {
+    /// it is put back). `run_id`, when given, must be the token's run; a step held for
+    /// another owner is not held as far as `owner` is concerned.
+    pub fn take(&self, token: &str, run_id: Option<&str>, owner: &Owner) -> Result<(String, Held), Refused> {
         let mut held = self.lock();
         // The entry is checked and removed through one borrow of the map, under one lock.
-        let Entry::Occupied(entry) = held.entry(token.to_string()) else {
-            return Err(parse_hint(token).map_or(Refused::Malformed, Refused::NotHeld));
+        let entry = match held.entry(token.to_string()) {
+            Entry::Occupied(entry) if entry.get().owner == *owner => entry,
+            _ => return Err(parse_hint(token).map_or(Refused::Malformed, Refused::NotHeld)),
         };
         let task = &entry.get().task;
         if let Some(run_id) = run_id
@@ -164,33 +179,36 @@ impl Holdings {
     pub fn put_back(&self, token: String, held: Held) {
         let task = held.task.clone();
         let shown_signal = held.shown_signal;
+        let (owner, client) = (held.owner.clone(), held.client.clone());
         drop(held);
-        self.insert(token, task, shown_signal);
+        self.insert(token, task, shown_signal, owner, client);
     }
 
-    /// Holds `task` under `token` and starts heartbeating its lease.
-    fn insert(&self, token: String, task: StepTask, shown_signal: u64) {
+    /// Holds `task` under `token` for `owner` and starts heartbeating its lease
+    /// through `client`.
+    fn insert(&self, token: String, task: StepTask, shown_signal: u64, owner: Owner, client: Client) {
         let heartbeats = tokio::spawn(keep_alive(
             self.clone(),
+            client.clone(),
             token.clone(),
             task.task_token.clone(),
             heartbeat_interval(task.heartbeat_timeout_ms),
         ));
-        self.lock().insert(
-            token,
-            Held {
-                task,
-                shown_signal,
-                heartbeats,
-            },
-        );
+        let held = Held {
+            task,
+            shown_signal,
+            owner,
+            client,
+            heartbeats,
+        };
+        self.lock().insert(token, held);
     }
 
-    /// The token under which this gateway holds `run_id`'s step, if it does.
-    pub fn token_of_run(&self, run_id: &str) -> Option<String> {
+    /// The token under which this gateway holds `run_id`'s step for `owner`, if it does.
+    pub fn token_of_run(&self, run_id: &str, owner: &Owner) -> Option<String> {
         self.lock()
             .iter()
-            .find(|(_, h)| h.task.run_id == run_id)
+            .find(|(_, h)| h.task.run_id == run_id && h.owner == *owner)
             .map(|(t, _)| t.clone())
     }
 
@@ -226,7 +244,7 @@ pub fn heartbeat_interval(heartbeat_timeout_ms: u32) -> Duration {
 
 /// Keeps one lease alive until the step is taken out of the set (which aborts this
 /// task) or the server says the lease is gone.
-async fn keep_alive(holdings: Holdings, token: String, task_token: String, every: Duration) {
+async fn keep_alive(holdings: Holdings, client: Client, token: String, task_token: String, every: Duration) {
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -236,7 +254,7 @@ async fn keep_alive(holdings: Holdings, token: String, task_token: String, every
             identity: holdings.identity.clone(),
             ..Default::default()
         };
-        match holdings.client.heartbeat_step_task(req).await {
+        match client.heartbeat_step_task(req).await {
             Ok(_) => {}
             Err(
                 ClientError::FailedPrecondition(_)

@@ -1,8 +1,9 @@
 //! The gateway over MCP's streamable HTTP transport, as an axum router for `/mcp`.
 //! The server mounts it on its HTTP listener (`ServerConfig::http_extension`); the
-//! gateway behind it talks to the server's own gRPC address over loopback, like any
-//! worker, so the server crate knows nothing of MCP and the gateway nothing of the
-//! server's internals.
+//! gateway behind it talks to the server's gRPC services over the channel it is
+//! given (the server's in-process one), like any worker, so the server crate knows
+//! nothing of MCP and the gateway nothing of the server's internals. Each tool call
+//! is made with the credentials of the HTTP request that carried it.
 
 use std::sync::Arc;
 

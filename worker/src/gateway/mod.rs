@@ -12,6 +12,12 @@
 //! token instead of the raw task token. Every failure — the server unreachable, a
 //! refused token, bad input — is a tool result with `isError: true` that says what
 //! to do next; nothing here ends the MCP session.
+//!
+//! On `/mcp`, each tool call acts for the HTTP request that carried it ([`CallAs`]):
+//! the gateway's calls carry that request's API key and the subject of its verified
+//! client certificate, so the server applies the caller's role, namespace and queues
+//! exactly as to any client, and a continue token is good only for the caller it was
+//! handed to.
 
 mod held;
 pub mod http;
@@ -21,14 +27,14 @@ mod view;
 use std::sync::Arc;
 use std::time::Duration;
 
-use railyard_proto::Client;
 use railyard_proto::v1::{PollStepTaskRequest, RunInfo, StepTask};
+use railyard_proto::{ApiKey, Client};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{ServerHandler, tool_handler};
 use serde_json::{Value, json};
 
-use held::Holdings;
+use held::{Holdings, Owner};
 
 /// The gateway's default task queue.
 pub const DEFAULT_QUEUE: &str = "mcp";
@@ -86,9 +92,10 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// A gateway sending its requests through `client`.
+    /// A gateway sending its requests through `client` (on `/mcp`, with each HTTP
+    /// caller's credentials instead of the client's own: see [`CallAs`]).
     pub fn new(client: Client, opts: GatewayOptions) -> Self {
-        let held = Holdings::new(client.clone(), opts.identity.clone(), opts.max_held);
+        let held = Holdings::new(opts.identity.clone(), opts.max_held);
         Self {
             client,
             opts: Arc::new(opts),
@@ -97,16 +104,52 @@ impl Gateway {
         }
     }
 
+    /// Whom a tool call acts for. On stdio (no HTTP request): the gateway's own
+    /// client. On `/mcp`: its client with the request's `authorization: Bearer` key and
+    /// the subject the server's HTTP layer verified ([`railyard_proto::PEER_SUBJECT`],
+    /// a header the server sets itself after removing any the client sent).
+    fn call_as(&self, extensions: &rmcp::model::Extensions) -> Result<CallAs, String> {
+        let Some(parts) = extensions.get::<::http::request::Parts>() else {
+            return Ok(CallAs {
+                client: self.client.clone(),
+                owner: Owner::default(),
+            });
+        };
+        let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+        let api_key = header(::http::header::AUTHORIZATION.as_str())
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, key)| scheme.eq_ignore_ascii_case("bearer") && !key.trim().is_empty())
+            .map(|(_, key)| key.trim().to_string());
+        let peer_subject = header(railyard_proto::PEER_SUBJECT).map(str::to_string);
+        if api_key.is_none() && peer_subject.is_none() {
+            return Ok(CallAs {
+                client: self.client.clone(),
+                owner: Owner::default(),
+            });
+        }
+        let client = self
+            .client
+            .with_caller(api_key.clone().map(ApiKey::new).as_ref(), peer_subject.as_deref())
+            .map_err(|e| format!("cannot call the Railyard server with these credentials: {e}"))?;
+        Ok(CallAs {
+            client,
+            owner: Owner {
+                api_key,
+                peer_subject,
+            },
+        })
+    }
+
     /// The run as the server has it now.
-    async fn describe(&self, run_id: &str) -> Result<RunInfo, String> {
-        self.client
+    async fn describe(&self, call: &CallAs, run_id: &str) -> Result<RunInfo, String> {
+        call.client
             .describe_run(&self.opts.namespace, run_id)
             .await
             .map_err(|e| {
                 format!(
                     "cannot read run {:?} from the Railyard server at {}: {e}",
                     short(run_id),
-                    self.client.url()
+                    call.client.url()
                 )
             })?
             .run
@@ -114,7 +157,12 @@ impl Gateway {
     }
 
     /// Leases `run_id`'s current step on this gateway's queue, waiting up to `wait`.
-    async fn lease_run(&self, run_id: &str, wait: Duration) -> Result<Option<StepTask>, String> {
+    async fn lease_run(
+        &self,
+        call: &CallAs,
+        run_id: &str,
+        wait: Duration,
+    ) -> Result<Option<StepTask>, String> {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -126,11 +174,11 @@ impl Gateway {
                 wait_timeout_ms: u32::try_from(slice.as_millis()).unwrap_or(u32::MAX),
                 run_id: run_id.to_string(),
             };
-            match self.client.poll_step_task(req).await {
+            match call.client.poll_step_task(req).await {
                 Ok(Some(task)) => return Ok(Some(task)),
                 Ok(None) if tokio::time::Instant::now() < deadline => {
                     // A closed run answers at once; do not spin on it.
-                    let run = self.describe(run_id).await?;
+                    let run = self.describe(call, run_id).await?;
                     if !is_open(&run) {
                         return Ok(None);
                     }
@@ -142,24 +190,26 @@ impl Gateway {
                     return Err(format!(
                         "cannot lease the step of run {:?} from the Railyard server at {}: {e}",
                         short(run_id),
-                        self.client.url()
+                        call.client.url()
                     ));
                 }
             }
         }
     }
 
-    /// Holds a leased step and answers it to the agent.
-    fn hand_over(&self, task: StepTask) -> Value {
-        let token = self.held.hold(task.clone());
+    /// Holds a step leased for `call` and answers it to the agent.
+    fn hand_over(&self, call: &CallAs, task: StepTask) -> Value {
+        let token = self
+            .held
+            .hold(task.clone(), call.client.clone(), call.owner.clone());
         tracing::info!(run_id = %task.run_id, step = %task.step_id, attempt = task.attempt, queue = %self.opts.queue, "step handed to the agent");
         view::step(&task, &token)
     }
 
     /// Where `run_id` goes next, for the agent: its current step leased and held, or
     /// its result when it has ended, or why the agent has nothing to do now.
-    async fn next_for_agent(&self, run_id: &str, wait: Duration) -> Result<Value, String> {
-        let run = self.describe(run_id).await?;
+    async fn next_for_agent(&self, call: &CallAs, run_id: &str, wait: Duration) -> Result<Value, String> {
+        let run = self.describe(call, run_id).await?;
         if !is_open(&run) {
             return Ok(view::finished(&run));
         }
@@ -169,10 +219,10 @@ impl Gateway {
         if !self.held.has_room() {
             return Err(self.full());
         }
-        match self.lease_run(run_id, wait).await? {
-            Some(task) => Ok(self.hand_over(task)),
+        match self.lease_run(call, run_id, wait).await? {
+            Some(task) => Ok(self.hand_over(call, task)),
             None => {
-                let run = self.describe(run_id).await?;
+                let run = self.describe(call, run_id).await?;
                 if !is_open(&run) {
                     return Ok(view::finished(&run));
                 }
@@ -210,6 +260,14 @@ impl Gateway {
             self.held.len()
         )
     }
+}
+
+/// Whom one tool call acts for (see [`Gateway::call_as`]).
+struct CallAs {
+    /// The gateway's client, with the caller's credentials.
+    client: Client,
+    /// Who holds what this call leases.
+    owner: Owner,
 }
 
 /// At most the first 64 characters of what the agent sent, for messages.

@@ -11,7 +11,7 @@ use railyard_proto::v1::{
     StartRunRequest,
 };
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResult, Extensions};
 use rmcp::schemars::JsonSchema;
 use rmcp::{ErrorData, tool, tool_router};
 use serde::Deserialize;
@@ -130,12 +130,16 @@ impl Gateway {
                        name, description, version and number of steps; then any definition files the server \
                        rejected, with the reason."
     )]
-    async fn list_workflows(&self) -> Result<CallToolResult, ErrorData> {
-        match self.client.list_workflows(&self.opts.namespace).await {
+    async fn list_workflows(&self, ext: Extensions) -> Result<CallToolResult, ErrorData> {
+        let call = match self.call_as(&ext) {
+            Ok(call) => call,
+            Err(e) => return refused(e),
+        };
+        match call.client.list_workflows(&self.opts.namespace).await {
             Ok(resp) => structured(view::workflows(&resp)),
             Err(e) => refused(format!(
                 "cannot list workflows from the Railyard server at {}: {e}",
-                self.client.url()
+                call.client.url()
             )),
         }
     }
@@ -149,7 +153,12 @@ impl Gateway {
     async fn start_workflow(
         &self,
         Parameters(args): Parameters<StartArgs>,
+        ext: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
+        let call = match self.call_as(&ext) {
+            Ok(call) => call,
+            Err(e) => return refused(e),
+        };
         if !self.held.has_room() {
             return refused(self.full());
         }
@@ -166,18 +175,18 @@ impl Gateway {
             identity: self.opts.identity.clone(),
             ..Default::default()
         };
-        let run_id = match self.client.start_run_with(req).await {
+        let run_id = match call.client.start_run_with(req).await {
             Ok(resp) => resp.run_id,
             Err(e) => {
                 return refused(format!(
                     "cannot start workflow {:?} on the Railyard server at {}: {e}",
                     short(&args.workflow_id),
-                    self.client.url()
+                    call.client.url()
                 ));
             }
         };
         tracing::info!(%run_id, workflow = %args.workflow_id, queue = %self.opts.queue, "run started for the agent");
-        match self.next_for_agent(&run_id, NEXT_STEP_WAIT).await {
+        match self.next_for_agent(&call, &run_id, NEXT_STEP_WAIT).await {
             Ok(v) => structured(v),
             Err(e) => refused(format!("run {run_id} started, but {e}")),
         }
@@ -195,10 +204,18 @@ impl Gateway {
     async fn complete_step(
         &self,
         Parameters(args): Parameters<CompleteArgs>,
+        ext: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
-        let (token, held) = match self.held.take(&args.continue_token, args.run_id.as_deref()) {
+        let call = match self.call_as(&ext) {
+            Ok(call) => call,
+            Err(e) => return refused(e),
+        };
+        let (token, held) = match self
+            .held
+            .take(&args.continue_token, args.run_id.as_deref(), &call.owner)
+        {
             Ok(found) => found,
-            Err(why) => return refused(self.refusal(why).await),
+            Err(why) => return refused(self.refusal(&call, why).await),
         };
         let (run_id, step_id) = (held.task.run_id.clone(), held.task.step_id.clone());
         let mut context: HashMap<String, String> =
@@ -219,7 +236,7 @@ impl Gateway {
                 acked_signal_event_id: held.shown_signal,
                 ..Default::default()
             };
-            if let Err(e) = self.client.heartbeat_step_task(ack).await {
+            if let Err(e) = call.client.heartbeat_step_task(ack).await {
                 tracing::warn!(%run_id, step = %step_id, error = %e, "acknowledging signals failed");
             }
         }
@@ -232,13 +249,13 @@ impl Gateway {
             take_next: true,
             result_json,
         };
-        match self.client.complete_step_task(req).await {
+        match call.client.complete_step_task(req).await {
             Ok(resp) => {
                 drop(held);
                 tracing::info!(%run_id, step = %step_id, "step completed by the agent");
                 match resp.next_task {
-                    Some(next) => structured(self.hand_over(next)),
-                    None => match self.next_for_agent(&run_id, NEXT_STEP_WAIT).await {
+                    Some(next) => structured(self.hand_over(&call, next)),
+                    None => match self.next_for_agent(&call, &run_id, NEXT_STEP_WAIT).await {
                         Ok(v) => structured(v),
                         Err(e) => refused(format!("step {step_id:?} was completed, but {e}")),
                     },
@@ -269,12 +286,12 @@ impl Gateway {
                 refused(format!(
                     "cannot reach the Railyard server at {} to complete step {step_id:?}: {e}. The continue_token \
                      is still valid; call complete_step again.",
-                    self.client.url()
+                    call.client.url()
                 ))
             }
             Err(e) => {
                 drop(held);
-                let place = match self.describe(&run_id).await {
+                let place = match self.describe(&call, &run_id).await {
                     Ok(run) => view::where_run_is(&run),
                     Err(read) => read,
                 };
@@ -290,11 +307,19 @@ impl Gateway {
         description = "Show a run: its status, goal, context, every step with its state, attempt and notes, and \
                        the current step. held_here says whether this gateway holds the current step for you."
     )]
-    async fn get_run(&self, Parameters(args): Parameters<RunArgs>) -> Result<CallToolResult, ErrorData> {
-        match self.describe(&args.run_id).await {
+    async fn get_run(
+        &self,
+        Parameters(args): Parameters<RunArgs>,
+        ext: Extensions,
+    ) -> Result<CallToolResult, ErrorData> {
+        let call = match self.call_as(&ext) {
+            Ok(call) => call,
+            Err(e) => return refused(e),
+        };
+        match self.describe(&call, &args.run_id).await {
             Ok(run) => {
                 let mut v = view::run(&run);
-                v["held_here"] = json!(self.held.token_of_run(&run.run_id).is_some());
+                v["held_here"] = json!(self.held.token_of_run(&run.run_id, &call.owner).is_some());
                 structured(v)
             }
             Err(e) => refused(e),
@@ -305,7 +330,15 @@ impl Gateway {
         description = "List runs, newest first, optionally only those in one status or of one workflow. Pages: pass \
                        next_page_token back as page_token."
     )]
-    async fn list_runs(&self, Parameters(args): Parameters<ListArgs>) -> Result<CallToolResult, ErrorData> {
+    async fn list_runs(
+        &self,
+        Parameters(args): Parameters<ListArgs>,
+        ext: Extensions,
+    ) -> Result<CallToolResult, ErrorData> {
+        let call = match self.call_as(&ext) {
+            Ok(call) => call,
+            Err(e) => return refused(e),
+        };
         let status = match args.status.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
             None => RunStatus::Unspecified,
             Some(name) => match RunStatus::from_short_name(name) {
@@ -326,14 +359,14 @@ impl Gateway {
             page_token: args.page_token.unwrap_or_default(),
             ..Default::default()
         };
-        match self.client.list_runs(req).await {
+        match call.client.list_runs(req).await {
             Ok(resp) => structured(json!({
                 "runs": resp.runs.iter().map(view::run_line).collect::<Vec<_>>(),
                 "next_page_token": resp.next_page_token,
             })),
             Err(e) => refused(format!(
                 "cannot list runs on the Railyard server at {}: {e}",
-                self.client.url()
+                call.client.url()
             )),
         }
     }
@@ -345,7 +378,12 @@ impl Gateway {
     async fn signal_run(
         &self,
         Parameters(args): Parameters<SignalArgs>,
+        ext: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
+        let call = match self.call_as(&ext) {
+            Ok(call) => call,
+            Err(e) => return refused(e),
+        };
         let req = SignalRunRequest {
             namespace: self.opts.namespace.clone(),
             run_id: args.run_id.clone(),
@@ -354,7 +392,7 @@ impl Gateway {
             identity: self.opts.identity.clone(),
             ..Default::default()
         };
-        match self.client.signal_run(req).await {
+        match call.client.signal_run(req).await {
             Ok(()) => structured(json!({"status": "signaled", "run_id": args.run_id, "name": args.name})),
             Err(e) => refused(format!("cannot signal run {:?}: {e}", short(&args.run_id))),
         }
@@ -369,9 +407,14 @@ impl Gateway {
     async fn resume_run(
         &self,
         Parameters(args): Parameters<ResumeArgs>,
+        ext: Extensions,
     ) -> Result<CallToolResult, ErrorData> {
+        let call = match self.call_as(&ext) {
+            Ok(call) => call,
+            Err(e) => return refused(e),
+        };
         let run_id = args.run_id;
-        if let Some(old) = self.held.token_of_run(&run_id)
+        if let Some(old) = self.held.token_of_run(&run_id, &call.owner)
             && let Some((token, task)) = self.held.reissue(&old)
         {
             let mut v = view::step(&task, &token);
@@ -379,7 +422,7 @@ impl Gateway {
                 json!("this gateway already held the step; here it is again under a new continue token");
             return structured(v);
         }
-        let run = match self.describe(&run_id).await {
+        let run = match self.describe(&call, &run_id).await {
             Ok(run) => run,
             Err(e) => return refused(e),
         };
@@ -394,7 +437,7 @@ impl Gateway {
             .wait_seconds
             .map_or(DEFAULT_RESUME_WAIT, |s| Duration::from_secs(s.into()))
             .min(MAX_RESUME_WAIT);
-        match self.next_for_agent(&run_id, wait).await {
+        match self.next_for_agent(&call, &run_id, wait).await {
             Ok(mut v) => {
                 if let (Some((true, old_attempt)), Some(step)) = (leased_elsewhere, v.get("step"))
                     && v["status"] == "step"
@@ -418,7 +461,7 @@ impl Gateway {
 
 impl Gateway {
     /// The message for a refused continue token: why, and where the run is.
-    async fn refusal(&self, why: Refused) -> String {
+    async fn refusal(&self, call: &super::CallAs, why: Refused) -> String {
         let (reason, hint) = match why {
             Refused::Malformed => {
                 return "continue_token refused: it is not a continue token this gateway issued (corrupted or \
@@ -439,7 +482,7 @@ impl Gateway {
                 hint,
             ),
         };
-        let place = match self.describe(&hint.run_id).await {
+        let place = match self.describe(call, &hint.run_id).await {
             Ok(run) => format!("{}.", view::where_run_is(&run)),
             Err(e) => e,
         };

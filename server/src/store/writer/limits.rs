@@ -71,8 +71,19 @@ impl StartLimits {
     /// Whether `ns` may start one more run now; takes a token from its bucket when
     /// it may. Refused: `RESOURCE_EXHAUSTED` naming the limit and the namespace.
     pub(crate) fn check(&mut self, ns: &Namespace, now: Millis) -> Result<(), ApiError> {
+        self.check_freeing(ns, now, 0)
+    }
+
+    /// [`Self::check`] for a start whose commit also closes `freeing` open runs of
+    /// `ns` (a replace terminates the run it replaces): those count as closed.
+    pub(crate) fn check_freeing(
+        &mut self,
+        ns: &Namespace,
+        now: Millis,
+        freeing: u64,
+    ) -> Result<(), ApiError> {
         let limits = &ns.limits;
-        let open = self.open_runs(&ns.name);
+        let open = self.open_runs(&ns.name).saturating_sub(freeing);
         if limits.max_open_runs > 0 && open >= limits.max_open_runs {
             return Err(ApiError::ResourceExhausted(format!(
                 "namespace {:?} has {open} open runs, its limit (max open runs {}); \

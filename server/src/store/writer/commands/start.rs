@@ -20,6 +20,16 @@ impl StartCommand {
     /// are checked last, here for every start a client or another run asks for and
     /// in `schedule::start` for a schedule's fires.
     pub(super) fn check(&self, cx: &mut Cx) -> Result<Result<Option<Started>, ApiError>, StorageError> {
+        self.check_freeing(cx, 0)
+    }
+
+    /// [`Self::check`] for a start that closes `freeing` open runs of its namespace
+    /// in the same commit (a replace): the open-runs limit counts them as closed.
+    pub(super) fn check_freeing(
+        &self,
+        cx: &mut Cx,
+        freeing: u64,
+    ) -> Result<Result<Option<Started>, ApiError>, StorageError> {
         let p = &self.params;
         let ns = p.namespace.as_str();
         if !p.request_id.is_empty()
@@ -61,7 +71,7 @@ impl StartCommand {
         }
         // Last, so that a token of the starts bucket is taken only by a start that
         // will happen.
-        if let Err(e) = cx.limits.check(&namespace, cx.now()) {
+        if let Err(e) = cx.limits.check_freeing(&namespace, cx.now(), freeing) {
             return Ok(Err(e));
         }
         Ok(Ok(None))

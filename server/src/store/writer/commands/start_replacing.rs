@@ -28,8 +28,15 @@ impl Apply for StartReplacing {
     const NAME: &'static str = "start_replacing";
 
     fn apply(self, cx: &mut Cx) -> Result<Result<Replaced, ApiError>, StorageError> {
-        // Every check first: nothing is written unless both parts are accepted.
-        match self.start.check(cx)? {
+        // Every check first: nothing is written unless both parts are accepted. The
+        // run replaced closes in this commit, so it leaves room under the namespace's
+        // open-runs limit for the one replacing it.
+        let ns = self.start.params.namespace.clone();
+        let freeing = match cx.load(&ns, &self.terminate_run_id)? {
+            Some(run) if run.status.is_open() => 1,
+            _ => 0,
+        };
+        match self.start.check_freeing(cx, freeing)? {
             Err(e) => return Ok(Err(e)),
             // The request was applied before, termination included.
             Ok(Some(earlier)) => {
@@ -40,7 +47,6 @@ impl Apply for StartReplacing {
             }
             Ok(None) => {}
         }
-        let ns = self.start.params.namespace.clone();
         let old = match cx.load(&ns, &self.terminate_run_id)? {
             Some(mut run) if run.status.is_open() => {
                 let mut out = Out::new(cx.now(), cx.seq());

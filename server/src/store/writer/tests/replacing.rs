@@ -123,3 +123,40 @@ async fn replayed_request(kind: Kind) {
     );
     assert_eq!((fx.kinds("old").len(), fx.kinds("new").len()), events);
 }
+
+on_both!(
+    at_the_open_runs_limit_a_replace_counts_the_run_it_replaces_as_closing,
+    replace_at_the_limit
+);
+async fn replace_at_the_limit(kind: Kind) {
+    let fx = fixture(kind);
+    let one = crate::namespace::NamespaceChange {
+        max_open_runs: Some(1),
+        ..Default::default()
+    };
+    fx.writer.update_namespace("default".into(), one).await.unwrap();
+    fx.start("old").await;
+    // At the limit: a plain start is refused...
+    let err = fx.writer.start(start_command("extra")).await.unwrap_err();
+    assert!(
+        matches!(&err, ApiError::ResourceExhausted(m) if m.contains("max open runs 1")),
+        "{err}"
+    );
+    // ...but a replace frees the slot it takes.
+    let r = fx.writer.start_replacing(replacing("old", "new")).await.unwrap();
+    assert!(r.terminated && r.started.started, "{r:?}");
+    assert_eq!(status(&fx, "old"), Some(RunStatus::Terminated));
+    assert_eq!(status(&fx, "new"), Some(RunStatus::Running));
+    // The count is still exact: one open run, so a further plain start is refused,
+    // and a replace of a run that is not open frees nothing.
+    let err = fx.writer.start(start_command("extra")).await.unwrap_err();
+    assert!(matches!(err, ApiError::ResourceExhausted(_)), "{err}");
+    let err = fx
+        .writer
+        .start_replacing(replacing("old", "newer"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ApiError::ResourceExhausted(_)), "{err}");
+    assert_eq!(status(&fx, "newer"), None);
+    assert_eq!(status(&fx, "new"), Some(RunStatus::Running));
+}
