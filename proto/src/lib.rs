@@ -42,7 +42,7 @@ pub mod tls;
 
 pub use client::{ApiKey, Authorization, Client, ClientError, ConnectOptions};
 pub use retry::RetryPolicy;
-pub use step_worker::{Completion, Failure, HeartbeatExtras, StepWorker};
+pub use step_worker::{Completion, CompletionReply, Failure, HeartbeatExtras, StepWorker};
 pub use tls::TlsOptions;
 
 /// Largest gRPC message, in bytes, that the server accepts and sends, and that the
