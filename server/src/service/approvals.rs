@@ -67,3 +67,21 @@ async fn answer(core: &Core, caller: &Caller, a: Answer, approve: bool) -> Resul
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::caller::{Operation, permits};
+    use crate::auth::Role;
+
+    #[test]
+    fn clients_and_admins_answer_approvals_and_workers_may_not() {
+        for op in [Operation::ApproveStep, Operation::RejectStep] {
+            assert!(permits(Role::Client, op));
+            assert!(permits(Role::Admin, op));
+            assert!(
+                !permits(Role::Worker, op),
+                "a worker must not approve its own result"
+            );
+        }
+    }
+}
