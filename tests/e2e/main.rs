@@ -4,6 +4,7 @@
 
 mod support;
 
+mod approvals;
 mod auth;
 mod children;
 mod cli_commands;
