@@ -12,7 +12,8 @@ const STEP_INSTRUCTIONS: &str = "Do the work the prompt describes. When it is do
 /// What the agent is told when the step needs a person's approval.
 const CONFIRMATION: &str = "This step requires confirmation: the result you report with complete_step is held on \
      the server until a person approves it (railyard run approve) or rejects it with feedback (railyard run \
-     reject). After a rejection, resume_run hands you this step again with the feedback.";
+     reject), so you need not ask your human separately. After a rejection, resume_run hands you this step \
+     again with the feedback.";
 
 /// What the agent is told once its result is held for approval.
 const HELD: &str = "Your result was accepted and is held for a person's approval; the step is no longer yours. \
