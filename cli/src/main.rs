@@ -29,6 +29,7 @@ mod namespace;
 mod output;
 mod queue;
 mod run;
+mod run_approval;
 mod run_tree;
 mod run_view;
 mod schedule;

@@ -50,6 +50,12 @@ pub enum RunCommand {
     Unpause(UnpauseArgs),
     /// Retry a closed run's failed result delivery (callback or subscription).
     Redeliver(crate::delivery::RedeliverArgs),
+    /// Approve the result a step holds for approval (requireConfirmation): the step
+    /// completes with it and the run moves on.
+    Approve(crate::run_approval::ApproveArgs),
+    /// Reject the held result with feedback: the step re-opens on its transcript and
+    /// the agent reads the feedback.
+    Reject(crate::run_approval::RejectArgs),
 }
 
 /// Flags of `run unpause`.
@@ -164,6 +170,12 @@ pub async fn run(global: &GlobalOpts, command: RunCommand) -> anyhow::Result<Exi
             .await
             .map(|()| ExitCode::SUCCESS),
         RunCommand::Redeliver(a) => crate::delivery::redeliver(global, a)
+            .await
+            .map(|()| ExitCode::SUCCESS),
+        RunCommand::Approve(a) => crate::run_approval::approve(global, a)
+            .await
+            .map(|()| ExitCode::SUCCESS),
+        RunCommand::Reject(a) => crate::run_approval::reject(global, a)
             .await
             .map(|()| ExitCode::SUCCESS),
     }

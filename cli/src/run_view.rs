@@ -115,7 +115,11 @@ pub fn describe_lines(run: &RunInfo) -> Vec<String> {
     }
     if let Some(w) = &run.waiting {
         fields.push(("waiting", crate::view::waiting_text(w)));
-        fields.push(("waits for", w.run_ids.join(", ")));
+        if w.on == "approval" {
+            fields.extend(crate::run_approval::proposal_lines(w));
+        } else {
+            fields.push(("waits for", w.run_ids.join(", ")));
+        }
     }
     if !run.failure.is_empty() {
         fields.push(("failure", run.failure.clone()));

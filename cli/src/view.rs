@@ -51,6 +51,7 @@ pub fn run_json(run: &RunInfo) -> Value {
             "since": rfc3339_or_null(w.since_unix_ms),
             "since_unix_ms": w.since_unix_ms,
             "deadline": rfc3339_or_null(w.deadline_unix_ms),
+            "proposal": crate::run_approval::proposal_json(w),
         })),
         "usage": usage_json(run.usage.as_ref()),
         "delivery": crate::delivery::run_delivery_json(run),
@@ -75,15 +76,23 @@ pub fn usage_json(u: Option<&TokenUsage>) -> Value {
     })
 }
 
-/// A wait for people: `waiting on children 1/2 done since 2026-...`.
+/// A wait for people: `waiting on children 1/2 done since 2026-...`, or
+/// `AWAITING_APPROVAL since 2026-...`.
 pub fn waiting_text(w: &railyard_proto::v1::WaitInfo) -> String {
-    let mut text = format!(
-        "waiting on {} {}/{} done since {}",
-        w.on,
-        w.done_run_ids.len(),
-        w.run_ids.len(),
-        crate::timefmt::rfc3339(w.since_unix_ms)
-    );
+    let mut text = if w.on == "approval" {
+        format!(
+            "AWAITING_APPROVAL since {}",
+            crate::timefmt::rfc3339(w.since_unix_ms)
+        )
+    } else {
+        format!(
+            "waiting on {} {}/{} done since {}",
+            w.on,
+            w.done_run_ids.len(),
+            w.run_ids.len(),
+            crate::timefmt::rfc3339(w.since_unix_ms)
+        )
+    };
     if w.deadline_unix_ms > 0 {
         text.push_str(&format!(
             ", times out {}",

@@ -1,5 +1,6 @@
 //! The typed client: one cheap-to-clone handle over a tonic channel.
 
+mod approvals;
 mod triggers;
 
 use std::collections::HashMap;

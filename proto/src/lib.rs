@@ -42,7 +42,7 @@ pub mod tls;
 
 pub use client::{ApiKey, Authorization, Client, ClientError, ConnectOptions};
 pub use retry::RetryPolicy;
-pub use step_worker::{Completion, Failure, HeartbeatExtras, StepWorker};
+pub use step_worker::{Completion, CompletionReply, Failure, HeartbeatExtras, StepWorker};
 pub use tls::TlsOptions;
 
 /// The reserved metadata entry naming the caller's client certificate subject. The

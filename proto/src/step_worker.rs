@@ -28,6 +28,16 @@ impl Completion {
     }
 }
 
+/// The server's answer to a completion.
+#[derive(Debug, Clone, Default)]
+pub struct CompletionReply {
+    /// The run's next step, leased to this worker (eager dispatch).
+    pub next_task: Option<StepTask>,
+    /// The step requires confirmation: its result is held for approval (the lease is
+    /// over; a person approves or rejects it).
+    pub held_for_approval: bool,
+}
+
 /// What a heartbeat carries besides the checkpoint, notes and acknowledgement.
 #[derive(Debug, Clone, Default)]
 pub struct HeartbeatExtras {
@@ -160,6 +170,22 @@ impl StepWorker {
         completion: Completion,
         take_next: bool,
     ) -> Result<Option<StepTask>, ClientError> {
+        self.complete_with_checkpoint(task_token, completion, Vec::new(), take_next)
+            .await
+            .map(|reply| reply.next_task)
+    }
+
+    /// Completes the step, sending `checkpoint` (the transcript that proposed the
+    /// result; the server keeps it only when the step requires confirmation, so a
+    /// rejection resumes from it), with eager dispatch when `take_next`. The answer
+    /// says whether the result is held for approval.
+    pub async fn complete_with_checkpoint(
+        &self,
+        task_token: &str,
+        completion: Completion,
+        checkpoint: Vec<u8>,
+        take_next: bool,
+    ) -> Result<CompletionReply, ClientError> {
         let resp = self
             .client
             .complete_step_task(CompleteStepTaskRequest {
@@ -170,9 +196,13 @@ impl StepWorker {
                 identity: self.identity.clone(),
                 take_next,
                 result_json: completion.result_json,
+                checkpoint,
             })
             .await?;
-        Ok(resp.next_task)
+        Ok(CompletionReply {
+            next_task: resp.next_task,
+            held_for_approval: resp.held_for_approval,
+        })
     }
 
     /// Starts child runs under the lease (the task token is the authority); with

@@ -5,6 +5,7 @@
 //! the one place the server stops. The map of the code is in the repository's
 //! `ARCHITECTURE.md`.
 
+pub mod approval;
 pub mod auth;
 pub mod budgets;
 pub mod clock;

@@ -102,6 +102,10 @@ pub struct StepDef {
     /// When the worker calls the step's agent stuck (absent: its defaults).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stuck: Option<StuckDef>,
+    /// How long a result held for approval (`requireConfirmation`) waits, and what
+    /// happens then (absent: no limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalOptions>,
 }
 
 /// A step's wait options: `"wait": {"timeoutSeconds": 600, "onTimeout": "resume"}`.
@@ -130,6 +134,7 @@ pub enum WaitTimeoutPolicy {
 /// Longest wait timeout a step may set: 30 days.
 pub const MAX_WAIT_TIMEOUT_SECONDS: u32 = 30 * 86400;
 
+pub use crate::approval::{ApprovalOptions, ApprovalTimeoutPolicy};
 pub use crate::budgets::{MAX_BUDGET_TOKENS, MAX_BUDGET_USD, StuckDef};
 use crate::budgets::{check_max_cost, check_max_tokens, check_stuck};
 
@@ -237,6 +242,14 @@ impl StepDef {
     /// What a wait of this step that times out does.
     pub fn wait_timeout_policy(&self) -> WaitTimeoutPolicy {
         self.wait.as_ref().map(|w| w.on_timeout).unwrap_or_default()
+    }
+
+    /// How long a result of this step held for approval waits, if it is bounded.
+    pub fn approval_timeout_ms(&self) -> Option<i64> {
+        self.approval
+            .as_ref()
+            .and_then(|a| a.timeout_seconds)
+            .map(|s| i64::from(s) * 1000)
     }
 }
 
@@ -544,6 +557,9 @@ pub fn validate(def: &WorkflowDef) -> Result<(), String> {
                 "{}: must be between 1 and {MAX_WAIT_TIMEOUT_SECONDS}, got {t}",
                 at("wait.timeoutSeconds")
             ));
+        }
+        if let Some(a) = &step.approval {
+            crate::approval::check_approval(&at("approval"), a, step.require_confirmation)?;
         }
         if let Some(r) = &step.retry {
             let rp = |f: &str| at(&format!("retry.{f}"));

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod approvals;
 mod auth;
 mod bench_fanout;
 mod children;

@@ -324,11 +324,15 @@ fn a_gateway_killed_mid_step_is_resumed_by_a_new_one_and_its_token_is_void() {
     let replaced = confirm["continue_token"].as_str().unwrap();
     assert_ne!(again["continue_token"], confirm["continue_token"]);
     error_text(&second.tool("complete_step", json!({"continue_token": replaced, "notes": "x"})));
-    let done = ok_result(&second.tool(
+    // The step requires confirmation: the server holds its result for approval.
+    let held = ok_result(&second.tool(
         "complete_step",
         json!({"continue_token": again["continue_token"], "notes": "confirmed by the human"}),
     ))
     .clone();
+    assert_eq!(held["status"], "held_for_approval", "{held}");
+    ok(server.ry(&["run", "approve", &run_id]));
+    let done = ok_result(&second.tool("resume_run", json!({"run_id": run_id}))).clone();
     assert_eq!(
         (done["status"].as_str(), done["run_status"].as_str()),
         (Some("finished"), Some("COMPLETED"))

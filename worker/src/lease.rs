@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use railyard_proto::v1::{CoordinatorNote, Signal, StepTask, StuckReport, TokenUsage};
-use railyard_proto::{ClientError, Completion, HeartbeatExtras, StepWorker};
+use railyard_proto::{ClientError, Completion, CompletionReply, HeartbeatExtras, StepWorker};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -44,8 +44,9 @@ struct KeeperState {
 }
 
 /// The answer to a completion the keeper reported for the agent: the next step when
-/// one was leased with it (eager dispatch), or why it was not accepted.
-pub(crate) type Reported = Result<Option<StepTask>, ClientError>;
+/// one was leased with it (eager dispatch) and whether the result is held for
+/// approval, or why it was not accepted.
+pub(crate) type Reported = Result<CompletionReply, ClientError>;
 
 /// The lease of one step.
 pub(crate) struct LeaseKeeper {
@@ -278,9 +279,12 @@ impl Lease for LeaseKeeper {
         })
     }
 
-    fn complete(&self, completion: &Completion) -> BoxFuture<'_, Result<(), String>> {
+    fn complete(&self, completion: &Completion, checkpoint: Vec<u8>) -> BoxFuture<'_, Result<(), String>> {
         let completion = completion.clone();
         Box::pin(async move {
+            if !checkpoint.is_empty() {
+                self.state().last_checkpoint = checkpoint.clone();
+            }
             let Some(stopping) = &self.stopping else {
                 return Ok(());
             };
@@ -296,7 +300,8 @@ impl Lease for LeaseKeeper {
             }
             let take_next = !*stopping.borrow();
             let sent =
-                crate::runner::send_completion(&self.worker, &self.token, &completion, take_next).await;
+                crate::runner::send_completion(&self.worker, &self.token, &completion, checkpoint, take_next)
+                    .await;
             match sent {
                 // Nothing completed: the model can fix its input and call again.
                 Err(ClientError::InvalidArgument(why)) => Err(why),

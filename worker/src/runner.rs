@@ -503,11 +503,18 @@ async fn report_completion(
         Some(sent) => sent,
         None => {
             let take_next = !*shared.stop.borrow();
-            send_completion(worker, &task.task_token, &c, take_next).await
+            send_completion(worker, &task.task_token, &c, Vec::new(), take_next).await
         }
     };
     match sent {
-        Ok(next) => {
+        Ok(reply) if reply.held_for_approval => {
+            // The step's work on this worker is done; a person approves or rejects it.
+            info!(artifacts = ?artifacts, "step completed; its result is held for approval");
+            shared.emit(step, EventKind::StepCompleted { notes, artifacts });
+            None
+        }
+        Ok(reply) => {
+            let next = reply.next_task;
             info!(artifacts = ?artifacts, eager_next = next.is_some(), "step completed");
             shared.emit(step, EventKind::StepCompleted { notes, artifacts });
             next
@@ -539,22 +546,22 @@ async fn report_completion(
     }
 }
 
-/// Sends a completion, with retries while the server is unreachable; with
+/// Sends a completion (with `checkpoint`, the transcript that proposed it, for a step
+/// that requires confirmation), with retries while the server is unreachable; with
 /// `take_next`, asks for the run's next step in the same call (eager dispatch).
 pub(crate) async fn send_completion(
     worker: &StepWorker,
     task_token: &str,
     c: &Completion,
+    checkpoint: Vec<u8>,
     take_next: bool,
 ) -> Reported {
     with_retries("completion", || {
-        let c = c.clone();
+        let (c, checkpoint) = (c.clone(), checkpoint.clone());
         async move {
-            if take_next {
-                worker.complete_and_take_next(task_token, c).await
-            } else {
-                worker.complete(task_token, c).await.map(|()| None)
-            }
+            worker
+                .complete_with_checkpoint(task_token, c, checkpoint, take_next)
+                .await
         }
     })
     .await
@@ -568,11 +575,14 @@ async fn completion_landed(worker: &StepWorker, task: &StepTask, notes: &str) ->
         .describe_run(&task.namespace, &task.run_id)
         .await?;
     Ok(described.run.is_some_and(|run| {
+        let held = run
+            .waiting
+            .as_ref()
+            .is_some_and(|w| w.on == "approval" && w.proposed_notes == notes);
         run.steps.iter().any(|s| {
             s.step_id == task.step_id
-                && s.state == "COMPLETED"
                 && s.attempt == task.attempt
-                && s.notes == notes
+                && ((s.state == "COMPLETED" && s.notes == notes) || (s.state == "AWAITING_APPROVAL" && held))
         })
     }))
 }

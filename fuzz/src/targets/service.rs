@@ -617,6 +617,7 @@ async fn lease_op(
                 context_updates: seen.map(context),
                 result_json: String::new(),
                 take_next: *take_next,
+                checkpoint: Vec::new(),
             };
             if let Some(next) = tasks::complete(core, c, claims, completion).await? {
                 seen.tokens.push(next.task_token);

@@ -11,6 +11,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use super::*;
+use crate::service::approvals;
 use crate::service::runs::{self, IdReusePolicy};
 use crate::service::workflows;
 use crate::store::RunFilter;
@@ -332,5 +333,47 @@ impl History for HistoryService {
         )?;
         let targets = runs::redeliver(&self.core, &caller, &r.run_id, &r.target).await?;
         Ok(Response::new(v1::RedeliverResultResponse { targets }))
+    }
+
+    async fn approve_step(
+        &self,
+        req: Request<v1::ApproveStepRequest>,
+    ) -> Result<Response<v1::ApproveStepResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            r.identity,
+            Operation::ApproveStep,
+        )?;
+        let answer = approvals::Answer {
+            run_id: r.run_id,
+            step_id: r.step_id,
+            text: r.note,
+        };
+        approvals::approve(&self.core, &caller, answer).await?;
+        Ok(Response::new(v1::ApproveStepResponse {}))
+    }
+
+    async fn reject_step(
+        &self,
+        req: Request<v1::RejectStepRequest>,
+    ) -> Result<Response<v1::RejectStepResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            r.identity,
+            Operation::RejectStep,
+        )?;
+        let answer = approvals::Answer {
+            run_id: r.run_id,
+            step_id: r.step_id,
+            text: r.feedback,
+        };
+        approvals::reject(&self.core, &caller, answer).await?;
+        Ok(Response::new(v1::RejectStepResponse {}))
     }
 }

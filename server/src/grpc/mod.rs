@@ -166,7 +166,7 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
         usage: usage_to_proto(&run.usage),
         parent_step_id: run.parent_step_id.clone(),
         depth: run.depth,
-        waiting: run.waiting().map(wait_info),
+        waiting: run.waiting().map(|w| wait_info(w, whole)),
         paused: run.paused,
         delivery_state: delivery_state(&run.deliveries) as i32,
         deliveries: run.deliveries.iter().map(delivery_info).collect(),
@@ -207,21 +207,33 @@ pub fn delivery_info(d: &crate::model::Delivery) -> v1::DeliveryInfo {
     }
 }
 
-/// A waiting step's wait on the wire.
-fn wait_info(w: &crate::model::Waiting) -> v1::WaitInfo {
+/// A waiting step's wait on the wire; a held proposal only when `whole` (not in
+/// list summaries, like notes).
+fn wait_info(w: &crate::model::Waiting, whole: bool) -> v1::WaitInfo {
     let (run_ids, done_run_ids) = match &w.on {
         crate::model::WaitOn::Children { run_ids, done } => {
             (run_ids.clone(), done.iter().map(|d| d.run_id.clone()).collect())
         }
-        crate::model::WaitOn::Unpause => (Vec::new(), Vec::new()),
+        crate::model::WaitOn::Unpause | crate::model::WaitOn::Approval(_) => (Vec::new(), Vec::new()),
     };
-    v1::WaitInfo {
+    let mut info = v1::WaitInfo {
         on: w.on.kind().to_string(),
         run_ids,
         done_run_ids,
         since_unix_ms: w.since_ms,
         deadline_unix_ms: w.deadline_ms.unwrap_or(0),
+        ..Default::default()
+    };
+    if let crate::model::WaitOn::Approval(p) = &w.on {
+        info.proposed_by = p.proposed_by.clone();
+        if whole {
+            info.proposed_notes = p.done.notes.clone();
+            info.proposed_artifacts = p.done.artifacts.clone();
+            info.proposed_context_updates = p.done.context_updates.clone().into_iter().collect();
+            info.proposed_result_json = p.done.result.clone();
+        }
     }
+    info
 }
 
 /// Token usage on the wire; absent when nothing was used.

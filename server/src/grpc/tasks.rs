@@ -179,10 +179,12 @@ impl Tasks for TasksService {
             context_updates: r.context_updates.into_iter().collect(),
             result_json: r.result_json,
             take_next: r.take_next,
+            checkpoint: r.checkpoint,
         };
-        let next = tasks::complete(&self.core, &caller, claims, completion).await?;
+        let answer = tasks::complete_step(&self.core, &caller, claims, completion).await?;
         Ok(Response::new(v1::CompleteStepTaskResponse {
-            next_task: next.map(step_task),
+            next_task: answer.next.map(step_task),
+            held_for_approval: answer.held_for_approval,
         }))
     }
 

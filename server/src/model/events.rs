@@ -42,7 +42,8 @@ pub enum TimeoutKind {
     Heartbeat,
     /// The lease was handed to a poll that had gone away (see `RunState::undelivered`).
     Undelivered,
-    /// A waiting step's wait timeout passed (see `RunState::wait_timer`).
+    /// A waiting step's wait timeout passed (see `RunState::wait_timer`), or its
+    /// approval timeout (the event says which by its step's state).
     Wait,
 }
 
@@ -161,6 +162,33 @@ pub enum EventKind {
         reason: String,
     },
     RunUnpaused {},
+    /// A completion of a `requireConfirmation` step was accepted and is held: the
+    /// step waits for `ApproveStep` / `RejectStep` (or its approval timeout). The
+    /// proposal is the completion as the worker sent it.
+    StepAwaitingApproval {
+        step_id: String,
+        attempt: u32,
+        notes: String,
+        artifacts: Vec<String>,
+        context_updates: BTreeMap<String, String>,
+        /// The structured result, as compact JSON (empty: none).
+        result: String,
+        deadline_ms: Option<Millis>,
+    },
+    /// The held result was approved (by the event's identity; `server` for an
+    /// approval by timeout policy); the step completes with it.
+    StepApproved {
+        step_id: String,
+        attempt: u32,
+        note: String,
+    },
+    /// The held result was rejected with `feedback`; the step re-opens on the same
+    /// transcript, under the same attempt.
+    StepRejected {
+        step_id: String,
+        attempt: u32,
+        feedback: String,
+    },
     /// The tokens one attempt's model turns used (recorded when the attempt ends, if
     /// any were reported), and the model they are from.
     StepUsage {
@@ -233,6 +261,9 @@ impl EventKind {
             Self::ChildRunCompleted { .. } => "ChildRunCompleted",
             Self::RunPaused { .. } => "RunPaused",
             Self::RunUnpaused { .. } => "RunUnpaused",
+            Self::StepAwaitingApproval { .. } => "StepAwaitingApproval",
+            Self::StepApproved { .. } => "StepApproved",
+            Self::StepRejected { .. } => "StepRejected",
             Self::StepUsage { .. } => "StepUsage",
             Self::AgentStuck { fatal: true, .. } => "AgentStuck",
             Self::AgentStuck { fatal: false, .. } => "AgentStuckWarning",

@@ -11,6 +11,7 @@ use crate::contract::{MAX_RECORDED_REFUSALS, Violations};
 use crate::token::TokenClaims;
 use crate::workflow::WorkflowDef;
 
+mod approval;
 pub mod delivery;
 mod events;
 mod refusal;
@@ -19,6 +20,7 @@ pub mod usage;
 mod wait;
 pub mod wire;
 
+pub use approval::{Proposal, rejection_message};
 pub use delivery::{Attempt, AttemptOutcome, Delivery, DeliveryPolicy, DeliveryStatus, DeliveryTarget};
 pub use events::{Event, EventKind, RunStatus, TimeoutKind};
 pub use refusal::{Action, LeaseRef, Refusal};
@@ -264,7 +266,7 @@ impl<'a> Out<'a> {
 }
 
 /// What a completion records for its step.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct StepDone {
     pub notes: String,
     pub artifacts: Vec<String>,
@@ -658,14 +660,22 @@ impl RunState {
         done: StepDone,
         out: &mut Out,
     ) -> Result<(), Refusal> {
+        self.check_lease(claims)?;
+        self.usage_event(out);
+        self.finish_step(identity, done, out);
+        Ok(())
+    }
+
+    /// Records the step's result (`StepCompleted`) and moves on: the next step
+    /// (parked while paused), or the run completes. The one completion path, for an
+    /// accepted completion and an approved one alike.
+    fn finish_step(&mut self, identity: &str, done: StepDone, out: &mut Out) {
         let StepDone {
             notes,
             artifacts,
             context_updates,
             result,
         } = done;
-        self.check_lease(claims)?;
-        self.usage_event(out);
         let (step_id, attempt) = (self.step_id(), self.attempt());
         self.context.extend(context_updates.clone());
         self.resume_input.clear();
@@ -711,7 +721,6 @@ impl RunState {
                 EventKind::RunCompleted { context },
             );
         }
-        Ok(())
     }
 
     /// Records that a completion of the step in flight was refused for breaking its

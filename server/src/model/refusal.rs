@@ -1,6 +1,7 @@
 //! Why the state machine refuses a transition. A refusal changes nothing; it carries
 //! the facts its message needs, and [`From<Refusal> for ApiError`] is the one place
-//! it becomes an API error (every refusal is `FAILED_PRECONDITION`).
+//! it becomes an API error (every refusal is `FAILED_PRECONDITION`, except an
+//! approval naming the wrong step, `INVALID_ARGUMENT`).
 
 use crate::error::ApiError;
 
@@ -15,6 +16,8 @@ pub enum Action {
     Terminate,
     Pause,
     Unpause,
+    Approve,
+    Reject,
 }
 
 impl std::fmt::Display for Action {
@@ -26,6 +29,8 @@ impl std::fmt::Display for Action {
             Self::Terminate => "terminate it",
             Self::Pause => "pause it",
             Self::Unpause => "unpause it",
+            Self::Approve => "approve its step",
+            Self::Reject => "reject its step",
         })
     }
 }
@@ -63,6 +68,22 @@ pub enum Refusal {
         claimed.lease, claimed.step, claimed.attempt, current.lease, current.step, current.attempt
     )]
     StaleLease { claimed: LeaseRef, current: LeaseRef },
+    /// An approval or rejection while no step of the run awaits one.
+    #[error("run {run_id} is not awaiting approval: its step {step:?} is {state}; cannot {action}")]
+    NotAwaitingApproval {
+        run_id: String,
+        step: String,
+        state: String,
+        action: Action,
+    },
+    /// An approval or rejection naming a step other than the one awaiting it.
+    #[error("step_id: {given} is not the step awaiting approval in run {run_id} (step {awaiting:?} is)")]
+    NotTheStepAwaiting {
+        run_id: String,
+        /// The step id given, quoted and cut short.
+        given: String,
+        awaiting: String,
+    },
 }
 
 impl From<Refusal> for ApiError {
@@ -71,7 +92,9 @@ impl From<Refusal> for ApiError {
             Refusal::RunClosed { .. }
             | Refusal::TaskNotReady { .. }
             | Refusal::StepNotLeased { .. }
-            | Refusal::StaleLease { .. } => ApiError::FailedPrecondition(r.to_string()),
+            | Refusal::StaleLease { .. }
+            | Refusal::NotAwaitingApproval { .. } => ApiError::FailedPrecondition(r.to_string()),
+            Refusal::NotTheStepAwaiting { .. } => ApiError::InvalidArgument(r.to_string()),
         }
     }
 }

@@ -155,6 +155,8 @@ pub enum WaitOn {
     },
     /// The run is paused: the step resumes when it is unpaused.
     Unpause,
+    /// The step's completion is held for a person's approval (`requireConfirmation`).
+    Approval(Box<super::Proposal>),
 }
 
 impl WaitOn {
@@ -163,6 +165,7 @@ impl WaitOn {
         match self {
             Self::Children { .. } => "children",
             Self::Unpause => "unpause",
+            Self::Approval(_) => "approval",
         }
     }
 
@@ -170,7 +173,7 @@ impl WaitOn {
     fn satisfied(&self) -> bool {
         match self {
             Self::Children { run_ids, done } => run_ids.iter().all(|id| done.iter().any(|d| &d.run_id == id)),
-            Self::Unpause => false,
+            Self::Unpause | Self::Approval(_) => false,
         }
     }
 }
@@ -340,6 +343,16 @@ impl RunState {
         if self.waiting().is_none_or(|w| w.wait_id != wait_id) {
             return;
         }
+        if matches!(
+            self.waiting(),
+            Some(Waiting {
+                on: WaitOn::Approval(_),
+                ..
+            })
+        ) {
+            self.approval_timed_out(out);
+            return;
+        }
         let step = &self.definition.steps[self.current_step];
         match step.wait_timeout_policy() {
             crate::workflow::WaitTimeoutPolicy::Resume => self.resume("timeout", out),
@@ -369,6 +382,14 @@ impl RunState {
             return;
         };
         let message = resume_message(&w.on, reason);
+        self.resume_with(reason, message, out);
+    }
+
+    /// Ends the wait with `message` as what the step reads when it resumes.
+    pub(super) fn resume_with(&mut self, reason: &str, message: String, out: &mut Out) {
+        let Phase::Waiting(w) = &self.phase else {
+            return;
+        };
         let waited_ms = out.now - w.since_ms;
         let (step_id, attempt) = (self.step_id(), self.attempt());
         self.push(
@@ -490,6 +511,8 @@ fn resume_message(on: &WaitOn, reason: &str) -> String {
         WaitOn::Unpause => {
             "[railyard] The run was paused and has been unpaused; continue where you left off.".into()
         }
+        // An approval's end writes its own message (`approval.rs`); never reached.
+        WaitOn::Approval(_) => format!("[railyard] The wait for approval ended ({reason})."),
         WaitOn::Children { run_ids, done } => {
             // In the order the step started (or named) them, not the order they closed.
             let finished: Vec<&ChildOutcome> = run_ids

@@ -197,6 +197,48 @@ pub fn event_attributes(kind: &EventKind) -> Value {
             "runIds": run_ids,
             "deadlineUnixMs": deadline_ms,
         }),
+        EventKind::StepAwaitingApproval {
+            step_id,
+            attempt,
+            notes,
+            artifacts,
+            context_updates,
+            result,
+            deadline_ms,
+        } => {
+            let mut attrs = json!({
+                "stepId": step_id,
+                "attempt": attempt,
+                "notes": notes,
+                "artifacts": artifacts,
+                "contextUpdates": map(context_updates),
+                "deadlineUnixMs": deadline_ms,
+            });
+            if !result.is_empty()
+                && let Value::Object(m) = &mut attrs
+            {
+                m.insert("result".into(), result_value(result));
+            }
+            attrs
+        }
+        EventKind::StepApproved {
+            step_id,
+            attempt,
+            note,
+        } => json!({
+            "stepId": step_id,
+            "attempt": attempt,
+            "note": note,
+        }),
+        EventKind::StepRejected {
+            step_id,
+            attempt,
+            feedback,
+        } => json!({
+            "stepId": step_id,
+            "attempt": attempt,
+            "feedback": feedback,
+        }),
         EventKind::StepResumed {
             step_id,
             attempt,
@@ -538,6 +580,34 @@ mod tests {
                 r#"{"attempt":1,"deadlineUnixMs":9,"on":"children","runIds":["c1"],"stepId":"a"}"#,
             ),
             (
+                EventKind::StepAwaitingApproval {
+                    step_id: "a".into(),
+                    attempt: 1,
+                    notes: "draft".into(),
+                    artifacts: vec!["out.md".into()],
+                    context_updates: ctx(&[("k", "v")]),
+                    result: r#"{"ok":true}"#.into(),
+                    deadline_ms: Some(9),
+                },
+                r#"{"artifacts":["out.md"],"attempt":1,"contextUpdates":{"k":"v"},"deadlineUnixMs":9,"notes":"draft","result":{"ok":true},"stepId":"a"}"#,
+            ),
+            (
+                EventKind::StepApproved {
+                    step_id: "a".into(),
+                    attempt: 1,
+                    note: "ship it".into(),
+                },
+                r#"{"attempt":1,"note":"ship it","stepId":"a"}"#,
+            ),
+            (
+                EventKind::StepRejected {
+                    step_id: "a".into(),
+                    attempt: 1,
+                    feedback: "shorter".into(),
+                },
+                r#"{"attempt":1,"feedback":"shorter","stepId":"a"}"#,
+            ),
+            (
                 EventKind::StepResumed {
                     step_id: "a".into(),
                     attempt: 1,
@@ -616,7 +686,7 @@ mod tests {
         let cases = cases();
         let mut types: Vec<_> = cases.iter().map(|(k, _)| k.type_name()).collect();
         types.dedup();
-        assert_eq!(types.len(), 26, "every event type has a case: {types:?}");
+        assert_eq!(types.len(), 29, "every event type has a case: {types:?}");
         for (kind, expected) in cases {
             assert_eq!(event_attributes_json(&kind), expected, "{}", kind.type_name());
         }

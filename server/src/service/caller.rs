@@ -89,6 +89,10 @@ pub enum Operation {
     ReadMetrics,
     /// Retry a closed run's failed result delivery (`RedeliverResult`).
     RedeliverResult,
+    /// Approve the result a step holds for approval (`ApproveStep`).
+    ApproveStep,
+    /// Reject the result a step holds for approval (`RejectStep`).
+    RejectStep,
 }
 
 impl Operation {
@@ -116,6 +120,8 @@ impl Operation {
             Self::ManageNamespaces => "manage namespaces",
             Self::ReadMetrics => "read metrics",
             Self::RedeliverResult => "redeliver run results",
+            Self::ApproveStep => "approve steps",
+            Self::RejectStep => "reject steps",
         }
     }
 
@@ -152,6 +158,8 @@ pub fn permits(role: Role, op: Operation) -> bool {
                 | PauseRun
                 | UnpauseRun
                 | RedeliverResult
+                | ApproveStep
+                | RejectStep
         ),
         // DescribeRun too: a worker whose completion's answer was lost checks the
         // run to tell a landed completion from a refused one.

@@ -9,6 +9,7 @@
 //! loop and `spawn_agent` call the same functions. Nothing here depends on tonic:
 //! errors are [`ApiError`](crate::error::ApiError), which the front end maps.
 
+pub mod approvals;
 pub mod caller;
 pub mod children;
 pub mod keys;

@@ -10,7 +10,7 @@ use super::{Caller, Core};
 use crate::error::ApiError;
 use crate::matching::{Dispatch, QueueStats};
 use crate::model::{StepFailure, StuckNote, Usage};
-use crate::store::writer::{Grant, HeartbeatReply, StepCompletion, UsageReport};
+use crate::store::writer::{CompletionOutcome, Grant, HeartbeatReply, StepCompletion, UsageReport};
 use crate::token::TokenClaims;
 use crate::workflow::{DEFAULT_MAX_TURNS, PromptValues, render_values};
 
@@ -308,6 +308,19 @@ pub struct Completion {
     pub result_json: String,
     /// Lease the run's next step to the caller at once if it goes to the same queue.
     pub take_next: bool,
+    /// The transcript that proposed the result: stored when the step's result is held
+    /// for approval, so a rejection resumes from it (empty: the last heartbeat's).
+    pub checkpoint: Vec<u8>,
+}
+
+/// What an accepted completion came to.
+#[derive(Debug)]
+pub struct CompletionAnswer {
+    /// The run's next step, leased to the caller (eager dispatch).
+    pub next: Option<LeasedStep>,
+    /// The step's result is held for approval (`requireConfirmation`): it completes
+    /// when a person approves it.
+    pub held_for_approval: bool,
 }
 
 /// Records a step's result; with `take_next`, answers the next step leased to the
@@ -318,7 +331,18 @@ pub async fn complete(
     claims: TokenClaims,
     c: Completion,
 ) -> Result<Option<LeasedStep>, ApiError> {
+    Ok(complete_step(core, caller, claims, c).await?.next)
+}
+
+/// [`complete`], saying whether the result was held for approval.
+pub async fn complete_step(
+    core: &Core,
+    caller: &Caller,
+    claims: TokenClaims,
+    c: Completion,
+) -> Result<CompletionAnswer, ApiError> {
     check_len("notes", &c.notes, limits::NOTES)?;
+    check_bytes("checkpoint", &c.checkpoint, limits::CHECKPOINT)?;
     limits::check_artifacts("artifacts", &c.artifacts)?;
     check_context("context_updates", &c.context_updates)?;
     let result = limits::check_result("result_json", &c.result_json)?;
@@ -329,18 +353,33 @@ pub async fn complete(
         context: c.context_updates,
         result,
         take_next: c.take_next,
+        checkpoint: c.checkpoint,
     };
-    let next = core
+    let outcome = core
         .writer
-        .complete(claims, caller.identity.clone(), completion)
+        .complete_step(claims, caller.identity.clone(), completion)
         .await
         .inspect_err(|e| {
             if let ApiError::InvalidArgument(why) = e {
                 tracing::info!(%run_id, %step, attempt, why = %crate::model::size::prefix(why, 512), "completion refused");
             }
         })?;
-    tracing::debug!(%run_id, %step, attempt, eager = next.is_some(), "step completed");
-    Ok(next.map(|g| LeasedStep::new(core, g)))
+    match outcome {
+        CompletionOutcome::Completed(next) => {
+            tracing::debug!(%run_id, %step, attempt, eager = next.is_some(), "step completed");
+            Ok(CompletionAnswer {
+                next: next.map(|g| LeasedStep::new(core, *g)),
+                held_for_approval: false,
+            })
+        }
+        CompletionOutcome::Held => {
+            tracing::info!(%run_id, %step, attempt, "step result held for approval");
+            Ok(CompletionAnswer {
+                next: None,
+                held_for_approval: true,
+            })
+        }
+    }
 }
 
 /// Records a failed attempt; answers whether another attempt follows.

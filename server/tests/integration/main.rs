@@ -3,6 +3,7 @@
 //! file is a module.
 
 mod api;
+mod approvals;
 mod auth;
 mod bounds;
 mod children;

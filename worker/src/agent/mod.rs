@@ -138,8 +138,11 @@ pub trait Lease: Send + Sync {
     /// error, and the step goes on. `Err` carries that refusal; `Ok` means reported,
     /// or left to the caller to report with the step's outcome.
     ///
+    /// `checkpoint` is the transcript that proposed the result, sent only for a step
+    /// that requires confirmation (a rejection resumes from it); empty otherwise.
+    ///
     /// The default leaves it to the caller.
-    fn complete(&self, _completion: &Completion) -> BoxFuture<'_, Result<(), String>> {
+    fn complete(&self, _completion: &Completion, _checkpoint: Vec<u8>) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(async { Ok(()) })
     }
     /// The attempt's token usage so far (cumulative) and the model it is from: sent
@@ -617,7 +620,14 @@ impl StepRun<'_> {
                 {
                     return Outcome::LeaseLost(m);
                 }
-                match self.lease.complete(&completion).await {
+                // A result held for approval may be rejected: the transcript that
+                // proposed it (this very turn) is what the step resumes from.
+                let checkpoint = if self.task.require_confirmation {
+                    self.checkpoint()
+                } else {
+                    Vec::new()
+                };
+                match self.lease.complete(&completion, checkpoint).await {
                     Ok(()) => return Outcome::Completed(completion),
                     // Refused (the step's output contract, most often): the model reads
                     // why as complete_step's error and the step goes on.
@@ -648,7 +658,11 @@ impl StepRun<'_> {
                 (Ok(_), true) => ToolOutput::error("complete_step was already called in this turn"),
                 (Ok(c), false) => {
                     *completion = Some(c);
-                    ToolOutput::ok("step completed")
+                    if task.require_confirmation {
+                        ToolOutput::ok("result submitted; it is held until a person approves it")
+                    } else {
+                        ToolOutput::ok("step completed")
+                    }
                 }
                 (Err(e), _) => ToolOutput::error(e),
             },

@@ -148,7 +148,7 @@ impl Gateway {
         description = "Start a run of a workflow and take its first step. Answers the step's title, its prompt (what \
                        to do, with the goal and context filled in), the run id, the step's number and the step \
                        count, and a continue_token. Do the work, then call complete_step with that token. When \
-                       require_confirmation is true, ask your human before completing the step."
+                       require_confirmation is true, the result you report is held until a person approves it."
     )]
     async fn start_workflow(
         &self,
@@ -248,8 +248,15 @@ impl Gateway {
             identity: self.opts.identity.clone(),
             take_next: true,
             result_json,
+            // An outside agent's transcript is not ours to keep.
+            checkpoint: Vec::new(),
         };
         match call.client.complete_step_task(req).await {
+            Ok(resp) if resp.held_for_approval => {
+                drop(held);
+                tracing::info!(%run_id, step = %step_id, "step result held for approval");
+                structured(view::held_for_approval(&run_id, &step_id))
+            }
             Ok(resp) => {
                 drop(held);
                 tracing::info!(%run_id, step = %step_id, "step completed by the agent");

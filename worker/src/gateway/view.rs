@@ -9,9 +9,26 @@ const STEP_INSTRUCTIONS: &str = "Do the work the prompt describes. When it is do
      continue_token, your notes (what you did and found; later steps read them), and any artifacts or \
      context_updates. Keep the token: it is the only way to report this step.";
 
-/// What the agent is told when the step needs its human's confirmation.
-const CONFIRMATION: &str = "This step requires confirmation: show your human what you are about to report and \
-     ask them to confirm before you call complete_step.";
+/// What the agent is told when the step needs a person's approval.
+const CONFIRMATION: &str = "This step requires confirmation: the result you report with complete_step is held on \
+     the server until a person approves it (railyard run approve) or rejects it with feedback (railyard run \
+     reject), so you need not ask your human separately. After a rejection, resume_run hands you this step \
+     again with the feedback.";
+
+/// What the agent is told once its result is held for approval.
+const HELD: &str = "Your result was accepted and is held for a person's approval; the step is no longer yours. \
+     Once it is approved the run moves on: call resume_run with this run_id to take its next step. If it is \
+     rejected, resume_run hands you this step again with the feedback.";
+
+/// The answer to a completion held for approval.
+pub fn held_for_approval(run_id: &str, step_id: &str) -> Value {
+    json!({
+        "status": "held_for_approval",
+        "run_id": run_id,
+        "step_id": step_id,
+        "message": HELD,
+    })
+}
 
 /// What the agent is told when the step has an output contract.
 const CONTRACT: &str = "This step has an output contract: pass complete_step a `result` object matching      output_schema, and list artifacts matching every required_artifacts pattern. A result that does not      match is refused with each violation; fix it and call complete_step again with the same token.";
@@ -55,6 +72,10 @@ pub fn step(task: &StepTask, continue_token: &str) -> Value {
     }
     if !task.last_failure.is_empty() {
         v["last_failure"] = json!(task.last_failure);
+    }
+    // Resumed from a wait: what it waited for (a rejection's feedback, children's outcomes).
+    if !task.resume_messages.is_empty() {
+        v["resumed_with"] = json!(task.resume_messages);
     }
     // The step's output contract: what complete_step's `result` and artifacts must be.
     if !task.output_schema_json.is_empty() {

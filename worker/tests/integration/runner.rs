@@ -109,7 +109,10 @@ impl Tasks for FakeTasks {
         } else {
             None
         };
-        Ok(Response::new(CompleteStepTaskResponse { next_task }))
+        Ok(Response::new(CompleteStepTaskResponse {
+            next_task,
+            held_for_approval: false,
+        }))
     }
 
     async fn fail_step_task(
@@ -235,6 +238,20 @@ impl History for FakeHistory {
         &self,
         _: Request<railyard_proto::v1::RedeliverResultRequest>,
     ) -> Result<Response<railyard_proto::v1::RedeliverResultResponse>, Status> {
+        unused()
+    }
+
+    async fn approve_step(
+        &self,
+        _: Request<railyard_proto::v1::ApproveStepRequest>,
+    ) -> Result<Response<railyard_proto::v1::ApproveStepResponse>, Status> {
+        unused()
+    }
+
+    async fn reject_step(
+        &self,
+        _: Request<railyard_proto::v1::RejectStepRequest>,
+    ) -> Result<Response<railyard_proto::v1::RejectStepResponse>, Status> {
         unused()
     }
 }

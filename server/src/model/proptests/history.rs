@@ -107,8 +107,14 @@ pub(super) fn replay(def: &WorkflowDef, history: &[Event]) -> Derived {
             | EventKind::ChildRunStarted { .. }
             | EventKind::ChildRunCompleted { .. }
             | EventKind::RunPaused { .. }
-            | EventKind::RunUnpaused { .. } => {
-                panic!("event {}: the generator makes no waits, children or pauses", e.id)
+            | EventKind::RunUnpaused { .. }
+            | EventKind::StepAwaitingApproval { .. }
+            | EventKind::StepApproved { .. }
+            | EventKind::StepRejected { .. } => {
+                panic!(
+                    "event {}: the generator makes no waits, children, pauses or approvals",
+                    e.id
+                )
             }
             EventKind::StepScheduled {
                 step_id,

@@ -266,6 +266,7 @@ impl DefinitionV2 {
                     required_artifacts: Default::default(),
                     max_tokens: None,
                     stuck: None,
+                    approval: None,
                 })
                 .collect(),
         }

@@ -12,7 +12,10 @@ use sha2::{Digest, Sha256};
 use super::{Record, corrupt, decode_record, encode_record};
 use crate::contract::{ArtifactPatterns, OutputSchema};
 use crate::error::StorageError;
-use crate::workflow::{RetryPolicy, StepDef, StuckDef, WaitOptions, WaitTimeoutPolicy, WorkflowDef};
+use crate::workflow::{
+    ApprovalOptions, ApprovalTimeoutPolicy, RetryPolicy, StepDef, StuckDef, WaitOptions, WaitTimeoutPolicy,
+    WorkflowDef,
+};
 
 /// The `definitions` table's key: (workflow id, version, content hash).
 pub(crate) type DefinitionTableKey = (&'static str, &'static str, &'static str);
@@ -90,6 +93,20 @@ struct StepDefRecord {
     /// Absent in older records (and when unset): the worker's defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     stuck: Option<StuckRecord>,
+    /// Absent in older records (and when unset): an approval waits with no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    approval: Option<ApprovalRecord>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ApprovalRecord {
+    #[serde(default)]
+    timeout_seconds: Option<u32>,
+    /// `fail`, `approve` or `reject`; anything else reads as `fail`.
+    #[serde(default)]
+    on_timeout: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    feedback: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -195,6 +212,11 @@ impl DefinitionRecord {
                         repeated_errors: t.repeated_errors,
                         no_progress_turns: t.no_progress_turns,
                     }),
+                    approval: s.approval.as_ref().map(|a| ApprovalRecord {
+                        timeout_seconds: a.timeout_seconds,
+                        on_timeout: a.on_timeout.name().into(),
+                        feedback: a.feedback.clone(),
+                    }),
                 })
                 .collect(),
         }
@@ -243,6 +265,11 @@ impl DefinitionRecord {
                         repeated_calls: t.repeated_calls,
                         repeated_errors: t.repeated_errors,
                         no_progress_turns: t.no_progress_turns,
+                    }),
+                    approval: s.approval.map(|a| ApprovalOptions {
+                        timeout_seconds: a.timeout_seconds,
+                        on_timeout: ApprovalTimeoutPolicy::parse(&a.on_timeout).unwrap_or_default(),
+                        feedback: a.feedback,
                     }),
                 })
                 .collect(),

@@ -239,6 +239,9 @@ enum KindRecord {
         parent_close_policy: String,
     },
     RunPaused(#[serde(default)] PauseRecord),
+    StepAwaitingApproval(#[serde(default)] super::approvals::AwaitingRecord),
+    StepApproved(#[serde(default)] super::approvals::AnswerRecord),
+    StepRejected(#[serde(default)] super::approvals::AnswerRecord),
     RunUnpaused(#[serde(default)] PauseRecord),
     ChildRunCompleted {
         #[serde(default)]
@@ -524,6 +527,21 @@ pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, St
             reason: reason.clone(),
         }),
         EventKind::RunUnpaused {} => KindRecord::RunUnpaused(PauseRecord::default()),
+        kind @ (EventKind::StepAwaitingApproval { .. }
+        | EventKind::StepApproved { .. }
+        | EventKind::StepRejected { .. }) => {
+            use super::approvals::ApprovalRecord as A;
+            match super::approvals::encode(kind) {
+                Some(A::Awaiting(r)) => KindRecord::StepAwaitingApproval(r),
+                Some(A::Approved(r)) => KindRecord::StepApproved(r),
+                Some(A::Rejected(r)) => KindRecord::StepRejected(r),
+                None => {
+                    return Err(StorageError::Encode(
+                        "an approval event without its record".into(),
+                    ));
+                }
+            }
+        }
         EventKind::ChildRunCompleted {
             child_run_id,
             status,
@@ -788,6 +806,9 @@ pub(crate) fn decode_event(
         },
         KindRecord::RunPaused(r) => EventKind::RunPaused { reason: r.reason },
         KindRecord::RunUnpaused(_) => EventKind::RunUnpaused {},
+        KindRecord::StepAwaitingApproval(r) => super::approvals::decode_awaiting(r),
+        KindRecord::StepApproved(r) => super::approvals::decode_answer(r, true),
+        KindRecord::StepRejected(r) => super::approvals::decode_answer(r, false),
         KindRecord::ChildRunCompleted {
             child_run_id,
             status,

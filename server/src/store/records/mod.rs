@@ -12,6 +12,9 @@
 //! it; definitions are stored once, in the `definitions` table ([`Definitions`]).
 
 mod api_keys;
+#[cfg(test)]
+mod approval_tests;
+mod approvals;
 mod definitions;
 mod deliveries;
 mod events;
@@ -302,6 +305,12 @@ enum WaitOnRecord {
     },
     #[serde(rename = "unpause")]
     Unpause,
+    /// A completion held for approval (absent before approvals).
+    #[serde(rename = "approval")]
+    Approval {
+        #[serde(default)]
+        proposal: approvals::ProposalRecord,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -439,6 +448,9 @@ impl RunRecord {
                             done: done.iter().map(ChildOutcomeRecord::from_model).collect(),
                         },
                         WaitOn::Unpause => WaitOnRecord::Unpause,
+                        WaitOn::Approval(p) => WaitOnRecord::Approval {
+                            proposal: approvals::ProposalRecord::from_model(p),
+                        },
                     },
                     since_ms: w.since_ms,
                     deadline_ms: w.deadline_ms,
@@ -560,6 +572,9 @@ impl RunRecord {
                             done: done.into_iter().map(ChildOutcomeRecord::into_model).collect(),
                         },
                         WaitOnRecord::Unpause => WaitOn::Unpause,
+                        WaitOnRecord::Approval { proposal } => {
+                            WaitOn::Approval(Box::new(proposal.into_model()))
+                        }
                     },
                     since_ms,
                     deadline_ms,

@@ -6,19 +6,19 @@ use super::*;
 use crate::model::{Event, EventKind, Out, StartParams, TimeoutKind, Timer};
 use crate::workflow::parse_definition;
 
-const DEFS: TableDefinition<DefinitionTableKey, &[u8]> = TableDefinition::new("definitions");
+pub(super) const DEFS: TableDefinition<DefinitionTableKey, &[u8]> = TableDefinition::new("definitions");
 
 const DEF: &str = r#"{"id":"wf","version":"1","name":"W","steps":[
   {"id":"a","title":"A","prompt":"a long prompt that must not be copied into every state row","heartbeatTimeoutSeconds":10},
   {"id":"b","title":"B","prompt":"b"}]}"#;
 
-struct Db {
-    db: Database,
-    defs: Definitions,
+pub(super) struct Db {
+    pub(super) db: Database,
+    pub(super) defs: Definitions,
     _dir: tempfile::TempDir,
 }
 
-fn db() -> Db {
+pub(super) fn db() -> Db {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::create(dir.path().join("t.redb")).unwrap();
     Db {
@@ -29,7 +29,7 @@ fn db() -> Db {
 }
 
 /// A run that has been through a lease, a signal and a heartbeat.
-fn busy_run() -> (RunState, Vec<Event>) {
+pub(super) fn busy_run() -> (RunState, Vec<Event>) {
     let def = Arc::new(parse_definition(DEF).unwrap());
     let mut seq = 0;
     let mut out = Out::new(1_000, &mut seq);

@@ -27,7 +27,7 @@ use cx::Transition;
 pub(crate) use commands::schedule::not_found as schedule_not_found;
 pub use commands::trigger::MAX_QUEUED_PER_KEY;
 pub(crate) use commands::trigger::not_found as trigger_not_found;
-pub use commands::{ChildLimits, ChildSpec, PauseRun, SpawnChildren, Spawned, WaitFor};
+pub use commands::{AnswerApproval, ChildLimits, ChildSpec, PauseRun, SpawnChildren, Spawned, WaitFor};
 pub use commands::{
     CreateSchedule, DeleteSchedule, PatchSchedule, Patched, PurgeCandidate, PurgeRuns, Purged,
     RecordDelivery, Redeliver, Replaced, StartCommand, StartReplacing, Stop, Subscribe, Unsubscribe,
@@ -94,6 +94,18 @@ pub struct StepCompletion {
     pub result: Option<serde_json::Value>,
     /// Lease the next step to the same worker if it goes to the same queue.
     pub take_next: bool,
+    /// The transcript that proposed the result, kept when the step is held for
+    /// approval (so a rejection resumes from it); ignored otherwise.
+    pub checkpoint: Vec<u8>,
+}
+
+/// What an accepted completion came to.
+#[derive(Debug)]
+pub enum CompletionOutcome {
+    /// The step completed; with the next step when it was leased to the caller.
+    Completed(Option<Box<Grant>>),
+    /// The step's result is held for approval (`requireConfirmation`).
+    Held,
 }
 
 /// What a heartbeat learns.
@@ -227,6 +239,20 @@ impl Writer {
         identity: String,
         completion: StepCompletion,
     ) -> Result<Option<Grant>, ApiError> {
+        match self.complete_step(claims, identity, completion).await? {
+            CompletionOutcome::Completed(next) => Ok(next.map(|g| *g)),
+            CompletionOutcome::Held => Ok(None),
+        }
+    }
+
+    /// [`Self::complete`], telling a completion held for approval from one that
+    /// completed the step.
+    pub async fn complete_step(
+        &self,
+        claims: TokenClaims,
+        identity: String,
+        completion: StepCompletion,
+    ) -> Result<CompletionOutcome, ApiError> {
         let done = self
             .call(commands::Complete {
                 claims,
@@ -235,10 +261,16 @@ impl Writer {
             })
             .await?;
         match done {
-            commands::Completed::Done(next) => Ok(next.map(|g| *g)),
+            commands::Completed::Done(next) => Ok(CompletionOutcome::Completed(next)),
+            commands::Completed::Held => Ok(CompletionOutcome::Held),
             // Recorded in history, and refused all the same.
             commands::Completed::Refused(message) => Err(ApiError::InvalidArgument(message)),
         }
+    }
+
+    /// Approves or rejects the result a run's step holds for approval.
+    pub async fn answer_approval(&self, cmd: AnswerApproval) -> Result<(), ApiError> {
+        self.call(cmd).await
     }
 
     pub async fn fail(

@@ -1,6 +1,7 @@
 //! A step completed; with `take_next`, the next step leased to the same worker. A
 //! completion that breaks the step's output contract is refused, and the refusal
-//! recorded (`StepResultRefused`, bounded per attempt).
+//! recorded (`StepResultRefused`, bounded per attempt). A `requireConfirmation`
+//! step's accepted completion is held for approval instead (`approve.rs`).
 
 use super::*;
 use crate::contract;
@@ -22,6 +23,8 @@ pub enum Completed {
     /// Refused for breaking the output contract, and the refusal recorded in history;
     /// the message lists the violations.
     Refused(String),
+    /// Accepted and held for approval: the step waits, no next step is leased.
+    Held,
 }
 
 impl Apply for Complete {
@@ -68,6 +71,17 @@ impl Apply for Complete {
                 context_updates: c.context,
                 result: c.result.map(|v| v.to_string()).unwrap_or_default(),
             };
+            if step.require_confirmation {
+                // Once approved, the next step's task must still fit: checked now on a
+                // copy, so that an approval is never refused for it.
+                let mut probe = run.clone();
+                let mut seq = 0;
+                let mut scratch = Out::new(out.now, &mut seq);
+                probe.complete_with_result(&claims, &identity, done.clone(), &mut scratch)?;
+                probe.check_size()?;
+                run.hold_for_approval(&claims, &identity, done, c.checkpoint, out)?;
+                return Ok(Completed::Held);
+            }
             run.complete_with_result(&claims, &identity, done, out)?;
             // The next step's task must still fit: refused here, nothing is written.
             run.check_size()?;

@@ -5,6 +5,7 @@
 use super::cx::{ClosedRun, Cx};
 use super::*;
 
+mod approve;
 pub(crate) mod children;
 mod complete;
 mod create_api_key;
@@ -27,6 +28,7 @@ pub(crate) mod trigger;
 mod undelivered;
 mod update_namespace;
 
+pub use approve::AnswerApproval;
 pub use children::{ChildLimits, ChildSpec, SpawnChildren, Spawned, WaitFor};
 
 pub use complete::{Complete, Completed};
@@ -211,4 +213,5 @@ commands! {
     SyncConfigTriggers(SyncConfigTriggers),
     DeliverHook(DeliverHook),
     PurgeHookDeliveries(PurgeHookDeliveries),
+    AnswerApproval(AnswerApproval),
 }
