@@ -41,16 +41,10 @@ struct Harness {
 
 async fn start_in(data: &Path, workflows: &Path, clock: Option<ManualClock>) -> (RunningServer, Client) {
     let mut config = ServerConfig::new(data, workflows);
-    config.grpc_listen = "127.0.0.1:0".parse().unwrap();
-    config.http_listen = "127.0.0.1:0".parse().unwrap();
     if let Some(c) = &clock {
         config.clock = Arc::new(c.clone());
     }
-    let server = RunningServer::start(config).await.unwrap();
-    let client = Client::connect(&format!("http://{}", server.grpc_addr))
-        .await
-        .unwrap();
-    (server, client)
+    crate::support::start(config).await
 }
 
 async fn harness(clock: Option<ManualClock>) -> Harness {

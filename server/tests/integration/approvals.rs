@@ -24,14 +24,8 @@ const T0: i64 = 1_700_000_000_000;
 
 async fn start_at(clock: &ManualClock, data: &Path, workflows: &Path) -> (RunningServer, Client) {
     let mut config = ServerConfig::new(data, workflows);
-    config.grpc_listen = "127.0.0.1:0".parse().unwrap();
-    config.http_listen = "127.0.0.1:0".parse().unwrap();
     config.clock = Arc::new(clock.clone());
-    let server = RunningServer::start(config).await.unwrap();
-    let client = Client::connect(&format!("http://{}", server.grpc_addr))
-        .await
-        .unwrap();
-    (server, client)
+    crate::support::start(config).await
 }
 
 struct Dirs {

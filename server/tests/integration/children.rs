@@ -33,15 +33,9 @@ async fn start_at(
     limits: ChildLimits,
 ) -> (RunningServer, Client) {
     let mut config = ServerConfig::new(data, workflows);
-    config.grpc_listen = "127.0.0.1:0".parse().unwrap();
-    config.http_listen = "127.0.0.1:0".parse().unwrap();
     config.clock = Arc::new(clock.clone());
     config.child_limits = limits;
-    let server = RunningServer::start(config).await.unwrap();
-    let client = Client::connect(&format!("http://{}", server.grpc_addr))
-        .await
-        .unwrap();
-    (server, client)
+    crate::support::start(config).await
 }
 
 struct Dirs {

@@ -20,14 +20,7 @@ const CONTRACT: &str = r#"{"id":"contract","version":"1","name":"Contract","step
   {"id":"build","title":"Build","prompt":"Build {{steps.plan.result.title}} x{{steps.plan.result.count}} [{{steps.plan.result.tags.0}}]"}]}"#;
 
 async fn start(data: &Path, workflows: &Path) -> (RunningServer, Client) {
-    let mut config = ServerConfig::new(data, workflows);
-    config.grpc_listen = "127.0.0.1:0".parse().unwrap();
-    config.http_listen = "127.0.0.1:0".parse().unwrap();
-    let server = RunningServer::start(config).await.unwrap();
-    let client = Client::connect(&format!("http://{}", server.grpc_addr))
-        .await
-        .unwrap();
-    (server, client)
+    crate::support::start(ServerConfig::new(data, workflows)).await
 }
 
 fn dirs() -> (tempfile::TempDir, tempfile::TempDir) {

@@ -17,14 +17,7 @@ const BUDGETED: &str = r#"{"id":"budgeted","version":"1","name":"Budgeted","maxC
     {"id":"write","title":"Write","prompt":"Write"}]}"#;
 
 async fn start_in(data: &Path, workflows: &Path) -> (RunningServer, Client) {
-    let mut config = ServerConfig::new(data, workflows);
-    config.grpc_listen = "127.0.0.1:0".parse().unwrap();
-    config.http_listen = "127.0.0.1:0".parse().unwrap();
-    let server = RunningServer::start(config).await.unwrap();
-    let client = Client::connect(&format!("http://{}", server.grpc_addr))
-        .await
-        .unwrap();
-    (server, client)
+    crate::support::start(ServerConfig::new(data, workflows)).await
 }
 
 async fn poll(w: &StepWorker) -> v1::StepTask {
