@@ -413,6 +413,15 @@ impl RunState {
         out.effects.push(Effect::EnqueueTask { queue, task_seq });
     }
 
+    /// Closes the run as canceled where a cancel request was waiting for the step in
+    /// flight to end.
+    fn close_on_cancel_request(&mut self, out: &mut Out) {
+        let kind = EventKind::RunCanceled {
+            reason: "cancel requested".into(),
+        };
+        self.close(RunStatus::Canceled, out, "server", kind);
+    }
+
     fn close(&mut self, status: RunStatus, out: &mut Out, identity: &str, kind: EventKind) {
         if let Phase::Scheduled { queue, task_seq } = &self.phase {
             out.effects.push(Effect::RemoveTask {
@@ -700,14 +709,7 @@ impl RunState {
         let next = self.current_step + 1;
         if next < self.definition.steps.len() {
             if self.cancel_requested {
-                self.close(
-                    RunStatus::Canceled,
-                    out,
-                    "server",
-                    EventKind::RunCanceled {
-                        reason: "cancel requested".into(),
-                    },
-                );
+                self.close_on_cancel_request(out);
             } else {
                 self.schedule_or_park(next, 1, out);
             }
@@ -850,14 +852,7 @@ impl RunState {
             }
             None if self.cancel_requested => {
                 self.steps[self.current_step].state = "FAILED".into();
-                self.close(
-                    RunStatus::Canceled,
-                    out,
-                    "server",
-                    EventKind::RunCanceled {
-                        reason: "cancel requested".into(),
-                    },
-                );
+                self.close_on_cancel_request(out);
             }
             None => {
                 self.steps[self.current_step].state = "FAILED".into();

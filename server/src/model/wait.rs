@@ -246,14 +246,7 @@ impl RunState {
         if self.cancel_requested {
             // The worker should have stopped: the step ends here, as a cancel would.
             self.steps[self.current_step].state = "FAILED".into();
-            self.close(
-                RunStatus::Canceled,
-                out,
-                "server",
-                EventKind::RunCanceled {
-                    reason: "cancel requested".into(),
-                },
-            );
+            self.close_on_cancel_request(out);
             return Ok(());
         }
         let (step_id, attempt) = (self.step_id(), self.attempt());
