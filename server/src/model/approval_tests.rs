@@ -1,22 +1,15 @@
 use super::*;
+use crate::model::test_fx::{Fx, types};
 use crate::workflow::parse_definition;
 
-/// A run of two steps; the first requires confirmation, with `approval` options.
-fn def(approval: &str) -> Arc<WorkflowDef> {
-    Arc::new(
-        parse_definition(&format!(
-            r#"{{"id":"wf","version":"1","name":"W","steps":[
-              {{"id":"a","title":"A","prompt":"p","requireConfirmation":true{approval}}},
-              {{"id":"b","title":"B","prompt":"p"}}]}}"#
-        ))
-        .unwrap(),
-    )
+/// Step a's options: it requires confirmation, with `approval` options.
+fn confirmed(approval: &str) -> String {
+    format!(r#","requireConfirmation":true{approval}"#)
 }
 
-struct Fx {
-    run: RunState,
-    seq: u64,
-    now: Millis,
+/// Run `r` of two steps, the first confirmed with `approval` options.
+fn held_fx(approval: &str) -> Fx {
+    Fx::new("r", &confirmed(approval))
 }
 
 fn done(notes: &str) -> StepDone {
@@ -29,39 +22,6 @@ fn done(notes: &str) -> StepDone {
 }
 
 impl Fx {
-    fn new(approval: &str) -> Self {
-        let mut seq = 0;
-        let mut out = Out::new(1_000, &mut seq);
-        let params = StartParams {
-            namespace: "default".into(),
-            run_id: "r".into(),
-            ..Default::default()
-        };
-        let run = RunState::start(params, def(approval), &mut out);
-        Self { run, seq, now: 1_000 }
-    }
-
-    fn step<T>(&mut self, f: impl FnOnce(&mut RunState, &mut Out) -> T) -> (T, Vec<Event>, Vec<Effect>) {
-        let mut out = Out::new(self.now, &mut self.seq);
-        let r = f(&mut self.run, &mut out);
-        (r, out.events, out.effects)
-    }
-
-    fn lease(&mut self) -> TokenClaims {
-        let Phase::Scheduled { task_seq, .. } = self.run.phase else {
-            panic!("not scheduled: {:?}", self.run.phase);
-        };
-        let (lease, _, _) = self.step(|r, o| r.lease(task_seq, "w1", o));
-        TokenClaims {
-            namespace: "default".into(),
-            run_id: "r".into(),
-            step: self.run.step_id(),
-            attempt: self.run.attempt(),
-            lease: lease.unwrap().seq,
-            kid: "k".into(),
-        }
-    }
-
     /// Leases step a and holds its completion `notes` for approval.
     fn hold(&mut self, notes: &str) -> (Vec<Event>, Vec<Effect>) {
         let claims = self.lease();
@@ -76,13 +36,9 @@ impl Fx {
     }
 }
 
-fn types(events: &[Event]) -> Vec<&'static str> {
-    events.iter().map(|e| e.kind.type_name()).collect()
-}
-
 #[test]
 fn a_held_completion_waits_with_no_lease_task_or_deadline_and_keeps_the_transcript() {
-    let mut fx = Fx::new("");
+    let mut fx = held_fx("");
     let (events, effects) = fx.hold("draft");
     assert_eq!(types(&events), ["StepAwaitingApproval"]);
     assert_eq!(events[0].identity, "w1");
@@ -115,7 +71,7 @@ fn a_held_completion_waits_with_no_lease_task_or_deadline_and_keeps_the_transcri
 
 #[test]
 fn approving_completes_the_step_with_the_proposal_and_schedules_the_next() {
-    let mut fx = Fx::new("");
+    let mut fx = held_fx("");
     fx.hold("draft");
     fx.now = 5_000;
     let (r, events, effects) = fx.step(|r, o| r.approve("alice", "a", "looks good".into(), o));
@@ -165,7 +121,7 @@ fn approving_the_last_step_completes_the_run() {
 
 #[test]
 fn rejecting_reopens_the_step_under_the_same_attempt_with_the_feedback() {
-    let mut fx = Fx::new("");
+    let mut fx = held_fx("");
     fx.hold("draft");
     fx.now = 4_000;
     let (r, events, effects) = fx.step(|r, o| r.reject("bob", "a", "cite sources".into(), o));
@@ -207,7 +163,7 @@ fn rejecting_reopens_the_step_under_the_same_attempt_with_the_feedback() {
 
 #[test]
 fn answers_out_of_place_are_refused_and_change_nothing() {
-    let mut fx = Fx::new("");
+    let mut fx = held_fx("");
     // Scheduled, not awaiting: refused naming the state.
     let before = fx.run.clone();
     let (r, events, _) = fx.step(|r, o| r.approve("alice", "", String::new(), o));
@@ -251,7 +207,7 @@ fn answers_out_of_place_are_refused_and_change_nothing() {
 
 #[test]
 fn a_wait_on_children_is_not_an_approval() {
-    let mut fx = Fx::new("");
+    let mut fx = held_fx("");
     let claims = fx.lease();
     let (r, _, _) =
         fx.step(|r, o| r.suspend_on_children(&claims, "w1", Vec::new(), vec!["c".into()], Vec::new(), o));
@@ -266,7 +222,7 @@ fn a_wait_on_children_is_not_an_approval() {
 #[test]
 fn the_timeout_policies_fail_approve_or_reject_as_the_server() {
     // fail (the default)
-    let mut fx = Fx::new(r#","approval":{"timeoutSeconds":60}"#);
+    let mut fx = held_fx(r#","approval":{"timeoutSeconds":60}"#);
     let (events, effects) = fx.hold("d");
     assert!(matches!(
         &events[0].kind,
@@ -300,7 +256,7 @@ fn the_timeout_policies_fail_approve_or_reject_as_the_server() {
     assert!(fx.run.failure.contains("awaiting approval"), "{}", fx.run.failure);
 
     // approve
-    let mut fx = Fx::new(r#","approval":{"timeoutSeconds":10,"onTimeout":"approve"}"#);
+    let mut fx = held_fx(r#","approval":{"timeoutSeconds":10,"onTimeout":"approve"}"#);
     fx.hold("d");
     let wait_id = fx.wait_id();
     let (_, events, _) = fx.step(|r, o| r.wait_timer(wait_id, o));
@@ -319,7 +275,7 @@ fn the_timeout_policies_fail_approve_or_reject_as_the_server() {
             "Nobody approved",
         ),
     ] {
-        let mut fx = Fx::new(options);
+        let mut fx = held_fx(options);
         fx.hold("d");
         let wait_id = fx.wait_id();
         let (_, events, _) = fx.step(|r, o| r.wait_timer(wait_id, o));
@@ -334,7 +290,7 @@ fn the_timeout_policies_fail_approve_or_reject_as_the_server() {
 
 #[test]
 fn a_stale_approval_timer_does_nothing() {
-    let mut fx = Fx::new(r#","approval":{"timeoutSeconds":10,"onTimeout":"reject"}"#);
+    let mut fx = held_fx(r#","approval":{"timeoutSeconds":10,"onTimeout":"reject"}"#);
     fx.hold("d");
     let wait_id = fx.wait_id();
     let (r, _, _) = fx.step(|r, o| r.approve("alice", "", String::new(), o));
@@ -347,7 +303,7 @@ fn a_stale_approval_timer_does_nothing() {
 
 #[test]
 fn a_paused_run_may_be_approved_and_its_next_step_waits_for_the_unpause() {
-    let mut fx = Fx::new("");
+    let mut fx = held_fx("");
     fx.hold("d");
     let (r, events, _) = fx.step(|r, o| r.pause("ops", "night".into(), o));
     assert!(r.unwrap());
@@ -364,7 +320,7 @@ fn a_paused_run_may_be_approved_and_its_next_step_waits_for_the_unpause() {
     assert_eq!(fx.run.current_step, 1);
 
     // A rejection while paused parks the same step, feedback kept for the resume.
-    let mut fx = Fx::new("");
+    let mut fx = held_fx("");
     fx.hold("d");
     fx.step(|r, o| r.pause("ops", String::new(), o)).0.unwrap();
     fx.step(|r, o| r.reject("alice", "", "again".into(), o))
@@ -379,7 +335,7 @@ fn a_paused_run_may_be_approved_and_its_next_step_waits_for_the_unpause() {
 
 #[test]
 fn cancel_or_terminate_while_awaiting_approval_closes_the_run() {
-    let mut fx = Fx::new(r#","approval":{"timeoutSeconds":10}"#);
+    let mut fx = held_fx(r#","approval":{"timeoutSeconds":10}"#);
     fx.hold("d");
     let (r, events, effects) = fx.step(|r, o| r.cancel("ops", "no".into(), o));
     r.unwrap();
@@ -388,7 +344,7 @@ fn cancel_or_terminate_while_awaiting_approval_closes_the_run() {
     assert_eq!(fx.run.status, RunStatus::Canceled);
     assert!(fx.run.awaiting_approval().is_none());
 
-    let mut fx = Fx::new("");
+    let mut fx = held_fx("");
     fx.hold("d");
     fx.step(|r, o| r.terminate("ops", "no".into(), o)).0.unwrap();
     assert_eq!(fx.run.status, RunStatus::Terminated);
@@ -396,7 +352,7 @@ fn cancel_or_terminate_while_awaiting_approval_closes_the_run() {
 
 #[test]
 fn a_completion_after_a_cancel_request_closes_the_run_instead_of_holding() {
-    let mut fx = Fx::new("");
+    let mut fx = held_fx("");
     let claims = fx.lease();
     fx.step(|r, o| r.cancel("ops", "stop".into(), o)).0.unwrap();
     let (r, events, _) = fx.step(|r, o| r.hold_for_approval(&claims, "w1", done("d"), Vec::new(), o));

@@ -16,6 +16,8 @@ pub mod delivery;
 mod events;
 mod refusal;
 pub mod size;
+#[cfg(test)]
+mod test_fx;
 pub mod usage;
 mod wait;
 pub mod wire;

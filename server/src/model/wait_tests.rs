@@ -1,57 +1,7 @@
 use super::*;
-use crate::workflow::parse_definition;
-
-fn def(wait: &str) -> Arc<WorkflowDef> {
-    Arc::new(
-        parse_definition(&format!(
-            r#"{{"id":"wf","version":"1","name":"W","steps":[
-              {{"id":"a","title":"A","prompt":"p"{wait}}},
-              {{"id":"b","title":"B","prompt":"p"}}]}}"#
-        ))
-        .unwrap(),
-    )
-}
-
-struct Fx {
-    run: RunState,
-    seq: u64,
-    now: Millis,
-}
+use crate::model::test_fx::{Fx, types};
 
 impl Fx {
-    fn new(wait: &str) -> Self {
-        let mut seq = 0;
-        let mut out = Out::new(1_000, &mut seq);
-        let params = StartParams {
-            namespace: "default".into(),
-            run_id: "p".into(),
-            ..Default::default()
-        };
-        let run = RunState::start(params, def(wait), &mut out);
-        Self { run, seq, now: 1_000 }
-    }
-
-    fn step<T>(&mut self, f: impl FnOnce(&mut RunState, &mut Out) -> T) -> (T, Vec<Event>, Vec<Effect>) {
-        let mut out = Out::new(self.now, &mut self.seq);
-        let r = f(&mut self.run, &mut out);
-        (r, out.events, out.effects)
-    }
-
-    fn lease(&mut self) -> TokenClaims {
-        let Phase::Scheduled { task_seq, .. } = self.run.phase else {
-            panic!("not scheduled: {:?}", self.run.phase);
-        };
-        let (lease, _, _) = self.step(|r, o| r.lease(task_seq, "w1", o));
-        TokenClaims {
-            namespace: "default".into(),
-            run_id: "p".into(),
-            step: self.run.step_id(),
-            attempt: self.run.attempt(),
-            lease: lease.unwrap().seq,
-            kid: "k".into(),
-        }
-    }
-
     /// Leases the step, starts children `ids` and waits on them.
     fn suspend(&mut self, ids: &[&str]) -> (TokenClaims, Vec<Event>, Vec<Effect>) {
         let claims = self.lease();
@@ -73,10 +23,6 @@ impl Fx {
     }
 }
 
-fn types(events: &[Event]) -> Vec<&'static str> {
-    events.iter().map(|e| e.kind.type_name()).collect()
-}
-
 fn outcome(id: &str, status: RunStatus, notes: &str) -> ChildOutcome {
     ChildOutcome {
         run_id: id.into(),
@@ -89,7 +35,7 @@ fn outcome(id: &str, status: RunStatus, notes: &str) -> ChildOutcome {
 
 #[test]
 fn a_waiting_step_holds_no_lease_and_resumes_under_the_same_attempt_when_its_children_close() {
-    let mut fx = Fx::new("");
+    let mut fx = Fx::new("p", "");
     let (claims, events, effects) = fx.suspend(&["c1", "c2"]);
     assert_eq!(
         types(&events),
@@ -150,7 +96,7 @@ fn a_waiting_step_holds_no_lease_and_resumes_under_the_same_attempt_when_its_chi
 
 #[test]
 fn a_stale_lease_cannot_suspend_or_start_children_and_changes_nothing() {
-    let mut fx = Fx::new("");
+    let mut fx = Fx::new("p", "");
     let claims = fx.lease();
     let stale = TokenClaims {
         lease: claims.lease + 1,
@@ -173,7 +119,7 @@ fn a_stale_lease_cannot_suspend_or_start_children_and_changes_nothing() {
 
 #[test]
 fn waiting_on_children_that_already_closed_resumes_at_once() {
-    let mut fx = Fx::new("");
+    let mut fx = Fx::new("p", "");
     let claims = fx.lease();
     let done = vec![outcome("c1", RunStatus::Canceled, "")];
     let (r, events, _) =
@@ -185,7 +131,7 @@ fn waiting_on_children_that_already_closed_resumes_at_once() {
 
 #[test]
 fn a_wait_timeout_arms_a_timer_and_fails_the_step_by_default() {
-    let mut fx = Fx::new(r#","wait":{"timeoutSeconds":60}"#);
+    let mut fx = Fx::new("p", r#","wait":{"timeoutSeconds":60}"#);
     let (_, _, effects) = fx.suspend(&["c1"]);
     let wait_id = fx.run.waiting().unwrap().wait_id;
     assert!(effects.iter().any(|e| matches!(e,
@@ -212,7 +158,7 @@ fn a_wait_timeout_arms_a_timer_and_fails_the_step_by_default() {
 
 #[test]
 fn a_wait_timeout_with_the_resume_policy_resumes_with_what_arrived() {
-    let mut fx = Fx::new(r#","wait":{"timeoutSeconds":5,"onTimeout":"resume"}"#);
+    let mut fx = Fx::new("p", r#","wait":{"timeoutSeconds":5,"onTimeout":"resume"}"#);
     fx.suspend(&["c1", "c2"]);
     fx.step(|r, o| r.child_closed(outcome("c1", RunStatus::Completed, "one"), o));
     let wait_id = fx.run.waiting().unwrap().wait_id;
@@ -230,7 +176,7 @@ fn a_wait_timeout_with_the_resume_policy_resumes_with_what_arrived() {
 
 #[test]
 fn canceling_a_waiting_run_closes_it_at_once() {
-    let mut fx = Fx::new("");
+    let mut fx = Fx::new("p", "");
     fx.suspend(&["c1"]);
     let (r, events, _) = fx.step(|r, o| r.cancel("me", "stop".into(), o));
     r.unwrap();
@@ -239,7 +185,7 @@ fn canceling_a_waiting_run_closes_it_at_once() {
 
 #[test]
 fn suspending_after_a_cancel_request_cancels_the_run() {
-    let mut fx = Fx::new("");
+    let mut fx = Fx::new("p", "");
     let claims = fx.lease();
     fx.step(|r, o| r.cancel("me", "stop".into(), o)).0.unwrap();
     let (r, events, _) =
@@ -251,7 +197,7 @@ fn suspending_after_a_cancel_request_cancels_the_run() {
 
 #[test]
 fn child_outcomes_quote_the_last_notes_or_the_failure() {
-    let mut fx = Fx::new("");
+    let mut fx = Fx::new("p", "");
     assert_eq!(ChildOutcome::of(&fx.run), None, "an open run has no outcome");
     let claims = fx.lease();
     fx.step(|r, o| {
@@ -305,7 +251,7 @@ fn done(notes: &str, result: &str) -> StepDone {
 #[test]
 fn a_childs_result_reaches_its_parent_cut_when_long_and_every_resume_message_stays_bounded() {
     // The last step's result, as compact JSON, beside its notes.
-    let mut fx = Fx::new("");
+    let mut fx = Fx::new("p", "");
     for (notes, result) in [("first", r#"{"n":1}"#), ("last", r#"{"verdict":"ok","n":2}"#)] {
         let claims = fx.lease();
         let (r, _, _) = fx.step(|r, o| r.complete_with_result(&claims, "w", done(notes, result), o));
@@ -316,7 +262,7 @@ fn a_childs_result_reaches_its_parent_cut_when_long_and_every_resume_message_sta
     assert_eq!(o.to_json()["result"], json!({"verdict":"ok","n":2}));
 
     // The parent hears it in `ChildRunCompleted` and in its resume message.
-    let mut parent = Fx::new("");
+    let mut parent = Fx::new("p", "");
     let _ = parent.suspend(&["p"]);
     let (_, events, _) = parent.step(|r, o2| r.child_closed(o.clone(), o2));
     assert!(
@@ -340,7 +286,7 @@ fn a_childs_result_reaches_its_parent_cut_when_long_and_every_resume_message_sta
         "{quoted:.40}"
     );
     assert!(quoted.len() <= MAX_CHILD_RESULT_QUOTED + 3);
-    let mut fx = Fx::new("");
+    let mut fx = Fx::new("p", "");
     let claims = fx.lease();
     fx.step(|r, o| r.complete_with_result(&claims, "w", done("n", &long), o))
         .0
@@ -380,7 +326,7 @@ fn a_childs_result_reaches_its_parent_cut_when_long_and_every_resume_message_sta
 
 #[test]
 fn a_pause_parks_a_queued_step_and_an_unpause_schedules_it_again_on_the_same_attempt() {
-    let mut fx = Fx::new("");
+    let mut fx = Fx::new("p", "");
     let (r, events, effects) = fx.step(|r, o| r.pause("ops", "night".into(), o));
     assert!(r.unwrap());
     assert_eq!(types(&events), ["RunPaused", "StepWaiting"]);
@@ -401,7 +347,7 @@ fn a_pause_parks_a_queued_step_and_an_unpause_schedules_it_again_on_the_same_att
 
 #[test]
 fn a_step_in_flight_suspends_when_paused_and_children_closing_meanwhile_wait_for_the_unpause() {
-    let mut fx = Fx::new("");
+    let mut fx = Fx::new("p", "");
     let claims = fx.lease();
     fx.step(|r, o| r.pause("ops", String::new(), o)).0.unwrap();
     let (hb, _, _) = fx.step(|r, o| r.heartbeat(&claims, "w1", vec![], vec![], 0, o));
@@ -426,7 +372,7 @@ fn a_step_in_flight_suspends_when_paused_and_children_closing_meanwhile_wait_for
     assert_eq!(fx.run.lease_deadline(), None);
 
     // A paused run whose waiting step's children close parks instead of resuming.
-    let mut fx = Fx::new("");
+    let mut fx = Fx::new("p", "");
     fx.suspend(&["c1"]);
     fx.step(|r, o| r.pause("ops", String::new(), o)).0.unwrap();
     let (_, events, _) = fx.step(|r, o| r.child_closed(outcome("c1", RunStatus::Completed, "ok"), o));
@@ -447,7 +393,7 @@ fn a_step_in_flight_suspends_when_paused_and_children_closing_meanwhile_wait_for
 
 #[test]
 fn a_closed_run_cannot_be_paused() {
-    let mut fx = Fx::new("");
+    let mut fx = Fx::new("p", "");
     fx.step(|r, o| r.terminate("ops", "x".into(), o)).0.unwrap();
     let (r, events, _) = fx.step(|r, o| r.pause("ops", String::new(), o));
     assert!(matches!(
