@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use railyard_proto::v1::ListRunsRequest;
 use railyard_proto::{Client, DEFAULT_NAMESPACE};
-use railyard_server::trigger::signature::sign;
+use railyard_server::signature::sign;
 use serde_json::json;
 use tokio::task::JoinSet;
 

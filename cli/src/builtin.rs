@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use railyard_server::workflow::{self, BUILT_IN_PREFIX, EmbeddedDefinition};
+use railyard_server::registry::{self, BUILT_IN_PREFIX, EmbeddedDefinition};
 use railyard_worker::provider::{BuiltInScript, ScriptSource};
 
 /// `workflows/demo.json`, as built into the binary.
@@ -32,7 +32,7 @@ pub const WORKFLOWS_LABEL: &str = "<built-in>";
 /// `configured` says whether `dir` was set by a flag, the environment or a config file.
 /// A directory that cannot be read is not replaced: the server then reports it.
 pub fn use_built_in(configured: bool, dir: &Path) -> bool {
-    !configured && workflow::definition_files(dir).is_ok_and(|files| files.is_empty())
+    !configured && registry::definition_files(dir).is_ok_and(|files| files.is_empty())
 }
 
 /// Whether a definition's source (as `workflow list` shows it) is built into the binary.
@@ -43,7 +43,7 @@ pub fn is_built_in(source: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use railyard_server::workflow::WorkflowRegistry;
+    use railyard_server::registry::WorkflowRegistry;
 
     #[test]
     fn the_built_in_demo_is_valid_and_its_script_loads() {

@@ -41,12 +41,12 @@ fn connect_options(base: ConnectOptions) -> ConnectOptions {
 
 /// `railyard mcp`: serves MCP on stdin/stdout until the client goes away.
 pub async fn run(global: &GlobalOpts, args: &McpArgs) -> anyhow::Result<()> {
-    if railyard_server::ids::check_name(&args.queue).is_err() {
+    if railyard_model::ids::check_name(&args.queue).is_err() {
         let shown: String = args.queue.chars().take(64).collect();
         anyhow::bail!(
             "--queue {shown:?} is not a queue name: 1 to {} bytes of {}",
-            railyard_server::ids::MAX_NAME,
-            railyard_server::ids::NAME_CHARACTERS
+            railyard_model::ids::MAX_NAME,
+            railyard_model::ids::NAME_CHARACTERS
         );
     }
     let client = Client::connect_with(&global.server, connect_options(global.connect_options())).await?;

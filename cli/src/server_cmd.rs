@@ -15,9 +15,9 @@ use std::time::Duration;
 use anyhow::{Context, anyhow};
 use clap::Args;
 use railyard_proto::config::{ConfigError, EnvVar, Loader};
+use railyard_server::engine::writer::ChildLimits;
 use railyard_server::net::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, NetLimits};
 use railyard_server::service::triggers::TriggerInput;
-use railyard_server::store::writer::ChildLimits;
 use railyard_server::tls::TlsFiles;
 use railyard_server::{RunningServer, ServerConfig};
 use serde::{Deserialize, Serialize};
@@ -165,7 +165,7 @@ pub struct ServerFile {
     pub triggers: Vec<TriggerInput>,
 }
 
-/// `[delivery]`: how closed runs' results are POSTed (see `railyard_server::delivery`).
+/// `[delivery]`: how closed runs' results are POSTed (see `railyard_server::engine::delivery`).
 #[derive(Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeliverySection {
@@ -373,11 +373,11 @@ impl ServerSettings {
         config.auth = self.auth;
         config.insecure = self.insecure;
         let d = &self.delivery;
-        let mut delivery = railyard_server::delivery::DeliverySettings {
+        let mut delivery = railyard_server::engine::delivery::DeliverySettings {
             signing_secret: d
                 .signing_secret
                 .as_deref()
-                .and_then(railyard_server::delivery::SigningSecret::new),
+                .and_then(railyard_server::engine::delivery::SigningSecret::new),
             ..Default::default()
         };
         if let Some(v) = d.request_timeout_ms {

@@ -62,7 +62,7 @@ async fn hook(
     use crate::service::triggers::{self, HookError, HookRequest};
     let header = |name: &str| -> Option<String> {
         let v = headers.get(name)?.to_str().ok()?;
-        (v.len() <= crate::trigger::signature::MAX_HEADER_BYTES).then(|| v.to_string())
+        (v.len() <= crate::signature::MAX_HEADER_BYTES).then(|| v.to_string())
     };
     let content_type = headers
         .get(header::CONTENT_TYPE)

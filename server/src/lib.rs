@@ -5,33 +5,19 @@
 //! the one place the server stops. The map of the code is in the repository's
 //! `ARCHITECTURE.md`.
 
-pub mod approval;
-pub mod auth;
-pub mod budgets;
 pub mod clock;
-pub mod contract;
-pub mod delivery;
+pub mod engine;
 pub mod error;
 pub mod grpc;
 pub mod http;
-pub mod ids;
 pub mod inproc;
-pub mod matching;
 pub mod metrics;
-pub mod model;
-pub mod namespace;
 pub mod net;
-pub mod retention;
-pub mod schedule;
+pub mod registry;
 pub mod service;
-pub mod store;
-pub mod template;
-pub mod timers;
+pub mod signature;
 pub mod tls;
 pub mod token;
-pub mod trigger;
-pub mod watch;
-pub mod workflow;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -46,15 +32,15 @@ use tokio::sync::{Notify, watch as shutdown_watch};
 use tokio::task::JoinHandle;
 
 use crate::clock::{Clock, SystemClock};
-use crate::matching::{Matching, TaskRef};
+use crate::engine::matching::{Matching, TaskRef};
+use crate::engine::timers::LeaseDeadlines;
+use crate::engine::watch::Watchers;
+use crate::engine::writer::{Hooks, Writer};
 use crate::metrics::{Metrics, StateSources};
+use crate::registry::{EmbeddedDefinition, WorkflowRegistry};
 use crate::service::Core;
-use crate::store::Store;
-use crate::store::writer::{Hooks, Writer};
-use crate::timers::LeaseDeadlines;
 use crate::token::TokenKeys;
-use crate::watch::Watchers;
-use crate::workflow::{EmbeddedDefinition, WorkflowRegistry};
+use railyard_store::Store;
 
 /// Largest gRPC message the server accepts and sends.
 pub use railyard_proto::MAX_MESSAGE_BYTES;
@@ -84,17 +70,17 @@ pub struct ServerConfig {
     /// Connection limits and idle timeout, per listener (gRPC and HTTP).
     pub net: net::NetLimits,
     /// The retention purge: runs per commit, time between sweeps.
-    pub purge: retention::PurgeConfig,
+    pub purge: engine::retention::PurgeConfig,
     /// More routes for the HTTP listener, made once both listeners are bound (the
     /// binary mounts the MCP gateway at `/mcp` this way, so this crate knows nothing
     /// of MCP).
     pub http_extension: Option<HttpExtension>,
     /// Result delivery: the signing secret, the retry budget, timeouts.
-    pub delivery: delivery::DeliverySettings,
+    pub delivery: engine::delivery::DeliverySettings,
     /// TLS on both listeners (mutual TLS on gRPC with a client CA); `None`: plaintext.
     pub tls: Option<tls::TlsFiles>,
     /// Bounds on trees of child runs (`spawn_agent`): depth 3, 10 children a run.
-    pub child_limits: store::writer::ChildLimits,
+    pub child_limits: engine::writer::ChildLimits,
     /// Webhook triggers: the configuration's, the body limit, the dedup window.
     pub triggers: TriggerSettings,
 }
@@ -157,9 +143,9 @@ impl ServerConfig {
             auth: false,
             insecure: false,
             net: net::NetLimits::default(),
-            purge: retention::PurgeConfig::default(),
+            purge: engine::retention::PurgeConfig::default(),
             http_extension: None,
-            delivery: delivery::DeliverySettings::default(),
+            delivery: engine::delivery::DeliverySettings::default(),
             tls: None,
             child_limits: Default::default(),
             triggers: TriggerSettings::default(),
@@ -186,7 +172,7 @@ pub enum StartError {
     #[error("cannot create data directory {path}: {source}")]
     DataDir { path: String, source: std::io::Error },
     #[error(transparent)]
-    Store(#[from] store::OpenError),
+    Store(#[from] railyard_store::redb_backend::OpenError),
     #[error("task token keys: {0}")]
     Keys(#[from] token::KeyError),
     #[error("cannot read workflows directory {path}: {source}")]
@@ -200,6 +186,10 @@ pub enum StartError {
     Tls(#[from] tls::TlsError),
     #[error("{0}")]
     Internal(#[from] error::ApiError),
+    #[error("cannot read the stored state: {0}")]
+    Storage(#[from] railyard_store::StorageError),
+    #[error("cannot start the writer: {0}")]
+    Writer(#[from] engine::writer::WriteError),
     #[error(
         "refusing to listen on {addr} without auth: anyone who reaches it could start runs, and so run code on \
          the workers. Turn auth on (--auth, or auth = true under [server]), listen on a loopback address, \
@@ -281,8 +271,8 @@ impl RunningServer {
         let metrics = Arc::new(Metrics::with_state(StateSources {
             matching: matching.clone(),
             leases: leases.clone(),
-            open_runs: Box::new(move || open_runs_store.open_run_counts()),
-            schedules: Box::new(move || schedules_store.schedule_counts()),
+            open_runs: Box::new(move || Ok(open_runs_store.open_run_counts()?)),
+            schedules: Box::new(move || Ok(schedules_store.schedule_counts()?)),
         }));
         let timer_wake = Arc::new(Notify::new());
         let hooks = Hooks {
@@ -294,14 +284,15 @@ impl RunningServer {
             clock: config.clock.clone(),
             workflows: workflows.clone(),
         };
-        let (delivery_jobs, delivery_queue) = delivery::sender::channel();
-        let delivery_hook = delivery::DeliveryHook {
+        let (delivery_jobs, delivery_queue) = engine::delivery::sender::channel();
+        let delivery_hook = engine::delivery::DeliveryHook {
             policy: config.delivery.policy(),
             jobs: Some(delivery_jobs),
         };
         let (writer, writer_thread) = Writer::spawn_with_delivery(store.clone(), hooks, delivery_hook)?;
-        let sender = delivery::sender::Sender::new(&config.delivery, writer.clone(), config.clock.clone())
-            .map_err(|e| StartError::Internal(error::ApiError::Internal(e.to_string())))?;
+        let sender =
+            engine::delivery::sender::Sender::new(&config.delivery, writer.clone(), config.clock.clone())
+                .map_err(|e| StartError::Internal(error::ApiError::Internal(e.to_string())))?;
         let admin_key_file = if config.auth {
             service::keys::bootstrap(&store, &writer, config.clock.now_ms(), dir).await?
         } else {
@@ -358,7 +349,7 @@ impl RunningServer {
         // The server's own tasks; the one place they stop is `shutdown`.
         let mut tasks = vec![
             sender.spawn(delivery_queue, shutdown_rx.clone()),
-            tokio::spawn(timers::run(
+            tokio::spawn(engine::timers::run(
                 store,
                 writer,
                 leases,
@@ -366,7 +357,7 @@ impl RunningServer {
                 timer_wake,
                 shutdown_rx.clone(),
             )),
-            tokio::spawn(retention::run(
+            tokio::spawn(engine::retention::run(
                 core.store.clone(),
                 core.writer.clone(),
                 metrics.clone(),

@@ -15,23 +15,11 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
+use railyard_model::token::TokenClaims;
+
 use crate::error::ApiError;
 
 type HmacSha256 = Hmac<Sha256>;
-
-/// What a task token says about the lease it stands for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenClaims {
-    #[serde(rename = "ns")]
-    pub namespace: String,
-    #[serde(rename = "run")]
-    pub run_id: String,
-    pub step: String,
-    #[serde(rename = "att")]
-    pub attempt: u32,
-    pub lease: u64,
-    pub kid: String,
-}
 
 #[derive(Serialize, Deserialize)]
 struct KeyFile {
@@ -167,7 +155,7 @@ impl TokenKeys {
         let mac = self.mac(&claims.kid, payload.as_bytes()).ok_or_else(|| {
             ApiError::PermissionDenied(format!(
                 "task_token: unknown key id {:?}",
-                crate::schedule::clip(&claims.kid)
+                railyard_model::text::clip(&claims.kid)
             ))
         })?;
         mac.verify_slice(&sig).map_err(|_| denied())?;

@@ -384,7 +384,7 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask, eager:
                 Outcome::LeaseLost(message) => lease_lost(shared, &step, message),
                 Outcome::Paused { checkpoint } => {
                     let failure = Failure {
-                        error_type: railyard_proto::tools::PAUSED_ERROR_TYPE.into(),
+                        error_type: railyard_model::tools::PAUSED_ERROR_TYPE.into(),
                         message: "the run was paused; the step suspended at its turn".into(),
                         non_retryable: false,
                         checkpoint,

@@ -14,21 +14,22 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::TestCaseError;
+use railyard_model::run::{RunStatus, StepFailure};
+use railyard_model::workflow::parse_definition;
 use railyard_server::clock::{Clock, ManualClock};
+use railyard_server::engine::matching::Matching;
+use railyard_server::engine::timers::LeaseDeadlines;
+use railyard_server::engine::watch::Watchers;
+use railyard_server::engine::writer::{Hooks, Writer};
 use railyard_server::error::ApiError;
-use railyard_server::matching::Matching;
 use railyard_server::metrics::Metrics;
-use railyard_server::model::{RunStatus, StepFailure};
+use railyard_server::registry::WorkflowRegistry;
 use railyard_server::service::runs::{self, HistoryQuery, IdReusePolicy, ListRuns, SignalRun, StartRun};
 use railyard_server::service::tasks::{self, Completion, CoordinatorNote, Heartbeat, Poll};
 use railyard_server::service::{Caller, CallerInput, Core, Credentials, Operation, caller, workflows};
-use railyard_server::store::memory::MemoryBackend;
-use railyard_server::store::writer::{Hooks, Writer};
-use railyard_server::store::{RunFilter, Store};
-use railyard_server::timers::LeaseDeadlines;
 use railyard_server::token::TokenKeys;
-use railyard_server::watch::Watchers;
-use railyard_server::workflow::{WorkflowRegistry, parse_definition};
+use railyard_store::memory::MemoryBackend;
+use railyard_store::{RunFilter, Store};
 
 use crate::corpus::{self, Mutation};
 
@@ -99,8 +100,8 @@ impl Fixture {
             namespaces: namespaces.into(),
             auth: false,
             shutdown: shutdown_rx,
-            delivery: Arc::new(railyard_server::delivery::DeliverySettings {
-                signing_secret: railyard_server::delivery::SigningSecret::new("fuzz"),
+            delivery: Arc::new(railyard_server::engine::delivery::DeliverySettings {
+                signing_secret: railyard_server::engine::delivery::SigningSecret::new("fuzz"),
                 ..Default::default()
             }),
         });
@@ -369,7 +370,7 @@ impl Seen {
 type Picture = BTreeMap<String, (RunStatus, u64, usize, Vec<u64>)>;
 
 fn picture(core: &Core) -> Result<Picture, TestCaseError> {
-    let fail = |e: ApiError| TestCaseError::fail(format!("reading the store: {e}"));
+    let fail = |e: railyard_store::StorageError| TestCaseError::fail(format!("reading the store: {e}"));
     let mut out = Picture::new();
     for ns in core.store.namespaces().map_err(fail)? {
         let mut after = None;
@@ -580,7 +581,7 @@ async fn lease_op(
     core: &Arc<Core>,
     seen: &mut Seen,
     c: &Caller,
-    claims: railyard_server::token::TokenClaims,
+    claims: railyard_model::token::TokenClaims,
     op: &Op,
 ) -> Result<(), ApiError> {
     match op {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use railyard_server::schedule::{MAX_TIME, ScheduleSpec, SpecDoc, SpecError};
+use railyard_model::schedule::{MAX_TIME, ScheduleSpec, SpecDoc, SpecError};
 
 use crate::corpus;
 use crate::targets::workflow::is_json_path;

@@ -11,9 +11,9 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::gauge::ConstGauge;
 
+use crate::engine::matching::Matching;
+use crate::engine::timers::LeaseDeadlines;
 use crate::error::ApiError;
-use crate::matching::Matching;
-use crate::timers::LeaseDeadlines;
 
 /// Counts open runs per namespace (every namespace, zero included).
 pub type OpenRunCounts = Box<dyn Fn() -> Result<BTreeMap<String, u64>, ApiError> + Send + Sync>;

@@ -2,11 +2,11 @@
 //! step holds. Operations of the `client` role; recorded in history with the
 //! caller's identity.
 
-use super::limits::{check_len, check_name};
 use super::{Caller, Core};
-use crate::approval::MAX_FEEDBACK_BYTES;
+use crate::engine::writer::AnswerApproval;
 use crate::error::ApiError;
-use crate::store::writer::AnswerApproval;
+use railyard_model::approval::MAX_FEEDBACK_BYTES;
+use railyard_model::limits::{check_len, check_name};
 
 /// An approval or rejection as a client sends it.
 #[derive(Debug, Clone, Default)]
@@ -71,7 +71,7 @@ async fn answer(core: &Core, caller: &Caller, a: Answer, approve: bool) -> Resul
 #[cfg(test)]
 mod tests {
     use super::super::caller::{Operation, permits};
-    use crate::auth::Role;
+    use railyard_model::auth::Role;
 
     #[test]
     fn clients_and_admins_answer_approvals_and_workers_may_not() {

@@ -10,9 +10,9 @@
 //! task queues is `PERMISSION_DENIED`; either way nothing of the request is done.
 
 use super::Core;
-use super::limits::{self, check_len};
-use crate::auth::{self, ALL_NAMESPACES, ApiKey, Role};
 use crate::error::ApiError;
+use railyard_model::auth::{self, ALL_NAMESPACES, ApiKey, Role};
+use railyard_model::limits::{self, check_len};
 
 /// The authenticated principal behind a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -366,7 +366,7 @@ pub(crate) fn existing_namespace(core: &Core, ns: &str) -> Result<String, ApiErr
     } else {
         Err(ApiError::NotFound(format!(
             "namespace {} does not exist",
-            crate::error::echo(ns)
+            railyard_model::echo(ns)
         )))
     }
 }
@@ -381,7 +381,7 @@ pub(crate) fn short(text: &str) -> &str {
 }
 
 /// A stored time, in RFC 3339 UTC.
-pub(crate) fn time(ms: crate::clock::Millis) -> String {
+pub(crate) fn time(ms: railyard_model::Millis) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
         .unwrap_or_else(|| format!("{ms} ms"))

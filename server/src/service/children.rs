@@ -4,12 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use super::limits::{self, check_bytes, check_context, check_count, check_len, check_name};
 use super::{Caller, Core, workflows};
+use crate::engine::writer::{ChildSpec, SpawnChildren, Spawned, WaitFor};
 use crate::error::ApiError;
-use crate::model::ParentClosePolicy;
-use crate::store::writer::{ChildSpec, SpawnChildren, Spawned, WaitFor};
-use crate::token::TokenClaims;
+use railyard_model::limits::{self, check_bytes, check_context, check_count, check_len, check_name};
+use railyard_model::run::ParentClosePolicy;
+use railyard_model::token::TokenClaims;
 
 /// Most children one request may start (the per-run limit bounds it further).
 pub const MAX_CHILDREN_PER_REQUEST: usize = 100;
@@ -75,7 +75,7 @@ pub async fn spawn(core: &Core, caller: &Caller, claims: TokenClaims, s: Spawn) 
                 &at("parent_close_policy"),
                 format!(
                     "{} is not one of cancel, terminate, abandon",
-                    crate::error::echo(&c.parent_close_policy)
+                    railyard_model::echo(&c.parent_close_policy)
                 ),
             )
         })?;

@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 
 use super::Core;
 use super::caller::{self, Credentials, Operation, Principal};
-use super::limits::{self, check_count, check_len, check_name};
-use crate::auth::{self, ALL_NAMESPACES, ApiKey, Role};
-use crate::clock::Millis;
+use crate::engine::writer::{WriteError, Writer};
 use crate::error::ApiError;
-use crate::store::Store;
-use crate::store::writer::Writer;
+use railyard_model::Millis;
+use railyard_model::auth::{self, ALL_NAMESPACES, ApiKey, Role};
+use railyard_model::limits::{self, check_count, check_len, check_name};
+use railyard_store::{StorageError, Store};
 
 /// The file a server with auth on writes its first admin key to, in its data directory.
 pub const ADMIN_KEY_FILE: &str = "admin.key";
@@ -100,7 +100,7 @@ pub async fn create(core: &Core, credentials: &Credentials, req: CreateKey) -> R
     let now = core.clock.now_ms();
     let expires_ms =
         (req.expires_in_secs > 0).then(|| now.saturating_add(req.expires_in_secs as Millis * 1000));
-    let new = auth::generate().map_err(|e| ApiError::Internal(format!("no randomness for a key: {e}")))?;
+    let new = generate()?;
     let mut queues = req.queues;
     queues.sort();
     queues.dedup();
@@ -173,6 +173,10 @@ pub async fn revoke(core: &Core, credentials: &Credentials, key_id: &str) -> Res
 /// Errors making the first admin key.
 #[derive(Debug, thiserror::Error)]
 pub enum BootstrapError {
+    #[error("cannot read the stored keys: {0}")]
+    Storage(#[from] StorageError),
+    #[error("cannot store the admin key: {0}")]
+    Store(#[from] WriteError),
     #[error("cannot write the admin key to {path}: {source}")]
     Write { path: String, source: std::io::Error },
     #[error("cannot create the admin key: {0}")]
@@ -196,7 +200,7 @@ pub async fn bootstrap(
     if !admins.is_empty() {
         return Ok(None);
     }
-    let new = auth::generate().map_err(|e| ApiError::Internal(format!("no randomness for a key: {e}")))?;
+    let new = generate()?;
     let path = data_dir.join(ADMIN_KEY_FILE);
     let write_err = |source| BootstrapError::Write {
         path: path.display().to_string(),
@@ -232,4 +236,11 @@ pub async fn bootstrap(
         path.display()
     );
     Ok(Some(path))
+}
+
+/// Makes a new key from the OS's randomness.
+fn generate() -> Result<auth::NewKey, ApiError> {
+    let mut random = [0u8; auth::RANDOM_BYTES];
+    getrandom::fill(&mut random).map_err(|e| ApiError::Internal(format!("no randomness for a key: {e}")))?;
+    Ok(auth::key_from(&random))
 }

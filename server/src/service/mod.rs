@@ -13,7 +13,7 @@ pub mod approvals;
 pub mod caller;
 pub mod children;
 pub mod keys;
-pub mod limits;
+
 pub mod namespaces;
 pub mod runs;
 pub mod schedules;
@@ -28,16 +28,16 @@ mod tests;
 use std::sync::Arc;
 
 use crate::clock::Clock;
-use crate::matching::Matching;
+use crate::engine::matching::Matching;
+use crate::engine::watch::Watchers;
+use crate::engine::writer::Writer;
 use crate::metrics::Metrics;
-use crate::store::Store;
-use crate::store::writer::Writer;
+use crate::registry::WorkflowRegistry;
 use crate::token::TokenKeys;
-use crate::watch::Watchers;
-use crate::workflow::WorkflowRegistry;
+use railyard_store::Store;
 
-pub use crate::auth::Role;
 pub use caller::{Caller, CallerInput, Credentials, Operation, Principal};
+pub use railyard_model::auth::Role;
 
 /// The service's state: what every request shares.
 pub struct Core {
@@ -50,15 +50,15 @@ pub struct Core {
     pub keys: TokenKeys,
     pub workflows: Arc<WorkflowRegistry>,
     /// Names of the namespaces that exist (changed by [`namespaces`] after each commit).
-    pub namespaces: crate::namespace::NamespaceSet,
+    pub namespaces: railyard_model::namespace::NamespaceSet,
     /// Whether requests must present an API key ([`caller::authenticate`]).
     pub auth: bool,
     /// Turns true when the server shuts down; long waits end early on it.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// Bounds on trees of child runs (depth, children per run).
-    pub child_limits: crate::store::writer::ChildLimits,
+    pub child_limits: crate::engine::writer::ChildLimits,
     /// Result delivery settings (whether a signing secret is configured).
-    pub delivery: Arc<crate::delivery::DeliverySettings>,
+    pub delivery: Arc<crate::engine::delivery::DeliverySettings>,
 }
 
 impl Core {

@@ -3,16 +3,16 @@
 //! Creating, listing every one and deleting need a key whose role permits
 //! [`Operation::ManageNamespaces`] (an admin) for `*`; describing and updating, an
 //! admin key of the namespace. Each namespace has a retention (closed runs are
-//! purged that long after they closed, by `crate::retention`) and limits (open
+//! purged that long after they closed, by `crate::engine::retention`) and limits (open
 //! runs, starts per second, pending signals per run), checked by the writer where
 //! every start and signal passes.
 
 use super::Core;
 use super::caller::{self, Credentials, Operation, Principal};
-use super::limits::{self, check_len, check_name};
-use crate::auth::ALL_NAMESPACES;
 use crate::error::ApiError;
-use crate::namespace::{MAX_LIMIT, MAX_RETENTION_MS, MIN_RETENTION_MS, Namespace, NamespaceChange};
+use railyard_model::auth::ALL_NAMESPACES;
+use railyard_model::limits::{self, check_len, check_name};
+use railyard_model::namespace::{MAX_LIMIT, MAX_RETENTION_MS, MIN_RETENTION_MS, Namespace, NamespaceChange};
 
 /// Authenticates the caller and checks it may manage namespace `scope`.
 pub(super) fn admin(core: &Core, credentials: &Credentials, scope: &str) -> Result<Principal, ApiError> {

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::limits::{self, check_context, check_len, check_name};
 use super::{Caller, Core, workflows};
+use crate::engine::writer::{StartCommand, Started, Stop};
 use crate::error::ApiError;
-use crate::model::{Event, RunBudget, RunState, RunStatus, StartParams};
-use crate::store::RunFilter;
-use crate::store::writer::{StartCommand, Started, Stop};
+use railyard_model::limits::{self, check_context, check_len, check_name};
+use railyard_model::run::{Event, RunBudget, RunState, RunStatus, StartParams};
+use railyard_store::RunFilter;
 
 /// Most events in one history page.
 pub const MAX_PAGE: usize = 1000;
@@ -106,26 +106,26 @@ pub fn prepare(core: &Core, caller: &Caller, r: StartRun) -> Result<StartCommand
     }
     check_len("callback_url", &r.callback_url, limits::URL)?;
     if let Some(t) = r.budget.max_tokens
-        && !(1..=crate::workflow::MAX_BUDGET_TOKENS).contains(&t)
+        && !(1..=railyard_model::workflow::MAX_BUDGET_TOKENS).contains(&t)
     {
         return Err(ApiError::field(
             "max_tokens",
-            format!("must be at most {}", crate::workflow::MAX_BUDGET_TOKENS),
+            format!("must be at most {}", railyard_model::workflow::MAX_BUDGET_TOKENS),
         ));
     }
     if let Some(c) = r.budget.max_cost_usd
-        && !(c > 0.0 && c <= crate::workflow::MAX_BUDGET_USD)
+        && !(c > 0.0 && c <= railyard_model::workflow::MAX_BUDGET_USD)
     {
         return Err(ApiError::field(
             "max_cost_usd",
             format!(
                 "must be a number of US dollars above 0 and at most {}",
-                crate::workflow::MAX_BUDGET_USD
+                railyard_model::workflow::MAX_BUDGET_USD
             ),
         ));
     }
     if !r.callback_url.is_empty() {
-        crate::delivery::url::check("callback_url", &r.callback_url)?;
+        railyard_model::run::delivery::url::check("callback_url", &r.callback_url)?;
         super::subscriptions::require_signing(core, "callback_url")?;
     }
     let params = StartParams {
@@ -227,7 +227,7 @@ pub async fn history(core: &Core, caller: &Caller, q: HistoryQuery) -> Result<Hi
 /// What one event takes on the wire, about: its attributes as JSON, its type and
 /// identity.
 pub fn event_bytes(ev: &Event) -> usize {
-    crate::model::wire::event_attributes_json(&ev.kind).len()
+    railyard_model::run::wire::event_attributes_json(&ev.kind).len()
         + ev.kind.type_name().len()
         + ev.identity.len()
         + 32
@@ -286,7 +286,7 @@ pub fn watch(
             let events = match core.store.history(&ns, &run_id, from, HISTORY_CHUNK) {
                 Ok(events) => events,
                 Err(e) => {
-                    let _ = tx.send(Err(e)).await;
+                    let _ = tx.send(Err(e.into())).await;
                     return;
                 }
             };
@@ -412,6 +412,7 @@ pub async fn signal(core: &Core, caller: &Caller, r: SignalRun) -> Result<(), Ap
             r.request_id,
         )
         .await
+        .map_err(ApiError::from)
 }
 
 /// Asks a run to stop: at once when no worker holds its step, else when the worker
@@ -434,7 +435,7 @@ pub async fn pause(
     check_len("reason", &reason, limits::MESSAGE)?;
     let changed = core
         .writer
-        .pause(crate::store::writer::PauseRun {
+        .pause(crate::engine::writer::PauseRun {
             ns: caller.namespace.clone(),
             run_id: run_id.clone(),
             identity: caller.identity.clone(),
@@ -469,6 +470,7 @@ async fn stop(
             reason,
         )
         .await
+        .map_err(ApiError::from)
 }
 
 /// A run and the runs it started, recursively.
@@ -520,18 +522,18 @@ pub async fn redeliver(
     target: &str,
 ) -> Result<Vec<String>, ApiError> {
     check_name("run_id", run_id)?;
-    if !target.is_empty() && crate::model::DeliveryTarget::parse(target).is_none() {
+    if !target.is_empty() && railyard_model::run::DeliveryTarget::parse(target).is_none() {
         return Err(ApiError::field(
             "target",
             format!(
                 "{} is neither \"callback\" nor \"subscription:<id>\"",
-                crate::error::echo(target)
+                railyard_model::echo(target)
             ),
         ));
     }
     let targets = core
         .writer
-        .redeliver(crate::store::writer::Redeliver {
+        .redeliver(crate::engine::writer::Redeliver {
             ns: caller.namespace.clone(),
             run_id: run_id.to_string(),
             target: target.to_string(),

@@ -7,18 +7,18 @@ use std::collections::BTreeMap;
 
 use chrono::DateTime;
 
-use super::limits::{self, check_context, check_count, check_len, check_name};
 use super::{Caller, Core};
-use crate::clock::Millis;
+use crate::engine::writer::{CreateSchedule, DeleteSchedule, PatchSchedule, Patched, UpdateSchedule};
 use crate::error::ApiError;
-use crate::schedule::spec::{MAX_JITTER_SECONDS, MAX_REMAINING_ACTIONS};
-use crate::schedule::state::{
+use railyard_model::Millis;
+use railyard_model::limits::{self, check_context, check_count, check_len, check_name};
+use railyard_model::schedule::spec::{MAX_JITTER_SECONDS, MAX_REMAINING_ACTIONS};
+use railyard_model::schedule::state::{
     Action, DEFAULT_CATCHUP_WINDOW_MS, MIN_CATCHUP_WINDOW_MS, NewSchedule, Policies, ScheduleUpdate,
 };
-use crate::schedule::{
+use railyard_model::schedule::{
     Fire, MAX_SCHEDULE_ID, MAX_TIME, Overlap, Schedule, ScheduleSpec, SpecDoc, check_schedule_id,
 };
-use crate::store::writer::{CreateSchedule, DeleteSchedule, PatchSchedule, Patched, UpdateSchedule};
 
 /// Next fire times describe computes when the request names no count.
 pub const DEFAULT_NEXT_FIRES: usize = 10;
@@ -126,7 +126,7 @@ pub fn check_spec(s: &SpecInput) -> Result<ScheduleSpec, ApiError> {
     check_count(
         "spec.cron",
         s.cron.len(),
-        crate::schedule::spec::MAX_CRON_EXPRESSIONS,
+        railyard_model::schedule::spec::MAX_CRON_EXPRESSIONS,
     )?;
     for (i, c) in s.cron.iter().enumerate() {
         check_len(&format!("spec.cron[{i}]"), c, MAX_CRON_LEN)?;
@@ -277,6 +277,7 @@ pub async fn create(core: &Core, caller: &Caller, r: CreateInput) -> Result<(), 
             request_id: r.request_id,
         })
         .await
+        .map_err(ApiError::from)
 }
 
 /// A schedule with its next `next_fire_count` fire times (0: [`DEFAULT_NEXT_FIRES`],
@@ -292,7 +293,7 @@ pub fn describe(
     let mut schedule = core
         .store
         .schedule(ns, schedule_id)?
-        .ok_or_else(|| crate::store::writer::schedule_not_found(ns, schedule_id))?;
+        .ok_or_else(|| crate::engine::writer::schedule_not_found(ns, schedule_id))?;
     for a in schedule.recent_actions.iter_mut().filter(|a| a.status.is_open()) {
         if let Some(run) = core.store.run(ns, &a.run_id)? {
             a.status = run.status;
@@ -351,6 +352,7 @@ pub async fn update(
             update,
         })
         .await
+        .map_err(ApiError::from)
 }
 
 /// Pauses, unpauses, triggers or backfills a schedule.
@@ -383,6 +385,7 @@ pub async fn patch(core: &Core, caller: &Caller, p: PatchInput) -> Result<Patche
             request_id: p.request_id,
         })
         .await
+        .map_err(ApiError::from)
 }
 
 /// Deletes a schedule; the runs it started go on.
@@ -394,6 +397,7 @@ pub async fn delete(core: &Core, caller: &Caller, schedule_id: &str) -> Result<(
             schedule_id: schedule_id.to_string(),
         })
         .await
+        .map_err(ApiError::from)
 }
 
 /// The spec in one line: `cron 0 9 * * * Europe/Berlin`, `every 15m offset 2m`.

@@ -5,10 +5,10 @@
 
 use super::Core;
 use super::caller::{self, Credentials};
-use super::limits::check_name;
+use crate::engine::writer::{Subscribe, Unsubscribe};
 use crate::error::ApiError;
-use crate::namespace::{Namespace, Subscription};
-use crate::store::writer::{Subscribe, Unsubscribe};
+use railyard_model::limits::check_name;
+use railyard_model::namespace::{Namespace, Subscription};
 
 /// Most workflows one subscription names.
 pub const MAX_WORKFLOWS: usize = 64;
@@ -35,7 +35,7 @@ pub async fn subscribe(
     let name = caller::namespace_name(name);
     super::namespaces::admin(core, credentials, name)?;
     check_name("subscription.id", &sub.id)?;
-    crate::delivery::url::check("subscription.url", &sub.url)?;
+    railyard_model::run::delivery::url::check("subscription.url", &sub.url)?;
     if sub.workflows.len() > MAX_WORKFLOWS {
         return Err(ApiError::field(
             "subscription.workflows",

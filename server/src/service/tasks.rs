@@ -5,14 +5,17 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use super::caller::{self, Credentials, Operation, Principal};
-use super::limits::{self, check_bytes, check_context, check_count, check_len, check_name};
 use super::{Caller, Core};
+use crate::engine::matching::{Dispatch, QueueStats};
+use crate::engine::writer::{
+    CompletionOutcome, Grant, HeartbeatReply, StepCompletion, UsageReport, WriteError,
+};
 use crate::error::ApiError;
-use crate::matching::{Dispatch, QueueStats};
-use crate::model::{StepFailure, StuckNote, Usage};
-use crate::store::writer::{CompletionOutcome, Grant, HeartbeatReply, StepCompletion, UsageReport};
-use crate::token::TokenClaims;
-use crate::workflow::{DEFAULT_MAX_TURNS, PromptValues, render_values};
+use railyard_model::Rejection;
+use railyard_model::limits::{self, check_bytes, check_context, check_count, check_len, check_name};
+use railyard_model::run::{StepFailure, StuckNote, Usage};
+use railyard_model::token::TokenClaims;
+use railyard_model::workflow::{DEFAULT_MAX_TURNS, PromptValues, render_values};
 
 /// Poll wait when the request names none.
 pub const DEFAULT_POLL_WAIT_MS: u32 = 20_000;
@@ -128,11 +131,11 @@ pub async fn poll(core: &Core, caller: &Caller, p: Poll) -> Result<Option<Leased
                 return Ok(Some(LeasedStep::new(core, grant)));
             }
             // The run moved on since the task was queued: take the next one.
-            Err(ApiError::FailedPrecondition(_) | ApiError::NotFound(_)) => continue,
+            Err(WriteError::Rejected(Rejection::FailedPrecondition(_) | Rejection::NotFound(_))) => continue,
             Err(e) => {
                 // Nothing was committed: the task is still ready.
                 core.matching.push(task);
-                return Err(e);
+                return Err(e.into());
             }
         }
     }
@@ -170,10 +173,12 @@ async fn poll_run(
                     return Ok(Some(LeasedStep::new(core, grant)));
                 }
                 // The run moved on since the task was queued: look again.
-                Err(ApiError::FailedPrecondition(_) | ApiError::NotFound(_)) => continue,
+                Err(WriteError::Rejected(Rejection::FailedPrecondition(_) | Rejection::NotFound(_))) => {
+                    continue;
+                }
                 Err(e) => {
                     core.matching.push(task);
-                    return Err(e);
+                    return Err(e.into());
                 }
             }
         }
@@ -360,8 +365,8 @@ pub async fn complete_step(
         .complete_step(claims, caller.identity.clone(), completion)
         .await
         .inspect_err(|e| {
-            if let ApiError::InvalidArgument(why) = e {
-                tracing::info!(%run_id, %step, attempt, why = %crate::model::size::prefix(why, 512), "completion refused");
+            if let WriteError::Rejected(Rejection::InvalidArgument(why)) = e {
+                tracing::info!(%run_id, %step, attempt, why = %railyard_model::run::size::prefix(why, 512), "completion refused");
             }
         })?;
     match outcome {

@@ -11,11 +11,12 @@ use super::runs::{self, HistoryQuery, IdReusePolicy, ListRuns, SignalRun, StartR
 use super::tasks::{self, Completion, Heartbeat, Poll};
 use super::*;
 use crate::clock::ManualClock;
+use crate::engine::timers::LeaseDeadlines;
+use crate::engine::writer::Hooks;
 use crate::error::ApiError;
-use crate::model::{EventKind, RunStatus, StepFailure};
-use crate::store::writer::Hooks;
-use crate::timers::LeaseDeadlines;
-use crate::workflow::parse_definition;
+use railyard_model::limits;
+use railyard_model::run::{EventKind, RunStatus, StepFailure};
+use railyard_model::workflow::parse_definition;
 
 const TWO_STEPS: &str = r#"{"id":"two","version":"1","name":"Two","steps":[
   {"id":"a","title":"A","prompt":"do {{goal}} in {{context.lang}}"},
@@ -64,8 +65,8 @@ fn fixture() -> Fixture {
         namespaces: namespaces.into(),
         auth: false,
         shutdown: shutdown_rx,
-        delivery: Arc::new(crate::delivery::DeliverySettings {
-            signing_secret: crate::delivery::SigningSecret::new("test-secret"),
+        delivery: Arc::new(crate::engine::delivery::DeliverySettings {
+            signing_secret: crate::engine::delivery::SigningSecret::new("test-secret"),
             ..Default::default()
         }),
     });
@@ -155,7 +156,7 @@ async fn a_run_goes_from_start_to_completion_without_a_transport() {
 
     let first = fx.poll().await.expect("the first step is ready");
     assert_eq!(first.prompt, "do port it in Rust");
-    assert_eq!(first.max_turns, crate::workflow::DEFAULT_MAX_TURNS);
+    assert_eq!(first.max_turns, railyard_model::workflow::DEFAULT_MAX_TURNS);
     assert_eq!(first.grant.run.run_id, run_id);
 
     let (holder, claims) =
@@ -426,7 +427,7 @@ async fn run_listings_are_paged_by_bytes_as_well_as_by_count() {
                 after,
                 100,
                 2 * one + 1,
-                &|r: &crate::model::RunState| r.summary_bytes(),
+                &|r: &railyard_model::run::RunState| r.summary_bytes(),
             )
             .unwrap();
         pages.push(runs.len());
@@ -448,7 +449,7 @@ async fn run_listings_are_paged_by_bytes_as_well_as_by_count() {
             None,
             100,
             0,
-            &|_: &crate::model::RunState| 1 << 30,
+            &|_: &railyard_model::run::RunState| 1 << 30,
         )
         .unwrap();
     assert_eq!((runs.len(), next.is_some()), (1, true));

@@ -9,16 +9,19 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::limits::{self, check_context, check_count, check_len, check_name};
 use super::runs::{self, StartRun};
 use super::{Caller, Core, caller};
-use crate::error::{ApiError, echo};
-use crate::store::writer::{
-    CreateTrigger, DeleteTrigger, DeliverHook, Delivered, SyncConfigTriggers, UpdateTrigger,
+use railyard_model::echo;
+use railyard_model::limits::{self, check_context, check_count, check_len, check_name};
+
+use crate::engine::writer::{
+    CreateTrigger, DeleteTrigger, DeliverHook, Delivered, SyncConfigTriggers, UpdateTrigger, WriteError,
 };
-use crate::trigger::signature::{self, VerifyError};
-use crate::trigger::template::{RenderError, Template};
-use crate::trigger::{MAX_DELIVERY_ID, MAX_KEY_BYTES, Mode, Trigger};
+use crate::error::ApiError;
+use crate::signature::{self, VerifyError};
+use railyard_model::trigger::template::{RenderError, Template};
+use railyard_model::trigger::{MAX_DELIVERY_ID, MAX_KEY_BYTES, Mode, Trigger};
+use railyard_store::StorageError;
 
 /// Longest goal or context template, in bytes.
 pub const MAX_TEMPLATE: usize = 16 * 1024;
@@ -66,7 +69,7 @@ pub struct TriggerListing {
 }
 
 fn check_id(id: &str) -> Result<(), ApiError> {
-    check_name("trigger_id", id)
+    Ok(check_name("trigger_id", id)?)
 }
 
 fn check_template(field: &str, text: &str) -> Result<Template, ApiError> {
@@ -176,7 +179,10 @@ pub fn check(core: &Core, ns: &str, r: TriggerInput) -> Result<Trigger, ApiError
 /// Creates a trigger (`ALREADY_EXISTS` if its id is taken in the namespace).
 pub async fn create(core: &Core, caller: &Caller, r: TriggerInput) -> Result<Trigger, ApiError> {
     let trigger = check(core, &caller.namespace, r)?;
-    core.writer.create_trigger(CreateTrigger { trigger }).await
+    core.writer
+        .create_trigger(CreateTrigger { trigger })
+        .await
+        .map_err(ApiError::from)
 }
 
 /// A trigger (`NOT_FOUND` when there is none).
@@ -185,7 +191,7 @@ pub fn describe(core: &Core, caller: &Caller, trigger_id: &str) -> Result<Trigge
     let ns = &caller.namespace;
     core.store
         .trigger(ns, trigger_id)?
-        .ok_or_else(|| crate::store::writer::trigger_not_found(ns, trigger_id))
+        .ok_or_else(|| crate::engine::writer::trigger_not_found(ns, trigger_id).into())
 }
 
 /// A page of the namespace's triggers, in id order. The page token is the last
@@ -220,7 +226,10 @@ pub fn list(
 /// Replaces what an API-made trigger is (a configured one is read-only).
 pub async fn update(core: &Core, caller: &Caller, r: TriggerInput) -> Result<Trigger, ApiError> {
     let trigger = check(core, &caller.namespace, r)?;
-    core.writer.update_trigger(UpdateTrigger { trigger }).await
+    core.writer
+        .update_trigger(UpdateTrigger { trigger })
+        .await
+        .map_err(ApiError::from)
 }
 
 /// Deletes an API-made trigger (a configured one is read-only).
@@ -232,6 +241,7 @@ pub async fn delete(core: &Core, caller: &Caller, trigger_id: &str) -> Result<()
             trigger_id: trigger_id.to_string(),
         })
         .await
+        .map_err(ApiError::from)
 }
 
 /// Writes the configuration's triggers into storage, replacing those an earlier
@@ -261,6 +271,7 @@ pub async fn sync_config(core: &Core, triggers: Vec<TriggerInput>) -> Result<(us
     core.writer
         .sync_config_triggers(SyncConfigTriggers { triggers: checked })
         .await
+        .map_err(ApiError::from)
 }
 
 /// Why a webhook delivery is refused; each is one HTTP status.
@@ -284,6 +295,18 @@ pub enum HookError {
     /// Anything else, as the API would answer it.
     #[error(transparent)]
     Api(#[from] ApiError),
+}
+
+impl From<StorageError> for HookError {
+    fn from(e: StorageError) -> Self {
+        Self::Api(e.into())
+    }
+}
+
+impl From<WriteError> for HookError {
+    fn from(e: WriteError) -> Self {
+        Self::Api(e.into())
+    }
 }
 
 /// The delivery as the webhook route hands it over.

@@ -4,8 +4,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Caller, Core};
-use crate::error::{ApiError, echo};
-use crate::workflow::{InvalidDefinition, WorkflowDef};
+use railyard_model::echo;
+
+use crate::error::ApiError;
+use crate::registry::InvalidDefinition;
+use railyard_model::workflow::WorkflowDef;
 
 /// A loaded definition and the file it came from.
 #[derive(Debug, Clone)]

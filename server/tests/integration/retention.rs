@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use railyard_proto::v1::{self, CreateNamespaceRequest, UpdateNamespaceRequest};
 use railyard_proto::{Client, ClientError, Completion, StepWorker};
 use railyard_server::clock::ManualClock;
-use railyard_server::store::{RunFilter, Store};
 use railyard_server::{RunningServer, ServerConfig};
+use railyard_store::{RunFilter, Store};
 
 use crate::support;
 

@@ -24,7 +24,7 @@ pub(crate) use fs::truncate;
 
 use crate::provider::ToolSpec;
 
-pub use railyard_proto::tools::{
+pub use railyard_model::tools::{
     AWAIT_RUNS, COMPLETE_STEP, SIGNAL_COORDINATOR, SPAWN_AGENT, WORKSPACE_TOOLS,
 };
 /// Tools that are always allowed, whatever a step's `allowedTools` says.
