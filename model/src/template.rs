@@ -12,7 +12,6 @@
 use std::collections::BTreeMap;
 
 use crate::ids;
-use crate::workflow::StepDef;
 
 /// What a `{{...}}` placeholder names.
 enum Placeholder<'a> {
@@ -59,9 +58,9 @@ pub fn check_template(template: &str) -> Result<(), String> {
 }
 
 /// Checks that every `{{...}}` is `goal`, `context.KEY`, or `steps.ID.result[.FIELD...]`
-/// naming one of `earlier` (the steps before this one). `later` (this step and the
-/// ones after it) only words the error for a step that has not run yet.
-pub fn check_template_with(template: &str, earlier: &[&str], later: &[StepDef]) -> Result<(), String> {
+/// naming one of `earlier` (the ids of the steps before this one). `later` (the ids of
+/// this step and the ones after it) only words the error for a step that has not run yet.
+pub fn check_template_with(template: &str, earlier: &[&str], later: &[&str]) -> Result<(), String> {
     let mut rest = template;
     let mut offset = 0;
     while let Some(start) = rest.find("{{") {
@@ -74,7 +73,7 @@ pub fn check_template_with(template: &str, earlier: &[&str], later: &[StepDef]) 
             let at = offset + start;
             if let Some(named) = var.strip_prefix("steps.") {
                 let step = named.split(".result").next().unwrap_or(named);
-                let why = if later.iter().any(|s| s.id == step) {
+                let why = if later.contains(&step) {
                     format!("step {step:?} does not run before this one, so its result is not known yet")
                 } else if named.contains(".result") {
                     format!("no step {step:?} runs before this one")

@@ -344,6 +344,7 @@ pub fn validate(def: &WorkflowDef) -> Result<(), String> {
         return Err("steps: a workflow needs at least one step".into());
     }
     let mut seen = HashSet::new();
+    let ids: Vec<&str> = def.steps.iter().map(|s| s.id.as_str()).collect();
     for (i, step) in def.steps.iter().enumerate() {
         let at = |field: &str| format!("steps[{i}].{field}");
         check_name(&at("id"), &step.id, "step id")?;
@@ -358,9 +359,8 @@ pub fn validate(def: &WorkflowDef) -> Result<(), String> {
         }
         check_size(&at("title"), &step.title, MAX_LABEL)?;
         check_size(&at("prompt"), &step.prompt, MAX_PROMPT)?;
-        let earlier: Vec<&str> = def.steps[..i].iter().map(|s| s.id.as_str()).collect();
-        check_template_with(&step.prompt, &earlier, &def.steps[i..])
-            .map_err(|e| format!("{}: {e}", at("prompt")))?;
+        let (earlier, later) = ids.split_at(i);
+        check_template_with(&step.prompt, earlier, later).map_err(|e| format!("{}: {e}", at("prompt")))?;
         if let Some(q) = &step.task_queue {
             check_name(&at("taskQueue"), q, "task queue")?;
         }

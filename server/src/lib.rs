@@ -32,8 +32,8 @@ use tokio::sync::{Notify, watch as shutdown_watch};
 use tokio::task::JoinHandle;
 
 use crate::clock::{Clock, SystemClock};
+use crate::engine::leases::LeaseDeadlines;
 use crate::engine::matching::{Matching, TaskRef};
-use crate::engine::timers::LeaseDeadlines;
 use crate::engine::watch::Watchers;
 use crate::engine::writer::{Hooks, Writer};
 use crate::metrics::{Metrics, StateSources};
@@ -269,10 +269,16 @@ impl RunningServer {
         let schedules_store = store.clone();
         let workflows = Arc::new(workflows);
         let metrics = Arc::new(Metrics::with_state(StateSources {
-            matching: matching.clone(),
-            leases: leases.clone(),
-            open_runs: Box::new(move || Ok(open_runs_store.open_run_counts()?)),
-            schedules: Box::new(move || Ok(schedules_store.schedule_counts()?)),
+            queues: Box::new({
+                let matching = matching.clone();
+                move || matching.queue_gauges()
+            }),
+            leases: Box::new({
+                let leases = leases.clone();
+                move || leases.count_by_namespace()
+            }),
+            open_runs: Box::new(move || open_runs_store.open_run_counts()),
+            schedules: Box::new(move || schedules_store.schedule_counts()),
         }));
         let timer_wake = Arc::new(Notify::new());
         let hooks = Hooks {
@@ -284,15 +290,14 @@ impl RunningServer {
             clock: config.clock.clone(),
             workflows: workflows.clone(),
         };
-        let (delivery_jobs, delivery_queue) = engine::delivery::sender::channel();
+        let (delivery_jobs, delivery_queue) = engine::sender::channel();
         let delivery_hook = engine::delivery::DeliveryHook {
             policy: config.delivery.policy(),
             jobs: Some(delivery_jobs),
         };
         let (writer, writer_thread) = Writer::spawn_with_delivery(store.clone(), hooks, delivery_hook)?;
-        let sender =
-            engine::delivery::sender::Sender::new(&config.delivery, writer.clone(), config.clock.clone())
-                .map_err(|e| StartError::Internal(error::ApiError::Internal(e.to_string())))?;
+        let sender = engine::sender::Sender::new(&config.delivery, writer.clone(), config.clock.clone())
+            .map_err(|e| StartError::Internal(error::ApiError::Internal(e.to_string())))?;
         let admin_key_file = if config.auth {
             service::keys::bootstrap(&store, &writer, config.clock.now_ms(), dir).await?
         } else {

@@ -12,7 +12,7 @@
 pub mod backend;
 pub mod error;
 pub mod memory;
-mod migrate;
+
 mod records;
 pub mod redb_backend;
 

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
 
+mod migrate;
 mod purge;
 mod reads;
 mod snapshot;
@@ -24,7 +25,7 @@ mod triggers;
 mod write;
 
 use super::backend::{Backend, Snapshot, WriteTx};
-use super::migrate;
+
 use super::records::{DefinitionTableKey, Definitions};
 use crate::error::StorageError;
 

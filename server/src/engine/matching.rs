@@ -15,8 +15,18 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::engine::writer::Grant;
+use railyard_model::run::{Lease, RunState};
+
+use crate::metrics::state::QueueGauge;
 use railyard_model::Millis;
+
+/// A granted lease, with what the worker needs to run the step.
+#[derive(Debug)]
+pub struct Grant {
+    pub run: RunState,
+    pub lease: Lease,
+    pub checkpoint: Vec<u8>,
+}
 
 /// What a parked poll receives.
 #[derive(Debug)]
@@ -100,17 +110,6 @@ pub struct QueueStats {
     pub backlog: usize,
     pub pollers: Vec<(String, Millis)>,
     pub dispatched: u64,
-}
-
-/// Gauges of one queue, for `/metrics`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueueGauge {
-    pub namespace: String,
-    pub queue: String,
-    /// Ready tasks.
-    pub backlog: usize,
-    /// Long polls still waiting.
-    pub parked: usize,
 }
 
 /// Every queue of every namespace.

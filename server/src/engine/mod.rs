@@ -3,14 +3,18 @@
 //! - [`writer`]: the one writer task; every mutation is a command applied in a
 //!   batch under one commit, callers answered only after it.
 //! - [`matching`]: ready tasks and parked long-polls, in memory, rebuilt at start.
-//! - [`timers`]: the timer loop (durable timers) and lease deadlines.
+//! - [`timers`]: the timer loop (durable timer rows and lease deadlines).
+//! - [`leases`]: the deadline of every lease in flight, in memory.
 //! - [`watch`]: wakes watchers of a run when it changes.
 //! - [`retention`]: the purge of closed runs past their namespace's retention.
-//! - [`delivery`]: the result-delivery sender (HTTP POSTs, signed).
+//! - [`delivery`]: result-delivery settings, the attempt queue and signatures.
+//! - [`sender`]: the result-delivery sender (HTTP POSTs, signed, bounded).
 
 pub mod delivery;
+pub mod leases;
 pub mod matching;
 pub mod retention;
+pub mod sender;
 pub mod timers;
 pub mod watch;
 pub mod writer;

@@ -20,9 +20,9 @@ use tokio::sync::watch;
 use railyard_model::Millis;
 
 use crate::clock::Clock;
-use crate::engine::writer::{PurgeCandidate, PurgeRuns, Writer, may_purge};
-use crate::error::ApiError;
+use crate::engine::writer::{PurgeCandidate, PurgeRuns, WriteError, Writer, may_purge};
 use crate::metrics::Metrics;
+use railyard_store::StorageError;
 use railyard_store::Store;
 
 /// How the purge runs.
@@ -77,7 +77,7 @@ async fn sweep(
     now: Millis,
     batch: usize,
     shutdown: &watch::Receiver<bool>,
-) -> Result<(), ApiError> {
+) -> Result<(), WriteError> {
     // Where the sweep is in each namespace's index, and the namespaces done.
     let mut cursors: BTreeMap<String, (Millis, String)> = BTreeMap::new();
     let mut done: BTreeSet<String> = BTreeSet::new();
@@ -126,7 +126,7 @@ fn collect(
     batch: usize,
     cursors: &mut BTreeMap<String, (Millis, String)>,
     done: &mut BTreeSet<String>,
-) -> Result<Option<Vec<PurgeCandidate>>, ApiError> {
+) -> Result<Option<Vec<PurgeCandidate>>, StorageError> {
     let snap = store.backend().snapshot()?;
     let mut out = Vec::new();
     let mut scanned = 0usize;

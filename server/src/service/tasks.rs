@@ -6,10 +6,8 @@ use std::time::Duration;
 
 use super::caller::{self, Credentials, Operation, Principal};
 use super::{Caller, Core};
-use crate::engine::matching::{Dispatch, QueueStats};
-use crate::engine::writer::{
-    CompletionOutcome, Grant, HeartbeatReply, StepCompletion, UsageReport, WriteError,
-};
+use crate::engine::matching::{Dispatch, Grant, QueueStats};
+use crate::engine::writer::{CompletionOutcome, HeartbeatReply, StepCompletion, UsageReport, WriteError};
 use crate::error::ApiError;
 use railyard_model::Rejection;
 use railyard_model::limits::{self, check_bytes, check_context, check_count, check_len, check_name};

@@ -11,7 +11,7 @@ use super::runs::{self, HistoryQuery, IdReusePolicy, ListRuns, SignalRun, StartR
 use super::tasks::{self, Completion, Heartbeat, Poll};
 use super::*;
 use crate::clock::ManualClock;
-use crate::engine::timers::LeaseDeadlines;
+use crate::engine::leases::LeaseDeadlines;
 use crate::engine::writer::Hooks;
 use crate::error::ApiError;
 use railyard_model::limits;

@@ -5,12 +5,11 @@
 //! The parts: the state of each target lives in the run ([`railyard_model::run::delivery`]);
 //! attempts are driven by durable `timers` rows (`Timer::Delivery`), armed in the
 //! transaction that closes the run; the writer starts an attempt when its row fires
-//! and hands it, after commit, to the [`sender`], a task outside the writer that
+//! and hands it, after commit, to the sender (`engine::sender`), a task outside the writer that
 //! makes the HTTP call with bounded concurrency and records the outcome through a
 //! writer command. The JSON posted is the model's
 //! (`railyard_model::run::delivery::payload`); [`sign`] is its signature.
 
-pub mod sender;
 pub mod sign;
 
 use std::time::Duration;

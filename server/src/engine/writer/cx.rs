@@ -2,8 +2,14 @@
 //! sequence numbers, and saves transitions (state, events, effects) into the open
 //! write transaction. A command may load and save several runs; they commit
 //! together with the rest of the batch.
+//!
+//! A run's close has three hooks, all in the transaction that closes it: [`Cx::save`]
+//! arms its result deliveries; [`Cx::closed`] tells what started it (its schedule,
+//! its trigger key: `commands::settle`); [`Cx::family`] tells its parent and
+//! children (`commands::children::settle`).
 
-use super::commands::children::FamilyClose;
+use railyard_model::run::DeliveryTarget;
+
 use super::*;
 
 /// One command's view of the open transaction.
@@ -39,6 +45,14 @@ pub(crate) struct ClosedRun {
     pub run_id: String,
     pub status: RunStatus,
     pub failure: String,
+}
+
+/// A run of a tree (a spawned child, or a run that spawned some) that closed in
+/// this command, not yet settled with its family.
+#[derive(Debug, Clone)]
+pub(crate) struct FamilyClose {
+    pub ns: String,
+    pub run_id: String,
 }
 
 /// A transition of one run, decided but not yet written: see [`Cx::save`].
@@ -107,12 +121,42 @@ impl Cx<'_, '_> {
         }
     }
 
+    /// Plans the delivery of a run that this transition closes: its callback URL and
+    /// each subscription of its namespace that matches its workflow and outcome.
+    fn arm_deliveries(&mut self, t: &mut Transition) -> Result<(), StorageError> {
+        let run = &t.run;
+        let mut targets = Vec::new();
+        if !run.callback_url.is_empty() {
+            targets.push((DeliveryTarget::Callback, run.callback_url.clone()));
+        }
+        if let Some(ns) = self.tx.namespace(&run.namespace)? {
+            for s in ns.subscriptions {
+                if s.matches(&run.workflow_id, run.status) {
+                    targets.push((DeliveryTarget::Subscription(s.id), s.url));
+                }
+            }
+        }
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let mut out = Out {
+            now: self.now,
+            next_seq: self.next_seq,
+            events: std::mem::take(&mut t.events),
+            effects: std::mem::take(&mut t.effects),
+        };
+        t.run.arm_deliveries(targets, &mut out);
+        t.events = out.events;
+        t.effects = out.effects;
+        Ok(())
+    }
+
     /// Writes an accepted transition: if it left a step ready and a poll is parked
     /// on its queue, first leases the step to that poll (sync match); then the
     /// events, the state row and the effects.
     pub fn save(&mut self, mut t: Transition) -> Result<(), StorageError> {
         if t.was_open && !t.run.status.is_open() {
-            super::commands::delivery::on_close(self, &mut t)?;
+            self.arm_deliveries(&mut t)?;
         }
         let handoff = {
             let mut out = Out {

@@ -45,8 +45,8 @@ use railyard_model::{Millis, Rejection};
 use railyard_store::{Snapshot, StorageError, Store, WriteTx};
 
 use crate::clock::Clock;
-use crate::engine::matching::{Matching, TaskRef, Waiter};
-use crate::engine::timers::LeaseDeadlines;
+use crate::engine::leases::LeaseDeadlines;
+use crate::engine::matching::{Grant, Matching, TaskRef, Waiter};
 use crate::engine::watch::Watchers;
 use crate::metrics::Metrics;
 use crate::registry::WorkflowRegistry;
@@ -91,14 +91,6 @@ pub struct Started {
     pub run_id: String,
     /// False when the request id matched an earlier start.
     pub started: bool,
-}
-
-/// A granted lease, with what the worker needs to run the step.
-#[derive(Debug)]
-pub struct Grant {
-    pub run: RunState,
-    pub lease: Lease,
-    pub checkpoint: Vec<u8>,
 }
 
 impl Grant {

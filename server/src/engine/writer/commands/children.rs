@@ -181,14 +181,6 @@ impl Apply for SpawnChildren {
     }
 }
 
-/// A run of a tree (a spawned child, or a run that spawned some) that closed in
-/// this command, not yet settled with its family.
-#[derive(Debug, Clone)]
-pub(crate) struct FamilyClose {
-    pub ns: String,
-    pub run_id: String,
-}
-
 /// Most family closes settled after one command: far above what the limits allow
 /// (depth 3, 10 children a run), a bound against a corrupt tree.
 const MAX_SETTLED: usize = 100_000;

@@ -56,8 +56,8 @@ pub use undelivered::Undelivered;
 pub use update_namespace::UpdateNamespace;
 
 /// Tells what started each run that closed in this command, in the same
-/// transaction: its schedule, and the trigger key it held. This is the one hook
-/// on a run's close; what it starts cannot close another run at once, so it ends.
+/// transaction: its schedule, and the trigger key it held (one of a close's three
+/// hooks: see `cx.rs`). What it starts cannot close another run at once, so it ends.
 pub(crate) fn settle(cx: &mut Cx) -> Result<(), StorageError> {
     while !cx.closed.is_empty() {
         for c in std::mem::take(cx.closed) {

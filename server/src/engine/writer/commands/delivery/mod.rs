@@ -1,48 +1,18 @@
-//! Result delivery in the writer: arming each target as a run closes ([`on_close`],
-//! the one hook on run close), starting an attempt when its timer fires ([`fire`]),
+//! Result delivery in the writer: starting an attempt when its timer fires ([`fire`]),
 //! recording an attempt's outcome ([`RecordDelivery`]), a new round on request
 //! ([`Redeliver`]), and the namespace subscriptions that choose targets
 //! ([`Subscribe`], [`Unsubscribe`]). The HTTP call itself is never made here: a
-//! started attempt goes, after commit, to `delivery::sender`.
+//! started attempt goes, after commit, to `engine::sender`. Targets are armed as a
+//! run closes, by `Cx::save` (one of a close's three hooks: see `cx.rs`).
 
 use super::*;
 use crate::engine::delivery::Job;
+use railyard_model::run::AttemptOutcome;
 use railyard_model::run::delivery::payload;
-use railyard_model::run::{AttemptOutcome, DeliveryTarget};
 
 mod subscriptions;
 
 pub use subscriptions::{Subscribe, Unsubscribe};
-
-/// Plans the delivery of a run that this transition closes: its callback URL and
-/// each subscription of its namespace that matches its workflow and outcome.
-pub(in crate::engine::writer) fn on_close(cx: &mut Cx, t: &mut Transition) -> Result<(), StorageError> {
-    let run = &t.run;
-    let mut targets = Vec::new();
-    if !run.callback_url.is_empty() {
-        targets.push((DeliveryTarget::Callback, run.callback_url.clone()));
-    }
-    if let Some(ns) = cx.tx.namespace(&run.namespace)? {
-        for s in ns.subscriptions {
-            if s.matches(&run.workflow_id, run.status) {
-                targets.push((DeliveryTarget::Subscription(s.id), s.url));
-            }
-        }
-    }
-    if targets.is_empty() {
-        return Ok(());
-    }
-    let mut out = Out {
-        now: cx.now,
-        next_seq: cx.next_seq,
-        events: std::mem::take(&mut t.events),
-        effects: std::mem::take(&mut t.effects),
-    };
-    t.run.arm_deliveries(targets, &mut out);
-    t.events = out.events;
-    t.effects = out.effects;
-    Ok(())
-}
 
 /// A delivery timer fired: start the attempt (handing it to the sender after
 /// commit) or end the one in flight as lost. A stale timer writes nothing.

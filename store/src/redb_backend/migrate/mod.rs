@@ -1,7 +1,7 @@
 //! Bringing a database of an older storage layout to the current one, at open.
 //!
 //! Layout 2 → 3: every state row, event and timer is rewritten as a versioned
-//! record ([`super::records`]) under the same key, each definition a run used is
+//! record ([`crate::records`]) under the same key, each definition a run used is
 //! stored once in `definitions`, and `meta.schema` becomes 3 — all in one write
 //! transaction, so a failure (or a crash) leaves layout 2 untouched. Checkpoints
 //! (opaque bytes) and the index tables keep their layout.
@@ -15,9 +15,9 @@ use std::sync::Arc;
 use redb::{Database, ReadableTable, ReadableTableMetadata, Table};
 use serde::de::DeserializeOwned;
 
-use super::records::{self, Definitions};
-use super::redb_backend::{CHECKPOINT_SLOT, DEFINITIONS, META, RUNS, SCHEMA_VERSION, STATE_SLOT, TIMERS};
+use super::{CHECKPOINT_SLOT, DEFINITIONS, META, RUNS, SCHEMA_VERSION, STATE_SLOT, TIMERS};
 use crate::error::StorageError;
+use crate::records::{self, Definitions};
 use railyard_model::workflow::WorkflowDef;
 
 /// The layout this module migrates from.

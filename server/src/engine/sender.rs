@@ -10,9 +10,9 @@ use railyard_proto::retry::is_transient_http_status;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 
-use super::sign::{SIGNATURE_HEADER, sign};
-use super::{DeliverySettings, Job, QUEUE_CAPACITY, SigningSecret};
 use crate::clock::Clock;
+use crate::engine::delivery::sign::{SIGNATURE_HEADER, sign};
+use crate::engine::delivery::{DeliverySettings, Job, QUEUE_CAPACITY, SigningSecret};
 use crate::engine::writer::{RecordDelivery, Writer};
 use railyard_model::run::AttemptOutcome;
 
@@ -34,7 +34,7 @@ pub struct Sender {
 }
 
 /// The channel attempts go into (give its sending half to the writer's
-/// [`super::DeliveryHook`]) and its receiving half.
+/// [`crate::engine::delivery::DeliveryHook`]) and its receiving half.
 pub fn channel() -> (mpsc::Sender<Job>, mpsc::Receiver<Job>) {
     mpsc::channel(QUEUE_CAPACITY)
 }
