@@ -298,9 +298,9 @@ fn json_to_dict(text: &str) -> Result<Dict, String> {
 }
 
 /// Reads a config file: a regular file of at most [`MAX_FILE_BYTES`], in UTF-8, read
-/// without blocking ([`crate::files::read_regular_text`]).
+/// without blocking ([`railyard_files::read_regular_text`]).
 fn read_file(path: &Path) -> Result<String, ConfigError> {
-    crate::files::read_regular_text(path, MAX_FILE_BYTES).map_err(|e| ConfigError::File {
+    railyard_files::read_regular_text(path, MAX_FILE_BYTES).map_err(|e| ConfigError::File {
         path: path.to_path_buf(),
         reason: e.to_string(),
     })

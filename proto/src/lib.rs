@@ -35,7 +35,6 @@ mod client;
 pub mod codec;
 #[cfg(feature = "config")]
 pub mod config;
-pub mod files;
 pub mod retry;
 mod step_worker;
 pub mod tls;
