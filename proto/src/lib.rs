@@ -6,8 +6,6 @@
 //!   and maps gRPC statuses to [`ClientError`]; runs, step tasks and schedules.
 //! - [`retry`]: the one retry policy (backoff with jitter) and the one definition of
 //!   transient errors, shared by the SDK, the worker and the model providers.
-//! - `config` (feature `config`): the configuration loader the server and the worker
-//!   share (TOML or JSON file < environment < flags).
 //! - [`StepWorker`]: the small poll / heartbeat / complete / fail helper that the CLI,
 //!   the worker and the tests use to play worker.
 //!
@@ -33,8 +31,6 @@
 
 mod client;
 pub mod codec;
-#[cfg(feature = "config")]
-pub mod config;
 pub mod retry;
 mod step_worker;
 pub mod tls;

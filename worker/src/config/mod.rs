@@ -1,6 +1,6 @@
 //! Worker configuration: a config file, environment variables and command-line flags,
 //! in rising precedence, loaded through Railyard's one configuration loader
-//! ([`railyard_proto::config`]) and then resolved and checked once.
+//! ([`railyard_config`]) and then resolved and checked once.
 //!
 //! The config file is TOML (`worker.toml`), or JSON when its name ends in `.json`
 //! (the format earlier releases read, still accepted). Every key is optional; an
@@ -44,7 +44,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use railyard_proto::config::{EnvVar, Loaded, Loader};
+use railyard_config::{EnvVar, Loaded, Loader};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::provider::{DEFAULT_MAX_RESPONSE_BYTES, ScriptSource};
@@ -214,7 +214,7 @@ impl std::str::FromStr for ProviderKind {
     }
 }
 
-pub use railyard_proto::config::ConfigError;
+pub use railyard_config::ConfigError;
 
 /// The environment variables a worker reads, and the key each sets.
 pub const ENV: &[EnvVar] = &[

@@ -8,13 +8,13 @@
 //! (the file's path, the environment variable, the flag).
 //!
 //! ```no_run
-//! # use railyard_proto::config::{EnvVar, Loader};
+//! # use railyard_config::{EnvVar, Loader};
 //! #[derive(serde::Deserialize, serde::Serialize, Default)]
 //! #[serde(deny_unknown_fields)]
 //! struct Settings { slots: Option<u32> }
 //! const ENV: &[EnvVar] = &[EnvVar { var: "RAILYARD_SLOTS", key: "slots" }];
 //!
-//! # fn f() -> Result<(), railyard_proto::config::ConfigError> {
+//! # fn f() -> Result<(), railyard_config::ConfigError> {
 //! let loaded = Loader::new()
 //!     .file(Some(std::path::Path::new("worker.toml")))?
 //!     .env(ENV, |k| std::env::var(k).ok())
