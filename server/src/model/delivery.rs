@@ -14,7 +14,7 @@
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
-use railyard_proto::retry::RetryPolicy;
+use railyard_sdk::retry::RetryPolicy;
 
 use super::{Effect, EventKind, Out, RunState, Timer};
 use crate::clock::Millis;
