@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use clap::Args;
+use railyard_proto::DEFAULT_NAMESPACE;
 use railyard_proto::v1::{ListRunsRequest, RunStatus, StepTask};
-use railyard_proto::{Client, Completion, ConnectOptions, DEFAULT_NAMESPACE, StepWorker};
+use railyard_sdk::{Client, Completion, ConnectOptions, StepWorker};
 use railyard_server::{RunningServer, ServerConfig};
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -441,7 +442,7 @@ async fn heartbeat_floor(client: &Client, n: usize) -> anyhow::Result<Duration> 
     };
     let mut beats = Vec::with_capacity(n);
     for i in 1..=n as u64 {
-        let extras = railyard_proto::HeartbeatExtras {
+        let extras = railyard_sdk::HeartbeatExtras {
             usage: Some(railyard_proto::v1::TokenUsage {
                 input_tokens: 1000 * i,
                 output_tokens: 100 * i,

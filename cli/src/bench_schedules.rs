@@ -14,10 +14,11 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
+use railyard_proto::DEFAULT_NAMESPACE;
 use railyard_proto::v1::{
     CreateScheduleRequest, ListRunsRequest, ScheduleAction, SchedulePolicies, ScheduleSpec,
 };
-use railyard_proto::{Client, ConnectOptions, DEFAULT_NAMESPACE};
+use railyard_sdk::{Client, ConnectOptions};
 use serde_json::json;
 use tokio::task::JoinSet;
 

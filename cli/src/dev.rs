@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use clap::Args;
-use railyard_proto::Client;
 use railyard_proto::v1::{HistoryEvent, RunInfo, RunStatus};
+use railyard_sdk::Client;
 use railyard_server::RunningServer;
 use railyard_worker::events::WorkerEvent;
 use railyard_worker::provider::ScriptSource;
@@ -299,7 +299,7 @@ fn print_next_steps(url: &str, run: &RunInfo, exit_when_done: bool) {
     if exit_when_done {
         return;
     }
-    let server_flag = if url == railyard_proto::DEFAULT_SERVER_URL {
+    let server_flag = if url == railyard_sdk::DEFAULT_SERVER_URL {
         String::new()
     } else {
         format!(" --server {url}")

@@ -4,9 +4,8 @@
 use clap::Args;
 use std::path::PathBuf;
 
-use railyard_proto::{
-    ApiKey, Client, ClientError, ConnectOptions, DEFAULT_NAMESPACE, DEFAULT_SERVER_URL, TlsOptions,
-};
+use railyard_proto::DEFAULT_NAMESPACE;
+use railyard_sdk::{ApiKey, Client, ClientError, ConnectOptions, DEFAULT_SERVER_URL, TlsOptions};
 
 use crate::output::Output;
 

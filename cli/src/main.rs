@@ -207,7 +207,7 @@ where
                 .then(|| sub.get_one::<std::path::PathBuf>(id).cloned())
                 .flatten()
         };
-        a.tls_flags = railyard_proto::TlsOptions {
+        a.tls_flags = railyard_sdk::TlsOptions {
             ca: typed_path("tls_ca"),
             cert: typed_path("tls_cert"),
             key: typed_path("tls_key"),
@@ -253,17 +253,15 @@ fn init_tracing(default_filter: &str, format: LogFormat) {
 
 /// A next step for errors people commonly meet.
 fn hint_for(e: &anyhow::Error) -> Option<&'static str> {
-    match e.downcast_ref::<railyard_proto::ClientError>()? {
+    match e.downcast_ref::<railyard_sdk::ClientError>()? {
         // Reached, but the connection closed: the message already says what to check.
-        railyard_proto::ClientError::Unavailable { message, .. }
-            if message.contains("client certificate") =>
-        {
+        railyard_sdk::ClientError::Unavailable { message, .. } if message.contains("client certificate") => {
             None
         }
-        railyard_proto::ClientError::Unavailable { .. } => {
+        railyard_sdk::ClientError::Unavailable { .. } => {
             Some("is `railyard server` running there? Point --server (or RAILYARD_SERVER) at it.")
         }
-        railyard_proto::ClientError::Unauthenticated(_) => Some(
+        railyard_sdk::ClientError::Unauthenticated(_) => Some(
             "the server wants an API key and refused the credentials sent (or none were): pass --api-key or \
              set RAILYARD_API_KEY (a server's first admin key is in <data-dir>/admin.key).",
         ),
@@ -290,7 +288,7 @@ mod tests {
 
     #[test]
     fn unauthenticated_prints_its_own_hint() {
-        use railyard_proto::ClientError;
+        use railyard_sdk::ClientError;
         let e = anyhow::Error::from(ClientError::Unauthenticated("no token".into()));
         assert_eq!(format!("{e:#}"), "unauthenticated: no token");
         assert!(hint_for(&e).is_some_and(|h| h.contains("credentials")));

@@ -4,7 +4,7 @@
 //! listener ([`http_extension`]).
 //!
 //! stdout carries MCP messages and nothing else; logs go to stderr. The Railyard server
-//! is reached through [`railyard_proto::Client`] (`--server`, `RAILYARD_SERVER`); a
+//! is reached through [`railyard_sdk::Client`] (`--server`, `RAILYARD_SERVER`); a
 //! server that cannot be reached, or that refuses a request, is a tool error the agent
 //! can read (`isError: true`), never the end of this process. The process ends when
 //! the client closes stdin, or when stdout breaks.
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use railyard_proto::{Client, ConnectOptions};
+use railyard_sdk::{Client, ConnectOptions};
 use railyard_server::{HttpContext, HttpExtension};
 use railyard_worker::gateway::{self, Gateway, GatewayOptions};
 use rmcp::ServiceExt;

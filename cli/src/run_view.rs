@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use clap::Args;
-use railyard_proto::retry::is_transient_stream_break;
 use railyard_proto::v1::{GetHistoryRequest, HistoryEvent, RunInfo, RunStatus, TokenUsage};
-use railyard_proto::{Client, ClientError, RetryPolicy};
+use railyard_sdk::retry::is_transient_stream_break;
+use railyard_sdk::{Client, ClientError, RetryPolicy};
 use serde_json::json;
 use tonic::Code;
 
@@ -452,7 +452,7 @@ async fn poll_events(
     }
 }
 
-/// A broken stream worth reopening (the one definition lives in `railyard_proto::retry`).
+/// A broken stream worth reopening (the one definition lives in `railyard_sdk::retry`).
 pub fn is_transient(e: &ClientError) -> bool {
     match e {
         ClientError::Unavailable { .. } => true,

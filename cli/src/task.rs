@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use railyard_proto::v1::{HeartbeatStepTaskResponse, Signal, StepTask};
-use railyard_proto::{Completion, Failure, StepWorker};
+use railyard_sdk::{Completion, Failure, StepWorker};
 use serde_json::json;
 
 use crate::args;

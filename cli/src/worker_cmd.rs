@@ -85,7 +85,7 @@ pub struct WorkerArgs {
     pub api_key_flag: Option<String>,
     /// `--tls-ca`, `--tls-cert`, `--tls-key` as given on the command line; see `server_flag`.
     #[arg(skip)]
-    pub tls_flags: railyard_proto::TlsOptions,
+    pub tls_flags: railyard_sdk::TlsOptions,
 }
 
 fn parse_provider(s: &str) -> Result<ProviderKind, String> {

@@ -78,7 +78,7 @@ pub fn definition_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 /// opened without blocking, so a FIFO or a device is refused instead of hanging the
 /// server's start.
 fn read_definition(file: &Path) -> Result<String, String> {
-    railyard_proto::files::read_regular_text(file, MAX_DEFINITION_BYTES).map_err(|e| e.to_string())
+    railyard_files::read_regular_text(file, MAX_DEFINITION_BYTES).map_err(|e| e.to_string())
 }
 
 /// `text` cut to at most `max` bytes, at a character boundary, marked when cut.

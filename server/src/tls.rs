@@ -6,7 +6,7 @@
 //! webhooks need none), verifies one that is sent against the same CA, and hands its
 //! subject to the routes an extension adds ([`HttpPeer`]; `/mcp` requires it).
 //!
-//! Every file is read once, at start, bounded ([`railyard_proto::tls::read_pem`]), and
+//! Every file is read once, at start, bounded ([`railyard_sdk::tls::read_pem`]), and
 //! checked here (PEM blocks present, the key matches the certificate) so a bad file
 //! stops the start with an error naming it instead of failing each handshake.
 
@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use railyard_proto::tls::read_pem;
+use railyard_sdk::tls::read_pem;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -42,7 +42,7 @@ pub struct TlsFiles {
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     #[error(transparent)]
-    File(#[from] railyard_proto::tls::PemFileError),
+    File(#[from] railyard_sdk::tls::PemFileError),
     #[error("{what} {path}: {reason}")]
     Invalid {
         what: &'static str,
@@ -140,7 +140,7 @@ impl ServerTls {
         // tonic builds its own rustls config from the same PEM; a failure shows here.
         tonic::transport::Server::builder()
             .tls_config(grpc.clone())
-            .map_err(|e| invalid("--tls-cert", &files.cert, railyard_proto::tls::error_chain(&e)))?;
+            .map_err(|e| invalid("--tls-cert", &files.cert, railyard_sdk::tls::error_chain(&e)))?;
         Ok(Self {
             grpc,
             http: tokio_rustls::TlsAcceptor::from(Arc::new(http)),

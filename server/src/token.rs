@@ -60,7 +60,7 @@ impl TokenKeys {
             path: shown.clone(),
             problem,
         };
-        match railyard_proto::files::read_regular_text(&path, MAX_KEY_FILE_BYTES) {
+        match railyard_files::read_regular_text(&path, MAX_KEY_FILE_BYTES) {
             Ok(text) => {
                 let file: KeyFile = serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
                 let mut keys = BTreeMap::new();

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::support::*;
 use railyard_proto::v1::StartRunRequest;
-use railyard_proto::{Client, Completion, StepWorker};
+use railyard_sdk::{Client, Completion, StepWorker};
 use railyard_server::engine::delivery::SigningSecret;
 use railyard_server::engine::delivery::sign::verify;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use railyard_proto::v1::{CoordinatorNote, Signal, StepTask, StuckReport, TokenUsage};
-use railyard_proto::{ClientError, Completion, CompletionReply, HeartbeatExtras, StepWorker};
+use railyard_sdk::{ClientError, Completion, CompletionReply, HeartbeatExtras, StepWorker};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, warn};

@@ -32,7 +32,7 @@ pub enum WorkerError {
     #[error("model provider: {0}")]
     Provider(#[from] ProviderError),
     #[error("server connection: {0}")]
-    Client(#[from] railyard_proto::ClientError),
+    Client(#[from] railyard_sdk::ClientError),
     #[error("cannot create the workspace directory {path}: {source}")]
     Workspace {
         path: std::path::PathBuf,

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use backon::Retryable;
 use railyard_proto::v1::StepTask;
-use railyard_proto::{Client, ClientError, Completion, Failure, RetryPolicy, StepWorker};
+use railyard_sdk::{Client, ClientError, Completion, Failure, RetryPolicy, StepWorker};
 use tokio::sync::{Semaphore, watch};
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
@@ -101,7 +101,7 @@ impl Worker {
             path: config.workspace.clone(),
             source,
         })?;
-        let opts = railyard_proto::ConnectOptions {
+        let opts = railyard_sdk::ConnectOptions {
             api_key: config.api_key.clone(),
             tls: config.tls.clone(),
             ..Default::default()

@@ -8,11 +8,11 @@ pub mod flags;
 pub mod show;
 
 use clap::{ArgGroup, Args, Subcommand};
-use railyard_proto::Client;
 use railyard_proto::v1::{
     CreateScheduleRequest, DeleteScheduleRequest, ListSchedulesRequest, OverlapPolicy, PatchScheduleRequest,
     ScheduleBackfill, ScheduleTrigger, UpdateScheduleRequest,
 };
+use railyard_sdk::Client;
 use serde_json::json;
 
 use crate::global::{GlobalOpts, cli_identity};

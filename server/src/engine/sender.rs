@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use railyard_proto::retry::is_transient_http_status;
+use railyard_sdk::retry::is_transient_http_status;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
 

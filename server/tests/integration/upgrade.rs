@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use railyard_proto::v1::{self, SignalRunRequest, StartRunRequest};
-use railyard_proto::{Client, Completion, Failure, StepWorker};
+use railyard_sdk::{Client, Completion, Failure, StepWorker};
 use railyard_server::ServerConfig;
 use railyard_server::clock::ManualClock;
 

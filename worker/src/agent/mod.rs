@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use railyard_proto::v1::{ChildRunSpec, CoordinatorNote, Signal, StepTask, StuckReport, TokenUsage};
-use railyard_proto::{Completion, Failure};
+use railyard_sdk::{Completion, Failure};
 use serde_json::Value;
 use tracing::{debug, info, warn};
 

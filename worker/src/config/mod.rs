@@ -1,6 +1,6 @@
 //! Worker configuration: a config file, environment variables and command-line flags,
 //! in rising precedence, loaded through Railyard's one configuration loader
-//! ([`railyard_proto::config`]) and then resolved and checked once.
+//! ([`railyard_config`]) and then resolved and checked once.
 //!
 //! The config file is TOML (`worker.toml`), or JSON when its name ends in `.json`
 //! (the format earlier releases read, still accepted). Every key is optional; an
@@ -44,7 +44,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use railyard_proto::config::{EnvVar, Loaded, Loader};
+use railyard_config::{EnvVar, Loaded, Loader};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::provider::{DEFAULT_MAX_RESPONSE_BYTES, ScriptSource};
@@ -71,9 +71,9 @@ pub const DEFAULT_WORKSPACE: &str = ".railyard/workspaces";
 pub struct WorkerConfig {
     pub server_url: String,
     /// Sent with every call to the server (its `Debug` never shows it).
-    pub api_key: Option<railyard_proto::ApiKey>,
+    pub api_key: Option<railyard_sdk::ApiKey>,
     /// TLS settings for an `https://` server.
-    pub tls: railyard_proto::TlsOptions,
+    pub tls: railyard_sdk::TlsOptions,
     pub namespace: String,
     /// Task queues to poll, one poll loop each.
     pub queues: Vec<String>,
@@ -214,7 +214,7 @@ impl std::str::FromStr for ProviderKind {
     }
 }
 
-pub use railyard_proto::config::ConfigError;
+pub use railyard_config::ConfigError;
 
 /// The environment variables a worker reads, and the key each sets.
 pub const ENV: &[EnvVar] = &[
@@ -496,8 +496,8 @@ fn resolve(
         })
     };
     Ok(WorkerConfig {
-        api_key: layer.api_key.clone().map(railyard_proto::ApiKey::new),
-        tls: railyard_proto::TlsOptions {
+        api_key: layer.api_key.clone().map(railyard_sdk::ApiKey::new),
+        tls: railyard_sdk::TlsOptions {
             ca: tls_path("tls_ca", &layer.tls_ca),
             cert: tls_path("tls_cert", &layer.tls_cert),
             key: tls_path("tls_key", &layer.tls_key),
@@ -505,7 +505,7 @@ fn resolve(
         server_url: layer
             .server_url
             .clone()
-            .unwrap_or_else(|| railyard_proto::DEFAULT_SERVER_URL.to_string()),
+            .unwrap_or_else(|| railyard_sdk::DEFAULT_SERVER_URL.to_string()),
         namespace: layer
             .namespace
             .clone()

@@ -18,7 +18,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use railyard_proto::v1::{HeartbeatStepTaskRequest, StepTask};
-use railyard_proto::{Client, ClientError};
+use railyard_sdk::{Client, ClientError};
 use tokio::task::JoinHandle;
 
 /// Prefix of every continue token (version 1 of the format).

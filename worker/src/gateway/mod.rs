@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use railyard_proto::v1::{PollStepTaskRequest, RunInfo, StepTask};
-use railyard_proto::{ApiKey, Client};
+use railyard_sdk::{ApiKey, Client};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{ServerHandler, tool_handler};

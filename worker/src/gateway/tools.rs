@@ -5,11 +5,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use railyard_proto::ClientError;
 use railyard_proto::v1::{
     CompleteStepTaskRequest, HeartbeatStepTaskRequest, ListRunsRequest, RunStatus, SignalRunRequest,
     StartRunRequest,
 };
+use railyard_sdk::ClientError;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, Extensions};
 use rmcp::schemars::JsonSchema;

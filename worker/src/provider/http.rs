@@ -2,13 +2,13 @@
 //! transport errors (honouring `retry-after`), and status → [`ProviderError`] mapping.
 //!
 //! The pauses and the list of transient statuses are Railyard's shared ones
-//! ([`railyard_proto::retry`]).
+//! ([`railyard_sdk::retry`]).
 
 use std::time::Duration;
 
 use backon::Retryable;
-use railyard_proto::RetryPolicy;
-use railyard_proto::retry::is_transient_http_status;
+use railyard_sdk::RetryPolicy;
+use railyard_sdk::retry::is_transient_http_status;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 

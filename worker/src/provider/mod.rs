@@ -18,7 +18,7 @@ use serde_json::Value;
 pub use anthropic::AnthropicProvider;
 pub use http::{DEFAULT_MAX_RESPONSE_BYTES, MODEL_CALL_RETRY};
 pub use openai::OpenAiProvider;
-pub use railyard_proto::RetryPolicy;
+pub use railyard_sdk::RetryPolicy;
 pub use scripted::{BuiltInScript, Script, ScriptSource, ScriptedProvider};
 
 use crate::config::ProviderConfig;

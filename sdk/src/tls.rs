@@ -26,7 +26,7 @@ pub fn read_pem(what: &'static str, path: &Path) -> Result<Vec<u8>, PemFileError
         path: path.to_path_buf(),
         reason,
     };
-    let bytes = crate::files::read_regular_file(path, MAX_PEM_BYTES).map_err(|e| refuse(e.to_string()))?;
+    let bytes = railyard_files::read_regular_file(path, MAX_PEM_BYTES).map_err(|e| refuse(e.to_string()))?;
     if !bytes.windows(11).any(|w| w == b"-----BEGIN ") {
         return Err(refuse("no PEM block in it".into()));
     }

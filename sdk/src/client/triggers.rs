@@ -5,14 +5,14 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tonic::Code;
-
-use super::{Authed, Client, ClientError};
-use crate::v1::triggers_client::TriggersClient;
-use crate::v1::{
+use railyard_proto::v1::triggers_client::TriggersClient;
+use railyard_proto::v1::{
     CreateTriggerRequest, DeleteTriggerRequest, DescribeTriggerRequest, ListTriggersRequest,
     ListTriggersResponse, TriggerInfo, UpdateTriggerRequest,
 };
+use tonic::Code;
+
+use super::{Authed, Client, ClientError};
 
 fn no_trigger() -> ClientError {
     ClientError::Other {
@@ -24,7 +24,7 @@ fn no_trigger() -> ClientError {
 impl Client {
     fn triggers(&self) -> TriggersClient<Authed> {
         TriggersClient::with_interceptor(self.channel.clone(), self.auth.clone())
-            .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
+            .max_decoding_message_size(railyard_proto::MAX_MESSAGE_BYTES)
     }
 
     /// Creates a trigger; answers it as stored.

@@ -3,13 +3,14 @@
 //!
 //! ```sh
 //! railyard server &                       # or: cargo run --release -- server
-//! cargo run -p railyard-proto --example play_worker -- demo "write a haiku"
+//! cargo run -p railyard-sdk --example play_worker -- demo "write a haiku"
 //! ```
 //! `RAILYARD_SERVER` picks the server (default `http://127.0.0.1:7400`).
 
 use std::time::Duration;
 
-use railyard_proto::{Client, Completion, DEFAULT_NAMESPACE, DEFAULT_SERVER_URL, StepWorker};
+use railyard_proto::DEFAULT_NAMESPACE;
+use railyard_sdk::{Client, Completion, DEFAULT_SERVER_URL, StepWorker};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -8,13 +8,13 @@
 //! (the file's path, the environment variable, the flag).
 //!
 //! ```no_run
-//! # use railyard_proto::config::{EnvVar, Loader};
+//! # use railyard_config::{EnvVar, Loader};
 //! #[derive(serde::Deserialize, serde::Serialize, Default)]
 //! #[serde(deny_unknown_fields)]
 //! struct Settings { slots: Option<u32> }
 //! const ENV: &[EnvVar] = &[EnvVar { var: "RAILYARD_SLOTS", key: "slots" }];
 //!
-//! # fn f() -> Result<(), railyard_proto::config::ConfigError> {
+//! # fn f() -> Result<(), railyard_config::ConfigError> {
 //! let loaded = Loader::new()
 //!     .file(Some(std::path::Path::new("worker.toml")))?
 //!     .env(ENV, |k| std::env::var(k).ok())
@@ -298,9 +298,9 @@ fn json_to_dict(text: &str) -> Result<Dict, String> {
 }
 
 /// Reads a config file: a regular file of at most [`MAX_FILE_BYTES`], in UTF-8, read
-/// without blocking ([`crate::files::read_regular_text`]).
+/// without blocking ([`railyard_files::read_regular_text`]).
 fn read_file(path: &Path) -> Result<String, ConfigError> {
-    crate::files::read_regular_text(path, MAX_FILE_BYTES).map_err(|e| ConfigError::File {
+    railyard_files::read_regular_text(path, MAX_FILE_BYTES).map_err(|e| ConfigError::File {
         path: path.to_path_buf(),
         reason: e.to_string(),
     })

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use railyard_proto::v1::tasks_server::{Tasks, TasksServer};
 use railyard_proto::v1::*;
-use railyard_proto::{Client, ClientError, ConnectOptions};
+use railyard_sdk::{Client, ClientError, ConnectOptions};
 use tonic::{Code, Request, Response, Status};
 
 /// Answers `DescribeTaskQueue` with the scripted statuses, then with success; counts calls.

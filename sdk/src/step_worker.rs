@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::v1::*;
+use railyard_proto::v1::*;
+
 use crate::{Client, ClientError};
 
 /// What a worker reports when a step is done.

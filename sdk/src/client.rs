@@ -8,6 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use backon::Retryable;
+use railyard_proto::v1::admin_client::AdminClient;
+use railyard_proto::v1::history_client::HistoryClient;
+use railyard_proto::v1::schedules_client::SchedulesClient;
+use railyard_proto::v1::tasks_client::TasksClient;
+use railyard_proto::v1::*;
+use railyard_proto::{MAX_MESSAGE_BYTES, PEER_SUBJECT};
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
@@ -16,12 +22,6 @@ use tonic::{Code, Status};
 
 use crate::retry::{RetryPolicy, is_transient_grpc, is_transient_grpc_or_timeout};
 use crate::tls::TlsOptions;
-
-use crate::v1::admin_client::AdminClient;
-use crate::v1::history_client::HistoryClient;
-use crate::v1::schedules_client::SchedulesClient;
-use crate::v1::tasks_client::TasksClient;
-use crate::v1::*;
 
 /// Errors a client call can end in, by what the caller can do about them.
 #[derive(Debug, thiserror::Error)]
@@ -185,7 +185,7 @@ impl Interceptor for Authorization {
             req.metadata_mut().insert("authorization", value.clone());
         }
         if let Some(subject) = &self.1 {
-            req.metadata_mut().insert(crate::PEER_SUBJECT, subject.clone());
+            req.metadata_mut().insert(PEER_SUBJECT, subject.clone());
         }
         Ok(req)
     }
@@ -310,7 +310,7 @@ impl Client {
 
     /// This client (sharing its channel) calling as someone else: with `api_key`
     /// instead of its own, and, when `peer_subject` is given, sending it as the
-    /// caller's certificate subject ([`crate::PEER_SUBJECT`]). Over a network the
+    /// caller's certificate subject ([`railyard_proto::PEER_SUBJECT`]). Over a network the
     /// server strips that entry and takes the subject from the TLS connection; only
     /// its in-process channel believes it (the MCP gateway on the server's HTTP
     /// listener passes on the subject of the certificate its HTTP caller proved).
@@ -343,22 +343,22 @@ impl Client {
 
     fn history(&self) -> HistoryClient<Authed> {
         HistoryClient::with_interceptor(self.channel.clone(), self.auth.clone())
-            .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
     }
 
     fn tasks(&self) -> TasksClient<Authed> {
         TasksClient::with_interceptor(self.channel.clone(), self.auth.clone())
-            .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
     }
 
     fn admin(&self) -> AdminClient<Authed> {
         AdminClient::with_interceptor(self.channel.clone(), self.auth.clone())
-            .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
     }
 
     fn schedules(&self) -> SchedulesClient<Authed> {
         SchedulesClient::with_interceptor(self.channel.clone(), self.auth.clone())
-            .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
     }
 
     /// Runs `call`, retrying transient failures ([`is_transient_grpc`]) by the

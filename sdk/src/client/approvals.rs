@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
+use railyard_proto::v1::{ApproveStepRequest, RejectStepRequest};
+
 use super::{Client, ClientError};
-use crate::v1::{ApproveStepRequest, RejectStepRequest};
 
 impl Client {
     /// Approves the held result: the step completes with it.
