@@ -86,4 +86,94 @@ mod tests {
         assert_eq!(cp.turns, 3);
         assert_eq!(cp.messages.len(), 4);
     }
+
+    /// A transcript with every block kind, tool input that is an object, nested values
+    /// and a raw string, error and empty tool results, several turns and non-ASCII text.
+    fn every_kind_of_block() -> Vec<Message> {
+        use serde_json::json;
+        let tool_use = |id: &str, name: &str, input: serde_json::Value| Block::ToolUse {
+            id: id.into(),
+            name: name.into(),
+            input,
+        };
+        let tool_result = |id: &str, content: &str, is_error: bool| Block::ToolResult {
+            tool_use_id: id.into(),
+            content: content.into(),
+            is_error,
+        };
+        vec![
+            Message::user_text(
+                "Fix the build — naïve café ☕, 日本語, 🚂; \"quoted\" \\ back\tslash\nnew line",
+            ),
+            Message {
+                role: Role::Assistant,
+                content: vec![
+                    Block::text("Let me look first."),
+                    tool_use(
+                        "toolu_01",
+                        "bash",
+                        json!({"command": "cargo test", "timeout_secs": 60}),
+                    ),
+                    tool_use("toolu_02", "read_file", json!({"path": "src/lib.rs"})),
+                ],
+            },
+            Message {
+                role: Role::User,
+                content: vec![
+                    tool_result(
+                        "toolu_01",
+                        "error[E0308]: mismatched types\n  --> src/lib.rs:3:5",
+                        false,
+                    ),
+                    tool_result("toolu_02", "no such file: src/lib.rs", true),
+                ],
+            },
+            Message {
+                role: Role::Assistant,
+                content: vec![
+                    tool_use(
+                        "toolu_03",
+                        "write_file",
+                        json!({"a": [1, 2.5, null, true], "b": {"c": "ü"}}),
+                    ),
+                    // A provider that got unparseable arguments keeps them as a JSON string.
+                    tool_use("toolu_04", "bash", json!("{\"command\": \"ls")),
+                ],
+            },
+            Message {
+                role: Role::User,
+                content: vec![
+                    tool_result("toolu_03", "", false),
+                    tool_result("toolu_04", "invalid tool input: EOF while parsing", true),
+                    Block::text("[signal] Grüße from the coordinator"),
+                ],
+            },
+            Message {
+                role: Role::Assistant,
+                content: vec![
+                    Block::text("Fixed: the type annotation was wrong."),
+                    tool_use(
+                        "toolu_05",
+                        "complete_step",
+                        json!({"summary": "fixed the build ✓"}),
+                    ),
+                ],
+            },
+        ]
+    }
+
+    /// The checkpoint this code writes for [`every_kind_of_block`], kept as a fixture
+    /// so that later formats are tested against what workers of today wrote.
+    #[test]
+    fn todays_encoder_writes_the_fixture() {
+        let bytes = encode_checkpoint(3, 17, &every_kind_of_block());
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/checkpoint-v1-pre-record.json"
+        );
+        assert_eq!(
+            String::from_utf8(bytes).unwrap(),
+            std::fs::read_to_string(path).unwrap()
+        );
+    }
 }
