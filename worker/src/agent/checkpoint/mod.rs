@@ -2,7 +2,7 @@
 //!
 //! The bytes are durable: the server keeps them and hands them to whichever worker
 //! (older or newer) takes the step next. So they are written from a versioned record
-//! of their own ([`record`]), never from the live provider types, which are free to
+//! of their own (`record`), never from the live provider types, which are free to
 //! change; only the conversions in `record` follow them.
 
 mod record;
@@ -40,7 +40,8 @@ pub enum CheckpointError {
     /// A format version this worker does not know, most likely from a newer worker.
     #[error(
         "the checkpoint is in format version {found}, which this worker does not read \
-         (it reads version {VERSION}); a newer worker probably wrote it"
+         (it reads version {VERSION}){}",
+        newer_hint(*found)
     )]
     UnknownVersion {
         /// The version the checkpoint claims.
@@ -49,6 +50,15 @@ pub enum CheckpointError {
     /// The version is known but the content does not match it.
     #[error("the checkpoint claims format version {VERSION} but does not match it: {0}")]
     Invalid(serde_json::Error),
+}
+
+/// Points an operator at the likely cause: a newer worker that shares the queue.
+fn newer_hint(found: u64) -> &'static str {
+    if found > u64::from(VERSION) {
+        "; a newer worker probably wrote it"
+    } else {
+        ""
+    }
 }
 
 impl Checkpoint {

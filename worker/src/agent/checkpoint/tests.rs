@@ -10,60 +10,8 @@ use crate::provider::{Block, Role};
 const PRE_RECORD: &str = include_str!("../../../tests/fixtures/checkpoint-v1-pre-record.json");
 const V1: &str = include_str!("../../../tests/fixtures/checkpoint-v1.json");
 
-/// A frozen copy of the decoder workers had before the record: the provider types as
-/// they were then, serialised directly, and a checkpoint accepted only at version 1.
-/// An older worker still running reads checkpoints with exactly this.
-mod old {
-    use serde::Deserialize;
-    use serde_json::Value;
-
-    #[derive(Debug, Deserialize)]
-    pub struct Checkpoint {
-        pub version: u32,
-        pub turns: u32,
-        pub messages: Vec<Message>,
-        #[serde(default)]
-        pub signals_through: u64,
-    }
-
-    #[derive(Debug, Deserialize)]
-    pub struct Message {
-        pub role: Role,
-        pub content: Vec<Block>,
-    }
-
-    #[derive(Debug, Deserialize)]
-    #[serde(rename_all = "lowercase")]
-    pub enum Role {
-        User,
-        Assistant,
-    }
-
-    #[derive(Debug, Deserialize)]
-    #[serde(tag = "type", rename_all = "snake_case")]
-    pub enum Block {
-        Text {
-            text: String,
-        },
-        ToolUse {
-            id: String,
-            name: String,
-            input: Value,
-        },
-        ToolResult {
-            tool_use_id: String,
-            content: String,
-            #[serde(default)]
-            is_error: bool,
-        },
-    }
-
-    pub fn decode(bytes: &[u8]) -> Option<Checkpoint> {
-        serde_json::from_slice::<Checkpoint>(bytes)
-            .ok()
-            .filter(|c| c.version == 1)
-    }
-}
+/// The decoder workers had before the record (frozen).
+mod old;
 
 /// What the old decoder got, in today's types, to compare with the transcript.
 fn from_old(cp: old::Checkpoint) -> Checkpoint {
@@ -244,6 +192,7 @@ fn unknown_versions_are_refused_clearly() {
         let text = err.to_string();
         assert!(text.contains(&format!("format version {version}")), "{text}");
         assert!(text.contains("reads version 1"), "{text}");
+        assert_eq!(text.contains("newer worker"), version > 1, "{text}");
         // Older workers refuse it too, and start the step afresh.
         assert!(old::decode(&bytes).is_none());
     }
