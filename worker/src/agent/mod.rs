@@ -47,7 +47,7 @@ use crate::tools::{
 
 use crate::usage::{Budget, ModelPrice, Usage};
 use calls::{parse_completion, parse_note, steer_text, with_contract};
-pub use checkpoint::{Checkpoint, encode_checkpoint};
+pub use checkpoint::{Checkpoint, CheckpointError, encode_checkpoint};
 use stuck::{CallOutcome, StuckDetector, StuckThresholds, StuckVerdict};
 
 /// Error type of a step stopped by its token budget (non-retryable).
@@ -384,13 +384,9 @@ impl StepRun<'_> {
     /// Starts the transcript, from the checkpoint when there is a usable one.
     fn restore(&mut self) {
         let task = self.task;
-        let restored = if task.checkpoint.is_empty() {
-            None
-        } else {
-            Checkpoint::decode(&task.checkpoint)
-        };
+        let restored = (!task.checkpoint.is_empty()).then(|| Checkpoint::decode(&task.checkpoint));
         match restored {
-            Some(cp) if !cp.messages.is_empty() => {
+            Some(Ok(cp)) if !cp.messages.is_empty() => {
                 info!(run_id = %task.run_id, step = %task.step_id, attempt = task.attempt,
                     turns = cp.turns, messages = cp.messages.len(), "resuming from checkpoint");
                 self.turns = cp.turns;
@@ -428,9 +424,10 @@ impl StepRun<'_> {
                     }
                 }
             }
-            _ => {
-                if !task.checkpoint.is_empty() {
-                    warn!(run_id = %task.run_id, step = %task.step_id, attempt = task.attempt,
+            unusable => {
+                if let Some(decoded) = unusable {
+                    let reason = decoded.map_or_else(|e| e.to_string(), |_| "it holds no messages".into());
+                    warn!(run_id = %task.run_id, step = %task.step_id, attempt = task.attempt, %reason,
                         "checkpoint is not a transcript of this worker; starting the step afresh");
                 }
                 self.req

@@ -1,7 +1,9 @@
 //! Model providers behind one object-safe trait, and the provider-neutral transcript.
 //!
-//! The transcript types are serde-serializable because the transcript is the step's
-//! heartbeat checkpoint: a resumed attempt restores it and carries on from the last turn.
+//! The transcript is also the step's heartbeat checkpoint (a resumed attempt restores it
+//! and carries on from the last turn), but the checkpoint is stored as a versioned record
+//! of its own (`agent::checkpoint`), so these types may change: only the conversions in
+//! that record follow them.
 
 mod anthropic;
 mod http;
