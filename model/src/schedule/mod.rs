@@ -4,8 +4,8 @@
 //! writer evaluates schedules against the server's clock.
 //!
 //! Storage (`store/records/schedules.rs`), the writer's schedule commands, the
-//! `Schedules` service and the fire path build on this (see "Schedules" in
-//! `ARCHITECTURE.md`).
+//! `Schedules` service and the fire path build on this (see
+//! `docs/schedules.md`).
 
 pub mod cron;
 pub mod interval;
