@@ -101,11 +101,7 @@ fn cut(text: String, max: usize) -> String {
     if text.len() <= max {
         return text;
     }
-    let mut end = max.saturating_sub('…'.len_utf8());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    crate::text::cut(&text, max.saturating_sub('…'.len_utf8()), "…")
 }
 
 type Compiled = Result<Arc<jsonschema::Validator>, String>;

@@ -81,19 +81,6 @@ fn read_definition(file: &Path) -> Result<String, String> {
     railyard_files::read_regular_text(file, MAX_DEFINITION_BYTES).map_err(|e| e.to_string())
 }
 
-/// `text` cut to at most `max` bytes, at a character boundary, marked when cut.
-fn bounded(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push('…');
-    }
-    text
-}
-
 /// The loaded definitions, by id.
 #[derive(Debug, Default)]
 pub struct WorkflowRegistry {
@@ -150,7 +137,7 @@ impl WorkflowRegistry {
             Err(e) => e,
         };
         self.invalid.push(InvalidDefinition {
-            error: bounded(format!("{}: {error}", file.display()), MAX_LOAD_ERROR),
+            error: railyard_model::text::cut(&format!("{}: {error}", file.display()), MAX_LOAD_ERROR, "…"),
             file,
         });
     }

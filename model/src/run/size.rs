@@ -179,18 +179,6 @@ pub fn check_start(
     Ok(())
 }
 
-/// `text` cut to at most `max` bytes at a character boundary, with `…` when cut.
-pub fn prefix(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}
-
 impl RunState {
     /// What the run's list summary takes on the wire, at most: its names, its goal and
     /// failure cut to [`SUMMARY_TEXT_BYTES`], and per step its id, title, state, queue

@@ -91,13 +91,13 @@ impl ChildOutcome {
         Some(Self {
             run_id: run.run_id.clone(),
             status: run.status,
-            notes: size::prefix(notes, MAX_CHILD_NOTES_QUOTED),
+            notes: crate::text::cut(notes, MAX_CHILD_NOTES_QUOTED, "…"),
             artifacts: run
                 .steps
                 .iter()
                 .flat_map(|s| s.artifacts.iter().cloned())
                 .collect(),
-            result: size::prefix(result, MAX_CHILD_RESULT_QUOTED),
+            result: crate::text::cut(result, MAX_CHILD_RESULT_QUOTED, "…"),
         })
     }
 
@@ -125,7 +125,7 @@ impl ChildOutcome {
         json!({
             "childRunId": self.run_id,
             "outcome": self.status.name(),
-            "notes": size::prefix(&self.notes, text.min(MAX_CHILD_NOTES_QUOTED)),
+            "notes": crate::text::cut(&self.notes, text.min(MAX_CHILD_NOTES_QUOTED), "…"),
             "artifacts": artifacts,
             "result": quoted_result(&self.result, text.min(MAX_CHILD_RESULT_QUOTED)),
         })
@@ -140,7 +140,7 @@ pub fn quoted_result(result: &str, max: usize) -> serde_json::Value {
     } else if result.len() <= max {
         super::wire::result_value(result)
     } else {
-        serde_json::Value::String(size::prefix(result, max))
+        serde_json::Value::String(crate::text::cut(result, max, "…"))
     }
 }
 
@@ -307,9 +307,9 @@ impl RunState {
             EventKind::ChildRunCompleted {
                 child_run_id: child.run_id.clone(),
                 status: child.status,
-                notes: size::prefix(&child.notes, MAX_CHILD_NOTES_QUOTED),
+                notes: crate::text::cut(&child.notes, MAX_CHILD_NOTES_QUOTED, "…"),
                 artifacts: child.artifacts.clone(),
-                result: size::prefix(&child.result, MAX_CHILD_RESULT_QUOTED),
+                result: crate::text::cut(&child.result, MAX_CHILD_RESULT_QUOTED, "…"),
             },
         );
         let satisfied = match &mut self.phase {

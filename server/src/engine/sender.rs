@@ -184,13 +184,9 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     msg
 }
 
-fn bounded(mut s: String) -> String {
-    if s.len() > MAX_ERROR_BYTES {
-        let mut end = MAX_ERROR_BYTES;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
+fn bounded(s: String) -> String {
+    if s.len() <= MAX_ERROR_BYTES {
+        return s;
     }
-    s
+    railyard_model::text::prefix(&s, MAX_ERROR_BYTES).to_string()
 }

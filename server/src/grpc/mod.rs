@@ -15,8 +15,9 @@ use tonic::{Code, Status};
 
 use crate::error::ApiError;
 use crate::service::{Caller, CallerInput, Credentials, Operation, caller};
-use railyard_model::run::size::{SUMMARY_TEXT_BYTES, prefix};
+use railyard_model::run::size::SUMMARY_TEXT_BYTES;
 use railyard_model::run::{Event, RunState, RunStatus};
+use railyard_model::text;
 
 pub use crate::service::Core;
 
@@ -40,16 +41,11 @@ pub fn status(e: ApiError) -> Status {
 /// [`railyard_model::echo`]; this is the backstop for any that does not.
 pub const MAX_STATUS_MESSAGE_BYTES: usize = 2048;
 
-fn bounded_message(mut message: String) -> String {
-    if message.len() > MAX_STATUS_MESSAGE_BYTES {
-        let mut end = MAX_STATUS_MESSAGE_BYTES;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
-        message.push('…');
+fn bounded_message(message: String) -> String {
+    if message.len() <= MAX_STATUS_MESSAGE_BYTES {
+        return message;
     }
-    message
+    text::cut(&message, MAX_STATUS_MESSAGE_BYTES, "…")
 }
 
 impl From<ApiError> for Status {
@@ -271,8 +267,8 @@ pub fn usage_from_proto(u: Option<&v1::TokenUsage>) -> Option<railyard_model::ru
 /// the failure are cut to [`SUMMARY_TEXT_BYTES`] (`DescribeRun` has them whole).
 pub fn run_summary(run: &RunState) -> v1::RunInfo {
     let mut info = run_info_with(run, false);
-    info.goal = prefix(&run.goal, SUMMARY_TEXT_BYTES);
-    info.failure = prefix(&run.failure, SUMMARY_TEXT_BYTES);
+    info.goal = text::cut(&run.goal, SUMMARY_TEXT_BYTES, "…");
+    info.failure = text::cut(&run.failure, SUMMARY_TEXT_BYTES, "…");
     info
 }
 

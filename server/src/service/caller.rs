@@ -373,11 +373,7 @@ pub(crate) fn existing_namespace(core: &Core, ns: &str) -> Result<String, ApiErr
 
 /// At most the first 64 bytes of what a client sent, for an error message.
 pub(crate) fn short(text: &str) -> &str {
-    let mut end = text.len().min(64);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    railyard_model::text::prefix(text, 64)
 }
 
 /// A stored time, in RFC 3339 UTC.

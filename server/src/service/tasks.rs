@@ -364,7 +364,7 @@ pub async fn complete_step(
         .await
         .inspect_err(|e| {
             if let WriteError::Rejected(Rejection::InvalidArgument(why)) = e {
-                tracing::info!(%run_id, %step, attempt, why = %railyard_model::run::size::prefix(why, 512), "completion refused");
+                tracing::info!(%run_id, %step, attempt, why = %railyard_model::text::cut(why, 512, "…"), "completion refused");
             }
         })?;
     match outcome {
