@@ -27,9 +27,9 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use crate::global::GlobalOpts;
-use crate::output;
-use crate::timefmt::human_duration;
+use crate::client::global::GlobalOpts;
+use crate::client::output;
+use crate::client::timefmt::human_duration;
 
 /// The task queue the bench workflows' steps land on (the server's default queue).
 const QUEUE: &str = "default";
@@ -65,7 +65,7 @@ pub struct BenchArgs {
           value_parser = clap::value_parser!(u32).range(1..))]
     pub schedules: Option<u32>,
     /// Least time between starting to create the schedules and their due boundary.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::timefmt::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::client::timefmt::parse_duration)]
     pub schedule_lead: Duration,
     /// Instead of the run phases: N signed webhook deliveries (1000 when N is
     /// omitted) from --senders concurrent senders to a trigger on a `railyard server`

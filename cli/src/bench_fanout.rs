@@ -22,8 +22,8 @@ use tokio::task::JoinSet;
 
 use crate::bench::BenchArgs;
 use crate::bench_schedules::spawn_server;
-use crate::global::GlobalOpts;
-use crate::output;
+use crate::client::global::GlobalOpts;
+use crate::client::output;
 
 const PARENT: &str = "bench-fanout-parent";
 const CHILD: &str = "bench-fanout-child";

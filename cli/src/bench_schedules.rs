@@ -22,9 +22,9 @@ use serde_json::json;
 use tokio::task::JoinSet;
 
 use crate::bench::{BenchArgs, percentile};
-use crate::global::GlobalOpts;
-use crate::output;
-use crate::timefmt::{human_duration, now_unix_ms, rfc3339};
+use crate::client::global::GlobalOpts;
+use crate::client::output;
+use crate::client::timefmt::{human_duration, now_unix_ms, rfc3339};
 
 /// The workflow every bench schedule starts.
 const WORKFLOW: &str = "bench-sched";

@@ -19,8 +19,8 @@ use tokio::task::JoinSet;
 
 use crate::bench::{BenchArgs, percentile};
 use crate::bench_schedules::spawn_server;
-use crate::global::GlobalOpts;
-use crate::output;
+use crate::client::global::GlobalOpts;
+use crate::client::output;
 
 /// The trigger every delivery goes to.
 const TRIGGER: &str = "bench-hook";

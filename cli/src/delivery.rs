@@ -8,11 +8,11 @@ use railyard_proto::v1::{
 };
 use serde_json::{Value, json};
 
-use crate::args;
-use crate::global::{GlobalOpts, cli_identity};
-use crate::output::{self, truncate};
-use crate::timefmt::rfc3339_or_null;
-use crate::view::status_name;
+use crate::client::args;
+use crate::client::global::{GlobalOpts, cli_identity};
+use crate::client::output::{self, truncate};
+use crate::client::timefmt::rfc3339_or_null;
+use crate::client::view::status_name;
 
 /// Flags of `run redeliver`.
 #[derive(Debug, Args)]

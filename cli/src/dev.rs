@@ -29,7 +29,7 @@ use tokio_stream::StreamExt;
 use crate::builtin;
 use crate::run_view::{EXIT_NOT_COMPLETED, REOPEN};
 use crate::server_cmd::{ServerArgs, ServerSettings, Signals};
-use crate::view::status_name;
+use crate::client::view::status_name;
 
 /// The goal of the demo run when `--goal` is not given.
 pub const DEFAULT_GOAL: &str = "why durable execution matters for long-running AI agents";
@@ -66,7 +66,7 @@ fn say(text: impl std::fmt::Display) {
     // The narration's own line breaks stay; stored fields reach it flattened
     // (`one_line`) or quoted, and anything else unsafe in a line is escaped.
     let text = text.to_string();
-    let lines: Vec<_> = text.split('\n').map(crate::output::escape).collect();
+    let lines: Vec<_> = text.split('\n').map(crate::client::output::escape).collect();
     let _ = writeln!(out, "{}", lines.join("\n"));
     let _ = out.flush();
 }

@@ -11,9 +11,9 @@ use clap::{Args, Subcommand};
 use railyard_proto::v1::{ApiKeyInfo, ApiKeyRole, CreateApiKeyRequest, ListApiKeysRequest};
 use serde_json::{Value, json};
 
-use crate::global::GlobalOpts;
-use crate::output::{self, Table};
-use crate::timefmt::{self, rfc3339, rfc3339_or_null};
+use crate::client::global::GlobalOpts;
+use crate::client::output::{self, Table};
+use crate::client::timefmt::{self, rfc3339, rfc3339_or_null};
 
 /// `railyard key` subcommands.
 #[derive(Debug, Subcommand)]

@@ -6,7 +6,7 @@
 //! - `railyard dev` runs a server and a worker in one process and shows a demo run.
 //! - `railyard run|workflow|task|queue|schedule|trigger|key|namespace ...` are client commands over
 //!   gRPC; they take `--server`, `--namespace`, `--api-key` and `--output` (see
-//!   [`global::GlobalOpts`]).
+//!   [`client::global::GlobalOpts`]).
 //! - `railyard bench` measures an in-process server.
 //! - `railyard mcp` serves MCP on stdio for an outside agent.
 //!
@@ -14,19 +14,17 @@
 //! command prints one `error: ...` line on stderr and exits with code 1 (2 for usage
 //! errors, from clap; 3 when a followed run closed without completing).
 
-mod args;
 mod bench;
 mod bench_fanout;
 mod bench_schedules;
 mod bench_webhooks;
 mod builtin;
+mod client;
 mod delivery;
 mod dev;
-mod global;
 mod key;
 mod mcp;
 mod namespace;
-mod output;
 mod queue;
 mod run;
 mod run_approval;
@@ -35,9 +33,7 @@ mod run_view;
 mod schedule;
 mod server_cmd;
 mod task;
-mod timefmt;
 mod trigger;
-mod view;
 mod worker_cmd;
 mod workflow;
 
@@ -73,7 +69,7 @@ struct Cli {
     log_format: LogFormat,
 
     #[command(flatten)]
-    global: global::GlobalOpts,
+    global: client::global::GlobalOpts,
 
     #[command(subcommand)]
     command: Command,
@@ -170,7 +166,7 @@ fn main() -> ExitCode {
             // Server errors may quote what clients stored: escaped like all human output.
             // writeln!, not eprintln!: a closed stderr must not turn the error into a panic.
             let mut err = std::io::stderr();
-            let _ = writeln!(err, "error: {}", output::escape(&format!("{e:#}")));
+            let _ = writeln!(err, "error: {}", client::output::escape(&format!("{e:#}")));
             if let Some(hint) = hint_for(&e) {
                 let _ = writeln!(err, "hint: {hint}");
             }
@@ -393,7 +389,7 @@ mod tests {
         assert_eq!(a.status, Some(RunStatus::Failed));
         assert_eq!(
             a.since,
-            Some(args::Since::Ago(std::time::Duration::from_secs(3600)))
+            Some(client::args::Since::Ago(std::time::Duration::from_secs(3600)))
         );
         assert_eq!(a.limit, 5);
     }

@@ -18,7 +18,7 @@ use railyard_server::{HttpContext, HttpExtension};
 use railyard_worker::gateway::{self, Gateway, GatewayOptions};
 use rmcp::ServiceExt;
 
-use crate::global::GlobalOpts;
+use crate::client::global::GlobalOpts;
 
 /// `railyard mcp` flags (besides the global `--server` and `--namespace`).
 #[derive(Debug, Clone, clap::Args)]

@@ -8,9 +8,9 @@ use clap::{Args, Subcommand};
 use railyard_proto::v1::{CreateNamespaceRequest, NamespaceInfo, UpdateNamespaceRequest};
 use serde_json::{Value, json};
 
-use crate::global::GlobalOpts;
-use crate::output::{self, Table};
-use crate::timefmt::{parse_duration, rfc3339, rfc3339_or_null};
+use crate::client::global::GlobalOpts;
+use crate::client::output::{self, Table};
+use crate::client::timefmt::{parse_duration, rfc3339, rfc3339_or_null};
 
 /// `railyard namespace` subcommands.
 #[derive(Debug, Subcommand)]

@@ -3,10 +3,10 @@
 use clap::{Args, Subcommand};
 use railyard_proto::v1::DescribeTaskQueueResponse;
 
-use crate::global::GlobalOpts;
-use crate::output::{self, Table};
-use crate::timefmt::rfc3339;
-use crate::view::queue_json;
+use crate::client::global::GlobalOpts;
+use crate::client::output::{self, Table};
+use crate::client::timefmt::rfc3339;
+use crate::client::view::queue_json;
 
 /// `railyard queue` subcommands.
 #[derive(Debug, Subcommand)]

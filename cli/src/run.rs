@@ -11,12 +11,12 @@ use railyard_proto::v1::{
 };
 use serde_json::json;
 
-use crate::args::{self, Since};
-use crate::global::{GlobalOpts, cli_identity};
-use crate::output::{self, Table, truncate};
+use crate::client::args::{self, Since};
+use crate::client::global::{GlobalOpts, cli_identity};
+use crate::client::output::{self, Table, truncate};
 use crate::run_view;
-use crate::timefmt::{now_unix_ms, rfc3339};
-use crate::view::{run_json, status_name};
+use crate::client::timefmt::{now_unix_ms, rfc3339};
+use crate::client::view::{run_json, status_name};
 
 /// `railyard run` subcommands.
 #[derive(Debug, Subcommand)]
@@ -259,7 +259,7 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
                 format!("{done}/{}", r.steps.len())
             };
             let status = match &r.waiting {
-                Some(w) => format!("{} ({})", status_name(r.status), crate::view::waiting_text(w)),
+                Some(w) => format!("{} ({})", status_name(r.status), crate::client::view::waiting_text(w)),
                 None => status_name(r.status),
             };
             table.row([

@@ -5,8 +5,8 @@ use clap::Args;
 use railyard_proto::v1::{ApproveStepRequest, RejectStepRequest, WaitInfo};
 use serde_json::{Value, json};
 
-use crate::global::{GlobalOpts, cli_identity};
-use crate::output::{self, truncate};
+use crate::client::global::{GlobalOpts, cli_identity};
+use crate::client::output::{self, truncate};
 
 /// Flags of `run approve`.
 #[derive(Debug, Args)]

@@ -7,10 +7,10 @@ use clap::Args;
 use railyard_proto::v1::{RunInfo, SessionNode};
 use serde_json::{Value, json};
 
-use crate::global::GlobalOpts;
-use crate::output;
-use crate::timefmt::{human_duration, now_unix_ms};
-use crate::view::{run_json, status_name, waiting_text};
+use crate::client::global::GlobalOpts;
+use crate::client::output;
+use crate::client::timefmt::{human_duration, now_unix_ms};
+use crate::client::view::{run_json, status_name, waiting_text};
 
 /// Flags of `run tree`.
 #[derive(Debug, Args)]

@@ -12,10 +12,10 @@ use railyard_proto::{Client, ClientError, RetryPolicy};
 use serde_json::json;
 use tonic::Code;
 
-use crate::global::{GlobalOpts, stream_error};
-use crate::output::{self, Table, truncate};
-use crate::timefmt::rfc3339;
-use crate::view::{event_json, event_line, run_json, status_name};
+use crate::client::global::{GlobalOpts, stream_error};
+use crate::client::output::{self, Table, truncate};
+use crate::client::timefmt::rfc3339;
+use crate::client::view::{event_json, event_line, run_json, status_name};
 
 /// Exit code of `run watch` / `run start --wait` when the run closed without completing.
 pub const EXIT_NOT_COMPLETED: u8 = 3;
@@ -114,7 +114,7 @@ pub fn describe_lines(run: &RunInfo) -> Vec<String> {
         ));
     }
     if let Some(w) = &run.waiting {
-        fields.push(("waiting", crate::view::waiting_text(w)));
+        fields.push(("waiting", crate::client::view::waiting_text(w)));
         if w.on == "approval" {
             fields.extend(crate::run_approval::proposal_lines(w));
         } else {
@@ -561,10 +561,10 @@ mod tests {
                 "  build-it  (2 results refused this attempt)",
             ]
         );
-        let json = crate::view::step_json(&run.steps[0]);
+        let json = crate::client::view::step_json(&run.steps[0]);
         assert_eq!(json["result"]["title"], "Rocket");
         assert_eq!(
-            crate::view::step_json(&run.steps[2])["result"],
+            crate::client::view::step_json(&run.steps[2])["result"],
             serde_json::Value::Null
         );
     }
@@ -650,7 +650,7 @@ mod tests {
             "  plan  claude-x  1300 (input 1000, output 200, cache read 100, cache write 0), est. $0.0080"
         );
         assert_eq!(lines.len(), at + 3, "only steps that used tokens: {lines:#?}");
-        let json = crate::view::run_json(&run);
+        let json = crate::client::view::run_json(&run);
         assert_eq!(json["usage"]["total_tokens"], 1900);
         assert_eq!(json["steps"][0]["usage"]["input_tokens"], 1000);
         assert_eq!(json["steps"][1]["usage"]["total_tokens"], 0);

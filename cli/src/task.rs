@@ -7,10 +7,10 @@ use railyard_proto::v1::{HeartbeatStepTaskResponse, Signal, StepTask};
 use railyard_proto::{Completion, Failure, StepWorker};
 use serde_json::json;
 
-use crate::args;
-use crate::global::{GlobalOpts, cli_identity};
-use crate::output::{self, print_fields};
-use crate::view::{signal_json, task_json};
+use crate::client::args;
+use crate::client::global::{GlobalOpts, cli_identity};
+use crate::client::output::{self, print_fields};
+use crate::client::view::{signal_json, task_json};
 
 /// `railyard task` subcommands.
 #[derive(Debug, Subcommand)]

@@ -9,9 +9,9 @@ use railyard_proto::v1::{
 };
 use serde_json::json;
 
-use crate::args;
-use crate::global::{GlobalOpts, cli_identity};
-use crate::output::{self, Table};
+use crate::client::args;
+use crate::client::global::{GlobalOpts, cli_identity};
+use crate::client::output::{self, Table};
 
 /// `railyard trigger` subcommands.
 #[derive(Debug, Subcommand)]
@@ -199,8 +199,8 @@ pub fn trigger_json(t: &TriggerInfo) -> serde_json::Value {
         "concurrency_key": s.concurrency_key,
         "mode": mode_name(s.mode()),
         "description": s.description,
-        "create_time": crate::timefmt::rfc3339(t.create_time_unix_ms),
-        "update_time": crate::timefmt::rfc3339(t.update_time_unix_ms),
+        "create_time": crate::client::timefmt::rfc3339(t.create_time_unix_ms),
+        "update_time": crate::client::timefmt::rfc3339(t.update_time_unix_ms),
     })
 }
 
@@ -261,8 +261,8 @@ fn describe_fields(t: &TriggerInfo) -> Vec<(&'static str, String)> {
             .into(),
         ),
         ("description", or_none(&s.description)),
-        ("created", crate::timefmt::rfc3339(t.create_time_unix_ms)),
-        ("updated", crate::timefmt::rfc3339(t.update_time_unix_ms)),
+        ("created", crate::client::timefmt::rfc3339(t.create_time_unix_ms)),
+        ("updated", crate::client::timefmt::rfc3339(t.update_time_unix_ms)),
     ]);
     fields
 }

@@ -5,9 +5,9 @@ use railyard_proto::v1::ListWorkflowsResponse;
 use serde_json::json;
 
 use crate::builtin;
-use crate::global::GlobalOpts;
-use crate::output::{self, Table, truncate};
-use crate::view::{invalid_workflow_json, workflow_json};
+use crate::client::global::GlobalOpts;
+use crate::client::output::{self, Table, truncate};
+use crate::client::view::{invalid_workflow_json, workflow_json};
 
 /// `railyard workflow` subcommands.
 #[derive(Debug, Subcommand)]

@@ -6,8 +6,8 @@ use std::time::Duration;
 use clap::Args;
 use railyard_proto::v1::{OverlapPolicy, ScheduleAction, ScheduleInfo, SchedulePolicies, ScheduleSpec};
 
-use crate::args;
-use crate::timefmt;
+use crate::client::args;
+use crate::client::timefmt;
 
 /// What a schedule does and when; every flag is optional so that `update` changes
 /// only what is given.

@@ -15,8 +15,8 @@ use railyard_proto::v1::{
 };
 use serde_json::json;
 
-use crate::global::{GlobalOpts, cli_identity};
-use crate::output;
+use crate::client::global::{GlobalOpts, cli_identity};
+use crate::client::output;
 use flags::{OVERLAP_HELP, SpecFlags};
 use show::clean;
 
@@ -223,7 +223,7 @@ fn next_fires(times: &[i64]) -> anyhow::Result<()> {
         output::line(format!(
             "next fire  {}  ({})",
             show::local_time(t, zone),
-            crate::timefmt::rfc3339(t)
+            crate::client::timefmt::rfc3339(t)
         ))?;
     }
     Ok(())
@@ -363,8 +363,8 @@ async fn backfill(global: &GlobalOpts, a: BackfillArgs) -> anyhow::Result<()> {
     if a.end < a.start {
         anyhow::bail!(
             "--end {} is before --start {}",
-            crate::timefmt::rfc3339(a.end),
-            crate::timefmt::rfc3339(a.start)
+            crate::client::timefmt::rfc3339(a.end),
+            crate::client::timefmt::rfc3339(a.start)
         );
     }
     let client = global.connect().await?;
@@ -381,7 +381,7 @@ async fn backfill(global: &GlobalOpts, a: BackfillArgs) -> anyhow::Result<()> {
             ..Default::default()
         })
         .await?;
-    let (start, end) = (crate::timefmt::rfc3339(a.start), crate::timefmt::rfc3339(a.end));
+    let (start, end) = (crate::client::timefmt::rfc3339(a.start), crate::client::timefmt::rfc3339(a.end));
     if global.output.is_json() {
         output::json(&json!({
             "schedule_id": a.schedule_id,

@@ -16,14 +16,14 @@ use railyard_proto::v1::{
 use serde_json::{Value, json};
 
 use super::flags::overlap_name;
-use crate::output::{Table, truncate};
-use crate::timefmt::{rfc3339, rfc3339_or_null};
-use crate::view::status_name;
+use crate::client::output::{Table, truncate};
+use crate::client::timefmt::{rfc3339, rfc3339_or_null};
+use crate::client::view::status_name;
 
 /// `text` with every control character written as an escape (`\n`, `\t`, `\u{1b}`),
-/// so that stored text prints as one inert line (the CLI's one [`escape`](crate::output::escape)).
+/// so that stored text prints as one inert line (the CLI's one [`escape`](crate::client::output::escape)).
 pub fn clean(text: &str) -> String {
-    crate::output::escape(text).into_owned()
+    crate::client::output::escape(text).into_owned()
 }
 
 /// The zone this machine shows local times in: `TZ`, else `/etc/localtime`'s link

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use railyard_proto::v1::RunStatus;
 
-use crate::timefmt;
+use crate::client::timefmt;
 
 /// Parses `KEY=VALUE` (split at the first `=`; the value may be empty or hold `=`).
 pub fn key_value(text: &str) -> Result<(String, String), String> {

@@ -8,7 +8,7 @@ use railyard_proto::{
     ApiKey, Client, ClientError, ConnectOptions, DEFAULT_NAMESPACE, DEFAULT_SERVER_URL, TlsOptions,
 };
 
-use crate::output::Output;
+use crate::client::output::Output;
 
 /// Where to send requests and how to print their results.
 #[derive(Debug, Clone, Args)]

@@ -11,8 +11,8 @@ use railyard_proto::v1::{
 };
 use serde_json::{Value, json};
 
-use crate::output::truncate;
-use crate::timefmt::{rfc3339_millis, rfc3339_or_null};
+use crate::client::output::truncate;
+use crate::client::timefmt::{rfc3339_millis, rfc3339_or_null};
 
 /// The short name of a wire status number (`UNKNOWN(9)` for one this build does not know).
 pub fn status_name(status: i32) -> String {
@@ -82,7 +82,7 @@ pub fn waiting_text(w: &railyard_proto::v1::WaitInfo) -> String {
     let mut text = if w.on == "approval" {
         format!(
             "AWAITING_APPROVAL since {}",
-            crate::timefmt::rfc3339(w.since_unix_ms)
+            crate::client::timefmt::rfc3339(w.since_unix_ms)
         )
     } else {
         format!(
@@ -90,13 +90,13 @@ pub fn waiting_text(w: &railyard_proto::v1::WaitInfo) -> String {
             w.on,
             w.done_run_ids.len(),
             w.run_ids.len(),
-            crate::timefmt::rfc3339(w.since_unix_ms)
+            crate::client::timefmt::rfc3339(w.since_unix_ms)
         )
     };
     if w.deadline_unix_ms > 0 {
         text.push_str(&format!(
             ", times out {}",
-            crate::timefmt::rfc3339(w.deadline_unix_ms)
+            crate::client::timefmt::rfc3339(w.deadline_unix_ms)
         ));
     }
     text
