@@ -27,7 +27,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_stream::StreamExt;
 
 use crate::builtin;
-use crate::run_view::{EXIT_NOT_COMPLETED, REOPEN};
+use crate::run::view::{EXIT_NOT_COMPLETED, REOPEN};
 use crate::server_cmd::{ServerArgs, ServerSettings, Signals};
 use crate::client::view::status_name;
 
@@ -466,7 +466,7 @@ impl Printer {
                 if let Some((usage, cost)) = state.usage.take() {
                     say(format!(
                         "      tokens: {}",
-                        crate::run_view::tokens_line(&usage.to_proto(cost))
+                        crate::run::view::tokens_line(&usage.to_proto(cost))
                     ));
                 }
             }

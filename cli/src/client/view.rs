@@ -51,7 +51,7 @@ pub fn run_json(run: &RunInfo) -> Value {
             "since": rfc3339_or_null(w.since_unix_ms),
             "since_unix_ms": w.since_unix_ms,
             "deadline": rfc3339_or_null(w.deadline_unix_ms),
-            "proposal": crate::run_approval::proposal_json(w),
+            "proposal": crate::run::approval::proposal_json(w),
         })),
         "usage": usage_json(run.usage.as_ref()),
         "delivery": crate::delivery::run_delivery_json(run),

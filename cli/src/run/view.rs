@@ -116,7 +116,7 @@ pub fn describe_lines(run: &RunInfo) -> Vec<String> {
     if let Some(w) = &run.waiting {
         fields.push(("waiting", crate::client::view::waiting_text(w)));
         if w.on == "approval" {
-            fields.extend(crate::run_approval::proposal_lines(w));
+            fields.extend(crate::run::approval::proposal_lines(w));
         } else {
             fields.push(("waits for", w.run_ids.join(", ")));
         }

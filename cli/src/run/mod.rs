@@ -1,6 +1,10 @@
 //! `railyard run ...`: start, inspect, list and steer workflow runs.
 //!
-//! Reading commands (`describe`, `history`, `watch`) live in [`crate::run_view`].
+//! Reading commands (`describe`, `history`, `watch`) live in [`view`].
+
+pub(crate) mod approval;
+mod tree;
+pub(crate) mod view;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,7 +18,6 @@ use serde_json::json;
 use crate::client::args::{self, Since};
 use crate::client::global::{GlobalOpts, cli_identity};
 use crate::client::output::{self, Table, truncate};
-use crate::run_view;
 use crate::client::timefmt::{now_unix_ms, rfc3339};
 use crate::client::view::{run_json, status_name};
 
@@ -24,14 +27,14 @@ pub enum RunCommand {
     /// Start a run of a workflow.
     Start(StartArgs),
     /// Show a run: status, goal, context and its steps.
-    Describe(run_view::DescribeArgs),
+    Describe(view::DescribeArgs),
     /// Print a run's event history (JSON: an array; with --follow, one event per line).
-    History(run_view::HistoryArgs),
+    History(view::HistoryArgs),
     /// Follow a run's events live until it closes, then print its status.
     ///
     /// Exits 0 only if the run COMPLETED (3 otherwise). JSON: one event per line, then
     /// a last line {"run": {...}}.
-    Watch(run_view::WatchArgs),
+    Watch(view::WatchArgs),
     /// List runs, newest first, with filters.
     List(ListArgs),
     /// Send a signal (e.g. `steer`) to a running run.
@@ -42,7 +45,7 @@ pub enum RunCommand {
     Terminate(StopArgs),
     /// Show a run and the child runs it spawned, recursively: status, current step,
     /// what each waits for, duration.
-    Tree(crate::run_tree::TreeArgs),
+    Tree(tree::TreeArgs),
     /// Pause a run and the runs it spawned: no step is dispatched; a step in flight
     /// suspends at its next turn, keeping its checkpoint.
     Pause(StopArgs),
@@ -52,10 +55,10 @@ pub enum RunCommand {
     Redeliver(crate::delivery::RedeliverArgs),
     /// Approve the result a step holds for approval (requireConfirmation): the step
     /// completes with it and the run moves on.
-    Approve(crate::run_approval::ApproveArgs),
+    Approve(approval::ApproveArgs),
     /// Reject the held result with feedback: the step re-opens on its transcript and
     /// the agent reads the feedback.
-    Reject(crate::run_approval::RejectArgs),
+    Reject(approval::RejectArgs),
 }
 
 /// Flags of `run unpause`.
@@ -155,14 +158,14 @@ pub struct StopArgs {
 pub async fn run(global: &GlobalOpts, command: RunCommand) -> anyhow::Result<ExitCode> {
     match command {
         RunCommand::Start(a) => start(global, a).await,
-        RunCommand::Describe(a) => run_view::describe(global, a).await.map(|()| ExitCode::SUCCESS),
-        RunCommand::History(a) => run_view::history(global, a).await.map(|()| ExitCode::SUCCESS),
-        RunCommand::Watch(a) => run_view::watch(global, a).await,
+        RunCommand::Describe(a) => view::describe(global, a).await.map(|()| ExitCode::SUCCESS),
+        RunCommand::History(a) => view::history(global, a).await.map(|()| ExitCode::SUCCESS),
+        RunCommand::Watch(a) => view::watch(global, a).await,
         RunCommand::List(a) => list(global, a).await.map(|()| ExitCode::SUCCESS),
         RunCommand::Signal(a) => signal(global, a).await.map(|()| ExitCode::SUCCESS),
         RunCommand::Cancel(a) => stop(global, a, false).await.map(|()| ExitCode::SUCCESS),
         RunCommand::Terminate(a) => stop(global, a, true).await.map(|()| ExitCode::SUCCESS),
-        RunCommand::Tree(a) => crate::run_tree::tree(global, a).await.map(|()| ExitCode::SUCCESS),
+        RunCommand::Tree(a) => tree::tree(global, a).await.map(|()| ExitCode::SUCCESS),
         RunCommand::Pause(a) => pause(global, a.run_id, a.reason, true)
             .await
             .map(|()| ExitCode::SUCCESS),
@@ -172,10 +175,10 @@ pub async fn run(global: &GlobalOpts, command: RunCommand) -> anyhow::Result<Exi
         RunCommand::Redeliver(a) => crate::delivery::redeliver(global, a)
             .await
             .map(|()| ExitCode::SUCCESS),
-        RunCommand::Approve(a) => crate::run_approval::approve(global, a)
+        RunCommand::Approve(a) => approval::approve(global, a)
             .await
             .map(|()| ExitCode::SUCCESS),
-        RunCommand::Reject(a) => crate::run_approval::reject(global, a)
+        RunCommand::Reject(a) => approval::reject(global, a)
             .await
             .map(|()| ExitCode::SUCCESS),
     }
@@ -219,11 +222,11 @@ async fn start(global: &GlobalOpts, a: StartArgs) -> anyhow::Result<ExitCode> {
         };
         output::line(format!("{verb} run {} of {}", resp.run_id, a.workflow))?;
     }
-    let run = run_view::follow(&client, global, &resp.run_id, 1, !global.output.is_json()).await?;
+    let run = view::follow(&client, global, &resp.run_id, 1, !global.output.is_json()).await?;
     if global.output.is_json() {
         output::json(&json!({ "run_id": resp.run_id, "started": resp.started, "run": run_json(&run) }))?;
     }
-    Ok(run_view::exit_for(&run))
+    Ok(view::exit_for(&run))
 }
 
 async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
