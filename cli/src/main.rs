@@ -18,20 +18,16 @@ mod bench;
 mod bench_fanout;
 mod bench_schedules;
 mod bench_webhooks;
-mod builtin;
 mod client;
 mod delivery;
-mod dev;
 mod key;
-mod mcp;
 mod namespace;
 mod queue;
 mod run;
 mod schedule;
-mod server_cmd;
+mod serve;
 mod task;
 mod trigger;
-mod worker_cmd;
 mod workflow;
 
 use std::io::{IsTerminal, Write};
@@ -85,21 +81,21 @@ enum LogFormat {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the history server (gRPC and HTTP) until SIGTERM or Ctrl-C.
-    Server(server_cmd::ServerArgs),
+    Server(serve::server::ServerArgs),
     /// Poll task queues and run leased steps as LLM agent loops until SIGTERM or Ctrl-C.
     ///
     /// Settings: flags win over the environment (RAILYARD_SERVER, RAILYARD_API_KEY, RAILYARD_QUEUES,
     /// RAILYARD_SLOTS, RAILYARD_WORKSPACE, RAILYARD_PROVIDER, RAILYARD_MODEL,
     /// RAILYARD_SCRIPT, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, OPENAI_API_KEY,
     /// OPENAI_BASE_URL ...), which wins over the --config file.
-    Worker(worker_cmd::WorkerArgs),
+    Worker(serve::worker::WorkerArgs),
     /// Quickstart: a server and a worker in one process, and a live demo run.
     ///
     /// Uses a real model when ANTHROPIC_API_KEY or OPENAI_API_KEY is set, otherwise the
     /// offline scripted provider (<workflows>/demo.script.json), which is not a model.
     /// Without --workflows, in a directory with no workflow definitions in ./workflows,
     /// it runs the demo and script built into this binary, so it works from any directory.
-    Dev(dev::DevArgs),
+    Dev(serve::dev::DevArgs),
     /// Start, inspect, list and steer workflow runs.
     #[command(subcommand)]
     Run(run::RunCommand),
@@ -131,7 +127,7 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Serve MCP on stdin/stdout for an agent (Claude Code, Cursor, any MCP client),
     /// talking to the Railyard server at --server. Logs go to stderr.
-    Mcp(mcp::McpArgs),
+    Mcp(serve::mcp::McpArgs),
 }
 
 fn main() -> ExitCode {
@@ -212,9 +208,9 @@ where
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let g = &cli.global;
     match cli.command {
-        Command::Server(a) => server_cmd::run(a).await.map(|()| ExitCode::SUCCESS),
-        Command::Worker(a) => worker_cmd::run(a).await.map(|()| ExitCode::SUCCESS),
-        Command::Dev(a) => dev::run(a).await,
+        Command::Server(a) => serve::server::run(a).await.map(|()| ExitCode::SUCCESS),
+        Command::Worker(a) => serve::worker::run(a).await.map(|()| ExitCode::SUCCESS),
+        Command::Dev(a) => serve::dev::run(a).await,
         Command::Run(c) => run::run(g, c).await,
         Command::Workflow(c) => workflow::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Task(c) => task::run(g, c).await.map(|()| ExitCode::SUCCESS),
@@ -224,7 +220,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Schedule(c) => schedule::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Trigger(c) => trigger::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Bench(a) => bench::run(g, a).await.map(|()| ExitCode::SUCCESS),
-        Command::Mcp(a) => mcp::run(g, &a).await.map(|()| ExitCode::SUCCESS),
+        Command::Mcp(a) => serve::mcp::run(g, &a).await.map(|()| ExitCode::SUCCESS),
     }
 }
 
@@ -453,7 +449,7 @@ mod tests {
             panic!("not dev")
         };
         assert!(d.exit_when_done && !d.no_demo);
-        assert_eq!(d.goal, dev::DEFAULT_GOAL);
+        assert_eq!(d.goal, serve::dev::DEFAULT_GOAL);
         assert_eq!(
             d.server.settings_with(|_| None).unwrap().data_dir,
             std::path::PathBuf::from("./.railyard")

@@ -26,9 +26,9 @@ use railyard_worker::{ConfigLayer, EventKind, ProviderConfig, Worker, WorkerConf
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::StreamExt;
 
-use crate::builtin;
+use crate::serve::builtin;
 use crate::run::view::{EXIT_NOT_COMPLETED, REOPEN};
-use crate::server_cmd::{ServerArgs, ServerSettings, Signals};
+use crate::serve::server::{ServerArgs, ServerSettings, Signals};
 use crate::client::view::status_name;
 
 /// The goal of the demo run when `--goal` is not given.

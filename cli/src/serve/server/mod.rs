@@ -22,7 +22,7 @@ use railyard_server::tls::TlsFiles;
 use railyard_server::{RunningServer, ServerConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::builtin;
+use crate::serve::builtin;
 
 /// Default `server.data_dir`.
 pub const DEFAULT_DATA_DIR: &str = "./.railyard";
@@ -341,7 +341,7 @@ pub struct ServerSettings {
     pub http_listen: SocketAddr,
     pub workflows: PathBuf,
     /// The demo built into the binary stands in for `workflows` (no directory was
-    /// configured and the default one has no definitions; see [`crate::builtin`]).
+    /// configured and the default one has no definitions; see [`crate::serve::builtin`]).
     pub built_in_demo: bool,
     pub shutdown_grace: Duration,
     /// API keys required ([`ServerConfig::auth`]).
@@ -408,7 +408,7 @@ impl ServerSettings {
         if self.built_in_demo {
             config.embedded_workflows.push(builtin::DEMO_WORKFLOW);
         }
-        config.http_extension = Some(crate::mcp::http_extension());
+        config.http_extension = Some(crate::serve::mcp::http_extension());
         config
     }
 
@@ -697,7 +697,6 @@ impl Signals {
 }
 
 #[cfg(test)]
-#[path = "server_cmd_child_limits.rs"]
 mod child_limits_tests;
 
 #[cfg(test)]

@@ -15,13 +15,13 @@ use railyard_worker::provider::{BuiltInScript, ScriptSource};
 /// `workflows/demo.json`, as built into the binary.
 pub const DEMO_WORKFLOW: EmbeddedDefinition = EmbeddedDefinition {
     name: "demo.json",
-    text: include_str!("../../workflows/demo.json"),
+    text: include_str!("../../../workflows/demo.json"),
 };
 
 /// `workflows/demo.script.json`, the offline script of the demo, as built into the binary.
 pub const DEMO_SCRIPT: ScriptSource = ScriptSource::BuiltIn(BuiltInScript {
     name: "<built-in>/demo.script.json",
-    text: include_str!("../../workflows/demo.script.json"),
+    text: include_str!("../../../workflows/demo.script.json"),
 });
 
 /// What the listening lines print for the workflows when the built-in demo is used
