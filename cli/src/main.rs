@@ -15,9 +15,6 @@
 //! errors, from clap; 3 when a followed run closed without completing).
 
 mod bench;
-mod bench_fanout;
-mod bench_schedules;
-mod bench_webhooks;
 mod client;
 mod delivery;
 mod key;

@@ -9,9 +9,13 @@
 //!
 //! The client side spreads over `--connections` gRPC channels so it is not the bottleneck.
 //!
-//! `--schedules N` runs the schedule bench instead ([`crate::bench_schedules`]),
-//! `--webhooks N` the webhook bench ([`crate::bench_webhooks`]), `--fanout N` the
-//! child-run fan-out bench ([`crate::bench_fanout`]).
+//! `--schedules N` runs the schedule bench instead ([`schedules`]),
+//! `--webhooks N` the webhook bench ([`webhooks`]), `--fanout N` the
+//! child-run fan-out bench ([`fanout`]).
+
+mod fanout;
+mod schedules;
+mod webhooks;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -116,13 +120,13 @@ struct Latency {
 /// Runs the bench and prints its settings and figures.
 pub async fn run(global: &GlobalOpts, args: BenchArgs) -> anyhow::Result<()> {
     if let Some(count) = args.schedules {
-        return crate::bench_schedules::run(global, &args, count).await;
+        return schedules::run(global, &args, count).await;
     }
     if let Some(count) = args.webhooks {
-        return crate::bench_webhooks::run(global, &args, count).await;
+        return webhooks::run(global, &args, count).await;
     }
     if let Some(count) = args.fanout {
-        return crate::bench_fanout::run(global, &args, count).await;
+        return fanout::run(global, &args, count).await;
     }
     let dir = tempfile::Builder::new()
         .prefix("railyard-bench-")

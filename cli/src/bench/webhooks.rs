@@ -18,7 +18,7 @@ use serde_json::json;
 use tokio::task::JoinSet;
 
 use crate::bench::{BenchArgs, percentile};
-use crate::bench_schedules::spawn_server;
+use crate::bench::schedules::spawn_server;
 use crate::client::global::GlobalOpts;
 use crate::client::output;
 
