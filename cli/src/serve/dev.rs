@@ -28,7 +28,8 @@ use tokio_stream::StreamExt;
 
 use crate::serve::builtin;
 use crate::run::view::{EXIT_NOT_COMPLETED, REOPEN};
-use crate::serve::server::{ServerArgs, ServerSettings, Signals};
+use crate::serve::server::{ServerArgs, ServerSettings};
+use crate::serve::signals::Signals;
 use crate::client::view::status_name;
 
 /// The goal of the demo run when `--goal` is not given.

@@ -6,4 +6,5 @@ pub(crate) mod builtin;
 pub(crate) mod dev;
 pub(crate) mod mcp;
 pub(crate) mod server;
+pub(crate) mod signals;
 pub(crate) mod worker;

@@ -13,7 +13,7 @@ use clap::Args;
 use railyard_worker::provider::ScriptSource;
 use railyard_worker::{ConfigLayer, ProviderKind, Worker, WorkerConfig};
 
-use crate::serve::server::Signals;
+use crate::serve::signals::Signals;
 
 /// The demo script, used as the scripted provider's script when no provider is
 /// configured and the worker starts in a directory that has it (the repository root).
