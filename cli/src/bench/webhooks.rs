@@ -17,8 +17,8 @@ use railyard_server::trigger::signature::sign;
 use serde_json::json;
 use tokio::task::JoinSet;
 
-use crate::bench::{BenchArgs, percentile};
 use crate::bench::schedules::spawn_server;
+use crate::bench::{BenchArgs, percentile};
 use crate::client::global::GlobalOpts;
 use crate::client::output;
 

@@ -175,12 +175,8 @@ pub async fn run(global: &GlobalOpts, command: RunCommand) -> anyhow::Result<Exi
         RunCommand::Redeliver(a) => crate::delivery::redeliver(global, a)
             .await
             .map(|()| ExitCode::SUCCESS),
-        RunCommand::Approve(a) => approval::approve(global, a)
-            .await
-            .map(|()| ExitCode::SUCCESS),
-        RunCommand::Reject(a) => approval::reject(global, a)
-            .await
-            .map(|()| ExitCode::SUCCESS),
+        RunCommand::Approve(a) => approval::approve(global, a).await.map(|()| ExitCode::SUCCESS),
+        RunCommand::Reject(a) => approval::reject(global, a).await.map(|()| ExitCode::SUCCESS),
     }
 }
 
@@ -262,7 +258,11 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
                 format!("{done}/{}", r.steps.len())
             };
             let status = match &r.waiting {
-                Some(w) => format!("{} ({})", status_name(r.status), crate::client::view::waiting_text(w)),
+                Some(w) => format!(
+                    "{} ({})",
+                    status_name(r.status),
+                    crate::client::view::waiting_text(w)
+                ),
                 None => status_name(r.status),
             };
             table.row([

@@ -381,7 +381,10 @@ async fn backfill(global: &GlobalOpts, a: BackfillArgs) -> anyhow::Result<()> {
             ..Default::default()
         })
         .await?;
-    let (start, end) = (crate::client::timefmt::rfc3339(a.start), crate::client::timefmt::rfc3339(a.end));
+    let (start, end) = (
+        crate::client::timefmt::rfc3339(a.start),
+        crate::client::timefmt::rfc3339(a.end),
+    );
     if global.output.is_json() {
         output::json(&json!({
             "schedule_id": a.schedule_id,

@@ -26,11 +26,11 @@ use railyard_worker::{ConfigLayer, EventKind, ProviderConfig, Worker, WorkerConf
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::StreamExt;
 
-use crate::serve::builtin;
+use crate::client::view::status_name;
 use crate::run::view::{EXIT_NOT_COMPLETED, REOPEN};
+use crate::serve::builtin;
 use crate::serve::server::{ServerArgs, ServerSettings};
 use crate::serve::signals::Signals;
-use crate::client::view::status_name;
 
 /// The goal of the demo run when `--goal` is not given.
 pub const DEFAULT_GOAL: &str = "why durable execution matters for long-running AI agents";

@@ -4,10 +4,10 @@ use clap::Subcommand;
 use railyard_proto::v1::ListWorkflowsResponse;
 use serde_json::json;
 
-use crate::serve::builtin;
 use crate::client::global::GlobalOpts;
 use crate::client::output::{self, Table, truncate};
 use crate::client::view::{invalid_workflow_json, workflow_json};
+use crate::serve::builtin;
 
 /// `railyard workflow` subcommands.
 #[derive(Debug, Subcommand)]

@@ -14,11 +14,11 @@ use std::time::Duration;
 
 use clap::Args;
 use railyard_proto::config::{ConfigError, EnvVar, Loader};
+use railyard_server::ServerConfig;
 use railyard_server::net::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, NetLimits};
 use railyard_server::service::triggers::TriggerInput;
 use railyard_server::store::writer::ChildLimits;
 use railyard_server::tls::TlsFiles;
-use railyard_server::ServerConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::serve::builtin;
