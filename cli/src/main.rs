@@ -10,16 +10,25 @@
 //! - `railyard bench` measures an in-process server.
 //! - `railyard mcp` serves MCP on stdio for an outside agent.
 //!
-//! One module per command group. Errors are `anyhow` only here at the edge: a failed
-//! command prints one `error: ...` line on stderr and exits with code 1 (2 for usage
-//! errors, from clap; 3 when a followed run closed without completing).
+//! This file is the clap root and the dispatch. One folder per command group: the
+//! client commands ([`run`], [`workflow`], [`task`], [`queue`], [`key`], [`namespace`],
+//! [`schedule`], [`trigger`], and [`delivery`], shared by `run` and `namespace`) over
+//! the plumbing they share in [`client`]; the long-running commands (`server`,
+//! `worker`, `dev`, `mcp`) in [`serve`]; `bench` in [`bench`]. [`logging`] sets up the
+//! logs and [`report`] reports a failed command.
+//!
+//! Errors are `anyhow` only here at the edge: a failed command prints one `error: ...`
+//! line on stderr and exits with code 1 (2 for usage errors, from clap; 3 when a
+//! followed run closed without completing).
 
 mod bench;
 mod client;
 mod delivery;
 mod key;
+mod logging;
 mod namespace;
 mod queue;
+mod report;
 mod run;
 mod schedule;
 mod serve;
@@ -27,15 +36,12 @@ mod task;
 mod trigger;
 mod workflow;
 
-use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
 
-/// Exit code of a command that failed (server error, bad input, I/O).
-const EXIT_ERROR: u8 = 1;
+use logging::LogFormat;
 
 /// Railyard: durable task queues for long-running agent workflows.
 #[derive(Debug, Parser)]
@@ -63,16 +69,6 @@ struct Cli {
 
     #[command(subcommand)]
     command: Command,
-}
-
-/// The format of the logs on stderr.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum LogFormat {
-    /// Lines for people.
-    Text,
-    /// One JSON object per line, for log collectors: `timestamp`, `level`, `target`,
-    /// `message` and the event's fields, and the spans it happened in.
-    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -138,12 +134,12 @@ fn main() -> ExitCode {
         Command::Mcp(_) => "info,rmcp=warn",
         _ => "info",
     };
-    init_tracing(default_filter, cli.log_format);
+    logging::init(default_filter, cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(EXIT_ERROR);
+            return ExitCode::from(report::EXIT_ERROR);
         }
     };
     let outcome = runtime.block_on(dispatch(cli));
@@ -151,17 +147,7 @@ fn main() -> ExitCode {
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     match outcome {
         Ok(code) => code,
-        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
-        Err(e) => {
-            // Server errors may quote what clients stored: escaped like all human output.
-            // writeln!, not eprintln!: a closed stderr must not turn the error into a panic.
-            let mut err = std::io::stderr();
-            let _ = writeln!(err, "error: {}", client::output::escape(&format!("{e:#}")));
-            if let Some(hint) = hint_for(&e) {
-                let _ = writeln!(err, "hint: {hint}");
-            }
-            ExitCode::from(EXIT_ERROR)
-        }
+        Err(e) => report::failed(&e),
     }
 }
 
@@ -221,49 +207,6 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// Logs to stderr in `format`, filtered by `RUST_LOG` (`default_filter` when it is
-/// unset or invalid).
-fn init_tracing(default_filter: &str, format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // A closed stderr must not end the process: tracing would report the failed
-        // write with eprintln!, which panics when stderr is gone.
-        .log_internal_errors(false);
-    match format {
-        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
-        LogFormat::Json => logs.json().flatten_event(true).with_ansi(false).init(),
-    }
-}
-
-/// A next step for errors people commonly meet.
-fn hint_for(e: &anyhow::Error) -> Option<&'static str> {
-    match e.downcast_ref::<railyard_proto::ClientError>()? {
-        // Reached, but the connection closed: the message already says what to check.
-        railyard_proto::ClientError::Unavailable { message, .. }
-            if message.contains("client certificate") =>
-        {
-            None
-        }
-        railyard_proto::ClientError::Unavailable { .. } => {
-            Some("is `railyard server` running there? Point --server (or RAILYARD_SERVER) at it.")
-        }
-        railyard_proto::ClientError::Unauthenticated(_) => Some(
-            "the server wants an API key and refused the credentials sent (or none were): pass --api-key or \
-             set RAILYARD_API_KEY (a server's first admin key is in <data-dir>/admin.key).",
-        ),
-        _ => None,
-    }
-}
-
-/// Whether the error is stdout closing under us (`railyard run history X | head`).
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain()
-        .filter_map(|c| c.downcast_ref::<std::io::Error>())
-        .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,17 +215,6 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("railyard").chain(args.iter().copied()))
-    }
-
-    #[test]
-    fn unauthenticated_prints_its_own_hint() {
-        use railyard_proto::ClientError;
-        let e = anyhow::Error::from(ClientError::Unauthenticated("no token".into()));
-        assert_eq!(format!("{e:#}"), "unauthenticated: no token");
-        assert!(hint_for(&e).is_some_and(|h| h.contains("credentials")));
-        let denied = anyhow::Error::from(ClientError::PermissionDenied("bad signature".into()));
-        assert_eq!(format!("{denied:#}"), "permission denied: bad signature");
-        assert!(hint_for(&denied).is_none());
     }
 
     #[test]
