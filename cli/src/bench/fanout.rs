@@ -41,7 +41,7 @@ struct Figures {
 }
 
 /// Runs the fan-out bench with `count` children.
-pub async fn run(global: &GlobalOpts, args: &BenchArgs, count: u32) -> anyhow::Result<()> {
+pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, count: u32) -> anyhow::Result<()> {
     if count as usize > MAX_CHILDREN_PER_REQUEST {
         bail!(
             "--fanout takes 1 to {MAX_CHILDREN_PER_REQUEST} children (one SpawnChildRuns request), got {count}"

@@ -43,7 +43,7 @@ const POLL_WAIT: Duration = Duration::from_secs(3);
 
 /// Flags of `railyard bench`.
 #[derive(Debug, Args)]
-pub struct BenchArgs {
+pub(crate) struct BenchArgs {
     /// Runs of the one-step workflow for the throughput figure (0 skips it).
     #[arg(long, value_name = "N", default_value_t = 5000)]
     pub runs: u32,
@@ -118,7 +118,7 @@ struct Latency {
 }
 
 /// Runs the bench and prints its settings and figures.
-pub async fn run(global: &GlobalOpts, args: BenchArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(global: &GlobalOpts, args: BenchArgs) -> anyhow::Result<()> {
     if let Some(count) = args.schedules {
         return schedules::run(global, &args, count).await;
     }
@@ -467,7 +467,7 @@ async fn heartbeat_floor(client: &Client, n: usize) -> anyhow::Result<Duration> 
 }
 
 /// The `p`th percentile (nearest rank) of sorted samples.
-pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }

@@ -67,7 +67,7 @@ struct Idle {
 }
 
 /// Runs the schedule bench with `count` schedules.
-pub async fn run(global: &GlobalOpts, args: &BenchArgs, count: u32) -> anyhow::Result<()> {
+pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, count: u32) -> anyhow::Result<()> {
     let dir = tempfile::Builder::new()
         .prefix("railyard-bench-schedules-")
         .tempdir()

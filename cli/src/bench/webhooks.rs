@@ -29,7 +29,7 @@ const SECRET: &str = "railyard bench webhook secret";
 const SECRET_ENV: &str = "RAILYARD_BENCH_HOOK_SECRET";
 
 /// Runs the webhook bench with `count` deliveries.
-pub async fn run(global: &GlobalOpts, args: &BenchArgs, count: u32) -> anyhow::Result<()> {
+pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, count: u32) -> anyhow::Result<()> {
     let dir = tempfile::Builder::new()
         .prefix("railyard-bench-webhooks-")
         .tempdir()

@@ -11,7 +11,7 @@ use railyard_proto::v1::RunStatus;
 use crate::client::timefmt;
 
 /// Parses `KEY=VALUE` (split at the first `=`; the value may be empty or hold `=`).
-pub fn key_value(text: &str) -> Result<(String, String), String> {
+pub(crate) fn key_value(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((key, value)) if !key.trim().is_empty() => Ok((key.trim().to_string(), value.to_string())),
         Some(_) => Err(format!("empty key in {text:?} (expected KEY=VALUE)")),
@@ -21,7 +21,7 @@ pub fn key_value(text: &str) -> Result<(String, String), String> {
 
 /// A `--since` value: how far back, or an absolute time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Since {
+pub(crate) enum Since {
     /// A duration before now (`1h`, `30m`, `2d`).
     Ago(Duration),
     /// An absolute time, unix milliseconds (from RFC 3339).
@@ -30,7 +30,7 @@ pub enum Since {
 
 impl Since {
     /// The time this names, in unix milliseconds, relative to `now_ms`.
-    pub fn to_unix_ms(self, now_ms: i64) -> i64 {
+    pub(crate) fn to_unix_ms(self, now_ms: i64) -> i64 {
         match self {
             Self::Ago(d) => now_ms
                 .saturating_sub(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -41,7 +41,7 @@ impl Since {
 }
 
 /// Parses a `--since` value: a duration (`1h`, `90m`, `2d`) or an RFC 3339 time.
-pub fn since(text: &str) -> Result<Since, String> {
+pub(crate) fn since(text: &str) -> Result<Since, String> {
     let t = text.trim();
     if t.starts_with(|c: char| c.is_ascii_digit()) && t.len() >= 10 && t.as_bytes()[4] == b'-' {
         return timefmt::parse_rfc3339(t).map(Since::At);
@@ -52,7 +52,7 @@ pub fn since(text: &str) -> Result<Since, String> {
 }
 
 /// Parses a run status by its short name (`running`, `COMPLETED`, `timed_out` ...).
-pub fn run_status(text: &str) -> Result<RunStatus, String> {
+pub(crate) fn run_status(text: &str) -> Result<RunStatus, String> {
     RunStatus::from_short_name(text.trim()).ok_or_else(|| {
         format!(
             "unknown status {text:?} (one of RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED, TIMED_OUT)"
@@ -61,7 +61,7 @@ pub fn run_status(text: &str) -> Result<RunStatus, String> {
 }
 
 /// Checks that `text` is one JSON value and returns it unchanged, as the wire wants it.
-pub fn json_text(text: &str) -> Result<String, String> {
+pub(crate) fn json_text(text: &str) -> Result<String, String> {
     serde_json::from_str::<serde_json::Value>(text)
         .map(|_| text.to_string())
         .map_err(|e| format!("not valid JSON: {e}"))
@@ -70,14 +70,14 @@ pub fn json_text(text: &str) -> Result<String, String> {
 /// Reads a `--context-file`: a JSON object whose values become context entries
 /// (strings as they are; numbers, booleans, arrays and objects as their JSON text;
 /// `null` as an empty string).
-pub fn context_file(path: &Path) -> Result<HashMap<String, String>, String> {
+pub(crate) fn context_file(path: &Path) -> Result<HashMap<String, String>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("--context-file {}: cannot read: {e}", path.display()))?;
     context_from_json(&text).map_err(|e| format!("--context-file {}: {e}", path.display()))
 }
 
 /// The context map held by a JSON object's text (see [`context_file`]).
-pub fn context_from_json(text: &str) -> Result<HashMap<String, String>, String> {
+pub(crate) fn context_from_json(text: &str) -> Result<HashMap<String, String>, String> {
     let value: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
     let serde_json::Value::Object(map) = value else {
         return Err("expected a JSON object of KEY: value entries".to_string());
@@ -96,7 +96,7 @@ pub fn context_from_json(text: &str) -> Result<HashMap<String, String>, String> 
 }
 
 /// Builds a context map: the file's entries first, then each `--context` over them.
-pub fn build_context(
+pub(crate) fn build_context(
     file: Option<&Path>,
     pairs: &[(String, String)],
 ) -> Result<HashMap<String, String>, String> {

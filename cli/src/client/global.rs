@@ -12,7 +12,7 @@ use crate::client::output::Output;
 
 /// Where to send requests and how to print their results.
 #[derive(Debug, Clone, Args)]
-pub struct GlobalOpts {
+pub(crate) struct GlobalOpts {
     /// gRPC address of the Railyard server.
     #[arg(long, global = true, help_heading = "Global options", value_name = "URL", env = "RAILYARD_SERVER", default_value = DEFAULT_SERVER_URL)]
     pub server: String,
@@ -78,12 +78,12 @@ pub struct GlobalOpts {
 
 impl GlobalOpts {
     /// A client for `--server` (connects lazily; an unreachable server shows on the first call).
-    pub async fn connect(&self) -> Result<Client, ClientError> {
+    pub(crate) async fn connect(&self) -> Result<Client, ClientError> {
         Client::connect_with(&self.server, self.connect_options()).await
     }
 
     /// The default connect options with `--api-key` and the `--tls-*` settings.
-    pub fn connect_options(&self) -> ConnectOptions {
+    pub(crate) fn connect_options(&self) -> ConnectOptions {
         ConnectOptions {
             api_key: self.api_key(),
             tls: self.tls(),
@@ -92,12 +92,12 @@ impl GlobalOpts {
     }
 
     /// The `--api-key` (or `RAILYARD_API_KEY`), if any.
-    pub fn api_key(&self) -> Option<ApiKey> {
+    pub(crate) fn api_key(&self) -> Option<ApiKey> {
         self.api_key.clone().map(ApiKey::new)
     }
 
     /// The `--tls-ca`, `--tls-cert` and `--tls-key` settings.
-    pub fn tls(&self) -> TlsOptions {
+    pub(crate) fn tls(&self) -> TlsOptions {
         TlsOptions {
             ca: self.tls_ca.clone(),
             cert: self.tls_cert.clone(),
@@ -107,7 +107,7 @@ impl GlobalOpts {
 }
 
 /// The identity this CLI reports to the server: `railyard-cli@HOST`.
-pub fn cli_identity() -> String {
+pub(crate) fn cli_identity() -> String {
     format!("railyard-cli@{}", hostname())
 }
 
@@ -122,6 +122,6 @@ fn hostname() -> String {
 
 /// Maps a status met mid-stream (which the SDK does not map for us) to a [`ClientError`],
 /// so it prints like every other server error.
-pub fn stream_error(url: &str, status: tonic::Status) -> ClientError {
+pub(crate) fn stream_error(url: &str, status: tonic::Status) -> ClientError {
     ClientError::from_status(url, status)
 }

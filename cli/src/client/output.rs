@@ -15,7 +15,7 @@ use std::io::{self, Write};
 
 /// How client commands print their results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Output {
+pub(crate) enum Output {
     /// Aligned text for people (timestamps in RFC 3339, UTC).
     Human,
     /// Machine-readable JSON (field names as in the proto, snake_case).
@@ -24,7 +24,7 @@ pub enum Output {
 
 impl Output {
     /// Whether JSON was asked for.
-    pub fn is_json(self) -> bool {
+    pub(crate) fn is_json(self) -> bool {
         self == Self::Json
     }
 }
@@ -39,7 +39,7 @@ fn is_unsafe(c: char) -> bool {
 /// `text` with every unsafe character written as an escape (`\n`, `\r`, `\t`,
 /// `\u{1b}`), so it prints as one line of visible characters. The one helper every
 /// human printer uses.
-pub fn escape(text: &str) -> Cow<'_, str> {
+pub(crate) fn escape(text: &str) -> Cow<'_, str> {
     if !text.chars().any(is_unsafe) {
         return Cow::Borrowed(text);
     }
@@ -57,7 +57,7 @@ pub fn escape(text: &str) -> Cow<'_, str> {
 }
 
 /// Prints one line to stdout, [escaped](escape).
-pub fn line(text: impl Display) -> io::Result<()> {
+pub(crate) fn line(text: impl Display) -> io::Result<()> {
     let text = text.to_string();
     raw_line(&escape(&text))
 }
@@ -69,13 +69,13 @@ fn raw_line(text: &str) -> io::Result<()> {
 }
 
 /// Prints a JSON value, pretty, to stdout.
-pub fn json(value: &serde_json::Value) -> io::Result<()> {
+pub(crate) fn json(value: &serde_json::Value) -> io::Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
     raw_line(&text)
 }
 
 /// Prints a JSON value on one line (for JSON-lines streams), and flushes.
-pub fn json_line(value: &serde_json::Value) -> io::Result<()> {
+pub(crate) fn json_line(value: &serde_json::Value) -> io::Result<()> {
     let mut out = io::stdout().lock();
     serde_json::to_writer(&mut out, value).map_err(io::Error::other)?;
     writeln!(out)?;
@@ -83,7 +83,7 @@ pub fn json_line(value: &serde_json::Value) -> io::Result<()> {
 }
 
 /// Cuts `text` to its first line and at most `max` characters, marking a cut with `…`.
-pub fn truncate(text: &str, max: usize) -> String {
+pub(crate) fn truncate(text: &str, max: usize) -> String {
     let first = text.lines().next().unwrap_or("");
     let multi = first.len() < text.trim_end().len();
     if first.chars().count() <= max && !multi {
@@ -95,14 +95,14 @@ pub fn truncate(text: &str, max: usize) -> String {
 
 /// A table of text with a header row, printed with columns aligned by two spaces.
 #[derive(Debug, Default)]
-pub struct Table {
+pub(crate) struct Table {
     headers: Vec<String>,
     rows: Vec<Vec<String>>,
 }
 
 impl Table {
     /// A table with these column headers.
-    pub fn new<S: Into<String>>(headers: impl IntoIterator<Item = S>) -> Self {
+    pub(crate) fn new<S: Into<String>>(headers: impl IntoIterator<Item = S>) -> Self {
         Self {
             headers: headers.into_iter().map(cell).collect(),
             rows: Vec::new(),
@@ -111,12 +111,12 @@ impl Table {
 
     /// Adds a row; missing cells print empty, extra cells are kept. Cells are
     /// [escaped](escape) before the columns are measured.
-    pub fn row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) {
+    pub(crate) fn row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) {
         self.rows.push(cells.into_iter().map(cell).collect());
     }
 
     /// Renders the table, one string per line, trailing spaces trimmed.
-    pub fn render(&self) -> Vec<String> {
+    pub(crate) fn render(&self) -> Vec<String> {
         let columns = self
             .rows
             .iter()
@@ -149,7 +149,7 @@ impl Table {
     }
 
     /// Prints the table to stdout.
-    pub fn print(&self) -> io::Result<()> {
+    pub(crate) fn print(&self) -> io::Result<()> {
         for text in self.render() {
             line(text)?;
         }
@@ -166,7 +166,7 @@ fn cell<S: Into<String>>(text: S) -> String {
 }
 
 /// `label  value` lines with the labels padded to one width, values [escaped](escape).
-pub fn field_lines(fields: &[(&str, String)]) -> Vec<String> {
+pub(crate) fn field_lines(fields: &[(&str, String)]) -> Vec<String> {
     let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     fields
         .iter()
@@ -179,7 +179,7 @@ pub fn field_lines(fields: &[(&str, String)]) -> Vec<String> {
 }
 
 /// Prints `label  value` pairs with the labels padded to one width.
-pub fn print_fields(fields: &[(&str, String)]) -> io::Result<()> {
+pub(crate) fn print_fields(fields: &[(&str, String)]) -> io::Result<()> {
     for text in field_lines(fields) {
         line(text)?;
     }

@@ -10,7 +10,7 @@ const MS_PER_DAY: i64 = 86_400_000;
     clippy::disallowed_methods,
     reason = "a client command's \"now\" (ages, --since) is the user's wall clock, not the server's"
 )]
-pub fn now_unix_ms() -> i64 {
+pub(crate) fn now_unix_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -19,17 +19,17 @@ pub fn now_unix_ms() -> i64 {
 
 /// Formats unix milliseconds as RFC 3339 in UTC, to the second (`2024-05-01T12:00:00Z`).
 /// Zero, the wire's "unset", prints as `-`.
-pub fn rfc3339(unix_ms: i64) -> String {
+pub(crate) fn rfc3339(unix_ms: i64) -> String {
     format_ms(unix_ms, false)
 }
 
 /// Like [`rfc3339`] with milliseconds (`2024-05-01T12:00:00.250Z`).
-pub fn rfc3339_millis(unix_ms: i64) -> String {
+pub(crate) fn rfc3339_millis(unix_ms: i64) -> String {
     format_ms(unix_ms, true)
 }
 
 /// [`rfc3339_millis`] for JSON output: `null` when the time is unset (zero).
-pub fn rfc3339_or_null(unix_ms: i64) -> serde_json::Value {
+pub(crate) fn rfc3339_or_null(unix_ms: i64) -> serde_json::Value {
     if unix_ms == 0 {
         serde_json::Value::Null
     } else {
@@ -59,7 +59,7 @@ fn format_ms(unix_ms: i64, millis: bool) -> String {
 /// Parses an RFC 3339 timestamp (`2024-05-01T12:00:00Z`, `2024-05-01T14:00:00.5+02:00`,
 /// a space instead of `T` is accepted) or a plain date (`2024-05-01`, midnight UTC)
 /// into unix milliseconds.
-pub fn parse_rfc3339(text: &str) -> Result<i64, String> {
+pub(crate) fn parse_rfc3339(text: &str) -> Result<i64, String> {
     let s = text.trim();
     let bad = |what: &str| format!("{what} in {s:?} (expected RFC 3339 such as 2024-05-01T12:00:00Z)");
     let b = s.as_bytes();
@@ -127,7 +127,7 @@ pub fn parse_rfc3339(text: &str) -> Result<i64, String> {
 
 /// Parses a short duration: one or more `<number><unit>` parts with units `ms`, `s`,
 /// `m`, `h`, `d`, `w` (`90s`, `15m`, `1h30m`, `2d`).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let s = text.trim();
     let bad = |what: &str| format!("{what} in {s:?} (expected a duration such as 30s, 15m, 1h30m or 2d)");
     if s.is_empty() {
@@ -163,7 +163,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// A short human rendering of an elapsed time: `850 µs`, `4.20 ms`, `3.21 s`.
-pub fn human_duration(d: Duration) -> String {
+pub(crate) fn human_duration(d: Duration) -> String {
     let micros = d.as_micros();
     if micros < 1_000 {
         format!("{micros} µs")

@@ -15,7 +15,7 @@ use crate::client::output::truncate;
 use crate::client::timefmt::{rfc3339_millis, rfc3339_or_null};
 
 /// The short name of a wire status number (`UNKNOWN(9)` for one this build does not know).
-pub fn status_name(status: i32) -> String {
+pub(crate) fn status_name(status: i32) -> String {
     match RunStatus::try_from(status) {
         Ok(s) => s.short_name().to_string(),
         Err(_) => format!("UNKNOWN({status})"),
@@ -23,7 +23,7 @@ pub fn status_name(status: i32) -> String {
 }
 
 /// A run as JSON.
-pub fn run_json(run: &RunInfo) -> Value {
+pub(crate) fn run_json(run: &RunInfo) -> Value {
     json!({
         "namespace": run.namespace,
         "run_id": run.run_id,
@@ -59,7 +59,7 @@ pub fn run_json(run: &RunInfo) -> Value {
 }
 
 /// Token usage as JSON (zeros when none was reported).
-pub fn usage_json(u: Option<&TokenUsage>) -> Value {
+pub(crate) fn usage_json(u: Option<&TokenUsage>) -> Value {
     let u = u.cloned().unwrap_or_default();
     let total = u
         .input_tokens
@@ -78,7 +78,7 @@ pub fn usage_json(u: Option<&TokenUsage>) -> Value {
 
 /// A wait for people: `waiting on children 1/2 done since 2026-...`, or
 /// `AWAITING_APPROVAL since 2026-...`.
-pub fn waiting_text(w: &railyard_proto::v1::WaitInfo) -> String {
+pub(crate) fn waiting_text(w: &railyard_proto::v1::WaitInfo) -> String {
     let mut text = if w.on == "approval" {
         format!(
             "AWAITING_APPROVAL since {}",
@@ -103,7 +103,7 @@ pub fn waiting_text(w: &railyard_proto::v1::WaitInfo) -> String {
 }
 
 /// A step summary as JSON.
-pub fn step_json(step: &StepSummary) -> Value {
+pub(crate) fn step_json(step: &StepSummary) -> Value {
     json!({
         "step_id": step.step_id,
         "title": step.title,
@@ -131,7 +131,7 @@ fn json_or_null(text: &str) -> Value {
 
 /// A history event as JSON; its attributes are parsed (kept as a string if they are
 /// not valid JSON).
-pub fn event_json(event: &HistoryEvent) -> Value {
+pub(crate) fn event_json(event: &HistoryEvent) -> Value {
     json!({
         "event_id": event.event_id,
         "time": rfc3339_or_null(event.time_unix_ms),
@@ -151,7 +151,7 @@ fn parse_attributes(text: &str) -> Value {
 
 /// A leased step task as JSON. The checkpoint is text when it is UTF-8, otherwise it
 /// is given base64-encoded as `checkpoint_base64`.
-pub fn task_json(task: &StepTask) -> Value {
+pub(crate) fn task_json(task: &StepTask) -> Value {
     let mut value = json!({
         "task_token": task.task_token,
         "namespace": task.namespace,
@@ -201,7 +201,7 @@ pub fn task_json(task: &StepTask) -> Value {
 }
 
 /// A delivered signal as JSON; its payload is parsed (kept as a string if it is not JSON).
-pub fn signal_json(signal: &Signal) -> Value {
+pub(crate) fn signal_json(signal: &Signal) -> Value {
     json!({
         "name": signal.name,
         "payload": parse_payload(&signal.payload_json),
@@ -217,7 +217,7 @@ fn parse_payload(text: &str) -> Value {
 }
 
 /// A workflow definition summary as JSON.
-pub fn workflow_json(wf: &WorkflowInfo) -> Value {
+pub(crate) fn workflow_json(wf: &WorkflowInfo) -> Value {
     json!({
         "id": wf.id,
         "version": wf.version,
@@ -229,12 +229,12 @@ pub fn workflow_json(wf: &WorkflowInfo) -> Value {
 }
 
 /// A definition file that failed validation, as JSON.
-pub fn invalid_workflow_json(wf: &InvalidWorkflow) -> Value {
+pub(crate) fn invalid_workflow_json(wf: &InvalidWorkflow) -> Value {
     json!({ "source_file": wf.source_file, "error": wf.error })
 }
 
 /// A task queue's state as JSON.
-pub fn queue_json(queue: &str, q: &DescribeTaskQueueResponse) -> Value {
+pub(crate) fn queue_json(queue: &str, q: &DescribeTaskQueueResponse) -> Value {
     json!({
         "task_queue": queue,
         "backlog": q.backlog,
@@ -293,7 +293,7 @@ const HIDDEN_ATTRIBUTES: &[&str] = &[
 const MAX_VALUE_CHARS: usize = 60;
 
 /// One human line for an event: `   7  2024-05-01T12:00:00.250Z  StepCompleted  step_id=plan attempt=1 by=w1`.
-pub fn event_line(event: &HistoryEvent) -> String {
+pub(crate) fn event_line(event: &HistoryEvent) -> String {
     let mut line = format!(
         "{:>4}  {}  {:<17}",
         event.event_id,
@@ -314,7 +314,7 @@ pub fn event_line(event: &HistoryEvent) -> String {
 
 /// The event's attributes as `key=value` pairs: the [`KEY_ATTRIBUTES`] first, then the
 /// rest in name order, without the [`HIDDEN_ATTRIBUTES`].
-pub fn key_attributes(attributes_json: &str) -> String {
+pub(crate) fn key_attributes(attributes_json: &str) -> String {
     let value = parse_attributes(attributes_json);
     let map = match value {
         Value::Object(map) => map,

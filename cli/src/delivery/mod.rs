@@ -16,7 +16,7 @@ use crate::client::view::status_name;
 
 /// Flags of `run redeliver`.
 #[derive(Debug, Args)]
-pub struct RedeliverArgs {
+pub(crate) struct RedeliverArgs {
     /// The closed run whose failed delivery to retry.
     pub run_id: String,
     /// Only this target (`callback` or `subscription:<id>`); default: every failed one.
@@ -26,7 +26,7 @@ pub struct RedeliverArgs {
 
 /// Flags of `namespace subscribe`.
 #[derive(Debug, Args)]
-pub struct SubscribeArgs {
+pub(crate) struct SubscribeArgs {
     /// The namespace.
     pub namespace: String,
     /// The subscription's id (a name, unique in the namespace).
@@ -45,7 +45,7 @@ pub struct SubscribeArgs {
 
 /// Flags of `namespace unsubscribe`.
 #[derive(Debug, Args)]
-pub struct UnsubscribeArgs {
+pub(crate) struct UnsubscribeArgs {
     /// The namespace.
     pub namespace: String,
     /// The subscription to remove.
@@ -53,7 +53,7 @@ pub struct UnsubscribeArgs {
 }
 
 /// `railyard run redeliver`.
-pub async fn redeliver(global: &GlobalOpts, a: RedeliverArgs) -> anyhow::Result<()> {
+pub(crate) async fn redeliver(global: &GlobalOpts, a: RedeliverArgs) -> anyhow::Result<()> {
     let client = global.connect().await?;
     let targets = client
         .redeliver_result(RedeliverResultRequest {
@@ -76,7 +76,7 @@ pub async fn redeliver(global: &GlobalOpts, a: RedeliverArgs) -> anyhow::Result<
 }
 
 /// `railyard namespace subscribe`: answers the namespace as it now is.
-pub async fn subscribe(global: &GlobalOpts, a: SubscribeArgs) -> anyhow::Result<NamespaceInfo> {
+pub(crate) async fn subscribe(global: &GlobalOpts, a: SubscribeArgs) -> anyhow::Result<NamespaceInfo> {
     let client = global.connect().await?;
     let sub = Subscription {
         id: a.id,
@@ -89,13 +89,13 @@ pub async fn subscribe(global: &GlobalOpts, a: SubscribeArgs) -> anyhow::Result<
 }
 
 /// `railyard namespace unsubscribe`: answers the namespace as it now is.
-pub async fn unsubscribe(global: &GlobalOpts, a: UnsubscribeArgs) -> anyhow::Result<NamespaceInfo> {
+pub(crate) async fn unsubscribe(global: &GlobalOpts, a: UnsubscribeArgs) -> anyhow::Result<NamespaceInfo> {
     let client = global.connect().await?;
     Ok(client.unsubscribe_namespace(&a.namespace, &a.id).await?)
 }
 
 /// A delivery state's short name: NONE, PENDING, SUCCEEDED, FAILED.
-pub fn state_name(state: i32) -> String {
+pub(crate) fn state_name(state: i32) -> String {
     match DeliveryState::try_from(state) {
         Ok(s) => s.as_str_name().trim_start_matches("DELIVERY_STATE_").to_string(),
         Err(_) => format!("UNKNOWN({state})"),
@@ -103,7 +103,7 @@ pub fn state_name(state: i32) -> String {
 }
 
 /// The run's delivery as JSON (`run_json`'s `delivery`).
-pub fn run_delivery_json(run: &RunInfo) -> Value {
+pub(crate) fn run_delivery_json(run: &RunInfo) -> Value {
     json!({
         "state": state_name(run.delivery_state),
         "targets": run.deliveries.iter().map(target_json).collect::<Vec<_>>(),
@@ -124,7 +124,7 @@ fn target_json(d: &DeliveryInfo) -> Value {
 }
 
 /// The `DELIVERY` cell of `run list`: the state, `-` when none.
-pub fn list_cell(run: &RunInfo) -> String {
+pub(crate) fn list_cell(run: &RunInfo) -> String {
     match DeliveryState::try_from(run.delivery_state) {
         Ok(DeliveryState::None) => "-".into(),
         _ => state_name(run.delivery_state),
@@ -132,7 +132,7 @@ pub fn list_cell(run: &RunInfo) -> String {
 }
 
 /// `run describe`'s delivery lines (none when the run has no targets).
-pub fn describe_lines(run: &RunInfo) -> Vec<String> {
+pub(crate) fn describe_lines(run: &RunInfo) -> Vec<String> {
     if run.deliveries.is_empty() {
         return Vec::new();
     }
@@ -157,7 +157,7 @@ pub fn describe_lines(run: &RunInfo) -> Vec<String> {
 }
 
 /// A namespace's subscriptions as JSON.
-pub fn subscriptions_json(ns: &NamespaceInfo) -> Value {
+pub(crate) fn subscriptions_json(ns: &NamespaceInfo) -> Value {
     Value::Array(
         ns.subscriptions
             .iter()
@@ -175,7 +175,7 @@ pub fn subscriptions_json(ns: &NamespaceInfo) -> Value {
 }
 
 /// `namespace describe`'s subscription lines.
-pub fn subscription_lines(ns: &NamespaceInfo) -> Vec<String> {
+pub(crate) fn subscription_lines(ns: &NamespaceInfo) -> Vec<String> {
     let all = |v: Vec<String>| {
         if v.is_empty() {
             "all".to_string()

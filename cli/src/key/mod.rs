@@ -17,7 +17,7 @@ use crate::client::timefmt::{self, rfc3339, rfc3339_or_null};
 
 /// `railyard key` subcommands.
 #[derive(Debug, Subcommand)]
-pub enum KeyCommand {
+pub(crate) enum KeyCommand {
     /// Create an API key for --namespace ("*" for every namespace) and print it, once.
     Create(CreateArgs),
     /// List the API keys of --namespace ("*" for every namespace).
@@ -28,7 +28,7 @@ pub enum KeyCommand {
 
 /// A key's role, as typed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum RoleArg {
+pub(crate) enum RoleArg {
     /// Poll task queues and report on leased steps.
     Worker,
     /// Start, read and steer runs; list workflows.
@@ -49,7 +49,7 @@ impl RoleArg {
 
 /// Flags of `key create`.
 #[derive(Debug, Args)]
-pub struct CreateArgs {
+pub(crate) struct CreateArgs {
     /// What the key may do.
     #[arg(long, value_enum)]
     pub role: RoleArg,
@@ -70,7 +70,7 @@ pub struct CreateArgs {
 
 /// Flags of `key list`.
 #[derive(Debug, Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// Show revoked keys too.
     #[arg(long)]
     pub all: bool,
@@ -78,14 +78,14 @@ pub struct ListArgs {
 
 /// Flags of `key revoke`.
 #[derive(Debug, Args)]
-pub struct RevokeArgs {
+pub(crate) struct RevokeArgs {
     /// The key's id (the 16 hex digits after `ry_`), or the whole key.
     #[arg(value_name = "KEY_ID")]
     pub key: String,
 }
 
 /// Runs one `railyard key` subcommand.
-pub async fn run(global: &GlobalOpts, command: KeyCommand) -> anyhow::Result<()> {
+pub(crate) async fn run(global: &GlobalOpts, command: KeyCommand) -> anyhow::Result<()> {
     let client = global.connect().await?;
     match command {
         KeyCommand::Create(a) => {
@@ -203,7 +203,7 @@ fn state(k: &ApiKeyInfo) -> String {
 }
 
 /// The human rendering of `key list`.
-pub fn list_lines(keys: &[ApiKeyInfo]) -> Vec<String> {
+pub(crate) fn list_lines(keys: &[ApiKeyInfo]) -> Vec<String> {
     if keys.is_empty() {
         return vec!["no API keys".to_string()];
     }
@@ -231,7 +231,7 @@ pub fn list_lines(keys: &[ApiKeyInfo]) -> Vec<String> {
 }
 
 /// A key as JSON (never its secret: the server does not have it).
-pub fn key_json(k: &ApiKeyInfo) -> Value {
+pub(crate) fn key_json(k: &ApiKeyInfo) -> Value {
     json!({
         "key_id": k.key_id,
         "namespace": k.namespace,

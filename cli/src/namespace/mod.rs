@@ -14,7 +14,7 @@ use crate::client::timefmt::{parse_duration, rfc3339, rfc3339_or_null};
 
 /// `railyard namespace` subcommands.
 #[derive(Debug, Subcommand)]
-pub enum NamespaceCommand {
+pub(crate) enum NamespaceCommand {
     /// Create a namespace (settings not given take their defaults).
     Create(CreateArgs),
     /// Show a namespace.
@@ -34,14 +34,14 @@ pub enum NamespaceCommand {
 
 /// A namespace's name.
 #[derive(Debug, Args)]
-pub struct Name {
+pub(crate) struct Name {
     /// The namespace.
     pub name: String,
 }
 
 /// `namespace create`.
 #[derive(Debug, Args)]
-pub struct CreateArgs {
+pub(crate) struct CreateArgs {
     /// The namespace.
     pub name: String,
     /// What the namespace is for.
@@ -53,7 +53,7 @@ pub struct CreateArgs {
 
 /// `namespace update`.
 #[derive(Debug, Args)]
-pub struct UpdateArgs {
+pub(crate) struct UpdateArgs {
     /// The namespace.
     pub name: String,
     /// What the namespace is for.
@@ -66,7 +66,7 @@ pub struct UpdateArgs {
 /// Retention and limits; a flag not given leaves the setting as it is (on create:
 /// its default).
 #[derive(Debug, Args)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// How long a closed run is kept after it closes, then purged with its history
     /// (30d, 12h, 1w; 0 keeps closed runs for good; default 30d).
     #[arg(long, value_name = "DURATION", value_parser = parse_retention)]
@@ -97,7 +97,7 @@ fn parse_retention(text: &str) -> Result<u64, String> {
 }
 
 /// A retention as `parse_retention` reads it: `30d`, `1d12h`, `90s`; `forever` for 0.
-pub fn retention_text(seconds: i64) -> String {
+pub(crate) fn retention_text(seconds: i64) -> String {
     if seconds <= 0 {
         return "forever".into();
     }
@@ -118,7 +118,7 @@ fn limit_text(n: u64) -> String {
 }
 
 /// Runs one `railyard namespace` subcommand.
-pub async fn run(global: &GlobalOpts, command: NamespaceCommand) -> anyhow::Result<()> {
+pub(crate) async fn run(global: &GlobalOpts, command: NamespaceCommand) -> anyhow::Result<()> {
     let client = global.connect().await?;
     let shown = match command {
         NamespaceCommand::Create(a) => {
@@ -189,7 +189,7 @@ fn seconds(s: u64) -> anyhow::Result<i64> {
 }
 
 /// The human rendering of one namespace (create, describe, update).
-pub fn describe_lines(ns: &NamespaceInfo) -> Vec<String> {
+pub(crate) fn describe_lines(ns: &NamespaceInfo) -> Vec<String> {
     let limits = ns.limits.unwrap_or_default();
     vec![
         format!("namespace    {}", ns.name),
@@ -207,7 +207,7 @@ pub fn describe_lines(ns: &NamespaceInfo) -> Vec<String> {
 }
 
 /// The human rendering of `namespace list`.
-pub fn list_lines(all: &[NamespaceInfo]) -> Vec<String> {
+pub(crate) fn list_lines(all: &[NamespaceInfo]) -> Vec<String> {
     let mut table = Table::new(["NAMESPACE", "CREATED", "RETENTION", "DESCRIPTION"]);
     for ns in all {
         table.row([
@@ -221,7 +221,7 @@ pub fn list_lines(all: &[NamespaceInfo]) -> Vec<String> {
 }
 
 /// A namespace as JSON (a limit of 0 is no limit).
-pub fn namespace_json(ns: &NamespaceInfo) -> Value {
+pub(crate) fn namespace_json(ns: &NamespaceInfo) -> Value {
     let limits = ns.limits.unwrap_or_default();
     json!({
         "name": ns.name,

@@ -10,20 +10,20 @@ use crate::client::view::queue_json;
 
 /// `railyard queue` subcommands.
 #[derive(Debug, Subcommand)]
-pub enum QueueCommand {
+pub(crate) enum QueueCommand {
     /// Show a task queue's backlog, recent pollers and dispatched-task count.
     Describe(DescribeArgs),
 }
 
 /// Flags of `queue describe`.
 #[derive(Debug, Args)]
-pub struct DescribeArgs {
+pub(crate) struct DescribeArgs {
     /// The task queue.
     pub queue: String,
 }
 
 /// Runs one `railyard queue` subcommand.
-pub async fn run(global: &GlobalOpts, command: QueueCommand) -> anyhow::Result<()> {
+pub(crate) async fn run(global: &GlobalOpts, command: QueueCommand) -> anyhow::Result<()> {
     match command {
         QueueCommand::Describe(a) => {
             let client = global.connect().await?;
@@ -41,7 +41,7 @@ pub async fn run(global: &GlobalOpts, command: QueueCommand) -> anyhow::Result<(
 }
 
 /// The human rendering of `queue describe`.
-pub fn describe_lines(queue: &str, q: &DescribeTaskQueueResponse) -> Vec<String> {
+pub(crate) fn describe_lines(queue: &str, q: &DescribeTaskQueueResponse) -> Vec<String> {
     let mut lines = vec![
         format!("queue       {queue}"),
         format!("backlog     {}", q.backlog),

@@ -10,7 +10,7 @@ use crate::client::output::{self, truncate};
 
 /// Flags of `run approve`.
 #[derive(Debug, Args)]
-pub struct ApproveArgs {
+pub(crate) struct ApproveArgs {
     /// The run whose held result to approve.
     pub run_id: String,
     /// The step awaiting approval (default: whichever does).
@@ -23,7 +23,7 @@ pub struct ApproveArgs {
 
 /// Flags of `run reject`.
 #[derive(Debug, Args)]
-pub struct RejectArgs {
+pub(crate) struct RejectArgs {
     /// The run whose held result to reject.
     pub run_id: String,
     /// The step awaiting approval (default: whichever does).
@@ -35,7 +35,7 @@ pub struct RejectArgs {
 }
 
 /// `railyard run approve`.
-pub async fn approve(global: &GlobalOpts, a: ApproveArgs) -> anyhow::Result<()> {
+pub(crate) async fn approve(global: &GlobalOpts, a: ApproveArgs) -> anyhow::Result<()> {
     let client = global.connect().await?;
     client
         .approve_step(ApproveStepRequest {
@@ -58,7 +58,7 @@ pub async fn approve(global: &GlobalOpts, a: ApproveArgs) -> anyhow::Result<()> 
 }
 
 /// `railyard run reject`.
-pub async fn reject(global: &GlobalOpts, a: RejectArgs) -> anyhow::Result<()> {
+pub(crate) async fn reject(global: &GlobalOpts, a: RejectArgs) -> anyhow::Result<()> {
     let client = global.connect().await?;
     client
         .reject_step(RejectStepRequest {
@@ -81,7 +81,7 @@ pub async fn reject(global: &GlobalOpts, a: RejectArgs) -> anyhow::Result<()> {
 }
 
 /// The proposal a wait for approval holds, as `run describe` lines (none for other waits).
-pub fn proposal_lines(w: &WaitInfo) -> Vec<(&'static str, String)> {
+pub(crate) fn proposal_lines(w: &WaitInfo) -> Vec<(&'static str, String)> {
     if w.on != "approval" {
         return Vec::new();
     }
@@ -101,7 +101,7 @@ pub fn proposal_lines(w: &WaitInfo) -> Vec<(&'static str, String)> {
 }
 
 /// The proposal as JSON fields of a `waiting` object (empty for other waits).
-pub fn proposal_json(w: &WaitInfo) -> Value {
+pub(crate) fn proposal_json(w: &WaitInfo) -> Value {
     if w.on != "approval" {
         return Value::Null;
     }

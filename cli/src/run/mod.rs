@@ -23,7 +23,7 @@ use crate::client::view::{run_json, status_name};
 
 /// `railyard run` subcommands.
 #[derive(Debug, Subcommand)]
-pub enum RunCommand {
+pub(crate) enum RunCommand {
     /// Start a run of a workflow.
     Start(StartArgs),
     /// Show a run: status, goal, context and its steps.
@@ -63,14 +63,14 @@ pub enum RunCommand {
 
 /// Flags of `run unpause`.
 #[derive(Debug, Args)]
-pub struct UnpauseArgs {
+pub(crate) struct UnpauseArgs {
     /// The run to unpause.
     pub run_id: String,
 }
 
 /// Flags of `run start`.
 #[derive(Debug, Args)]
-pub struct StartArgs {
+pub(crate) struct StartArgs {
     /// Workflow id to run (see `railyard workflow list`).
     pub workflow: String,
     /// What the run should achieve (the prompts' `{{goal}}`).
@@ -105,7 +105,7 @@ pub struct StartArgs {
 
 /// Flags of `run list`.
 #[derive(Debug, Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// Only runs in this status (RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED, TIMED_OUT).
     #[arg(long, value_name = "S", value_parser = args::run_status)]
     pub status: Option<RunStatus>,
@@ -131,7 +131,7 @@ pub struct ListArgs {
 
 /// Flags of `run signal`.
 #[derive(Debug, Args)]
-pub struct SignalArgs {
+pub(crate) struct SignalArgs {
     /// The run to signal.
     pub run_id: String,
     /// Signal name (`steer` becomes a user message in the agent's next turn).
@@ -146,7 +146,7 @@ pub struct SignalArgs {
 
 /// Flags of `run cancel` and `run terminate`.
 #[derive(Debug, Args)]
-pub struct StopArgs {
+pub(crate) struct StopArgs {
     /// The run to stop.
     pub run_id: String,
     /// Why, recorded in the run's history.
@@ -155,7 +155,7 @@ pub struct StopArgs {
 }
 
 /// Runs one `railyard run` subcommand.
-pub async fn run(global: &GlobalOpts, command: RunCommand) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(global: &GlobalOpts, command: RunCommand) -> anyhow::Result<ExitCode> {
     match command {
         RunCommand::Start(a) => start(global, a).await,
         RunCommand::Describe(a) => view::describe(global, a).await.map(|()| ExitCode::SUCCESS),

@@ -14,13 +14,13 @@ use crate::client::view::{run_json, status_name, waiting_text};
 
 /// Flags of `run tree`.
 #[derive(Debug, Args)]
-pub struct TreeArgs {
+pub(crate) struct TreeArgs {
     /// The root run.
     pub run_id: String,
 }
 
 /// `run tree`.
-pub async fn tree(global: &GlobalOpts, a: TreeArgs) -> anyhow::Result<()> {
+pub(crate) async fn tree(global: &GlobalOpts, a: TreeArgs) -> anyhow::Result<()> {
     let client = global.connect().await?;
     let resp = client.get_session_tree(&global.namespace, &a.run_id).await?;
     let Some(root) = resp.root else {

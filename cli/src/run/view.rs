@@ -18,7 +18,7 @@ use crate::client::timefmt::rfc3339;
 use crate::client::view::{event_json, event_line, run_json, status_name};
 
 /// Exit code of `run watch` / `run start --wait` when the run closed without completing.
-pub const EXIT_NOT_COMPLETED: u8 = 3;
+pub(crate) const EXIT_NOT_COMPLETED: u8 = 3;
 
 /// How long one `GetHistory` long poll waits for new events.
 const HISTORY_WAIT_MS: u32 = 30_000;
@@ -26,7 +26,7 @@ const HISTORY_WAIT_MS: u32 = 30_000;
 const MIN_EMPTY_POLL: Duration = Duration::from_millis(200);
 /// How a broken event stream is reopened: the shared jittered policy, 30 times in a
 /// row at most (progress starts the count again), pauses under 4 s.
-pub const REOPEN: RetryPolicy = RetryPolicy {
+pub(crate) const REOPEN: RetryPolicy = RetryPolicy {
     max_attempts: 31,
     initial_backoff: Duration::from_millis(100),
     max_backoff: Duration::from_secs(4),
@@ -34,14 +34,14 @@ pub const REOPEN: RetryPolicy = RetryPolicy {
 
 /// Flags of `run describe`.
 #[derive(Debug, Args)]
-pub struct DescribeArgs {
+pub(crate) struct DescribeArgs {
     /// The run to show.
     pub run_id: String,
 }
 
 /// Flags of `run history`.
 #[derive(Debug, Args)]
-pub struct HistoryArgs {
+pub(crate) struct HistoryArgs {
     /// The run whose events to print.
     pub run_id: String,
     /// First event id to print.
@@ -54,7 +54,7 @@ pub struct HistoryArgs {
 
 /// Flags of `run watch`.
 #[derive(Debug, Args)]
-pub struct WatchArgs {
+pub(crate) struct WatchArgs {
     /// The run to follow.
     pub run_id: String,
     /// First event id to print.
@@ -63,7 +63,7 @@ pub struct WatchArgs {
 }
 
 /// The exit code for a closed run: success only when it COMPLETED.
-pub fn exit_for(run: &RunInfo) -> ExitCode {
+pub(crate) fn exit_for(run: &RunInfo) -> ExitCode {
     if run.status == RunStatus::Completed as i32 {
         ExitCode::SUCCESS
     } else {
@@ -72,7 +72,7 @@ pub fn exit_for(run: &RunInfo) -> ExitCode {
 }
 
 /// `run describe`.
-pub async fn describe(global: &GlobalOpts, a: DescribeArgs) -> anyhow::Result<()> {
+pub(crate) async fn describe(global: &GlobalOpts, a: DescribeArgs) -> anyhow::Result<()> {
     let client = global.connect().await?;
     let resp = client.describe_run(&global.namespace, &a.run_id).await?;
     let run = resp
@@ -91,7 +91,7 @@ pub async fn describe(global: &GlobalOpts, a: DescribeArgs) -> anyhow::Result<()
 }
 
 /// The human rendering of `run describe`.
-pub fn describe_lines(run: &RunInfo) -> Vec<String> {
+pub(crate) fn describe_lines(run: &RunInfo) -> Vec<String> {
     let mut fields = vec![
         ("run", run.run_id.clone()),
         (
@@ -212,7 +212,7 @@ fn result_lines(run: &RunInfo) -> Vec<String> {
 }
 
 /// Tokens in one line: the total, its parts, and the estimated cost when priced.
-pub fn tokens_line(u: &TokenUsage) -> String {
+pub(crate) fn tokens_line(u: &TokenUsage) -> String {
     let total = u
         .input_tokens
         .saturating_add(u.output_tokens)
@@ -245,7 +245,7 @@ fn dash(text: &str) -> String {
 }
 
 /// `run history`.
-pub async fn history(global: &GlobalOpts, a: HistoryArgs) -> anyhow::Result<()> {
+pub(crate) async fn history(global: &GlobalOpts, a: HistoryArgs) -> anyhow::Result<()> {
     let client = global.connect().await?;
     let json = global.output.is_json();
     if a.follow {
@@ -283,7 +283,7 @@ pub async fn history(global: &GlobalOpts, a: HistoryArgs) -> anyhow::Result<()> 
 }
 
 /// `run watch`: prints events as they happen, then the run's final status.
-pub async fn watch(global: &GlobalOpts, a: WatchArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn watch(global: &GlobalOpts, a: WatchArgs) -> anyhow::Result<ExitCode> {
     let client = global.connect().await?;
     let json = global.output.is_json();
     let run = follow(&client, global, &a.run_id, a.from, true).await?;
@@ -316,7 +316,7 @@ fn history_request(global: &GlobalOpts, run_id: &str, from: u64, wait_ms: u32) -
 /// line in human mode). Reopens the stream from the last event seen if it breaks,
 /// and falls back to long-polling `GetHistory` on a server without `WatchRun`.
 /// Returns the closed run.
-pub async fn follow(
+pub(crate) async fn follow(
     client: &Client,
     global: &GlobalOpts,
     run_id: &str,
@@ -372,7 +372,7 @@ pub async fn follow(
 }
 
 /// The last line `run watch` prints: `run R closed: COMPLETED` (with the failure, if any).
-pub fn closing_line(run: &RunInfo) -> String {
+pub(crate) fn closing_line(run: &RunInfo) -> String {
     let mut text = format!("run {} closed: {}", run.run_id, status_name(run.status));
     if !run.failure.is_empty() {
         text.push_str(": ");
@@ -453,7 +453,7 @@ async fn poll_events(
 }
 
 /// A broken stream worth reopening (the one definition lives in `railyard_proto::retry`).
-pub fn is_transient(e: &ClientError) -> bool {
+pub(crate) fn is_transient(e: &ClientError) -> bool {
     match e {
         ClientError::Unavailable { .. } => true,
         ClientError::Other { code, message } => is_transient_stream_break(*code, message),

@@ -4,8 +4,8 @@
 //! [`flags`] holds the spec flags and how `update` merges them into the described
 //! schedule; [`show`] the JSON and human renderings.
 
-pub mod flags;
-pub mod show;
+pub(crate) mod flags;
+pub(crate) mod show;
 
 use clap::{ArgGroup, Args, Subcommand};
 use railyard_proto::Client;
@@ -22,7 +22,7 @@ use show::clean;
 
 /// `railyard schedule` subcommands.
 #[derive(Debug, Subcommand)]
-pub enum ScheduleCommand {
+pub(crate) enum ScheduleCommand {
     /// Create a schedule that starts runs of a workflow on cron expressions or an interval.
     Create(CreateArgs),
     /// Show a schedule: spec, policies, state, next fire times (local and UTC), recent
@@ -47,7 +47,7 @@ pub enum ScheduleCommand {
 /// Flags of `schedule create`.
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("calendar").args(["cron", "interval"]).required(true)))]
-pub struct CreateArgs {
+pub(crate) struct CreateArgs {
     /// The schedule id (also the prefix of the run ids it starts).
     pub schedule_id: String,
     /// Workflow each fire starts a run of.
@@ -68,7 +68,7 @@ pub struct CreateArgs {
 
 /// Flags of `schedule update`.
 #[derive(Debug, Args)]
-pub struct UpdateArgs {
+pub(crate) struct UpdateArgs {
     /// The schedule to change.
     pub schedule_id: String,
     /// Start runs of this workflow instead.
@@ -83,7 +83,7 @@ pub struct UpdateArgs {
 
 /// Flags of `schedule describe`.
 #[derive(Debug, Args)]
-pub struct DescribeArgs {
+pub(crate) struct DescribeArgs {
     /// The schedule.
     pub schedule_id: String,
     /// How many next fire times to show (the server's default when absent).
@@ -93,7 +93,7 @@ pub struct DescribeArgs {
 
 /// Flags of `schedule list`.
 #[derive(Debug, Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// At most this many schedules (one page).
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub limit: u32,
@@ -104,7 +104,7 @@ pub struct ListArgs {
 
 /// Flags of `schedule pause` and `schedule unpause`.
 #[derive(Debug, Args)]
-pub struct PauseArgs {
+pub(crate) struct PauseArgs {
     /// The schedule.
     pub schedule_id: String,
     /// Why (shown by describe and list).
@@ -114,7 +114,7 @@ pub struct PauseArgs {
 
 /// Flags of `schedule trigger`.
 #[derive(Debug, Args)]
-pub struct TriggerArgs {
+pub(crate) struct TriggerArgs {
     /// The schedule.
     pub schedule_id: String,
     /// Overlap policy for this one action (the schedule's own when absent).
@@ -124,7 +124,7 @@ pub struct TriggerArgs {
 
 /// Flags of `schedule backfill`.
 #[derive(Debug, Args)]
-pub struct BackfillArgs {
+pub(crate) struct BackfillArgs {
     /// The schedule.
     pub schedule_id: String,
     /// First time of the range (inclusive): RFC 3339, or a duration back from now (2h).
@@ -140,13 +140,13 @@ pub struct BackfillArgs {
 
 /// A command that takes only a schedule id.
 #[derive(Debug, Args)]
-pub struct IdArg {
+pub(crate) struct IdArg {
     /// The schedule.
     pub schedule_id: String,
 }
 
 /// Runs one `railyard schedule` subcommand.
-pub async fn run(global: &GlobalOpts, command: ScheduleCommand) -> anyhow::Result<()> {
+pub(crate) async fn run(global: &GlobalOpts, command: ScheduleCommand) -> anyhow::Result<()> {
     match command {
         ScheduleCommand::Create(a) => create(global, a).await,
         ScheduleCommand::Describe(a) => describe(global, a).await,

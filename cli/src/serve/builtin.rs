@@ -13,30 +13,30 @@ use railyard_server::workflow::{self, BUILT_IN_PREFIX, EmbeddedDefinition};
 use railyard_worker::provider::{BuiltInScript, ScriptSource};
 
 /// `workflows/demo.json`, as built into the binary.
-pub const DEMO_WORKFLOW: EmbeddedDefinition = EmbeddedDefinition {
+pub(crate) const DEMO_WORKFLOW: EmbeddedDefinition = EmbeddedDefinition {
     name: "demo.json",
     text: include_str!("../../../workflows/demo.json"),
 };
 
 /// `workflows/demo.script.json`, the offline script of the demo, as built into the binary.
-pub const DEMO_SCRIPT: ScriptSource = ScriptSource::BuiltIn(BuiltInScript {
+pub(crate) const DEMO_SCRIPT: ScriptSource = ScriptSource::BuiltIn(BuiltInScript {
     name: "<built-in>/demo.script.json",
     text: include_str!("../../../workflows/demo.script.json"),
 });
 
 /// What the listening lines print for the workflows when the built-in demo is used
 /// (one word: tests split those lines on whitespace).
-pub const WORKFLOWS_LABEL: &str = "<built-in>";
+pub(crate) const WORKFLOWS_LABEL: &str = "<built-in>";
 
 /// Whether the built-in demo is used instead of `dir` (see the module's rule).
 /// `configured` says whether `dir` was set by a flag, the environment or a config file.
 /// A directory that cannot be read is not replaced: the server then reports it.
-pub fn use_built_in(configured: bool, dir: &Path) -> bool {
+pub(crate) fn use_built_in(configured: bool, dir: &Path) -> bool {
     !configured && workflow::definition_files(dir).is_ok_and(|files| files.is_empty())
 }
 
 /// Whether a definition's source (as `workflow list` shows it) is built into the binary.
-pub fn is_built_in(source: &str) -> bool {
+pub(crate) fn is_built_in(source: &str) -> bool {
     source.starts_with(BUILT_IN_PREFIX)
 }
 

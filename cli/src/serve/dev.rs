@@ -33,7 +33,7 @@ use crate::serve::server::{ServerArgs, ServerSettings};
 use crate::serve::signals::Signals;
 
 /// The goal of the demo run when `--goal` is not given.
-pub const DEFAULT_GOAL: &str = "why durable execution matters for long-running AI agents";
+pub(crate) const DEFAULT_GOAL: &str = "why durable execution matters for long-running AI agents";
 /// The queue the in-process worker polls.
 const QUEUE: &str = "default";
 /// The bundled workflow the quickstart runs.
@@ -43,7 +43,7 @@ const CLOSE_SETTLE: Duration = Duration::from_secs(2);
 
 /// Flags of `railyard dev`.
 #[derive(Debug, Args)]
-pub struct DevArgs {
+pub(crate) struct DevArgs {
     #[command(flatten)]
     pub server: ServerArgs,
 
@@ -127,7 +127,7 @@ fn demo_script(settings: &ServerSettings) -> Option<ScriptSource> {
 }
 
 /// `railyard dev`.
-pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     let mut signals = Signals::new()?;
     let settings = args.server.settings()?;
     if settings.auth {

@@ -22,7 +22,7 @@ use crate::client::global::GlobalOpts;
 
 /// `railyard mcp` flags (besides the global `--server` and `--namespace`).
 #[derive(Debug, Clone, clap::Args)]
-pub struct McpArgs {
+pub(crate) struct McpArgs {
     /// The task queue of the runs this gateway starts and of the steps it leases.
     /// Ordinary workers of a workflow's own queue never take them; a worker started
     /// on this queue may, once a gateway's lease has expired.
@@ -40,7 +40,7 @@ fn connect_options(base: ConnectOptions) -> ConnectOptions {
 }
 
 /// `railyard mcp`: serves MCP on stdin/stdout until the client goes away.
-pub async fn run(global: &GlobalOpts, args: &McpArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(global: &GlobalOpts, args: &McpArgs) -> anyhow::Result<()> {
     if railyard_server::ids::check_name(&args.queue).is_err() {
         let shown: String = args.queue.chars().take(64).collect();
         anyhow::bail!(
@@ -71,7 +71,7 @@ pub async fn run(global: &GlobalOpts, args: &McpArgs) -> anyhow::Result<()> {
 /// works over TLS as well). The server's guard has checked the HTTP caller's key and
 /// client certificate before a request gets here; the gateway makes each call with
 /// them (see [`railyard_worker::gateway`]).
-pub fn http_extension() -> HttpExtension {
+pub(crate) fn http_extension() -> HttpExtension {
     Arc::new(|cx: HttpContext| {
         let client = match Client::over_channel(
             "this server (in process)",

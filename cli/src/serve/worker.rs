@@ -17,12 +17,12 @@ use crate::serve::signals::Signals;
 
 /// The demo script, used as the scripted provider's script when no provider is
 /// configured and the worker starts in a directory that has it (the repository root).
-pub const DEMO_SCRIPT: &str = "workflows/demo.script.json";
+pub(crate) const DEMO_SCRIPT: &str = "workflows/demo.script.json";
 
 /// Flags of `railyard worker`. Unset flags fall back to the environment, then the
 /// config file, then the defaults.
 #[derive(Debug, Clone, Args)]
-pub struct WorkerArgs {
+pub(crate) struct WorkerArgs {
     /// Task queue to poll; repeat the flag or separate with commas [default: default].
     #[arg(long = "queue", value_name = "NAME", value_delimiter = ',')]
     pub queues: Vec<String>,
@@ -94,7 +94,7 @@ fn parse_provider(s: &str) -> Result<ProviderKind, String> {
 
 impl WorkerArgs {
     /// The flags as the highest-precedence configuration layer.
-    pub fn flags_layer(&self) -> anyhow::Result<ConfigLayer> {
+    pub(crate) fn flags_layer(&self) -> anyhow::Result<ConfigLayer> {
         let shutdown_grace = match self.shutdown_grace {
             None => None,
             Some(secs) => Some(
@@ -124,7 +124,7 @@ impl WorkerArgs {
     }
 
     /// File < environment < flags, resolved.
-    pub fn load(&self) -> anyhow::Result<WorkerConfig> {
+    pub(crate) fn load(&self) -> anyhow::Result<WorkerConfig> {
         let default_script = Path::new(DEMO_SCRIPT)
             .is_file()
             .then(|| ScriptSource::Path(PathBuf::from(DEMO_SCRIPT)));
@@ -137,7 +137,7 @@ impl WorkerArgs {
 }
 
 /// The line `railyard worker` prints once it polls (tests wait for it).
-pub fn polling_line(config: &WorkerConfig) -> String {
+pub(crate) fn polling_line(config: &WorkerConfig) -> String {
     format!(
         "railyard worker {} polling queues={} slots={} server={} namespace={} provider={} workspace={}",
         config.identity,
@@ -152,7 +152,7 @@ pub fn polling_line(config: &WorkerConfig) -> String {
 
 /// Runs the worker until SIGTERM or Ctrl-C, then shuts down gracefully (running steps
 /// get the grace period, then are failed back as retryable). A second signal stops at once.
-pub async fn run(args: WorkerArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: WorkerArgs) -> anyhow::Result<()> {
     let config = args.load()?;
     // Build the provider here so a bad script or key fails before "polling" is announced.
     let provider = railyard_worker::provider::from_config(&config.provider)

@@ -14,7 +14,7 @@ use crate::client::view::{signal_json, task_json};
 
 /// `railyard task` subcommands.
 #[derive(Debug, Subcommand)]
-pub enum TaskCommand {
+pub(crate) enum TaskCommand {
     /// Lease the next step task from a queue (long poll).
     ///
     /// Prints the token, run, step, attempt and prompt (JSON: the whole step task). When
@@ -30,7 +30,7 @@ pub enum TaskCommand {
 
 /// Flags of `task poll`.
 #[derive(Debug, Args)]
-pub struct PollArgs {
+pub(crate) struct PollArgs {
     /// Task queue to poll.
     #[arg(long, value_name = "Q", default_value = "default")]
     pub queue: String,
@@ -44,7 +44,7 @@ pub struct PollArgs {
 
 /// Flags of `task complete`.
 #[derive(Debug, Args)]
-pub struct CompleteArgs {
+pub(crate) struct CompleteArgs {
     /// The task token `task poll` printed.
     pub token: String,
     /// What the step did, for later steps and for people.
@@ -67,7 +67,7 @@ pub struct CompleteArgs {
 
 /// Flags of `task fail`.
 #[derive(Debug, Args)]
-pub struct FailArgs {
+pub(crate) struct FailArgs {
     /// The task token `task poll` printed.
     pub token: String,
     /// Machine-readable reason, matched against the step's non-retryable error types.
@@ -86,7 +86,7 @@ pub struct FailArgs {
 
 /// Flags of `task heartbeat`.
 #[derive(Debug, Args)]
-pub struct HeartbeatArgs {
+pub(crate) struct HeartbeatArgs {
     /// The task token `task poll` printed.
     pub token: String,
     /// Checkpoint text handed to the next attempt if this one dies.
@@ -98,7 +98,7 @@ pub struct HeartbeatArgs {
 }
 
 /// Runs one `railyard task` subcommand.
-pub async fn run(global: &GlobalOpts, command: TaskCommand) -> anyhow::Result<()> {
+pub(crate) async fn run(global: &GlobalOpts, command: TaskCommand) -> anyhow::Result<()> {
     let client = global.connect().await?;
     let worker = |queue: &str, identity: Option<String>| {
         StepWorker::new(
@@ -209,7 +209,7 @@ fn heartbeat_json(resp: &HeartbeatStepTaskResponse) -> serde_json::Value {
 }
 
 /// The human rendering of a heartbeat's answer.
-pub fn heartbeat_lines(resp: &HeartbeatStepTaskResponse) -> Vec<String> {
+pub(crate) fn heartbeat_lines(resp: &HeartbeatStepTaskResponse) -> Vec<String> {
     let mut lines = vec!["lease extended".to_string()];
     if resp.cancel_requested {
         lines.push("cancellation requested".to_string());
@@ -222,7 +222,7 @@ pub fn heartbeat_lines(resp: &HeartbeatStepTaskResponse) -> Vec<String> {
 }
 
 /// One human line for a delivered signal: `signal steer (event 9) {"text":"hi"}`.
-pub fn signal_line(s: &Signal) -> String {
+pub(crate) fn signal_line(s: &Signal) -> String {
     let payload = if s.payload_json.is_empty() {
         String::new()
     } else {

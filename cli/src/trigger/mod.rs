@@ -15,7 +15,7 @@ use crate::client::output::{self, Table};
 
 /// `railyard trigger` subcommands.
 #[derive(Debug, Subcommand)]
-pub enum TriggerCommand {
+pub(crate) enum TriggerCommand {
     /// Create a webhook trigger: POST /hooks/{namespace}/{id} starts its workflow
     /// with a goal and context rendered from the JSON payload.
     Create(CreateArgs),
@@ -31,7 +31,7 @@ pub enum TriggerCommand {
 
 /// What a trigger is, as flags (all optional, so `update` can merge them).
 #[derive(Debug, Default, Args)]
-pub struct SpecFlags {
+pub(crate) struct SpecFlags {
     /// Goal template over the payload, e.g. 'Review PR #{{$.number}}: {{$.pull_request.title}}'.
     #[arg(long, value_name = "TEMPLATE")]
     pub goal: Option<String>,
@@ -125,7 +125,7 @@ impl SpecFlags {
 
 /// Flags of `trigger create`.
 #[derive(Debug, Args)]
-pub struct CreateArgs {
+pub(crate) struct CreateArgs {
     /// The trigger id (the last part of its URL).
     pub trigger_id: String,
     /// Workflow each delivery starts a run of.
@@ -137,7 +137,7 @@ pub struct CreateArgs {
 
 /// Flags of `trigger update`.
 #[derive(Debug, Args)]
-pub struct UpdateArgs {
+pub(crate) struct UpdateArgs {
     /// The trigger to change.
     pub trigger_id: String,
     /// Start runs of this workflow instead.
@@ -152,7 +152,7 @@ pub struct UpdateArgs {
 
 /// Flags of `trigger list`.
 #[derive(Debug, Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// At most this many triggers (one page).
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub limit: u32,
@@ -163,13 +163,13 @@ pub struct ListArgs {
 
 /// A command that takes only a trigger id.
 #[derive(Debug, Args)]
-pub struct IdArg {
+pub(crate) struct IdArg {
     /// The trigger.
     pub trigger_id: String,
 }
 
 /// Runs one `railyard trigger` subcommand.
-pub async fn run(global: &GlobalOpts, command: TriggerCommand) -> anyhow::Result<()> {
+pub(crate) async fn run(global: &GlobalOpts, command: TriggerCommand) -> anyhow::Result<()> {
     match command {
         TriggerCommand::Create(a) => create(global, a).await,
         TriggerCommand::Describe(a) => describe(global, a).await,
@@ -180,7 +180,7 @@ pub async fn run(global: &GlobalOpts, command: TriggerCommand) -> anyhow::Result
 }
 
 /// A trigger as `--output json` prints it (secrets are `$ENV` names, never values).
-pub fn trigger_json(t: &TriggerInfo) -> serde_json::Value {
+pub(crate) fn trigger_json(t: &TriggerInfo) -> serde_json::Value {
     let s = t.spec.clone().unwrap_or_default();
     json!({
         "namespace": t.namespace,

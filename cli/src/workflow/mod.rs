@@ -11,13 +11,13 @@ use crate::serve::builtin;
 
 /// `railyard workflow` subcommands.
 #[derive(Debug, Subcommand)]
-pub enum WorkflowCommand {
+pub(crate) enum WorkflowCommand {
     /// List the valid workflow definitions, then the files that failed validation.
     List,
 }
 
 /// Runs one `railyard workflow` subcommand.
-pub async fn run(global: &GlobalOpts, command: WorkflowCommand) -> anyhow::Result<()> {
+pub(crate) async fn run(global: &GlobalOpts, command: WorkflowCommand) -> anyhow::Result<()> {
     match command {
         WorkflowCommand::List => list(global).await,
     }
@@ -40,7 +40,7 @@ async fn list(global: &GlobalOpts) -> anyhow::Result<()> {
 }
 
 /// The human rendering of `workflow list`.
-pub fn list_lines(resp: &ListWorkflowsResponse) -> Vec<String> {
+pub(crate) fn list_lines(resp: &ListWorkflowsResponse) -> Vec<String> {
     let mut lines = Vec::new();
     if resp.workflows.is_empty() {
         lines.push("no valid workflows".to_string());

@@ -13,7 +13,7 @@ use crate::serve::signals::Signals;
 pub(crate) use settings::{ServerArgs, ServerSettings};
 
 /// The line `railyard server` prints once it is listening (tests read the ports from it).
-pub fn listening_line(server: &RunningServer, settings: &ServerSettings) -> String {
+pub(crate) fn listening_line(server: &RunningServer, settings: &ServerSettings) -> String {
     format!(
         "railyard server listening grpc={} http={} data={} workflows={} auth={}",
         server.grpc_addr,
@@ -26,7 +26,7 @@ pub fn listening_line(server: &RunningServer, settings: &ServerSettings) -> Stri
 
 /// Starts the server, announces it on stdout, and serves until a shutdown signal.
 /// Shutdown is graceful up to `--shutdown-grace`; a second signal stops at once.
-pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let settings = args.settings()?;
     let server = RunningServer::start(settings.config()).await.with_context(|| {
         format!(

@@ -24,16 +24,16 @@ use serde::{Deserialize, Serialize};
 use crate::serve::builtin;
 
 /// Default `server.data_dir`.
-pub const DEFAULT_DATA_DIR: &str = "./.railyard";
+pub(crate) const DEFAULT_DATA_DIR: &str = "./.railyard";
 /// Default `server.workflows`.
-pub const DEFAULT_WORKFLOWS: &str = "./workflows";
+pub(crate) const DEFAULT_WORKFLOWS: &str = "./workflows";
 /// Longest graceful shutdown that may be configured.
 const MAX_SHUTDOWN_GRACE_SECS: u64 = 3600;
 
 /// Flags of `railyard server` (and of `railyard dev`). Each wins over its environment
 /// variable, which wins over the config file.
 #[derive(Debug, Clone, Default, Args)]
-pub struct ServerArgs {
+pub(crate) struct ServerArgs {
     /// TOML config file with a [server] section (keys: data_dir, listen, http_listen,
     /// workflows, shutdown_grace_secs, auth, insecure, tls_cert, tls_key, tls_client_ca,
     /// max_connections, idle_timeout_secs, max_child_depth, max_children_per_run).
@@ -152,7 +152,7 @@ pub struct ServerArgs {
 /// ```
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct ServerFile {
+pub(crate) struct ServerFile {
     #[serde(default)]
     pub server: ServerSection,
     #[serde(default)]
@@ -167,7 +167,7 @@ pub struct ServerFile {
 /// `[delivery]`: how closed runs' results are POSTed (see `railyard_server::delivery`).
 #[derive(Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct DeliverySection {
+pub(crate) struct DeliverySection {
     /// The HMAC-SHA256 key of the `Railyard-Signature` header.
     pub signing_secret: Option<String>,
     pub request_timeout_ms: Option<u64>,
@@ -220,7 +220,7 @@ impl PartialEq for DeliverySection {
 /// `[hooks]`: webhook settings.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct HooksSection {
+pub(crate) struct HooksSection {
     pub max_body_bytes: Option<u64>,
     pub dedup_retention_secs: Option<u64>,
     /// A TOML or JSON file of `[[triggers]]` (relative: next to the config file).
@@ -245,7 +245,7 @@ const MAX_CONFIGURED_TRIGGERS: usize = 1000;
 /// `[server]`: where the server keeps its data and listens.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct ServerSection {
+pub(crate) struct ServerSection {
     pub data_dir: Option<PathBuf>,
     pub listen: Option<SocketAddr>,
     pub http_listen: Option<SocketAddr>,
@@ -334,7 +334,7 @@ const MAX_CHILDREN_PER_RUN_LIMIT: u32 = 10_000;
 
 /// The server's settings, resolved and checked.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ServerSettings {
+pub(crate) struct ServerSettings {
     pub data_dir: PathBuf,
     pub listen: SocketAddr,
     pub http_listen: SocketAddr,
@@ -365,7 +365,7 @@ pub struct ServerSettings {
 
 impl ServerSettings {
     /// The server library's configuration for these settings.
-    pub fn config(&self) -> ServerConfig {
+    pub(crate) fn config(&self) -> ServerConfig {
         let mut config = ServerConfig::new(&self.data_dir, &self.workflows);
         config.grpc_listen = self.listen;
         config.http_listen = self.http_listen;
@@ -413,7 +413,7 @@ impl ServerSettings {
 
     /// Where the definitions come from, for the listening lines: the directory, or
     /// `<built-in>`.
-    pub fn workflows_label(&self) -> String {
+    pub(crate) fn workflows_label(&self) -> String {
         if self.built_in_demo {
             builtin::WORKFLOWS_LABEL.to_string()
         } else {
@@ -424,12 +424,15 @@ impl ServerSettings {
 
 impl ServerArgs {
     /// The config file, the process environment and these flags, resolved.
-    pub fn settings(&self) -> Result<ServerSettings, ConfigError> {
+    pub(crate) fn settings(&self) -> Result<ServerSettings, ConfigError> {
         self.settings_with(|k| std::env::var(k).ok())
     }
 
     /// [`ServerArgs::settings`] with the environment read through `env`.
-    pub fn settings_with(&self, env: impl Fn(&str) -> Option<String>) -> Result<ServerSettings, ConfigError> {
+    pub(crate) fn settings_with(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<ServerSettings, ConfigError> {
         let flags = ServerFile {
             server: ServerSection {
                 data_dir: self.data_dir.clone(),
