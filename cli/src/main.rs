@@ -14,8 +14,8 @@
 //! client commands ([`run`], [`workflow`], [`task`], [`queue`], [`key`], [`namespace`],
 //! [`schedule`], [`trigger`], and [`delivery`], shared by `run` and `namespace`) over
 //! the plumbing they share in [`client`]; the long-running commands (`server`,
-//! `worker`, `dev`, `mcp`) in [`serve`]; `bench` in [`bench`]. [`logging`] sets up the
-//! logs and [`report`] reports a failed command.
+//! `worker`, `dev`, `mcp`) in [`serve`]; `bench` in [`bench`](mod@bench).
+//! [`logging`] sets up the logs and [`report`] reports a failed command.
 //!
 //! Tests: a module's unit tests sit at the bottom of its file in `#[cfg(test)] mod
 //! tests { ... }`, except in a folder's `mod.rs` (and this file): there they go in a
