@@ -6,8 +6,8 @@
 
 use base64::Engine as _;
 use railyard_proto::v1::{
-    DescribeTaskQueueResponse, HistoryEvent, InvalidWorkflow, RunInfo, RunStatus, Signal, StepSummary,
-    StepTask, TokenUsage, WorkflowInfo,
+    DeliveryInfo, DeliveryState, DescribeTaskQueueResponse, HistoryEvent, InvalidWorkflow, RunInfo,
+    RunStatus, Signal, StepSummary, StepTask, TokenUsage, WaitInfo, WorkflowInfo,
 };
 use serde_json::{Value, json};
 
@@ -51,10 +51,10 @@ pub(crate) fn run_json(run: &RunInfo) -> Value {
             "since": rfc3339_or_null(w.since_unix_ms),
             "since_unix_ms": w.since_unix_ms,
             "deadline": rfc3339_or_null(w.deadline_unix_ms),
-            "proposal": crate::run::approval::proposal_json(w),
+            "proposal": proposal_json(w),
         })),
         "usage": usage_json(run.usage.as_ref()),
-        "delivery": crate::delivery::run_delivery_json(run),
+        "delivery": run_delivery_json(run),
     })
 }
 
@@ -374,6 +374,54 @@ fn attribute_text(value: &Value) -> Option<String> {
         Value::Array(a) if a.is_empty() => None,
         other => Some(truncate(&other.to_string(), MAX_VALUE_CHARS)),
     }
+}
+
+/// A delivery state's short name: NONE, PENDING, SUCCEEDED, FAILED.
+pub(crate) fn delivery_state_name(state: i32) -> String {
+    match DeliveryState::try_from(state) {
+        Ok(s) => s.as_str_name().trim_start_matches("DELIVERY_STATE_").to_string(),
+        Err(_) => format!("UNKNOWN({state})"),
+    }
+}
+
+/// The run's delivery as JSON (`run_json`'s `delivery`).
+pub(crate) fn run_delivery_json(run: &RunInfo) -> Value {
+    json!({
+        "state": delivery_state_name(run.delivery_state),
+        "targets": run.deliveries.iter().map(target_json).collect::<Vec<_>>(),
+    })
+}
+
+fn target_json(d: &DeliveryInfo) -> Value {
+    json!({
+        "target": d.target,
+        "url": d.url,
+        "state": delivery_state_name(d.state),
+        "attempts": d.attempts,
+        "last_error": d.last_error,
+        "last_attempt_time": rfc3339_or_null(d.last_attempt_unix_ms),
+        "next_attempt_time": rfc3339_or_null(d.next_attempt_unix_ms),
+        "in_flight": d.in_flight,
+    })
+}
+
+/// The proposal as JSON fields of a `waiting` object (empty for other waits).
+pub(crate) fn proposal_json(w: &WaitInfo) -> Value {
+    if w.on != "approval" {
+        return Value::Null;
+    }
+    let result = if w.proposed_result_json.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&w.proposed_result_json).unwrap_or_else(|_| json!(w.proposed_result_json))
+    };
+    json!({
+        "notes": w.proposed_notes,
+        "artifacts": w.proposed_artifacts,
+        "context_updates": w.proposed_context_updates,
+        "result": result,
+        "proposed_by": w.proposed_by,
+    })
 }
 
 #[cfg(test)]

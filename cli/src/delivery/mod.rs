@@ -4,7 +4,7 @@
 
 use clap::Args;
 use railyard_proto::v1::{
-    DeliveryInfo, DeliveryState, NamespaceInfo, RedeliverResultRequest, RunInfo, RunStatus, Subscription,
+    DeliveryState, NamespaceInfo, RedeliverResultRequest, RunInfo, RunStatus, Subscription,
 };
 use serde_json::{Value, json};
 
@@ -12,7 +12,7 @@ use crate::client::args;
 use crate::client::global::{GlobalOpts, cli_identity};
 use crate::client::output::{self, truncate};
 use crate::client::timefmt::rfc3339_or_null;
-use crate::client::view::status_name;
+use crate::client::view::{delivery_state_name, status_name};
 
 /// Flags of `run redeliver`.
 #[derive(Debug, Args)]
@@ -94,40 +94,11 @@ pub(crate) async fn unsubscribe(global: &GlobalOpts, a: UnsubscribeArgs) -> anyh
     Ok(client.unsubscribe_namespace(&a.namespace, &a.id).await?)
 }
 
-/// A delivery state's short name: NONE, PENDING, SUCCEEDED, FAILED.
-pub(crate) fn state_name(state: i32) -> String {
-    match DeliveryState::try_from(state) {
-        Ok(s) => s.as_str_name().trim_start_matches("DELIVERY_STATE_").to_string(),
-        Err(_) => format!("UNKNOWN({state})"),
-    }
-}
-
-/// The run's delivery as JSON (`run_json`'s `delivery`).
-pub(crate) fn run_delivery_json(run: &RunInfo) -> Value {
-    json!({
-        "state": state_name(run.delivery_state),
-        "targets": run.deliveries.iter().map(target_json).collect::<Vec<_>>(),
-    })
-}
-
-fn target_json(d: &DeliveryInfo) -> Value {
-    json!({
-        "target": d.target,
-        "url": d.url,
-        "state": state_name(d.state),
-        "attempts": d.attempts,
-        "last_error": d.last_error,
-        "last_attempt_time": rfc3339_or_null(d.last_attempt_unix_ms),
-        "next_attempt_time": rfc3339_or_null(d.next_attempt_unix_ms),
-        "in_flight": d.in_flight,
-    })
-}
-
 /// The `DELIVERY` cell of `run list`: the state, `-` when none.
 pub(crate) fn list_cell(run: &RunInfo) -> String {
     match DeliveryState::try_from(run.delivery_state) {
         Ok(DeliveryState::None) => "-".into(),
-        _ => state_name(run.delivery_state),
+        _ => delivery_state_name(run.delivery_state),
     }
 }
 
@@ -136,13 +107,13 @@ pub(crate) fn describe_lines(run: &RunInfo) -> Vec<String> {
     if run.deliveries.is_empty() {
         return Vec::new();
     }
-    let mut lines = vec![format!("delivery  {}", state_name(run.delivery_state))];
+    let mut lines = vec![format!("delivery  {}", delivery_state_name(run.delivery_state))];
     for d in &run.deliveries {
         let mut line = format!(
             "  {}  {}  {}  attempts {}",
             d.target,
             d.url,
-            state_name(d.state),
+            delivery_state_name(d.state),
             d.attempts
         );
         if d.in_flight {

@@ -1,6 +1,8 @@
 //! Tests of how a run's result delivery is shown apart from its status.
 
 use super::*;
+use crate::client::view::run_delivery_json;
+use railyard_proto::v1::DeliveryInfo;
 
 #[test]
 fn delivery_is_shown_apart_from_status() {

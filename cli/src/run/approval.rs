@@ -3,7 +3,7 @@
 
 use clap::Args;
 use railyard_proto::v1::{ApproveStepRequest, RejectStepRequest, WaitInfo};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::client::global::{GlobalOpts, cli_identity};
 use crate::client::output::{self, truncate};
@@ -98,23 +98,4 @@ pub(crate) fn proposal_lines(w: &WaitInfo) -> Vec<(&'static str, String)> {
         "railyard run approve RUN [--note TEXT] | railyard run reject RUN --feedback TEXT".into(),
     ));
     lines
-}
-
-/// The proposal as JSON fields of a `waiting` object (empty for other waits).
-pub(crate) fn proposal_json(w: &WaitInfo) -> Value {
-    if w.on != "approval" {
-        return Value::Null;
-    }
-    let result = if w.proposed_result_json.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(&w.proposed_result_json).unwrap_or_else(|_| json!(w.proposed_result_json))
-    };
-    json!({
-        "notes": w.proposed_notes,
-        "artifacts": w.proposed_artifacts,
-        "context_updates": w.proposed_context_updates,
-        "result": result,
-        "proposed_by": w.proposed_by,
-    })
 }
