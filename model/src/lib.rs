@@ -17,6 +17,7 @@ pub mod approval;
 pub mod auth;
 pub mod budgets;
 pub mod contract;
+pub mod duration;
 pub mod error;
 pub mod ids;
 pub mod limits;

@@ -1,9 +1,10 @@
-//! Time handling without a calendar crate: RFC 3339 (UTC) formatting and parsing of
-//! unix-millisecond timestamps, and short durations such as `90s`, `1h30m` or `2d`.
+//! Times and durations on the command line: RFC 3339 (UTC) formatting and parsing of
+//! unix-millisecond timestamps (chrono), and durations such as `90s`, `1h30m` or `2d`
+//! in the one syntax the schedules use too (`railyard_model::duration`).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-const MS_PER_DAY: i64 = 86_400_000;
+use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, SecondsFormat};
 
 /// The current time in unix milliseconds.
 #[expect(
@@ -41,18 +42,14 @@ fn format_ms(unix_ms: i64, millis: bool) -> String {
     if unix_ms == 0 {
         return "-".to_string();
     }
-    let days = unix_ms.div_euclid(MS_PER_DAY);
-    let ms_of_day = unix_ms.rem_euclid(MS_PER_DAY);
-    let (y, m, d) = civil_from_days(days);
-    let secs = ms_of_day / 1000;
-    let (hh, mm, ss) = (secs / 3600, secs / 60 % 60, secs % 60);
-    if millis {
-        format!(
-            "{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}.{:03}Z",
-            ms_of_day % 1000
-        )
+    let format = if millis {
+        SecondsFormat::Millis
     } else {
-        format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
+        SecondsFormat::Secs
+    };
+    match DateTime::from_timestamp_millis(unix_ms) {
+        Some(t) => t.to_rfc3339_opts(format, true),
+        None => format!("{unix_ms} ms"),
     }
 }
 
@@ -62,104 +59,41 @@ fn format_ms(unix_ms: i64, millis: bool) -> String {
 pub(crate) fn parse_rfc3339(text: &str) -> Result<i64, String> {
     let s = text.trim();
     let bad = |what: &str| format!("{what} in {s:?} (expected RFC 3339 such as 2024-05-01T12:00:00Z)");
+    // chrono's `%Y` takes a sign and `%m`/`%d` one digit, so the date's shape is checked here.
     let b = s.as_bytes();
-    if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
+    let date_shape = b.len() >= 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && [0..4, 5..7, 8..10]
+            .iter()
+            .all(|r| b[r.clone()].iter().all(u8::is_ascii_digit));
+    if !date_shape {
         return Err(bad("no YYYY-MM-DD date"));
     }
-    let year = digits(&s[0..4]).ok_or_else(|| bad("bad year"))?;
-    let month = digits(&s[5..7]).ok_or_else(|| bad("bad month"))?;
-    let day = digits(&s[8..10]).ok_or_else(|| bad("bad day"))?;
-    if !(1..=12).contains(&month) {
-        return Err(bad("month out of range"));
-    }
-    if day < 1 || day > days_in_month(year, month) {
-        return Err(bad("day out of range"));
-    }
-    let date_ms = days_from_civil(year, month, day) * MS_PER_DAY;
     if b.len() == 10 {
-        return Ok(date_ms);
+        let date = NaiveDate::parse_from_str(s, "%Y-%m-%d").map_err(|e| bad(&e.to_string()))?;
+        return Ok(date.and_time(NaiveTime::MIN).and_utc().timestamp_millis());
     }
-    if !matches!(b[10], b'T' | b't' | b' ') || b.len() < 19 || b[13] != b':' || b[16] != b':' {
-        return Err(bad("no HH:MM:SS time"));
-    }
-    let hour = digits(&s[11..13]).ok_or_else(|| bad("bad hour"))?;
-    let minute = digits(&s[14..16]).ok_or_else(|| bad("bad minute"))?;
-    let second = digits(&s[17..19]).ok_or_else(|| bad("bad second"))?;
-    // A leap second (60) is read as the last second of the minute.
-    if hour > 23 || minute > 59 || second > 60 {
-        return Err(bad("time out of range"));
-    }
-    let mut rest = &s[19..];
-    let mut frac_ms = 0;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
-        if n == 0 {
-            return Err(bad("empty fraction of a second"));
-        }
-        let padded = format!("{:0<3}", &frac[..n.min(3)]);
-        frac_ms = digits(&padded).ok_or_else(|| bad("bad fraction"))?;
-        rest = &frac[n..];
-    }
-    let offset_min = match rest {
-        "Z" | "z" => 0,
-        "" => return Err(bad("missing time zone (add Z for UTC)")),
-        _ => {
-            let sign = match rest.as_bytes()[0] {
-                b'+' => 1,
-                b'-' => -1,
-                _ => return Err(bad("bad time zone")),
+    match DateTime::parse_from_rfc3339(s) {
+        Ok(t) => Ok(t.timestamp_millis()),
+        Err(e) => {
+            let local = NaiveDateTime::parse_from_str(&s.replace(['t', ' '], "T"), "%Y-%m-%dT%H:%M:%S%.f");
+            let why = if local.is_ok() {
+                "missing time zone (add Z for UTC)".to_string()
+            } else {
+                e.to_string()
             };
-            let off = &rest[1..];
-            if off.len() != 5 || off.as_bytes()[2] != b':' {
-                return Err(bad("bad time zone offset (expected +HH:MM)"));
-            }
-            let oh = digits(&off[0..2]).ok_or_else(|| bad("bad time zone hour"))?;
-            let om = digits(&off[3..5]).ok_or_else(|| bad("bad time zone minute"))?;
-            if oh > 23 || om > 59 {
-                return Err(bad("time zone offset out of range"));
-            }
-            sign * (oh * 60 + om)
+            Err(bad(&why))
         }
-    };
-    let secs_of_day = hour * 3600 + minute * 60 + second.min(59);
-    Ok(date_ms + secs_of_day * 1000 + frac_ms - offset_min * 60_000)
+    }
 }
 
-/// Parses a short duration: one or more `<number><unit>` parts with units `ms`, `s`,
-/// `m`, `h`, `d`, `w` (`90s`, `15m`, `1h30m`, `2d`).
+/// Parses a duration in the one syntax (`railyard_model::duration`: `90s`, `15m`,
+/// `1h30m`, `2d`; units `ms`, `s`, `m`, `h`, `d`, `w`).
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let s = text.trim();
-    let bad = |what: &str| format!("{what} in {s:?} (expected a duration such as 30s, 15m, 1h30m or 2d)");
-    if s.is_empty() {
-        return Err(bad("empty duration"));
-    }
-    let mut total: u64 = 0;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let n = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if n == 0 {
-            return Err(bad("expected a number"));
-        }
-        let value: u64 = rest[..n].parse().map_err(|_| bad("number too large"))?;
-        rest = &rest[n..];
-        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
-        let unit_ms: u64 = match &rest[..unit_len] {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            "w" => 604_800_000,
-            "" => return Err(bad("missing unit")),
-            _ => return Err(bad("unknown unit")),
-        };
-        rest = &rest[unit_len..];
-        total = value
-            .checked_mul(unit_ms)
-            .and_then(|v| total.checked_add(v))
-            .ok_or_else(|| bad("duration too large"))?;
-    }
-    Ok(Duration::from_millis(total))
+    railyard_model::duration::parse(s)
+        .map_err(|e| format!("{e} in {s:?} (expected a duration such as 30s, 15m, 1h30m or 2d)"))
 }
 
 /// A short human rendering of an elapsed time: `850 µs`, `4.20 ms`, `3.21 s`.
@@ -172,51 +106,6 @@ pub(crate) fn human_duration(d: Duration) -> String {
     } else {
         format!("{:.2} s", d.as_secs_f64())
     }
-}
-
-fn digits(s: &str) -> Option<i64> {
-    if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
-}
-
-fn is_leap(y: i64) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
-}
-
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        2 if is_leap(y) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The date of a day number since 1970-01-01 (inverse of [`days_from_civil`]).
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 #[cfg(test)]

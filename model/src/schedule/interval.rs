@@ -22,10 +22,14 @@ pub enum IntervalProblem {
         "expected `every <duration>` or `every <duration> offset <duration>`, like `every 15m offset 2m`"
     )]
     Syntax,
-    #[error("{text:?} is not a duration: {reason} (write numbers with units s, m, h, d, like 90s or 1h30m)")]
+    #[error(
+        "{text:?} is not a duration: {reason} (write numbers with units ms, s, m, h, d, w, like 90s or 1h30m)"
+    )]
     Duration { text: String, reason: &'static str },
     #[error("the interval is zero")]
     Zero,
+    #[error("the interval is shorter than one second")]
+    TooShort,
     #[error("the interval is longer than 366 days; use a cron expression")]
     TooLarge,
     #[error("the offset ({offset}) is not smaller than the interval ({every})")]
@@ -58,6 +62,9 @@ impl Interval {
         let every = parse_duration(every_text)?;
         if every == 0 {
             return Err(IntervalProblem::Zero);
+        }
+        if every < 1000 {
+            return Err(IntervalProblem::TooShort);
         }
         if every > MAX_INTERVAL_MS {
             return Err(IntervalProblem::TooLarge);
@@ -92,37 +99,11 @@ impl Interval {
     }
 }
 
-/// `90s`, `15m`, `1h30m`, `2d`: numbers each followed by a unit.
+/// A duration in the one syntax ([`crate::duration`]), in milliseconds.
 fn parse_duration(text: &str) -> Result<Millis, IntervalProblem> {
-    let bad = |reason| IntervalProblem::Duration {
+    let d = crate::duration::parse(text).map_err(|e| IntervalProblem::Duration {
         text: text.to_string(),
-        reason,
-    };
-    let mut total: Millis = 0;
-    let mut rest = text;
-    if rest.is_empty() {
-        return Err(bad("it is empty"));
-    }
-    while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return Err(bad("a unit must follow a number"));
-        }
-        // Nine digits of days is far past the 366-day cap, and cannot overflow below.
-        if digits > 9 {
-            return Err(bad("a number is too long"));
-        }
-        let n: Millis = rest[..digits].parse().map_err(|_| bad("a number is too long"))?;
-        let unit = match rest.as_bytes().get(digits) {
-            Some(b's') => SECOND_MS,
-            Some(b'm') => MINUTE_MS,
-            Some(b'h') => HOUR_MS,
-            Some(b'd') => DAY_MS,
-            Some(_) => return Err(bad("unknown unit")),
-            None => return Err(bad("a number needs a unit")),
-        };
-        total = total.saturating_add(n.saturating_mul(unit));
-        rest = &rest[digits + 1..];
-    }
-    Ok(total)
+        reason: e.reason(),
+    })?;
+    Millis::try_from(d.as_millis()).map_err(|_| IntervalProblem::TooLarge)
 }
