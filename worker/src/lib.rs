@@ -19,9 +19,9 @@ pub mod tools;
 pub mod usage;
 
 pub use agent::{Agent, AgentOptions, AgentReport, HeartbeatOutcome, Lease, LeaseError, Outcome};
-pub use config::{ConfigError, ConfigLayer, ProviderConfig, ProviderKind, WorkerConfig};
+pub use config::{ConfigError, ConfigLayer, ProviderKind, WorkerConfig};
 pub use events::{EventKind, EventSink, StepRef, WorkerEvent};
-pub use provider::{Provider, ProviderError};
+pub use provider::{Provider, ProviderConfig, ProviderError};
 pub use runner::{Worker, run_worker};
 
 /// Why the worker could not start.

@@ -40,14 +40,13 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use railyard_config::{EnvVar, Loaded, Loader};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::provider::{DEFAULT_MAX_RESPONSE_BYTES, ScriptSource};
+use crate::provider::{DEFAULT_MAX_RESPONSE_BYTES, ProviderConfig, ScriptSource};
 use crate::usage::ModelPrice;
 
 /// Most models in the price table.
@@ -94,79 +93,6 @@ pub struct WorkerConfig {
     pub bash_env: Vec<String>,
     /// Price per model, for the estimated cost of a step's tokens.
     pub prices: BTreeMap<String, ModelPrice>,
-}
-
-/// Which model backs the agent loop.
-#[derive(Clone, PartialEq)]
-pub enum ProviderConfig {
-    /// Anthropic Messages API.
-    Anthropic {
-        base_url: String,
-        api_key: String,
-        model: String,
-        max_tokens: u32,
-        /// Longest answer body read; a longer one fails the call.
-        max_response_bytes: u64,
-    },
-    /// OpenAI-compatible chat completions; no key for local servers.
-    OpenAi {
-        base_url: String,
-        api_key: Option<String>,
-        model: String,
-        /// Longest answer body read; a longer one fails the call.
-        max_response_bytes: u64,
-    },
-    /// The offline scripted provider (no model at all).
-    Scripted { script: ScriptSource },
-}
-
-// Hand-written so that API keys never reach a log line.
-impl fmt::Debug for ProviderConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Anthropic {
-                base_url,
-                model,
-                max_tokens,
-                max_response_bytes,
-                ..
-            } => f
-                .debug_struct("Anthropic")
-                .field("base_url", base_url)
-                .field("api_key", &"<redacted>")
-                .field("model", model)
-                .field("max_tokens", max_tokens)
-                .field("max_response_bytes", max_response_bytes)
-                .finish(),
-            Self::OpenAi {
-                base_url,
-                api_key,
-                model,
-                max_response_bytes,
-            } => f
-                .debug_struct("OpenAi")
-                .field("base_url", base_url)
-                .field("api_key", &api_key.as_ref().map(|_| "<redacted>"))
-                .field("model", model)
-                .field("max_response_bytes", max_response_bytes)
-                .finish(),
-            Self::Scripted { script } => f
-                .debug_struct("Scripted")
-                .field("script", &script.describe())
-                .finish(),
-        }
-    }
-}
-
-impl ProviderConfig {
-    /// A one-line description for the startup log ("anthropic claude-sonnet-4-5").
-    pub fn describe(&self) -> String {
-        match self {
-            Self::Anthropic { model, .. } => format!("anthropic {model}"),
-            Self::OpenAi { base_url, model, .. } => format!("openai-compatible {model} at {base_url}"),
-            Self::Scripted { script } => format!("scripted (offline, no model) from {}", script.describe()),
-        }
-    }
 }
 
 /// The provider kinds a config file, `RAILYARD_PROVIDER` or a flag can name (in any case).
