@@ -13,6 +13,7 @@ pub mod gateway;
 mod lease;
 pub mod prompt;
 pub mod provider;
+mod report;
 mod runner;
 pub mod secrets;
 pub mod tools;

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use backon::Retryable;
 use railyard_proto::v1::StepTask;
 use railyard_sdk::{Client, ClientError, Completion, Failure, RetryPolicy, StepWorker};
 use tokio::sync::{Semaphore, watch};
@@ -20,8 +19,9 @@ use crate::WorkerError;
 use crate::agent::{Agent, AgentOptions, LeaseError, Outcome};
 use crate::config::WorkerConfig;
 use crate::events::{EventKind, EventSink, StepRef, WorkerEvent};
-use crate::lease::{LeaseKeeper, LeaseStatus, Reported, heartbeat_interval};
+use crate::lease::{LeaseKeeper, LeaseStatus, heartbeat_interval};
 use crate::provider::{self, Provider};
+use crate::report::{Reported, send_completion, with_retries};
 
 /// How long one long poll waits for a task.
 const POLL_WAIT: Duration = Duration::from_secs(10);
@@ -35,12 +35,6 @@ const RECONNECT: RetryPolicy = RetryPolicy {
     max_attempts: u32::MAX,
     initial_backoff: Duration::from_millis(500),
     max_backoff: Duration::from_secs(30),
-};
-/// Tries (each with the SDK's own retries) to deliver a step's result.
-const REPORT: RetryPolicy = RetryPolicy {
-    max_attempts: 6,
-    initial_backoff: Duration::from_secs(1),
-    max_backoff: Duration::from_secs(16),
 };
 /// Time allowed for failing steps back once the grace period is over.
 const REPORT_GRACE: Duration = Duration::from_secs(20);
@@ -461,24 +455,6 @@ async fn prepare_workspace(root: &Path, run_id: &str) -> Result<PathBuf, String>
     Ok(dir)
 }
 
-/// Retries a report while the server is unreachable or slow to answer
-/// ([`ClientError::is_transient`]), by the [`REPORT`] policy. A repeated report is
-/// safe: the server refuses a second one for the same lease without changing anything.
-async fn with_retries<T, F, Fut>(what: &str, call: F) -> Result<T, ClientError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, ClientError>>,
-{
-    let mut attempt = 0u32;
-    call.retry(REPORT.builder())
-        .when(ClientError::is_transient)
-        .notify(|e: &ClientError, pause: Duration| {
-            attempt += 1;
-            warn!(attempt, retry_in = ?pause, error = %e, "{what} not delivered; retrying");
-        })
-        .await
-}
-
 /// Reports a completion. While the worker is still taking work it asks for the run's
 /// next step in the same call (eager dispatch) and returns it when the server leased it
 /// to this worker. Once shutdown has begun it only completes.
@@ -544,27 +520,6 @@ async fn report_completion(
             None
         }
     }
-}
-
-/// Sends a completion (with `checkpoint`, the transcript that proposed it, for a step
-/// that requires confirmation), with retries while the server is unreachable; with
-/// `take_next`, asks for the run's next step in the same call (eager dispatch).
-pub(crate) async fn send_completion(
-    worker: &StepWorker,
-    task_token: &str,
-    c: &Completion,
-    checkpoint: Vec<u8>,
-    take_next: bool,
-) -> Reported {
-    with_retries("completion", || {
-        let (c, checkpoint) = (c.clone(), checkpoint.clone());
-        async move {
-            worker
-                .complete_with_checkpoint(task_token, c, checkpoint, take_next)
-                .await
-        }
-    })
-    .await
 }
 
 /// Whether the run shows this step completed by this attempt with these notes: what a
