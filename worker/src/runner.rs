@@ -39,17 +39,11 @@ const RECONNECT: RetryPolicy = RetryPolicy {
 /// Time allowed for failing steps back once the grace period is over.
 const REPORT_GRACE: Duration = Duration::from_secs(20);
 
-/// Runs a worker with `config` until `shutdown` resolves, then shuts down gracefully.
-pub async fn run_worker(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Result<(), WorkerError> {
-    Worker::new(config).run(shutdown).await
-}
-
-/// A worker with optional hooks; [`run_worker`] is the plain form.
+/// A worker with optional hooks.
 pub struct Worker {
     config: WorkerConfig,
     provider: Option<Arc<dyn Provider>>,
     events: Option<EventSink>,
-    options: AgentOptions,
 }
 
 impl Worker {
@@ -59,7 +53,6 @@ impl Worker {
             config,
             provider: None,
             events: None,
-            options: AgentOptions::default(),
         }
     }
 
@@ -72,13 +65,6 @@ impl Worker {
     /// Sends progress events (step leased, tool calls, model text, results) to `sink`.
     pub fn with_events(mut self, sink: EventSink) -> Self {
         self.events = Some(sink);
-        self
-    }
-
-    /// Replaces the agent loop's options. The configuration's `bash_env` names are added
-    /// to their pass-through list.
-    pub fn with_agent_options(mut self, options: AgentOptions) -> Self {
-        self.options = options;
         self
     }
 
@@ -103,10 +89,10 @@ impl Worker {
         let client = Client::connect_with(&config.server_url, opts).await?;
         // The credentials are in the configuration now; commands must not find them.
         let protection = crate::secrets::protect_process();
-        let mut options = self.options;
-        if options.price.is_none() {
-            options.price = config.prices.get(provider.model()).copied();
-        }
+        let mut options = AgentOptions {
+            price: config.prices.get(provider.model()).copied(),
+            ..AgentOptions::default()
+        };
         for name in &config.bash_env {
             if !options.tool_limits.bash_env.contains(name) {
                 options.tool_limits.bash_env.push(name.clone());
