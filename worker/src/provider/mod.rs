@@ -20,12 +20,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use anthropic::AnthropicProvider;
-pub use http::{DEFAULT_MAX_RESPONSE_BYTES, MODEL_CALL_RETRY};
+pub(crate) use http::DEFAULT_MAX_RESPONSE_BYTES;
 pub use openai::OpenAiProvider;
 pub use railyard_sdk::RetryPolicy;
 pub use scripted::{BuiltInScript, Script, ScriptSource, ScriptedProvider};
 
-pub use crate::usage::Usage;
+use crate::usage::Usage;
 
 /// A boxed, sendable future, so the trait stays usable as `Arc<dyn Provider>`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
