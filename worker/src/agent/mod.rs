@@ -6,7 +6,7 @@
 //! A failure the model can act on goes back to it as an error result (`is_error`), and
 //! the loop goes on: a command's non-zero exit, a missing file, bad or missing
 //! arguments, a path outside the workspace, a tool the step does not allow, a
-//! `complete_step` the server refused. The stuck detector ([`stuck`]) watches these, so
+//! `complete_step` the server refused. The stuck detector (`stuck`) watches these, so
 //! a model that keeps making the same mistake is stopped.
 //!
 //! A failure it cannot act on ends the step at once, with a typed reason and no further
@@ -23,8 +23,8 @@
 
 mod calls;
 mod checkpoint;
-pub mod spawn;
-pub mod stuck;
+mod spawn;
+mod stuck;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -47,7 +47,8 @@ use crate::tools::{
 
 use crate::usage::{Budget, ModelPrice, Usage};
 use calls::{parse_completion, parse_note, steer_text, with_contract};
-pub use checkpoint::{Checkpoint, CheckpointError, encode_checkpoint};
+use checkpoint::encode_checkpoint;
+pub use checkpoint::{Checkpoint, CheckpointError};
 use stuck::{CallOutcome, StuckDetector, StuckThresholds, StuckVerdict};
 
 /// Error type of a step stopped by its token budget (non-retryable).
@@ -55,10 +56,10 @@ pub const TOKEN_BUDGET_EXCEEDED: &str = "token_budget_exceeded";
 /// Error type of a step whose agent stayed stuck after a warning (non-retryable).
 pub const AGENT_STUCK: &str = "agent_stuck";
 /// Error type of a step whose workspace cannot be used (retryable).
-pub const WORKSPACE_UNUSABLE: &str = "workspace_unusable";
+const WORKSPACE_UNUSABLE: &str = "workspace_unusable";
 
 /// Turns allowed when a step sets no `maxTurns`.
-pub const DEFAULT_MAX_TURNS: u32 = 30;
+const DEFAULT_MAX_TURNS: u32 = 30;
 
 /// What a heartbeat brought back.
 #[derive(Debug, Clone, Default)]

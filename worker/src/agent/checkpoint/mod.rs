@@ -94,7 +94,7 @@ impl Checkpoint {
 /// Serialises a checkpoint in the current format; when it is too big, old tool results
 /// and texts are cut down (the model keeps the shape of the conversation, the bulk can
 /// be re-read from the workspace).
-pub fn encode_checkpoint(turns: u32, signals_through: u64, messages: &[Message]) -> Vec<u8> {
+pub(super) fn encode_checkpoint(turns: u32, signals_through: u64, messages: &[Message]) -> Vec<u8> {
     // Serialising the record cannot fail (it has no maps with non-string keys); an
     // empty checkpoint, should it ever, means "none" to the lease, as before.
     let encode = |record: &Record| serde_json::to_vec(record).unwrap_or_default();
