@@ -179,6 +179,9 @@ pub fn rendered_len_values(template: &str, values: &PromptValues) -> usize {
 }
 
 #[cfg(test)]
+mod pinned_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::workflow::parse_definition;
