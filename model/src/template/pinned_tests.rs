@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use crate::schedule::Fire;
-use crate::trigger::template::{RenderError, Template};
+use crate::template::payload::{RenderError, Template};
 use crate::workflow::{
     PromptValues, check_template, check_template_with, render, render_values, rendered_len_values,
 };
