@@ -447,15 +447,6 @@ pub fn lookup<'v>(value: &'v Value, path: &[&str]) -> Option<&'v Value> {
     })
 }
 
-/// How a result value is written into a prompt: a string as its text, anything
-/// else as compact JSON.
-pub fn prompt_text(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -618,11 +609,9 @@ mod tests {
     }
 
     #[test]
-    fn lookup_and_prompt_text() {
+    fn lookup_finds_fields_and_indexes() {
         let v = json!({"a": {"b": [1, {"c": "x"}]}, "s": "text"});
         assert_eq!(lookup(&v, &["a", "b", "1", "c"]), Some(&json!("x")));
         assert_eq!(lookup(&v, &["a", "nope"]), None);
-        assert_eq!(prompt_text(&json!("text")), "text");
-        assert_eq!(prompt_text(&json!({"k": [1, 2]})), r#"{"k":[1,2]}"#);
     }
 }

@@ -3,8 +3,10 @@
 //! - [`run`]: the run state machine. Each transition takes the run's state and a
 //!   request, and returns the events to append and the effects to carry out, as
 //!   data; a refusal changes nothing.
-//! - [`workflow`], [`template`], [`contract`], [`approval`], [`budgets`]: workflow
-//!   definitions and their validation (file and JSON path in every error).
+//! - [`workflow`], [`contract`], [`approval`], [`budgets`]: workflow definitions and
+//!   their validation (file and JSON path in every error).
+//! - [`template`]: the one engine for `{{...}}` placeholders, and the three
+//!   vocabularies on it: prompts, webhook payloads, schedule fires.
 //! - [`schedule`], [`trigger`], [`namespace`], [`auth`], [`token`]: the other
 //!   durable things a server keeps, as plain data with their rules.
 //! - [`limits`], [`ids`], [`error`], [`text`]: request bounds, names, the model's

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::contract::{ArtifactPatterns, OutputSchema};
 use crate::ids;
-pub use crate::template::{
+pub use crate::template::prompt::{
     PromptValues, check_template, check_template_with, render, render_values, rendered_len,
     rendered_len_values,
 };

@@ -26,6 +26,7 @@ pub use state::{Effect, Origin, Overlap, Policies, Schedule};
 
 use crate::Millis;
 use crate::ids::{MAX_NAME, NAME_CHARACTERS, NameError, check_name};
+use crate::template::fire::FireValues;
 
 /// The last instant a schedule may fire: 9999-12-31T23:59:59.999Z, so every due
 /// time has a four-digit year in a run id.
@@ -113,14 +114,19 @@ impl Fire {
         self.due_time.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
     }
 
-    /// `template` with `{{scheduledTime}}` and `{{scheduleId}}` replaced; any other
-    /// `{{...}}` (a prompt's `{{context.KEY}}`) is left for the workflow to fill.
+    /// `template` with `{{scheduledTime}}` and `{{scheduleId}}` filled
+    /// ([`crate::template::fire`]); any other `{{...}}` (a prompt's
+    /// `{{context.KEY}}`) is left for the workflow to fill.
     /// The result is at most eight times the template's length (the 14 bytes of
     /// `{{scheduleId}}` become at most [`MAX_SCHEDULE_ID`]), so a bounded goal
     /// stays bounded.
     pub fn render(&self, template: &str) -> String {
-        template
-            .replace("{{scheduledTime}}", &self.scheduled_time())
-            .replace("{{scheduleId}}", &self.schedule_id)
+        crate::template::fire::render(
+            template,
+            &FireValues {
+                scheduled_time: &self.scheduled_time(),
+                schedule_id: &self.schedule_id,
+            },
+        )
     }
 }

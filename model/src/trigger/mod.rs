@@ -1,10 +1,8 @@
-//! Webhook triggers, pure: what a trigger is ([`Trigger`]) and its payload
-//! templates ([`template`]). How a delivery is verified is the server's
+//! Webhook triggers, pure: what a trigger is ([`Trigger`]); its payload templates
+//! are [`crate::template::payload`]. How a delivery is verified is the server's
 //! (`signature.rs`), and so are the webhook route (`http.rs`), the request logic
 //! (`service::triggers`) and the writer command that starts, deduplicates and
 //! serialises per key (`engine/writer/commands/trigger/`).
-
-pub mod template;
 
 use std::collections::BTreeMap;
 
@@ -72,7 +70,7 @@ pub struct Trigger {
     pub workflow_id: String,
     /// Empty: the workflow's.
     pub task_queue: String,
-    /// Templates over the payload ([`template`]).
+    /// Templates over the payload ([`crate::template::payload`]).
     pub goal: String,
     pub context: BTreeMap<String, String>,
     /// Passed to the start as its callback URL (empty: none).

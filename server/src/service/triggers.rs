@@ -19,7 +19,7 @@ use crate::engine::writer::{
 };
 use crate::error::ApiError;
 use crate::signature::{self, VerifyError};
-use railyard_model::trigger::template::{RenderError, Template};
+use railyard_model::template::payload::{RenderError, Template};
 use railyard_model::trigger::{MAX_DELIVERY_ID, MAX_KEY_BYTES, Mode, Trigger};
 use railyard_store::StorageError;
 

@@ -1,5 +1,5 @@
 //! Prompt templates: the placeholders a step's `prompt` may use, their check when a
-//! definition loads, and rendering.
+//! definition loads, and rendering (on the engine in [`super`]).
 //!
 //! `{{goal}}`, `{{context.KEY}}`, and an earlier step's structured result:
 //! `{{steps.ID.result}}` (the whole object, as compact JSON) or
@@ -11,10 +11,11 @@
 
 use std::collections::BTreeMap;
 
+use super::{Fill, Measure, Piece, Scanner, Sink, Unclosed, render_with};
 use crate::ids;
 
-/// What a `{{...}}` placeholder names.
-enum Placeholder<'a> {
+/// What a prompt's placeholder names.
+enum Name<'a> {
     Goal,
     Context(&'a str),
     /// An earlier step's result, or a field inside it (`path` empty: the whole result).
@@ -26,12 +27,12 @@ enum Placeholder<'a> {
 
 /// Reads a placeholder against the step ids it may name; `None` if it is none of
 /// the forms. A step id may hold dots, so the longest id followed by `.result` wins.
-fn parse_placeholder<'a>(var: &'a str, steps: &[&str]) -> Option<Placeholder<'a>> {
+fn parse_name<'a>(var: &'a str, steps: &[&str]) -> Option<Name<'a>> {
     if var == "goal" {
-        return Some(Placeholder::Goal);
+        return Some(Name::Goal);
     }
     if let Some(key) = var.strip_prefix("context.") {
-        return ids::is_context_key(key).then_some(Placeholder::Context(key));
+        return ids::is_context_key(key).then_some(Name::Context(key));
     }
     let rest = var.strip_prefix("steps.")?;
     let (step, after) = steps
@@ -48,7 +49,7 @@ fn parse_placeholder<'a>(var: &'a str, steps: &[&str]) -> Option<Placeholder<'a>
     };
     path.iter()
         .all(|f| crate::contract::is_field_name(f))
-        .then_some(Placeholder::Result { step, path })
+        .then_some(Name::Result { step, path })
 }
 
 /// Checks that every `{{...}}` is `goal` or `context.KEY` (no step results: see
@@ -61,39 +62,40 @@ pub fn check_template(template: &str) -> Result<(), String> {
 /// naming one of `earlier` (the ids of the steps before this one). `later` (the ids of
 /// this step and the ones after it) only words the error for a step that has not run yet.
 pub fn check_template_with(template: &str, earlier: &[&str], later: &[&str]) -> Result<(), String> {
-    let mut rest = template;
-    let mut offset = 0;
-    while let Some(start) = rest.find("{{") {
-        let after = &rest[start + 2..];
-        let Some(end) = after.find("}}") else {
-            return Err(format!("unclosed '{{{{' at character {}", offset + start));
-        };
-        let var = after[..end].trim();
-        if parse_placeholder(var, earlier).is_none() {
-            let at = offset + start;
-            if let Some(named) = var.strip_prefix("steps.") {
-                let step = named.split(".result").next().unwrap_or(named);
-                let why = if later.contains(&step) {
-                    format!("step {step:?} does not run before this one, so its result is not known yet")
-                } else if named.contains(".result") {
-                    format!("no step {step:?} runs before this one")
-                } else {
-                    "the form is {{steps.ID.result}} or {{steps.ID.result.FIELD}}".to_string()
-                };
-                return Err(format!(
-                    "placeholder {} at character {at} names no earlier step's result: {why}",
-                    crate::error::echo(&format!("{{{{{var}}}}}"))
-                ));
+    for piece in Scanner::new(template) {
+        match piece {
+            Piece::Text(_) => {}
+            // The prompt is the last stage: a `{{` nothing closes is a mistake.
+            Piece::Unclosed { at, .. } => return Err(Unclosed { at }.to_string()),
+            Piece::Placeholder(p) => {
+                if parse_name(p.name(), earlier).is_none() {
+                    return Err(refusal(p.name(), p.at, later));
+                }
             }
-            return Err(format!(
-                "unknown placeholder {{{{{var}}}}} at character {at} (use {{{{goal}}}}, {{{{context.KEY}}}} or {{{{steps.ID.result.FIELD}}}})"
-            ));
         }
-        let consumed = start + 2 + end + 2;
-        offset += consumed;
-        rest = &rest[consumed..];
     }
     Ok(())
+}
+
+/// Why `var`, at byte `at`, is not a placeholder a prompt may use.
+fn refusal(var: &str, at: usize, later: &[&str]) -> String {
+    if let Some(named) = var.strip_prefix("steps.") {
+        let step = named.split(".result").next().unwrap_or(named);
+        let why = if later.contains(&step) {
+            format!("step {step:?} does not run before this one, so its result is not known yet")
+        } else if named.contains(".result") {
+            format!("no step {step:?} runs before this one")
+        } else {
+            "the form is {{steps.ID.result}} or {{steps.ID.result.FIELD}}".to_string()
+        };
+        return format!(
+            "placeholder {} at character {at} names no earlier step's result: {why}",
+            crate::error::echo(&format!("{{{{{var}}}}}"))
+        );
+    }
+    format!(
+        "unknown placeholder {{{{{var}}}}} at character {at} (use {{{{goal}}}}, {{{{context.KEY}}}} or {{{{steps.ID.result.FIELD}}}})"
+    )
 }
 
 /// What a prompt template is filled from.
@@ -106,34 +108,30 @@ pub struct PromptValues<'a> {
     pub results: &'a [(&'a str, &'a str)],
 }
 
-/// Walks a template, handing `out` each piece of the rendered text in order.
-fn render_pieces(template: &str, values: &PromptValues, mut out: impl FnMut(&str)) {
+/// Fills a template into `out`. Every placeholder is filled: one this vocabulary
+/// does not know (never in a checked template) renders as empty, like a value
+/// that is not there.
+fn fill<S: Sink>(template: &str, values: &PromptValues, out: &mut S) -> Result<(), S::Error> {
     let ids: Vec<&str> = values.results.iter().map(|(id, _)| *id).collect();
     // Each result is parsed at most once per rendering, and only if a placeholder names it.
     let mut parsed: Vec<Option<Option<serde_json::Value>>> = vec![None; ids.len()];
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out(&rest[..start]);
-        let after = &rest[start + 2..];
-        let Some(end) = after.find("}}") else {
-            out(&rest[start..]);
-            return;
-        };
-        match parse_placeholder(after[..end].trim(), &ids) {
-            Some(Placeholder::Goal) => out(values.goal),
-            Some(Placeholder::Context(key)) => out(values.context.get(key).map(String::as_str).unwrap_or("")),
-            Some(Placeholder::Result { step, path }) => {
+    render_with(template, out, |p, out| {
+        match parse_name(p.name(), &ids) {
+            Some(Name::Goal) => out.push_text(values.goal)?,
+            Some(Name::Context(key)) => {
+                out.push_text(values.context.get(key).map(String::as_str).unwrap_or(""))?
+            }
+            Some(Name::Result { step, path }) => {
                 let value =
                     parsed[step].get_or_insert_with(|| serde_json::from_str(values.results[step].1).ok());
                 if let Some(found) = value.as_ref().and_then(|v| crate::contract::lookup(v, &path)) {
-                    out(&crate::contract::prompt_text(found));
+                    out.push_value(found)?;
                 }
             }
             None => {}
         }
-        rest = &after[end + 2..];
-    }
-    out(rest);
+        Ok(Fill::Filled)
+    })
 }
 
 /// Fills a validated template; a context key that is not set renders as empty.
@@ -154,7 +152,7 @@ pub fn render(template: &str, goal: &str, context: &BTreeMap<String, String>) ->
 /// compact JSON.
 pub fn render_values(template: &str, values: &PromptValues) -> String {
     let mut out = String::new();
-    render_pieces(template, values, |piece| out.push_str(piece));
+    let Ok(()) = fill(template, values, &mut out);
     out
 }
 
@@ -173,9 +171,9 @@ pub fn rendered_len(template: &str, goal: &str, context: &BTreeMap<String, Strin
 
 /// The length [`render_values`] would give, without rendering.
 pub fn rendered_len_values(template: &str, values: &PromptValues) -> usize {
-    let mut len = 0usize;
-    render_pieces(template, values, |piece| len = len.saturating_add(piece.len()));
-    len
+    let mut len = Measure::default();
+    let Ok(()) = fill(template, values, &mut len);
+    len.0
 }
 
 #[cfg(test)]

@@ -1,15 +1,17 @@
-//! Webhook payload templates: text with `{{$.path}}` placeholders filled from the
-//! delivery's JSON body. A path is `$` followed by `.name`, `[index]` or
-//! `["quoted name"]` steps. A string value is inserted as it is; any other value
-//! as its compact JSON. Any other `{{...}}` (a prompt's `{{context.KEY}}`) is left
-//! as written, for the workflow to fill.
+//! Webhook payload templates, on the engine in [`super`]: text with `{{$.path}}`
+//! placeholders filled from the delivery's JSON body. A path is `$` followed by
+//! `.name`, `[index]` or `["quoted name"]` steps. A string value is inserted as it
+//! is; any other value as its compact JSON. Any other `{{...}}` (a prompt's
+//! `{{context.KEY}}`) is left as written, for the workflow to fill.
 //!
 //! Everything is bounded: a template's length and placeholder count at
-//! validation, each path's steps, and the rendered output ([`render`] stops past
-//! its `max`). A path the payload lacks is an error naming the path, so the
-//! webhook can answer `422` and start nothing.
+//! validation, each path's steps, and the rendered output ([`Template::render`]
+//! stops past its `max`). A path the payload lacks is an error naming the path, so
+//! the webhook can answer `422` and start nothing.
 
 use serde_json::Value;
+
+use super::{Bounded, Count, Fill, Piece, Scanner, Sink, TooLong, render_with};
 
 /// Most placeholders in one template.
 pub const MAX_PLACEHOLDERS: usize = 64;
@@ -25,18 +27,12 @@ pub enum Step {
     Index(usize),
 }
 
-/// A piece of a parsed template.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Piece {
-    Text(String),
-    /// The path as written (for errors), and its steps.
-    Path(String, Vec<Step>),
-}
-
-/// A parsed template.
+/// A template checked by [`Template::parse`]: its paths are well formed and
+/// within the bounds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Template {
-    pieces: Vec<Piece>,
+    text: String,
+    has_paths: bool,
 }
 
 /// Why a template cannot render.
@@ -46,8 +42,14 @@ pub enum RenderError {
     #[error("the payload has no value at {0}")]
     Missing(String),
     /// The rendering would pass `max` bytes.
-    #[error("renders to more than {0} bytes")]
+    #[error("{}", TooLong { max: *.0 })]
     TooLong(usize),
+}
+
+impl From<TooLong> for RenderError {
+    fn from(e: TooLong) -> Self {
+        Self::TooLong(e.max)
+    }
 }
 
 /// Parses a `$...` path; the error says what is wrong and where.
@@ -96,65 +98,55 @@ pub fn parse_path(path: &str) -> Result<Vec<Step>, String> {
     Ok(steps)
 }
 
+/// Whether a placeholder's name is a path into the payload: this vocabulary's.
+fn is_path(name: &str) -> bool {
+    name.starts_with('$')
+}
+
 impl Template {
     /// Parses a template; the error names the placeholder and the problem.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let mut pieces = Vec::new();
-        let mut rest = text;
-        let mut paths = 0;
-        while let Some(start) = rest.find("{{") {
-            let after = &rest[start + 2..];
-            let Some(end) = after.find("}}") else {
-                break; // not a placeholder: left as text
-            };
-            let inner = after[..end].trim();
-            if inner.starts_with('$') {
-                paths += 1;
-                if paths > MAX_PLACEHOLDERS {
-                    return Err(format!("more than {MAX_PLACEHOLDERS} placeholders"));
-                }
-                let steps = parse_path(inner)
-                    .map_err(|e| format!("placeholder {{{{{}}}}}: {e}", crate::text::clip(inner)))?;
-                pieces.push(Piece::Text(rest[..start].to_string()));
-                pieces.push(Piece::Path(inner.to_string(), steps));
-            } else {
-                pieces.push(Piece::Text(rest[..start + 2 + end + 2].to_string()));
+        let mut paths = Count::new(MAX_PLACEHOLDERS);
+        for piece in Scanner::new(text) {
+            if let Piece::Placeholder(p) = piece
+                && is_path(p.name())
+            {
+                // Counted before the path is read: past the limit, that is the error.
+                paths.take().map_err(|e| e.to_string())?;
+                parse_path(p.name())
+                    .map_err(|e| format!("placeholder {{{{{}}}}}: {e}", crate::text::clip(p.name())))?;
             }
-            rest = &after[end + 2..];
         }
-        pieces.push(Piece::Text(rest.to_string()));
-        pieces.retain(|p| !matches!(p, Piece::Text(t) if t.is_empty()));
-        Ok(Self { pieces })
+        Ok(Self {
+            text: text.to_string(),
+            has_paths: paths.taken() > 0,
+        })
     }
 
     /// Whether the template reads the payload at all.
     pub fn has_paths(&self) -> bool {
-        self.pieces.iter().any(|p| matches!(p, Piece::Path(..)))
+        self.has_paths
     }
 
-    /// Fills the template from `payload`, in at most `max` bytes.
+    /// Fills the template from `payload`, in at most `max` bytes. Any placeholder
+    /// other than a path is left as written, for the prompt.
     pub fn render(&self, payload: &Value, max: usize) -> Result<String, RenderError> {
-        let mut out = String::new();
-        for piece in &self.pieces {
-            let text = match piece {
-                Piece::Text(t) => std::borrow::Cow::Borrowed(t.as_str()),
-                Piece::Path(shown, steps) => {
-                    let v = lookup(payload, steps).ok_or_else(|| RenderError::Missing(shown.clone()))?;
-                    match v {
-                        Value::String(s) => std::borrow::Cow::Borrowed(s.as_str()),
-                        // The error names the template's limit, not what was left of it.
-                        other => std::borrow::Cow::Owned(
-                            bounded_json(other, max - out.len()).map_err(|_| RenderError::TooLong(max))?,
-                        ),
-                    }
-                }
-            };
-            if out.len() + text.len() > max {
-                return Err(RenderError::TooLong(max));
+        let mut out = Bounded::new(max);
+        render_with(&self.text, &mut out, |p, out| {
+            let name = p.name();
+            if !is_path(name) {
+                return Ok::<_, RenderError>(Fill::Keep);
             }
-            out.push_str(&text);
-        }
-        Ok(out)
+            // Parsed again (cheap: bounded by MAX_PATH_BYTES); `parse` checked it, so
+            // a failure here could only be reported as the path having no value.
+            let value = parse_path(name)
+                .ok()
+                .and_then(|steps| lookup(payload, &steps))
+                .ok_or_else(|| RenderError::Missing(name.to_string()))?;
+            out.push_value(value)?;
+            Ok(Fill::Filled)
+        })?;
+        Ok(out.into_string())
     }
 }
 
@@ -169,29 +161,6 @@ pub fn lookup<'v>(payload: &'v Value, steps: &[Step]) -> Option<&'v Value> {
         };
     }
     Some(v)
-}
-
-/// `v` as compact JSON, refused past `max` bytes without writing more than that.
-fn bounded_json(v: &Value, max: usize) -> Result<String, RenderError> {
-    struct Limited {
-        buf: Vec<u8>,
-        max: usize,
-    }
-    impl std::io::Write for Limited {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            if self.buf.len() + b.len() > self.max {
-                return Err(std::io::Error::other("too long"));
-            }
-            self.buf.extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut w = Limited { buf: Vec::new(), max };
-    serde_json::to_writer(&mut w, v).map_err(|_| RenderError::TooLong(max))?;
-    String::from_utf8(w.buf).map_err(|_| RenderError::TooLong(max))
 }
 
 #[cfg(test)]
