@@ -681,6 +681,135 @@ mod tests {
         ]
     }
 
+    /// The other shapes users see: fields shown only when set, results that are
+    /// not JSON or are cut, a child's `RunStarted`, the timeouts not above.
+    fn more_cases() -> Vec<(EventKind, String)> {
+        let long = format!(
+            r#"{{"text":"{}"}}"#,
+            "x".repeat(crate::run::MAX_CHILD_RESULT_QUOTED)
+        );
+        // Cut to its first MAX_CHILD_RESULT_QUOTED bytes of text, shown as a string.
+        let cut = format!(
+            r#"{{"artifacts":[],"childRunId":"c2","notes":"","outcome":"COMPLETED","result":"{{\"text\":\"{}…"}}"#,
+            "x".repeat(crate::run::MAX_CHILD_RESULT_QUOTED - 9)
+        );
+        vec![
+            (
+                EventKind::RunStarted {
+                    workflow_id: "wf".into(),
+                    definition: Arc::new(
+                        parse_definition(
+                            r#"{"id":"wf","version":"1","name":"W","steps":[{"id":"a","title":"A","prompt":"p"}]}"#,
+                        )
+                        .unwrap(),
+                    ),
+                    goal: String::new(),
+                    context: ctx(&[]),
+                    request_id: String::new(),
+                    parent_run_id: "parent".into(),
+                    callback_url: String::new(),
+                    task_queue: String::new(),
+                    parent_step_id: "a".into(),
+                    depth: 2,
+                },
+                r#"{"callbackUrl":"","context":{},"definition":{"description":"","id":"wf","name":"W","steps":[{"id":"a","prompt":"p","title":"A"}],"version":"1"},"depth":2,"goal":"","parentRunId":"parent","parentStepId":"a","requestId":"","workflowId":"wf"}"#.into(),
+            ),
+            (
+                EventKind::StepCompleted {
+                    step_id: "a".into(),
+                    attempt: 1,
+                    notes: String::new(),
+                    artifacts: vec![],
+                    context_updates: ctx(&[]),
+                    result: "not json".into(),
+                },
+                r#"{"artifacts":[],"attempt":1,"contextUpdates":{},"notes":"","result":"not json","stepId":"a"}"#.into(),
+            ),
+            (
+                EventKind::StepTimedOut {
+                    step_id: "a".into(),
+                    attempt: 1,
+                    timeout: TimeoutKind::Wait,
+                    will_retry: false,
+                    next_attempt_at_ms: None,
+                },
+                r#"{"attempt":1,"nextAttemptAtMs":null,"stepId":"a","timeout":"WAIT","willRetry":false}"#.into(),
+            ),
+            (
+                EventKind::StepUsage {
+                    step_id: "a".into(),
+                    attempt: 2,
+                    model: String::new(),
+                    usage: super::super::Usage {
+                        cost_usd: f64::NAN,
+                        ..Default::default()
+                    },
+                },
+                r#"{"attempt":2,"cacheReadTokens":0,"cacheWriteTokens":0,"costUsd":null,"inputTokens":0,"model":"","outputTokens":0,"stepId":"a"}"#.into(),
+            ),
+            (
+                EventKind::StepWaiting {
+                    step_id: "a".into(),
+                    attempt: 1,
+                    on: "children".into(),
+                    run_ids: vec![],
+                    deadline_ms: None,
+                },
+                r#"{"attempt":1,"deadlineUnixMs":null,"on":"children","runIds":[],"stepId":"a"}"#.into(),
+            ),
+            (
+                EventKind::StepAwaitingApproval {
+                    step_id: "a".into(),
+                    attempt: 1,
+                    notes: String::new(),
+                    artifacts: vec![],
+                    context_updates: ctx(&[]),
+                    result: String::new(),
+                    deadline_ms: None,
+                },
+                r#"{"artifacts":[],"attempt":1,"contextUpdates":{},"deadlineUnixMs":null,"notes":"","stepId":"a"}"#.into(),
+            ),
+            (
+                EventKind::ChildRunStarted {
+                    child_run_id: "c1".into(),
+                    workflow_id: "wf".into(),
+                    step_id: "a".into(),
+                    parent_close_policy: crate::run::ParentClosePolicy::Cancel,
+                },
+                r#"{"childRunId":"c1","parentClosePolicy":"cancel","stepId":"a","workflowId":"wf"}"#.into(),
+            ),
+            (
+                EventKind::ChildRunCompleted {
+                    child_run_id: "c2".into(),
+                    status: crate::run::RunStatus::TimedOut,
+                    notes: String::new(),
+                    artifacts: vec![],
+                    result: "[1,".into(),
+                },
+                r#"{"artifacts":[],"childRunId":"c2","notes":"","outcome":"TIMED_OUT","result":"[1,"}"#.into(),
+            ),
+            (
+                EventKind::ChildRunCompleted {
+                    child_run_id: "c2".into(),
+                    status: crate::run::RunStatus::Completed,
+                    notes: String::new(),
+                    artifacts: vec![],
+                    result: long,
+                },
+                cut,
+            ),
+        ]
+    }
+
+    #[test]
+    fn the_wire_json_of_other_shapes_is_pinned() {
+        for (kind, expected) in more_cases() {
+            let got = event_attributes_json(&kind);
+            // Not assert_eq: one case is 16 KiB long.
+            assert!(got == expected, "{}: {:.300}", kind.type_name(), got);
+        }
+    }
+
     #[test]
     fn the_wire_json_of_every_event_type_is_pinned() {
         let cases = cases();
