@@ -1,4 +1,4 @@
-//! The migration on the checked-in layout-2 fixture (`server/tests/fixtures/layout2`,
+//! The migration on the checked-in layout-2 fixture (`store/tests/fixtures/layout2`,
 //! written by the release before records) and on broken or unknown files.
 
 use std::path::{Path, PathBuf};
