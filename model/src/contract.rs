@@ -45,8 +45,9 @@ pub const MAX_RECORDED_REFUSALS: u32 = 10;
 /// The meta-schema a step's `output` is read as; a `$schema` naming another is refused.
 pub const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
 
-/// One way a result (or its artifacts) breaks the step's contract.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One way a result (or its artifacts) breaks the step's contract. Its `Serialize`
+/// is the API's view of it, in a `StepResultRefused` event (`{path, reason}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Violation {
     /// Where: `result`, `result.items[2].name`, or `artifacts`.
     pub path: String,

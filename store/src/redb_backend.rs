@@ -182,7 +182,7 @@ impl RedbBackend {
         match backend.schema() {
             Ok(None | Some(SCHEMA_VERSION)) => {}
             Ok(Some(from @ migrate::LAYOUT_2)) => {
-                migrate::from_layout_2(&backend.db, &backend.defs).map_err(|source| OpenError::Migrate {
+                migrate::from_layout_2(&backend.db).map_err(|source| OpenError::Migrate {
                     path: shown.clone(),
                     from,
                     source,

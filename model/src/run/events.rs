@@ -3,6 +3,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use serde::Serialize;
+
+use super::wire;
 use crate::Millis;
 use crate::contract::Violation;
 use crate::workflow::WorkflowDef;
@@ -47,24 +50,39 @@ pub enum TimeoutKind {
     Wait,
 }
 
-/// What happened, as recorded in history. Neither a storage nor a wire format:
-/// the store writes `store::records` event records, and the API maps each event
-/// field by field in [`super::wire`].
-#[derive(Debug, Clone, PartialEq)]
+/// What happened, as recorded in history.
+///
+/// Its `Serialize` is the API's view of an event's attributes, and nothing else
+/// (see [`super::wire::event_attributes`]): each variant is a JSON object of its
+/// fields, named in camelCase, with the serde attributes below saying where the
+/// view differs from the field (a name, a field shown only when set, a value
+/// shown by its API name). Renaming a field here renames it in the API; the tests
+/// in `wire_tests.rs` pin the JSON of every event type. Storage never uses it: the
+/// store writes `store::records` event records of its own.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged, rename_all_fields = "camelCase")]
 pub enum EventKind {
     RunStarted {
         workflow_id: String,
+        /// As its file format writes it (`workflow::WorkflowDef`), which is public
+        /// already: users write it.
+        #[serde(serialize_with = "wire::definition")]
         definition: Arc<WorkflowDef>,
         goal: String,
         context: BTreeMap<String, String>,
         request_id: String,
         parent_run_id: String,
         callback_url: String,
-        /// The queue of steps that name none (empty: the definition's).
+        /// The queue of steps that name none (empty: the definition's). Shown only
+        /// when set, so the events of runs started before it existed read as they did.
+        #[serde(skip_serializing_if = "String::is_empty")]
         task_queue: String,
-        /// The parent's step that started it (empty: none).
+        /// The parent's step that started it (empty: none); shown only for a child.
+        #[serde(skip_serializing_if = "String::is_empty")]
         parent_step_id: String,
-        /// Its depth in its tree (0: a root).
+        /// Its depth in its tree (0: a root); shown only for a child, like
+        /// `parentStepId` (a child run has both, a root neither: `SpawnChildren`).
+        #[serde(skip_serializing_if = "wire::is_root")]
         depth: u32,
     },
     StepScheduled {
@@ -85,7 +103,9 @@ pub enum EventKind {
         notes: String,
         artifacts: Vec<String>,
         context_updates: BTreeMap<String, String>,
-        /// The structured result, as compact JSON (empty: none).
+        /// The structured result, as compact JSON (empty: none). Shown parsed, and
+        /// only when there is one, so completions without a result read as they did.
+        #[serde(skip_serializing_if = "String::is_empty", serialize_with = "wire::result")]
         result: String,
     },
     /// A completion refused because it broke the step's output contract; the step
@@ -109,6 +129,7 @@ pub enum EventKind {
     StepTimedOut {
         step_id: String,
         attempt: u32,
+        #[serde(serialize_with = "wire::timeout")]
         timeout: TimeoutKind,
         will_retry: bool,
         next_attempt_at_ms: Option<Millis>,
@@ -133,6 +154,7 @@ pub enum EventKind {
         attempt: u32,
         on: String,
         run_ids: Vec<String>,
+        #[serde(rename = "deadlineUnixMs")]
         deadline_ms: Option<Millis>,
     },
     /// The wait ended (`reason`: `children`, `timeout`); the step is scheduled again
@@ -147,15 +169,22 @@ pub enum EventKind {
         child_run_id: String,
         workflow_id: String,
         step_id: String,
+        #[serde(serialize_with = "wire::policy")]
         parent_close_policy: super::ParentClosePolicy,
     },
     ChildRunCompleted {
         child_run_id: String,
+        #[serde(rename = "outcome", serialize_with = "wire::status")]
         status: RunStatus,
         notes: String,
         artifacts: Vec<String>,
         /// The child's structured result as JSON text, cut to
-        /// [`super::MAX_CHILD_RESULT_QUOTED`] (empty: none).
+        /// [`super::MAX_CHILD_RESULT_QUOTED`] (empty: none). Shown as the parent
+        /// reads it ([`super::quoted_result`]), only when there is one.
+        #[serde(
+            skip_serializing_if = "String::is_empty",
+            serialize_with = "wire::child_result"
+        )]
         result: String,
     },
     RunPaused {
@@ -171,8 +200,11 @@ pub enum EventKind {
         notes: String,
         artifacts: Vec<String>,
         context_updates: BTreeMap<String, String>,
-        /// The structured result, as compact JSON (empty: none).
+        /// The structured result, as compact JSON (empty: none); shown as in
+        /// `StepCompleted`.
+        #[serde(skip_serializing_if = "String::is_empty", serialize_with = "wire::result")]
         result: String,
+        #[serde(rename = "deadlineUnixMs")]
         deadline_ms: Option<Millis>,
     },
     /// The held result was approved (by the event's identity; `server` for an
@@ -195,6 +227,8 @@ pub enum EventKind {
         step_id: String,
         attempt: u32,
         model: String,
+        /// Shown as its counts beside the other fields (`inputTokens` ...).
+        #[serde(flatten)]
         usage: super::Usage,
     },
     /// The worker saw its agent going round in circles (`signal`: `repeated_call`,
@@ -205,6 +239,8 @@ pub enum EventKind {
         attempt: u32,
         signal: String,
         message: String,
+        /// Shown by the event's type (`AgentStuck` or `AgentStuckWarning`).
+        #[serde(skip)]
         fatal: bool,
     },
     RunCompleted {

@@ -1031,3 +1031,5 @@ mod contract_tests;
 mod proptests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wire_tests;

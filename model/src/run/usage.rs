@@ -6,14 +6,20 @@
 //! and adds only the difference to the step's and the run's totals. The work per
 //! heartbeat is a few additions, whatever the size of the run.
 
-/// Tokens, and their estimated cost in US dollars (the worker's price table).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+/// Tokens, and their estimated cost in US dollars (the worker's price table). Its
+/// `Serialize` is the API's view of it, in a `StepUsage` event.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct Usage {
     /// Input tokens not read from the prompt cache.
+    #[serde(rename = "inputTokens")]
     pub input: u64,
+    #[serde(rename = "outputTokens")]
     pub output: u64,
+    #[serde(rename = "cacheReadTokens")]
     pub cache_read: u64,
+    #[serde(rename = "cacheWriteTokens")]
     pub cache_write: u64,
+    #[serde(rename = "costUsd")]
     pub cost_usd: f64,
 }
 

@@ -335,19 +335,6 @@ impl Definitions {
         Ok(self.remember(def, encode_definition(def)?.key))
     }
 
-    /// The shared copy of `def`: the cached one when a definition of the same
-    /// content is known. Decoding many copies of one definition (a migration) keeps
-    /// one in memory.
-    pub(crate) fn intern(&self, def: WorkflowDef) -> Result<Arc<WorkflowDef>, StorageError> {
-        let key = encode_definition(&def)?.key;
-        if let Some((known, _)) = self.cache().by_hash.get(&key.hash) {
-            return Ok(known.clone());
-        }
-        let def = Arc::new(def);
-        self.remember(&def, key);
-        Ok(def)
-    }
-
     fn remember(&self, def: &Arc<WorkflowDef>, key: DefinitionKey) -> DefinitionKey {
         let mut cache = self.cache();
         cache

@@ -11,7 +11,8 @@ use super::{
 };
 use crate::error::StorageError;
 use railyard_model::Millis;
-use railyard_model::run::{Event, EventKind, ParentClosePolicy, TimeoutKind};
+use railyard_model::contract::Violation;
+use railyard_model::run::{Event, EventKind, ParentClosePolicy, RunStatus, TimeoutKind, Usage};
 
 #[derive(Debug, Serialize, Deserialize)]
 struct EventRecord {
@@ -308,10 +309,172 @@ enum TimeoutRecord {
     Wait,
 }
 
-/// Encodes one history row. A `RunStarted` names its definition, which the same
-/// transaction stores (see [`Definitions::store`]).
-pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, StorageError> {
-    let event = match &ev.kind {
+/// A model field as its record field, and back: most are plain values, the same
+/// type on both sides; the others convert to the record's own type.
+trait Field: Sized {
+    type Record;
+    fn to_record(&self) -> Self::Record;
+    fn from_record(r: Self::Record) -> Result<Self, StorageError>;
+}
+
+macro_rules! plain_fields {
+    ($($t:ty),* $(,)?) => {$(
+        impl Field for $t {
+            type Record = $t;
+            fn to_record(&self) -> $t {
+                Clone::clone(self)
+            }
+            fn from_record(r: $t) -> Result<$t, StorageError> {
+                Ok(r)
+            }
+        }
+    )*};
+}
+
+plain_fields!(
+    String,
+    bool,
+    u16,
+    u32,
+    u64,
+    usize,
+    Millis,
+    Option<Millis>,
+    Vec<String>,
+    BTreeMap<String, String>,
+);
+
+impl Field for TimeoutKind {
+    type Record = TimeoutRecord;
+    fn to_record(&self) -> TimeoutRecord {
+        match self {
+            Self::StartToClose => TimeoutRecord::StartToClose,
+            Self::Heartbeat => TimeoutRecord::Heartbeat,
+            Self::Undelivered => TimeoutRecord::Undelivered,
+            Self::Wait => TimeoutRecord::Wait,
+        }
+    }
+    fn from_record(r: TimeoutRecord) -> Result<Self, StorageError> {
+        Ok(match r {
+            TimeoutRecord::StartToClose => Self::StartToClose,
+            TimeoutRecord::Heartbeat => Self::Heartbeat,
+            TimeoutRecord::Undelivered => Self::Undelivered,
+            TimeoutRecord::Wait => Self::Wait,
+        })
+    }
+}
+
+impl Field for RunStatus {
+    type Record = StatusRecord;
+    fn to_record(&self) -> StatusRecord {
+        (*self).into()
+    }
+    fn from_record(r: StatusRecord) -> Result<Self, StorageError> {
+        Ok(r.into())
+    }
+}
+
+impl Field for Usage {
+    type Record = UsageRecord;
+    fn to_record(&self) -> UsageRecord {
+        UsageRecord::from_model(self)
+    }
+    fn from_record(r: UsageRecord) -> Result<Self, StorageError> {
+        Ok(r.to_model())
+    }
+}
+
+impl Field for Vec<Violation> {
+    type Record = Vec<ViolationRecord>;
+    fn to_record(&self) -> Vec<ViolationRecord> {
+        self.iter()
+            .map(|v| ViolationRecord {
+                path: v.path.clone(),
+                reason: v.reason.clone(),
+            })
+            .collect()
+    }
+    fn from_record(r: Vec<ViolationRecord>) -> Result<Self, StorageError> {
+        Ok(r.into_iter()
+            .map(|v| Violation {
+                path: v.path,
+                reason: v.reason,
+            })
+            .collect())
+    }
+}
+
+/// By its name: `cancel`, `terminate` or `abandon`.
+impl Field for ParentClosePolicy {
+    type Record = String;
+    fn to_record(&self) -> String {
+        self.name().into()
+    }
+    fn from_record(r: String) -> Result<Self, StorageError> {
+        ParentClosePolicy::parse(&r)
+            .ok_or_else(|| super::corrupt("event", format!("unknown parent close policy {r:?}")))
+    }
+}
+
+/// Writes `encode_kind` and `decode_kind`: one arm each way for every event type
+/// listed under `same` (its record variant has the model's fields under the same
+/// names, each converted by its [`Field`]), then the arms written out for the
+/// others. Both matches stay exhaustive, so a new event type does not compile
+/// until it has a record. A field renamed in the model moves its event to the
+/// written-out arms (or renames the record's field with `#[serde(rename)]`): the
+/// stored names never follow the model, as `event_tests.rs` checks.
+macro_rules! event_records {
+    (
+        same { $($v:ident { $($f:ident),* $(,)? }),* $(,)? }
+        encode($kind:ident, $defs:ident) { $($encode:tt)* }
+        decode($record:ident, $rdefs:ident, $table:ident) { $($decode:tt)* }
+    ) => {
+        fn encode_kind($kind: &EventKind, $defs: &Definitions) -> Result<KindRecord, StorageError> {
+            Ok(match $kind {
+                $(EventKind::$v { $($f),* } => KindRecord::$v { $($f: Field::to_record($f)),* },)*
+                $($encode)*
+            })
+        }
+
+        fn decode_kind(
+            $record: KindRecord,
+            $rdefs: &Definitions,
+            $table: &impl ReadableTable<DefinitionTableKey, &'static [u8]>,
+        ) -> Result<EventKind, StorageError> {
+            Ok(match $record {
+                $(KindRecord::$v { $($f),* } => EventKind::$v { $($f: Field::from_record($f)?),* },)*
+                $($decode)*
+            })
+        }
+    };
+}
+
+event_records! {
+    same {
+        StepScheduled { step_id, step_index, attempt, task_queue },
+        StepStarted { step_id, attempt, worker, lease },
+        StepCompleted { step_id, attempt, notes, artifacts, context_updates, result },
+        StepResultRefused { step_id, attempt, violations, total_violations },
+        StepFailed { step_id, attempt, error_type, message, will_retry, next_attempt_at_ms },
+        StepTimedOut { step_id, attempt, timeout, will_retry, next_attempt_at_ms },
+        SignalReceived { name, payload_json },
+        CoordinatorNote { step_id, attempt, kind, message },
+        CancelRequested { reason },
+        StepUsage { step_id, attempt, model, usage },
+        RunCompleted { context },
+        RunFailed { reason },
+        RunCanceled { reason },
+        RunTerminated { reason },
+        StepWaiting { step_id, attempt, on, run_ids, deadline_ms },
+        StepResumed { step_id, attempt, reason, waited_ms },
+        ChildRunStarted { child_run_id, workflow_id, step_id, parent_close_policy },
+        ChildRunCompleted { child_run_id, status, notes, artifacts, result },
+        DeliveryAttempted { target, url, attempt },
+        DeliverySucceeded { target, attempt, http_status },
+        DeliveryFailed { target, attempt, error, will_retry, next_attempt_at_ms },
+    }
+    encode(kind, defs) {
+        // Names its definition, which the same transaction stores.
         EventKind::RunStarted {
             workflow_id,
             definition,
@@ -335,122 +498,7 @@ pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, St
             parent_step_id: parent_step_id.clone(),
             depth: *depth,
         },
-        EventKind::StepScheduled {
-            step_id,
-            step_index,
-            attempt,
-            task_queue,
-        } => KindRecord::StepScheduled {
-            step_id: step_id.clone(),
-            step_index: *step_index,
-            attempt: *attempt,
-            task_queue: task_queue.clone(),
-        },
-        EventKind::StepStarted {
-            step_id,
-            attempt,
-            worker,
-            lease,
-        } => KindRecord::StepStarted {
-            step_id: step_id.clone(),
-            attempt: *attempt,
-            worker: worker.clone(),
-            lease: *lease,
-        },
-        EventKind::StepCompleted {
-            step_id,
-            attempt,
-            notes,
-            artifacts,
-            context_updates,
-            result,
-        } => KindRecord::StepCompleted {
-            step_id: step_id.clone(),
-            attempt: *attempt,
-            notes: notes.clone(),
-            artifacts: artifacts.clone(),
-            context_updates: context_updates.clone(),
-            result: result.clone(),
-        },
-        EventKind::StepResultRefused {
-            step_id,
-            attempt,
-            violations,
-            total_violations,
-        } => KindRecord::StepResultRefused {
-            step_id: step_id.clone(),
-            attempt: *attempt,
-            violations: violations
-                .iter()
-                .map(|v| ViolationRecord {
-                    path: v.path.clone(),
-                    reason: v.reason.clone(),
-                })
-                .collect(),
-            total_violations: *total_violations,
-        },
-        EventKind::StepFailed {
-            step_id,
-            attempt,
-            error_type,
-            message,
-            will_retry,
-            next_attempt_at_ms,
-        } => KindRecord::StepFailed {
-            step_id: step_id.clone(),
-            attempt: *attempt,
-            error_type: error_type.clone(),
-            message: message.clone(),
-            will_retry: *will_retry,
-            next_attempt_at_ms: *next_attempt_at_ms,
-        },
-        EventKind::StepTimedOut {
-            step_id,
-            attempt,
-            timeout,
-            will_retry,
-            next_attempt_at_ms,
-        } => KindRecord::StepTimedOut {
-            step_id: step_id.clone(),
-            attempt: *attempt,
-            timeout: match timeout {
-                TimeoutKind::StartToClose => TimeoutRecord::StartToClose,
-                TimeoutKind::Heartbeat => TimeoutRecord::Heartbeat,
-                TimeoutKind::Undelivered => TimeoutRecord::Undelivered,
-                TimeoutKind::Wait => TimeoutRecord::Wait,
-            },
-            will_retry: *will_retry,
-            next_attempt_at_ms: *next_attempt_at_ms,
-        },
-        EventKind::SignalReceived { name, payload_json } => KindRecord::SignalReceived {
-            name: name.clone(),
-            payload_json: payload_json.clone(),
-        },
-        EventKind::CoordinatorNote {
-            step_id,
-            attempt,
-            kind,
-            message,
-        } => KindRecord::CoordinatorNote {
-            step_id: step_id.clone(),
-            attempt: *attempt,
-            kind: kind.clone(),
-            message: message.clone(),
-        },
-        EventKind::CancelRequested { reason } => KindRecord::CancelRequested {
-            reason: reason.clone(),
-        },
-        EventKind::StepUsage {
-            step_id,
-            attempt,
-            model,
-            usage,
-        } => KindRecord::StepUsage {
-            step_id: step_id.clone(),
-            attempt: *attempt,
-            model: model.clone(),
-            usage: UsageRecord::from_model(usage),
-        },
+        // One event type, two records (by the type name history shows).
         EventKind::AgentStuck {
             step_id,
             attempt,
@@ -476,53 +524,6 @@ pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, St
                 }
             }
         }
-        EventKind::RunCompleted { context } => KindRecord::RunCompleted {
-            context: context.clone(),
-        },
-        EventKind::RunFailed { reason } => KindRecord::RunFailed {
-            reason: reason.clone(),
-        },
-        EventKind::RunCanceled { reason } => KindRecord::RunCanceled {
-            reason: reason.clone(),
-        },
-        EventKind::RunTerminated { reason } => KindRecord::RunTerminated {
-            reason: reason.clone(),
-        },
-        EventKind::StepWaiting {
-            step_id,
-            attempt,
-            on,
-            run_ids,
-            deadline_ms,
-        } => KindRecord::StepWaiting {
-            step_id: step_id.clone(),
-            attempt: *attempt,
-            on: on.clone(),
-            run_ids: run_ids.clone(),
-            deadline_ms: *deadline_ms,
-        },
-        EventKind::StepResumed {
-            step_id,
-            attempt,
-            reason,
-            waited_ms,
-        } => KindRecord::StepResumed {
-            step_id: step_id.clone(),
-            attempt: *attempt,
-            reason: reason.clone(),
-            waited_ms: *waited_ms,
-        },
-        EventKind::ChildRunStarted {
-            child_run_id,
-            workflow_id,
-            step_id,
-            parent_close_policy,
-        } => KindRecord::ChildRunStarted {
-            child_run_id: child_run_id.clone(),
-            workflow_id: workflow_id.clone(),
-            step_id: step_id.clone(),
-            parent_close_policy: parent_close_policy.name().into(),
-        },
         EventKind::RunPaused { reason } => KindRecord::RunPaused(PauseRecord {
             reason: reason.clone(),
         }),
@@ -542,66 +543,8 @@ pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, St
                 }
             }
         }
-        EventKind::ChildRunCompleted {
-            child_run_id,
-            status,
-            notes,
-            artifacts,
-            result,
-        } => KindRecord::ChildRunCompleted {
-            child_run_id: child_run_id.clone(),
-            status: (*status).into(),
-            notes: notes.clone(),
-            artifacts: artifacts.clone(),
-            result: result.clone(),
-        },
-
-        EventKind::DeliveryAttempted { target, url, attempt } => KindRecord::DeliveryAttempted {
-            target: target.clone(),
-            url: url.clone(),
-            attempt: *attempt,
-        },
-        EventKind::DeliverySucceeded {
-            target,
-            attempt,
-            http_status,
-        } => KindRecord::DeliverySucceeded {
-            target: target.clone(),
-            attempt: *attempt,
-            http_status: *http_status,
-        },
-        EventKind::DeliveryFailed {
-            target,
-            attempt,
-            error,
-            will_retry,
-            next_attempt_at_ms,
-        } => KindRecord::DeliveryFailed {
-            target: target.clone(),
-            attempt: *attempt,
-            error: error.clone(),
-            will_retry: *will_retry,
-            next_attempt_at_ms: *next_attempt_at_ms,
-        },
-    };
-    encode_record(&EventRecord {
-        v: EventRecord::VERSION,
-        id: ev.id,
-        time_ms: ev.time_ms,
-        identity: ev.identity.clone(),
-        event,
-    })
-}
-
-/// Decodes one history row; a `RunStarted`'s definition comes from the cache (or
-/// `definitions` once).
-pub(crate) fn decode_event(
-    bytes: &[u8],
-    defs: &Definitions,
-    definitions: &impl ReadableTable<DefinitionTableKey, &'static [u8]>,
-) -> Result<Event, StorageError> {
-    let r: EventRecord = decode_record(bytes)?;
-    let kind = match r.event {
+    }
+    decode(record, defs, definitions) {
         KindRecord::RunStarted {
             workflow_id,
             definition,
@@ -624,117 +567,6 @@ pub(crate) fn decode_event(
             task_queue,
             parent_step_id,
             depth,
-        },
-        KindRecord::StepScheduled {
-            step_id,
-            step_index,
-            attempt,
-            task_queue,
-        } => EventKind::StepScheduled {
-            step_id,
-            step_index,
-            attempt,
-            task_queue,
-        },
-        KindRecord::StepStarted {
-            step_id,
-            attempt,
-            worker,
-            lease,
-        } => EventKind::StepStarted {
-            step_id,
-            attempt,
-            worker,
-            lease,
-        },
-        KindRecord::StepCompleted {
-            step_id,
-            attempt,
-            notes,
-            artifacts,
-            context_updates,
-            result,
-        } => EventKind::StepCompleted {
-            step_id,
-            attempt,
-            notes,
-            artifacts,
-            context_updates,
-            result,
-        },
-        KindRecord::StepResultRefused {
-            step_id,
-            attempt,
-            violations,
-            total_violations,
-        } => EventKind::StepResultRefused {
-            step_id,
-            attempt,
-            violations: violations
-                .into_iter()
-                .map(|v| railyard_model::contract::Violation {
-                    path: v.path,
-                    reason: v.reason,
-                })
-                .collect(),
-            total_violations,
-        },
-        KindRecord::StepFailed {
-            step_id,
-            attempt,
-            error_type,
-            message,
-            will_retry,
-            next_attempt_at_ms,
-        } => EventKind::StepFailed {
-            step_id,
-            attempt,
-            error_type,
-            message,
-            will_retry,
-            next_attempt_at_ms,
-        },
-        KindRecord::StepTimedOut {
-            step_id,
-            attempt,
-            timeout,
-            will_retry,
-            next_attempt_at_ms,
-        } => EventKind::StepTimedOut {
-            step_id,
-            attempt,
-            timeout: match timeout {
-                TimeoutRecord::StartToClose => TimeoutKind::StartToClose,
-                TimeoutRecord::Heartbeat => TimeoutKind::Heartbeat,
-                TimeoutRecord::Undelivered => TimeoutKind::Undelivered,
-                TimeoutRecord::Wait => TimeoutKind::Wait,
-            },
-            will_retry,
-            next_attempt_at_ms,
-        },
-        KindRecord::SignalReceived { name, payload_json } => EventKind::SignalReceived { name, payload_json },
-        KindRecord::CoordinatorNote {
-            step_id,
-            attempt,
-            kind,
-            message,
-        } => EventKind::CoordinatorNote {
-            step_id,
-            attempt,
-            kind,
-            message,
-        },
-        KindRecord::CancelRequested { reason } => EventKind::CancelRequested { reason },
-        KindRecord::StepUsage {
-            step_id,
-            attempt,
-            model,
-            usage,
-        } => EventKind::StepUsage {
-            step_id,
-            attempt,
-            model,
-            usage: usage.to_model(),
         },
         KindRecord::AgentStuckWarning {
             step_id,
@@ -760,99 +592,38 @@ pub(crate) fn decode_event(
             message,
             fatal: true,
         },
-        KindRecord::RunCompleted { context } => EventKind::RunCompleted { context },
-        KindRecord::RunFailed { reason } => EventKind::RunFailed { reason },
-        KindRecord::RunCanceled { reason } => EventKind::RunCanceled { reason },
-        KindRecord::RunTerminated { reason } => EventKind::RunTerminated { reason },
-        KindRecord::StepWaiting {
-            step_id,
-            attempt,
-            on,
-            run_ids,
-            deadline_ms,
-        } => EventKind::StepWaiting {
-            step_id,
-            attempt,
-            on,
-            run_ids,
-            deadline_ms,
-        },
-        KindRecord::StepResumed {
-            step_id,
-            attempt,
-            reason,
-            waited_ms,
-        } => EventKind::StepResumed {
-            step_id,
-            attempt,
-            reason,
-            waited_ms,
-        },
-        KindRecord::ChildRunStarted {
-            child_run_id,
-            workflow_id,
-            step_id,
-            parent_close_policy,
-        } => EventKind::ChildRunStarted {
-            child_run_id,
-            workflow_id,
-            step_id,
-            parent_close_policy: ParentClosePolicy::parse(&parent_close_policy).ok_or_else(|| {
-                super::corrupt(
-                    "event",
-                    format!("unknown parent close policy {parent_close_policy:?}"),
-                )
-            })?,
-        },
         KindRecord::RunPaused(r) => EventKind::RunPaused { reason: r.reason },
         KindRecord::RunUnpaused(_) => EventKind::RunUnpaused {},
         KindRecord::StepAwaitingApproval(r) => super::approvals::decode_awaiting(r),
         KindRecord::StepApproved(r) => super::approvals::decode_answer(r, true),
         KindRecord::StepRejected(r) => super::approvals::decode_answer(r, false),
-        KindRecord::ChildRunCompleted {
-            child_run_id,
-            status,
-            notes,
-            artifacts,
-            result,
-        } => EventKind::ChildRunCompleted {
-            child_run_id,
-            status: status.into(),
-            notes,
-            artifacts,
-            result,
-        },
+    }
+}
 
-        KindRecord::DeliveryAttempted { target, url, attempt } => {
-            EventKind::DeliveryAttempted { target, url, attempt }
-        }
-        KindRecord::DeliverySucceeded {
-            target,
-            attempt,
-            http_status,
-        } => EventKind::DeliverySucceeded {
-            target,
-            attempt,
-            http_status,
-        },
-        KindRecord::DeliveryFailed {
-            target,
-            attempt,
-            error,
-            will_retry,
-            next_attempt_at_ms,
-        } => EventKind::DeliveryFailed {
-            target,
-            attempt,
-            error,
-            will_retry,
-            next_attempt_at_ms,
-        },
-    };
+/// Encodes one history row. A `RunStarted` names its definition, which the same
+/// transaction stores (see [`Definitions::store`]).
+pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, StorageError> {
+    encode_record(&EventRecord {
+        v: EventRecord::VERSION,
+        id: ev.id,
+        time_ms: ev.time_ms,
+        identity: ev.identity.clone(),
+        event: encode_kind(&ev.kind, defs)?,
+    })
+}
+
+/// Decodes one history row; a `RunStarted`'s definition comes from the cache (or
+/// `definitions` once).
+pub(crate) fn decode_event(
+    bytes: &[u8],
+    defs: &Definitions,
+    definitions: &impl ReadableTable<DefinitionTableKey, &'static [u8]>,
+) -> Result<Event, StorageError> {
+    let r: EventRecord = decode_record(bytes)?;
     Ok(Event {
         id: r.id,
         time_ms: r.time_ms,
         identity: r.identity,
-        kind,
+        kind: decode_kind(r.event, defs, definitions)?,
     })
 }

@@ -17,6 +17,8 @@ mod approval_tests;
 mod approvals;
 mod definitions;
 mod deliveries;
+#[cfg(test)]
+mod event_tests;
 mod events;
 mod namespaces;
 mod schedules;

@@ -25,18 +25,10 @@ use commands::{Answer, Apply, Command, Handed};
 use cx::Transition;
 
 pub(crate) use commands::schedule::not_found as schedule_not_found;
-pub use commands::trigger::MAX_QUEUED_PER_KEY;
 pub(crate) use commands::trigger::not_found as trigger_not_found;
-pub use commands::{AnswerApproval, ChildLimits, ChildSpec, PauseRun, SpawnChildren, Spawned, WaitFor};
-pub use commands::{
-    CreateSchedule, DeleteSchedule, PatchSchedule, Patched, PurgeCandidate, PurgeRuns, Purged,
-    RecordDelivery, Redeliver, Replaced, StartCommand, StartReplacing, Stop, Subscribe, Unsubscribe,
-    UpdateSchedule, UsageReport, may_purge,
-};
-pub use commands::{
-    CreateTrigger, DeleteTrigger, DeliverHook, Delivered, PurgeHookDeliveries, SyncConfigTriggers,
-    UpdateTrigger,
-};
+/// Every command's public types (the commands callers build, and what they answer)
+/// at `writer::`, whichever file defines them.
+pub use commands::*;
 pub(crate) use cx::Cx;
 pub(crate) use limits::StartLimits;
 

@@ -1,18 +1,18 @@
 //! Storage layout 2, frozen: the serde images of the model types that the release
 //! before versioned records wrote (a state row holding its whole definition, events
-//! adjacently tagged with camelCase attributes, timers externally tagged). Only the
-//! migration reads these; nothing writes them. Do not change them to follow the
-//! model: they describe files that exist.
+//! adjacently tagged with camelCase attributes, timers externally tagged), and each
+//! one's conversion to the layout-3 record the migration writes ([`super::layout3`]).
+//! Only the migration reads these; nothing writes them. Do not change them to
+//! follow the model (they name no model type): they describe files that exist.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use railyard_model::Millis;
-use railyard_model::run::{
-    Event, EventKind, Lease, PendingSignal, Phase, RunState, RunStatus, StepRecord, TimeoutKind, Timer,
-};
-use railyard_model::workflow::{RetryPolicy, StepDef, WorkflowDef};
+use super::layout3::{self as l3, V1};
+
+/// Milliseconds since the Unix epoch.
+type Millis = i64;
 
 #[derive(Deserialize)]
 pub(super) struct RunV2 {
@@ -231,19 +231,20 @@ pub(super) enum TimerV2 {
 }
 
 impl DefinitionV2 {
-    pub(super) fn into_model(self) -> WorkflowDef {
-        WorkflowDef {
+    /// The definition as layout 3 stores it: field by field (layout 2 had no
+    /// budgets, waits, contracts or approvals, which layout 3 writes only when set).
+    pub(super) fn into_layout3(self) -> l3::Definition {
+        l3::Definition {
+            v: V1,
             id: self.id,
             version: self.version,
             name: self.name,
             description: self.description,
             task_queue: self.task_queue,
-            max_tokens: None,
-            max_cost_usd: None,
             steps: self
                 .steps
                 .into_iter()
-                .map(|s| StepDef {
+                .map(|s| l3::StepDef {
                     id: s.id,
                     title: s.title,
                     prompt: s.prompt,
@@ -252,7 +253,7 @@ impl DefinitionV2 {
                     max_turns: s.max_turns,
                     timeout_seconds: s.timeout_seconds,
                     heartbeat_timeout_seconds: s.heartbeat_timeout_seconds,
-                    retry: s.retry.map(|r| RetryPolicy {
+                    retry: s.retry.map(|r| l3::Retry {
                         initial_interval_seconds: r.initial_interval_seconds,
                         backoff_coefficient: r.backoff_coefficient,
                         maximum_interval_seconds: r.maximum_interval_seconds,
@@ -260,13 +261,6 @@ impl DefinitionV2 {
                         non_retryable_error_types: r.non_retryable_error_types,
                     }),
                     require_confirmation: s.require_confirmation,
-                    wait: None,
-                    // Layout 2 had no output contracts.
-                    output: None,
-                    required_artifacts: Default::default(),
-                    max_tokens: None,
-                    stuck: None,
-                    approval: None,
                 })
                 .collect(),
         }
@@ -274,65 +268,59 @@ impl DefinitionV2 {
 }
 
 impl RunV2 {
-    /// The run as the model holds it; `intern` shares its definition.
-    pub(super) fn into_model<E>(
+    /// The run's layout-3 state row; `store` stores its definition and gives its key.
+    pub(super) fn into_layout3<E>(
         self,
-        intern: impl FnOnce(DefinitionV2) -> Result<std::sync::Arc<WorkflowDef>, E>,
-    ) -> Result<RunState, E> {
-        Ok(RunState {
+        store: impl FnOnce(DefinitionV2) -> Result<l3::DefinitionKey, E>,
+    ) -> Result<l3::Run, E> {
+        Ok(l3::Run {
+            v: V1,
             namespace: self.namespace,
             run_id: self.run_id,
             workflow_id: self.workflow_id,
-            definition: intern(self.definition)?,
+            definition: store(self.definition)?,
             status: match self.status {
-                StatusV2::Running => RunStatus::Running,
-                StatusV2::Completed => RunStatus::Completed,
-                StatusV2::Failed => RunStatus::Failed,
-                StatusV2::Canceled => RunStatus::Canceled,
-                StatusV2::Terminated => RunStatus::Terminated,
-                StatusV2::TimedOut => RunStatus::TimedOut,
+                StatusV2::Running => l3::Status::Running,
+                StatusV2::Completed => l3::Status::Completed,
+                StatusV2::Failed => l3::Status::Failed,
+                StatusV2::Canceled => l3::Status::Canceled,
+                StatusV2::Terminated => l3::Status::Terminated,
+                StatusV2::TimedOut => l3::Status::TimedOut,
             },
             goal: self.goal,
             context: self.context,
             parent_run_id: self.parent_run_id,
             request_id: self.request_id,
             callback_url: self.callback_url,
-            task_queue: String::new(),
-            schedule_id: String::new(),
-            parent_step_id: String::new(),
-            depth: 0,
-            parent_close_policy: Default::default(),
-            children_started: 0,
-            resume_input: Vec::new(),
-            paused: false,
             start_ms: self.start_ms,
             close_ms: self.close_ms,
             last_event_id: self.last_event_id,
             current_step: self.current_step,
             phase: match self.phase {
-                PhaseV2::Scheduled { queue, task_seq } => Phase::Scheduled { queue, task_seq },
-                PhaseV2::Started(l) => Phase::Started(Lease {
-                    seq: l.seq,
-                    worker: l.worker,
-                    started_ms: l.started_ms,
-                    close_deadline_ms: l.close_deadline_ms,
-                    heartbeat_timeout_ms: l.heartbeat_timeout_ms,
-                    heartbeat_deadline_ms: l.heartbeat_deadline_ms,
-                }),
-                PhaseV2::BackingOff { until_ms } => Phase::BackingOff { until_ms },
-                PhaseV2::Closed => Phase::Closed,
+                PhaseV2::Scheduled { queue, task_seq } => l3::Phase::Scheduled { queue, task_seq },
+                PhaseV2::Started(l) => l3::Phase::Started {
+                    lease: l3::Lease {
+                        seq: l.seq,
+                        worker: l.worker,
+                        started_ms: l.started_ms,
+                        close_deadline_ms: l.close_deadline_ms,
+                        heartbeat_timeout_ms: l.heartbeat_timeout_ms,
+                        heartbeat_deadline_ms: l.heartbeat_deadline_ms,
+                    },
+                },
+                PhaseV2::BackingOff { until_ms } => l3::Phase::BackingOff { until_ms },
+                PhaseV2::Closed => l3::Phase::Closed,
             },
             steps: self
                 .steps
                 .into_iter()
-                .map(|s| StepRecord {
+                .map(|s| l3::StepState {
                     state: s.state,
                     attempt: s.attempt,
                     notes: s.notes,
                     artifacts: s.artifacts,
                     worker: s.worker,
                     last_failure: s.last_failure,
-                    ..Default::default()
                 })
                 .collect(),
             lease_counter: self.lease_counter,
@@ -341,26 +329,24 @@ impl RunV2 {
             pending_signals: self
                 .pending_signals
                 .into_iter()
-                .map(|s| PendingSignal {
+                .map(|s| l3::Signal {
                     event_id: s.event_id,
                     name: s.name,
                     payload_json: s.payload_json,
                 })
                 .collect(),
-            usage: Default::default(),
-            budget: Default::default(),
-            deliveries: Vec::new(),
         })
     }
 }
 
 impl EventV2 {
-    /// The event as the model holds it; `intern` shares a `RunStarted`'s definition.
-    pub(super) fn into_model<E>(
+    /// The event's layout-3 history row; `store` stores a `RunStarted`'s
+    /// definition and gives its key.
+    pub(super) fn into_layout3<E>(
         self,
-        intern: impl FnOnce(DefinitionV2) -> Result<std::sync::Arc<WorkflowDef>, E>,
-    ) -> Result<Event, E> {
-        let kind = match self.kind {
+        store: impl FnOnce(DefinitionV2) -> Result<l3::DefinitionKey, E>,
+    ) -> Result<l3::Event, E> {
+        let event = match self.kind {
             KindV2::RunStarted {
                 workflow_id,
                 definition,
@@ -369,24 +355,21 @@ impl EventV2 {
                 request_id,
                 parent_run_id,
                 callback_url,
-            } => EventKind::RunStarted {
+            } => l3::Kind::RunStarted {
                 workflow_id,
-                definition: intern(definition)?,
+                definition: store(definition)?,
                 goal,
                 context,
                 request_id,
                 parent_run_id,
                 callback_url,
-                task_queue: String::new(),
-                parent_step_id: String::new(),
-                depth: 0,
             },
             KindV2::StepScheduled {
                 step_id,
                 step_index,
                 attempt,
                 task_queue,
-            } => EventKind::StepScheduled {
+            } => l3::Kind::StepScheduled {
                 step_id,
                 step_index,
                 attempt,
@@ -397,7 +380,7 @@ impl EventV2 {
                 attempt,
                 worker,
                 lease,
-            } => EventKind::StepStarted {
+            } => l3::Kind::StepStarted {
                 step_id,
                 attempt,
                 worker,
@@ -409,13 +392,12 @@ impl EventV2 {
                 notes,
                 artifacts,
                 context_updates,
-            } => EventKind::StepCompleted {
+            } => l3::Kind::StepCompleted {
                 step_id,
                 attempt,
                 notes,
                 artifacts,
                 context_updates,
-                result: String::new(),
             },
             KindV2::StepFailed {
                 step_id,
@@ -424,7 +406,7 @@ impl EventV2 {
                 message,
                 will_retry,
                 next_attempt_at_ms,
-            } => EventKind::StepFailed {
+            } => l3::Kind::StepFailed {
                 step_id,
                 attempt,
                 error_type,
@@ -438,58 +420,61 @@ impl EventV2 {
                 timeout,
                 will_retry,
                 next_attempt_at_ms,
-            } => EventKind::StepTimedOut {
+            } => l3::Kind::StepTimedOut {
                 step_id,
                 attempt,
                 timeout: match timeout {
-                    TimeoutV2::StartToClose => TimeoutKind::StartToClose,
-                    TimeoutV2::Heartbeat => TimeoutKind::Heartbeat,
-                    TimeoutV2::Undelivered => TimeoutKind::Undelivered,
+                    TimeoutV2::StartToClose => l3::Timeout::StartToClose,
+                    TimeoutV2::Heartbeat => l3::Timeout::Heartbeat,
+                    TimeoutV2::Undelivered => l3::Timeout::Undelivered,
                 },
                 will_retry,
                 next_attempt_at_ms,
             },
-            KindV2::SignalReceived { name, payload_json } => EventKind::SignalReceived { name, payload_json },
+            KindV2::SignalReceived { name, payload_json } => l3::Kind::SignalReceived { name, payload_json },
             KindV2::CoordinatorNote {
                 step_id,
                 attempt,
                 kind,
                 message,
-            } => EventKind::CoordinatorNote {
+            } => l3::Kind::CoordinatorNote {
                 step_id,
                 attempt,
                 kind,
                 message,
             },
-            KindV2::CancelRequested { reason } => EventKind::CancelRequested { reason },
-            KindV2::RunCompleted { context } => EventKind::RunCompleted { context },
-            KindV2::RunFailed { reason } => EventKind::RunFailed { reason },
-            KindV2::RunCanceled { reason } => EventKind::RunCanceled { reason },
-            KindV2::RunTerminated { reason } => EventKind::RunTerminated { reason },
+            KindV2::CancelRequested { reason } => l3::Kind::CancelRequested { reason },
+            KindV2::RunCompleted { context } => l3::Kind::RunCompleted { context },
+            KindV2::RunFailed { reason } => l3::Kind::RunFailed { reason },
+            KindV2::RunCanceled { reason } => l3::Kind::RunCanceled { reason },
+            KindV2::RunTerminated { reason } => l3::Kind::RunTerminated { reason },
         };
-        Ok(Event {
+        Ok(l3::Event {
+            v: V1,
             id: self.id,
             time_ms: self.time_ms,
             identity: self.identity,
-            kind,
+            event,
         })
     }
 }
 
-impl From<TimerV2> for Timer {
-    fn from(t: TimerV2) -> Self {
-        match t {
+impl TimerV2 {
+    /// The timer's layout-3 row.
+    pub(super) fn into_layout3(self) -> l3::Timer {
+        let timer = match self {
             TimerV2::Backoff {
                 namespace,
                 run_id,
                 step_index,
                 attempt,
-            } => Timer::Backoff {
+            } => l3::TimerKind::Backoff {
                 namespace,
                 run_id,
                 step_index,
                 attempt,
             },
-        }
+        };
+        l3::Timer { v: V1, timer }
     }
 }

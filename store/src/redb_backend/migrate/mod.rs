@@ -1,24 +1,26 @@
 //! Bringing a database of an older storage layout to the current one, at open.
 //!
 //! Layout 2 → 3: every state row, event and timer is rewritten as a versioned
-//! record ([`crate::records`]) under the same key, each definition a run used is
-//! stored once in `definitions`, and `meta.schema` becomes 3 — all in one write
-//! transaction, so a failure (or a crash) leaves layout 2 untouched. Checkpoints
-//! (opaque bytes) and the index tables keep their layout.
+//! record under the same key, each definition a run used is stored once in
+//! `definitions`, and `meta.schema` becomes 3 — all in one write transaction, so a
+//! failure (or a crash) leaves layout 2 untouched. Checkpoints (opaque bytes) and
+//! the index tables keep their layout.
+//!
+//! Both ends are frozen types of their own: rows are read as `layout2.rs` and
+//! written as `layout3.rs` (version 1 of each record, which the current records
+//! read as they read any older row). No model type and no current record is
+//! between them, so changing the model never edits the migration.
 
 mod layout2;
+mod layout3;
 #[cfg(test)]
 mod tests;
-
-use std::sync::Arc;
 
 use redb::{Database, ReadableTable, ReadableTableMetadata, Table};
 use serde::de::DeserializeOwned;
 
 use super::{CHECKPOINT_SLOT, DEFINITIONS, META, RUNS, SCHEMA_VERSION, STATE_SLOT, TIMERS};
 use crate::error::StorageError;
-use crate::records::{self, Definitions};
-use railyard_model::workflow::WorkflowDef;
 
 /// The layout this module migrates from.
 pub(super) const LAYOUT_2: u64 = 2;
@@ -38,7 +40,7 @@ pub(super) struct Migrated {
 }
 
 /// Migrates a layout-2 database to the current layout in one transaction.
-pub(super) fn from_layout_2(db: &Database, defs: &Definitions) -> Result<Migrated, StorageError> {
+pub(super) fn from_layout_2(db: &Database) -> Result<Migrated, StorageError> {
     let started = std::time::Instant::now();
     let tx = db.begin_write()?;
     let mut done = Migrated::default();
@@ -58,14 +60,14 @@ pub(super) fn from_layout_2(db: &Database, defs: &Definitions) -> Result<Migrate
                     STATE_SLOT => {
                         done.runs += 1;
                         let run: layout2::RunV2 = parse(&old, "layout-2 run", &ns, &id, slot)?;
-                        let run = run.into_model(|d| store(defs, d.into_model(), &mut definitions))?;
-                        records::encode_run(&run, defs)?
+                        let run = run.into_layout3(|d| store(&d.into_layout3(), &mut definitions))?;
+                        layout3::encode("run", &run)?
                     }
                     _ => {
                         done.events += 1;
                         let ev: layout2::EventV2 = parse(&old, "layout-2 event", &ns, &id, slot)?;
-                        let ev = ev.into_model(|d| store(defs, d.into_model(), &mut definitions))?;
-                        records::encode_event(&ev, defs)?
+                        let ev = ev.into_layout3(|d| store(&d.into_layout3(), &mut definitions))?;
+                        layout3::encode("event", &ev)?
                     }
                 };
                 runs.insert((ns.as_str(), id.as_str(), slot), row.as_slice())?;
@@ -85,7 +87,10 @@ pub(super) fn from_layout_2(db: &Database, defs: &Definitions) -> Result<Migrate
                     what: "layout-2 timer",
                     source: format!("row ({due}, {seq}): {e}").into(),
                 })?;
-            timers.insert((due, seq), records::encode_timer(&timer.into())?.as_slice())?;
+            timers.insert(
+                (due, seq),
+                layout3::encode("timer", &timer.into_layout3())?.as_slice(),
+            )?;
             done.timers += 1;
         }
         tx.open_table(META)?.insert("schema", SCHEMA_VERSION)?;
@@ -141,13 +146,16 @@ fn parse<T: DeserializeOwned>(
     })
 }
 
-/// Shares `def` with every other run of the same content and stores it once.
+/// Stores `def` once, keyed by its content (every run of the same definition names
+/// the same row), and returns its key.
 fn store(
-    defs: &Definitions,
-    def: WorkflowDef,
-    table: &mut Table<'_, records::DefinitionTableKey, &'static [u8]>,
-) -> Result<Arc<WorkflowDef>, StorageError> {
-    let def = defs.intern(def)?;
-    defs.store(&def, table)?;
-    Ok(def)
+    def: &layout3::Definition,
+    table: &mut Table<'_, (&'static str, &'static str, &'static str), &'static [u8]>,
+) -> Result<layout3::DefinitionKey, StorageError> {
+    let (key, bytes) = layout3::definition_row(def)?;
+    let row = (key.workflow_id.as_str(), key.version.as_str(), key.hash.as_str());
+    if table.get(row)?.is_none() {
+        table.insert(row, bytes.as_slice())?;
+    }
+    Ok(key)
 }

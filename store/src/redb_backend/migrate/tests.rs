@@ -2,11 +2,13 @@
 //! written by the release before records) and on broken or unknown files.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use redb::{ReadableDatabase, ReadableTableMetadata, TableDefinition, TableHandle};
 
 use super::*;
 use crate::Store;
+use crate::records;
 use crate::redb_backend::OpenError;
 use crate::redb_backend::RedbBackend;
 use railyard_model::run::{EventKind, Phase, RunStatus, Timer};
@@ -39,7 +41,7 @@ fn the_layout_2_fixture_migrates_in_one_pass_and_reads_back() {
     assert_eq!(schema(&path), Some(LAYOUT_2));
     let done = {
         let db = Database::create(&path).unwrap();
-        from_layout_2(&db, &Definitions::default()).unwrap()
+        from_layout_2(&db).unwrap()
     };
     assert_eq!(
         (done.runs, done.timers, done.definitions),
@@ -179,4 +181,38 @@ fn a_newer_layout_is_refused_by_name_and_left_alone() {
             .unwrap()
             .is_some()
     );
+}
+
+/// The migration is frozen, so what it writes is too: every row of the migrated
+/// fixture, as `tests/fixtures/layout2/migrated-rows.txt` has it (the rows the
+/// migration wrote when it still went through the model and the current records).
+#[test]
+fn the_migration_writes_the_rows_it_always_has() {
+    let dir = copy();
+    let db = Database::create(dir.path().join("railyard.redb")).unwrap();
+    from_layout_2(&db).unwrap();
+    let tx = db.begin_read().unwrap();
+    let mut rows = String::new();
+    for row in tx.open_table(RUNS).unwrap().iter().unwrap() {
+        let (k, v) = row.unwrap();
+        rows += &format!("runs {:?} {}\n", k.value(), String::from_utf8_lossy(v.value()));
+    }
+    for row in tx.open_table(TIMERS).unwrap().iter().unwrap() {
+        let (k, v) = row.unwrap();
+        rows += &format!("timers {:?} {}\n", k.value(), String::from_utf8_lossy(v.value()));
+    }
+    for row in tx.open_table(DEFINITIONS).unwrap().iter().unwrap() {
+        let (k, v) = row.unwrap();
+        rows += &format!("defs {:?} {}\n", k.value(), String::from_utf8_lossy(v.value()));
+    }
+    for row in tx.open_table(META).unwrap().iter().unwrap() {
+        let (k, v) = row.unwrap();
+        rows += &format!("meta {:?} {}\n", k.value(), v.value());
+    }
+    let expected = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/layout2/migrated-rows.txt");
+    let expected = std::fs::read_to_string(expected).unwrap();
+    for (i, (got, want)) in rows.lines().zip(expected.lines()).enumerate() {
+        assert_eq!(got, want, "row {i}");
+    }
+    assert_eq!(rows.lines().count(), expected.lines().count());
 }

@@ -2,6 +2,8 @@
 //! `RejectStep`). An approval completes the step through the one completion path
 //! (next step, or the run completes, its delivery armed, its family told); a
 //! rejection re-opens the step under the same attempt. Both in one commit.
+//!
+//! command: AnswerApproval(AnswerApproval)
 
 use super::*;
 

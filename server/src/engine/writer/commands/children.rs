@@ -2,6 +2,8 @@
 //! to wait for them) in one transaction; when runs of a tree close, their parents
 //! hear of it and their children get their parent-close policy, in the same
 //! transaction as the close.
+//!
+//! command: SpawnChildren(SpawnChildren)
 
 use super::start::StartCommand;
 use super::*;

@@ -2,6 +2,8 @@
 //! completion that breaks the step's output contract is refused, and the refusal
 //! recorded (`StepResultRefused`, bounded per attempt). A `requireConfirmation`
 //! step's accepted completion is held for approval instead (`approve.rs`).
+//!
+//! command: Complete(Complete)
 
 use super::*;
 use railyard_model::contract;

@@ -1,4 +1,6 @@
 //! Store a new API key (its hash; the secret was shown to the caller only).
+//!
+//! command: CreateApiKey(CreateApiKey)
 
 use super::*;
 use railyard_model::auth::ApiKey;

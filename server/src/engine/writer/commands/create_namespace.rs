@@ -1,4 +1,6 @@
 //! Create a namespace.
+//!
+//! command: CreateNamespace(CreateNamespace)
 
 use super::*;
 use railyard_model::namespace::{MAX_NAMESPACES, Namespace, NamespaceChange};

@@ -1,5 +1,7 @@
 //! Delete an empty namespace (no runs, no schedules), revoking its API keys in the same commit (so a
 //! namespace made again under the name does not take them back).
+//!
+//! command: DeleteNamespace(DeleteNamespace)
 
 use super::*;
 

@@ -1,4 +1,6 @@
 //! A step attempt failed.
+//!
+//! command: Fail(Fail)
 
 use super::*;
 

@@ -1,4 +1,6 @@
 //! Fire every due timer row and every due lease deadline.
+//!
+//! command: FireTimers(FireTimers)
 
 use super::*;
 

@@ -1,4 +1,6 @@
 //! A worker's heartbeat: checkpoint, notes, acknowledged signals.
+//!
+//! command: Heartbeat(Heartbeat)
 
 use super::*;
 use railyard_model::run::{StuckNote, Usage};

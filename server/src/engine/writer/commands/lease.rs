@@ -1,4 +1,6 @@
 //! Lease a ready task to the poll that took it from matching.
+//!
+//! command: Lease(LeaseTask)
 
 use super::*;
 

@@ -1,59 +1,17 @@
-//! The writer's commands: one type per file, each applied through a [`Cx`], and
-//! the closed [`Command`] enum the writer queue carries. Adding a command is a new
-//! file with a type implementing [`Apply`] and one line in the `commands!` list.
+//! The writer's commands: one type per file (a schedule's or a trigger's in a
+//! folder of their own), each applied through a [`Cx`], and the closed [`Command`]
+//! enum the writer queue carries.
+//!
+//! Adding a command is a new file here with a type implementing [`Apply`] and a
+//! module doc line `//! command: Variant(Type)`: `server/build.rs` reads the files
+//! and writes their `mod` lines, a `pub use` of each one's items, and the
+//! `commands!` list below (the variant, its type), so nothing here names them.
 
 use super::cx::{ClosedRun, Cx};
 use super::*;
 
-mod approve;
-pub(crate) mod children;
-mod complete;
-mod create_api_key;
-mod create_namespace;
-mod delete_namespace;
-pub(crate) mod delivery;
-mod fail;
-mod fire_timers;
-mod heartbeat;
-mod lease;
-mod pause;
-mod purge;
-mod revoke_api_key;
-pub(crate) mod schedule;
-mod signal;
-mod start;
-mod start_replacing;
-mod stop;
-pub(crate) mod trigger;
-mod undelivered;
-mod update_namespace;
-
-pub use approve::AnswerApproval;
-pub use children::{ChildLimits, ChildSpec, SpawnChildren, Spawned, WaitFor};
-
-pub use complete::{Complete, Completed};
-pub use create_api_key::CreateApiKey;
-pub use create_namespace::CreateNamespace;
-pub use delete_namespace::DeleteNamespace;
-pub use delivery::{RecordDelivery, Redeliver, Subscribe, Unsubscribe};
-pub use fail::Fail;
-pub use fire_timers::FireTimers;
-pub use heartbeat::{Heartbeat, UsageReport};
-pub use lease::LeaseTask;
-pub use pause::PauseRun;
-pub use purge::{PurgeCandidate, PurgeRuns, Purged, may_purge};
-pub use revoke_api_key::RevokeApiKey;
-pub use schedule::{CreateSchedule, DeleteSchedule, PatchSchedule, Patched, UpdateSchedule};
-pub use signal::Signal;
-pub use start::StartCommand;
-pub use start_replacing::{Replaced, StartReplacing};
-pub use stop::{Stop, StopRun};
-pub use trigger::{
-    CreateTrigger, DeleteTrigger, DeliverHook, Delivered, PurgeHookDeliveries, SyncConfigTriggers,
-    UpdateTrigger,
-};
-pub use undelivered::Undelivered;
-pub use update_namespace::UpdateNamespace;
+// The `mod` and `pub use` lines of every file and folder beside this one.
+include!(concat!(env!("OUT_DIR"), "/writer_commands.rs"));
 
 /// Tells what started each run that closed in this command, in the same
 /// transaction: its schedule, and the trigger key it held (one of a close's three
@@ -180,38 +138,5 @@ macro_rules! commands {
     };
 }
 
-commands! {
-    Start(StartCommand),
-    StartReplacing(StartReplacing),
-    Lease(LeaseTask),
-    Heartbeat(Heartbeat),
-    Complete(Complete),
-    Fail(Fail),
-    Signal(Signal),
-    Stop(StopRun),
-    FireTimers(FireTimers),
-    Undelivered(Undelivered),
-    CreateSchedule(CreateSchedule),
-    UpdateSchedule(UpdateSchedule),
-    DeleteSchedule(DeleteSchedule),
-    PatchSchedule(PatchSchedule),
-    CreateApiKey(CreateApiKey),
-    RevokeApiKey(RevokeApiKey),
-    CreateNamespace(CreateNamespace),
-    UpdateNamespace(UpdateNamespace),
-    DeleteNamespace(DeleteNamespace),
-    PurgeRuns(PurgeRuns),
-    SpawnChildren(SpawnChildren),
-    PauseRun(PauseRun),
-    RecordDelivery(RecordDelivery),
-    Redeliver(Redeliver),
-    Subscribe(Subscribe),
-    Unsubscribe(Unsubscribe),
-    CreateTrigger(CreateTrigger),
-    UpdateTrigger(UpdateTrigger),
-    DeleteTrigger(DeleteTrigger),
-    SyncConfigTriggers(SyncConfigTriggers),
-    DeliverHook(DeliverHook),
-    PurgeHookDeliveries(PurgeHookDeliveries),
-    AnswerApproval(AnswerApproval),
-}
+// `commands! { Variant(path::Type), ... }`, one line per `//! command:` marker.
+include!(concat!(env!("OUT_DIR"), "/writer_commands_list.rs"));

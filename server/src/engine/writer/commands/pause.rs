@@ -1,4 +1,6 @@
 //! Pause or unpause a run and its open spawned descendants, in one commit.
+//!
+//! command: PauseRun(PauseRun)
 
 use super::*;
 

@@ -3,6 +3,8 @@
 //! commit, so a crash leaves every run either all there or all gone. The purge
 //! loop (`crate::engine::retention`) finds the candidates through the close-time index and
 //! sends a bounded number per command; this command checks each again.
+//!
+//! command: PurgeRuns(PurgeRuns)
 
 use std::collections::HashMap;
 

@@ -1,5 +1,7 @@
 //! Revoke an API key: its row stays, marked with the time it was revoked, so that
 //! listings show it and it is refused from the next request on.
+//!
+//! command: RevokeApiKey(RevokeApiKey)
 
 use super::*;
 use railyard_model::auth::ApiKey;

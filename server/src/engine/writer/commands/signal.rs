@@ -1,5 +1,7 @@
 //! A signal to a run, recorded once per request id (and run), refused past the
 //! namespace's limit of pending signals.
+//!
+//! command: Signal(Signal)
 
 use super::*;
 

@@ -1,4 +1,6 @@
 //! Start a new run.
+//!
+//! command: Start(StartCommand)
 
 use super::*;
 

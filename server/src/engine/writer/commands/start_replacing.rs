@@ -1,6 +1,8 @@
 //! Terminate one run if it is open and start another, in one commit, for a
 //! client. (A schedule's TERMINATE_OTHER does the same inside its own fire command,
 //! `schedule::commit`.)
+//!
+//! command: StartReplacing(StartReplacing)
 
 use super::*;
 

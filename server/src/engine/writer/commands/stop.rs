@@ -1,4 +1,6 @@
 //! Cancel or terminate a run from outside.
+//!
+//! command: Stop(StopRun)
 
 use super::*;
 

@@ -1,4 +1,6 @@
 //! The writer's own follow-up: a lease whose caller was gone when it committed.
+//!
+//! command: Undelivered(Undelivered)
 
 use super::*;
 

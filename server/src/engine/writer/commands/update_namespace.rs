@@ -1,4 +1,6 @@
 //! Change a namespace's settings.
+//!
+//! command: UpdateNamespace(UpdateNamespace)
 
 use super::*;
 use railyard_model::namespace::{Namespace, NamespaceChange};

@@ -4,15 +4,17 @@
 //! ([`Subscribe`], [`Unsubscribe`]). The HTTP call itself is never made here: a
 //! started attempt goes, after commit, to `engine::sender`. Targets are armed as a
 //! run closes, by `Cx::save` (one of a close's three hooks: see `cx.rs`).
+//!
+//! command: RecordDelivery(RecordDelivery)
+//! command: Redeliver(Redeliver)
 
 use super::*;
 use crate::engine::delivery::Job;
 use railyard_model::run::AttemptOutcome;
 use railyard_model::run::delivery::payload;
 
-mod subscriptions;
-
-pub use subscriptions::{Subscribe, Unsubscribe};
+// The `mod` and `pub use` lines of the files beside this one, made by server/build.rs.
+include!(concat!(env!("OUT_DIR"), "/writer_commands_delivery.rs"));
 
 /// A delivery timer fired: start the attempt (handing it to the sender after
 /// commit) or end the one in flight as lost. A stale timer writes nothing.

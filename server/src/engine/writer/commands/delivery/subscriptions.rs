@@ -1,4 +1,7 @@
 //! Add or remove a namespace's notification subscription.
+//!
+//! command: Subscribe(Subscribe)
+//! command: Unsubscribe(Unsubscribe)
 
 use super::*;
 use railyard_model::namespace::{MAX_SUBSCRIPTIONS, Namespace, Subscription};

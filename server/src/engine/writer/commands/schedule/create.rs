@@ -1,4 +1,6 @@
 //! Create a schedule.
+//!
+//! command: CreateSchedule(CreateSchedule)
 
 use super::*;
 use railyard_model::schedule::state::NewSchedule;

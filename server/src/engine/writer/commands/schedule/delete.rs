@@ -1,5 +1,7 @@
 //! Delete a schedule and its timer. Runs it started go on; their close finds no
 //! schedule to tell.
+//!
+//! command: DeleteSchedule(DeleteSchedule)
 
 use super::*;
 

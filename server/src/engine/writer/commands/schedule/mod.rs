@@ -16,17 +16,10 @@ use super::*;
 use railyard_model::schedule::state::{Effect as Do, StartFire};
 use railyard_model::schedule::{Fire, Schedule};
 
-mod create;
-mod delete;
-mod fire;
-mod patch;
-mod update;
-
-pub use create::CreateSchedule;
-pub use delete::DeleteSchedule;
+// The `mod` and `pub use` lines of the files beside this one, made by server/build.rs.
+include!(concat!(env!("OUT_DIR"), "/writer_commands_schedule.rs"));
+// The fire the timer loop asks for, by this name (`delivery` has a `fire` too).
 pub(crate) use fire::fire;
-pub use patch::{PatchSchedule, Patched};
-pub use update::UpdateSchedule;
 
 /// The identity a schedule's events carry.
 fn identity(s: &Schedule) -> String {

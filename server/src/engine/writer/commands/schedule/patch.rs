@@ -1,5 +1,7 @@
 //! Pause, unpause, trigger now, backfill: applied in that order (trigger and
 //! backfill first, then pause or unpause), all or nothing.
+//!
+//! command: PatchSchedule(PatchSchedule)
 
 use super::*;
 use railyard_model::schedule::Overlap;

@@ -1,4 +1,6 @@
 //! Replace a schedule's spec, action and policies; its state stays.
+//!
+//! command: UpdateSchedule(UpdateSchedule)
 
 use super::*;
 use railyard_model::schedule::state::ScheduleUpdate;

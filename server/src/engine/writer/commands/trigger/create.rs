@@ -1,4 +1,6 @@
 //! Create a trigger.
+//!
+//! command: CreateTrigger(CreateTrigger)
 
 use super::*;
 

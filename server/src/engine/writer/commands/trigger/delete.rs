@@ -1,5 +1,7 @@
 //! Delete a trigger. Runs it started go on, and starts already waiting on one of
 //! its keys still start as the runs before them close: each was answered `202`.
+//!
+//! command: DeleteTrigger(DeleteTrigger)
 
 use super::*;
 

@@ -1,6 +1,8 @@
 //! A webhook delivery: deduplicate by delivery id, apply the concurrency key's
 //! mode, start (or queue) the run, and remember the delivery, all in one
 //! transaction, so an answered delivery is durable and a repeated one finds it.
+//!
+//! command: DeliverHook(DeliverHook)
 
 use super::*;
 use railyard_model::trigger::{HookDelivery, Mode};

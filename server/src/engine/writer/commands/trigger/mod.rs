@@ -6,19 +6,8 @@
 use super::*;
 use railyard_model::trigger::{KeyHolder, QueuedStart, Source, Trigger};
 
-mod create;
-mod delete;
-mod deliver;
-mod purge;
-mod sync;
-mod update;
-
-pub use create::CreateTrigger;
-pub use delete::DeleteTrigger;
-pub use deliver::{DeliverHook, Delivered};
-pub use purge::PurgeHookDeliveries;
-pub use sync::SyncConfigTriggers;
-pub use update::UpdateTrigger;
+// The `mod` and `pub use` lines of the files beside this one, made by server/build.rs.
+include!(concat!(env!("OUT_DIR"), "/writer_commands_trigger.rs"));
 
 /// Most starts waiting on one concurrency key; past it a delivery is refused
 /// (`RESOURCE_EXHAUSTED`, answered `429`).

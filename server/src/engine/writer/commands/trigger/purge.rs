@@ -1,4 +1,6 @@
 //! Forget delivery ids past the retention window, a bounded batch at a time.
+//!
+//! command: PurgeHookDeliveries(PurgeHookDeliveries)
 
 use super::*;
 

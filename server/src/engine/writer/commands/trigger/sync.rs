@@ -2,6 +2,8 @@
 //! (replacing an API-made trigger of the same id, with a warning: the file is
 //! the operator's word), and a trigger an earlier configuration defined that this
 //! one does not is deleted.
+//!
+//! command: SyncConfigTriggers(SyncConfigTriggers)
 
 use super::*;
 

@@ -1,4 +1,6 @@
 //! Replace what a trigger is.
+//!
+//! command: UpdateTrigger(UpdateTrigger)
 
 use super::*;
 
