@@ -73,12 +73,12 @@ impl Store {
 
     /// A read snapshot of the whole store.
     pub fn snapshot(&self) -> Result<Box<dyn Snapshot>, StorageError> {
-        Ok(self.backend.snapshot()?)
+        self.backend.snapshot()
     }
 
     /// Names of every namespace.
     pub fn namespaces(&self) -> Result<Vec<String>, StorageError> {
-        Ok(self.snapshot()?.namespaces()?)
+        self.snapshot()?.namespaces()
     }
 
     /// One namespace.
@@ -86,12 +86,12 @@ impl Store {
         &self,
         name: &str,
     ) -> Result<Option<railyard_model::namespace::Namespace>, StorageError> {
-        Ok(self.snapshot()?.namespace(name)?)
+        self.snapshot()?.namespace(name)
     }
 
     /// The state row of a run.
     pub fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError> {
-        Ok(self.snapshot()?.run(ns, run_id)?)
+        self.snapshot()?.run(ns, run_id)
     }
 
     /// Events `from..` of a run, at most `limit`.
@@ -102,12 +102,12 @@ impl Store {
         from: u64,
         limit: usize,
     ) -> Result<Vec<Event>, StorageError> {
-        Ok(self.snapshot()?.history(ns, run_id, from, limit)?)
+        self.snapshot()?.history(ns, run_id, from, limit)
     }
 
     /// The last checkpoint of the run's step in flight (empty when none).
     pub fn checkpoint(&self, ns: &str, run_id: &str) -> Result<Vec<u8>, StorageError> {
-        Ok(self.snapshot()?.checkpoint(ns, run_id)?)
+        self.snapshot()?.checkpoint(ns, run_id)
     }
 
     /// Runs newest first, starting after the `(start ms, run id)` cursor.
@@ -181,16 +181,16 @@ impl Store {
         up_to_ms: Millis,
         limit: usize,
     ) -> Result<Vec<(Millis, String)>, StorageError> {
-        Ok(self.snapshot()?.closed_runs(ns, after, up_to_ms, limit)?)
+        self.snapshot()?.closed_runs(ns, after, up_to_ms, limit)
     }
 
     pub fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, StorageError> {
-        Ok(self.snapshot()?.children(ns, parent)?)
+        self.snapshot()?.children(ns, parent)
     }
 
     /// Every ready task, in queue order.
     pub fn ready_tasks(&self) -> Result<Vec<StoredTask>, StorageError> {
-        Ok(self.snapshot()?.ready_tasks()?)
+        self.snapshot()?.ready_tasks()
     }
 
     /// The lease deadline of every open run with a step in flight:
@@ -208,12 +208,12 @@ impl Store {
     /// Open runs per namespace, every namespace listed (zero included), for `/metrics`.
     /// Reads every key of `open_runs`: fine for a scrape, not for a request path.
     pub fn open_run_counts(&self) -> Result<BTreeMap<String, u64>, StorageError> {
-        Ok(self.snapshot()?.open_run_counts()?)
+        self.snapshot()?.open_run_counts()
     }
 
     /// Schedules per namespace.
     pub fn schedule_counts(&self) -> Result<BTreeMap<String, u64>, StorageError> {
-        Ok(self.snapshot()?.schedule_counts()?)
+        self.snapshot()?.schedule_counts()
     }
 
     /// A schedule.
@@ -222,7 +222,7 @@ impl Store {
         ns: &str,
         schedule_id: &str,
     ) -> Result<Option<railyard_model::schedule::Schedule>, StorageError> {
-        Ok(self.snapshot()?.schedule(ns, schedule_id)?)
+        self.snapshot()?.schedule(ns, schedule_id)
     }
 
     /// Up to `limit` schedules of `ns` whose ids sort after `after`, in id order.
@@ -246,7 +246,7 @@ impl Store {
         ns: &str,
         trigger_id: &str,
     ) -> Result<Option<railyard_model::trigger::Trigger>, StorageError> {
-        Ok(self.snapshot()?.trigger(ns, trigger_id)?)
+        self.snapshot()?.trigger(ns, trigger_id)
     }
 
     /// Up to `limit` triggers of `ns` whose ids sort after `after`, in id order.
@@ -266,7 +266,7 @@ impl Store {
 
     /// The API key stored under `key_id`.
     pub fn api_key(&self, key_id: &str) -> Result<Option<railyard_model::auth::ApiKey>, StorageError> {
-        Ok(self.snapshot()?.api_key(key_id)?)
+        self.snapshot()?.api_key(key_id)
     }
 
     /// API keys with ids after `after`, in id order, that `keep` accepts; at most
@@ -294,13 +294,13 @@ impl Store {
 
     /// Due time of the earliest timer.
     pub fn next_timer_due(&self) -> Result<Option<Millis>, StorageError> {
-        Ok(self.snapshot()?.next_timer_due()?)
+        self.snapshot()?.next_timer_due()
     }
 
     /// The highest task or timer sequence number in use. Sequence numbers only need
     /// to be unique among rows that exist, so the counter is derived at start rather
     /// than written on every commit.
     pub fn next_seq(&self) -> Result<u64, StorageError> {
-        Ok(self.snapshot()?.max_seq()?)
+        self.snapshot()?.max_seq()
     }
 }
