@@ -19,7 +19,6 @@ pub mod signature;
 pub mod tls;
 pub mod token;
 
-use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -28,17 +27,13 @@ use railyard_proto::v1::{
     admin_server::AdminServer, history_server::HistoryServer, schedules_server::SchedulesServer,
     tasks_server::TasksServer, triggers_server::TriggersServer,
 };
-use tokio::sync::{Notify, watch as shutdown_watch};
+use tokio::sync::watch as shutdown_watch;
 use tokio::task::JoinHandle;
 
 use crate::clock::{Clock, SystemClock};
-use crate::engine::leases::LeaseDeadlines;
-use crate::engine::matching::{Matching, TaskRef};
-use crate::engine::watch::Watchers;
-use crate::engine::writer::{Hooks, Writer};
-use crate::metrics::{Metrics, StateSources};
+use crate::metrics::Metrics;
 use crate::registry::{EmbeddedDefinition, WorkflowRegistry};
-use crate::service::Core;
+use crate::service::{BuildError, Core, CoreParts};
 use crate::token::TokenKeys;
 use railyard_store::Store;
 
@@ -202,6 +197,16 @@ pub enum StartError {
     Triggers(error::ApiError),
 }
 
+impl From<BuildError> for StartError {
+    fn from(e: BuildError) -> Self {
+        match e {
+            BuildError::Storage(e) => Self::Storage(e),
+            BuildError::Writer(e) => Self::Writer(e),
+            BuildError::Keys(e) => Self::Keys(e),
+        }
+    }
+}
+
 /// A server that is up and answering.
 pub struct RunningServer {
     /// The bound gRPC address (useful when the config asked for port 0).
@@ -248,78 +253,29 @@ impl RunningServer {
             "workflows loaded"
         );
 
-        let matching = Arc::new(Matching::default());
-        let ready = store.ready_tasks()?;
-        tracing::info!(ready = ready.len(), "matching rebuilt from storage");
-        for t in ready {
-            matching.push(TaskRef {
-                namespace: t.namespace,
-                queue: t.queue,
-                task_seq: t.task_seq,
-                run_id: t.run_id,
-            });
-        }
-        let leases = Arc::new(LeaseDeadlines::default());
-        for (due, ns, run_id, lease) in store.lease_deadlines()? {
-            leases.set(&ns, &run_id, Some((due, lease)));
-        }
-        tracing::info!(leases = leases.len(), "lease deadlines rebuilt from storage");
-        let watchers = Arc::new(Watchers::default());
-        let open_runs_store = store.clone();
-        let schedules_store = store.clone();
-        let workflows = Arc::new(workflows);
-        let metrics = Arc::new(Metrics::with_state(StateSources {
-            queues: Box::new({
-                let matching = matching.clone();
-                move || matching.queue_gauges()
-            }),
-            leases: Box::new({
-                let leases = leases.clone();
-                move || leases.count_by_namespace()
-            }),
-            open_runs: Box::new(move || open_runs_store.open_run_counts()),
-            schedules: Box::new(move || schedules_store.schedule_counts()),
-        }));
-        let timer_wake = Arc::new(Notify::new());
-        let hooks = Hooks {
-            matching: matching.clone(),
-            watchers: watchers.clone(),
-            timer_wake: timer_wake.clone(),
-            leases: leases.clone(),
-            metrics: metrics.clone(),
-            clock: config.clock.clone(),
-            workflows: workflows.clone(),
-        };
-        let (delivery_jobs, delivery_queue) = engine::sender::channel();
-        let delivery_hook = engine::delivery::DeliveryHook {
-            policy: config.delivery.policy(),
-            jobs: Some(delivery_jobs),
-        };
-        let (writer, writer_thread) = Writer::spawn_with_delivery(store.clone(), hooks, delivery_hook)?;
-        let sender = engine::sender::Sender::new(&config.delivery, writer.clone(), config.clock.clone())
+        let CoreParts {
+            core,
+            shutdown,
+            writer_thread,
+            leases,
+            timer_wake,
+            deliveries,
+        } = Core::builder(store)
+            .clock(config.clock.clone())
+            .workflows(workflows)
+            .keys(keys)
+            .auth(config.auth)
+            .child_limits(config.child_limits)
+            .delivery(config.delivery.clone())
+            .build()?;
+        let sender = engine::sender::Sender::new(&config.delivery, core.writer.clone(), config.clock.clone())
             .map_err(|e| StartError::Internal(error::ApiError::Internal(e.to_string())))?;
         let admin_key_file = if config.auth {
-            service::keys::bootstrap(&store, &writer, config.clock.now_ms(), dir).await?
+            service::keys::bootstrap(&core.store, &core.writer, config.clock.now_ms(), dir).await?
         } else {
             None
         };
-        let namespaces: HashSet<String> = store.namespaces()?.into_iter().collect();
-        let (shutdown, shutdown_rx) = shutdown_watch::channel(false);
-        let core = Arc::new(Core {
-            store: store.clone(),
-            writer: writer.clone(),
-            matching,
-            watchers,
-            metrics: metrics.clone(),
-            clock: config.clock.clone(),
-            keys,
-            workflows,
-            namespaces: namespaces.into(),
-            auth: config.auth,
-            shutdown: shutdown_rx.clone(),
-            child_limits: config.child_limits,
-            delivery: Arc::new(config.delivery.clone()),
-        });
+        let shutdown_rx = core.shutdown.clone();
 
         let (saved, deleted) = service::triggers::sync_config(&core, config.triggers.config.clone())
             .await
@@ -353,10 +309,10 @@ impl RunningServer {
         let grpc_routes = grpc_routes(core.clone()).await;
         // The server's own tasks; the one place they stop is `shutdown`.
         let mut tasks = vec![
-            sender.spawn(delivery_queue, shutdown_rx.clone()),
+            sender.spawn(deliveries, shutdown_rx.clone()),
             tokio::spawn(engine::timers::run(
-                store,
-                writer,
+                core.store.clone(),
+                core.writer.clone(),
                 leases,
                 config.clock.clone(),
                 timer_wake,
@@ -365,7 +321,7 @@ impl RunningServer {
             tokio::spawn(engine::retention::run(
                 core.store.clone(),
                 core.writer.clone(),
-                metrics.clone(),
+                core.metrics.clone(),
                 config.clock.clone(),
                 config.purge,
                 shutdown_rx.clone(),

@@ -35,6 +35,9 @@ pub enum KeyError {
     Io { path: String, source: std::io::Error },
     #[error("{path}: {problem}")]
     Invalid { path: String, problem: String },
+    /// No random key could be drawn for [`TokenKeys::generate`].
+    #[error("cannot draw a random key: {0}")]
+    Random(String),
 }
 
 /// The signing and verifying keys.
@@ -85,8 +88,7 @@ impl TokenKeys {
                 })
             }
             Err(e) if e.is_not_found() => {
-                let mut key = vec![0u8; 32];
-                getrandom::fill(&mut key).map_err(|e| io(std::io::Error::other(e.to_string())))?;
+                let key = random_key().map_err(|e| io(std::io::Error::other(e.to_string())))?;
                 let kid = "k1".to_string();
                 let file = KeyFile {
                     active: kid.clone(),
@@ -101,6 +103,18 @@ impl TokenKeys {
             }
             Err(e) => Err(invalid(e.to_string())),
         }
+    }
+
+    /// One fresh random key, held in memory only: the tokens it signs are good
+    /// until the process ends. What a core built without keys gets
+    /// ([`crate::service::CoreBuilder`]); the server loads its keys from disk.
+    pub fn generate() -> Result<Self, KeyError> {
+        let key = random_key().map_err(|e| KeyError::Random(e.to_string()))?;
+        let kid = "k1".to_string();
+        Ok(Self {
+            active: kid.clone(),
+            keys: BTreeMap::from([(kid, key)]),
+        })
     }
 
     /// Keys for tests: one fixed key.
@@ -161,6 +175,13 @@ impl TokenKeys {
         mac.verify_slice(&sig).map_err(|_| denied())?;
         Ok(claims)
     }
+}
+
+/// A new 32-byte key from the operating system's random source.
+fn random_key() -> Result<Vec<u8>, getrandom::Error> {
+    let mut key = vec![0u8; 32];
+    getrandom::fill(&mut key)?;
+    Ok(key)
 }
 
 pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

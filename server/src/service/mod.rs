@@ -10,6 +10,7 @@
 //! errors are [`ApiError`](crate::error::ApiError), which the front end maps.
 
 pub mod approvals;
+mod builder;
 pub mod caller;
 pub mod children;
 pub mod keys;
@@ -36,6 +37,7 @@ use crate::registry::WorkflowRegistry;
 use crate::token::TokenKeys;
 use railyard_store::Store;
 
+pub use builder::{BuildError, CoreBuilder, CoreParts};
 pub use caller::{Caller, CallerInput, Credentials, Operation, Principal};
 pub use railyard_model::auth::Role;
 

@@ -1,18 +1,14 @@
 //! The service layer called directly, with no transport: a real database file, the
 //! real writer thread, a manual clock.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-use tokio::sync::Notify;
 
 use super::runs::{self, HistoryQuery, IdReusePolicy, ListRuns, SignalRun, StartRun};
 use super::tasks::{self, Completion, Heartbeat, Poll};
 use super::*;
 use crate::clock::ManualClock;
-use crate::engine::leases::LeaseDeadlines;
-use crate::engine::writer::Hooks;
 use crate::error::ApiError;
 use railyard_model::limits;
 use railyard_model::run::{EventKind, RunStatus, StepFailure};
@@ -30,46 +26,20 @@ struct Fixture {
 
 fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    let matching = Arc::new(Matching::default());
-    let watchers = Arc::new(Watchers::default());
-    let metrics = Arc::new(Metrics::default());
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1_000));
-    let hooks = Hooks {
-        matching: matching.clone(),
-        watchers: watchers.clone(),
-        timer_wake: Arc::new(Notify::new()),
-        leases: Arc::new(LeaseDeadlines::default()),
-        metrics: metrics.clone(),
-        clock: clock.clone(),
-        workflows: Arc::default(),
-    };
-    let (writer, _thread) = Writer::spawn(store.clone(), hooks).unwrap();
     let def = parse_definition(TWO_STEPS).unwrap();
     let mut workflows = WorkflowRegistry::default();
     workflows
         .valid
         .insert(def.id.clone(), (Arc::new(def), PathBuf::from("two.json")));
-    let namespaces: HashSet<String> = store.namespaces().unwrap().into_iter().collect();
-    let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
-    let core = Arc::new(Core {
-        child_limits: Default::default(),
-        store,
-        writer,
-        matching,
-        watchers,
-        metrics,
-        clock,
-        keys: TokenKeys::for_tests(),
-        workflows: Arc::new(workflows),
-        namespaces: namespaces.into(),
-        auth: false,
-        shutdown: shutdown_rx,
-        delivery: Arc::new(crate::engine::delivery::DeliverySettings {
+    let CoreParts { core, shutdown, .. } = Core::builder(Store::open(dir.path()).unwrap())
+        .clock(Arc::new(ManualClock::new(1_000)))
+        .workflows(workflows)
+        .delivery(crate::engine::delivery::DeliverySettings {
             signing_secret: crate::engine::delivery::SigningSecret::new("test-secret"),
             ..Default::default()
-        }),
-    });
+        })
+        .build()
+        .unwrap();
     Fixture {
         core,
         _shutdown: shutdown,

@@ -3,11 +3,10 @@
 
 use std::time::Duration;
 
-use tokio::sync::Notify;
-
 use super::commands::{Complete, LeaseTask};
 use super::*;
 use crate::clock::ManualClock;
+use crate::service::{Core, CoreBuilder};
 use railyard_model::run::{EventKind, TimeoutKind};
 use railyard_model::workflow::parse_definition;
 use railyard_store::memory::MemoryBackend;
@@ -40,16 +39,10 @@ pub(super) fn store(kind: Kind) -> (Store, Option<tempfile::TempDir>) {
     }
 }
 
-pub(super) fn hooks(matching: Arc<Matching>) -> Hooks {
-    Hooks {
-        matching,
-        watchers: Arc::new(Watchers::default()),
-        timer_wake: Arc::new(Notify::new()),
-        leases: Arc::new(LeaseDeadlines::default()),
-        metrics: Arc::new(Metrics::default()),
-        clock: Arc::new(ManualClock::new(1_000)),
-        workflows: Arc::default(),
-    }
+/// What every writer test builds on: the service's one builder (so the writer is
+/// wired as the server wires it), with the manual clock at 1 000.
+pub(super) fn builder(store: Store) -> CoreBuilder {
+    Core::builder(store).clock(Arc::new(ManualClock::new(1_000)))
 }
 
 pub(super) struct Fixture {
@@ -61,13 +54,20 @@ pub(super) struct Fixture {
 
 pub(super) fn fixture(kind: Kind) -> Fixture {
     let (store, dir) = store(kind);
-    let matching = Arc::new(Matching::default());
-    let (writer, _thread) = Writer::spawn(store.clone(), hooks(matching.clone())).unwrap();
-    Fixture {
-        writer,
-        store,
-        matching,
-        _dir: dir,
+    Fixture::built(builder(store), dir)
+}
+
+impl Fixture {
+    /// The writer, store and matching of the core `builder` makes; `dir` holds its
+    /// database file, if any.
+    pub(super) fn built(builder: CoreBuilder, dir: Option<tempfile::TempDir>) -> Self {
+        let core = builder.build().unwrap().core;
+        Self {
+            writer: core.writer.clone(),
+            store: core.store.clone(),
+            matching: core.matching.clone(),
+            _dir: dir,
+        }
     }
 }
 

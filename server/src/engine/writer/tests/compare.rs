@@ -126,17 +126,19 @@ fn pending<T: std::fmt::Debug + 'static>(rx: oneshot::Receiver<Result<T, WriteEr
 
 fn side(kind: Kind) -> Side {
     let (store, dir) = store(kind);
-    let matching = Arc::new(Matching::default());
     let clock = Arc::new(ManualClock::new(1_000));
-    let mut hooks = hooks(matching.clone());
-    hooks.clock = clock.clone();
     let def = parse_definition(DEFINITION).unwrap();
     let mut workflows = crate::registry::WorkflowRegistry::default();
     workflows.valid.insert(
         def.id.clone(),
         (Arc::new(def), std::path::PathBuf::from("cmp.json")),
     );
-    hooks.workflows = Arc::new(workflows);
+    let hooks = builder(store.clone())
+        .clock(clock.clone())
+        .workflows(workflows)
+        .hooks()
+        .unwrap();
+    let matching = hooks.matching.clone();
     Side {
         lp: WriterLoop {
             store: store.clone(),

@@ -20,10 +20,11 @@ fn harness() -> Harness {
     let backend = Arc::new(MemoryBackend::default());
     let faults = backend.faults();
     let store = Store::new(backend);
-    let matching = Arc::new(Matching::default());
+    let hooks = builder(store.clone()).hooks().unwrap();
+    let matching = hooks.matching.clone();
     let lp = WriterLoop {
         store: store.clone(),
-        hooks: hooks(matching.clone()),
+        hooks,
         delivery: Default::default(),
         next_seq: store.next_seq().unwrap(),
         follow_ups: Vec::new(),
@@ -231,8 +232,7 @@ async fn through_the_handle_a_failed_commit_is_internal_and_the_writer_carries_o
     let backend = Arc::new(MemoryBackend::default());
     let faults = backend.faults();
     let store = Store::new(backend);
-    let matching = Arc::new(Matching::default());
-    let (writer, _thread) = Writer::spawn(store.clone(), hooks(matching)).unwrap();
+    let writer = Fixture::built(builder(store.clone()), None).writer;
     faults.fail_commit_in(1);
     let err = writer.start(start_command("a")).await.unwrap_err();
     assert!(matches!(err, WriteError::Storage(_)), "{err:?}");

@@ -11,18 +11,9 @@ struct Purging {
 
 fn purging(kind: Kind) -> Purging {
     let (store, dir) = store(kind);
-    let matching = Arc::new(Matching::default());
     let clock = ManualClock::new(1_000);
-    let mut h = hooks(matching.clone());
-    h.clock = Arc::new(clock.clone());
-    let (writer, _thread) = Writer::spawn(store.clone(), h).unwrap();
     Purging {
-        fx: Fixture {
-            writer,
-            store,
-            matching,
-            _dir: dir,
-        },
+        fx: Fixture::built(builder(store).clock(Arc::new(clock.clone())), dir),
         clock,
     }
 }
@@ -201,18 +192,9 @@ async fn a_purge_whose_commit_fails_leaves_every_run_whole() {
     let backend = railyard_store::memory::MemoryBackend::default();
     let faults = backend.faults();
     let store = Store::new(Arc::new(backend));
-    let matching = Arc::new(Matching::default());
     let clock = ManualClock::new(1_000);
-    let mut h = hooks(matching.clone());
-    h.clock = Arc::new(clock.clone());
-    let (writer, _thread) = Writer::spawn(store.clone(), h).unwrap();
     let p = Purging {
-        fx: Fixture {
-            writer,
-            store,
-            matching,
-            _dir: None,
-        },
+        fx: Fixture::built(builder(store).clock(Arc::new(clock.clone())), None),
         clock,
     };
     for id in ["a", "b", "c"] {

@@ -33,19 +33,19 @@ fn fx_on(store: Store, dir: Option<tempfile::TempDir>) -> Fx {
             .valid
             .insert(def.id.clone(), (Arc::new(def), PathBuf::from("test.json")));
     }
-    let matching = Arc::new(Matching::default());
-    let hooks = Hooks {
-        clock: Arc::new(clock.clone()),
-        workflows: Arc::new(workflows),
-        ..hooks(matching.clone())
-    };
-    let (writer, _thread) = Writer::spawn(store.clone(), hooks).unwrap();
+    let built = builder(store).clock(Arc::new(clock.clone())).workflows(workflows);
+    let Fixture {
+        writer,
+        store,
+        matching,
+        _dir,
+    } = Fixture::built(built, dir);
     Fx {
         writer,
         store,
         clock,
         matching,
-        _dir: dir,
+        _dir,
     }
 }
 

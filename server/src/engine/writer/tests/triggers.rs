@@ -22,17 +22,15 @@ fn fx_on(store: Store, dir: Option<tempfile::TempDir>) -> Fx {
     workflows
         .valid
         .insert(def.id.clone(), (Arc::new(def), PathBuf::from("test.json")));
-    let hooks = Hooks {
-        clock: Arc::new(clock.clone()),
-        workflows: Arc::new(workflows),
-        ..hooks(Arc::new(Matching::default()))
-    };
-    let (writer, _thread) = Writer::spawn(store.clone(), hooks).unwrap();
+    let built = builder(store).clock(Arc::new(clock.clone())).workflows(workflows);
+    let Fixture {
+        writer, store, _dir, ..
+    } = Fixture::built(built, dir);
     Fx {
         writer,
         store,
         clock,
-        _dir: dir,
+        _dir,
     }
 }
 
