@@ -45,7 +45,7 @@ pub enum ApiError {
 
 impl ApiError {
     /// `INVALID_ARGUMENT` naming `field`.
-    pub fn field(field: &str, problem: impl std::fmt::Display) -> Self {
+    pub(crate) fn field(field: &str, problem: impl std::fmt::Display) -> Self {
         Self::InvalidArgument(format!("{field}: {problem}"))
     }
 }

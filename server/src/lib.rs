@@ -8,10 +8,10 @@
 pub mod clock;
 pub mod engine;
 pub mod error;
-pub mod grpc;
+mod grpc;
 pub mod http;
-pub mod inproc;
-pub mod metrics;
+mod inproc;
+mod metrics;
 pub mod net;
 pub mod registry;
 pub mod service;
@@ -75,7 +75,7 @@ pub struct ServerConfig {
     /// TLS on both listeners (mutual TLS on gRPC with a client CA); `None`: plaintext.
     pub tls: Option<tls::TlsFiles>,
     /// Bounds on trees of child runs (`spawn_agent`): depth 3, 10 children a run.
-    pub child_limits: engine::writer::ChildLimits,
+    pub child_limits: engine::ChildLimits,
     /// Webhook triggers: the configuration's, the body limit, the dedup window.
     pub triggers: TriggerSettings,
 }
@@ -184,7 +184,7 @@ pub enum StartError {
     #[error("cannot read the stored state: {0}")]
     Storage(#[from] railyard_store::StorageError),
     #[error("cannot start the writer: {0}")]
-    Writer(#[from] engine::writer::WriteError),
+    Writer(#[from] engine::WriteError),
     #[error(
         "refusing to listen on {addr} without auth: anyone who reaches it could start runs, and so run code on \
          the workers. Turn auth on (--auth, or auth = true under [server]), listen on a loopback address, \

@@ -10,18 +10,18 @@ use std::sync::Arc;
 use railyard_model::workflow::{WorkflowDef, parse_definition};
 
 /// Largest definition file, in bytes.
-pub const MAX_DEFINITION_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_DEFINITION_BYTES: u64 = 1 << 20;
 /// Most definition files loaded from one directory.
 pub const MAX_DEFINITION_FILES: usize = 256;
 /// Longest load error kept for one file, in bytes.
-pub const MAX_LOAD_ERROR: usize = 1024;
+pub(crate) const MAX_LOAD_ERROR: usize = 1024;
 
 /// A definition that failed to load, and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InvalidDefinition {
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// `file: JSON path: problem`.
-    pub error: String,
+    pub(crate) error: String,
 }
 
 /// The prefix of the source name of a definition built into the binary, where a file's
@@ -95,7 +95,7 @@ impl WorkflowRegistry {
     ///
     /// Each file must be a regular file of at most [`MAX_DEFINITION_BYTES`]; at most
     /// [`MAX_DEFINITION_FILES`] are loaded, and the rest recorded as refused.
-    pub fn load_dir(dir: &Path) -> std::io::Result<Self> {
+    pub(crate) fn load_dir(dir: &Path) -> std::io::Result<Self> {
         let mut reg = Self::default();
         let files = definition_files(dir)?;
         for (i, file) in files.into_iter().enumerate() {

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use railyard_model::trigger::Trigger;
 
 /// Longest header value looked at (a signature or an authorization header).
-pub const MAX_HEADER_BYTES: usize = 1024;
+pub(crate) const MAX_HEADER_BYTES: usize = 1024;
 
 /// Why a delivery is refused (answered `401`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -27,7 +27,7 @@ pub enum VerifyError {
 }
 
 /// Whether `text` is a secret reference: `$` and an environment variable name.
-pub fn is_env_ref(text: &str) -> bool {
+pub(crate) fn is_env_ref(text: &str) -> bool {
     let Some(name) = text.strip_prefix('$') else {
         return false;
     };

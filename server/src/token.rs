@@ -48,7 +48,7 @@ pub struct TokenKeys {
 }
 
 /// Largest key file read: far more than any number of keys needs.
-pub const MAX_KEY_FILE_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_KEY_FILE_BYTES: u64 = 1 << 20;
 
 impl TokenKeys {
     /// Loads `<dir>/keys.json`, creating it with a fresh random key (mode 0600) when absent.
@@ -108,7 +108,7 @@ impl TokenKeys {
     /// One fresh random key, held in memory only: the tokens it signs are good
     /// until the process ends. What a core built without keys gets
     /// ([`crate::service::CoreBuilder`]); the server loads its keys from disk.
-    pub fn generate() -> Result<Self, KeyError> {
+    pub(crate) fn generate() -> Result<Self, KeyError> {
         let key = random_key().map_err(|e| KeyError::Random(e.to_string()))?;
         let kid = "k1".to_string();
         Ok(Self {
@@ -119,16 +119,11 @@ impl TokenKeys {
 
     /// Keys for tests: one fixed key.
     #[cfg(test)]
-    pub fn for_tests() -> Self {
+    pub(crate) fn for_tests() -> Self {
         Self {
             active: "test".into(),
             keys: BTreeMap::from([("test".into(), vec![7u8; 32])]),
         }
-    }
-
-    /// The id of the signing key.
-    pub fn active_kid(&self) -> &str {
-        &self.active
     }
 
     fn mac(&self, kid: &str, payload: &[u8]) -> Option<HmacSha256> {

@@ -94,6 +94,7 @@ impl LeaseDeadlines {
     }
 
     /// True when no lease is watched.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

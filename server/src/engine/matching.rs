@@ -182,6 +182,7 @@ impl Matching {
     }
 
     /// How many queues are remembered.
+    #[cfg(test)]
     pub fn queue_count(&self) -> usize {
         self.lock().queues.len()
     }

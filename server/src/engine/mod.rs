@@ -11,10 +11,15 @@
 //! - [`sender`]: the result-delivery sender (HTTP POSTs, signed, bounded).
 
 pub mod delivery;
-pub mod leases;
-pub mod matching;
+pub(crate) mod leases;
+pub(crate) mod matching;
 pub mod retention;
-pub mod sender;
-pub mod timers;
-pub mod watch;
-pub mod writer;
+pub(crate) mod sender;
+pub(crate) mod timers;
+pub(crate) mod watch;
+pub(crate) mod writer;
+
+// The writer's types other crates name: the bounds a server is configured with,
+// and the error a failed start can carry. Re-exported here so that the writer
+// module itself stays internal.
+pub use writer::{ChildLimits, WriteError};

@@ -31,7 +31,7 @@ pub struct PurgeConfig {
     /// Most runs purged per commit.
     pub batch: usize,
     /// Time between sweeps that found nothing more to do.
-    pub interval_ms: Millis,
+    pub(crate) interval_ms: Millis,
 }
 
 impl Default for PurgeConfig {
@@ -44,7 +44,7 @@ impl Default for PurgeConfig {
 }
 
 /// Runs the purge until `shutdown` turns true.
-pub async fn run(
+pub(crate) async fn run(
     store: Store,
     writer: Writer,
     metrics: Arc<Metrics>,

@@ -19,7 +19,7 @@ use railyard_model::run::size::SUMMARY_TEXT_BYTES;
 use railyard_model::run::{Event, RunState, RunStatus};
 use railyard_model::text;
 
-pub use crate::service::Core;
+pub(crate) use crate::service::Core;
 
 /// An API error as a gRPC status: the one place codes are chosen.
 pub fn status(e: ApiError) -> Status {

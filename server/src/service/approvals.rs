@@ -10,25 +10,25 @@ use railyard_model::limits::{check_len, check_name};
 
 /// An approval or rejection as a client sends it.
 #[derive(Debug, Clone, Default)]
-pub struct Answer {
-    pub run_id: String,
+pub(crate) struct Answer {
+    pub(crate) run_id: String,
     /// The step meant (empty: whichever awaits approval); a step that does not
     /// await approval is `INVALID_ARGUMENT`.
-    pub step_id: String,
+    pub(crate) step_id: String,
     /// The approval's note, or the rejection's feedback (required for a rejection).
-    pub text: String,
+    pub(crate) text: String,
 }
 
 /// Approves the held result: the step completes with it, as an accepted completion
 /// would (the next step is scheduled, or parked while the run is paused; or the run
 /// completes).
-pub async fn approve(core: &Core, caller: &Caller, a: Answer) -> Result<(), ApiError> {
+pub(crate) async fn approve(core: &Core, caller: &Caller, a: Answer) -> Result<(), ApiError> {
     answer(core, caller, a, true).await
 }
 
 /// Rejects the held result: the step re-opens on the same transcript under the same
 /// attempt, and its next worker reads the feedback as a user message.
-pub async fn reject(core: &Core, caller: &Caller, a: Answer) -> Result<(), ApiError> {
+pub(crate) async fn reject(core: &Core, caller: &Caller, a: Answer) -> Result<(), ApiError> {
     if a.text.trim().is_empty() {
         return Err(ApiError::field(
             "feedback",

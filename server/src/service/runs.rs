@@ -14,23 +14,23 @@ use railyard_model::run::{Event, RunBudget, RunState, RunStatus, StartParams};
 use railyard_store::RunFilter;
 
 /// Most events in one history page.
-pub const MAX_PAGE: usize = 1000;
+pub(crate) const MAX_PAGE: usize = 1000;
 /// Longest history wait.
-pub const MAX_WAIT_MS: u32 = 60_000;
+pub(crate) const MAX_WAIT_MS: u32 = 60_000;
 /// Deepest session tree returned.
-pub const MAX_TREE_DEPTH: usize = 32;
+pub(crate) const MAX_TREE_DEPTH: usize = 32;
 /// Runs in a listing page when the request names no size.
-pub const DEFAULT_LIST_PAGE: usize = 100;
+pub(crate) const DEFAULT_LIST_PAGE: usize = 100;
 /// Most runs in one listing page.
-pub const MAX_LIST_PAGE: usize = 1000;
+pub(crate) const MAX_LIST_PAGE: usize = 1000;
 /// Most bytes of events in one history page (as their wire form counts them): a
 /// page holds at least one event, and ends before the event that would pass this.
-pub const MAX_HISTORY_PAGE_BYTES: usize = 4 << 20;
+pub(crate) const MAX_HISTORY_PAGE_BYTES: usize = 4 << 20;
 /// Most bytes of run summaries in one listing page ([`RunState::summary_bytes`]).
-pub const MAX_LIST_PAGE_BYTES: usize = 4 << 20;
+pub(crate) const MAX_LIST_PAGE_BYTES: usize = 4 << 20;
 /// Most bytes of run summaries in one session tree; deeper or later children past
 /// it are left out (and logged).
-pub const MAX_TREE_BYTES: usize = 8 << 20;
+pub(crate) const MAX_TREE_BYTES: usize = 8 << 20;
 /// Events read from storage at a time while filling a history page.
 const HISTORY_CHUNK: usize = 32;
 /// Events buffered ahead of a slow watcher.
@@ -80,7 +80,7 @@ pub async fn start(core: &Core, caller: &Caller, r: StartRun) -> Result<Started,
 /// Every check of a start, and the writer command that makes it: [`start`] sends
 /// it as it is; a webhook delivery wraps it in its own command (dedup and
 /// concurrency keys), so both start runs the same way.
-pub fn prepare(core: &Core, caller: &Caller, r: StartRun) -> Result<StartCommand, ApiError> {
+pub(crate) fn prepare(core: &Core, caller: &Caller, r: StartRun) -> Result<StartCommand, ApiError> {
     check_name("workflow_id", &r.workflow_id)?;
     let definition = workflows::get(core, &r.workflow_id)?;
     check_len("goal", &r.goal, limits::GOAL)?;
@@ -174,11 +174,11 @@ pub struct HistoryQuery {
 /// One page of a run's history.
 #[derive(Debug, Clone)]
 pub struct HistoryPage {
-    pub events: Vec<Event>,
+    pub(crate) events: Vec<Event>,
     /// Where the next page starts; 0 when the run is closed and this page ends its
     /// history.
-    pub next_event_id: u64,
-    pub status: RunStatus,
+    pub(crate) next_event_id: u64,
+    pub(crate) status: RunStatus,
 }
 
 /// Reads a page of history, waiting for the next event if asked to.
@@ -226,7 +226,7 @@ pub async fn history(core: &Core, caller: &Caller, q: HistoryQuery) -> Result<Hi
 
 /// What one event takes on the wire, about: its attributes as JSON, its type and
 /// identity.
-pub fn event_bytes(ev: &Event) -> usize {
+pub(crate) fn event_bytes(ev: &Event) -> usize {
     railyard_model::run::wire::event_attributes_json(&ev.kind).len()
         + ev.kind.type_name().len()
         + ev.identity.len()
@@ -339,9 +339,9 @@ pub struct ListRuns {
 /// One page of a run listing, newest first.
 #[derive(Debug, Clone)]
 pub struct RunPage {
-    pub runs: Vec<RunState>,
+    pub(crate) runs: Vec<RunState>,
     /// Empty on the last page.
-    pub next_page_token: String,
+    pub(crate) next_page_token: String,
 }
 
 /// Lists runs, newest first.
@@ -424,7 +424,7 @@ pub async fn cancel(core: &Core, caller: &Caller, run_id: String, reason: String
 /// Pauses (`pause`) or unpauses a run and the open runs it spawned: while paused no
 /// step is dispatched, and a step in flight is asked to suspend at its next turn.
 /// Answers whether the run changed (false: it was already so).
-pub async fn pause(
+pub(crate) async fn pause(
     core: &Core,
     caller: &Caller,
     run_id: String,
@@ -476,8 +476,8 @@ async fn stop(
 /// A run and the runs it started, recursively.
 #[derive(Debug, Clone)]
 pub struct SessionTree {
-    pub run: RunState,
-    pub children: Vec<SessionTree>,
+    pub(crate) run: RunState,
+    pub(crate) children: Vec<SessionTree>,
 }
 
 /// The tree of runs under `run_id`, at most [`MAX_TREE_DEPTH`] levels below it and
@@ -515,7 +515,7 @@ fn tree(
 
 /// Retries a closed run's failed result deliveries (all, or `target`'s): a new
 /// round with the full retry budget. Answers the targets requeued.
-pub async fn redeliver(
+pub(crate) async fn redeliver(
     core: &Core,
     caller: &Caller,
     run_id: &str,

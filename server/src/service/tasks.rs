@@ -16,9 +16,9 @@ use railyard_model::token::TokenClaims;
 use railyard_model::workflow::{DEFAULT_MAX_TURNS, PromptValues, render_values};
 
 /// Poll wait when the request names none.
-pub const DEFAULT_POLL_WAIT_MS: u32 = 20_000;
+pub(crate) const DEFAULT_POLL_WAIT_MS: u32 = 20_000;
 /// Longest poll wait.
-pub const MAX_POLL_WAIT_MS: u32 = 60_000;
+pub(crate) const MAX_POLL_WAIT_MS: u32 = 60_000;
 
 /// A step leased to a worker, with what it needs to run it.
 #[derive(Debug)]
@@ -26,11 +26,11 @@ pub struct LeasedStep {
     /// The signed task token the worker reports with.
     pub task_token: String,
     /// The step's prompt, rendered over the run's goal and context.
-    pub prompt: String,
+    pub(crate) prompt: String,
     /// The agent loop's turn limit.
-    pub max_turns: u32,
+    pub(crate) max_turns: u32,
     /// The run as leased, the lease, and the checkpoint to resume from.
-    pub grant: Grant,
+    pub(crate) grant: Grant,
 }
 
 impl LeasedStep {
@@ -318,12 +318,12 @@ pub struct Completion {
 
 /// What an accepted completion came to.
 #[derive(Debug)]
-pub struct CompletionAnswer {
+pub(crate) struct CompletionAnswer {
     /// The run's next step, leased to the caller (eager dispatch).
-    pub next: Option<LeasedStep>,
+    pub(crate) next: Option<LeasedStep>,
     /// The step's result is held for approval (`requireConfirmation`): it completes
     /// when a person approves it.
-    pub held_for_approval: bool,
+    pub(crate) held_for_approval: bool,
 }
 
 /// Records a step's result; with `take_next`, answers the next step leased to the
@@ -338,7 +338,7 @@ pub async fn complete(
 }
 
 /// [`complete`], saying whether the result was held for approval.
-pub async fn complete_step(
+pub(crate) async fn complete_step(
     core: &Core,
     caller: &Caller,
     claims: TokenClaims,

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::caller::Principal;
 use super::runs::{self, HistoryQuery, IdReusePolicy, ListRuns, SignalRun, StartRun};
 use super::tasks::{self, Completion, Heartbeat, Poll};
 use super::*;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use railyard_proto::v1::{ChildRunSpec, ListRunsRequest, RunInfo, RunStatus, StepTask};
 use railyard_sdk::{Client, ClientError, Completion, StepWorker};
 use railyard_server::clock::ManualClock;
-use railyard_server::engine::writer::ChildLimits;
+use railyard_server::engine::ChildLimits;
 use railyard_server::{RunningServer, ServerConfig};
 
 const PARENT: &str = r#"{"id":"parent","version":"1","name":"Parent","steps":[

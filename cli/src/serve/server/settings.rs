@@ -15,7 +15,7 @@ use std::time::Duration;
 use clap::Args;
 use railyard_config::{ConfigError, EnvVar, Loader};
 use railyard_server::ServerConfig;
-use railyard_server::engine::writer::ChildLimits;
+use railyard_server::engine::ChildLimits;
 use railyard_server::net::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, NetLimits};
 use railyard_server::service::triggers::TriggerInput;
 use railyard_server::tls::TlsFiles;

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use railyard_server::engine::writer::ChildLimits;
+use railyard_server::engine::ChildLimits;
 use railyard_server::net::NetLimits;
 
 use super::settings::{DEFAULT_DATA_DIR, DEFAULT_WORKFLOWS};

@@ -22,7 +22,7 @@ pub use sign::SigningSecret;
 
 /// Attempts waiting for the sender, at most; past this an attempt is dropped and
 /// its deadline retries it.
-pub const QUEUE_CAPACITY: usize = 4096;
+pub(crate) const QUEUE_CAPACITY: usize = 4096;
 
 /// How the server delivers results: `[delivery]` in the configuration.
 #[derive(Clone)]
@@ -73,7 +73,7 @@ impl std::fmt::Debug for DeliverySettings {
 
 impl DeliverySettings {
     /// The policy the run state follows.
-    pub fn policy(&self) -> DeliveryPolicy {
+    pub(crate) fn policy(&self) -> DeliveryPolicy {
         DeliveryPolicy {
             max_attempts: self.max_attempts.max(1),
             max_elapsed: self.max_elapsed,
@@ -92,28 +92,28 @@ impl DeliverySettings {
 
 /// An attempt for the sender: whom to POST what.
 #[derive(Debug)]
-pub struct Job {
-    pub attempt: Attempt,
+pub(crate) struct Job {
+    pub(crate) attempt: Attempt,
     /// The payload JSON ([`payload::body`]).
-    pub body: Vec<u8>,
+    pub(crate) body: Vec<u8>,
     /// The attempt's deadline on the server's clock: past it, the attempt counts
     /// as failed and the next is planned, so the sender drops one that could no
     /// longer finish before it (it waited too long for a slot).
-    pub deadline_ms: railyard_model::Millis,
+    pub(crate) deadline_ms: railyard_model::Millis,
 }
 
 /// What the writer needs of delivery: the policy, and where attempts go.
 #[derive(Clone, Default)]
-pub struct DeliveryHook {
-    pub policy: DeliveryPolicy,
+pub(crate) struct DeliveryHook {
+    pub(crate) policy: DeliveryPolicy,
     /// `None`: no sender (attempts then wait for their deadline and count as failed).
-    pub jobs: Option<mpsc::Sender<Job>>,
+    pub(crate) jobs: Option<mpsc::Sender<Job>>,
 }
 
 impl DeliveryHook {
     /// Hands an attempt to the sender; never blocks the writer. A full or closed
     /// queue drops it: its deadline timer counts it failed and plans the next.
-    pub fn send(&self, job: Job) {
+    pub(crate) fn send(&self, job: Job) {
         let Some(jobs) = &self.jobs else {
             return;
         };

@@ -41,7 +41,7 @@ impl std::fmt::Debug for SigningSecret {
 }
 
 /// The `Railyard-Signature` header value for `body` sent at `t` (Unix seconds).
-pub fn sign(secret: &SigningSecret, t: i64, body: &[u8]) -> String {
+pub(crate) fn sign(secret: &SigningSecret, t: i64, body: &[u8]) -> String {
     let mut mac = secret.mac();
     mac.update(t.to_string().as_bytes());
     mac.update(b".");

@@ -153,12 +153,8 @@ pub struct Hooks {
 }
 
 impl Writer {
-    /// Starts the writer thread. It stops when every handle is dropped.
-    pub fn spawn(store: Store, hooks: Hooks) -> Result<(Self, std::thread::JoinHandle<()>), WriteError> {
-        Self::spawn_with_delivery(store, hooks, crate::engine::delivery::DeliveryHook::default())
-    }
-
-    /// [`Self::spawn`], handing started delivery attempts to `delivery`'s sender.
+    /// Starts the writer thread, handing started delivery attempts to `delivery`'s
+    /// sender. It stops when every handle is dropped.
     pub fn spawn_with_delivery(
         store: Store,
         hooks: Hooks,
@@ -204,6 +200,13 @@ impl Writer {
 
     /// Terminates one run if it is open and starts another, in one commit; if the
     /// start is refused, the other run is left as it was.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "no service sends a StartReplacing yet; the writer's tests do"
+        )
+    )]
     pub async fn start_replacing(&self, cmd: StartReplacing) -> Result<Replaced, WriteError> {
         self.call(cmd).await
     }
@@ -245,6 +248,7 @@ impl Writer {
 
     /// Records a completion; with `take_next`, also leases the run's next step to the
     /// same worker when it goes to the same queue (eager dispatch).
+    #[cfg(test)]
     pub async fn complete(
         &self,
         claims: TokenClaims,
