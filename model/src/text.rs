@@ -4,14 +4,7 @@
 /// The longest prefix of `text` of at most `max` bytes that ends on a character
 /// boundary.
 pub fn prefix(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..text.floor_char_boundary(max)]
 }
 
 /// `text` cut to at most `max` bytes at a character boundary, with `mark` appended

@@ -20,6 +20,7 @@
 
 use std::collections::HashMap;
 
+use railyard_model::text::prefix;
 use railyard_proto::v1;
 use serde_json::Value;
 
@@ -272,17 +273,6 @@ fn is_progress(call: &CallOutcome<'_>) -> bool {
             call.name,
             COMPLETE_STEP | SIGNAL_COORDINATOR | "write_file" | "edit_file"
         )
-}
-
-fn prefix(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 #[cfg(test)]

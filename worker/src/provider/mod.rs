@@ -317,9 +317,5 @@ pub(crate) fn excerpt(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.trim().to_string();
     }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", s[..end].trim())
+    format!("{}…", railyard_model::text::prefix(s, max).trim())
 }

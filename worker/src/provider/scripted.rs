@@ -196,13 +196,7 @@ fn last_user_text(req: &ModelRequest) -> String {
                 .join("\n")
         })
         .unwrap_or_default();
-    if text.len() > MAX_LAST_USER_TEXT {
-        let mut end = MAX_LAST_USER_TEXT;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
+    text.truncate(text.floor_char_boundary(MAX_LAST_USER_TEXT));
     text
 }
 

@@ -301,14 +301,10 @@ pub(crate) fn truncate(s: &str, cap: usize, hint: &str) -> String {
     if s.len() <= cap {
         return s.to_string();
     }
-    let mut end = cap;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
+    let kept = railyard_model::text::prefix(s, cap);
     format!(
-        "{}\n[... truncated: {} more bytes; {hint}]",
-        &s[..end],
-        s.len() - end
+        "{kept}\n[... truncated: {} more bytes; {hint}]",
+        s.len() - kept.len()
     )
 }
 
