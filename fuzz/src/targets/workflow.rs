@@ -1,4 +1,4 @@
-//! Workflow definitions (`server/src/workflow.rs`): arbitrary text, arbitrary
+//! Workflow definitions (`model/src/workflow.rs`): arbitrary text, arbitrary
 //! JSON and mutated real definitions are parsed and validated without a panic;
 //! every refusal starts with the JSON path it is about; an accepted definition
 //! writes back to JSON that parses to the same definition, and renders every

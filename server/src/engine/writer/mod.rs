@@ -180,8 +180,9 @@ impl Writer {
         Ok((Self { tx }, handle))
     }
 
-    /// Sends a command and waits for its answer, which comes after its commit.
-    async fn call<C: Apply>(&self, c: C) -> Result<C::Output, WriteError>
+    /// Sends a command and waits for its answer, which comes after its commit. Any
+    /// command in `commands/` can be sent this way; the methods below are shorthands.
+    pub(crate) async fn call<C: Apply>(&self, c: C) -> Result<C::Output, WriteError>
     where
         Command: From<(C, Reply<C::Output>)>,
     {
