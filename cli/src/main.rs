@@ -6,50 +6,49 @@
 //! - `railyard dev` runs a server and a worker in one process and shows a demo run.
 //! - `railyard run|workflow|task|queue|schedule|trigger|key|namespace ...` are client commands over
 //!   gRPC; they take `--server`, `--namespace`, `--api-key` and `--output` (see
-//!   [`global::GlobalOpts`]).
+//!   [`client::global::GlobalOpts`]).
 //! - `railyard bench` measures an in-process server.
 //! - `railyard mcp` serves MCP on stdio for an outside agent.
 //!
-//! One module per command group. Errors are `anyhow` only here at the edge: a failed
-//! command prints one `error: ...` line on stderr and exits with code 1 (2 for usage
-//! errors, from clap; 3 when a followed run closed without completing).
+//! This file is the clap root and the dispatch. One folder per command group: the
+//! client commands ([`run`], [`workflow`], [`task`], [`queue`], [`key`], [`namespace`],
+//! [`schedule`], [`trigger`], and [`delivery`], shared by `run` and `namespace`) over
+//! the plumbing they share in [`client`]; the long-running commands (`server`,
+//! `worker`, `dev`, `mcp`) in [`serve`]; `bench` in [`bench`](mod@bench).
+//! [`logging`] sets up the logs and [`report`] reports a failed command.
+//!
+//! Tests: a module's unit tests sit at the bottom of its file in `#[cfg(test)] mod
+//! tests { ... }`, except in a folder's `mod.rs` (and this file): there they go in a
+//! `tests.rs` beside it, declared `#[cfg(test)] mod tests;`, so that the entry file
+//! stays the folder's table of contents. A file whose tests outgrow it becomes a
+//! folder. No test files under `#[path]`; tests that run the binary are in the
+//! repository's `tests/e2e`.
+//!
+//! Errors are `anyhow` only here at the edge: a failed command prints one `error: ...`
+//! line on stderr and exits with code 1 (2 for usage errors, from clap; 3 when a
+//! followed run closed without completing).
 
-mod args;
 mod bench;
-mod bench_fanout;
-mod bench_schedules;
-mod bench_webhooks;
-mod builtin;
+mod client;
 mod delivery;
-mod dev;
-mod global;
 mod key;
-mod mcp;
+mod logging;
 mod namespace;
-mod output;
 mod queue;
+mod report;
 mod run;
-mod run_approval;
-mod run_tree;
-mod run_view;
 mod schedule;
-mod server_cmd;
+mod serve;
 mod task;
-mod timefmt;
 mod trigger;
-mod view;
-mod worker_cmd;
 mod workflow;
 
-use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
 
-/// Exit code of a command that failed (server error, bad input, I/O).
-const EXIT_ERROR: u8 = 1;
+use logging::LogFormat;
 
 /// Railyard: durable task queues for long-running agent workflows.
 #[derive(Debug, Parser)]
@@ -73,40 +72,30 @@ struct Cli {
     log_format: LogFormat,
 
     #[command(flatten)]
-    global: global::GlobalOpts,
+    global: client::global::GlobalOpts,
 
     #[command(subcommand)]
     command: Command,
 }
 
-/// The format of the logs on stderr.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum LogFormat {
-    /// Lines for people.
-    Text,
-    /// One JSON object per line, for log collectors: `timestamp`, `level`, `target`,
-    /// `message` and the event's fields, and the spans it happened in.
-    Json,
-}
-
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the history server (gRPC and HTTP) until SIGTERM or Ctrl-C.
-    Server(server_cmd::ServerArgs),
+    Server(serve::server::ServerArgs),
     /// Poll task queues and run leased steps as LLM agent loops until SIGTERM or Ctrl-C.
     ///
     /// Settings: flags win over the environment (RAILYARD_SERVER, RAILYARD_API_KEY, RAILYARD_QUEUES,
     /// RAILYARD_SLOTS, RAILYARD_WORKSPACE, RAILYARD_PROVIDER, RAILYARD_MODEL,
     /// RAILYARD_SCRIPT, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, OPENAI_API_KEY,
     /// OPENAI_BASE_URL ...), which wins over the --config file.
-    Worker(worker_cmd::WorkerArgs),
+    Worker(serve::worker::WorkerArgs),
     /// Quickstart: a server and a worker in one process, and a live demo run.
     ///
     /// Uses a real model when ANTHROPIC_API_KEY or OPENAI_API_KEY is set, otherwise the
     /// offline scripted provider (<workflows>/demo.script.json), which is not a model.
     /// Without --workflows, in a directory with no workflow definitions in ./workflows,
     /// it runs the demo and script built into this binary, so it works from any directory.
-    Dev(dev::DevArgs),
+    Dev(serve::dev::DevArgs),
     /// Start, inspect, list and steer workflow runs.
     #[command(subcommand)]
     Run(run::RunCommand),
@@ -138,7 +127,7 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Serve MCP on stdin/stdout for an agent (Claude Code, Cursor, any MCP client),
     /// talking to the Railyard server at --server. Logs go to stderr.
-    Mcp(mcp::McpArgs),
+    Mcp(serve::mcp::McpArgs),
 }
 
 fn main() -> ExitCode {
@@ -152,12 +141,12 @@ fn main() -> ExitCode {
         Command::Mcp(_) => "info,rmcp=warn",
         _ => "info",
     };
-    init_tracing(default_filter, cli.log_format);
+    logging::init(default_filter, cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(EXIT_ERROR);
+            return ExitCode::from(report::EXIT_ERROR);
         }
     };
     let outcome = runtime.block_on(dispatch(cli));
@@ -165,17 +154,7 @@ fn main() -> ExitCode {
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     match outcome {
         Ok(code) => code,
-        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
-        Err(e) => {
-            // Server errors may quote what clients stored: escaped like all human output.
-            // writeln!, not eprintln!: a closed stderr must not turn the error into a panic.
-            let mut err = std::io::stderr();
-            let _ = writeln!(err, "error: {}", output::escape(&format!("{e:#}")));
-            if let Some(hint) = hint_for(&e) {
-                let _ = writeln!(err, "hint: {hint}");
-            }
-            ExitCode::from(EXIT_ERROR)
-        }
+        Err(e) => report::failed(&e),
     }
 }
 
@@ -207,7 +186,7 @@ where
                 .then(|| sub.get_one::<std::path::PathBuf>(id).cloned())
                 .flatten()
         };
-        a.tls_flags = railyard_proto::TlsOptions {
+        a.tls_flags = railyard_sdk::TlsOptions {
             ca: typed_path("tls_ca"),
             cert: typed_path("tls_cert"),
             key: typed_path("tls_key"),
@@ -219,9 +198,9 @@ where
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let g = &cli.global;
     match cli.command {
-        Command::Server(a) => server_cmd::run(a).await.map(|()| ExitCode::SUCCESS),
-        Command::Worker(a) => worker_cmd::run(a).await.map(|()| ExitCode::SUCCESS),
-        Command::Dev(a) => dev::run(a).await,
+        Command::Server(a) => serve::server::run(a).await.map(|()| ExitCode::SUCCESS),
+        Command::Worker(a) => serve::worker::run(a).await.map(|()| ExitCode::SUCCESS),
+        Command::Dev(a) => serve::dev::run(a).await,
         Command::Run(c) => run::run(g, c).await,
         Command::Workflow(c) => workflow::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Task(c) => task::run(g, c).await.map(|()| ExitCode::SUCCESS),
@@ -231,289 +210,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Schedule(c) => schedule::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Trigger(c) => trigger::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Bench(a) => bench::run(g, a).await.map(|()| ExitCode::SUCCESS),
-        Command::Mcp(a) => mcp::run(g, &a).await.map(|()| ExitCode::SUCCESS),
+        Command::Mcp(a) => serve::mcp::run(g, &a).await.map(|()| ExitCode::SUCCESS),
     }
-}
-
-/// Logs to stderr in `format`, filtered by `RUST_LOG` (`default_filter` when it is
-/// unset or invalid).
-fn init_tracing(default_filter: &str, format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // A closed stderr must not end the process: tracing would report the failed
-        // write with eprintln!, which panics when stderr is gone.
-        .log_internal_errors(false);
-    match format {
-        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
-        LogFormat::Json => logs.json().flatten_event(true).with_ansi(false).init(),
-    }
-}
-
-/// A next step for errors people commonly meet.
-fn hint_for(e: &anyhow::Error) -> Option<&'static str> {
-    match e.downcast_ref::<railyard_proto::ClientError>()? {
-        // Reached, but the connection closed: the message already says what to check.
-        railyard_proto::ClientError::Unavailable { message, .. }
-            if message.contains("client certificate") =>
-        {
-            None
-        }
-        railyard_proto::ClientError::Unavailable { .. } => {
-            Some("is `railyard server` running there? Point --server (or RAILYARD_SERVER) at it.")
-        }
-        railyard_proto::ClientError::Unauthenticated(_) => Some(
-            "the server wants an API key and refused the credentials sent (or none were): pass --api-key or \
-             set RAILYARD_API_KEY (a server's first admin key is in <data-dir>/admin.key).",
-        ),
-        _ => None,
-    }
-}
-
-/// Whether the error is stdout closing under us (`railyard run history X | head`).
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain()
-        .filter_map(|c| c.downcast_ref::<std::io::Error>())
-        .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-    use railyard_proto::v1::RunStatus;
-
-    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
-        Cli::try_parse_from(std::iter::once("railyard").chain(args.iter().copied()))
-    }
-
-    #[test]
-    fn unauthenticated_prints_its_own_hint() {
-        use railyard_proto::ClientError;
-        let e = anyhow::Error::from(ClientError::Unauthenticated("no token".into()));
-        assert_eq!(format!("{e:#}"), "unauthenticated: no token");
-        assert!(hint_for(&e).is_some_and(|h| h.contains("credentials")));
-        let denied = anyhow::Error::from(ClientError::PermissionDenied("bad signature".into()));
-        assert_eq!(format!("{denied:#}"), "permission denied: bad signature");
-        assert!(hint_for(&denied).is_none());
-    }
-
-    #[test]
-    fn cli_definition_is_consistent() {
-        Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn global_flags_work_after_the_subcommand() {
-        let cli = parse(&[
-            "run",
-            "describe",
-            "r1",
-            "--server",
-            "http://h:1",
-            "-n",
-            "ns",
-            "-o",
-            "json",
-        ])
-        .unwrap();
-        assert_eq!(cli.global.server, "http://h:1");
-        assert_eq!(cli.global.namespace, "ns");
-        assert!(cli.global.output.is_json());
-    }
-
-    #[test]
-    fn run_start_collects_context() {
-        let cli = parse(&[
-            "run",
-            "start",
-            "demo",
-            "--goal",
-            "g",
-            "--context",
-            "a=1",
-            "--context",
-            "b=x=y",
-            "--wait",
-        ])
-        .unwrap();
-        let Command::Run(run::RunCommand::Start(a)) = cli.command else {
-            panic!("not run start")
-        };
-        assert_eq!(a.workflow, "demo");
-        assert_eq!(
-            a.context,
-            vec![("a".into(), "1".into()), ("b".into(), "x=y".into())]
-        );
-        assert!(a.wait);
-    }
-
-    #[test]
-    fn bad_flag_values_name_the_flag() {
-        let err = parse(&["run", "start", "demo", "--goal", "g", "--context", "oops"]).unwrap_err();
-        let text = err.to_string();
-        assert!(text.contains("--context") && text.contains("no '='"), "{text}");
-        assert_eq!(err.exit_code(), 2);
-
-        let err = parse(&["run", "signal", "r1", "steer", "--payload", "{bad"])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("--payload") && err.contains("not valid JSON"),
-            "{err}"
-        );
-
-        let err = parse(&["run", "list", "--since", "soon"])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("--since") && err.contains("neither a duration"),
-            "{err}"
-        );
-
-        let err = parse(&["run", "list", "--status", "done"])
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("--status") && err.contains("TIMED_OUT"), "{err}");
-
-        assert!(parse(&["run", "start", "demo"]).is_err(), "--goal is required");
-        assert!(parse(&["server", "--listen", "nowhere"]).is_err());
-    }
-
-    #[test]
-    fn run_list_filters() {
-        let cli = parse(&[
-            "run", "list", "--status", "failed", "--since", "1h", "--limit", "5",
-        ])
-        .unwrap();
-        let Command::Run(run::RunCommand::List(a)) = cli.command else {
-            panic!("not run list")
-        };
-        assert_eq!(a.status, Some(RunStatus::Failed));
-        assert_eq!(
-            a.since,
-            Some(args::Since::Ago(std::time::Duration::from_secs(3600)))
-        );
-        assert_eq!(a.limit, 5);
-    }
-
-    #[test]
-    fn server_defaults() {
-        let cli = parse(&["server", "--listen", "127.0.0.1:0"]).unwrap();
-        let Command::Server(a) = cli.command else {
-            panic!("not server")
-        };
-        let config = a.settings_with(|_| None).unwrap().config();
-        assert_eq!(config.grpc_listen.port(), 0);
-        assert_eq!(config.http_listen.to_string(), "127.0.0.1:7401");
-        assert_eq!(config.data_dir, std::path::PathBuf::from("./.railyard"));
-        assert_eq!(config.workflows_dir, std::path::PathBuf::from("./workflows"));
-    }
-
-    #[test]
-    fn worker_flags_know_where_they_came_from() {
-        fn args(v: &[&'static str]) -> Vec<&'static str> {
-            std::iter::once("railyard").chain(v.iter().copied()).collect()
-        }
-        let cli = parse_cli_from(args(&[
-            "worker",
-            "--server",
-            "http://h:1",
-            "--queue",
-            "a",
-            "--queue",
-            "b,c",
-            "--slots",
-            "2",
-            "--provider",
-            "scripted",
-            "--script",
-            "s.json",
-        ]))
-        .unwrap();
-        let Command::Worker(w) = cli.command else {
-            panic!("not worker")
-        };
-        assert_eq!(w.server_flag.as_deref(), Some("http://h:1"));
-        assert_eq!(w.namespace_flag, None, "the default namespace is not a flag");
-        let layer = w.flags_layer().unwrap();
-        assert_eq!(layer.queues, Some(vec!["a".into(), "b".into(), "c".into()]));
-        assert_eq!(layer.slots, Some(2));
-        assert_eq!(layer.provider, Some(railyard_worker::ProviderKind::Scripted));
-
-        // Given before the subcommand, a global flag still counts as typed.
-        let cli = parse_cli_from(args(&["--namespace", "ns", "worker"])).unwrap();
-        let Command::Worker(w) = cli.command else {
-            panic!("not worker")
-        };
-        assert_eq!(w.namespace_flag.as_deref(), Some("ns"));
-        assert_eq!(w.server_flag, None);
-        assert!(parse_cli_from(args(&["worker", "--provider", "gpt"])).is_err());
-        assert!(parse_cli_from(args(&["worker", "--slots", "0"])).is_err());
-    }
-
-    #[test]
-    fn dev_defaults() {
-        let cli = parse(&["dev", "--exit-when-done"]).unwrap();
-        let Command::Dev(d) = cli.command else {
-            panic!("not dev")
-        };
-        assert!(d.exit_when_done && !d.no_demo);
-        assert_eq!(d.goal, dev::DEFAULT_GOAL);
-        assert_eq!(
-            d.server.settings_with(|_| None).unwrap().data_dir,
-            std::path::PathBuf::from("./.railyard")
-        );
-        assert!(parse(&["dev", "--exit-when-done", "--no-demo"]).is_err());
-    }
-
-    #[test]
-    fn task_commands() {
-        let cli = parse(&[
-            "task",
-            "fail",
-            "tok",
-            "--error-type",
-            "Boom",
-            "--message",
-            "m",
-            "--non-retryable",
-        ])
-        .unwrap();
-        let Command::Task(task::TaskCommand::Fail(a)) = cli.command else {
-            panic!("not task fail")
-        };
-        assert!(a.non_retryable);
-        assert!(
-            parse(&["task", "fail", "tok", "--message", "m"]).is_err(),
-            "--error-type is required"
-        );
-        let cli = parse(&[
-            "task",
-            "complete",
-            "tok",
-            "--artifact",
-            "a.txt",
-            "--artifact",
-            "b.txt",
-        ])
-        .unwrap();
-        let Command::Task(task::TaskCommand::Complete(a)) = cli.command else {
-            panic!("not task complete")
-        };
-        assert_eq!(a.artifacts, vec!["a.txt", "b.txt"]);
-    }
-
-    #[test]
-    fn log_format_is_text_unless_json_is_asked_for() {
-        assert_eq!(
-            parse(&["queue", "describe", "q"]).unwrap().log_format,
-            LogFormat::Text
-        );
-        let cli = parse(&["server", "--log-format", "json"]).unwrap();
-        assert_eq!(cli.log_format, LogFormat::Json);
-        let err = parse(&["server", "--log-format", "xml"]).unwrap_err();
-        assert!(err.to_string().contains("--log-format"), "{err}");
-    }
-}
+mod tests;

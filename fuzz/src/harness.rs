@@ -197,15 +197,11 @@ where
             match result {
                 Ok(()) => {}
                 Err(TestError::Fail(reason, input)) => {
-                    let mut text = format!("{reason}; input (shrunk): {input:?}");
-                    if text.len() > MAX_FINDING {
-                        let mut end = MAX_FINDING;
-                        while !text.is_char_boundary(end) {
-                            end -= 1;
-                        }
-                        text.truncate(end);
-                        text.push('…');
-                    }
+                    let text = railyard_model::text::cut(
+                        &format!("{reason}; input (shrunk): {input:?}"),
+                        MAX_FINDING,
+                        "…",
+                    );
                     findings.push(format!("{text} [seed {}]", seed.wrapping_add(batch - 1)));
                     break;
                 }

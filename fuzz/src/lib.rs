@@ -5,7 +5,7 @@
 //! holding the property every input must keep. [`harness::run`] drives one for a
 //! budget of cases or of time and reports executions and findings; [`TARGETS`] runs
 //! them by name. `cargo test -p railyard-fuzz` runs each for a small budget;
-//! `RAILYARD_FUZZ_SECONDS=N` gives each N seconds instead (see `ARCHITECTURE.md`).
+//! `RAILYARD_FUZZ_SECONDS=N` gives each N seconds instead (see `docs/testing.md`, "Fuzzing").
 
 pub mod corpus;
 pub mod harness;

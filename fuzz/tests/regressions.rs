@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use railyard_fuzz::targets::service::{Fixture, MAX_MESSAGE};
+use railyard_model::schedule::{ScheduleSpec, SpecError};
 use railyard_server::error::ApiError;
-use railyard_server::schedule::{ScheduleSpec, SpecError};
 use railyard_server::service::runs::{self, StartRun};
 use railyard_server::service::{CallerInput, Operation, caller, workflows};
 
@@ -75,6 +75,6 @@ async fn a_long_context_key_is_echoed_short() {
 /// fuzz run): odd keys are quoted now.
 #[test]
 fn an_odd_unknown_key_is_quoted_in_the_json_path() {
-    let err = railyard_server::workflow::parse_definition("{\": [\"x\"] }").unwrap_err();
+    let err = railyard_model::workflow::parse_definition("{\": [\"x\"] }").unwrap_err();
     assert!(err.starts_with("[\": [\"]: unknown field"), "{err}");
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
 /// Milliseconds since the Unix epoch.
-pub type Millis = i64;
+pub(crate) type Millis = i64;
 
 /// The server's source of time. Timers and deadlines use nothing else.
 pub trait Clock: Send + Sync + 'static {
@@ -20,7 +20,7 @@ pub trait Clock: Send + Sync + 'static {
 
 /// Wall-clock time.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct SystemClock;
+pub(crate) struct SystemClock;
 
 impl Clock for SystemClock {
     #[expect(

@@ -1,8 +1,14 @@
-//! The server's error type. Its variants are the gRPC status codes the design fixes;
-//! the mapping onto `tonic::Status` is the gRPC layer's (`grpc::status`), so nothing
-//! below it depends on a transport.
+//! The service layer's error type. Its variants are the gRPC status codes the design
+//! fixes; the mapping onto `tonic::Status` is the gRPC layer's (`grpc::status`), so
+//! nothing below it depends on a transport. The model's [`Rejection`]s, the writer's
+//! command errors and the store's [`StorageError`]s become it here, in one place.
 
 use std::sync::Arc;
+
+use railyard_model::Rejection;
+use railyard_store::StorageError;
+
+use crate::engine::writer::WriteError;
 
 /// An error a request ends in. The message is for a person: it names the field,
 /// the run or the lease that is wrong.
@@ -39,46 +45,33 @@ pub enum ApiError {
 
 impl ApiError {
     /// `INVALID_ARGUMENT` naming `field`.
-    pub fn field(field: &str, problem: impl std::fmt::Display) -> Self {
+    pub(crate) fn field(field: &str, problem: impl std::fmt::Display) -> Self {
         Self::InvalidArgument(format!("{field}: {problem}"))
     }
 }
 
-/// Most bytes of a caller's value that an error message repeats.
-pub const ECHO_BYTES: usize = 64;
-
-/// A value a caller sent, as an error message shows it: quoted and escaped (`{:?}`),
-/// cut to its first [`ECHO_BYTES`] bytes with its full length noted, so a 10 MiB
-/// field never makes a 10 MiB error. Every message that repeats client input uses it.
-pub fn echo(value: &str) -> String {
-    if value.len() <= ECHO_BYTES {
-        return format!("{value:?}");
+impl From<Rejection> for ApiError {
+    fn from(r: Rejection) -> Self {
+        match r {
+            Rejection::InvalidArgument(m) => Self::InvalidArgument(m),
+            Rejection::NotFound(m) => Self::NotFound(m),
+            Rejection::AlreadyExists(m) => Self::AlreadyExists(m),
+            Rejection::FailedPrecondition(m) => Self::FailedPrecondition(m),
+            Rejection::PermissionDenied(m) => Self::PermissionDenied(m),
+            Rejection::ResourceExhausted(m) => Self::ResourceExhausted(m),
+        }
     }
-    let mut end = ECHO_BYTES;
-    while !value.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{:?}… ({} bytes)", &value[..end], value.len())
 }
 
-/// A storage failure, with its source: the database's own error, a record that
-/// cannot be read or written, or a failure injected by a test backend.
-#[derive(Debug, thiserror::Error)]
-pub enum StorageError {
-    #[error("storage error: {0}")]
-    Redb(#[from] redb::Error),
-    /// A stored record that does not decode.
-    #[error("corrupt {what} record: {source}")]
-    Corrupt {
-        what: &'static str,
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// A record that does not encode.
-    #[error("cannot encode record: {0}")]
-    Encode(Box<dyn std::error::Error + Send + Sync>),
-    /// A failure injected by the in-memory backend's fault plan.
-    #[error("storage error: injected fault: {0}")]
-    Injected(String),
+impl From<WriteError> for ApiError {
+    fn from(e: WriteError) -> Self {
+        match e {
+            WriteError::Rejected(r) => r.into(),
+            WriteError::Storage(e) => Self::Storage(e),
+            WriteError::Stopped => Self::Unavailable(e.to_string()),
+            WriteError::Internal(m) => Self::Internal(m),
+        }
+    }
 }
 
 impl From<StorageError> for ApiError {
@@ -86,34 +79,3 @@ impl From<StorageError> for ApiError {
         ApiError::Storage(Arc::new(e))
     }
 }
-
-macro_rules! redb_error {
-    ($($t:ty),*) => {$(
-        impl From<$t> for StorageError {
-            fn from(e: $t) -> Self {
-                StorageError::Redb(e.into())
-            }
-        }
-    )*};
-}
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn echo_quotes_short_values_and_cuts_long_ones() {
-        assert_eq!(echo("a\nb"), "\"a\\nb\"");
-        let long = "é".repeat(1 << 20);
-        let shown = echo(&long);
-        assert!(shown.len() < 2 * ECHO_BYTES, "{shown}");
-        assert!(shown.ends_with(&format!("… ({} bytes)", long.len())), "{shown}");
-    }
-}
-
-redb_error!(
-    redb::StorageError,
-    redb::TableError,
-    redb::TransactionError,
-    redb::CommitError,
-    redb::DatabaseError
-);

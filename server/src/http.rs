@@ -30,7 +30,7 @@ pub const DEFAULT_HOOK_BODY_BYTES: usize = 1 << 20;
 
 /// The HTTP routes, answering for `core`; a webhook body over `hook_body_bytes`
 /// is refused with `413` before it is read whole.
-pub fn router(core: Arc<Core>, hook_body_bytes: usize) -> Router {
+pub(crate) fn router(core: Arc<Core>, hook_body_bytes: usize) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
@@ -62,7 +62,7 @@ async fn hook(
     use crate::service::triggers::{self, HookError, HookRequest};
     let header = |name: &str| -> Option<String> {
         let v = headers.get(name)?.to_str().ok()?;
-        (v.len() <= crate::trigger::signature::MAX_HEADER_BYTES).then(|| v.to_string())
+        (v.len() <= crate::signature::MAX_HEADER_BYTES).then(|| v.to_string())
     };
     let content_type = headers
         .get(header::CONTENT_TYPE)
@@ -124,7 +124,7 @@ async fn healthz() -> impl IntoResponse {
 /// proved no client certificate. It then puts the certificate's subject in
 /// [`PEER_SUBJECT`], where the extension finds it to pass on to the gRPC calls it
 /// makes for this caller over the in-process channel.
-pub fn extension_guard(
+pub(crate) fn extension_guard(
     core: Arc<Core>,
     mutual: bool,
 ) -> axum::middleware::FromFnLayer<
@@ -139,7 +139,7 @@ pub fn extension_guard(
 }
 
 /// The future of [`extension_guard`]'s check.
-pub type GuardFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>;
+pub(crate) type GuardFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>;
 
 async fn guard(
     core: Arc<Core>,

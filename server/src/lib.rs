@@ -5,35 +5,20 @@
 //! the one place the server stops. The map of the code is in the repository's
 //! `ARCHITECTURE.md`.
 
-pub mod approval;
-pub mod auth;
-pub mod budgets;
 pub mod clock;
-pub mod contract;
-pub mod delivery;
+pub mod engine;
 pub mod error;
-pub mod grpc;
+mod grpc;
 pub mod http;
-pub mod ids;
-pub mod inproc;
-pub mod matching;
-pub mod metrics;
-pub mod model;
-pub mod namespace;
+mod inproc;
+mod metrics;
 pub mod net;
-pub mod retention;
-pub mod schedule;
+pub mod registry;
 pub mod service;
-pub mod store;
-pub mod template;
-pub mod timers;
+pub mod signature;
 pub mod tls;
 pub mod token;
-pub mod trigger;
-pub mod watch;
-pub mod workflow;
 
-use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -42,19 +27,15 @@ use railyard_proto::v1::{
     admin_server::AdminServer, history_server::HistoryServer, schedules_server::SchedulesServer,
     tasks_server::TasksServer, triggers_server::TriggersServer,
 };
-use tokio::sync::{Notify, watch as shutdown_watch};
+use tokio::sync::watch as shutdown_watch;
 use tokio::task::JoinHandle;
 
 use crate::clock::{Clock, SystemClock};
-use crate::matching::{Matching, TaskRef};
-use crate::metrics::{Metrics, StateSources};
-use crate::service::Core;
-use crate::store::Store;
-use crate::store::writer::{Hooks, Writer};
-use crate::timers::LeaseDeadlines;
+use crate::metrics::Metrics;
+use crate::registry::{EmbeddedDefinition, WorkflowRegistry};
+use crate::service::{BuildError, Core, CoreParts};
 use crate::token::TokenKeys;
-use crate::watch::Watchers;
-use crate::workflow::{EmbeddedDefinition, WorkflowRegistry};
+use railyard_store::Store;
 
 /// Largest gRPC message the server accepts and sends.
 pub use railyard_proto::MAX_MESSAGE_BYTES;
@@ -84,17 +65,17 @@ pub struct ServerConfig {
     /// Connection limits and idle timeout, per listener (gRPC and HTTP).
     pub net: net::NetLimits,
     /// The retention purge: runs per commit, time between sweeps.
-    pub purge: retention::PurgeConfig,
+    pub purge: engine::retention::PurgeConfig,
     /// More routes for the HTTP listener, made once both listeners are bound (the
     /// binary mounts the MCP gateway at `/mcp` this way, so this crate knows nothing
     /// of MCP).
     pub http_extension: Option<HttpExtension>,
     /// Result delivery: the signing secret, the retry budget, timeouts.
-    pub delivery: delivery::DeliverySettings,
+    pub delivery: engine::delivery::DeliverySettings,
     /// TLS on both listeners (mutual TLS on gRPC with a client CA); `None`: plaintext.
     pub tls: Option<tls::TlsFiles>,
     /// Bounds on trees of child runs (`spawn_agent`): depth 3, 10 children a run.
-    pub child_limits: store::writer::ChildLimits,
+    pub child_limits: engine::ChildLimits,
     /// Webhook triggers: the configuration's, the body limit, the dedup window.
     pub triggers: TriggerSettings,
 }
@@ -157,9 +138,9 @@ impl ServerConfig {
             auth: false,
             insecure: false,
             net: net::NetLimits::default(),
-            purge: retention::PurgeConfig::default(),
+            purge: engine::retention::PurgeConfig::default(),
             http_extension: None,
-            delivery: delivery::DeliverySettings::default(),
+            delivery: engine::delivery::DeliverySettings::default(),
             tls: None,
             child_limits: Default::default(),
             triggers: TriggerSettings::default(),
@@ -186,7 +167,7 @@ pub enum StartError {
     #[error("cannot create data directory {path}: {source}")]
     DataDir { path: String, source: std::io::Error },
     #[error(transparent)]
-    Store(#[from] store::OpenError),
+    Store(#[from] railyard_store::redb_backend::OpenError),
     #[error("task token keys: {0}")]
     Keys(#[from] token::KeyError),
     #[error("cannot read workflows directory {path}: {source}")]
@@ -200,6 +181,10 @@ pub enum StartError {
     Tls(#[from] tls::TlsError),
     #[error("{0}")]
     Internal(#[from] error::ApiError),
+    #[error("cannot read the stored state: {0}")]
+    Storage(#[from] railyard_store::StorageError),
+    #[error("cannot start the writer: {0}")]
+    Writer(#[from] engine::WriteError),
     #[error(
         "refusing to listen on {addr} without auth: anyone who reaches it could start runs, and so run code on \
          the workers. Turn auth on (--auth, or auth = true under [server]), listen on a loopback address, \
@@ -210,6 +195,16 @@ pub enum StartError {
     Bootstrap(#[from] service::keys::BootstrapError),
     #[error("triggers in the configuration: {0}")]
     Triggers(error::ApiError),
+}
+
+impl From<BuildError> for StartError {
+    fn from(e: BuildError) -> Self {
+        match e {
+            BuildError::Storage(e) => Self::Storage(e),
+            BuildError::Writer(e) => Self::Writer(e),
+            BuildError::Keys(e) => Self::Keys(e),
+        }
+    }
 }
 
 /// A server that is up and answering.
@@ -258,72 +253,29 @@ impl RunningServer {
             "workflows loaded"
         );
 
-        let matching = Arc::new(Matching::default());
-        let ready = store.ready_tasks()?;
-        tracing::info!(ready = ready.len(), "matching rebuilt from storage");
-        for t in ready {
-            matching.push(TaskRef {
-                namespace: t.namespace,
-                queue: t.queue,
-                task_seq: t.task_seq,
-                run_id: t.run_id,
-            });
-        }
-        let leases = Arc::new(LeaseDeadlines::default());
-        for (due, ns, run_id, lease) in store.lease_deadlines()? {
-            leases.set(&ns, &run_id, Some((due, lease)));
-        }
-        tracing::info!(leases = leases.len(), "lease deadlines rebuilt from storage");
-        let watchers = Arc::new(Watchers::default());
-        let open_runs_store = store.clone();
-        let schedules_store = store.clone();
-        let workflows = Arc::new(workflows);
-        let metrics = Arc::new(Metrics::with_state(StateSources {
-            matching: matching.clone(),
-            leases: leases.clone(),
-            open_runs: Box::new(move || open_runs_store.open_run_counts()),
-            schedules: Box::new(move || schedules_store.schedule_counts()),
-        }));
-        let timer_wake = Arc::new(Notify::new());
-        let hooks = Hooks {
-            matching: matching.clone(),
-            watchers: watchers.clone(),
-            timer_wake: timer_wake.clone(),
-            leases: leases.clone(),
-            metrics: metrics.clone(),
-            clock: config.clock.clone(),
-            workflows: workflows.clone(),
-        };
-        let (delivery_jobs, delivery_queue) = delivery::sender::channel();
-        let delivery_hook = delivery::DeliveryHook {
-            policy: config.delivery.policy(),
-            jobs: Some(delivery_jobs),
-        };
-        let (writer, writer_thread) = Writer::spawn_with_delivery(store.clone(), hooks, delivery_hook)?;
-        let sender = delivery::sender::Sender::new(&config.delivery, writer.clone(), config.clock.clone())
+        let CoreParts {
+            core,
+            shutdown,
+            writer_thread,
+            leases,
+            timer_wake,
+            deliveries,
+        } = Core::builder(store)
+            .clock(config.clock.clone())
+            .workflows(workflows)
+            .keys(keys)
+            .auth(config.auth)
+            .child_limits(config.child_limits)
+            .delivery(config.delivery.clone())
+            .build()?;
+        let sender = engine::sender::Sender::new(&config.delivery, core.writer.clone(), config.clock.clone())
             .map_err(|e| StartError::Internal(error::ApiError::Internal(e.to_string())))?;
         let admin_key_file = if config.auth {
-            service::keys::bootstrap(&store, &writer, config.clock.now_ms(), dir).await?
+            service::keys::bootstrap(&core.store, &core.writer, config.clock.now_ms(), dir).await?
         } else {
             None
         };
-        let namespaces: HashSet<String> = store.namespaces()?.into_iter().collect();
-        let (shutdown, shutdown_rx) = shutdown_watch::channel(false);
-        let core = Arc::new(Core {
-            store: store.clone(),
-            writer: writer.clone(),
-            matching,
-            watchers,
-            metrics: metrics.clone(),
-            clock: config.clock.clone(),
-            keys,
-            workflows,
-            namespaces: namespaces.into(),
-            auth: config.auth,
-            shutdown: shutdown_rx.clone(),
-            child_limits: config.child_limits,
-            delivery: Arc::new(config.delivery.clone()),
-        });
+        let shutdown_rx = core.shutdown.clone();
 
         let (saved, deleted) = service::triggers::sync_config(&core, config.triggers.config.clone())
             .await
@@ -357,19 +309,19 @@ impl RunningServer {
         let grpc_routes = grpc_routes(core.clone()).await;
         // The server's own tasks; the one place they stop is `shutdown`.
         let mut tasks = vec![
-            sender.spawn(delivery_queue, shutdown_rx.clone()),
-            tokio::spawn(timers::run(
-                store,
-                writer,
+            sender.spawn(deliveries, shutdown_rx.clone()),
+            tokio::spawn(engine::timers::run(
+                core.store.clone(),
+                core.writer.clone(),
                 leases,
                 config.clock.clone(),
                 timer_wake,
                 shutdown_rx.clone(),
             )),
-            tokio::spawn(retention::run(
+            tokio::spawn(engine::retention::run(
                 core.store.clone(),
                 core.writer.clone(),
-                metrics.clone(),
+                core.metrics.clone(),
                 config.clock.clone(),
                 config.purge,
                 shutdown_rx.clone(),

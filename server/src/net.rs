@@ -51,13 +51,13 @@ impl Default for NetLimits {
 impl NetLimits {
     /// How often the gRPC server pings an HTTP/2 peer: often enough that a live
     /// peer's answers keep its connection from looking idle.
-    pub fn keepalive_interval(&self) -> Duration {
+    pub(crate) fn keepalive_interval(&self) -> Duration {
         (self.idle_timeout / 3).max(Duration::from_millis(10))
     }
 }
 
 /// A TCP listener that applies [`NetLimits`].
-pub struct BoundedListener {
+pub(crate) struct BoundedListener {
     listener: TcpListener,
     limits: NetLimits,
     slots: Arc<Semaphore>,
@@ -66,7 +66,7 @@ pub struct BoundedListener {
 }
 
 impl BoundedListener {
-    pub fn new(listener: TcpListener, limits: NetLimits, name: &'static str) -> Self {
+    pub(crate) fn new(listener: TcpListener, limits: NetLimits, name: &'static str) -> Self {
         Self {
             listener,
             slots: Arc::new(Semaphore::new(limits.max_connections)),
@@ -78,7 +78,7 @@ impl BoundedListener {
     /// The next connection within the limits. Accept errors are logged and retried
     /// after a growing pause ([`accept_with_backoff`]); connections past the limit are
     /// closed at once.
-    pub async fn accept_bounded(&mut self) -> (BoundedConn, SocketAddr) {
+    pub(crate) async fn accept_bounded(&mut self) -> (BoundedConn, SocketAddr) {
         loop {
             let (io, peer) =
                 accept_with_backoff(self.name, || self.listener.accept(), tokio::time::sleep).await;
@@ -98,7 +98,7 @@ impl BoundedListener {
     }
 
     /// The connections as a stream, for tonic.
-    pub fn into_stream(self) -> impl futures::Stream<Item = io::Result<BoundedConn>> + Send + 'static {
+    pub(crate) fn into_stream(self) -> impl futures::Stream<Item = io::Result<BoundedConn>> + Send + 'static {
         futures::stream::unfold(self, |mut l| async move {
             let (conn, _) = l.accept_bounded().await;
             Some((Ok(conn), l))
@@ -146,7 +146,7 @@ where
 
 /// An accepted connection: holds its slot until dropped, and fails its reads once
 /// nothing has been read for the idle timeout (which closes it).
-pub struct BoundedConn {
+pub(crate) struct BoundedConn {
     io: TcpStream,
     idle: Pin<Box<Sleep>>,
     idle_timeout: Duration,

@@ -6,7 +6,7 @@
 //! webhooks need none), verifies one that is sent against the same CA, and hands its
 //! subject to the routes an extension adds ([`HttpPeer`]; `/mcp` requires it).
 //!
-//! Every file is read once, at start, bounded ([`railyard_proto::tls::read_pem`]), and
+//! Every file is read once, at start, bounded ([`railyard_sdk::tls::read_pem`]), and
 //! checked here (PEM blocks present, the key matches the certificate) so a bad file
 //! stops the start with an error naming it instead of failing each handshake.
 
@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use railyard_proto::tls::read_pem;
+use railyard_sdk::tls::read_pem;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -22,7 +22,7 @@ use tokio_rustls::rustls::server::WebPkiClientVerifier;
 use tonic::transport::{Certificate, Identity, ServerTlsConfig};
 
 /// Longest a TLS handshake may take before the connection is dropped.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest subject kept as an identity (longer ones are cut on a character boundary).
 const MAX_SUBJECT_CHARS: usize = 200;
 
@@ -42,7 +42,7 @@ pub struct TlsFiles {
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     #[error(transparent)]
-    File(#[from] railyard_proto::tls::PemFileError),
+    File(#[from] railyard_sdk::tls::PemFileError),
     #[error("{what} {path}: {reason}")]
     Invalid {
         what: &'static str,
@@ -53,18 +53,18 @@ pub enum TlsError {
 
 /// The loaded TLS material: tonic's config for gRPC and an acceptor for HTTP.
 #[derive(Clone)]
-pub struct ServerTls {
+pub(crate) struct ServerTls {
     /// For `tonic::transport::Server::tls_config`.
-    pub grpc: ServerTlsConfig,
+    pub(crate) grpc: ServerTlsConfig,
     /// For the HTTP listener.
-    pub http: tokio_rustls::TlsAcceptor,
+    pub(crate) http: tokio_rustls::TlsAcceptor,
     /// Whether client certificates are required on gRPC.
-    pub mutual: bool,
+    pub(crate) mutual: bool,
 }
 
 impl ServerTls {
     /// Reads and checks the files.
-    pub fn load(files: &TlsFiles) -> Result<Self, TlsError> {
+    pub(crate) fn load(files: &TlsFiles) -> Result<Self, TlsError> {
         let invalid = |what: &'static str, path: &PathBuf, reason: String| TlsError::Invalid {
             what,
             path: path.display().to_string(),
@@ -140,7 +140,7 @@ impl ServerTls {
         // tonic builds its own rustls config from the same PEM; a failure shows here.
         tonic::transport::Server::builder()
             .tls_config(grpc.clone())
-            .map_err(|e| invalid("--tls-cert", &files.cert, railyard_proto::tls::error_chain(&e)))?;
+            .map_err(|e| invalid("--tls-cert", &files.cert, railyard_sdk::tls::error_chain(&e)))?;
         Ok(Self {
             grpc,
             http: tokio_rustls::TlsAcceptor::from(Arc::new(http)),
@@ -157,7 +157,7 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 /// (RFC 4514 order as x509-parser prints it), at most 200 characters. `None` if the
 /// certificate cannot be parsed (it passed the handshake, so this does not happen
 /// with a certificate the client CA issued).
-pub fn peer_subject(der: &[u8]) -> Option<String> {
+pub(crate) fn peer_subject(der: &[u8]) -> Option<String> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let subject = cert.subject().to_string();
     let subject: String = subject.chars().take(MAX_SUBJECT_CHARS).collect();
@@ -168,7 +168,7 @@ pub fn peer_subject(der: &[u8]) -> Option<String> {
 /// keeps that listener's bounds). Handshakes run concurrently, each for at most
 /// [`HANDSHAKE_TIMEOUT`], so a slow or silent client holds up no one else; a failed
 /// one is logged at debug and dropped.
-pub struct TlsListener<L: axum::serve::Listener> {
+pub(crate) struct TlsListener<L: axum::serve::Listener> {
     inner: L,
     acceptor: tokio_rustls::TlsAcceptor,
     handshakes: tokio::task::JoinSet<Option<Accepted<L>>>,
@@ -181,7 +181,7 @@ type Accepted<L> = (
 );
 
 impl<L: axum::serve::Listener> TlsListener<L> {
-    pub fn new(inner: L, acceptor: tokio_rustls::TlsAcceptor) -> Self {
+    pub(crate) fn new(inner: L, acceptor: tokio_rustls::TlsAcceptor) -> Self {
         Self {
             inner,
             acceptor,
@@ -234,9 +234,9 @@ where
 /// What the HTTP listener knows of a connection's peer: the subject of the client
 /// certificate it verified, if one was sent (see [`crate::http::extension_guard`]).
 #[derive(Debug, Clone, Default)]
-pub struct HttpPeer {
+pub(crate) struct HttpPeer {
     /// [`peer_subject`] of the first certificate the client presented.
-    pub subject: Option<String>,
+    pub(crate) subject: Option<String>,
 }
 
 impl<L> axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TlsListener<L>>> for HttpPeer

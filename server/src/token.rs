@@ -15,23 +15,11 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
+use railyard_model::token::TokenClaims;
+
 use crate::error::ApiError;
 
 type HmacSha256 = Hmac<Sha256>;
-
-/// What a task token says about the lease it stands for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenClaims {
-    #[serde(rename = "ns")]
-    pub namespace: String,
-    #[serde(rename = "run")]
-    pub run_id: String,
-    pub step: String,
-    #[serde(rename = "att")]
-    pub attempt: u32,
-    pub lease: u64,
-    pub kid: String,
-}
 
 #[derive(Serialize, Deserialize)]
 struct KeyFile {
@@ -47,6 +35,9 @@ pub enum KeyError {
     Io { path: String, source: std::io::Error },
     #[error("{path}: {problem}")]
     Invalid { path: String, problem: String },
+    /// No random key could be drawn for [`TokenKeys::generate`].
+    #[error("cannot draw a random key: {0}")]
+    Random(String),
 }
 
 /// The signing and verifying keys.
@@ -57,7 +48,7 @@ pub struct TokenKeys {
 }
 
 /// Largest key file read: far more than any number of keys needs.
-pub const MAX_KEY_FILE_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_KEY_FILE_BYTES: u64 = 1 << 20;
 
 impl TokenKeys {
     /// Loads `<dir>/keys.json`, creating it with a fresh random key (mode 0600) when absent.
@@ -72,7 +63,7 @@ impl TokenKeys {
             path: shown.clone(),
             problem,
         };
-        match railyard_proto::files::read_regular_text(&path, MAX_KEY_FILE_BYTES) {
+        match railyard_files::read_regular_text(&path, MAX_KEY_FILE_BYTES) {
             Ok(text) => {
                 let file: KeyFile = serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
                 let mut keys = BTreeMap::new();
@@ -97,8 +88,7 @@ impl TokenKeys {
                 })
             }
             Err(e) if e.is_not_found() => {
-                let mut key = vec![0u8; 32];
-                getrandom::fill(&mut key).map_err(|e| io(std::io::Error::other(e.to_string())))?;
+                let key = random_key().map_err(|e| io(std::io::Error::other(e.to_string())))?;
                 let kid = "k1".to_string();
                 let file = KeyFile {
                     active: kid.clone(),
@@ -115,18 +105,25 @@ impl TokenKeys {
         }
     }
 
+    /// One fresh random key, held in memory only: the tokens it signs are good
+    /// until the process ends. What a core built without keys gets
+    /// ([`crate::service::CoreBuilder`]); the server loads its keys from disk.
+    pub(crate) fn generate() -> Result<Self, KeyError> {
+        let key = random_key().map_err(|e| KeyError::Random(e.to_string()))?;
+        let kid = "k1".to_string();
+        Ok(Self {
+            active: kid.clone(),
+            keys: BTreeMap::from([(kid, key)]),
+        })
+    }
+
     /// Keys for tests: one fixed key.
     #[cfg(test)]
-    pub fn for_tests() -> Self {
+    pub(crate) fn for_tests() -> Self {
         Self {
             active: "test".into(),
             keys: BTreeMap::from([("test".into(), vec![7u8; 32])]),
         }
-    }
-
-    /// The id of the signing key.
-    pub fn active_kid(&self) -> &str {
-        &self.active
     }
 
     fn mac(&self, kid: &str, payload: &[u8]) -> Option<HmacSha256> {
@@ -167,12 +164,19 @@ impl TokenKeys {
         let mac = self.mac(&claims.kid, payload.as_bytes()).ok_or_else(|| {
             ApiError::PermissionDenied(format!(
                 "task_token: unknown key id {:?}",
-                crate::schedule::clip(&claims.kid)
+                railyard_model::text::clip(&claims.kid)
             ))
         })?;
         mac.verify_slice(&sig).map_err(|_| denied())?;
         Ok(claims)
     }
+}
+
+/// A new 32-byte key from the operating system's random source.
+fn random_key() -> Result<Vec<u8>, getrandom::Error> {
+    let mut key = vec![0u8; 32];
+    getrandom::fill(&mut key)?;
+    Ok(key)
 }
 
 pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

@@ -11,7 +11,7 @@ use crate::support::*;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use railyard_proto::v1::{HistoryEvent, ListRunsRequest, RunStatus, SignalRunRequest, StartRunRequest};
-use railyard_proto::{Client, ClientError, Completion, ConnectOptions, StepWorker};
+use railyard_sdk::{Client, ClientError, Completion, ConnectOptions, StepWorker};
 use serde_json::Value;
 
 /// Two steps; a lease lost in the crash comes back one heartbeat timeout later.

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use crate::support::*;
 use railyard_proto::v1::StartRunRequest;
-use railyard_proto::{Client, Completion, StepWorker};
-use railyard_server::delivery::SigningSecret;
-use railyard_server::delivery::sign::verify;
+use railyard_sdk::{Client, Completion, StepWorker};
+use railyard_server::engine::delivery::SigningSecret;
+use railyard_server::engine::delivery::sign::verify;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const ONE: &str = r#"{"id":"one","version":"1","name":"One","steps":[

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use railyard_proto::Client;
 use railyard_proto::v1::{ListRunsRequest, RunInfo};
+use railyard_sdk::Client;
 use serde_json::Value;
 
 use crate::support::*;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::support::mock_model::*;
 use crate::support::worker::WorkerProcess;
 use crate::support::*;
-use railyard_proto::Client;
+use railyard_sdk::Client;
 use serde_json::json;
 
 const LEAK: &str = r#"{"id": "leak", "version": "1", "name": "Leak", "taskQueue": "bounds",

@@ -10,8 +10,8 @@ use std::time::Duration;
 use crate::support::mock_model::*;
 use crate::support::worker::WorkerProcess;
 use crate::support::*;
-use railyard_proto::Client;
 use railyard_proto::v1::HistoryEvent;
+use railyard_sdk::Client;
 use serde_json::json;
 
 /// Long enough for any run here on a slow machine; only an upper bound for `eventually`.

@@ -71,7 +71,7 @@ pub struct WorkerEvent {
 pub type EventSink = Arc<dyn Fn(WorkerEvent) + Send + Sync>;
 
 /// A one-line gist of a tool call's input, for progress output.
-pub fn summarize_tool_input(name: &str, input: &Value) -> String {
+pub(crate) fn summarize_tool_input(name: &str, input: &Value) -> String {
     let field = |k: &str| input.get(k).and_then(Value::as_str).unwrap_or_default();
     let gist = match name {
         "bash" => field("command").to_string(),

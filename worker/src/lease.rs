@@ -5,13 +5,14 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use railyard_proto::v1::{CoordinatorNote, Signal, StepTask, StuckReport, TokenUsage};
-use railyard_proto::{ClientError, Completion, CompletionReply, HeartbeatExtras, StepWorker};
+use railyard_sdk::{ClientError, Completion, HeartbeatExtras, StepWorker};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::agent::{HeartbeatOutcome, Lease, LeaseError, SpawnError};
 use crate::provider::BoxFuture;
+use crate::report::{Reported, send_completion};
 
 /// What the background heartbeats learned that must interrupt the step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,11 +43,6 @@ struct KeeperState {
     /// Stuck reports waiting for a beat.
     stuck: Vec<StuckReport>,
 }
-
-/// The answer to a completion the keeper reported for the agent: the next step when
-/// one was leased with it (eager dispatch) and whether the result is held for
-/// approval, or why it was not accepted.
-pub(crate) type Reported = Result<CompletionReply, ClientError>;
 
 /// The lease of one step.
 pub(crate) struct LeaseKeeper {
@@ -299,9 +295,7 @@ impl Lease for LeaseKeeper {
                 return Ok(());
             }
             let take_next = !*stopping.borrow();
-            let sent =
-                crate::runner::send_completion(&self.worker, &self.token, &completion, checkpoint, take_next)
-                    .await;
+            let sent = send_completion(&self.worker, &self.token, &completion, checkpoint, take_next).await;
             match sent {
                 // Nothing completed: the model can fix its input and call again.
                 Err(ClientError::InvalidArgument(why)) => Err(why),

@@ -4,25 +4,29 @@
 //! The CLI's entry points:
 //! - [`WorkerConfig::load`] (flags as a [`ConfigLayer`]) to build a configuration from a
 //!   file, the environment and flags, through Railyard's one configuration loader;
-//! - [`run_worker`], or [`Worker`] with [`Worker::with_events`] for progress output.
+//! - [`Worker`], with [`Worker::with_events`] for progress output.
 
 pub mod agent;
-pub mod config;
+mod config;
 pub mod events;
 pub mod gateway;
 mod lease;
-pub mod prompt;
+mod prompt;
 pub mod provider;
+mod report;
 mod runner;
 pub mod secrets;
 pub mod tools;
 pub mod usage;
 
-pub use agent::{Agent, AgentOptions, AgentReport, HeartbeatOutcome, Lease, LeaseError, Outcome};
-pub use config::{ConfigError, ConfigLayer, ProviderConfig, ProviderKind, WorkerConfig};
-pub use events::{EventKind, EventSink, StepRef, WorkerEvent};
-pub use provider::{Provider, ProviderError};
-pub use runner::{Worker, run_worker};
+pub use agent::{HeartbeatOutcome, Lease, LeaseError};
+pub use config::{ConfigLayer, ProviderKind, WorkerConfig};
+pub use events::{EventKind, EventSink};
+pub use provider::ProviderConfig;
+pub use runner::Worker;
+
+use config::ConfigError;
+use provider::ProviderError;
 
 /// Why the worker could not start.
 #[derive(Debug, thiserror::Error)]
@@ -32,7 +36,7 @@ pub enum WorkerError {
     #[error("model provider: {0}")]
     Provider(#[from] ProviderError),
     #[error("server connection: {0}")]
-    Client(#[from] railyard_proto::ClientError),
+    Client(#[from] railyard_sdk::ClientError),
     #[error("cannot create the workspace directory {path}: {source}")]
     Workspace {
         path: std::path::PathBuf,

@@ -7,11 +7,11 @@ use railyard_proto::v1::StepTask;
 use crate::provider::ToolSpec;
 
 /// Told to a model that answered without calling any tool.
-pub const NUDGE: &str = "You did not call any tool. Continue the work with the tools, and call complete_step \
+pub(crate) const NUDGE: &str = "You did not call any tool. Continue the work with the tools, and call complete_step \
                          when done (with notes for the next steps).";
 
 /// Builds the system prompt of a step.
-pub fn system_prompt(task: &StepTask, max_turns: u32, tools: &[ToolSpec]) -> String {
+pub(crate) fn system_prompt(task: &StepTask, max_turns: u32, tools: &[ToolSpec]) -> String {
     let mut s = String::new();
     // Writing to a String cannot fail; the results are ignored on purpose.
     let _ = writeln!(
@@ -110,7 +110,7 @@ pub fn system_prompt(task: &StepTask, max_turns: u32, tools: &[ToolSpec]) -> Str
 }
 
 /// The first user message: the step's prompt.
-pub fn first_message(task: &StepTask) -> String {
+pub(crate) fn first_message(task: &StepTask) -> String {
     if task.prompt.trim().is_empty() {
         format!(
             "Carry out the step \"{}\" toward the goal: {}",
@@ -123,7 +123,7 @@ pub fn first_message(task: &StepTask) -> String {
 }
 
 /// Added when a step resumes from an earlier attempt's checkpoint.
-pub fn resume_note(task: &StepTask) -> String {
+pub(crate) fn resume_note(task: &StepTask) -> String {
     let mut note = format!(
         "[railyard] This step was interrupted and is resuming (attempt {}) from its last checkpoint. \
          Continue where you left off; check the workspace before relying on files from before.",

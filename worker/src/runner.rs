@@ -10,9 +10,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use backon::Retryable;
 use railyard_proto::v1::StepTask;
-use railyard_proto::{Client, ClientError, Completion, Failure, RetryPolicy, StepWorker};
+use railyard_sdk::{Client, ClientError, Completion, Failure, RetryPolicy, StepWorker};
 use tokio::sync::{Semaphore, watch};
 use tracing::{Instrument, debug, error, info, info_span, warn};
 
@@ -20,8 +19,9 @@ use crate::WorkerError;
 use crate::agent::{Agent, AgentOptions, LeaseError, Outcome};
 use crate::config::WorkerConfig;
 use crate::events::{EventKind, EventSink, StepRef, WorkerEvent};
-use crate::lease::{LeaseKeeper, LeaseStatus, Reported, heartbeat_interval};
+use crate::lease::{LeaseKeeper, LeaseStatus, heartbeat_interval};
 use crate::provider::{self, Provider};
+use crate::report::{Reported, send_completion, with_retries};
 
 /// How long one long poll waits for a task.
 const POLL_WAIT: Duration = Duration::from_secs(10);
@@ -36,26 +36,14 @@ const RECONNECT: RetryPolicy = RetryPolicy {
     initial_backoff: Duration::from_millis(500),
     max_backoff: Duration::from_secs(30),
 };
-/// Tries (each with the SDK's own retries) to deliver a step's result.
-const REPORT: RetryPolicy = RetryPolicy {
-    max_attempts: 6,
-    initial_backoff: Duration::from_secs(1),
-    max_backoff: Duration::from_secs(16),
-};
 /// Time allowed for failing steps back once the grace period is over.
 const REPORT_GRACE: Duration = Duration::from_secs(20);
 
-/// Runs a worker with `config` until `shutdown` resolves, then shuts down gracefully.
-pub async fn run_worker(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Result<(), WorkerError> {
-    Worker::new(config).run(shutdown).await
-}
-
-/// A worker with optional hooks; [`run_worker`] is the plain form.
+/// A worker with optional hooks.
 pub struct Worker {
     config: WorkerConfig,
     provider: Option<Arc<dyn Provider>>,
     events: Option<EventSink>,
-    options: AgentOptions,
 }
 
 impl Worker {
@@ -65,7 +53,6 @@ impl Worker {
             config,
             provider: None,
             events: None,
-            options: AgentOptions::default(),
         }
     }
 
@@ -78,13 +65,6 @@ impl Worker {
     /// Sends progress events (step leased, tool calls, model text, results) to `sink`.
     pub fn with_events(mut self, sink: EventSink) -> Self {
         self.events = Some(sink);
-        self
-    }
-
-    /// Replaces the agent loop's options. The configuration's `bash_env` names are added
-    /// to their pass-through list.
-    pub fn with_agent_options(mut self, options: AgentOptions) -> Self {
-        self.options = options;
         self
     }
 
@@ -101,7 +81,7 @@ impl Worker {
             path: config.workspace.clone(),
             source,
         })?;
-        let opts = railyard_proto::ConnectOptions {
+        let opts = railyard_sdk::ConnectOptions {
             api_key: config.api_key.clone(),
             tls: config.tls.clone(),
             ..Default::default()
@@ -109,10 +89,10 @@ impl Worker {
         let client = Client::connect_with(&config.server_url, opts).await?;
         // The credentials are in the configuration now; commands must not find them.
         let protection = crate::secrets::protect_process();
-        let mut options = self.options;
-        if options.price.is_none() {
-            options.price = config.prices.get(provider.model()).copied();
-        }
+        let mut options = AgentOptions {
+            price: config.prices.get(provider.model()).copied(),
+            ..AgentOptions::default()
+        };
         for name in &config.bash_env {
             if !options.tool_limits.bash_env.contains(name) {
                 options.tool_limits.bash_env.push(name.clone());
@@ -384,7 +364,7 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask, eager:
                 Outcome::LeaseLost(message) => lease_lost(shared, &step, message),
                 Outcome::Paused { checkpoint } => {
                     let failure = Failure {
-                        error_type: railyard_proto::tools::PAUSED_ERROR_TYPE.into(),
+                        error_type: railyard_model::tools::PAUSED_ERROR_TYPE.into(),
                         message: "the run was paused; the step suspended at its turn".into(),
                         non_retryable: false,
                         checkpoint,
@@ -461,24 +441,6 @@ async fn prepare_workspace(root: &Path, run_id: &str) -> Result<PathBuf, String>
     Ok(dir)
 }
 
-/// Retries a report while the server is unreachable or slow to answer
-/// ([`ClientError::is_transient`]), by the [`REPORT`] policy. A repeated report is
-/// safe: the server refuses a second one for the same lease without changing anything.
-async fn with_retries<T, F, Fut>(what: &str, call: F) -> Result<T, ClientError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, ClientError>>,
-{
-    let mut attempt = 0u32;
-    call.retry(REPORT.builder())
-        .when(ClientError::is_transient)
-        .notify(|e: &ClientError, pause: Duration| {
-            attempt += 1;
-            warn!(attempt, retry_in = ?pause, error = %e, "{what} not delivered; retrying");
-        })
-        .await
-}
-
 /// Reports a completion. While the worker is still taking work it asks for the run's
 /// next step in the same call (eager dispatch) and returns it when the server leased it
 /// to this worker. Once shutdown has begun it only completes.
@@ -544,27 +506,6 @@ async fn report_completion(
             None
         }
     }
-}
-
-/// Sends a completion (with `checkpoint`, the transcript that proposed it, for a step
-/// that requires confirmation), with retries while the server is unreachable; with
-/// `take_next`, asks for the run's next step in the same call (eager dispatch).
-pub(crate) async fn send_completion(
-    worker: &StepWorker,
-    task_token: &str,
-    c: &Completion,
-    checkpoint: Vec<u8>,
-    take_next: bool,
-) -> Reported {
-    with_retries("completion", || {
-        let (c, checkpoint) = (c.clone(), checkpoint.clone());
-        async move {
-            worker
-                .complete_with_checkpoint(task_token, c, checkpoint, take_next)
-                .await
-        }
-    })
-    .await
 }
 
 /// Whether the run shows this step completed by this attempt with these notes: what a

@@ -1,6 +1,6 @@
 //! Keeping the worker's own credentials away from the commands `bash` runs.
 //!
-//! `bash` gets an allowlisted environment (see [`crate::tools::BASH_DEFAULT_ENV`]), but
+//! `bash` gets an allowlisted environment (see [`crate::tools::ToolLimits::bash_env`]), but
 //! a command can still look at its parent, the worker: `/proc/$PPID/environ` shows the
 //! environment the worker was started with, whatever the worker later changes in its
 //! own `environ`, because the kernel reads it from the original block of memory at the
@@ -10,8 +10,8 @@
 //! 1. the worker becomes non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`), so a process of the
 //!    same user without `CAP_SYS_PTRACE` (a worker not run as root) can no longer read
 //!    any of the worker's `/proc/<pid>/environ` or `/proc/<pid>/mem`;
-//! 2. the entries of [`WORKER_SECRETS`] in that original block are overwritten with NUL
-//!    bytes (through `/proc/self/mem`, no unsafe code), so even a command running as root
+//! 2. the worker's own API keys in that original block are overwritten with NUL bytes
+//!    (through `/proc/self/mem`, no unsafe code), so even a command running as root
 //!    reads nothing of them. The values were read into the configuration before.
 //!
 //! Neither makes `bash` a sandbox: run workers as a dedicated user, in a container, with

@@ -30,7 +30,7 @@ impl Usage {
     }
 
     /// Adds `other` (saturating: a provider's numbers cannot overflow the sum).
-    pub fn add(&mut self, other: &Usage) {
+    pub(crate) fn add(&mut self, other: &Usage) {
         self.input = self.input.saturating_add(other.input);
         self.output = self.output.saturating_add(other.output);
         self.cache_read = self.cache_read.saturating_add(other.cache_read);
@@ -49,7 +49,7 @@ impl Usage {
     }
 
     /// From the wire (the cost is kept apart).
-    pub fn from_proto(u: &v1::TokenUsage) -> Self {
+    fn from_proto(u: &v1::TokenUsage) -> Self {
         Self {
             input: u.input_tokens,
             output: u.output_tokens,
@@ -73,11 +73,11 @@ pub struct ModelPrice {
 }
 
 /// The highest price accepted, per million tokens: anything above is a typo.
-pub const MAX_PRICE_PER_MILLION: f64 = 100_000.0;
+const MAX_PRICE_PER_MILLION: f64 = 100_000.0;
 
 impl ModelPrice {
     /// The estimated cost of `usage`, in US dollars.
-    pub fn cost(&self, usage: &Usage) -> f64 {
+    pub(crate) fn cost(&self, usage: &Usage) -> f64 {
         let per = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
         per(usage.input, self.input)
             + per(usage.output, self.output)
@@ -87,7 +87,7 @@ impl ModelPrice {
 
     /// Checks every price is a number between 0 and [`MAX_PRICE_PER_MILLION`]; the
     /// error names the bad one.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         let prices = [
             ("input", Some(self.input)),
             ("output", Some(self.output)),
@@ -110,7 +110,7 @@ impl ModelPrice {
 /// A step's and run's budget as the server handed it out, with what was used before
 /// this attempt.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Budget {
+pub(crate) struct Budget {
     /// 0: none.
     pub step_max_tokens: u64,
     /// 0: none.
@@ -124,7 +124,7 @@ pub struct Budget {
 
 impl Budget {
     /// The budget a step task carries.
-    pub fn from_task(task: &v1::StepTask) -> Self {
+    pub(crate) fn from_task(task: &v1::StepTask) -> Self {
         let Some(b) = &task.budget else {
             return Self::default();
         };
@@ -145,7 +145,7 @@ impl Budget {
 
     /// Whether an attempt that has used `usage` (costing `cost_usd`) is past a limit:
     /// the message says which, `None` while within all of them.
-    pub fn exceeded(&self, usage: &Usage, cost_usd: f64) -> Option<String> {
+    pub(crate) fn exceeded(&self, usage: &Usage, cost_usd: f64) -> Option<String> {
         let tokens = usage.total();
         let step = self.step_used_tokens.saturating_add(tokens);
         if self.step_max_tokens > 0 && step > self.step_max_tokens {

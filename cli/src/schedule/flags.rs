@@ -6,13 +6,13 @@ use std::time::Duration;
 use clap::Args;
 use railyard_proto::v1::{OverlapPolicy, ScheduleAction, ScheduleInfo, SchedulePolicies, ScheduleSpec};
 
-use crate::args;
-use crate::timefmt;
+use crate::client::args;
+use crate::client::timefmt;
 
 /// What a schedule does and when; every flag is optional so that `update` changes
 /// only what is given.
 #[derive(Debug, Clone, Default, Args)]
-pub struct SpecFlags {
+pub(crate) struct SpecFlags {
     /// The run's goal; may use {{scheduledTime}} (the due time, RFC 3339 UTC) and {{scheduleId}}.
     #[arg(long, value_name = "TEXT")]
     pub goal: Option<String>,
@@ -58,12 +58,12 @@ pub struct SpecFlags {
 }
 
 /// Help of every `--overlap` flag.
-pub const OVERLAP_HELP: &str =
+pub(crate) const OVERLAP_HELP: &str =
     "skip (default), buffer-one, buffer-all, cancel-other, terminate-other or allow-all";
 
 /// A `--start` / `--end` value: a time, or `none` to clear the bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bound {
+pub(crate) enum Bound {
     /// Unix milliseconds.
     At(i64),
     /// No bound.
@@ -90,7 +90,7 @@ const OVERLAP_NAMES: [(&str, OverlapPolicy); 6] = [
 ];
 
 /// Parses an overlap policy: `skip`, `buffer-one`, `BUFFER_ONE` ... (case and `-`/`_` free).
-pub fn overlap(text: &str) -> Result<OverlapPolicy, String> {
+pub(crate) fn overlap(text: &str) -> Result<OverlapPolicy, String> {
     let name = text.trim().to_ascii_uppercase().replace('-', "_");
     OVERLAP_NAMES
         .iter()
@@ -100,7 +100,7 @@ pub fn overlap(text: &str) -> Result<OverlapPolicy, String> {
 }
 
 /// The short name of a wire overlap policy (`SKIP` when unspecified, the server's default).
-pub fn overlap_name(policy: i32) -> String {
+pub(crate) fn overlap_name(policy: i32) -> String {
     match OverlapPolicy::try_from(policy) {
         Ok(OverlapPolicy::Unspecified) => "SKIP".to_string(),
         Ok(p) => OVERLAP_NAMES
@@ -112,7 +112,7 @@ pub fn overlap_name(policy: i32) -> String {
 }
 
 /// Parses a time bound of a schedule: RFC 3339, a duration from now, or `none`.
-pub fn future_time(text: &str) -> Result<Bound, String> {
+pub(crate) fn future_time(text: &str) -> Result<Bound, String> {
     if text.trim().eq_ignore_ascii_case("none") {
         return Ok(Bound::None);
     }
@@ -120,7 +120,7 @@ pub fn future_time(text: &str) -> Result<Bound, String> {
 }
 
 /// Parses a past time (a backfill's range): RFC 3339, or a duration back from now (2h).
-pub fn past_time(text: &str) -> Result<i64, String> {
+pub(crate) fn past_time(text: &str) -> Result<i64, String> {
     time_or_offset(text, -1)
 }
 
@@ -141,7 +141,7 @@ fn time_or_offset(text: &str, sign: i64) -> Result<i64, String> {
 }
 
 /// Parses `--remaining`: a positive count, or `none` (0 on the wire: unlimited).
-pub fn remaining(text: &str) -> Result<u64, String> {
+pub(crate) fn remaining(text: &str) -> Result<u64, String> {
     let t = text.trim();
     if t.eq_ignore_ascii_case("none") {
         return Ok(0);
@@ -158,7 +158,7 @@ fn millis(d: Duration) -> u64 {
 
 /// The parts of a schedule the flags describe, as the wire wants them.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Parts {
+pub(crate) struct Parts {
     pub spec: ScheduleSpec,
     pub action: ScheduleAction,
     pub policies: SchedulePolicies,
@@ -169,7 +169,7 @@ pub struct Parts {
 
 impl SpecFlags {
     /// A new schedule's parts: the flags over the defaults.
-    pub fn to_parts(&self, workflow: &str) -> Parts {
+    pub(crate) fn to_parts(&self, workflow: &str) -> Parts {
         let mut parts = Parts {
             spec: ScheduleSpec::default(),
             action: ScheduleAction {
@@ -189,7 +189,7 @@ impl SpecFlags {
     /// `UpdateSchedule` reads a remaining-actions count of 0 as "unlimited", so a
     /// schedule that has used up its actions cannot be sent back unchanged: that
     /// update is refused unless `--remaining` says what it should become.
-    pub fn merged(
+    pub(crate) fn merged(
         &self,
         current: &ScheduleInfo,
         workflow: Option<&str>,
@@ -273,7 +273,7 @@ impl SpecFlags {
     }
 
     /// Whether any flag was given (an `update` with none would change nothing).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         let Self {
             goal,
             context,

@@ -4,25 +4,25 @@
 //! [`flags`] holds the spec flags and how `update` merges them into the described
 //! schedule; [`show`] the JSON and human renderings.
 
-pub mod flags;
-pub mod show;
+pub(crate) mod flags;
+pub(crate) mod show;
 
 use clap::{ArgGroup, Args, Subcommand};
-use railyard_proto::Client;
 use railyard_proto::v1::{
     CreateScheduleRequest, DeleteScheduleRequest, ListSchedulesRequest, OverlapPolicy, PatchScheduleRequest,
     ScheduleBackfill, ScheduleTrigger, UpdateScheduleRequest,
 };
+use railyard_sdk::Client;
 use serde_json::json;
 
-use crate::global::{GlobalOpts, cli_identity};
-use crate::output;
+use crate::client::global::{GlobalOpts, cli_identity};
+use crate::client::output;
 use flags::{OVERLAP_HELP, SpecFlags};
 use show::clean;
 
 /// `railyard schedule` subcommands.
 #[derive(Debug, Subcommand)]
-pub enum ScheduleCommand {
+pub(crate) enum ScheduleCommand {
     /// Create a schedule that starts runs of a workflow on cron expressions or an interval.
     Create(CreateArgs),
     /// Show a schedule: spec, policies, state, next fire times (local and UTC), recent
@@ -47,7 +47,7 @@ pub enum ScheduleCommand {
 /// Flags of `schedule create`.
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("calendar").args(["cron", "interval"]).required(true)))]
-pub struct CreateArgs {
+pub(crate) struct CreateArgs {
     /// The schedule id (also the prefix of the run ids it starts).
     pub schedule_id: String,
     /// Workflow each fire starts a run of.
@@ -68,7 +68,7 @@ pub struct CreateArgs {
 
 /// Flags of `schedule update`.
 #[derive(Debug, Args)]
-pub struct UpdateArgs {
+pub(crate) struct UpdateArgs {
     /// The schedule to change.
     pub schedule_id: String,
     /// Start runs of this workflow instead.
@@ -83,7 +83,7 @@ pub struct UpdateArgs {
 
 /// Flags of `schedule describe`.
 #[derive(Debug, Args)]
-pub struct DescribeArgs {
+pub(crate) struct DescribeArgs {
     /// The schedule.
     pub schedule_id: String,
     /// How many next fire times to show (the server's default when absent).
@@ -93,7 +93,7 @@ pub struct DescribeArgs {
 
 /// Flags of `schedule list`.
 #[derive(Debug, Args)]
-pub struct ListArgs {
+pub(crate) struct ListArgs {
     /// At most this many schedules (one page).
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub limit: u32,
@@ -104,7 +104,7 @@ pub struct ListArgs {
 
 /// Flags of `schedule pause` and `schedule unpause`.
 #[derive(Debug, Args)]
-pub struct PauseArgs {
+pub(crate) struct PauseArgs {
     /// The schedule.
     pub schedule_id: String,
     /// Why (shown by describe and list).
@@ -114,7 +114,7 @@ pub struct PauseArgs {
 
 /// Flags of `schedule trigger`.
 #[derive(Debug, Args)]
-pub struct TriggerArgs {
+pub(crate) struct TriggerArgs {
     /// The schedule.
     pub schedule_id: String,
     /// Overlap policy for this one action (the schedule's own when absent).
@@ -124,7 +124,7 @@ pub struct TriggerArgs {
 
 /// Flags of `schedule backfill`.
 #[derive(Debug, Args)]
-pub struct BackfillArgs {
+pub(crate) struct BackfillArgs {
     /// The schedule.
     pub schedule_id: String,
     /// First time of the range (inclusive): RFC 3339, or a duration back from now (2h).
@@ -140,13 +140,13 @@ pub struct BackfillArgs {
 
 /// A command that takes only a schedule id.
 #[derive(Debug, Args)]
-pub struct IdArg {
+pub(crate) struct IdArg {
     /// The schedule.
     pub schedule_id: String,
 }
 
 /// Runs one `railyard schedule` subcommand.
-pub async fn run(global: &GlobalOpts, command: ScheduleCommand) -> anyhow::Result<()> {
+pub(crate) async fn run(global: &GlobalOpts, command: ScheduleCommand) -> anyhow::Result<()> {
     match command {
         ScheduleCommand::Create(a) => create(global, a).await,
         ScheduleCommand::Describe(a) => describe(global, a).await,
@@ -223,7 +223,7 @@ fn next_fires(times: &[i64]) -> anyhow::Result<()> {
         output::line(format!(
             "next fire  {}  ({})",
             show::local_time(t, zone),
-            crate::timefmt::rfc3339(t)
+            crate::client::timefmt::rfc3339(t)
         ))?;
     }
     Ok(())
@@ -363,8 +363,8 @@ async fn backfill(global: &GlobalOpts, a: BackfillArgs) -> anyhow::Result<()> {
     if a.end < a.start {
         anyhow::bail!(
             "--end {} is before --start {}",
-            crate::timefmt::rfc3339(a.end),
-            crate::timefmt::rfc3339(a.start)
+            crate::client::timefmt::rfc3339(a.end),
+            crate::client::timefmt::rfc3339(a.start)
         );
     }
     let client = global.connect().await?;
@@ -381,7 +381,10 @@ async fn backfill(global: &GlobalOpts, a: BackfillArgs) -> anyhow::Result<()> {
             ..Default::default()
         })
         .await?;
-    let (start, end) = (crate::timefmt::rfc3339(a.start), crate::timefmt::rfc3339(a.end));
+    let (start, end) = (
+        crate::client::timefmt::rfc3339(a.start),
+        crate::client::timefmt::rfc3339(a.end),
+    );
     if global.output.is_json() {
         output::json(&json!({
             "schedule_id": a.schedule_id,
@@ -416,184 +419,4 @@ async fn delete(global: &GlobalOpts, a: IdArg) -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use clap::Parser;
-
-    use super::*;
-    use crate::{Cli, Command};
-
-    fn parse(args: &[&str]) -> Result<ScheduleCommand, clap::Error> {
-        let cli = Cli::try_parse_from(["railyard", "schedule"].iter().chain(args.iter()).copied())?;
-        match cli.command {
-            Command::Schedule(c) => Ok(c),
-            other => panic!("not a schedule command: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn create_takes_the_spec_flags() {
-        let c = parse(&[
-            "create",
-            "nightly",
-            "--workflow",
-            "demo",
-            "--goal",
-            "report {{scheduledTime}}",
-            "--context",
-            "team=infra",
-            "--cron",
-            "0 9 * * *",
-            "--cron",
-            "30 17 * * FRI",
-            "--tz",
-            "Europe/Berlin",
-            "--jitter",
-            "30s",
-            "--overlap",
-            "buffer-one",
-            "--catchup-window",
-            "1d",
-            "--pause-on-failure",
-            "--paused",
-            "--note",
-            "not yet",
-            "--memo",
-            "the nightly report",
-        ])
-        .unwrap();
-        let ScheduleCommand::Create(a) = c else {
-            panic!("not create")
-        };
-        assert_eq!(a.schedule_id, "nightly");
-        assert_eq!(a.spec.cron.len(), 2);
-        assert_eq!(a.spec.pause_on_failure, Some(true));
-        assert_eq!(a.spec.overlap, Some(OverlapPolicy::BufferOne));
-        assert!(a.paused);
-        assert_eq!(a.note.as_deref(), Some("not yet"));
-    }
-
-    #[test]
-    fn create_needs_one_calendar() {
-        let err = parse(&["create", "s", "--workflow", "demo"]).unwrap_err();
-        assert_eq!(err.exit_code(), 2);
-        let err = parse(&[
-            "create",
-            "s",
-            "--workflow",
-            "demo",
-            "--cron",
-            "* * * * *",
-            "--interval",
-            "every 1m",
-        ])
-        .unwrap_err();
-        assert!(err.to_string().contains("--interval"), "{err}");
-        assert!(
-            parse(&["create", "s", "--cron", "* * * * *"]).is_err(),
-            "--workflow is required"
-        );
-        assert!(
-            parse(&[
-                "create",
-                "s",
-                "--workflow",
-                "w",
-                "--interval",
-                "every 1m",
-                "--note",
-                "n"
-            ])
-            .is_err()
-        );
-        let ok = parse(&[
-            "create",
-            "s",
-            "--workflow",
-            "w",
-            "--interval",
-            "every 15m offset 2m",
-        ])
-        .unwrap();
-        let ScheduleCommand::Create(a) = ok else {
-            panic!("not create")
-        };
-        assert_eq!(a.spec.interval.as_deref(), Some("every 15m offset 2m"));
-    }
-
-    #[test]
-    fn bad_values_name_the_flag() {
-        let err = parse(&["trigger", "s", "--overlap", "never"])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("--overlap") && err.contains("unknown overlap policy"),
-            "{err}"
-        );
-        let err = parse(&["update", "s", "--jitter", "soon"])
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("--jitter"), "{err}");
-        let err = parse(&["backfill", "s", "--start", "yesterday", "--end", "now"])
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("--start") && err.contains("RFC 3339"), "{err}");
-    }
-
-    #[test]
-    fn update_and_the_rest() {
-        let ScheduleCommand::Update(a) = parse(&[
-            "update",
-            "s",
-            "--interval",
-            "every 1h",
-            "--end",
-            "none",
-            "--pause-on-failure=false",
-        ])
-        .unwrap() else {
-            panic!("not update")
-        };
-        assert_eq!(a.spec.end, Some(flags::Bound::None));
-        assert_eq!(a.spec.pause_on_failure, Some(false));
-        let ScheduleCommand::Backfill(b) = parse(&[
-            "backfill",
-            "s",
-            "--start",
-            "2026-01-01T00:00:00Z",
-            "--end",
-            "2026-01-02T00:00:00Z",
-            "--overlap",
-            "allow-all",
-        ])
-        .unwrap() else {
-            panic!("not backfill")
-        };
-        assert_eq!(b.end - b.start, 86_400_000);
-        assert_eq!(b.overlap, Some(OverlapPolicy::AllowAll));
-        assert!(matches!(
-            parse(&["pause", "s", "--note", "n"]).unwrap(),
-            ScheduleCommand::Pause(_)
-        ));
-        // A bare --pause-on-failure does not swallow the id after it.
-        let ScheduleCommand::Create(c) = parse(&[
-            "create",
-            "--pause-on-failure",
-            "nightly",
-            "--workflow",
-            "w",
-            "--cron",
-            "@daily",
-        ])
-        .unwrap() else {
-            panic!("not create")
-        };
-        assert_eq!(
-            (c.schedule_id.as_str(), c.spec.pause_on_failure),
-            ("nightly", Some(true))
-        );
-        assert!(matches!(
-            parse(&["delete", "s"]).unwrap(),
-            ScheduleCommand::Delete(_)
-        ));
-    }
-}
+mod tests;

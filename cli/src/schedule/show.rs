@@ -16,19 +16,19 @@ use railyard_proto::v1::{
 use serde_json::{Value, json};
 
 use super::flags::overlap_name;
-use crate::output::{Table, truncate};
-use crate::timefmt::{rfc3339, rfc3339_or_null};
-use crate::view::status_name;
+use crate::client::output::{Table, truncate};
+use crate::client::timefmt::{rfc3339, rfc3339_or_null};
+use crate::client::view::status_name;
 
 /// `text` with every control character written as an escape (`\n`, `\t`, `\u{1b}`),
-/// so that stored text prints as one inert line (the CLI's one [`escape`](crate::output::escape)).
-pub fn clean(text: &str) -> String {
-    crate::output::escape(text).into_owned()
+/// so that stored text prints as one inert line (the CLI's one [`escape`](crate::client::output::escape)).
+pub(crate) fn clean(text: &str) -> String {
+    crate::client::output::escape(text).into_owned()
 }
 
 /// The zone this machine shows local times in: `TZ`, else `/etc/localtime`'s link
 /// into the zone database, else `/etc/timezone`; UTC when none names a known zone.
-pub fn local_zone() -> Tz {
+pub(crate) fn local_zone() -> Tz {
     let from_env = std::env::var("TZ")
         .ok()
         .map(|tz| tz.trim_start_matches(':').to_string());
@@ -52,7 +52,7 @@ pub fn local_zone() -> Tz {
 }
 
 /// `2026-03-22 10:00:00 CET` for unix milliseconds in `zone` (`-` for unset).
-pub fn local_time(unix_ms: i64, zone: Tz) -> String {
+pub(crate) fn local_time(unix_ms: i64, zone: Tz) -> String {
     match DateTime::<Utc>::from_timestamp_millis(unix_ms).filter(|_| unix_ms != 0) {
         Some(t) => t.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z").to_string(),
         None => "-".to_string(),
@@ -60,7 +60,7 @@ pub fn local_time(unix_ms: i64, zone: Tz) -> String {
 }
 
 /// A duration in milliseconds as the flags write it (`90s`, `1h30m`, `365d`).
-pub fn short_duration(ms: u64) -> String {
+pub(crate) fn short_duration(ms: u64) -> String {
     if ms == 0 {
         return "0s".to_string();
     }
@@ -82,7 +82,7 @@ pub fn short_duration(ms: u64) -> String {
 }
 
 /// The spec as one line: `cron "0 9 * * *" in Europe/Berlin`, `every 15m offset 2m`.
-pub fn spec_line(spec: &ScheduleSpec) -> String {
+pub(crate) fn spec_line(spec: &ScheduleSpec) -> String {
     let mut text = if spec.interval.is_empty() {
         let exprs: Vec<_> = spec.cron.iter().map(|c| format!("{:?}", clean(c))).collect();
         let zone = if spec.time_zone.is_empty() {
@@ -101,7 +101,7 @@ pub fn spec_line(spec: &ScheduleSpec) -> String {
 }
 
 /// A schedule as JSON: proto field names, times both as unix ms and RFC 3339.
-pub fn schedule_json(info: &ScheduleInfo) -> Value {
+pub(crate) fn schedule_json(info: &ScheduleInfo) -> Value {
     let spec = info.spec.clone().unwrap_or_default();
     let action = info.action.clone().unwrap_or_default();
     let policies = info.policies.unwrap_or_default();
@@ -156,7 +156,7 @@ pub fn schedule_json(info: &ScheduleInfo) -> Value {
 }
 
 /// A fire that started a run, as JSON.
-pub fn action_json(a: &ScheduleActionResult) -> Value {
+pub(crate) fn action_json(a: &ScheduleActionResult) -> Value {
     json!({
         "scheduled_time": rfc3339_or_null(a.scheduled_time_unix_ms),
         "scheduled_time_unix_ms": a.scheduled_time_unix_ms,
@@ -188,7 +188,7 @@ fn buffered_json(b: &ScheduleBufferedStart) -> Value {
 }
 
 /// A list row as JSON.
-pub fn summary_json(s: &ScheduleSummary) -> Value {
+pub(crate) fn summary_json(s: &ScheduleSummary) -> Value {
     json!({
         "schedule_id": s.schedule_id,
         "workflow_id": s.workflow_id,
@@ -206,7 +206,7 @@ pub fn summary_json(s: &ScheduleSummary) -> Value {
 }
 
 /// The human rendering of `schedule describe`, local times in `zone`.
-pub fn describe_lines(info: &ScheduleInfo, zone: Tz) -> Vec<String> {
+pub(crate) fn describe_lines(info: &ScheduleInfo, zone: Tz) -> Vec<String> {
     let spec = info.spec.clone().unwrap_or_default();
     let action = info.action.clone().unwrap_or_default();
     let policies = info.policies.unwrap_or_default();
@@ -341,7 +341,7 @@ pub fn describe_lines(info: &ScheduleInfo, zone: Tz) -> Vec<String> {
 }
 
 /// The human table of `schedule list`.
-pub fn list_table(schedules: &[ScheduleSummary]) -> Table {
+pub(crate) fn list_table(schedules: &[ScheduleSummary]) -> Table {
     let mut table = Table::new([
         "SCHEDULE",
         "WORKFLOW",

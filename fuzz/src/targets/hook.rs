@@ -1,4 +1,4 @@
-//! Webhook payload templates (`{{$.pull_request.title}}`, `trigger::template`) and
+//! Webhook payload templates (`{{$.pull_request.title}}`, `template::payload`) and
 //! delivery verification (`trigger::signature::verify`): any template parses or is
 //! refused without a panic; a parsed one renders over any payload without a panic,
 //! within its byte limit, and a missing path is reported as a path the template
@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use railyard_server::trigger::Trigger;
-use railyard_server::trigger::signature::{sign, verify};
-use railyard_server::trigger::template::{RenderError, Template};
+use railyard_model::template::payload::{RenderError, Template};
+use railyard_model::trigger::Trigger;
+use railyard_server::signature::{sign, verify};
 use serde_json::Value;
 
 use crate::corpus;

@@ -7,28 +7,26 @@
 //! leave the store exactly as it was; after every request each run's history is
 //! numbered 1.. with no gap up to its `last_event_id`.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::TestCaseError;
-use railyard_server::clock::{Clock, ManualClock};
+use railyard_model::run::{RunStatus, StepFailure};
+use railyard_model::workflow::parse_definition;
+use railyard_server::clock::ManualClock;
+use railyard_server::engine::delivery::{DeliverySettings, SigningSecret};
 use railyard_server::error::ApiError;
-use railyard_server::matching::Matching;
-use railyard_server::metrics::Metrics;
-use railyard_server::model::{RunStatus, StepFailure};
+use railyard_server::registry::WorkflowRegistry;
 use railyard_server::service::runs::{self, HistoryQuery, IdReusePolicy, ListRuns, SignalRun, StartRun};
 use railyard_server::service::tasks::{self, Completion, CoordinatorNote, Heartbeat, Poll};
-use railyard_server::service::{Caller, CallerInput, Core, Credentials, Operation, caller, workflows};
-use railyard_server::store::memory::MemoryBackend;
-use railyard_server::store::writer::{Hooks, Writer};
-use railyard_server::store::{RunFilter, Store};
-use railyard_server::timers::LeaseDeadlines;
-use railyard_server::token::TokenKeys;
-use railyard_server::watch::Watchers;
-use railyard_server::workflow::{WorkflowRegistry, parse_definition};
+use railyard_server::service::{
+    Caller, CallerInput, Core, CoreParts, Credentials, Operation, caller, workflows,
+};
+use railyard_store::memory::MemoryBackend;
+use railyard_store::{RunFilter, Store};
 
 use crate::corpus::{self, Mutation};
 
@@ -57,10 +55,6 @@ impl Fixture {
         } else {
             (Store::new(Arc::new(MemoryBackend::default())), None)
         };
-        let matching = Arc::new(Matching::default());
-        let watchers = Arc::new(Watchers::default());
-        let metrics = Arc::new(Metrics::default());
-        let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1_700_000_000_000));
         let mut registry = WorkflowRegistry::default();
         let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../workflows/demo.json");
         let demo_text = std::fs::read_to_string(&demo).expect("workflows/demo.json");
@@ -71,39 +65,15 @@ impl Fixture {
             let def = parse_definition(text).expect("a valid definition");
             registry.valid.insert(def.id.clone(), (Arc::new(def), file));
         }
-        let workflows = Arc::new(registry);
-        let hooks = Hooks {
-            matching: matching.clone(),
-            watchers: watchers.clone(),
-            timer_wake: Arc::new(tokio::sync::Notify::new()),
-            leases: Arc::new(LeaseDeadlines::default()),
-            metrics: metrics.clone(),
-            clock: clock.clone(),
-            workflows: workflows.clone(),
-        };
-        let (writer, _thread) = Writer::spawn(store.clone(), hooks).expect("writer");
-        let namespaces: HashSet<String> = store.namespaces().expect("namespaces").into_iter().collect();
-        let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
-        let dir_keys = tempfile::tempdir().expect("temp dir");
-        let keys = TokenKeys::load_or_create(dir_keys.path()).expect("keys");
-        let core = Arc::new(Core {
-            child_limits: Default::default(),
-            store,
-            writer,
-            matching,
-            watchers,
-            metrics,
-            clock,
-            keys,
-            workflows,
-            namespaces: namespaces.into(),
-            auth: false,
-            shutdown: shutdown_rx,
-            delivery: Arc::new(railyard_server::delivery::DeliverySettings {
-                signing_secret: railyard_server::delivery::SigningSecret::new("fuzz"),
+        let CoreParts { core, shutdown, .. } = Core::builder(store)
+            .clock(Arc::new(ManualClock::new(1_700_000_000_000)))
+            .workflows(registry)
+            .delivery(DeliverySettings {
+                signing_secret: SigningSecret::new("fuzz"),
                 ..Default::default()
-            }),
-        });
+            })
+            .build()
+            .expect("a core");
         Self {
             core,
             _shutdown: shutdown,
@@ -369,7 +339,7 @@ impl Seen {
 type Picture = BTreeMap<String, (RunStatus, u64, usize, Vec<u64>)>;
 
 fn picture(core: &Core) -> Result<Picture, TestCaseError> {
-    let fail = |e: ApiError| TestCaseError::fail(format!("reading the store: {e}"));
+    let fail = |e: railyard_store::StorageError| TestCaseError::fail(format!("reading the store: {e}"));
     let mut out = Picture::new();
     for ns in core.store.namespaces().map_err(fail)? {
         let mut after = None;
@@ -580,7 +550,7 @@ async fn lease_op(
     core: &Arc<Core>,
     seen: &mut Seen,
     c: &Caller,
-    claims: railyard_server::token::TokenClaims,
+    claims: railyard_model::token::TokenClaims,
     op: &Op,
 ) -> Result<(), ApiError> {
     match op {

@@ -1,4 +1,4 @@
-//! Schedule specs (`server/src/schedule/spec.rs`): arbitrary JSON, arbitrary and
+//! Schedule specs (`model/src/schedule/spec.rs`): arbitrary JSON, arbitrary and
 //! mutated cron expressions and intervals are checked without a panic; every
 //! refusal starts with the field it is about, and a cron refusal names the index of
 //! the first expression that is wrong on its own. An accepted spec answers
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use railyard_server::schedule::{MAX_TIME, ScheduleSpec, SpecDoc, SpecError};
+use railyard_model::schedule::{MAX_TIME, ScheduleSpec, SpecDoc, SpecError};
 
 use crate::corpus;
 use crate::targets::workflow::is_json_path;

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use railyard_server::ids;
-use railyard_server::schedule::{Fire, MAX_SCHEDULE_ID, MAX_TIME, check_schedule_id};
-use railyard_server::workflow::{check_template, render};
+use railyard_model::ids;
+use railyard_model::schedule::{Fire, MAX_SCHEDULE_ID, MAX_TIME, check_schedule_id};
+use railyard_model::workflow::{check_template, render};
 
 use crate::corpus;
 

@@ -10,8 +10,9 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use railyard_model::token::TokenClaims;
 use railyard_server::error::ApiError;
-use railyard_server::token::{TokenClaims, TokenKeys};
+use railyard_server::token::TokenKeys;
 
 use crate::corpus::{self, Mutation};
 

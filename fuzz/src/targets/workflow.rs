@@ -1,4 +1,4 @@
-//! Workflow definitions (`server/src/workflow.rs`): arbitrary text, arbitrary
+//! Workflow definitions (`model/src/workflow.rs`): arbitrary text, arbitrary
 //! JSON and mutated real definitions are parsed and validated without a panic;
 //! every refusal starts with the JSON path it is about; an accepted definition
 //! writes back to JSON that parses to the same definition, and renders every
@@ -9,7 +9,8 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::TestCaseError;
-use railyard_server::workflow::{is_definition_file, parse_definition};
+use railyard_model::workflow::parse_definition;
+use railyard_server::registry::is_definition_file;
 use serde_json::Value;
 
 use crate::corpus;

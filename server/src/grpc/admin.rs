@@ -7,9 +7,9 @@ use railyard_proto::v1::{self, admin_server::Admin};
 use tonic::{Request, Response, Status};
 
 use super::*;
-use crate::auth::{ApiKey, Role};
-use crate::namespace::{Namespace, NamespaceChange, Subscription};
 use crate::service::{keys, namespaces, subscriptions};
+use railyard_model::auth::{ApiKey, Role};
+use railyard_model::namespace::{Namespace, NamespaceChange, Subscription};
 
 /// The `Admin` service.
 pub struct AdminService {

@@ -14,7 +14,7 @@ use super::*;
 use crate::service::approvals;
 use crate::service::runs::{self, IdReusePolicy};
 use crate::service::workflows;
-use crate::store::RunFilter;
+use railyard_store::RunFilter;
 
 /// The `History` service.
 pub struct HistoryService {
@@ -67,7 +67,7 @@ impl History for HistoryService {
             parent_run_id: r.parent_run_id,
             callback_url: r.callback_url,
             task_queue: r.task_queue,
-            budget: crate::model::RunBudget {
+            budget: railyard_model::run::RunBudget {
                 max_tokens: (r.max_tokens > 0).then_some(r.max_tokens),
                 // 0 (and anything not above it) is "the definition's"; a NaN is refused.
                 max_cost_usd: (r.max_cost_usd != 0.0).then_some(r.max_cost_usd),

@@ -14,11 +14,12 @@ use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
 
 use crate::error::ApiError;
-use crate::model::size::{SUMMARY_TEXT_BYTES, prefix};
-use crate::model::{Event, RunState, RunStatus};
 use crate::service::{Caller, CallerInput, Credentials, Operation, caller};
+use railyard_model::run::size::SUMMARY_TEXT_BYTES;
+use railyard_model::run::{Event, RunState, RunStatus};
+use railyard_model::text;
 
-pub use crate::service::Core;
+pub(crate) use crate::service::Core;
 
 /// An API error as a gRPC status: the one place codes are chosen.
 pub fn status(e: ApiError) -> Status {
@@ -37,19 +38,14 @@ pub fn status(e: ApiError) -> Status {
 }
 
 /// Longest status message sent. Messages quote client input through
-/// [`crate::error::echo`]; this is the backstop for any that does not.
+/// [`railyard_model::echo`]; this is the backstop for any that does not.
 pub const MAX_STATUS_MESSAGE_BYTES: usize = 2048;
 
-fn bounded_message(mut message: String) -> String {
-    if message.len() > MAX_STATUS_MESSAGE_BYTES {
-        let mut end = MAX_STATUS_MESSAGE_BYTES;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
-        message.push('…');
+fn bounded_message(message: String) -> String {
+    if message.len() <= MAX_STATUS_MESSAGE_BYTES {
+        return message;
     }
-    message
+    text::cut(&message, MAX_STATUS_MESSAGE_BYTES, "…")
 }
 
 impl From<ApiError> for Status {
@@ -175,8 +171,8 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
 
 /// A run's delivery over all its targets: FAILED if any failed, else PENDING if any
 /// is still trying, else SUCCEEDED; NONE without targets.
-pub fn delivery_state(ds: &[crate::model::Delivery]) -> v1::DeliveryState {
-    use crate::model::DeliveryStatus as S;
+pub fn delivery_state(ds: &[railyard_model::run::Delivery]) -> v1::DeliveryState {
+    use railyard_model::run::DeliveryStatus as S;
     if ds.is_empty() {
         v1::DeliveryState::None
     } else if ds.iter().any(|d| d.status == S::Failed) {
@@ -189,11 +185,11 @@ pub fn delivery_state(ds: &[crate::model::Delivery]) -> v1::DeliveryState {
 }
 
 /// One target's delivery on the wire; the URL without its path and query.
-pub fn delivery_info(d: &crate::model::Delivery) -> v1::DeliveryInfo {
-    use crate::model::DeliveryStatus as S;
+pub fn delivery_info(d: &railyard_model::run::Delivery) -> v1::DeliveryInfo {
+    use railyard_model::run::DeliveryStatus as S;
     v1::DeliveryInfo {
         target: d.target.name(),
-        url: crate::delivery::url::redacted(&d.url),
+        url: railyard_model::run::delivery::url::redacted(&d.url),
         state: match d.status {
             S::Pending => v1::DeliveryState::Pending,
             S::Succeeded => v1::DeliveryState::Succeeded,
@@ -209,12 +205,14 @@ pub fn delivery_info(d: &crate::model::Delivery) -> v1::DeliveryInfo {
 
 /// A waiting step's wait on the wire; a held proposal only when `whole` (not in
 /// list summaries, like notes).
-fn wait_info(w: &crate::model::Waiting, whole: bool) -> v1::WaitInfo {
+fn wait_info(w: &railyard_model::run::Waiting, whole: bool) -> v1::WaitInfo {
     let (run_ids, done_run_ids) = match &w.on {
-        crate::model::WaitOn::Children { run_ids, done } => {
+        railyard_model::run::WaitOn::Children { run_ids, done } => {
             (run_ids.clone(), done.iter().map(|d| d.run_id.clone()).collect())
         }
-        crate::model::WaitOn::Unpause | crate::model::WaitOn::Approval(_) => (Vec::new(), Vec::new()),
+        railyard_model::run::WaitOn::Unpause | railyard_model::run::WaitOn::Approval(_) => {
+            (Vec::new(), Vec::new())
+        }
     };
     let mut info = v1::WaitInfo {
         on: w.on.kind().to_string(),
@@ -224,7 +222,7 @@ fn wait_info(w: &crate::model::Waiting, whole: bool) -> v1::WaitInfo {
         deadline_unix_ms: w.deadline_ms.unwrap_or(0),
         ..Default::default()
     };
-    if let crate::model::WaitOn::Approval(p) = &w.on {
+    if let railyard_model::run::WaitOn::Approval(p) = &w.on {
         info.proposed_by = p.proposed_by.clone();
         if whole {
             info.proposed_notes = p.done.notes.clone();
@@ -237,7 +235,7 @@ fn wait_info(w: &crate::model::Waiting, whole: bool) -> v1::WaitInfo {
 }
 
 /// Token usage on the wire; absent when nothing was used.
-pub fn usage_to_proto(u: &crate::model::Usage) -> Option<v1::TokenUsage> {
+pub fn usage_to_proto(u: &railyard_model::run::Usage) -> Option<v1::TokenUsage> {
     (!u.is_zero()).then_some(v1::TokenUsage {
         input_tokens: u.input,
         output_tokens: u.output,
@@ -249,8 +247,8 @@ pub fn usage_to_proto(u: &crate::model::Usage) -> Option<v1::TokenUsage> {
 
 /// Token usage from the wire: `None` when absent; a cost that is not a finite,
 /// non-negative number counts as 0.
-pub fn usage_from_proto(u: Option<&v1::TokenUsage>) -> Option<crate::model::Usage> {
-    u.map(|u| crate::model::Usage {
+pub fn usage_from_proto(u: Option<&v1::TokenUsage>) -> Option<railyard_model::run::Usage> {
+    u.map(|u| railyard_model::run::Usage {
         input: u.input_tokens,
         output: u.output_tokens,
         cache_read: u.cache_read_tokens,
@@ -269,8 +267,8 @@ pub fn usage_from_proto(u: Option<&v1::TokenUsage>) -> Option<crate::model::Usag
 /// the failure are cut to [`SUMMARY_TEXT_BYTES`] (`DescribeRun` has them whole).
 pub fn run_summary(run: &RunState) -> v1::RunInfo {
     let mut info = run_info_with(run, false);
-    info.goal = prefix(&run.goal, SUMMARY_TEXT_BYTES);
-    info.failure = prefix(&run.failure, SUMMARY_TEXT_BYTES);
+    info.goal = text::cut(&run.goal, SUMMARY_TEXT_BYTES, "…");
+    info.failure = text::cut(&run.failure, SUMMARY_TEXT_BYTES, "…");
     info
 }
 
@@ -281,7 +279,7 @@ pub fn event_to_proto(ev: &Event) -> v1::HistoryEvent {
         time_unix_ms: ev.time_ms,
         event_type: ev.kind.type_name().to_string(),
         identity: ev.identity.clone(),
-        attributes_json: crate::model::wire::event_attributes_json(&ev.kind),
+        attributes_json: railyard_model::run::wire::event_attributes_json(&ev.kind),
     }
 }
 

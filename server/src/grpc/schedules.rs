@@ -8,9 +8,9 @@ use railyard_proto::v1::{self, schedules_server::Schedules};
 use tonic::{Request, Response, Status};
 
 use super::*;
-use crate::schedule::state::{Action, MissReason, Origin};
-use crate::schedule::{Overlap, Schedule};
 use crate::service::schedules::{self as svc, PoliciesInput, ScheduleInput, SpecInput};
+use railyard_model::schedule::state::{Action, MissReason, Origin};
+use railyard_model::schedule::{Overlap, Schedule};
 
 /// The `Schedules` service.
 pub struct SchedulesService {
@@ -101,7 +101,7 @@ fn origin(o: Origin) -> String {
     o.name().to_string()
 }
 
-fn action_result(a: &crate::schedule::state::ActionRecord) -> v1::ScheduleActionResult {
+fn action_result(a: &railyard_model::schedule::state::ActionRecord) -> v1::ScheduleActionResult {
     v1::ScheduleActionResult {
         scheduled_time_unix_ms: a.due,
         actual_time_unix_ms: a.actual,

@@ -8,8 +8,8 @@ use railyard_proto::v1::{self, tasks_server::Tasks};
 use tonic::{Request, Response, Status};
 
 use super::*;
-use crate::model::{PendingSignal, StepFailure};
 use crate::service::tasks::{self, LeasedStep};
+use railyard_model::run::{PendingSignal, StepFailure};
 
 /// The `Tasks` service.
 pub struct TasksService {
@@ -87,7 +87,7 @@ fn step_task(leased: LeasedStep) -> v1::StepTask {
 }
 
 /// The step's and run's budget, and what was used of it, when there is one.
-fn budget_to_proto(run: &crate::model::RunState, index: usize) -> Option<v1::TokenBudget> {
+fn budget_to_proto(run: &railyard_model::run::RunState, index: usize) -> Option<v1::TokenBudget> {
     let step_max = run.definition.steps[index].max_tokens;
     let b = run.budget;
     if step_max.is_none() && b.max_tokens.is_none() && b.max_cost_usd.is_none() {
@@ -150,7 +150,7 @@ impl Tasks for TasksService {
             stuck: r
                 .stuck
                 .into_iter()
-                .map(|s| crate::model::StuckNote {
+                .map(|s| railyard_model::run::StuckNote {
                     signal: s.signal,
                     message: s.message,
                     fatal: s.fatal,

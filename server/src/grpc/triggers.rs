@@ -8,7 +8,7 @@ use tonic::{Request, Response, Status};
 
 use super::*;
 use crate::service::triggers::{self as svc, TriggerInput};
-use crate::trigger::{Mode, Source, Trigger};
+use railyard_model::trigger::{Mode, Source, Trigger};
 
 /// The `Triggers` service.
 pub struct TriggersService {

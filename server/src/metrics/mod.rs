@@ -228,8 +228,8 @@ impl Metrics {
         &self,
         ns: &str,
         schedule_id: &str,
-        before: &crate::schedule::state::Counters,
-        after: &crate::schedule::state::Counters,
+        before: &railyard_model::schedule::state::Counters,
+        after: &railyard_model::schedule::state::Counters,
     ) {
         let pairs = [
             (before.taken, after.taken),
@@ -259,7 +259,7 @@ impl Metrics {
 
     /// Counts tokens a heartbeat added to a run of `workflow` on `model`: a few atomic
     /// adds (and, the first time a pair is seen, one set insert).
-    pub fn record_tokens(&self, workflow: &str, model: &str, added: &crate::model::Usage) {
+    pub fn record_tokens(&self, workflow: &str, model: &str, added: &railyard_model::run::Usage) {
         let model = {
             let mut seen = self.token_series.lock().unwrap_or_else(|p| p.into_inner());
             let key = (workflow.to_string(), model.to_string());
@@ -351,7 +351,7 @@ mod tests {
     #[test]
     fn tokens_count_by_workflow_model_and_kind() {
         let m = Metrics::default();
-        let u = crate::model::Usage {
+        let u = railyard_model::run::Usage {
             input: 100,
             output: 20,
             cache_read: 0,

@@ -4,27 +4,39 @@
 //! on the request path for them.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::gauge::ConstGauge;
 
-use crate::error::ApiError;
-use crate::matching::Matching;
-use crate::timers::LeaseDeadlines;
+use railyard_store::StorageError;
 
-/// Counts open runs per namespace (every namespace, zero included).
-pub type OpenRunCounts = Box<dyn Fn() -> Result<BTreeMap<String, u64>, ApiError> + Send + Sync>;
+/// Counts of something per namespace, read from storage.
+pub type Counts = Box<dyn Fn() -> Result<BTreeMap<String, u64>, StorageError> + Send + Sync>;
 
-/// Where the state gauges read from.
+/// One queue's gauges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueGauge {
+    pub namespace: String,
+    pub queue: String,
+    /// Ready tasks.
+    pub backlog: usize,
+    /// Long polls parked on it.
+    pub parked: usize,
+}
+
+/// Where the state gauges read from (matching, the lease deadlines, storage); each
+/// is read at scrape time.
 pub struct StateSources {
-    pub matching: Arc<Matching>,
-    pub leases: Arc<LeaseDeadlines>,
-    pub open_runs: OpenRunCounts,
+    /// Backlog and parked polls per queue.
+    pub queues: Box<dyn Fn() -> Vec<QueueGauge> + Send + Sync>,
+    /// Leases in flight per namespace.
+    pub leases: Box<dyn Fn() -> BTreeMap<String, u64> + Send + Sync>,
+    /// Open runs per namespace (every namespace, zero included).
+    pub open_runs: Counts,
     /// Schedules per namespace.
-    pub schedules: OpenRunCounts,
+    pub schedules: Counts,
 }
 
 impl std::fmt::Debug for StateSources {
@@ -49,7 +61,7 @@ fn gauge<'a, const N: usize>(
 
 impl Collector for StateSources {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let queues = self.matching.queue_gauges();
+        let queues = (self.queues)();
         gauge(
             &mut encoder,
             "railyard_queue_backlog",
@@ -83,7 +95,7 @@ impl Collector for StateSources {
         // Every namespace with open runs gets a lease gauge, zero included.
         let mut leases: BTreeMap<String, u64> =
             open.iter().flatten().map(|(ns, _)| (ns.clone(), 0)).collect();
-        leases.extend(self.leases.count_by_namespace());
+        leases.extend((self.leases)());
         gauge(
             &mut encoder,
             "railyard_active_leases",

@@ -2,33 +2,33 @@
 //! step holds. Operations of the `client` role; recorded in history with the
 //! caller's identity.
 
-use super::limits::{check_len, check_name};
 use super::{Caller, Core};
-use crate::approval::MAX_FEEDBACK_BYTES;
+use crate::engine::writer::AnswerApproval;
 use crate::error::ApiError;
-use crate::store::writer::AnswerApproval;
+use railyard_model::approval::MAX_FEEDBACK_BYTES;
+use railyard_model::limits::{check_len, check_name};
 
 /// An approval or rejection as a client sends it.
 #[derive(Debug, Clone, Default)]
-pub struct Answer {
-    pub run_id: String,
+pub(crate) struct Answer {
+    pub(crate) run_id: String,
     /// The step meant (empty: whichever awaits approval); a step that does not
     /// await approval is `INVALID_ARGUMENT`.
-    pub step_id: String,
+    pub(crate) step_id: String,
     /// The approval's note, or the rejection's feedback (required for a rejection).
-    pub text: String,
+    pub(crate) text: String,
 }
 
 /// Approves the held result: the step completes with it, as an accepted completion
 /// would (the next step is scheduled, or parked while the run is paused; or the run
 /// completes).
-pub async fn approve(core: &Core, caller: &Caller, a: Answer) -> Result<(), ApiError> {
+pub(crate) async fn approve(core: &Core, caller: &Caller, a: Answer) -> Result<(), ApiError> {
     answer(core, caller, a, true).await
 }
 
 /// Rejects the held result: the step re-opens on the same transcript under the same
 /// attempt, and its next worker reads the feedback as a user message.
-pub async fn reject(core: &Core, caller: &Caller, a: Answer) -> Result<(), ApiError> {
+pub(crate) async fn reject(core: &Core, caller: &Caller, a: Answer) -> Result<(), ApiError> {
     if a.text.trim().is_empty() {
         return Err(ApiError::field(
             "feedback",
@@ -71,7 +71,7 @@ async fn answer(core: &Core, caller: &Caller, a: Answer, approve: bool) -> Resul
 #[cfg(test)]
 mod tests {
     use super::super::caller::{Operation, permits};
-    use crate::auth::Role;
+    use railyard_model::auth::Role;
 
     #[test]
     fn clients_and_admins_answer_approvals_and_workers_may_not() {

@@ -10,14 +10,14 @@
 //! task queues is `PERMISSION_DENIED`; either way nothing of the request is done.
 
 use super::Core;
-use super::limits::{self, check_len};
-use crate::auth::{self, ALL_NAMESPACES, ApiKey, Role};
 use crate::error::ApiError;
+use railyard_model::auth::{self, ALL_NAMESPACES, ApiKey, Role};
+use railyard_model::limits::{self, check_len};
 
 /// The authenticated principal behind a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Principal {
+pub(crate) enum Principal {
     /// Auth is off: every caller is anonymous and may do everything.
     Anonymous,
     /// A caller that presented a valid API key.
@@ -29,13 +29,13 @@ pub enum Principal {
 
 /// What an authenticated API key may do.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyPrincipal {
-    pub key_id: String,
+pub(crate) struct KeyPrincipal {
+    pub(crate) key_id: String,
     /// The namespace the key acts in, or `*` for every namespace.
-    pub namespace: String,
-    pub role: Role,
+    pub(crate) namespace: String,
+    pub(crate) role: Role,
     /// Task queues a worker key is limited to (empty: any).
-    pub queues: Vec<String>,
+    pub(crate) queues: Vec<String>,
 }
 
 impl KeyPrincipal {
@@ -49,7 +49,7 @@ impl KeyPrincipal {
     }
 
     /// Whether the key acts in `ns`.
-    pub fn covers(&self, ns: &str) -> bool {
+    pub(crate) fn covers(&self, ns: &str) -> bool {
         self.namespace == ALL_NAMESPACES || self.namespace == ns
     }
 }
@@ -97,7 +97,7 @@ pub enum Operation {
 
 impl Operation {
     /// What the operation does, for "may not ..." messages.
-    pub fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             Self::StartRun => "start runs",
             Self::DescribeRun => "describe runs",
@@ -138,7 +138,7 @@ impl Operation {
 /// Whether a key of `role` may do `op` (in a namespace it covers). The one
 /// authorization table: `worker` polls and reports on tasks; `client` starts, reads
 /// and steers runs; `admin` does everything.
-pub fn permits(role: Role, op: Operation) -> bool {
+pub(crate) fn permits(role: Role, op: Operation) -> bool {
     use Operation::*;
     match role {
         Role::Admin => true,
@@ -181,7 +181,7 @@ pub enum Credentials {
 
 impl Credentials {
     /// Reads an `authorization` header's value (`None`: no header; `Err`: not text).
-    pub fn from_header(value: Option<Result<&str, ()>>) -> Self {
+    pub(crate) fn from_header(value: Option<Result<&str, ()>>) -> Self {
         let Some(value) = value else {
             return Self::None;
         };
@@ -216,15 +216,15 @@ pub struct CallerInput {
 /// its identity is bounded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// Recorded in the events the request causes.
-    pub identity: String,
-    pub principal: Principal,
+    pub(crate) identity: String,
+    pub(crate) principal: Principal,
 }
 
 impl Caller {
     /// Refuses a task queue outside a worker key's queues (`PERMISSION_DENIED`).
-    pub fn check_queue(&self, queue: &str) -> Result<(), ApiError> {
+    pub(crate) fn check_queue(&self, queue: &str) -> Result<(), ApiError> {
         match &self.principal {
             Principal::Key(k) if !k.queues.is_empty() && !k.queues.iter().any(|q| q == queue) => {
                 Err(ApiError::PermissionDenied(format!(
@@ -248,7 +248,7 @@ pub fn resolve(core: &Core, input: CallerInput, op: Operation) -> Result<Caller,
 
 /// [`resolve`] for a principal already authenticated (a lease holder's, whose
 /// namespace comes from its task token, checked in between).
-pub fn resolve_as(
+pub(crate) fn resolve_as(
     core: &Core,
     principal: Principal,
     namespace: String,
@@ -273,7 +273,7 @@ pub fn resolve_as(
 
 /// The caller for what the server does on its own behalf (a schedule's fire, a
 /// trigger): no credentials, namespace checked.
-pub fn internal(core: &Core, namespace: &str, identity: &str) -> Result<Caller, ApiError> {
+pub(crate) fn internal(core: &Core, namespace: &str, identity: &str) -> Result<Caller, ApiError> {
     Ok(Caller {
         namespace: existing_namespace(core, namespace_name(namespace))?,
         identity: identity.to_string(),
@@ -284,7 +284,7 @@ pub fn internal(core: &Core, namespace: &str, identity: &str) -> Result<Caller, 
 /// Who the credentials prove the caller is. With auth off, anyone is
 /// [`Principal::Anonymous`] (credentials are not looked at); with auth on, a key that
 /// is missing, malformed, unknown, wrong, revoked or expired is `UNAUTHENTICATED`.
-pub fn authenticate(core: &Core, credentials: &Credentials) -> Result<Principal, ApiError> {
+pub(crate) fn authenticate(core: &Core, credentials: &Credentials) -> Result<Principal, ApiError> {
     if !core.auth {
         return Ok(Principal::Anonymous);
     }
@@ -327,7 +327,7 @@ pub fn authenticate(core: &Core, credentials: &Credentials) -> Result<Principal,
 
 /// Whether `principal` may do `op` in namespace `ns` (`PERMISSION_DENIED` naming
 /// what is wrong). [`Principal::Anonymous`] and [`Principal::Server`] may do anything.
-pub fn authorize(principal: &Principal, ns: &str, op: Operation) -> Result<(), ApiError> {
+pub(crate) fn authorize(principal: &Principal, ns: &str, op: Operation) -> Result<(), ApiError> {
     let Principal::Key(k) = principal else {
         return Ok(());
     };
@@ -366,22 +366,18 @@ pub(crate) fn existing_namespace(core: &Core, ns: &str) -> Result<String, ApiErr
     } else {
         Err(ApiError::NotFound(format!(
             "namespace {} does not exist",
-            crate::error::echo(ns)
+            railyard_model::echo(ns)
         )))
     }
 }
 
 /// At most the first 64 bytes of what a client sent, for an error message.
 pub(crate) fn short(text: &str) -> &str {
-    let mut end = text.len().min(64);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    railyard_model::text::prefix(text, 64)
 }
 
 /// A stored time, in RFC 3339 UTC.
-pub(crate) fn time(ms: crate::clock::Millis) -> String {
+pub(crate) fn time(ms: railyard_model::Millis) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
         .unwrap_or_else(|| format!("{ms} ms"))

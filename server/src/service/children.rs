@@ -4,41 +4,46 @@
 
 use std::collections::BTreeMap;
 
-use super::limits::{self, check_bytes, check_context, check_count, check_len, check_name};
 use super::{Caller, Core, workflows};
+use crate::engine::writer::{ChildSpec, SpawnChildren, Spawned, WaitFor};
 use crate::error::ApiError;
-use crate::model::ParentClosePolicy;
-use crate::store::writer::{ChildSpec, SpawnChildren, Spawned, WaitFor};
-use crate::token::TokenClaims;
+use railyard_model::limits::{self, check_bytes, check_context, check_count, check_len, check_name};
+use railyard_model::run::ParentClosePolicy;
+use railyard_model::token::TokenClaims;
 
 /// Most children one request may start (the per-run limit bounds it further).
 pub const MAX_CHILDREN_PER_REQUEST: usize = 100;
 
 /// A child run to start.
 #[derive(Debug, Clone, Default)]
-pub struct ChildRequest {
-    pub workflow_id: String,
-    pub goal: String,
-    pub context: BTreeMap<String, String>,
+pub(crate) struct ChildRequest {
+    pub(crate) workflow_id: String,
+    pub(crate) goal: String,
+    pub(crate) context: BTreeMap<String, String>,
     /// `cancel` (or empty), `terminate`, `abandon`.
-    pub parent_close_policy: String,
+    pub(crate) parent_close_policy: String,
 }
 
 /// Children to start under a lease, and whether the step then waits.
 #[derive(Debug, Clone, Default)]
-pub struct Spawn {
-    pub children: Vec<ChildRequest>,
+pub(crate) struct Spawn {
+    pub(crate) children: Vec<ChildRequest>,
     /// End the lease with the step waiting for the new children and `await_run_ids`.
-    pub wait: bool,
-    pub await_run_ids: Vec<String>,
+    pub(crate) wait: bool,
+    pub(crate) await_run_ids: Vec<String>,
     /// The transcript to resume from (with `wait`).
-    pub checkpoint: Vec<u8>,
+    pub(crate) checkpoint: Vec<u8>,
 }
 
 /// Starts the children (and suspends the step when asked) in one commit; answers
 /// the new children's run ids. Past the server's depth or per-run limits the answer
 /// is `RESOURCE_EXHAUSTED` with a message meant for the agent's model.
-pub async fn spawn(core: &Core, caller: &Caller, claims: TokenClaims, s: Spawn) -> Result<Spawned, ApiError> {
+pub(crate) async fn spawn(
+    core: &Core,
+    caller: &Caller,
+    claims: TokenClaims,
+    s: Spawn,
+) -> Result<Spawned, ApiError> {
     check_count("children", s.children.len(), MAX_CHILDREN_PER_REQUEST)?;
     check_count("await_run_ids", s.await_run_ids.len(), MAX_CHILDREN_PER_REQUEST)?;
     check_bytes("checkpoint", &s.checkpoint, limits::CHECKPOINT)?;
@@ -75,7 +80,7 @@ pub async fn spawn(core: &Core, caller: &Caller, claims: TokenClaims, s: Spawn) 
                 &at("parent_close_policy"),
                 format!(
                     "{} is not one of cancel, terminate, abandon",
-                    crate::error::echo(&c.parent_close_policy)
+                    railyard_model::echo(&c.parent_close_policy)
                 ),
             )
         })?;

@@ -10,50 +10,50 @@ use std::path::{Path, PathBuf};
 
 use super::Core;
 use super::caller::{self, Credentials, Operation, Principal};
-use super::limits::{self, check_count, check_len, check_name};
-use crate::auth::{self, ALL_NAMESPACES, ApiKey, Role};
-use crate::clock::Millis;
+use crate::engine::writer::{WriteError, Writer};
 use crate::error::ApiError;
-use crate::store::Store;
-use crate::store::writer::Writer;
+use railyard_model::Millis;
+use railyard_model::auth::{self, ALL_NAMESPACES, ApiKey, Role};
+use railyard_model::limits::{self, check_count, check_len, check_name};
+use railyard_store::{StorageError, Store};
 
 /// The file a server with auth on writes its first admin key to, in its data directory.
-pub const ADMIN_KEY_FILE: &str = "admin.key";
+pub(crate) const ADMIN_KEY_FILE: &str = "admin.key";
 /// Most task queues one worker key may name.
-pub const MAX_KEY_QUEUES: usize = 64;
+pub(crate) const MAX_KEY_QUEUES: usize = 64;
 /// Longest a key may be made to last: 100 years.
-pub const MAX_EXPIRES_SECS: u64 = 100 * 365 * 24 * 3600;
+pub(crate) const MAX_EXPIRES_SECS: u64 = 100 * 365 * 24 * 3600;
 /// Listing page size when the request names none, and the largest.
-pub const DEFAULT_PAGE: usize = 100;
-pub const MAX_PAGE: usize = 1000;
+pub(crate) const DEFAULT_PAGE: usize = 100;
+pub(crate) const MAX_PAGE: usize = 1000;
 
 /// A key to create.
 #[derive(Debug, Clone)]
-pub struct CreateKey {
+pub(crate) struct CreateKey {
     /// Empty: `default`; `*`: every namespace.
-    pub namespace: String,
-    pub role: Option<Role>,
-    pub queues: Vec<String>,
+    pub(crate) namespace: String,
+    pub(crate) role: Option<Role>,
+    pub(crate) queues: Vec<String>,
     /// 0: never expires.
-    pub expires_in_secs: u64,
-    pub description: String,
+    pub(crate) expires_in_secs: u64,
+    pub(crate) description: String,
 }
 
 /// A created key: the whole key, to show this once, and what is stored.
-pub struct CreatedKey {
-    pub secret_key: String,
-    pub key: ApiKey,
+pub(crate) struct CreatedKey {
+    pub(crate) secret_key: String,
+    pub(crate) key: ApiKey,
 }
 
 /// A listing of keys.
 #[derive(Debug, Clone, Default)]
-pub struct ListKeys {
+pub(crate) struct ListKeys {
     /// Empty: `default`; `*`: every namespace's keys.
-    pub namespace: String,
-    pub include_revoked: bool,
-    pub page_size: u32,
+    pub(crate) namespace: String,
+    pub(crate) include_revoked: bool,
+    pub(crate) page_size: u32,
     /// Empty, or the key id the last page ended at.
-    pub page_token: String,
+    pub(crate) page_token: String,
 }
 
 /// Who may manage the keys of namespace `ns` (`*` or an existing one).
@@ -75,7 +75,11 @@ fn created_by(p: &Principal) -> String {
 }
 
 /// Creates a key; the answer holds the whole key, which is stored only as a hash.
-pub async fn create(core: &Core, credentials: &Credentials, req: CreateKey) -> Result<CreatedKey, ApiError> {
+pub(crate) async fn create(
+    core: &Core,
+    credentials: &Credentials,
+    req: CreateKey,
+) -> Result<CreatedKey, ApiError> {
     let principal = key_admin(core, credentials, &req.namespace)?;
     let role = req
         .role
@@ -100,7 +104,7 @@ pub async fn create(core: &Core, credentials: &Credentials, req: CreateKey) -> R
     let now = core.clock.now_ms();
     let expires_ms =
         (req.expires_in_secs > 0).then(|| now.saturating_add(req.expires_in_secs as Millis * 1000));
-    let new = auth::generate().map_err(|e| ApiError::Internal(format!("no randomness for a key: {e}")))?;
+    let new = generate()?;
     let mut queues = req.queues;
     queues.sort();
     queues.dedup();
@@ -125,7 +129,7 @@ pub async fn create(core: &Core, credentials: &Credentials, req: CreateKey) -> R
 }
 
 /// Keys of a namespace (of every namespace for `*`), in key id order.
-pub fn list(
+pub(crate) fn list(
     core: &Core,
     credentials: &Credentials,
     req: ListKeys,
@@ -146,7 +150,7 @@ pub fn list(
 }
 
 /// Revokes a key; a revoked key is refused from the next request on.
-pub async fn revoke(core: &Core, credentials: &Credentials, key_id: &str) -> Result<ApiKey, ApiError> {
+pub(crate) async fn revoke(core: &Core, credentials: &Credentials, key_id: &str) -> Result<ApiKey, ApiError> {
     let principal = caller::authenticate(core, credentials)?;
     if let Principal::Key(k) = &principal
         && !caller::permits(k.role, Operation::ManageApiKeys)
@@ -173,6 +177,10 @@ pub async fn revoke(core: &Core, credentials: &Credentials, key_id: &str) -> Res
 /// Errors making the first admin key.
 #[derive(Debug, thiserror::Error)]
 pub enum BootstrapError {
+    #[error("cannot read the stored keys: {0}")]
+    Storage(#[from] StorageError),
+    #[error("cannot store the admin key: {0}")]
+    Store(#[from] WriteError),
     #[error("cannot write the admin key to {path}: {source}")]
     Write { path: String, source: std::io::Error },
     #[error("cannot create the admin key: {0}")]
@@ -184,7 +192,7 @@ pub enum BootstrapError {
 /// runs the server can start managing keys. The file is written before the key is
 /// stored: if storing fails, the next start makes another. Answers the file's path
 /// when it made a key.
-pub async fn bootstrap(
+pub(crate) async fn bootstrap(
     store: &Store,
     writer: &Writer,
     now: Millis,
@@ -196,7 +204,7 @@ pub async fn bootstrap(
     if !admins.is_empty() {
         return Ok(None);
     }
-    let new = auth::generate().map_err(|e| ApiError::Internal(format!("no randomness for a key: {e}")))?;
+    let new = generate()?;
     let path = data_dir.join(ADMIN_KEY_FILE);
     let write_err = |source| BootstrapError::Write {
         path: path.display().to_string(),
@@ -232,4 +240,11 @@ pub async fn bootstrap(
         path.display()
     );
     Ok(Some(path))
+}
+
+/// Makes a new key from the OS's randomness.
+fn generate() -> Result<auth::NewKey, ApiError> {
+    let mut random = [0u8; auth::RANDOM_BYTES];
+    getrandom::fill(&mut random).map_err(|e| ApiError::Internal(format!("no randomness for a key: {e}")))?;
+    Ok(auth::key_from(&random))
 }

@@ -9,15 +9,16 @@
 //! loop and `spawn_agent` call the same functions. Nothing here depends on tonic:
 //! errors are [`ApiError`](crate::error::ApiError), which the front end maps.
 
-pub mod approvals;
+pub(crate) mod approvals;
+mod builder;
 pub mod caller;
 pub mod children;
-pub mod keys;
-pub mod limits;
-pub mod namespaces;
+pub(crate) mod keys;
+
+pub(crate) mod namespaces;
 pub mod runs;
-pub mod schedules;
-pub mod subscriptions;
+pub(crate) mod schedules;
+pub(crate) mod subscriptions;
 pub mod tasks;
 pub mod triggers;
 pub mod workflows;
@@ -28,42 +29,42 @@ mod tests;
 use std::sync::Arc;
 
 use crate::clock::Clock;
-use crate::matching::Matching;
+use crate::engine::matching::Matching;
+use crate::engine::watch::Watchers;
+use crate::engine::writer::Writer;
 use crate::metrics::Metrics;
-use crate::store::Store;
-use crate::store::writer::Writer;
+use crate::registry::WorkflowRegistry;
 use crate::token::TokenKeys;
-use crate::watch::Watchers;
-use crate::workflow::WorkflowRegistry;
+use railyard_store::Store;
 
-pub use crate::auth::Role;
-pub use caller::{Caller, CallerInput, Credentials, Operation, Principal};
+pub use builder::{BuildError, CoreBuilder, CoreParts};
+pub use caller::{Caller, CallerInput, Credentials, Operation};
 
 /// The service's state: what every request shares.
 pub struct Core {
     pub store: Store,
-    pub writer: Writer,
-    pub matching: Arc<Matching>,
-    pub watchers: Arc<Watchers>,
-    pub metrics: Arc<Metrics>,
-    pub clock: Arc<dyn Clock>,
-    pub keys: TokenKeys,
-    pub workflows: Arc<WorkflowRegistry>,
+    pub(crate) writer: Writer,
+    pub(crate) matching: Arc<Matching>,
+    pub(crate) watchers: Arc<Watchers>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) keys: TokenKeys,
+    pub(crate) workflows: Arc<WorkflowRegistry>,
     /// Names of the namespaces that exist (changed by [`namespaces`] after each commit).
-    pub namespaces: crate::namespace::NamespaceSet,
+    pub(crate) namespaces: railyard_model::namespace::NamespaceSet,
     /// Whether requests must present an API key ([`caller::authenticate`]).
-    pub auth: bool,
+    pub(crate) auth: bool,
     /// Turns true when the server shuts down; long waits end early on it.
-    pub shutdown: tokio::sync::watch::Receiver<bool>,
+    pub(crate) shutdown: tokio::sync::watch::Receiver<bool>,
     /// Bounds on trees of child runs (depth, children per run).
-    pub child_limits: crate::store::writer::ChildLimits,
+    pub(crate) child_limits: crate::engine::writer::ChildLimits,
     /// Result delivery settings (whether a signing secret is configured).
-    pub delivery: Arc<crate::delivery::DeliverySettings>,
+    pub(crate) delivery: Arc<crate::engine::delivery::DeliverySettings>,
 }
 
 impl Core {
     /// Resolves when the server starts shutting down.
-    pub async fn shutting_down(&self) {
+    pub(crate) async fn shutting_down(&self) {
         let mut rx = self.shutdown.clone();
         let _ = rx.wait_for(|s| *s).await;
     }

@@ -3,16 +3,16 @@
 //! Creating, listing every one and deleting need a key whose role permits
 //! [`Operation::ManageNamespaces`] (an admin) for `*`; describing and updating, an
 //! admin key of the namespace. Each namespace has a retention (closed runs are
-//! purged that long after they closed, by `crate::retention`) and limits (open
+//! purged that long after they closed, by `crate::engine::retention`) and limits (open
 //! runs, starts per second, pending signals per run), checked by the writer where
 //! every start and signal passes.
 
 use super::Core;
 use super::caller::{self, Credentials, Operation, Principal};
-use super::limits::{self, check_len, check_name};
-use crate::auth::ALL_NAMESPACES;
 use crate::error::ApiError;
-use crate::namespace::{MAX_LIMIT, MAX_RETENTION_MS, MIN_RETENTION_MS, Namespace, NamespaceChange};
+use railyard_model::auth::ALL_NAMESPACES;
+use railyard_model::limits::{self, check_len, check_name};
+use railyard_model::namespace::{MAX_LIMIT, MAX_RETENTION_MS, MIN_RETENTION_MS, Namespace, NamespaceChange};
 
 /// Authenticates the caller and checks it may manage namespace `scope`.
 pub(super) fn admin(core: &Core, credentials: &Credentials, scope: &str) -> Result<Principal, ApiError> {
@@ -58,7 +58,7 @@ fn check_change(c: &NamespaceChange) -> Result<(), ApiError> {
 }
 
 /// Creates a namespace.
-pub async fn create(
+pub(crate) async fn create(
     core: &Core,
     credentials: &Credentials,
     name: &str,
@@ -74,7 +74,7 @@ pub async fn create(
 }
 
 /// One namespace.
-pub fn describe(core: &Core, credentials: &Credentials, name: &str) -> Result<Namespace, ApiError> {
+pub(crate) fn describe(core: &Core, credentials: &Credentials, name: &str) -> Result<Namespace, ApiError> {
     admin(core, credentials, caller::namespace_name(name))?;
     let name = caller::namespace_name(name);
     core.store
@@ -83,7 +83,7 @@ pub fn describe(core: &Core, credentials: &Credentials, name: &str) -> Result<Na
 }
 
 /// Every namespace the caller's key reaches, by name.
-pub fn list(core: &Core, credentials: &Credentials) -> Result<Vec<Namespace>, ApiError> {
+pub(crate) fn list(core: &Core, credentials: &Credentials) -> Result<Vec<Namespace>, ApiError> {
     let principal = caller::authenticate(core, credentials)?;
     let scope = match &principal {
         Principal::Key(k) => k.namespace.clone(),
@@ -104,7 +104,7 @@ pub fn list(core: &Core, credentials: &Credentials) -> Result<Vec<Namespace>, Ap
 /// Changes the settings a request gives of a namespace; the others stay. A new
 /// limit holds from the next start or signal; a new retention from the next sweep
 /// of the purge.
-pub async fn update(
+pub(crate) async fn update(
     core: &Core,
     credentials: &Credentials,
     name: &str,
@@ -123,7 +123,7 @@ pub async fn update(
 
 /// Deletes an empty namespace (no runs, no schedules) and revokes its keys;
 /// `default` stays.
-pub async fn delete(core: &Core, credentials: &Credentials, name: &str) -> Result<(), ApiError> {
+pub(crate) async fn delete(core: &Core, credentials: &Credentials, name: &str) -> Result<(), ApiError> {
     let principal = admin(core, credentials, ALL_NAMESPACES)?;
     check_name("name", name)?;
     // A start racing the deletion is refused by the start command itself, which

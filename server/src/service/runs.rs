@@ -6,31 +6,31 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::limits::{self, check_context, check_len, check_name};
 use super::{Caller, Core, workflows};
+use crate::engine::writer::{StartCommand, Started, Stop};
 use crate::error::ApiError;
-use crate::model::{Event, RunBudget, RunState, RunStatus, StartParams};
-use crate::store::RunFilter;
-use crate::store::writer::{StartCommand, Started, Stop};
+use railyard_model::limits::{self, check_context, check_len, check_name};
+use railyard_model::run::{Event, RunBudget, RunState, RunStatus, StartParams};
+use railyard_store::RunFilter;
 
 /// Most events in one history page.
-pub const MAX_PAGE: usize = 1000;
+pub(crate) const MAX_PAGE: usize = 1000;
 /// Longest history wait.
-pub const MAX_WAIT_MS: u32 = 60_000;
+pub(crate) const MAX_WAIT_MS: u32 = 60_000;
 /// Deepest session tree returned.
-pub const MAX_TREE_DEPTH: usize = 32;
+pub(crate) const MAX_TREE_DEPTH: usize = 32;
 /// Runs in a listing page when the request names no size.
-pub const DEFAULT_LIST_PAGE: usize = 100;
+pub(crate) const DEFAULT_LIST_PAGE: usize = 100;
 /// Most runs in one listing page.
-pub const MAX_LIST_PAGE: usize = 1000;
+pub(crate) const MAX_LIST_PAGE: usize = 1000;
 /// Most bytes of events in one history page (as their wire form counts them): a
 /// page holds at least one event, and ends before the event that would pass this.
-pub const MAX_HISTORY_PAGE_BYTES: usize = 4 << 20;
+pub(crate) const MAX_HISTORY_PAGE_BYTES: usize = 4 << 20;
 /// Most bytes of run summaries in one listing page ([`RunState::summary_bytes`]).
-pub const MAX_LIST_PAGE_BYTES: usize = 4 << 20;
+pub(crate) const MAX_LIST_PAGE_BYTES: usize = 4 << 20;
 /// Most bytes of run summaries in one session tree; deeper or later children past
 /// it are left out (and logged).
-pub const MAX_TREE_BYTES: usize = 8 << 20;
+pub(crate) const MAX_TREE_BYTES: usize = 8 << 20;
 /// Events read from storage at a time while filling a history page.
 const HISTORY_CHUNK: usize = 32;
 /// Events buffered ahead of a slow watcher.
@@ -80,7 +80,7 @@ pub async fn start(core: &Core, caller: &Caller, r: StartRun) -> Result<Started,
 /// Every check of a start, and the writer command that makes it: [`start`] sends
 /// it as it is; a webhook delivery wraps it in its own command (dedup and
 /// concurrency keys), so both start runs the same way.
-pub fn prepare(core: &Core, caller: &Caller, r: StartRun) -> Result<StartCommand, ApiError> {
+pub(crate) fn prepare(core: &Core, caller: &Caller, r: StartRun) -> Result<StartCommand, ApiError> {
     check_name("workflow_id", &r.workflow_id)?;
     let definition = workflows::get(core, &r.workflow_id)?;
     check_len("goal", &r.goal, limits::GOAL)?;
@@ -106,26 +106,26 @@ pub fn prepare(core: &Core, caller: &Caller, r: StartRun) -> Result<StartCommand
     }
     check_len("callback_url", &r.callback_url, limits::URL)?;
     if let Some(t) = r.budget.max_tokens
-        && !(1..=crate::workflow::MAX_BUDGET_TOKENS).contains(&t)
+        && !(1..=railyard_model::workflow::MAX_BUDGET_TOKENS).contains(&t)
     {
         return Err(ApiError::field(
             "max_tokens",
-            format!("must be at most {}", crate::workflow::MAX_BUDGET_TOKENS),
+            format!("must be at most {}", railyard_model::workflow::MAX_BUDGET_TOKENS),
         ));
     }
     if let Some(c) = r.budget.max_cost_usd
-        && !(c > 0.0 && c <= crate::workflow::MAX_BUDGET_USD)
+        && !(c > 0.0 && c <= railyard_model::workflow::MAX_BUDGET_USD)
     {
         return Err(ApiError::field(
             "max_cost_usd",
             format!(
                 "must be a number of US dollars above 0 and at most {}",
-                crate::workflow::MAX_BUDGET_USD
+                railyard_model::workflow::MAX_BUDGET_USD
             ),
         ));
     }
     if !r.callback_url.is_empty() {
-        crate::delivery::url::check("callback_url", &r.callback_url)?;
+        railyard_model::run::delivery::url::check("callback_url", &r.callback_url)?;
         super::subscriptions::require_signing(core, "callback_url")?;
     }
     let params = StartParams {
@@ -174,11 +174,11 @@ pub struct HistoryQuery {
 /// One page of a run's history.
 #[derive(Debug, Clone)]
 pub struct HistoryPage {
-    pub events: Vec<Event>,
+    pub(crate) events: Vec<Event>,
     /// Where the next page starts; 0 when the run is closed and this page ends its
     /// history.
-    pub next_event_id: u64,
-    pub status: RunStatus,
+    pub(crate) next_event_id: u64,
+    pub(crate) status: RunStatus,
 }
 
 /// Reads a page of history, waiting for the next event if asked to.
@@ -226,8 +226,8 @@ pub async fn history(core: &Core, caller: &Caller, q: HistoryQuery) -> Result<Hi
 
 /// What one event takes on the wire, about: its attributes as JSON, its type and
 /// identity.
-pub fn event_bytes(ev: &Event) -> usize {
-    crate::model::wire::event_attributes_json(&ev.kind).len()
+pub(crate) fn event_bytes(ev: &Event) -> usize {
+    railyard_model::run::wire::event_attributes_json(&ev.kind).len()
         + ev.kind.type_name().len()
         + ev.identity.len()
         + 32
@@ -286,7 +286,7 @@ pub fn watch(
             let events = match core.store.history(&ns, &run_id, from, HISTORY_CHUNK) {
                 Ok(events) => events,
                 Err(e) => {
-                    let _ = tx.send(Err(e)).await;
+                    let _ = tx.send(Err(e.into())).await;
                     return;
                 }
             };
@@ -339,9 +339,9 @@ pub struct ListRuns {
 /// One page of a run listing, newest first.
 #[derive(Debug, Clone)]
 pub struct RunPage {
-    pub runs: Vec<RunState>,
+    pub(crate) runs: Vec<RunState>,
     /// Empty on the last page.
-    pub next_page_token: String,
+    pub(crate) next_page_token: String,
 }
 
 /// Lists runs, newest first.
@@ -412,6 +412,7 @@ pub async fn signal(core: &Core, caller: &Caller, r: SignalRun) -> Result<(), Ap
             r.request_id,
         )
         .await
+        .map_err(ApiError::from)
 }
 
 /// Asks a run to stop: at once when no worker holds its step, else when the worker
@@ -423,7 +424,7 @@ pub async fn cancel(core: &Core, caller: &Caller, run_id: String, reason: String
 /// Pauses (`pause`) or unpauses a run and the open runs it spawned: while paused no
 /// step is dispatched, and a step in flight is asked to suspend at its next turn.
 /// Answers whether the run changed (false: it was already so).
-pub async fn pause(
+pub(crate) async fn pause(
     core: &Core,
     caller: &Caller,
     run_id: String,
@@ -434,7 +435,7 @@ pub async fn pause(
     check_len("reason", &reason, limits::MESSAGE)?;
     let changed = core
         .writer
-        .pause(crate::store::writer::PauseRun {
+        .pause(crate::engine::writer::PauseRun {
             ns: caller.namespace.clone(),
             run_id: run_id.clone(),
             identity: caller.identity.clone(),
@@ -469,13 +470,14 @@ async fn stop(
             reason,
         )
         .await
+        .map_err(ApiError::from)
 }
 
 /// A run and the runs it started, recursively.
 #[derive(Debug, Clone)]
 pub struct SessionTree {
-    pub run: RunState,
-    pub children: Vec<SessionTree>,
+    pub(crate) run: RunState,
+    pub(crate) children: Vec<SessionTree>,
 }
 
 /// The tree of runs under `run_id`, at most [`MAX_TREE_DEPTH`] levels below it and
@@ -513,25 +515,25 @@ fn tree(
 
 /// Retries a closed run's failed result deliveries (all, or `target`'s): a new
 /// round with the full retry budget. Answers the targets requeued.
-pub async fn redeliver(
+pub(crate) async fn redeliver(
     core: &Core,
     caller: &Caller,
     run_id: &str,
     target: &str,
 ) -> Result<Vec<String>, ApiError> {
     check_name("run_id", run_id)?;
-    if !target.is_empty() && crate::model::DeliveryTarget::parse(target).is_none() {
+    if !target.is_empty() && railyard_model::run::DeliveryTarget::parse(target).is_none() {
         return Err(ApiError::field(
             "target",
             format!(
                 "{} is neither \"callback\" nor \"subscription:<id>\"",
-                crate::error::echo(target)
+                railyard_model::echo(target)
             ),
         ));
     }
     let targets = core
         .writer
-        .redeliver(crate::store::writer::Redeliver {
+        .redeliver(crate::engine::writer::Redeliver {
             ns: caller.namespace.clone(),
             run_id: run_id.to_string(),
             target: target.to_string(),

@@ -7,111 +7,111 @@ use std::collections::BTreeMap;
 
 use chrono::DateTime;
 
-use super::limits::{self, check_context, check_count, check_len, check_name};
 use super::{Caller, Core};
-use crate::clock::Millis;
+use crate::engine::writer::{CreateSchedule, DeleteSchedule, PatchSchedule, Patched, UpdateSchedule};
 use crate::error::ApiError;
-use crate::schedule::spec::{MAX_JITTER_SECONDS, MAX_REMAINING_ACTIONS};
-use crate::schedule::state::{
+use railyard_model::Millis;
+use railyard_model::limits::{self, check_context, check_count, check_len, check_name};
+use railyard_model::schedule::spec::{MAX_JITTER_SECONDS, MAX_REMAINING_ACTIONS};
+use railyard_model::schedule::state::{
     Action, DEFAULT_CATCHUP_WINDOW_MS, MIN_CATCHUP_WINDOW_MS, NewSchedule, Policies, ScheduleUpdate,
 };
-use crate::schedule::{
+use railyard_model::schedule::{
     Fire, MAX_SCHEDULE_ID, MAX_TIME, Overlap, Schedule, ScheduleSpec, SpecDoc, check_schedule_id,
 };
-use crate::store::writer::{CreateSchedule, DeleteSchedule, PatchSchedule, Patched, UpdateSchedule};
 
 /// Next fire times describe computes when the request names no count.
-pub const DEFAULT_NEXT_FIRES: usize = 10;
+pub(crate) const DEFAULT_NEXT_FIRES: usize = 10;
 /// Most next fire times describe computes.
-pub const MAX_NEXT_FIRES: usize = 100;
+pub(crate) const MAX_NEXT_FIRES: usize = 100;
 /// Schedules in a listing page when the request names no size.
-pub const DEFAULT_LIST_PAGE: usize = 100;
+pub(crate) const DEFAULT_LIST_PAGE: usize = 100;
 /// Most schedules in one listing page.
-pub const MAX_LIST_PAGE: usize = 1000;
+pub(crate) const MAX_LIST_PAGE: usize = 1000;
 /// Largest action (goal, context keys and values together), in bytes: the
 /// schedule's record is rewritten at every fire.
-pub const MAX_ACTION_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_ACTION_BYTES: usize = 64 * 1024;
 /// Longest memo, in bytes.
-pub const MAX_MEMO: usize = 4096;
+pub(crate) const MAX_MEMO: usize = 4096;
 /// Longest pause or unpause note, in bytes.
-pub const MAX_NOTE: usize = 1024;
+pub(crate) const MAX_NOTE: usize = 1024;
 /// Longest cron expression, in bytes.
-pub const MAX_CRON_LEN: usize = 256;
+pub(crate) const MAX_CRON_LEN: usize = 256;
 /// Longest interval or time zone text, in bytes.
 const MAX_SHORT: usize = 64;
 /// Most backfill ranges in one patch.
-pub const MAX_BACKFILL_RANGES: usize = 16;
+pub(crate) const MAX_BACKFILL_RANGES: usize = 16;
 /// Longest catch-up window: ten years.
-pub const MAX_CATCHUP_WINDOW_MS: u64 = 10 * 366 * 86_400_000;
+pub(crate) const MAX_CATCHUP_WINDOW_MS: u64 = 10 * 366 * 86_400_000;
 
 /// A spec as the API carries it: times in unix ms (0: unbounded), jitter in ms.
 #[derive(Debug, Clone, Default)]
-pub struct SpecInput {
-    pub cron: Vec<String>,
-    pub interval: String,
-    pub time_zone: String,
-    pub start_ms: Millis,
-    pub end_ms: Millis,
-    pub jitter_ms: u64,
+pub(crate) struct SpecInput {
+    pub(crate) cron: Vec<String>,
+    pub(crate) interval: String,
+    pub(crate) time_zone: String,
+    pub(crate) start_ms: Millis,
+    pub(crate) end_ms: Millis,
+    pub(crate) jitter_ms: u64,
 }
 
 /// Policies as the API carries them (zero or `None`: the default).
 #[derive(Debug, Clone, Default)]
-pub struct PoliciesInput {
-    pub overlap: Option<Overlap>,
-    pub catchup_window_ms: u64,
-    pub pause_on_failure: bool,
+pub(crate) struct PoliciesInput {
+    pub(crate) overlap: Option<Overlap>,
+    pub(crate) catchup_window_ms: u64,
+    pub(crate) pause_on_failure: bool,
 }
 
 /// What a schedule is: spec, action, policies, limit, memo.
 #[derive(Debug, Clone, Default)]
-pub struct ScheduleInput {
-    pub spec: SpecInput,
-    pub action: Action,
-    pub policies: PoliciesInput,
+pub(crate) struct ScheduleInput {
+    pub(crate) spec: SpecInput,
+    pub(crate) action: Action,
+    pub(crate) policies: PoliciesInput,
     /// 0: unlimited.
-    pub remaining_actions: u64,
-    pub memo: String,
+    pub(crate) remaining_actions: u64,
+    pub(crate) memo: String,
 }
 
 /// A schedule to create.
 #[derive(Debug, Clone, Default)]
-pub struct CreateInput {
-    pub schedule_id: String,
-    pub schedule: ScheduleInput,
-    pub paused: bool,
-    pub note: String,
-    pub request_id: String,
+pub(crate) struct CreateInput {
+    pub(crate) schedule_id: String,
+    pub(crate) schedule: ScheduleInput,
+    pub(crate) paused: bool,
+    pub(crate) note: String,
+    pub(crate) request_id: String,
 }
 
 /// What to do to a schedule.
 #[derive(Debug, Clone, Default)]
-pub struct PatchInput {
-    pub schedule_id: String,
-    pub pause: bool,
-    pub unpause: bool,
-    pub note: String,
+pub(crate) struct PatchInput {
+    pub(crate) schedule_id: String,
+    pub(crate) pause: bool,
+    pub(crate) unpause: bool,
+    pub(crate) note: String,
     /// Trigger now, under this policy (`None` inside: the schedule's).
-    pub trigger: Option<Option<Overlap>>,
+    pub(crate) trigger: Option<Option<Overlap>>,
     /// Inclusive (start ms, end ms, policy) ranges.
-    pub backfill: Vec<(Millis, Millis, Option<Overlap>)>,
-    pub request_id: String,
+    pub(crate) backfill: Vec<(Millis, Millis, Option<Overlap>)>,
+    pub(crate) request_id: String,
 }
 
 /// A schedule as describe shows it.
 #[derive(Debug, Clone)]
-pub struct Described {
-    pub schedule: Schedule,
+pub(crate) struct Described {
+    pub(crate) schedule: Schedule,
     /// Coming fire times (jitter included), soonest first.
-    pub next_fires: Vec<Millis>,
+    pub(crate) next_fires: Vec<Millis>,
 }
 
 /// A page of schedules.
 #[derive(Debug, Clone)]
-pub struct ScheduleListing {
-    pub schedules: Vec<Schedule>,
+pub(crate) struct ScheduleListing {
+    pub(crate) schedules: Vec<Schedule>,
     /// Empty when this is the last page.
-    pub next_page_token: String,
+    pub(crate) next_page_token: String,
 }
 
 fn ms_to_rfc3339(field: &str, ms: Millis) -> Result<String, ApiError> {
@@ -122,11 +122,11 @@ fn ms_to_rfc3339(field: &str, ms: Millis) -> Result<String, ApiError> {
 }
 
 /// Checks a spec; the errors name the field and, for cron, the expression.
-pub fn check_spec(s: &SpecInput) -> Result<ScheduleSpec, ApiError> {
+pub(crate) fn check_spec(s: &SpecInput) -> Result<ScheduleSpec, ApiError> {
     check_count(
         "spec.cron",
         s.cron.len(),
-        crate::schedule::spec::MAX_CRON_EXPRESSIONS,
+        railyard_model::schedule::spec::MAX_CRON_EXPRESSIONS,
     )?;
     for (i, c) in s.cron.iter().enumerate() {
         check_len(&format!("spec.cron[{i}]"), c, MAX_CRON_LEN)?;
@@ -255,7 +255,7 @@ fn check_schedule(core: &Core, schedule_id: &str, s: ScheduleInput) -> Result<Sc
 }
 
 /// Creates a schedule (`ALREADY_EXISTS` if its id is taken in the namespace).
-pub async fn create(core: &Core, caller: &Caller, r: CreateInput) -> Result<(), ApiError> {
+pub(crate) async fn create(core: &Core, caller: &Caller, r: CreateInput) -> Result<(), ApiError> {
     check_id(&r.schedule_id)?;
     let u = check_schedule(core, &r.schedule_id, r.schedule)?;
     check_len("note", &r.note, MAX_NOTE)?;
@@ -277,11 +277,12 @@ pub async fn create(core: &Core, caller: &Caller, r: CreateInput) -> Result<(), 
             request_id: r.request_id,
         })
         .await
+        .map_err(ApiError::from)
 }
 
 /// A schedule with its next `next_fire_count` fire times (0: [`DEFAULT_NEXT_FIRES`],
 /// at most [`MAX_NEXT_FIRES`]); recent actions show each run's current status.
-pub fn describe(
+pub(crate) fn describe(
     core: &Core,
     caller: &Caller,
     schedule_id: &str,
@@ -292,7 +293,7 @@ pub fn describe(
     let mut schedule = core
         .store
         .schedule(ns, schedule_id)?
-        .ok_or_else(|| crate::store::writer::schedule_not_found(ns, schedule_id))?;
+        .ok_or_else(|| crate::engine::writer::schedule_not_found(ns, schedule_id))?;
     for a in schedule.recent_actions.iter_mut().filter(|a| a.status.is_open()) {
         if let Some(run) = core.store.run(ns, &a.run_id)? {
             a.status = run.status;
@@ -308,7 +309,7 @@ pub fn describe(
 
 /// A page of the namespace's schedules, in id order. The page token is the last
 /// id of the previous page.
-pub fn list(
+pub(crate) fn list(
     core: &Core,
     caller: &Caller,
     page_size: u32,
@@ -336,7 +337,7 @@ pub fn list(
 }
 
 /// Replaces a schedule's spec, action, policies, limit and memo.
-pub async fn update(
+pub(crate) async fn update(
     core: &Core,
     caller: &Caller,
     schedule_id: &str,
@@ -351,10 +352,11 @@ pub async fn update(
             update,
         })
         .await
+        .map_err(ApiError::from)
 }
 
 /// Pauses, unpauses, triggers or backfills a schedule.
-pub async fn patch(core: &Core, caller: &Caller, p: PatchInput) -> Result<Patched, ApiError> {
+pub(crate) async fn patch(core: &Core, caller: &Caller, p: PatchInput) -> Result<Patched, ApiError> {
     check_id(&p.schedule_id)?;
     if p.pause && p.unpause {
         return Err(ApiError::field("pause", "pause and unpause together"));
@@ -383,10 +385,11 @@ pub async fn patch(core: &Core, caller: &Caller, p: PatchInput) -> Result<Patche
             request_id: p.request_id,
         })
         .await
+        .map_err(ApiError::from)
 }
 
 /// Deletes a schedule; the runs it started go on.
-pub async fn delete(core: &Core, caller: &Caller, schedule_id: &str) -> Result<(), ApiError> {
+pub(crate) async fn delete(core: &Core, caller: &Caller, schedule_id: &str) -> Result<(), ApiError> {
     check_id(schedule_id)?;
     core.writer
         .delete_schedule(DeleteSchedule {
@@ -394,10 +397,11 @@ pub async fn delete(core: &Core, caller: &Caller, schedule_id: &str) -> Result<(
             schedule_id: schedule_id.to_string(),
         })
         .await
+        .map_err(ApiError::from)
 }
 
 /// The spec in one line: `cron 0 9 * * * Europe/Berlin`, `every 15m offset 2m`.
-pub fn spec_summary(spec: &ScheduleSpec) -> String {
+pub(crate) fn spec_summary(spec: &ScheduleSpec) -> String {
     let d = spec.doc();
     let mut out = match &d.interval {
         Some(i) => i.clone(),

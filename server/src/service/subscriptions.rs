@@ -5,17 +5,17 @@
 
 use super::Core;
 use super::caller::{self, Credentials};
-use super::limits::check_name;
+use crate::engine::writer::{Subscribe, Unsubscribe};
 use crate::error::ApiError;
-use crate::namespace::{Namespace, Subscription};
-use crate::store::writer::{Subscribe, Unsubscribe};
+use railyard_model::limits::check_name;
+use railyard_model::namespace::{Namespace, Subscription};
 
 /// Most workflows one subscription names.
-pub const MAX_WORKFLOWS: usize = 64;
+pub(crate) const MAX_WORKFLOWS: usize = 64;
 
 /// Refuses a delivery target while no signing secret is configured: every
 /// delivery is signed, and an unsigned one could not be told from a forgery.
-pub fn require_signing(core: &Core, field: &str) -> Result<(), ApiError> {
+pub(crate) fn require_signing(core: &Core, field: &str) -> Result<(), ApiError> {
     if core.delivery.signing_secret.is_none() {
         return Err(ApiError::FailedPrecondition(format!(
             "{field}: this server cannot sign deliveries: set delivery.signing_secret in its configuration \
@@ -26,7 +26,7 @@ pub fn require_signing(core: &Core, field: &str) -> Result<(), ApiError> {
 }
 
 /// Adds `sub` (its `created_ms` is set by the server) to namespace `name`.
-pub async fn subscribe(
+pub(crate) async fn subscribe(
     core: &Core,
     credentials: &Credentials,
     name: &str,
@@ -35,7 +35,7 @@ pub async fn subscribe(
     let name = caller::namespace_name(name);
     super::namespaces::admin(core, credentials, name)?;
     check_name("subscription.id", &sub.id)?;
-    crate::delivery::url::check("subscription.url", &sub.url)?;
+    railyard_model::run::delivery::url::check("subscription.url", &sub.url)?;
     if sub.workflows.len() > MAX_WORKFLOWS {
         return Err(ApiError::field(
             "subscription.workflows",
@@ -72,7 +72,7 @@ pub async fn subscribe(
 }
 
 /// Removes subscription `id` from namespace `name`.
-pub async fn unsubscribe(
+pub(crate) async fn unsubscribe(
     core: &Core,
     credentials: &Credentials,
     name: &str,

@@ -5,19 +5,20 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use super::caller::{self, Credentials, Operation, Principal};
-use super::limits::{self, check_bytes, check_context, check_count, check_len, check_name};
 use super::{Caller, Core};
+use crate::engine::matching::{Dispatch, Grant, QueueStats};
+use crate::engine::writer::{CompletionOutcome, HeartbeatReply, StepCompletion, UsageReport, WriteError};
 use crate::error::ApiError;
-use crate::matching::{Dispatch, QueueStats};
-use crate::model::{StepFailure, StuckNote, Usage};
-use crate::store::writer::{CompletionOutcome, Grant, HeartbeatReply, StepCompletion, UsageReport};
-use crate::token::TokenClaims;
-use crate::workflow::{DEFAULT_MAX_TURNS, PromptValues, render_values};
+use railyard_model::Rejection;
+use railyard_model::limits::{self, check_bytes, check_context, check_count, check_len, check_name};
+use railyard_model::run::{StepFailure, StuckNote, Usage};
+use railyard_model::token::TokenClaims;
+use railyard_model::workflow::{DEFAULT_MAX_TURNS, PromptValues, render_values};
 
 /// Poll wait when the request names none.
-pub const DEFAULT_POLL_WAIT_MS: u32 = 20_000;
+pub(crate) const DEFAULT_POLL_WAIT_MS: u32 = 20_000;
 /// Longest poll wait.
-pub const MAX_POLL_WAIT_MS: u32 = 60_000;
+pub(crate) const MAX_POLL_WAIT_MS: u32 = 60_000;
 
 /// A step leased to a worker, with what it needs to run it.
 #[derive(Debug)]
@@ -25,11 +26,11 @@ pub struct LeasedStep {
     /// The signed task token the worker reports with.
     pub task_token: String,
     /// The step's prompt, rendered over the run's goal and context.
-    pub prompt: String,
+    pub(crate) prompt: String,
     /// The agent loop's turn limit.
-    pub max_turns: u32,
+    pub(crate) max_turns: u32,
     /// The run as leased, the lease, and the checkpoint to resume from.
-    pub grant: Grant,
+    pub(crate) grant: Grant,
 }
 
 impl LeasedStep {
@@ -128,11 +129,11 @@ pub async fn poll(core: &Core, caller: &Caller, p: Poll) -> Result<Option<Leased
                 return Ok(Some(LeasedStep::new(core, grant)));
             }
             // The run moved on since the task was queued: take the next one.
-            Err(ApiError::FailedPrecondition(_) | ApiError::NotFound(_)) => continue,
+            Err(WriteError::Rejected(Rejection::FailedPrecondition(_) | Rejection::NotFound(_))) => continue,
             Err(e) => {
                 // Nothing was committed: the task is still ready.
                 core.matching.push(task);
-                return Err(e);
+                return Err(e.into());
             }
         }
     }
@@ -170,10 +171,12 @@ async fn poll_run(
                     return Ok(Some(LeasedStep::new(core, grant)));
                 }
                 // The run moved on since the task was queued: look again.
-                Err(ApiError::FailedPrecondition(_) | ApiError::NotFound(_)) => continue,
+                Err(WriteError::Rejected(Rejection::FailedPrecondition(_) | Rejection::NotFound(_))) => {
+                    continue;
+                }
                 Err(e) => {
                     core.matching.push(task);
-                    return Err(e);
+                    return Err(e.into());
                 }
             }
         }
@@ -315,12 +318,12 @@ pub struct Completion {
 
 /// What an accepted completion came to.
 #[derive(Debug)]
-pub struct CompletionAnswer {
+pub(crate) struct CompletionAnswer {
     /// The run's next step, leased to the caller (eager dispatch).
-    pub next: Option<LeasedStep>,
+    pub(crate) next: Option<LeasedStep>,
     /// The step's result is held for approval (`requireConfirmation`): it completes
     /// when a person approves it.
-    pub held_for_approval: bool,
+    pub(crate) held_for_approval: bool,
 }
 
 /// Records a step's result; with `take_next`, answers the next step leased to the
@@ -335,7 +338,7 @@ pub async fn complete(
 }
 
 /// [`complete`], saying whether the result was held for approval.
-pub async fn complete_step(
+pub(crate) async fn complete_step(
     core: &Core,
     caller: &Caller,
     claims: TokenClaims,
@@ -360,8 +363,8 @@ pub async fn complete_step(
         .complete_step(claims, caller.identity.clone(), completion)
         .await
         .inspect_err(|e| {
-            if let ApiError::InvalidArgument(why) = e {
-                tracing::info!(%run_id, %step, attempt, why = %crate::model::size::prefix(why, 512), "completion refused");
+            if let WriteError::Rejected(Rejection::InvalidArgument(why)) = e {
+                tracing::info!(%run_id, %step, attempt, why = %railyard_model::text::cut(why, 512, "…"), "completion refused");
             }
         })?;
     match outcome {

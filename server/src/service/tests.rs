@@ -1,21 +1,19 @@
 //! The service layer called directly, with no transport: a real database file, the
 //! real writer thread, a manual clock.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tokio::sync::Notify;
-
+use super::caller::Principal;
 use super::runs::{self, HistoryQuery, IdReusePolicy, ListRuns, SignalRun, StartRun};
 use super::tasks::{self, Completion, Heartbeat, Poll};
 use super::*;
 use crate::clock::ManualClock;
 use crate::error::ApiError;
-use crate::model::{EventKind, RunStatus, StepFailure};
-use crate::store::writer::Hooks;
-use crate::timers::LeaseDeadlines;
-use crate::workflow::parse_definition;
+use railyard_model::limits;
+use railyard_model::run::{EventKind, RunStatus, StepFailure};
+use railyard_model::workflow::parse_definition;
 
 const TWO_STEPS: &str = r#"{"id":"two","version":"1","name":"Two","steps":[
   {"id":"a","title":"A","prompt":"do {{goal}} in {{context.lang}}"},
@@ -29,46 +27,20 @@ struct Fixture {
 
 fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    let matching = Arc::new(Matching::default());
-    let watchers = Arc::new(Watchers::default());
-    let metrics = Arc::new(Metrics::default());
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::new(1_000));
-    let hooks = Hooks {
-        matching: matching.clone(),
-        watchers: watchers.clone(),
-        timer_wake: Arc::new(Notify::new()),
-        leases: Arc::new(LeaseDeadlines::default()),
-        metrics: metrics.clone(),
-        clock: clock.clone(),
-        workflows: Arc::default(),
-    };
-    let (writer, _thread) = Writer::spawn(store.clone(), hooks).unwrap();
     let def = parse_definition(TWO_STEPS).unwrap();
     let mut workflows = WorkflowRegistry::default();
     workflows
         .valid
         .insert(def.id.clone(), (Arc::new(def), PathBuf::from("two.json")));
-    let namespaces: HashSet<String> = store.namespaces().unwrap().into_iter().collect();
-    let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
-    let core = Arc::new(Core {
-        child_limits: Default::default(),
-        store,
-        writer,
-        matching,
-        watchers,
-        metrics,
-        clock,
-        keys: TokenKeys::for_tests(),
-        workflows: Arc::new(workflows),
-        namespaces: namespaces.into(),
-        auth: false,
-        shutdown: shutdown_rx,
-        delivery: Arc::new(crate::delivery::DeliverySettings {
-            signing_secret: crate::delivery::SigningSecret::new("test-secret"),
+    let CoreParts { core, shutdown, .. } = Core::builder(Store::open(dir.path()).unwrap())
+        .clock(Arc::new(ManualClock::new(1_000)))
+        .workflows(workflows)
+        .delivery(crate::engine::delivery::DeliverySettings {
+            signing_secret: crate::engine::delivery::SigningSecret::new("test-secret"),
             ..Default::default()
-        }),
-    });
+        })
+        .build()
+        .unwrap();
     Fixture {
         core,
         _shutdown: shutdown,
@@ -155,7 +127,7 @@ async fn a_run_goes_from_start_to_completion_without_a_transport() {
 
     let first = fx.poll().await.expect("the first step is ready");
     assert_eq!(first.prompt, "do port it in Rust");
-    assert_eq!(first.max_turns, crate::workflow::DEFAULT_MAX_TURNS);
+    assert_eq!(first.max_turns, railyard_model::workflow::DEFAULT_MAX_TURNS);
     assert_eq!(first.grant.run.run_id, run_id);
 
     let (holder, claims) =
@@ -426,7 +398,7 @@ async fn run_listings_are_paged_by_bytes_as_well_as_by_count() {
                 after,
                 100,
                 2 * one + 1,
-                &|r: &crate::model::RunState| r.summary_bytes(),
+                &|r: &railyard_model::run::RunState| r.summary_bytes(),
             )
             .unwrap();
         pages.push(runs.len());
@@ -448,7 +420,7 @@ async fn run_listings_are_paged_by_bytes_as_well_as_by_count() {
             None,
             100,
             0,
-            &|_: &crate::model::RunState| 1 << 30,
+            &|_: &railyard_model::run::RunState| 1 << 30,
         )
         .unwrap();
     assert_eq!((runs.len(), next.is_some()), (1, true));

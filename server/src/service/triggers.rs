@@ -9,29 +9,32 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::limits::{self, check_context, check_count, check_len, check_name};
 use super::runs::{self, StartRun};
 use super::{Caller, Core, caller};
-use crate::error::{ApiError, echo};
-use crate::store::writer::{
-    CreateTrigger, DeleteTrigger, DeliverHook, Delivered, SyncConfigTriggers, UpdateTrigger,
+use railyard_model::echo;
+use railyard_model::limits::{self, check_context, check_count, check_len, check_name};
+
+use crate::engine::writer::{
+    CreateTrigger, DeleteTrigger, DeliverHook, Delivered, SyncConfigTriggers, UpdateTrigger, WriteError,
 };
-use crate::trigger::signature::{self, VerifyError};
-use crate::trigger::template::{RenderError, Template};
-use crate::trigger::{MAX_DELIVERY_ID, MAX_KEY_BYTES, Mode, Trigger};
+use crate::error::ApiError;
+use crate::signature::{self, VerifyError};
+use railyard_model::template::payload::{RenderError, Template};
+use railyard_model::trigger::{MAX_DELIVERY_ID, MAX_KEY_BYTES, Mode, Trigger};
+use railyard_store::StorageError;
 
 /// Longest goal or context template, in bytes.
-pub const MAX_TEMPLATE: usize = 16 * 1024;
+pub(crate) const MAX_TEMPLATE: usize = 16 * 1024;
 /// Most context entries on a trigger.
-pub const MAX_CONTEXT_TEMPLATES: usize = 32;
+pub(crate) const MAX_CONTEXT_TEMPLATES: usize = 32;
 /// Longest header name a trigger may name.
-pub const MAX_HEADER_NAME: usize = 128;
+pub(crate) const MAX_HEADER_NAME: usize = 128;
 /// Longest description.
-pub const MAX_DESCRIPTION: usize = 4096;
+pub(crate) const MAX_DESCRIPTION: usize = 4096;
 /// Triggers in a listing page when the request names no size.
-pub const DEFAULT_LIST_PAGE: usize = 100;
+pub(crate) const DEFAULT_LIST_PAGE: usize = 100;
 /// Most triggers in one listing page.
-pub const MAX_LIST_PAGE: usize = 1000;
+pub(crate) const MAX_LIST_PAGE: usize = 1000;
 
 /// What a trigger is, as a request (or the configuration) gives it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -59,14 +62,14 @@ pub struct TriggerInput {
 
 /// A page of triggers.
 #[derive(Debug, Clone)]
-pub struct TriggerListing {
-    pub triggers: Vec<Trigger>,
+pub(crate) struct TriggerListing {
+    pub(crate) triggers: Vec<Trigger>,
     /// Empty when this is the last page.
-    pub next_page_token: String,
+    pub(crate) next_page_token: String,
 }
 
 fn check_id(id: &str) -> Result<(), ApiError> {
-    check_name("trigger_id", id)
+    Ok(check_name("trigger_id", id)?)
 }
 
 fn check_template(field: &str, text: &str) -> Result<Template, ApiError> {
@@ -96,7 +99,7 @@ fn check_header(field: &str, value: &str) -> Result<(), ApiError> {
 
 /// Checks a trigger's fields (naming the one that is wrong) and makes the
 /// trigger, in namespace `ns`.
-pub fn check(core: &Core, ns: &str, r: TriggerInput) -> Result<Trigger, ApiError> {
+pub(crate) fn check(core: &Core, ns: &str, r: TriggerInput) -> Result<Trigger, ApiError> {
     check_id(&r.id)?;
     check_name("workflow_id", &r.workflow_id)?;
     if core.workflows.get(&r.workflow_id).is_none() {
@@ -174,23 +177,26 @@ pub fn check(core: &Core, ns: &str, r: TriggerInput) -> Result<Trigger, ApiError
 }
 
 /// Creates a trigger (`ALREADY_EXISTS` if its id is taken in the namespace).
-pub async fn create(core: &Core, caller: &Caller, r: TriggerInput) -> Result<Trigger, ApiError> {
+pub(crate) async fn create(core: &Core, caller: &Caller, r: TriggerInput) -> Result<Trigger, ApiError> {
     let trigger = check(core, &caller.namespace, r)?;
-    core.writer.create_trigger(CreateTrigger { trigger }).await
+    core.writer
+        .create_trigger(CreateTrigger { trigger })
+        .await
+        .map_err(ApiError::from)
 }
 
 /// A trigger (`NOT_FOUND` when there is none).
-pub fn describe(core: &Core, caller: &Caller, trigger_id: &str) -> Result<Trigger, ApiError> {
+pub(crate) fn describe(core: &Core, caller: &Caller, trigger_id: &str) -> Result<Trigger, ApiError> {
     check_id(trigger_id)?;
     let ns = &caller.namespace;
     core.store
         .trigger(ns, trigger_id)?
-        .ok_or_else(|| crate::store::writer::trigger_not_found(ns, trigger_id))
+        .ok_or_else(|| crate::engine::writer::trigger_not_found(ns, trigger_id).into())
 }
 
 /// A page of the namespace's triggers, in id order. The page token is the last
 /// id of the previous page.
-pub fn list(
+pub(crate) fn list(
     core: &Core,
     caller: &Caller,
     page_size: u32,
@@ -218,13 +224,16 @@ pub fn list(
 }
 
 /// Replaces what an API-made trigger is (a configured one is read-only).
-pub async fn update(core: &Core, caller: &Caller, r: TriggerInput) -> Result<Trigger, ApiError> {
+pub(crate) async fn update(core: &Core, caller: &Caller, r: TriggerInput) -> Result<Trigger, ApiError> {
     let trigger = check(core, &caller.namespace, r)?;
-    core.writer.update_trigger(UpdateTrigger { trigger }).await
+    core.writer
+        .update_trigger(UpdateTrigger { trigger })
+        .await
+        .map_err(ApiError::from)
 }
 
 /// Deletes an API-made trigger (a configured one is read-only).
-pub async fn delete(core: &Core, caller: &Caller, trigger_id: &str) -> Result<(), ApiError> {
+pub(crate) async fn delete(core: &Core, caller: &Caller, trigger_id: &str) -> Result<(), ApiError> {
     check_id(trigger_id)?;
     core.writer
         .delete_trigger(DeleteTrigger {
@@ -232,11 +241,15 @@ pub async fn delete(core: &Core, caller: &Caller, trigger_id: &str) -> Result<()
             trigger_id: trigger_id.to_string(),
         })
         .await
+        .map_err(ApiError::from)
 }
 
 /// Writes the configuration's triggers into storage, replacing those an earlier
 /// configuration wrote; answers (saved, deleted). The error names the trigger.
-pub async fn sync_config(core: &Core, triggers: Vec<TriggerInput>) -> Result<(usize, usize), ApiError> {
+pub(crate) async fn sync_config(
+    core: &Core,
+    triggers: Vec<TriggerInput>,
+) -> Result<(usize, usize), ApiError> {
     let mut checked = Vec::with_capacity(triggers.len());
     for (i, r) in triggers.into_iter().enumerate() {
         let ns = if r.namespace.is_empty() {
@@ -261,11 +274,12 @@ pub async fn sync_config(core: &Core, triggers: Vec<TriggerInput>) -> Result<(us
     core.writer
         .sync_config_triggers(SyncConfigTriggers { triggers: checked })
         .await
+        .map_err(ApiError::from)
 }
 
 /// Why a webhook delivery is refused; each is one HTTP status.
 #[derive(Debug, thiserror::Error)]
-pub enum HookError {
+pub(crate) enum HookError {
     /// 404.
     #[error("{0}")]
     NotFound(String),
@@ -286,14 +300,26 @@ pub enum HookError {
     Api(#[from] ApiError),
 }
 
+impl From<StorageError> for HookError {
+    fn from(e: StorageError) -> Self {
+        Self::Api(e.into())
+    }
+}
+
+impl From<WriteError> for HookError {
+    fn from(e: WriteError) -> Self {
+        Self::Api(e.into())
+    }
+}
+
 /// The delivery as the webhook route hands it over.
-pub struct HookRequest<'a> {
-    pub namespace: &'a str,
-    pub trigger_id: &'a str,
+pub(crate) struct HookRequest<'a> {
+    pub(crate) namespace: &'a str,
+    pub(crate) trigger_id: &'a str,
     /// Reads a header by name (`None` when absent or not text).
-    pub header: &'a (dyn Fn(&str) -> Option<String> + Sync),
-    pub content_type: Option<&'a str>,
-    pub body: &'a [u8],
+    pub(crate) header: &'a (dyn Fn(&str) -> Option<String> + Sync),
+    pub(crate) content_type: Option<&'a str>,
+    pub(crate) body: &'a [u8],
 }
 
 fn render(field: &str, t: &str, payload: &Value, max: usize) -> Result<String, HookError> {
@@ -313,7 +339,7 @@ fn render(field: &str, t: &str, payload: &Value, max: usize) -> Result<String, H
 /// A webhook delivery: verifies it, renders the trigger's templates from the
 /// payload, and starts (or queues, or deduplicates) the run through the same
 /// start as `StartRun`.
-pub async fn deliver(core: &Core, r: HookRequest<'_>) -> Result<Delivered, HookError> {
+pub(crate) async fn deliver(core: &Core, r: HookRequest<'_>) -> Result<Delivered, HookError> {
     let unknown = || {
         HookError::NotFound(format!(
             "no trigger {} in namespace {}",

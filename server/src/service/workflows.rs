@@ -4,21 +4,24 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Caller, Core};
-use crate::error::{ApiError, echo};
-use crate::workflow::{InvalidDefinition, WorkflowDef};
+use railyard_model::echo;
+
+use crate::error::ApiError;
+use crate::registry::InvalidDefinition;
+use railyard_model::workflow::WorkflowDef;
 
 /// A loaded definition and the file it came from.
 #[derive(Debug, Clone)]
-pub struct ListedWorkflow {
-    pub definition: Arc<WorkflowDef>,
-    pub source_file: PathBuf,
+pub(crate) struct ListedWorkflow {
+    pub(crate) definition: Arc<WorkflowDef>,
+    pub(crate) source_file: PathBuf,
 }
 
 /// Every definition, the valid ones by id and the files that failed to load.
 #[derive(Debug, Clone)]
 pub struct WorkflowListing {
-    pub workflows: Vec<ListedWorkflow>,
-    pub invalid: Vec<InvalidDefinition>,
+    pub(crate) workflows: Vec<ListedWorkflow>,
+    pub(crate) invalid: Vec<InvalidDefinition>,
 }
 
 /// Lists the definitions. Every namespace sees the same ones.

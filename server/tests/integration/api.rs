@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use railyard_proto::v1::{self, GetHistoryRequest, ListRunsRequest, StartRunRequest};
-use railyard_proto::{Client, ClientError, Completion, Failure, StepWorker};
+use railyard_sdk::{Client, ClientError, Completion, Failure, StepWorker};
 use railyard_server::clock::{Clock, ManualClock};
 use railyard_server::{RunningServer, ServerConfig};
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use railyard_proto::v1::{ApproveStepRequest, RejectStepRequest, RunInfo, RunStatus, StepTask};
-use railyard_proto::{Client, ClientError, Completion, StepWorker};
+use railyard_sdk::{Client, ClientError, Completion, StepWorker};
 use railyard_server::clock::ManualClock;
 use railyard_server::{RunningServer, ServerConfig};
 

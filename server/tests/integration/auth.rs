@@ -12,7 +12,7 @@ use railyard_proto::v1::{
     GetHistoryRequest, HeartbeatStepTaskRequest, ListApiKeysRequest, ListRunsRequest, PollStepTaskRequest,
     SignalRunRequest, TerminateRunRequest,
 };
-use railyard_proto::{ApiKey, Client, ClientError, ConnectOptions};
+use railyard_sdk::{ApiKey, Client, ClientError, ConnectOptions};
 use railyard_server::clock::ManualClock;
 use railyard_server::{RunningServer, ServerConfig, StartError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -737,7 +737,7 @@ async fn a_worker_key_spawns_children_on_its_task_token_and_a_client_key_may_not
         .await
         .unwrap();
     let worker = s.client(Some(&worker_key)).await;
-    let w = railyard_proto::StepWorker::new(worker.clone(), "default", "q1", "w");
+    let w = railyard_sdk::StepWorker::new(worker.clone(), "default", "q1", "w");
     let task = w
         .poll(Duration::from_secs(5))
         .await
@@ -747,7 +747,7 @@ async fn a_worker_key_spawns_children_on_its_task_token_and_a_client_key_may_not
 
     // A client key can neither take work nor act on a worker's lease.
     let client = s.client(Some(&client_key)).await;
-    let as_client = railyard_proto::StepWorker::new(client.clone(), "default", "q1", "c");
+    let as_client = railyard_sdk::StepWorker::new(client.clone(), "default", "q1", "c");
     match as_client.poll(Duration::from_millis(100)).await {
         Err(ClientError::PermissionDenied(m)) => assert!(m.contains("has role client, which may not"), "{m}"),
         other => panic!("a client key polled: {other:?}"),

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use railyard_proto::v1::{ChildRunSpec, ListRunsRequest, RunInfo, RunStatus, StepTask};
-use railyard_proto::{Client, ClientError, Completion, StepWorker};
+use railyard_sdk::{Client, ClientError, Completion, StepWorker};
 use railyard_server::clock::ManualClock;
-use railyard_server::store::writer::ChildLimits;
+use railyard_server::engine::ChildLimits;
 use railyard_server::{RunningServer, ServerConfig};
 
 const PARENT: &str = r#"{"id":"parent","version":"1","name":"Parent","steps":[
@@ -153,7 +153,7 @@ async fn a_parent_waits_for_two_children_without_a_lease_and_resumes_with_their_
     assert!(run_info(&client, &parent).await.waiting.is_some());
     let second = poll(&kids).await;
     // A failed child is an outcome, not a crash of the parent.
-    let failure = railyard_proto::Failure {
+    let failure = railyard_sdk::Failure {
         error_type: "fatal".into(),
         message: "no can do".into(),
         non_retryable: true,
@@ -350,7 +350,7 @@ async fn closing_a_parent_cancels_or_terminates_its_children_and_leaves_abandone
         // The others go back to backing off (the clock stands still), unleased.
         kids.fail(
             &t.task_token,
-            railyard_proto::Failure {
+            railyard_sdk::Failure {
                 error_type: "again".into(),
                 message: "later".into(),
                 ..Default::default()
@@ -468,7 +468,7 @@ async fn a_paused_run_suspends_its_step_at_the_next_heartbeat_and_resumes_from_t
         .await
         .unwrap();
     assert!(hb.pause_requested && !hb.cancel_requested);
-    let suspended = railyard_proto::Failure {
+    let suspended = railyard_sdk::Failure {
         error_type: "paused".into(),
         message: "paused".into(),
         non_retryable: false,

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use railyard_proto::v1::{self, HistoryEvent};
-use railyard_proto::{Client, ClientError, Completion, StepWorker};
+use railyard_sdk::{Client, ClientError, Completion, StepWorker};
 use railyard_server::{RunningServer, ServerConfig};
 use serde_json::{Value, json};
 

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, StatusCode};
 use railyard_proto::v1::{self, DeliveryState, RunStatus};
-use railyard_proto::{Client, Completion, Failure, HeartbeatExtras, StepWorker};
+use railyard_sdk::{Client, Completion, Failure, HeartbeatExtras, StepWorker};
 use railyard_server::clock::{Clock, ManualClock};
-use railyard_server::delivery::sign::{SIGNATURE_HEADER, verify};
-use railyard_server::delivery::{DeliverySettings, SigningSecret};
+use railyard_server::engine::delivery::sign::{SIGNATURE_HEADER, verify};
+use railyard_server::engine::delivery::{DeliverySettings, SigningSecret};
 use railyard_server::{RunningServer, ServerConfig};
 use serde_json::Value;
 use tonic::Code;
@@ -212,7 +212,7 @@ impl Harness {
             .unwrap()
     }
 
-    async fn redeliver(&self, run_id: &str) -> Result<Vec<String>, railyard_proto::ClientError> {
+    async fn redeliver(&self, run_id: &str) -> Result<Vec<String>, railyard_sdk::ClientError> {
         self.client
             .redeliver_result(v1::RedeliverResultRequest {
                 namespace: "default".into(),

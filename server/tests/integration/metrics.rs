@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use railyard_proto::{ClientError, Completion, StepWorker};
+use railyard_sdk::{ClientError, Completion, StepWorker};
 use railyard_server::clock::ManualClock;
 use railyard_server::{RunningServer, ServerConfig};
 

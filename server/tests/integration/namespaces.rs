@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
-use railyard_proto::ClientError;
 use railyard_proto::v1::ApiKeyRole;
+use railyard_sdk::ClientError;
 
 use crate::auth::secured;
 

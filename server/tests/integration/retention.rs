@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use railyard_proto::v1::{self, CreateNamespaceRequest, UpdateNamespaceRequest};
-use railyard_proto::{Client, ClientError, Completion, StepWorker};
+use railyard_sdk::{Client, ClientError, Completion, StepWorker};
 use railyard_server::clock::ManualClock;
-use railyard_server::store::{RunFilter, Store};
 use railyard_server::{RunningServer, ServerConfig};
+use railyard_store::{RunFilter, Store};
 
 use crate::support;
 
@@ -616,7 +616,7 @@ async fn a_namespace_with_schedules_is_not_deleted() {
 /// index, retention and per-run signal keys.
 #[tokio::test]
 async fn an_old_data_directory_opens_and_its_closed_runs_are_purged() {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/layout2");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../store/tests/fixtures/layout2");
     let recorded: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(fixture.join("fixture.json")).unwrap()).unwrap();
     let data = tempfile::tempdir().unwrap();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use railyard_proto::v1::{PollStepTaskRequest, StartRunRequest};
-use railyard_proto::{Client, ClientError, Completion, StepWorker};
+use railyard_sdk::{Client, ClientError, Completion, StepWorker};
 use railyard_server::clock::ManualClock;
 use railyard_server::{RunningServer, ServerConfig};
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use railyard_proto::v1::schedules_client::SchedulesClient;
 use railyard_proto::v1::{self, OverlapPolicy};
-use railyard_proto::{Client, Completion, Failure, StepWorker};
+use railyard_sdk::{Client, Completion, Failure, StepWorker};
 use railyard_server::clock::ManualClock;
 use railyard_server::{RunningServer, ServerConfig};
 use tonic::Code;

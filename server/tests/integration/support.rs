@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use railyard_proto::Client;
+use railyard_sdk::Client;
 use railyard_server::{RunningServer, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

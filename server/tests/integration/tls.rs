@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use railyard_proto::{Client, ClientError, ConnectOptions, TlsOptions};
+use railyard_sdk::{Client, ClientError, ConnectOptions, TlsOptions};
 use railyard_server::tls::TlsFiles;
 use railyard_server::{RunningServer, ServerConfig, StartError};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};

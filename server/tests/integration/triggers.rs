@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use railyard_proto::v1::{self, RunStatus};
-use railyard_proto::{Client, ClientError, Completion, StepWorker};
+use railyard_sdk::{Client, ClientError, Completion, StepWorker};
 use railyard_server::clock::ManualClock;
 use railyard_server::service::triggers::TriggerInput;
-use railyard_server::trigger::signature::sign;
+use railyard_server::signature::sign;
 use railyard_server::{RunningServer, ServerConfig};
 
 use crate::support;

@@ -1,5 +1,5 @@
 //! Upgrading in place: a data directory written by the release before versioned
-//! records (storage layout 2; `tests/fixtures/layout2`, made by its `make.sh`) is
+//! records (storage layout 2; `store/tests/fixtures/layout2`, made by its `make.sh`) is
 //! migrated when this server first starts on it, and its runs go on to completion
 //! through the real gRPC API, their histories continuing where they stopped.
 
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use railyard_proto::v1::{self, SignalRunRequest, StartRunRequest};
-use railyard_proto::{Client, Completion, Failure, StepWorker};
+use railyard_sdk::{Client, Completion, Failure, StepWorker};
 use railyard_server::ServerConfig;
 use railyard_server::clock::ManualClock;
 
@@ -18,7 +18,7 @@ use crate::support;
 const RUNS: [&str; 5] = ["done", "backoff", "leased", "signalled", "queued"];
 
 fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/layout2")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../store/tests/fixtures/layout2")
 }
 
 /// What `make.sh` recorded next to the database.

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use railyard_proto::v1::{self, StartRunRequest, StuckReport, TokenUsage};
-use railyard_proto::{Client, ClientError, Completion, HeartbeatExtras, StepWorker};
+use railyard_sdk::{Client, ClientError, Completion, HeartbeatExtras, StepWorker};
 use railyard_server::{RunningServer, ServerConfig};
 
 const BUDGETED: &str = r#"{"id":"budgeted","version":"1","name":"Budgeted","maxCostUsd":5,

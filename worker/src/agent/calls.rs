@@ -2,8 +2,8 @@
 
 use std::collections::HashMap;
 
-use railyard_proto::Completion;
 use railyard_proto::v1::{CoordinatorNote, StepTask};
+use railyard_sdk::Completion;
 use serde_json::Value;
 
 use crate::provider::ToolSpec;

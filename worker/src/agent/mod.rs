@@ -6,7 +6,7 @@
 //! A failure the model can act on goes back to it as an error result (`is_error`), and
 //! the loop goes on: a command's non-zero exit, a missing file, bad or missing
 //! arguments, a path outside the workspace, a tool the step does not allow, a
-//! `complete_step` the server refused. The stuck detector ([`stuck`]) watches these, so
+//! `complete_step` the server refused. The stuck detector (`stuck`) watches these, so
 //! a model that keeps making the same mistake is stopped.
 //!
 //! A failure it cannot act on ends the step at once, with a typed reason and no further
@@ -23,15 +23,15 @@
 
 mod calls;
 mod checkpoint;
-pub mod spawn;
-pub mod stuck;
+mod spawn;
+mod stuck;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use railyard_proto::v1::{ChildRunSpec, CoordinatorNote, Signal, StepTask, StuckReport, TokenUsage};
-use railyard_proto::{Completion, Failure};
+use railyard_sdk::{Completion, Failure};
 use serde_json::Value;
 use tracing::{debug, info, warn};
 
@@ -47,7 +47,8 @@ use crate::tools::{
 
 use crate::usage::{Budget, ModelPrice, Usage};
 use calls::{parse_completion, parse_note, steer_text, with_contract};
-pub use checkpoint::{Checkpoint, encode_checkpoint};
+use checkpoint::encode_checkpoint;
+pub use checkpoint::{Checkpoint, CheckpointError};
 use stuck::{CallOutcome, StuckDetector, StuckThresholds, StuckVerdict};
 
 /// Error type of a step stopped by its token budget (non-retryable).
@@ -55,10 +56,10 @@ pub const TOKEN_BUDGET_EXCEEDED: &str = "token_budget_exceeded";
 /// Error type of a step whose agent stayed stuck after a warning (non-retryable).
 pub const AGENT_STUCK: &str = "agent_stuck";
 /// Error type of a step whose workspace cannot be used (retryable).
-pub const WORKSPACE_UNUSABLE: &str = "workspace_unusable";
+const WORKSPACE_UNUSABLE: &str = "workspace_unusable";
 
 /// Turns allowed when a step sets no `maxTurns`.
-pub const DEFAULT_MAX_TURNS: u32 = 30;
+const DEFAULT_MAX_TURNS: u32 = 30;
 
 /// What a heartbeat brought back.
 #[derive(Debug, Clone, Default)]
@@ -384,13 +385,9 @@ impl StepRun<'_> {
     /// Starts the transcript, from the checkpoint when there is a usable one.
     fn restore(&mut self) {
         let task = self.task;
-        let restored = if task.checkpoint.is_empty() {
-            None
-        } else {
-            Checkpoint::decode(&task.checkpoint)
-        };
+        let restored = (!task.checkpoint.is_empty()).then(|| Checkpoint::decode(&task.checkpoint));
         match restored {
-            Some(cp) if !cp.messages.is_empty() => {
+            Some(Ok(cp)) if !cp.messages.is_empty() => {
                 info!(run_id = %task.run_id, step = %task.step_id, attempt = task.attempt,
                     turns = cp.turns, messages = cp.messages.len(), "resuming from checkpoint");
                 self.turns = cp.turns;
@@ -428,9 +425,10 @@ impl StepRun<'_> {
                     }
                 }
             }
-            _ => {
-                if !task.checkpoint.is_empty() {
-                    warn!(run_id = %task.run_id, step = %task.step_id, attempt = task.attempt,
+            unusable => {
+                if let Some(decoded) = unusable {
+                    let reason = decoded.map_or_else(|e| e.to_string(), |_| "it holds no messages".into());
+                    warn!(run_id = %task.run_id, step = %task.step_id, attempt = task.attempt, %reason,
                         "checkpoint is not a transcript of this worker; starting the step afresh");
                 }
                 self.req

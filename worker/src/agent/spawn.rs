@@ -10,11 +10,11 @@ use serde_json::Value;
 use crate::tools;
 
 /// Most child runs one `await_runs` call may name.
-pub const MAX_AWAITED: usize = 100;
+const MAX_AWAITED: usize = 100;
 
 /// A parsed `spawn_agent` call.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SpawnCall {
+pub(super) struct SpawnCall {
     pub spec: ChildRunSpec,
     /// Wait for the child before the next turn (the default).
     pub wait: bool,
@@ -23,7 +23,7 @@ pub struct SpawnCall {
 /// Reads `spawn_agent`'s input: `workflowId`, `goal`, optional `context` (an object;
 /// non-string values kept as JSON text), `wait` (default true) and
 /// `parentClosePolicy` (`cancel`, `terminate`, `abandon`).
-pub fn parse_spawn(input: &Value) -> Result<SpawnCall, String> {
+pub(super) fn parse_spawn(input: &Value) -> Result<SpawnCall, String> {
     let err = |e: String| format!("spawn_agent: {e}");
     let workflow_id = tools::str_arg(input, "workflowId").map_err(err)?;
     let goal = tools::str_arg(input, "goal").map_err(err)?;
@@ -62,7 +62,7 @@ pub fn parse_spawn(input: &Value) -> Result<SpawnCall, String> {
 }
 
 /// Reads `await_runs`' input: `runIds`, the ids of child runs this run started.
-pub fn parse_await(input: &Value) -> Result<Vec<String>, String> {
+pub(super) fn parse_await(input: &Value) -> Result<Vec<String>, String> {
     let ids = match input.get("runIds") {
         Some(Value::Array(items)) if !items.is_empty() && items.len() <= MAX_AWAITED => items
             .iter()
@@ -89,7 +89,7 @@ pub fn parse_await(input: &Value) -> Result<Vec<String>, String> {
 }
 
 /// What the model reads for a `spawn_agent` call that waits, until the outcomes come.
-pub fn spawn_placeholder(k: usize, workflow_id: &str) -> String {
+pub(super) fn spawn_placeholder(k: usize, workflow_id: &str) -> String {
     format!(
         "child run #{k} of this turn started (workflow {workflow_id:?}). This step now waits until \
          every child run of this turn has finished; their outcomes come in the next message, in the \
@@ -98,7 +98,7 @@ pub fn spawn_placeholder(k: usize, workflow_id: &str) -> String {
 }
 
 /// What the model reads for an `await_runs` call until the outcomes come.
-pub fn await_placeholder(ids: &[String]) -> String {
+pub(super) fn await_placeholder(ids: &[String]) -> String {
     format!(
         "waiting for {}; their outcomes come in the next message.",
         ids.join(", ")

@@ -20,17 +20,18 @@
 
 use std::collections::HashMap;
 
+use railyard_model::text::prefix;
 use railyard_proto::v1;
 use serde_json::Value;
 
 use crate::tools::{COMPLETE_STEP, SIGNAL_COORDINATOR};
 
 /// Default of `repeatedCalls`.
-pub const DEFAULT_REPEATED_CALLS: u32 = 3;
+const DEFAULT_REPEATED_CALLS: u32 = 3;
 /// Default of `repeatedErrors`.
-pub const DEFAULT_REPEATED_ERRORS: u32 = 3;
+const DEFAULT_REPEATED_ERRORS: u32 = 3;
 /// Default of `noProgressTurns`.
-pub const DEFAULT_NO_PROGRESS_TURNS: u32 = 10;
+const DEFAULT_NO_PROGRESS_TURNS: u32 = 10;
 /// Turns without progress, after a warning, before the step fails.
 const NO_PROGRESS_GRACE: u32 = 2;
 /// Distinct errors remembered per step (older ones are forgotten first).
@@ -40,7 +41,7 @@ const ERROR_KEY_BYTES: usize = 200;
 
 /// When a step's agent counts as stuck.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StuckThresholds {
+pub(super) struct StuckThresholds {
     pub repeated_calls: u32,
     pub repeated_errors: u32,
     pub no_progress_turns: u32,
@@ -58,7 +59,7 @@ impl Default for StuckThresholds {
 
 impl StuckThresholds {
     /// The task's thresholds, each 0 (or absent) taking the default.
-    pub fn from_task(task: &v1::StepTask) -> Self {
+    pub(super) fn from_task(task: &v1::StepTask) -> Self {
         let d = Self::default();
         let Some(s) = &task.stuck else { return d };
         let or = |v: u32, default: u32| if v == 0 { default } else { v };
@@ -72,7 +73,7 @@ impl StuckThresholds {
 
 /// Which sign.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StuckSignal {
+pub(super) enum StuckSignal {
     RepeatedCall,
     RepeatedError,
     NoProgress,
@@ -80,7 +81,7 @@ pub enum StuckSignal {
 
 impl StuckSignal {
     /// As history and the wire name it.
-    pub fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Self::RepeatedCall => "repeated_call",
             Self::RepeatedError => "repeated_error",
@@ -91,7 +92,7 @@ impl StuckSignal {
 
 /// A sign, and whether it ends the step.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StuckVerdict {
+pub(super) struct StuckVerdict {
     pub signal: StuckSignal,
     /// What the model (and history) is told.
     pub message: String,
@@ -101,7 +102,7 @@ pub struct StuckVerdict {
 
 /// One tool call of a turn and how it went.
 #[derive(Debug, Clone, Copy)]
-pub struct CallOutcome<'a> {
+pub(super) struct CallOutcome<'a> {
     pub name: &'a str,
     pub input: &'a Value,
     pub is_error: bool,
@@ -111,7 +112,7 @@ pub struct CallOutcome<'a> {
 
 /// Watches one step's turns.
 #[derive(Debug)]
-pub struct StuckDetector {
+pub(super) struct StuckDetector {
     thresholds: StuckThresholds,
     /// The last call (name and arguments as JSON text) and how many times in a row.
     last_call: Option<(String, String)>,
@@ -126,7 +127,7 @@ pub struct StuckDetector {
 }
 
 impl StuckDetector {
-    pub fn new(thresholds: StuckThresholds) -> Self {
+    pub(super) fn new(thresholds: StuckThresholds) -> Self {
         Self {
             thresholds,
             last_call: None,
@@ -141,7 +142,7 @@ impl StuckDetector {
 
     /// Looks at one finished turn; the strongest sign it shows, if any (a fatal one
     /// before a warning).
-    pub fn observe_turn(&mut self, calls: &[CallOutcome<'_>]) -> Option<StuckVerdict> {
+    pub(super) fn observe_turn(&mut self, calls: &[CallOutcome<'_>]) -> Option<StuckVerdict> {
         let mut verdicts = Vec::new();
         let mut progress = false;
         for call in calls {
@@ -272,17 +273,6 @@ fn is_progress(call: &CallOutcome<'_>) -> bool {
             call.name,
             COMPLETE_STEP | SIGNAL_COORDINATOR | "write_file" | "edit_file"
         )
-}
-
-fn prefix(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 #[cfg(test)]

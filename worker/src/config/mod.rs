@@ -1,6 +1,6 @@
 //! Worker configuration: a config file, environment variables and command-line flags,
 //! in rising precedence, loaded through Railyard's one configuration loader
-//! ([`railyard_proto::config`]) and then resolved and checked once.
+//! ([`railyard_config`]) and then resolved and checked once.
 //!
 //! The config file is TOML (`worker.toml`), or JSON when its name ends in `.json`
 //! (the format earlier releases read, still accepted). Every key is optional; an
@@ -40,40 +40,39 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use railyard_proto::config::{EnvVar, Loaded, Loader};
+use railyard_config::{EnvVar, Loaded, Loader};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::provider::{DEFAULT_MAX_RESPONSE_BYTES, ScriptSource};
+use crate::provider::{DEFAULT_MAX_RESPONSE_BYTES, ProviderConfig, ScriptSource};
 use crate::usage::ModelPrice;
 
 /// Most models in the price table.
-pub const MAX_PRICES: usize = 256;
+const MAX_PRICES: usize = 256;
 
 /// Default Anthropic model when none is configured.
-pub const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
+const DEFAULT_ANTHROPIC_MODEL: &str = "claude-sonnet-4-5";
 /// Default OpenAI model when none is configured.
-pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4o-mini";
+const DEFAULT_OPENAI_MODEL: &str = "gpt-4o-mini";
 /// Default output token limit for the Anthropic API.
-pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+const DEFAULT_MAX_TOKENS: u32 = 4096;
 /// Default Anthropic API root.
-pub const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+const DEFAULT_ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 /// Default OpenAI API root (chat completions live under it).
-pub const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 /// Default directory for per-run workspaces.
-pub const DEFAULT_WORKSPACE: &str = ".railyard/workspaces";
+const DEFAULT_WORKSPACE: &str = ".railyard/workspaces";
 
 /// Everything a worker needs, fully resolved.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
     pub server_url: String,
     /// Sent with every call to the server (its `Debug` never shows it).
-    pub api_key: Option<railyard_proto::ApiKey>,
+    pub api_key: Option<railyard_sdk::ApiKey>,
     /// TLS settings for an `https://` server.
-    pub tls: railyard_proto::TlsOptions,
+    pub tls: railyard_sdk::TlsOptions,
     pub namespace: String,
     /// Task queues to poll, one poll loop each.
     pub queues: Vec<String>,
@@ -90,83 +89,10 @@ pub struct WorkerConfig {
     /// heartbeat timeout / 3 is used when shorter).
     pub heartbeat_interval: Duration,
     /// Variables of the worker's environment passed on to `bash`, besides the small
-    /// default set ([`crate::tools::BASH_DEFAULT_ENV`]); nothing else is.
+    /// default set it always gets (`PATH`, the locale, `TERM`, `TZ`); nothing else is.
     pub bash_env: Vec<String>,
     /// Price per model, for the estimated cost of a step's tokens.
     pub prices: BTreeMap<String, ModelPrice>,
-}
-
-/// Which model backs the agent loop.
-#[derive(Clone, PartialEq)]
-pub enum ProviderConfig {
-    /// Anthropic Messages API.
-    Anthropic {
-        base_url: String,
-        api_key: String,
-        model: String,
-        max_tokens: u32,
-        /// Longest answer body read; a longer one fails the call.
-        max_response_bytes: u64,
-    },
-    /// OpenAI-compatible chat completions; no key for local servers.
-    OpenAi {
-        base_url: String,
-        api_key: Option<String>,
-        model: String,
-        /// Longest answer body read; a longer one fails the call.
-        max_response_bytes: u64,
-    },
-    /// The offline scripted provider (no model at all).
-    Scripted { script: ScriptSource },
-}
-
-// Hand-written so that API keys never reach a log line.
-impl fmt::Debug for ProviderConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Anthropic {
-                base_url,
-                model,
-                max_tokens,
-                max_response_bytes,
-                ..
-            } => f
-                .debug_struct("Anthropic")
-                .field("base_url", base_url)
-                .field("api_key", &"<redacted>")
-                .field("model", model)
-                .field("max_tokens", max_tokens)
-                .field("max_response_bytes", max_response_bytes)
-                .finish(),
-            Self::OpenAi {
-                base_url,
-                api_key,
-                model,
-                max_response_bytes,
-            } => f
-                .debug_struct("OpenAi")
-                .field("base_url", base_url)
-                .field("api_key", &api_key.as_ref().map(|_| "<redacted>"))
-                .field("model", model)
-                .field("max_response_bytes", max_response_bytes)
-                .finish(),
-            Self::Scripted { script } => f
-                .debug_struct("Scripted")
-                .field("script", &script.describe())
-                .finish(),
-        }
-    }
-}
-
-impl ProviderConfig {
-    /// A one-line description for the startup log ("anthropic claude-sonnet-4-5").
-    pub fn describe(&self) -> String {
-        match self {
-            Self::Anthropic { model, .. } => format!("anthropic {model}"),
-            Self::OpenAi { base_url, model, .. } => format!("openai-compatible {model} at {base_url}"),
-            Self::Scripted { script } => format!("scripted (offline, no model) from {}", script.describe()),
-        }
-    }
 }
 
 /// The provider kinds a config file, `RAILYARD_PROVIDER` or a flag can name (in any case).
@@ -179,7 +105,7 @@ pub enum ProviderKind {
 
 impl ProviderKind {
     /// The name a config file uses.
-    pub fn name(self) -> &'static str {
+    fn name(self) -> &'static str {
         match self {
             Self::Anthropic => "anthropic",
             Self::OpenAi => "openai",
@@ -214,10 +140,10 @@ impl std::str::FromStr for ProviderKind {
     }
 }
 
-pub use railyard_proto::config::ConfigError;
+pub(crate) use railyard_config::ConfigError;
 
 /// The environment variables a worker reads, and the key each sets.
-pub const ENV: &[EnvVar] = &[
+const ENV: &[EnvVar] = &[
     EnvVar {
         var: "RAILYARD_SERVER",
         key: "server_url",
@@ -401,7 +327,10 @@ fn script_source<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ScriptSource>
 
 impl WorkerConfig {
     /// Loads `file` (if any), the environment and `flags`, in rising precedence, and
-    /// resolves them (see [`WorkerConfig::load_with`]).
+    /// resolves them. Defaults are filled in and the result checked; with no provider
+    /// named, the first that is configured wins: Anthropic (a key), OpenAI (a key or a
+    /// base URL), a script, and finally `default_script` (the demo's script: a file, or
+    /// the one built into the binary) as the scripted provider.
     pub fn load(
         file: Option<&Path>,
         flags: ConfigLayer,
@@ -410,12 +339,9 @@ impl WorkerConfig {
         Self::load_with(file, |k| std::env::var(k).ok(), flags, default_script)
     }
 
-    /// [`WorkerConfig::load`] with the environment read through `env`. Defaults are
-    /// filled in and the result checked; with no provider named, the first that is
-    /// configured wins: Anthropic (a key), OpenAI (a key or a base URL), a script, and
-    /// finally `default_script` (the demo's script: a file, or the one built into the binary)
-    /// as the scripted provider.
-    pub fn load_with(
+    /// [`WorkerConfig::load`] with the environment read through `env`, so tests need
+    /// not change the process's own.
+    fn load_with(
         file: Option<&Path>,
         env: impl Fn(&str) -> Option<String>,
         flags: ConfigLayer,
@@ -496,8 +422,8 @@ fn resolve(
         })
     };
     Ok(WorkerConfig {
-        api_key: layer.api_key.clone().map(railyard_proto::ApiKey::new),
-        tls: railyard_proto::TlsOptions {
+        api_key: layer.api_key.clone().map(railyard_sdk::ApiKey::new),
+        tls: railyard_sdk::TlsOptions {
             ca: tls_path("tls_ca", &layer.tls_ca),
             cert: tls_path("tls_cert", &layer.tls_cert),
             key: tls_path("tls_key", &layer.tls_key),
@@ -505,7 +431,7 @@ fn resolve(
         server_url: layer
             .server_url
             .clone()
-            .unwrap_or_else(|| railyard_proto::DEFAULT_SERVER_URL.to_string()),
+            .unwrap_or_else(|| railyard_sdk::DEFAULT_SERVER_URL.to_string()),
         namespace: layer
             .namespace
             .clone()
@@ -616,7 +542,7 @@ fn max_response_bytes(loaded: &Loaded<ConfigLayer>) -> Result<u64, ConfigError> 
 }
 
 /// Splits a comma-separated queue list, dropping blanks.
-pub fn split_queues(s: &str) -> Vec<String> {
+fn split_queues(s: &str) -> Vec<String> {
     s.split(',')
         .map(str::trim)
         .filter(|q| !q.is_empty())
@@ -625,7 +551,7 @@ pub fn split_queues(s: &str) -> Vec<String> {
 }
 
 /// `hostname:pid`, the hostname from the kernel or `HOSTNAME`.
-pub fn default_identity() -> String {
+fn default_identity() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_string())

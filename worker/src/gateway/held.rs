@@ -18,7 +18,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use railyard_proto::v1::{HeartbeatStepTaskRequest, StepTask};
-use railyard_proto::{Client, ClientError};
+use railyard_sdk::{Client, ClientError};
 use tokio::task::JoinHandle;
 
 /// Prefix of every continue token (version 1 of the format).
@@ -29,7 +29,7 @@ const MAX_TOKEN: usize = 512;
 
 /// What a continue token says in clear: a hint, never trusted for access.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TokenHint {
+pub(super) struct TokenHint {
     pub run_id: String,
     pub step_id: String,
     pub attempt: u32,
@@ -43,7 +43,7 @@ fn new_token(run_id: &str, step_id: &str, attempt: u32) -> String {
 }
 
 /// Reads the clear part of a continue token; `None` if it is not one this format makes.
-pub fn parse_hint(token: &str) -> Option<TokenHint> {
+pub(super) fn parse_hint(token: &str) -> Option<TokenHint> {
     if token.len() > MAX_TOKEN {
         return None;
     }
@@ -73,13 +73,13 @@ pub fn parse_hint(token: &str) -> Option<TokenHint> {
 /// the same caller may use its continue token, so one caller of `/mcp` cannot
 /// complete, re-issue or void another's step.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Owner {
+pub(super) struct Owner {
     pub api_key: Option<String>,
     pub peer_subject: Option<String>,
 }
 
 /// A step this gateway holds the lease of.
-pub struct Held {
+pub(super) struct Held {
     /// The step as leased (its raw task token stays here).
     pub task: StepTask,
     /// The highest signal event id shown to the agent with this step.
@@ -99,7 +99,7 @@ impl Drop for Held {
 
 /// Why a continue token was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refused {
+pub(super) enum Refused {
     /// Not a continue token at all (corrupted, truncated, made up).
     Malformed,
     /// Well formed but not held here: an earlier step's, a re-issued one's
@@ -111,7 +111,7 @@ pub enum Refused {
 
 /// The steps held by one gateway process, shared by all its MCP sessions.
 #[derive(Clone)]
-pub struct Holdings {
+pub(super) struct Holdings {
     inner: Arc<Mutex<HashMap<String, Held>>>,
     identity: String,
     limit: usize,
@@ -119,7 +119,7 @@ pub struct Holdings {
 
 impl Holdings {
     /// An empty set, heartbeating as `identity`, holding at most `limit` steps.
-    pub fn new(identity: String, limit: usize) -> Self {
+    pub(super) fn new(identity: String, limit: usize) -> Self {
         Self {
             inner: Arc::default(),
             identity,
@@ -132,18 +132,18 @@ impl Holdings {
     }
 
     /// How many steps are held.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.lock().len()
     }
 
     /// Whether another step may be held.
-    pub fn has_room(&self) -> bool {
+    pub(super) fn has_room(&self) -> bool {
         self.len() < self.limit
     }
 
     /// Holds a step freshly leased by `owner` through `client`, starts its
     /// heartbeats (through the same client), returns its continue token.
-    pub fn hold(&self, task: StepTask, client: Client, owner: Owner) -> String {
+    pub(super) fn hold(&self, task: StepTask, client: Client, owner: Owner) -> String {
         let token = new_token(&task.run_id, &task.step_id, task.attempt);
         let shown_signal = task.signals.iter().map(|s| s.event_id).max().unwrap_or(0);
         self.insert(token.clone(), task, shown_signal, owner, client);
@@ -153,7 +153,12 @@ impl Holdings {
     /// Takes the step a token names out of the set (stopping its heartbeats unless
     /// it is put back). `run_id`, when given, must be the token's run; a step held for
     /// another owner is not held as far as `owner` is concerned.
-    pub fn take(&self, token: &str, run_id: Option<&str>, owner: &Owner) -> Result<(String, Held), Refused> {
+    pub(super) fn take(
+        &self,
+        token: &str,
+        run_id: Option<&str>,
+        owner: &Owner,
+    ) -> Result<(String, Held), Refused> {
         let mut held = self.lock();
         // The entry is checked and removed through one borrow of the map, under one lock.
         let entry = match held.entry(token.to_string()) {
@@ -176,7 +181,7 @@ impl Holdings {
 
     /// Puts back a step taken by [`take`](Self::take) whose report did not go through
     /// (the server was unreachable): the same token stays valid, heartbeats resume.
-    pub fn put_back(&self, token: String, held: Held) {
+    pub(super) fn put_back(&self, token: String, held: Held) {
         let task = held.task.clone();
         let shown_signal = held.shown_signal;
         let (owner, client) = (held.owner.clone(), held.client.clone());
@@ -205,7 +210,7 @@ impl Holdings {
     }
 
     /// The token under which this gateway holds `run_id`'s step for `owner`, if it does.
-    pub fn token_of_run(&self, run_id: &str, owner: &Owner) -> Option<String> {
+    pub(super) fn token_of_run(&self, run_id: &str, owner: &Owner) -> Option<String> {
         self.lock()
             .iter()
             .find(|(_, h)| h.task.run_id == run_id && h.owner == *owner)
@@ -214,7 +219,7 @@ impl Holdings {
 
     /// Retires `old` and holds the same lease under a new token (for `resume_run` on
     /// a step this gateway already holds). `None` if `old` is no longer held.
-    pub fn reissue(&self, old: &str) -> Option<(String, StepTask)> {
+    pub(super) fn reissue(&self, old: &str) -> Option<(String, StepTask)> {
         let mut held = self.lock();
         let entry = held.remove(old)?;
         let token = new_token(&entry.task.run_id, &entry.task.step_id, entry.task.attempt);
@@ -234,7 +239,7 @@ impl Holdings {
 /// Heartbeats at a third of the step's heartbeat timeout, so two may be lost before
 /// the lease expires; steps without one are heartbeated every 30 s (harmless, and it
 /// notices a lost lease).
-pub fn heartbeat_interval(heartbeat_timeout_ms: u32) -> Duration {
+pub(super) fn heartbeat_interval(heartbeat_timeout_ms: u32) -> Duration {
     if heartbeat_timeout_ms == 0 {
         return Duration::from_secs(30);
     }

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use railyard_proto::Client;
+use railyard_sdk::Client;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::watch;

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use railyard_proto::v1::{PollStepTaskRequest, RunInfo, StepTask};
-use railyard_proto::{ApiKey, Client};
+use railyard_sdk::{ApiKey, Client};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{ServerHandler, tool_handler};
@@ -39,11 +39,11 @@ use held::{Holdings, Owner};
 /// The gateway's default task queue.
 pub const DEFAULT_QUEUE: &str = "mcp";
 /// Steps one gateway process holds at most (each costs a heartbeat task).
-pub const DEFAULT_MAX_HELD: usize = 64;
+const DEFAULT_MAX_HELD: usize = 64;
 /// How long `resume_run` waits by default for a step still leased elsewhere.
-pub const DEFAULT_RESUME_WAIT: Duration = Duration::from_secs(90);
+const DEFAULT_RESUME_WAIT: Duration = Duration::from_secs(90);
 /// The longest wait `resume_run` accepts.
-pub const MAX_RESUME_WAIT: Duration = Duration::from_secs(300);
+const MAX_RESUME_WAIT: Duration = Duration::from_secs(300);
 /// How long starting or continuing a run waits for its next step to be ready.
 const NEXT_STEP_WAIT: Duration = Duration::from_secs(20);
 /// One run-specific poll's wait (the server caps polls at 60 s).
@@ -70,7 +70,7 @@ pub struct GatewayOptions {
 }
 
 impl GatewayOptions {
-    /// The defaults: the `mcp` queue, at most [`DEFAULT_MAX_HELD`] steps.
+    /// The defaults: the [`DEFAULT_QUEUE`], at most 64 steps held.
     pub fn new(namespace: impl Into<String>, identity: impl Into<String>) -> Self {
         Self {
             namespace: namespace.into(),

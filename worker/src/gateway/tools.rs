@@ -5,11 +5,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use railyard_proto::ClientError;
 use railyard_proto::v1::{
     CompleteStepTaskRequest, HeartbeatStepTaskRequest, ListRunsRequest, RunStatus, SignalRunRequest,
     StartRunRequest,
 };
+use railyard_sdk::ClientError;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, Extensions};
 use rmcp::schemars::JsonSchema;
@@ -23,7 +23,7 @@ use super::{DEFAULT_RESUME_WAIT, Gateway, MAX_RESUME_WAIT, NEXT_STEP_WAIT, short
 /// Arguments of `start_workflow`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
-pub struct StartArgs {
+pub(super) struct StartArgs {
     /// The workflow to run: an id from list_workflows.
     pub workflow_id: String,
     /// What the run is for, in plain words; step prompts quote it as {{goal}}.
@@ -36,7 +36,7 @@ pub struct StartArgs {
 /// Arguments of `complete_step`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
-pub struct CompleteArgs {
+pub(super) struct CompleteArgs {
     /// The continue token handed out with the step you are reporting.
     pub continue_token: String,
     /// What you did and found. Later steps see these notes; the last step's notes are the run's result.
@@ -60,7 +60,7 @@ pub struct CompleteArgs {
 /// Arguments naming one run.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
-pub struct RunArgs {
+pub(super) struct RunArgs {
     /// The run's id (from start_workflow or list_runs).
     pub run_id: String,
 }
@@ -68,7 +68,7 @@ pub struct RunArgs {
 /// Arguments of `resume_run`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
-pub struct ResumeArgs {
+pub(super) struct ResumeArgs {
     /// The run to continue.
     pub run_id: String,
     /// How long to wait, in seconds, for a step still leased by a gateway that stopped (default 90, at most 300).
@@ -79,7 +79,7 @@ pub struct ResumeArgs {
 /// Arguments of `list_runs`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
-pub struct ListArgs {
+pub(super) struct ListArgs {
     /// Only runs in this status: RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED or TIMED_OUT.
     #[serde(default)]
     pub status: Option<String>,
@@ -97,7 +97,7 @@ pub struct ListArgs {
 /// Arguments of `signal_run`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
-pub struct SignalArgs {
+pub(super) struct SignalArgs {
     /// The run to signal.
     pub run_id: String,
     /// The signal's name (letters, digits and - _ . : @), e.g. "steer".

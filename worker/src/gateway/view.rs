@@ -21,7 +21,7 @@ const HELD: &str = "Your result was accepted and is held for a person's approval
      rejected, resume_run hands you this step again with the feedback.";
 
 /// The answer to a completion held for approval.
-pub fn held_for_approval(run_id: &str, step_id: &str) -> Value {
+pub(super) fn held_for_approval(run_id: &str, step_id: &str) -> Value {
     json!({
         "status": "held_for_approval",
         "run_id": run_id,
@@ -34,7 +34,7 @@ pub fn held_for_approval(run_id: &str, step_id: &str) -> Value {
 const CONTRACT: &str = "This step has an output contract: pass complete_step a `result` object matching      output_schema, and list artifacts matching every required_artifacts pattern. A result that does not      match is refused with each violation; fix it and call complete_step again with the same token.";
 
 /// A step the gateway holds for the agent, with its continue token.
-pub fn step(task: &StepTask, continue_token: &str) -> Value {
+pub(super) fn step(task: &StepTask, continue_token: &str) -> Value {
     let mut v = json!({
         "status": "step",
         "run_id": task.run_id,
@@ -107,12 +107,12 @@ fn payload(text: &str) -> Value {
 }
 
 /// The short status name of a run.
-pub fn status_name(run: &RunInfo) -> &'static str {
+pub(super) fn status_name(run: &RunInfo) -> &'static str {
     RunStatus::try_from(run.status).map_or("UNSPECIFIED", |s| s.short_name())
 }
 
 /// A run as `get_run` shows it.
-pub fn run(run: &RunInfo) -> Value {
+pub(super) fn run(run: &RunInfo) -> Value {
     let current = run.steps.get(run.current_step as usize);
     let mut v = json!({
         "run_id": run.run_id,
@@ -158,7 +158,7 @@ pub fn run(run: &RunInfo) -> Value {
 }
 
 /// One line of `list_runs`.
-pub fn run_line(run: &RunInfo) -> Value {
+pub(super) fn run_line(run: &RunInfo) -> Value {
     json!({
         "run_id": run.run_id,
         "workflow_id": run.workflow_id,
@@ -173,7 +173,7 @@ pub fn run_line(run: &RunInfo) -> Value {
 
 /// A run that ended while (or before) the agent drove it: its status and every
 /// step's notes, the last step's being the run's result.
-pub fn finished(run: &RunInfo) -> Value {
+pub(super) fn finished(run: &RunInfo) -> Value {
     json!({
         "status": "finished",
         "run_id": run.run_id,
@@ -188,7 +188,7 @@ pub fn finished(run: &RunInfo) -> Value {
 }
 
 /// The `list_workflows` result.
-pub fn workflows(resp: &ListWorkflowsResponse) -> Value {
+pub(super) fn workflows(resp: &ListWorkflowsResponse) -> Value {
     json!({
         "workflows": resp.workflows.iter().map(|wf| json!({
             "id": wf.id,
@@ -206,7 +206,7 @@ pub fn workflows(resp: &ListWorkflowsResponse) -> Value {
 }
 
 /// Where a run stands, in one sentence, for refusals and hand-offs.
-pub fn where_run_is(run: &RunInfo) -> String {
+pub(super) fn where_run_is(run: &RunInfo) -> String {
     let status = status_name(run);
     match run.steps.get(run.current_step as usize) {
         Some(s) if status == "RUNNING" => format!(

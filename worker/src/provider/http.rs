@@ -2,13 +2,13 @@
 //! transport errors (honouring `retry-after`), and status → [`ProviderError`] mapping.
 //!
 //! The pauses and the list of transient statuses are Railyard's shared ones
-//! ([`railyard_proto::retry`]).
+//! ([`railyard_sdk::retry`]).
 
 use std::time::Duration;
 
 use backon::Retryable;
-use railyard_proto::RetryPolicy;
-use railyard_proto::retry::is_transient_http_status;
+use railyard_sdk::RetryPolicy;
+use railyard_sdk::retry::is_transient_http_status;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
@@ -16,7 +16,7 @@ use super::{ProviderError, excerpt};
 
 /// How a model call is retried unless a provider is given another policy: five tries,
 /// pauses from 1 s with jitter, none a minute long (a `retry-after` is capped there too).
-pub const MODEL_CALL_RETRY: RetryPolicy = RetryPolicy {
+const MODEL_CALL_RETRY: RetryPolicy = RetryPolicy {
     max_attempts: 5,
     initial_backoff: Duration::from_secs(1),
     max_backoff: Duration::from_secs(60),
@@ -44,7 +44,7 @@ const BODY_EXCERPT: usize = 500;
 
 /// Default cap on a model response body: far above any real answer (output tokens are
 /// bounded by `max_tokens`), far below what would hurt the worker.
-pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 32 << 20;
+pub(crate) const DEFAULT_MAX_RESPONSE_BYTES: u64 = 32 << 20;
 
 /// Of an error answer (non-2xx) only this much is read: it is only shown as an excerpt.
 const ERROR_BODY_CAP: u64 = 64 << 10;
@@ -74,7 +74,7 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
-    pub fn new(
+    pub(crate) fn new(
         url: String,
         headers: HeaderMap,
         key_env: &'static str,
@@ -95,7 +95,7 @@ impl Endpoint {
     /// ([`ProviderError::is_retryable`]) by the endpoint's policy; a `retry-after`
     /// replaces the policy's pause. A success answer that is not JSON is not retried
     /// here (the step's own retry policy decides).
-    pub async fn post(&self, body: &Value) -> Result<Value, ProviderError> {
+    pub(crate) async fn post(&self, body: &Value) -> Result<Value, ProviderError> {
         let policy = self.retry;
         let mut attempt = 0u32;
         (|| self.post_once(body))

@@ -1,13 +1,17 @@
-//! Model providers behind one object-safe trait, and the provider-neutral transcript.
+//! Model providers behind one object-safe trait, the settings that choose one, and the
+//! provider-neutral transcript.
 //!
-//! The transcript types are serde-serializable because the transcript is the step's
-//! heartbeat checkpoint: a resumed attempt restores it and carries on from the last turn.
+//! The transcript is also the step's heartbeat checkpoint (a resumed attempt restores it
+//! and carries on from the last turn), but the checkpoint is stored as a versioned record
+//! of its own (`agent::checkpoint`), so these types may change: only the conversions in
+//! that record follow them.
 
 mod anthropic;
 mod http;
 mod openai;
 pub mod scripted;
 
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -16,13 +20,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use anthropic::AnthropicProvider;
-pub use http::{DEFAULT_MAX_RESPONSE_BYTES, MODEL_CALL_RETRY};
+pub(crate) use http::DEFAULT_MAX_RESPONSE_BYTES;
 pub use openai::OpenAiProvider;
-pub use railyard_proto::RetryPolicy;
+pub use railyard_sdk::RetryPolicy;
 pub use scripted::{BuiltInScript, Script, ScriptSource, ScriptedProvider};
 
-use crate::config::ProviderConfig;
-pub use crate::usage::Usage;
+use crate::usage::Usage;
 
 /// A boxed, sendable future, so the trait stays usable as `Arc<dyn Provider>`.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -202,6 +205,79 @@ pub trait Provider: Send + Sync {
     fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>>;
 }
 
+/// Which model backs the agent loop, as the worker's configuration resolved it.
+#[derive(Clone, PartialEq)]
+pub enum ProviderConfig {
+    /// Anthropic Messages API.
+    Anthropic {
+        base_url: String,
+        api_key: String,
+        model: String,
+        max_tokens: u32,
+        /// Longest answer body read; a longer one fails the call.
+        max_response_bytes: u64,
+    },
+    /// OpenAI-compatible chat completions; no key for local servers.
+    OpenAi {
+        base_url: String,
+        api_key: Option<String>,
+        model: String,
+        /// Longest answer body read; a longer one fails the call.
+        max_response_bytes: u64,
+    },
+    /// The offline scripted provider (no model at all).
+    Scripted { script: ScriptSource },
+}
+
+// Hand-written so that API keys never reach a log line.
+impl fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Anthropic {
+                base_url,
+                model,
+                max_tokens,
+                max_response_bytes,
+                ..
+            } => f
+                .debug_struct("Anthropic")
+                .field("base_url", base_url)
+                .field("api_key", &"<redacted>")
+                .field("model", model)
+                .field("max_tokens", max_tokens)
+                .field("max_response_bytes", max_response_bytes)
+                .finish(),
+            Self::OpenAi {
+                base_url,
+                api_key,
+                model,
+                max_response_bytes,
+            } => f
+                .debug_struct("OpenAi")
+                .field("base_url", base_url)
+                .field("api_key", &api_key.as_ref().map(|_| "<redacted>"))
+                .field("model", model)
+                .field("max_response_bytes", max_response_bytes)
+                .finish(),
+            Self::Scripted { script } => f
+                .debug_struct("Scripted")
+                .field("script", &script.describe())
+                .finish(),
+        }
+    }
+}
+
+impl ProviderConfig {
+    /// A one-line description for the startup log ("anthropic claude-sonnet-4-5").
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Anthropic { model, .. } => format!("anthropic {model}"),
+            Self::OpenAi { base_url, model, .. } => format!("openai-compatible {model} at {base_url}"),
+            Self::Scripted { script } => format!("scripted (offline, no model) from {}", script.describe()),
+        }
+    }
+}
+
 /// Builds the provider a [`ProviderConfig`] describes. A scripted provider loads and
 /// checks its script here, so a bad script fails at startup, not mid-step.
 pub fn from_config(config: &ProviderConfig) -> Result<Arc<dyn Provider>, ProviderError> {
@@ -241,9 +317,5 @@ pub(crate) fn excerpt(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.trim().to_string();
     }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", s[..end].trim())
+    format!("{}…", railyard_model::text::prefix(s, max).trim())
 }

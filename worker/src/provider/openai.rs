@@ -38,9 +38,8 @@ impl OpenAiProvider {
         self
     }
 
-    /// Caps the body of an answer at `bytes` (default
-    /// [`DEFAULT_MAX_RESPONSE_BYTES`](super::DEFAULT_MAX_RESPONSE_BYTES)); a longer one
-    /// fails the call with [`ProviderError::ResponseTooLarge`].
+    /// Caps the body of an answer at `bytes` (default 32 MiB); a longer one fails the
+    /// call with [`ProviderError::ResponseTooLarge`].
     pub fn with_max_response_bytes(mut self, bytes: u64) -> Self {
         self.http.max_response_bytes = bytes;
         self

@@ -21,7 +21,7 @@
 //! resumed from a checkpoint continues with its next turn rather than from the start.
 //! Strings anywhere in a turn may use `{{goal}}`, `{{step_id}}`, `{{run_id}}` and
 //! `{{last_user_text}}` (the text and tool results of the transcript's last user message, at most
-//! [`MAX_LAST_USER_TEXT`] bytes: e.g. what a step resumed from a wait was given). A step
+//! 4 KiB: e.g. what a step resumed from a wait was given). A step
 //! that runs past its last turn gets a text-only turn saying so (the agent loop then
 //! nudges it until its turn limit).
 //!
@@ -129,14 +129,14 @@ impl ScriptSource {
 impl Script {
     /// Reads and checks a script file; errors name the file and the JSON path. Only a
     /// regular file of at most [`MAX_SCRIPT_BYTES`] is read, and a FIFO never blocks.
-    pub fn from_file(path: &Path) -> Result<Self, ProviderError> {
+    fn from_file(path: &Path) -> Result<Self, ProviderError> {
         let text = read_script(path)
             .map_err(|e| ProviderError::Script(format!("cannot read {}: {e}", path.display())))?;
         Self::from_text(&path.display().to_string(), &text)
     }
 
     /// Parses and checks a script's JSON; errors start with `name` and give the JSON path.
-    pub fn from_text(name: &str, text: &str) -> Result<Self, ProviderError> {
+    fn from_text(name: &str, text: &str) -> Result<Self, ProviderError> {
         let de = &mut serde_json::Deserializer::from_str(text);
         serde_path_to_error::deserialize(de).map_err(|e| {
             let at = e.path().to_string();
@@ -146,7 +146,7 @@ impl Script {
 }
 
 /// The largest script file read.
-pub const MAX_SCRIPT_BYTES: u64 = 16 << 20;
+const MAX_SCRIPT_BYTES: u64 = 16 << 20;
 
 fn read_script(path: &Path) -> std::io::Result<String> {
     use std::io::Read;
@@ -175,7 +175,7 @@ fn read_script(path: &Path) -> std::io::Result<String> {
 }
 
 /// Most bytes `{{last_user_text}}` fills in.
-pub const MAX_LAST_USER_TEXT: usize = 4096;
+const MAX_LAST_USER_TEXT: usize = 4096;
 
 /// The text blocks of the last user message, bounded.
 fn last_user_text(req: &ModelRequest) -> String {
@@ -196,13 +196,7 @@ fn last_user_text(req: &ModelRequest) -> String {
                 .join("\n")
         })
         .unwrap_or_default();
-    if text.len() > MAX_LAST_USER_TEXT {
-        let mut end = MAX_LAST_USER_TEXT;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
+    text.truncate(text.floor_char_boundary(MAX_LAST_USER_TEXT));
     text
 }
 

@@ -14,10 +14,10 @@ use super::{ToolLimits, ToolOutput, opt_u64_arg, str_arg};
 
 /// Variables `bash` takes from the worker's environment when they are set, besides the
 /// configured pass-through list (`bash_env`). `HOME` is the workspace.
-pub const BASH_DEFAULT_ENV: [&str; 5] = ["PATH", "LANG", "LC_ALL", "TERM", "TZ"];
+const BASH_DEFAULT_ENV: [&str; 5] = ["PATH", "LANG", "LC_ALL", "TERM", "TZ"];
 
 /// The worker's own credentials: never passed to `bash`, not even when listed.
-pub const WORKER_SECRETS: [&str; 3] = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "RAILYARD_API_KEY"];
+pub(crate) const WORKER_SECRETS: [&str; 3] = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "RAILYARD_API_KEY"];
 
 /// `PATH` when the worker has none.
 const FALLBACK_PATH: &str = "/usr/local/bin:/usr/bin:/bin";

@@ -116,27 +116,27 @@ fn write_regular(path: &Path, rel: &str, content: &[u8]) -> Result<(), String> {
 
 /// A run's workspace directory; every path a file tool touches must resolve inside it.
 #[derive(Debug, Clone)]
-pub struct Workspace {
+pub(super) struct Workspace {
     root: PathBuf,
 }
 
 impl Workspace {
     /// Wraps `root`, which must exist; it is canonicalised so prefix checks are exact.
-    pub fn new(root: &Path) -> std::io::Result<Self> {
+    pub(super) fn new(root: &Path) -> std::io::Result<Self> {
         Ok(Self {
             root: root.canonicalize()?,
         })
     }
 
     /// The canonical root.
-    pub fn root(&self) -> &PathBuf {
+    pub(super) fn root(&self) -> &PathBuf {
         &self.root
     }
 
     /// Resolves a path the model gave to a real path inside the workspace. Refuses
     /// absolute paths, `..` that climbs above the root, and symlinks (anywhere on the
     /// path) that lead outside. The target itself need not exist.
-    pub fn resolve(&self, rel: &str) -> Result<PathBuf, String> {
+    pub(super) fn resolve(&self, rel: &str) -> Result<PathBuf, String> {
         if rel.trim().is_empty() {
             return Err("the path is empty".into());
         }
@@ -193,7 +193,7 @@ impl Workspace {
     }
 
     /// `abs` relative to the root, for messages ("." for the root itself).
-    pub fn display(&self, abs: &Path) -> String {
+    pub(super) fn display(&self, abs: &Path) -> String {
         match abs.strip_prefix(&self.root) {
             Ok(p) if p.as_os_str().is_empty() => ".".into(),
             Ok(p) => p.display().to_string(),
@@ -301,14 +301,10 @@ pub(crate) fn truncate(s: &str, cap: usize, hint: &str) -> String {
     if s.len() <= cap {
         return s.to_string();
     }
-    let mut end = cap;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
+    let kept = railyard_model::text::prefix(s, cap);
     format!(
-        "{}\n[... truncated: {} more bytes; {hint}]",
-        &s[..end],
-        s.len() - end
+        "{kept}\n[... truncated: {} more bytes; {hint}]",
+        s.len() - kept.len()
     )
 }
 

@@ -18,17 +18,17 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-pub use bash::{BASH_DEFAULT_ENV, WORKER_SECRETS};
-pub use fs::Workspace;
+pub(crate) use bash::WORKER_SECRETS;
+use fs::Workspace;
 pub(crate) use fs::truncate;
 
 use crate::provider::ToolSpec;
 
-pub use railyard_proto::tools::{
+pub(crate) use railyard_model::tools::{
     AWAIT_RUNS, COMPLETE_STEP, SIGNAL_COORDINATOR, SPAWN_AGENT, WORKSPACE_TOOLS,
 };
 /// Tools that are always allowed, whatever a step's `allowedTools` says.
-pub const ALWAYS_ALLOWED: [&str; 2] = [COMPLETE_STEP, SIGNAL_COORDINATOR];
+const ALWAYS_ALLOWED: [&str; 2] = [COMPLETE_STEP, SIGNAL_COORDINATOR];
 
 /// What a tool call produced, as the model will read it.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,7 +39,7 @@ pub struct ToolOutput {
 
 impl ToolOutput {
     /// A successful result.
-    pub fn ok(content: impl Into<String>) -> Self {
+    pub(crate) fn ok(content: impl Into<String>) -> Self {
         Self {
             content: content.into(),
             is_error: false,
@@ -47,7 +47,7 @@ impl ToolOutput {
     }
 
     /// An error result; the model sees it and may try again.
-    pub fn error(content: impl Into<String>) -> Self {
+    pub(crate) fn error(content: impl Into<String>) -> Self {
         Self {
             content: content.into(),
             is_error: true,
@@ -66,8 +66,8 @@ pub struct ToolLimits {
     pub output_cap: usize,
     /// Cap on the text `read_file` returns.
     pub read_cap: usize,
-    /// Variables of the worker's environment `bash` gets besides [`BASH_DEFAULT_ENV`]
-    /// (the worker's [`WORKER_SECRETS`] never).
+    /// Variables of the worker's environment `bash` gets besides the few it always gets
+    /// (`PATH`, the locale, `TERM`, `TZ`); the worker's own credentials never.
     pub bash_env: Vec<String>,
 }
 
@@ -100,7 +100,7 @@ impl ToolBox {
     }
 
     /// The workspace root (canonical).
-    pub fn root(&self) -> &PathBuf {
+    pub(crate) fn root(&self) -> &PathBuf {
         self.workspace.root()
     }
 
@@ -143,14 +143,14 @@ impl ToolBox {
 }
 
 /// Whether `name` may be called under `allowed` (empty = every tool).
-pub fn is_allowed(name: &str, allowed: &[String]) -> bool {
+pub(crate) fn is_allowed(name: &str, allowed: &[String]) -> bool {
     // `await_runs` only waits for what `spawn_agent` started: it goes with it.
     let name = if name == AWAIT_RUNS { SPAWN_AGENT } else { name };
     ALWAYS_ALLOWED.contains(&name) || allowed.is_empty() || allowed.iter().any(|a| a == name)
 }
 
 /// The specs offered to the model: the allowed workspace tools plus the two loop tools.
-pub fn specs(allowed: &[String]) -> Vec<ToolSpec> {
+pub(crate) fn specs(allowed: &[String]) -> Vec<ToolSpec> {
     all_specs()
         .into_iter()
         .filter(|s| is_allowed(&s.name, allowed))
@@ -205,7 +205,7 @@ fn spec(name: &str, description: &str, input_schema: Value) -> ToolSpec {
 }
 
 /// Every tool the worker knows, with its JSON schema.
-pub fn all_specs() -> Vec<ToolSpec> {
+fn all_specs() -> Vec<ToolSpec> {
     vec![
         spec(
             "bash",

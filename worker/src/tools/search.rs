@@ -156,14 +156,7 @@ fn compile_glob(glob: &str) -> Result<GlobMatcher, String> {
 }
 
 fn clip(line: &str) -> String {
-    if line.len() <= MAX_LINE {
-        return line.to_string();
-    }
-    let mut end = MAX_LINE;
-    while !line.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &line[..end])
+    railyard_model::text::cut(line, MAX_LINE, "…")
 }
 
 enum Entry {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use railyard_proto::Client;
+use railyard_sdk::Client;
 use railyard_server::{RunningServer, ServerConfig};
 use railyard_worker::provider::{Block, ScriptSource, ScriptedProvider};
 use railyard_worker::{ProviderConfig, Worker, WorkerConfig};

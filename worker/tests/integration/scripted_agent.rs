@@ -148,6 +148,56 @@ async fn garbage_checkpoint_starts_afresh() {
     assert_eq!(report.turns, 1);
 }
 
+/// Plays `fresh` on a step's first turn and `resumed` on its fourth (the fixture's
+/// transcript holds three assistant turns).
+fn fresh_or_resumed() -> ScriptedProvider {
+    let complete =
+        |notes: &str| json!({"tool_calls": [{"name": "complete_step", "input": {"notes": notes}}]});
+    let hmm = json!({"text": "hmm"});
+    scripted(json!({"default": [complete("fresh"), hmm, hmm, complete("resumed")]}))
+}
+
+const PRE_RECORD_FIXTURE: &[u8] = include_bytes!("../fixtures/checkpoint-v1-pre-record.json");
+
+#[tokio::test]
+async fn a_checkpoint_written_before_the_record_resumes_the_step() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut t = task("s", "p");
+    t.attempt = 2;
+    t.checkpoint = PRE_RECORD_FIXTURE.to_vec();
+    let provider = Arc::new(Recording::new(fresh_or_resumed()));
+    let report = Agent::new(provider.clone())
+        .run_step(&t, "q", ws.path(), &FakeLease::new())
+        .await;
+    assert!(
+        matches!(report.outcome, Outcome::Completed(ref c) if c.notes == "resumed"),
+        "{:?}",
+        report.outcome
+    );
+    assert_eq!(report.turns, 4, "three turns restored, one played");
+    let first = &provider.requests()[0].messages[0];
+    assert!(matches!(&first.content[0], Block::Text { text } if text.starts_with("Fix the build — naïve")));
+}
+
+#[tokio::test]
+async fn a_checkpoint_from_a_newer_format_starts_afresh() {
+    let mut newer: serde_json::Value = serde_json::from_slice(PRE_RECORD_FIXTURE).unwrap();
+    newer["version"] = json!(2);
+    let ws = tempfile::tempdir().unwrap();
+    let mut t = task("s", "p");
+    t.attempt = 2;
+    t.checkpoint = serde_json::to_vec(&newer).unwrap();
+    let report = Agent::new(Arc::new(fresh_or_resumed()))
+        .run_step(&t, "q", ws.path(), &FakeLease::new())
+        .await;
+    assert!(
+        matches!(report.outcome, Outcome::Completed(ref c) if c.notes == "fresh"),
+        "{:?}",
+        report.outcome
+    );
+    assert_eq!(report.turns, 1);
+}
+
 fn demo_script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../workflows/demo.script.json")
 }

@@ -1,0 +1,27 @@
+//! Tests of `railyard bench`: percentiles and the bench workflows it writes.
+
+use super::*;
+
+#[test]
+fn percentiles_use_nearest_rank() {
+    let samples: Vec<_> = (1..=100).map(Duration::from_millis).collect();
+    assert_eq!(percentile(&samples, 50.0), Duration::from_millis(50));
+    assert_eq!(percentile(&samples, 99.0), Duration::from_millis(99));
+    assert_eq!(percentile(&samples, 100.0), Duration::from_millis(100));
+    assert_eq!(percentile(&samples[..1], 99.0), Duration::from_millis(1));
+    assert_eq!(percentile(&[], 50.0), Duration::ZERO);
+}
+
+#[test]
+fn writes_two_bench_workflows() {
+    let dir = tempfile::tempdir().unwrap();
+    write_workflows(dir.path()).unwrap();
+    let three: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("bench-3.json")).unwrap()).unwrap();
+    assert_eq!(three["id"], "bench-3");
+    assert_eq!(three["steps"].as_array().map(Vec::len), Some(3));
+    assert_eq!(three["steps"][0]["prompt"], "Bench: {{goal}}");
+    let one: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("bench-1.json")).unwrap()).unwrap();
+    assert_eq!(one["steps"].as_array().map(Vec::len), Some(1));
+}

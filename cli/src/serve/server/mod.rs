@@ -1,0 +1,69 @@
+//! `railyard server`: run the history server until SIGTERM or Ctrl-C. Its flags, config
+//! file and environment variables are in [`settings`].
+
+mod settings;
+
+use std::io::Write;
+
+use anyhow::{Context, anyhow};
+use railyard_server::RunningServer;
+
+use crate::serve::signals::Signals;
+
+pub(crate) use settings::{ServerArgs, ServerSettings};
+
+/// The line `railyard server` prints once it is listening (tests read the ports from it).
+pub(crate) fn listening_line(server: &RunningServer, settings: &ServerSettings) -> String {
+    format!(
+        "railyard server listening grpc={} http={} data={} workflows={} auth={}",
+        server.grpc_addr,
+        server.http_addr,
+        settings.data_dir.display(),
+        settings.workflows_label(),
+        if settings.auth { "on" } else { "off" }
+    )
+}
+
+/// Starts the server, announces it on stdout, and serves until a shutdown signal.
+/// Shutdown is graceful up to `--shutdown-grace`; a second signal stops at once.
+pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
+    let settings = args.settings()?;
+    let server = RunningServer::start(settings.config()).await.with_context(|| {
+        format!(
+            "cannot start the server (data dir {})",
+            settings.data_dir.display()
+        )
+    })?;
+    if settings.built_in_demo {
+        tracing::info!(
+            dir = %settings.workflows.display(),
+            "no workflow definitions there and no --workflows given: serving the demo built into this binary (<built-in>/demo.json)"
+        );
+    }
+    // Listen before announcing, so a signal sent right after the line is not missed.
+    let mut signals = Signals::new()?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{}", listening_line(&server, &settings))?;
+        out.flush()?;
+    }
+    let signal = signals.next().await?;
+    tracing::info!(signal, "shutting down; send the signal again to stop at once");
+    let grace = settings.shutdown_grace;
+    tokio::select! {
+        () = server.shutdown() => {
+            tracing::info!("server stopped");
+            Ok(())
+        }
+        again = signals.next() => {
+            let signal = again?;
+            Err(anyhow!("stopped at once on a second {signal}, before in-flight requests finished"))
+        }
+        () = tokio::time::sleep(grace) => {
+            Err(anyhow!("graceful shutdown took longer than {}s; stopped at once", grace.as_secs()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

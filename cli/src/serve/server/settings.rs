@@ -1,0 +1,609 @@
+//! The settings of `railyard server` (and `railyard dev`): its flags, its config file,
+//! and how they resolve with the environment into [`ServerSettings`].
+//!
+//! Settings come from a TOML config file (`--config railyard.toml`), the environment
+//! (`RAILYARD_DATA_DIR`, `RAILYARD_LISTEN`, ...) and flags, in rising precedence,
+//! through Railyard's one configuration loader ([`railyard_proto::config`]). The file
+//! has one section per part of the server (`[server]`, `[hooks]` and the
+//! `[[triggers]]` table; delivery adds its own): add a field to [`ServerFile`] and
+//! map it in [`ServerSettings::config`].
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use railyard_config::{ConfigError, EnvVar, Loader};
+use railyard_server::ServerConfig;
+use railyard_server::engine::ChildLimits;
+use railyard_server::net::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, NetLimits};
+use railyard_server::service::triggers::TriggerInput;
+use railyard_server::tls::TlsFiles;
+use serde::{Deserialize, Serialize};
+
+use crate::serve::builtin;
+
+/// Default `server.data_dir`.
+pub(crate) const DEFAULT_DATA_DIR: &str = "./.railyard";
+/// Default `server.workflows`.
+pub(crate) const DEFAULT_WORKFLOWS: &str = "./workflows";
+/// Longest graceful shutdown that may be configured.
+const MAX_SHUTDOWN_GRACE_SECS: u64 = 3600;
+
+/// Flags of `railyard server` (and of `railyard dev`). Each wins over its environment
+/// variable, which wins over the config file.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct ServerArgs {
+    /// TOML config file with a [server] section (keys: data_dir, listen, http_listen,
+    /// workflows, shutdown_grace_secs, auth, insecure, tls_cert, tls_key, tls_client_ca,
+    /// max_connections, idle_timeout_secs, max_child_depth, max_children_per_run).
+    #[arg(long, value_name = "FILE", env = "RAILYARD_SERVER_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Directory of the database and the token keys, created if missing
+    /// [env: RAILYARD_DATA_DIR] [default: ./.railyard].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// gRPC listen address; port 0 picks a free port and the bound one is printed
+    /// [env: RAILYARD_LISTEN] [default: 127.0.0.1:7400].
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+
+    /// HTTP listen address for webhooks, /healthz and /metrics
+    /// [env: RAILYARD_HTTP_LISTEN] [default: 127.0.0.1:7401].
+    #[arg(long, value_name = "ADDR")]
+    pub http_listen: Option<SocketAddr>,
+
+    /// Directory of workflow definition files (*.json)
+    /// [env: RAILYARD_WORKFLOWS] [default: ./workflows].
+    #[arg(long, value_name = "DIR")]
+    pub workflows: Option<PathBuf>,
+
+    /// Seconds a graceful shutdown may take before the server stops at once [default: 10].
+    #[arg(long, value_name = "SECONDS")]
+    pub shutdown_grace: Option<u64>,
+
+    /// Require an API key on every request (the first start writes an admin key to
+    /// <data-dir>/admin.key) [env: RAILYARD_AUTH].
+    #[arg(long)]
+    pub auth: bool,
+
+    /// Listen on a non-loopback address without --auth anyway: anyone who reaches the
+    /// server can start runs, and so run code on the workers.
+    #[arg(long)]
+    pub insecure: bool,
+
+    /// Certificate chain (PEM) to serve TLS with on both listeners; needs --tls-key
+    /// [env: RAILYARD_TLS_CERT].
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// Private key (PEM) of --tls-cert [env: RAILYARD_TLS_KEY].
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+
+    /// CA certificates (PEM): gRPC clients must present a certificate it issued
+    /// (mutual TLS), and its subject is their identity [env: RAILYARD_TLS_CLIENT_CA].
+    #[arg(long, value_name = "FILE")]
+    pub tls_client_ca: Option<PathBuf>,
+
+    /// Most connections open at once on each listener (gRPC and HTTP); more wait to be
+    /// accepted [env: RAILYARD_MAX_CONNECTIONS] [default: 4096].
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+
+    /// Seconds after which a connection nothing was read from is closed (live gRPC
+    /// peers answer the server's pings) [env: RAILYARD_IDLE_TIMEOUT] [default: 120].
+    #[arg(long, value_name = "SECONDS")]
+    pub idle_timeout: Option<u64>,
+
+    /// Deepest child run `spawn_agent` may start (a root run is depth 0; 0: none)
+    /// [env: RAILYARD_MAX_CHILD_DEPTH] [default: 3].
+    #[arg(long, value_name = "N")]
+    pub max_child_depth: Option<u32>,
+
+    /// Most child runs one run may start over its life
+    /// [env: RAILYARD_MAX_CHILDREN_PER_RUN] [default: 10].
+    #[arg(long, value_name = "N")]
+    pub max_children_per_run: Option<u32>,
+}
+
+/// The server's config file: one section per part of the server, every key optional,
+/// unknown keys refused.
+///
+/// ```toml
+/// [server]
+/// data_dir = "/var/lib/railyard"      # relative paths are taken from the file's directory
+/// listen = "0.0.0.0:7400"
+/// http_listen = "0.0.0.0:7401"
+/// workflows = "workflows"
+/// shutdown_grace_secs = 10
+/// auth = true                         # API keys required; needed on a non-loopback address
+/// # insecure = true                   # ... unless this says to listen there without auth
+/// tls_cert = "server.pem"             # TLS on both listeners (with tls_key)
+/// tls_key = "server.key"
+/// tls_client_ca = "clients-ca.pem"    # mutual TLS on gRPC
+/// max_connections = 4096              # per listener
+/// idle_timeout_secs = 120
+///
+/// [delivery]                          # result delivery (callback URLs, subscriptions)
+/// signing_secret = "..."              # better: RAILYARD_DELIVERY_SIGNING_SECRET
+/// request_timeout_ms = 10000
+/// max_attempts = 8                    # per round; `railyard run redeliver` starts another
+/// max_elapsed_secs = 3600
+/// initial_backoff_ms = 1000
+/// max_backoff_secs = 600
+/// max_concurrent = 32
+///
+/// [hooks]
+/// max_body_bytes = 1048576            # larger webhook bodies get 413
+/// dedup_retention_secs = 604800       # how long a delivery id is remembered
+/// triggers_file = "triggers.toml"     # more [[triggers]], in a file of their own
+///
+/// [[triggers]]                        # POST /hooks/default/pr-review
+/// id = "pr-review"
+/// workflow = "review"
+/// goal = "Review PR #{{$.number}}: {{$.pull_request.title}}"
+/// context = { repo = "{{$.repository.full_name}}" }
+/// signature_secret = "$GITHUB_WEBHOOK_SECRET"   # an environment variable, never the secret
+/// concurrency_key = "{{$.repository.full_name}}#{{$.number}}"
+/// mode = "serial"
+/// ```
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ServerFile {
+    #[serde(default)]
+    pub server: ServerSection,
+    #[serde(default)]
+    pub delivery: DeliverySection,
+    #[serde(default)]
+    pub hooks: HooksSection,
+    /// Webhook triggers: written into storage at start, read-only through the API.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<TriggerInput>,
+}
+
+/// `[delivery]`: how closed runs' results are POSTed (see `railyard_server::engine::delivery`).
+#[derive(Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DeliverySection {
+    /// The HMAC-SHA256 key of the `Railyard-Signature` header.
+    pub signing_secret: Option<String>,
+    pub request_timeout_ms: Option<u64>,
+    pub max_attempts: Option<u32>,
+    pub max_elapsed_secs: Option<u64>,
+    pub initial_backoff_ms: Option<u64>,
+    pub max_backoff_secs: Option<u64>,
+    pub max_concurrent: Option<usize>,
+}
+
+impl std::fmt::Debug for DeliverySection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeliverySection")
+            .field(
+                "signing_secret",
+                &self.signing_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .field("request_timeout_ms", &self.request_timeout_ms)
+            .field("max_attempts", &self.max_attempts)
+            .field("max_elapsed_secs", &self.max_elapsed_secs)
+            .field("initial_backoff_ms", &self.initial_backoff_ms)
+            .field("max_backoff_secs", &self.max_backoff_secs)
+            .field("max_concurrent", &self.max_concurrent)
+            .finish()
+    }
+}
+
+impl PartialEq for DeliverySection {
+    fn eq(&self, o: &Self) -> bool {
+        (
+            &self.signing_secret,
+            self.request_timeout_ms,
+            self.max_attempts,
+            self.max_elapsed_secs,
+            self.initial_backoff_ms,
+            self.max_backoff_secs,
+            self.max_concurrent,
+        ) == (
+            &o.signing_secret,
+            o.request_timeout_ms,
+            o.max_attempts,
+            o.max_elapsed_secs,
+            o.initial_backoff_ms,
+            o.max_backoff_secs,
+            o.max_concurrent,
+        )
+    }
+}
+
+/// `[hooks]`: webhook settings.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HooksSection {
+    pub max_body_bytes: Option<u64>,
+    pub dedup_retention_secs: Option<u64>,
+    /// A TOML or JSON file of `[[triggers]]` (relative: next to the config file).
+    pub triggers_file: Option<PathBuf>,
+}
+
+/// A triggers file: `[[triggers]]` tables and nothing else.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TriggersFile {
+    #[serde(default)]
+    triggers: Vec<TriggerInput>,
+}
+
+/// Largest webhook body that may be configured.
+const MAX_HOOK_BODY_BYTES: u64 = 32 << 20;
+/// Longest delivery id retention that may be configured: a year.
+const MAX_DEDUP_RETENTION_SECS: u64 = 366 * 86_400;
+/// Most triggers the configuration may define.
+const MAX_CONFIGURED_TRIGGERS: usize = 1000;
+
+/// `[server]`: where the server keeps its data and listens.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ServerSection {
+    pub data_dir: Option<PathBuf>,
+    pub listen: Option<SocketAddr>,
+    pub http_listen: Option<SocketAddr>,
+    pub workflows: Option<PathBuf>,
+    pub shutdown_grace_secs: Option<u64>,
+    pub auth: Option<bool>,
+    pub insecure: Option<bool>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_client_ca: Option<PathBuf>,
+    pub max_connections: Option<usize>,
+    pub idle_timeout_secs: Option<u64>,
+    pub max_child_depth: Option<u32>,
+    pub max_children_per_run: Option<u32>,
+}
+
+/// The environment variables of the server's settings.
+const ENV: &[EnvVar] = &[
+    EnvVar {
+        var: "RAILYARD_DATA_DIR",
+        key: "server.data_dir",
+    },
+    EnvVar {
+        var: "RAILYARD_LISTEN",
+        key: "server.listen",
+    },
+    EnvVar {
+        var: "RAILYARD_HTTP_LISTEN",
+        key: "server.http_listen",
+    },
+    EnvVar {
+        var: "RAILYARD_WORKFLOWS",
+        key: "server.workflows",
+    },
+    EnvVar {
+        var: "RAILYARD_AUTH",
+        key: "server.auth",
+    },
+    EnvVar {
+        var: "RAILYARD_DELIVERY_SIGNING_SECRET",
+        key: "delivery.signing_secret",
+    },
+    EnvVar {
+        var: "RAILYARD_TLS_CERT",
+        key: "server.tls_cert",
+    },
+    EnvVar {
+        var: "RAILYARD_TLS_KEY",
+        key: "server.tls_key",
+    },
+    EnvVar {
+        var: "RAILYARD_TLS_CLIENT_CA",
+        key: "server.tls_client_ca",
+    },
+    EnvVar {
+        var: "RAILYARD_MAX_CONNECTIONS",
+        key: "server.max_connections",
+    },
+    EnvVar {
+        var: "RAILYARD_IDLE_TIMEOUT",
+        key: "server.idle_timeout_secs",
+    },
+    EnvVar {
+        var: "RAILYARD_MAX_CHILD_DEPTH",
+        key: "server.max_child_depth",
+    },
+    EnvVar {
+        var: "RAILYARD_MAX_CHILDREN_PER_RUN",
+        key: "server.max_children_per_run",
+    },
+];
+
+/// Keys whose flag is not `--key-with-dashes`.
+const FLAG_NAMES: &[(&str, &str)] = &[
+    ("server.shutdown_grace_secs", "--shutdown-grace"),
+    ("server.idle_timeout_secs", "--idle-timeout"),
+];
+
+/// Bounds of `max_connections` and `idle_timeout_secs`.
+const MAX_CONNECTIONS_LIMIT: usize = 1 << 20;
+const MAX_IDLE_TIMEOUT_SECS: u64 = 24 * 3600;
+/// Bounds of `max_child_depth` and `max_children_per_run` (a parent's close settles
+/// every child still open in one commit, so the count stays modest).
+const MAX_CHILD_DEPTH_LIMIT: u32 = 32;
+const MAX_CHILDREN_PER_RUN_LIMIT: u32 = 10_000;
+
+/// The server's settings, resolved and checked.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ServerSettings {
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    pub http_listen: SocketAddr,
+    pub workflows: PathBuf,
+    /// The demo built into the binary stands in for `workflows` (no directory was
+    /// configured and the default one has no definitions; see [`crate::serve::builtin`]).
+    pub built_in_demo: bool,
+    pub shutdown_grace: Duration,
+    /// API keys required ([`ServerConfig::auth`]).
+    pub auth: bool,
+    /// Non-loopback listeners allowed without auth.
+    pub insecure: bool,
+    /// `[delivery]`, as given (checked).
+    pub delivery: DeliverySection,
+    /// TLS files; `None`: plaintext.
+    pub tls: Option<TlsFiles>,
+    /// Connection limit and idle timeout of each listener.
+    pub net: NetLimits,
+    /// The configuration's webhook triggers (`[[triggers]]` and the triggers file).
+    pub triggers: Vec<TriggerInput>,
+    /// Largest webhook body.
+    pub hook_max_body_bytes: usize,
+    /// How long a webhook delivery id is remembered.
+    pub dedup_retention: Duration,
+    /// Bounds on trees of child runs.
+    pub child_limits: ChildLimits,
+}
+
+impl ServerSettings {
+    /// The server library's configuration for these settings.
+    pub(crate) fn config(&self) -> ServerConfig {
+        let mut config = ServerConfig::new(&self.data_dir, &self.workflows);
+        config.grpc_listen = self.listen;
+        config.http_listen = self.http_listen;
+        config.auth = self.auth;
+        config.insecure = self.insecure;
+        let d = &self.delivery;
+        let mut delivery = railyard_server::engine::delivery::DeliverySettings {
+            signing_secret: d
+                .signing_secret
+                .as_deref()
+                .and_then(railyard_server::engine::delivery::SigningSecret::new),
+            ..Default::default()
+        };
+        if let Some(v) = d.request_timeout_ms {
+            delivery.request_timeout = Duration::from_millis(v);
+        }
+        if let Some(v) = d.max_attempts {
+            delivery.max_attempts = v;
+        }
+        if let Some(v) = d.max_elapsed_secs {
+            delivery.max_elapsed = Duration::from_secs(v);
+        }
+        if let Some(v) = d.initial_backoff_ms {
+            delivery.initial_backoff = Duration::from_millis(v);
+        }
+        if let Some(v) = d.max_backoff_secs {
+            delivery.max_backoff = Duration::from_secs(v);
+        }
+        if let Some(v) = d.max_concurrent {
+            delivery.max_concurrent = v;
+        }
+        config.delivery = delivery;
+        config.tls = self.tls.clone();
+        config.net = self.net;
+        config.child_limits = self.child_limits;
+        config.triggers.config = self.triggers.clone();
+        config.triggers.max_body_bytes = self.hook_max_body_bytes;
+        config.triggers.dedup_retention_ms = self.dedup_retention.as_millis() as u64;
+        if self.built_in_demo {
+            config.embedded_workflows.push(builtin::DEMO_WORKFLOW);
+        }
+        config.http_extension = Some(crate::serve::mcp::http_extension());
+        config
+    }
+
+    /// Where the definitions come from, for the listening lines: the directory, or
+    /// `<built-in>`.
+    pub(crate) fn workflows_label(&self) -> String {
+        if self.built_in_demo {
+            builtin::WORKFLOWS_LABEL.to_string()
+        } else {
+            self.workflows.display().to_string()
+        }
+    }
+}
+
+impl ServerArgs {
+    /// The config file, the process environment and these flags, resolved.
+    pub(crate) fn settings(&self) -> Result<ServerSettings, ConfigError> {
+        self.settings_with(|k| std::env::var(k).ok())
+    }
+
+    /// [`ServerArgs::settings`] with the environment read through `env`.
+    pub(crate) fn settings_with(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<ServerSettings, ConfigError> {
+        let flags = ServerFile {
+            server: ServerSection {
+                data_dir: self.data_dir.clone(),
+                listen: self.listen,
+                http_listen: self.http_listen,
+                workflows: self.workflows.clone(),
+                shutdown_grace_secs: self.shutdown_grace,
+                auth: self.auth.then_some(true),
+                insecure: self.insecure.then_some(true),
+                tls_cert: self.tls_cert.clone(),
+                tls_key: self.tls_key.clone(),
+                tls_client_ca: self.tls_client_ca.clone(),
+                max_connections: self.max_connections,
+                idle_timeout_secs: self.idle_timeout,
+                max_child_depth: self.max_child_depth,
+                max_children_per_run: self.max_children_per_run,
+            },
+            ..ServerFile::default()
+        };
+        let loaded = Loader::new()
+            .file(self.config.as_deref())?
+            .env(ENV, env)
+            .flags(&flags, FLAG_NAMES)?
+            .load::<ServerFile>()?;
+        // Relative paths in the file mean "next to the file", wherever the server starts.
+        let path = |key: &str, value: &Option<PathBuf>, default: &str| {
+            let value = value.clone().unwrap_or_else(|| PathBuf::from(default));
+            match loaded.file_of(key) {
+                Some(file) if value.is_relative() => file.parent().unwrap_or(Path::new(".")).join(value),
+                _ => value,
+            }
+        };
+        let s = &loaded.value.server;
+        let hooks = &loaded.value.hooks;
+        let mut triggers = loaded.value.triggers.clone();
+        if let Some(file) = &hooks.triggers_file {
+            let file = path("hooks.triggers_file", &Some(file.clone()), "");
+            let more = Loader::new().file(Some(&file))?.load::<TriggersFile>()?;
+            triggers.extend(more.value.triggers);
+        }
+        if triggers.len() > MAX_CONFIGURED_TRIGGERS {
+            return Err(loaded.invalid(
+                "triggers",
+                format!("{} triggers; at most {MAX_CONFIGURED_TRIGGERS}", triggers.len()),
+            ));
+        }
+        let max_body = hooks
+            .max_body_bytes
+            .unwrap_or(railyard_server::http::DEFAULT_HOOK_BODY_BYTES as u64);
+        if !(1024..=MAX_HOOK_BODY_BYTES).contains(&max_body) {
+            return Err(loaded.invalid(
+                "hooks.max_body_bytes",
+                format!("{max_body} is not between 1024 and {MAX_HOOK_BODY_BYTES}"),
+            ));
+        }
+        let retention = hooks.dedup_retention_secs.unwrap_or(7 * 86_400);
+        if !(60..=MAX_DEDUP_RETENTION_SECS).contains(&retention) {
+            return Err(loaded.invalid(
+                "hooks.dedup_retention_secs",
+                format!("{retention} is not between 60 and {MAX_DEDUP_RETENTION_SECS}"),
+            ));
+        }
+        let workflows = path("server.workflows", &s.workflows, DEFAULT_WORKFLOWS);
+        let optional = |key: &str, value: &Option<PathBuf>| value.as_ref().map(|_| path(key, value, ""));
+        let tls = match (
+            optional("server.tls_cert", &s.tls_cert),
+            optional("server.tls_key", &s.tls_key),
+        ) {
+            (Some(cert), Some(key)) => Some(TlsFiles {
+                cert,
+                key,
+                client_ca: optional("server.tls_client_ca", &s.tls_client_ca),
+            }),
+            (None, None) if s.tls_client_ca.is_some() => {
+                return Err(loaded.invalid(
+                    "server.tls_client_ca",
+                    "mutual TLS needs server.tls_cert and server.tls_key too",
+                ));
+            }
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(loaded.invalid("server.tls_key", "missing: server.tls_cert is set"));
+            }
+            (None, Some(_)) => {
+                return Err(loaded.invalid("server.tls_cert", "missing: server.tls_key is set"));
+            }
+        };
+        let settings = ServerSettings {
+            tls,
+            data_dir: path("server.data_dir", &s.data_dir, DEFAULT_DATA_DIR),
+            built_in_demo: builtin::use_built_in(s.workflows.is_some(), &workflows),
+            workflows,
+            listen: s.listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 7400))),
+            http_listen: s.http_listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 7401))),
+            shutdown_grace: Duration::from_secs(s.shutdown_grace_secs.unwrap_or(10)),
+            auth: s.auth.unwrap_or(false),
+            insecure: s.insecure.unwrap_or(false),
+            net: NetLimits {
+                max_connections: s.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS),
+                idle_timeout: s
+                    .idle_timeout_secs
+                    .map_or(DEFAULT_IDLE_TIMEOUT, Duration::from_secs),
+            },
+            delivery: loaded.value.delivery.clone(),
+            triggers,
+            hook_max_body_bytes: max_body as usize,
+            dedup_retention: Duration::from_secs(retention),
+            child_limits: ChildLimits {
+                max_depth: s.max_child_depth.unwrap_or(ChildLimits::default().max_depth),
+                max_children: s
+                    .max_children_per_run
+                    .unwrap_or(ChildLimits::default().max_children),
+            },
+        };
+        if settings.child_limits.max_depth > MAX_CHILD_DEPTH_LIMIT {
+            return Err(loaded.invalid(
+                "server.max_child_depth",
+                format!("from 0 to {MAX_CHILD_DEPTH_LIMIT}"),
+            ));
+        }
+        if settings.child_limits.max_children > MAX_CHILDREN_PER_RUN_LIMIT {
+            return Err(loaded.invalid(
+                "server.max_children_per_run",
+                format!("from 0 to {MAX_CHILDREN_PER_RUN_LIMIT}"),
+            ));
+        }
+        if !(1..=MAX_CONNECTIONS_LIMIT).contains(&settings.net.max_connections) {
+            return Err(loaded.invalid(
+                "server.max_connections",
+                format!("from 1 to {MAX_CONNECTIONS_LIMIT}"),
+            ));
+        }
+        if !(1..=MAX_IDLE_TIMEOUT_SECS).contains(&settings.net.idle_timeout.as_secs()) {
+            return Err(loaded.invalid(
+                "server.idle_timeout_secs",
+                format!("from 1 to {MAX_IDLE_TIMEOUT_SECS} seconds"),
+            ));
+        }
+        let d = &settings.delivery;
+        let ranges: [(&str, Option<u64>, u64, u64); 6] = [
+            ("delivery.request_timeout_ms", d.request_timeout_ms, 100, 600_000),
+            ("delivery.max_attempts", d.max_attempts.map(u64::from), 1, 100),
+            ("delivery.max_elapsed_secs", d.max_elapsed_secs, 1, 30 * 86_400),
+            ("delivery.initial_backoff_ms", d.initial_backoff_ms, 1, 3_600_000),
+            ("delivery.max_backoff_secs", d.max_backoff_secs, 1, 86_400),
+            (
+                "delivery.max_concurrent",
+                d.max_concurrent.map(|v| v as u64),
+                1,
+                4096,
+            ),
+        ];
+        for (key, value, lo, hi) in ranges {
+            if let Some(v) = value
+                && !(lo..=hi).contains(&v)
+            {
+                return Err(loaded.invalid(key, format!("{v} is outside {lo}..={hi}")));
+            }
+        }
+        if settings.shutdown_grace.as_secs() > MAX_SHUTDOWN_GRACE_SECS {
+            return Err(loaded.invalid(
+                "server.shutdown_grace_secs",
+                format!("at most {MAX_SHUTDOWN_GRACE_SECS} seconds"),
+            ));
+        }
+        if settings.listen == settings.http_listen && settings.listen.port() != 0 {
+            return Err(loaded.invalid(
+                "server.http_listen",
+                format!("{} is also the gRPC listen address", settings.http_listen),
+            ));
+        }
+        Ok(settings)
+    }
+}

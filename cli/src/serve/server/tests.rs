@@ -1,0 +1,296 @@
+//! Tests of the server's settings: flags over environment over config file, the
+//! triggers file, and values refused by key (including `--max-child-depth` and
+//! `--max-children-per-run`, into the server's `ChildLimits`).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use railyard_server::engine::ChildLimits;
+use railyard_server::net::NetLimits;
+
+use super::settings::{DEFAULT_DATA_DIR, DEFAULT_WORKFLOWS};
+use super::*;
+
+fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+    let map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |k| map.get(k).cloned()
+}
+
+fn write(dir: &tempfile::TempDir, text: &str) -> PathBuf {
+    let path = dir.path().join("railyard.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn triggers_come_from_the_config_file_and_the_triggers_file_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("more.toml"),
+        "[[triggers]]\nid = \"b\"\nworkflow = \"demo\"\nmode = \"serial\"\nconcurrency_key = \"{{$.n}}\"\n",
+    )
+    .unwrap();
+    let config = write(
+        &dir,
+        "[hooks]\nmax_body_bytes = 2048\ntriggers_file = \"more.toml\"\n\n[[triggers]]\nid = \"a\"\nworkflow = \"demo\"\n\
+         goal = \"PR {{$.number}}\"\nsignature_secret = \"$GH\"\ncontext = { repo = \"{{$.repository.full_name}}\" }\n",
+    );
+    let args = ServerArgs {
+        config: Some(config.clone()),
+        ..ServerArgs::default()
+    };
+    let s = args.settings_with(env(&[])).unwrap();
+    assert_eq!(s.hook_max_body_bytes, 2048);
+    assert_eq!(s.dedup_retention, Duration::from_secs(7 * 86_400));
+    let ids: Vec<_> = s.triggers.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["a", "b"]);
+    assert_eq!(s.triggers[0].goal, "PR {{$.number}}");
+    assert_eq!(s.triggers[0].context["repo"], "{{$.repository.full_name}}");
+    assert_eq!(s.triggers[1].mode, "serial");
+    let c = s.config();
+    assert_eq!(c.triggers.config.len(), 2);
+    assert_eq!(c.triggers.max_body_bytes, 2048);
+
+    write(&dir, "[[triggers]]\nid = \"a\"\nworkflw = \"demo\"\n");
+    let e = args.settings_with(env(&[])).unwrap_err().to_string();
+    assert!(e.contains("workflw"), "{e}");
+    write(&dir, "[hooks]\nmax_body_bytes = 10\n");
+    let e = args.settings_with(env(&[])).unwrap_err().to_string();
+    assert!(e.contains("hooks.max_body_bytes"), "{e}");
+}
+
+#[test]
+fn defaults_without_file_env_or_flags() {
+    let s = ServerArgs::default().settings_with(|_| None).unwrap();
+    assert_eq!(s.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+    assert_eq!(s.workflows, PathBuf::from(DEFAULT_WORKFLOWS));
+    assert_eq!(s.listen.to_string(), "127.0.0.1:7400");
+    assert_eq!(s.http_listen.to_string(), "127.0.0.1:7401");
+    assert_eq!(s.shutdown_grace, Duration::from_secs(10));
+}
+
+#[test]
+fn connection_limits_from_flags_env_or_file_and_refused_out_of_range() {
+    assert_eq!(
+        ServerArgs::default().settings_with(|_| None).unwrap().net,
+        NetLimits::default()
+    );
+    let flags = ServerArgs {
+        max_connections: Some(10),
+        idle_timeout: Some(30),
+        ..Default::default()
+    };
+    let net = flags.settings_with(|_| None).unwrap().config().net;
+    assert_eq!(net.max_connections, 10);
+    assert_eq!(net.idle_timeout, Duration::from_secs(30));
+    let from_env = ServerArgs::default()
+        .settings_with(env(&[("RAILYARD_IDLE_TIMEOUT", "5")]))
+        .unwrap();
+    assert_eq!(from_env.net.idle_timeout, Duration::from_secs(5));
+
+    let err = ServerArgs::default()
+        .settings_with(env(&[("RAILYARD_MAX_CONNECTIONS", "0")]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("server.max_connections") && err.contains("RAILYARD_MAX_CONNECTIONS"),
+        "{err}"
+    );
+    let err = ServerArgs {
+        idle_timeout: Some(0),
+        ..Default::default()
+    }
+    .settings_with(|_| None)
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("--idle-timeout"), "{err}");
+}
+
+#[test]
+fn file_then_env_then_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        &dir,
+        "[server]\ndata_dir = \"data\"\nlisten = \"127.0.0.1:1\"\nhttp_listen = \"127.0.0.1:2\"\n\
+         workflows = \"/abs/workflows\"\nshutdown_grace_secs = 3\n",
+    );
+    let args = ServerArgs {
+        config: Some(path.clone()),
+        ..Default::default()
+    };
+    let file = args.settings_with(|_| None).unwrap();
+    assert_eq!(file.data_dir, dir.path().join("data"), "relative to the file");
+    assert_eq!(file.workflows, PathBuf::from("/abs/workflows"));
+    assert_eq!(file.listen.port(), 1);
+    assert_eq!(file.shutdown_grace, Duration::from_secs(3));
+
+    let vars = [
+        ("RAILYARD_LISTEN", "127.0.0.1:3"),
+        ("RAILYARD_DATA_DIR", "envdata"),
+    ];
+    let with_env = args.settings_with(env(&vars)).unwrap();
+    assert_eq!(with_env.listen.port(), 3);
+    assert_eq!(
+        with_env.data_dir,
+        PathBuf::from("envdata"),
+        "env paths are taken as given"
+    );
+    assert_eq!(with_env.http_listen.port(), 2);
+
+    let flags = ServerArgs {
+        listen: Some("127.0.0.1:4".parse().unwrap()),
+        shutdown_grace: Some(0),
+        ..args
+    };
+    let all = flags.settings_with(env(&vars)).unwrap();
+    assert_eq!(all.listen.port(), 4);
+    assert_eq!(all.data_dir, PathBuf::from("envdata"));
+    assert_eq!(all.shutdown_grace, Duration::ZERO);
+    assert_eq!(all.config().grpc_listen.port(), 4);
+}
+
+#[test]
+fn bad_settings_name_the_key_and_where_it_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let with = |text: &str| ServerArgs {
+        config: Some(write(&dir, text)),
+        ..Default::default()
+    };
+    let err = with("[server]\nlisten = \"nowhere\"\n")
+        .settings_with(|_| None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("railyard.toml") && err.contains("`server.listen`"),
+        "{err}"
+    );
+
+    let err = with("[server]\nlisen = \"127.0.0.1:1\"\n")
+        .settings_with(|_| None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("railyard.toml") && err.contains("server.lisen") && err.contains("unknown field"),
+        "{err}"
+    );
+
+    let err = with("[auth]\nmode = \"none\"\n")
+        .settings_with(|_| None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("auth") && err.contains("unknown field"), "{err}");
+
+    let err = with("[server]\nshutdown_grace_secs = 99999\n")
+        .settings_with(|_| None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("railyard.toml") && err.contains("`server.shutdown_grace_secs`"),
+        "{err}"
+    );
+
+    let err = ServerArgs::default()
+        .settings_with(env(&[("RAILYARD_HTTP_LISTEN", "nowhere")]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("environment variable RAILYARD_HTTP_LISTEN: `server.http_listen`"),
+        "{err}"
+    );
+
+    let same = ServerArgs {
+        listen: Some("127.0.0.1:9".parse().unwrap()),
+        http_listen: Some("127.0.0.1:9".parse().unwrap()),
+        ..Default::default()
+    };
+    let err = same.settings_with(|_| None).unwrap_err().to_string();
+    assert!(
+        err.starts_with("flag --http-listen: `server.http_listen`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_files_and_directories_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = ServerArgs {
+        config: Some(dir.path().join("nope.toml")),
+        ..Default::default()
+    };
+    let err = missing.settings_with(|_| None).unwrap_err().to_string();
+    assert!(err.contains("nope.toml") && err.contains("cannot read"), "{err}");
+    let a_dir = ServerArgs {
+        config: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
+    let err = a_dir.settings_with(|_| None).unwrap_err().to_string();
+    assert!(err.contains("not a regular file (a directory)"), "{err}");
+}
+
+#[test]
+fn child_limits_from_flags_env_or_file_and_refused_out_of_range() {
+    let s = ServerArgs::default().settings_with(env(&[])).unwrap();
+    assert_eq!(s.child_limits, ChildLimits::default());
+    assert_eq!((s.child_limits.max_depth, s.child_limits.max_children), (3, 10));
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("railyard.toml");
+    std::fs::write(
+        &file,
+        "[server]\nmax_child_depth = 5\nmax_children_per_run = 50\n",
+    )
+    .unwrap();
+    let args = ServerArgs {
+        config: Some(file.clone()),
+        ..ServerArgs::default()
+    };
+    let s = args.settings_with(env(&[])).unwrap();
+    assert_eq!((s.child_limits.max_depth, s.child_limits.max_children), (5, 50));
+    let s = args
+        .settings_with(env(&[("RAILYARD_MAX_CHILDREN_PER_RUN", "7")]))
+        .unwrap();
+    assert_eq!((s.child_limits.max_depth, s.child_limits.max_children), (5, 7));
+    let flags = ServerArgs {
+        max_child_depth: Some(0),
+        max_children_per_run: Some(100),
+        ..args.clone()
+    };
+    let s = flags
+        .settings_with(env(&[("RAILYARD_MAX_CHILD_DEPTH", "2")]))
+        .unwrap();
+    assert_eq!(
+        s.config().child_limits,
+        ChildLimits {
+            max_depth: 0,
+            max_children: 100
+        },
+        "flags win over the environment and the file"
+    );
+
+    let e = args
+        .settings_with(env(&[("RAILYARD_MAX_CHILD_DEPTH", "33")]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("server.max_child_depth") && e.contains("RAILYARD_MAX_CHILD_DEPTH"),
+        "{e}"
+    );
+    let too_many = ServerArgs {
+        max_children_per_run: Some(10_001),
+        ..ServerArgs::default()
+    };
+    let e = too_many.settings_with(env(&[])).unwrap_err().to_string();
+    assert!(
+        e.contains("server.max_children_per_run") && e.contains("--max-children-per-run"),
+        "{e}"
+    );
+    let e = args
+        .settings_with(env(&[("RAILYARD_MAX_CHILD_DEPTH", "deep")]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("server.max_child_depth"), "{e}");
+}

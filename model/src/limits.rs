@@ -1,0 +1,119 @@
+//! Size limits on what callers send, and the field checks that apply them. Past a
+//! limit a request gets `INVALID_ARGUMENT` naming the field. Names and context keys
+//! follow the rules in [`crate::ids`].
+
+use std::collections::BTreeMap;
+
+use crate::error::{Rejection, echo};
+use crate::ids;
+
+pub const NAME: usize = ids::MAX_NAME;
+pub const IDENTITY: usize = NAME * 2;
+pub const REQUEST_ID: usize = 256;
+pub const GOAL: usize = 64 * 1024;
+pub const CONTEXT_ENTRIES: usize = 256;
+pub const CONTEXT_VALUE: usize = 64 * 1024;
+pub const NOTES: usize = 1024 * 1024;
+pub const ARTIFACTS: usize = 256;
+pub const ARTIFACT: usize = 4096;
+pub const CHECKPOINT: usize = 8 * 1024 * 1024;
+pub const MESSAGE: usize = 64 * 1024;
+pub const SIGNAL_PAYLOAD: usize = 256 * 1024;
+pub const COORDINATOR_NOTES: usize = 64;
+pub const URL: usize = 2048;
+/// Largest structured `result` of a completion, as JSON text. It travels with every
+/// later step's task, so it also counts toward `MAX_TASK_BYTES`.
+pub const RESULT: usize = 256 * 1024;
+/// Longest model name a heartbeat may report.
+pub const MODEL_NAME: usize = 256;
+/// Most stuck reports in one heartbeat.
+pub const STUCK_REPORTS: usize = 16;
+
+/// Checks a name-like field against the one rule for names ([`ids::check_name`]).
+pub fn check_name(field: &str, value: &str) -> Result<(), Rejection> {
+    match ids::check_name(value) {
+        Ok(()) => Ok(()),
+        Err(ids::NameError::Empty) => Err(Rejection::field(field, "must not be empty")),
+        Err(ids::NameError::TooLong { len }) => Err(Rejection::field(
+            field,
+            format!("is {len} bytes, more than the limit of {}", ids::MAX_NAME),
+        )),
+        Err(ids::NameError::BadCharacter) => Err(Rejection::field(
+            field,
+            format!("{} may hold only {}", echo(value), ids::NAME_CHARACTERS),
+        )),
+        Err(ids::NameError::Dots) => Err(Rejection::field(
+            field,
+            format!(
+                "{} is only dots, which names a directory, not a run or a queue",
+                echo(value)
+            ),
+        )),
+    }
+}
+
+pub fn check_len(field: &str, value: &str, max: usize) -> Result<(), Rejection> {
+    check_bytes(field, value.as_bytes(), max)
+}
+
+pub fn check_bytes(field: &str, value: &[u8], max: usize) -> Result<(), Rejection> {
+    if value.len() > max {
+        return Err(Rejection::field(
+            field,
+            format!("is {} bytes, more than the limit of {max}", value.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a completion's `result_json`: at most [`RESULT`] bytes of a JSON object.
+/// Empty means no result. A refusal quotes none of the text.
+pub fn check_result(field: &str, text: &str) -> Result<Option<serde_json::Value>, Rejection> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    check_len(field, text, RESULT)?;
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(v @ serde_json::Value::Object(_)) => Ok(Some(v)),
+        Ok(_) => Err(Rejection::field(field, "must be a JSON object")),
+        Err(e) => Err(Rejection::field(field, format!("is not JSON: {e}"))),
+    }
+}
+
+pub fn check_count(field: &str, count: usize, max: usize) -> Result<(), Rejection> {
+    if count > max {
+        return Err(Rejection::field(
+            field,
+            format!("has {count} entries, more than {max}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the artifacts a step reports: how many, how long, and that each is a path
+/// inside the run's workspace ([`ids::check_artifact_path`]).
+pub fn check_artifacts(field: &str, artifacts: &[String]) -> Result<(), Rejection> {
+    check_count(field, artifacts.len(), ARTIFACTS)?;
+    for (i, a) in artifacts.iter().enumerate() {
+        let at = format!("{field}[{i}]");
+        check_len(&at, a, ARTIFACT)?;
+        ids::check_artifact_path(a).map_err(|e| Rejection::field(&at, format!("{} {e}", echo(a))))?;
+    }
+    Ok(())
+}
+
+/// Checks a context map (or context updates): its size, its keys
+/// ([`ids::is_context_key`]) and its values.
+pub fn check_context(field: &str, ctx: &BTreeMap<String, String>) -> Result<(), Rejection> {
+    check_count(field, ctx.len(), CONTEXT_ENTRIES)?;
+    for (k, v) in ctx {
+        if !ids::is_context_key(k) {
+            return Err(Rejection::field(
+                field,
+                format!("key {} must be 1 to {} bytes", echo(k), ids::MAX_CONTEXT_KEY),
+            ));
+        }
+        check_len(&format!("{field}[{}]", echo(k)), v, CONTEXT_VALUE)?;
+    }
+    Ok(())
+}

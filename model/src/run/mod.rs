@@ -1,0 +1,1035 @@
+//! The state machine of a run: its state row, its events, and every legal
+//! transition. Pure: no storage, no clock, no I/O. Each transition appends numbered
+//! events and effects to an [`Out`]; the store writes both in the same transaction
+//! as the new state, so history and state never disagree.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::Millis;
+use crate::contract::{MAX_RECORDED_REFUSALS, Violations};
+use crate::token::TokenClaims;
+use crate::workflow::WorkflowDef;
+
+mod approval;
+pub mod delivery;
+mod events;
+mod refusal;
+pub mod size;
+#[cfg(test)]
+mod test_fx;
+pub mod usage;
+mod wait;
+pub mod wire;
+
+pub use approval::{Proposal, rejection_message};
+pub use delivery::{Attempt, AttemptOutcome, Delivery, DeliveryPolicy, DeliveryStatus, DeliveryTarget};
+pub use events::{Event, EventKind, RunStatus, TimeoutKind};
+pub use refusal::{Action, LeaseRef, Refusal};
+pub use usage::{RunBudget, TOKEN_BUDGET_EXCEEDED, Usage};
+pub use wait::{
+    ChildOutcome, ChildStarted, MAX_CHILD_NOTES_QUOTED, PAUSED_ERROR_TYPE, ParentClosePolicy, WaitOn, Waiting,
+};
+pub use wait::{MAX_CHILD_RESULT_QUOTED, MAX_RESUME_MESSAGE_BYTES, quoted_result};
+
+/// The lease of the step attempt in flight.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lease {
+    pub seq: u64,
+    pub worker: String,
+    pub started_ms: Millis,
+    pub close_deadline_ms: Millis,
+    pub heartbeat_timeout_ms: Option<Millis>,
+    pub heartbeat_deadline_ms: Option<Millis>,
+}
+
+impl Lease {
+    /// The earlier of the two deadlines, and which one it is.
+    pub fn next_deadline(&self) -> (Millis, TimeoutKind) {
+        match self.heartbeat_deadline_ms {
+            Some(hb) if hb < self.close_deadline_ms => (hb, TimeoutKind::Heartbeat),
+            _ => (self.close_deadline_ms, TimeoutKind::StartToClose),
+        }
+    }
+}
+
+/// Where the current step is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Phase {
+    /// Waiting in a task queue as task `task_seq`.
+    Scheduled { queue: String, task_seq: u64 },
+    /// Leased to a worker.
+    Started(Lease),
+    /// Waiting for the retry backoff to pass.
+    BackingOff { until_ms: Millis },
+    /// The step waits (for child runs), holding no lease and no task.
+    Waiting(Waiting),
+    /// The run is closed.
+    Closed,
+}
+
+/// Per-step record, for describing a run and for later steps' prompts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepRecord {
+    pub state: String,
+    pub attempt: u32,
+    pub notes: String,
+    pub artifacts: Vec<String>,
+    pub worker: String,
+    pub last_failure: String,
+    /// The structured result of its completion, as compact JSON (empty: none).
+    pub result: String,
+    /// Refusals of a result recorded for the current attempt (see
+    /// [`RunState::refuse_result`]).
+    pub result_refusals: u32,
+    /// Tokens of all the step's attempts.
+    pub usage: Usage,
+    /// The running total the attempt in flight last reported.
+    pub attempt_usage: Usage,
+    /// The model the last report named.
+    pub model: String,
+}
+
+/// A signal recorded in history that the worker has not yet acknowledged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingSignal {
+    pub event_id: u64,
+    pub name: String,
+    pub payload_json: String,
+}
+
+/// The state of a run. Not a storage format: the store writes it as a
+/// `store::records` run record, which names its definition instead of holding it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunState {
+    pub namespace: String,
+    pub run_id: String,
+    pub workflow_id: String,
+    /// Shared with the registry and the store's definition cache: cloning a run
+    /// never copies its definition.
+    pub definition: Arc<WorkflowDef>,
+    pub status: RunStatus,
+    pub goal: String,
+    pub context: BTreeMap<String, String>,
+    pub parent_run_id: String,
+    pub request_id: String,
+    pub callback_url: String,
+    /// The queue of steps that name none (empty: the definition's).
+    pub task_queue: String,
+    /// The schedule that started it (empty: none); told when the run closes.
+    pub schedule_id: String,
+    pub start_ms: Millis,
+    pub close_ms: Option<Millis>,
+    pub last_event_id: u64,
+    pub current_step: usize,
+    pub phase: Phase,
+    pub steps: Vec<StepRecord>,
+    pub lease_counter: u64,
+    pub cancel_requested: bool,
+    pub failure: String,
+    pub pending_signals: Vec<PendingSignal>,
+    /// The step of the parent run that started this one (empty: none).
+    pub parent_step_id: String,
+    /// 0 for a run nobody spawned; a child's is its parent's plus one.
+    pub depth: u32,
+    /// What happens to this run if it is still open when its parent closes.
+    pub parent_close_policy: ParentClosePolicy,
+    /// Child runs this run has started, for the per-run limit.
+    pub children_started: u32,
+    /// What a step resumed from a wait is to read, for the next worker that leases it
+    /// (cleared once its checkpoint holds it, or the step ends).
+    pub resume_input: Vec<String>,
+    /// Paused: no step is dispatched until it is unpaused.
+    pub paused: bool,
+    /// Tokens of all the run's steps.
+    pub usage: Usage,
+    /// The run's token budget.
+    pub budget: RunBudget,
+    /// Result deliveries, one per target, armed as the run closes (`delivery`).
+    pub deliveries: Vec<Delivery>,
+}
+
+/// Work for the store besides writing events and the state row.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Add a ready task row (and, after commit, hand it to matching).
+    EnqueueTask {
+        queue: String,
+        task_seq: u64,
+    },
+    /// Remove a ready task row that is no longer wanted.
+    RemoveTask {
+        queue: String,
+        task_seq: u64,
+    },
+    /// Fire `timer` at `due_ms`.
+    Timer {
+        due_ms: Millis,
+        timer: Timer,
+    },
+    SaveCheckpoint(Vec<u8>),
+    ClearCheckpoint,
+}
+
+/// What a durable timer does when it fires. A stale timer (its attempt has moved on)
+/// does nothing. Lease deadlines are not timers: see [`RunState::lease_deadline`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Timer {
+    Backoff {
+        namespace: String,
+        run_id: String,
+        step_index: usize,
+        attempt: u32,
+    },
+    /// A schedule's next fire time came: evaluate it. A stale one (the schedule
+    /// keeps another timer, or is gone) does nothing.
+    ScheduleFire { namespace: String, schedule_id: String },
+    /// A step's wait timed out (`wait_id`: its `StepWaiting` event); stale once the
+    /// wait has ended.
+    WaitTimeout {
+        namespace: String,
+        run_id: String,
+        wait_id: u64,
+    },
+    /// Attempt `attempt` of a run's result delivery to `target` (its name): start it,
+    /// or, when it is in flight, its deadline passed (see `delivery`).
+    Delivery {
+        namespace: String,
+        run_id: String,
+        target: String,
+        attempt: u32,
+    },
+}
+
+/// Parameters of a new run, checked by the caller.
+#[derive(Debug, Clone, Default)]
+pub struct StartParams {
+    pub namespace: String,
+    pub run_id: String,
+    pub goal: String,
+    pub context: BTreeMap<String, String>,
+    pub request_id: String,
+    pub parent_run_id: String,
+    pub callback_url: String,
+    /// The queue of steps that name none (empty: the definition's).
+    pub task_queue: String,
+    /// The schedule starting it (empty: none).
+    pub schedule_id: String,
+    pub identity: String,
+    /// The parent's step that starts it (empty: none).
+    pub parent_step_id: String,
+    /// Its depth in its tree (0: a root).
+    pub depth: u32,
+    pub parent_close_policy: ParentClosePolicy,
+    /// The run's budget; each limit not given here is the definition's.
+    pub budget: RunBudget,
+}
+
+/// A sign of a stuck agent, as a heartbeat reports it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StuckNote {
+    pub signal: String,
+    pub message: String,
+    pub fatal: bool,
+}
+
+/// What a heartbeat's usage report did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UsageOutcome {
+    /// What the report added to the run's totals (for metrics).
+    pub added: Usage,
+    /// Set when the report passed the budget and the step was failed for it.
+    pub budget_exceeded: Option<String>,
+}
+
+/// Collects a transition's events and effects. `next_seq` hands out task and
+/// timer sequence numbers, shared by every run.
+pub struct Out<'a> {
+    pub now: Millis,
+    pub next_seq: &'a mut u64,
+    pub events: Vec<Event>,
+    pub effects: Vec<Effect>,
+}
+
+impl<'a> Out<'a> {
+    pub fn new(now: Millis, next_seq: &'a mut u64) -> Self {
+        Self {
+            now,
+            next_seq,
+            events: Vec::new(),
+            effects: Vec::new(),
+        }
+    }
+
+    fn seq(&mut self) -> u64 {
+        *self.next_seq += 1;
+        *self.next_seq
+    }
+}
+
+/// What a completion records for its step.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepDone {
+    pub notes: String,
+    pub artifacts: Vec<String>,
+    pub context_updates: BTreeMap<String, String>,
+    /// The structured result as compact JSON (empty: none).
+    pub result: String,
+}
+
+/// A worker's report that a step failed.
+#[derive(Debug, Clone, Default)]
+pub struct StepFailure {
+    pub error_type: String,
+    pub message: String,
+    pub non_retryable: bool,
+    pub checkpoint: Vec<u8>,
+}
+
+/// Error type a worker uses to report that it stopped a step because the run's
+/// cancellation was requested.
+pub const CANCELED_ERROR_TYPE: &str = "canceled";
+
+impl RunState {
+    /// A new run: `RunStarted`, then its first step scheduled.
+    pub fn start(p: StartParams, definition: Arc<WorkflowDef>, out: &mut Out) -> Self {
+        let steps = vec![
+            StepRecord {
+                state: "PENDING".into(),
+                ..Default::default()
+            };
+            definition.steps.len()
+        ];
+        let mut run = Self {
+            namespace: p.namespace,
+            run_id: p.run_id,
+            workflow_id: definition.id.clone(),
+            definition: definition.clone(),
+            status: RunStatus::Running,
+            goal: p.goal.clone(),
+            context: p.context.clone(),
+            parent_run_id: p.parent_run_id.clone(),
+            request_id: p.request_id.clone(),
+            callback_url: p.callback_url.clone(),
+            task_queue: p.task_queue.clone(),
+            schedule_id: p.schedule_id.clone(),
+            start_ms: out.now,
+            close_ms: None,
+            last_event_id: 0,
+            current_step: 0,
+            phase: Phase::BackingOff { until_ms: out.now },
+            steps,
+            lease_counter: 0,
+            cancel_requested: false,
+            failure: String::new(),
+            pending_signals: Vec::new(),
+            parent_step_id: p.parent_step_id.clone(),
+            depth: p.depth,
+            parent_close_policy: p.parent_close_policy,
+            children_started: 0,
+            resume_input: Vec::new(),
+            paused: false,
+            usage: Usage::default(),
+            budget: RunBudget {
+                max_tokens: p.budget.max_tokens.or(definition.max_tokens),
+                max_cost_usd: p.budget.max_cost_usd.or(definition.max_cost_usd),
+            },
+            deliveries: Vec::new(),
+        };
+        run.push(
+            out,
+            &p.identity,
+            EventKind::RunStarted {
+                workflow_id: definition.id.clone(),
+                definition,
+                goal: p.goal,
+                context: p.context,
+                request_id: p.request_id,
+                parent_run_id: p.parent_run_id,
+                callback_url: p.callback_url,
+                task_queue: p.task_queue,
+                parent_step_id: p.parent_step_id,
+                depth: p.depth,
+            },
+        );
+        run.schedule(0, 1, out);
+        run
+    }
+
+    fn push(&mut self, out: &mut Out, identity: &str, kind: EventKind) {
+        self.last_event_id += 1;
+        out.events.push(Event {
+            id: self.last_event_id,
+            time_ms: out.now,
+            identity: identity.to_string(),
+            kind,
+        });
+    }
+
+    fn step_id(&self) -> String {
+        self.definition
+            .steps
+            .get(self.current_step)
+            .map(|s| s.id.clone())
+            .unwrap_or_default()
+    }
+
+    /// The queue of the step in flight, while one is.
+    pub fn current_queue(&self) -> Option<String> {
+        let step = self.definition.steps.get(self.current_step)?;
+        self.status
+            .is_open()
+            .then(|| step.queue(&self.definition, &self.task_queue).to_string())
+    }
+
+    fn attempt(&self) -> u32 {
+        self.steps.get(self.current_step).map(|s| s.attempt).unwrap_or(0)
+    }
+
+    fn schedule(&mut self, index: usize, attempt: u32, out: &mut Out) {
+        let Some(step) = self.definition.steps.get(index) else {
+            return;
+        };
+        let queue = step.queue(&self.definition, &self.task_queue).to_string();
+        let step_id = step.id.clone();
+        let task_seq = out.seq();
+        self.current_step = index;
+        self.phase = Phase::Scheduled {
+            queue: queue.clone(),
+            task_seq,
+        };
+        let rec = &mut self.steps[index];
+        rec.state = "SCHEDULED".into();
+        rec.attempt = attempt;
+        rec.result_refusals = 0;
+        self.push(
+            out,
+            "server",
+            EventKind::StepScheduled {
+                step_id,
+                step_index: index,
+                attempt,
+                task_queue: queue.clone(),
+            },
+        );
+        out.effects.push(Effect::EnqueueTask { queue, task_seq });
+    }
+
+    /// Closes the run as canceled where a cancel request was waiting for the step in
+    /// flight to end.
+    fn close_on_cancel_request(&mut self, out: &mut Out) {
+        let kind = EventKind::RunCanceled {
+            reason: "cancel requested".into(),
+        };
+        self.close(RunStatus::Canceled, out, "server", kind);
+    }
+
+    fn close(&mut self, status: RunStatus, out: &mut Out, identity: &str, kind: EventKind) {
+        if let Phase::Scheduled { queue, task_seq } = &self.phase {
+            out.effects.push(Effect::RemoveTask {
+                queue: queue.clone(),
+                task_seq: *task_seq,
+            });
+        }
+        self.status = status;
+        self.phase = Phase::Closed;
+        self.close_ms = Some(out.now);
+        self.pending_signals.clear();
+        self.resume_input.clear();
+        out.effects.push(Effect::ClearCheckpoint);
+        self.push(out, identity, kind);
+    }
+
+    fn require_open(&self, action: Action) -> Result<(), Refusal> {
+        if self.status.is_open() {
+            Ok(())
+        } else {
+            Err(Refusal::RunClosed {
+                run_id: self.run_id.clone(),
+                status: self.status,
+                action,
+            })
+        }
+    }
+
+    /// Leases ready task `task_seq` to `worker`. Fails when the task is stale (the run
+    /// moved on since it was queued); the caller then takes the next task.
+    pub fn lease(&mut self, task_seq: u64, worker: &str, out: &mut Out) -> Result<Lease, Refusal> {
+        let stale = || Refusal::TaskNotReady { task_seq };
+        if !self.status.is_open() {
+            return Err(stale());
+        }
+        let Phase::Scheduled {
+            queue,
+            task_seq: current,
+        } = &self.phase
+        else {
+            return Err(stale());
+        };
+        if *current != task_seq {
+            return Err(stale());
+        }
+        out.effects.push(Effect::RemoveTask {
+            queue: queue.clone(),
+            task_seq,
+        });
+        let step = &self.definition.steps[self.current_step];
+        self.lease_counter += 1;
+        let hb = step.heartbeat_timeout_ms();
+        let lease = Lease {
+            seq: self.lease_counter,
+            worker: worker.to_string(),
+            started_ms: out.now,
+            close_deadline_ms: out.now + step.timeout_ms(),
+            heartbeat_timeout_ms: hb,
+            heartbeat_deadline_ms: hb.map(|t| out.now + t),
+        };
+        let (step_id, attempt) = (self.step_id(), self.attempt());
+        let rec = &mut self.steps[self.current_step];
+        rec.state = "STARTED".into();
+        rec.worker = worker.to_string();
+        rec.attempt_usage = Usage::default();
+        self.phase = Phase::Started(lease.clone());
+        self.push(
+            out,
+            worker,
+            EventKind::StepStarted {
+                step_id,
+                attempt,
+                worker: worker.into(),
+                lease: lease.seq,
+            },
+        );
+        Ok(lease)
+    }
+
+    /// The lease a token stands for, if it is still the current one.
+    pub fn check_lease(&self, claims: &TokenClaims) -> Result<&Lease, Refusal> {
+        self.require_open(Action::AcceptReport)?;
+        let claimed = || LeaseRef {
+            lease: claims.lease,
+            step: claims.step.clone(),
+            attempt: claims.attempt,
+        };
+        let Phase::Started(current) = &self.phase else {
+            return Err(Refusal::StepNotLeased { claimed: claimed() });
+        };
+        if current.seq != claims.lease || claims.step != self.step_id() || claims.attempt != self.attempt() {
+            return Err(Refusal::StaleLease {
+                claimed: claimed(),
+                current: LeaseRef {
+                    lease: current.seq,
+                    step: self.step_id(),
+                    attempt: self.attempt(),
+                },
+            });
+        }
+        Ok(current)
+    }
+
+    /// Extends the heartbeat deadline, stores the checkpoint, records notes, drops
+    /// signals up to `acked`. Returns the signals still pending.
+    pub fn heartbeat(
+        &mut self,
+        claims: &TokenClaims,
+        identity: &str,
+        checkpoint: Vec<u8>,
+        notes: Vec<(String, String)>,
+        acked: u64,
+        out: &mut Out,
+    ) -> Result<Vec<PendingSignal>, Refusal> {
+        self.check_lease(claims)?;
+        if let Phase::Started(lease) = &mut self.phase
+            && let Some(t) = lease.heartbeat_timeout_ms
+        {
+            lease.heartbeat_deadline_ms = Some(out.now + t);
+        }
+        if !checkpoint.is_empty() {
+            // The worker's transcript now holds what the step resumed with.
+            self.resume_input.clear();
+            out.effects.push(Effect::SaveCheckpoint(checkpoint));
+        }
+        for (kind, message) in notes {
+            let (step_id, attempt) = (self.step_id(), self.attempt());
+            self.push(
+                out,
+                identity,
+                EventKind::CoordinatorNote {
+                    step_id,
+                    attempt,
+                    kind,
+                    message,
+                },
+            );
+        }
+        self.pending_signals.retain(|s| s.event_id > acked);
+        Ok(self.pending_signals.clone())
+    }
+
+    /// Records a heartbeat's usage report (the attempt's running total) and stuck
+    /// signs. When the usage passes the step's or the run's budget, the step fails
+    /// `token_budget_exceeded` (non-retryable) in the same transition.
+    pub fn record_usage(
+        &mut self,
+        claims: &TokenClaims,
+        usage: Option<Usage>,
+        model: &str,
+        stuck: Vec<StuckNote>,
+        out: &mut Out,
+    ) -> Result<UsageOutcome, Refusal> {
+        self.check_lease(claims)?;
+        for note in stuck {
+            let (step_id, attempt) = (self.step_id(), self.attempt());
+            self.push(
+                out,
+                "server",
+                EventKind::AgentStuck {
+                    step_id,
+                    attempt,
+                    signal: note.signal,
+                    message: note.message,
+                    fatal: note.fatal,
+                },
+            );
+        }
+        let Some(reported) = usage else {
+            return Ok(UsageOutcome::default());
+        };
+        let index = self.current_step;
+        let rec = &mut self.steps[index];
+        let added = reported.growth_since(&rec.attempt_usage);
+        rec.attempt_usage = reported.max(&rec.attempt_usage);
+        rec.usage.add(&added);
+        if !model.is_empty() && rec.model != model {
+            rec.model = model.to_string();
+        }
+        self.usage.add(&added);
+        let step_max = self.definition.steps[index].max_tokens;
+        let exceeded = usage::budget_exceeded(step_max, &self.steps[index].usage, &self.budget, &self.usage);
+        if let Some(message) = &exceeded {
+            let failure = StepFailure {
+                error_type: TOKEN_BUDGET_EXCEEDED.into(),
+                message: message.clone(),
+                non_retryable: true,
+                checkpoint: Vec::new(),
+            };
+            self.fail(claims, "server", failure, out)?;
+        }
+        Ok(UsageOutcome {
+            added,
+            budget_exceeded: exceeded,
+        })
+    }
+
+    /// Records the attempt in flight's usage, if it reported any, as it ends.
+    fn usage_event(&mut self, out: &mut Out) {
+        let Some(rec) = self.steps.get(self.current_step) else {
+            return;
+        };
+        if rec.attempt_usage.is_zero() {
+            return;
+        }
+        let (usage, model) = (rec.attempt_usage, rec.model.clone());
+        let (step_id, attempt) = (self.step_id(), self.attempt());
+        self.push(
+            out,
+            "server",
+            EventKind::StepUsage {
+                step_id,
+                attempt,
+                model,
+                usage,
+            },
+        );
+    }
+
+    /// Records the step's result and moves on: the next step, or the run completes.
+    pub fn complete(
+        &mut self,
+        claims: &TokenClaims,
+        identity: &str,
+        notes: String,
+        artifacts: Vec<String>,
+        context_updates: BTreeMap<String, String>,
+        out: &mut Out,
+    ) -> Result<(), Refusal> {
+        let done = StepDone {
+            notes,
+            artifacts,
+            context_updates,
+            result: String::new(),
+        };
+        self.complete_with_result(claims, identity, done, out)
+    }
+
+    /// [`RunState::complete`] with a structured result (compact JSON, empty for
+    /// none), already checked against the step's output contract by the caller.
+    pub fn complete_with_result(
+        &mut self,
+        claims: &TokenClaims,
+        identity: &str,
+        done: StepDone,
+        out: &mut Out,
+    ) -> Result<(), Refusal> {
+        self.check_lease(claims)?;
+        self.usage_event(out);
+        self.finish_step(identity, done, out);
+        Ok(())
+    }
+
+    /// Records the step's result (`StepCompleted`) and moves on: the next step
+    /// (parked while paused), or the run completes. The one completion path, for an
+    /// accepted completion and an approved one alike.
+    fn finish_step(&mut self, identity: &str, done: StepDone, out: &mut Out) {
+        let StepDone {
+            notes,
+            artifacts,
+            context_updates,
+            result,
+        } = done;
+        let (step_id, attempt) = (self.step_id(), self.attempt());
+        self.context.extend(context_updates.clone());
+        self.resume_input.clear();
+        let rec = &mut self.steps[self.current_step];
+        rec.state = "COMPLETED".into();
+        rec.notes = notes.clone();
+        rec.artifacts = artifacts.clone();
+        rec.result = result.clone();
+        out.effects.push(Effect::ClearCheckpoint);
+        self.push(
+            out,
+            identity,
+            EventKind::StepCompleted {
+                step_id,
+                attempt,
+                notes,
+                artifacts,
+                context_updates,
+                result,
+            },
+        );
+        let next = self.current_step + 1;
+        if next < self.definition.steps.len() {
+            if self.cancel_requested {
+                self.close_on_cancel_request(out);
+            } else {
+                self.schedule_or_park(next, 1, out);
+            }
+        } else {
+            self.current_step = next;
+            let context = self.context.clone();
+            self.close(
+                RunStatus::Completed,
+                out,
+                identity,
+                EventKind::RunCompleted { context },
+            );
+        }
+    }
+
+    /// Records that a completion of the step in flight was refused for breaking its
+    /// output contract (`StepResultRefused`); nothing else changes. Returns `false`,
+    /// recording nothing, once [`MAX_RECORDED_REFUSALS`] were recorded for this
+    /// attempt: the refusal still stands, but history stays bounded.
+    pub fn refuse_result(
+        &mut self,
+        claims: &TokenClaims,
+        identity: &str,
+        violations: &Violations,
+        out: &mut Out,
+    ) -> Result<bool, Refusal> {
+        self.check_lease(claims)?;
+        let (step_id, attempt) = (self.step_id(), self.attempt());
+        let rec = &mut self.steps[self.current_step];
+        if rec.result_refusals >= MAX_RECORDED_REFUSALS {
+            return Ok(false);
+        }
+        rec.result_refusals += 1;
+        self.push(
+            out,
+            identity,
+            EventKind::StepResultRefused {
+                step_id,
+                attempt,
+                violations: violations.listed.clone(),
+                total_violations: u32::try_from(violations.total).unwrap_or(u32::MAX),
+            },
+        );
+        Ok(true)
+    }
+
+    /// Whether the step in flight has recorded all the refusals it may
+    /// ([`RunState::refuse_result`] would record nothing).
+    pub fn refusals_exhausted(&self) -> bool {
+        self.steps
+            .get(self.current_step)
+            .is_some_and(|s| s.result_refusals >= MAX_RECORDED_REFUSALS)
+    }
+
+    /// The results of the steps before the current one, for its prompt: (step id,
+    /// result JSON, empty for none).
+    pub fn earlier_results(&self) -> Vec<(&str, &str)> {
+        self.definition
+            .steps
+            .iter()
+            .zip(&self.steps)
+            .take(self.current_step)
+            .map(|(d, s)| (d.id.as_str(), s.result.as_str()))
+            .collect()
+    }
+
+    /// Records a failure reported by the worker; returns whether another attempt follows.
+    pub fn fail(
+        &mut self,
+        claims: &TokenClaims,
+        identity: &str,
+        f: StepFailure,
+        out: &mut Out,
+    ) -> Result<bool, Refusal> {
+        if self.paused && f.error_type == PAUSED_ERROR_TYPE {
+            self.suspend_paused(claims, f.checkpoint, out)?;
+            return Ok(false);
+        }
+        self.check_lease(claims)?;
+        self.usage_event(out);
+        if !f.checkpoint.is_empty() {
+            self.resume_input.clear();
+            out.effects.push(Effect::SaveCheckpoint(f.checkpoint));
+        }
+        let (step_id, attempt) = (self.step_id(), self.attempt());
+        let canceled = self.cancel_requested && f.error_type == CANCELED_ERROR_TYPE;
+        let next = if canceled {
+            None
+        } else {
+            self.retry_at(&f.error_type, !f.non_retryable, out.now)
+        };
+        self.steps[self.current_step].last_failure = format!("{}: {}", f.error_type, f.message);
+        self.push(
+            out,
+            identity,
+            EventKind::StepFailed {
+                step_id,
+                attempt,
+                error_type: f.error_type.clone(),
+                message: f.message.clone(),
+                will_retry: next.is_some(),
+                next_attempt_at_ms: next,
+            },
+        );
+        self.after_failure(
+            next,
+            &format!("step failed: {}: {}", f.error_type, f.message),
+            out,
+        );
+        Ok(next.is_some())
+    }
+
+    /// When the next attempt may start, if the retry policy allows one.
+    fn retry_at(&self, error_type: &str, retryable: bool, now: Millis) -> Option<Millis> {
+        if self.cancel_requested || !retryable {
+            return None;
+        }
+        let policy = self.definition.steps[self.current_step].retry_policy();
+        let attempt = self.attempt();
+        policy
+            .allows_retry(attempt, error_type)
+            .then(|| now + policy.backoff_ms(attempt + 1))
+    }
+
+    fn after_failure(&mut self, next: Option<Millis>, reason: &str, out: &mut Out) {
+        match next {
+            Some(until_ms) => {
+                let attempt = self.attempt() + 1;
+                self.phase = Phase::BackingOff { until_ms };
+                self.steps[self.current_step].state = "BACKING_OFF".into();
+                out.effects.push(Effect::Timer {
+                    due_ms: until_ms,
+                    timer: Timer::Backoff {
+                        namespace: self.namespace.clone(),
+                        run_id: self.run_id.clone(),
+                        step_index: self.current_step,
+                        attempt,
+                    },
+                });
+            }
+            None if self.cancel_requested => {
+                self.steps[self.current_step].state = "FAILED".into();
+                self.close_on_cancel_request(out);
+            }
+            None => {
+                self.steps[self.current_step].state = "FAILED".into();
+                self.failure = reason.to_string();
+                self.close(
+                    RunStatus::Failed,
+                    out,
+                    "server",
+                    EventKind::RunFailed {
+                        reason: reason.to_string(),
+                    },
+                );
+            }
+        }
+    }
+
+    /// The deadline of the lease in flight, if any: when the store must call
+    /// [`RunState::lease_timer`]. It follows from the state alone, so the store keeps
+    /// it in memory and derives it again at start rather than writing a timer row.
+    pub fn lease_deadline(&self) -> Option<(Millis, u64)> {
+        match &self.phase {
+            Phase::Started(lease) if self.status.is_open() => Some((lease.next_deadline().0, lease.seq)),
+            _ => None,
+        }
+    }
+
+    /// The lease's deadline may have passed: time the attempt out if it has. A stale
+    /// call (the lease moved on, or a heartbeat pushed the deadline back) does nothing.
+    pub fn lease_timer(&mut self, lease_seq: u64, out: &mut Out) {
+        let Phase::Started(lease) = &self.phase else {
+            return;
+        };
+        if lease.seq != lease_seq || !self.status.is_open() {
+            return;
+        }
+        let (due_ms, kind) = lease.next_deadline();
+        if out.now >= due_ms {
+            self.time_out(kind, out);
+        }
+    }
+
+    /// The server leased the step to a caller that was gone by the time the commit
+    /// finished: nobody holds the lease, so end it now instead of at its deadline.
+    /// No worker ever saw this attempt, so it is offered again at once under a new
+    /// lease, and it does not count against the retry policy.
+    pub fn undelivered(&mut self, lease_seq: u64, out: &mut Out) {
+        if !matches!(&self.phase, Phase::Started(lease) if lease.seq == lease_seq) || !self.status.is_open() {
+            return;
+        }
+        let (step_id, attempt) = (self.step_id(), self.attempt());
+        let again = !self.cancel_requested;
+        self.push(
+            out,
+            "server",
+            EventKind::StepTimedOut {
+                step_id,
+                attempt,
+                timeout: TimeoutKind::Undelivered,
+                will_retry: again,
+                next_attempt_at_ms: again.then_some(out.now),
+            },
+        );
+        if again {
+            self.schedule_or_park(self.current_step, attempt, out);
+        } else {
+            self.after_failure(None, "the step was never delivered", out);
+        }
+    }
+
+    fn time_out(&mut self, kind: TimeoutKind, out: &mut Out) {
+        self.usage_event(out);
+        let (step_id, attempt) = (self.step_id(), self.attempt());
+        let next = self.retry_at("timeout", true, out.now);
+        self.steps[self.current_step].last_failure = format!("timed out ({kind:?})");
+        self.push(
+            out,
+            "server",
+            EventKind::StepTimedOut {
+                step_id,
+                attempt,
+                timeout: kind,
+                will_retry: next.is_some(),
+                next_attempt_at_ms: next,
+            },
+        );
+        self.after_failure(
+            next,
+            &format!("step timed out ({kind:?}) on attempt {attempt}"),
+            out,
+        );
+    }
+
+    /// A backoff timer fired: schedule the next attempt.
+    pub fn backoff_timer(&mut self, step_index: usize, attempt: u32, out: &mut Out) {
+        if self.status.is_open()
+            && matches!(self.phase, Phase::BackingOff { .. })
+            && self.current_step == step_index
+            && self.attempt() + 1 == attempt
+        {
+            self.schedule_or_park(step_index, attempt, out);
+        }
+    }
+
+    /// Records a signal for the worker to pick up.
+    pub fn signal(
+        &mut self,
+        identity: &str,
+        name: String,
+        payload_json: String,
+        out: &mut Out,
+    ) -> Result<(), Refusal> {
+        self.require_open(Action::Signal)?;
+        self.push(
+            out,
+            identity,
+            EventKind::SignalReceived {
+                name: name.clone(),
+                payload_json: payload_json.clone(),
+            },
+        );
+        self.pending_signals.push(PendingSignal {
+            event_id: self.last_event_id,
+            name,
+            payload_json,
+        });
+        Ok(())
+    }
+
+    /// Requests cancellation: at once when no worker holds the step, otherwise when
+    /// the worker reports back (it learns of the request on its next heartbeat).
+    pub fn cancel(&mut self, identity: &str, reason: String, out: &mut Out) -> Result<(), Refusal> {
+        self.require_open(Action::Cancel)?;
+        if self.cancel_requested {
+            return Ok(());
+        }
+        self.cancel_requested = true;
+        self.push(
+            out,
+            identity,
+            EventKind::CancelRequested {
+                reason: reason.clone(),
+            },
+        );
+        if !matches!(self.phase, Phase::Started(_)) {
+            self.close(
+                RunStatus::Canceled,
+                out,
+                identity,
+                EventKind::RunCanceled { reason },
+            );
+        }
+        Ok(())
+    }
+
+    /// Ends the run at once; a worker holding a step loses its lease.
+    pub fn terminate(&mut self, identity: &str, reason: String, out: &mut Out) -> Result<(), Refusal> {
+        self.require_open(Action::Terminate)?;
+        if matches!(self.phase, Phase::Started(_)) {
+            self.usage_event(out);
+        }
+        self.close(
+            RunStatus::Terminated,
+            out,
+            identity,
+            EventKind::RunTerminated { reason },
+        );
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod contract_tests;
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod wire_tests;

@@ -1,0 +1,35 @@
+//! Names of the agent tools. `allowedTools` in a workflow definition (and so
+//! `StepTask.allowed_tools`) speaks in these names, so the server's validation and
+//! the worker's implementations share them.
+
+pub const COMPLETE_STEP: &str = "complete_step";
+pub const SIGNAL_COORDINATOR: &str = "signal_coordinator";
+pub const SPAWN_AGENT: &str = "spawn_agent";
+/// Waits for child runs started with `spawn_agent` and `wait: false`; allowed
+/// wherever `spawn_agent` is.
+pub const AWAIT_RUNS: &str = "await_runs";
+/// The error type a worker reports (`FailStepTask`) for a step it suspended
+/// because the run is paused.
+pub const PAUSED_ERROR_TYPE: &str = "paused";
+/// Tools that act on the run's workspace, in the order offered to the model.
+pub const WORKSPACE_TOOLS: [&str; 6] = [
+    "bash",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "grep",
+];
+/// Every tool a definition may name.
+pub const ALL: [&str; 10] = [
+    "bash",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "grep",
+    COMPLETE_STEP,
+    SPAWN_AGENT,
+    SIGNAL_COORDINATOR,
+    AWAIT_RUNS,
+];

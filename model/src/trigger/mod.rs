@@ -1,0 +1,145 @@
+//! Webhook triggers, pure: what a trigger is ([`Trigger`]); its payload templates
+//! are [`crate::template::payload`]. How a delivery is verified is the server's
+//! (`signature.rs`), and so are the webhook route (`http.rs`), the request logic
+//! (`service::triggers`) and the writer command that starts, deduplicates and
+//! serialises per key (`engine/writer/commands/trigger/`).
+
+use std::collections::BTreeMap;
+
+use crate::Millis;
+
+/// The signature header when a trigger names none: GitHub's.
+pub const DEFAULT_SIGNATURE_HEADER: &str = "X-Hub-Signature-256";
+/// The delivery id header when a trigger names none: GitHub's.
+pub const DEFAULT_DEDUP_HEADER: &str = "X-GitHub-Delivery";
+/// Longest delivery id kept, in bytes (a longer one is refused with `400`).
+pub const MAX_DELIVERY_ID: usize = 256;
+/// Longest rendered concurrency key, in bytes.
+pub const MAX_KEY_BYTES: usize = 512;
+
+/// How deliveries with the same concurrency key run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Each starts at once.
+    #[default]
+    Parallel,
+    /// One run at a time per key; later deliveries wait, in arrival order, and
+    /// each starts in the transaction that closes the run before it.
+    Serial,
+    /// A new delivery cancels the key's open run and starts, in one transaction.
+    Replace,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Parallel => "parallel",
+            Self::Serial => "serial",
+            Self::Replace => "replace",
+        }
+    }
+
+    /// The mode named `text` (as [`Mode::name`] writes it).
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "parallel" => Some(Self::Parallel),
+            "serial" => Some(Self::Serial),
+            "replace" => Some(Self::Replace),
+            _ => None,
+        }
+    }
+}
+
+/// Where a trigger was defined.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Source {
+    /// Through the API (`railyard trigger create`).
+    #[default]
+    Api,
+    /// In the server's configuration: written into storage at each start, and
+    /// read-only through the API.
+    Config,
+}
+
+/// A webhook trigger: `POST /hooks/{namespace}/{id}` starts `workflow_id` with a
+/// goal and context rendered from the JSON payload.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Trigger {
+    pub namespace: String,
+    pub id: String,
+    pub workflow_id: String,
+    /// Empty: the workflow's.
+    pub task_queue: String,
+    /// Templates over the payload ([`crate::template::payload`]).
+    pub goal: String,
+    pub context: BTreeMap<String, String>,
+    /// Passed to the start as its callback URL (empty: none).
+    pub callback_url: String,
+    /// `$ENV_NAME` of the HMAC-SHA256 secret (empty: no signature checked).
+    pub signature_secret: String,
+    /// Empty: [`DEFAULT_SIGNATURE_HEADER`].
+    pub signature_header: String,
+    /// `$ENV_NAME` of a shared bearer token (empty: none); used when no signature
+    /// secret is set.
+    pub bearer_token: String,
+    /// Empty: [`DEFAULT_DEDUP_HEADER`].
+    pub dedup_header: String,
+    /// Template of the concurrency key (empty: every delivery runs in parallel).
+    pub concurrency_key: String,
+    pub mode: Mode,
+    pub description: String,
+    pub source: Source,
+    pub created_ms: Millis,
+    pub updated_ms: Millis,
+}
+
+impl Trigger {
+    pub fn signature_header(&self) -> &str {
+        if self.signature_header.is_empty() {
+            DEFAULT_SIGNATURE_HEADER
+        } else {
+            &self.signature_header
+        }
+    }
+
+    pub fn dedup_header(&self) -> &str {
+        if self.dedup_header.is_empty() {
+            DEFAULT_DEDUP_HEADER
+        } else {
+            &self.dedup_header
+        }
+    }
+
+    /// Whether deliveries must prove who sent them.
+    pub fn verified(&self) -> bool {
+        !self.signature_secret.is_empty() || !self.bearer_token.is_empty()
+    }
+}
+
+/// A delivery remembered for deduplication: the run it answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookDelivery {
+    pub run_id: String,
+    pub received_ms: Millis,
+}
+
+/// A start waiting for its key's run to close (serial mode), with everything it
+/// needs: the rendered goal and context, and the run id its delivery was answered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueuedStart {
+    pub run_id: String,
+    pub workflow_id: String,
+    pub goal: String,
+    pub context: BTreeMap<String, String>,
+    pub task_queue: String,
+    pub callback_url: String,
+    pub identity: String,
+    pub received_ms: Millis,
+}
+
+/// The trigger and key a run holds, for the hook on its close.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyHolder {
+    pub trigger_id: String,
+    pub key: String,
+}

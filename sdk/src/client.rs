@@ -1,0 +1,983 @@
+//! The typed client: one cheap-to-clone handle over a tonic channel.
+
+mod approvals;
+mod triggers;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use backon::Retryable;
+use railyard_proto::v1::admin_client::AdminClient;
+use railyard_proto::v1::history_client::HistoryClient;
+use railyard_proto::v1::schedules_client::SchedulesClient;
+use railyard_proto::v1::tasks_client::TasksClient;
+use railyard_proto::v1::*;
+use railyard_proto::{MAX_MESSAGE_BYTES, PEER_SUBJECT};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status};
+
+use crate::retry::{RetryPolicy, is_transient_grpc, is_transient_grpc_or_timeout};
+use crate::tls::TlsOptions;
+
+/// Errors a client call can end in, by what the caller can do about them.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server address is not a valid URL.
+    #[error("invalid server address {url:?}: {reason}")]
+    BadAddress { url: String, reason: String },
+    /// The API key cannot be sent (empty, or not printable ASCII).
+    #[error("invalid API key: {0}")]
+    BadApiKey(String),
+    /// A TLS setting cannot be used: a missing or unreadable file, a bad PEM block,
+    /// a certificate without its key.
+    #[error("TLS: {0}")]
+    Tls(String),
+    /// The server could not be reached (after retries).
+    #[error("server unavailable at {url}: {message}")]
+    Unavailable { url: String, message: String },
+    /// The request was wrong; the message names the field.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("already exists: {0}")]
+    AlreadyExists(String),
+    /// A stale lease or an illegal state change.
+    #[error("failed precondition: {0}")]
+    FailedPrecondition(String),
+    /// The caller is known but may not do this (or a task token's signature failed).
+    #[error("permission denied: {0}")]
+    PermissionDenied(String),
+    /// The server does not know who the caller is: credentials missing or refused.
+    /// Never retried: the same request would meet the same answer.
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    #[error("resource exhausted: {0}")]
+    ResourceExhausted(String),
+    #[error("deadline exceeded: {0}")]
+    DeadlineExceeded(String),
+    /// Any other status.
+    #[error("{code:?}: {message}")]
+    Other { code: Code, message: String },
+}
+
+impl ClientError {
+    /// The gRPC code this error came from, where there was one.
+    pub fn code(&self) -> Option<Code> {
+        Some(match self {
+            Self::BadAddress { .. } | Self::BadApiKey(_) | Self::Tls(_) => return None,
+            Self::Unavailable { .. } => Code::Unavailable,
+            Self::InvalidArgument(_) => Code::InvalidArgument,
+            Self::NotFound(_) => Code::NotFound,
+            Self::AlreadyExists(_) => Code::AlreadyExists,
+            Self::FailedPrecondition(_) => Code::FailedPrecondition,
+            Self::PermissionDenied(_) => Code::PermissionDenied,
+            Self::Unauthenticated(_) => Code::Unauthenticated,
+            Self::ResourceExhausted(_) => Code::ResourceExhausted,
+            Self::DeadlineExceeded(_) => Code::DeadlineExceeded,
+            Self::Other { code, .. } => *code,
+        })
+    }
+
+    /// Whether a later try of the same call may succeed: the server was unreachable,
+    /// went away mid-call or did not answer in time (see [`crate::retry`]).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Unavailable { .. } | Self::DeadlineExceeded(_) => true,
+            Self::Other { code, message } => is_transient_grpc_or_timeout(*code, message),
+            _ => false,
+        }
+    }
+
+    /// Maps a status from the server at `url` (for one met mid-stream, say).
+    pub fn from_status(url: &str, status: Status) -> Self {
+        // A refused handshake comes as UNAVAILABLE; no retry changes it.
+        if let Some(reason) = crate::tls::is_tls_failure(&status) {
+            return Self::Tls(format!("cannot connect to {url}: {reason}"));
+        }
+        // Under TLS 1.3 a server checks the client's certificate after the client
+        // has finished its side of the handshake, so a refusal (no certificate, or one
+        // from another CA) often reaches the call only as the connection closing.
+        if url.starts_with("https://")
+            && status.code() == Code::Cancelled
+            && crate::tls::error_chain(&status).contains("connection closed")
+        {
+            return Self::Unavailable {
+                url: url.to_string(),
+                message: "the server closed the connection; over TLS, this is how a server \
+                          that requires a client certificate refuses a missing or untrusted one \
+                          (check --tls-cert, --tls-key and the server's --tls-client-ca)"
+                    .into(),
+            };
+        }
+        let message = status.message().to_string();
+        match status.code() {
+            Code::Unavailable => Self::Unavailable {
+                url: url.to_string(),
+                message,
+            },
+            Code::InvalidArgument => Self::InvalidArgument(message),
+            Code::NotFound => Self::NotFound(message),
+            Code::AlreadyExists => Self::AlreadyExists(message),
+            Code::FailedPrecondition => Self::FailedPrecondition(message),
+            Code::PermissionDenied => Self::PermissionDenied(message),
+            Code::Unauthenticated => Self::Unauthenticated(message),
+            Code::ResourceExhausted => Self::ResourceExhausted(message),
+            Code::DeadlineExceeded => Self::DeadlineExceeded(message),
+            code => Self::Other { code, message },
+        }
+    }
+}
+
+/// An API key, sent as `authorization: Bearer <key>` with every call. Its `Debug`
+/// never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// The key as given (surrounding whitespace, such as a key file's newline, dropped).
+    pub fn new(key: impl Into<String>) -> Self {
+        Self(key.into().trim().to_string())
+    }
+
+    /// The key itself, to send or store.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    fn header(&self) -> Result<MetadataValue<Ascii>, ClientError> {
+        if self.0.is_empty() {
+            return Err(ClientError::BadApiKey("it is empty".into()));
+        }
+        let mut value: MetadataValue<Ascii> = format!("Bearer {}", self.0)
+            .parse()
+            .map_err(|_| ClientError::BadApiKey("it may hold only printable ASCII".into()))?;
+        value.set_sensitive(true);
+        Ok(value)
+    }
+}
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+impl From<String> for ApiKey {
+    fn from(key: String) -> Self {
+        Self::new(key)
+    }
+}
+
+/// Adds the `authorization` header to every call (and, for a client over the
+/// server's in-process channel, the caller's certificate subject: see
+/// [`Client::with_caller`]).
+#[derive(Clone)]
+pub struct Authorization(Option<MetadataValue<Ascii>>, Option<MetadataValue<Ascii>>);
+
+impl Interceptor for Authorization {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
+        if let Some(value) = &self.0 {
+            req.metadata_mut().insert("authorization", value.clone());
+        }
+        if let Some(subject) = &self.1 {
+            req.metadata_mut().insert(PEER_SUBJECT, subject.clone());
+        }
+        Ok(req)
+    }
+}
+
+/// The channel with the client's credentials added to every call.
+type Authed = InterceptedService<Channel, Authorization>;
+
+/// How the client connects and retries.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    /// Sent with every call when the server runs with auth on.
+    pub api_key: Option<ApiKey>,
+    /// Time allowed to establish the connection.
+    pub connect_timeout: Duration,
+    /// Deadline of one ordinary call (long polls add their own wait to it).
+    pub request_timeout: Duration,
+    /// How many times a call that met a transient error (`UNAVAILABLE`, a dropped
+    /// connection) is tried in all.
+    pub max_attempts: u32,
+    /// Shortest first pause between attempts; the base doubles each time, with jitter
+    /// (see [`RetryPolicy`]).
+    pub initial_backoff: Duration,
+    /// No pause between attempts is this long.
+    pub max_backoff: Duration,
+    /// TLS settings; used with `https://` URLs (and refused with `http://` ones).
+    pub tls: TlsOptions,
+}
+
+impl ConnectOptions {
+    /// The retry policy these options describe.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: self.max_attempts.max(1),
+            initial_backoff: self.initial_backoff,
+            max_backoff: self.max_backoff,
+        }
+    }
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self {
+            api_key: None,
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+            max_attempts: 8,
+            initial_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(2),
+            tls: TlsOptions::default(),
+        }
+    }
+}
+
+/// A connection to a Railyard server. Clone it freely: clones share the channel.
+#[derive(Clone)]
+pub struct Client {
+    url: String,
+    channel: Channel,
+    auth: Authorization,
+    opts: ConnectOptions,
+}
+
+impl Client {
+    /// Connects lazily to `url` with default options; the first call dials.
+    pub async fn connect(url: &str) -> Result<Self, ClientError> {
+        Self::connect_with(url, ConnectOptions::default()).await
+    }
+
+    /// Connects lazily to `url`; unreachable servers surface on the first call,
+    /// after the retries of [`ConnectOptions::max_attempts`].
+    pub async fn connect_with(url: &str, opts: ConnectOptions) -> Result<Self, ClientError> {
+        Self::lazy(url, opts)
+    }
+
+    /// [`Client::connect_with`] outside async code: nothing is dialled until the first call.
+    pub fn lazy(url: &str, opts: ConnectOptions) -> Result<Self, ClientError> {
+        let bad = |reason: String| ClientError::BadAddress {
+            url: url.to_string(),
+            reason,
+        };
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(bad("expected a URL such as http://127.0.0.1:7400".into()));
+        }
+        let mut endpoint = Endpoint::from_shared(url.to_string())
+            .map_err(|e| bad(e.to_string()))?
+            .connect_timeout(opts.connect_timeout)
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(Duration::from_secs(20))
+            .keep_alive_while_idle(true);
+        let auth = Authorization(opts.api_key.as_ref().map(ApiKey::header).transpose()?, None);
+        if url.starts_with("https://") {
+            let tls = opts
+                .tls
+                .client_config()
+                .map_err(|e| ClientError::Tls(e.to_string()))?;
+            endpoint = endpoint
+                .tls_config(tls)
+                .map_err(|e| ClientError::Tls(crate::tls::error_chain(&e)))?;
+        } else if opts.tls.is_set() {
+            return Err(bad("TLS settings were given: use an https:// URL".into()));
+        }
+        Ok(Self {
+            url: url.to_string(),
+            channel: endpoint.connect_lazy(),
+            auth,
+            opts,
+        })
+    }
+
+    /// A client over a channel made elsewhere (the server's in-process channel, say);
+    /// `label` stands for the server's URL in messages. TLS options do not apply.
+    pub fn over_channel(label: &str, channel: Channel, opts: ConnectOptions) -> Result<Self, ClientError> {
+        let auth = Authorization(opts.api_key.as_ref().map(ApiKey::header).transpose()?, None);
+        Ok(Self {
+            url: label.to_string(),
+            channel,
+            auth,
+            opts,
+        })
+    }
+
+    /// This client (sharing its channel) calling as someone else: with `api_key`
+    /// instead of its own, and, when `peer_subject` is given, sending it as the
+    /// caller's certificate subject ([`railyard_proto::PEER_SUBJECT`]). Over a network the
+    /// server strips that entry and takes the subject from the TLS connection; only
+    /// its in-process channel believes it (the MCP gateway on the server's HTTP
+    /// listener passes on the subject of the certificate its HTTP caller proved).
+    pub fn with_caller(
+        &self,
+        api_key: Option<&ApiKey>,
+        peer_subject: Option<&str>,
+    ) -> Result<Self, ClientError> {
+        let subject = peer_subject
+            .map(|s| {
+                s.parse::<MetadataValue<Ascii>>().map_err(|_| {
+                    ClientError::InvalidArgument("a peer subject may hold only printable ASCII".into())
+                })
+            })
+            .transpose()?;
+        let mut opts = self.opts.clone();
+        opts.api_key = api_key.cloned();
+        Ok(Self {
+            url: self.url.clone(),
+            channel: self.channel.clone(),
+            auth: Authorization(api_key.map(ApiKey::header).transpose()?, subject),
+            opts,
+        })
+    }
+
+    /// The server URL this client talks to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn history(&self) -> HistoryClient<Authed> {
+        HistoryClient::with_interceptor(self.channel.clone(), self.auth.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    fn tasks(&self) -> TasksClient<Authed> {
+        TasksClient::with_interceptor(self.channel.clone(), self.auth.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    fn admin(&self) -> AdminClient<Authed> {
+        AdminClient::with_interceptor(self.channel.clone(), self.auth.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    fn schedules(&self) -> SchedulesClient<Authed> {
+        SchedulesClient::with_interceptor(self.channel.clone(), self.auth.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+    }
+
+    /// Runs `call`, retrying transient failures ([`is_transient_grpc`]) by the
+    /// options' [`RetryPolicy`] (backoff with jitter).
+    /// Every call this is used for is safe to repeat: starts and signals carry a
+    /// request id, reads are reads, and a repeated completion is refused unchanged.
+    async fn retrying<T, F, Fut>(&self, extra: Duration, call: F) -> Result<T, ClientError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        self.retrying_noting(extra, &AtomicBool::new(false), call).await
+    }
+
+    /// [`retrying`](Self::retrying) that sets `retried` when a try failed transiently
+    /// and another was made (so a later refusal may be the first try's own effect).
+    async fn retrying_noting<T, F, Fut>(
+        &self,
+        extra: Duration,
+        retried: &AtomicBool,
+        mut call: F,
+    ) -> Result<T, ClientError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let deadline = self.opts.request_timeout + extra;
+        let attempt = || {
+            let sent = tokio::time::timeout(deadline, call());
+            async move {
+                match sent.await {
+                    Ok(r) => r,
+                    Err(_) => Err(Status::deadline_exceeded(format!(
+                        "no answer within {deadline:?}"
+                    ))),
+                }
+            }
+        };
+        attempt
+            .retry(self.opts.retry_policy().builder())
+            .when(|s: &Status| is_transient_grpc(s.code(), s.message()))
+            .notify(|s: &Status, pause: Duration| {
+                retried.store(true, Ordering::Relaxed);
+                tracing::debug!(code = ?s.code(), error = %s.message(), retry_in = ?pause, "server unavailable; retrying");
+            })
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|status| ClientError::from_status(&self.url, status))
+    }
+
+    /// Starts a run of `workflow_id` and returns its run id. A request id is generated,
+    /// so retries inside this call never start two runs.
+    pub async fn start_run(
+        &self,
+        namespace: &str,
+        workflow_id: &str,
+        goal: &str,
+        context: HashMap<String, String>,
+    ) -> Result<String, ClientError> {
+        let req = StartRunRequest {
+            namespace: namespace.into(),
+            workflow_id: workflow_id.into(),
+            goal: goal.into(),
+            context,
+            ..Default::default()
+        };
+        Ok(self.start_run_with(req).await?.run_id)
+    }
+
+    /// Starts a run from a full request; fills in a request id when it has none.
+    pub async fn start_run_with(&self, mut req: StartRunRequest) -> Result<StartRunResponse, ClientError> {
+        if req.request_id.is_empty() {
+            req.request_id = uuid::Uuid::new_v4().to_string();
+        }
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.start_run(r).await }
+        })
+        .await
+    }
+
+    pub async fn describe_run(
+        &self,
+        namespace: &str,
+        run_id: &str,
+    ) -> Result<DescribeRunResponse, ClientError> {
+        let req = DescribeRunRequest {
+            namespace: namespace.into(),
+            run_id: run_id.into(),
+        };
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.describe_run(r).await }
+        })
+        .await
+    }
+
+    pub async fn get_history(&self, req: GetHistoryRequest) -> Result<GetHistoryResponse, ClientError> {
+        let wait = Duration::from_millis(req.wait_timeout_ms.into());
+        self.retrying(wait, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.get_history(r).await }
+        })
+        .await
+    }
+
+    /// Every event of a run, following pages.
+    pub async fn full_history(
+        &self,
+        namespace: &str,
+        run_id: &str,
+    ) -> Result<Vec<HistoryEvent>, ClientError> {
+        let mut events = Vec::new();
+        let mut from = 1;
+        loop {
+            let page = self
+                .get_history(GetHistoryRequest {
+                    namespace: namespace.into(),
+                    run_id: run_id.into(),
+                    from_event_id: from,
+                    ..Default::default()
+                })
+                .await?;
+            let got = page.events.len() as u64;
+            events.extend(page.events);
+            if got == 0 || page.next_event_id == 0 {
+                return Ok(events);
+            }
+            from = page.next_event_id.max(from + got);
+        }
+    }
+
+    /// A live stream of a run's events from `from_event_id`; it ends when the run closes.
+    pub async fn watch_run(
+        &self,
+        namespace: &str,
+        run_id: &str,
+        from_event_id: u64,
+    ) -> Result<tonic::Streaming<HistoryEvent>, ClientError> {
+        let req = WatchRunRequest {
+            namespace: namespace.into(),
+            run_id: run_id.into(),
+            from_event_id,
+        };
+        self.history()
+            .watch_run(req)
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| ClientError::from_status(&self.url, s))
+    }
+
+    pub async fn list_runs(&self, req: ListRunsRequest) -> Result<ListRunsResponse, ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.list_runs(r).await }
+        })
+        .await
+    }
+
+    pub async fn signal_run(&self, mut req: SignalRunRequest) -> Result<(), ClientError> {
+        if req.request_id.is_empty() {
+            req.request_id = uuid::Uuid::new_v4().to_string();
+        }
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.signal_run(r).await }
+        })
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn cancel_run(&self, req: CancelRunRequest) -> Result<(), ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.cancel_run(r).await }
+        })
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn terminate_run(&self, req: TerminateRunRequest) -> Result<(), ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.terminate_run(r).await }
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Pauses a run and the open runs it spawned; answers whether it changed.
+    pub async fn pause_run(&self, req: PauseRunRequest) -> Result<bool, ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.pause_run(r).await }
+        })
+        .await
+        .map(|r| r.changed)
+    }
+
+    /// Unpauses a run and the open runs it spawned; answers whether it changed.
+    pub async fn unpause_run(&self, req: UnpauseRunRequest) -> Result<bool, ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.unpause_run(r).await }
+        })
+        .await
+        .map(|r| r.changed)
+    }
+
+    pub async fn list_workflows(&self, namespace: &str) -> Result<ListWorkflowsResponse, ClientError> {
+        let req = ListWorkflowsRequest {
+            namespace: namespace.into(),
+        };
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.list_workflows(r).await }
+        })
+        .await
+    }
+
+    pub async fn get_session_tree(
+        &self,
+        namespace: &str,
+        run_id: &str,
+    ) -> Result<GetSessionTreeResponse, ClientError> {
+        let req = GetSessionTreeRequest {
+            namespace: namespace.into(),
+            run_id: run_id.into(),
+        };
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.get_session_tree(r).await }
+        })
+        .await
+    }
+
+    pub async fn poll_step_task(&self, req: PollStepTaskRequest) -> Result<Option<StepTask>, ClientError> {
+        let wait = Duration::from_millis(req.wait_timeout_ms.into());
+        Ok(self
+            .retrying(wait, || {
+                let (mut c, r) = (self.tasks(), req.clone());
+                async move { c.poll_step_task(r).await }
+            })
+            .await?
+            .task)
+    }
+
+    pub async fn heartbeat_step_task(
+        &self,
+        req: HeartbeatStepTaskRequest,
+    ) -> Result<HeartbeatStepTaskResponse, ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.tasks(), req.clone());
+            async move { c.heartbeat_step_task(r).await }
+        })
+        .await
+    }
+
+    /// Completes a step; the answer carries the next step when `take_next` asked for it.
+    pub async fn complete_step_task(
+        &self,
+        req: CompleteStepTaskRequest,
+    ) -> Result<CompleteStepTaskResponse, ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.tasks(), req.clone());
+            async move { c.complete_step_task(r).await }
+        })
+        .await
+    }
+
+    /// Starts child runs under a step's lease (and, with `wait`, ends the lease with
+    /// the step waiting for them). Tried once, never retried: a repeat after a lost
+    /// answer could start the children twice, so a failure is the caller's to judge
+    /// (the agent reads it as a tool error).
+    pub async fn spawn_child_runs(
+        &self,
+        req: SpawnChildRunsRequest,
+    ) -> Result<SpawnChildRunsResponse, ClientError> {
+        let deadline = self.opts.request_timeout;
+        let mut c = self.tasks();
+        match tokio::time::timeout(deadline, c.spawn_child_runs(req)).await {
+            Ok(r) => r
+                .map(tonic::Response::into_inner)
+                .map_err(|status| ClientError::from_status(&self.url, status)),
+            Err(_) => Err(ClientError::from_status(
+                &self.url,
+                Status::deadline_exceeded(format!("no answer within {deadline:?}")),
+            )),
+        }
+    }
+
+    pub async fn fail_step_task(
+        &self,
+        req: FailStepTaskRequest,
+    ) -> Result<FailStepTaskResponse, ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.tasks(), req.clone());
+            async move { c.fail_step_task(r).await }
+        })
+        .await
+    }
+
+    pub async fn describe_task_queue(
+        &self,
+        namespace: &str,
+        task_queue: &str,
+    ) -> Result<DescribeTaskQueueResponse, ClientError> {
+        let req = DescribeTaskQueueRequest {
+            namespace: namespace.into(),
+            task_queue: task_queue.into(),
+        };
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.tasks(), req.clone());
+            async move { c.describe_task_queue(r).await }
+        })
+        .await
+    }
+
+    /// Creates an API key; the answer holds the whole key, shown this once. Tried
+    /// once only: a retry after a lost answer would make a second key.
+    pub async fn create_api_key(
+        &self,
+        req: CreateApiKeyRequest,
+    ) -> Result<CreateApiKeyResponse, ClientError> {
+        let deadline = self.opts.request_timeout;
+        match tokio::time::timeout(deadline, self.admin().create_api_key(req)).await {
+            Ok(r) => r
+                .map(tonic::Response::into_inner)
+                .map_err(|s| ClientError::from_status(&self.url, s)),
+            Err(_) => Err(ClientError::DeadlineExceeded(format!(
+                "no answer within {deadline:?}"
+            ))),
+        }
+    }
+
+    pub async fn list_api_keys(&self, req: ListApiKeysRequest) -> Result<ListApiKeysResponse, ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.admin(), req.clone());
+            async move { c.list_api_keys(r).await }
+        })
+        .await
+    }
+
+    /// Revokes a key (again is a no-op); answers the key as stored.
+    pub async fn revoke_api_key(&self, key_id: &str) -> Result<ApiKeyInfo, ClientError> {
+        let req = RevokeApiKeyRequest {
+            key_id: key_id.into(),
+        };
+        let resp = self
+            .retrying(Duration::ZERO, || {
+                let (mut c, r) = (self.admin(), req.clone());
+                async move { c.revoke_api_key(r).await }
+            })
+            .await?;
+        resp.key.ok_or_else(|| ClientError::Other {
+            code: Code::Internal,
+            message: "the server answered without the key".into(),
+        })
+    }
+
+    /// Creates a namespace (needs an admin key of every namespace, `*`), with the
+    /// default retention and limits.
+    pub async fn create_namespace(
+        &self,
+        name: &str,
+        description: &str,
+    ) -> Result<NamespaceInfo, ClientError> {
+        self.create_namespace_with(CreateNamespaceRequest {
+            name: name.into(),
+            description: description.into(),
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// Creates a namespace with the settings `req` gives (retention, limits).
+    pub async fn create_namespace_with(
+        &self,
+        req: CreateNamespaceRequest,
+    ) -> Result<NamespaceInfo, ClientError> {
+        // A retried create after a lost answer meets ALREADY_EXISTS: tried once.
+        let deadline = self.opts.request_timeout;
+        let resp = match tokio::time::timeout(deadline, self.admin().create_namespace(req)).await {
+            Ok(r) => r
+                .map(tonic::Response::into_inner)
+                .map_err(|s| ClientError::from_status(&self.url, s))?,
+            Err(_) => {
+                return Err(ClientError::DeadlineExceeded(format!(
+                    "no answer within {deadline:?}"
+                )));
+            }
+        };
+        resp.namespace.ok_or_else(missing)
+    }
+
+    pub async fn describe_namespace(&self, name: &str) -> Result<NamespaceInfo, ClientError> {
+        let req = DescribeNamespaceRequest { name: name.into() };
+        let resp = self
+            .retrying(Duration::ZERO, || {
+                let (mut c, r) = (self.admin(), req.clone());
+                async move { c.describe_namespace(r).await }
+            })
+            .await?;
+        resp.namespace.ok_or_else(missing)
+    }
+
+    /// Every namespace the client's key reaches.
+    pub async fn list_namespaces(&self) -> Result<Vec<NamespaceInfo>, ClientError> {
+        let resp = self
+            .retrying(Duration::ZERO, || {
+                let mut c = self.admin();
+                async move { c.list_namespaces(ListNamespacesRequest {}).await }
+            })
+            .await?;
+        Ok(resp.namespaces)
+    }
+
+    /// Changes a namespace's description.
+    pub async fn update_namespace(
+        &self,
+        name: &str,
+        description: &str,
+    ) -> Result<NamespaceInfo, ClientError> {
+        self.update_namespace_with(UpdateNamespaceRequest {
+            name: name.into(),
+            description: Some(description.into()),
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// Changes the settings `req` gives of a namespace (description, retention,
+    /// limits); those it leaves unset stay.
+    pub async fn update_namespace_with(
+        &self,
+        req: UpdateNamespaceRequest,
+    ) -> Result<NamespaceInfo, ClientError> {
+        let resp = self
+            .retrying(Duration::ZERO, || {
+                let (mut c, r) = (self.admin(), req.clone());
+                async move { c.update_namespace(r).await }
+            })
+            .await?;
+        resp.namespace.ok_or_else(missing)
+    }
+
+    /// Adds a notification subscription to a namespace (an admin key of it). Tried
+    /// once: a retry after a lost answer would meet ALREADY_EXISTS.
+    pub async fn subscribe_namespace(
+        &self,
+        namespace: &str,
+        subscription: Subscription,
+    ) -> Result<NamespaceInfo, ClientError> {
+        let req = SubscribeNamespaceRequest {
+            namespace: namespace.into(),
+            subscription: Some(subscription),
+        };
+        let resp = self.once(self.admin().subscribe_namespace(req)).await?;
+        resp.namespace.ok_or_else(missing)
+    }
+
+    /// Removes a namespace's notification subscription. Tried once.
+    pub async fn unsubscribe_namespace(
+        &self,
+        namespace: &str,
+        subscription_id: &str,
+    ) -> Result<NamespaceInfo, ClientError> {
+        let req = UnsubscribeNamespaceRequest {
+            namespace: namespace.into(),
+            subscription_id: subscription_id.into(),
+        };
+        let resp = self.once(self.admin().unsubscribe_namespace(req)).await?;
+        resp.namespace.ok_or_else(missing)
+    }
+
+    /// Retries a closed run's failed result delivery; answers the targets requeued.
+    /// Tried once: a retry after a lost answer would find nothing failed.
+    pub async fn redeliver_result(&self, req: RedeliverResultRequest) -> Result<Vec<String>, ClientError> {
+        let resp = self.once(self.history().redeliver_result(req)).await?;
+        Ok(resp.targets)
+    }
+
+    /// One call, within the request timeout, never repeated.
+    async fn once<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+    ) -> Result<T, ClientError> {
+        let deadline = self.opts.request_timeout;
+        match tokio::time::timeout(deadline, call).await {
+            Ok(r) => r
+                .map(tonic::Response::into_inner)
+                .map_err(|s| ClientError::from_status(&self.url, s)),
+            Err(_) => Err(ClientError::DeadlineExceeded(format!(
+                "no answer within {deadline:?}"
+            ))),
+        }
+    }
+
+    /// Deletes an empty namespace and revokes its keys.
+    pub async fn delete_namespace(&self, name: &str) -> Result<(), ClientError> {
+        let req = DeleteNamespaceRequest { name: name.into() };
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.admin(), req.clone());
+            async move { c.delete_namespace(r).await }
+        })
+        .await
+        .map(drop)
+    }
+
+    /// Creates a schedule. A request id is generated when the request has none, so
+    /// a retry inside this call never creates it twice nor reports a duplicate.
+    pub async fn create_schedule(&self, mut req: CreateScheduleRequest) -> Result<(), ClientError> {
+        if req.request_id.is_empty() {
+            req.request_id = uuid::Uuid::new_v4().to_string();
+        }
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.schedules(), req.clone());
+            async move { c.create_schedule(r).await }
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// A schedule's spec, policies, state, next fire times and recent actions;
+    /// `next_fire_count` 0 asks for the server's default number of next fire times.
+    pub async fn describe_schedule(
+        &self,
+        namespace: &str,
+        schedule_id: &str,
+        next_fire_count: u32,
+    ) -> Result<ScheduleInfo, ClientError> {
+        let req = DescribeScheduleRequest {
+            namespace: namespace.into(),
+            schedule_id: schedule_id.into(),
+            next_fire_count,
+        };
+        let resp = self
+            .retrying(Duration::ZERO, || {
+                let (mut c, r) = (self.schedules(), req.clone());
+                async move { c.describe_schedule(r).await }
+            })
+            .await?;
+        resp.schedule.ok_or_else(|| ClientError::Other {
+            code: Code::Internal,
+            message: format!("the server described schedule {schedule_id:?} without a schedule"),
+        })
+    }
+
+    /// One page of a namespace's schedules.
+    pub async fn list_schedules(
+        &self,
+        req: ListSchedulesRequest,
+    ) -> Result<ListSchedulesResponse, ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.schedules(), req.clone());
+            async move { c.list_schedules(r).await }
+        })
+        .await
+    }
+
+    /// Replaces a schedule's spec, action and policies (its state is kept). Safe to
+    /// repeat: the same request leaves the same schedule.
+    pub async fn update_schedule(&self, req: UpdateScheduleRequest) -> Result<(), ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.schedules(), req.clone());
+            async move { c.update_schedule(r).await }
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Pauses, unpauses, triggers or backfills a schedule. A request id is generated
+    /// when the request has none, so a retry inside this call applies it once.
+    pub async fn patch_schedule(
+        &self,
+        mut req: PatchScheduleRequest,
+    ) -> Result<PatchScheduleResponse, ClientError> {
+        if req.request_id.is_empty() {
+            req.request_id = uuid::Uuid::new_v4().to_string();
+        }
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.schedules(), req.clone());
+            async move { c.patch_schedule(r).await }
+        })
+        .await
+    }
+
+    /// Deletes a schedule; the runs it started are left as they are.
+    pub async fn delete_schedule(&self, namespace: &str, schedule_id: &str) -> Result<(), ClientError> {
+        self.delete_schedule_with(DeleteScheduleRequest {
+            namespace: namespace.into(),
+            schedule_id: schedule_id.into(),
+            identity: String::new(),
+        })
+        .await
+    }
+
+    /// Deletes a schedule from a full request (with the caller's identity). A retry
+    /// that finds the schedule gone after a try whose answer was lost counts as done.
+    pub async fn delete_schedule_with(&self, req: DeleteScheduleRequest) -> Result<(), ClientError> {
+        let retried = AtomicBool::new(false);
+        let outcome = self
+            .retrying_noting(Duration::ZERO, &retried, || {
+                let (mut c, r) = (self.schedules(), req.clone());
+                async move { c.delete_schedule(r).await }
+            })
+            .await;
+        match outcome {
+            Ok(_) => Ok(()),
+            Err(ClientError::NotFound(_)) if retried.load(Ordering::Relaxed) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// An answer that lacks what it must hold.
+fn missing() -> ClientError {
+    ClientError::Other {
+        code: Code::Internal,
+        message: "the server's answer is missing its result".into(),
+    }
+}

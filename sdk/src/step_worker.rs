@@ -1,0 +1,249 @@
+//! Playing worker: poll a queue, heartbeat, complete or fail the leased step.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use railyard_proto::v1::*;
+
+use crate::{Client, ClientError};
+
+/// What a worker reports when a step is done.
+#[derive(Debug, Clone, Default)]
+pub struct Completion {
+    pub notes: String,
+    pub artifacts: Vec<String>,
+    pub context_updates: HashMap<String, String>,
+    /// The structured result, a JSON object as text (empty: none). A step with an
+    /// output contract refuses a result that breaks it: `ClientError::InvalidArgument`
+    /// listing each violation, and nothing completes.
+    pub result_json: String,
+}
+
+impl Completion {
+    /// A completion with notes only.
+    pub fn notes(notes: impl Into<String>) -> Self {
+        Self {
+            notes: notes.into(),
+            ..Default::default()
+        }
+    }
+}
+
+/// The server's answer to a completion.
+#[derive(Debug, Clone, Default)]
+pub struct CompletionReply {
+    /// The run's next step, leased to this worker (eager dispatch).
+    pub next_task: Option<StepTask>,
+    /// The step requires confirmation: its result is held for approval (the lease is
+    /// over; a person approves or rejects it).
+    pub held_for_approval: bool,
+}
+
+/// What a heartbeat carries besides the checkpoint, notes and acknowledgement.
+#[derive(Debug, Clone, Default)]
+pub struct HeartbeatExtras {
+    /// The attempt's token usage so far (cumulative).
+    pub usage: Option<TokenUsage>,
+    /// The model the usage is from.
+    pub model: String,
+    /// Signs of a stuck agent since the last heartbeat.
+    pub stuck: Vec<StuckReport>,
+}
+
+/// What a worker reports when a step failed.
+#[derive(Debug, Clone, Default)]
+pub struct Failure {
+    /// Matched against the step's non-retryable error types.
+    pub error_type: String,
+    pub message: String,
+    /// Fail without further attempts.
+    pub non_retryable: bool,
+    /// Handed to the next attempt.
+    pub checkpoint: Vec<u8>,
+}
+
+/// A worker's view of one task queue.
+#[derive(Clone)]
+pub struct StepWorker {
+    client: Client,
+    namespace: String,
+    queue: String,
+    identity: String,
+}
+
+impl StepWorker {
+    pub fn new(client: Client, namespace: &str, queue: &str, identity: &str) -> Self {
+        Self {
+            client,
+            namespace: namespace.into(),
+            queue: queue.into(),
+            identity: identity.into(),
+        }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// Long-polls for a step; `None` when `wait` passed with nothing to do.
+    pub async fn poll(&self, wait: Duration) -> Result<Option<StepTask>, ClientError> {
+        self.client
+            .poll_step_task(PollStepTaskRequest {
+                namespace: self.namespace.clone(),
+                task_queue: self.queue.clone(),
+                identity: self.identity.clone(),
+                wait_timeout_ms: u32::try_from(wait.as_millis()).unwrap_or(u32::MAX),
+                run_id: String::new(),
+            })
+            .await
+    }
+
+    /// Extends the lease and stores `checkpoint` (when non-empty); returns pending
+    /// signals and whether cancellation was requested.
+    pub async fn heartbeat(
+        &self,
+        task_token: &str,
+        checkpoint: Vec<u8>,
+        notes: Vec<CoordinatorNote>,
+        acked_signal_event_id: u64,
+    ) -> Result<HeartbeatStepTaskResponse, ClientError> {
+        self.heartbeat_with(
+            task_token,
+            checkpoint,
+            notes,
+            acked_signal_event_id,
+            HeartbeatExtras::default(),
+        )
+        .await
+    }
+
+    /// [`StepWorker::heartbeat`] with token usage and stuck reports.
+    pub async fn heartbeat_with(
+        &self,
+        task_token: &str,
+        checkpoint: Vec<u8>,
+        notes: Vec<CoordinatorNote>,
+        acked_signal_event_id: u64,
+        extras: HeartbeatExtras,
+    ) -> Result<HeartbeatStepTaskResponse, ClientError> {
+        self.client
+            .heartbeat_step_task(HeartbeatStepTaskRequest {
+                task_token: task_token.into(),
+                checkpoint,
+                identity: self.identity.clone(),
+                notes,
+                acked_signal_event_id,
+                usage: extras.usage,
+                model: extras.model,
+                stuck: extras.stuck,
+            })
+            .await
+    }
+
+    pub async fn complete(&self, task_token: &str, completion: Completion) -> Result<(), ClientError> {
+        self.report_completion(task_token, completion, false)
+            .await
+            .map(|_| ())
+    }
+
+    /// Completes the step and, when the run's next step goes to this worker's queue,
+    /// takes it at once (eager dispatch): one round trip and one commit instead of a
+    /// completion, a poll and a lease.
+    pub async fn complete_and_take_next(
+        &self,
+        task_token: &str,
+        completion: Completion,
+    ) -> Result<Option<StepTask>, ClientError> {
+        self.report_completion(task_token, completion, true).await
+    }
+
+    async fn report_completion(
+        &self,
+        task_token: &str,
+        completion: Completion,
+        take_next: bool,
+    ) -> Result<Option<StepTask>, ClientError> {
+        self.complete_with_checkpoint(task_token, completion, Vec::new(), take_next)
+            .await
+            .map(|reply| reply.next_task)
+    }
+
+    /// Completes the step, sending `checkpoint` (the transcript that proposed the
+    /// result; the server keeps it only when the step requires confirmation, so a
+    /// rejection resumes from it), with eager dispatch when `take_next`. The answer
+    /// says whether the result is held for approval.
+    pub async fn complete_with_checkpoint(
+        &self,
+        task_token: &str,
+        completion: Completion,
+        checkpoint: Vec<u8>,
+        take_next: bool,
+    ) -> Result<CompletionReply, ClientError> {
+        let resp = self
+            .client
+            .complete_step_task(CompleteStepTaskRequest {
+                task_token: task_token.into(),
+                notes: completion.notes,
+                artifacts: completion.artifacts,
+                context_updates: completion.context_updates,
+                identity: self.identity.clone(),
+                take_next,
+                result_json: completion.result_json,
+                checkpoint,
+            })
+            .await?;
+        Ok(CompletionReply {
+            next_task: resp.next_task,
+            held_for_approval: resp.held_for_approval,
+        })
+    }
+
+    /// Starts child runs under the lease (the task token is the authority); with
+    /// `wait`, ends the lease with the step waiting for them and `await_run_ids`.
+    /// Answers the new children's run ids.
+    pub async fn spawn_children(
+        &self,
+        task_token: &str,
+        children: Vec<ChildRunSpec>,
+        wait: bool,
+        await_run_ids: Vec<String>,
+        checkpoint: Vec<u8>,
+    ) -> Result<Vec<String>, ClientError> {
+        Ok(self
+            .client
+            .spawn_child_runs(SpawnChildRunsRequest {
+                task_token: task_token.into(),
+                identity: self.identity.clone(),
+                children,
+                wait,
+                await_run_ids,
+                checkpoint,
+            })
+            .await?
+            .child_run_ids)
+    }
+
+    /// Reports a failure; returns whether the server scheduled another attempt.
+    pub async fn fail(&self, task_token: &str, failure: Failure) -> Result<bool, ClientError> {
+        Ok(self
+            .client
+            .fail_step_task(FailStepTaskRequest {
+                task_token: task_token.into(),
+                error_type: failure.error_type,
+                message: failure.message,
+                non_retryable: failure.non_retryable,
+                identity: self.identity.clone(),
+                checkpoint: failure.checkpoint,
+            })
+            .await?
+            .will_retry)
+    }
+}

@@ -1,0 +1,155 @@
+//! The SDK's retries against a real gRPC server (in process) that answers by script:
+//! transient statuses are retried by the policy, the rest surface at once, and
+//! `UNAUTHENTICATED` stays distinct from `PERMISSION_DENIED`.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use railyard_proto::v1::tasks_server::{Tasks, TasksServer};
+use railyard_proto::v1::*;
+use railyard_sdk::{Client, ClientError, ConnectOptions};
+use tonic::{Code, Request, Response, Status};
+
+/// Answers `DescribeTaskQueue` with the scripted statuses, then with success; counts calls.
+#[derive(Clone, Default)]
+struct Scripted {
+    answers: Arc<Mutex<VecDeque<Status>>>,
+    calls: Arc<Mutex<u32>>,
+}
+
+#[tonic::async_trait]
+impl Tasks for Scripted {
+    async fn poll_step_task(
+        &self,
+        _: Request<PollStepTaskRequest>,
+    ) -> Result<Response<PollStepTaskResponse>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+    async fn heartbeat_step_task(
+        &self,
+        _: Request<HeartbeatStepTaskRequest>,
+    ) -> Result<Response<HeartbeatStepTaskResponse>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+    async fn complete_step_task(
+        &self,
+        _: Request<CompleteStepTaskRequest>,
+    ) -> Result<Response<CompleteStepTaskResponse>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+    async fn fail_step_task(
+        &self,
+        _: Request<FailStepTaskRequest>,
+    ) -> Result<Response<FailStepTaskResponse>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+    async fn describe_task_queue(
+        &self,
+        _: Request<DescribeTaskQueueRequest>,
+    ) -> Result<Response<DescribeTaskQueueResponse>, Status> {
+        *self.calls.lock().unwrap() += 1;
+        match self.answers.lock().unwrap().pop_front() {
+            Some(status) => Err(status),
+            None => Ok(Response::new(DescribeTaskQueueResponse::default())),
+        }
+    }
+    async fn spawn_child_runs(
+        &self,
+        _: Request<SpawnChildRunsRequest>,
+    ) -> Result<Response<SpawnChildRunsResponse>, Status> {
+        *self.calls.lock().unwrap() += 1;
+        match self.answers.lock().unwrap().pop_front() {
+            Some(status) => Err(status),
+            None => Ok(Response::new(SpawnChildRunsResponse::default())),
+        }
+    }
+}
+
+async fn serve(answers: Vec<Status>) -> (Client, Scripted) {
+    let incoming = tonic::transport::server::TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = incoming.local_addr().unwrap();
+    let fake = Scripted {
+        answers: Arc::new(Mutex::new(answers.into())),
+        ..Default::default()
+    };
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(TasksServer::new(fake.clone()))
+            .serve_with_incoming(incoming),
+    );
+    let opts = ConnectOptions {
+        max_attempts: 4,
+        initial_backoff: Duration::from_millis(1),
+        max_backoff: Duration::from_millis(20),
+        ..Default::default()
+    };
+    let client = Client::connect_with(&format!("http://{addr}"), opts)
+        .await
+        .unwrap();
+    (client, fake)
+}
+
+fn calls(fake: &Scripted) -> u32 {
+    *fake.calls.lock().unwrap()
+}
+
+#[tokio::test]
+async fn unavailable_is_retried_until_it_answers() {
+    let (client, fake) = serve(vec![
+        Status::unavailable("restarting"),
+        Status::unavailable("restarting"),
+    ])
+    .await;
+    client.describe_task_queue("default", "q").await.unwrap();
+    assert_eq!(calls(&fake), 3);
+}
+
+#[tokio::test]
+async fn unavailable_gives_up_after_max_attempts() {
+    let (client, fake) = serve(vec![Status::unavailable("down"); 10]).await;
+    let err = client.describe_task_queue("default", "q").await.unwrap_err();
+    assert!(matches!(err, ClientError::Unavailable { .. }), "{err:?}");
+    assert!(err.is_transient());
+    assert_eq!(calls(&fake), 4);
+}
+
+#[tokio::test]
+async fn unauthenticated_is_its_own_error_and_never_retried() {
+    let (client, fake) = serve(vec![Status::unauthenticated("no credentials")]).await;
+    let err = client.describe_task_queue("default", "q").await.unwrap_err();
+    assert!(
+        matches!(&err, ClientError::Unauthenticated(m) if m == "no credentials"),
+        "{err:?}"
+    );
+    assert_eq!(err.code(), Some(Code::Unauthenticated));
+    assert!(!err.is_transient());
+    assert_eq!(err.to_string(), "unauthenticated: no credentials");
+    assert_eq!(calls(&fake), 1);
+
+    let (client, fake) = serve(vec![Status::permission_denied("bad signature")]).await;
+    let err = client.describe_task_queue("default", "q").await.unwrap_err();
+    assert!(matches!(&err, ClientError::PermissionDenied(_)), "{err:?}");
+    assert_eq!(err.code(), Some(Code::PermissionDenied));
+    assert_eq!(calls(&fake), 1);
+}
+
+#[tokio::test]
+async fn refusals_are_not_retried() {
+    let (client, fake) = serve(vec![Status::invalid_argument("task_queue: too long")]).await;
+    let err = client.describe_task_queue("default", "q").await.unwrap_err();
+    assert!(matches!(err, ClientError::InvalidArgument(_)), "{err:?}");
+    assert_eq!(calls(&fake), 1);
+}
+
+#[tokio::test]
+async fn a_spawn_of_child_runs_is_tried_once_even_when_unavailable() {
+    // A repeat after a lost answer could start the children twice.
+    let (client, fake) = serve(vec![Status::unavailable("restarting")]).await;
+    let err = client
+        .spawn_child_runs(SpawnChildRunsRequest::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ClientError::Unavailable { .. }), "{err:?}");
+    assert_eq!(calls(&fake), 1);
+}

@@ -1,0 +1,132 @@
+//! Result delivery: when a run closes, the server POSTs its result, signed, to the
+//! run's callback URL and to every namespace subscription that matches it, and
+//! retries with backoff until a 2xx answer or the retry budget runs out.
+//!
+//! The parts: the state of each target lives in the run ([`railyard_model::run::delivery`]);
+//! attempts are driven by durable `timers` rows (`Timer::Delivery`), armed in the
+//! transaction that closes the run; the writer starts an attempt when its row fires
+//! and hands it, after commit, to the sender (`engine::sender`), a task outside the writer that
+//! makes the HTTP call with bounded concurrency and records the outcome through a
+//! writer command. The JSON posted is the model's
+//! (`railyard_model::run::delivery::payload`); [`sign`] is its signature.
+
+pub mod sign;
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use railyard_model::run::{Attempt, DeliveryPolicy};
+
+pub use sign::SigningSecret;
+
+/// Attempts waiting for the sender, at most; past this an attempt is dropped and
+/// its deadline retries it.
+pub(crate) const QUEUE_CAPACITY: usize = 4096;
+
+/// How the server delivers results: `[delivery]` in the configuration.
+#[derive(Clone)]
+pub struct DeliverySettings {
+    /// The HMAC-SHA256 key of the `Railyard-Signature` header. Without one, runs
+    /// with a callback URL and subscriptions are refused, and pending attempts fail.
+    pub signing_secret: Option<SigningSecret>,
+    /// Tries per round (the first included).
+    pub max_attempts: u32,
+    /// No attempt of a round is planned later than this after the round began.
+    pub max_elapsed: Duration,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+    /// Timeout of one HTTP call, connect to last byte.
+    pub request_timeout: Duration,
+    /// Most HTTP calls in flight at once, over every run.
+    pub max_concurrent: usize,
+}
+
+impl Default for DeliverySettings {
+    fn default() -> Self {
+        let p = DeliveryPolicy::default();
+        Self {
+            signing_secret: None,
+            max_attempts: p.max_attempts,
+            max_elapsed: p.max_elapsed,
+            initial_backoff: p.initial_backoff,
+            max_backoff: p.max_backoff,
+            request_timeout: Duration::from_secs(10),
+            max_concurrent: 32,
+        }
+    }
+}
+
+impl std::fmt::Debug for DeliverySettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeliverySettings")
+            .field("signing_secret", &self.signing_secret.as_ref().map(|_| "<set>"))
+            .field("max_attempts", &self.max_attempts)
+            .field("max_elapsed", &self.max_elapsed)
+            .field("initial_backoff", &self.initial_backoff)
+            .field("max_backoff", &self.max_backoff)
+            .field("request_timeout", &self.request_timeout)
+            .field("max_concurrent", &self.max_concurrent)
+            .finish()
+    }
+}
+
+impl DeliverySettings {
+    /// The policy the run state follows.
+    pub(crate) fn policy(&self) -> DeliveryPolicy {
+        DeliveryPolicy {
+            max_attempts: self.max_attempts.max(1),
+            max_elapsed: self.max_elapsed,
+            initial_backoff: self.initial_backoff,
+            max_backoff: self.max_backoff,
+            // Up to one request timeout waiting for a slot, one sending, and a margin:
+            // past it, an attempt whose outcome never came (the server was killed
+            // mid-send) counts as failed, so a restart retries it this soon.
+            attempt_deadline: self
+                .request_timeout
+                .saturating_mul(2)
+                .saturating_add(Duration::from_secs(1)),
+        }
+    }
+}
+
+/// An attempt for the sender: whom to POST what.
+#[derive(Debug)]
+pub(crate) struct Job {
+    pub(crate) attempt: Attempt,
+    /// The payload JSON ([`payload::body`]).
+    pub(crate) body: Vec<u8>,
+    /// The attempt's deadline on the server's clock: past it, the attempt counts
+    /// as failed and the next is planned, so the sender drops one that could no
+    /// longer finish before it (it waited too long for a slot).
+    pub(crate) deadline_ms: railyard_model::Millis,
+}
+
+/// What the writer needs of delivery: the policy, and where attempts go.
+#[derive(Clone, Default)]
+pub(crate) struct DeliveryHook {
+    pub(crate) policy: DeliveryPolicy,
+    /// `None`: no sender (attempts then wait for their deadline and count as failed).
+    pub(crate) jobs: Option<mpsc::Sender<Job>>,
+}
+
+impl DeliveryHook {
+    /// Hands an attempt to the sender; never blocks the writer. A full or closed
+    /// queue drops it: its deadline timer counts it failed and plans the next.
+    pub(crate) fn send(&self, job: Job) {
+        let Some(jobs) = &self.jobs else {
+            return;
+        };
+        if let Err(e) = jobs.try_send(job) {
+            let job = match e {
+                mpsc::error::TrySendError::Full(j) | mpsc::error::TrySendError::Closed(j) => j,
+            };
+            tracing::warn!(
+                run_id = %job.attempt.run_id,
+                target = %job.attempt.target.name(),
+                attempt = job.attempt.attempt,
+                "delivery queue full or closed; the attempt is retried after its deadline"
+            );
+        }
+    }
+}

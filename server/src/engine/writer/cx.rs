@@ -1,0 +1,315 @@
+//! The transaction context a command applies through: it loads runs, hands out
+//! sequence numbers, and saves transitions (state, events, effects) into the open
+//! write transaction. A command may load and save several runs; they commit
+//! together with the rest of the batch.
+//!
+//! A run's close has three hooks, all in the transaction that closes it: [`Cx::save`]
+//! arms its result deliveries; [`Cx::closed`] tells what started it (its schedule,
+//! its trigger key: `commands::settle`); [`Cx::family`] tells its parent and
+//! children (`commands::children::settle`).
+
+use railyard_model::run::DeliveryTarget;
+
+use super::*;
+
+/// One command's view of the open transaction.
+pub(crate) struct Cx<'a, 't> {
+    pub(super) tx: &'a mut (dyn WriteTx + 't),
+    pub(super) next_seq: &'a mut u64,
+    pub(super) after: &'a mut Vec<After>,
+    pub(super) now: Millis,
+    pub(super) metrics: &'a Metrics,
+    pub(super) matching: &'a Matching,
+    pub(super) leases: &'a LeaseDeadlines,
+    /// The loaded definitions, for the runs a schedule starts.
+    pub(super) workflows: &'a WorkflowRegistry,
+    /// Runs that closed in this command: whatever started them (a schedule, a
+    /// trigger's concurrency key) hears of it before the command ends
+    /// (`commands::settle`).
+    pub(super) closed: &'a mut Vec<ClosedRun>,
+    /// Open runs per namespace and start buckets ([`StartLimits`]).
+    pub(super) limits: &'a mut StartLimits,
+    /// Runs of a tree that closed in this command: their parents and children hear
+    /// of it before the command ends (`commands::children::settle`).
+    pub(super) family: &'a mut Vec<FamilyClose>,
+    /// The delivery policy (for the `Delivery*` transitions).
+    pub(super) delivery: &'a crate::engine::delivery::DeliveryHook,
+}
+
+/// A run that has closed, not yet told to what started it.
+#[derive(Debug, Clone)]
+pub(crate) struct ClosedRun {
+    pub ns: String,
+    /// Empty: not started by a schedule.
+    pub schedule_id: String,
+    pub run_id: String,
+    pub status: RunStatus,
+    pub failure: String,
+}
+
+/// A run of a tree (a spawned child, or a run that spawned some) that closed in
+/// this command, not yet settled with its family.
+#[derive(Debug, Clone)]
+pub(crate) struct FamilyClose {
+    pub ns: String,
+    pub run_id: String,
+}
+
+/// A transition of one run, decided but not yet written: see [`Cx::save`].
+pub(crate) struct Transition {
+    pub run: RunState,
+    /// Whether the run was open before (false for a new run).
+    pub was_open: bool,
+    pub events: Vec<Event>,
+    pub effects: Vec<Effect>,
+}
+
+impl Transition {
+    /// A transition of `run` collected in `out`.
+    pub fn new(run: RunState, was_open: bool, out: Out) -> Self {
+        Self {
+            run,
+            was_open,
+            events: out.events,
+            effects: out.effects,
+        }
+    }
+}
+
+/// The refusal for a run that does not exist.
+pub(crate) fn not_found(ns: &str, run_id: &str) -> Rejection {
+    Rejection::NotFound(format!("run {run_id:?} not found in namespace {ns:?}"))
+}
+
+impl Cx<'_, '_> {
+    /// The run's current state in this transaction.
+    pub fn load(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError> {
+        self.tx.run(ns, run_id)
+    }
+
+    /// The transaction's clock reading.
+    pub fn now(&self) -> Millis {
+        self.now
+    }
+
+    /// The shared sequence counter, for an [`Out`]. A refused command may leave
+    /// numbers unused: they only need to be unique.
+    pub fn seq(&mut self) -> &mut u64 {
+        self.next_seq
+    }
+
+    /// Loads a run, applies `f`, and saves the result when `f` accepted it. The outer
+    /// `Result` is storage; the inner one is the command's own answer.
+    pub fn with_run<T>(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        f: impl FnOnce(&mut RunState, &mut Out) -> Result<T, Rejection>,
+    ) -> Result<Result<T, Rejection>, StorageError> {
+        let Some(mut run) = self.load(ns, run_id)? else {
+            return Ok(Err(not_found(ns, run_id)));
+        };
+        let was_open = run.status.is_open();
+        let mut out = Out::new(self.now, self.next_seq);
+        match f(&mut run, &mut out) {
+            Ok(v) => {
+                let t = Transition::new(run, was_open, out);
+                self.save(t)?;
+                Ok(Ok(v))
+            }
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    /// Plans the delivery of a run that this transition closes: its callback URL and
+    /// each subscription of its namespace that matches its workflow and outcome.
+    fn arm_deliveries(&mut self, t: &mut Transition) -> Result<(), StorageError> {
+        let run = &t.run;
+        let mut targets = Vec::new();
+        if !run.callback_url.is_empty() {
+            targets.push((DeliveryTarget::Callback, run.callback_url.clone()));
+        }
+        if let Some(ns) = self.tx.namespace(&run.namespace)? {
+            for s in ns.subscriptions {
+                if s.matches(&run.workflow_id, run.status) {
+                    targets.push((DeliveryTarget::Subscription(s.id), s.url));
+                }
+            }
+        }
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let mut out = Out {
+            now: self.now,
+            next_seq: self.next_seq,
+            events: std::mem::take(&mut t.events),
+            effects: std::mem::take(&mut t.effects),
+        };
+        t.run.arm_deliveries(targets, &mut out);
+        t.events = out.events;
+        t.effects = out.effects;
+        Ok(())
+    }
+
+    /// Writes an accepted transition: if it left a step ready and a poll is parked
+    /// on its queue, first leases the step to that poll (sync match); then the
+    /// events, the state row and the effects.
+    pub fn save(&mut self, mut t: Transition) -> Result<(), StorageError> {
+        if t.was_open && !t.run.status.is_open() {
+            self.arm_deliveries(&mut t)?;
+        }
+        let handoff = {
+            let mut out = Out {
+                now: self.now,
+                next_seq: self.next_seq,
+                events: t.events,
+                effects: t.effects,
+            };
+            let handoff = Self::sync_match(self.matching, &mut t.run, &mut out);
+            t.events = out.events;
+            t.effects = out.effects;
+            handoff
+        };
+        let written = self.write(&t.run, t.was_open, &t.events, t.effects);
+        let Some((waiter, lease)) = handoff else {
+            return written;
+        };
+        // The claimed poll must go back to matching if this transition fails here;
+        // once queued in `after`, the batch's failure path gives it back.
+        match written.and_then(|()| self.checkpoint(&t.run)) {
+            Ok(checkpoint) => {
+                self.after.push(After::HandOff(
+                    waiter,
+                    Box::new(Grant {
+                        run: t.run,
+                        lease,
+                        checkpoint,
+                    }),
+                ));
+                Ok(())
+            }
+            Err(e) => {
+                let queue = t.run.current_queue().unwrap_or_default();
+                self.matching.unclaim(&t.run.namespace, &queue, waiter);
+                Err(e)
+            }
+        }
+    }
+
+    /// If the transition left a step ready and a poll is parked on its queue, leases
+    /// the step to that poll in this same transaction.
+    fn sync_match(matching: &Matching, run: &mut RunState, out: &mut Out) -> Option<(Waiter, Lease)> {
+        let Phase::Scheduled { queue, task_seq } = &run.phase else {
+            return None;
+        };
+        let (queue, task_seq) = (queue.clone(), *task_seq);
+        let waiter = matching.claim(&run.namespace, &queue)?;
+        match run.lease(task_seq, &waiter.identity, out) {
+            Ok(lease) => Some((waiter, lease)),
+            Err(_) => {
+                matching.unclaim(&run.namespace, &queue, waiter);
+                None
+            }
+        }
+    }
+
+    /// The checkpoint of the run's step in flight (empty when none).
+    pub fn checkpoint(&self, run: &RunState) -> Result<Vec<u8>, StorageError> {
+        self.tx.checkpoint(&run.namespace, &run.run_id)
+    }
+
+    /// Writes a transition: its events, the state row and its effects.
+    fn write(
+        &mut self,
+        run: &RunState,
+        was_open: bool,
+        events: &[Event],
+        effects: Vec<Effect>,
+    ) -> Result<(), StorageError> {
+        let (ns, id) = (run.namespace.as_str(), run.run_id.as_str());
+        // A task enqueued and leased in the same transition (eager dispatch) never
+        // becomes a row.
+        let leased_at_once = |seq: u64| {
+            let removed = effects
+                .iter()
+                .any(|e| matches!(e, Effect::RemoveTask { task_seq, .. } if *task_seq == seq));
+            let enqueued = effects
+                .iter()
+                .any(|e| matches!(e, Effect::EnqueueTask { task_seq, .. } if *task_seq == seq));
+            removed && enqueued
+        };
+        let skip: Vec<u64> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::RemoveTask { task_seq, .. } if leased_at_once(*task_seq) => Some(*task_seq),
+                _ => None,
+            })
+            .collect();
+        self.tx.save_run(run, events)?;
+        if run.status.is_open() != was_open {
+            self.tx.set_open(ns, id, !was_open)?;
+            self.limits.moved(ns, !was_open);
+            if was_open {
+                self.tx.index_closed(ns, run.close_ms.unwrap_or(self.now), id)?;
+            }
+        }
+        if was_open && !run.status.is_open() {
+            self.closed.push(ClosedRun {
+                ns: ns.into(),
+                schedule_id: run.schedule_id.clone(),
+                run_id: id.into(),
+                status: run.status,
+                failure: run.failure.clone(),
+            });
+        }
+        if was_open && !run.status.is_open() && (!run.parent_step_id.is_empty() || run.children_started > 0) {
+            self.family.push(FamilyClose {
+                ns: ns.into(),
+                run_id: id.into(),
+            });
+        }
+        self.after.push(After::Lease {
+            ns: ns.into(),
+            run_id: id.into(),
+            deadline: run.lease_deadline(),
+        });
+        for effect in effects {
+            match effect {
+                Effect::EnqueueTask { task_seq, .. } | Effect::RemoveTask { task_seq, .. }
+                    if skip.contains(&task_seq) => {}
+                Effect::EnqueueTask { queue, task_seq } => {
+                    self.tx.insert_task(ns, &queue, task_seq, id)?;
+                    self.after.push(After::Enqueue(TaskRef {
+                        namespace: ns.into(),
+                        queue,
+                        task_seq,
+                        run_id: id.into(),
+                    }));
+                }
+                Effect::RemoveTask { queue, task_seq } => {
+                    self.tx.remove_task(ns, &queue, task_seq)?;
+                    self.after.push(After::Dequeue {
+                        ns: ns.into(),
+                        queue,
+                        task_seq,
+                    });
+                }
+                Effect::Timer { due_ms, timer } => {
+                    *self.next_seq += 1;
+                    self.tx.insert_timer((due_ms, *self.next_seq), &timer)?;
+                    self.after.push(After::WakeTimers);
+                }
+                Effect::SaveCheckpoint(bytes) => self.tx.set_checkpoint(ns, id, Some(&bytes))?,
+                Effect::ClearCheckpoint => self.tx.set_checkpoint(ns, id, None)?,
+            }
+        }
+        if !events.is_empty() {
+            self.after.push(After::Notify {
+                ns: ns.into(),
+                run_id: id.into(),
+                last_event_id: run.last_event_id,
+            });
+        }
+        Ok(())
+    }
+}

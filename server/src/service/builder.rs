@@ -1,0 +1,220 @@
+//! [`CoreBuilder`]: the one way a [`Core`] is made. The real server
+//! (`RunningServer::start`) and every test that drives the service layer or the
+//! writer without a transport build it here, so a test's core is wired exactly as
+//! the server's is: matching and lease deadlines rebuilt from the store, metrics
+//! reading the live state, the writer thread handing delivery attempts to a queue.
+//!
+//! What differs between the two is only what is set: the server gives its clock,
+//! keys, loaded definitions and configuration; a test takes the defaults and sets
+//! the clock (a `ManualClock`) and the definitions it needs.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use tokio::sync::{Notify, mpsc, watch};
+
+use super::Core;
+use crate::clock::{Clock, SystemClock};
+use crate::engine::delivery::{DeliveryHook, DeliverySettings, Job};
+use crate::engine::leases::LeaseDeadlines;
+use crate::engine::matching::{Matching, TaskRef};
+use crate::engine::sender;
+use crate::engine::watch::Watchers;
+use crate::engine::writer::{ChildLimits, Hooks, WriteError, Writer};
+use crate::metrics::{Metrics, StateSources};
+use crate::registry::WorkflowRegistry;
+use crate::token::{KeyError, TokenKeys};
+use railyard_store::{StorageError, Store};
+
+/// Makes a [`Core`] over a store. Every setting has a default fit for a server:
+/// the system clock, no definitions, fresh random token keys (kept in memory only),
+/// auth off, the default child-run bounds and delivery settings.
+pub struct CoreBuilder {
+    store: Store,
+    clock: Arc<dyn Clock>,
+    workflows: Arc<WorkflowRegistry>,
+    keys: Option<TokenKeys>,
+    auth: bool,
+    child_limits: ChildLimits,
+    delivery: DeliverySettings,
+}
+
+/// A built [`Core`], and what its owner runs beside it or stops it with.
+pub struct CoreParts {
+    /// The service's state.
+    pub core: Arc<Core>,
+    /// Sending `true` tells long waits (polls, watches) the server is stopping.
+    /// Keep it as long as the core: once it is dropped, every wait reads as a
+    /// shutdown.
+    pub shutdown: watch::Sender<bool>,
+    /// The writer thread; it ends once every handle to the writer is dropped.
+    pub(crate) writer_thread: JoinHandle<()>,
+    /// Lease deadlines, rebuilt from the store; the timer loop watches them.
+    pub(crate) leases: Arc<LeaseDeadlines>,
+    /// Woken by the writer when it commits a timer row; the timer loop waits on it.
+    pub(crate) timer_wake: Arc<Notify>,
+    /// Delivery attempts the writer started, for the sender. Dropped (no sender),
+    /// an attempt waits for its deadline and counts as failed.
+    pub(crate) deliveries: mpsc::Receiver<Job>,
+}
+
+/// Why a [`Core`] could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// Reading what matching, lease deadlines and the namespace set are rebuilt from.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// The writer could not start.
+    #[error(transparent)]
+    Writer(#[from] WriteError),
+    /// No token keys were given and none could be made.
+    #[error(transparent)]
+    Keys(#[from] KeyError),
+}
+
+impl Core {
+    /// A builder of a core over `store` (redb: `Store::open`; the in-memory
+    /// reference: `Store::new(Arc::new(MemoryBackend::default()))`).
+    pub fn builder(store: Store) -> CoreBuilder {
+        CoreBuilder {
+            store,
+            clock: Arc::new(SystemClock),
+            workflows: Arc::default(),
+            keys: None,
+            auth: false,
+            child_limits: ChildLimits::default(),
+            delivery: DeliverySettings::default(),
+        }
+    }
+}
+
+impl CoreBuilder {
+    /// The clock every deadline, backoff and schedule reads.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The workflow definitions runs start from.
+    pub fn workflows(mut self, workflows: WorkflowRegistry) -> Self {
+        self.workflows = Arc::new(workflows);
+        self
+    }
+
+    /// The keys task tokens are signed and verified with.
+    pub(crate) fn keys(mut self, keys: TokenKeys) -> Self {
+        self.keys = Some(keys);
+        self
+    }
+
+    /// Whether every request must present an API key.
+    pub(crate) fn auth(mut self, auth: bool) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// Bounds on trees of child runs.
+    pub(crate) fn child_limits(mut self, limits: ChildLimits) -> Self {
+        self.child_limits = limits;
+        self
+    }
+
+    /// Result delivery: the signing secret, the retry policy.
+    pub fn delivery(mut self, delivery: DeliverySettings) -> Self {
+        self.delivery = delivery;
+        self
+    }
+
+    /// What the writer touches after a commit: matching and lease deadlines
+    /// rebuilt from the store, fresh watchers, metrics whose gauges read them.
+    /// [`Self::build`] hands them to the writer thread; the writer's tests drive a
+    /// writer loop with them directly.
+    pub(crate) fn hooks(&self) -> Result<Hooks, StorageError> {
+        let store = &self.store;
+        let matching = Arc::new(Matching::default());
+        let ready = store.ready_tasks()?;
+        tracing::info!(ready = ready.len(), "matching rebuilt from storage");
+        for t in ready {
+            matching.push(TaskRef {
+                namespace: t.namespace,
+                queue: t.queue,
+                task_seq: t.task_seq,
+                run_id: t.run_id,
+            });
+        }
+        let leases = Arc::new(LeaseDeadlines::default());
+        for (due, ns, run_id, lease) in store.lease_deadlines()? {
+            leases.set(&ns, &run_id, Some((due, lease)));
+        }
+        tracing::info!(leases = leases.len(), "lease deadlines rebuilt from storage");
+        let open_runs_store = store.clone();
+        let schedules_store = store.clone();
+        let metrics = Arc::new(Metrics::with_state(StateSources {
+            queues: Box::new({
+                let matching = matching.clone();
+                move || matching.queue_gauges()
+            }),
+            leases: Box::new({
+                let leases = leases.clone();
+                move || leases.count_by_namespace()
+            }),
+            open_runs: Box::new(move || open_runs_store.open_run_counts()),
+            schedules: Box::new(move || schedules_store.schedule_counts()),
+        }));
+        Ok(Hooks {
+            matching,
+            watchers: Arc::new(Watchers::default()),
+            timer_wake: Arc::new(Notify::new()),
+            leases,
+            metrics,
+            clock: self.clock.clone(),
+            workflows: self.workflows.clone(),
+        })
+    }
+
+    /// Starts the writer thread and makes the core. Needs no async runtime.
+    pub fn build(mut self) -> Result<CoreParts, BuildError> {
+        let keys = match self.keys.take() {
+            Some(keys) => keys,
+            None => TokenKeys::generate()?,
+        };
+        let hooks = self.hooks()?;
+        let (matching, watchers, metrics) = (
+            hooks.matching.clone(),
+            hooks.watchers.clone(),
+            hooks.metrics.clone(),
+        );
+        let (leases, timer_wake) = (hooks.leases.clone(), hooks.timer_wake.clone());
+        let (jobs, deliveries) = sender::channel();
+        let delivery_hook = DeliveryHook {
+            policy: self.delivery.policy(),
+            jobs: Some(jobs),
+        };
+        let (writer, writer_thread) = Writer::spawn_with_delivery(self.store.clone(), hooks, delivery_hook)?;
+        let namespaces: std::collections::HashSet<String> = self.store.namespaces()?.into_iter().collect();
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let core = Arc::new(Core {
+            store: self.store,
+            writer,
+            matching,
+            watchers,
+            metrics,
+            clock: self.clock,
+            keys,
+            workflows: self.workflows,
+            namespaces: namespaces.into(),
+            auth: self.auth,
+            shutdown: shutdown_rx,
+            child_limits: self.child_limits,
+            delivery: Arc::new(self.delivery),
+        });
+        Ok(CoreParts {
+            core,
+            shutdown,
+            writer_thread,
+            leases,
+            timer_wake,
+            deliveries,
+        })
+    }
+}

@@ -1,0 +1,299 @@
+//! The storage boundary: what the readers and the writer need from a database, in
+//! model types. Encoding stays inside each implementation ([`super::redb_backend`] for the
+//! real tables, [`super::memory`] as the reference).
+//!
+//! Reads go through a [`Snapshot`], a consistent view that never waits for the
+//! writer. Writes go through [`Backend::write`]: the writer's closure gets a
+//! [`WriteTx`] and the backend commits when it returns `Ok` and abandons every
+//! change when it returns `Err`.
+
+use std::collections::BTreeMap;
+
+use crate::error::StorageError;
+use railyard_model::Millis;
+use railyard_model::auth::ApiKey;
+use railyard_model::namespace::Namespace;
+use railyard_model::run::{Event, RunState, Timer};
+use railyard_model::schedule::Schedule;
+
+use super::StoredTask;
+use railyard_model::trigger::{HookDelivery, KeyHolder, QueuedStart, Trigger};
+
+/// A `timers` row's key: (due ms, sequence number).
+pub type TimerKey = (Millis, u64);
+
+/// A due timer as read: its key, and the timer or why it cannot be read (an
+/// unreadable timer is dropped by whoever fires it, not fatal to the batch).
+pub type DueTimer = (TimerKey, Result<Timer, StorageError>);
+
+/// The idempotency key of a signal: per run, so that purging the run finds its
+/// signals' keys by prefix ([`signal_key_prefix`]). Run ids never hold `/`.
+pub fn signal_key(run_id: &str, request_id: &str) -> String {
+    format!("{}{request_id}", signal_key_prefix(run_id))
+}
+
+/// What every signal idempotency key of `run_id` starts with.
+pub fn signal_key_prefix(run_id: &str) -> String {
+    format!("signal/{run_id}/")
+}
+
+/// A consistent read view of the tables.
+pub trait Snapshot: TriggerReads {
+    /// The state row of a run.
+    fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError>;
+
+    /// Events `from..` of a run (numbered from 1), at most `limit`.
+    fn history(&self, ns: &str, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, StorageError>;
+
+    /// The checkpoint of the run's step in flight (empty when none).
+    fn checkpoint(&self, ns: &str, run_id: &str) -> Result<Vec<u8>, StorageError>;
+
+    /// Runs of `ns` started at or after `from_ms` and strictly before `before`
+    /// (start ms, run id), newest first, until `visit` returns false.
+    fn runs_by_start(
+        &self,
+        ns: &str,
+        from_ms: Millis,
+        before: (Millis, &str),
+        visit: &mut dyn FnMut(Millis, &str, RunState) -> bool,
+    ) -> Result<(), StorageError>;
+
+    /// Ids of the runs started by `parent`, in id order.
+    fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, StorageError>;
+
+    /// Every ready task, in (namespace, queue, sequence) order.
+    fn ready_tasks(&self) -> Result<Vec<StoredTask>, StorageError>;
+
+    /// The state of every open run.
+    fn open_runs(&self, visit: &mut dyn FnMut(RunState)) -> Result<(), StorageError>;
+
+    /// Open runs per namespace, every namespace listed (zero included), for
+    /// `/metrics`. The default decodes every open run; a backend that can count
+    /// keys alone overrides it.
+    fn open_run_counts(&self) -> Result<BTreeMap<String, u64>, StorageError> {
+        let mut counts: BTreeMap<String, u64> = self.namespaces()?.into_iter().map(|ns| (ns, 0)).collect();
+        self.open_runs(&mut |run| *counts.entry(run.namespace).or_insert(0) += 1)?;
+        Ok(counts)
+    }
+
+    /// Due time of the earliest timer.
+    fn next_timer_due(&self) -> Result<Option<Millis>, StorageError>;
+
+    /// At most `max` timers due at `now`, earliest first.
+    fn due_timers(&self, now: Millis, max: usize) -> Result<Vec<DueTimer>, StorageError>;
+
+    /// Names of every namespace.
+    fn namespaces(&self) -> Result<Vec<String>, StorageError>;
+
+    /// One namespace.
+    fn namespace(&self, name: &str) -> Result<Option<Namespace>, StorageError>;
+
+    /// The run an idempotency key (`start:` / `signal:` + request id) points at.
+    fn idempotency(&self, ns: &str, key: &str) -> Result<Option<String>, StorageError>;
+
+    /// The highest task or timer sequence number in use (0 when none).
+    fn max_seq(&self) -> Result<u64, StorageError>;
+
+    /// A schedule.
+    fn schedule(&self, ns: &str, schedule_id: &str) -> Result<Option<Schedule>, StorageError>;
+
+    /// The schedules of `ns` whose ids sort after `after`, in id order, until
+    /// `visit` returns false.
+    fn schedules(
+        &self,
+        ns: &str,
+        after: &str,
+        visit: &mut dyn FnMut(Schedule) -> bool,
+    ) -> Result<(), StorageError>;
+
+    /// Schedules per namespace (namespaces without any are left out), for `/metrics`.
+    fn schedule_counts(&self) -> Result<BTreeMap<String, u64>, StorageError>;
+    /// Closed runs of `ns` by close time (close ms, run id), oldest first: those
+    /// closed at or before `up_to_ms` and after `after` (exclusive), at most `limit`.
+    /// The retention purge finds its candidates here, never by scanning runs.
+    fn closed_runs(
+        &self,
+        ns: &str,
+        after: Option<(Millis, &str)>,
+        up_to_ms: Millis,
+        limit: usize,
+    ) -> Result<Vec<(Millis, String)>, StorageError>;
+
+    /// The API key stored under `key_id`.
+    fn api_key(&self, key_id: &str) -> Result<Option<ApiKey>, StorageError>;
+
+    /// API keys with ids after `after`, in id order, until `visit` returns false.
+    fn api_keys(&self, after: &str, visit: &mut dyn FnMut(ApiKey) -> bool) -> Result<(), StorageError>;
+}
+
+/// A write transaction: reads see its own writes.
+pub trait WriteTx: Snapshot + TriggerWrites {
+    /// Writes a run's state row and appends its new events, together.
+    fn save_run(&mut self, run: &RunState, events: &[Event]) -> Result<(), StorageError>;
+
+    /// Saves (`Some`) or clears (`None`) the checkpoint of the run's step in flight.
+    fn set_checkpoint(&mut self, ns: &str, run_id: &str, bytes: Option<&[u8]>) -> Result<(), StorageError>;
+
+    /// Adds the run to, or removes it from, the open runs.
+    fn set_open(&mut self, ns: &str, run_id: &str, open: bool) -> Result<(), StorageError>;
+
+    /// Adds a ready task row.
+    fn insert_task(&mut self, ns: &str, queue: &str, seq: u64, run_id: &str) -> Result<(), StorageError>;
+
+    /// Removes a ready task row (absent is fine).
+    fn remove_task(&mut self, ns: &str, queue: &str, seq: u64) -> Result<(), StorageError>;
+
+    /// Adds a durable timer row.
+    fn insert_timer(&mut self, key: TimerKey, timer: &Timer) -> Result<(), StorageError>;
+
+    /// Removes a timer row (absent is fine).
+    fn remove_timer(&mut self, key: TimerKey) -> Result<(), StorageError>;
+
+    /// Indexes a new run: by start time, and under its parent when it has one.
+    fn index_run(
+        &mut self,
+        ns: &str,
+        start_ms: Millis,
+        run_id: &str,
+        parent: &str,
+    ) -> Result<(), StorageError>;
+
+    /// Indexes a run that has just closed, by its close time.
+    fn index_closed(&mut self, ns: &str, close_ms: Millis, run_id: &str) -> Result<(), StorageError>;
+
+    /// Removes a closed run whole: its state row, history and checkpoint, its
+    /// entries in the start, close and children indexes, and the idempotency keys
+    /// pointing at it (its start's, and its signals', `signal/<run id>/...`).
+    fn purge_run(&mut self, run: &RunState) -> Result<(), StorageError>;
+
+    /// Removes a run's close-index entry (absent is fine): for an entry whose run
+    /// is gone.
+    fn unindex_closed(&mut self, ns: &str, close_ms: Millis, run_id: &str) -> Result<(), StorageError>;
+
+    /// Records that an idempotency key points at `run_id`.
+    fn insert_idempotency(&mut self, ns: &str, key: &str, run_id: &str) -> Result<(), StorageError>;
+
+    /// Writes a schedule's row (new or changed).
+    fn save_schedule(&mut self, schedule: &Schedule) -> Result<(), StorageError>;
+
+    /// Removes a schedule's row (absent is fine).
+    fn delete_schedule(&mut self, ns: &str, schedule_id: &str) -> Result<(), StorageError>;
+    /// Writes an API key's row (a new key, or a revoked one).
+    fn put_api_key(&mut self, key: &ApiKey) -> Result<(), StorageError>;
+
+    /// Writes a namespace's row.
+    fn put_namespace(&mut self, ns: &Namespace) -> Result<(), StorageError>;
+
+    /// Removes a namespace's row (absent is fine).
+    fn remove_namespace(&mut self, name: &str) -> Result<(), StorageError>;
+}
+
+/// The trigger tables' reads (a part of [`Snapshot`]).
+pub trait TriggerReads {
+    /// A trigger.
+    fn trigger(&self, ns: &str, id: &str) -> Result<Option<Trigger>, StorageError>;
+
+    /// The triggers of `ns` (of every namespace when `None`) whose ids sort after
+    /// `after`, in (namespace, id) order, until `visit` returns false.
+    fn triggers(
+        &self,
+        ns: Option<&str>,
+        after: &str,
+        visit: &mut dyn FnMut(Trigger) -> bool,
+    ) -> Result<(), StorageError>;
+
+    /// The delivery remembered under this delivery id.
+    fn hook_delivery(
+        &self,
+        ns: &str,
+        trigger: &str,
+        delivery: &str,
+    ) -> Result<Option<HookDelivery>, StorageError>;
+
+    /// The run holding a concurrency key.
+    fn trigger_key(&self, ns: &str, trigger: &str, key: &str) -> Result<Option<String>, StorageError>;
+
+    /// The concurrency key a run holds.
+    fn key_holder(&self, ns: &str, run_id: &str) -> Result<Option<KeyHolder>, StorageError>;
+
+    /// The first `max` starts waiting on a key, in arrival order, with their
+    /// sequence numbers.
+    fn queued_starts(
+        &self,
+        ns: &str,
+        trigger: &str,
+        key: &str,
+        max: usize,
+    ) -> Result<Vec<(u64, QueuedStart)>, StorageError>;
+}
+
+/// The trigger tables' writes (a part of [`WriteTx`]).
+pub trait TriggerWrites {
+    /// Writes a trigger's row (new or changed).
+    fn save_trigger(&mut self, t: &Trigger) -> Result<(), StorageError>;
+
+    /// Removes a trigger's row (absent is fine).
+    fn delete_trigger(&mut self, ns: &str, id: &str) -> Result<(), StorageError>;
+
+    /// Remembers a delivery id (and indexes it by time, for the purge).
+    fn put_hook_delivery(
+        &mut self,
+        ns: &str,
+        trigger: &str,
+        delivery: &str,
+        d: &HookDelivery,
+    ) -> Result<(), StorageError>;
+
+    /// Forgets at most `max` deliveries received before `before`, oldest first;
+    /// answers how many.
+    fn purge_hook_deliveries(&mut self, before: Millis, max: usize) -> Result<usize, StorageError>;
+
+    /// Sets (`Some`) or clears the run holding a concurrency key.
+    fn set_trigger_key(
+        &mut self,
+        ns: &str,
+        trigger: &str,
+        key: &str,
+        run_id: Option<&str>,
+    ) -> Result<(), StorageError>;
+
+    /// Sets (`Some`) or clears the key a run holds.
+    fn set_key_holder(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        holder: Option<&KeyHolder>,
+    ) -> Result<(), StorageError>;
+
+    /// Adds a start at the end of a key's queue; answers its sequence number (one
+    /// past the key's last, so arrival order holds across restarts).
+    fn push_queued_start(
+        &mut self,
+        ns: &str,
+        trigger: &str,
+        key: &str,
+        q: &QueuedStart,
+    ) -> Result<u64, StorageError>;
+
+    /// Removes a waiting start (absent is fine).
+    fn remove_queued_start(
+        &mut self,
+        ns: &str,
+        trigger: &str,
+        key: &str,
+        seq: u64,
+    ) -> Result<(), StorageError>;
+}
+
+/// A database the server can run on.
+pub trait Backend: Send + Sync {
+    /// A consistent read view.
+    fn snapshot(&self) -> Result<Box<dyn Snapshot>, StorageError>;
+
+    /// Runs `f` in one write transaction and commits durably when it returns `Ok`;
+    /// on `Err` (its own or the commit's) nothing of it is kept.
+    fn write(
+        &self,
+        f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError>;
+}

@@ -1,0 +1,22 @@
+//! The storage error: what every backend's failure becomes at the boundary.
+
+/// A storage failure, with its source: the backend's own error, a record that
+/// cannot be read or written, or a failure injected by a test backend.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The backend failed (I/O, the database engine); its error is the source.
+    #[error("storage error: {0}")]
+    Backend(Box<dyn std::error::Error + Send + Sync>),
+    /// A stored record that does not decode.
+    #[error("corrupt {what} record: {source}")]
+    Corrupt {
+        what: &'static str,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A record that does not encode.
+    #[error("cannot encode record: {0}")]
+    Encode(Box<dyn std::error::Error + Send + Sync>),
+    /// A failure injected by the in-memory backend's fault plan.
+    #[error("storage error: injected fault: {0}")]
+    Injected(String),
+}

@@ -1,0 +1,306 @@
+//! Storage: the boundary the server reaches it through ([`backend`]), its two
+//! implementations (the redb file, [`redb_backend`], and an in-memory reference,
+//! [`memory`]), and the read side ([`Store`], never waits for the writer). The
+//! single writer that applies every mutation with group commit is the server's.
+//!
+//! [`StorageError`] names no backend's types: each backend turns its own errors
+//! into it.
+//!
+//! The redb backend stores explicit, versioned records ([`records`]: the state row,
+//! events, timers, definitions) and migrates older layouts at open ([`migrate`]).
+
+pub mod backend;
+pub mod error;
+pub mod memory;
+
+mod records;
+pub mod redb_backend;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+pub use backend::{Backend, Snapshot, WriteTx};
+
+pub use error::StorageError;
+use railyard_model::Millis;
+use railyard_model::run::{Event, RunState, RunStatus};
+
+/// A ready task as stored, for rebuilding matching.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredTask {
+    pub namespace: String,
+    pub queue: String,
+    pub task_seq: u64,
+    pub run_id: String,
+}
+
+/// Where a run listing left off: the last run's start time and id.
+pub type Cursor = (Millis, String);
+
+/// Filters of a run listing.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    pub status: Option<RunStatus>,
+    pub workflow_id: Option<String>,
+    pub parent_run_id: Option<String>,
+    pub started_after_ms: Option<Millis>,
+    pub started_before_ms: Option<Millis>,
+}
+
+/// Read access to the database, over any [`Backend`]. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    backend: Arc<dyn Backend>,
+}
+
+impl Store {
+    /// Opens (or creates) `<dir>/railyard.redb` and makes sure every table and the
+    /// `default` namespace exist.
+    pub fn open(dir: &Path) -> Result<Self, redb_backend::OpenError> {
+        Ok(Self::new(Arc::new(redb_backend::RedbBackend::open(dir)?)))
+    }
+
+    /// A store over `backend` (the in-memory one in tests).
+    pub fn new(backend: Arc<dyn Backend>) -> Self {
+        Self { backend }
+    }
+
+    /// The backend, for the writer.
+    pub fn backend(&self) -> &dyn Backend {
+        &*self.backend
+    }
+
+    /// A read snapshot of the whole store.
+    pub fn snapshot(&self) -> Result<Box<dyn Snapshot>, StorageError> {
+        self.backend.snapshot()
+    }
+
+    /// Names of every namespace.
+    pub fn namespaces(&self) -> Result<Vec<String>, StorageError> {
+        self.snapshot()?.namespaces()
+    }
+
+    /// One namespace.
+    pub fn namespace(
+        &self,
+        name: &str,
+    ) -> Result<Option<railyard_model::namespace::Namespace>, StorageError> {
+        self.snapshot()?.namespace(name)
+    }
+
+    /// The state row of a run.
+    pub fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError> {
+        self.snapshot()?.run(ns, run_id)
+    }
+
+    /// Events `from..` of a run, at most `limit`.
+    pub fn history(
+        &self,
+        ns: &str,
+        run_id: &str,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>, StorageError> {
+        self.snapshot()?.history(ns, run_id, from, limit)
+    }
+
+    /// The last checkpoint of the run's step in flight (empty when none).
+    pub fn checkpoint(&self, ns: &str, run_id: &str) -> Result<Vec<u8>, StorageError> {
+        self.snapshot()?.checkpoint(ns, run_id)
+    }
+
+    /// Runs newest first, starting after the `(start ms, run id)` cursor.
+    pub fn list_runs(
+        &self,
+        ns: &str,
+        filter: &RunFilter,
+        after: Option<Cursor>,
+        limit: usize,
+    ) -> Result<(Vec<RunState>, Option<Cursor>), StorageError> {
+        self.list_runs_within(ns, filter, after, limit, usize::MAX, &|_| 0)
+    }
+
+    /// Runs newest first, starting after the cursor: at most `limit` of them, and
+    /// no more than fit in `max_bytes` as `weigh` counts them (always at least one).
+    /// The cursor returned is the last run's when more may follow.
+    pub fn list_runs_within(
+        &self,
+        ns: &str,
+        filter: &RunFilter,
+        after: Option<Cursor>,
+        limit: usize,
+        max_bytes: usize,
+        weigh: &dyn Fn(&RunState) -> usize,
+    ) -> Result<(Vec<RunState>, Option<Cursor>), StorageError> {
+        let hi_ms = filter.started_before_ms.unwrap_or(i64::MAX);
+        let lo_ms = filter.started_after_ms.unwrap_or(i64::MIN);
+        let before = match &after {
+            Some((ms, id)) => (*ms, id.as_str()),
+            None => (hi_ms, ""),
+        };
+        let mut out = Vec::new();
+        let mut next = None;
+        let mut bytes = 0usize;
+        let mut last: Option<Cursor> = None;
+        self.snapshot()?
+            .runs_by_start(ns, lo_ms, before, &mut |ms, id, run| {
+                let keep = filter.status.is_none_or(|s| s == run.status)
+                    && filter.workflow_id.as_ref().is_none_or(|w| *w == run.workflow_id)
+                    && filter
+                        .parent_run_id
+                        .as_ref()
+                        .is_none_or(|p| *p == run.parent_run_id);
+                if keep {
+                    let weight = weigh(&run);
+                    if !out.is_empty() && bytes.saturating_add(weight) > max_bytes {
+                        // This run starts the next page.
+                        next = last.take();
+                        return false;
+                    }
+                    bytes = bytes.saturating_add(weight);
+                    out.push(run);
+                    last = Some((ms, id.to_string()));
+                    if out.len() == limit {
+                        next = last.take();
+                        return false;
+                    }
+                }
+                true
+            })?;
+        Ok((out, next))
+    }
+
+    /// Ids of the runs started by `parent`.
+    /// Closed runs of `ns` closed at or before `up_to_ms`, after `after`, oldest
+    /// first, at most `limit` (the retention purge's candidates).
+    pub fn closed_runs(
+        &self,
+        ns: &str,
+        after: Option<(Millis, &str)>,
+        up_to_ms: Millis,
+        limit: usize,
+    ) -> Result<Vec<(Millis, String)>, StorageError> {
+        self.snapshot()?.closed_runs(ns, after, up_to_ms, limit)
+    }
+
+    pub fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, StorageError> {
+        self.snapshot()?.children(ns, parent)
+    }
+
+    /// Every ready task, in queue order.
+    pub fn ready_tasks(&self) -> Result<Vec<StoredTask>, StorageError> {
+        self.snapshot()?.ready_tasks()
+    }
+
+    /// The lease deadline of every open run with a step in flight:
+    /// (due, namespace, run id, lease).
+    pub fn lease_deadlines(&self) -> Result<Vec<(Millis, String, String, u64)>, StorageError> {
+        let mut out = Vec::new();
+        self.snapshot()?.open_runs(&mut |run| {
+            if let Some((due, lease)) = run.lease_deadline() {
+                out.push((due, run.namespace, run.run_id, lease));
+            }
+        })?;
+        Ok(out)
+    }
+
+    /// Open runs per namespace, every namespace listed (zero included), for `/metrics`.
+    /// Reads every key of `open_runs`: fine for a scrape, not for a request path.
+    pub fn open_run_counts(&self) -> Result<BTreeMap<String, u64>, StorageError> {
+        self.snapshot()?.open_run_counts()
+    }
+
+    /// Schedules per namespace.
+    pub fn schedule_counts(&self) -> Result<BTreeMap<String, u64>, StorageError> {
+        self.snapshot()?.schedule_counts()
+    }
+
+    /// A schedule.
+    pub fn schedule(
+        &self,
+        ns: &str,
+        schedule_id: &str,
+    ) -> Result<Option<railyard_model::schedule::Schedule>, StorageError> {
+        self.snapshot()?.schedule(ns, schedule_id)
+    }
+
+    /// Up to `limit` schedules of `ns` whose ids sort after `after`, in id order.
+    pub fn schedules(
+        &self,
+        ns: &str,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<railyard_model::schedule::Schedule>, StorageError> {
+        let mut out = Vec::new();
+        self.snapshot()?.schedules(ns, after, &mut |s| {
+            out.push(s);
+            out.len() < limit
+        })?;
+        Ok(out)
+    }
+
+    /// A trigger.
+    pub fn trigger(
+        &self,
+        ns: &str,
+        trigger_id: &str,
+    ) -> Result<Option<railyard_model::trigger::Trigger>, StorageError> {
+        self.snapshot()?.trigger(ns, trigger_id)
+    }
+
+    /// Up to `limit` triggers of `ns` whose ids sort after `after`, in id order.
+    pub fn triggers(
+        &self,
+        ns: &str,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<railyard_model::trigger::Trigger>, StorageError> {
+        let mut out = Vec::new();
+        self.snapshot()?.triggers(Some(ns), after, &mut |t| {
+            out.push(t);
+            out.len() < limit
+        })?;
+        Ok(out)
+    }
+
+    /// The API key stored under `key_id`.
+    pub fn api_key(&self, key_id: &str) -> Result<Option<railyard_model::auth::ApiKey>, StorageError> {
+        self.snapshot()?.api_key(key_id)
+    }
+
+    /// API keys with ids after `after`, in id order, that `keep` accepts; at most
+    /// `limit`. The second value is the id to continue after, when there may be more.
+    pub fn api_keys(
+        &self,
+        after: &str,
+        limit: usize,
+        keep: impl Fn(&railyard_model::auth::ApiKey) -> bool,
+    ) -> Result<(Vec<railyard_model::auth::ApiKey>, Option<String>), StorageError> {
+        let mut out = Vec::new();
+        let mut next = None;
+        self.snapshot()?.api_keys(after, &mut |key| {
+            if keep(&key) {
+                out.push(key);
+                if out.len() == limit {
+                    next = out.last().map(|k| k.key_id.clone());
+                    return false;
+                }
+            }
+            true
+        })?;
+        Ok((out, next))
+    }
+
+    /// Due time of the earliest timer.
+    pub fn next_timer_due(&self) -> Result<Option<Millis>, StorageError> {
+        self.snapshot()?.next_timer_due()
+    }
+
+    /// The highest task or timer sequence number in use. Sequence numbers only need
+    /// to be unique among rows that exist, so the counter is derived at start rather
+    /// than written on every commit.
+    pub fn next_seq(&self) -> Result<u64, StorageError> {
+        self.snapshot()?.max_seq()
+    }
+}

@@ -1,0 +1,654 @@
+//! What the tables hold: explicit, versioned records, converted to and from the
+//! model types here and nowhere else, so that renaming a model field cannot change
+//! what is stored, and a newer build reads older rows.
+//!
+//! Rules for every record: JSON; a `v` field, the version of the record's shape
+//! (a row of a newer version than this build knows is refused by name); unknown
+//! fields are ignored and missing fields take a default (serde `default`, never
+//! `deny_unknown_fields`), so a field may be added or dropped without a new layout.
+//! Changing a field's meaning needs a new record version, converted on read.
+//!
+//! A run's state row names its definition ([`DefinitionKey`]) rather than holding
+//! it; definitions are stored once, in the `definitions` table ([`Definitions`]).
+
+mod api_keys;
+#[cfg(test)]
+mod approval_tests;
+mod approvals;
+mod definitions;
+mod deliveries;
+#[cfg(test)]
+mod event_tests;
+mod events;
+mod namespaces;
+mod schedules;
+#[cfg(test)]
+mod tests;
+mod timers;
+mod triggers;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use redb::ReadableTable;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::error::StorageError;
+use railyard_model::Millis;
+use railyard_model::run::{
+    ChildOutcome, Lease, ParentClosePolicy, PendingSignal, Phase, RunBudget, RunState, RunStatus, StepRecord,
+    Usage, WaitOn, Waiting,
+};
+
+pub(crate) use api_keys::{decode_api_key, encode_api_key};
+pub(crate) use definitions::{DefinitionKey, DefinitionTableKey, Definitions};
+pub(crate) use events::{decode_event, encode_event};
+pub(crate) use namespaces::{decode_namespace, encode_namespace};
+pub(crate) use schedules::{decode_schedule, encode_schedule};
+pub(crate) use timers::{decode_timer, encode_timer};
+pub(crate) use triggers::{
+    decode_hook_delivery, decode_key_holder, decode_queued_start, decode_trigger, encode_hook_delivery,
+    encode_key_holder, encode_queued_start, encode_trigger,
+};
+
+/// A stored record: its name in errors and the newest version this build writes.
+pub(crate) trait Record: Serialize + DeserializeOwned {
+    const WHAT: &'static str;
+    const VERSION: u32;
+    fn version(&self) -> u32;
+}
+
+fn v1() -> u32 {
+    1
+}
+
+pub(crate) fn corrupt(what: &'static str, problem: impl std::fmt::Display) -> StorageError {
+    StorageError::Corrupt {
+        what,
+        source: problem.to_string().into(),
+    }
+}
+
+pub(crate) fn encode_record<R: Record>(record: &R) -> Result<Vec<u8>, StorageError> {
+    serde_json::to_vec(record).map_err(|e| StorageError::Encode(format!("{} record: {e}", R::WHAT).into()))
+}
+
+pub(crate) fn decode_record<R: Record>(bytes: &[u8]) -> Result<R, StorageError> {
+    let record: R = serde_json::from_slice(bytes).map_err(|e| corrupt(R::WHAT, e))?;
+    if record.version() > R::VERSION {
+        return Err(corrupt(
+            R::WHAT,
+            format!(
+                "version {} was written by a newer Railyard (this build reads up to {})",
+                record.version(),
+                R::VERSION
+            ),
+        ));
+    }
+    Ok(record)
+}
+
+/// A run's state row.
+#[derive(Debug, Serialize, Deserialize)]
+struct RunRecord {
+    #[serde(default = "v1")]
+    v: u32,
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    run_id: String,
+    #[serde(default)]
+    workflow_id: String,
+    definition: DefinitionKey,
+    status: StatusRecord,
+    #[serde(default)]
+    goal: String,
+    #[serde(default)]
+    context: BTreeMap<String, String>,
+    #[serde(default)]
+    parent_run_id: String,
+    #[serde(default)]
+    request_id: String,
+    #[serde(default)]
+    callback_url: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    task_queue: String,
+    /// The schedule that started the run (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    schedule_id: String,
+    #[serde(default)]
+    start_ms: Millis,
+    #[serde(default)]
+    close_ms: Option<Millis>,
+    #[serde(default)]
+    last_event_id: u64,
+    #[serde(default)]
+    current_step: usize,
+    phase: PhaseRecord,
+    #[serde(default)]
+    steps: Vec<StepStateRecord>,
+    #[serde(default)]
+    lease_counter: u64,
+    #[serde(default)]
+    cancel_requested: bool,
+    #[serde(default)]
+    failure: String,
+    #[serde(default)]
+    pending_signals: Vec<SignalRecord>,
+    /// Child-run fields (absent in older rows: a root run with no children).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    parent_step_id: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    depth: u32,
+    /// `cancel`, `terminate` or `abandon` (absent: `cancel`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    parent_close_policy: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    children_started: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    resume_input: Vec<String>,
+    /// Absent in older rows: not paused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    paused: bool,
+    /// Absent in older rows: nothing used.
+    #[serde(default, skip_serializing_if = "UsageRecord::is_zero")]
+    usage: UsageRecord,
+    /// Absent in older rows (and when unset): no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_cost_usd: Option<f64>,
+    /// Result deliveries of the closed run (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    deliveries: Vec<deliveries::DeliveryRecord>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Token counts and their estimated cost, in run rows and history rows alike.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub(crate) struct UsageRecord {
+    #[serde(default)]
+    input: u64,
+    #[serde(default)]
+    output: u64,
+    #[serde(default)]
+    cache_read: u64,
+    #[serde(default)]
+    cache_write: u64,
+    #[serde(default)]
+    cost_usd: f64,
+}
+
+impl UsageRecord {
+    fn is_zero(&self) -> bool {
+        self.to_model().is_zero()
+    }
+
+    pub(crate) fn from_model(u: &Usage) -> Self {
+        Self {
+            input: u.input,
+            output: u.output,
+            cache_read: u.cache_read,
+            cache_write: u.cache_write,
+            cost_usd: u.cost_usd,
+        }
+    }
+
+    pub(crate) fn to_model(self) -> Usage {
+        Usage {
+            input: self.input,
+            output: self.output,
+            cache_read: self.cache_read,
+            cache_write: self.cache_write,
+            // A stored NaN or negative cost (never written by this build) counts as 0.
+            cost_usd: if self.cost_usd.is_finite() {
+                self.cost_usd.max(0.0)
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
+impl Record for RunRecord {
+    const WHAT: &'static str = "run";
+    const VERSION: u32 = 1;
+    fn version(&self) -> u32 {
+        self.v
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+enum StatusRecord {
+    #[serde(rename = "RUNNING")]
+    Running,
+    #[serde(rename = "COMPLETED")]
+    Completed,
+    #[serde(rename = "FAILED")]
+    Failed,
+    #[serde(rename = "CANCELED")]
+    Canceled,
+    #[serde(rename = "TERMINATED")]
+    Terminated,
+    #[serde(rename = "TIMED_OUT")]
+    TimedOut,
+}
+
+impl From<RunStatus> for StatusRecord {
+    fn from(s: RunStatus) -> Self {
+        match s {
+            RunStatus::Running => Self::Running,
+            RunStatus::Completed => Self::Completed,
+            RunStatus::Failed => Self::Failed,
+            RunStatus::Canceled => Self::Canceled,
+            RunStatus::Terminated => Self::Terminated,
+            RunStatus::TimedOut => Self::TimedOut,
+        }
+    }
+}
+
+impl From<StatusRecord> for RunStatus {
+    fn from(s: StatusRecord) -> Self {
+        match s {
+            StatusRecord::Running => Self::Running,
+            StatusRecord::Completed => Self::Completed,
+            StatusRecord::Failed => Self::Failed,
+            StatusRecord::Canceled => Self::Canceled,
+            StatusRecord::Terminated => Self::Terminated,
+            StatusRecord::TimedOut => Self::TimedOut,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+enum PhaseRecord {
+    #[serde(rename = "scheduled")]
+    Scheduled {
+        #[serde(default)]
+        queue: String,
+        #[serde(default)]
+        task_seq: u64,
+    },
+    #[serde(rename = "started")]
+    Started { lease: LeaseRecord },
+    #[serde(rename = "backing_off")]
+    BackingOff {
+        #[serde(default)]
+        until_ms: Millis,
+    },
+    #[serde(rename = "closed")]
+    Closed,
+    #[serde(rename = "waiting")]
+    Waiting {
+        on: WaitOnRecord,
+        #[serde(default)]
+        since_ms: Millis,
+        #[serde(default)]
+        deadline_ms: Option<Millis>,
+        #[serde(default)]
+        wait_id: u64,
+    },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+enum WaitOnRecord {
+    #[serde(rename = "children")]
+    Children {
+        #[serde(default)]
+        run_ids: Vec<String>,
+        #[serde(default)]
+        done: Vec<ChildOutcomeRecord>,
+    },
+    #[serde(rename = "unpause")]
+    Unpause,
+    /// A completion held for approval (absent before approvals).
+    #[serde(rename = "approval")]
+    Approval {
+        #[serde(default)]
+        proposal: approvals::ProposalRecord,
+    },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ChildOutcomeRecord {
+    #[serde(default)]
+    run_id: String,
+    status: StatusRecord,
+    #[serde(default)]
+    notes: String,
+    #[serde(default)]
+    artifacts: Vec<String>,
+    /// The child's structured result as JSON text (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    result: String,
+}
+
+impl ChildOutcomeRecord {
+    fn from_model(c: &ChildOutcome) -> Self {
+        Self {
+            run_id: c.run_id.clone(),
+            status: c.status.into(),
+            notes: c.notes.clone(),
+            artifacts: c.artifacts.clone(),
+            result: c.result.clone(),
+        }
+    }
+
+    fn into_model(self) -> ChildOutcome {
+        ChildOutcome {
+            run_id: self.run_id,
+            status: self.status.into(),
+            notes: self.notes,
+            artifacts: self.artifacts,
+            result: self.result,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct LeaseRecord {
+    #[serde(default)]
+    seq: u64,
+    #[serde(default)]
+    worker: String,
+    #[serde(default)]
+    started_ms: Millis,
+    #[serde(default)]
+    close_deadline_ms: Millis,
+    #[serde(default)]
+    heartbeat_timeout_ms: Option<Millis>,
+    #[serde(default)]
+    heartbeat_deadline_ms: Option<Millis>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct StepStateRecord {
+    #[serde(default)]
+    state: String,
+    #[serde(default)]
+    attempt: u32,
+    #[serde(default)]
+    notes: String,
+    #[serde(default)]
+    artifacts: Vec<String>,
+    #[serde(default)]
+    worker: String,
+    #[serde(default)]
+    last_failure: String,
+    /// The completion's structured result, as JSON text (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    result: String,
+    /// Refusals recorded for the current attempt (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    result_refusals: u32,
+    /// Absent in older rows: nothing used.
+    #[serde(default, skip_serializing_if = "UsageRecord::is_zero")]
+    usage: UsageRecord,
+    #[serde(default, skip_serializing_if = "UsageRecord::is_zero")]
+    attempt_usage: UsageRecord,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    model: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct SignalRecord {
+    #[serde(default)]
+    event_id: u64,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    payload_json: String,
+}
+
+impl RunRecord {
+    fn from_model(r: &RunState, definition: DefinitionKey) -> Self {
+        Self {
+            v: Self::VERSION,
+            namespace: r.namespace.clone(),
+            run_id: r.run_id.clone(),
+            workflow_id: r.workflow_id.clone(),
+            definition,
+            status: r.status.into(),
+            goal: r.goal.clone(),
+            context: r.context.clone(),
+            parent_run_id: r.parent_run_id.clone(),
+            request_id: r.request_id.clone(),
+            callback_url: r.callback_url.clone(),
+            task_queue: r.task_queue.clone(),
+            schedule_id: r.schedule_id.clone(),
+            start_ms: r.start_ms,
+            close_ms: r.close_ms,
+            last_event_id: r.last_event_id,
+            current_step: r.current_step,
+            phase: match &r.phase {
+                Phase::Scheduled { queue, task_seq } => PhaseRecord::Scheduled {
+                    queue: queue.clone(),
+                    task_seq: *task_seq,
+                },
+                Phase::Started(l) => PhaseRecord::Started {
+                    lease: LeaseRecord {
+                        seq: l.seq,
+                        worker: l.worker.clone(),
+                        started_ms: l.started_ms,
+                        close_deadline_ms: l.close_deadline_ms,
+                        heartbeat_timeout_ms: l.heartbeat_timeout_ms,
+                        heartbeat_deadline_ms: l.heartbeat_deadline_ms,
+                    },
+                },
+                Phase::BackingOff { until_ms } => PhaseRecord::BackingOff { until_ms: *until_ms },
+                Phase::Closed => PhaseRecord::Closed,
+                Phase::Waiting(w) => PhaseRecord::Waiting {
+                    on: match &w.on {
+                        WaitOn::Children { run_ids, done } => WaitOnRecord::Children {
+                            run_ids: run_ids.clone(),
+                            done: done.iter().map(ChildOutcomeRecord::from_model).collect(),
+                        },
+                        WaitOn::Unpause => WaitOnRecord::Unpause,
+                        WaitOn::Approval(p) => WaitOnRecord::Approval {
+                            proposal: approvals::ProposalRecord::from_model(p),
+                        },
+                    },
+                    since_ms: w.since_ms,
+                    deadline_ms: w.deadline_ms,
+                    wait_id: w.wait_id,
+                },
+            },
+            steps: r
+                .steps
+                .iter()
+                .map(|s| StepStateRecord {
+                    state: s.state.clone(),
+                    attempt: s.attempt,
+                    notes: s.notes.clone(),
+                    artifacts: s.artifacts.clone(),
+                    worker: s.worker.clone(),
+                    last_failure: s.last_failure.clone(),
+                    result: s.result.clone(),
+                    result_refusals: s.result_refusals,
+                    usage: UsageRecord::from_model(&s.usage),
+                    attempt_usage: UsageRecord::from_model(&s.attempt_usage),
+                    model: s.model.clone(),
+                })
+                .collect(),
+            lease_counter: r.lease_counter,
+            cancel_requested: r.cancel_requested,
+            failure: r.failure.clone(),
+            pending_signals: r
+                .pending_signals
+                .iter()
+                .map(|s| SignalRecord {
+                    event_id: s.event_id,
+                    name: s.name.clone(),
+                    payload_json: s.payload_json.clone(),
+                })
+                .collect(),
+            parent_step_id: r.parent_step_id.clone(),
+            depth: r.depth,
+            parent_close_policy: match r.parent_close_policy {
+                ParentClosePolicy::Cancel => String::new(),
+                p => p.name().into(),
+            },
+            children_started: r.children_started,
+            resume_input: r.resume_input.clone(),
+            paused: r.paused,
+            usage: UsageRecord::from_model(&r.usage),
+            max_tokens: r.budget.max_tokens,
+            max_cost_usd: r.budget.max_cost_usd,
+            deliveries: r
+                .deliveries
+                .iter()
+                .map(deliveries::DeliveryRecord::from_model)
+                .collect(),
+        }
+    }
+
+    fn into_model(
+        self,
+        definition: Arc<railyard_model::workflow::WorkflowDef>,
+    ) -> Result<RunState, StorageError> {
+        // The model indexes steps by position: a row that disagrees with its
+        // definition is refused here rather than panicking later.
+        let steps = definition.steps.len();
+        let in_flight = !matches!(self.phase, PhaseRecord::Closed);
+        if self.steps.len() != steps || self.current_step > steps || (in_flight && self.current_step >= steps)
+        {
+            return Err(corrupt(
+                "run",
+                format!(
+                    "run {:?} has {} step records and current step {} ({}), its definition {} steps",
+                    self.run_id,
+                    self.steps.len(),
+                    self.current_step,
+                    if in_flight { "in flight" } else { "closed" },
+                    steps
+                ),
+            ));
+        }
+        let deliveries = self
+            .deliveries
+            .into_iter()
+            .map(deliveries::DeliveryRecord::into_model)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| corrupt("run", format!("run {:?}: {e}", self.run_id)))?;
+        Ok(RunState {
+            namespace: self.namespace,
+            run_id: self.run_id,
+            workflow_id: self.workflow_id,
+            definition,
+            status: self.status.into(),
+            goal: self.goal,
+            context: self.context,
+            parent_run_id: self.parent_run_id,
+            request_id: self.request_id,
+            callback_url: self.callback_url,
+            task_queue: self.task_queue,
+            schedule_id: self.schedule_id,
+            start_ms: self.start_ms,
+            close_ms: self.close_ms,
+            last_event_id: self.last_event_id,
+            current_step: self.current_step,
+            phase: match self.phase {
+                PhaseRecord::Scheduled { queue, task_seq } => Phase::Scheduled { queue, task_seq },
+                PhaseRecord::Started { lease: l } => Phase::Started(Lease {
+                    seq: l.seq,
+                    worker: l.worker,
+                    started_ms: l.started_ms,
+                    close_deadline_ms: l.close_deadline_ms,
+                    heartbeat_timeout_ms: l.heartbeat_timeout_ms,
+                    heartbeat_deadline_ms: l.heartbeat_deadline_ms,
+                }),
+                PhaseRecord::BackingOff { until_ms } => Phase::BackingOff { until_ms },
+                PhaseRecord::Closed => Phase::Closed,
+                PhaseRecord::Waiting {
+                    on,
+                    since_ms,
+                    deadline_ms,
+                    wait_id,
+                } => Phase::Waiting(Waiting {
+                    on: match on {
+                        WaitOnRecord::Children { run_ids, done } => WaitOn::Children {
+                            run_ids,
+                            done: done.into_iter().map(ChildOutcomeRecord::into_model).collect(),
+                        },
+                        WaitOnRecord::Unpause => WaitOn::Unpause,
+                        WaitOnRecord::Approval { proposal } => {
+                            WaitOn::Approval(Box::new(proposal.into_model()))
+                        }
+                    },
+                    since_ms,
+                    deadline_ms,
+                    wait_id,
+                }),
+            },
+            steps: self
+                .steps
+                .into_iter()
+                .map(|s| StepRecord {
+                    state: s.state,
+                    attempt: s.attempt,
+                    notes: s.notes,
+                    artifacts: s.artifacts,
+                    worker: s.worker,
+                    last_failure: s.last_failure,
+                    result: s.result,
+                    result_refusals: s.result_refusals,
+                    usage: s.usage.to_model(),
+                    attempt_usage: s.attempt_usage.to_model(),
+                    model: s.model,
+                })
+                .collect(),
+            lease_counter: self.lease_counter,
+            cancel_requested: self.cancel_requested,
+            failure: self.failure,
+            pending_signals: self
+                .pending_signals
+                .into_iter()
+                .map(|s| PendingSignal {
+                    event_id: s.event_id,
+                    name: s.name,
+                    payload_json: s.payload_json,
+                })
+                .collect(),
+            parent_step_id: self.parent_step_id,
+            depth: self.depth,
+            parent_close_policy: ParentClosePolicy::parse(&self.parent_close_policy).ok_or_else(|| {
+                corrupt(
+                    "run",
+                    format!("unknown parent close policy {:?}", self.parent_close_policy),
+                )
+            })?,
+            children_started: self.children_started,
+            resume_input: self.resume_input,
+            paused: self.paused,
+            usage: self.usage.to_model(),
+            budget: RunBudget {
+                max_tokens: self.max_tokens,
+                max_cost_usd: self.max_cost_usd,
+            },
+            deliveries,
+        })
+    }
+}
+
+/// Encodes a run's state row. Its definition must be stored already (see
+/// [`Definitions::store`]); the row names it.
+pub(crate) fn encode_run(run: &RunState, defs: &Definitions) -> Result<Vec<u8>, StorageError> {
+    encode_record(&RunRecord::from_model(run, defs.key_of(&run.definition)?))
+}
+
+/// Decodes a run's state row, its definition from the cache (or `definitions` once).
+pub(crate) fn decode_run(
+    bytes: &[u8],
+    defs: &Definitions,
+    definitions: &impl ReadableTable<DefinitionTableKey, &'static [u8]>,
+) -> Result<RunState, StorageError> {
+    let record: RunRecord = decode_record(bytes)?;
+    let definition = defs.resolve(&record.definition, definitions)?;
+    record.into_model(definition)
+}

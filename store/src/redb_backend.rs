@@ -1,0 +1,332 @@
+//! The redb backend: the tables, their layout version, the migration of older
+//! layouts at open ([`super::migrate`]), and every conversion of a model type into a
+//! row (through [`super::records`], and nowhere else).
+//!
+//! Values are versioned JSON records (the state row, events, timers, definitions);
+//! keys are redb tuples so that range scans give history in event order, tasks in
+//! queue order and timers in due order.
+//!
+//! This file owns the table definitions, opening (and migrating) the file and the
+//! [`Backend`] impl; the rest is split by concern: `reads` (every read, written once
+//! for both transactions), `snapshot` (the read transaction), `write` (the writer's
+//! transaction and its writes), `purge` (the close-time index and the retention
+//! purge) and `triggers` (the trigger tables).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
+
+mod migrate;
+mod purge;
+mod reads;
+mod snapshot;
+mod triggers;
+mod write;
+
+use super::backend::{Backend, Snapshot, WriteTx};
+
+use super::records::{DefinitionTableKey, Definitions};
+use crate::error::StorageError;
+
+pub(crate) use purge::RUNS_BY_CLOSE;
+use snapshot::RedbSnapshot;
+use write::RedbTx;
+
+/// Errors opening the database.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("cannot open database {path}: {source}")]
+    Database {
+        path: String,
+        source: ::redb::DatabaseError,
+    },
+    #[error("cannot initialise database {path}: {source}")]
+    Init { path: String, source: StorageError },
+    #[error(
+        "cannot migrate database {path} from storage layout {from} to {}: {source}; nothing was changed",
+        SCHEMA_VERSION
+    )]
+    Migrate {
+        path: String,
+        from: u64,
+        source: StorageError,
+    },
+    #[error(
+        "database {path} has storage layout {found}, this build reads layout {}; \
+         it was written by another version of Railyard (move the data directory away to start afresh)",
+        SCHEMA_VERSION
+    )]
+    Schema { path: String, found: u64 },
+    /// The database file could not be created private (mode 0600).
+    #[error("cannot make database {path} private (mode 0600): {source}")]
+    Permissions { path: String, source: std::io::Error },
+}
+
+/// redb's errors become [`StorageError::Backend`]: the storage boundary names no
+/// backend's types.
+macro_rules! redb_error {
+    ($($t:ty),*) => {$(
+        impl From<$t> for StorageError {
+            fn from(e: $t) -> Self {
+                StorageError::Backend(Box::new(redb::Error::from(e)))
+            }
+        }
+    )*};
+}
+
+redb_error!(
+    redb::Error,
+    redb::StorageError,
+    redb::TableError,
+    redb::TransactionError,
+    redb::CommitError,
+    redb::DatabaseError
+);
+
+/// Everything about one run, in one table so that a transition dirties one B-tree:
+/// (namespace, run id, [`STATE_SLOT`]) → run record, (namespace, run id, event id) →
+/// event record, and (namespace, run id, [`CHECKPOINT_SLOT`]) → the last heartbeat
+/// checkpoint of the step in flight.
+pub(crate) const RUNS: TableDefinition<(&str, &str, u64), &[u8]> = TableDefinition::new("runs");
+/// The slot of a run's state row. Events are numbered from 1.
+pub(crate) const STATE_SLOT: u64 = 0;
+/// The slot of a run's checkpoint, after every event.
+pub(crate) const CHECKPOINT_SLOT: u64 = u64::MAX;
+/// (namespace, run id) of every open run: read at start to rebuild lease deadlines.
+pub(crate) const OPEN_RUNS: TableDefinition<(&str, &str), ()> = TableDefinition::new("open_runs");
+/// (namespace, queue, task seq) → run id: the ready tasks, rebuilt into matching at start.
+pub(crate) const TASKS: TableDefinition<(&str, &str, u64), &str> = TableDefinition::new("tasks");
+/// (due ms, seq) → timer record.
+pub(crate) const TIMERS: TableDefinition<(i64, u64), &[u8]> = TableDefinition::new("timers");
+/// (namespace, "start:" or "signal:" + request id) → run id.
+pub(crate) const IDEMPOTENCY: TableDefinition<(&str, &str), &str> = TableDefinition::new("idempotency");
+/// (namespace, start ms, run id): runs by start time, for listing.
+pub(crate) const RUNS_BY_START: TableDefinition<(&str, i64, &str), ()> =
+    TableDefinition::new("runs_by_start");
+/// (namespace, parent run id, child run id): the session tree.
+pub(crate) const CHILDREN: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("children");
+/// Namespace name → namespace record.
+pub(crate) const NAMESPACES: TableDefinition<&str, &[u8]> = TableDefinition::new("namespaces");
+/// (workflow id, version, content hash) → definition record: each definition a run
+/// used, stored once; run records and `RunStarted` events name it by this key.
+pub(crate) const DEFINITIONS: TableDefinition<DefinitionTableKey, &[u8]> =
+    TableDefinition::new("definitions");
+/// (namespace, schedule id) → schedule record. Due schedules are found through
+/// their `timers` row, never by scanning this table.
+pub(crate) const SCHEDULES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("schedules");
+/// Key id → API key record (hash, namespace, role, expiry, revocation). Added to
+/// layout 3 without a new layout version: an older file gets the empty table at open.
+pub(crate) const API_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("api_keys");
+/// Name → value: the storage layout version (`schema`).
+pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// The table layout this build reads and writes. Layout 2 (serde images of the
+/// model, a definition in every state row) is migrated at open ([`migrate`]).
+pub(crate) const SCHEMA_VERSION: u64 = 3;
+
+/// Creates the database file readable and writable by its owner only (mode 0600), or
+/// narrows an existing one to that: it holds every run's goal, context and results.
+fn make_private(path: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+        {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let meta = std::fs::metadata(path)?;
+                if meta.is_file() && meta.permissions().mode() & 0o077 != 0 {
+                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
+
+/// The database file `<data-dir>/railyard.redb`.
+pub struct RedbBackend {
+    db: Database,
+    /// Definitions by content, shared by every snapshot and write transaction, so
+    /// that decoding a run does not parse its definition again.
+    defs: Arc<Definitions>,
+}
+
+impl RedbBackend {
+    /// Opens (or creates) `<dir>/railyard.redb`, migrates a file of layout 2 (in one
+    /// transaction: on failure nothing changes), refuses a file of another layout,
+    /// and makes sure every table and the `default` namespace exist.
+    pub fn open(dir: &Path) -> Result<Self, OpenError> {
+        let path = dir.join("railyard.redb");
+        let shown = path.display().to_string();
+        make_private(&path).map_err(|source| OpenError::Permissions {
+            path: shown.clone(),
+            source,
+        })?;
+        let db = Database::create(&path).map_err(|source| OpenError::Database {
+            path: shown.clone(),
+            source,
+        })?;
+        let backend = Self {
+            db,
+            defs: Arc::default(),
+        };
+        match backend.schema() {
+            Ok(None | Some(SCHEMA_VERSION)) => {}
+            Ok(Some(from @ migrate::LAYOUT_2)) => {
+                migrate::from_layout_2(&backend.db).map_err(|source| OpenError::Migrate {
+                    path: shown.clone(),
+                    from,
+                    source,
+                })?;
+            }
+            Ok(Some(found)) => return Err(OpenError::Schema { path: shown, found }),
+            Err(source) => return Err(OpenError::Init { path: shown, source }),
+        }
+        backend
+            .init()
+            .and_then(|()| purge::build_close_index(&backend.db, &backend.defs))
+            .map_err(|source| OpenError::Init { path: shown, source })?;
+        Ok(backend)
+    }
+
+    /// The database, for tests that look at the rows themselves.
+    #[cfg(test)]
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
+    }
+
+    /// The stored layout version; `None` for a new, empty database.
+    pub(crate) fn schema(&self) -> Result<Option<u64>, StorageError> {
+        let tx = self.db.begin_read()?;
+        let names: Vec<String> = tx.list_tables()?.map(|t| t.name().to_string()).collect();
+        if names.is_empty() {
+            return Ok(None);
+        }
+        // The first layout had no `meta` table.
+        if !names.iter().any(|n| n == META.name()) {
+            return Ok(Some(1));
+        }
+        let version = tx.open_table(META)?.get("schema")?.map(|v| v.value());
+        Ok(Some(version.unwrap_or(1)))
+    }
+
+    fn init(&self) -> Result<(), StorageError> {
+        let tx = self.db.begin_write()?;
+        {
+            tx.open_table(META)?.insert("schema", SCHEMA_VERSION)?;
+            tx.open_table(RUNS)?;
+            tx.open_table(OPEN_RUNS)?;
+            tx.open_table(TASKS)?;
+            tx.open_table(TIMERS)?;
+            tx.open_table(IDEMPOTENCY)?;
+            tx.open_table(RUNS_BY_START)?;
+            tx.open_table(RUNS_BY_CLOSE)?;
+            tx.open_table(CHILDREN)?;
+            tx.open_table(DEFINITIONS)?;
+            tx.open_table(SCHEDULES)?;
+            tx.open_table(API_KEYS)?;
+            triggers::create_tables(&tx)?;
+            let mut ns = tx.open_table(NAMESPACES)?;
+            if ns.get(railyard_model::namespace::DEFAULT_NAMESPACE)?.is_none() {
+                ns.insert(railyard_model::namespace::DEFAULT_NAMESPACE, b"{}".as_slice())?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+impl Backend for RedbBackend {
+    fn snapshot(&self) -> Result<Box<dyn Snapshot>, StorageError> {
+        Ok(Box::new(RedbSnapshot {
+            tx: self.db.begin_read()?,
+            defs: self.defs.clone(),
+        }))
+    }
+
+    fn write(
+        &self,
+        f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        let tx = self.db.begin_write()?;
+        {
+            // Every table the writer may change, opened once per transaction.
+            let mut t = RedbTx {
+                tx: &tx,
+                runs: tx.open_table(RUNS)?,
+                open_runs: tx.open_table(OPEN_RUNS)?,
+                tasks: tx.open_table(TASKS)?,
+                timers: tx.open_table(TIMERS)?,
+                idempotency: tx.open_table(IDEMPOTENCY)?,
+                by_start: tx.open_table(RUNS_BY_START)?,
+                by_close: tx.open_table(RUNS_BY_CLOSE)?,
+                children: tx.open_table(CHILDREN)?,
+                definitions: tx.open_table(DEFINITIONS)?,
+                schedules: tx.open_table(SCHEDULES)?,
+                defs: &self.defs,
+            };
+            // On error the transaction is dropped, which aborts it.
+            f(&mut t)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_of_another_layout_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("railyard.redb");
+        // The first layout: `runs` keyed by (namespace, run id), no `meta` table.
+        {
+            let db = Database::create(&path).unwrap();
+            let tx = db.begin_write().unwrap();
+            let old: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("runs");
+            tx.open_table(old)
+                .unwrap()
+                .insert(("default", "r1"), b"{}".as_slice())
+                .unwrap();
+            tx.commit().unwrap();
+        }
+        let err = RedbBackend::open(dir.path())
+            .err()
+            .expect("an old layout is refused");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("storage layout 1") && msg.contains("railyard.redb"),
+            "{msg}"
+        );
+        // Refusing changed nothing: no table was added and the old row is there.
+        let db = Database::create(&path).unwrap();
+        let tx = db.begin_read().unwrap();
+        let names: Vec<String> = tx.list_tables().unwrap().map(|t| t.name().to_string()).collect();
+        assert_eq!(names, ["runs"]);
+        let old: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("runs");
+        assert!(
+            tx.open_table(old)
+                .unwrap()
+                .get(("default", "r1"))
+                .unwrap()
+                .is_some()
+        );
+
+        // A new database is created with the current layout and opens again.
+        let fresh = tempfile::tempdir().unwrap();
+        drop(RedbBackend::open(fresh.path()).unwrap());
+        let backend = RedbBackend::open(fresh.path()).unwrap();
+        assert_eq!(backend.schema().unwrap(), Some(SCHEMA_VERSION));
+    }
+}

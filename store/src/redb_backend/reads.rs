@@ -1,0 +1,272 @@
+//! The reads, written once over redb's `ReadableTable` so that the snapshot
+//! ([`super::snapshot`]) and the write transaction ([`super::write`]) share them:
+//! each takes the tables it reads and decodes rows through [`records`].
+
+use std::collections::BTreeMap;
+
+use redb::ReadableTable;
+
+use super::{CHECKPOINT_SLOT, STATE_SLOT};
+use crate::StoredTask;
+use crate::backend::{DueTimer, TimerKey};
+use crate::error::StorageError;
+use crate::records::{self, DefinitionTableKey, Definitions};
+use railyard_model::Millis;
+use railyard_model::auth::ApiKey;
+use railyard_model::namespace::Namespace;
+use railyard_model::run::{Event, RunState};
+
+pub(super) type RunsKey = (&'static str, &'static str, u64);
+
+/// The `runs` table with what decoding its rows needs: the definition cache, and
+/// the `definitions` table for a definition the cache has not seen yet.
+pub(super) struct RunRows<'a, R, D> {
+    pub(super) rows: &'a R,
+    pub(super) defs: &'a Definitions,
+    pub(super) definitions: &'a D,
+}
+
+impl<R, D> RunRows<'_, R, D>
+where
+    R: ReadableTable<RunsKey, &'static [u8]>,
+    D: ReadableTable<DefinitionTableKey, &'static [u8]>,
+{
+    pub(super) fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError> {
+        self.rows
+            .get((ns, run_id, STATE_SLOT))?
+            .map(|v| records::decode_run(v.value(), self.defs, self.definitions))
+            .transpose()
+    }
+
+    pub(super) fn history(
+        &self,
+        ns: &str,
+        run_id: &str,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>, StorageError> {
+        let mut out = Vec::new();
+        for row in self
+            .rows
+            .range((ns, run_id, from.max(STATE_SLOT + 1))..(ns, run_id, CHECKPOINT_SLOT))?
+            .take(limit)
+        {
+            out.push(records::decode_event(
+                row?.1.value(),
+                self.defs,
+                self.definitions,
+            )?);
+        }
+        Ok(out)
+    }
+}
+
+pub(super) fn checkpoint_in(
+    t: &impl ReadableTable<RunsKey, &'static [u8]>,
+    ns: &str,
+    run_id: &str,
+) -> Result<Vec<u8>, StorageError> {
+    Ok(t.get((ns, run_id, CHECKPOINT_SLOT))?
+        .map(|v| v.value().to_vec())
+        .unwrap_or_default())
+}
+
+pub(super) fn runs_by_start_in(
+    index: &impl ReadableTable<(&'static str, i64, &'static str), ()>,
+    runs: &RunRows<
+        '_,
+        impl ReadableTable<RunsKey, &'static [u8]>,
+        impl ReadableTable<DefinitionTableKey, &'static [u8]>,
+    >,
+    ns: &str,
+    from_ms: Millis,
+    before: (Millis, &str),
+    visit: &mut dyn FnMut(Millis, &str, RunState) -> bool,
+) -> Result<(), StorageError> {
+    for row in index.range((ns, from_ms, "")..(ns, before.0, before.1))?.rev() {
+        let row = row?;
+        let (_, ms, id) = row.0.value();
+        let Some(run) = runs.run(ns, id)? else {
+            continue;
+        };
+        if !visit(ms, id, run) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn children_in(
+    t: &impl ReadableTable<(&'static str, &'static str, &'static str), ()>,
+    ns: &str,
+    parent: &str,
+) -> Result<Vec<String>, StorageError> {
+    let mut out = Vec::new();
+    for row in t.range((ns, parent, "")..=(ns, parent, "\u{10FFFF}"))? {
+        out.push(row?.0.value().2.to_string());
+    }
+    Ok(out)
+}
+
+pub(super) fn ready_tasks_in(
+    t: &impl ReadableTable<(&'static str, &'static str, u64), &'static str>,
+) -> Result<Vec<StoredTask>, StorageError> {
+    let mut out = Vec::new();
+    for row in t.iter()? {
+        let row = row?;
+        let (namespace, queue, task_seq) = row.0.value();
+        out.push(StoredTask {
+            namespace: namespace.into(),
+            queue: queue.into(),
+            task_seq,
+            run_id: row.1.value().into(),
+        });
+    }
+    Ok(out)
+}
+
+pub(super) fn open_runs_in(
+    open: &impl ReadableTable<(&'static str, &'static str), ()>,
+    runs: &RunRows<
+        '_,
+        impl ReadableTable<RunsKey, &'static [u8]>,
+        impl ReadableTable<DefinitionTableKey, &'static [u8]>,
+    >,
+    visit: &mut dyn FnMut(RunState),
+) -> Result<(), StorageError> {
+    for row in open.iter()? {
+        let row = row?;
+        let (ns, id) = row.0.value();
+        if let Some(run) = runs.run(ns, id)? {
+            visit(run);
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn next_timer_due_in(
+    t: &impl ReadableTable<TimerKey, &'static [u8]>,
+) -> Result<Option<Millis>, StorageError> {
+    Ok(t.first()?.map(|(k, _)| k.value().0))
+}
+
+pub(super) fn due_timers_in(
+    t: &impl ReadableTable<TimerKey, &'static [u8]>,
+    now: Millis,
+    max: usize,
+) -> Result<Vec<DueTimer>, StorageError> {
+    let mut out = Vec::new();
+    for row in t.range(..=(now, u64::MAX))?.take(max) {
+        let row = row?;
+        out.push((row.0.value(), records::decode_timer(row.1.value())));
+    }
+    Ok(out)
+}
+
+pub(super) fn namespaces_in(
+    t: &impl ReadableTable<&'static str, &'static [u8]>,
+) -> Result<Vec<String>, StorageError> {
+    let mut out = Vec::new();
+    for row in t.iter()? {
+        out.push(row?.0.value().to_string());
+    }
+    Ok(out)
+}
+
+pub(super) fn namespace_in(
+    t: &impl ReadableTable<&'static str, &'static [u8]>,
+    name: &str,
+) -> Result<Option<Namespace>, StorageError> {
+    t.get(name)?
+        .map(|v| records::decode_namespace(name, v.value()))
+        .transpose()
+}
+
+pub(super) fn idempotency_in(
+    t: &impl ReadableTable<(&'static str, &'static str), &'static str>,
+    ns: &str,
+    key: &str,
+) -> Result<Option<String>, StorageError> {
+    Ok(t.get((ns, key))?.map(|v| v.value().to_string()))
+}
+
+// Sequence numbers only need to be unique among rows that exist, so the counter is
+// derived at start rather than written on every commit.
+pub(super) fn max_seq_in(
+    tasks: &impl ReadableTable<(&'static str, &'static str, u64), &'static str>,
+    timers: &impl ReadableTable<TimerKey, &'static [u8]>,
+) -> Result<u64, StorageError> {
+    let mut max = 0;
+    for row in tasks.iter()? {
+        max = max.max(row?.0.value().2);
+    }
+    for row in timers.iter()? {
+        max = max.max(row?.0.value().1);
+    }
+    Ok(max)
+}
+
+pub(super) type SchedulesTable = (&'static str, &'static str);
+
+pub(super) fn schedule_in(
+    t: &impl ReadableTable<SchedulesTable, &'static [u8]>,
+    ns: &str,
+    id: &str,
+) -> Result<Option<railyard_model::schedule::Schedule>, StorageError> {
+    t.get((ns, id))?
+        .map(|v| records::decode_schedule(v.value()))
+        .transpose()
+}
+
+pub(super) fn schedules_in(
+    t: &impl ReadableTable<SchedulesTable, &'static [u8]>,
+    ns: &str,
+    after: &str,
+    visit: &mut dyn FnMut(railyard_model::schedule::Schedule) -> bool,
+) -> Result<(), StorageError> {
+    use std::ops::Bound;
+    let range = t.range::<(&str, &str)>((Bound::Excluded((ns, after)), Bound::Unbounded))?;
+    for row in range {
+        let (k, v) = row?;
+        if k.value().0 != ns {
+            break;
+        }
+        if !visit(records::decode_schedule(v.value())?) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn api_key_in(
+    t: &impl ReadableTable<&'static str, &'static [u8]>,
+    key_id: &str,
+) -> Result<Option<ApiKey>, StorageError> {
+    t.get(key_id)?
+        .map(|v| records::decode_api_key(v.value()))
+        .transpose()
+}
+
+pub(super) fn api_keys_in(
+    t: &impl ReadableTable<&'static str, &'static [u8]>,
+    after: &str,
+    visit: &mut dyn FnMut(ApiKey) -> bool,
+) -> Result<(), StorageError> {
+    use std::ops::Bound;
+    for row in t.range::<&str>((Bound::Excluded(after), Bound::Unbounded))? {
+        if !visit(records::decode_api_key(row?.1.value())?) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn schedule_counts_in(
+    t: &impl ReadableTable<SchedulesTable, &'static [u8]>,
+) -> Result<BTreeMap<String, u64>, StorageError> {
+    let mut counts = BTreeMap::new();
+    for row in t.iter()? {
+        *counts.entry(row?.0.value().0.to_string()).or_insert(0) += 1;
+    }
+    Ok(counts)
+}

@@ -1,0 +1,249 @@
+//! Checkpoint compatibility against committed fixtures, which are never regenerated:
+//! `checkpoint-v1-pre-record.json` was written by the encoder that serialised the
+//! provider types directly (commit d64482e), `checkpoint-v1.json` by the record's.
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::provider::{Block, Role};
+
+const PRE_RECORD: &str = include_str!("../../../tests/fixtures/checkpoint-v1-pre-record.json");
+const V1: &str = include_str!("../../../tests/fixtures/checkpoint-v1.json");
+
+/// The decoder workers had before the record (frozen).
+mod old;
+
+/// What the old decoder got, in today's types, to compare with the transcript.
+fn from_old(cp: old::Checkpoint) -> Checkpoint {
+    let block = |b: old::Block| match b {
+        old::Block::Text { text } => Block::Text { text },
+        old::Block::ToolUse { id, name, input } => Block::ToolUse { id, name, input },
+        old::Block::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        } => Block::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        },
+    };
+    Checkpoint {
+        turns: cp.turns,
+        signals_through: cp.signals_through,
+        messages: (cp.messages.into_iter())
+            .map(|m| Message {
+                role: match m.role {
+                    old::Role::User => Role::User,
+                    old::Role::Assistant => Role::Assistant,
+                },
+                content: m.content.into_iter().map(block).collect(),
+            })
+            .collect(),
+    }
+}
+
+/// A transcript with every block kind, tool input that is an object, nested values
+/// and a raw string, error and empty tool results, several turns and non-ASCII text.
+fn every_kind_of_block() -> Vec<Message> {
+    let tool_use = |id: &str, name: &str, input: Value| Block::ToolUse {
+        id: id.into(),
+        name: name.into(),
+        input,
+    };
+    let tool_result = |id: &str, content: &str, is_error: bool| Block::ToolResult {
+        tool_use_id: id.into(),
+        content: content.into(),
+        is_error,
+    };
+    vec![
+        Message::user_text("Fix the build — naïve café ☕, 日本語, 🚂; \"quoted\" \\ back\tslash\nnew line"),
+        Message {
+            role: Role::Assistant,
+            content: vec![
+                Block::text("Let me look first."),
+                tool_use(
+                    "toolu_01",
+                    "bash",
+                    json!({"command": "cargo test", "timeout_secs": 60}),
+                ),
+                tool_use("toolu_02", "read_file", json!({"path": "src/lib.rs"})),
+            ],
+        },
+        Message {
+            role: Role::User,
+            content: vec![
+                tool_result(
+                    "toolu_01",
+                    "error[E0308]: mismatched types\n  --> src/lib.rs:3:5",
+                    false,
+                ),
+                tool_result("toolu_02", "no such file: src/lib.rs", true),
+            ],
+        },
+        Message {
+            role: Role::Assistant,
+            content: vec![
+                tool_use(
+                    "toolu_03",
+                    "write_file",
+                    json!({"a": [1, 2.5, null, true], "b": {"c": "ü"}}),
+                ),
+                // A provider that got unparseable arguments keeps them as a JSON string.
+                tool_use("toolu_04", "bash", json!("{\"command\": \"ls")),
+            ],
+        },
+        Message {
+            role: Role::User,
+            content: vec![
+                tool_result("toolu_03", "", false),
+                tool_result("toolu_04", "invalid tool input: EOF while parsing", true),
+                Block::text("[signal] Grüße from the coordinator"),
+            ],
+        },
+        Message {
+            role: Role::Assistant,
+            content: vec![
+                Block::text("Fixed: the type annotation was wrong."),
+                tool_use(
+                    "toolu_05",
+                    "complete_step",
+                    json!({"summary": "fixed the build ✓"}),
+                ),
+            ],
+        },
+    ]
+}
+
+fn expected() -> Checkpoint {
+    Checkpoint {
+        turns: 3,
+        messages: every_kind_of_block(),
+        signals_through: 17,
+    }
+}
+
+/// `fixture` parsed, changed by `edit`, and serialised again.
+fn edited(fixture: &str, edit: impl FnOnce(&mut Value)) -> Vec<u8> {
+    let mut v: Value = serde_json::from_str(fixture).unwrap();
+    edit(&mut v);
+    serde_json::to_vec(&v).unwrap()
+}
+
+#[test]
+fn reads_what_workers_wrote_before_the_record() {
+    assert_eq!(Checkpoint::decode(PRE_RECORD.as_bytes()).unwrap(), expected());
+}
+
+#[test]
+fn older_workers_read_what_this_one_writes() {
+    let fixture = old::decode(V1.as_bytes()).expect("the old decoder reads the v1 fixture");
+    assert_eq!(from_old(fixture), expected());
+    let fresh = encode_checkpoint(3, 17, &every_kind_of_block());
+    let fresh = old::decode(&fresh).expect("the old decoder reads a fresh checkpoint");
+    assert_eq!(from_old(fresh), expected());
+}
+
+#[test]
+fn writes_the_v1_fixture_which_is_the_pre_record_format_byte_for_byte() {
+    let bytes = encode_checkpoint(3, 17, &every_kind_of_block());
+    assert_eq!(String::from_utf8(bytes).unwrap(), V1);
+    assert_eq!(V1, PRE_RECORD);
+}
+
+#[test]
+fn round_trips() {
+    let bytes = encode_checkpoint(3, 17, &every_kind_of_block());
+    assert_eq!(Checkpoint::decode(&bytes).unwrap(), expected());
+    let cp = Checkpoint::decode(V1.as_bytes()).unwrap();
+    let again = encode_checkpoint(cp.turns, cp.signals_through, &cp.messages);
+    assert_eq!(String::from_utf8(again).unwrap(), V1);
+}
+
+#[test]
+fn fields_it_does_not_know_are_ignored_by_old_and_new() {
+    // What an additive change in a later worker looks like (a new optional field).
+    let bytes = edited(V1, |v| {
+        v["appended_from"] = json!(4);
+        v["messages"][0]["at"] = json!("2030-01-01T00:00:00Z");
+        v["messages"][1]["content"][1]["cache"] = json!({"ephemeral": true});
+    });
+    assert_eq!(Checkpoint::decode(&bytes).unwrap(), expected());
+    assert_eq!(from_old(old::decode(&bytes).unwrap()), expected());
+}
+
+#[test]
+fn a_checkpoint_from_before_signals_through_reads_as_zero() {
+    let bytes = edited(V1, |v| _ = v.as_object_mut().unwrap().remove("signals_through"));
+    let cp = Checkpoint::decode(&bytes).unwrap();
+    assert_eq!((cp.turns, cp.signals_through), (3, 0));
+    assert_eq!(cp.messages, every_kind_of_block());
+}
+
+#[test]
+fn unknown_versions_are_refused_clearly() {
+    for version in [0, 2, 99] {
+        let bytes = edited(V1, |v| v["version"] = json!(version));
+        let err = Checkpoint::decode(&bytes).unwrap_err();
+        assert!(
+            matches!(err, CheckpointError::UnknownVersion { found } if found == version),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(text.contains(&format!("format version {version}")), "{text}");
+        assert!(text.contains("reads version 1"), "{text}");
+        assert_eq!(text.contains("newer worker"), version > 1, "{text}");
+        // Older workers refuse it too, and start the step afresh.
+        assert!(old::decode(&bytes).is_none());
+    }
+}
+
+#[test]
+fn garbage_is_refused_clearly() {
+    let malformed: [&[u8]; 6] = [
+        b"",
+        b"turn 3 transcript",
+        &[0xff, 0x00],
+        b"[1]",
+        b"\"v\"",
+        b"{\"version\":\"1\"}",
+    ];
+    for bytes in malformed {
+        let err = Checkpoint::decode(bytes).unwrap_err();
+        assert!(matches!(err, CheckpointError::Malformed(_)), "{bytes:?}: {err:?}");
+        assert!(
+            err.to_string()
+                .starts_with("the checkpoint is not a worker transcript"),
+            "{err}"
+        );
+    }
+    let err = Checkpoint::decode(b"{\"turns\":1,\"messages\":[]}").unwrap_err();
+    assert!(matches!(err, CheckpointError::NoVersion), "{err:?}");
+    let invalid = [
+        edited(V1, |v| v["turns"] = json!("three")),
+        edited(V1, |v| v["messages"][0]["role"] = json!("system")),
+        edited(V1, |v| v["messages"][1]["content"][0]["type"] = json!("thinking")),
+        edited(V1, |v| _ = v.as_object_mut().unwrap().remove("messages")),
+    ];
+    for bytes in invalid {
+        let err = Checkpoint::decode(&bytes).unwrap_err();
+        assert!(matches!(err, CheckpointError::Invalid(_)), "{err:?}");
+        assert!(err.to_string().contains("claims format version 1"), "{err}");
+    }
+}
+
+#[test]
+fn big_checkpoints_are_compacted() {
+    let big = "x".repeat(600 * 1024);
+    let messages: Vec<Message> = (0..4)
+        .map(|i| Message {
+            role: if i % 2 == 0 { Role::User } else { Role::Assistant },
+            content: vec![Block::text(big.clone())],
+        })
+        .collect();
+    let bytes = encode_checkpoint(3, 0, &messages);
+    assert!(bytes.len() <= CHECKPOINT_BUDGET, "{}", bytes.len());
+    let cp = Checkpoint::decode(&bytes).unwrap();
+    assert_eq!(cp.turns, 3);
+    assert_eq!(cp.messages.len(), 4);
+}
