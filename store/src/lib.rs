@@ -13,7 +13,7 @@ pub mod backend;
 pub mod error;
 pub mod memory;
 
-mod records;
+pub mod records;
 pub mod redb_backend;
 
 use std::collections::BTreeMap;
