@@ -42,23 +42,28 @@ pub(crate) fn pool_error(e: deadpool_postgres::PoolError) -> StorageError {
     }
 }
 
-/// The driver's error, shown with what the server said: the driver's own message is
-/// only its kind ("db error"), the server's words are in its source.
+/// A driver error with what the server said: the driver's own message is only its
+/// kind ("db error"), the server's words are in its source.
+pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
+    let mut out = format!("postgres: {e}");
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        out.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    if let Some(code) = e.code() {
+        out.push_str(&format!(" (SQLSTATE {})", code.code()));
+    }
+    out
+}
+
+/// The driver's error, shown as [`describe`] says.
 #[derive(Debug)]
 struct DriverError(tokio_postgres::Error);
 
 impl std::fmt::Display for DriverError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "postgres: {}", self.0)?;
-        let mut source = std::error::Error::source(&self.0);
-        while let Some(e) = source {
-            write!(f, ": {e}")?;
-            source = e.source();
-        }
-        if let Some(code) = self.0.code() {
-            write!(f, " (SQLSTATE {})", code.code())?;
-        }
-        Ok(())
+        f.write_str(&describe(&self.0))
     }
 }
 

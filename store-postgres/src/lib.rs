@@ -110,32 +110,30 @@ impl std::fmt::Debug for PostgresOptions {
 /// What a call may take beyond `statement_timeout` before its connection is given up.
 const CALL_SLACK: Duration = Duration::from_secs(5);
 
-/// Errors opening the database. Each names the database by its redacted URL.
+/// Errors opening the database. Each names the database by its redacted URL, and
+/// says the whole cause in its message (the driver's own errors say little).
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
-    #[error("invalid postgres connection string {url}: {source}")]
-    Url {
-        url: String,
-        source: tokio_postgres::Error,
-    },
+    #[error("invalid postgres connection string {url}: {problem}")]
+    Url { url: String, problem: String },
     #[error("invalid postgres connection string {url}: {problem}")]
     Unsupported { url: String, problem: String },
-    #[error("cannot start the database runtime: {0}")]
-    Runtime(std::io::Error),
+    #[error("cannot start the database runtime: {problem}")]
+    Runtime { problem: String },
     #[error("cannot make the connection pool for {url}: {problem}")]
     Pool { url: String, problem: String },
-    #[error("cannot connect to {url}: {source}")]
-    Connect { url: String, source: StorageError },
-    #[error("cannot initialise database {url}: {source}")]
-    Init { url: String, source: StorageError },
+    #[error("cannot connect to {url}: {problem}")]
+    Connect { url: String, problem: String },
+    #[error("cannot initialise database {url}: {problem}")]
+    Init { url: String, problem: String },
     #[error(
-        "cannot migrate database {url} from schema version {from} to {to}: {source}; nothing was changed"
+        "cannot migrate database {url} from schema version {from} to {to}: {problem}; nothing was changed"
     )]
     Migrate {
         url: String,
         from: i64,
         to: i64,
-        source: StorageError,
+        problem: String,
     },
     #[error(
         "database {url} has schema version {found}, this build knows versions up to {known}; \
@@ -159,9 +157,9 @@ impl PostgresBackend {
     /// creates or migrates the tables, and makes sure the `default` namespace exists.
     pub fn open(url: &str, options: &PostgresOptions) -> Result<Self, OpenError> {
         let shown = redact(url);
-        let mut config = tokio_postgres::Config::from_str(url).map_err(|source| OpenError::Url {
+        let mut config = tokio_postgres::Config::from_str(url).map_err(|e| OpenError::Url {
             url: shown.clone(),
-            source,
+            problem: conn::describe(&e),
         })?;
         if config.get_ssl_mode() == SslMode::Require {
             return Err(OpenError::Unsupported {
@@ -179,7 +177,9 @@ impl PostgresBackend {
         }
         config.connect_timeout(options.connect_timeout);
         config.options(session_options(config.get_options(), options, &shown)?);
-        let runner = Arc::new(Runner::new().map_err(OpenError::Runtime)?);
+        let runner = Arc::new(Runner::new().map_err(|e| OpenError::Runtime {
+            problem: e.to_string(),
+        })?);
         let manager = Manager::from_config(
             config,
             NoTls,
@@ -219,9 +219,9 @@ impl PostgresBackend {
         let outcome = self
             .runner
             .block(txn::migrate(pool))
-            .map_err(|source| OpenError::Init {
+            .map_err(|e| OpenError::Init {
                 url: url.clone(),
-                source,
+                problem: e.to_string(),
             })?;
         let known = schema::latest();
         match outcome {
@@ -234,14 +234,20 @@ impl PostgresBackend {
                 Ok(())
             }
             Ok(_) => Ok(()),
-            Err(txn::MigrateError::Connect(source)) => Err(OpenError::Connect { url, source }),
-            Err(txn::MigrateError::Init(source)) => Err(OpenError::Init { url, source }),
+            Err(txn::MigrateError::Connect(e)) => Err(OpenError::Connect {
+                url,
+                problem: e.to_string(),
+            }),
+            Err(txn::MigrateError::Init(e)) => Err(OpenError::Init {
+                url,
+                problem: e.to_string(),
+            }),
             Err(txn::MigrateError::Newer(found)) => Err(OpenError::Schema { url, found, known }),
             Err(txn::MigrateError::Migrate { from, source }) => Err(OpenError::Migrate {
                 url,
                 from,
                 to: known,
-                source,
+                problem: source.to_string(),
             }),
         }
     }
