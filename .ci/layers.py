@@ -25,10 +25,19 @@ FORBIDDEN = {
                        "railyard-proto", "railyard-store", "railyard-server"],
     "railyard-store": ["tonic", "axum", "hyper", "reqwest", "tokio", "railyard-proto",
                        "railyard-server"],
+    "railyard-store-postgres": ["tonic", "axum", "hyper", "reqwest", "railyard-proto",
+                                "railyard-server", "railyard-worker"],
     "railyard-server": ["railyard-worker"],
     "railyard-worker": ["railyard-server", "railyard-store", "redb"],
     "railyard-sdk": ["figment", "railyard-config", "railyard-server", "railyard-model"],
     "railyard-proto": ["figment", "railyard-server", "railyard-model"],
+}
+
+
+# crate -> packages it must not name as a direct dependency (it may reach them through
+# another crate: the Postgres backend reaches redb only through railyard-store).
+FORBIDDEN_DIRECT = {
+    "railyard-store-postgres": ["redb"],
 }
 
 
@@ -49,6 +58,12 @@ def dependency_violations():
         ]
     by_name = {names[i]: i for i in normal if names[i] in FORBIDDEN}
     problems = []
+    for crate, banned in FORBIDDEN_DIRECT.items():
+        for i in normal:
+            if names[i] == crate:
+                for d in normal[i]:
+                    if names[d] in banned:
+                        problems.append(f"{crate} names {names[d]} as a dependency of its own")
     for crate, banned in FORBIDDEN.items():
         if crate not in by_name:
             continue

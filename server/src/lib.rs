@@ -43,8 +43,12 @@ pub use railyard_proto::MAX_MESSAGE_BYTES;
 /// Everything `railyard server` can be told.
 #[derive(Clone)]
 pub struct ServerConfig {
-    /// Directory holding the redb database and the token keys.
+    /// Directory of the server's local files: the token keys, the first admin key,
+    /// and the redb database unless `store` names another.
     pub data_dir: PathBuf,
+    /// The store to serve, opened by the caller (the binary opens a Postgres one);
+    /// `None`: the redb database in `data_dir`.
+    pub store: Option<Store>,
     /// gRPC listen address (default 127.0.0.1:7400).
     pub grpc_listen: SocketAddr,
     /// HTTP listen address for /healthz and /metrics (default 127.0.0.1:7401).
@@ -130,6 +134,7 @@ impl ServerConfig {
     pub fn new(data_dir: impl Into<PathBuf>, workflows_dir: impl Into<PathBuf>) -> Self {
         Self {
             data_dir: data_dir.into(),
+            store: None,
             grpc_listen: SocketAddr::from(([127, 0, 0, 1], 7400)),
             http_listen: SocketAddr::from(([127, 0, 0, 1], 7401)),
             workflows_dir: workflows_dir.into(),
@@ -233,7 +238,10 @@ impl RunningServer {
             path: dir.display().to_string(),
             source,
         })?;
-        let store = Store::open(dir)?;
+        let store = match &config.store {
+            Some(store) => store.clone(),
+            None => Store::open(dir)?,
+        };
         let keys = TokenKeys::load_or_create(dir)?;
         let mut workflows =
             WorkflowRegistry::load_dir(&config.workflows_dir).map_err(|source| StartError::Workflows {

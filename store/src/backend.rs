@@ -292,6 +292,10 @@ pub trait Backend: Send + Sync {
 
     /// Runs `f` in one write transaction and commits durably when it returns `Ok`;
     /// on `Err` (its own or the commit's) nothing of it is kept.
+    ///
+    /// A backend over a database that can ask for a transaction to be retried (a
+    /// serialization failure, a deadlock) may run `f` again in a fresh transaction:
+    /// each run of `f` must start from scratch, or fail.
     fn write(
         &self,
         f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StorageError>,

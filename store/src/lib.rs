@@ -1,6 +1,7 @@
 //! Storage: the boundary the server reaches it through ([`backend`]), its two
-//! implementations (the redb file, [`redb_backend`], and an in-memory reference,
-//! [`memory`]), and the read side ([`Store`], never waits for the writer). The
+//! implementations here (the redb file, [`redb_backend`], and an in-memory reference,
+//! [`memory`]; PostgreSQL's is the `railyard-store-postgres` crate, over the same
+//! [`records`]), and the read side ([`Store`], never waits for the writer). The
 //! single writer that applies every mutation with group commit is the server's.
 //!
 //! [`StorageError`] names no backend's types: each backend turns its own errors
@@ -13,7 +14,7 @@ pub mod backend;
 pub mod error;
 pub mod memory;
 
-mod records;
+pub mod records;
 pub mod redb_backend;
 
 use std::collections::BTreeMap;

@@ -20,6 +20,7 @@ mod mcp_contracts;
 mod mcp_http;
 mod mcp_steps;
 mod namespaces;
+mod postgres;
 mod schedules;
 mod server_e2e;
 mod tls;

@@ -29,7 +29,7 @@ use tokio_stream::StreamExt;
 use crate::client::view::status_name;
 use crate::run::view::{EXIT_NOT_COMPLETED, REOPEN};
 use crate::serve::builtin;
-use crate::serve::server::{ServerArgs, ServerSettings};
+use crate::serve::server::{ServerArgs, ServerSettings, StoreSetting};
 use crate::serve::signals::Signals;
 
 /// The goal of the demo run when `--goal` is not given.
@@ -133,6 +133,11 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     if settings.auth {
         return Err(anyhow!(
             "railyard dev runs without auth (its worker and demo need none); for a server with API keys run `railyard server --auth`"
+        ));
+    }
+    if let StoreSetting::Postgres(_) = settings.store {
+        return Err(anyhow!(
+            "railyard dev keeps its runs in redb (--data-dir); to serve a postgres store run `railyard server --store postgres://...`"
         ));
     }
     let data_dir = settings.data_dir.clone();

@@ -39,7 +39,8 @@ impl Record for ApiKeyRecord {
     }
 }
 
-pub(crate) fn encode_api_key(key: &ApiKey) -> Result<Vec<u8>, StorageError> {
+/// Encodes an API key's row (`api_keys`, by key id).
+pub fn encode_api_key(key: &ApiKey) -> Result<Vec<u8>, StorageError> {
     encode_record(&ApiKeyRecord {
         v: ApiKeyRecord::VERSION,
         key_id: key.key_id.clone(),
@@ -55,7 +56,8 @@ pub(crate) fn encode_api_key(key: &ApiKey) -> Result<Vec<u8>, StorageError> {
     })
 }
 
-pub(crate) fn decode_api_key(bytes: &[u8]) -> Result<ApiKey, StorageError> {
+/// Decodes an API key's row.
+pub fn decode_api_key(bytes: &[u8]) -> Result<ApiKey, StorageError> {
     let r: ApiKeyRecord = decode_record(bytes)?;
     let what = ApiKeyRecord::WHAT;
     let role = Role::from_name(&r.role).ok_or_else(|| corrupt(what, format!("unknown role {:?}", r.role)))?;

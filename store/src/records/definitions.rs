@@ -22,9 +22,11 @@ pub(crate) type DefinitionTableKey = (&'static str, &'static str, &'static str);
 
 /// Which stored definition a run (and its `RunStarted` event) follows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct DefinitionKey {
+pub struct DefinitionKey {
+    /// The workflow's id.
     #[serde(default)]
     pub workflow_id: String,
+    /// The workflow's version.
     #[serde(default)]
     pub version: String,
     /// Hex of the first 16 bytes of the SHA-256 of the stored record.
@@ -297,13 +299,39 @@ fn encode_definition(def: &WorkflowDef) -> Result<Encoded, StorageError> {
     })
 }
 
+/// Where decoding reads a `definitions` row the cache has not seen: a redb table, or
+/// any backend's lookup through [`DefinitionLookup`].
+pub trait DefinitionRows {
+    /// The stored record of the definition `key` names, if there is one.
+    fn definition_row(&self, key: &DefinitionKey) -> Result<Option<Vec<u8>>, StorageError>;
+}
+
+impl<T: ReadableTable<DefinitionTableKey, &'static [u8]>> DefinitionRows for T {
+    fn definition_row(&self, key: &DefinitionKey) -> Result<Option<Vec<u8>>, StorageError> {
+        let row = (key.workflow_id.as_str(), key.version.as_str(), key.hash.as_str());
+        Ok(self.get(row)?.map(|v| v.value().to_vec()))
+    }
+}
+
+/// [`DefinitionRows`] read by a function: for a backend whose rows are not redb's.
+pub struct DefinitionLookup<F>(pub F);
+
+impl<F> DefinitionRows for DefinitionLookup<F>
+where
+    F: Fn(&DefinitionKey) -> Result<Option<Vec<u8>>, StorageError>,
+{
+    fn definition_row(&self, key: &DefinitionKey) -> Result<Option<Vec<u8>>, StorageError> {
+        (self.0)(key)
+    }
+}
+
 /// Definitions by content hash, shared by the readers and the writer. An entry is a
 /// pure function of its hash, so the cache may run ahead of storage (a definition
 /// of a batch that failed) without harm: whether a row must be written is always
 /// asked of the transaction itself ([`Definitions::store`]). It holds every
 /// definition a run of this process used: a handful of workflow versions.
 #[derive(Default)]
-pub(crate) struct Definitions {
+pub struct Definitions {
     inner: Mutex<Cache>,
 }
 
@@ -322,7 +350,7 @@ impl Definitions {
     }
 
     /// The key a run of `def` names. Computed once per definition the process holds.
-    pub(crate) fn key_of(&self, def: &Arc<WorkflowDef>) -> Result<DefinitionKey, StorageError> {
+    pub fn key_of(&self, def: &Arc<WorkflowDef>) -> Result<DefinitionKey, StorageError> {
         let ptr = Arc::as_ptr(def) as usize;
         {
             let cache = self.cache();
@@ -363,17 +391,24 @@ impl Definitions {
         Ok(key)
     }
 
+    /// The key of `def` and its encoded record, for a backend that writes the row
+    /// itself when its `definitions` table lacks it (the redb backend uses
+    /// [`Definitions::store`]).
+    pub fn record_of(&self, def: &Arc<WorkflowDef>) -> Result<(DefinitionKey, Vec<u8>), StorageError> {
+        let encoded = encode_definition(def)?;
+        Ok((self.remember(def, encoded.key), encoded.bytes))
+    }
+
     /// The definition `key` names: from the cache, or read from `table` once.
-    pub(crate) fn resolve(
+    pub fn resolve(
         &self,
         key: &DefinitionKey,
-        table: &impl ReadableTable<DefinitionTableKey, &'static [u8]>,
+        table: &impl DefinitionRows,
     ) -> Result<Arc<WorkflowDef>, StorageError> {
         if let Some((def, _)) = self.cache().by_hash.get(&key.hash) {
             return Ok(def.clone());
         }
-        let row = (key.workflow_id.as_str(), key.version.as_str(), key.hash.as_str());
-        let Some(bytes) = table.get(row)? else {
+        let Some(bytes) = table.definition_row(key)? else {
             return Err(corrupt(
                 "run",
                 format!(
@@ -382,7 +417,7 @@ impl Definitions {
                 ),
             ));
         };
-        let record: DefinitionRecord = decode_record(bytes.value())?;
+        let record: DefinitionRecord = decode_record(&bytes)?;
         let def = Arc::new(record.into_model());
         let mut cache = self.cache();
         let def = cache

@@ -2,11 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    DefinitionKey, DefinitionTableKey, Definitions, Record, StatusRecord, UsageRecord, decode_record,
+    DefinitionKey, DefinitionRows, Definitions, Record, StatusRecord, UsageRecord, decode_record,
     encode_record, v1,
 };
 use crate::error::StorageError;
@@ -439,7 +438,7 @@ macro_rules! event_records {
         fn decode_kind(
             $record: KindRecord,
             $rdefs: &Definitions,
-            $table: &impl ReadableTable<DefinitionTableKey, &'static [u8]>,
+            $table: &impl DefinitionRows,
         ) -> Result<EventKind, StorageError> {
             Ok(match $record {
                 $(KindRecord::$v { $($f),* } => EventKind::$v { $($f: Field::from_record($f)?),* },)*
@@ -602,7 +601,7 @@ event_records! {
 
 /// Encodes one history row. A `RunStarted` names its definition, which the same
 /// transaction stores (see [`Definitions::store`]).
-pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, StorageError> {
+pub fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, StorageError> {
     encode_record(&EventRecord {
         v: EventRecord::VERSION,
         id: ev.id,
@@ -614,10 +613,10 @@ pub(crate) fn encode_event(ev: &Event, defs: &Definitions) -> Result<Vec<u8>, St
 
 /// Decodes one history row; a `RunStarted`'s definition comes from the cache (or
 /// `definitions` once).
-pub(crate) fn decode_event(
+pub fn decode_event(
     bytes: &[u8],
     defs: &Definitions,
-    definitions: &impl ReadableTable<DefinitionTableKey, &'static [u8]>,
+    definitions: &impl DefinitionRows,
 ) -> Result<Event, StorageError> {
     let r: EventRecord = decode_record(bytes)?;
     Ok(Event {

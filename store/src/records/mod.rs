@@ -10,6 +10,10 @@
 //!
 //! A run's state row names its definition ([`DefinitionKey`]) rather than holding
 //! it; definitions are stored once, in the `definitions` table ([`Definitions`]).
+//!
+//! The encode and decode functions are public for the storage backends outside this
+//! crate (`railyard-store-postgres`), which store these same records; nothing else
+//! calls them.
 
 mod api_keys;
 #[cfg(test)]
@@ -30,7 +34,6 @@ mod triggers;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use redb::ReadableTable;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -41,13 +44,14 @@ use railyard_model::run::{
     Usage, WaitOn, Waiting,
 };
 
-pub(crate) use api_keys::{decode_api_key, encode_api_key};
-pub(crate) use definitions::{DefinitionKey, DefinitionTableKey, Definitions};
-pub(crate) use events::{decode_event, encode_event};
-pub(crate) use namespaces::{decode_namespace, encode_namespace};
-pub(crate) use schedules::{decode_schedule, encode_schedule};
-pub(crate) use timers::{decode_timer, encode_timer};
-pub(crate) use triggers::{
+pub use api_keys::{decode_api_key, encode_api_key};
+pub(crate) use definitions::DefinitionTableKey;
+pub use definitions::{DefinitionKey, DefinitionLookup, DefinitionRows, Definitions};
+pub use events::{decode_event, encode_event};
+pub use namespaces::{decode_namespace, encode_namespace};
+pub use schedules::{decode_schedule, encode_schedule};
+pub use timers::{decode_timer, encode_timer};
+pub use triggers::{
     decode_hook_delivery, decode_key_holder, decode_queued_start, decode_trigger, encode_hook_delivery,
     encode_key_holder, encode_queued_start, encode_trigger,
 };
@@ -638,15 +642,15 @@ impl RunRecord {
 
 /// Encodes a run's state row. Its definition must be stored already (see
 /// [`Definitions::store`]); the row names it.
-pub(crate) fn encode_run(run: &RunState, defs: &Definitions) -> Result<Vec<u8>, StorageError> {
+pub fn encode_run(run: &RunState, defs: &Definitions) -> Result<Vec<u8>, StorageError> {
     encode_record(&RunRecord::from_model(run, defs.key_of(&run.definition)?))
 }
 
 /// Decodes a run's state row, its definition from the cache (or `definitions` once).
-pub(crate) fn decode_run(
+pub fn decode_run(
     bytes: &[u8],
     defs: &Definitions,
-    definitions: &impl ReadableTable<DefinitionTableKey, &'static [u8]>,
+    definitions: &impl DefinitionRows,
 ) -> Result<RunState, StorageError> {
     let record: RunRecord = decode_record(bytes)?;
     let definition = defs.resolve(&record.definition, definitions)?;

@@ -41,7 +41,8 @@ impl Record for NamespaceRecord {
     }
 }
 
-pub(crate) fn encode_namespace(ns: &Namespace) -> Result<Vec<u8>, StorageError> {
+/// Encodes a namespace's row (`namespaces`, by name).
+pub fn encode_namespace(ns: &Namespace) -> Result<Vec<u8>, StorageError> {
     encode_record(&NamespaceRecord {
         v: NamespaceRecord::VERSION,
         description: ns.description.clone(),
@@ -59,7 +60,8 @@ pub(crate) fn encode_namespace(ns: &Namespace) -> Result<Vec<u8>, StorageError> 
     })
 }
 
-pub(crate) fn decode_namespace(name: &str, bytes: &[u8]) -> Result<Namespace, StorageError> {
+/// Decodes the row of namespace `name` (the name is the key, not in the row).
+pub fn decode_namespace(name: &str, bytes: &[u8]) -> Result<Namespace, StorageError> {
     let r: NamespaceRecord = decode_record(bytes)?;
     let defaults = Namespace::default();
     let limits = NamespaceLimits::default();

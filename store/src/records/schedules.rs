@@ -253,7 +253,8 @@ struct CountersRecord {
     start_failed: u64,
 }
 
-pub(crate) fn encode_schedule(s: &Schedule) -> Result<Vec<u8>, StorageError> {
+/// Encodes a schedule's row (`schedules`, by namespace and schedule id).
+pub fn encode_schedule(s: &Schedule) -> Result<Vec<u8>, StorageError> {
     let doc = s.spec.doc();
     let record = ScheduleRecord {
         v: ScheduleRecord::VERSION,
@@ -328,7 +329,8 @@ pub(crate) fn encode_schedule(s: &Schedule) -> Result<Vec<u8>, StorageError> {
     encode_record(&record)
 }
 
-pub(crate) fn decode_schedule(bytes: &[u8]) -> Result<Schedule, StorageError> {
+/// Decodes a schedule's row.
+pub fn decode_schedule(bytes: &[u8]) -> Result<Schedule, StorageError> {
     let r: ScheduleRecord = decode_record(bytes)?;
     let doc = SpecDoc {
         cron: r.spec.cron,

@@ -67,7 +67,8 @@ enum TimerKindRecord {
     },
 }
 
-pub(crate) fn encode_timer(timer: &Timer) -> Result<Vec<u8>, StorageError> {
+/// Encodes a durable timer's row (`timers`, by due time and sequence number).
+pub fn encode_timer(timer: &Timer) -> Result<Vec<u8>, StorageError> {
     let timer = match timer {
         Timer::Backoff {
             namespace,
@@ -115,7 +116,8 @@ pub(crate) fn encode_timer(timer: &Timer) -> Result<Vec<u8>, StorageError> {
     })
 }
 
-pub(crate) fn decode_timer(bytes: &[u8]) -> Result<Timer, StorageError> {
+/// Decodes a durable timer's row.
+pub fn decode_timer(bytes: &[u8]) -> Result<Timer, StorageError> {
     let r: TimerRecord = decode_record(bytes)?;
     Ok(match r.timer {
         TimerKindRecord::Backoff {

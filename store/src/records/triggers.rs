@@ -62,7 +62,8 @@ impl Record for TriggerRecord {
     }
 }
 
-pub(crate) fn encode_trigger(t: &Trigger) -> Result<Vec<u8>, StorageError> {
+/// Encodes a trigger's row (`triggers`, by namespace and trigger id).
+pub fn encode_trigger(t: &Trigger) -> Result<Vec<u8>, StorageError> {
     encode_record(&TriggerRecord {
         v: TriggerRecord::VERSION,
         namespace: t.namespace.clone(),
@@ -89,7 +90,8 @@ pub(crate) fn encode_trigger(t: &Trigger) -> Result<Vec<u8>, StorageError> {
     })
 }
 
-pub(crate) fn decode_trigger(bytes: &[u8]) -> Result<Trigger, StorageError> {
+/// Decodes a trigger's row.
+pub fn decode_trigger(bytes: &[u8]) -> Result<Trigger, StorageError> {
     let r: TriggerRecord = decode_record(bytes)?;
     let mode = match r.mode.as_str() {
         "" => Mode::Parallel,
@@ -138,7 +140,8 @@ impl Record for HookDeliveryRecord {
     }
 }
 
-pub(crate) fn encode_hook_delivery(d: &HookDelivery) -> Result<Vec<u8>, StorageError> {
+/// Encodes a remembered webhook delivery (`hook_deliveries`).
+pub fn encode_hook_delivery(d: &HookDelivery) -> Result<Vec<u8>, StorageError> {
     encode_record(&HookDeliveryRecord {
         v: HookDeliveryRecord::VERSION,
         run_id: d.run_id.clone(),
@@ -146,7 +149,8 @@ pub(crate) fn encode_hook_delivery(d: &HookDelivery) -> Result<Vec<u8>, StorageE
     })
 }
 
-pub(crate) fn decode_hook_delivery(bytes: &[u8]) -> Result<HookDelivery, StorageError> {
+/// Decodes a remembered webhook delivery.
+pub fn decode_hook_delivery(bytes: &[u8]) -> Result<HookDelivery, StorageError> {
     let r: HookDeliveryRecord = decode_record(bytes)?;
     Ok(HookDelivery {
         run_id: r.run_id,
@@ -182,7 +186,8 @@ impl Record for QueuedStartRecord {
     }
 }
 
-pub(crate) fn encode_queued_start(q: &QueuedStart) -> Result<Vec<u8>, StorageError> {
+/// Encodes a start waiting on a concurrency key (`trigger_queue`).
+pub fn encode_queued_start(q: &QueuedStart) -> Result<Vec<u8>, StorageError> {
     encode_record(&QueuedStartRecord {
         v: QueuedStartRecord::VERSION,
         run_id: q.run_id.clone(),
@@ -196,7 +201,8 @@ pub(crate) fn encode_queued_start(q: &QueuedStart) -> Result<Vec<u8>, StorageErr
     })
 }
 
-pub(crate) fn decode_queued_start(bytes: &[u8]) -> Result<QueuedStart, StorageError> {
+/// Decodes a start waiting on a concurrency key.
+pub fn decode_queued_start(bytes: &[u8]) -> Result<QueuedStart, StorageError> {
     let r: QueuedStartRecord = decode_record(bytes)?;
     Ok(QueuedStart {
         run_id: r.run_id,
@@ -226,7 +232,8 @@ impl Record for KeyHolderRecord {
     }
 }
 
-pub(crate) fn encode_key_holder(h: &KeyHolder) -> Result<Vec<u8>, StorageError> {
+/// Encodes the concurrency key a run holds (`trigger_runs`).
+pub fn encode_key_holder(h: &KeyHolder) -> Result<Vec<u8>, StorageError> {
     encode_record(&KeyHolderRecord {
         v: KeyHolderRecord::VERSION,
         trigger_id: h.trigger_id.clone(),
@@ -234,7 +241,8 @@ pub(crate) fn encode_key_holder(h: &KeyHolder) -> Result<Vec<u8>, StorageError> 
     })
 }
 
-pub(crate) fn decode_key_holder(bytes: &[u8]) -> Result<KeyHolder, StorageError> {
+/// Decodes the concurrency key a run holds.
+pub fn decode_key_holder(bytes: &[u8]) -> Result<KeyHolder, StorageError> {
     let r: KeyHolderRecord = decode_record(bytes)?;
     Ok(KeyHolder {
         trigger_id: r.trigger_id,

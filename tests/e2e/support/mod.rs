@@ -168,6 +168,8 @@ pub struct ServerProcess {
     pub grpc_addr: String,
     pub http_addr: String,
     data: PathBuf,
+    /// `--store`, when the runs are not in redb in `data` (which then holds the keys).
+    store: Option<String>,
     workflows: PathBuf,
     /// The extra flags it was started with, given again on a restart.
     args: Vec<String>,
@@ -182,20 +184,33 @@ impl ServerProcess {
 
     /// [`ServerProcess::start`] with more flags.
     pub fn start_with(data: &Path, workflows: &Path, grpc: Option<&str>, args: &[&str]) -> Self {
-        let mut child = Command::new(BIN)
-            .arg("server")
-            .args([
-                "--listen",
-                grpc.unwrap_or("127.0.0.1:0"),
-                "--http-listen",
-                "127.0.0.1:0",
-            ])
-            .arg("--data-dir")
-            .arg(data)
+        Self::launch(data, None, workflows, grpc, args)
+    }
+
+    /// A server whose runs are in `store` (`--store`), its keys in `keys`.
+    pub fn start_on_store(store: &str, keys: &Path, workflows: &Path) -> Self {
+        Self::launch(keys, Some(store), workflows, None, &[])
+    }
+
+    fn launch(data: &Path, store: Option<&str>, workflows: &Path, grpc: Option<&str>, args: &[&str]) -> Self {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("server").args([
+            "--listen",
+            grpc.unwrap_or("127.0.0.1:0"),
+            "--http-listen",
+            "127.0.0.1:0",
+        ]);
+        match store {
+            Some(store) => cmd.args(["--store", store]).arg("--keys-dir").arg(data),
+            None => cmd.arg("--data-dir").arg(data),
+        };
+        let mut child = cmd
             .arg("--workflows")
             .arg(workflows)
             .args(args)
             .env_remove("RAILYARD_AUTH")
+            .env_remove("RAILYARD_STORE")
+            .env_remove("RAILYARD_DATA_DIR")
             .env(
                 "RUST_LOG",
                 std::env::var("TEST_SERVER_LOG").unwrap_or_else(|_| "warn".into()),
@@ -225,6 +240,7 @@ impl ServerProcess {
             grpc_addr,
             http_addr,
             data: data.to_path_buf(),
+            store: store.map(str::to_string),
             workflows: workflows.to_path_buf(),
             args: args.iter().map(|a| a.to_string()).collect(),
         }
@@ -240,12 +256,14 @@ impl ServerProcess {
     pub fn crash_and_restart(mut self) -> Self {
         self.kill9();
         let (data, workflows, addr) = (self.data.clone(), self.workflows.clone(), self.grpc_addr.clone());
+        let store = self.store.clone();
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
         // The port may linger briefly after the kill; retry the bind for a while.
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let attempt =
-                std::panic::catch_unwind(|| Self::start_with(&data, &workflows, Some(&addr), &args));
+            let attempt = std::panic::catch_unwind(|| {
+                Self::launch(&data, store.as_deref(), &workflows, Some(&addr), &args)
+            });
             match attempt {
                 Ok(server) => return server,
                 Err(e) if Instant::now() > deadline => std::panic::resume_unwind(e),

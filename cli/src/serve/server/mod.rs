@@ -4,21 +4,25 @@
 mod settings;
 
 use std::io::Write;
+use std::sync::Arc;
 
 use anyhow::{Context, anyhow};
-use railyard_server::RunningServer;
+use railyard_server::{RunningServer, ServerConfig};
+use railyard_store::Store;
+use railyard_store_postgres::{PostgresBackend, PostgresOptions};
 
 use crate::serve::signals::Signals;
 
-pub(crate) use settings::{ServerArgs, ServerSettings};
+pub(crate) use settings::{ServerArgs, ServerSettings, StoreSetting};
 
 /// The line `railyard server` prints once it is listening (tests read the ports from it).
 pub(crate) fn listening_line(server: &RunningServer, settings: &ServerSettings) -> String {
     format!(
-        "railyard server listening grpc={} http={} data={} workflows={} auth={}",
+        "railyard server listening grpc={} http={} data={} store={} workflows={} auth={}",
         server.grpc_addr,
         server.http_addr,
         settings.data_dir.display(),
+        settings.store.shown(),
         settings.workflows_label(),
         if settings.auth { "on" } else { "off" }
     )
@@ -28,10 +32,12 @@ pub(crate) fn listening_line(server: &RunningServer, settings: &ServerSettings) 
 /// Shutdown is graceful up to `--shutdown-grace`; a second signal stops at once.
 pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let settings = args.settings()?;
-    let server = RunningServer::start(settings.config()).await.with_context(|| {
+    let config = with_store(settings.config(), &settings.store).await?;
+    let server = RunningServer::start(config).await.with_context(|| {
         format!(
-            "cannot start the server (data dir {})",
-            settings.data_dir.display()
+            "cannot start the server (data dir {}, store {})",
+            settings.data_dir.display(),
+            settings.store.shown()
         )
     })?;
     if settings.built_in_demo {
@@ -63,6 +69,29 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
             Err(anyhow!("graceful shutdown took longer than {}s; stopped at once", grace.as_secs()))
         }
     }
+}
+
+/// `config` with its store opened, when it is not the redb database the server opens
+/// itself. The password of a Postgres URL without one comes from `PGPASSWORD`.
+pub(crate) async fn with_store(
+    mut config: ServerConfig,
+    store: &StoreSetting,
+) -> anyhow::Result<ServerConfig> {
+    let StoreSetting::Postgres(url) = store else {
+        return Ok(config);
+    };
+    let options = PostgresOptions {
+        password: std::env::var("PGPASSWORD").ok().filter(|p| !p.is_empty()),
+        ..PostgresOptions::default()
+    };
+    let url = url.clone();
+    // Opening connects and migrates, waiting on the backend's own runtime: off this
+    // runtime's workers.
+    let backend = tokio::task::spawn_blocking(move || PostgresBackend::open(&url, &options))
+        .await
+        .context("opening the postgres store")??;
+    config.store = Some(Store::new(Arc::new(backend)));
+    Ok(config)
 }
 
 #[cfg(test)]

@@ -34,16 +34,29 @@ const MAX_SHUTDOWN_GRACE_SECS: u64 = 3600;
 /// variable, which wins over the config file.
 #[derive(Debug, Clone, Default, Args)]
 pub(crate) struct ServerArgs {
-    /// TOML config file with a [server] section (keys: data_dir, listen, http_listen,
-    /// workflows, shutdown_grace_secs, auth, insecure, tls_cert, tls_key, tls_client_ca,
-    /// max_connections, idle_timeout_secs, max_child_depth, max_children_per_run).
+    /// TOML config file with a [server] section (keys: data_dir, store, keys_dir, listen,
+    /// http_listen, workflows, shutdown_grace_secs, auth, insecure, tls_cert, tls_key,
+    /// tls_client_ca, max_connections, idle_timeout_secs, max_child_depth,
+    /// max_children_per_run).
     #[arg(long, value_name = "FILE", env = "RAILYARD_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
 
-    /// Directory of the database and the token keys, created if missing
-    /// [env: RAILYARD_DATA_DIR] [default: ./.railyard].
+    /// Directory of the database and the token keys, created if missing; the same as
+    /// --store redb:DIR [env: RAILYARD_DATA_DIR] [default: ./.railyard].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+
+    /// Where runs are stored: redb:DIR (a database file in DIR, as --data-dir DIR) or
+    /// postgres://USER@HOST:PORT/DB (the password from PGPASSWORD, or in the URL)
+    /// [env: RAILYARD_STORE] [default: redb:./.railyard].
+    #[arg(long, value_name = "STORE")]
+    pub store: Option<String>,
+
+    /// Directory of the task-token keys and the first admin key, with a postgres
+    /// store (with redb they are in the data directory) [env: RAILYARD_KEYS_DIR]
+    /// [default: ./.railyard].
+    #[arg(long, value_name = "DIR")]
+    pub keys_dir: Option<PathBuf>,
 
     /// gRPC listen address; port 0 picks a free port and the bound one is printed
     /// [env: RAILYARD_LISTEN] [default: 127.0.0.1:7400].
@@ -115,6 +128,8 @@ pub(crate) struct ServerArgs {
 /// ```toml
 /// [server]
 /// data_dir = "/var/lib/railyard"      # relative paths are taken from the file's directory
+/// # store = "postgres://railyard@db:5432/railyard"   # instead of data_dir (password: PGPASSWORD)
+/// # keys_dir = "/var/lib/railyard"    # token keys and admin.key, with a postgres store
 /// listen = "0.0.0.0:7400"
 /// http_listen = "0.0.0.0:7401"
 /// workflows = "workflows"
@@ -247,6 +262,8 @@ const MAX_CONFIGURED_TRIGGERS: usize = 1000;
 #[serde(deny_unknown_fields)]
 pub(crate) struct ServerSection {
     pub data_dir: Option<PathBuf>,
+    pub store: Option<String>,
+    pub keys_dir: Option<PathBuf>,
     pub listen: Option<SocketAddr>,
     pub http_listen: Option<SocketAddr>,
     pub workflows: Option<PathBuf>,
@@ -267,6 +284,14 @@ const ENV: &[EnvVar] = &[
     EnvVar {
         var: "RAILYARD_DATA_DIR",
         key: "server.data_dir",
+    },
+    EnvVar {
+        var: "RAILYARD_STORE",
+        key: "server.store",
+    },
+    EnvVar {
+        var: "RAILYARD_KEYS_DIR",
+        key: "server.keys_dir",
     },
     EnvVar {
         var: "RAILYARD_LISTEN",
@@ -332,10 +357,39 @@ const MAX_IDLE_TIMEOUT_SECS: u64 = 24 * 3600;
 const MAX_CHILD_DEPTH_LIMIT: u32 = 32;
 const MAX_CHILDREN_PER_RUN_LIMIT: u32 = 10_000;
 
+/// Where the server stores runs (`server.store`).
+#[derive(Clone, PartialEq)]
+pub(crate) enum StoreSetting {
+    /// A redb file in this directory (which also holds the token keys).
+    Redb(PathBuf),
+    /// A PostgreSQL database, by its connection URL (shown only redacted).
+    Postgres(String),
+}
+
+impl StoreSetting {
+    /// How the store is shown: the directory, or the URL without its password.
+    pub(crate) fn shown(&self) -> String {
+        match self {
+            Self::Redb(dir) => format!("redb:{}", dir.display()),
+            Self::Postgres(url) => railyard_store_postgres::redact(url),
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown())
+    }
+}
+
 /// The server's settings, resolved and checked.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ServerSettings {
+    /// The directory of the server's local files: the redb database (with a redb
+    /// store), the token keys and the first admin key.
     pub data_dir: PathBuf,
+    /// Where runs are stored.
+    pub store: StoreSetting,
     pub listen: SocketAddr,
     pub http_listen: SocketAddr,
     pub workflows: PathBuf,
@@ -436,6 +490,8 @@ impl ServerArgs {
         let flags = ServerFile {
             server: ServerSection {
                 data_dir: self.data_dir.clone(),
+                store: self.store.clone(),
+                keys_dir: self.keys_dir.clone(),
                 listen: self.listen,
                 http_listen: self.http_listen,
                 workflows: self.workflows.clone(),
@@ -520,9 +576,49 @@ impl ServerArgs {
                 return Err(loaded.invalid("server.tls_cert", "missing: server.tls_key is set"));
             }
         };
+        let (store, data_dir) = match (&s.store, &s.data_dir) {
+            (Some(_), Some(_)) => {
+                return Err(loaded.invalid(
+                    "server.store",
+                    "server.data_dir is set too; give one of them (server.data_dir DIR means \
+                     server.store redb:DIR)",
+                ));
+            }
+            (Some(store), None) => {
+                if let Some(dir) = store.strip_prefix("redb:") {
+                    if dir.is_empty() {
+                        return Err(loaded.invalid("server.store", "redb: needs a directory: redb:DIR"));
+                    }
+                    let dir = path("server.store", &Some(PathBuf::from(dir)), "");
+                    (StoreSetting::Redb(dir.clone()), dir)
+                } else if store.starts_with("postgres://") || store.starts_with("postgresql://") {
+                    let keys = path("server.keys_dir", &s.keys_dir, DEFAULT_DATA_DIR);
+                    (StoreSetting::Postgres(store.clone()), keys)
+                } else {
+                    return Err(loaded.invalid(
+                        "server.store",
+                        format!(
+                            "{} is neither redb:DIR nor postgres://USER@HOST:PORT/DB",
+                            railyard_model::echo(&railyard_store_postgres::redact(store))
+                        ),
+                    ));
+                }
+            }
+            (None, dir) => {
+                let dir = path("server.data_dir", dir, DEFAULT_DATA_DIR);
+                (StoreSetting::Redb(dir.clone()), dir)
+            }
+        };
+        if s.keys_dir.is_some() && matches!(store, StoreSetting::Redb(_)) {
+            return Err(loaded.invalid(
+                "server.keys_dir",
+                "only with a postgres store: with redb the keys are in the data directory",
+            ));
+        }
         let settings = ServerSettings {
             tls,
-            data_dir: path("server.data_dir", &s.data_dir, DEFAULT_DATA_DIR),
+            data_dir,
+            store,
             built_in_demo: builtin::use_built_in(s.workflows.is_some(), &workflows),
             workflows,
             listen: s.listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 7400))),

@@ -294,3 +294,62 @@ fn child_limits_from_flags_env_or_file_and_refused_out_of_range() {
         .to_string();
     assert!(e.contains("server.max_child_depth"), "{e}");
 }
+
+#[test]
+fn the_store_is_redb_in_the_data_dir_or_named_by_store_but_not_both() {
+    let s = ServerArgs::default().settings_with(|_| None).unwrap();
+    assert_eq!(s.store, StoreSetting::Redb(PathBuf::from(DEFAULT_DATA_DIR)));
+
+    let redb = ServerArgs {
+        store: Some("redb:/srv/ry".into()),
+        ..ServerArgs::default()
+    };
+    let s = redb.settings_with(|_| None).unwrap();
+    assert_eq!(s.store, StoreSetting::Redb(PathBuf::from("/srv/ry")));
+    assert_eq!(s.data_dir, PathBuf::from("/srv/ry"), "redb:DIR is --data-dir DIR");
+
+    // From the environment, with the keys in a directory of their own.
+    let url = "postgres://ry:s3cret@db:5432/railyard";
+    let vars = [("RAILYARD_STORE", url), ("RAILYARD_KEYS_DIR", "/var/lib/ry")];
+    let s = ServerArgs::default().settings_with(env(&vars)).unwrap();
+    assert_eq!(s.store, StoreSetting::Postgres(url.into()));
+    assert_eq!(s.data_dir, PathBuf::from("/var/lib/ry"));
+    // Shown, and debug-printed, without the password.
+    assert_eq!(s.store.shown(), "postgres://ry:***@db:5432/railyard");
+    assert!(!format!("{s:?}").contains("s3cret"));
+    let pg = ServerArgs::default()
+        .settings_with(env(&[("RAILYARD_STORE", "postgresql://ry@db/railyard")]))
+        .unwrap();
+    assert_eq!(
+        pg.data_dir,
+        PathBuf::from(DEFAULT_DATA_DIR),
+        "keys default to ./.railyard"
+    );
+
+    // Both a store and a data directory: refused, naming both.
+    let both = ServerArgs {
+        store: Some(url.into()),
+        data_dir: Some("d".into()),
+        ..ServerArgs::default()
+    };
+    let e = both.settings_with(|_| None).unwrap_err().to_string();
+    assert!(e.contains("server.store") && e.contains("server.data_dir"), "{e}");
+    assert!(!e.contains("s3cret"), "{e}");
+
+    // A keys directory only goes with a postgres store; an unknown store is refused
+    // without showing its password.
+    let keys = ServerArgs {
+        keys_dir: Some("k".into()),
+        ..ServerArgs::default()
+    };
+    let e = keys.settings_with(|_| None).unwrap_err().to_string();
+    assert!(e.contains("server.keys_dir"), "{e}");
+    for bad in ["mysql://u:s3cret@h/db", "redb:", "/srv/ry"] {
+        let args = ServerArgs {
+            store: Some(bad.into()),
+            ..ServerArgs::default()
+        };
+        let e = args.settings_with(|_| None).unwrap_err().to_string();
+        assert!(e.contains("server.store") && !e.contains("s3cret"), "{e}");
+    }
+}

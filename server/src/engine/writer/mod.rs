@@ -621,8 +621,16 @@ impl WriterLoop {
         let limits = &mut self.limits;
         let mut batch = Some(batch);
         let outcome = self.store.backend().write(&mut |tx| {
+            // A backend runs this again when the database asks for the transaction to
+            // be retried (a serialization failure): the first run has consumed the
+            // commands and given each its answer, so it cannot start over. Failing
+            // here fails the batch whole (nothing of it is committed) and every caller
+            // is told, as for any storage error.
             let Some(batch) = batch.take() else {
-                return Ok(());
+                return Err(StorageError::Backend(
+                    "the database asked to retry the write transaction, and a batch is applied only once"
+                        .into(),
+                ));
             };
             let mut failed = None;
             for cmd in batch {

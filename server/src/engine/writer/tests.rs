@@ -1,5 +1,7 @@
-//! The writer driven through its commands, on each backend: a real database file
-//! and the in-memory reference. Every test here runs on both (see `on_both!`).
+//! The writer driven through its commands, on each backend: a real database file,
+//! the in-memory reference, and PostgreSQL when `RAILYARD_TEST_POSTGRES` names a
+//! database (a fresh schema per test; skipped, saying so, when it does not). Every
+//! test here runs on each (see `on_each!`).
 
 use std::time::Duration;
 
@@ -10,6 +12,7 @@ use crate::service::{Core, CoreBuilder};
 use railyard_model::run::{EventKind, TimeoutKind};
 use railyard_model::workflow::parse_definition;
 use railyard_store::memory::MemoryBackend;
+use railyard_store_postgres::testing::{TestSchema, skipped, test_url};
 
 mod compare;
 mod faults;
@@ -26,17 +29,38 @@ pub(super) const TWO_STEPS: &str = r#"{"id":"two","version":"1","name":"Two","st
 pub(super) enum Kind {
     Redb,
     Memory,
+    /// Only when [`postgres_configured`].
+    Postgres,
 }
 
-/// A store of `kind`, and the directory that holds its file (if any).
-pub(super) fn store(kind: Kind) -> (Store, Option<tempfile::TempDir>) {
+/// What keeps a test's database while the test runs: the directory of a redb file,
+/// or the Postgres schema (dropped with its tables when this is).
+pub(super) type Held = Box<dyn std::any::Any + Send + Sync>;
+
+/// A store of `kind`, and what holds its database (if anything).
+pub(super) fn store(kind: Kind) -> (Store, Option<Held>) {
     match kind {
         Kind::Redb => {
             let dir = tempfile::tempdir().unwrap();
-            (Store::open(dir.path()).unwrap(), Some(dir))
+            (Store::open(dir.path()).unwrap(), Some(Box::new(dir) as Held))
         }
         Kind::Memory => (Store::new(Arc::new(MemoryBackend::default())), None),
+        Kind::Postgres => {
+            let url = test_url().expect("Postgres tests run only when a database is configured");
+            let schema = TestSchema::create(&url).unwrap();
+            let backend = schema.open().unwrap();
+            (Store::new(Arc::new(backend)), Some(Box::new(schema) as Held))
+        }
     }
+}
+
+/// Whether the Postgres tests can run; when they cannot, says that `test` skipped.
+pub(super) fn postgres_configured(test: &str) -> bool {
+    let configured = test_url().is_some();
+    if !configured {
+        eprintln!("{}", skipped(test));
+    }
+    configured
 }
 
 /// What every writer test builds on: the service's one builder (so the writer is
@@ -49,7 +73,7 @@ pub(super) struct Fixture {
     pub writer: Writer,
     pub store: Store,
     pub matching: Arc<Matching>,
-    _dir: Option<tempfile::TempDir>,
+    _dir: Option<Held>,
 }
 
 pub(super) fn fixture(kind: Kind) -> Fixture {
@@ -60,7 +84,7 @@ pub(super) fn fixture(kind: Kind) -> Fixture {
 impl Fixture {
     /// The writer, store and matching of the core `builder` makes; `dir` holds its
     /// database file, if any.
-    pub(super) fn built(builder: CoreBuilder, dir: Option<tempfile::TempDir>) -> Self {
+    pub(super) fn built(builder: CoreBuilder, dir: Option<Held>) -> Self {
         let core = builder.build().unwrap().core;
         Self {
             writer: core.writer.clone(),
@@ -123,8 +147,9 @@ impl Fixture {
     }
 }
 
-/// Declares `mod $name { redb, memory }`: the async test `$body(Kind)` on each backend.
-macro_rules! on_both {
+/// Declares `mod $name { redb, memory, postgres }`: the async test `$body(Kind)` on
+/// each backend (on Postgres only when a database is configured).
+macro_rules! on_each {
     ($name:ident, $body:path) => {
         mod $name {
             use super::*;
@@ -138,10 +163,17 @@ macro_rules! on_both {
             async fn memory() {
                 $body(Kind::Memory).await
             }
+
+            #[tokio::test]
+            async fn postgres() {
+                if postgres_configured(concat!(module_path!(), "::postgres")) {
+                    $body(Kind::Postgres).await
+                }
+            }
         }
     };
 }
-pub(super) use on_both;
+pub(super) use on_each;
 
 fn claims(grant: &Grant) -> TokenClaims {
     TokenClaims {
@@ -161,7 +193,7 @@ fn undelivered(kinds: &[EventKind], step: &str) -> bool {
     })
 }
 
-on_both!(
+on_each!(
     a_lease_whose_poll_gave_up_during_the_commit_ends_at_once,
     lease_whose_poll_gave_up
 );
@@ -177,7 +209,7 @@ async fn lease_whose_poll_gave_up(kind: Kind) {
     assert!(undelivered(&kinds, "a"), "{kinds:?}");
 }
 
-on_both!(
+on_each!(
     an_eager_next_step_whose_caller_gave_up_ends_at_once,
     eager_next_step_caller_gave_up
 );
@@ -201,7 +233,7 @@ async fn eager_next_step_caller_gave_up(kind: Kind) {
     assert!(undelivered(&kinds, "b"), "{kinds:?}");
 }
 
-on_both!(
+on_each!(
     api_keys_are_created_once_and_revoked_once,
     api_keys_created_and_revoked
 );

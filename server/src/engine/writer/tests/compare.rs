@@ -1,8 +1,9 @@
-//! Property: the redb backend and the in-memory reference backend are the same
-//! database. Random batches of commands go through two writer loops, one on each;
-//! after every batch the answers and everything the read side shows (runs,
-//! histories, checkpoints, tasks, listings, indexes, timers, lease deadlines,
-//! schedules, sequence numbers) must be equal.
+//! Property: the redb backend, the in-memory reference backend and (when a
+//! database is configured) the Postgres backend are the same database. Random
+//! batches of commands go through one writer loop on each; after every batch the
+//! answers and everything the read side shows (runs, histories, checkpoints, tasks,
+//! listings, indexes, timers, lease deadlines, schedules, sequence numbers) must be
+//! equal.
 
 use proptest::prelude::*;
 
@@ -114,7 +115,7 @@ struct Side {
     parked: Vec<oneshot::Receiver<Dispatch>>,
     /// Answers and hand-offs, in order, as text.
     transcript: Vec<String>,
-    _dir: Option<tempfile::TempDir>,
+    _dir: Option<Held>,
 }
 
 type Pending = Box<dyn FnOnce() -> String>;
@@ -451,6 +452,14 @@ impl Side {
     }
 }
 
+/// Whether the property includes Postgres; says once when it does not.
+fn with_postgres() -> bool {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    let mut configured = true;
+    SAID.call_once(|| configured = postgres_configured("compare (the Postgres side)"));
+    configured && railyard_store_postgres::testing::test_url().is_some()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
@@ -460,14 +469,23 @@ proptest! {
     ) {
         let mut redb = side(Kind::Redb);
         let mut memory = side(Kind::Memory);
+        let mut postgres = with_postgres().then(|| side(Kind::Postgres));
         for (n, ops) in batches.iter().enumerate() {
             redb.apply(ops);
             memory.apply(ops);
             prop_assert_eq!(&redb.transcript, &memory.transcript, "answers after batch {}", n);
             prop_assert_eq!(redb.seen(), memory.seen(), "tables after batch {}", n);
+            if let Some(postgres) = &mut postgres {
+                postgres.apply(ops);
+                prop_assert_eq!(&postgres.transcript, &memory.transcript, "postgres answers after batch {}", n);
+                prop_assert_eq!(postgres.seen(), memory.seen(), "postgres tables after batch {}", n);
+            }
         }
         // The stores are the truth a restart rebuilds from: reading them afresh
         // agrees with what the loops kept.
         prop_assert_eq!(redb.store.next_seq().unwrap(), memory.store.next_seq().unwrap());
+        if let Some(postgres) = &postgres {
+            prop_assert_eq!(postgres.store.next_seq().unwrap(), memory.store.next_seq().unwrap());
+        }
     }
 }

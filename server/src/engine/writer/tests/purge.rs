@@ -69,7 +69,7 @@ impl Purging {
 
 const DAY: u64 = 86_400_000;
 
-on_both!(
+on_each!(
     a_closed_run_past_retention_goes_whole_and_what_is_needed_stays,
     purges_whole
 );

@@ -16,7 +16,7 @@ fn status(fx: &Fixture, id: &str) -> Option<RunStatus> {
     fx.store.run("default", id).unwrap().map(|r| r.status)
 }
 
-on_both!(
+on_each!(
     the_old_run_ends_and_the_new_one_starts_in_one_commit,
     ends_and_starts_together
 );
@@ -46,7 +46,7 @@ async fn ends_and_starts_together(kind: Kind) {
     assert_eq!(tasks[0].run_id, "new");
 }
 
-on_both!(
+on_each!(
     a_refused_start_leaves_the_old_run_untouched,
     refused_start_changes_nothing
 );
@@ -80,7 +80,7 @@ async fn refused_start_changes_nothing(kind: Kind) {
     assert_eq!(status(&fx, "orphan"), None);
 }
 
-on_both!(a_closed_or_missing_old_run_is_left_alone, nothing_to_terminate);
+on_each!(a_closed_or_missing_old_run_is_left_alone, nothing_to_terminate);
 async fn nothing_to_terminate(kind: Kind) {
     let fx = fixture(kind);
     let r = fx
@@ -105,7 +105,7 @@ async fn nothing_to_terminate(kind: Kind) {
     assert_eq!(fx.kinds("first").len(), events);
 }
 
-on_both!(a_replayed_request_does_nothing_again, replayed_request);
+on_each!(a_replayed_request_does_nothing_again, replayed_request);
 async fn replayed_request(kind: Kind) {
     let fx = fixture(kind);
     fx.start("old").await;
@@ -130,7 +130,7 @@ async fn replayed_request(kind: Kind) {
     assert_eq!((fx.kinds("old").len(), fx.kinds("new").len()), events);
 }
 
-on_both!(
+on_each!(
     at_the_open_runs_limit_a_replace_counts_the_run_it_replaces_as_closing,
     replace_at_the_limit
 );

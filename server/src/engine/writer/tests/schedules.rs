@@ -21,10 +21,10 @@ struct Fx {
     store: Store,
     clock: ManualClock,
     matching: Arc<Matching>,
-    _dir: Option<tempfile::TempDir>,
+    _dir: Option<Held>,
 }
 
-fn fx_on(store: Store, dir: Option<tempfile::TempDir>) -> Fx {
+fn fx_on(store: Store, dir: Option<Held>) -> Fx {
     let clock = ManualClock::new(T0);
     let mut workflows = WorkflowRegistry::default();
     for def in [ONE_SHOT, TWO_STEPS] {
@@ -112,7 +112,7 @@ impl Fx {
     }
 }
 
-on_both!(
+on_each!(
     schedules_due_at_one_moment_fire_in_batches_each_once,
     many_due_at_once
 );
@@ -144,7 +144,7 @@ async fn many_due_at_once(kind: Kind) {
     );
 }
 
-on_both!(every_way_a_run_closes_reaches_its_schedule, every_close);
+on_each!(every_way_a_run_closes_reaches_its_schedule, every_close);
 async fn every_close(kind: Kind) {
     let fx = fx(kind);
     let until = || tokio::time::Instant::now() + Duration::from_secs(30);
@@ -259,7 +259,7 @@ async fn a_failed_fire_commit_keeps_nothing_and_the_retry_fires_once() {
     assert_eq!(fx.status(&run_id("s", T0 + MIN)), Some(RunStatus::Running));
 }
 
-on_both!(
+on_each!(
     terminate_other_terminates_and_starts_in_the_fire_commit,
     terminate_other
 );
@@ -280,7 +280,7 @@ async fn terminate_other(kind: Kind) {
     assert_eq!(s.recent_actions[0].status, RunStatus::Terminated);
 }
 
-on_both!(
+on_each!(
     a_backfill_over_a_fired_time_counts_its_run_as_taken,
     backfill_over_fired
 );
@@ -315,7 +315,7 @@ async fn backfill_over_fired(kind: Kind) {
     );
 }
 
-on_both!(
+on_each!(
     cancel_other_of_a_run_whose_step_waits_starts_the_next_in_the_same_commit,
     cancel_other_unleased
 );

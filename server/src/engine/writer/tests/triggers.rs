@@ -12,10 +12,10 @@ struct Fx {
     writer: Writer,
     store: Store,
     clock: ManualClock,
-    _dir: Option<tempfile::TempDir>,
+    _dir: Option<Held>,
 }
 
-fn fx_on(store: Store, dir: Option<tempfile::TempDir>) -> Fx {
+fn fx_on(store: Store, dir: Option<Held>) -> Fx {
     let clock = ManualClock::new(10_000);
     let mut workflows = WorkflowRegistry::default();
     let def = parse_definition(TWO_STEPS).unwrap();
@@ -79,7 +79,7 @@ impl Fx {
     }
 }
 
-on_both!(
+on_each!(
     serial_deliveries_start_one_by_one_as_each_run_closes,
     serial_hand_off
 );
@@ -116,7 +116,7 @@ async fn serial_hand_off(kind: Kind) {
     assert!(!d.queued);
 }
 
-on_both!(replace_cancels_the_holder_and_starts_in_one_commit, replace);
+on_each!(replace_cancels_the_holder_and_starts_in_one_commit, replace);
 async fn replace(kind: Kind) {
     let fx = fx(kind);
     fx.writer
@@ -141,7 +141,7 @@ async fn replace(kind: Kind) {
     assert_eq!(fx.status("c"), Some(RunStatus::Running));
 }
 
-on_both!(a_delivery_id_answers_its_run_until_purged, dedup_and_purge);
+on_each!(a_delivery_id_answers_its_run_until_purged, dedup_and_purge);
 async fn dedup_and_purge(kind: Kind) {
     let fx = fx(kind);
     let first = fx

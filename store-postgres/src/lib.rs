@@ -1,0 +1,334 @@
+//! Railyard's storage on PostgreSQL: [`PostgresBackend`] implements the storage
+//! trait ([`railyard_store::Backend`]) over explicit tables ([`schema`]) holding the
+//! same versioned records as the redb backend (`railyard_store::records`).
+//!
+//! - **Snapshots** are `REPEATABLE READ, READ ONLY` transactions, each holding one
+//!   pooled connection until dropped: one consistent view, never waiting for the
+//!   writer.
+//! - **Writes** are one transaction at the database's default isolation, committed
+//!   when the writer's closure returns `Ok`; one the database asks to retry (SQLSTATE
+//!   40001 or 40P01) is run again, closure included, after a bounded backoff.
+//! - **Bounds**: a fixed pool, a connect timeout, a wait for a free connection, and
+//!   `statement_timeout` (and `idle_in_transaction_session_timeout`) set on every
+//!   connection, so a dead database gives an error, not a hang.
+//! - **Portability**: plain SQL that also holds under `SERIALIZABLE`: no sequences,
+//!   `LISTEN`/`NOTIFY`, advisory locks or system columns.
+//!
+//! The trait is synchronous and the driver async: the backend owns a small runtime
+//! ([`runtime`]) on which each call runs while the caller waits. Connection strings
+//! are shown only through [`redact`].
+
+mod conn;
+mod reads;
+pub mod redact;
+mod runtime;
+mod schema;
+#[cfg(feature = "testing")]
+pub mod testing;
+#[cfg(test)]
+mod tests;
+mod triggers;
+mod txn;
+mod writes;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use railyard_store::records::Definitions;
+use railyard_store::{Backend, Snapshot, StorageError, WriteTx};
+use tokio_postgres::NoTls;
+use tokio_postgres::config::SslMode;
+
+pub use redact::redact;
+
+use conn::{Conn, Held};
+use runtime::Runner;
+use txn::PgTxn;
+
+/// How the backend connects, and its bounds.
+#[derive(Clone)]
+pub struct PostgresOptions {
+    /// Most connections open at once. Each snapshot holds one while it lives, and
+    /// the writer's transaction one.
+    pub pool_size: usize,
+    /// How long opening a connection may take.
+    pub connect_timeout: Duration,
+    /// How long a call may wait for a free connection.
+    pub wait_timeout: Duration,
+    /// How long one statement may run: the server's `statement_timeout`, set on
+    /// every connection. A call gives its connection up a few seconds after it.
+    pub statement_timeout: Duration,
+    /// How long a transaction may sit idle (the server's
+    /// `idle_in_transaction_session_timeout`): a stuck caller's locks are freed.
+    pub idle_in_transaction_timeout: Duration,
+    /// Runs of a write transaction the database asks to retry, the first included.
+    pub write_attempts: usize,
+    /// The password, when the URL has none (from `PGPASSWORD`, say).
+    pub password: Option<String>,
+    /// The schema holding the tables (the connections' `search_path`); `None`: the
+    /// database's default. The schema must exist.
+    pub schema: Option<String>,
+    /// Each connection's `application_name`.
+    pub application_name: String,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        Self {
+            pool_size: 8,
+            connect_timeout: Duration::from_secs(10),
+            wait_timeout: Duration::from_secs(30),
+            statement_timeout: Duration::from_secs(30),
+            idle_in_transaction_timeout: Duration::from_secs(300),
+            write_attempts: 5,
+            password: None,
+            schema: None,
+            application_name: "railyard".into(),
+        }
+    }
+}
+
+impl std::fmt::Debug for PostgresOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresOptions")
+            .field("pool_size", &self.pool_size)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("wait_timeout", &self.wait_timeout)
+            .field("statement_timeout", &self.statement_timeout)
+            .field("idle_in_transaction_timeout", &self.idle_in_transaction_timeout)
+            .field("write_attempts", &self.write_attempts)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("schema", &self.schema)
+            .field("application_name", &self.application_name)
+            .finish()
+    }
+}
+
+/// What a call may take beyond `statement_timeout` before its connection is given up.
+const CALL_SLACK: Duration = Duration::from_secs(5);
+
+/// Errors opening the database. Each names the database by its redacted URL, and
+/// says the whole cause in its message (the driver's own errors say little).
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("invalid postgres connection string {url}: {problem}")]
+    Url { url: String, problem: String },
+    #[error("invalid postgres connection string {url}: {problem}")]
+    Unsupported { url: String, problem: String },
+    #[error("cannot start the database runtime: {problem}")]
+    Runtime { problem: String },
+    #[error("cannot make the connection pool for {url}: {problem}")]
+    Pool { url: String, problem: String },
+    #[error("cannot connect to {url}: {problem}")]
+    Connect { url: String, problem: String },
+    #[error("cannot initialise database {url}: {problem}")]
+    Init { url: String, problem: String },
+    #[error(
+        "cannot migrate database {url} from schema version {from} to {to}: {problem}; nothing was changed"
+    )]
+    Migrate {
+        url: String,
+        from: i64,
+        to: i64,
+        problem: String,
+    },
+    #[error(
+        "database {url} has schema version {found}, this build knows versions up to {known}; \
+         it was written by a newer Railyard"
+    )]
+    Schema { url: String, found: i64, known: i64 },
+}
+
+/// Railyard's tables in a PostgreSQL database.
+pub struct PostgresBackend {
+    runner: Arc<Runner>,
+    pool: Pool,
+    /// Definitions by content, shared by every snapshot and write transaction.
+    defs: Arc<Definitions>,
+    call_timeout: Duration,
+    write_attempts: usize,
+}
+
+impl PostgresBackend {
+    /// Connects to `url` (`postgres://user@host:port/db`, or a key-value string),
+    /// creates or migrates the tables, and makes sure the `default` namespace exists.
+    pub fn open(url: &str, options: &PostgresOptions) -> Result<Self, OpenError> {
+        let shown = redact(url);
+        let mut config = tokio_postgres::Config::from_str(url).map_err(|e| OpenError::Url {
+            url: shown.clone(),
+            problem: conn::describe(&e),
+        })?;
+        if config.get_ssl_mode() == SslMode::Require {
+            return Err(OpenError::Unsupported {
+                url: shown,
+                problem: "sslmode=require: TLS to the database is not supported yet".into(),
+            });
+        }
+        if config.get_password().is_none()
+            && let Some(password) = &options.password
+        {
+            config.password(password.as_str());
+        }
+        if config.get_application_name().is_none() {
+            config.application_name(options.application_name.as_str());
+        }
+        config.connect_timeout(options.connect_timeout);
+        config.options(session_options(config.get_options(), options, &shown)?);
+        let runner = Arc::new(Runner::new().map_err(|e| OpenError::Runtime {
+            problem: e.to_string(),
+        })?);
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                // Connections come back only after their transaction ended (see
+                // `conn`), so checking them costs a round trip for nothing.
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(options.wait_timeout))
+            .create_timeout(Some(options.connect_timeout))
+            .recycle_timeout(Some(options.connect_timeout))
+            .build()
+            .map_err(|e| OpenError::Pool {
+                url: shown.clone(),
+                problem: e.to_string(),
+            })?;
+        let backend = Self {
+            runner,
+            pool,
+            defs: Arc::default(),
+            call_timeout: options.statement_timeout + CALL_SLACK,
+            write_attempts: options.write_attempts.max(1),
+        };
+        backend.migrate(&shown)?;
+        tracing::info!(database = %shown, "postgres storage open");
+        Ok(backend)
+    }
+
+    /// Applies the missing migrations, or refuses a newer schema.
+    fn migrate(&self, shown: &str) -> Result<(), OpenError> {
+        let url = shown.to_string();
+        let pool = self.pool.clone();
+        let outcome = self
+            .runner
+            .block(txn::migrate(pool))
+            .map_err(|e| OpenError::Init {
+                url: url.clone(),
+                problem: e.to_string(),
+            })?;
+        let known = schema::latest();
+        match outcome {
+            Ok(0) if known > 0 => {
+                tracing::info!(database = %url, version = known, "created the tables");
+                Ok(())
+            }
+            Ok(from) if from < known => {
+                tracing::info!(database = %url, from, to = known, "migrated the tables");
+                Ok(())
+            }
+            Ok(_) => Ok(()),
+            Err(txn::MigrateError::Connect(e)) => Err(OpenError::Connect {
+                url,
+                problem: e.to_string(),
+            }),
+            Err(txn::MigrateError::Init(e)) => Err(OpenError::Init {
+                url,
+                problem: e.to_string(),
+            }),
+            Err(txn::MigrateError::Newer(found)) => Err(OpenError::Schema { url, found, known }),
+            Err(txn::MigrateError::Migrate { from, source }) => Err(OpenError::Migrate {
+                url,
+                from,
+                to: known,
+                problem: source.to_string(),
+            }),
+        }
+    }
+
+    /// A pooled connection with a transaction begun by `begin`.
+    fn begin(&self, begin: &'static str) -> Result<Conn, StorageError> {
+        let pool = self.pool.clone();
+        let client = self
+            .runner
+            .block(async move { pool.get().await })?
+            .map_err(conn::pool_error)?;
+        let conn = Conn::new(self.runner.clone(), Held::new(client), self.call_timeout);
+        conn.simple(begin)?;
+        Ok(conn)
+    }
+}
+
+/// The connection's startup options: the caller's own (from the URL), then the
+/// timeouts and the schema, as `-c name=value` (`options` in libpq's terms).
+fn session_options(given: Option<&str>, o: &PostgresOptions, shown: &str) -> Result<String, OpenError> {
+    let mut out = given.unwrap_or_default().to_string();
+    let mut set = |name: &str, value: String| {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(&format!("-c {name}={value}"));
+    };
+    set("statement_timeout", o.statement_timeout.as_millis().to_string());
+    set(
+        "idle_in_transaction_session_timeout",
+        o.idle_in_transaction_timeout.as_millis().to_string(),
+    );
+    if let Some(schema) = &o.schema {
+        // Startup options split on spaces and take backslash escapes: a plain name
+        // needs neither.
+        if schema.is_empty() || !schema.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(OpenError::Unsupported {
+                url: shown.to_string(),
+                problem: format!("schema {schema:?}: only letters, digits and _"),
+            });
+        }
+        set("search_path", schema.clone());
+    }
+    Ok(out)
+}
+
+impl Backend for PostgresBackend {
+    fn snapshot(&self) -> Result<Box<dyn Snapshot>, StorageError> {
+        let conn = self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?;
+        Ok(Box::new(PgTxn::new(conn, self.defs.clone())))
+    }
+
+    fn write(
+        &self,
+        f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        let mut delays = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(10))
+            .with_max_delay(Duration::from_millis(500))
+            .with_max_times(self.write_attempts - 1)
+            .with_jitter()
+            .build();
+        let mut attempt = 1;
+        loop {
+            // `BEGIN` alone: the database's default isolation.
+            let mut tx = PgTxn::new(self.begin("BEGIN")?, self.defs.clone());
+            let outcome = f(&mut tx).and_then(|()| tx.conn().commit());
+            let Err(e) = outcome else {
+                return Ok(());
+            };
+            let retry = tx.conn().asks_retry();
+            tx.conn().rollback();
+            drop(tx);
+            match delays.next() {
+                Some(delay) if retry => {
+                    tracing::warn!(error = %e, attempt, ?delay, "the database asked to retry the write transaction");
+                    attempt += 1;
+                    std::thread::sleep(delay);
+                }
+                _ => return Err(e),
+            }
+        }
+    }
+}

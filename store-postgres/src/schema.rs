@@ -1,0 +1,167 @@
+//! The tables, and their forward-only migrations.
+//!
+//! `railyard_schema` holds one row: the schema version, the number of migrations
+//! applied. Opening applies the missing ones in order, in one transaction with the
+//! version's update (PostgreSQL's DDL is transactional: a failed migration changes
+//! nothing), and refuses a database whose version is newer than this build knows.
+//!
+//! Keys are columns whose primary key follows the redb backend's key order, so every
+//! range read is an `ORDER BY` on the primary key. Text keys are `COLLATE "C"`: byte
+//! order, as redb compares them, whatever the database's default collation. Values
+//! are the versioned JSON records of `railyard_store::records`, as `bytea`: the bytes
+//! redb stores, unchanged (a definition's key is the hash of its record's bytes).
+//! Sequence numbers come from the writer: no `SERIAL` or sequences.
+
+/// Migration `n` (from 1) brings a database from version `n - 1` to `n`. Never
+/// edit one that has shipped: add the next.
+pub(crate) const MIGRATIONS: &[&str] = &[V1];
+
+/// The schema version this build reads and writes.
+pub(crate) fn latest() -> i64 {
+    MIGRATIONS.len() as i64
+}
+
+/// Creates the version table if it is missing (outside the migrating transaction,
+/// so that reading the version never fails on a new database).
+pub(crate) const CREATE_VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS railyard_schema (
+    id integer PRIMARY KEY CHECK (id = 1),
+    version bigint NOT NULL
+)";
+
+pub(crate) const READ_VERSION: &str = "SELECT version FROM railyard_schema WHERE id = 1";
+
+pub(crate) const WRITE_VERSION: &str = "INSERT INTO railyard_schema (id, version) VALUES (1, $1)
+    ON CONFLICT (id) DO UPDATE SET version = excluded.version";
+
+/// The `default` namespace, as the redb backend makes it: an empty record.
+pub(crate) const DEFAULT_NAMESPACE: &str = "INSERT INTO namespaces (name, record) VALUES ($1, $2)
+    ON CONFLICT (name) DO NOTHING";
+
+/// Version 1: the tables of redb's layout 3, one table per redb table except `runs`,
+/// which redb keys by (namespace, run id, slot) and is here three tables (state row,
+/// events, checkpoint).
+const V1: &str = r#"
+CREATE TABLE runs (
+    ns text COLLATE "C" NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (ns, run_id)
+);
+CREATE TABLE events (
+    ns text COLLATE "C" NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
+    event_id bigint NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (ns, run_id, event_id)
+);
+CREATE TABLE checkpoints (
+    ns text COLLATE "C" NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
+    bytes bytea NOT NULL,
+    PRIMARY KEY (ns, run_id)
+);
+CREATE TABLE open_runs (
+    ns text COLLATE "C" NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
+    PRIMARY KEY (ns, run_id)
+);
+CREATE TABLE tasks (
+    ns text COLLATE "C" NOT NULL,
+    queue text COLLATE "C" NOT NULL,
+    seq bigint NOT NULL,
+    run_id text NOT NULL,
+    PRIMARY KEY (ns, queue, seq)
+);
+CREATE TABLE timers (
+    due_ms bigint NOT NULL,
+    seq bigint NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (due_ms, seq)
+);
+CREATE TABLE idempotency (
+    ns text COLLATE "C" NOT NULL,
+    key text COLLATE "C" NOT NULL,
+    run_id text NOT NULL,
+    PRIMARY KEY (ns, key)
+);
+CREATE TABLE runs_by_start (
+    ns text COLLATE "C" NOT NULL,
+    start_ms bigint NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
+    PRIMARY KEY (ns, start_ms, run_id)
+);
+CREATE TABLE runs_by_close (
+    ns text COLLATE "C" NOT NULL,
+    close_ms bigint NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
+    PRIMARY KEY (ns, close_ms, run_id)
+);
+CREATE TABLE children (
+    ns text COLLATE "C" NOT NULL,
+    parent_id text COLLATE "C" NOT NULL,
+    child_id text COLLATE "C" NOT NULL,
+    PRIMARY KEY (ns, parent_id, child_id)
+);
+CREATE TABLE namespaces (
+    name text COLLATE "C" NOT NULL PRIMARY KEY,
+    record bytea NOT NULL
+);
+CREATE TABLE definitions (
+    workflow_id text COLLATE "C" NOT NULL,
+    version text COLLATE "C" NOT NULL,
+    hash text COLLATE "C" NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (workflow_id, version, hash)
+);
+CREATE TABLE schedules (
+    ns text COLLATE "C" NOT NULL,
+    schedule_id text COLLATE "C" NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (ns, schedule_id)
+);
+CREATE TABLE api_keys (
+    key_id text COLLATE "C" NOT NULL PRIMARY KEY,
+    record bytea NOT NULL
+);
+CREATE TABLE triggers (
+    ns text COLLATE "C" NOT NULL,
+    trigger_id text COLLATE "C" NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (ns, trigger_id)
+);
+CREATE TABLE hook_deliveries (
+    ns text COLLATE "C" NOT NULL,
+    trigger_id text COLLATE "C" NOT NULL,
+    delivery_id text COLLATE "C" NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (ns, trigger_id, delivery_id)
+);
+CREATE TABLE hook_delivery_times (
+    received_ms bigint NOT NULL,
+    ns text COLLATE "C" NOT NULL,
+    trigger_id text COLLATE "C" NOT NULL,
+    delivery_id text COLLATE "C" NOT NULL,
+    PRIMARY KEY (received_ms, ns, trigger_id, delivery_id)
+);
+CREATE TABLE trigger_keys (
+    ns text COLLATE "C" NOT NULL,
+    trigger_id text COLLATE "C" NOT NULL,
+    key text COLLATE "C" NOT NULL,
+    run_id text NOT NULL,
+    PRIMARY KEY (ns, trigger_id, key)
+);
+CREATE TABLE trigger_queue (
+    ns text COLLATE "C" NOT NULL,
+    trigger_id text COLLATE "C" NOT NULL,
+    key text COLLATE "C" NOT NULL,
+    seq bigint NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (ns, trigger_id, key, seq)
+);
+CREATE TABLE trigger_runs (
+    ns text COLLATE "C" NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (ns, run_id)
+);
+"#;

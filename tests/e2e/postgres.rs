@@ -1,0 +1,145 @@
+//! The server on PostgreSQL (`railyard server --store postgres://...`), as processes:
+//! a run a worker completed is all there after SIGKILL of the server and a restart on
+//! the same database, and the restarted server goes on serving. Each test has a
+//! database of its own on the server `RAILYARD_TEST_POSTGRES` names; without it the
+//! tests skip, saying so.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use railyard_proto::v1::{HistoryEvent, RunStatus};
+use railyard_sdk::Client;
+use railyard_store_postgres::testing::{TestDatabase, skipped, test_url};
+
+use crate::support::worker::WorkerProcess;
+use crate::support::*;
+
+const RUN_LIMIT: Duration = Duration::from_secs(90);
+
+const WORKFLOW: &str = r#"{"id": "pg", "version": "1", "name": "On Postgres", "taskQueue": "pg",
+  "steps": [{"id": "one", "title": "One", "prompt": "one"},
+            {"id": "two", "title": "Two", "prompt": "two"}]}"#;
+
+const SCRIPT: &str = r#"{"steps": {
+  "one": [{"tool_calls": [{"name": "complete_step", "input": {"notes": "one done"}}]}],
+  "two": [{"tool_calls": [{"name": "complete_step", "input": {"notes": "two done"}}]}]}}"#;
+
+/// A client on its own small runtime.
+struct Api {
+    rt: tokio::runtime::Runtime,
+    client: Client,
+}
+
+impl Api {
+    fn new(url: &str) -> Self {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let client = rt.block_on(Client::connect(url)).expect("client");
+        Self { rt, client }
+    }
+
+    fn start(&self, goal: &str) -> String {
+        self.rt
+            .block_on(self.client.start_run("default", "pg", goal, HashMap::new()))
+            .expect("start run")
+    }
+
+    fn status(&self, run_id: &str) -> RunStatus {
+        let run = self
+            .rt
+            .block_on(self.client.describe_run("default", run_id))
+            .expect("describe")
+            .run
+            .expect("run");
+        RunStatus::try_from(run.status).expect("status")
+    }
+
+    fn wait_closed(&self, run_id: &str) -> RunStatus {
+        eventually(RUN_LIMIT, || {
+            let s = self.status(run_id);
+            (s != RunStatus::Running).then_some(s)
+        })
+    }
+
+    fn history(&self, run_id: &str) -> Vec<HistoryEvent> {
+        self.rt
+            .block_on(self.client.full_history("default", run_id))
+            .expect("history")
+    }
+}
+
+fn worker(sandbox: &Sandbox, server: &ServerProcess, identity: &str) -> WorkerProcess {
+    let script = sandbox.path("pg.script.json");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let script = script.to_str().unwrap().to_string();
+    WorkerProcess::start(
+        &server.url,
+        &sandbox.path("workspace"),
+        identity,
+        &["--provider", "scripted", "--script", &script, "--queue", "pg"],
+        &[],
+    )
+}
+
+fn types(history: &[HistoryEvent]) -> Vec<(u64, String)> {
+    history
+        .iter()
+        .map(|e| (e.event_id, e.event_type.clone()))
+        .collect()
+}
+
+#[test]
+fn a_completed_run_is_all_there_after_sigkill_and_a_restart_on_the_same_database() {
+    let Some(url) = test_url() else {
+        eprintln!(
+            "{}",
+            skipped("postgres::a_completed_run_is_all_there_after_sigkill")
+        );
+        return;
+    };
+    let db = TestDatabase::create(&url).expect("a database of the test's own");
+    let sandbox = Sandbox::new();
+    sandbox.workflow("pg.json", WORKFLOW);
+    let server = ServerProcess::start_on_store(db.url(), &sandbox.path("data"), &sandbox.path("workflows"));
+    // The local directory holds the keys only: no redb file.
+    assert!(sandbox.path("data").join("keys.json").is_file());
+    assert!(!sandbox.path("data").join("railyard.redb").exists());
+
+    let mut first_worker = worker(&sandbox, &server, "pg-worker");
+    let api = Api::new(&server.url);
+    let run = api.start("before the crash");
+    assert_eq!(api.wait_closed(&run), RunStatus::Completed);
+    let before = api.history(&run);
+    let kinds = types(&before);
+    assert_eq!(kinds.first().map(|k| k.1.as_str()), Some("RunStarted"));
+    assert_eq!(kinds.last().map(|k| k.1.as_str()), Some("RunCompleted"));
+    assert_eq!(
+        kinds.iter().filter(|k| k.1 == "StepCompleted").count(),
+        2,
+        "{kinds:?}"
+    );
+    first_worker.kill9();
+    drop(api);
+
+    // SIGKILL: no shutdown code runs; the next server opens the same database.
+    let server = server.crash_and_restart();
+    let api = Api::new(&server.url);
+    assert_eq!(api.status(&run), RunStatus::Completed);
+    let after = api.history(&run);
+    assert_eq!(types(&after), kinds);
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(
+            (&b.attributes_json, &b.identity, b.time_unix_ms),
+            (&a.attributes_json, &a.identity, a.time_unix_ms),
+            "event {}",
+            b.event_id
+        );
+    }
+
+    // And it goes on serving: a new run, a new worker.
+    let _second_worker = worker(&sandbox, &server, "pg-worker-2");
+    let next = api.start("after the crash");
+    assert_eq!(api.wait_closed(&next), RunStatus::Completed);
+}
