@@ -172,13 +172,18 @@ impl Sender {
     }
 }
 
-/// reqwest's top-level message hides the cause; keep the chain.
+/// reqwest's top-level message hides the cause; keep the chain. A cause whose text
+/// the message already ends with is not repeated: hyper's and std's errors often
+/// print their source in their own message ("tcp connect error: X", then "X").
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut msg = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
+        let text = s.to_string();
+        if !text.is_empty() && !msg.ends_with(&text) {
+            msg.push_str(": ");
+            msg.push_str(&text);
+        }
         source = s.source();
     }
     msg
@@ -189,4 +194,39 @@ fn bounded(s: String) -> String {
         return s;
     }
     railyard_model::text::prefix(&s, MAX_ERROR_BYTES).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error that prints its cause in its own message, as hyper's connect error does.
+    #[derive(Debug)]
+    struct Wrapping(std::io::Error);
+
+    impl std::fmt::Display for Wrapping {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "tcp connect error: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Wrapping {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("client error (Connect)")]
+    struct Outer(#[source] Wrapping);
+
+    #[test]
+    fn an_error_chain_names_each_cause_once() {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        let e = Outer(Wrapping(refused));
+        assert_eq!(
+            error_chain(&e),
+            "client error (Connect): tcp connect error: Connection refused"
+        );
+    }
 }
