@@ -268,8 +268,6 @@ impl RunningServer {
             .child_limits(config.child_limits)
             .delivery(config.delivery.clone())
             .build()?;
-        let sender = engine::sender::Sender::new(&config.delivery, core.writer.clone(), config.clock.clone())
-            .map_err(|e| StartError::Internal(error::ApiError::Internal(e.to_string())))?;
         let admin_key_file = if config.auth {
             service::keys::bootstrap(&core.store, &core.writer, config.clock.now_ms(), dir).await?
         } else {
@@ -305,6 +303,13 @@ impl RunningServer {
             source,
         })?;
 
+        let sender = engine::sender::Sender::new(
+            &config.delivery,
+            core.writer.clone(),
+            config.clock.clone(),
+            vec![grpc_addr, http_addr],
+        )
+        .map_err(|e| StartError::Internal(error::ApiError::Internal(e.to_string())))?;
         let (in_process, in_process_incoming) = inproc::pair();
         let grpc_routes = grpc_routes(core.clone()).await;
         // The server's own tasks; the one place they stop is `shutdown`.

@@ -125,6 +125,7 @@ pub(crate) fn check(core: &Core, ns: &str, r: TriggerInput) -> Result<Trigger, A
     if !r.callback_url.is_empty() {
         // The same rules as a run's callback URL (the runs it starts carry it).
         railyard_model::run::delivery::url::check("callback_url", &r.callback_url)?;
+        super::subscriptions::check_destination(core, "callback_url", &r.callback_url)?;
     }
     check_secret("signature_secret", &r.signature_secret)?;
     check_secret("bearer_token", &r.bearer_token)?;

@@ -9,6 +9,7 @@ mod bounds;
 mod children;
 mod contracts;
 mod delivery;
+mod delivery_guards;
 mod metrics;
 mod namespaces;
 mod retention;

@@ -404,7 +404,10 @@ async fn bad_payloads_are_refused_with_their_status_and_start_nothing() {
             )
             .await;
         assert_eq!(status, 400, "{len} bytes: {json}");
-        assert!(json["error"].as_str().unwrap().contains("X-GitHub-Delivery"), "{json}");
+        assert!(
+            json["error"].as_str().unwrap().contains("X-GitHub-Delivery"),
+            "{json}"
+        );
     }
     assert!(h.runs().await.is_empty(), "nothing was started");
 }

@@ -107,6 +107,13 @@ pub(crate) struct ServerArgs {
     /// [env: RAILYARD_MAX_CHILDREN_PER_RUN] [default: 10].
     #[arg(long, value_name = "N")]
     pub max_children_per_run: Option<u32>,
+
+    /// An internal network results may be delivered to (callback and subscription
+    /// URLs), such as 127.0.0.0/8; repeatable. By default loopback, private,
+    /// link-local and other internal addresses are refused
+    /// [env: RAILYARD_DELIVERY_ALLOW_NETWORKS, comma-separated].
+    #[arg(long = "delivery-allow-network", value_name = "CIDR")]
+    pub delivery_allow_networks: Vec<String>,
 }
 
 /// The server's config file: one section per part of the server, every key optional,
@@ -135,6 +142,9 @@ pub(crate) struct ServerArgs {
 /// initial_backoff_ms = 1000
 /// max_backoff_secs = 600
 /// max_concurrent = 32
+/// max_per_target = 8                  # calls in flight to one origin (default: a quarter)
+/// max_per_namespace = 16              # calls in flight for one namespace (default: half)
+/// allow_networks = ["127.0.0.0/8"]    # internal networks deliveries may reach (default: none)
 ///
 /// [hooks]
 /// max_body_bytes = 1048576            # larger webhook bodies get 413
@@ -176,6 +186,28 @@ pub(crate) struct DeliverySection {
     pub initial_backoff_ms: Option<u64>,
     pub max_backoff_secs: Option<u64>,
     pub max_concurrent: Option<usize>,
+    pub max_per_target: Option<usize>,
+    pub max_per_namespace: Option<usize>,
+    /// Internal networks deliveries may reach: a list, or one comma-separated string
+    /// (as the environment gives it).
+    pub allow_networks: Option<NetworkList>,
+}
+
+/// `delivery.allow_networks`: a TOML list, or a comma-separated string.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub(crate) enum NetworkList {
+    List(Vec<String>),
+    Text(String),
+}
+
+impl NetworkList {
+    fn items(&self) -> Vec<&str> {
+        match self {
+            Self::List(v) => v.iter().map(|s| s.trim()).collect(),
+            Self::Text(t) => t.split(',').map(str::trim).filter(|s| !s.is_empty()).collect(),
+        }
+    }
 }
 
 impl std::fmt::Debug for DeliverySection {
@@ -191,6 +223,9 @@ impl std::fmt::Debug for DeliverySection {
             .field("initial_backoff_ms", &self.initial_backoff_ms)
             .field("max_backoff_secs", &self.max_backoff_secs)
             .field("max_concurrent", &self.max_concurrent)
+            .field("max_per_target", &self.max_per_target)
+            .field("max_per_namespace", &self.max_per_namespace)
+            .field("allow_networks", &self.allow_networks)
             .finish()
     }
 }
@@ -205,6 +240,9 @@ impl PartialEq for DeliverySection {
             self.initial_backoff_ms,
             self.max_backoff_secs,
             self.max_concurrent,
+            self.max_per_target,
+            self.max_per_namespace,
+            &self.allow_networks,
         ) == (
             &o.signing_secret,
             o.request_timeout_ms,
@@ -213,6 +251,9 @@ impl PartialEq for DeliverySection {
             o.initial_backoff_ms,
             o.max_backoff_secs,
             o.max_concurrent,
+            o.max_per_target,
+            o.max_per_namespace,
+            &o.allow_networks,
         )
     }
 }
@@ -316,12 +357,17 @@ const ENV: &[EnvVar] = &[
         var: "RAILYARD_MAX_CHILDREN_PER_RUN",
         key: "server.max_children_per_run",
     },
+    EnvVar {
+        var: "RAILYARD_DELIVERY_ALLOW_NETWORKS",
+        key: "delivery.allow_networks",
+    },
 ];
 
 /// Keys whose flag is not `--key-with-dashes`.
 const FLAG_NAMES: &[(&str, &str)] = &[
     ("server.shutdown_grace_secs", "--shutdown-grace"),
     ("server.idle_timeout_secs", "--idle-timeout"),
+    ("delivery.allow_networks", "--delivery-allow-network"),
 ];
 
 /// Bounds of `max_connections` and `idle_timeout_secs`.
@@ -397,6 +443,14 @@ impl ServerSettings {
         if let Some(v) = d.max_concurrent {
             delivery.max_concurrent = v;
         }
+        delivery.max_per_target = d.max_per_target;
+        delivery.max_per_namespace = d.max_per_namespace;
+        // Checked when the settings were resolved.
+        delivery.allow_networks = d
+            .allow_networks
+            .as_ref()
+            .map(|l| l.items().iter().filter_map(|n| n.parse().ok()).collect())
+            .unwrap_or_default();
         config.delivery = delivery;
         config.tls = self.tls.clone();
         config.net = self.net;
@@ -449,6 +503,11 @@ impl ServerArgs {
                 idle_timeout_secs: self.idle_timeout,
                 max_child_depth: self.max_child_depth,
                 max_children_per_run: self.max_children_per_run,
+            },
+            delivery: DeliverySection {
+                allow_networks: (!self.delivery_allow_networks.is_empty())
+                    .then(|| NetworkList::List(self.delivery_allow_networks.clone())),
+                ..DeliverySection::default()
             },
             ..ServerFile::default()
         };
@@ -572,7 +631,14 @@ impl ServerArgs {
             ));
         }
         let d = &settings.delivery;
-        let ranges: [(&str, Option<u64>, u64, u64); 6] = [
+        if let Some(list) = &d.allow_networks {
+            for n in list.items() {
+                if let Err(e) = n.parse::<railyard_server::engine::delivery::destination::Network>() {
+                    return Err(loaded.invalid("delivery.allow_networks", e));
+                }
+            }
+        }
+        let ranges: [(&str, Option<u64>, u64, u64); 8] = [
             ("delivery.request_timeout_ms", d.request_timeout_ms, 100, 600_000),
             ("delivery.max_attempts", d.max_attempts.map(u64::from), 1, 100),
             ("delivery.max_elapsed_secs", d.max_elapsed_secs, 1, 30 * 86_400),
@@ -581,6 +647,18 @@ impl ServerArgs {
             (
                 "delivery.max_concurrent",
                 d.max_concurrent.map(|v| v as u64),
+                1,
+                4096,
+            ),
+            (
+                "delivery.max_per_target",
+                d.max_per_target.map(|v| v as u64),
+                1,
+                4096,
+            ),
+            (
+                "delivery.max_per_namespace",
+                d.max_per_namespace.map(|v| v as u64),
                 1,
                 4096,
             ),

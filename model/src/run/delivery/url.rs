@@ -57,7 +57,10 @@ mod tests {
         // The scheme in any case (RFC 3986 section 3.1).
         assert!(check("callback_url", "HTTP://hooks.example/x").is_ok());
         assert!(check("callback_url", "Https://hooks.example/x").is_ok());
-        assert_eq!(msg("httpx://x"), "callback_url: must be an http:// or https:// URL");
+        assert_eq!(
+            msg("httpx://x"),
+            "callback_url: must be an http:// or https:// URL"
+        );
         assert_eq!(msg("http:x"), "callback_url: must be an http:// or https:// URL");
         assert_eq!(msg("ftp://x"), "callback_url: must be an http:// or https:// URL");
         let m = msg("https://bob:hunter2@example.com/x");
