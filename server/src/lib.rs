@@ -373,7 +373,7 @@ impl RunningServer {
         let http_tls = server_tls.as_ref().map(|t| t.http.clone());
         let net_limits = config.net;
         tasks.push(tokio::spawn(async move {
-            let listener = net::BoundedListener::new(http_listener, net_limits, "http");
+            let listener = net::BoundedListener::http(http_listener, net_limits, "http");
             let stop = async move {
                 let _ = http_shutdown.wait_for(|s| *s).await;
             };

@@ -16,7 +16,9 @@ use clap::Args;
 use railyard_config::{ConfigError, EnvVar, Loader};
 use railyard_server::ServerConfig;
 use railyard_server::engine::ChildLimits;
-use railyard_server::net::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, NetLimits};
+use railyard_server::net::{
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PER_PEER, DEFAULT_REQUEST_TIMEOUT, NetLimits,
+};
 use railyard_server::service::triggers::TriggerInput;
 use railyard_server::tls::TlsFiles;
 use serde::{Deserialize, Serialize};
@@ -36,7 +38,8 @@ const MAX_SHUTDOWN_GRACE_SECS: u64 = 3600;
 pub(crate) struct ServerArgs {
     /// TOML config file with a [server] section (keys: data_dir, listen, http_listen,
     /// workflows, shutdown_grace_secs, auth, insecure, tls_cert, tls_key, tls_client_ca,
-    /// max_connections, idle_timeout_secs, max_child_depth, max_children_per_run).
+    /// max_connections, idle_timeout_secs, max_connections_per_peer,
+    /// http_request_timeout_secs, max_child_depth, max_children_per_run).
     #[arg(long, value_name = "FILE", env = "RAILYARD_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
 
@@ -98,6 +101,17 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "SECONDS")]
     pub idle_timeout: Option<u64>,
 
+    /// Most connections open at once from one peer address (IPv6: one /64), on each
+    /// listener [env: RAILYARD_MAX_CONNECTIONS_PER_PEER] [default: 256].
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_peer: Option<usize>,
+
+    /// Seconds an HTTP request (head and body) may take to arrive from its first
+    /// byte, however steadily it trickles [env: RAILYARD_HTTP_REQUEST_TIMEOUT]
+    /// [default: 30].
+    #[arg(long, value_name = "SECONDS")]
+    pub http_request_timeout: Option<u64>,
+
     /// Deepest child run `spawn_agent` may start (a root run is depth 0; 0: none)
     /// [env: RAILYARD_MAX_CHILD_DEPTH] [default: 3].
     #[arg(long, value_name = "N")]
@@ -133,6 +147,8 @@ pub(crate) struct ServerArgs {
 /// tls_client_ca = "clients-ca.pem"    # mutual TLS on gRPC
 /// max_connections = 4096              # per listener
 /// idle_timeout_secs = 120
+/// max_connections_per_peer = 256     # per listener, from one address (IPv6: a /64)
+/// http_request_timeout_secs = 30     # for an HTTP request to arrive whole
 ///
 /// [delivery]                          # result delivery (callback URLs, subscriptions)
 /// signing_secret = "..."              # better: RAILYARD_DELIVERY_SIGNING_SECRET
@@ -299,6 +315,8 @@ pub(crate) struct ServerSection {
     pub tls_client_ca: Option<PathBuf>,
     pub max_connections: Option<usize>,
     pub idle_timeout_secs: Option<u64>,
+    pub max_connections_per_peer: Option<usize>,
+    pub http_request_timeout_secs: Option<u64>,
     pub max_child_depth: Option<u32>,
     pub max_children_per_run: Option<u32>,
 }
@@ -358,6 +376,14 @@ const ENV: &[EnvVar] = &[
         key: "server.max_children_per_run",
     },
     EnvVar {
+        var: "RAILYARD_MAX_CONNECTIONS_PER_PEER",
+        key: "server.max_connections_per_peer",
+    },
+    EnvVar {
+        var: "RAILYARD_HTTP_REQUEST_TIMEOUT",
+        key: "server.http_request_timeout_secs",
+    },
+    EnvVar {
         var: "RAILYARD_DELIVERY_ALLOW_NETWORKS",
         key: "delivery.allow_networks",
     },
@@ -368,6 +394,7 @@ const FLAG_NAMES: &[(&str, &str)] = &[
     ("server.shutdown_grace_secs", "--shutdown-grace"),
     ("server.idle_timeout_secs", "--idle-timeout"),
     ("delivery.allow_networks", "--delivery-allow-network"),
+    ("server.http_request_timeout_secs", "--http-request-timeout"),
 ];
 
 /// Bounds of `max_connections` and `idle_timeout_secs`.
@@ -501,6 +528,8 @@ impl ServerArgs {
                 tls_client_ca: self.tls_client_ca.clone(),
                 max_connections: self.max_connections,
                 idle_timeout_secs: self.idle_timeout,
+                max_connections_per_peer: self.max_connections_per_peer,
+                http_request_timeout_secs: self.http_request_timeout,
                 max_child_depth: self.max_child_depth,
                 max_children_per_run: self.max_children_per_run,
             },
@@ -594,6 +623,10 @@ impl ServerArgs {
                 idle_timeout: s
                     .idle_timeout_secs
                     .map_or(DEFAULT_IDLE_TIMEOUT, Duration::from_secs),
+                max_per_peer: s.max_connections_per_peer.unwrap_or(DEFAULT_MAX_PER_PEER),
+                request_timeout: s
+                    .http_request_timeout_secs
+                    .map_or(DEFAULT_REQUEST_TIMEOUT, Duration::from_secs),
             },
             delivery: loaded.value.delivery.clone(),
             triggers,
@@ -622,6 +655,18 @@ impl ServerArgs {
             return Err(loaded.invalid(
                 "server.max_connections",
                 format!("from 1 to {MAX_CONNECTIONS_LIMIT}"),
+            ));
+        }
+        if !(1..=MAX_CONNECTIONS_LIMIT).contains(&settings.net.max_per_peer) {
+            return Err(loaded.invalid(
+                "server.max_connections_per_peer",
+                format!("from 1 to {MAX_CONNECTIONS_LIMIT}"),
+            ));
+        }
+        if !(1..=MAX_IDLE_TIMEOUT_SECS).contains(&settings.net.request_timeout.as_secs()) {
+            return Err(loaded.invalid(
+                "server.http_request_timeout_secs",
+                format!("from 1 to {MAX_IDLE_TIMEOUT_SECS} seconds"),
             ));
         }
         if !(1..=MAX_IDLE_TIMEOUT_SECS).contains(&settings.net.idle_timeout.as_secs()) {

@@ -108,6 +108,40 @@ fn connection_limits_from_flags_env_or_file_and_refused_out_of_range() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("--idle-timeout"), "{err}");
+
+    let per_peer = ServerArgs {
+        max_connections_per_peer: Some(3),
+        http_request_timeout: Some(7),
+        ..Default::default()
+    };
+    let net = per_peer.settings_with(|_| None).unwrap().config().net;
+    assert_eq!(
+        (net.max_per_peer, net.request_timeout),
+        (3, Duration::from_secs(7))
+    );
+    let from_env = ServerArgs::default()
+        .settings_with(env(&[
+            ("RAILYARD_MAX_CONNECTIONS_PER_PEER", "9"),
+            ("RAILYARD_HTTP_REQUEST_TIMEOUT", "11"),
+        ]))
+        .unwrap();
+    assert_eq!(
+        (from_env.net.max_per_peer, from_env.net.request_timeout),
+        (9, Duration::from_secs(11))
+    );
+    let err = ServerArgs {
+        http_request_timeout: Some(0),
+        ..Default::default()
+    }
+    .settings_with(|_| None)
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("--http-request-timeout"), "{err}");
+    let err = ServerArgs::default()
+        .settings_with(env(&[("RAILYARD_MAX_CONNECTIONS_PER_PEER", "0")]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("server.max_connections_per_peer"), "{err}");
 }
 
 #[test]
