@@ -156,16 +156,18 @@ impl Destinations {
     }
 
     /// Whether `addr` may be connected to: [`Self::check_ip`], and not one of the
-    /// server's own listeners (on any local address when it listens on all of them).
+    /// server's own listeners: its port on the listen address, on loopback, or (when
+    /// it listens on every address) on any internal one. A public address of this
+    /// host is not known without asking the system, so it is not refused.
     pub fn check(&self, addr: SocketAddr) -> Result<(), Refused> {
         self.check_ip(addr.ip())?;
         let ip = canonical(addr.ip());
         let own = self.own.iter().any(|o| {
             o.port() == addr.port()
                 && (canonical(o.ip()) == ip
-                    || o.ip().is_unspecified()
                     || ip.is_loopback()
-                    || ip.is_unspecified())
+                    || ip.is_unspecified()
+                    || (o.ip().is_unspecified() && is_internal(ip)))
         });
         if own {
             return Err(Refused::Own(addr));
@@ -260,6 +262,15 @@ mod tests {
             Err(Refused::Own("127.0.0.1:7401".parse().unwrap())),
             "the server's own port stays refused"
         );
+        // Listening on every address: its port on any internal address is its own,
+        // on a public one another server's.
+        let everywhere = Destinations::new(
+            vec!["10.0.0.0/8".parse().unwrap()],
+            vec!["0.0.0.0:7401".parse().unwrap()],
+        );
+        assert!(everywhere.check("10.1.1.1:7401".parse().unwrap()).is_err());
+        assert!(everywhere.check("10.1.1.1:7402".parse().unwrap()).is_ok());
+        assert!(everywhere.check("93.184.216.34:7401".parse().unwrap()).is_ok());
     }
 
     #[test]
