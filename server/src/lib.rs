@@ -276,8 +276,6 @@ impl RunningServer {
             .child_limits(config.child_limits)
             .delivery(config.delivery.clone())
             .build()?;
-        let sender = engine::sender::Sender::new(&config.delivery, core.writer.clone(), config.clock.clone())
-            .map_err(|e| StartError::Internal(error::ApiError::Internal(e.to_string())))?;
         let admin_key_file = if config.auth {
             service::keys::bootstrap(&core.store, &core.writer, config.clock.now_ms(), dir).await?
         } else {
@@ -313,6 +311,13 @@ impl RunningServer {
             source,
         })?;
 
+        let sender = engine::sender::Sender::new(
+            &config.delivery,
+            core.writer.clone(),
+            config.clock.clone(),
+            vec![grpc_addr, http_addr],
+        )
+        .map_err(|e| StartError::Internal(error::ApiError::Internal(e.to_string())))?;
         let (in_process, in_process_incoming) = inproc::pair();
         let grpc_routes = grpc_routes(core.clone()).await;
         // The server's own tasks; the one place they stop is `shutdown`.
@@ -376,7 +381,7 @@ impl RunningServer {
         let http_tls = server_tls.as_ref().map(|t| t.http.clone());
         let net_limits = config.net;
         tasks.push(tokio::spawn(async move {
-            let listener = net::BoundedListener::new(http_listener, net_limits, "http");
+            let listener = net::BoundedListener::http(http_listener, net_limits, "http");
             let stop = async move {
                 let _ = http_shutdown.wait_for(|s| *s).await;
             };

@@ -1,18 +1,30 @@
 //! The server's listeners, bounded: at most [`NetLimits::max_connections`] open
 //! connections per listener (one more is accepted and closed at once, so it does not
-//! wait in the backlog), a connection closed when nothing has been read from it for
-//! [`NetLimits::idle_timeout`], and a back-off on accept errors (at the open-files
-//! limit `accept` fails at once, and retrying at once would spin a core).
+//! wait in the backlog), at most [`NetLimits::max_per_peer`] of them from one peer
+//! address (IPv6 by its /64), so one peer cannot shut others out (`/healthz`
+//! answers a prober while one address floods), a connection closed when nothing has
+//! been read from it for [`NetLimits::idle_timeout`], and a back-off on accept errors
+//! (at the open-files limit `accept` fails at once, and retrying at once would spin a
+//! core).
+//!
+//! On the HTTP listener a request must also arrive whole, head and body, within
+//! [`NetLimits::request_timeout`] of its first byte, however steadily it trickles
+//! (the idle timeout counts only silence). The connection knows no HTTP: the clock
+//! starts at the first byte read after the server last wrote, and stops when the
+//! server writes (it answers, or asks for the body with `100 Continue`, after which
+//! the body starts a new clock). gRPC streams stay open for minutes without writes,
+//! so that listener has no such clock.
 //!
 //! A live HTTP/2 peer is never idle: the gRPC server pings every third of the idle
 //! timeout and the peer's answers are reads. Both the gRPC (tonic) and the HTTP (axum)
 //! listener use [`BoundedListener`].
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -28,12 +40,22 @@ pub struct NetLimits {
     pub max_connections: usize,
     /// A connection from which nothing was read for this long is closed.
     pub idle_timeout: Duration,
+    /// Most connections open at once from one peer address (IPv6: one /64), per
+    /// listener.
+    pub max_per_peer: usize,
+    /// HTTP listener only: a request (head and body) that has not arrived whole this
+    /// long after its first byte closes its connection.
+    pub request_timeout: Duration,
 }
 
 /// Default [`NetLimits::max_connections`].
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// Default [`NetLimits::idle_timeout`].
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default [`NetLimits::max_per_peer`].
+pub const DEFAULT_MAX_PER_PEER: usize = 256;
+/// Default [`NetLimits::request_timeout`].
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// First pause after a failed accept; it doubles up to [`MAX_ACCEPT_BACKOFF`].
 const FIRST_ACCEPT_BACKOFF: Duration = Duration::from_millis(5);
 /// Longest pause after failed accepts.
@@ -44,6 +66,8 @@ impl Default for NetLimits {
         Self {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_per_peer: DEFAULT_MAX_PER_PEER,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
         }
     }
 }
@@ -61,17 +85,81 @@ pub(crate) struct BoundedListener {
     listener: TcpListener,
     limits: NetLimits,
     slots: Arc<Semaphore>,
+    peers: Arc<Peers>,
+    /// Whether requests must arrive within [`NetLimits::request_timeout`] (HTTP).
+    timed_requests: bool,
     /// Which listener, for the log.
     name: &'static str,
 }
 
+/// Open connections per peer key ([`peer_key`]).
+#[derive(Default)]
+struct Peers(Mutex<HashMap<IpAddr, usize>>);
+
+/// A connection's place in its peer's count; freed when dropped.
+struct PeerSlot {
+    peers: Arc<Peers>,
+    key: IpAddr,
+}
+
+impl Peers {
+    fn take(self: &Arc<Self>, key: IpAddr, max: usize) -> Option<PeerSlot> {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let n = map.entry(key).or_default();
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(PeerSlot {
+            peers: self.clone(),
+            key,
+        })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut map = self.peers.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = map.get_mut(&self.key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                map.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// The address a peer is counted under: an IPv4 address as it is, an IPv6 one by its
+/// /64 (one host usually holds a whole /64).
+fn peer_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1))),
+        },
+        v4 => v4,
+    }
+}
+
 impl BoundedListener {
+    /// A listener for gRPC: no request clock (streams stay open without writes).
     pub(crate) fn new(listener: TcpListener, limits: NetLimits, name: &'static str) -> Self {
         Self {
             listener,
             slots: Arc::new(Semaphore::new(limits.max_connections)),
+            peers: Arc::default(),
             limits,
+            timed_requests: false,
             name,
+        }
+    }
+
+    /// A listener for HTTP/1: each request must arrive within
+    /// [`NetLimits::request_timeout`].
+    pub(crate) fn http(listener: TcpListener, limits: NetLimits, name: &'static str) -> Self {
+        Self {
+            timed_requests: true,
+            ..Self::new(listener, limits, name)
         }
     }
 
@@ -92,8 +180,23 @@ impl BoundedListener {
                 drop(io);
                 continue;
             };
+            let Some(peer_slot) = self
+                .peers
+                .take(peer_key(peer.ip()), self.limits.max_per_peer.max(1))
+            else {
+                tracing::warn!(
+                    listener = self.name,
+                    %peer,
+                    limit = self.limits.max_per_peer,
+                    "connection refused: too many open connections from this peer"
+                );
+                drop(io);
+                continue;
+            };
             let _ = io.set_nodelay(true);
-            return (BoundedConn::new(io, permit, self.limits.idle_timeout), peer);
+            let request_timeout = self.timed_requests.then_some(self.limits.request_timeout);
+            let conn = BoundedConn::new(io, permit, peer_slot, self.limits.idle_timeout, request_timeout);
+            return (conn, peer);
         }
     }
 
@@ -144,23 +247,42 @@ where
     }
 }
 
-/// An accepted connection: holds its slot until dropped, and fails its reads once
-/// nothing has been read for the idle timeout (which closes it).
+/// An accepted connection: holds its slots until dropped, and fails its reads once
+/// nothing has been read for the idle timeout, or (with a request clock) once a
+/// request has taken longer than the request timeout to arrive (either closes it).
 pub(crate) struct BoundedConn {
     io: TcpStream,
     idle: Pin<Box<Sleep>>,
     idle_timeout: Duration,
+    /// The request clock: its length, and while a request is arriving, the sleep
+    /// until its end.
+    request_timeout: Option<Duration>,
+    request: Option<Pin<Box<Sleep>>>,
     _slot: OwnedSemaphorePermit,
+    _peer: PeerSlot,
 }
 
 impl BoundedConn {
-    fn new(io: TcpStream, slot: OwnedSemaphorePermit, idle_timeout: Duration) -> Self {
+    fn new(
+        io: TcpStream,
+        slot: OwnedSemaphorePermit,
+        peer: PeerSlot,
+        idle_timeout: Duration,
+        request_timeout: Option<Duration>,
+    ) -> Self {
         Self {
             io,
             idle: Box::pin(tokio::time::sleep(idle_timeout)),
             idle_timeout,
+            request_timeout,
+            request: None,
             _slot: slot,
+            _peer: peer,
         }
+    }
+
+    fn request_too_slow() -> io::Error {
+        io::Error::new(io::ErrorKind::TimedOut, "request not received in time")
     }
 }
 
@@ -174,26 +296,55 @@ impl AsyncRead for BoundedConn {
         match Pin::new(&mut self.io).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
-                    let deadline = Instant::now() + self.idle_timeout;
-                    self.idle.as_mut().reset(deadline);
+                    let now = Instant::now();
+                    let this = &mut *self;
+                    this.idle.as_mut().reset(now + this.idle_timeout);
+                    match (&this.request, this.request_timeout) {
+                        // A request's first byte starts its clock.
+                        (None, Some(t)) => this.request = Some(Box::pin(tokio::time::sleep(t))),
+                        // A request still arriving past its clock, however steadily.
+                        (Some(r), _) if r.deadline() <= now => {
+                            return Poll::Ready(Err(Self::request_too_slow()));
+                        }
+                        _ => {}
+                    }
                 }
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
-            Poll::Pending => match self.idle.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "connection idle for too long",
-                ))),
-                Poll::Pending => Poll::Pending,
-            },
+            Poll::Pending => {
+                if let Some(r) = self.request.as_mut()
+                    && r.as_mut().poll(cx).is_ready()
+                {
+                    return Poll::Ready(Err(Self::request_too_slow()));
+                }
+                match self.idle.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "connection idle for too long",
+                    ))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+}
+
+impl BoundedConn {
+    /// The server wrote: the request it answers (or whose body it asks for) has
+    /// arrived, so its clock stops.
+    fn wrote(&mut self, written: &Poll<io::Result<usize>>) {
+        if matches!(written, Poll::Ready(Ok(n)) if *n > 0) {
+            self.request = None;
         }
     }
 }
 
 impl AsyncWrite for BoundedConn {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        let written = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.wrote(&written);
+        written
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -209,7 +360,9 @@ impl AsyncWrite for BoundedConn {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let written = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.wrote(&written);
+        written
     }
 
     fn is_write_vectored(&self) -> bool {

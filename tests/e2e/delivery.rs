@@ -24,6 +24,7 @@ const SECRET: &str = "e2e-delivery-secret";
 const CONFIG: &str = r#"
 [delivery]
 signing_secret = "e2e-delivery-secret"
+allow_networks = ["127.0.0.0/8"]    # the receiver is on loopback
 request_timeout_ms = 1000
 initial_backoff_ms = 200
 max_backoff_secs = 1

@@ -189,6 +189,9 @@ impl CoreBuilder {
         let delivery_hook = DeliveryHook {
             policy: self.delivery.policy(),
             jobs: Some(jobs),
+            slots: Some(crate::engine::delivery::slots::Slots::new(
+                self.delivery.slot_limits(),
+            )),
         };
         let (writer, writer_thread) = Writer::spawn_with_delivery(self.store.clone(), hooks, delivery_hook)?;
         let namespaces: std::collections::HashSet<String> = self.store.namespaces()?.into_iter().collect();

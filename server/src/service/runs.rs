@@ -126,6 +126,7 @@ pub(crate) fn prepare(core: &Core, caller: &Caller, r: StartRun) -> Result<Start
     }
     if !r.callback_url.is_empty() {
         railyard_model::run::delivery::url::check("callback_url", &r.callback_url)?;
+        super::subscriptions::check_destination(core, "callback_url", &r.callback_url)?;
         super::subscriptions::require_signing(core, "callback_url")?;
     }
     let params = StartParams {

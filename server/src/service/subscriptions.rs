@@ -5,6 +5,7 @@
 
 use super::Core;
 use super::caller::{self, Credentials};
+use crate::engine::delivery::destination::Destinations;
 use crate::engine::writer::{Subscribe, Unsubscribe};
 use crate::error::ApiError;
 use railyard_model::limits::check_name;
@@ -25,6 +26,32 @@ pub(crate) fn require_signing(core: &Core, field: &str) -> Result<(), ApiError> 
     Ok(())
 }
 
+/// Refuses a delivery URL whose host is a literal internal IP address the server's
+/// `delivery.allow_networks` does not list, naming `field`. Names are checked by the
+/// sender, on the addresses they resolve to (`engine::delivery::destination`).
+pub(crate) fn check_destination(core: &Core, field: &str, url: &str) -> Result<(), ApiError> {
+    let Ok(parsed) = url::Url::parse(url) else {
+        return Ok(());
+    };
+    let ip = match parsed.host() {
+        Some(url::Host::Ipv4(ip)) => std::net::IpAddr::V4(ip),
+        Some(url::Host::Ipv6(ip)) => std::net::IpAddr::V6(ip),
+        _ => return Ok(()),
+    };
+    let rules = Destinations::new(core.delivery.allow_networks.clone(), Vec::new());
+    if rules.check_ip(ip).is_err() {
+        return Err(ApiError::field(
+            field,
+            format!(
+                "{ip} is an internal address (loopback, private, link-local or another special \
+                 range), which this server does not deliver to; its delivery.allow_networks \
+                 setting lists the networks it may"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Adds `sub` (its `created_ms` is set by the server) to namespace `name`.
 pub(crate) async fn subscribe(
     core: &Core,
@@ -36,6 +63,7 @@ pub(crate) async fn subscribe(
     super::namespaces::admin(core, credentials, name)?;
     check_name("subscription.id", &sub.id)?;
     railyard_model::run::delivery::url::check("subscription.url", &sub.url)?;
+    check_destination(core, "subscription.url", &sub.url)?;
     if sub.workflows.len() > MAX_WORKFLOWS {
         return Err(ApiError::field(
             "subscription.workflows",

@@ -122,15 +122,10 @@ pub(crate) fn check(core: &Core, ns: &str, r: TriggerInput) -> Result<Trigger, A
     for (k, v) in &r.context {
         check_template(&format!("context[{}]", echo(k)), v)?;
     }
-    check_len("callback_url", &r.callback_url, limits::URL)?;
-    if !r.callback_url.is_empty()
-        && !r.callback_url.starts_with("http://")
-        && !r.callback_url.starts_with("https://")
-    {
-        return Err(ApiError::field(
-            "callback_url",
-            "must be an http:// or https:// URL",
-        ));
+    if !r.callback_url.is_empty() {
+        // The same rules as a run's callback URL (the runs it starts carry it).
+        railyard_model::run::delivery::url::check("callback_url", &r.callback_url)?;
+        super::subscriptions::check_destination(core, "callback_url", &r.callback_url)?;
     }
     check_secret("signature_secret", &r.signature_secret)?;
     check_secret("bearer_token", &r.bearer_token)?;

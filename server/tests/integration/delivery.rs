@@ -33,23 +33,23 @@ const SECRET: &str = "whsec-test";
 
 /// What the receiver answers each request with, in order; `None` never answers.
 /// When the script runs out, it answers 200.
-type Script = Arc<Mutex<VecDeque<Option<u16>>>>;
+pub(crate) type Script = Arc<Mutex<VecDeque<Option<u16>>>>;
 
 /// A request the receiver got, with whether its signature verified.
 #[derive(Debug, Clone)]
-struct Got {
+pub(crate) struct Got {
     body: Value,
     verified: bool,
     attempt_header: String,
 }
 
-struct Receiver {
-    url: String,
-    script: Script,
-    got: Arc<Mutex<Vec<Got>>>,
+pub(crate) struct Receiver {
+    pub(crate) url: String,
+    pub(crate) script: Script,
+    pub(crate) got: Arc<Mutex<Vec<Got>>>,
 }
 
-async fn receiver(clock: ManualClock) -> Receiver {
+pub(crate) async fn receiver(clock: ManualClock) -> Receiver {
     let script: Script = Arc::default();
     let got: Arc<Mutex<Vec<Got>>> = Arc::default();
     let (s, g) = (script.clone(), got.clone());
@@ -87,21 +87,23 @@ async fn receiver(clock: ManualClock) -> Receiver {
     Receiver { url, script, got }
 }
 
-struct Harness {
-    server: RunningServer,
-    client: Client,
-    clock: ManualClock,
+pub(crate) struct Harness {
+    pub(crate) server: RunningServer,
+    pub(crate) client: Client,
+    pub(crate) clock: ManualClock,
     _data: tempfile::TempDir,
     _workflows: tempfile::TempDir,
 }
 
-fn settings(secret: bool) -> DeliverySettings {
+pub(crate) fn settings(secret: bool) -> DeliverySettings {
     DeliverySettings {
         signing_secret: if secret { SigningSecret::new(SECRET) } else { None },
         max_attempts: 3,
         initial_backoff: Duration::from_secs(1),
         max_backoff: Duration::from_secs(20),
         request_timeout: Duration::from_millis(400),
+        // The receivers are on loopback, which is refused unless listed.
+        allow_networks: vec!["127.0.0.0/8".parse().unwrap()],
         ..Default::default()
     }
 }
@@ -120,7 +122,7 @@ async fn start(
     RunningServer::start(config).await.unwrap()
 }
 
-async fn harness_with(delivery: DeliverySettings) -> Harness {
+pub(crate) async fn harness_with(delivery: DeliverySettings) -> Harness {
     let data = tempfile::tempdir().unwrap();
     let workflows = tempfile::tempdir().unwrap();
     std::fs::write(workflows.path().join("one.json"), ONE_STEP).unwrap();
@@ -141,7 +143,7 @@ async fn harness_with(delivery: DeliverySettings) -> Harness {
 
 impl Harness {
     /// Starts a run of `one` and works its step: completes it, or fails it for good.
-    async fn run(&self, run_id: &str, callback: &str, complete: bool) {
+    pub(crate) async fn run(&self, run_id: &str, callback: &str, complete: bool) {
         self.client
             .start_run_with(v1::StartRunRequest {
                 namespace: "default".into(),
@@ -174,11 +176,11 @@ impl Harness {
         }
     }
 
-    async fn history(&self, run_id: &str) -> Vec<v1::HistoryEvent> {
+    pub(crate) async fn history(&self, run_id: &str) -> Vec<v1::HistoryEvent> {
         self.client.full_history("default", run_id).await.unwrap()
     }
 
-    async fn count(&self, run_id: &str, event_type: &str) -> usize {
+    pub(crate) async fn count(&self, run_id: &str, event_type: &str) -> usize {
         self.history(run_id)
             .await
             .iter()
@@ -187,7 +189,7 @@ impl Harness {
     }
 
     /// Waits (real time, bounded) until the run's history has `n` events of `event_type`.
-    async fn wait_for(&self, run_id: &str, event_type: &str, n: usize) {
+    pub(crate) async fn wait_for(&self, run_id: &str, event_type: &str, n: usize) {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let have = self.count(run_id, event_type).await;
@@ -203,7 +205,7 @@ impl Harness {
         }
     }
 
-    async fn describe(&self, run_id: &str) -> v1::RunInfo {
+    pub(crate) async fn describe(&self, run_id: &str) -> v1::RunInfo {
         self.client
             .describe_run("default", run_id)
             .await
@@ -212,7 +214,7 @@ impl Harness {
             .unwrap()
     }
 
-    async fn redeliver(&self, run_id: &str) -> Result<Vec<String>, railyard_sdk::ClientError> {
+    pub(crate) async fn redeliver(&self, run_id: &str) -> Result<Vec<String>, railyard_sdk::ClientError> {
         self.client
             .redeliver_result(v1::RedeliverResultRequest {
                 namespace: "default".into(),
@@ -223,7 +225,7 @@ impl Harness {
     }
 }
 
-fn attrs(e: &v1::HistoryEvent) -> Value {
+pub(crate) fn attrs(e: &v1::HistoryEvent) -> Value {
     serde_json::from_str(&e.attributes_json).unwrap()
 }
 

@@ -9,6 +9,8 @@ mod bounds;
 mod children;
 mod contracts;
 mod delivery;
+mod delivery_guards;
+mod listener;
 mod metrics;
 mod namespaces;
 mod retention;

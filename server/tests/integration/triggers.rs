@@ -392,16 +392,23 @@ async fn bad_payloads_are_refused_with_their_status_and_start_nothing() {
         .await
         .unwrap();
     assert_eq!(resp.status().as_u16(), 404);
-    // A delivery id past its limit: 400.
-    let long_id = "d".repeat(300);
-    let (status, _) = h
-        .post(
-            "pr",
-            r#"{"pull_request":{"title":"t"},"repository":{"full_name":"a/b"}}"#,
-            &[("X-GitHub-Delivery", &long_id)],
-        )
-        .await;
-    assert_eq!(status, 400);
+    // A delivery id past its limit: 400, however long (one over 1 KiB was once
+    // taken for an absent id, so each repeat started a run).
+    for len in [257, 300, 1024, 1025, 4096, 16 * 1024] {
+        let long_id = "d".repeat(len);
+        let (status, json) = h
+            .post(
+                "pr",
+                r#"{"pull_request":{"title":"t"},"repository":{"full_name":"a/b"}}"#,
+                &[("X-GitHub-Delivery", &long_id)],
+            )
+            .await;
+        assert_eq!(status, 400, "{len} bytes: {json}");
+        assert!(
+            json["error"].as_str().unwrap().contains("X-GitHub-Delivery"),
+            "{json}"
+        );
+    }
     assert!(h.runs().await.is_empty(), "nothing was started");
 }
 
@@ -586,4 +593,43 @@ async fn configured_triggers_are_stored_at_start_and_read_only_through_the_api()
             .unwrap_err(),
         ClientError::NotFound(_)
     ));
+}
+
+/// Sends `head` (a request head, no body) on a raw connection and reads the answer's
+/// status line; the deadline only bounds a hang.
+async fn raw_status(addr: std::net::SocketAddr, head: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(30), conn.read(&mut buf))
+        .await
+        .expect("an answer before any body was sent")
+        .unwrap();
+    let text = String::from_utf8_lossy(&buf[..n]).to_string();
+    text.lines().next().unwrap_or("").to_string()
+}
+
+#[tokio::test]
+async fn a_declared_oversize_body_is_refused_at_once() {
+    let h = harness().await;
+    h.create("big", spec("x")).await;
+    let addr = h.server.http_addr;
+    // 10 GB declared, nothing sent: 413 without waiting for the body.
+    let status = raw_status(
+        addr,
+        "POST /hooks/default/big HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+         content-length: 10000000000\r\n\r\n",
+    )
+    .await;
+    assert!(status.contains(" 413 "), "{status}");
+    // Just over the limit (64 KiB here): 413 too, and with `Expect: 100-continue`.
+    let status = raw_status(
+        addr,
+        "POST /hooks/default/big HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+         expect: 100-continue\r\ncontent-length: 65537\r\n\r\n",
+    )
+    .await;
+    assert!(status.contains(" 413 "), "{status}");
+    assert!(h.runs().await.is_empty(), "nothing was started");
 }

@@ -16,7 +16,9 @@ use clap::Args;
 use railyard_config::{ConfigError, EnvVar, Loader};
 use railyard_server::ServerConfig;
 use railyard_server::engine::ChildLimits;
-use railyard_server::net::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, NetLimits};
+use railyard_server::net::{
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PER_PEER, DEFAULT_REQUEST_TIMEOUT, NetLimits,
+};
 use railyard_server::service::triggers::TriggerInput;
 use railyard_server::tls::TlsFiles;
 use serde::{Deserialize, Serialize};
@@ -36,8 +38,8 @@ const MAX_SHUTDOWN_GRACE_SECS: u64 = 3600;
 pub(crate) struct ServerArgs {
     /// TOML config file with a [server] section (keys: data_dir, store, keys_dir, listen,
     /// http_listen, workflows, shutdown_grace_secs, auth, insecure, tls_cert, tls_key,
-    /// tls_client_ca, max_connections, idle_timeout_secs, max_child_depth,
-    /// max_children_per_run).
+    /// tls_client_ca, max_connections, idle_timeout_secs, max_connections_per_peer,
+    /// http_request_timeout_secs, max_child_depth, max_children_per_run).
     #[arg(long, value_name = "FILE", env = "RAILYARD_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
 
@@ -111,6 +113,17 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "SECONDS")]
     pub idle_timeout: Option<u64>,
 
+    /// Most connections open at once from one peer address (IPv6: one /64), on each
+    /// listener [env: RAILYARD_MAX_CONNECTIONS_PER_PEER] [default: 256].
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_peer: Option<usize>,
+
+    /// Seconds an HTTP request (head and body) may take to arrive from its first
+    /// byte, however steadily it trickles [env: RAILYARD_HTTP_REQUEST_TIMEOUT]
+    /// [default: 30].
+    #[arg(long, value_name = "SECONDS")]
+    pub http_request_timeout: Option<u64>,
+
     /// Deepest child run `spawn_agent` may start (a root run is depth 0; 0: none)
     /// [env: RAILYARD_MAX_CHILD_DEPTH] [default: 3].
     #[arg(long, value_name = "N")]
@@ -120,6 +133,13 @@ pub(crate) struct ServerArgs {
     /// [env: RAILYARD_MAX_CHILDREN_PER_RUN] [default: 10].
     #[arg(long, value_name = "N")]
     pub max_children_per_run: Option<u32>,
+
+    /// An internal network results may be delivered to (callback and subscription
+    /// URLs), such as 127.0.0.0/8; repeatable. By default loopback, private,
+    /// link-local and other internal addresses are refused
+    /// [env: RAILYARD_DELIVERY_ALLOW_NETWORKS, comma-separated].
+    #[arg(long = "delivery-allow-network", value_name = "CIDR")]
+    pub delivery_allow_networks: Vec<String>,
 }
 
 /// The server's config file: one section per part of the server, every key optional,
@@ -141,6 +161,8 @@ pub(crate) struct ServerArgs {
 /// tls_client_ca = "clients-ca.pem"    # mutual TLS on gRPC
 /// max_connections = 4096              # per listener
 /// idle_timeout_secs = 120
+/// max_connections_per_peer = 256     # per listener, from one address (IPv6: a /64)
+/// http_request_timeout_secs = 30     # for an HTTP request to arrive whole
 ///
 /// [delivery]                          # result delivery (callback URLs, subscriptions)
 /// signing_secret = "..."              # better: RAILYARD_DELIVERY_SIGNING_SECRET
@@ -150,6 +172,9 @@ pub(crate) struct ServerArgs {
 /// initial_backoff_ms = 1000
 /// max_backoff_secs = 600
 /// max_concurrent = 32
+/// max_per_target = 8                  # calls in flight to one origin (default: a quarter)
+/// max_per_namespace = 16              # calls in flight for one namespace (default: half)
+/// allow_networks = ["127.0.0.0/8"]    # internal networks deliveries may reach (default: none)
 ///
 /// [hooks]
 /// max_body_bytes = 1048576            # larger webhook bodies get 413
@@ -191,6 +216,28 @@ pub(crate) struct DeliverySection {
     pub initial_backoff_ms: Option<u64>,
     pub max_backoff_secs: Option<u64>,
     pub max_concurrent: Option<usize>,
+    pub max_per_target: Option<usize>,
+    pub max_per_namespace: Option<usize>,
+    /// Internal networks deliveries may reach: a list, or one comma-separated string
+    /// (as the environment gives it).
+    pub allow_networks: Option<NetworkList>,
+}
+
+/// `delivery.allow_networks`: a TOML list, or a comma-separated string.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub(crate) enum NetworkList {
+    List(Vec<String>),
+    Text(String),
+}
+
+impl NetworkList {
+    fn items(&self) -> Vec<&str> {
+        match self {
+            Self::List(v) => v.iter().map(|s| s.trim()).collect(),
+            Self::Text(t) => t.split(',').map(str::trim).filter(|s| !s.is_empty()).collect(),
+        }
+    }
 }
 
 impl std::fmt::Debug for DeliverySection {
@@ -206,6 +253,9 @@ impl std::fmt::Debug for DeliverySection {
             .field("initial_backoff_ms", &self.initial_backoff_ms)
             .field("max_backoff_secs", &self.max_backoff_secs)
             .field("max_concurrent", &self.max_concurrent)
+            .field("max_per_target", &self.max_per_target)
+            .field("max_per_namespace", &self.max_per_namespace)
+            .field("allow_networks", &self.allow_networks)
             .finish()
     }
 }
@@ -220,6 +270,9 @@ impl PartialEq for DeliverySection {
             self.initial_backoff_ms,
             self.max_backoff_secs,
             self.max_concurrent,
+            self.max_per_target,
+            self.max_per_namespace,
+            &self.allow_networks,
         ) == (
             &o.signing_secret,
             o.request_timeout_ms,
@@ -228,6 +281,9 @@ impl PartialEq for DeliverySection {
             o.initial_backoff_ms,
             o.max_backoff_secs,
             o.max_concurrent,
+            o.max_per_target,
+            o.max_per_namespace,
+            &o.allow_networks,
         )
     }
 }
@@ -275,6 +331,8 @@ pub(crate) struct ServerSection {
     pub tls_client_ca: Option<PathBuf>,
     pub max_connections: Option<usize>,
     pub idle_timeout_secs: Option<u64>,
+    pub max_connections_per_peer: Option<usize>,
+    pub http_request_timeout_secs: Option<u64>,
     pub max_child_depth: Option<u32>,
     pub max_children_per_run: Option<u32>,
 }
@@ -341,12 +399,26 @@ const ENV: &[EnvVar] = &[
         var: "RAILYARD_MAX_CHILDREN_PER_RUN",
         key: "server.max_children_per_run",
     },
+    EnvVar {
+        var: "RAILYARD_MAX_CONNECTIONS_PER_PEER",
+        key: "server.max_connections_per_peer",
+    },
+    EnvVar {
+        var: "RAILYARD_HTTP_REQUEST_TIMEOUT",
+        key: "server.http_request_timeout_secs",
+    },
+    EnvVar {
+        var: "RAILYARD_DELIVERY_ALLOW_NETWORKS",
+        key: "delivery.allow_networks",
+    },
 ];
 
 /// Keys whose flag is not `--key-with-dashes`.
 const FLAG_NAMES: &[(&str, &str)] = &[
     ("server.shutdown_grace_secs", "--shutdown-grace"),
     ("server.idle_timeout_secs", "--idle-timeout"),
+    ("delivery.allow_networks", "--delivery-allow-network"),
+    ("server.http_request_timeout_secs", "--http-request-timeout"),
 ];
 
 /// Bounds of `max_connections` and `idle_timeout_secs`.
@@ -451,6 +523,14 @@ impl ServerSettings {
         if let Some(v) = d.max_concurrent {
             delivery.max_concurrent = v;
         }
+        delivery.max_per_target = d.max_per_target;
+        delivery.max_per_namespace = d.max_per_namespace;
+        // Checked when the settings were resolved.
+        delivery.allow_networks = d
+            .allow_networks
+            .as_ref()
+            .map(|l| l.items().iter().filter_map(|n| n.parse().ok()).collect())
+            .unwrap_or_default();
         config.delivery = delivery;
         config.tls = self.tls.clone();
         config.net = self.net;
@@ -503,8 +583,15 @@ impl ServerArgs {
                 tls_client_ca: self.tls_client_ca.clone(),
                 max_connections: self.max_connections,
                 idle_timeout_secs: self.idle_timeout,
+                max_connections_per_peer: self.max_connections_per_peer,
+                http_request_timeout_secs: self.http_request_timeout,
                 max_child_depth: self.max_child_depth,
                 max_children_per_run: self.max_children_per_run,
+            },
+            delivery: DeliverySection {
+                allow_networks: (!self.delivery_allow_networks.is_empty())
+                    .then(|| NetworkList::List(self.delivery_allow_networks.clone())),
+                ..DeliverySection::default()
             },
             ..ServerFile::default()
         };
@@ -631,6 +718,10 @@ impl ServerArgs {
                 idle_timeout: s
                     .idle_timeout_secs
                     .map_or(DEFAULT_IDLE_TIMEOUT, Duration::from_secs),
+                max_per_peer: s.max_connections_per_peer.unwrap_or(DEFAULT_MAX_PER_PEER),
+                request_timeout: s
+                    .http_request_timeout_secs
+                    .map_or(DEFAULT_REQUEST_TIMEOUT, Duration::from_secs),
             },
             delivery: loaded.value.delivery.clone(),
             triggers,
@@ -661,6 +752,18 @@ impl ServerArgs {
                 format!("from 1 to {MAX_CONNECTIONS_LIMIT}"),
             ));
         }
+        if !(1..=MAX_CONNECTIONS_LIMIT).contains(&settings.net.max_per_peer) {
+            return Err(loaded.invalid(
+                "server.max_connections_per_peer",
+                format!("from 1 to {MAX_CONNECTIONS_LIMIT}"),
+            ));
+        }
+        if !(1..=MAX_IDLE_TIMEOUT_SECS).contains(&settings.net.request_timeout.as_secs()) {
+            return Err(loaded.invalid(
+                "server.http_request_timeout_secs",
+                format!("from 1 to {MAX_IDLE_TIMEOUT_SECS} seconds"),
+            ));
+        }
         if !(1..=MAX_IDLE_TIMEOUT_SECS).contains(&settings.net.idle_timeout.as_secs()) {
             return Err(loaded.invalid(
                 "server.idle_timeout_secs",
@@ -668,7 +771,14 @@ impl ServerArgs {
             ));
         }
         let d = &settings.delivery;
-        let ranges: [(&str, Option<u64>, u64, u64); 6] = [
+        if let Some(list) = &d.allow_networks {
+            for n in list.items() {
+                if let Err(e) = n.parse::<railyard_server::engine::delivery::destination::Network>() {
+                    return Err(loaded.invalid("delivery.allow_networks", e));
+                }
+            }
+        }
+        let ranges: [(&str, Option<u64>, u64, u64); 8] = [
             ("delivery.request_timeout_ms", d.request_timeout_ms, 100, 600_000),
             ("delivery.max_attempts", d.max_attempts.map(u64::from), 1, 100),
             ("delivery.max_elapsed_secs", d.max_elapsed_secs, 1, 30 * 86_400),
@@ -677,6 +787,18 @@ impl ServerArgs {
             (
                 "delivery.max_concurrent",
                 d.max_concurrent.map(|v| v as u64),
+                1,
+                4096,
+            ),
+            (
+                "delivery.max_per_target",
+                d.max_per_target.map(|v| v as u64),
+                1,
+                4096,
+            ),
+            (
+                "delivery.max_per_namespace",
+                d.max_per_namespace.map(|v| v as u64),
                 1,
                 4096,
             ),

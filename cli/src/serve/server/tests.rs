@@ -108,6 +108,40 @@ fn connection_limits_from_flags_env_or_file_and_refused_out_of_range() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("--idle-timeout"), "{err}");
+
+    let per_peer = ServerArgs {
+        max_connections_per_peer: Some(3),
+        http_request_timeout: Some(7),
+        ..Default::default()
+    };
+    let net = per_peer.settings_with(|_| None).unwrap().config().net;
+    assert_eq!(
+        (net.max_per_peer, net.request_timeout),
+        (3, Duration::from_secs(7))
+    );
+    let from_env = ServerArgs::default()
+        .settings_with(env(&[
+            ("RAILYARD_MAX_CONNECTIONS_PER_PEER", "9"),
+            ("RAILYARD_HTTP_REQUEST_TIMEOUT", "11"),
+        ]))
+        .unwrap();
+    assert_eq!(
+        (from_env.net.max_per_peer, from_env.net.request_timeout),
+        (9, Duration::from_secs(11))
+    );
+    let err = ServerArgs {
+        http_request_timeout: Some(0),
+        ..Default::default()
+    }
+    .settings_with(|_| None)
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("--http-request-timeout"), "{err}");
+    let err = ServerArgs::default()
+        .settings_with(env(&[("RAILYARD_MAX_CONNECTIONS_PER_PEER", "0")]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("server.max_connections_per_peer"), "{err}");
 }
 
 #[test]
@@ -352,4 +386,59 @@ fn the_store_is_redb_in_the_data_dir_or_named_by_store_but_not_both() {
         let e = args.settings_with(|_| None).unwrap_err().to_string();
         assert!(e.contains("server.store") && !e.contains("s3cret"), "{e}");
     }
+}
+
+#[test]
+fn delivery_allow_networks_come_from_the_file_the_environment_or_repeated_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let nets = |s: &ServerSettings| -> Vec<String> {
+        s.config()
+            .delivery
+            .allow_networks
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    };
+    // None by default: internal addresses are refused.
+    assert!(nets(&ServerArgs::default().settings_with(|_| None).unwrap()).is_empty());
+    let file = ServerArgs {
+        config: Some(write(
+            &dir,
+            "[delivery]\nallow_networks = [\"127.0.0.0/8\", \"::1\"]\nmax_per_target = 2\nmax_per_namespace = 3\n",
+        )),
+        ..Default::default()
+    };
+    let from_file = file.settings_with(|_| None).unwrap();
+    assert_eq!(nets(&from_file), ["127.0.0.0/8", "::1/128"]);
+    assert_eq!(from_file.config().delivery.max_per_target, Some(2));
+    assert_eq!(from_file.config().delivery.max_per_namespace, Some(3));
+    let from_env = ServerArgs::default()
+        .settings_with(env(&[(
+            "RAILYARD_DELIVERY_ALLOW_NETWORKS",
+            "10.0.0.0/8, 192.168.0.0/16",
+        )]))
+        .unwrap();
+    assert_eq!(nets(&from_env), ["10.0.0.0/8", "192.168.0.0/16"]);
+    let flags = ServerArgs {
+        delivery_allow_networks: vec!["127.0.0.0/8".into(), "fd00::/8".into()],
+        ..file
+    };
+    assert_eq!(
+        nets(&flags.settings_with(|_| None).unwrap()),
+        ["127.0.0.0/8", "fd00::/8"],
+        "flags win over the file"
+    );
+    let err = ServerArgs {
+        delivery_allow_networks: vec!["10.0.0.0/40".into()],
+        ..Default::default()
+    }
+    .settings_with(|_| None)
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("delivery.allow_networks")
+            && err.contains("10.0.0.0/40")
+            && err.contains("--delivery-allow-network"),
+        "{err}"
+    );
 }

@@ -4,12 +4,15 @@
 use crate::error::Rejection;
 use crate::limits;
 
-/// Checks a delivery URL: at most [`limits::URL`] bytes, `http://` or `https://`, a
-/// host, and no `user:password@`. The error names `field` and never repeats the URL
-/// (it may carry a secret in its path or query).
+/// Checks a delivery URL: at most [`limits::URL`] bytes, `http://` or `https://` (in
+/// any case: schemes are case-insensitive, RFC 3986 section 3.1), a host, and no
+/// `user:password@`. The error names `field` and never repeats the URL (it may carry
+/// a secret in its path or query). Which addresses the host may reach is the
+/// sender's check, made on the address it connects to.
 pub fn check(field: &str, url: &str) -> Result<(), Rejection> {
     limits::check_len(field, url, limits::URL)?;
-    if !url.starts_with("http://") && !url.starts_with("https://") {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    if !matches!(scheme.as_deref(), Some("http" | "https")) {
         return Err(Rejection::field(field, "must be an http:// or https:// URL"));
     }
     let parsed =
@@ -51,6 +54,14 @@ mod tests {
         let msg = |u: &str| check("callback_url", u).unwrap_err().to_string();
         assert!(check("callback_url", "https://hooks.example:8443/a/b?c=d").is_ok());
         assert!(check("callback_url", "http://127.0.0.1:9/").is_ok());
+        // The scheme in any case (RFC 3986 section 3.1).
+        assert!(check("callback_url", "HTTP://hooks.example/x").is_ok());
+        assert!(check("callback_url", "Https://hooks.example/x").is_ok());
+        assert_eq!(
+            msg("httpx://x"),
+            "callback_url: must be an http:// or https:// URL"
+        );
+        assert_eq!(msg("http:x"), "callback_url: must be an http:// or https:// URL");
         assert_eq!(msg("ftp://x"), "callback_url: must be an http:// or https:// URL");
         let m = msg("https://bob:hunter2@example.com/x");
         assert!(m.contains("credentials") && !m.contains("hunter2"), "{m}");

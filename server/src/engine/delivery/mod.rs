@@ -10,7 +10,9 @@
 //! writer command. The JSON posted is the model's
 //! (`railyard_model::run::delivery::payload`); [`sign`] is its signature.
 
+pub mod destination;
 pub mod sign;
+pub(crate) mod slots;
 
 use std::time::Duration;
 
@@ -19,6 +21,10 @@ use tokio::sync::mpsc;
 use railyard_model::run::{Attempt, DeliveryPolicy};
 
 pub use sign::SigningSecret;
+
+/// The error history records for an attempt that got no HTTP answer, whatever the
+/// cause (the server log names it).
+pub const UNREACHABLE: &str = "the receiver could not be reached (the server log has the cause)";
 
 /// Attempts waiting for the sender, at most; past this an attempt is dropped and
 /// its deadline retries it.
@@ -40,6 +46,15 @@ pub struct DeliverySettings {
     pub request_timeout: Duration,
     /// Most HTTP calls in flight at once, over every run.
     pub max_concurrent: usize,
+    /// Most calls in flight to one target (scheme, host and port); `None`: a quarter
+    /// of `max_concurrent` (at least 1).
+    pub max_per_target: Option<usize>,
+    /// Most calls in flight for one namespace's runs; `None`: half of
+    /// `max_concurrent` (at least 1).
+    pub max_per_namespace: Option<usize>,
+    /// Internal networks deliveries may reach besides public addresses
+    /// (`delivery.allow_networks`; see [`destination`]). Empty: none.
+    pub allow_networks: Vec<destination::Network>,
 }
 
 impl Default for DeliverySettings {
@@ -53,6 +68,9 @@ impl Default for DeliverySettings {
             max_backoff: p.max_backoff,
             request_timeout: Duration::from_secs(10),
             max_concurrent: 32,
+            max_per_target: None,
+            max_per_namespace: None,
+            allow_networks: Vec::new(),
         }
     }
 }
@@ -67,11 +85,25 @@ impl std::fmt::Debug for DeliverySettings {
             .field("max_backoff", &self.max_backoff)
             .field("request_timeout", &self.request_timeout)
             .field("max_concurrent", &self.max_concurrent)
+            .field("max_per_target", &self.max_per_target)
+            .field("max_per_namespace", &self.max_per_namespace)
+            .field("allow_networks", &self.allow_networks)
             .finish()
     }
 }
 
 impl DeliverySettings {
+    /// The sender's limits, each at least 1 and at most `max_concurrent`.
+    pub(crate) fn slot_limits(&self) -> slots::SlotLimits {
+        let total = self.max_concurrent.max(1);
+        let or = |v: Option<usize>, default: usize| v.unwrap_or(default).clamp(1, total);
+        slots::SlotLimits {
+            total,
+            per_target: or(self.max_per_target, total / 4),
+            per_namespace: or(self.max_per_namespace, total / 2),
+        }
+    }
+
     /// The policy the run state follows.
     pub(crate) fn policy(&self) -> DeliveryPolicy {
         DeliveryPolicy {
@@ -79,8 +111,9 @@ impl DeliverySettings {
             max_elapsed: self.max_elapsed,
             initial_backoff: self.initial_backoff,
             max_backoff: self.max_backoff,
-            // Up to one request timeout waiting for a slot, one sending, and a margin:
-            // past it, an attempt whose outcome never came (the server was killed
+            // An attempt starts only with a slot (`slots`), so it never waits for one;
+            // two request timeouts and a margin leave room for a busy writer. Past
+            // it, an attempt whose outcome never came (the server was killed
             // mid-send) counts as failed, so a restart retries it this soon.
             attempt_deadline: self
                 .request_timeout
@@ -96,23 +129,37 @@ pub(crate) struct Job {
     pub(crate) attempt: Attempt,
     /// The payload JSON ([`payload::body`]).
     pub(crate) body: Vec<u8>,
-    /// The attempt's deadline on the server's clock: past it, the attempt counts
-    /// as failed and the next is planned, so the sender drops one that could no
-    /// longer finish before it (it waited too long for a slot).
-    pub(crate) deadline_ms: railyard_model::Millis,
+    /// The sender's slot, taken when the attempt started; freed when the call ends.
+    pub(crate) slot: Option<slots::Slot>,
 }
 
-/// What the writer needs of delivery: the policy, and where attempts go.
+/// How long an attempt that found no free slot waits before its timer tries again
+/// (it is not started, so the wait uses up nothing).
+pub(crate) const SLOT_RETRY: Duration = Duration::from_secs(1);
+
+/// What the writer needs of delivery: the policy, the slots, and where attempts go.
 #[derive(Clone, Default)]
 pub(crate) struct DeliveryHook {
     pub(crate) policy: DeliveryPolicy,
     /// `None`: no sender (attempts then wait for their deadline and count as failed).
     pub(crate) jobs: Option<mpsc::Sender<Job>>,
+    /// `None`: no limit (no sender either).
+    pub(crate) slots: Option<std::sync::Arc<slots::Slots>>,
 }
 
 impl DeliveryHook {
+    /// A slot for a call to `url` for a run of `namespace`: `Some(None)` when there is
+    /// no limit, `None` when every slot this call could use is taken.
+    pub(crate) fn take_slot(&self, namespace: &str, url: &str) -> Option<Option<slots::Slot>> {
+        match &self.slots {
+            None => Some(None),
+            Some(s) => s.try_take(namespace, &slots::origin(url)).map(Some),
+        }
+    }
+
     /// Hands an attempt to the sender; never blocks the writer. A full or closed
-    /// queue drops it: its deadline timer counts it failed and plans the next.
+    /// queue drops it (freeing its slot): its deadline timer counts it failed and
+    /// plans the next.
     pub(crate) fn send(&self, job: Job) {
         let Some(jobs) = &self.jobs else {
             return;

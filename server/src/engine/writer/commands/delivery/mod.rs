@@ -34,13 +34,38 @@ pub(crate) fn fire(
     if out.events.is_empty() && out.effects.is_empty() {
         return Ok(());
     }
-    let job = started.map(|a| Job {
-        body: payload::body(&run, &a),
-        attempt: a,
-        deadline_ms: cx
-            .now
-            .saturating_add(i64::try_from(policy.attempt_deadline.as_millis()).unwrap_or(i64::MAX)),
-    });
+    let job = match started {
+        None => None,
+        Some(a) => match cx.delivery.take_slot(ns, &a.url) {
+            Some(slot) => Some(Job {
+                body: payload::body(&run, &a),
+                attempt: a,
+                slot,
+            }),
+            None => {
+                // Every slot this call could use is taken (its target's, its
+                // namespace's or the sender's): the attempt is not started (the run
+                // is not saved) and its timer tries again soon, so waiting uses up
+                // no attempt.
+                let due = cx.now.saturating_add(
+                    i64::try_from(crate::engine::delivery::SLOT_RETRY.as_millis()).unwrap_or(i64::MAX),
+                );
+                *cx.next_seq += 1;
+                cx.tx.insert_timer(
+                    (due, *cx.next_seq),
+                    &railyard_model::run::Timer::Delivery {
+                        namespace: ns.to_string(),
+                        run_id: run_id.to_string(),
+                        target: target.to_string(),
+                        attempt,
+                    },
+                )?;
+                cx.after.push(After::WakeTimers);
+                tracing::debug!(run_id, target, attempt, "no free delivery slot; the attempt waits");
+                return Ok(());
+            }
+        },
+    };
     if let Some(job) = &job {
         tracing::info!(
             run_id,
