@@ -312,3 +312,41 @@ fn control_characters_in_stored_fields_are_escaped_in_human_output() {
     let j = json(server.ry(&["run", "describe", "spoof", "-o", "json"]));
     assert_eq!(j["run"]["goal"], goal);
 }
+
+/// Completions and man pages come from the binary itself, with no server.
+#[test]
+fn completion_and_man_pages_are_generated_from_the_binary() {
+    let run = |args: &[&str]| Command::new(BIN).args(args).output().expect("run railyard");
+
+    let bash = ok(run(&["completion", "bash"]));
+    assert!(bash.contains("_railyard()"), "{bash}");
+    for name in ["server", "worker", "schedule", "backfill", "--namespace"] {
+        assert!(bash.contains(name), "{name} missing from the bash completion");
+    }
+    let fish = ok(run(&["completion", "fish"]));
+    assert!(fish.contains("complete -c railyard"), "{fish}");
+    let bad = run(&["completion", "tcsh"]);
+    assert_eq!(bad.status.code(), Some(2));
+
+    let page = ok(run(&["man"]));
+    assert!(page.contains(".TH railyard 1"), "{page}");
+    assert!(page.contains(".SH NAME\nrailyard"), "{page}");
+    assert!(page.contains("schedule"), "{page}");
+
+    let dir = tempfile::tempdir().unwrap();
+    ok(run(&["man", "--dir", dir.path().to_str().unwrap()]));
+    let start = std::fs::read_to_string(dir.path().join("railyard-run-start.1")).unwrap();
+    assert!(start.contains(".TH railyard-run-start 1"), "{start}");
+    assert!(start.contains("\\-\\-goal"), "{start}");
+    // Where a man reader is installed, the page renders and names the binary.
+    if let Ok(out) = Command::new("man")
+        .args(["-l", "-P", "cat"])
+        .arg(dir.path().join("railyard.1"))
+        .env("MANWIDTH", "80")
+        .output()
+        && out.status.success()
+    {
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("railyard"), "{text}");
+    }
+}
