@@ -78,6 +78,8 @@ pub struct ServerConfig {
     pub child_limits: engine::ChildLimits,
     /// Webhook triggers: the configuration's, the body limit, the dedup window.
     pub triggers: TriggerSettings,
+    /// Most memory the database's page cache may hold, in bytes (default 64 MiB).
+    pub cache_bytes: usize,
 }
 
 /// Webhook trigger settings ([`service::triggers`]).
@@ -144,6 +146,7 @@ impl ServerConfig {
             tls: None,
             child_limits: Default::default(),
             triggers: TriggerSettings::default(),
+            cache_bytes: railyard_store::redb_backend::DEFAULT_CACHE_BYTES,
         }
     }
 
@@ -233,7 +236,8 @@ impl RunningServer {
             path: dir.display().to_string(),
             source,
         })?;
-        let store = Store::open(dir)?;
+        let store = Store::open_with_cache(dir, config.cache_bytes)?;
+        tracing::info!(cache_mib = config.cache_bytes >> 20, "database opened");
         let keys = TokenKeys::load_or_create(dir)?;
         let mut workflows =
             WorkflowRegistry::load_dir(&config.workflows_dir).map_err(|source| StartError::Workflows {

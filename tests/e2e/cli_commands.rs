@@ -350,3 +350,33 @@ fn completion_and_man_pages_are_generated_from_the_binary() {
         assert!(text.contains("railyard"), "{text}");
     }
 }
+
+/// The page cache's size is a server setting: a bad value is refused naming the key
+/// and the flag, and a server with a small cache serves.
+#[test]
+fn a_server_takes_its_cache_size_from_a_flag() {
+    let (sandbox, _server) = start_server();
+    let out = Command::new(BIN)
+        .args(["server", "--cache-size-mib", "0", "--listen", "127.0.0.1:0"])
+        .args(["--http-listen", "127.0.0.1:0", "--data-dir"])
+        .arg(sandbox.path("other-data"))
+        .output()
+        .expect("run railyard server");
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("server.cache_size_mib") && err.contains("--cache-size-mib"),
+        "{err}"
+    );
+
+    let small = Sandbox::new();
+    small.workflow(
+        "demo.json",
+        r#"{"id":"demo","version":"1","name":"Demo","steps":[{"id":"plan","title":"Plan","prompt":"Plan {{goal}}"}]}"#,
+    );
+    let server = small.server_with(&["--cache-size-mib", "1"]);
+    let v = json(server.ry(&["run", "start", "demo", "--goal", "g", "-o", "json"]));
+    let run_id = v["run_id"].as_str().unwrap();
+    let run = json(server.ry(&["run", "describe", run_id, "-o", "json"]));
+    assert_eq!(run["run"]["status"], "RUNNING", "{run}");
+}
