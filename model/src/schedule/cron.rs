@@ -171,6 +171,8 @@ impl CronEntry {
             check_numbers(field, text)?;
         }
         let day_rule = DayRule::of(fields[fields.len() - 3], fields[fields.len() - 1]);
+        // Errors quote the fields as written.
+        let written = fields.clone();
         let day_of_week = sunday_to_sunday(fields[fields.len() - 1]);
         if let Some(last) = fields.last_mut() {
             *last = &day_of_week;
@@ -190,7 +192,7 @@ impl CronEntry {
                         .err()
                         .map(|e| CronProblem::Field {
                             field,
-                            text: fields[i].to_string(),
+                            text: written[i].to_string(),
                             reason: reason(&e),
                         })
                 })

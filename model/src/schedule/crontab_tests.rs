@@ -172,6 +172,8 @@ fn sunday_to_sunday_is_sunday_alone() {
         assert_eq!(theirs, ["2026-01-04T00:00:00Z", "2026-01-11T00:00:00Z"], "{line}");
         assert_eq!(ours, theirs, "{line}");
     }
+    let refused = spec("0 0 * * SUN-SUN,XYZ").unwrap_err().to_string();
+    assert!(refused.contains("day-of-week field \"SUN-SUN,XYZ\""), "{refused}");
 }
 
 #[test]
