@@ -9,6 +9,8 @@
 //!   [`client::global::GlobalOpts`]).
 //! - `railyard bench` measures an in-process server.
 //! - `railyard mcp` serves MCP on stdio for an outside agent.
+//! - `railyard completion SHELL` and `railyard man` print completions and man pages
+//!   generated from these definitions ([`shell`]).
 //!
 //! This file is the clap root and the dispatch. One folder per command group: the
 //! client commands ([`run`], [`workflow`], [`task`], [`queue`], [`key`], [`namespace`],
@@ -39,6 +41,7 @@ mod report;
 mod run;
 mod schedule;
 mod serve;
+mod shell;
 mod task;
 mod trigger;
 mod workflow;
@@ -128,6 +131,16 @@ enum Command {
     /// Serve MCP on stdin/stdout for an agent (Claude Code, Cursor, any MCP client),
     /// talking to the Railyard server at --server. Logs go to stderr.
     Mcp(serve::mcp::McpArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    ///
+    /// bash: `railyard completion bash > /etc/bash_completion.d/railyard`;
+    /// zsh: `railyard completion zsh > "${fpath[1]}/_railyard"`;
+    /// fish: `railyard completion fish > ~/.config/fish/completions/railyard.fish`.
+    Completion(shell::CompletionArgs),
+    /// Print the man page railyard(1), or write one page per command with --dir.
+    ///
+    /// `railyard man | man -l -`; `railyard man --dir /usr/local/share/man/man1`.
+    Man(shell::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -211,6 +224,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Trigger(c) => trigger::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Bench(a) => bench::run(g, a).await.map(|()| ExitCode::SUCCESS),
         Command::Mcp(a) => serve::mcp::run(g, &a).await.map(|()| ExitCode::SUCCESS),
+        Command::Completion(a) => shell::completion(Cli::command(), &a).map(|()| ExitCode::SUCCESS),
+        Command::Man(a) => shell::man(Cli::command(), &a).map(|()| ExitCode::SUCCESS),
     }
 }
 

@@ -227,3 +227,27 @@ fn log_format_is_text_unless_json_is_asked_for() {
     let err = parse(&["server", "--log-format", "xml"]).unwrap_err();
     assert!(err.to_string().contains("--log-format"), "{err}");
 }
+
+#[test]
+fn bash_completion_names_real_subcommands() {
+    let mut out = Vec::new();
+    clap_complete::generate(
+        clap_complete::Shell::Bash,
+        &mut Cli::command(),
+        "railyard",
+        &mut out,
+    );
+    let script = String::from_utf8(out).unwrap();
+    for name in [
+        "server",
+        "worker",
+        "schedule",
+        "backfill",
+        "completion",
+        "--namespace",
+    ] {
+        assert!(script.contains(name), "{name} missing from the bash completion");
+    }
+    assert!(parse(&["completion", "fish"]).is_ok());
+    assert!(parse(&["completion", "tcsh"]).is_err());
+}

@@ -82,6 +82,8 @@ pub struct ServerConfig {
     pub child_limits: engine::ChildLimits,
     /// Webhook triggers: the configuration's, the body limit, the dedup window.
     pub triggers: TriggerSettings,
+    /// Most memory the database's page cache may hold, in bytes (default 64 MiB).
+    pub cache_bytes: usize,
 }
 
 /// Webhook trigger settings ([`service::triggers`]).
@@ -149,6 +151,7 @@ impl ServerConfig {
             tls: None,
             child_limits: Default::default(),
             triggers: TriggerSettings::default(),
+            cache_bytes: railyard_store::redb_backend::DEFAULT_CACHE_BYTES,
         }
     }
 
@@ -240,7 +243,11 @@ impl RunningServer {
         })?;
         let store = match &config.store {
             Some(store) => store.clone(),
-            None => Store::open(dir)?,
+            None => {
+                let store = Store::open_with_cache(dir, config.cache_bytes)?;
+                tracing::info!(cache_mib = config.cache_bytes >> 20, "database opened");
+                store
+            }
         };
         let keys = TokenKeys::load_or_create(dir)?;
         let mut workflows =

@@ -62,6 +62,14 @@ impl Store {
         Ok(Self::new(Arc::new(redb_backend::RedbBackend::open(dir)?)))
     }
 
+    /// [`Store::open`] with a page cache of at most `cache_bytes`.
+    pub fn open_with_cache(dir: &Path, cache_bytes: usize) -> Result<Self, redb_backend::OpenError> {
+        Ok(Self::new(Arc::new(redb_backend::RedbBackend::open_with_cache(
+            dir,
+            cache_bytes,
+        )?)))
+    }
+
     /// A store over `backend` (the in-memory one in tests).
     pub fn new(backend: Arc<dyn Backend>) -> Self {
         Self { backend }

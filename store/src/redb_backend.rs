@@ -160,21 +160,35 @@ pub struct RedbBackend {
     defs: Arc<Definitions>,
 }
 
+/// redb's page cache for a server that does not say: 64 MiB, a size that suits a
+/// small machine (redb's own default is 1 GiB, which the cache fills as the database
+/// grows and never gives back).
+pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
+
 impl RedbBackend {
-    /// Opens (or creates) `<dir>/railyard.redb`, migrates a file of layout 2 (in one
-    /// transaction: on failure nothing changes), refuses a file of another layout,
-    /// and makes sure every table and the `default` namespace exist.
+    /// [`open_with_cache`](Self::open_with_cache) with [`DEFAULT_CACHE_BYTES`].
     pub fn open(dir: &Path) -> Result<Self, OpenError> {
+        Self::open_with_cache(dir, DEFAULT_CACHE_BYTES)
+    }
+
+    /// Opens (or creates) `<dir>/railyard.redb` with a page cache of at most
+    /// `cache_bytes`, migrates a file of layout 2 (in one transaction: on failure
+    /// nothing changes), refuses a file of another layout, and makes sure every table
+    /// and the `default` namespace exist.
+    pub fn open_with_cache(dir: &Path, cache_bytes: usize) -> Result<Self, OpenError> {
         let path = dir.join("railyard.redb");
         let shown = path.display().to_string();
         make_private(&path).map_err(|source| OpenError::Permissions {
             path: shown.clone(),
             source,
         })?;
-        let db = Database::create(&path).map_err(|source| OpenError::Database {
-            path: shown.clone(),
-            source,
-        })?;
+        let db = Database::builder()
+            .set_cache_size(cache_bytes)
+            .create(&path)
+            .map_err(|source| OpenError::Database {
+                path: shown.clone(),
+                source,
+            })?;
         let backend = Self {
             db,
             defs: Arc::default(),
@@ -328,5 +342,52 @@ mod tests {
         drop(RedbBackend::open(fresh.path()).unwrap());
         let backend = RedbBackend::open(fresh.path()).unwrap();
         assert_eq!(backend.schema().unwrap(), Some(SCHEMA_VERSION));
+    }
+
+    /// Writes `mib` MiB of rows, then reads them all back.
+    fn fill_and_read(backend: &RedbBackend, mib: usize) {
+        let table: TableDefinition<u64, &[u8]> = TableDefinition::new("filler");
+        let row = vec![7u8; 16 << 10];
+        let tx = backend.db.begin_write().unwrap();
+        {
+            let mut t = tx.open_table(table).unwrap();
+            for i in 0..(mib as u64 * 64) {
+                t.insert(i, row.as_slice()).unwrap();
+            }
+        }
+        tx.commit().unwrap();
+        let tx = backend.db.begin_read().unwrap();
+        let t = tx.open_table(table).unwrap();
+        for i in 0..(mib as u64 * 64) {
+            assert!(t.get(i).unwrap().is_some());
+        }
+    }
+
+    /// The cache size given is the one redb keeps to: a small cache evicts and stays
+    /// within its size while the data outgrows it; the default holds the same data.
+    #[test]
+    fn the_page_cache_keeps_to_the_size_it_was_opened_with() {
+        use redb::ReadableDatabase;
+        let small = tempfile::tempdir().unwrap();
+        let backend = RedbBackend::open_with_cache(small.path(), 1 << 20).unwrap();
+        fill_and_read(&backend, 8);
+        let stats = backend.db.cache_stats();
+        assert!(stats.evictions() > 0, "a 1 MiB cache evicted nothing");
+        assert!(
+            stats.used_bytes() <= 2 << 20,
+            "{} bytes cached",
+            stats.used_bytes()
+        );
+
+        let default = tempfile::tempdir().unwrap();
+        let backend = RedbBackend::open(default.path()).unwrap();
+        fill_and_read(&backend, 8);
+        let stats = backend.db.cache_stats();
+        assert!(
+            stats.used_bytes() > 4 << 20,
+            "{} bytes cached",
+            stats.used_bytes()
+        );
+        assert!(stats.used_bytes() <= DEFAULT_CACHE_BYTES);
     }
 }

@@ -124,3 +124,47 @@ fn reject_with_feedback_then_sigkill_then_approve_completes_the_run() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("COMPLETED"), "{err}");
 }
+
+/// A person playing worker with `task poll` sees a rejection's feedback: in JSON as
+/// `resume_messages`, and in the human output after the prompt.
+#[test]
+fn task_poll_shows_the_rejection_feedback_it_resumes_with() {
+    let s = Sandbox::new();
+    s.workflow("review.json", REVIEW);
+    let server = s.server();
+    let v = json(server.ry(&["run", "start", "review", "--goal", "the post", "-o", "json"]));
+    let run_id = v["run_id"].as_str().unwrap().to_string();
+    let poll = |human: bool| {
+        let mut args = vec!["task", "poll", "--wait", "10"];
+        if !human {
+            args.extend(["-o", "json"]);
+        }
+        server.ry(&args)
+    };
+    let propose_and_reject = |token: &str, feedback: &str| {
+        ok(server.ry(&["task", "complete", token, "--notes", "a draft"]));
+        awaiting(&server, &run_id, "a draft");
+        ok(server.ry(&["run", "reject", &run_id, "--feedback", feedback]));
+    };
+
+    let first = json(poll(false));
+    assert_eq!(first["resume_messages"], serde_json::json!([]), "{first}");
+    propose_and_reject(first["task_token"].as_str().unwrap(), "add a summary up top");
+
+    let again = json(poll(false));
+    assert_eq!(again["step_id"], "write");
+    let messages = again["resume_messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 1, "{again}");
+    assert!(
+        messages[0].as_str().unwrap().contains("add a summary up top"),
+        "{again}"
+    );
+    propose_and_reject(again["task_token"].as_str().unwrap(), "now shorter");
+
+    let human = ok(poll(true));
+    let after_prompt = human.split_once("\nprompt\n").map(|(_, rest)| rest).unwrap_or("");
+    // No heartbeat stored a transcript holding the first feedback, so both are given.
+    assert!(after_prompt.contains("resume message 1 of 2"), "{human}");
+    assert!(after_prompt.contains("resume message 2 of 2"), "{human}");
+    assert!(after_prompt.contains("now shorter"), "{human}");
+}

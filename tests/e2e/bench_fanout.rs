@@ -31,4 +31,9 @@ fn a_tiny_fanout_bench_completes_the_parent_and_every_child() {
     // Each child's start, lease-and-complete and close are durable commits.
     assert!(v["commits"].as_u64().unwrap() >= 5, "{v}");
     assert!(v["commits_per_child"].as_f64().unwrap() >= 1.0, "{v}");
+    // The server process's memory, from its /proc status.
+    let memory = &v["server_memory"];
+    let (rss, peak) = (memory["rss_mib"].as_f64(), memory["peak_rss_mib"].as_f64());
+    assert!(rss.is_some_and(|r| r > 0.0), "{v}");
+    assert!(peak >= rss, "{v}");
 }

@@ -312,3 +312,71 @@ fn control_characters_in_stored_fields_are_escaped_in_human_output() {
     let j = json(server.ry(&["run", "describe", "spoof", "-o", "json"]));
     assert_eq!(j["run"]["goal"], goal);
 }
+
+/// Completions and man pages come from the binary itself, with no server.
+#[test]
+fn completion_and_man_pages_are_generated_from_the_binary() {
+    let run = |args: &[&str]| Command::new(BIN).args(args).output().expect("run railyard");
+
+    let bash = ok(run(&["completion", "bash"]));
+    assert!(bash.contains("_railyard()"), "{bash}");
+    for name in ["server", "worker", "schedule", "backfill", "--namespace"] {
+        assert!(bash.contains(name), "{name} missing from the bash completion");
+    }
+    let fish = ok(run(&["completion", "fish"]));
+    assert!(fish.contains("complete -c railyard"), "{fish}");
+    let bad = run(&["completion", "tcsh"]);
+    assert_eq!(bad.status.code(), Some(2));
+
+    let page = ok(run(&["man"]));
+    assert!(page.contains(".TH railyard 1"), "{page}");
+    assert!(page.contains(".SH NAME\nrailyard"), "{page}");
+    assert!(page.contains("schedule"), "{page}");
+
+    let dir = tempfile::tempdir().unwrap();
+    ok(run(&["man", "--dir", dir.path().to_str().unwrap()]));
+    let start = std::fs::read_to_string(dir.path().join("railyard-run-start.1")).unwrap();
+    assert!(start.contains(".TH railyard-run-start 1"), "{start}");
+    assert!(start.contains("\\-\\-goal"), "{start}");
+    // Where a man reader is installed, the page renders and names the binary.
+    if let Ok(out) = Command::new("man")
+        .args(["-l", "-P", "cat"])
+        .arg(dir.path().join("railyard.1"))
+        .env("MANWIDTH", "80")
+        .output()
+        && out.status.success()
+    {
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("railyard"), "{text}");
+    }
+}
+
+/// The page cache's size is a server setting: a bad value is refused naming the key
+/// and the flag, and a server with a small cache serves.
+#[test]
+fn a_server_takes_its_cache_size_from_a_flag() {
+    let (sandbox, _server) = start_server();
+    let out = Command::new(BIN)
+        .args(["server", "--cache-size-mib", "0", "--listen", "127.0.0.1:0"])
+        .args(["--http-listen", "127.0.0.1:0", "--data-dir"])
+        .arg(sandbox.path("other-data"))
+        .output()
+        .expect("run railyard server");
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("server.cache_size_mib") && err.contains("--cache-size-mib"),
+        "{err}"
+    );
+
+    let small = Sandbox::new();
+    small.workflow(
+        "demo.json",
+        r#"{"id":"demo","version":"1","name":"Demo","steps":[{"id":"plan","title":"Plan","prompt":"Plan {{goal}}"}]}"#,
+    );
+    let server = small.server_with(&["--cache-size-mib", "1"]);
+    let v = json(server.ry(&["run", "start", "demo", "--goal", "g", "-o", "json"]));
+    let run_id = v["run_id"].as_str().unwrap();
+    let run = json(server.ry(&["run", "describe", run_id, "-o", "json"]));
+    assert_eq!(run["run"]["status"], "RUNNING", "{run}");
+}

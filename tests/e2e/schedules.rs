@@ -79,8 +79,9 @@ fn schedule_commands_against_a_server() {
     );
     assert!(created.contains("next fire  "), "{created}");
 
-    // Describe, human: spec, policies, state, next fires in local time and UTC.
-    let text = ok(server.ry(&["schedule", "describe", "nightly"]));
+    // Describe, human: spec, policies, state, next fires in the schedule's zone and
+    // UTC, whatever zone the machine running the CLI is in.
+    let text = ok(server.ry_env(&["schedule", "describe", "nightly"], &[("TZ", "Asia/Tokyo")]));
     for expected in [
         "schedule ",
         "workflow ",
@@ -88,7 +89,7 @@ fn schedule_commands_against_a_server() {
         "overlap      SKIP",
         "state        active",
         "memo         the nightly report",
-        "next fires (",
+        "next fires (the schedule's zone, Europe/Berlin, and UTC)",
         "0 taken, no limit",
     ] {
         assert!(text.contains(expected), "{expected:?} missing from:\n{text}");
@@ -99,6 +100,12 @@ fn schedule_commands_against_a_server() {
         .filter(|l| l.ends_with(":00:00Z") && (l.contains("T08:00:00Z") || l.contains("T07:00:00Z")))
         .count();
     assert!(utc_lines >= 1, "no next fire at 09:00 Berlin in:\n{text}");
+    let zoned = text
+        .lines()
+        .filter(|l| l.contains(" 09:00:00 CET ") || l.contains(" 09:00:00 CEST "))
+        .count();
+    assert!(zoned >= 1, "no next fire shown at 09:00 Berlin time in:\n{text}");
+    assert!(!text.contains("JST"), "shown in the CLI machine's zone:\n{text}");
 
     // Describe, JSON, with five next fire times, one day apart, all 09:00 in Berlin.
     let info = json(server.ry(&["schedule", "describe", "nightly", "--next", "5", "-o", "json"]));

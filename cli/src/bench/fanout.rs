@@ -39,6 +39,8 @@ struct Figures {
     spawn: Duration,
     commits: u64,
     children_closed: usize,
+    /// The server process's memory once the fan-out is done.
+    memory: Option<super::Memory>,
 }
 
 /// Runs the fan-out bench with `count` children.
@@ -82,9 +84,10 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, count: u32) -> an
     )?;
     tracing::info!(url = %server.url, http = %server.http_addr, "bench server started");
     let timeout = Duration::from_secs(args.timeout);
-    let figures = tokio::time::timeout(timeout, measure(&server.url, &server.http_addr, args, count))
+    let mut figures = tokio::time::timeout(timeout, measure(&server.url, &server.http_addr, args, count))
         .await
         .map_err(|_| anyhow!("the fan-out did not finish within {}s", args.timeout))??;
+    figures.memory = super::Memory::of(&server.child.id().to_string());
     drop(server);
     report(global, args, count, &figures)
 }
@@ -179,6 +182,7 @@ async fn measure(url: &str, http_addr: &str, args: &BenchArgs, count: u32) -> an
         spawn,
         commits,
         children_closed,
+        memory: None,
     })
 }
 
@@ -225,6 +229,7 @@ fn report(global: &GlobalOpts, args: &BenchArgs, count: u32, f: &Figures) -> any
             "spawn_ms": ms(f.spawn),
             "commits": f.commits,
             "commits_per_child": per_child,
+            "server_memory": f.memory.map(|m| m.json()),
         }))?;
     } else {
         output::line(format!(
@@ -240,6 +245,9 @@ fn report(global: &GlobalOpts, args: &BenchArgs, count: u32, f: &Figures) -> any
             "commits   {} durable commits, {per_child:.2} per child",
             f.commits
         ))?;
+        if let Some(m) = f.memory {
+            output::line(format!("memory    server {}", m.line()))?;
+        }
     }
     Ok(())
 }

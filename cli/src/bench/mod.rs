@@ -144,9 +144,11 @@ pub(crate) async fn run(global: &GlobalOpts, args: BenchArgs) -> anyhow::Result<
     let url = format!("http://{}", server.grpc_addr);
     tracing::info!(%url, data = %dir.path().display(), "bench server started");
     let result = measure(&url, &args).await;
+    // The server is in this process, with the bench's clients and workers.
+    let memory = Memory::of("self");
     server.shutdown().await;
     let (throughput, latency) = result?;
-    report(global, &args, &url, throughput.as_ref(), latency.as_ref())?;
+    report(global, &args, &url, throughput.as_ref(), latency.as_ref(), memory)?;
     Ok(())
 }
 
@@ -467,6 +469,51 @@ async fn heartbeat_floor(client: &Client, n: usize) -> anyhow::Result<Duration> 
     Ok(percentile(&beats, 50.0))
 }
 
+/// A process's memory from `/proc/<pid>/status`: resident now (`VmRSS`) and its
+/// peak (`VmHWM`), in KiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Memory {
+    pub rss_kib: u64,
+    pub peak_kib: u64,
+}
+
+impl Memory {
+    /// The memory of process `pid` (`"self"` for this one); `None` where there is no
+    /// `/proc` (not Linux) or it cannot be read.
+    pub(crate) fn of(pid: &str) -> Option<Self> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        Self::parse(&text)
+    }
+
+    fn parse(status: &str) -> Option<Self> {
+        let kib = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+        };
+        Some(Self {
+            rss_kib: kib("VmRSS:")?,
+            peak_kib: kib("VmHWM:")?,
+        })
+    }
+
+    /// As JSON: `{"rss_mib": .., "peak_rss_mib": ..}`.
+    pub(crate) fn json(&self) -> serde_json::Value {
+        json!({ "rss_mib": self.rss_kib as f64 / 1024.0, "peak_rss_mib": self.peak_kib as f64 / 1024.0 })
+    }
+
+    /// As a human line's end: `RSS 41.2 MiB (peak 57.0 MiB)`.
+    pub(crate) fn line(&self) -> String {
+        format!(
+            "RSS {:.1} MiB (peak {:.1} MiB)",
+            self.rss_kib as f64 / 1024.0,
+            self.peak_kib as f64 / 1024.0
+        )
+    }
+}
+
 /// The `p`th percentile (nearest rank) of sorted samples.
 pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
@@ -486,6 +533,7 @@ fn report(
     url: &str,
     throughput: Option<&Throughput>,
     latency: Option<&Latency>,
+    memory: Option<Memory>,
 ) -> anyhow::Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut sorted = latency.map(|l| l.samples.clone()).unwrap_or_default();
@@ -517,6 +565,7 @@ fn report(
                 "read_rpc_p50_ms": ms(l.read_p50), "write_rpc_p50_ms": ms(l.write_p50),
                 "heartbeat_rpc_p50_ms": ms(l.heartbeat_p50),
             })),
+            "process_memory": memory.map(|m| m.json()),
         });
         output::json(&value)?;
         return Ok(());
@@ -578,6 +627,12 @@ fn report(
         lines.push(format!(
             "  heartbeat     RPC p50 {} (with token usage: the call a worker makes every model turn)",
             human_duration(l.heartbeat_p50)
+        ));
+    }
+    if let Some(m) = memory {
+        lines.push(format!(
+            "memory        {} (server, workers and clients in one process)",
+            m.line()
         ));
     }
     for text in lines {

@@ -1,4 +1,4 @@
-//! Tests of `railyard bench`: percentiles and the bench workflows it writes.
+//! Tests of `railyard bench`: percentiles, the bench workflows it writes, and memory.
 
 use super::*;
 
@@ -24,4 +24,24 @@ fn writes_two_bench_workflows() {
     let one: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("bench-1.json")).unwrap()).unwrap();
     assert_eq!(one["steps"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn memory_is_read_from_proc_status() {
+    let status = "Name:\trailyard\nVmHWM:\t   58368 kB\nVmRSS:\t   42240 kB\nThreads:\t9\n";
+    let m = Memory::parse(status).unwrap();
+    assert_eq!(
+        m,
+        Memory {
+            rss_kib: 42_240,
+            peak_kib: 58_368
+        }
+    );
+    assert_eq!(m.line(), "RSS 41.2 MiB (peak 57.0 MiB)");
+    assert_eq!(m.json()["peak_rss_mib"], 57.0);
+    assert_eq!(Memory::parse("VmRSS:\t1 kB\n"), None);
+    if cfg!(target_os = "linux") {
+        let own = Memory::of("self").unwrap();
+        assert!(own.rss_kib > 0 && own.peak_kib >= own.rss_kib, "{own:?}");
+    }
 }

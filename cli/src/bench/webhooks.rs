@@ -136,6 +136,7 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, count: u32) -> an
             distinct.intersection(&run_ids).count()
         );
     }
+    let memory = super::Memory::of(&server.child.id().to_string());
     drop(server);
 
     latencies.sort();
@@ -155,6 +156,7 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, count: u32) -> an
             "elapsed_ms": ms(elapsed),
             "rate_per_s": rate,
             "latency_ms": { "p50": ms(p50), "p99": ms(p99), "max": ms(max) },
+            "server_memory": memory.map(|m| m.json()),
         }))?;
     } else {
         output::line(format!(
@@ -171,6 +173,9 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, count: u32) -> an
             ms(p99),
             ms(max)
         ))?;
+        if let Some(m) = memory {
+            output::line(format!("memory    server {}", m.line()))?;
+        }
     }
     Ok(())
 }

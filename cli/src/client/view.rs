@@ -183,6 +183,7 @@ pub(crate) fn task_json(task: &StepTask) -> Value {
         "require_confirmation": task.require_confirmation,
         "last_failure": task.last_failure,
         "signals": task.signals.iter().map(signal_json).collect::<Vec<_>>(),
+        "resume_messages": task.resume_messages,
         "scheduled_time": rfc3339_or_null(task.scheduled_time_unix_ms),
         "scheduled_time_unix_ms": task.scheduled_time_unix_ms,
     });

@@ -10,7 +10,7 @@ pub(crate) mod show;
 use clap::{ArgGroup, Args, Subcommand};
 use railyard_proto::v1::{
     CreateScheduleRequest, DeleteScheduleRequest, ListSchedulesRequest, OverlapPolicy, PatchScheduleRequest,
-    ScheduleBackfill, ScheduleTrigger, UpdateScheduleRequest,
+    ScheduleBackfill, ScheduleInfo, ScheduleTrigger, UpdateScheduleRequest,
 };
 use railyard_sdk::Client;
 use serde_json::json;
@@ -208,18 +208,18 @@ async fn read_back(
     }
     output::line(done)?;
     match info {
-        Ok(info) => next_fires(&info.next_fire_times_unix_ms),
+        Ok(info) => next_fires(&info),
         Err(_) => Ok(()),
     }
 }
 
-/// Prints `next fire  <local>  (<UTC>)` lines.
-fn next_fires(times: &[i64]) -> anyhow::Result<()> {
-    let zone = show::local_zone();
-    if times.is_empty() {
+/// Prints `next fire  <in the schedule's zone>  (<UTC>)` lines.
+fn next_fires(info: &ScheduleInfo) -> anyhow::Result<()> {
+    let zone = show::schedule_zone(info.spec.as_ref());
+    if info.next_fire_times_unix_ms.is_empty() {
         output::line("next fire  none")?;
     }
-    for &t in times {
+    for &t in &info.next_fire_times_unix_ms {
         output::line(format!(
             "next fire  {}  ({})",
             show::local_time(t, zone),
@@ -237,7 +237,7 @@ async fn describe(global: &GlobalOpts, a: DescribeArgs) -> anyhow::Result<()> {
     if global.output.is_json() {
         output::json(&show::schedule_json(&info))?;
     } else {
-        for text in show::describe_lines(&info, show::local_zone()) {
+        for text in show::describe_lines(&info) {
             output::line(text)?;
         }
     }

@@ -1,5 +1,5 @@
 //! How schedules look: JSON values for `--output json`, and the human `describe`
-//! and `list` renderings, with fire times in the local zone and in UTC.
+//! and `list` renderings, with fire times in the schedule's own zone and in UTC.
 //!
 //! Stored fields (ids, goal, context, notes, memo, reasons) come from other users;
 //! in human output they go through [`clean`] so that a control character cannot
@@ -26,28 +26,11 @@ pub(crate) fn clean(text: &str) -> String {
     crate::client::output::escape(text).into_owned()
 }
 
-/// The zone this machine shows local times in: `TZ`, else `/etc/localtime`'s link
-/// into the zone database, else `/etc/timezone`; UTC when none names a known zone.
-pub(crate) fn local_zone() -> Tz {
-    let from_env = std::env::var("TZ")
-        .ok()
-        .map(|tz| tz.trim_start_matches(':').to_string());
-    let from_link = || {
-        std::fs::read_link("/etc/localtime").ok().and_then(|p| {
-            let p = p.to_string_lossy().into_owned();
-            p.split_once("zoneinfo/").map(|(_, zone)| zone.to_string())
-        })
-    };
-    let from_file = || {
-        std::fs::read_to_string("/etc/timezone")
-            .ok()
-            .map(|t| t.trim().to_string())
-    };
-    from_env
-        .into_iter()
-        .chain(from_link())
-        .chain(from_file())
-        .find_map(|name| Tz::from_str(&name).ok())
+/// The zone a schedule's cron expressions read (`--tz`), in which its fire times
+/// are shown beside UTC: UTC for an interval, a spec without one, or a zone this
+/// build does not know.
+pub(crate) fn schedule_zone(spec: Option<&ScheduleSpec>) -> Tz {
+    spec.and_then(|s| Tz::from_str(&s.time_zone).ok())
         .unwrap_or(Tz::UTC)
 }
 
@@ -205,8 +188,9 @@ pub(crate) fn summary_json(s: &ScheduleSummary) -> Value {
     })
 }
 
-/// The human rendering of `schedule describe`, local times in `zone`.
-pub(crate) fn describe_lines(info: &ScheduleInfo, zone: Tz) -> Vec<String> {
+/// The human rendering of `schedule describe`, fire times in the schedule's zone and UTC.
+pub(crate) fn describe_lines(info: &ScheduleInfo) -> Vec<String> {
+    let zone = schedule_zone(info.spec.as_ref());
     let spec = info.spec.clone().unwrap_or_default();
     let action = info.action.clone().unwrap_or_default();
     let policies = info.policies.unwrap_or_default();
@@ -289,8 +273,11 @@ pub(crate) fn describe_lines(info: &ScheduleInfo, zone: Tz) -> Vec<String> {
     if info.next_fire_times_unix_ms.is_empty() {
         lines.push("next fires: none".to_string());
     } else {
-        lines.push(format!("next fires ({} time, UTC)", zone.name()));
-        let mut table = Table::new(["  LOCAL", "UTC"]);
+        lines.push(format!(
+            "next fires (the schedule's zone, {}, and UTC)",
+            zone.name()
+        ));
+        let mut table = Table::new(["  IN ZONE", "UTC"]);
         for &t in &info.next_fire_times_unix_ms {
             table.row([format!("  {}", local_time(t, zone)), rfc3339(t)]);
         }
@@ -467,8 +454,7 @@ mod tests {
 
     #[test]
     fn describes_a_schedule() {
-        let berlin = Tz::from_str("Europe/Berlin").unwrap();
-        let lines = describe_lines(&sample(), berlin);
+        let lines = describe_lines(&sample());
         let text = lines.join("\n");
         assert!(
             lines[0].starts_with("schedule") && lines[0].ends_with("nightly"),
@@ -480,7 +466,10 @@ mod tests {
         assert!(text.contains("PAUSED: maintenance\\nwindow"), "{text}");
         assert!(text.contains("2 taken, no limit"), "{text}");
         assert!(text.contains("1 skipped (overlap)"), "{text}");
-        assert!(text.contains("next fires (Europe/Berlin time, UTC)"), "{text}");
+        assert!(
+            text.contains("next fires (the schedule's zone, Europe/Berlin, and UTC)"),
+            "{text}"
+        );
         assert!(
             text.contains("  2026-03-22 10:00:00 CET  2026-03-22T09:00:00Z"),
             "{text}"

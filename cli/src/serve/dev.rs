@@ -302,28 +302,33 @@ async fn shutdown(
 
 /// What to try next, printed once the demo run is over (or at once with `--no-demo`).
 fn print_next_steps(url: &str, run: &RunInfo, exit_when_done: bool) {
-    if exit_when_done {
-        return;
+    if !exit_when_done {
+        say(next_steps(url, &run.run_id));
     }
+}
+
+/// The next-steps text for a dev server at `url` (`run_id` empty: none yet). dev has
+/// no auth, and a server refuses a non-loopback listener without it, so a worker on
+/// another machine needs a `railyard server --auth` and a worker key.
+fn next_steps(url: &str, run_id: &str) -> String {
     let server_flag = if url == railyard_sdk::DEFAULT_SERVER_URL {
         String::new()
     } else {
         format!(" --server {url}")
     };
-    let run_id = if run.run_id.is_empty() {
-        "RUN_ID"
-    } else {
-        run.run_id.as_str()
-    };
+    let run_id = if run_id.is_empty() { "RUN_ID" } else { run_id };
     let port = url.rsplit(':').next().unwrap_or("7400");
-    say(format!(
+    format!(
         "\nThe server and the worker keep running; Ctrl-C stops both. In another terminal:\n  \
          start another run:  railyard run start {DEMO_WORKFLOW} --goal \"your goal here\"{server_flag}\n  \
          watch a run:        railyard run watch {run_id}{server_flag}\n  \
          list runs:          railyard run list{server_flag}\n  \
-         add a worker:       railyard worker --server http://HOST:{port} --queue {QUEUE}\n                      \
-         (from another machine, start dev with --listen 0.0.0.0:{port} so it can connect)"
-    ));
+         add a worker:       railyard worker{server_flag} --queue {QUEUE}\n\
+         Workers on other machines need API keys, which dev does not check; run a server with auth:\n  \
+         railyard server --auth --listen 0.0.0.0:{port} --data-dir DIR\n  \
+         RAILYARD_API_KEY=$(cat DIR/admin.key) railyard key create --role worker --queue {QUEUE}\n  \
+         RAILYARD_API_KEY=<the key printed> railyard worker --server http://HOST:{port} --queue {QUEUE}"
+    )
 }
 
 /// What the printer hears about.
@@ -709,5 +714,34 @@ fn one_line(s: &str, max: usize) -> String {
     } else {
         let cut: String = flat.chars().take(max).collect();
         format!("{cut}...")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The advice for remote workers is one a server accepts: with auth and a key, not
+    /// a bare `--listen 0.0.0.0`, which is refused without `--auth`.
+    #[test]
+    fn next_steps_say_how_to_take_remote_workers_with_auth() {
+        let text = next_steps("http://127.0.0.1:7500", "r1");
+        assert!(
+            text.contains("railyard run watch r1 --server http://127.0.0.1:7500"),
+            "{text}"
+        );
+        assert!(
+            text.contains("railyard server --auth --listen 0.0.0.0:7500 --data-dir DIR"),
+            "{text}"
+        );
+        assert!(
+            text.contains("key create --role worker --queue default"),
+            "{text}"
+        );
+        assert!(
+            text.contains("RAILYARD_API_KEY=<the key printed> railyard worker"),
+            "{text}"
+        );
+        assert!(!text.contains("start dev with --listen"), "{text}");
     }
 }

@@ -17,8 +17,10 @@ use crate::client::view::{signal_json, task_json};
 pub(crate) enum TaskCommand {
     /// Lease the next step task from a queue (long poll).
     ///
-    /// Prints the token, run, step, attempt and prompt (JSON: the whole step task). When
-    /// no task came within --wait it says so on stderr (JSON: null) and exits 0.
+    /// Prints the token, run, step, attempt, prompt and the messages the step resumes
+    /// with (a rejection's feedback, the outcomes of awaited child runs; JSON: the whole
+    /// step task, `resume_messages` among it). When no task came within --wait it says
+    /// so on stderr (JSON: null) and exits 0.
     Poll(PollArgs),
     /// Report a leased step as done.
     Complete(CompleteArgs),
@@ -197,7 +199,23 @@ fn print_task(task: &StepTask) -> std::io::Result<()> {
     for text in task.prompt.lines() {
         output::line(format!("  {text}"))?;
     }
+    for line in resume_lines(task) {
+        output::line(line)?;
+    }
     Ok(())
+}
+
+/// The messages the step resumes with (a rejection's feedback, the outcomes of the
+/// children it waited for), each under a heading, after the prompt as the transcript
+/// has them.
+pub(crate) fn resume_lines(task: &StepTask) -> Vec<String> {
+    let count = task.resume_messages.len();
+    let mut lines = Vec::new();
+    for (i, message) in task.resume_messages.iter().enumerate() {
+        lines.push(format!("resume message {} of {count}", i + 1));
+        lines.extend(message.lines().map(|text| format!("  {text}")));
+    }
+    lines
 }
 
 fn heartbeat_json(resp: &HeartbeatStepTaskResponse) -> serde_json::Value {

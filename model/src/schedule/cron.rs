@@ -161,7 +161,7 @@ impl CronEntry {
                 .map(|(_, fields)| *fields)
                 .ok_or_else(|| CronProblem::UnknownAlias(expression.to_string()))?;
         }
-        let fields: Vec<&str> = expression.split_whitespace().collect();
+        let mut fields: Vec<&str> = expression.split_whitespace().collect();
         let names: &[CronField] = match fields.len() {
             5 => &FIVE_FIELDS,
             6 => &SIX_FIELDS,
@@ -170,7 +170,14 @@ impl CronEntry {
         for (&field, text) in names.iter().zip(&fields) {
             check_numbers(field, text)?;
         }
-        let cron = parser().parse(&fields.join(" ")).map_err(|whole| {
+        let day_rule = DayRule::of(fields[fields.len() - 3], fields[fields.len() - 1]);
+        // Errors quote the fields as written.
+        let written = fields.clone();
+        let day_of_week = sunday_to_sunday(fields[fields.len() - 1]);
+        if let Some(last) = fields.last_mut() {
+            *last = &day_of_week;
+        }
+        let cron = parser(day_rule).parse(&fields.join(" ")).map_err(|whole| {
             // croner does not say which field it refused: find the one that fails
             // on its own, the others being `*`.
             names
@@ -180,12 +187,12 @@ impl CronEntry {
                     let probe: Vec<&str> = (0..fields.len())
                         .map(|j| if i == j { fields[j] } else { "*" })
                         .collect();
-                    parser()
+                    parser(day_rule)
                         .parse(&probe.join(" "))
                         .err()
                         .map(|e| CronProblem::Field {
                             field,
-                            text: fields[i].to_string(),
+                            text: written[i].to_string(),
                             reason: reason(&e),
                         })
                 })
@@ -276,11 +283,53 @@ pub(crate) fn parse_zone(name: &str) -> Option<Tz> {
     name.parse::<Tz>().ok()
 }
 
-/// The one parser configuration: seconds optional, no year field.
-fn parser() -> CronParser {
+/// How the day-of-month and day-of-week fields combine: crontab(5)'s rule, as Vixie
+/// cron and cronie implement it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DayRule {
+    /// Neither field starts with `*`: a day matches if either field matches it.
+    Either,
+    /// One field starts with `*` (`*`, `*/2`, ...; `?` is croner's `*`): counted as
+    /// unrestricted, so a day must match both. croner by itself treats only a bare
+    /// `*` so, and would fire `*/11` day-of-month days whatever the weekday.
+    Both,
+}
+
+impl DayRule {
+    fn of(day_of_month: &str, day_of_week: &str) -> Self {
+        let star = |text: &str| text.starts_with(['*', '?']);
+        if star(day_of_month) || star(day_of_week) {
+            Self::Both
+        } else {
+            Self::Either
+        }
+    }
+}
+
+/// `SUN-SUN` (or `0-SUN`) as `0-0`: croner reads a range's `-SUN` as 7, which makes
+/// it every day, where crontab(5) means Sunday alone.
+fn sunday_to_sunday(day_of_week: &str) -> String {
+    day_of_week
+        .split(',')
+        .map(|item| {
+            let end = item.find(['/', '#']).unwrap_or(item.len());
+            let (range, rest) = item.split_at(end);
+            match range.to_ascii_uppercase().as_str() {
+                "SUN-SUN" | "0-SUN" => format!("0-0{rest}"),
+                _ => item.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The one parser configuration: seconds optional, no year field, and the day rule
+/// of the expression.
+fn parser(day_rule: DayRule) -> CronParser {
     CronParser::builder()
         .seconds(Seconds::Optional)
         .year(Year::Disallowed)
+        .dom_and_dow(day_rule == DayRule::Both)
         .build()
 }
 

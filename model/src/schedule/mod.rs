@@ -13,6 +13,8 @@ pub mod spec;
 pub mod state;
 
 #[cfg(test)]
+mod crontab_tests;
+#[cfg(test)]
 mod state_tests;
 #[cfg(test)]
 mod tests;

@@ -289,6 +289,14 @@ impl ServerProcess {
     pub fn ry(&self, args: &[&str]) -> Output {
         ry(&self.url, args)
     }
+
+    /// Runs a client command against this server with extra environment variables.
+    pub fn ry_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        command(&self.url, args)
+            .envs(env.iter().copied())
+            .output()
+            .expect("run railyard")
+    }
 }
 
 impl Drop for ServerProcess {
@@ -310,14 +318,19 @@ pub fn drain(mut out: BufReader<ChildStdout>) {
 
 /// Runs `railyard ARGS --server URL` and returns its output.
 pub fn ry(url: &str, args: &[&str]) -> Output {
-    Command::new(BIN)
+    command(url, args).output().expect("run railyard")
+}
+
+/// `railyard ARGS --server URL`, without the client's environment variables.
+fn command(url: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    command
         .args(args)
         .args(["--server", url])
         .env_remove("RAILYARD_NAMESPACE")
         .env_remove("RAILYARD_API_KEY")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run railyard")
+        .env_remove("RUST_LOG");
+    command
 }
 
 pub fn stdout(o: &Output) -> String {

@@ -39,7 +39,7 @@ pub(crate) struct ServerArgs {
     /// TOML config file with a [server] section (keys: data_dir, store, keys_dir, listen,
     /// http_listen, workflows, shutdown_grace_secs, auth, insecure, tls_cert, tls_key,
     /// tls_client_ca, max_connections, idle_timeout_secs, max_connections_per_peer,
-    /// http_request_timeout_secs, max_child_depth, max_children_per_run).
+    /// http_request_timeout_secs, max_child_depth, max_children_per_run, cache_size_mib).
     #[arg(long, value_name = "FILE", env = "RAILYARD_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
 
@@ -140,6 +140,12 @@ pub(crate) struct ServerArgs {
     /// [env: RAILYARD_DELIVERY_ALLOW_NETWORKS, comma-separated].
     #[arg(long = "delivery-allow-network", value_name = "CIDR")]
     pub delivery_allow_networks: Vec<String>,
+
+    /// MiB of memory the database's page cache may hold (1 to 65536); more makes
+    /// reads of a large database faster, at that cost in memory
+    /// [env: RAILYARD_CACHE_SIZE_MIB] [default: 64].
+    #[arg(long, value_name = "MIB")]
+    pub cache_size_mib: Option<u64>,
 }
 
 /// The server's config file: one section per part of the server, every key optional,
@@ -163,6 +169,7 @@ pub(crate) struct ServerArgs {
 /// idle_timeout_secs = 120
 /// max_connections_per_peer = 256     # per listener, from one address (IPv6: a /64)
 /// http_request_timeout_secs = 30     # for an HTTP request to arrive whole
+/// cache_size_mib = 64                 # the database's page cache
 ///
 /// [delivery]                          # result delivery (callback URLs, subscriptions)
 /// signing_secret = "..."              # better: RAILYARD_DELIVERY_SIGNING_SECRET
@@ -335,6 +342,7 @@ pub(crate) struct ServerSection {
     pub http_request_timeout_secs: Option<u64>,
     pub max_child_depth: Option<u32>,
     pub max_children_per_run: Option<u32>,
+    pub cache_size_mib: Option<u64>,
 }
 
 /// The environment variables of the server's settings.
@@ -411,6 +419,10 @@ const ENV: &[EnvVar] = &[
         var: "RAILYARD_DELIVERY_ALLOW_NETWORKS",
         key: "delivery.allow_networks",
     },
+    EnvVar {
+        var: "RAILYARD_CACHE_SIZE_MIB",
+        key: "server.cache_size_mib",
+    },
 ];
 
 /// Keys whose flag is not `--key-with-dashes`.
@@ -428,6 +440,9 @@ const MAX_IDLE_TIMEOUT_SECS: u64 = 24 * 3600;
 /// every child still open in one commit, so the count stays modest).
 const MAX_CHILD_DEPTH_LIMIT: u32 = 32;
 const MAX_CHILDREN_PER_RUN_LIMIT: u32 = 10_000;
+/// Bounds of `cache_size_mib` (64 GiB at most) and its default.
+const MAX_CACHE_SIZE_MIB: u64 = 65_536;
+const DEFAULT_CACHE_SIZE_MIB: u64 = (railyard_store::redb_backend::DEFAULT_CACHE_BYTES >> 20) as u64;
 
 /// Where the server stores runs (`server.store`).
 #[derive(Clone, PartialEq)]
@@ -487,6 +502,8 @@ pub(crate) struct ServerSettings {
     pub dedup_retention: Duration,
     /// Bounds on trees of child runs.
     pub child_limits: ChildLimits,
+    /// MiB the database's page cache may hold.
+    pub cache_size_mib: u64,
 }
 
 impl ServerSettings {
@@ -535,6 +552,7 @@ impl ServerSettings {
         config.tls = self.tls.clone();
         config.net = self.net;
         config.child_limits = self.child_limits;
+        config.cache_bytes = usize::try_from(self.cache_size_mib << 20).unwrap_or(usize::MAX);
         config.triggers.config = self.triggers.clone();
         config.triggers.max_body_bytes = self.hook_max_body_bytes;
         config.triggers.dedup_retention_ms = self.dedup_retention.as_millis() as u64;
@@ -587,6 +605,7 @@ impl ServerArgs {
                 http_request_timeout_secs: self.http_request_timeout,
                 max_child_depth: self.max_child_depth,
                 max_children_per_run: self.max_children_per_run,
+                cache_size_mib: self.cache_size_mib,
             },
             delivery: DeliverySection {
                 allow_networks: (!self.delivery_allow_networks.is_empty())
@@ -733,7 +752,14 @@ impl ServerArgs {
                     .max_children_per_run
                     .unwrap_or(ChildLimits::default().max_children),
             },
+            cache_size_mib: s.cache_size_mib.unwrap_or(DEFAULT_CACHE_SIZE_MIB),
         };
+        if !(1..=MAX_CACHE_SIZE_MIB).contains(&settings.cache_size_mib) {
+            return Err(loaded.invalid(
+                "server.cache_size_mib",
+                format!("from 1 to {MAX_CACHE_SIZE_MIB} MiB"),
+            ));
+        }
         if settings.child_limits.max_depth > MAX_CHILD_DEPTH_LIMIT {
             return Err(loaded.invalid(
                 "server.max_child_depth",

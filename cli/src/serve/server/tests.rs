@@ -442,3 +442,49 @@ fn delivery_allow_networks_come_from_the_file_the_environment_or_repeated_flags(
         "{err}"
     );
 }
+
+#[test]
+fn cache_size_from_flags_env_or_file_and_refused_out_of_range() {
+    let s = ServerArgs::default().settings_with(env(&[])).unwrap();
+    assert_eq!(s.cache_size_mib, 64);
+    assert_eq!(s.config().cache_bytes, 64 << 20);
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("railyard.toml");
+    std::fs::write(&file, "[server]\ncache_size_mib = 256\n").unwrap();
+    let args = ServerArgs {
+        config: Some(file),
+        ..ServerArgs::default()
+    };
+    assert_eq!(args.settings_with(env(&[])).unwrap().cache_size_mib, 256);
+    let s = args
+        .settings_with(env(&[("RAILYARD_CACHE_SIZE_MIB", "16")]))
+        .unwrap();
+    assert_eq!(s.config().cache_bytes, 16 << 20);
+    let flags = ServerArgs {
+        cache_size_mib: Some(8),
+        ..args.clone()
+    };
+    let s = flags
+        .settings_with(env(&[("RAILYARD_CACHE_SIZE_MIB", "16")]))
+        .unwrap();
+    assert_eq!(s.cache_size_mib, 8, "the flag wins");
+
+    let zero = ServerArgs {
+        cache_size_mib: Some(0),
+        ..ServerArgs::default()
+    };
+    let e = zero.settings_with(env(&[])).unwrap_err().to_string();
+    assert!(
+        e.contains("server.cache_size_mib") && e.contains("--cache-size-mib"),
+        "{e}"
+    );
+    let e = args
+        .settings_with(env(&[("RAILYARD_CACHE_SIZE_MIB", "lots")]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("server.cache_size_mib") && e.contains("RAILYARD_CACHE_SIZE_MIB"),
+        "{e}"
+    );
+}
