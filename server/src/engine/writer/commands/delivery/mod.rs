@@ -61,7 +61,12 @@ pub(crate) fn fire(
                     },
                 )?;
                 cx.after.push(After::WakeTimers);
-                tracing::debug!(run_id, target, attempt, "no free delivery slot; the attempt waits");
+                tracing::debug!(
+                    run_id,
+                    target,
+                    attempt,
+                    "no free delivery slot; the attempt waits"
+                );
                 return Ok(());
             }
         },
