@@ -77,7 +77,7 @@ impl Worker {
             Some(p) => p,
             None => provider::from_config(&config.provider)?,
         };
-        std::fs::create_dir_all(&config.workspace).map_err(|source| WorkerError::Workspace {
+        create_private_dir(&config.workspace).map_err(|source| WorkerError::Workspace {
             path: config.workspace.clone(),
             source,
         })?;
@@ -425,8 +425,23 @@ fn lease_lost(shared: &Shared, step: &StepRef, message: String) {
     shared.emit(step, EventKind::LeaseLost { message });
 }
 
-/// `<workspace>/<run_id>/`, created if needed. The run id becomes a directory name, so
-/// it must be one plain path component.
+/// Creates `dir` (and any missing parents) readable by its owner only (mode 0700), like
+/// the server's data directory: a run's files are its goal's, not every local user's.
+/// An existing directory keeps its mode.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
+/// `<workspace>/<run_id>/`, created if needed, mode 0700 (an existing one is set to 0700
+/// too: it is the worker's own). The run id becomes a directory name, so it must be one
+/// plain path component.
 async fn prepare_workspace(root: &Path, run_id: &str) -> Result<PathBuf, String> {
     let plain = !run_id.is_empty() && run_id != "." && run_id != ".." && !run_id.contains(['/', '\\', '\0']);
     if !plain {
@@ -435,9 +450,19 @@ async fn prepare_workspace(root: &Path, run_id: &str) -> Result<PathBuf, String>
         ));
     }
     let dir = root.join(run_id);
-    tokio::fs::create_dir_all(&dir)
-        .await
-        .map_err(|e| format!("cannot create the workspace {}: {e}", dir.display()))?;
+    let made = dir.clone();
+    tokio::task::spawn_blocking(move || {
+        create_private_dir(&made)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&made, std::fs::Permissions::from_mode(0o700))?;
+        }
+        Ok::<_, std::io::Error>(())
+    })
+    .await
+    .map_err(|e| format!("cannot create the workspace {}: {e}", dir.display()))?
+    .map_err(|e| format!("cannot create the workspace {}: {e}", dir.display()))?;
     Ok(dir)
 }
 

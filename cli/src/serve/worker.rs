@@ -157,7 +157,7 @@ pub(crate) async fn run(args: WorkerArgs) -> anyhow::Result<()> {
     // Build the provider here so a bad script or key fails before "polling" is announced.
     let provider = railyard_worker::provider::from_config(&config.provider)
         .context("cannot set up the model provider")?;
-    std::fs::create_dir_all(&config.workspace).with_context(|| {
+    railyard_worker::create_private_dir(&config.workspace).with_context(|| {
         format!(
             "cannot create the workspace directory {}",
             config.workspace.display()
