@@ -36,6 +36,8 @@ pub(crate) struct KeyPrincipal {
     pub(crate) role: Role,
     /// Task queues a worker key is limited to (empty: any).
     pub(crate) queues: Vec<String>,
+    /// When the key expires (`None`: never); a key it makes expires no later.
+    pub(crate) expires_ms: Option<railyard_model::Millis>,
 }
 
 impl KeyPrincipal {
@@ -45,6 +47,7 @@ impl KeyPrincipal {
             namespace: key.namespace.clone(),
             role: key.role,
             queues: key.queues.clone(),
+            expires_ms: key.expires_ms,
         }
     }
 

@@ -27,8 +27,8 @@ const OTHER: &str = r#"{"id":"other","version":"1","name":"Other",
 
 pub(crate) struct Secured {
     pub server: RunningServer,
-    clock: ManualClock,
-    admin_key: String,
+    pub clock: ManualClock,
+    pub admin_key: String,
     _dirs: (tempfile::TempDir, tempfile::TempDir),
 }
 

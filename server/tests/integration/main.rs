@@ -8,6 +8,7 @@ mod auth;
 mod bounds;
 mod children;
 mod contracts;
+mod delegation;
 mod delivery;
 mod metrics;
 mod namespaces;
