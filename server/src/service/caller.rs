@@ -242,6 +242,34 @@ impl Caller {
     }
 }
 
+impl Caller {
+    /// Refuses a run none of whose steps is on a worker key's queues
+    /// (`PERMISSION_DENIED`): such a key describes only its runs, the ones it could
+    /// have leased a step of (a key without queues: every run of its namespace).
+    pub(crate) fn check_run_queues(&self, run: &railyard_model::run::RunState) -> Result<(), ApiError> {
+        let Principal::Key(k) = &self.principal else {
+            return Ok(());
+        };
+        if k.queues.is_empty() {
+            return Ok(());
+        }
+        let def = &run.definition;
+        let on_its_queues = def
+            .steps
+            .iter()
+            .any(|s| k.queues.iter().any(|q| q == s.queue(def, &run.task_queue)));
+        if on_its_queues {
+            Ok(())
+        } else {
+            Err(ApiError::PermissionDenied(format!(
+                "API key {} may describe only runs with a step on its task queues [{}]",
+                k.key_id,
+                k.queues.join(", ")
+            )))
+        }
+    }
+}
+
 /// The one place a request's caller is established.
 pub fn resolve(core: &Core, input: CallerInput, op: Operation) -> Result<Caller, ApiError> {
     let principal = authenticate(core, &input.credentials)?;

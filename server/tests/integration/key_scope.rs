@@ -1,7 +1,10 @@
-//! A key may make only keys that reach no further and last no longer than itself
-//! (issue 22: a 2-second admin key made a never-expiring admin key that kept working
-//! after its maker expired or was revoked).
+//! What a key reaches. A key may make only keys that reach no further and last no
+//! longer than itself (issue 22: a 2-second admin key made a never-expiring admin key
+//! that kept working after its maker expired or was revoked); a worker key limited to
+//! task queues describes only runs with a step on them (issue 22: it described any run
+//! of its namespace, goal and context included).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use railyard_proto::v1::{ApiKeyRole, CreateApiKeyRequest};
@@ -123,5 +126,50 @@ async fn revoking_a_key_revokes_every_key_made_from_it() {
     assert!(
         all.iter()
             .any(|k| k.key_id == child_id && k.revoke_time_unix_ms != 0)
+    );
+}
+
+#[tokio::test]
+async fn a_worker_key_limited_to_queues_describes_only_runs_on_them() {
+    let s = secured().await;
+    let admin = s.admin().await;
+    let on_q1 = admin
+        .start_run("default", "one", "the q1 goal", HashMap::new())
+        .await
+        .unwrap();
+    let elsewhere = admin
+        .start_run("default", "other", "a secret goal", HashMap::new())
+        .await
+        .unwrap();
+    let (limited, limited_id) = s.key("default", ApiKeyRole::Worker, &["q1"], 0).await;
+    let limited = s.client(Some(&limited)).await;
+    let run = limited
+        .describe_run("default", &on_q1)
+        .await
+        .unwrap()
+        .run
+        .unwrap();
+    assert_eq!(run.goal, "the q1 goal");
+    match limited.describe_run("default", &elsewhere).await {
+        Err(ClientError::PermissionDenied(m)) => {
+            assert_eq!(
+                m,
+                format!("API key {limited_id} may describe only runs with a step on its task queues [q1]")
+            );
+            assert!(!m.contains("secret"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // A worker key without queues serves every queue, so every run is its own.
+    let (any, _) = s.key("default", ApiKeyRole::Worker, &[], 0).await;
+    let any = s.client(Some(&any)).await;
+    assert_eq!(
+        any.describe_run("default", &elsewhere)
+            .await
+            .unwrap()
+            .run
+            .unwrap()
+            .goal,
+        "a secret goal"
     );
 }
