@@ -173,3 +173,99 @@ async fn a_worker_key_limited_to_queues_describes_only_runs_on_them() {
         "a secret goal"
     );
 }
+
+/// Under auth, history records who proved themselves, never who a request says it
+/// is (issue 22: a client key recorded itself as `server` and `admin:alice`).
+#[tokio::test]
+async fn history_records_the_key_not_the_identity_a_request_claims() {
+    use railyard_proto::v1::{
+        CompleteStepTaskRequest, PollStepTaskRequest, SignalRunRequest, StartRunRequest,
+    };
+    let s = secured().await;
+    let admin = s.admin().await;
+    let made = |role: ApiKeyRole, description: &str| CreateApiKeyRequest {
+        namespace: "default".into(),
+        role: role as i32,
+        description: description.into(),
+        ..Default::default()
+    };
+    let client_key = admin
+        .create_api_key(made(ApiKeyRole::Client, "alice's laptop"))
+        .await
+        .unwrap();
+    let worker_key = admin.create_api_key(made(ApiKeyRole::Worker, "")).await.unwrap();
+    let client_label = format!("key:{} (alice's laptop)", client_key.key.unwrap().key_id);
+    let worker_label = format!("key:{}", worker_key.key.unwrap().key_id);
+    let client = s.client(Some(&client_key.api_key)).await;
+    let worker = s.client(Some(&worker_key.api_key)).await;
+
+    let run_id = client
+        .start_run_with(StartRunRequest {
+            namespace: "default".into(),
+            workflow_id: "one".into(),
+            goal: "g".into(),
+            identity: "server".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .run_id;
+    client
+        .signal_run(SignalRunRequest {
+            namespace: "default".into(),
+            run_id: run_id.clone(),
+            signal_name: "steer".into(),
+            payload_json: r#""go""#.into(),
+            identity: "admin:alice".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let task = worker
+        .poll_step_task(PollStepTaskRequest {
+            namespace: "default".into(),
+            task_queue: "q1".into(),
+            identity: "server".into(),
+            wait_timeout_ms: 5_000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .expect("the step");
+    worker
+        .complete_step_task(CompleteStepTaskRequest {
+            task_token: task.task_token,
+            notes: "done".into(),
+            identity: "admin:alice".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+
+    let history = admin.full_history("default", &run_id).await.unwrap();
+    // Scheduling a step is the server's own doing, and says so; every other event
+    // was caused by a request.
+    for ev in history.iter().filter(|e| e.event_type == "StepScheduled") {
+        assert_eq!(ev.identity, "server");
+    }
+    let mut by = HashMap::<String, usize>::new();
+    for ev in history.iter().filter(|e| e.event_type != "StepScheduled") {
+        *by.entry(ev.identity.clone()).or_default() += 1;
+    }
+    assert!(
+        by.keys().all(|who| *who == client_label || *who == worker_label),
+        "every event names the key that caused it: {by:?}"
+    );
+    assert!(by[&client_label] >= 2, "the start and the signal: {by:?}");
+    assert!(by[&worker_label] >= 2, "the lease and the completion: {by:?}");
+    assert!(
+        history
+            .iter()
+            .any(|e| e.event_type == "SignalReceived" && e.identity == client_label)
+    );
+    assert!(
+        history
+            .iter()
+            .any(|e| e.event_type == "StepCompleted" && e.identity == worker_label)
+    );
+}
