@@ -87,8 +87,11 @@ impl Worker {
             ..Default::default()
         };
         let client = Client::connect_with(&config.server_url, opts).await?;
-        // The credentials are in the configuration now; commands must not find them.
-        let protection = crate::secrets::protect_process();
+        // The credentials are in the configuration now; commands must not find them,
+        // nor anything else of the environment `bash` does not pass on.
+        let protection = crate::secrets::protect_process(&config.bash_env);
+        // What a command orphans (setsid) stays in this process's tree, to be ended.
+        let subreaper = crate::tools::reaper::adopt_orphans();
         let mut options = AgentOptions {
             price: config.prices.get(provider.model()).copied(),
             ..AgentOptions::default()
@@ -98,7 +101,7 @@ impl Worker {
                 options.tool_limits.bash_env.push(name.clone());
             }
         }
-        info!(non_dumpable = protection.non_dumpable, wiped = ?protection.wiped, bash_env = ?options.tool_limits.bash_env,
+        info!(non_dumpable = protection.non_dumpable, wiped = ?protection.wiped, subreaper, bash_env = ?options.tool_limits.bash_env,
             "worker environment protected");
         info!(identity = %config.identity, server = %config.server_url, namespace = %config.namespace,
             queues = ?config.queues, slots = config.slots, provider = %config.provider.describe(),
