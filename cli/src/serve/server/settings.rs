@@ -19,6 +19,7 @@ use railyard_server::engine::ChildLimits;
 use railyard_server::net::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, NetLimits};
 use railyard_server::service::triggers::TriggerInput;
 use railyard_server::tls::TlsFiles;
+use railyard_worker::gateway::sessions::SessionLimits;
 use serde::{Deserialize, Serialize};
 
 use crate::serve::builtin;
@@ -36,7 +37,8 @@ const MAX_SHUTDOWN_GRACE_SECS: u64 = 3600;
 pub(crate) struct ServerArgs {
     /// TOML config file with a [server] section (keys: data_dir, listen, http_listen,
     /// workflows, shutdown_grace_secs, auth, insecure, tls_cert, tls_key, tls_client_ca,
-    /// max_connections, idle_timeout_secs, max_child_depth, max_children_per_run).
+    /// max_connections, idle_timeout_secs, max_child_depth, max_children_per_run,
+    /// mcp_max_sessions, mcp_max_sessions_per_key, mcp_session_idle_secs).
     #[arg(long, value_name = "FILE", env = "RAILYARD_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
 
@@ -107,6 +109,21 @@ pub(crate) struct ServerArgs {
     /// [env: RAILYARD_MAX_CHILDREN_PER_RUN] [default: 10].
     #[arg(long, value_name = "N")]
     pub max_children_per_run: Option<u32>,
+
+    /// Most /mcp sessions open at once, across all callers (each holds ~50 KB)
+    /// [env: RAILYARD_MCP_MAX_SESSIONS] [default: 1000].
+    #[arg(long, value_name = "N")]
+    pub mcp_max_sessions: Option<usize>,
+
+    /// Most /mcp sessions open at once per API key (or client certificate; without auth,
+    /// for all callers together) [env: RAILYARD_MCP_MAX_SESSIONS_PER_KEY] [default: 16].
+    #[arg(long, value_name = "N")]
+    pub mcp_max_sessions_per_key: Option<usize>,
+
+    /// Seconds an /mcp session may go without a message before it is closed
+    /// [env: RAILYARD_MCP_SESSION_IDLE] [default: 120].
+    #[arg(long, value_name = "SECONDS")]
+    pub mcp_session_idle: Option<u64>,
 }
 
 /// The server's config file: one section per part of the server, every key optional,
@@ -260,6 +277,9 @@ pub(crate) struct ServerSection {
     pub idle_timeout_secs: Option<u64>,
     pub max_child_depth: Option<u32>,
     pub max_children_per_run: Option<u32>,
+    pub mcp_max_sessions: Option<usize>,
+    pub mcp_max_sessions_per_key: Option<usize>,
+    pub mcp_session_idle_secs: Option<u64>,
 }
 
 /// The environment variables of the server's settings.
@@ -316,16 +336,31 @@ const ENV: &[EnvVar] = &[
         var: "RAILYARD_MAX_CHILDREN_PER_RUN",
         key: "server.max_children_per_run",
     },
+    EnvVar {
+        var: "RAILYARD_MCP_MAX_SESSIONS",
+        key: "server.mcp_max_sessions",
+    },
+    EnvVar {
+        var: "RAILYARD_MCP_MAX_SESSIONS_PER_KEY",
+        key: "server.mcp_max_sessions_per_key",
+    },
+    EnvVar {
+        var: "RAILYARD_MCP_SESSION_IDLE",
+        key: "server.mcp_session_idle_secs",
+    },
 ];
 
 /// Keys whose flag is not `--key-with-dashes`.
 const FLAG_NAMES: &[(&str, &str)] = &[
     ("server.shutdown_grace_secs", "--shutdown-grace"),
     ("server.idle_timeout_secs", "--idle-timeout"),
+    ("server.mcp_session_idle_secs", "--mcp-session-idle"),
 ];
 
 /// Bounds of `max_connections` and `idle_timeout_secs`.
 const MAX_CONNECTIONS_LIMIT: usize = 1 << 20;
+/// Largest `/mcp` session cap that may be configured (~5 GB of sessions).
+const MAX_MCP_SESSIONS: u64 = 100_000;
 const MAX_IDLE_TIMEOUT_SECS: u64 = 24 * 3600;
 /// Bounds of `max_child_depth` and `max_children_per_run` (a parent's close settles
 /// every child still open in one commit, so the count stays modest).
@@ -361,6 +396,8 @@ pub(crate) struct ServerSettings {
     pub dedup_retention: Duration,
     /// Bounds on trees of child runs.
     pub child_limits: ChildLimits,
+    /// Caps on `/mcp` sessions.
+    pub mcp_sessions: SessionLimits,
 }
 
 impl ServerSettings {
@@ -407,7 +444,7 @@ impl ServerSettings {
         if self.built_in_demo {
             config.embedded_workflows.push(builtin::DEMO_WORKFLOW);
         }
-        config.http_extension = Some(crate::serve::mcp::http_extension());
+        config.http_extension = Some(crate::serve::mcp::http_extension(self.mcp_sessions));
         config
     }
 
@@ -449,6 +486,9 @@ impl ServerArgs {
                 idle_timeout_secs: self.idle_timeout,
                 max_child_depth: self.max_child_depth,
                 max_children_per_run: self.max_children_per_run,
+                mcp_max_sessions: self.mcp_max_sessions,
+                mcp_max_sessions_per_key: self.mcp_max_sessions_per_key,
+                mcp_session_idle_secs: self.mcp_session_idle,
             },
             ..ServerFile::default()
         };
@@ -546,7 +586,37 @@ impl ServerArgs {
                     .max_children_per_run
                     .unwrap_or(ChildLimits::default().max_children),
             },
+            mcp_sessions: SessionLimits {
+                max_total: s.mcp_max_sessions.unwrap_or(SessionLimits::DEFAULT_MAX_TOTAL),
+                max_per_key: s
+                    .mcp_max_sessions_per_key
+                    .unwrap_or(SessionLimits::DEFAULT_MAX_PER_KEY),
+                idle: s
+                    .mcp_session_idle_secs
+                    .map_or(SessionLimits::DEFAULT_IDLE, Duration::from_secs),
+            },
         };
+        let m = &settings.mcp_sessions;
+        let mcp: [(&str, u64, u64, u64); 3] = [
+            ("server.mcp_max_sessions", m.max_total as u64, 1, MAX_MCP_SESSIONS),
+            (
+                "server.mcp_max_sessions_per_key",
+                m.max_per_key as u64,
+                1,
+                MAX_MCP_SESSIONS,
+            ),
+            (
+                "server.mcp_session_idle_secs",
+                m.idle.as_secs(),
+                1,
+                MAX_IDLE_TIMEOUT_SECS,
+            ),
+        ];
+        for (key, v, lo, hi) in mcp {
+            if !(lo..=hi).contains(&v) {
+                return Err(loaded.invalid(key, format!("{v} is outside {lo}..={hi}")));
+            }
+        }
         if settings.child_limits.max_depth > MAX_CHILD_DEPTH_LIMIT {
             return Err(loaded.invalid(
                 "server.max_child_depth",
