@@ -215,6 +215,13 @@ fn mcp_over_http_needs_a_key_and_acts_with_its_rights() {
         refused.contains("permission denied") && refused.contains("task queues [q1]"),
         "{refused}"
     );
+    // Nor may it read that run, goal and context, through get_run (issue 22).
+    let refused = error_text(&q1.tool("get_run", json!({"run_id": run_id})));
+    assert!(
+        refused.contains("may describe only runs with a step on its task queues [q1]"),
+        "{refused}"
+    );
+    assert!(!refused.contains("\"g\""), "{refused}");
 
     // A key of another namespace is refused whatever it asks.
     let mut stranger = HttpMcp::new(&url, Some(&other_ns));
