@@ -36,6 +36,7 @@ pub(crate) struct WorkerArgs {
     pub workspace: Option<PathBuf>,
 
     /// Who this worker is in history and on the server's poller list [default: HOST:PID].
+    /// A server with --auth records the worker's key instead (`key:<id> (<description>)`).
     #[arg(long, value_name = "ID")]
     pub identity: Option<String>,
 
