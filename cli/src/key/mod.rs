@@ -22,7 +22,7 @@ pub(crate) enum KeyCommand {
     Create(CreateArgs),
     /// List the API keys of --namespace ("*" for every namespace).
     List(ListArgs),
-    /// Revoke an API key: it is refused from the next request on.
+    /// Revoke an API key and every key made from it: they are refused from the next request on.
     Revoke(RevokeArgs),
 }
 
