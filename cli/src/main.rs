@@ -87,7 +87,10 @@ enum Command {
     Server(serve::server::ServerArgs),
     /// Poll task queues and run leased steps as LLM agent loops until SIGTERM or Ctrl-C.
     ///
-    /// Settings: flags win over the environment (RAILYARD_SERVER, RAILYARD_API_KEY, RAILYARD_QUEUES,
+    /// Give the API key with --api-key-file or RAILYARD_API_KEY (--api-key shows it to
+    /// every local user in the process list).
+    ///
+    /// Settings: flags win over the environment (RAILYARD_SERVER, RAILYARD_API_KEY, RAILYARD_API_KEY_FILE, RAILYARD_QUEUES,
     /// RAILYARD_SLOTS, RAILYARD_WORKSPACE, RAILYARD_PROVIDER, RAILYARD_MODEL,
     /// RAILYARD_SCRIPT, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, OPENAI_API_KEY,
     /// OPENAI_BASE_URL ...), which wins over the --config file.
@@ -208,12 +211,26 @@ where
     Ok(cli)
 }
 
-async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
+    if let Some(key) = cli.global.load_api_key_file()?
+        && let Command::Worker(a) = &mut cli.command
+    {
+        // The worker's layered settings take it as a flag.
+        a.api_key_flag = Some(key);
+    }
     let g = &cli.global;
     match cli.command {
         Command::Server(a) => serve::server::run(a).await.map(|()| ExitCode::SUCCESS),
-        Command::Worker(a) => serve::worker::run(a).await.map(|()| ExitCode::SUCCESS),
-        Command::Dev(a) => serve::dev::run(a).await,
+        Command::Worker(a) => {
+            // This process starts no processes but bash's, so what a command orphans,
+            // named or not, is the command's to end.
+            railyard_worker::tools::reaper::set_strict(true);
+            serve::worker::run(a).await.map(|()| ExitCode::SUCCESS)
+        }
+        Command::Dev(a) => {
+            railyard_worker::tools::reaper::set_strict(true);
+            serve::dev::run(a).await
+        }
         Command::Run(c) => run::run(g, c).await,
         Command::Workflow(c) => workflow::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Task(c) => task::run(g, c).await.map(|()| ExitCode::SUCCESS),

@@ -74,7 +74,10 @@ fn a_server_with_auth_works_with_its_keys_and_refuses_the_rest() {
         &["run", "start", "one", "--goal", "g", "-o", "json"],
     ));
     let run_id = started["run_id"].as_str().unwrap().to_string();
-    let _worker = WorkerProcess::start(
+    // The worker reads its key from a file, so the key is not in its command line.
+    let key_file = sandbox.path("worker.key");
+    std::fs::write(&key_file, format!("{worker_key}\n")).unwrap();
+    let worker = WorkerProcess::start(
         &server.url,
         &sandbox.path("workspace"),
         "authed-worker",
@@ -85,10 +88,15 @@ fn a_server_with_auth_works_with_its_keys_and_refuses_the_rest() {
             script.to_str().unwrap(),
             "--queue",
             "q1",
-            "--api-key",
-            &worker_key,
+            "--api-key-file",
+            key_file.to_str().unwrap(),
         ],
         &[],
+    );
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", worker.child.id())).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&cmdline).contains(&worker_key[20..]),
+        "the key is in the worker's command line"
     );
     eventually(Duration::from_secs(60), || {
         let run = json(ry_as(

@@ -18,6 +18,7 @@ mod logs;
 mod mcp;
 mod mcp_contracts;
 mod mcp_http;
+mod mcp_sessions;
 mod mcp_steps;
 mod namespaces;
 mod postgres;

@@ -17,7 +17,7 @@ const ONE: &str = r#"{"id":"one","version":"1","name":"One","taskQueue":"q1",
 
 /// One MCP session over HTTP: the session id `initialize` got, and the headers sent
 /// with every request.
-struct HttpMcp {
+pub(crate) struct HttpMcp {
     rt: tokio::runtime::Runtime,
     http: reqwest::Client,
     url: String,
@@ -27,11 +27,11 @@ struct HttpMcp {
 }
 
 impl HttpMcp {
-    fn new(url: &str, key: Option<&str>) -> Self {
+    pub(crate) fn new(url: &str, key: Option<&str>) -> Self {
         Self::with_client(url, key, reqwest::Client::new())
     }
 
-    fn with_client(url: &str, key: Option<&str>, http: reqwest::Client) -> Self {
+    pub(crate) fn with_client(url: &str, key: Option<&str>, http: reqwest::Client) -> Self {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -48,7 +48,7 @@ impl HttpMcp {
 
     /// POSTs one JSON-RPC message: the status and the JSON-RPC answer it carried (as
     /// JSON or as an event stream), or the plain body (a refusal) as `{"body": ...}`.
-    fn post(&mut self, message: Value) -> (u16, Value) {
+    pub(crate) fn post(&mut self, message: Value) -> (u16, Value) {
         let mut req = self
             .http
             .post(&self.url)
@@ -83,7 +83,7 @@ impl HttpMcp {
     }
 
     /// `initialize` and `notifications/initialized`; the status of the first.
-    fn initialize(&mut self) -> (u16, Value) {
+    pub(crate) fn initialize(&mut self) -> (u16, Value) {
         let (status, answer) = self.post(json!({
             "jsonrpc": "2.0", "id": 0, "method": "initialize",
             "params": {
@@ -99,7 +99,7 @@ impl HttpMcp {
         (status, answer)
     }
 
-    fn request(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn request(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
         let id = self.next_id;
         let (status, answer) =
@@ -109,8 +109,19 @@ impl HttpMcp {
         answer
     }
 
+    /// Ends the session (HTTP DELETE with its id); the status.
+    pub(crate) fn close(&mut self) -> u16 {
+        let session = self.session.take().expect("a session to close");
+        let mut req = self.http.delete(&self.url).header("mcp-session-id", session);
+        if let Some(key) = &self.key {
+            req = req.header("authorization", format!("Bearer {key}"));
+        }
+        self.rt
+            .block_on(async { req.send().await.expect("DELETE /mcp").status().as_u16() })
+    }
+
     /// A tool call's `result`.
-    fn tool(&mut self, name: &str, arguments: Value) -> Value {
+    pub(crate) fn tool(&mut self, name: &str, arguments: Value) -> Value {
         let answer = self.request("tools/call", json!({"name": name, "arguments": arguments}));
         answer["result"].clone()
     }
@@ -128,7 +139,7 @@ fn error_text(result: &Value) -> String {
     result["content"][0]["text"].as_str().unwrap().to_string()
 }
 
-fn key(server: &ServerProcess, admin: &str, args: &[&str]) -> String {
+pub(crate) fn key(server: &ServerProcess, admin: &str, args: &[&str]) -> String {
     let created = json(server.ry(&[&["key", "create", "-o", "json", "--api-key", admin][..], args].concat()));
     created["api_key"].as_str().unwrap().to_string()
 }
@@ -204,6 +215,13 @@ fn mcp_over_http_needs_a_key_and_acts_with_its_rights() {
         refused.contains("permission denied") && refused.contains("task queues [q1]"),
         "{refused}"
     );
+    // Nor may it read that run, goal and context, through get_run (issue 22).
+    let refused = error_text(&q1.tool("get_run", json!({"run_id": run_id})));
+    assert!(
+        refused.contains("may describe only runs with a step on its task queues [q1]"),
+        "{refused}"
+    );
+    assert!(!refused.contains("\"g\""), "{refused}");
 
     // A key of another namespace is refused whatever it asks.
     let mut stranger = HttpMcp::new(&url, Some(&other_ns));

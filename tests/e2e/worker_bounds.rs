@@ -22,8 +22,13 @@ fn bash_in_a_real_worker_sees_no_secrets_and_leaves_no_background_job() {
     let sandbox = Sandbox::new();
     sandbox.workflow("leak.json", LEAK);
     let server = sandbox.server();
+    // Background jobs, also ones that left the process group (setsid, setsid -f) and
+    // one that also emptied its environment (env -i).
     let command = "env | sort; echo '---PARENT---'; tr '\\0' '\\n' < /proc/$PPID/environ; \
-                   echo; echo '---END---'; sleep 300 >/dev/null 2>&1 & echo bgpid=$!";
+                   echo; echo '---END---'; sleep 300 >/dev/null 2>&1 & echo bgpid=$!; \
+                   setsid sleep 80301 >/dev/null 2>&1 & setsid -f sleep 80302 >/dev/null 2>&1; \
+                   env -i setsid -f sleep 80303 >/dev/null 2>&1; \
+                   setsid -f bash -c 'sleep 80304 & wait' >/dev/null 2>&1; sleep 0.2";
     let mock = MockModel::start(move |r| {
         Reply::Turn(match r.turn {
             0 => call("bash", json!({ "command": command })),
@@ -78,6 +83,16 @@ fn bash_in_a_real_worker_sees_no_secrets_and_leaves_no_background_job() {
     assert!(!own.contains(GITHUB) && !own.contains("RUST_LOG="), "{own}");
     assert!(parent.contains("---END---"), "{parent}");
     assert!(!seen.contains(KEY), "the provider key reached bash: {seen}");
+    // As root, the worker's /proc/PID/environ is readable: nothing but what bash gets
+    // (and the worker's runtime variables) is left in it.
+    if parent.contains("PATH=") {
+        assert!(
+            !parent.contains(GITHUB),
+            "GITHUB_TOKEN readable in the worker's environ: {parent}"
+        );
+        assert!(!parent.contains("ANTHROPIC_BASE_URL"), "{parent}");
+        assert!(parent.contains("RAILYARD_E2E_PASS=passed-through"), "{parent}");
+    }
 
     // The background job died with its command.
     let pid: i32 = seen
@@ -92,4 +107,30 @@ fn bash_in_a_real_worker_sees_no_secrets_and_leaves_no_background_job() {
             .is_some_and(|rest| !rest.starts_with(['Z', 'X']));
         (!alive).then_some(())
     });
+
+    // Nothing the command started outlives it, in a session of its own or not.
+    eventually(Duration::from_secs(30), || {
+        let left = sleeps_running(&["80301", "80302", "80303", "80304"]);
+        left.is_empty().then_some(())
+    });
+}
+
+/// The running `sleep N` processes among `args`, by their command lines.
+fn sleeps_running(args: &[&str]) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let words: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|w| String::from_utf8_lossy(w).into_owned())
+            .collect();
+        if words.first().is_some_and(|w| w.ends_with("sleep"))
+            && words.get(1).is_some_and(|a| args.contains(&a.as_str()))
+        {
+            found.push(words.join(" "));
+        }
+    }
+    found
 }

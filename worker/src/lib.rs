@@ -23,7 +23,7 @@ pub use agent::{HeartbeatOutcome, Lease, LeaseError};
 pub use config::{ConfigLayer, ProviderKind, WorkerConfig};
 pub use events::{EventKind, EventSink};
 pub use provider::ProviderConfig;
-pub use runner::Worker;
+pub use runner::{Worker, create_private_dir};
 
 use config::ConfigError;
 use provider::ProviderError;

@@ -77,7 +77,7 @@ impl Worker {
             Some(p) => p,
             None => provider::from_config(&config.provider)?,
         };
-        std::fs::create_dir_all(&config.workspace).map_err(|source| WorkerError::Workspace {
+        create_private_dir(&config.workspace).map_err(|source| WorkerError::Workspace {
             path: config.workspace.clone(),
             source,
         })?;
@@ -87,8 +87,11 @@ impl Worker {
             ..Default::default()
         };
         let client = Client::connect_with(&config.server_url, opts).await?;
-        // The credentials are in the configuration now; commands must not find them.
-        let protection = crate::secrets::protect_process();
+        // The credentials are in the configuration now; commands must not find them,
+        // nor anything else of the environment `bash` does not pass on.
+        let protection = crate::secrets::protect_process(&config.bash_env);
+        // What a command orphans (setsid) stays in this process's tree, to be ended.
+        let subreaper = crate::tools::reaper::adopt_orphans();
         let mut options = AgentOptions {
             price: config.prices.get(provider.model()).copied(),
             ..AgentOptions::default()
@@ -98,7 +101,7 @@ impl Worker {
                 options.tool_limits.bash_env.push(name.clone());
             }
         }
-        info!(non_dumpable = protection.non_dumpable, wiped = ?protection.wiped, bash_env = ?options.tool_limits.bash_env,
+        info!(non_dumpable = protection.non_dumpable, wiped = ?protection.wiped, subreaper, bash_env = ?options.tool_limits.bash_env,
             "worker environment protected");
         info!(identity = %config.identity, server = %config.server_url, namespace = %config.namespace,
             queues = ?config.queues, slots = config.slots, provider = %config.provider.describe(),
@@ -425,8 +428,23 @@ fn lease_lost(shared: &Shared, step: &StepRef, message: String) {
     shared.emit(step, EventKind::LeaseLost { message });
 }
 
-/// `<workspace>/<run_id>/`, created if needed. The run id becomes a directory name, so
-/// it must be one plain path component.
+/// Creates `dir` (and any missing parents) readable by its owner only (mode 0700), like
+/// the server's data directory: a run's files are its goal's, not every local user's.
+/// An existing directory keeps its mode.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
+/// `<workspace>/<run_id>/`, created if needed, mode 0700 (an existing one is set to 0700
+/// too: it is the worker's own). The run id becomes a directory name, so it must be one
+/// plain path component.
 async fn prepare_workspace(root: &Path, run_id: &str) -> Result<PathBuf, String> {
     let plain = !run_id.is_empty() && run_id != "." && run_id != ".." && !run_id.contains(['/', '\\', '\0']);
     if !plain {
@@ -435,9 +453,19 @@ async fn prepare_workspace(root: &Path, run_id: &str) -> Result<PathBuf, String>
         ));
     }
     let dir = root.join(run_id);
-    tokio::fs::create_dir_all(&dir)
-        .await
-        .map_err(|e| format!("cannot create the workspace {}: {e}", dir.display()))?;
+    let made = dir.clone();
+    tokio::task::spawn_blocking(move || {
+        create_private_dir(&made)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&made, std::fs::Permissions::from_mode(0o700))?;
+        }
+        Ok::<_, std::io::Error>(())
+    })
+    .await
+    .map_err(|e| format!("cannot create the workspace {}: {e}", dir.display()))?
+    .map_err(|e| format!("cannot create the workspace {}: {e}", dir.display()))?;
     Ok(dir)
 }
 

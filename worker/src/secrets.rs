@@ -3,16 +3,23 @@
 //! `bash` gets an allowlisted environment (see [`crate::tools::ToolLimits::bash_env`]), but
 //! a command can still look at its parent, the worker: `/proc/$PPID/environ` shows the
 //! environment the worker was started with, whatever the worker later changes in its
-//! own `environ`, because the kernel reads it from the original block of memory at the
-//! top of the stack. [`protect_process`] closes that in two ways, once the configuration
-//! has been read:
+//! own `environ` (`std::env::remove_var` changes nothing there), because the kernel reads
+//! it from the original block of memory at the top of the stack. [`protect_process`]
+//! closes that in two ways, once the configuration has been read:
 //!
 //! 1. the worker becomes non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`), so a process of the
 //!    same user without `CAP_SYS_PTRACE` (a worker not run as root) can no longer read
 //!    any of the worker's `/proc/<pid>/environ` or `/proc/<pid>/mem`;
-//! 2. the worker's own API keys in that original block are overwritten with NUL bytes
-//!    (through `/proc/self/mem`, no unsafe code), so even a command running as root
-//!    reads nothing of them. The values were read into the configuration before.
+//! 2. every entry of that original block the worker no longer needs is overwritten with
+//!    NUL bytes (through `/proc/self/mem`, no unsafe code), so even a command running as
+//!    root reads nothing of it: the worker's API keys, `GITHUB_TOKEN`, cloud keys, its
+//!    own `RAILYARD_*` settings, anything. Kept: what `bash` passes on (`PATH`, `LANG`,
+//!    `LC_ALL`, `TERM`, `TZ` and the `bash_env` list, never a worker credential) and
+//!    [`WORKER_RUNTIME`]. The values were read into the configuration before.
+//!
+//! What stays readable as root: the kept variables, and the command line
+//! (`/proc/<pid>/cmdline`), so pass the worker's key by `--api-key-file` or the
+//! environment, never `--api-key`.
 //!
 //! Neither makes `bash` a sandbox: run workers as a dedicated user, in a container, with
 //! only the files and variables a step may see.
@@ -20,7 +27,7 @@
 use std::fs::OpenOptions;
 use std::io::{Seek, SeekFrom, Write};
 
-use crate::tools::WORKER_SECRETS;
+use crate::tools::{BASH_DEFAULT_ENV, WORKER_SECRETS};
 
 /// What [`protect_process`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,11 +38,22 @@ pub struct Protection {
     pub wiped: Vec<String>,
 }
 
-/// Makes the worker non-dumpable and wipes its credentials from the environment block
-/// `/proc/<pid>/environ` reads; afterwards `std::env::var` no longer finds them either.
-/// Call it after the configuration is loaded. Failures are logged and reported, never
-/// fatal: a worker on a system without `/proc` still runs.
-pub fn protect_process() -> Protection {
+/// Variables the worker itself may still read after it started, kept in its environment.
+pub const WORKER_RUNTIME: [&str; 5] = [
+    "TMPDIR",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "RUST_LOG",
+    "RUST_BACKTRACE",
+];
+
+/// Makes the worker non-dumpable and wipes from the environment block
+/// `/proc/<pid>/environ` reads every variable but `bash`'s allowlist (with `bash_env`)
+/// and [`WORKER_RUNTIME`]; the worker's credentials are wiped even when listed.
+/// Afterwards `std::env::var` no longer finds the wiped ones either. Call it after the
+/// configuration is loaded. Failures are logged and reported, never fatal: a worker on
+/// a system without `/proc` still runs.
+pub fn protect_process(bash_env: &[String]) -> Protection {
     let mut done = Protection::default();
     #[cfg(target_os = "linux")]
     match nix::sys::prctl::set_dumpable(false) {
@@ -44,26 +62,31 @@ pub fn protect_process() -> Protection {
             tracing::warn!(error = %e, "cannot make the worker non-dumpable; commands of the same user may read its /proc entries")
         }
     }
-    match wipe_environ(&WORKER_SECRETS) {
+    let keep = |name: &str| {
+        !WORKER_SECRETS.contains(&name)
+            && (BASH_DEFAULT_ENV.contains(&name)
+                || WORKER_RUNTIME.contains(&name)
+                || bash_env.iter().any(|n| n == name))
+    };
+    match wipe_environ(&|name| !keep(name)) {
         Ok(wiped) => done.wiped = wiped,
         Err(e) => tracing::warn!(error = %e,
-            "cannot wipe the worker's credentials from its original environment; bash commands may read them from /proc/$PPID/environ"),
+            "cannot wipe the worker's environment; bash commands may read it from /proc/$PPID/environ"),
     }
     done
 }
 
-/// Overwrites every `NAME=value` entry of `names` in the original environment block
-/// with NUL bytes; returns the names wiped.
-fn wipe_environ(names: &[&str]) -> std::io::Result<Vec<String>> {
+/// Overwrites every `NAME=value` entry of the original environment block whose name
+/// `wipe` picks with NUL bytes; returns the names wiped.
+fn wipe_environ(wipe: &dyn Fn(&str) -> bool) -> std::io::Result<Vec<String>> {
     let block = std::fs::read("/proc/self/environ")?;
     let mut targets = Vec::new();
     let mut offset = 0usize;
     for entry in block.split(|b| *b == 0) {
         let name = entry.split(|b| *b == b'=').next().unwrap_or_default();
-        if entry.contains(&b'=')
-            && let Some(found) = names.iter().find(|n| n.as_bytes() == name)
-        {
-            targets.push((offset, entry.len(), (*found).to_string()));
+        let name = String::from_utf8_lossy(name);
+        if entry.contains(&b'=') && wipe(&name) {
+            targets.push((offset, entry.len(), name.into_owned()));
         }
         offset += entry.len() + 1;
     }

@@ -28,7 +28,9 @@ pub(crate) struct GlobalOpts {
     )]
     pub namespace: String,
 
-    /// API key sent to a server that runs with auth (`authorization: Bearer ...`).
+    /// API key sent to a server that runs with auth (`authorization: Bearer ...`). On the
+    /// command line it is visible to every local user (`ps`, /proc/PID/cmdline): prefer
+    /// --api-key-file or RAILYARD_API_KEY, above all for long-running `worker` and `mcp`.
     #[arg(
         long,
         global = true,
@@ -38,6 +40,17 @@ pub(crate) struct GlobalOpts {
         hide_env_values = true
     )]
     pub api_key: Option<String>,
+
+    /// File holding the API key (its first line; at most 4 KiB), so the key stays out of
+    /// the process list; wins over --api-key and RAILYARD_API_KEY.
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Global options",
+        value_name = "FILE",
+        env = "RAILYARD_API_KEY_FILE"
+    )]
+    pub api_key_file: Option<PathBuf>,
 
     /// CA certificates (PEM) that an https:// server's certificate must chain to
     /// (default: the system's roots).
@@ -79,6 +92,21 @@ impl GlobalOpts {
     /// A client for `--server` (connects lazily; an unreachable server shows on the first call).
     pub(crate) async fn connect(&self) -> Result<Client, ClientError> {
         Client::connect_with(&self.server, self.connect_options()).await
+    }
+
+    /// Reads `--api-key-file` (if given) into `api_key`; answers the key read.
+    pub(crate) fn load_api_key_file(&mut self) -> anyhow::Result<Option<String>> {
+        let Some(path) = &self.api_key_file else {
+            return Ok(None);
+        };
+        let text = railyard_files::read_regular_text(path, 4096)
+            .map_err(|e| anyhow::anyhow!("--api-key-file {}: {e}", path.display()))?;
+        let key = text.lines().next().unwrap_or_default().trim().to_string();
+        if key.is_empty() {
+            anyhow::bail!("--api-key-file {}: the file is empty", path.display());
+        }
+        self.api_key = Some(key.clone());
+        Ok(Some(key))
     }
 
     /// The default connect options with `--api-key` and the `--tls-*` settings.

@@ -22,7 +22,7 @@ pub(crate) enum KeyCommand {
     Create(CreateArgs),
     /// List the API keys of --namespace ("*" for every namespace).
     List(ListArgs),
-    /// Revoke an API key: it is refused from the next request on.
+    /// Revoke an API key and every key made from it: they are refused from the next request on.
     Revoke(RevokeArgs),
 }
 
@@ -59,7 +59,8 @@ pub(crate) struct CreateArgs {
     pub queues: Vec<String>,
 
     /// The key stops working this long after it is made, by the server's clock
-    /// (30d, 12h, 1w ...) [default: never].
+    /// (30d, 12h, 1w ...); never later than the key making it, whose expiry is the
+    /// default [default: never, for a key made by a key that never expires].
     #[arg(long, value_name = "DURATION", value_parser = timefmt::parse_duration)]
     pub expires: Option<Duration>,
 

@@ -71,8 +71,8 @@ pub(crate) async fn run(global: &GlobalOpts, args: &McpArgs) -> anyhow::Result<(
 /// works over TLS as well). The server's guard has checked the HTTP caller's key and
 /// client certificate before a request gets here; the gateway makes each call with
 /// them (see [`railyard_worker::gateway`]).
-pub(crate) fn http_extension() -> HttpExtension {
-    Arc::new(|cx: HttpContext| {
+pub(crate) fn http_extension(limits: railyard_worker::gateway::sessions::SessionLimits) -> HttpExtension {
+    Arc::new(move |cx: HttpContext| {
         let client = match Client::over_channel(
             "this server (in process)",
             cx.grpc_channel.clone(),
@@ -95,6 +95,6 @@ pub(crate) fn http_extension() -> HttpExtension {
             railyard_proto::DEFAULT_NAMESPACE,
             format!("railyard-mcp-http-{}", std::process::id()),
         );
-        gateway::http::router(client, opts, hosts, cx.shutdown)
+        gateway::http::router(client, opts, hosts, limits, cx.shutdown)
     })
 }

@@ -36,6 +36,7 @@ pub(crate) struct WorkerArgs {
     pub workspace: Option<PathBuf>,
 
     /// Who this worker is in history and on the server's poller list [default: HOST:PID].
+    /// A server with --auth records the worker's key instead (`key:<id> (<description>)`).
     #[arg(long, value_name = "ID")]
     pub identity: Option<String>,
 
@@ -157,7 +158,7 @@ pub(crate) async fn run(args: WorkerArgs) -> anyhow::Result<()> {
     // Build the provider here so a bad script or key fails before "polling" is announced.
     let provider = railyard_worker::provider::from_config(&config.provider)
         .context("cannot set up the model provider")?;
-    std::fs::create_dir_all(&config.workspace).with_context(|| {
+    railyard_worker::create_private_dir(&config.workspace).with_context(|| {
         format!(
             "cannot create the workspace directory {}",
             config.workspace.display()

@@ -36,6 +36,10 @@ pub(crate) struct KeyPrincipal {
     pub(crate) role: Role,
     /// Task queues a worker key is limited to (empty: any).
     pub(crate) queues: Vec<String>,
+    /// When the key expires (`None`: never); a key it makes expires no later.
+    pub(crate) expires_ms: Option<railyard_model::Millis>,
+    /// What its admin wrote about it (part of [`KeyPrincipal::label`]).
+    pub(crate) description: String,
 }
 
 impl KeyPrincipal {
@@ -45,6 +49,17 @@ impl KeyPrincipal {
             namespace: key.namespace.clone(),
             role: key.role,
             queues: key.queues.clone(),
+            expires_ms: key.expires_ms,
+            description: key.description.clone(),
+        }
+    }
+
+    /// Who the key is in history: `key:<key id>`, with the first 64 bytes of its
+    /// description in parentheses when it has one. A request cannot choose it.
+    pub(crate) fn label(&self) -> String {
+        match self.description.trim() {
+            "" => format!("key:{}", self.key_id),
+            d => format!("key:{} ({})", self.key_id, short(d)),
         }
     }
 
@@ -239,30 +254,72 @@ impl Caller {
     }
 }
 
+impl Caller {
+    /// Refuses a run none of whose steps is on a worker key's queues
+    /// (`PERMISSION_DENIED`): such a key describes only its runs, the ones it could
+    /// have leased a step of (a key without queues: every run of its namespace).
+    pub(crate) fn check_run_queues(&self, run: &railyard_model::run::RunState) -> Result<(), ApiError> {
+        let Principal::Key(k) = &self.principal else {
+            return Ok(());
+        };
+        if k.queues.is_empty() {
+            return Ok(());
+        }
+        let def = &run.definition;
+        let on_its_queues = def
+            .steps
+            .iter()
+            .any(|s| k.queues.iter().any(|q| q == s.queue(def, &run.task_queue)));
+        if on_its_queues {
+            Ok(())
+        } else {
+            Err(ApiError::PermissionDenied(format!(
+                "API key {} may describe only runs with a step on its task queues [{}]",
+                k.key_id,
+                k.queues.join(", ")
+            )))
+        }
+    }
+}
+
 /// The one place a request's caller is established.
 pub fn resolve(core: &Core, input: CallerInput, op: Operation) -> Result<Caller, ApiError> {
     let principal = authenticate(core, &input.credentials)?;
-    let identity = input.peer_subject.unwrap_or(input.identity);
-    resolve_as(core, principal, input.namespace, identity, op)
+    resolve_as(
+        core,
+        principal,
+        input.namespace,
+        input.identity,
+        input.peer_subject,
+        op,
+    )
 }
 
 /// [`resolve`] for a principal already authenticated (a lease holder's, whose
 /// namespace comes from its task token, checked in between).
+///
+/// The identity recorded in history is who the caller proved to be: the subject of a
+/// verified client certificate, else, under auth, the key ([`KeyPrincipal::label`]).
+/// Only without either is it the identity the request names, which then proves
+/// nothing (auth is off). Under auth a named identity is still checked for length,
+/// but not recorded: a key cannot write `server` or `admin:alice` into history.
 pub(crate) fn resolve_as(
     core: &Core,
     principal: Principal,
     namespace: String,
-    identity: String,
+    claimed: String,
+    peer_subject: Option<String>,
     op: Operation,
 ) -> Result<Caller, ApiError> {
     let ns = namespace_name(&namespace);
     authorize(&principal, ns, op)?;
     let namespace = existing_namespace(core, ns)?;
-    check_len("identity", &identity, limits::IDENTITY)?;
-    let identity = if identity.is_empty() {
-        op.default_identity().to_string()
-    } else {
-        identity
+    check_len("identity", &claimed, limits::IDENTITY)?;
+    let identity = match (peer_subject, &principal) {
+        (Some(subject), _) => subject,
+        (None, Principal::Key(k)) => k.label(),
+        (None, _) if claimed.is_empty() => op.default_identity().to_string(),
+        (None, _) => claimed,
     };
     Ok(Caller {
         namespace,

@@ -4,7 +4,9 @@
 //! Every call needs a key whose role permits [`Operation::ManageApiKeys`] (an
 //! admin) and that covers the namespace of the keys it touches; keys of every
 //! namespace (`*`) are managed only by an admin of `*`, so no key can make a
-//! key with more reach than its own.
+//! key with more reach than its own. Nor one that lasts longer: a key made by an
+//! expiring key expires no later ([`create`]), and revoking a key revokes every key
+//! made from it (the writer's `RevokeApiKey`).
 
 use std::path::{Path, PathBuf};
 
@@ -102,8 +104,7 @@ pub(crate) async fn create(
         ));
     }
     let now = core.clock.now_ms();
-    let expires_ms =
-        (req.expires_in_secs > 0).then(|| now.saturating_add(req.expires_in_secs as Millis * 1000));
+    let expires_ms = delegated_expiry(&principal, now, req.expires_in_secs)?;
     let new = generate()?;
     let mut queues = req.queues;
     queues.sort();
@@ -126,6 +127,37 @@ pub(crate) async fn create(
         secret_key: new.secret_key,
         key,
     })
+}
+
+/// When a key made now by `maker` with `expires_in_secs` (0: never) expires. A key
+/// never outlives the key that makes it: with no expiry asked, it gets its maker's;
+/// an expiry later than its maker's is refused, naming the field and the latest
+/// allowed.
+fn delegated_expiry(
+    maker: &Principal,
+    now: Millis,
+    expires_in_secs: u64,
+) -> Result<Option<Millis>, ApiError> {
+    let asked = (expires_in_secs > 0).then(|| now.saturating_add(expires_in_secs as Millis * 1000));
+    let Principal::Key(k) = maker else {
+        return Ok(asked);
+    };
+    let Some(limit) = k.expires_ms else {
+        return Ok(asked);
+    };
+    match asked {
+        None => Ok(Some(limit)),
+        Some(at) if at <= limit => Ok(Some(at)),
+        Some(_) => Err(ApiError::field(
+            "expires_in_seconds",
+            format!(
+                "at most {} here: a key may not outlive the key that makes it ({} expires at {})",
+                (limit.saturating_sub(now) / 1000).max(0),
+                k.key_id,
+                caller::time(limit)
+            ),
+        )),
+    }
 }
 
 /// Keys of a namespace (of every namespace for `*`), in key id order.

@@ -154,9 +154,12 @@ fn run_not_found(ns: &str, run_id: &str) -> ApiError {
 pub fn describe(core: &Core, caller: &Caller, run_id: &str) -> Result<RunState, ApiError> {
     check_name("run_id", run_id)?;
     let ns = &caller.namespace;
-    core.store
+    let run = core
+        .store
         .run(ns, run_id)?
-        .ok_or_else(|| run_not_found(ns, run_id))
+        .ok_or_else(|| run_not_found(ns, run_id))?;
+    caller.check_run_queues(&run)?;
+    Ok(run)
 }
 
 /// A page of history to read.

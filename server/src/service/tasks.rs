@@ -215,6 +215,7 @@ pub fn lease_holder(
         principal,
         claims.namespace.clone(),
         identity,
+        None,
         Operation::ReportTask,
     )?;
     if let Principal::Key(k) = &caller.principal

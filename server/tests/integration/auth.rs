@@ -27,8 +27,8 @@ const OTHER: &str = r#"{"id":"other","version":"1","name":"Other",
 
 pub(crate) struct Secured {
     pub server: RunningServer,
-    clock: ManualClock,
-    admin_key: String,
+    pub clock: ManualClock,
+    pub admin_key: String,
     _dirs: (tempfile::TempDir, tempfile::TempDir),
 }
 
@@ -304,7 +304,8 @@ async fn every_role_against_every_method() {
         .unwrap();
     let before = admin.full_history("default", &run).await.unwrap().len();
 
-    let (worker_key, _) = s.key("default", ApiKeyRole::Worker, &["q1"], 0).await;
+    // Of the watched run's queue too, so that it may describe that run.
+    let (worker_key, _) = s.key("default", ApiKeyRole::Worker, &["q1", "default"], 0).await;
     let (client_key, _) = s.key("default", ApiKeyRole::Client, &[], 0).await;
     let (ns_admin_key, _) = s.key("default", ApiKeyRole::Admin, &[], 0).await;
     let client_calls = [
@@ -730,7 +731,8 @@ async fn a_server_on_a_network_address_refuses_to_start_without_auth() {
 async fn a_worker_key_spawns_children_on_its_task_token_and_a_client_key_may_not_poll_or_spawn() {
     let s = secured().await;
     let admin = s.admin().await;
-    let (worker_key, _) = s.key("default", ApiKeyRole::Worker, &["q1"], 0).await;
+    // Of the watched run's queue too, so that it may describe that run.
+    let (worker_key, _) = s.key("default", ApiKeyRole::Worker, &["q1", "default"], 0).await;
     let (client_key, _) = s.key("default", ApiKeyRole::Client, &[], 0).await;
     let parent = admin
         .start_run("default", "one", "delegate", HashMap::new())

@@ -10,6 +10,7 @@ mod children;
 mod contracts;
 mod delivery;
 mod delivery_guards;
+mod key_scope;
 mod listener;
 mod metrics;
 mod namespaces;

@@ -8,10 +8,10 @@
 use std::sync::Arc;
 
 use railyard_sdk::Client;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::watch;
 
+use super::sessions::{self, BoundedSessions, SessionLimits};
 use super::{Gateway, GatewayOptions};
 
 /// The largest MCP request body accepted (a step's notes are at most 1 MiB).
@@ -19,12 +19,14 @@ const MAX_BODY: usize = 4 * 1024 * 1024;
 
 /// A router serving MCP at `/mcp` through `client`. `allowed_hosts` are the `Host`
 /// headers accepted (the defence against DNS rebinding of a loopback server); empty
-/// accepts any, for a listener other machines reach. Open sessions end when
-/// `shutdown` turns true, so they do not hold the listener's graceful shutdown.
+/// accepts any, for a listener other machines reach. Sessions are held to `limits`
+/// ([`sessions`]). Open sessions end when `shutdown` turns true, so they do not hold
+/// the listener's graceful shutdown.
 pub fn router(
     client: Client,
     opts: GatewayOptions,
     allowed_hosts: Vec<String>,
+    limits: SessionLimits,
     mut shutdown: watch::Receiver<bool>,
 ) -> axum::Router {
     let gateway = Gateway::new(client, opts);
@@ -36,10 +38,11 @@ pub fn router(
         let _ = shutdown.wait_for(|s| *s).await;
         cancel.cancel();
     });
-    let service = StreamableHttpService::new(
-        move || Ok(gateway.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
-    axum::Router::new().nest_service("/mcp", service)
+    let bounded = Arc::new(BoundedSessions::new(limits));
+    let service = StreamableHttpService::new(move || Ok(gateway.clone()), bounded.clone(), config);
+    axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(move |req, next| {
+            sessions::guard(bounded.clone(), req, next)
+        }))
 }

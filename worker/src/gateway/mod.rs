@@ -21,6 +21,7 @@
 
 mod held;
 pub mod http;
+pub mod sessions;
 mod tools;
 mod view;
 

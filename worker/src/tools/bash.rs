@@ -1,6 +1,7 @@
 //! The `bash` tool: `bash -c` in the workspace, with an allowlisted environment, in a
 //! process group of its own that is killed when the command ends (background jobs
-//! included), times out, or the step ends, and with capped output.
+//! included), times out, or the step ends, and with capped output. What left the group
+//! (`setsid`) is found and killed by [`super::reaper`].
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -10,11 +11,11 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::fs::Workspace;
-use super::{ToolLimits, ToolOutput, opt_u64_arg, str_arg};
+use super::{ToolLimits, ToolOutput, opt_u64_arg, reaper, str_arg};
 
 /// Variables `bash` takes from the worker's environment when they are set, besides the
 /// configured pass-through list (`bash_env`). `HOME` is the workspace.
-const BASH_DEFAULT_ENV: [&str; 5] = ["PATH", "LANG", "LC_ALL", "TERM", "TZ"];
+pub(crate) const BASH_DEFAULT_ENV: [&str; 5] = ["PATH", "LANG", "LC_ALL", "TERM", "TZ"];
 
 /// The worker's own credentials: never passed to `bash`, not even when listed.
 pub(crate) const WORKER_SECRETS: [&str; 3] = ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "RAILYARD_API_KEY"];
@@ -37,6 +38,7 @@ pub(super) async fn run(ws: &Workspace, input: &Value, limits: &ToolLimits) -> T
         Ok(None) => limits.bash_timeout,
         Err(e) => return ToolOutput::error(e),
     };
+    let call = reaper::new_call();
     let mut cmd = tokio::process::Command::new("bash");
     cmd.arg("-c")
         .arg(command)
@@ -48,13 +50,14 @@ pub(super) async fn run(ws: &Workspace, input: &Value, limits: &ToolLimits) -> T
         // Its own process group, so killing it ends everything the command started.
         .process_group(0)
         .env_clear()
-        .env("HOME", ws.root());
+        .env("HOME", ws.root())
+        .env(reaper::CALL_VAR, &call);
     for name in BASH_DEFAULT_ENV
         .iter()
         .copied()
         .chain(limits.bash_env.iter().map(String::as_str))
     {
-        if WORKER_SECRETS.contains(&name) || name == "HOME" {
+        if WORKER_SECRETS.contains(&name) || name == "HOME" || name == reaper::CALL_VAR {
             continue;
         }
         if let Some(value) = std::env::var_os(name) {
@@ -68,7 +71,13 @@ pub(super) async fn run(ws: &Workspace, input: &Value, limits: &ToolLimits) -> T
         Ok(c) => c,
         Err(e) => return ToolOutput::error(format!("cannot start bash: {e}")),
     };
-    let mut group = GroupGuard(child.id());
+    let mut group = GroupGuard {
+        pid: child.id(),
+        call: call.clone(),
+    };
+    if let Some(pid) = group.pid {
+        reaper::register_shell(pid);
+    }
     let stdout = Captured::shared();
     let stderr = Captured::shared();
     let readers = [
@@ -86,7 +95,7 @@ pub(super) async fn run(ws: &Workspace, input: &Value, limits: &ToolLimits) -> T
     let header = match waited {
         Ok(Ok(status)) => {
             // Background jobs end with the command: nothing it started outlives the call.
-            group.kill();
+            group.finish().await;
             match (
                 status.code(),
                 std::os::unix::process::ExitStatusExt::signal(&status),
@@ -98,8 +107,9 @@ pub(super) async fn run(ws: &Workspace, input: &Value, limits: &ToolLimits) -> T
         }
         Ok(Err(e)) => Err(format!("waiting for bash failed: {e}")),
         Err(_) => {
-            group.kill();
+            group.kill_group();
             let _ = child.kill().await;
+            group.finish().await;
             Err(format!(
                 "timed out after {timeout:?}; the command and its process group were killed"
             ))
@@ -119,22 +129,66 @@ pub(super) async fn run(ws: &Workspace, input: &Value, limits: &ToolLimits) -> T
     }
 }
 
-/// Kills the command's process group: when the command ends, and when dropped armed
-/// (the step ended, e.g. canceled or out of time, while the command ran).
-struct GroupGuard(Option<u32>);
+/// Ends everything the command started: its process group, and whatever left it
+/// ([`reaper::sweep`]), when the command ends ([`GroupGuard::finish`]) and when dropped
+/// armed (the step ended, e.g. canceled or out of time, while the command ran).
+struct GroupGuard {
+    /// The shell, until it was reaped and swept.
+    pid: Option<u32>,
+    call: String,
+}
 
 impl GroupGuard {
-    fn kill(&mut self) {
-        if let Some(pid) = self.0.take().and_then(|p| i32::try_from(p).ok()) {
+    fn kill_group(&self) {
+        if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
             let _ =
                 nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+
+    /// After the shell was reaped: kills its group and sweeps.
+    async fn finish(&mut self) {
+        self.kill_group();
+        let call = self.call.clone();
+        let _ = tokio::task::spawn_blocking(move || reaper::sweep(&call, None)).await;
+        if let Some(pid) = self.pid.take() {
+            reaper::forget_shell(pid);
         }
     }
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        self.kill();
+        let Some(shell) = self.pid else {
+            return;
+        };
+        self.kill_group();
+        // The shell may still run; what it started is re-parented once it is gone.
+        let call = std::mem::take(&mut self.call);
+        let spawned = std::thread::Builder::new()
+            .name("bash-sweep".into())
+            .spawn(move || {
+                reaper::sweep(&call, Some(shell));
+                // Let the shell die (SIGKILL is not instant), then sweep what it orphaned.
+                for _ in 0..200 {
+                    let gone = std::fs::read_to_string(format!("/proc/{shell}/stat"))
+                        .ok()
+                        .and_then(|s| {
+                            s.rsplit_once(')')
+                                .map(|(_, r)| r.trim_start().starts_with(['Z', 'X']))
+                        })
+                        .unwrap_or(true);
+                    if gone {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                reaper::sweep(&call, None);
+                reaper::forget_shell(shell);
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot start the thread that ends a canceled command's processes");
+        }
     }
 }
 

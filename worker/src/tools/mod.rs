@@ -11,6 +11,7 @@
 
 mod bash;
 mod fs;
+pub mod reaper;
 mod search;
 
 use std::path::{Path, PathBuf};
@@ -18,7 +19,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-pub(crate) use bash::WORKER_SECRETS;
+pub(crate) use bash::{BASH_DEFAULT_ENV, WORKER_SECRETS};
 use fs::Workspace;
 pub(crate) use fs::truncate;
 

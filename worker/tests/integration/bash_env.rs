@@ -1,6 +1,7 @@
 //! What a `bash` command can see of the worker, and what outlives it: an allowlisted
-//! environment, no worker credentials even through `/proc/$PPID/environ`, and no
-//! background job once the command has ended.
+//! environment, nothing else of the worker's even through `/proc/$PPID/environ`, and no
+//! background job once the command has ended, not even one that left its process
+//! group with `setsid`.
 
 use std::time::Duration;
 
@@ -20,9 +21,16 @@ async fn child_reports_what_bash_sees() {
     let Ok(ws) = std::env::var(CHILD_MARK) else {
         panic!("only meant to run as the child of the test named in the ignore reason");
     };
-    let done = railyard_worker::secrets::protect_process();
+    let done = railyard_worker::secrets::protect_process(&["RAILYARD_TEST_PASS".to_string()]);
     assert!(done.non_dumpable);
-    assert!(done.wiped.contains(&"ANTHROPIC_API_KEY".to_string()), "{done:?}");
+    for name in ["ANTHROPIC_API_KEY", "GITHUB_TOKEN", "RAILYARD_TEST_NOT_PASSED"] {
+        assert!(done.wiped.contains(&name.to_string()), "{name}: {done:?}");
+    }
+    assert!(
+        !done.wiped.contains(&"RAILYARD_TEST_PASS".to_string()),
+        "{done:?}"
+    );
+    assert!(!done.wiped.contains(&"PATH".to_string()), "{done:?}");
     assert!(std::env::var("ANTHROPIC_API_KEY").is_err());
     assert!(!String::from_utf8_lossy(&std::fs::read("/proc/self/environ").unwrap()).contains(SECRET));
     let limits = ToolLimits {
@@ -91,6 +99,7 @@ fn bash_sees_only_the_allowlist_and_no_worker_secret() {
                 "TERM",
                 "TZ",
                 "RAILYARD_TEST_PASS",
+                "RAILYARD_BASH_CALL",
                 "PWD",
                 "SHLVL",
                 "_",
@@ -101,12 +110,16 @@ fn bash_sees_only_the_allowlist_and_no_worker_secret() {
         );
     }
     assert!(!own.contains(GITHUB) && !own.contains("kept-back"), "{own}");
-    // Its parent's (the worker's) environment: the credential is wiped.
+    // Its parent's (the worker's) environment: everything bash does not get is wiped.
     assert!(parent.contains("---END---"), "{parent}");
     // The read itself worked (as root, which may read any process's environ) or was
-    // refused (a non-dumpable worker, for any other user): either way no key.
+    // refused (a non-dumpable worker, for any other user): either way no secret.
     assert!(
-        parent.contains("GITHUB_TOKEN=") || parent.contains("Permission denied"),
+        parent.contains("RAILYARD_TEST_PASS=passed-through") || parent.contains("Permission denied"),
+        "{parent}"
+    );
+    assert!(
+        !parent.contains(GITHUB) && !parent.contains("kept-back"),
         "{parent}"
     );
     assert!(!seen.contains(SECRET), "the provider key leaked: {seen}");
@@ -181,4 +194,46 @@ async fn a_step_ending_mid_command_kills_its_whole_group() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("background job {pid} outlived the step");
+}
+
+/// The `sleep` processes running with one of `args`, by their command lines.
+fn sleeps_running(args: &[&str]) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .filter(|c| {
+            let words: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+            words.first().is_some_and(|w| w.ends_with(b"sleep"))
+                && words
+                    .get(1)
+                    .is_some_and(|a| args.iter().any(|x| x.as_bytes() == *a))
+        })
+        .count()
+}
+
+/// Issue 22: `setsid sleep 803 &` and `setsid -f` outlived the step and the worker.
+#[tokio::test]
+async fn jobs_that_left_the_process_group_end_with_the_command() {
+    assert!(railyard_worker::tools::reaper::adopt_orphans());
+    let ws = tempfile::tempdir().unwrap();
+    let tools = ToolBox::new(ws.path(), ToolLimits::default()).unwrap();
+    let args = ["80311", "80312", "80313"];
+    let out = tools
+        .execute(
+            "bash",
+            &json!({"command": "setsid sleep 80311 >/dev/null 2>&1 & setsid -f sleep 80312 >/dev/null 2>&1; \
+                setsid -f bash -c 'sleep 80313 & wait' >/dev/null 2>&1; sleep 0.2; echo started"}),
+        )
+        .await;
+    assert!(!out.is_error, "{}", out.content);
+    // Bounded wait: the sweep runs before the call answers; this only allows for a
+    // killed process that has not been reaped yet.
+    for _ in 0..300 {
+        if sleeps_running(&args) == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{} setsid'd jobs outlived their command", sleeps_running(&args));
 }

@@ -450,6 +450,27 @@ async fn runs_a_leased_step_to_completion() {
     assert!(matches!(kinds.last(), Some(EventKind::StepCompleted { notes, .. }) if notes == "wrote out.txt"));
 }
 
+/// The workspace root and each run's directory are the worker user's only (issue 22:
+/// they were created 0755, so every local user could read a run's files).
+#[cfg(unix)]
+#[tokio::test]
+async fn workspaces_are_created_readable_by_their_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let h = serve(vec![step("t1")], BeatMode::Fine).await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("work/nested");
+    let script: serde_json::Value = serde_json::from_str(WRITE_AND_COMPLETE).unwrap();
+    let worker = Worker::new(config(h.addr, root.clone(), script));
+    worker
+        .run(h.until("completion", |r| !r.completed.is_empty()))
+        .await
+        .unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&root), 0o700, "workspace root");
+    assert_eq!(mode(&root.join("run-1")), 0o700, "run workspace");
+    assert!(root.join("run-1/out.txt").is_file());
+}
+
 #[tokio::test]
 async fn shutdown_fails_running_steps_back_as_retryable() {
     let h = serve(vec![step("t1")], BeatMode::Fine).await;

@@ -21,6 +21,7 @@ use railyard_server::net::{
 };
 use railyard_server::service::triggers::TriggerInput;
 use railyard_server::tls::TlsFiles;
+use railyard_worker::gateway::sessions::SessionLimits;
 use serde::{Deserialize, Serialize};
 
 use crate::serve::builtin;
@@ -39,7 +40,8 @@ pub(crate) struct ServerArgs {
     /// TOML config file with a [server] section (keys: data_dir, store, keys_dir, listen,
     /// http_listen, workflows, shutdown_grace_secs, auth, insecure, tls_cert, tls_key,
     /// tls_client_ca, max_connections, idle_timeout_secs, max_connections_per_peer,
-    /// http_request_timeout_secs, max_child_depth, max_children_per_run, cache_size_mib).
+    /// http_request_timeout_secs, max_child_depth, max_children_per_run, cache_size_mib,
+    /// mcp_max_sessions, mcp_max_sessions_per_key, mcp_session_idle_secs).
     #[arg(long, value_name = "FILE", env = "RAILYARD_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
 
@@ -146,6 +148,21 @@ pub(crate) struct ServerArgs {
     /// [env: RAILYARD_CACHE_SIZE_MIB] [default: 64].
     #[arg(long, value_name = "MIB")]
     pub cache_size_mib: Option<u64>,
+
+    /// Most /mcp sessions open at once, across all callers (each holds ~50 KB)
+    /// [env: RAILYARD_MCP_MAX_SESSIONS] [default: 1000].
+    #[arg(long, value_name = "N")]
+    pub mcp_max_sessions: Option<usize>,
+
+    /// Most /mcp sessions open at once per API key (or client certificate; without auth,
+    /// for all callers together) [env: RAILYARD_MCP_MAX_SESSIONS_PER_KEY] [default: 16].
+    #[arg(long, value_name = "N")]
+    pub mcp_max_sessions_per_key: Option<usize>,
+
+    /// Seconds an /mcp session may go without a message before it is closed
+    /// [env: RAILYARD_MCP_SESSION_IDLE] [default: 120].
+    #[arg(long, value_name = "SECONDS")]
+    pub mcp_session_idle: Option<u64>,
 }
 
 /// The server's config file: one section per part of the server, every key optional,
@@ -343,6 +360,9 @@ pub(crate) struct ServerSection {
     pub max_child_depth: Option<u32>,
     pub max_children_per_run: Option<u32>,
     pub cache_size_mib: Option<u64>,
+    pub mcp_max_sessions: Option<usize>,
+    pub mcp_max_sessions_per_key: Option<usize>,
+    pub mcp_session_idle_secs: Option<u64>,
 }
 
 /// The environment variables of the server's settings.
@@ -423,6 +443,18 @@ const ENV: &[EnvVar] = &[
         var: "RAILYARD_CACHE_SIZE_MIB",
         key: "server.cache_size_mib",
     },
+    EnvVar {
+        var: "RAILYARD_MCP_MAX_SESSIONS",
+        key: "server.mcp_max_sessions",
+    },
+    EnvVar {
+        var: "RAILYARD_MCP_MAX_SESSIONS_PER_KEY",
+        key: "server.mcp_max_sessions_per_key",
+    },
+    EnvVar {
+        var: "RAILYARD_MCP_SESSION_IDLE",
+        key: "server.mcp_session_idle_secs",
+    },
 ];
 
 /// Keys whose flag is not `--key-with-dashes`.
@@ -431,10 +463,13 @@ const FLAG_NAMES: &[(&str, &str)] = &[
     ("server.idle_timeout_secs", "--idle-timeout"),
     ("delivery.allow_networks", "--delivery-allow-network"),
     ("server.http_request_timeout_secs", "--http-request-timeout"),
+    ("server.mcp_session_idle_secs", "--mcp-session-idle"),
 ];
 
 /// Bounds of `max_connections` and `idle_timeout_secs`.
 const MAX_CONNECTIONS_LIMIT: usize = 1 << 20;
+/// Largest `/mcp` session cap that may be configured (~5 GB of sessions).
+const MAX_MCP_SESSIONS: u64 = 100_000;
 const MAX_IDLE_TIMEOUT_SECS: u64 = 24 * 3600;
 /// Bounds of `max_child_depth` and `max_children_per_run` (a parent's close settles
 /// every child still open in one commit, so the count stays modest).
@@ -504,6 +539,8 @@ pub(crate) struct ServerSettings {
     pub child_limits: ChildLimits,
     /// MiB the database's page cache may hold.
     pub cache_size_mib: u64,
+    /// Caps on `/mcp` sessions.
+    pub mcp_sessions: SessionLimits,
 }
 
 impl ServerSettings {
@@ -559,7 +596,7 @@ impl ServerSettings {
         if self.built_in_demo {
             config.embedded_workflows.push(builtin::DEMO_WORKFLOW);
         }
-        config.http_extension = Some(crate::serve::mcp::http_extension());
+        config.http_extension = Some(crate::serve::mcp::http_extension(self.mcp_sessions));
         config
     }
 
@@ -606,6 +643,9 @@ impl ServerArgs {
                 max_child_depth: self.max_child_depth,
                 max_children_per_run: self.max_children_per_run,
                 cache_size_mib: self.cache_size_mib,
+                mcp_max_sessions: self.mcp_max_sessions,
+                mcp_max_sessions_per_key: self.mcp_max_sessions_per_key,
+                mcp_session_idle_secs: self.mcp_session_idle,
             },
             delivery: DeliverySection {
                 allow_networks: (!self.delivery_allow_networks.is_empty())
@@ -753,7 +793,37 @@ impl ServerArgs {
                     .unwrap_or(ChildLimits::default().max_children),
             },
             cache_size_mib: s.cache_size_mib.unwrap_or(DEFAULT_CACHE_SIZE_MIB),
+            mcp_sessions: SessionLimits {
+                max_total: s.mcp_max_sessions.unwrap_or(SessionLimits::DEFAULT_MAX_TOTAL),
+                max_per_key: s
+                    .mcp_max_sessions_per_key
+                    .unwrap_or(SessionLimits::DEFAULT_MAX_PER_KEY),
+                idle: s
+                    .mcp_session_idle_secs
+                    .map_or(SessionLimits::DEFAULT_IDLE, Duration::from_secs),
+            },
         };
+        let m = &settings.mcp_sessions;
+        let mcp: [(&str, u64, u64, u64); 3] = [
+            ("server.mcp_max_sessions", m.max_total as u64, 1, MAX_MCP_SESSIONS),
+            (
+                "server.mcp_max_sessions_per_key",
+                m.max_per_key as u64,
+                1,
+                MAX_MCP_SESSIONS,
+            ),
+            (
+                "server.mcp_session_idle_secs",
+                m.idle.as_secs(),
+                1,
+                MAX_IDLE_TIMEOUT_SECS,
+            ),
+        ];
+        for (key, v, lo, hi) in mcp {
+            if !(lo..=hi).contains(&v) {
+                return Err(loaded.invalid(key, format!("{v} is outside {lo}..={hi}")));
+            }
+        }
         if !(1..=MAX_CACHE_SIZE_MIB).contains(&settings.cache_size_mib) {
             return Err(loaded.invalid(
                 "server.cache_size_mib",

@@ -1,6 +1,6 @@
 //! Tests of the server's settings: flags over environment over config file, the
 //! triggers file, and values refused by key (including `--max-child-depth` and
-//! `--max-children-per-run`, into the server's `ChildLimits`).
+//! `--max-children-per-run`, into the server's `ChildLimits`, and the `/mcp` session caps).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -485,6 +485,54 @@ fn cache_size_from_flags_env_or_file_and_refused_out_of_range() {
         .to_string();
     assert!(
         e.contains("server.cache_size_mib") && e.contains("RAILYARD_CACHE_SIZE_MIB"),
+        "{e}"
+    );
+}
+
+#[test]
+fn mcp_session_caps_from_flags_env_or_file_and_refused_out_of_range() {
+    use railyard_worker::gateway::sessions::SessionLimits;
+    let s = ServerArgs::default().settings_with(env(&[])).unwrap();
+    assert_eq!(s.mcp_sessions, SessionLimits::default());
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        &dir,
+        "[server]\nmcp_max_sessions = 50\nmcp_max_sessions_per_key = 4\nmcp_session_idle_secs = 30\n",
+    );
+    let args = ServerArgs {
+        config: Some(file),
+        ..ServerArgs::default()
+    };
+    let s = args
+        .settings_with(env(&[("RAILYARD_MCP_MAX_SESSIONS_PER_KEY", "3")]))
+        .unwrap();
+    assert_eq!(
+        s.mcp_sessions,
+        SessionLimits {
+            max_total: 50,
+            max_per_key: 3,
+            idle: Duration::from_secs(30)
+        }
+    );
+    let flags = ServerArgs {
+        mcp_max_sessions: Some(9),
+        ..args.clone()
+    };
+    assert_eq!(flags.settings_with(env(&[])).unwrap().mcp_sessions.max_total, 9);
+
+    let e = args
+        .settings_with(env(&[("RAILYARD_MCP_MAX_SESSIONS", "0")]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("server.mcp_max_sessions"), "{e}");
+    let idle = ServerArgs {
+        mcp_session_idle: Some(0),
+        ..ServerArgs::default()
+    };
+    let e = idle.settings_with(env(&[])).unwrap_err().to_string();
+    assert!(
+        e.contains("server.mcp_session_idle_secs") && e.contains("--mcp-session-idle"),
         "{e}"
     );
 }
