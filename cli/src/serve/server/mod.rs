@@ -1,6 +1,7 @@
 //! `railyard server`: run the history server until SIGTERM or Ctrl-C. Its flags, config
 //! file and environment variables are in [`settings`].
 
+mod file;
 mod settings;
 
 use std::io::Write;

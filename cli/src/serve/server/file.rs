@@ -1,0 +1,304 @@
+//! The shape of `railyard server`'s config file ([`ServerFile`] and its sections) and
+//! the environment variables that set its keys: what the loader reads, kept apart
+//! from how `settings.rs` resolves and checks it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use railyard_config::EnvVar;
+use railyard_server::service::triggers::TriggerInput;
+use serde::{Deserialize, Serialize};
+
+/// The server's config file: one section per part of the server, every key optional,
+/// unknown keys refused.
+///
+/// ```toml
+/// [server]
+/// data_dir = "/var/lib/railyard"      # relative paths are taken from the file's directory
+/// # store = "postgres://railyard@db:5432/railyard"   # instead of data_dir (password: PGPASSWORD)
+/// # keys_dir = "/var/lib/railyard"    # token keys and admin.key, with a postgres store
+/// listen = "0.0.0.0:7400"
+/// http_listen = "0.0.0.0:7401"
+/// workflows = "workflows"
+/// shutdown_grace_secs = 10
+/// auth = true                         # API keys required; needed on a non-loopback address
+/// # insecure = true                   # ... unless this says to listen there without auth
+/// tls_cert = "server.pem"             # TLS on both listeners (with tls_key)
+/// tls_key = "server.key"
+/// tls_client_ca = "clients-ca.pem"    # mutual TLS on gRPC
+/// max_connections = 4096              # per listener
+/// idle_timeout_secs = 120
+/// max_connections_per_peer = 256     # per listener, from one address (IPv6: a /64)
+/// http_request_timeout_secs = 30     # for an HTTP request to arrive whole
+/// cache_size_mib = 64                 # the database's page cache
+///
+/// [delivery]                          # result delivery (callback URLs, subscriptions)
+/// signing_secret = "..."              # better: RAILYARD_DELIVERY_SIGNING_SECRET
+/// request_timeout_ms = 10000
+/// max_attempts = 8                    # per round; `railyard run redeliver` starts another
+/// max_elapsed_secs = 3600
+/// initial_backoff_ms = 1000
+/// max_backoff_secs = 600
+/// max_concurrent = 32
+/// max_per_target = 8                  # calls in flight to one origin (default: a quarter)
+/// max_per_namespace = 16              # calls in flight for one namespace (default: half)
+/// allow_networks = ["127.0.0.0/8"]    # internal networks deliveries may reach (default: none)
+///
+/// [hooks]
+/// max_body_bytes = 1048576            # larger webhook bodies get 413
+/// dedup_retention_secs = 604800       # how long a delivery id is remembered
+/// triggers_file = "triggers.toml"     # more [[triggers]], in a file of their own
+///
+/// [[triggers]]                        # POST /hooks/default/pr-review
+/// id = "pr-review"
+/// workflow = "review"
+/// goal = "Review PR #{{$.number}}: {{$.pull_request.title}}"
+/// context = { repo = "{{$.repository.full_name}}" }
+/// signature_secret = "$GITHUB_WEBHOOK_SECRET"   # an environment variable, never the secret
+/// concurrency_key = "{{$.repository.full_name}}#{{$.number}}"
+/// mode = "serial"
+/// ```
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ServerFile {
+    #[serde(default)]
+    pub server: ServerSection,
+    #[serde(default)]
+    pub delivery: DeliverySection,
+    #[serde(default)]
+    pub hooks: HooksSection,
+    /// Webhook triggers: written into storage at start, read-only through the API.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<TriggerInput>,
+}
+
+/// `[delivery]`: how closed runs' results are POSTed (see `railyard_server::engine::delivery`).
+#[derive(Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DeliverySection {
+    /// The HMAC-SHA256 key of the `Railyard-Signature` header.
+    pub signing_secret: Option<String>,
+    pub request_timeout_ms: Option<u64>,
+    pub max_attempts: Option<u32>,
+    pub max_elapsed_secs: Option<u64>,
+    pub initial_backoff_ms: Option<u64>,
+    pub max_backoff_secs: Option<u64>,
+    pub max_concurrent: Option<usize>,
+    pub max_per_target: Option<usize>,
+    pub max_per_namespace: Option<usize>,
+    /// Internal networks deliveries may reach: a list, or one comma-separated string
+    /// (as the environment gives it).
+    pub allow_networks: Option<NetworkList>,
+}
+
+/// `delivery.allow_networks`: a TOML list, or a comma-separated string.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub(crate) enum NetworkList {
+    List(Vec<String>),
+    Text(String),
+}
+
+impl NetworkList {
+    pub(super) fn items(&self) -> Vec<&str> {
+        match self {
+            Self::List(v) => v.iter().map(|s| s.trim()).collect(),
+            Self::Text(t) => t.split(',').map(str::trim).filter(|s| !s.is_empty()).collect(),
+        }
+    }
+}
+
+impl std::fmt::Debug for DeliverySection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeliverySection")
+            .field(
+                "signing_secret",
+                &self.signing_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .field("request_timeout_ms", &self.request_timeout_ms)
+            .field("max_attempts", &self.max_attempts)
+            .field("max_elapsed_secs", &self.max_elapsed_secs)
+            .field("initial_backoff_ms", &self.initial_backoff_ms)
+            .field("max_backoff_secs", &self.max_backoff_secs)
+            .field("max_concurrent", &self.max_concurrent)
+            .field("max_per_target", &self.max_per_target)
+            .field("max_per_namespace", &self.max_per_namespace)
+            .field("allow_networks", &self.allow_networks)
+            .finish()
+    }
+}
+
+impl PartialEq for DeliverySection {
+    fn eq(&self, o: &Self) -> bool {
+        (
+            &self.signing_secret,
+            self.request_timeout_ms,
+            self.max_attempts,
+            self.max_elapsed_secs,
+            self.initial_backoff_ms,
+            self.max_backoff_secs,
+            self.max_concurrent,
+            self.max_per_target,
+            self.max_per_namespace,
+            &self.allow_networks,
+        ) == (
+            &o.signing_secret,
+            o.request_timeout_ms,
+            o.max_attempts,
+            o.max_elapsed_secs,
+            o.initial_backoff_ms,
+            o.max_backoff_secs,
+            o.max_concurrent,
+            o.max_per_target,
+            o.max_per_namespace,
+            &o.allow_networks,
+        )
+    }
+}
+
+/// `[hooks]`: webhook settings.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HooksSection {
+    pub max_body_bytes: Option<u64>,
+    pub dedup_retention_secs: Option<u64>,
+    /// A TOML or JSON file of `[[triggers]]` (relative: next to the config file).
+    pub triggers_file: Option<PathBuf>,
+}
+
+/// A triggers file: `[[triggers]]` tables and nothing else.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TriggersFile {
+    #[serde(default)]
+    pub(super) triggers: Vec<TriggerInput>,
+}
+
+/// `[server]`: where the server keeps its data and listens.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ServerSection {
+    pub data_dir: Option<PathBuf>,
+    pub store: Option<String>,
+    pub keys_dir: Option<PathBuf>,
+    pub listen: Option<SocketAddr>,
+    pub http_listen: Option<SocketAddr>,
+    pub workflows: Option<PathBuf>,
+    pub shutdown_grace_secs: Option<u64>,
+    pub auth: Option<bool>,
+    pub insecure: Option<bool>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_client_ca: Option<PathBuf>,
+    pub max_connections: Option<usize>,
+    pub idle_timeout_secs: Option<u64>,
+    pub max_connections_per_peer: Option<usize>,
+    pub http_request_timeout_secs: Option<u64>,
+    pub max_child_depth: Option<u32>,
+    pub max_children_per_run: Option<u32>,
+    pub cache_size_mib: Option<u64>,
+    pub mcp_max_sessions: Option<usize>,
+    pub mcp_max_sessions_per_key: Option<usize>,
+    pub mcp_session_idle_secs: Option<u64>,
+}
+
+/// The environment variables of the server's settings.
+pub(super) const ENV: &[EnvVar] = &[
+    EnvVar {
+        var: "RAILYARD_DATA_DIR",
+        key: "server.data_dir",
+    },
+    EnvVar {
+        var: "RAILYARD_STORE",
+        key: "server.store",
+    },
+    EnvVar {
+        var: "RAILYARD_KEYS_DIR",
+        key: "server.keys_dir",
+    },
+    EnvVar {
+        var: "RAILYARD_LISTEN",
+        key: "server.listen",
+    },
+    EnvVar {
+        var: "RAILYARD_HTTP_LISTEN",
+        key: "server.http_listen",
+    },
+    EnvVar {
+        var: "RAILYARD_WORKFLOWS",
+        key: "server.workflows",
+    },
+    EnvVar {
+        var: "RAILYARD_AUTH",
+        key: "server.auth",
+    },
+    EnvVar {
+        var: "RAILYARD_DELIVERY_SIGNING_SECRET",
+        key: "delivery.signing_secret",
+    },
+    EnvVar {
+        var: "RAILYARD_TLS_CERT",
+        key: "server.tls_cert",
+    },
+    EnvVar {
+        var: "RAILYARD_TLS_KEY",
+        key: "server.tls_key",
+    },
+    EnvVar {
+        var: "RAILYARD_TLS_CLIENT_CA",
+        key: "server.tls_client_ca",
+    },
+    EnvVar {
+        var: "RAILYARD_MAX_CONNECTIONS",
+        key: "server.max_connections",
+    },
+    EnvVar {
+        var: "RAILYARD_IDLE_TIMEOUT",
+        key: "server.idle_timeout_secs",
+    },
+    EnvVar {
+        var: "RAILYARD_MAX_CHILD_DEPTH",
+        key: "server.max_child_depth",
+    },
+    EnvVar {
+        var: "RAILYARD_MAX_CHILDREN_PER_RUN",
+        key: "server.max_children_per_run",
+    },
+    EnvVar {
+        var: "RAILYARD_MAX_CONNECTIONS_PER_PEER",
+        key: "server.max_connections_per_peer",
+    },
+    EnvVar {
+        var: "RAILYARD_HTTP_REQUEST_TIMEOUT",
+        key: "server.http_request_timeout_secs",
+    },
+    EnvVar {
+        var: "RAILYARD_DELIVERY_ALLOW_NETWORKS",
+        key: "delivery.allow_networks",
+    },
+    EnvVar {
+        var: "RAILYARD_CACHE_SIZE_MIB",
+        key: "server.cache_size_mib",
+    },
+    EnvVar {
+        var: "RAILYARD_MCP_MAX_SESSIONS",
+        key: "server.mcp_max_sessions",
+    },
+    EnvVar {
+        var: "RAILYARD_MCP_MAX_SESSIONS_PER_KEY",
+        key: "server.mcp_max_sessions_per_key",
+    },
+    EnvVar {
+        var: "RAILYARD_MCP_SESSION_IDLE",
+        key: "server.mcp_session_idle_secs",
+    },
+];
+
+/// Keys whose flag is not `--key-with-dashes`.
+pub(super) const FLAG_NAMES: &[(&str, &str)] = &[
+    ("server.shutdown_grace_secs", "--shutdown-grace"),
+    ("server.idle_timeout_secs", "--idle-timeout"),
+    ("delivery.allow_networks", "--delivery-allow-network"),
+    ("server.http_request_timeout_secs", "--http-request-timeout"),
+    ("server.mcp_session_idle_secs", "--mcp-session-idle"),
+];
