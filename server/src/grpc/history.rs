@@ -42,7 +42,7 @@ fn id_reuse_policy(value: i32) -> Result<IdReusePolicy, ApiError> {
 /// run's own limits keep the answer within [`railyard_proto::MAX_MESSAGE_BYTES`];
 /// should the two together ever pass it, the definition is left out (and a warning
 /// logged) so the run is still described.
-pub(crate) fn describe_response(run: &railyard_model::run::RunState) -> v1::DescribeRunResponse {
+fn describe_response(run: &railyard_model::run::RunState) -> v1::DescribeRunResponse {
     use prost::Message;
     let mut response = v1::DescribeRunResponse {
         run: Some(run_info(run)),
