@@ -29,6 +29,12 @@ pub const MAX_LABEL: usize = 256;
 pub const MAX_DESCRIPTION: usize = 16 * 1024;
 /// Longest step `prompt` template, in bytes.
 pub const MAX_PROMPT: usize = 64 * 1024;
+/// Largest definition as compact JSON (its serialized form, as `DescribeRun` and the
+/// `RunStarted` event carry it), in bytes. A definition file is at most 1 MiB (the
+/// server's bound on reading it), and its compact form is about as long, but numbers
+/// may grow when written back (`1e15` is `1000000000000000.0`); past this bound a
+/// definition is refused at load, so a run's answers always fit one gRPC message.
+pub const MAX_DEFINITION_JSON: usize = 2 << 20;
 /// Longest retry interval (initial and maximum), in seconds: one week.
 pub const MAX_RETRY_INTERVAL_SECONDS: f64 = 7.0 * 86400.0;
 
@@ -253,7 +259,22 @@ pub fn parse_definition(text: &str) -> Result<WorkflowDef, String> {
         format!("{path}: {}", e.into_inner())
     })?;
     validate(&def)?;
+    check_json_size(&def)?;
     Ok(def)
+}
+
+/// Refuses a definition longer than [`MAX_DEFINITION_JSON`] as compact JSON.
+fn check_json_size(def: &WorkflowDef) -> Result<(), String> {
+    let bytes = serde_json::to_string(def)
+        .map_err(|e| format!("$: does not serialize: {e}"))?
+        .len();
+    if bytes > MAX_DEFINITION_JSON {
+        return Err(format!(
+            "$: the definition is {bytes} bytes as compact JSON (as runs carry it), more than the \
+             limit of {MAX_DEFINITION_JSON}"
+        ));
+    }
+    Ok(())
 }
 
 /// A JSON path as errors write it: `steps[1].maxTurns`, `$` for the document
@@ -603,5 +624,28 @@ mod tests {
         assert!(e.starts_with("steps[0].prompt: is 65537 bytes"), "{e}");
         let e = parse_definition(&def(r#"[{"id":"..","title":"A","prompt":"p"}]"#)).unwrap_err();
         assert_eq!(e, "steps[0].id: step id must not be only dots");
+    }
+
+    #[test]
+    fn a_definition_whose_compact_json_grows_past_the_bound_is_refused() {
+        // Each `1e15` (4 bytes) is written back as `1000000000000000.0` (18): a
+        // definition of about 1 MiB of text is more than 2 MiB as compact JSON.
+        let numbers = vec!["1e15"; 3400].join(",");
+        let steps: Vec<String> = (0..60)
+            .map(|i| format!(r#"{{"id":"s{i}","title":"T","prompt":"p","output":{{"enum":[{numbers}]}}}}"#))
+            .collect();
+        let text = def(&format!("[{}]", steps.join(",")));
+        assert!(text.len() < 1 << 20, "{}", text.len());
+        let e = parse_definition(&text).unwrap_err();
+        assert!(
+            e.starts_with("$: the definition is ")
+                && e.ends_with(&format!(
+                    "bytes as compact JSON (as runs carry it), more than the limit of {MAX_DEFINITION_JSON}"
+                )),
+            "{e}"
+        );
+        // Half of it loads.
+        let half = def(&format!("[{}]", steps[..30].join(",")));
+        assert!(parse_definition(&half).is_ok());
     }
 }

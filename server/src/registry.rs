@@ -10,7 +10,7 @@ use std::sync::Arc;
 use railyard_model::workflow::{WorkflowDef, parse_definition};
 
 /// Largest definition file, in bytes.
-pub(crate) const MAX_DEFINITION_BYTES: u64 = 1 << 20;
+pub const MAX_DEFINITION_BYTES: u64 = 1 << 20;
 /// Most definition files loaded from one directory.
 pub const MAX_DEFINITION_FILES: usize = 256;
 /// Longest load error kept for one file, in bytes.

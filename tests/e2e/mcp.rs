@@ -61,9 +61,21 @@ impl Mcp {
     }
 
     pub fn send(&mut self, message: Value) {
+        self.send_line(&message.to_string());
+    }
+
+    /// Writes one line to stdin as it is, JSON or not.
+    pub fn send_line(&mut self, line: &str) {
         let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{message}").expect("write to railyard mcp");
+        writeln!(stdin, "{line}").expect("write to railyard mcp");
         stdin.flush().unwrap();
+    }
+
+    /// The next message on stdout, whatever its id.
+    pub fn next_message(&mut self) -> Value {
+        self.lines
+            .recv_timeout(ANSWER_LIMIT)
+            .unwrap_or_else(|e| panic!("no message on stdout ({e})"))
     }
 
     /// Sends a request and returns the answer with its id.
@@ -203,6 +215,49 @@ fn mcp_reports_an_unreachable_server_as_a_tool_error() {
     // Still serving.
     let tools = mcp.request(3, "tools/list", json!({}));
     assert!(tools["result"]["tools"].is_array(), "{tools}");
+    let (status, logs) = mcp.close();
+    assert!(status.success(), "{status}: {logs}");
+}
+
+#[test]
+fn mcp_answers_a_line_that_is_not_json_with_a_parse_error_and_goes_on() {
+    let sandbox = Sandbox::new();
+    let server = sandbox.server();
+    let mut mcp = Mcp::start(&server.url);
+    mcp.initialize();
+
+    // Garbage, JSON that is no message, then a request: each gets its answer, in
+    // whichever order they are written.
+    mcp.send_line("this is not json {");
+    mcp.send_line(r#"{"hello": "world"}"#);
+    mcp.send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}));
+    let mut parse_error = None;
+    let mut invalid = None;
+    let mut tools = None;
+    while parse_error.is_none() || invalid.is_none() || tools.is_none() {
+        let message = mcp.next_message();
+        assert_eq!(message["jsonrpc"], "2.0", "{message}");
+        match message["error"]["code"].as_i64() {
+            Some(-32700) => parse_error = Some(message),
+            Some(-32600) => invalid = Some(message),
+            _ if message["id"] == json!(7) => tools = Some(message),
+            _ => panic!("unexpected message {message}"),
+        }
+    }
+    let parse_error = parse_error.unwrap();
+    assert_eq!(parse_error["id"], Value::Null, "{parse_error}");
+    assert!(
+        parse_error["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Parse error: ")),
+        "{parse_error}"
+    );
+    assert_eq!(invalid.unwrap()["id"], Value::Null);
+    assert!(tools.unwrap()["result"]["tools"].is_array());
+
+    // Still serving, on the same stream.
+    let listed = call(&mut mcp, 8, "list_workflows", json!({}));
+    assert_ne!(listed["isError"], json!(true), "{listed}");
     let (status, logs) = mcp.close();
     assert!(status.success(), "{status}: {logs}");
 }

@@ -49,13 +49,18 @@ impl HttpMcp {
     /// POSTs one JSON-RPC message: the status and the JSON-RPC answer it carried (as
     /// JSON or as an event stream), or the plain body (a refusal) as `{"body": ...}`.
     pub(crate) fn post(&mut self, message: Value) -> (u16, Value) {
+        self.post_raw(message.to_string())
+    }
+
+    /// POSTs a body as it is, JSON or not, as `application/json`.
+    pub(crate) fn post_raw(&mut self, body: String) -> (u16, Value) {
         let mut req = self
             .http
             .post(&self.url)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .timeout(Duration::from_secs(60))
-            .body(message.to_string());
+            .body(body);
         if let Some(key) = &self.key {
             req = req.header("authorization", format!("Bearer {key}"));
         }
@@ -253,6 +258,39 @@ fn mcp_over_http_needs_a_key_and_acts_with_its_rights() {
         described["run"]["steps"][0]["notes"], "done over http",
         "{described}"
     );
+}
+
+#[test]
+fn mcp_over_http_answers_a_body_that_is_not_json_with_a_parse_error() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow("one.json", ONE);
+    let server = sandbox.server();
+    let url = format!("http://{}/mcp", server.http_addr);
+    let mut mcp = HttpMcp::new(&url, None);
+
+    // Before a session, and within one: 400 with a JSON-RPC error, not 415.
+    let (status, answer) = mcp.post_raw("{not json".into());
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["jsonrpc"], "2.0", "{answer}");
+    assert_eq!(answer["id"], Value::Null, "{answer}");
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    let (status, init) = mcp.initialize();
+    assert_eq!(status, 200, "{init}");
+    for (body, code) in [
+        ("garbage", -32700),
+        ("", -32700),
+        (r#"{"hello":"world"}"#, -32600),
+    ] {
+        let (status, answer) = mcp.post_raw(body.into());
+        assert_eq!(status, 400, "{body:?}: {answer}");
+        assert_eq!(answer["error"]["code"], code, "{body:?}: {answer}");
+        assert_eq!(answer["id"], Value::Null, "{answer}");
+        assert!(answer["error"]["message"].is_string(), "{answer}");
+    }
+
+    // The session goes on: a valid request on it is answered.
+    let listed = mcp.tool("list_workflows", json!({}));
+    assert!(ok_result(&listed).to_string().contains("\"one\""), "{listed}");
 }
 
 #[test]

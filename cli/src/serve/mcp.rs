@@ -7,7 +7,8 @@
 //! is reached through [`railyard_sdk::Client`] (`--server`, `RAILYARD_SERVER`); a
 //! server that cannot be reached, or that refuses a request, is a tool error the agent
 //! can read (`isError: true`), never the end of this process. The process ends when
-//! the client closes stdin, or when stdout breaks.
+//! the client closes stdin, or when stdout breaks. A line that is not a JSON-RPC message
+//! is answered with a JSON-RPC error ([`gateway::stdio`]), and serving goes on.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,7 +58,7 @@ pub(crate) async fn run(global: &GlobalOpts, args: &McpArgs) -> anyhow::Result<(
     opts.queue = args.queue.clone();
     tracing::info!(server = %global.server, namespace = %global.namespace, queue = %opts.queue, "railyard mcp: serving MCP on stdio");
     let service = Gateway::new(client, opts)
-        .serve(rmcp::transport::stdio())
+        .serve(gateway::stdio::stdio())
         .await
         .context("MCP session did not start")?;
     let reason = service.waiting().await.context("MCP session failed")?;

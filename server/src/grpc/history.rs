@@ -36,6 +36,31 @@ fn id_reuse_policy(value: i32) -> Result<IdReusePolicy, ApiError> {
     }
 }
 
+/// A run and its definition, as compact JSON: written pretty, a definition with deeply
+/// nested output schemas grew from under 1 MB to more than the message limit (issue
+/// 22). The definition's bound at load (`workflow::MAX_DEFINITION_JSON`) and the
+/// run's own limits keep the answer within [`railyard_proto::MAX_MESSAGE_BYTES`];
+/// should the two together ever pass it, the definition is left out (and a warning
+/// logged) so the run is still described.
+fn describe_response(run: &railyard_model::run::RunState) -> v1::DescribeRunResponse {
+    use prost::Message;
+    let mut response = v1::DescribeRunResponse {
+        run: Some(run_info(run)),
+        definition_json: serde_json::to_string(&*run.definition).unwrap_or_default(),
+    };
+    let bytes = response.encoded_len();
+    if bytes > railyard_proto::MAX_MESSAGE_BYTES {
+        tracing::warn!(
+            run_id = %run.run_id,
+            bytes,
+            definition_bytes = response.definition_json.len(),
+            "DescribeRun: the run and its definition pass the message limit; the definition is left out"
+        );
+        response.definition_json.clear();
+    }
+    response
+}
+
 fn session_node(tree: runs::SessionTree) -> v1::SessionNode {
     v1::SessionNode {
         run: Some(run_summary(&tree.run)),
@@ -93,11 +118,7 @@ impl History for HistoryService {
             Operation::DescribeRun,
         )?;
         let run = runs::describe(&self.core, &caller, &r.run_id)?;
-        let definition_json = serde_json::to_string_pretty(&*run.definition).unwrap_or_default();
-        Ok(Response::new(v1::DescribeRunResponse {
-            run: Some(run_info(&run)),
-            definition_json,
-        }))
+        Ok(Response::new(describe_response(&run)))
     }
 
     async fn get_history(

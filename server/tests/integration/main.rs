@@ -8,6 +8,7 @@ mod auth;
 mod bounds;
 mod children;
 mod contracts;
+mod definitions;
 mod delivery;
 mod delivery_guards;
 mod key_scope;

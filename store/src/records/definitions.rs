@@ -523,6 +523,33 @@ mod tests {
     }
 
     #[test]
+    fn nested_schemas_are_stored_compact_and_a_pretty_row_reads_the_same() {
+        // Issue 22: a definition with deeply nested output schemas grows many times
+        // over when pretty-printed. Its row is compact JSON, no longer than the
+        // definition's own compact JSON (what DescribeRun sends) and a little more.
+        let mut schema = serde_json::json!({"type": "string"});
+        for _ in 0..40 {
+            schema =
+                serde_json::json!({"type": "object", "properties": {"a": schema, "b": {"type": "integer"}}});
+        }
+        let text = serde_json::json!({"id": "wf", "version": "1", "name": "W", "steps": [
+            {"id": "a", "title": "A", "prompt": "p", "output": schema}]})
+        .to_string();
+        let def = parse_definition(&text).unwrap();
+        let enc = encode_definition(&def).unwrap();
+        let row = String::from_utf8(enc.bytes.clone()).unwrap();
+        assert!(!row.contains('\n') && !row.contains("  "), "{row}");
+        assert!(row.len() <= text.len() + 512, "{} > {}", row.len(), text.len());
+
+        // A row written pretty (by hand, or by any other writer) reads the same.
+        let value: serde_json::Value = serde_json::from_slice(&enc.bytes).unwrap();
+        let pretty = serde_json::to_vec_pretty(&value).unwrap();
+        assert!(pretty.len() > 4 * enc.bytes.len());
+        let back = decode_record::<DefinitionRecord>(&pretty).unwrap().into_model();
+        assert_eq!(back, def);
+    }
+
+    #[test]
     fn keys_are_cached_per_definition_and_shared_by_content() {
         let defs = Definitions::default();
         let a = Arc::new(parse_definition(DEF).unwrap());

@@ -7,10 +7,14 @@
 
 use std::sync::Arc;
 
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use railyard_sdk::Client;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::watch;
 
+use super::jsonrpc::{self, Refusal};
 use super::sessions::{self, BoundedSessions, SessionLimits};
 use super::{Gateway, GatewayOptions};
 
@@ -42,7 +46,66 @@ pub fn router(
     let service = StreamableHttpService::new(move || Ok(gateway.clone()), bounded.clone(), config);
     axum::Router::new()
         .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(json_rpc_body))
         .layer(axum::middleware::from_fn(move |req, next| {
             sessions::guard(bounded.clone(), req, next)
         }))
+}
+
+/// The middleware in front of rmcp's service that answers a POSTed JSON body which is
+/// not a JSON-RPC message with a JSON-RPC error, HTTP 400 (rmcp answers 415 to it, as
+/// if the content type were wrong): `-32700` for a body that is not JSON, `-32600`
+/// for JSON that is not a client message ([`jsonrpc`]). Anything else (another method
+/// or content type, a body over [`MAX_BODY`] by its `Content-Length`) goes to rmcp
+/// untouched, as does the body that was read.
+async fn json_rpc_body(req: Request<Body>, next: axum::middleware::Next) -> Response {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if req.method() != Method::POST
+        || !is_json(req.headers())
+        || declared.is_some_and(|n| n > MAX_BODY as u64)
+    {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            return refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &Refusal::invalid_request(format!(
+                    "the request body was not read ({e}); at most {MAX_BODY} bytes are"
+                )),
+            );
+        }
+    };
+    if let Err(refusal) = jsonrpc::read(&bytes) {
+        tracing::debug!(code = refusal.code, reason = %refusal.message, "MCP over HTTP: refused a body that is not a message");
+        return refuse(StatusCode::BAD_REQUEST, &refusal);
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes))).await
+}
+
+/// Whether the request says its body is JSON (rmcp's own test: the media type,
+/// parameters aside, is `application/json`).
+fn is_json(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            let essence = v.split_once(';').map_or(v, |(essence, _)| essence);
+            essence.trim().eq_ignore_ascii_case("application/json")
+        })
+}
+
+fn refuse(status: StatusCode, refusal: &Refusal) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        refusal.to_json().to_string(),
+    )
+        .into_response()
 }

@@ -5,7 +5,8 @@
 //!
 //! The gateway talks to the server over gRPC ([`Client`]) like any worker, so the
 //! same code serves `railyard mcp` on stdio and `/mcp` on the server's HTTP listener
-//! (see [`http`]). Runs it starts go to its own task queue (`StartRunRequest.task_queue`),
+//! (see [`stdio`] and [`http`]; both answer input that is not a JSON-RPC message with
+//! a JSON-RPC error, `jsonrpc`). Runs it starts go to its own task queue (`StartRunRequest.task_queue`),
 //! so no ordinary worker of the workflow's queue takes their steps; it leases a
 //! run's step with a run-specific poll (`PollStepTaskRequest.run_id`), keeps the
 //! lease alive while the agent works ([`held`]), and hands the agent a continue
@@ -21,7 +22,9 @@
 
 mod held;
 pub mod http;
+mod jsonrpc;
 pub mod sessions;
+pub mod stdio;
 mod tools;
 mod view;
 
