@@ -25,8 +25,7 @@ use std::time::Duration;
 
 use railyard_store::StorageError;
 
-use crate::conn::{Conn, Db, params};
-use crate::txn::col;
+use crate::conn::{Conn, Db, db_error, params};
 
 /// Takes the lease when it is free (no row) or expired; answers the new epoch, or no
 /// row when another node holds it. `$1`: this node, `$2`: the lease in ms.
@@ -153,7 +152,7 @@ impl Lease {
         }
         let holder = conn
             .query_opt(CURRENT_NODE, params![])?
-            .map(|row| col::<String>(&row, 0))
+            .map(|row| row.try_get::<_, String>(0).map_err(db_error))
             .transpose()?
             .unwrap_or_else(|| "(none)".into());
         Err(self.lose(holder))

@@ -208,6 +208,16 @@ impl TestDatabase {
     pub fn url(&self) -> &str {
         &self.url
     }
+
+    /// Runs `sql` on the new database, on a connection of its own.
+    pub fn execute(&self, sql: &str) -> Result<(), String> {
+        Admin::connect(&self.url)?.batch(sql.to_string())
+    }
+
+    /// The first column of the first row `sql` answers on the new database, as text.
+    pub fn query_text(&self, sql: &str) -> Result<Option<String>, String> {
+        Admin::connect(&self.url)?.query_text(sql.to_string())
+    }
 }
 
 impl Drop for TestDatabase {
