@@ -169,7 +169,13 @@ fn lease_holder(db: &TestDatabase) -> String {
 fn refused(store: &str, sandbox: &Sandbox) -> (bool, String) {
     let keys = sandbox.path("refused-keys");
     let mut child = Command::new(BIN)
-        .args(["server", "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"])
+        .args([
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+        ])
         .args(["--store", store, "--keys-dir"])
         .arg(&keys)
         .arg("--workflows")
@@ -207,7 +213,10 @@ fn refused(store: &str, sandbox: &Sandbox) -> (bool, String) {
 #[test]
 fn a_second_server_on_the_same_database_exits_naming_the_first_and_a_stopped_one_lets_the_next_in() {
     let Some(url) = test_url() else {
-        eprintln!("{}", skipped("postgres::a_second_server_on_the_same_database_exits"));
+        eprintln!(
+            "{}",
+            skipped("postgres::a_second_server_on_the_same_database_exits")
+        );
         return;
     };
     let db = TestDatabase::create(&url).expect("a database of the test's own");
