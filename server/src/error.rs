@@ -67,7 +67,7 @@ impl From<WriteError> for ApiError {
     fn from(e: WriteError) -> Self {
         match e {
             WriteError::Rejected(r) => r.into(),
-            WriteError::Storage(e) => Self::Storage(e),
+            WriteError::Storage(e) => e.into(),
             WriteError::Stopped => Self::Unavailable(e.to_string()),
             WriteError::Internal(m) => Self::Internal(m),
         }
@@ -76,6 +76,18 @@ impl From<WriteError> for ApiError {
 
 impl From<StorageError> for ApiError {
     fn from(e: StorageError) -> Self {
-        ApiError::Storage(Arc::new(e))
+        Arc::new(e).into()
+    }
+}
+
+impl From<Arc<StorageError>> for ApiError {
+    /// A server fenced off its database (another node writes to it now) is
+    /// `UNAVAILABLE`: the request may succeed on the node that holds the database;
+    /// any other storage failure is `INTERNAL`.
+    fn from(e: Arc<StorageError>) -> Self {
+        match &*e {
+            StorageError::Fenced { .. } => ApiError::Unavailable(e.to_string()),
+            _ => ApiError::Storage(e),
+        }
     }
 }

@@ -10,7 +10,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use deadpool_postgres::Object;
+use deadpool_postgres::{Object, Pool};
 use railyard_store::StorageError;
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
@@ -75,6 +75,29 @@ impl std::error::Error for DriverError {}
 pub(crate) fn asks_retry(e: &tokio_postgres::Error) -> bool {
     e.code()
         .is_some_and(|c| *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
+}
+
+/// The pool and the runtime its connections live on: where transactions begin.
+#[derive(Clone)]
+pub(crate) struct Db {
+    pub(crate) runner: Arc<Runner>,
+    pub(crate) pool: Pool,
+    /// The longest one statement may take (see [`Conn`]).
+    pub(crate) call_timeout: Duration,
+}
+
+impl Db {
+    /// A pooled connection with a transaction begun by `begin`.
+    pub(crate) fn begin(&self, begin: &'static str) -> Result<Conn, StorageError> {
+        let pool = self.pool.clone();
+        let client = self
+            .runner
+            .block(async move { pool.get().await })?
+            .map_err(pool_error)?;
+        let conn = Conn::new(self.runner.clone(), Held::new(client), self.call_timeout);
+        conn.simple(begin)?;
+        Ok(conn)
+    }
 }
 
 /// A pooled connection, closed rather than pooled when dropped: see the module docs.

@@ -11,6 +11,9 @@
 //! - **Bounds**: a fixed pool, a connect timeout, a wait for a free connection, and
 //!   `statement_timeout` (and `idle_in_transaction_session_timeout`) set on every
 //!   connection, so a dead database gives an error, not a hang.
+//! - **One writer**: opening claims the database's writer lease ([`lease`]) or is
+//!   refused while another server holds it; every write transaction checks and
+//!   renews it first, and a server that lost it writes nothing more.
 //! - **Portability**: plain SQL that also holds under `SERIALIZABLE`: no sequences,
 //!   `LISTEN`/`NOTIFY`, advisory locks or system columns.
 //!
@@ -19,6 +22,7 @@
 //! are shown only through [`redact`].
 
 mod conn;
+mod lease;
 mod reads;
 pub mod redact;
 mod runtime;
@@ -44,7 +48,8 @@ use tokio_postgres::config::SslMode;
 
 pub use redact::redact;
 
-use conn::{Conn, Held};
+use conn::{Conn, Db};
+use lease::{Lease, Renewal};
 use runtime::Runner;
 use txn::PgTxn;
 
@@ -73,6 +78,13 @@ pub struct PostgresOptions {
     pub schema: Option<String>,
     /// Each connection's `application_name`.
     pub application_name: String,
+    /// How long the writer lease lasts without a renewal: a server that stops
+    /// (killed, paused, cut off) holds the database this long, and another server
+    /// may claim it after.
+    pub lease: Duration,
+    /// How often an idle server renews its lease (each write renews it too); well
+    /// within [`PostgresOptions::lease`].
+    pub lease_renew_every: Duration,
 }
 
 impl Default for PostgresOptions {
@@ -87,6 +99,8 @@ impl Default for PostgresOptions {
             password: None,
             schema: None,
             application_name: "railyard".into(),
+            lease: Duration::from_secs(30),
+            lease_renew_every: Duration::from_secs(10),
         }
     }
 }
@@ -103,6 +117,8 @@ impl std::fmt::Debug for PostgresOptions {
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("schema", &self.schema)
             .field("application_name", &self.application_name)
+            .field("lease", &self.lease)
+            .field("lease_renew_every", &self.lease_renew_every)
             .finish()
     }
 }
@@ -118,6 +134,18 @@ pub enum OpenError {
     Url { url: String, problem: String },
     #[error("invalid postgres connection string {url}: {problem}")]
     Unsupported { url: String, problem: String },
+    #[error("invalid postgres options: {problem}")]
+    Options { problem: String },
+    #[error(
+        "another railyard server writes to this database {url} (node {node}, lease until {until} UTC, \
+         {in_secs:.0} s from now); stop it or wait"
+    )]
+    Held {
+        url: String,
+        node: String,
+        until: String,
+        in_secs: f64,
+    },
     #[error("cannot start the database runtime: {problem}")]
     Runtime { problem: String },
     #[error("cannot make the connection pool for {url}: {problem}")]
@@ -142,21 +170,36 @@ pub enum OpenError {
     Schema { url: String, found: i64, known: i64 },
 }
 
-/// Railyard's tables in a PostgreSQL database.
+/// Railyard's tables in a PostgreSQL database, written by this backend alone while
+/// it holds the database's writer lease. Dropping it gives the lease up.
 pub struct PostgresBackend {
-    runner: Arc<Runner>,
-    pool: Pool,
+    db: Db,
     /// Definitions by content, shared by every snapshot and write transaction.
     defs: Arc<Definitions>,
-    call_timeout: Duration,
     write_attempts: usize,
+    lease: Arc<Lease>,
+    /// Stopped before the lease is released on drop.
+    renewal: Option<Renewal>,
 }
 
 impl PostgresBackend {
     /// Connects to `url` (`postgres://user@host:port/db`, or a key-value string),
-    /// creates or migrates the tables, and makes sure the `default` namespace exists.
+    /// creates or migrates the tables, makes sure the `default` namespace exists, and
+    /// claims the writer lease, all in one transaction: refused ([`OpenError::Held`])
+    /// while another server holds the lease, and then nothing is changed.
     pub fn open(url: &str, options: &PostgresOptions) -> Result<Self, OpenError> {
         let shown = redact(url);
+        if options.lease.is_zero()
+            || options.lease_renew_every.is_zero()
+            || options.lease_renew_every >= options.lease
+        {
+            return Err(OpenError::Options {
+                problem: format!(
+                    "lease_renew_every ({:?}) must be more than zero and less than lease ({:?})",
+                    options.lease_renew_every, options.lease
+                ),
+            });
+        }
         let mut config = tokio_postgres::Config::from_str(url).map_err(|e| OpenError::Url {
             url: shown.clone(),
             problem: conn::describe(&e),
@@ -200,68 +243,118 @@ impl PostgresBackend {
                 url: shown.clone(),
                 problem: e.to_string(),
             })?;
-        let backend = Self {
+        let db = Db {
             runner,
             pool,
-            defs: Arc::default(),
             call_timeout: options.statement_timeout + CALL_SLACK,
-            write_attempts: options.write_attempts.max(1),
         };
-        backend.migrate(&shown)?;
-        tracing::info!(database = %shown, "postgres storage open");
+        let write_attempts = options.write_attempts.max(1);
+        let node = lease::new_node_id();
+        let epoch = migrate(&db, &shown, node.clone(), options.lease, write_attempts)?;
+        let lease = Arc::new(Lease::new(node, epoch, options.lease));
+        let mut backend = Self {
+            db: db.clone(),
+            defs: Arc::default(),
+            write_attempts,
+            lease: lease.clone(),
+            renewal: None,
+        };
+        // From here on a failure drops `backend`, which releases the lease.
+        backend.renewal =
+            Some(
+                Renewal::start(lease, db, options.lease_renew_every).map_err(|e| OpenError::Runtime {
+                    problem: format!("cannot start the lease renewal thread: {e}"),
+                })?,
+            );
+        tracing::info!(
+            database = %shown,
+            node = backend.lease.node(),
+            epoch,
+            lease = ?options.lease,
+            "postgres storage open; this server holds the database's writer lease"
+        );
         Ok(backend)
     }
 
-    /// Applies the missing migrations, or refuses a newer schema.
-    fn migrate(&self, shown: &str) -> Result<(), OpenError> {
-        let url = shown.to_string();
-        let pool = self.pool.clone();
-        let outcome = self
-            .runner
-            .block(txn::migrate(pool))
-            .map_err(|e| OpenError::Init {
-                url: url.clone(),
-                problem: e.to_string(),
-            })?;
-        let known = schema::latest();
-        match outcome {
-            Ok(0) if known > 0 => {
-                tracing::info!(database = %url, version = known, "created the tables");
-                Ok(())
-            }
-            Ok(from) if from < known => {
-                tracing::info!(database = %url, from, to = known, "migrated the tables");
-                Ok(())
-            }
-            Ok(_) => Ok(()),
-            Err(txn::MigrateError::Connect(e)) => Err(OpenError::Connect {
-                url,
-                problem: e.to_string(),
-            }),
-            Err(txn::MigrateError::Init(e)) => Err(OpenError::Init {
-                url,
-                problem: e.to_string(),
-            }),
-            Err(txn::MigrateError::Newer(found)) => Err(OpenError::Schema { url, found, known }),
-            Err(txn::MigrateError::Migrate { from, source }) => Err(OpenError::Migrate {
-                url,
-                from,
-                to: known,
-                problem: source.to_string(),
-            }),
-        }
+    /// This server's node id: random, made at open, recorded in the writer lease.
+    pub fn node(&self) -> &str {
+        self.lease.node()
+    }
+
+    /// The writer lease's epoch this backend claimed (one more than the last claim's).
+    pub fn lease_epoch(&self) -> i64 {
+        self.lease.epoch()
+    }
+
+    /// Test hook: stops (`true`) or resumes renewing the lease on the timer, as if
+    /// the process were stopped (SIGSTOP) while idle.
+    #[cfg(feature = "testing")]
+    pub fn pause_lease_renewal(&self, paused: bool) {
+        self.lease.pause(paused);
     }
 
     /// A pooled connection with a transaction begun by `begin`.
     fn begin(&self, begin: &'static str) -> Result<Conn, StorageError> {
-        let pool = self.pool.clone();
-        let client = self
-            .runner
-            .block(async move { pool.get().await })?
-            .map_err(conn::pool_error)?;
-        let conn = Conn::new(self.runner.clone(), Held::new(client), self.call_timeout);
-        conn.simple(begin)?;
-        Ok(conn)
+        self.db.begin(begin)
+    }
+}
+
+impl Drop for PostgresBackend {
+    fn drop(&mut self) {
+        // The timer first, so that nothing renews the lease once it is given up.
+        drop(self.renewal.take());
+        self.lease.release(&self.db);
+    }
+}
+
+/// Applies the missing migrations and claims the lease (answering its epoch), or
+/// refuses a newer schema or a database another server holds.
+fn migrate(db: &Db, shown: &str, node: String, lease: Duration, attempts: usize) -> Result<i64, OpenError> {
+    let url = shown.to_string();
+    let outcome = db
+        .runner
+        .block(txn::migrate(
+            db.pool.clone(),
+            node,
+            lease::millis(lease),
+            attempts,
+        ))
+        .map_err(|e| OpenError::Init {
+            url: url.clone(),
+            problem: e.to_string(),
+        })?;
+    let known = schema::latest();
+    match outcome {
+        Ok((0, epoch)) if known > 0 => {
+            tracing::info!(database = %url, version = known, "created the tables");
+            Ok(epoch)
+        }
+        Ok((from, epoch)) if from < known => {
+            tracing::info!(database = %url, from, to = known, "migrated the tables");
+            Ok(epoch)
+        }
+        Ok((_, epoch)) => Ok(epoch),
+        Err(txn::MigrateError::Held { node, until, in_secs }) => Err(OpenError::Held {
+            url,
+            node,
+            until,
+            in_secs,
+        }),
+        Err(txn::MigrateError::Connect(e)) => Err(OpenError::Connect {
+            url,
+            problem: e.to_string(),
+        }),
+        Err(txn::MigrateError::Init(e)) => Err(OpenError::Init {
+            url,
+            problem: e.to_string(),
+        }),
+        Err(txn::MigrateError::Newer(found)) => Err(OpenError::Schema { url, found, known }),
+        Err(txn::MigrateError::Migrate { from, source }) => Err(OpenError::Migrate {
+            url,
+            from,
+            to: known,
+            problem: source.to_string(),
+        }),
     }
 }
 
@@ -300,10 +393,15 @@ impl Backend for PostgresBackend {
         Ok(Box::new(PgTxn::new(conn, self.defs.clone())))
     }
 
+    /// Fenced: the transaction first renews this server's writer lease, and fails
+    /// with [`StorageError::Fenced`], keeping nothing, if another server claimed it;
+    /// once that happened every later write fails the same way at once.
     fn write(
         &self,
         f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StorageError>,
     ) -> Result<(), StorageError> {
+        self.lease.check()?;
+        let _turn = self.lease.turn();
         let mut delays = ExponentialBuilder::default()
             .with_min_delay(Duration::from_millis(10))
             .with_max_delay(Duration::from_millis(500))
@@ -314,7 +412,11 @@ impl Backend for PostgresBackend {
         loop {
             // `BEGIN` alone: the database's default isolation.
             let mut tx = PgTxn::new(self.begin("BEGIN")?, self.defs.clone());
-            let outcome = f(&mut tx).and_then(|()| tx.conn().commit());
+            let outcome = self
+                .lease
+                .fence(tx.conn())
+                .and_then(|()| f(&mut tx))
+                .and_then(|()| tx.conn().commit());
             let Err(e) = outcome else {
                 return Ok(());
             };

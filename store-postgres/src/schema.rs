@@ -14,7 +14,7 @@
 
 /// Migration `n` (from 1) brings a database from version `n - 1` to `n`. Never
 /// edit one that has shipped: add the next.
-pub(crate) const MIGRATIONS: &[&str] = &[V1];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// The schema version this build reads and writes.
 pub(crate) fn latest() -> i64 {
@@ -36,6 +36,18 @@ pub(crate) const WRITE_VERSION: &str = "INSERT INTO railyard_schema (id, version
 /// The `default` namespace, as the redb backend makes it: an empty record.
 pub(crate) const DEFAULT_NAMESPACE: &str = "INSERT INTO namespaces (name, record) VALUES ($1, $2)
     ON CONFLICT (name) DO NOTHING";
+
+/// Version 2: the writer lease (`crate::lease`): one row, the node writing to the
+/// database, its epoch (one more per claim) and when its lease expires, in database
+/// time. The row is made by the first claim.
+const V2: &str = r#"
+CREATE TABLE writer_lease (
+    id integer PRIMARY KEY CHECK (id = 1),
+    node text NOT NULL,
+    epoch bigint NOT NULL,
+    expires_at timestamptz NOT NULL
+);
+"#;
 
 /// Version 1: the tables of redb's layout 3, one table per redb table except `runs`,
 /// which redb keys by (namespace, run id, slot) and is here three tables (state row,

@@ -73,6 +73,22 @@ impl Admin {
             .map_err(|e| format!("{sql}: {e}"))
     }
 
+    /// The first column of the first row `sql` answers, as text.
+    fn query_text(&self, sql: String) -> Result<Option<String>, String> {
+        let client = self.client.clone();
+        let run = sql.clone();
+        self.runner
+            .block(async move {
+                let rows = client.simple_query(&run).await?;
+                Ok::<_, tokio_postgres::Error>(rows.into_iter().find_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_string),
+                    _ => None,
+                }))
+            })
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("{sql}: {e}"))
+    }
+
     /// Ends every session whose `application_name` is `name` (a backend a test
     /// left open), so that what they used can be dropped.
     fn terminate(&self, name: &str) -> Result<(), String> {
@@ -144,6 +160,15 @@ impl TestSchema {
             self.name
         ))
     }
+
+    /// The first column of the first row of `sql` (a query on this schema's
+    /// tables), as text; `None` when it answers no row or a `NULL`.
+    pub fn query_text(&self, sql: &str) -> Result<Option<String>, String> {
+        self.admin.query_text(format!(
+            "SET search_path TO {}; {sql}; RESET search_path",
+            self.name
+        ))
+    }
 }
 
 impl Drop for TestSchema {
@@ -182,6 +207,16 @@ impl TestDatabase {
     /// The URL of the new database.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// Runs `sql` on the new database, on a connection of its own.
+    pub fn execute(&self, sql: &str) -> Result<(), String> {
+        Admin::connect(&self.url)?.batch(sql.to_string())
+    }
+
+    /// The first column of the first row `sql` answers on the new database, as text.
+    pub fn query_text(&self, sql: &str) -> Result<Option<String>, String> {
+        Admin::connect(&self.url)?.query_text(sql.to_string())
     }
 }
 

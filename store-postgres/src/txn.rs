@@ -5,14 +5,14 @@
 
 use std::sync::Arc;
 
-use deadpool_postgres::Pool;
+use deadpool_postgres::{Object, Pool};
 use railyard_store::StorageError;
 use railyard_store::records::{DefinitionKey, DefinitionLookup, DefinitionRows, Definitions};
 use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 
-use crate::conn::{Conn, db_error, params, pool_error};
-use crate::schema;
+use crate::conn::{Conn, asks_retry, db_error, describe, params, pool_error};
+use crate::{lease, schema};
 
 /// A transaction: its connection and the definition cache.
 pub(crate) struct PgTxn {
@@ -71,7 +71,7 @@ pub(crate) fn limit(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// Why opening could not make the tables ready.
+/// Why opening could not make the tables ready, or claim them.
 pub(crate) enum MigrateError {
     /// No connection could be had.
     Connect(StorageError),
@@ -81,12 +81,57 @@ pub(crate) enum MigrateError {
     Newer(i64),
     /// A migration failed (from this version).
     Migrate { from: i64, source: StorageError },
+    /// Another node holds the writer lease: its id, until when (UTC), and in how
+    /// many seconds from now.
+    Held {
+        node: String,
+        until: String,
+        in_secs: f64,
+    },
+}
+
+/// What one run of the opening transaction found.
+enum Opened {
+    /// Migrated from this version, and claimed the lease at this epoch.
+    Claimed {
+        from: i64,
+        epoch: i64,
+    },
+    Newer(i64),
+    Negative(i64),
+    Held {
+        node: String,
+        until: String,
+        in_secs: f64,
+    },
+}
+
+/// A driver error of the opening transaction, and the migration it happened in.
+struct Failed {
+    migrating_from: Option<i64>,
+    error: tokio_postgres::Error,
+}
+
+impl From<tokio_postgres::Error> for Failed {
+    fn from(error: tokio_postgres::Error) -> Self {
+        Self {
+            migrating_from: None,
+            error,
+        }
+    }
 }
 
 /// Creates the version table, and in one transaction reads the version, applies the
-/// missing migrations, writes the new version and the `default` namespace. Answers
-/// the version found.
-pub(crate) async fn migrate(pool: Pool) -> Result<i64, MigrateError> {
+/// missing migrations, writes the new version and the `default` namespace, and claims
+/// the writer lease for `node` ([`crate::lease`]); a lease held by another node rolls
+/// all of it back. A run the database asks to retry (40001, 40P01) is run again, at
+/// most `attempts` runs in all. Answers the version found and the lease's epoch.
+pub(crate) async fn migrate(
+    pool: Pool,
+    node: String,
+    lease_ms: f64,
+    attempts: usize,
+) -> Result<(i64, i64), MigrateError> {
     let init = |e| MigrateError::Init(db_error(e));
     let mut client = pool
         .get()
@@ -96,35 +141,74 @@ pub(crate) async fn migrate(pool: Pool) -> Result<i64, MigrateError> {
         .batch_execute(schema::CREATE_VERSION_TABLE)
         .await
         .map_err(init)?;
-    let tx = client.transaction().await.map_err(init)?;
-    let found: i64 = match tx.query_opt(schema::READ_VERSION, &[]).await.map_err(init)? {
-        Some(row) => row.try_get(0).map_err(init)?,
+    let mut attempt = 1;
+    loop {
+        match migrate_once(&mut client, &node, lease_ms).await {
+            Ok(Opened::Claimed { from, epoch }) => return Ok((from, epoch)),
+            Ok(Opened::Newer(found)) => return Err(MigrateError::Newer(found)),
+            Ok(Opened::Negative(found)) => {
+                return Err(MigrateError::Init(StorageError::Corrupt {
+                    what: "schema version",
+                    source: format!("negative version {found}").into(),
+                }));
+            }
+            Ok(Opened::Held { node, until, in_secs }) => {
+                return Err(MigrateError::Held { node, until, in_secs });
+            }
+            Err(Failed { error, .. }) if asks_retry(&error) && attempt < attempts => {
+                tracing::warn!(error = %describe(&error), attempt, "the database asked to retry opening");
+                tokio::time::sleep(std::time::Duration::from_millis(20 * attempt as u64)).await;
+                attempt += 1;
+            }
+            Err(Failed {
+                migrating_from: Some(from),
+                error,
+            }) => {
+                return Err(MigrateError::Migrate {
+                    from,
+                    source: db_error(error),
+                });
+            }
+            Err(Failed { error, .. }) => return Err(init(error)),
+        }
+    }
+}
+
+/// One run of the opening transaction; dropping its transaction unanswered rolls it
+/// back.
+async fn migrate_once(client: &mut Object, node: &str, lease_ms: f64) -> Result<Opened, Failed> {
+    let tx = client.transaction().await?;
+    let found: i64 = match tx.query_opt(schema::READ_VERSION, &[]).await? {
+        Some(row) => row.try_get(0)?,
         None => 0,
     };
     let known = schema::latest();
     if found > known {
-        // Dropping `tx` rolls back: nothing was changed.
-        return Err(MigrateError::Newer(found));
+        return Ok(Opened::Newer(found));
     }
-    let from = usize::try_from(found).map_err(|_| {
-        MigrateError::Init(StorageError::Corrupt {
-            what: "schema version",
-            source: format!("negative version {found}").into(),
-        })
-    })?;
+    let Ok(from) = usize::try_from(found) else {
+        return Ok(Opened::Negative(found));
+    };
     for migration in &schema::MIGRATIONS[from..] {
-        tx.batch_execute(migration)
-            .await
-            .map_err(|e| MigrateError::Migrate {
-                from: found,
-                source: db_error(e),
-            })?;
+        tx.batch_execute(migration).await.map_err(|error| Failed {
+            migrating_from: Some(found),
+            error,
+        })?;
     }
-    tx.execute(schema::WRITE_VERSION, &[&known]).await.map_err(init)?;
+    tx.execute(schema::WRITE_VERSION, &[&known]).await?;
     let default = railyard_model::namespace::DEFAULT_NAMESPACE;
     tx.execute(schema::DEFAULT_NAMESPACE, &[&default, &b"{}".as_slice()])
-        .await
-        .map_err(init)?;
-    tx.commit().await.map_err(init)?;
-    Ok(found)
+        .await?;
+    let claimed = tx.query_opt(lease::CLAIM, &[&node, &lease_ms]).await?;
+    let Some(row) = claimed else {
+        let row = tx.query_one(lease::HOLDER, &[]).await?;
+        return Ok(Opened::Held {
+            node: row.try_get(0)?,
+            until: row.try_get(1)?,
+            in_secs: row.try_get(2)?,
+        });
+    };
+    let epoch: i64 = row.try_get(0)?;
+    tx.commit().await?;
+    Ok(Opened::Claimed { from: found, epoch })
 }

@@ -16,6 +16,11 @@ pub enum StorageError {
     /// A record that does not encode.
     #[error("cannot encode record: {0}")]
     Encode(Box<dyn std::error::Error + Send + Sync>),
+    /// This server no longer holds the database's writer lease: another node claimed
+    /// it (this one paused, or lost the database, past its lease). Nothing of the
+    /// write was kept, and no later write of this server is.
+    #[error("this server lost its claim on the database to node {holder}; it stops writing")]
+    Fenced { holder: String },
     /// A failure injected by the in-memory backend's fault plan.
     #[error("storage error: injected fault: {0}")]
     Injected(String),

@@ -1,11 +1,14 @@
 //! The server on PostgreSQL (`railyard server --store postgres://...`), as processes:
 //! a run a worker completed is all there after SIGKILL of the server and a restart on
-//! the same database, and the restarted server goes on serving. Each test has a
+//! the same database, and the restarted server goes on serving; a second server on
+//! a database one already writes to exits, naming the first's node. Each test has a
 //! database of its own on the server `RAILYARD_TEST_POSTGRES` names; without it the
 //! tests skip, saying so.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use railyard_proto::v1::{HistoryEvent, RunStatus};
 use railyard_sdk::Client;
@@ -123,8 +126,17 @@ fn a_completed_run_is_all_there_after_sigkill_and_a_restart_on_the_same_database
     first_worker.kill9();
     drop(api);
 
-    // SIGKILL: no shutdown code runs; the next server opens the same database.
-    let server = server.crash_and_restart();
+    // SIGKILL: no shutdown code runs. Its writer lease outlives it: a new server is
+    // refused, naming the killed one's node, until the lease expires.
+    let mut server = server;
+    server.kill9();
+    let killed = lease_holder(&db);
+    let (ok, said) = refused(db.url(), &sandbox);
+    assert!(!ok && said.contains(&format!("node {killed}")), "{said}");
+    // Standing in for waiting out the lease (30 s); then the next server opens the
+    // same database.
+    db.execute("UPDATE writer_lease SET expires_at = now()").unwrap();
+    let server = server.restart();
     let api = Api::new(&server.url);
     assert_eq!(api.status(&run), RunStatus::Completed);
     let after = api.history(&run);
@@ -142,4 +154,96 @@ fn a_completed_run_is_all_there_after_sigkill_and_a_restart_on_the_same_database
     let _second_worker = worker(&sandbox, &server, "pg-worker-2");
     let next = api.start("after the crash");
     assert_eq!(api.wait_closed(&next), RunStatus::Completed);
+}
+
+/// The node holding the database's writer lease.
+fn lease_holder(db: &TestDatabase) -> String {
+    db.query_text("SELECT node FROM writer_lease WHERE id = 1")
+        .unwrap()
+        .expect("a lease row")
+}
+
+/// Starts `railyard server` on `store` and waits (bounded) for it to exit: whether
+/// it exited with success, and what it said on stderr. A server that starts instead
+/// is killed and fails the test.
+fn refused(store: &str, sandbox: &Sandbox) -> (bool, String) {
+    let keys = sandbox.path("refused-keys");
+    let mut child = Command::new(BIN)
+        .args([
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--store", store, "--keys-dir"])
+        .arg(&keys)
+        .arg("--workflows")
+        .arg(sandbox.path("workflows"))
+        .env_remove("RAILYARD_AUTH")
+        .env_remove("RAILYARD_STORE")
+        .env_remove("RAILYARD_DATA_DIR")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn railyard server");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("a second server on the same database did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut said = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut said)
+        .expect("read stderr");
+    (status.success(), said)
+}
+
+#[test]
+fn a_second_server_on_the_same_database_exits_naming_the_first_and_a_stopped_one_lets_the_next_in() {
+    let Some(url) = test_url() else {
+        eprintln!(
+            "{}",
+            skipped("postgres::a_second_server_on_the_same_database_exits")
+        );
+        return;
+    };
+    let db = TestDatabase::create(&url).expect("a database of the test's own");
+    let sandbox = Sandbox::new();
+    sandbox.workflow("pg.json", WORKFLOW);
+    let first = ServerProcess::start_on_store(db.url(), &sandbox.path("data"), &sandbox.path("workflows"));
+    let node = lease_holder(&db);
+
+    let (ok, said) = refused(db.url(), &sandbox);
+    assert!(!ok, "the second server exits with an error: {said}");
+    assert!(
+        said.contains("another railyard server writes to this database")
+            && said.contains(&format!("node {node}"))
+            && said.contains("stop it or wait"),
+        "{said}"
+    );
+    // The first goes on serving.
+    let api = Api::new(&first.url);
+    let run = api.start("the first still writes");
+    assert_eq!(api.status(&run), RunStatus::Running);
+    drop(api);
+
+    // SIGTERM: the first gives its lease up on the way out, so the next starts at
+    // once (with a 30 s lease, a refusal here would be the lease not released).
+    assert!(first.stop().success());
+    let next = ServerProcess::start_on_store(db.url(), &sandbox.path("data"), &sandbox.path("workflows"));
+    assert_ne!(lease_holder(&db), node);
+    let api = Api::new(&next.url);
+    assert_eq!(api.status(&run), RunStatus::Running);
 }

@@ -255,6 +255,12 @@ impl ServerProcess {
     /// SIGKILL, then a new server on the same data directory, gRPC address and flags.
     pub fn crash_and_restart(mut self) -> Self {
         self.kill9();
+        self.restart()
+    }
+
+    /// A new server on the same data directory, gRPC address and flags, once this one
+    /// has ended ([`ServerProcess::kill9`]).
+    pub fn restart(self) -> Self {
         let (data, workflows, addr) = (self.data.clone(), self.workflows.clone(), self.grpc_addr.clone());
         let store = self.store.clone();
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();

@@ -227,6 +227,21 @@ fn a_storage_error_is_internal_and_names_its_source() {
     assert_eq!(tonic::Status::from(e).code(), tonic::Code::Internal);
 }
 
+#[test]
+fn a_server_fenced_off_its_database_is_unavailable_and_names_the_new_holder() {
+    let fenced = || StorageError::Fenced { holder: "n2".into() };
+    let direct = crate::error::ApiError::from(fenced());
+    let through_writer = crate::error::ApiError::from(WriteError::from(fenced()));
+    for e in [direct, through_writer] {
+        assert!(
+            e.to_string()
+                .contains("lost its claim on the database to node n2"),
+            "{e}"
+        );
+        assert_eq!(tonic::Status::from(e).code(), tonic::Code::Unavailable);
+    }
+}
+
 #[tokio::test]
 async fn through_the_handle_a_failed_commit_is_internal_and_the_writer_carries_on() {
     let backend = Arc::new(MemoryBackend::default());

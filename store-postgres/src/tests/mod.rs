@@ -1,6 +1,6 @@
 //! The backend against a real server (skipped, saying so, without
 //! `RAILYARD_TEST_POSTGRES`): opening, migrating and refusing schemas, snapshots,
-//! rollback, retries and timeouts. The storage trait's behaviour as a whole is
+//! rollback, retries and timeouts; the writer lease in [`lease`]. The storage trait's behaviour as a whole is
 //! checked against the reference backend by the server's writer tests.
 
 use std::sync::Arc;
@@ -10,11 +10,14 @@ use std::time::{Duration, Instant};
 use railyard_model::namespace::Namespace;
 use railyard_store::{Backend, StorageError};
 
+use crate::conn::params;
 use crate::testing::{TestSchema, skipped, test_url};
 use crate::{OpenError, PostgresBackend, PostgresOptions, schema};
 
+mod lease;
+
 /// A fresh schema, or `None` (and a printed line) when no database is configured.
-fn schema(test: &str) -> Option<TestSchema> {
+pub(super) fn schema(test: &str) -> Option<TestSchema> {
     let Some(url) = test_url() else {
         eprintln!("{}", skipped(test));
         return None;
@@ -22,7 +25,7 @@ fn schema(test: &str) -> Option<TestSchema> {
     Some(TestSchema::create(&url).expect("the test database takes a new schema"))
 }
 
-fn namespace(name: &str) -> Namespace {
+pub(super) fn namespace(name: &str) -> Namespace {
     Namespace {
         name: name.into(),
         ..Namespace::default()
@@ -125,30 +128,32 @@ fn a_deadlocked_write_is_run_again() {
         return;
     };
     let a = Arc::new(s.open().unwrap());
-    let b = Arc::new(s.open().unwrap());
-    // Two transactions take the same two rows in opposite orders: the database
-    // ends one of them (40P01) and the backend runs it again.
+    // The write takes row x, another transaction (a plain connection: a second
+    // backend would be refused the database) takes y, the write waits for y, and
+    // then the other for x. The write waited first, so the database ends it (40P01)
+    // and the backend runs it again.
     let runs = Arc::new(AtomicUsize::new(0));
     let mut other = None;
+    let put = "INSERT INTO namespaces (name, record) VALUES ($1, $2)
+               ON CONFLICT (name) DO UPDATE SET record = excluded.record";
     a.write(&mut |tx| {
         let n = runs.fetch_add(1, Ordering::SeqCst);
         tx.put_namespace(&namespace("x"))?;
         if n == 0 {
-            let (b, runs) = (b.clone(), runs.clone());
+            let conn = a.begin("BEGIN")?;
+            conn.execute(put, params!["y".to_string(), b"{}".to_vec()])?;
             other = Some(std::thread::spawn(move || {
-                b.write(&mut |tx| {
-                    runs.fetch_add(1, Ordering::SeqCst);
-                    tx.put_namespace(&namespace("y"))?;
-                    tx.put_namespace(&namespace("x"))
-                })
+                std::thread::sleep(Duration::from_millis(300));
+                let taken = conn.execute(put, params!["x".to_string(), b"{}".to_vec()]);
+                taken.and_then(|_| conn.commit())
             }));
-            std::thread::sleep(Duration::from_millis(300));
         }
         tx.put_namespace(&namespace("y"))
     })
     .unwrap();
-    other.expect("the other writer started").join().unwrap().unwrap();
-    assert!(runs.load(Ordering::SeqCst) >= 3, "one of the two ran again");
+    // The other may have been the one ended: either way it finished.
+    let _ = other.expect("the other transaction started").join().unwrap();
+    assert!(runs.load(Ordering::SeqCst) >= 2, "the write ran again");
     assert_eq!(a.snapshot().unwrap().namespaces().unwrap(), ["default", "x", "y"]);
 }
 
