@@ -17,11 +17,29 @@ pub(crate) fn failed(e: &anyhow::Error) -> ExitCode {
     // Server errors may quote what clients stored: escaped like all human output.
     // writeln!, not eprintln!: a closed stderr must not turn the error into a panic.
     let mut err = std::io::stderr();
-    let _ = writeln!(err, "error: {}", output::escape(&format!("{e:#}")));
+    let _ = writeln!(err, "error: {}", output::escape(&message(e)));
     if let Some(hint) = hint_for(e) {
         let _ = writeln!(err, "hint: {hint}");
     }
     ExitCode::from(EXIT_ERROR)
+}
+
+/// The error and its causes, joined by `: `. A cause whose text the message already
+/// holds is left out: many library errors say their source in their own text too,
+/// and anyhow's `{:#}` would print it twice ("X: X").
+fn message(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
 }
 
 /// A next step for errors people commonly meet.
@@ -62,5 +80,30 @@ mod tests {
         let denied = anyhow::Error::from(ClientError::PermissionDenied("bad signature".into()));
         assert_eq!(format!("{denied:#}"), "permission denied: bad signature");
         assert!(hint_for(&denied).is_none());
+    }
+
+    #[test]
+    fn a_cause_the_message_already_says_is_not_repeated() {
+        // A library error that says its source in its own text, as many do.
+        #[derive(Debug)]
+        struct DataDir(std::io::Error);
+        impl std::fmt::Display for DataDir {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "cannot create data directory /tmp/f/d: {}", self.0)
+            }
+        }
+        impl std::error::Error for DataDir {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let io = std::io::Error::new(std::io::ErrorKind::NotADirectory, "Not a directory");
+        let e = anyhow::Error::from(DataDir(io)).context("cannot start the server");
+        assert_eq!(
+            message(&e),
+            "cannot start the server: cannot create data directory /tmp/f/d: Not a directory"
+        );
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(message(&plain), "outer: inner");
     }
 }
