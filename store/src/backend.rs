@@ -300,4 +300,12 @@ pub trait Backend: Send + Sync {
         &self,
         f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StorageError>,
     ) -> Result<(), StorageError>;
+
+    /// Counts the times the backend reopened its database after a failure (0 for a
+    /// backend that never does). A commit that answered an error may still be found
+    /// after a reopen (its sync failed, its pages did not), so whoever keeps state
+    /// derived from the tables rebuilds it when this changes.
+    fn incarnation(&self) -> u64 {
+        0
+    }
 }

@@ -7,6 +7,11 @@ pub enum StorageError {
     /// The backend failed (I/O, the database engine); its error is the source.
     #[error("storage error: {0}")]
     Backend(Box<dyn std::error::Error + Send + Sync>),
+    /// The disk (or the connection to the database) failed: nothing of the write was
+    /// acknowledged, though a commit whose sync failed may yet be found on disk. The
+    /// backend reopens its database once it can; the request may be retried.
+    #[error("storage unavailable: {0}")]
+    Io(Box<dyn std::error::Error + Send + Sync>),
     /// A stored record that does not decode.
     #[error("corrupt {what} record: {source}")]
     Corrupt {

@@ -13,10 +13,13 @@
 //! purge) and `triggers` (the trigger tables).
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
 
+#[cfg(any(test, feature = "testing"))]
+pub mod faults;
 mod migrate;
 mod purge;
 mod reads;
@@ -69,7 +72,14 @@ macro_rules! redb_error {
     ($($t:ty),*) => {$(
         impl From<$t> for StorageError {
             fn from(e: $t) -> Self {
-                StorageError::Backend(Box::new(redb::Error::from(e)))
+                match redb::Error::from(e) {
+                    // The file failed, or failed before (redb then refuses everything
+                    // until the database is reopened): the disk, not the request.
+                    e @ (redb::Error::Io(_) | redb::Error::PreviousIo | redb::Error::DatabaseClosed) => {
+                        StorageError::Io(Box::new(e))
+                    }
+                    e => StorageError::Backend(Box::new(e)),
+                }
             }
         }
     )*};
@@ -153,12 +163,26 @@ fn make_private(path: &Path) -> std::io::Result<()> {
 }
 
 /// The database file `<data-dir>/railyard.redb`.
+///
+/// After a failed write or sync, redb refuses everything until the database is
+/// reopened; so does this backend ([`StorageError::Io`]), reopening the file at the
+/// next call that finds it failed, until the disk lets it. Each reopen is counted
+/// ([`Backend::incarnation`]): a commit that reported a failed sync may be found on
+/// disk after it, and the writer then rebuilds what it keeps in memory.
 pub struct RedbBackend {
-    db: Database,
+    /// `None` only between closing a failed database and reopening it.
+    db: RwLock<Option<Arc<Database>>>,
+    /// Opens the file again (the same path, cache and disk as the first time).
+    reopen: Opener,
+    /// Set by an I/O failure; cleared by a reopen.
+    failed: AtomicBool,
+    reopens: AtomicU64,
     /// Definitions by content, shared by every snapshot and write transaction, so
     /// that decoding a run does not parse its definition again.
     defs: Arc<Definitions>,
 }
+
+type Opener = Box<dyn Fn() -> Result<Database, redb::DatabaseError> + Send + Sync>;
 
 /// redb's page cache for a server that does not say: 64 MiB, a size that suits a
 /// small machine (redb's own default is 1 GiB, which the cache fills as the database
@@ -177,26 +201,54 @@ impl RedbBackend {
     /// and the `default` namespace exist.
     pub fn open_with_cache(dir: &Path, cache_bytes: usize) -> Result<Self, OpenError> {
         let path = dir.join("railyard.redb");
-        let shown = path.display().to_string();
         make_private(&path).map_err(|source| OpenError::Permissions {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let file = path.clone();
+        Self::open_with(
+            &path,
+            Box::new(move || Database::builder().set_cache_size(cache_bytes).create(&file)),
+        )
+    }
+
+    /// Opens `<dir>/railyard.redb` on a disk that fails when `faults` says so: for
+    /// tests of what a failed write or sync does, and of recovering from it.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn open_faulty(dir: &Path, faults: &faults::DiskFaults) -> Result<Self, OpenError> {
+        let path = dir.join("railyard.redb");
+        make_private(&path).map_err(|source| OpenError::Permissions {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let (file, faults) = (path.clone(), faults.clone());
+        Self::open_with(&path, Box::new(move || faults.open(&file)))
+    }
+
+    /// Opens the database with `reopen`, migrates a file of layout 2 (in one
+    /// transaction: on failure nothing changes), refuses a file of another layout,
+    /// and makes sure every table and the `default` namespace exist.
+    fn open_with(path: &Path, reopen: Opener) -> Result<Self, OpenError> {
+        let shown = path.display().to_string();
+        let db = reopen().map_err(|source| OpenError::Database {
             path: shown.clone(),
             source,
         })?;
-        let db = Database::builder()
-            .set_cache_size(cache_bytes)
-            .create(&path)
-            .map_err(|source| OpenError::Database {
-                path: shown.clone(),
-                source,
-            })?;
         let backend = Self {
-            db,
+            db: RwLock::new(Some(Arc::new(db))),
+            reopen,
+            failed: AtomicBool::new(false),
+            reopens: AtomicU64::new(0),
             defs: Arc::default(),
         };
+        let db = backend.usable_db().map_err(|source| OpenError::Init {
+            path: shown.clone(),
+            source,
+        })?;
         match backend.schema() {
             Ok(None | Some(SCHEMA_VERSION)) => {}
             Ok(Some(from @ migrate::LAYOUT_2)) => {
-                migrate::from_layout_2(&backend.db).map_err(|source| OpenError::Migrate {
+                migrate::from_layout_2(&db).map_err(|source| OpenError::Migrate {
                     path: shown.clone(),
                     from,
                     source,
@@ -207,20 +259,66 @@ impl RedbBackend {
         }
         backend
             .init()
-            .and_then(|()| purge::build_close_index(&backend.db, &backend.defs))
+            .and_then(|()| purge::build_close_index(&db, &backend.defs))
             .map_err(|source| OpenError::Init { path: shown, source })?;
         Ok(backend)
     }
 
-    /// The database, for tests that look at the rows themselves.
+    /// The open database, for tests that look at the rows themselves.
     #[cfg(test)]
-    pub(crate) fn db(&self) -> &Database {
-        &self.db
+    pub(crate) fn db(&self) -> Arc<Database> {
+        self.usable_db().expect("the test's database is open")
+    }
+
+    /// The open database, reopened first if an I/O failure left it refusing
+    /// everything. Reopening needs the old one closed (redb locks the file while it
+    /// is open), so it fails, and is tried again at the next call, while a snapshot
+    /// still holds the old one or while the disk still fails.
+    fn usable_db(&self) -> Result<Arc<Database>, StorageError> {
+        if !self.failed.load(Ordering::Acquire) {
+            let slot = self.db.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(db) = slot.as_ref() {
+                return Ok(db.clone());
+            }
+        }
+        let mut slot = self.db.write().unwrap_or_else(|p| p.into_inner());
+        if !self.failed.load(Ordering::Acquire)
+            && let Some(db) = slot.as_ref()
+        {
+            return Ok(db.clone());
+        }
+        drop(slot.take());
+        match (self.reopen)() {
+            Ok(db) => {
+                let db = Arc::new(db);
+                *slot = Some(db.clone());
+                self.failed.store(false, Ordering::Release);
+                let n = self.reopens.fetch_add(1, Ordering::AcqRel) + 1;
+                tracing::warn!(reopens = n, "database reopened after an I/O failure");
+                Ok(db)
+            }
+            Err(e) => {
+                self.failed.store(true, Ordering::Release);
+                Err(StorageError::Io(
+                    format!("the database failed and cannot be reopened yet: {e}").into(),
+                ))
+            }
+        }
+    }
+
+    /// Notes an I/O failure, so that the next call reopens the database.
+    fn noting<T>(&self, r: Result<T, StorageError>) -> Result<T, StorageError> {
+        if let Err(StorageError::Io(e)) = &r
+            && !self.failed.swap(true, Ordering::AcqRel)
+        {
+            tracing::error!(error = %e, "database I/O failed; refusing requests until it reopens");
+        }
+        r
     }
 
     /// The stored layout version; `None` for a new, empty database.
     pub(crate) fn schema(&self) -> Result<Option<u64>, StorageError> {
-        let tx = self.db.begin_read()?;
+        let tx = self.usable_db()?.begin_read()?;
         let names: Vec<String> = tx.list_tables()?.map(|t| t.name().to_string()).collect();
         if names.is_empty() {
             return Ok(None);
@@ -234,7 +332,7 @@ impl RedbBackend {
     }
 
     fn init(&self) -> Result<(), StorageError> {
-        let tx = self.db.begin_write()?;
+        let tx = self.usable_db()?.begin_write()?;
         {
             tx.open_table(META)?.insert("schema", SCHEMA_VERSION)?;
             tx.open_table(RUNS)?;
@@ -261,8 +359,9 @@ impl RedbBackend {
 
 impl Backend for RedbBackend {
     fn snapshot(&self) -> Result<Box<dyn Snapshot>, StorageError> {
+        let tx = self.noting(self.usable_db().and_then(|db| Ok(db.begin_read()?)))?;
         Ok(Box::new(RedbSnapshot {
-            tx: self.db.begin_read()?,
+            tx,
             defs: self.defs.clone(),
         }))
     }
@@ -271,28 +370,36 @@ impl Backend for RedbBackend {
         &self,
         f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StorageError>,
     ) -> Result<(), StorageError> {
-        let tx = self.db.begin_write()?;
-        {
-            // Every table the writer may change, opened once per transaction.
-            let mut t = RedbTx {
-                tx: &tx,
-                runs: tx.open_table(RUNS)?,
-                open_runs: tx.open_table(OPEN_RUNS)?,
-                tasks: tx.open_table(TASKS)?,
-                timers: tx.open_table(TIMERS)?,
-                idempotency: tx.open_table(IDEMPOTENCY)?,
-                by_start: tx.open_table(RUNS_BY_START)?,
-                by_close: tx.open_table(RUNS_BY_CLOSE)?,
-                children: tx.open_table(CHILDREN)?,
-                definitions: tx.open_table(DEFINITIONS)?,
-                schedules: tx.open_table(SCHEDULES)?,
-                defs: &self.defs,
-            };
-            // On error the transaction is dropped, which aborts it.
-            f(&mut t)?;
-        }
-        tx.commit()?;
-        Ok(())
+        let db = self.usable_db()?;
+        let outcome = (|| {
+            let tx = db.begin_write()?;
+            {
+                // Every table the writer may change, opened once per transaction.
+                let mut t = RedbTx {
+                    tx: &tx,
+                    runs: tx.open_table(RUNS)?,
+                    open_runs: tx.open_table(OPEN_RUNS)?,
+                    tasks: tx.open_table(TASKS)?,
+                    timers: tx.open_table(TIMERS)?,
+                    idempotency: tx.open_table(IDEMPOTENCY)?,
+                    by_start: tx.open_table(RUNS_BY_START)?,
+                    by_close: tx.open_table(RUNS_BY_CLOSE)?,
+                    children: tx.open_table(CHILDREN)?,
+                    definitions: tx.open_table(DEFINITIONS)?,
+                    schedules: tx.open_table(SCHEDULES)?,
+                    defs: &self.defs,
+                };
+                // On error the transaction is dropped, which aborts it.
+                f(&mut t)?;
+            }
+            tx.commit()?;
+            Ok(())
+        })();
+        self.noting(outcome)
+    }
+
+    fn incarnation(&self) -> u64 {
+        self.reopens.load(Ordering::Acquire)
     }
 }
 
@@ -348,7 +455,7 @@ mod tests {
     fn fill_and_read(backend: &RedbBackend, mib: usize) {
         let table: TableDefinition<u64, &[u8]> = TableDefinition::new("filler");
         let row = vec![7u8; 16 << 10];
-        let tx = backend.db.begin_write().unwrap();
+        let tx = backend.db().begin_write().unwrap();
         {
             let mut t = tx.open_table(table).unwrap();
             for i in 0..(mib as u64 * 64) {
@@ -356,7 +463,7 @@ mod tests {
             }
         }
         tx.commit().unwrap();
-        let tx = backend.db.begin_read().unwrap();
+        let tx = backend.db().begin_read().unwrap();
         let t = tx.open_table(table).unwrap();
         for i in 0..(mib as u64 * 64) {
             assert!(t.get(i).unwrap().is_some());
@@ -371,7 +478,7 @@ mod tests {
         let small = tempfile::tempdir().unwrap();
         let backend = RedbBackend::open_with_cache(small.path(), 1 << 20).unwrap();
         fill_and_read(&backend, 8);
-        let stats = backend.db.cache_stats();
+        let stats = backend.db().cache_stats();
         assert!(stats.evictions() > 0, "a 1 MiB cache evicted nothing");
         assert!(
             stats.used_bytes() <= 2 << 20,
@@ -382,7 +489,7 @@ mod tests {
         let default = tempfile::tempdir().unwrap();
         let backend = RedbBackend::open(default.path()).unwrap();
         fill_and_read(&backend, 8);
-        let stats = backend.db.cache_stats();
+        let stats = backend.db().cache_stats();
         assert!(
             stats.used_bytes() > 4 << 20,
             "{} bytes cached",

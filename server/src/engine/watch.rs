@@ -37,4 +37,13 @@ impl Watchers {
             }
         }
     }
+
+    /// The runs someone is watching.
+    pub fn watched(&self) -> Vec<(String, String)> {
+        let runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        runs.iter()
+            .filter(|(_, tx)| tx.receiver_count() > 0)
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
 }

@@ -173,6 +173,7 @@ impl Writer {
                     next_seq,
                     follow_ups: Vec::new(),
                     limits,
+                    incarnation: 0,
                 }
                 .run(rx)
             })
@@ -512,6 +513,9 @@ struct WriterLoop {
     follow_ups: Vec<Command>,
     /// Open runs per namespace and start buckets, for the start limits.
     limits: StartLimits,
+    /// The backend's [`incarnation`](railyard_store::Backend::incarnation) that
+    /// matching, lease deadlines and the counts here were last built from.
+    incarnation: u64,
 }
 
 impl WriterLoop {
@@ -531,8 +535,57 @@ impl WriterLoop {
                 }
             }
             self.apply_batch(batch);
+            self.resync_if_reopened();
         }
         tracing::debug!("writer stopped");
+    }
+
+    /// After the backend reopened its database (a failed disk that came back), what
+    /// memory holds may be behind the tables: a batch whose commit answered an error
+    /// may be on disk all the same (its sync failed, its writes did not). The tables
+    /// are the truth: offer every ready task to matching again, set every lease
+    /// deadline, recount open runs, wake the timers and every watcher. A stale entry
+    /// this leaves finds its run moved on and does nothing (ARCHITECTURE.md, rule 7).
+    fn resync_if_reopened(&mut self) {
+        let now = self.store.backend().incarnation();
+        if now == self.incarnation {
+            return;
+        }
+        match self.resync() {
+            Ok(()) => {
+                self.incarnation = now;
+                tracing::warn!(
+                    incarnation = now,
+                    "memory rebuilt from storage after the database reopened"
+                );
+            }
+            // Tried again after the next batch.
+            Err(e) => tracing::error!(error = %e, "cannot rebuild memory from storage yet"),
+        }
+    }
+
+    fn resync(&mut self) -> Result<(), StorageError> {
+        let snapshot = self.store.snapshot()?;
+        self.next_seq = self.next_seq.max(snapshot.max_seq()?);
+        self.limits = StartLimits::new(snapshot.open_run_counts()?);
+        for t in snapshot.ready_tasks()? {
+            self.hooks.matching.push(TaskRef {
+                namespace: t.namespace,
+                queue: t.queue,
+                task_seq: t.task_seq,
+                run_id: t.run_id,
+            });
+        }
+        for (due, ns, run_id, lease) in self.store.lease_deadlines()? {
+            self.hooks.leases.set(&ns, &run_id, Some((due, lease)));
+        }
+        for (ns, run_id) in self.hooks.watchers.watched() {
+            if let Some(run) = snapshot.run(&ns, &run_id)? {
+                self.hooks.watchers.notify(&ns, &run_id, run.last_event_id);
+            }
+        }
+        self.hooks.timer_wake.notify_one();
+        Ok(())
     }
 
     fn apply_batch(&mut self, batch: Vec<Command>) {

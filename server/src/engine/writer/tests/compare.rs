@@ -148,6 +148,7 @@ fn side(kind: Kind) -> Side {
             next_seq: store.next_seq().unwrap(),
             follow_ups: Vec::new(),
             limits: StartLimits::new(store.open_run_counts().unwrap()),
+            incarnation: 0,
         },
         store,
         matching,

@@ -29,6 +29,7 @@ fn harness() -> Harness {
         next_seq: store.next_seq().unwrap(),
         follow_ups: Vec::new(),
         limits: StartLimits::new(store.open_run_counts().unwrap()),
+        incarnation: 0,
     };
     Harness {
         lp,
