@@ -11,6 +11,7 @@ mod contracts;
 mod definitions;
 mod delivery;
 mod delivery_guards;
+mod follower;
 mod key_scope;
 mod listener;
 mod metrics;
