@@ -14,6 +14,7 @@ pub mod http;
 mod inproc;
 mod metrics;
 pub mod net;
+pub mod node;
 pub mod registry;
 pub mod service;
 pub mod signature;

@@ -5,8 +5,8 @@
 use railyard_store::StorageError;
 
 use crate::conn::{db_error, params};
-use crate::lease::LEADER;
-use crate::{Connected, OpenError, PostgresBackend, claim};
+use crate::lease::{LEADER, new_node_id};
+use crate::{Connected, OpenError, PostgresBackend, PostgresOptions, claim, connect};
 
 /// Who holds the database's writer lease, and where it serves.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +39,13 @@ pub struct Standby {
 impl Standby {
     pub(crate) fn new(connected: Connected, node: String) -> Self {
         Self { connected, node }
+    }
+
+    /// A node on `url` that has claimed nothing yet, with a new node id: checks the
+    /// options and the URL and makes the pool, connecting at the first question
+    /// ([`Standby::try_claim`] migrates the tables as [`PostgresBackend::open`] does).
+    pub fn connect(url: &str, options: &PostgresOptions) -> Result<Self, OpenError> {
+        Ok(Self::new(connect(url, options)?, new_node_id()))
     }
 
     /// This node's id: the one it claims with.
