@@ -22,8 +22,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use railyard_store::Store;
 use futures::FutureExt;
+use railyard_store::Store;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -202,7 +202,9 @@ impl Node {
         match said {
             Ok(Ok(())) => {}
             // The loop hears of a lost claim on its own channel.
-            Ok(Err(e)) => tracing::warn!(node = %self.node(), error = %e, "cannot say where this leader serves"),
+            Ok(Err(e)) => {
+                tracing::warn!(node = %self.node(), error = %e, "cannot say where this leader serves")
+            }
             Err(e) => tracing::warn!(node = %self.node(), error = %e, "cannot say where this leader serves"),
         }
         tracing::info!(node = %self.node(), epoch = claim.epoch, role = "leader", grpc = %grpc, http = %http,

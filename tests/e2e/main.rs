@@ -9,6 +9,7 @@ mod auth;
 mod bench_fanout;
 mod children;
 mod cli_commands;
+mod cluster;
 mod contracts;
 mod crash;
 mod delivery;

@@ -192,6 +192,11 @@ impl ServerProcess {
         Self::launch(keys, Some(store), workflows, None, &[])
     }
 
+    /// [`ServerProcess::start_on_store`] with more flags (`--node-lease 3s` ...).
+    pub fn start_on_store_with(store: &str, keys: &Path, workflows: &Path, args: &[&str]) -> Self {
+        Self::launch(keys, Some(store), workflows, None, args)
+    }
+
     fn launch(data: &Path, store: Option<&str>, workflows: &Path, grpc: Option<&str>, args: &[&str]) -> Self {
         let mut cmd = Command::new(BIN);
         cmd.arg("server").args([

@@ -534,10 +534,9 @@ impl ServerArgs {
                 let d = crate::client::timefmt::parse_duration(text)
                     .map_err(|e| loaded.invalid("server.node_lease", e))?;
                 if !(MIN_NODE_LEASE..=MAX_NODE_LEASE).contains(&d) {
-                    return Err(loaded.invalid(
-                        "server.node_lease",
-                        format!("{text} is not between 1s and 10m"),
-                    ));
+                    return Err(
+                        loaded.invalid("server.node_lease", format!("{text} is not between 1s and 10m"))
+                    );
                 }
                 d
             }

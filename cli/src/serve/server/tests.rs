@@ -415,15 +415,24 @@ fn several_nodes_settings_go_with_a_postgres_store_and_are_checked() {
         store: Some(url.into()),
         ..ServerArgs::default()
     }
-    .settings_with(env(&[("RAILYARD_NODE_LEASE", "1m"), ("RAILYARD_ADVERTISE_HOST", "10.0.0.5")]))
+    .settings_with(env(&[
+        ("RAILYARD_NODE_LEASE", "1m"),
+        ("RAILYARD_ADVERTISE_HOST", "10.0.0.5"),
+    ]))
     .unwrap();
-    assert_eq!((s.node_lease, s.advertised_host().as_str()), (Duration::from_secs(60), "10.0.0.5"));
+    assert_eq!(
+        (s.node_lease, s.advertised_host().as_str()),
+        (Duration::from_secs(60), "10.0.0.5")
+    );
 
     // Every interface, and nothing says where the other nodes reach this one.
     let e = pg(&|a| a.listen = Some("0.0.0.0:7400".parse().unwrap()))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("--advertise-host") && e.contains("server.listen"), "{e}");
+    assert!(
+        e.contains("--advertise-host") && e.contains("server.listen"),
+        "{e}"
+    );
     // Mutual TLS cannot cross a follower.
     let dir = tempfile::tempdir().unwrap();
     let e = pg(&|a| {
@@ -433,12 +442,17 @@ fn several_nodes_settings_go_with_a_postgres_store_and_are_checked() {
     })
     .unwrap_err()
     .to_string();
-    assert!(e.contains("server.tls_client_ca") && e.contains("mutual TLS"), "{e}");
+    assert!(
+        e.contains("server.tls_client_ca") && e.contains("mutual TLS"),
+        "{e}"
+    );
     for bad in ["0s", "11m", "soon"] {
         let e = pg(&|a| a.node_lease = Some(bad.into())).unwrap_err().to_string();
         assert!(e.contains("server.node_lease"), "{bad}: {e}");
     }
-    let e = pg(&|a| a.advertise_host = Some("a b".into())).unwrap_err().to_string();
+    let e = pg(&|a| a.advertise_host = Some("a b".into()))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("server.advertise_host"), "{e}");
     // Not with redb.
     for (args, key) in [
