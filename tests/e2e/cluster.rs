@@ -21,7 +21,7 @@ pub(crate) const HANG: Duration = Duration::from_secs(90);
 pub(crate) const LEASE: &str = "3s";
 
 pub(crate) const WORKFLOW: &str = r#"{"id": "job", "version": "1", "name": "A job", "taskQueue": "jobs",
-  "steps": [{"id": "one", "title": "One", "prompt": "do {{goal}}"}]}"#;
+  "steps": [{"id": "one", "title": "One", "prompt": "do {{goal}}", "heartbeatTimeoutSeconds": 5}]}"#;
 
 /// A schedule's target: a queue nobody polls, so its runs stay open.
 pub(crate) const TICK: &str = r#"{"id": "tick", "version": "1", "name": "A tick", "taskQueue": "nobody",

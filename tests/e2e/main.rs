@@ -10,6 +10,7 @@ mod bench_fanout;
 mod children;
 mod cli_commands;
 mod cluster;
+mod cluster_faults;
 mod contracts;
 mod crash;
 mod delivery;
