@@ -83,10 +83,13 @@ impl From<StorageError> for ApiError {
 impl From<Arc<StorageError>> for ApiError {
     /// A server fenced off its database (another node writes to it now) is
     /// `UNAVAILABLE`: the request may succeed on the node that holds the database;
-    /// any other storage failure is `INTERNAL`.
+    /// so is a database that cannot be reached now; any other storage failure is
+    /// `INTERNAL`.
     fn from(e: Arc<StorageError>) -> Self {
         match &*e {
-            StorageError::Fenced { .. } => ApiError::Unavailable(e.to_string()),
+            StorageError::Fenced { .. } | StorageError::Unavailable(_) => {
+                ApiError::Unavailable(e.to_string())
+            }
             _ => ApiError::Storage(e),
         }
     }

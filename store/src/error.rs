@@ -21,6 +21,12 @@ pub enum StorageError {
     /// write was kept, and no later write of this server is.
     #[error("this server lost its claim on the database to node {holder}; it stops writing")]
     Fenced { holder: String },
+    /// The database cannot be reached now (a networked backend: no connection, a
+    /// connection lost, the database shutting down). Nothing of the call was kept,
+    /// unless a `COMMIT` whose answer was lost took effect; trying again later may
+    /// succeed.
+    #[error("the database cannot be reached: {0}")]
+    Unavailable(String),
     /// A failure injected by the in-memory backend's fault plan.
     #[error("storage error: injected fault: {0}")]
     Injected(String),

@@ -41,7 +41,12 @@ impl Cluster {
             eprintln!("{}", skipped(test));
             return None;
         };
-        let db = TestDatabase::create(&url).expect("a database of the test's own");
+        Some(Self::start_on(&url, n))
+    }
+
+    /// `n` nodes on a new database on the server at `url`.
+    pub(crate) fn start_on(url: &str, n: usize) -> Self {
+        let db = TestDatabase::create(url).expect("a database of the test's own");
         let sandbox = Sandbox::new();
         sandbox.workflow("job.json", WORKFLOW);
         sandbox.workflow("tick.json", TICK);
@@ -54,7 +59,7 @@ impl Cluster {
             let node = cluster.node();
             cluster.nodes.push(node);
         }
-        Some(cluster)
+        cluster
     }
 
     /// A new node on the database.

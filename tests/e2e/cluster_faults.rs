@@ -1,8 +1,9 @@
 //! Several nodes on one PostgreSQL database, under faults: the leader SIGKILLed under
 //! load (nothing acknowledged lost or doubled; runs redelivered and finished through
 //! the new leader), and the leader stopped (SIGSTOP) past its lease and continued
-//! (it writes nothing more and follows). Counts checked exactly; the deadlines only
-//! bound hangs.
+//! (it writes nothing more and follows), and the database stopped and started again
+//! under load (calls answer `UNAVAILABLE` meanwhile; the nodes reconnect by
+//! themselves). Counts checked exactly; the deadlines only bound hangs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,7 +13,8 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use railyard_proto::v1::{self, RunStatus};
-use railyard_sdk::{Client, Completion, StepWorker};
+use railyard_sdk::{Client, Completion, ConnectOptions, StepWorker};
+use railyard_store_postgres::testing::{skipped, test_url};
 use tokio::task::JoinHandle;
 
 use crate::cluster::*;
@@ -283,5 +285,60 @@ fn a_leader_stopped_past_its_lease_writes_nothing_once_continued_and_follows() {
         let due = due_times(&runs, "tick");
         assert!(due.len() >= 3, "{due:?}");
         assert_gap_free(&due, 1000);
+    });
+}
+
+#[test]
+fn the_database_stopped_under_load_gives_unavailable_and_loses_nothing_once_it_is_back() {
+    if test_url().is_none() {
+        eprintln!("{}", skipped("cluster_faults::the_database_stopped_under_load"));
+        return;
+    }
+    let Some(pg) = crate::support::pgctl::PgCluster::start() else {
+        return;
+    };
+    let c = Cluster::start_on(&pg.url(), 3);
+    let rt = runtime();
+    let _in = rt.enter();
+    let clients: Vec<Client> = c.nodes.iter().map(client).collect();
+    // One try each, so a refusal is seen rather than retried.
+    let once: Vec<Client> = c
+        .nodes
+        .iter()
+        .map(|n| {
+            let opts = ConnectOptions {
+                max_attempts: 1,
+                ..ConnectOptions::default()
+            };
+            Client::lazy(&n.url, opts).expect("client")
+        })
+        .collect();
+    rt.block_on(async {
+        let mut load = Load::spawn(&clients, &clients);
+        load.wait_started(10).await;
+        pg.stop_immediate();
+        // Every node answers, UNAVAILABLE, well within the call's own deadline.
+        for (i, client) in once.iter().enumerate() {
+            let req = v1::StartRunRequest {
+                namespace: "default".into(),
+                workflow_id: "job".into(),
+                goal: "while the database is down".into(),
+                run_id: format!("down-{i}"),
+                ..Default::default()
+            };
+            let err = tokio::time::timeout(HANG, client.start_run_with(req))
+                .await
+                .expect("answered, not hung")
+                .expect_err("no database, no start");
+            assert_eq!(err.code(), Some(tonic::Code::Unavailable), "node {i}: {err}");
+        }
+        // Down past the nodes' lease, then back: the nodes reconnect by themselves.
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        pg.start_again();
+        let before = load.started().len();
+        load.wait_started(before + 15).await;
+        load.stop_starting().await;
+        check_nothing_lost_or_doubled(&clients[0], &load).await;
+        load.stop_working().await;
     });
 }

@@ -3,6 +3,7 @@
 //! started again on the same data.
 
 pub mod mock_model;
+pub mod pgctl;
 pub mod worker;
 
 use std::cell::RefCell;

@@ -72,11 +72,16 @@ impl Election for PgElection {
 
 /// Runs this node on the database at `url` until SIGTERM or Ctrl-C.
 pub(super) async fn run(settings: &ServerSettings, url: &str) -> anyhow::Result<()> {
+    let defaults = PostgresOptions::default();
     let options = PostgresOptions {
         password: std::env::var("PGPASSWORD").ok().filter(|p| !p.is_empty()),
         lease: settings.node_lease,
         lease_renew_every: settings.node_lease / 3,
-        ..PostgresOptions::default()
+        // A leader stopped (SIGSTOP) inside a write transaction holds the lease row's
+        // lock: the database ends such a transaction once it has been idle as long as
+        // the lease, so another node can claim the lease after it expires.
+        idle_in_transaction_timeout: settings.node_lease.min(defaults.idle_in_transaction_timeout),
+        ..defaults
     };
     let standby = {
         let url = url.to_string();
