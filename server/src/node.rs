@@ -40,8 +40,11 @@ pub struct Claim {
     pub lost: watch::Receiver<Option<String>>,
     /// Records where this node serves (`grpc`, `http` as `host:port`, TLS on or off)
     /// for the followers; blocking (it writes to the database).
-    pub advertise: Arc<dyn Fn(&str, &str, bool) -> Result<(), String> + Send + Sync>,
+    pub advertise: Advertise,
 }
+
+/// Records where a leader serves: `(grpc, http, tls)`; blocking.
+pub type Advertise = Arc<dyn Fn(&str, &str, bool) -> Result<(), String> + Send + Sync>;
 
 /// What [`Election::try_claim`] answers: the claim, `None` while another node holds
 /// it, or why the database could not be asked.

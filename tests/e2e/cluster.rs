@@ -315,3 +315,30 @@ fn three_nodes_serve_one_database_whichever_node_a_client_or_worker_calls() {
         assert_eq!(open, due_times(&runs, "tick").len());
     });
 }
+
+#[test]
+fn mcp_on_a_follower_keeps_its_session_there_and_acts_through_the_leader() {
+    let Some(c) = Cluster::start("cluster::mcp_on_a_follower", 2) else {
+        return;
+    };
+    let follower = &c.nodes[1];
+    assert_eq!(role(follower).as_deref(), Some("follower"));
+    let mut mcp = crate::mcp_http::HttpMcp::new(&format!("http://{}/mcp", follower.http_addr), None);
+    let (status, init) = mcp.initialize();
+    assert_eq!(status, 200, "{init}");
+    let listed = mcp.tool("list_workflows", serde_json::json!({}));
+    assert!(listed.to_string().contains("\"job\""), "{listed}");
+    let started = mcp.tool(
+        "start_workflow",
+        serde_json::json!({"workflow_id": "job", "goal": "through the follower's /mcp"}),
+    );
+    assert_ne!(started["isError"], serde_json::json!(true), "{started}");
+    let rt = runtime();
+    let _in = rt.enter();
+    let leader = client(&c.nodes[0]);
+    let runs = rt.block_on(all_runs(&leader));
+    assert!(
+        runs.iter().any(|r| r.goal == "through the follower's /mcp"),
+        "the run is on the leader: {runs:?}"
+    );
+}
