@@ -2,7 +2,8 @@
 //! tasks to polling workers under signed leases, and fires durable timers.
 //!
 //! [`RunningServer::start`] is the one entry point; [`RunningServer::shutdown`] is
-//! the one place the server stops. The map of the code is in the repository's
+//! the one place the server stops. On a database several nodes share, [`node`]
+//! runs one as the leader or a [`follower`] forwarding to it. The map of the code is in the repository's
 //! `ARCHITECTURE.md`.
 
 pub mod clock;

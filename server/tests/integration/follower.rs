@@ -327,3 +327,113 @@ async fn with_the_leader_gone_or_silent_a_follower_answers_unavailable_within_th
     );
     lonely.shutdown(HANG).await;
 }
+
+#[tokio::test]
+async fn a_follower_forwards_to_a_tls_leader_trusting_the_peer_ca_and_refuses_mutual_tls() {
+    use railyard_sdk::TlsOptions;
+    use railyard_server::tls::TlsFiles;
+
+    let data = tempfile::tempdir().unwrap();
+    let workflows = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    std::fs::write(workflows.path().join("two.json"), TWO_STEPS).unwrap();
+    let ca = crate::tls::TestCa::new(certs.path(), "nodes");
+    let (leader_cert, leader_key) = ca.issue("leader");
+    let (follower_cert, follower_key) = ca.issue("follower");
+    let mut config = ServerConfig::new(data.path(), workflows.path());
+    config.grpc_listen = "127.0.0.1:0".parse().unwrap();
+    config.http_listen = "127.0.0.1:0".parse().unwrap();
+    config.tls = Some(TlsFiles {
+        cert: leader_cert,
+        key: leader_key,
+        client_ca: None,
+    });
+    let leader = RunningServer::start(config).await.unwrap();
+    let target = Leader {
+        node: "tls-leader".into(),
+        epoch: 1,
+        grpc: format!("localhost:{}", leader.grpc_addr.port()),
+        http: format!("localhost:{}", leader.http_addr.port()),
+        tls: true,
+    };
+    let tls = TlsFiles {
+        cert: follower_cert,
+        key: follower_key,
+        client_ca: None,
+    };
+    let mut config = FollowerConfig::new("tls-follower", Arc::new(FixedLeader(Some(target))));
+    config.grpc_listen = "127.0.0.1:0".parse().unwrap();
+    config.http_listen = "127.0.0.1:0".parse().unwrap();
+    config.tls = Some(tls.clone());
+    config.peer_ca = Some(ca.ca_path());
+
+    // Mutual TLS cannot be forwarded: refused, naming the file.
+    let mut mutual = config.clone();
+    mutual.tls = Some(TlsFiles {
+        client_ca: Some(ca.ca_path()),
+        ..tls
+    });
+    let err = RunningFollower::start(mutual).await.err().expect("refused");
+    assert!(err.to_string().contains("--tls-client-ca"), "{err}");
+
+    let follower = RunningFollower::start(config).await.unwrap();
+    let opts = ConnectOptions {
+        tls: TlsOptions {
+            ca: Some(ca.ca_path()),
+            ..TlsOptions::default()
+        },
+        max_attempts: 1,
+        ..ConnectOptions::default()
+    };
+    let client = Client::connect_with(&format!("https://localhost:{}", follower.grpc_addr.port()), opts)
+        .await
+        .unwrap();
+    let run_id = client
+        .start_run("default", "two", "over tls", HashMap::new())
+        .await
+        .expect("forwarded over TLS to the leader");
+    let pem = std::fs::read(ca.ca_path()).unwrap();
+    let http = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap())
+        .build()
+        .unwrap();
+    let health: serde_json::Value = http
+        .get(format!("https://localhost:{}/healthz", follower.http_addr.port()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["leader"]["tls"], true, "{health}");
+    let missing = http
+        .post(format!(
+            "https://localhost:{}/hooks/default/nope",
+            follower.http_addr.port()
+        ))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        missing.status(),
+        404,
+        "forwarded over TLS, answered by the leader"
+    );
+    let direct = Client::connect_with(
+        &format!("https://localhost:{}", leader.grpc_addr.port()),
+        ConnectOptions {
+            tls: TlsOptions {
+                ca: Some(ca.ca_path()),
+                ..TlsOptions::default()
+            },
+            ..ConnectOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(direct.describe_run("default", &run_id).await.is_ok());
+    follower.shutdown(HANG).await;
+    leader.shutdown().await;
+}
