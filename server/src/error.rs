@@ -82,12 +82,14 @@ impl From<StorageError> for ApiError {
 
 impl From<Arc<StorageError>> for ApiError {
     /// A server fenced off its database (another node writes to it now) is
-    /// `UNAVAILABLE`: the request may succeed on the node that holds the database; so
-    /// is a failed disk or database connection (the request may succeed once the
-    /// backend has reopened it); any other storage failure is `INTERNAL`.
+    /// `UNAVAILABLE`: the request may succeed on the node that holds the database;
+    /// so is a database that cannot be reached now; any other storage failure is
+    /// `INTERNAL`.
     fn from(e: Arc<StorageError>) -> Self {
         match &*e {
-            StorageError::Fenced { .. } | StorageError::Io(_) => ApiError::Unavailable(e.to_string()),
+            StorageError::Fenced { .. } | StorageError::Unavailable(_) => {
+                ApiError::Unavailable(e.to_string())
+            }
             _ => ApiError::Storage(e),
         }
     }

@@ -49,7 +49,7 @@ pub(crate) fn router(core: Arc<Core>, hook_body_bytes: usize) -> Router {
 /// any of its body is read (the body limit alone would wait for `limit` bytes to
 /// arrive, or for a sender that never sends them). A `Content-Length` that is not a
 /// number is `400`. Without one (chunked), the body limit applies as it is read.
-async fn refuse_declared_oversize(
+pub(crate) async fn refuse_declared_oversize(
     limit: usize,
     req: axum::extract::Request,
     next: axum::middleware::Next,
@@ -71,7 +71,7 @@ async fn refuse_declared_oversize(
     next.run(req).await
 }
 
-fn json_error(status: StatusCode, message: String) -> Response {
+pub(crate) fn json_error(status: StatusCode, message: String) -> Response {
     let body = serde_json::json!({ "error": message });
     (
         status,

@@ -2,17 +2,20 @@
 //! tasks to polling workers under signed leases, and fires durable timers.
 //!
 //! [`RunningServer::start`] is the one entry point; [`RunningServer::shutdown`] is
-//! the one place the server stops. The map of the code is in the repository's
+//! the one place the server stops. On a database several nodes share, [`node`]
+//! runs one as the leader or a [`follower`] forwarding to it. The map of the code is in the repository's
 //! `ARCHITECTURE.md`.
 
 pub mod clock;
 pub mod engine;
 pub mod error;
+pub mod follower;
 mod grpc;
 pub mod http;
 mod inproc;
 mod metrics;
 pub mod net;
+pub mod node;
 pub mod registry;
 pub mod service;
 pub mod signature;
@@ -157,15 +160,7 @@ impl ServerConfig {
 
     /// Refuses a listener on a non-loopback address without auth, unless `insecure`.
     pub fn check_exposure(&self) -> Result<(), StartError> {
-        if self.auth || self.insecure {
-            return Ok(());
-        }
-        for addr in [self.grpc_listen, self.http_listen] {
-            if !addr.ip().is_loopback() {
-                return Err(StartError::Exposed { addr });
-            }
-        }
-        Ok(())
+        check_exposure(self.auth, self.insecure, [self.grpc_listen, self.http_listen])
     }
 }
 
@@ -297,26 +292,8 @@ impl RunningServer {
             tracing::info!(saved, deleted, "configured triggers written to storage");
         }
 
-        let grpc_listener = tokio::net::TcpListener::bind(config.grpc_listen)
-            .await
-            .map_err(|source| StartError::Bind {
-                addr: config.grpc_listen,
-                source,
-            })?;
-        let http_listener = tokio::net::TcpListener::bind(config.http_listen)
-            .await
-            .map_err(|source| StartError::Bind {
-                addr: config.http_listen,
-                source,
-            })?;
-        let grpc_addr = grpc_listener.local_addr().map_err(|source| StartError::Bind {
-            addr: config.grpc_listen,
-            source,
-        })?;
-        let http_addr = http_listener.local_addr().map_err(|source| StartError::Bind {
-            addr: config.http_listen,
-            source,
-        })?;
+        let (grpc_listener, grpc_addr) = bind(config.grpc_listen).await?;
+        let (http_listener, http_addr) = bind(config.http_listen).await?;
 
         let sender = engine::sender::Sender::new(
             &config.delivery,
@@ -384,27 +361,13 @@ impl RunningServer {
             let mutual = server_tls.as_ref().is_some_and(|t| t.mutual);
             routes = routes.merge(extra.layer(http::extension_guard(core.clone(), mutual)));
         }
-        let mut http_shutdown = shutdown_rx;
-        let http_tls = server_tls.as_ref().map(|t| t.http.clone());
-        let net_limits = config.net;
-        tasks.push(tokio::spawn(async move {
-            let listener = net::BoundedListener::http(http_listener, net_limits, "http");
-            let stop = async move {
-                let _ = http_shutdown.wait_for(|s| *s).await;
-            };
-            let served = match http_tls {
-                Some(acceptor) => {
-                    let listener = tls::TlsListener::new(listener, acceptor);
-                    // The connection's verified client certificate, for the extension guard.
-                    let routes = routes.into_make_service_with_connect_info::<tls::HttpPeer>();
-                    axum::serve(listener, routes).with_graceful_shutdown(stop).await
-                }
-                None => axum::serve(listener, routes).with_graceful_shutdown(stop).await,
-            };
-            if let Err(e) = served {
-                tracing::error!(error = %e, "HTTP listener failed");
-            }
-        }));
+        tasks.push(spawn_http(
+            http_listener,
+            routes,
+            config.net,
+            server_tls.as_ref().map(|t| t.http.clone()),
+            shutdown_rx,
+        ));
         let tls_mode = match &server_tls {
             Some(t) if t.mutual => "mutual",
             Some(_) => "on",
@@ -435,6 +398,58 @@ impl RunningServer {
         let _ = tokio::task::spawn_blocking(move || writer.join()).await;
         tracing::info!("railyard server stopped");
     }
+}
+
+/// Refuses a listener on a non-loopback address without auth, unless `insecure`.
+pub(crate) fn check_exposure(auth: bool, insecure: bool, addrs: [SocketAddr; 2]) -> Result<(), StartError> {
+    if auth || insecure {
+        return Ok(());
+    }
+    for addr in addrs {
+        if !addr.ip().is_loopback() {
+            return Err(StartError::Exposed { addr });
+        }
+    }
+    Ok(())
+}
+
+/// Serves `routes` on the HTTP listener (TLS when `tls` is given) until shutdown.
+pub(crate) fn spawn_http(
+    http_listener: tokio::net::TcpListener,
+    routes: axum::Router,
+    net_limits: net::NetLimits,
+    http_tls: Option<tokio_rustls::TlsAcceptor>,
+    mut http_shutdown: shutdown_watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let listener = net::BoundedListener::http(http_listener, net_limits, "http");
+        let stop = async move {
+            let _ = http_shutdown.wait_for(|s| *s).await;
+        };
+        let served = match http_tls {
+            Some(acceptor) => {
+                let listener = tls::TlsListener::new(listener, acceptor);
+                // The connection's verified client certificate, for the extension guard.
+                let routes = routes.into_make_service_with_connect_info::<tls::HttpPeer>();
+                axum::serve(listener, routes).with_graceful_shutdown(stop).await
+            }
+            None => axum::serve(listener, routes).with_graceful_shutdown(stop).await,
+        };
+        if let Err(e) = served {
+            tracing::error!(error = %e, "HTTP listener failed");
+        }
+    })
+}
+
+/// Binds a listener; answers it with its bound address.
+pub(crate) async fn bind(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr), StartError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Bind { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| StartError::Bind { addr, source })?;
+    Ok((listener, bound))
 }
 
 /// Creates the data directory (and any missing parents) readable by its owner only
@@ -489,7 +504,7 @@ const PURGE_BATCH: usize = 1000;
 
 /// The gRPC services, health and reflection: served on the gRPC listener and on the
 /// in-process channel alike.
-async fn grpc_routes(core: Arc<Core>) -> tonic::service::Routes {
+pub(crate) async fn grpc_routes(core: Arc<Core>) -> tonic::service::Routes {
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
         .set_serving::<HistoryServer<grpc::history::HistoryService>>()
@@ -506,16 +521,6 @@ async fn grpc_routes(core: Arc<Core>) -> tonic::service::Routes {
     health_reporter
         .set_serving::<TriggersServer<grpc::triggers::TriggersService>>()
         .await;
-    // Both reflection versions: grpcurl speaks v1; Python's grpcio reflection
-    // client, Postman and grpcui still speak v1alpha.
-    let reflection = || {
-        tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(railyard_proto::v1::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-    };
-    let unavailable = |e: tonic_reflection::server::Error| {
-        tracing::error!(error = %e, "reflection service unavailable");
-    };
     let history = HistoryServer::new(grpc::history::HistoryService { core: core.clone() })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -531,12 +536,26 @@ async fn grpc_routes(core: Arc<Core>) -> tonic::service::Routes {
     let tasks = TasksServer::new(grpc::tasks::TasksService { core })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let mut routes = tonic::service::Routes::new(health_service)
+    let routes = tonic::service::Routes::new(health_service)
         .add_service(history)
         .add_service(tasks)
         .add_service(schedules)
         .add_service(admin)
         .add_service(triggers);
+    add_reflection(routes)
+}
+
+/// `routes` with the reflection services added (both versions: grpcurl speaks v1;
+/// Python's grpcio reflection client, Postman and grpcui still speak v1alpha).
+pub(crate) fn add_reflection(mut routes: tonic::service::Routes) -> tonic::service::Routes {
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(railyard_proto::v1::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let unavailable = |e: tonic_reflection::server::Error| {
+        tracing::error!(error = %e, "reflection service unavailable");
+    };
     if let Ok(r) = reflection().build_v1().map_err(unavailable) {
         routes = routes.add_service(r);
     }
@@ -550,7 +569,7 @@ async fn grpc_routes(core: Arc<Core>) -> tonic::service::Routes {
 /// [`grpc::peer::PeerLayer`]: only this process makes these connections, so the
 /// caller's certificate subject in the metadata is the gateway's, taken from its
 /// verified HTTP caller.
-async fn serve_in_process(
+pub(crate) async fn serve_in_process(
     routes: tonic::service::Routes,
     metrics: Arc<Metrics>,
     incoming: tokio::sync::mpsc::Receiver<tokio::io::DuplexStream>,
@@ -570,7 +589,7 @@ async fn serve_in_process(
     }
 }
 
-async fn serve_grpc(
+pub(crate) async fn serve_grpc(
     routes: tonic::service::Routes,
     metrics: Arc<Metrics>,
     listener: net::BoundedListener,

@@ -30,15 +30,26 @@ macro_rules! params {
 pub(crate) use params;
 
 /// A driver error as a [`StorageError`]: boxed, so the boundary names no driver type.
+/// A driver error that means the database cannot be reached (no SQLSTATE: the
+/// connection failed or closed; class 08, connection exception; 57P01-57P03, the
+/// server shutting down or starting) is [`StorageError::Unavailable`].
 pub(crate) fn db_error(e: tokio_postgres::Error) -> StorageError {
+    let unreachable = match e.code() {
+        None => true,
+        Some(c) => c.code().starts_with("08") || ["57P01", "57P02", "57P03"].contains(&c.code()),
+    };
+    if unreachable {
+        return StorageError::Unavailable(describe(&e));
+    }
     StorageError::Backend(Box::new(DriverError(e)))
 }
 
-/// A pool error as a [`StorageError`]: the driver's error when it has one.
+/// A pool error as a [`StorageError`]: no connection could be had, so the database
+/// cannot be reached (the driver's error when it has one).
 pub(crate) fn pool_error(e: deadpool_postgres::PoolError) -> StorageError {
     match e {
         deadpool_postgres::PoolError::Backend(e) => db_error(e),
-        other => StorageError::Backend(format!("no database connection: {other}").into()),
+        other => StorageError::Unavailable(format!("no database connection: {other}")),
     }
 }
 
@@ -155,7 +166,7 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
 }
 
 fn lost() -> StorageError {
-    StorageError::Backend(
+    StorageError::Unavailable(
         "the database connection of this transaction was lost after an earlier error".into(),
     )
 }
@@ -306,13 +317,10 @@ impl Conn {
             Ok(Err(_elapsed)) => {
                 // The connection went down with the abandoned statement.
                 state.failed = true;
-                Err(StorageError::Backend(
-                    format!(
-                        "the database did not answer within {} ms; the connection was closed",
-                        timeout.as_millis()
-                    )
-                    .into(),
-                ))
+                Err(StorageError::Unavailable(format!(
+                    "the database did not answer within {} ms; the connection was closed",
+                    timeout.as_millis()
+                )))
             }
             Err(e) => {
                 state.failed = true;

@@ -12,6 +12,12 @@
 //! ([`Renewal`]); a lost lease is final: every later write fails with
 //! [`StorageError::Fenced`] and nothing claims it back.
 //!
+//! The row also says where the holder serves (its advertised gRPC and HTTP
+//! addresses, and whether they speak TLS), written by [`Lease::advertise`] once its
+//! listeners are up and cleared by each claim: the other nodes, standing by
+//! ([`crate::Standby`]), forward their calls there. A lost lease is announced on a
+//! [`tokio::sync::watch`] channel ([`Lease::lost`]) so the server can step down.
+//!
 //! Plain SQL only (no advisory locks, `LISTEN`, system columns): it holds under
 //! `SERIALIZABLE`, where a claim racing a renewal is a 40001 run again.
 
@@ -24,17 +30,27 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use railyard_store::StorageError;
+use tokio::sync::watch;
 
 use crate::conn::{Conn, Db, db_error, params};
 
 /// Takes the lease when it is free (no row) or expired; answers the new epoch, or no
-/// row when another node holds it. `$1`: this node, `$2`: the lease in ms.
+/// row when another node holds it. The last holder's addresses are cleared: the new
+/// one says its own once it serves. `$1`: this node, `$2`: the lease in ms.
 pub(crate) const CLAIM: &str = "INSERT INTO writer_lease (id, node, epoch, expires_at)
     VALUES (1, $1, 1, now() + $2::float8 * interval '1 millisecond')
     ON CONFLICT (id) DO UPDATE SET node = excluded.node, epoch = writer_lease.epoch + 1,
-        expires_at = excluded.expires_at
+        expires_at = excluded.expires_at, grpc_addr = '', http_addr = '', tls = false
     WHERE writer_lease.expires_at <= now()
     RETURNING epoch";
+
+/// The holder of a lease that has not expired, and where it serves.
+pub(crate) const LEADER: &str = "SELECT node, epoch, grpc_addr, http_addr, tls,
+    (expires_at AT TIME ZONE 'UTC')::text, CAST(extract(epoch FROM expires_at - now()) AS float8)
+    FROM writer_lease WHERE id = 1 AND expires_at > now()";
+
+/// Records where the holder serves (after the fence, in its transaction).
+const ADVERTISE: &str = "UPDATE writer_lease SET grpc_addr = $3, http_addr = $4, tls = $5 WHERE id = 1 AND epoch = $1 AND node = $2";
 
 /// Who holds the lease, until when (UTC), and in how many seconds that is.
 pub(crate) const HOLDER: &str = "SELECT node, (expires_at AT TIME ZONE 'UTC')::text,
@@ -76,6 +92,8 @@ pub(crate) struct Lease {
     lost_to: Mutex<Option<String>>,
     /// Test hook: the timer skips its renewals (a node stopped by SIGSTOP).
     paused: AtomicBool,
+    /// Turns to the node that took the lease, once one has.
+    lost: watch::Sender<Option<String>>,
 }
 
 impl Lease {
@@ -87,7 +105,13 @@ impl Lease {
             turn: Mutex::new(()),
             lost_to: Mutex::new(None),
             paused: AtomicBool::new(false),
+            lost: watch::Sender::new(None),
         }
+    }
+
+    /// A receiver that turns to `Some(node)` once `node` took the lease from this one.
+    pub(crate) fn lost(&self) -> watch::Receiver<Option<String>> {
+        self.lost.subscribe()
     }
 
     pub(crate) fn node(&self) -> &str {
@@ -135,6 +159,7 @@ impl Lease {
                  (every later write fails; restart it to claim the database again once the other node stops)"
             );
             *lost = Some(holder.clone());
+            self.lost.send_replace(Some(holder.clone()));
         }
         StorageError::Fenced { holder }
     }
@@ -164,6 +189,25 @@ impl Lease {
         let _turn = self.turn();
         let conn = db.begin("BEGIN")?;
         self.fence(&conn)?;
+        conn.commit()
+    }
+
+    /// Records, fenced, where this node serves, for the nodes standing by.
+    pub(crate) fn advertise(&self, db: &Db, grpc: &str, http: &str, tls: bool) -> Result<(), StorageError> {
+        self.check()?;
+        let _turn = self.turn();
+        let conn = db.begin("BEGIN")?;
+        self.fence(&conn)?;
+        conn.execute(
+            ADVERTISE,
+            params![
+                self.epoch,
+                self.node.clone(),
+                grpc.to_string(),
+                http.to_string(),
+                tls
+            ],
+        )?;
         conn.commit()
     }
 

@@ -12,7 +12,8 @@
 //!   `statement_timeout` (and `idle_in_transaction_session_timeout`) set on every
 //!   connection, so a dead database gives an error, not a hang.
 //! - **One writer**: opening claims the database's writer lease ([`lease`]) or is
-//!   refused while another server holds it; every write transaction checks and
+//!   refused while another server holds it (or stands by, [`Standby`], to claim it
+//!   once it is free); every write transaction checks and
 //!   renews it first, and a server that lost it writes nothing more.
 //! - **Portability**: plain SQL that also holds under `SERIALIZABLE`: no sequences,
 //!   `LISTEN`/`NOTIFY`, advisory locks or system columns.
@@ -27,6 +28,7 @@ mod reads;
 pub mod redact;
 mod runtime;
 mod schema;
+mod standby;
 #[cfg(feature = "testing")]
 pub mod testing;
 #[cfg(test)]
@@ -47,6 +49,7 @@ use tokio_postgres::NoTls;
 use tokio_postgres::config::SslMode;
 
 pub use redact::redact;
+pub use standby::{LeaderInfo, Standby};
 
 use conn::{Conn, Db};
 use lease::{Lease, Renewal};
@@ -188,92 +191,48 @@ impl PostgresBackend {
     /// claims the writer lease, all in one transaction: refused ([`OpenError::Held`])
     /// while another server holds the lease, and then nothing is changed.
     pub fn open(url: &str, options: &PostgresOptions) -> Result<Self, OpenError> {
-        let shown = redact(url);
-        if options.lease.is_zero()
-            || options.lease_renew_every.is_zero()
-            || options.lease_renew_every >= options.lease
-        {
-            return Err(OpenError::Options {
-                problem: format!(
-                    "lease_renew_every ({:?}) must be more than zero and less than lease ({:?})",
-                    options.lease_renew_every, options.lease
-                ),
-            });
-        }
-        let mut config = tokio_postgres::Config::from_str(url).map_err(|e| OpenError::Url {
-            url: shown.clone(),
-            problem: conn::describe(&e),
-        })?;
-        if config.get_ssl_mode() == SslMode::Require {
-            return Err(OpenError::Unsupported {
-                url: shown,
-                problem: "sslmode=require: TLS to the database is not supported yet".into(),
-            });
-        }
-        if config.get_password().is_none()
-            && let Some(password) = &options.password
-        {
-            config.password(password.as_str());
-        }
-        if config.get_application_name().is_none() {
-            config.application_name(options.application_name.as_str());
-        }
-        config.connect_timeout(options.connect_timeout);
-        config.options(session_options(config.get_options(), options, &shown)?);
-        let runner = Arc::new(Runner::new().map_err(|e| OpenError::Runtime {
-            problem: e.to_string(),
-        })?);
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                // Connections come back only after their transaction ended (see
-                // `conn`), so checking them costs a round trip for nothing.
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(options.pool_size.max(1))
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .wait_timeout(Some(options.wait_timeout))
-            .create_timeout(Some(options.connect_timeout))
-            .recycle_timeout(Some(options.connect_timeout))
-            .build()
-            .map_err(|e| OpenError::Pool {
-                url: shown.clone(),
-                problem: e.to_string(),
-            })?;
-        let db = Db {
-            runner,
-            pool,
-            call_timeout: options.statement_timeout + CALL_SLACK,
-        };
-        let write_attempts = options.write_attempts.max(1);
+        let connected = connect(url, options)?;
+        claim(&connected, lease::new_node_id())
+    }
+
+    /// [`PostgresBackend::open`], but a lease another node holds is not an error:
+    /// the answer is then a [`Standby`] on the same database, which says who leads
+    /// and claims the lease once it is free.
+    pub fn open_or_standby(url: &str, options: &PostgresOptions) -> Result<Opening, OpenError> {
+        let connected = connect(url, options)?;
         let node = lease::new_node_id();
-        let epoch = migrate(&db, &shown, node.clone(), options.lease, write_attempts)?;
-        let lease = Arc::new(Lease::new(node, epoch, options.lease));
-        let mut backend = Self {
-            db: db.clone(),
-            defs: Arc::default(),
-            write_attempts,
-            lease: lease.clone(),
-            renewal: None,
-        };
-        // From here on a failure drops `backend`, which releases the lease.
-        backend.renewal =
-            Some(
-                Renewal::start(lease, db, options.lease_renew_every).map_err(|e| OpenError::Runtime {
-                    problem: format!("cannot start the lease renewal thread: {e}"),
-                })?,
-            );
-        tracing::info!(
-            database = %shown,
-            node = backend.lease.node(),
-            epoch,
-            lease = ?options.lease,
-            "postgres storage open; this server holds the database's writer lease"
-        );
-        Ok(backend)
+        match claim(&connected, node.clone()) {
+            Ok(backend) => Ok(Opening::Leader(backend)),
+            Err(OpenError::Held {
+                node: holder,
+                in_secs,
+                ..
+            }) => {
+                tracing::info!(
+                    database = %connected.shown,
+                    node = %node,
+                    leader = %holder,
+                    lease_left_secs = in_secs,
+                    "another node holds the database's writer lease; standing by"
+                );
+                Ok(Opening::Standby(Standby::new(connected, node)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Records where this node serves (`host:port` of its gRPC and HTTP listeners,
+    /// and whether they speak TLS) on the writer lease, fenced like a write, for the
+    /// nodes standing by to forward to.
+    pub fn advertise(&self, grpc: &str, http: &str, tls: bool) -> Result<(), StorageError> {
+        self.lease.advertise(&self.db, grpc, http, tls)
+    }
+
+    /// A receiver that turns to `Some(node)` once `node` took the writer lease from
+    /// this backend (a write or a renewal found it fenced): from then on every
+    /// write fails, and the server should step down.
+    pub fn lost(&self) -> tokio::sync::watch::Receiver<Option<String>> {
+        self.lease.lost()
     }
 
     /// This server's node id: random, made at open, recorded in the writer lease.
@@ -305,6 +264,122 @@ impl Drop for PostgresBackend {
         drop(self.renewal.take());
         self.lease.release(&self.db);
     }
+}
+
+/// What opening a backend or a standby is.
+pub enum Opening {
+    /// This node claimed the writer lease.
+    Leader(PostgresBackend),
+    /// Another node holds it.
+    Standby(Standby),
+}
+
+/// A database connected to (its pool and runtime), before any claim.
+pub(crate) struct Connected {
+    pub(crate) db: Db,
+    /// The URL, redacted.
+    pub(crate) shown: String,
+    pub(crate) options: PostgresOptions,
+    pub(crate) write_attempts: usize,
+}
+
+/// Checks the options and the URL and makes the pool (connecting lazily).
+fn connect(url: &str, options: &PostgresOptions) -> Result<Connected, OpenError> {
+    let shown = redact(url);
+    if options.lease.is_zero()
+        || options.lease_renew_every.is_zero()
+        || options.lease_renew_every >= options.lease
+    {
+        return Err(OpenError::Options {
+            problem: format!(
+                "lease_renew_every ({:?}) must be more than zero and less than lease ({:?})",
+                options.lease_renew_every, options.lease
+            ),
+        });
+    }
+    let mut config = tokio_postgres::Config::from_str(url).map_err(|e| OpenError::Url {
+        url: shown.clone(),
+        problem: conn::describe(&e),
+    })?;
+    if config.get_ssl_mode() == SslMode::Require {
+        return Err(OpenError::Unsupported {
+            url: shown,
+            problem: "sslmode=require: TLS to the database is not supported yet".into(),
+        });
+    }
+    if config.get_password().is_none()
+        && let Some(password) = &options.password
+    {
+        config.password(password.as_str());
+    }
+    if config.get_application_name().is_none() {
+        config.application_name(options.application_name.as_str());
+    }
+    config.connect_timeout(options.connect_timeout);
+    config.options(session_options(config.get_options(), options, &shown)?);
+    let runner = Arc::new(Runner::new().map_err(|e| OpenError::Runtime {
+        problem: e.to_string(),
+    })?);
+    let manager = Manager::from_config(
+        config,
+        NoTls,
+        ManagerConfig {
+            // Connections come back only after their transaction ended (see
+            // `conn`), so checking them costs a round trip for nothing.
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    let pool = Pool::builder(manager)
+        .max_size(options.pool_size.max(1))
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .wait_timeout(Some(options.wait_timeout))
+        .create_timeout(Some(options.connect_timeout))
+        .recycle_timeout(Some(options.connect_timeout))
+        .build()
+        .map_err(|e| OpenError::Pool {
+            url: shown.clone(),
+            problem: e.to_string(),
+        })?;
+    let db = Db {
+        runner,
+        pool,
+        call_timeout: options.statement_timeout + CALL_SLACK,
+    };
+    Ok(Connected {
+        db,
+        shown,
+        options: options.clone(),
+        write_attempts: options.write_attempts.max(1),
+    })
+}
+
+/// Migrates and claims the writer lease for `node` ([`migrate`]); a backend holding
+/// it, with its renewal timer running.
+pub(crate) fn claim(c: &Connected, node: String) -> Result<PostgresBackend, OpenError> {
+    let options = &c.options;
+    let epoch = migrate(&c.db, &c.shown, node.clone(), options.lease, c.write_attempts)?;
+    let lease = Arc::new(Lease::new(node, epoch, options.lease));
+    let mut backend = PostgresBackend {
+        db: c.db.clone(),
+        defs: Arc::default(),
+        write_attempts: c.write_attempts,
+        lease: lease.clone(),
+        renewal: None,
+    };
+    // From here on a failure drops `backend`, which releases the lease.
+    backend.renewal = Some(
+        Renewal::start(lease, c.db.clone(), options.lease_renew_every).map_err(|e| OpenError::Runtime {
+            problem: format!("cannot start the lease renewal thread: {e}"),
+        })?,
+    );
+    tracing::info!(
+        database = %c.shown,
+        node = backend.lease.node(),
+        epoch,
+        lease = ?options.lease,
+        "postgres storage open; this server holds the database's writer lease"
+    );
+    Ok(backend)
 }
 
 /// Applies the missing migrations and claims the lease (answering its epoch), or

@@ -14,7 +14,7 @@
 
 /// Migration `n` (from 1) brings a database from version `n - 1` to `n`. Never
 /// edit one that has shipped: add the next.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, LEADER_ADDRESSES];
 
 /// The schema version this build reads and writes.
 pub(crate) fn latest() -> i64 {
@@ -36,6 +36,16 @@ pub(crate) const WRITE_VERSION: &str = "INSERT INTO railyard_schema (id, version
 /// The `default` namespace, as the redb backend makes it: an empty record.
 pub(crate) const DEFAULT_NAMESPACE: &str = "INSERT INTO namespaces (name, record) VALUES ($1, $2)
     ON CONFLICT (name) DO NOTHING";
+
+/// The leader's addresses on the writer lease's row (`crate::lease`): where the
+/// holder serves gRPC and HTTP (`host:port`, empty until it says) and whether they
+/// speak TLS, so the nodes standing by can forward to it.
+const LEADER_ADDRESSES: &str = r#"
+ALTER TABLE writer_lease
+    ADD COLUMN grpc_addr text NOT NULL DEFAULT '',
+    ADD COLUMN http_addr text NOT NULL DEFAULT '',
+    ADD COLUMN tls boolean NOT NULL DEFAULT false;
+"#;
 
 /// Version 2: the writer lease (`crate::lease`): one row, the node writing to the
 /// database, its epoch (one more per claim) and when its lease expires, in database

@@ -7,11 +7,6 @@ pub enum StorageError {
     /// The backend failed (I/O, the database engine); its error is the source.
     #[error("storage error: {0}")]
     Backend(Box<dyn std::error::Error + Send + Sync>),
-    /// The disk (or the connection to the database) failed: nothing of the write was
-    /// acknowledged, though a commit whose sync failed may yet be found on disk. The
-    /// backend reopens its database once it can; the request may be retried.
-    #[error("storage unavailable: {0}")]
-    Io(Box<dyn std::error::Error + Send + Sync>),
     /// A stored record that does not decode.
     #[error("corrupt {what} record: {source}")]
     Corrupt {
@@ -26,6 +21,14 @@ pub enum StorageError {
     /// write was kept, and no later write of this server is.
     #[error("this server lost its claim on the database to node {holder}; it stops writing")]
     Fenced { holder: String },
+    /// The database cannot be reached now: a networked backend has no connection (or
+    /// lost it, or the database is shutting down), or the disk under redb failed a
+    /// write or a sync (redb is reopened once it can be). Nothing of the call was
+    /// acknowledged, though a commit whose answer was lost (a `COMMIT` reply, a
+    /// failed sync after its pages were written) may yet be found; trying again later
+    /// may succeed.
+    #[error("the database cannot be reached: {0}")]
+    Unavailable(String),
     /// A failure injected by the in-memory backend's fault plan.
     #[error("storage error: injected fault: {0}")]
     Injected(String),

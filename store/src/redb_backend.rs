@@ -76,7 +76,7 @@ macro_rules! redb_error {
                     // The file failed, or failed before (redb then refuses everything
                     // until the database is reopened): the disk, not the request.
                     e @ (redb::Error::Io(_) | redb::Error::PreviousIo | redb::Error::DatabaseClosed) => {
-                        StorageError::Io(Box::new(e))
+                        StorageError::Unavailable(e.to_string())
                     }
                     e => StorageError::Backend(Box::new(e)),
                 }
@@ -165,7 +165,7 @@ fn make_private(path: &Path) -> std::io::Result<()> {
 /// The database file `<data-dir>/railyard.redb`.
 ///
 /// After a failed write or sync, redb refuses everything until the database is
-/// reopened; so does this backend ([`StorageError::Io`]), reopening the file at the
+/// reopened; so does this backend ([`StorageError::Unavailable`]), reopening the file at the
 /// next call that finds it failed, until the disk lets it. Each reopen is counted
 /// ([`Backend::incarnation`]): a commit that reported a failed sync may be found on
 /// disk after it, and the writer then rebuilds what it keeps in memory.
@@ -299,16 +299,16 @@ impl RedbBackend {
             }
             Err(e) => {
                 self.failed.store(true, Ordering::Release);
-                Err(StorageError::Io(
-                    format!("the database failed and cannot be reopened yet: {e}").into(),
-                ))
+                Err(StorageError::Unavailable(format!(
+                    "the database file failed and cannot be reopened yet: {e}"
+                )))
             }
         }
     }
 
     /// Notes an I/O failure, so that the next call reopens the database.
     fn noting<T>(&self, r: Result<T, StorageError>) -> Result<T, StorageError> {
-        if let Err(StorageError::Io(e)) = &r
+        if let Err(StorageError::Unavailable(e)) = &r
             && !self.failed.swap(true, Ordering::AcqRel)
         {
             tracing::error!(error = %e, "database I/O failed; refusing requests until it reopens");

@@ -9,6 +9,8 @@ mod auth;
 mod bench_fanout;
 mod children;
 mod cli_commands;
+mod cluster;
+mod cluster_faults;
 mod contracts;
 mod crash;
 mod delivery;

@@ -1,14 +1,13 @@
 //! The server on PostgreSQL (`railyard server --store postgres://...`), as processes:
 //! a run a worker completed is all there after SIGKILL of the server and a restart on
-//! the same database, and the restarted server goes on serving; a second server on
-//! a database one already writes to exits, naming the first's node. Each test has a
+//! the same database (it follows the killed one until its lease expires, then leads),
+//! and the restarted server goes on serving; a second server on a database one
+//! already writes to follows it, and leads once the first stops. Each test has a
 //! database of its own on the server `RAILYARD_TEST_POSTGRES` names; without it the
 //! tests skip, saying so.
 
 use std::collections::HashMap;
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use railyard_proto::v1::{HistoryEvent, RunStatus};
 use railyard_sdk::Client;
@@ -126,17 +125,23 @@ fn a_completed_run_is_all_there_after_sigkill_and_a_restart_on_the_same_database
     first_worker.kill9();
     drop(api);
 
-    // SIGKILL: no shutdown code runs. Its writer lease outlives it: a new server is
-    // refused, naming the killed one's node, until the lease expires.
+    // SIGKILL: no shutdown code runs. Its writer lease outlives it: a new server
+    // follows the killed one (naming it) until the lease expires, then leads.
     let mut server = server;
     server.kill9();
     let killed = lease_holder(&db);
-    let (ok, said) = refused(db.url(), &sandbox);
-    assert!(!ok && said.contains(&format!("node {killed}")), "{said}");
-    // Standing in for waiting out the lease (30 s); then the next server opens the
-    // same database.
-    db.execute("UPDATE writer_lease SET expires_at = now()").unwrap();
     let server = server.restart();
+    let health = healthz(&server);
+    assert_eq!(health["role"], "follower", "{health}");
+    assert_eq!(
+        health["leader"]["node"].as_str(),
+        Some(killed.as_str()),
+        "{health}"
+    );
+    // Standing in for waiting out the lease (30 s); the node then claims it.
+    db.execute("UPDATE writer_lease SET expires_at = now()").unwrap();
+    eventually(RUN_LIMIT, || leads(&server).then_some(()));
+    assert_ne!(lease_holder(&db), killed);
     let api = Api::new(&server.url);
     assert_eq!(api.status(&run), RunStatus::Completed);
     let after = api.history(&run);
@@ -163,59 +168,25 @@ fn lease_holder(db: &TestDatabase) -> String {
         .expect("a lease row")
 }
 
-/// Starts `railyard server` on `store` and waits (bounded) for it to exit: whether
-/// it exited with success, and what it said on stderr. A server that starts instead
-/// is killed and fails the test.
-fn refused(store: &str, sandbox: &Sandbox) -> (bool, String) {
-    let keys = sandbox.path("refused-keys");
-    let mut child = Command::new(BIN)
-        .args([
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-        ])
-        .args(["--store", store, "--keys-dir"])
-        .arg(&keys)
-        .arg("--workflows")
-        .arg(sandbox.path("workflows"))
-        .env_remove("RAILYARD_AUTH")
-        .env_remove("RAILYARD_STORE")
-        .env_remove("RAILYARD_DATA_DIR")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn railyard server");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("a second server on the same database did not exit");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut said = String::new();
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut said)
-        .expect("read stderr");
-    (status.success(), said)
+/// A node's `/healthz`: a follower's names its role and the leader; a leader's has
+/// no role.
+fn healthz(server: &ServerProcess) -> serde_json::Value {
+    let (_, body) = crate::cluster::http_get(&server.http_addr, "/healthz").expect("healthz answers");
+    serde_json::from_str(&body).expect("healthz is JSON")
+}
+
+/// Whether a node leads now (its `/healthz` answers without a role); `false` while
+/// it changes role and its listeners are closed.
+fn leads(server: &ServerProcess) -> bool {
+    crate::cluster::role(server).as_deref() == Some("leader")
 }
 
 #[test]
-fn a_second_server_on_the_same_database_exits_naming_the_first_and_a_stopped_one_lets_the_next_in() {
+fn a_second_server_on_the_same_database_follows_the_first_and_leads_once_it_stops() {
     let Some(url) = test_url() else {
         eprintln!(
             "{}",
-            skipped("postgres::a_second_server_on_the_same_database_exits")
+            skipped("postgres::a_second_server_on_the_same_database_follows_the_first")
         );
         return;
     };
@@ -225,25 +196,22 @@ fn a_second_server_on_the_same_database_exits_naming_the_first_and_a_stopped_one
     let first = ServerProcess::start_on_store(db.url(), &sandbox.path("data"), &sandbox.path("workflows"));
     let node = lease_holder(&db);
 
-    let (ok, said) = refused(db.url(), &sandbox);
-    assert!(!ok, "the second server exits with an error: {said}");
-    assert!(
-        said.contains("another railyard server writes to this database")
-            && said.contains(&format!("node {node}"))
-            && said.contains("stop it or wait"),
-        "{said}"
-    );
-    // The first goes on serving.
-    let api = Api::new(&first.url);
-    let run = api.start("the first still writes");
-    assert_eq!(api.status(&run), RunStatus::Running);
+    // The second follows the first, naming it, and forwards to it.
+    let second = ServerProcess::start_on_store(db.url(), &sandbox.path("data"), &sandbox.path("workflows"));
+    let health = healthz(&second);
+    assert_eq!(health["role"], "follower", "{health}");
+    assert_eq!(health["leader"]["node"].as_str(), Some(node.as_str()), "{health}");
+    assert_eq!(lease_holder(&db), node, "a follower claims nothing");
+    let api = Api::new(&second.url);
+    let run = api.start("started through the follower");
+    assert_eq!(Api::new(&first.url).status(&run), RunStatus::Running);
     drop(api);
 
-    // SIGTERM: the first gives its lease up on the way out, so the next starts at
-    // once (with a 30 s lease, a refusal here would be the lease not released).
+    // SIGTERM: the first gives its lease up on the way out, so the second claims it
+    // at its next try (a third of the 30 s lease), without waiting for it to expire.
     assert!(first.stop().success());
-    let next = ServerProcess::start_on_store(db.url(), &sandbox.path("data"), &sandbox.path("workflows"));
+    eventually(RUN_LIMIT, || leads(&second).then_some(()));
     assert_ne!(lease_holder(&db), node);
-    let api = Api::new(&next.url);
+    let api = Api::new(&second.url);
     assert_eq!(api.status(&run), RunStatus::Running);
 }

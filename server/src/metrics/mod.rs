@@ -205,6 +205,17 @@ impl Metrics {
         Self { registry, ..m }
     }
 
+    /// The metrics of a follower node ([`crate::follower`]): the RPC table (the calls
+    /// it forwarded, by method and status) and what `extra` registers; none of the
+    /// writer's, which a follower has not.
+    pub(crate) fn follower(extra: impl FnOnce(&mut Registry)) -> Self {
+        let m = Self::build(None);
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(m.rpc.clone()));
+        extra(&mut registry);
+        Self { registry, ..m }
+    }
+
     /// Counts one committed batch of `size` commands that took `took` to apply and commit.
     pub fn record_commit(&self, size: usize, took: Duration) {
         self.commits.0.inc();

@@ -102,7 +102,7 @@ async fn a_failed_sync_or_write_answers_unavailable_and_the_server_recovers_with
     faults.fail_syncs(true);
     let refused = client.start_run_with(start_request("synced")).await.unwrap_err();
     assert_eq!(refused.code(), Some(Code::Unavailable), "{refused}");
-    assert!(refused.to_string().contains("storage unavailable"), "{refused}");
+    assert!(refused.to_string().contains("cannot be reached"), "{refused}");
     // Until the disk heals, every write is refused, and so are reads of the failed
     // database (redb refuses everything after an I/O error until it is reopened).
     let again: ClientError = client.start_run_with(start_request("other")).await.unwrap_err();

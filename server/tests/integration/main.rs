@@ -12,6 +12,7 @@ mod definitions;
 mod delivery;
 mod delivery_guards;
 mod disk_faults;
+mod follower;
 mod key_scope;
 mod listener;
 mod metrics;

@@ -15,6 +15,7 @@ use crate::testing::{TestSchema, skipped, test_url};
 use crate::{OpenError, PostgresBackend, PostgresOptions, schema};
 
 mod lease;
+mod standby;
 
 /// A fresh schema, or `None` (and a printed line) when no database is configured.
 pub(super) fn schema(test: &str) -> Option<TestSchema> {

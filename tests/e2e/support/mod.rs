@@ -3,6 +3,7 @@
 //! started again on the same data.
 
 pub mod mock_model;
+pub mod pgctl;
 pub mod worker;
 
 use std::cell::RefCell;
@@ -190,6 +191,11 @@ impl ServerProcess {
     /// A server whose runs are in `store` (`--store`), its keys in `keys`.
     pub fn start_on_store(store: &str, keys: &Path, workflows: &Path) -> Self {
         Self::launch(keys, Some(store), workflows, None, &[])
+    }
+
+    /// [`ServerProcess::start_on_store`] with more flags (`--node-lease 3s` ...).
+    pub fn start_on_store_with(store: &str, keys: &Path, workflows: &Path, args: &[&str]) -> Self {
+        Self::launch(keys, Some(store), workflows, None, args)
     }
 
     fn launch(data: &Path, store: Option<&str>, workflows: &Path, grpc: Option<&str>, args: &[&str]) -> Self {

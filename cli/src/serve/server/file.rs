@@ -31,6 +31,9 @@ use serde::{Deserialize, Serialize};
 /// max_connections_per_peer = 256     # per listener, from one address (IPv6: a /64)
 /// http_request_timeout_secs = 30     # for an HTTP request to arrive whole
 /// cache_size_mib = 64                 # the database's page cache
+/// # advertise_host = "node1.internal" # with a postgres store: where other nodes reach this one
+/// # node_lease = "30s"                # with a postgres store: the writer lease (failover time)
+/// # peer_ca = "ca.pem"                # with a postgres store and TLS: trusted for the leader
 ///
 /// [delivery]                          # result delivery (callback URLs, subscriptions)
 /// signing_secret = "..."              # better: RAILYARD_DELIVERY_SIGNING_SECRET
@@ -200,6 +203,9 @@ pub(crate) struct ServerSection {
     pub mcp_max_sessions: Option<usize>,
     pub mcp_max_sessions_per_key: Option<usize>,
     pub mcp_session_idle_secs: Option<u64>,
+    pub advertise_host: Option<String>,
+    pub node_lease: Option<String>,
+    pub peer_ca: Option<PathBuf>,
 }
 
 /// The environment variables of the server's settings.
@@ -291,6 +297,18 @@ pub(super) const ENV: &[EnvVar] = &[
     EnvVar {
         var: "RAILYARD_MCP_SESSION_IDLE",
         key: "server.mcp_session_idle_secs",
+    },
+    EnvVar {
+        var: "RAILYARD_ADVERTISE_HOST",
+        key: "server.advertise_host",
+    },
+    EnvVar {
+        var: "RAILYARD_NODE_LEASE",
+        key: "server.node_lease",
+    },
+    EnvVar {
+        var: "RAILYARD_PEER_CA",
+        key: "server.peer_ca",
     },
 ];
 

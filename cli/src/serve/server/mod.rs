@@ -2,6 +2,7 @@
 //! file and environment variables are in [`settings`].
 
 mod file;
+mod node;
 mod settings;
 
 use std::io::Write;
@@ -33,6 +34,9 @@ pub(crate) fn listening_line(server: &RunningServer, settings: &ServerSettings) 
 /// Shutdown is graceful up to `--shutdown-grace`; a second signal stops at once.
 pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let settings = args.settings()?;
+    if let StoreSetting::Postgres(url) = &settings.store {
+        return node::run(&settings, url).await;
+    }
     let config = with_store(settings.config(), &settings.store).await?;
     let server = RunningServer::start(config).await.with_context(|| {
         format!(

@@ -41,7 +41,8 @@ pub(crate) struct ServerArgs {
     /// http_listen, workflows, shutdown_grace_secs, auth, insecure, tls_cert, tls_key,
     /// tls_client_ca, max_connections, idle_timeout_secs, max_connections_per_peer,
     /// http_request_timeout_secs, max_child_depth, max_children_per_run, cache_size_mib,
-    /// mcp_max_sessions, mcp_max_sessions_per_key, mcp_session_idle_secs).
+    /// mcp_max_sessions, mcp_max_sessions_per_key, mcp_session_idle_secs, advertise_host,
+    /// node_lease, peer_ca).
     #[arg(long, value_name = "FILE", env = "RAILYARD_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
 
@@ -163,6 +164,23 @@ pub(crate) struct ServerArgs {
     /// [env: RAILYARD_MCP_SESSION_IDLE] [default: 120].
     #[arg(long, value_name = "SECONDS")]
     pub mcp_session_idle: Option<u64>,
+
+    /// With a postgres store: the host (name or IP) the other nodes on the database
+    /// reach this one at, on its --listen and --http-listen ports; needed when
+    /// listening on 0.0.0.0 or :: [env: RAILYARD_ADVERTISE_HOST] [default: the listen IP].
+    #[arg(long, value_name = "HOST")]
+    pub advertise_host: Option<String>,
+
+    /// With a postgres store: how long this node's claim on the database (the writer
+    /// lease) lasts unrenewed, renewed every third of it; a leader that dies is
+    /// replaced after about this long [env: RAILYARD_NODE_LEASE] [default: 30s].
+    #[arg(long, value_name = "DURATION")]
+    pub node_lease: Option<String>,
+
+    /// With a postgres store and TLS: CA certificates (PEM) a follower trusts for the
+    /// leader's certificate, besides the system's roots [env: RAILYARD_PEER_CA].
+    #[arg(long, value_name = "FILE")]
+    pub peer_ca: Option<PathBuf>,
 }
 
 /// Largest webhook body that may be configured.
@@ -247,7 +265,19 @@ pub(crate) struct ServerSettings {
     pub cache_size_mib: u64,
     /// Caps on `/mcp` sessions.
     pub mcp_sessions: SessionLimits,
+    /// With a postgres store: the host the other nodes reach this one at.
+    pub advertise_host: Option<String>,
+    /// With a postgres store: the writer lease's length.
+    pub node_lease: Duration,
+    /// With a postgres store and TLS: the CA trusted for the leader's certificate.
+    pub peer_ca: Option<PathBuf>,
 }
+
+/// Default `server.node_lease`.
+pub(crate) const DEFAULT_NODE_LEASE: Duration = Duration::from_secs(30);
+/// Bounds of `server.node_lease`.
+const MIN_NODE_LEASE: Duration = Duration::from_secs(1);
+const MAX_NODE_LEASE: Duration = Duration::from_secs(600);
 
 impl ServerSettings {
     /// The server library's configuration for these settings.
@@ -306,6 +336,14 @@ impl ServerSettings {
         config
     }
 
+    /// The host the other nodes on a shared database reach this one at: the
+    /// advertised host, or the gRPC listen IP.
+    pub(crate) fn advertised_host(&self) -> String {
+        self.advertise_host
+            .clone()
+            .unwrap_or_else(|| self.listen.ip().to_string())
+    }
+
     /// Where the definitions come from, for the listening lines: the directory, or
     /// `<built-in>`.
     pub(crate) fn workflows_label(&self) -> String {
@@ -352,6 +390,9 @@ impl ServerArgs {
                 mcp_max_sessions: self.mcp_max_sessions,
                 mcp_max_sessions_per_key: self.mcp_max_sessions_per_key,
                 mcp_session_idle_secs: self.mcp_session_idle,
+                advertise_host: self.advertise_host.clone(),
+                node_lease: self.node_lease.clone(),
+                peer_ca: self.peer_ca.clone(),
             },
             delivery: DeliverySection {
                 allow_networks: (!self.delivery_allow_networks.is_empty())
@@ -467,7 +508,51 @@ impl ServerArgs {
                 "only with a postgres store: with redb the keys are in the data directory",
             ));
         }
+        let postgres = matches!(store, StoreSetting::Postgres(_));
+        for (key, given) in [
+            ("server.advertise_host", s.advertise_host.is_some()),
+            ("server.node_lease", s.node_lease.is_some()),
+            ("server.peer_ca", s.peer_ca.is_some()),
+        ] {
+            if given && !postgres {
+                return Err(loaded.invalid(
+                    key,
+                    "only with a postgres store: several nodes share a database only there",
+                ));
+            }
+        }
+        if postgres && tls.as_ref().is_some_and(|t| t.client_ca.is_some()) {
+            return Err(loaded.invalid(
+                "server.tls_client_ca",
+                "mutual TLS is not supported with a postgres store: a node that follows cannot pass \
+                 a client's certificate on to the leader; use TLS with API keys (--auth) instead",
+            ));
+        }
+        let node_lease = match &s.node_lease {
+            None => DEFAULT_NODE_LEASE,
+            Some(text) => {
+                let d = crate::client::timefmt::parse_duration(text)
+                    .map_err(|e| loaded.invalid("server.node_lease", e))?;
+                if !(MIN_NODE_LEASE..=MAX_NODE_LEASE).contains(&d) {
+                    return Err(
+                        loaded.invalid("server.node_lease", format!("{text} is not between 1s and 10m"))
+                    );
+                }
+                d
+            }
+        };
+        if let Some(host) = &s.advertise_host
+            && (host.trim().is_empty() || host.contains(['/', ' ', '@']) || host.len() > 253)
+        {
+            return Err(loaded.invalid(
+                "server.advertise_host",
+                format!("{} is not a host name or IP address", railyard_model::echo(host)),
+            ));
+        }
         let settings = ServerSettings {
+            advertise_host: s.advertise_host.clone(),
+            node_lease,
+            peer_ca: optional("server.peer_ca", &s.peer_ca),
             tls,
             data_dir,
             store,
@@ -617,6 +702,23 @@ impl ServerArgs {
                 "server.shutdown_grace_secs",
                 format!("at most {MAX_SHUTDOWN_GRACE_SECS} seconds"),
             ));
+        }
+        if postgres && settings.advertise_host.is_none() {
+            for (key, addr) in [
+                ("server.listen", settings.listen),
+                ("server.http_listen", settings.http_listen),
+            ] {
+                if addr.ip().is_unspecified() {
+                    return Err(loaded.invalid(
+                        key,
+                        format!(
+                            "{addr} listens on every interface: with a postgres store the other nodes \
+                             must know where to reach this one; give --advertise-host HOST \
+                             (server.advertise_host)"
+                        ),
+                    ));
+                }
+            }
         }
         if settings.listen == settings.http_listen && settings.listen.port() != 0 {
             return Err(loaded.invalid(

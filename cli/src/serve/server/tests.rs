@@ -389,6 +389,101 @@ fn the_store_is_redb_in_the_data_dir_or_named_by_store_but_not_both() {
 }
 
 #[test]
+fn several_nodes_settings_go_with_a_postgres_store_and_are_checked() {
+    let url = "postgres://ry@db:5432/railyard";
+    let pg = |f: &dyn Fn(&mut ServerArgs)| {
+        let mut args = ServerArgs {
+            store: Some(url.into()),
+            ..ServerArgs::default()
+        };
+        f(&mut args);
+        args.settings_with(|_| None)
+    };
+    let s = pg(&|_| {}).unwrap();
+    assert_eq!(s.node_lease, Duration::from_secs(30));
+    assert_eq!(s.advertised_host(), "127.0.0.1", "the listen IP by default");
+    let s = pg(&|a| {
+        a.node_lease = Some("3s".into());
+        a.advertise_host = Some("node1.internal".into());
+        a.listen = Some("0.0.0.0:7400".parse().unwrap());
+        a.http_listen = Some("0.0.0.0:7401".parse().unwrap());
+    })
+    .unwrap();
+    assert_eq!(s.node_lease, Duration::from_secs(3));
+    assert_eq!(s.advertised_host(), "node1.internal");
+    let s = ServerArgs {
+        store: Some(url.into()),
+        ..ServerArgs::default()
+    }
+    .settings_with(env(&[
+        ("RAILYARD_NODE_LEASE", "1m"),
+        ("RAILYARD_ADVERTISE_HOST", "10.0.0.5"),
+    ]))
+    .unwrap();
+    assert_eq!(
+        (s.node_lease, s.advertised_host().as_str()),
+        (Duration::from_secs(60), "10.0.0.5")
+    );
+
+    // Every interface, and nothing says where the other nodes reach this one.
+    let e = pg(&|a| a.listen = Some("0.0.0.0:7400".parse().unwrap()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--advertise-host") && e.contains("server.listen"),
+        "{e}"
+    );
+    // Mutual TLS cannot cross a follower.
+    let dir = tempfile::tempdir().unwrap();
+    let e = pg(&|a| {
+        a.tls_cert = Some(dir.path().join("c.pem"));
+        a.tls_key = Some(dir.path().join("k.pem"));
+        a.tls_client_ca = Some(dir.path().join("ca.pem"));
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("server.tls_client_ca") && e.contains("mutual TLS"),
+        "{e}"
+    );
+    for bad in ["0s", "11m", "soon"] {
+        let e = pg(&|a| a.node_lease = Some(bad.into())).unwrap_err().to_string();
+        assert!(e.contains("server.node_lease"), "{bad}: {e}");
+    }
+    let e = pg(&|a| a.advertise_host = Some("a b".into()))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("server.advertise_host"), "{e}");
+    // Not with redb.
+    for (args, key) in [
+        (
+            ServerArgs {
+                advertise_host: Some("h".into()),
+                ..ServerArgs::default()
+            },
+            "server.advertise_host",
+        ),
+        (
+            ServerArgs {
+                node_lease: Some("3s".into()),
+                ..ServerArgs::default()
+            },
+            "server.node_lease",
+        ),
+        (
+            ServerArgs {
+                peer_ca: Some("ca.pem".into()),
+                ..ServerArgs::default()
+            },
+            "server.peer_ca",
+        ),
+    ] {
+        let e = args.settings_with(|_| None).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains("postgres"), "{e}");
+    }
+}
+
+#[test]
 fn delivery_allow_networks_come_from_the_file_the_environment_or_repeated_flags() {
     let dir = tempfile::tempdir().unwrap();
     let nets = |s: &ServerSettings| -> Vec<String> {

@@ -229,6 +229,16 @@ fn a_storage_error_is_internal_and_names_its_source() {
 }
 
 #[test]
+fn a_database_that_cannot_be_reached_is_unavailable() {
+    let e = crate::error::ApiError::from(StorageError::Unavailable("connection refused".into()));
+    assert_eq!(
+        e.to_string(),
+        "the database cannot be reached: connection refused"
+    );
+    assert_eq!(tonic::Status::from(e).code(), tonic::Code::Unavailable);
+}
+
+#[test]
 fn a_server_fenced_off_its_database_is_unavailable_and_names_the_new_holder() {
     let fenced = || StorageError::Fenced { holder: "n2".into() };
     let direct = crate::error::ApiError::from(fenced());

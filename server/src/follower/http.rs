@@ -1,0 +1,206 @@
+//! The follower's HTTP routes: webhooks forwarded to the leader, `/healthz` and
+//! `/metrics` answered here, and the guard over the binary's `/mcp`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, OriginalUri, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+use super::Forwarding;
+use crate::grpc::peer::PEER_SUBJECT;
+use crate::http::json_error;
+use crate::metrics::Metrics;
+
+/// Headers that belong to one connection, never forwarded.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+];
+
+#[derive(Clone)]
+struct Shared {
+    forwarding: Arc<Forwarding>,
+    metrics: Arc<Metrics>,
+}
+
+/// The follower's routes; a webhook body over `hook_body_bytes` is refused with
+/// `413` here, before anything is forwarded.
+pub(super) fn router(forwarding: Arc<Forwarding>, metrics: Arc<Metrics>, hook_body_bytes: usize) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics_text))
+        .route(
+            "/hooks/{namespace}/{trigger}",
+            post(hook)
+                .layer(DefaultBodyLimit::max(hook_body_bytes))
+                .layer(axum::middleware::from_fn(move |req, next| {
+                    crate::http::refuse_declared_oversize(hook_body_bytes, req, next)
+                })),
+        )
+        .with_state(Shared { forwarding, metrics })
+}
+
+/// A webhook, forwarded to the leader's HTTP listener: method, path, query, headers
+/// and body; its answer (status, headers, body) handed back.
+async fn hook(
+    State(shared): State<Shared>,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let f = &shared.forwarding;
+    let Some(target) = f.target().filter(|t| !t.leader.http.is_empty()) else {
+        f.ask_again();
+        f.counters.failed("http");
+        return json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "this node ({}) is a follower and knows no leader to forward to now; try again shortly",
+                f.node()
+            ),
+        );
+    };
+    let leader = &target.leader;
+    let scheme = if leader.tls { "https" } else { "http" };
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let url = format!("{scheme}://{}{path}", leader.http);
+    let mut request = f.http_client().request(method, &url).body(body);
+    for (name, value) in &headers {
+        if !HOP_BY_HOP.contains(&name.as_str()) {
+            request = request.header(name, value);
+        }
+    }
+    let answer = match request.send().await {
+        Ok(answer) => answer,
+        Err(e) => {
+            f.ask_again();
+            f.counters.failed("http");
+            tracing::warn!(node = %f.node(), leader = %leader.node, http = %leader.http,
+                error = %railyard_sdk::tls::error_chain(&e), "cannot forward a webhook to the leader");
+            return json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "this node ({}) is a follower and cannot reach the leader, node {} at {}: {}",
+                    f.node(),
+                    leader.node,
+                    leader.http,
+                    railyard_sdk::tls::error_chain(&e)
+                ),
+            );
+        }
+    };
+    let status = answer.status();
+    let mut out_headers = HeaderMap::new();
+    for (name, value) in answer.headers() {
+        if !HOP_BY_HOP.contains(&name.as_str()) {
+            out_headers.append(name, value.clone());
+        }
+    }
+    match answer.bytes().await {
+        Ok(bytes) => {
+            f.counters.forwarded("http");
+            (status, out_headers, bytes).into_response()
+        }
+        Err(e) => {
+            f.counters.failed("http");
+            json_error(
+                StatusCode::BAD_GATEWAY,
+                format!(
+                    "the leader, node {}, answered {status} but its body was lost: {}",
+                    leader.node,
+                    railyard_sdk::tls::error_chain(&e)
+                ),
+            )
+        }
+    }
+}
+
+/// `200` with this node's role, the leader it follows and whether the database
+/// answered the last question; `503` while the database does not answer.
+async fn healthz(State(shared): State<Shared>) -> Response {
+    let f = &shared.forwarding;
+    let leader = f.target().map(|t| {
+        serde_json::json!({
+            "node": t.leader.node,
+            "epoch": t.leader.epoch,
+            "grpc": t.leader.grpc,
+            "http": t.leader.http,
+            "tls": t.leader.tls,
+        })
+    });
+    let database = f.database_error();
+    let body = serde_json::json!({
+        "status": if database.is_none() { "ok" } else { "degraded" },
+        "role": "follower",
+        "node": f.node(),
+        "leader": leader,
+        "database": match &database {
+            None => serde_json::json!({"status": "ok"}),
+            Some(e) => serde_json::json!({"status": "unreachable", "error": e}),
+        },
+    });
+    let status = if database.is_none() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// The follower's own metrics: its role, the calls it forwarded and could not, and
+/// their latencies by method. Open without a key even under auth: unlike the
+/// leader's, they name no namespace, queue or schedule.
+async fn metrics_text(State(shared): State<Shared>) -> Response {
+    (
+        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
+        shared.metrics.render(),
+    )
+        .into_response()
+}
+
+/// The guard over the binary's routes (`/mcp`) on a follower: it removes any
+/// [`PEER_SUBJECT`] a client sent and, with auth on, refuses a request without an
+/// API key (`401`). The key itself is checked by the leader on each call the
+/// extension makes with it.
+pub(super) async fn extension_guard(
+    auth: bool,
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    req.headers_mut().remove(PEER_SUBJECT);
+    let has_key = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .is_some_and(|(scheme, key)| scheme.eq_ignore_ascii_case("bearer") && !key.trim().is_empty());
+    if auth && !has_key {
+        let mut response = json_error(
+            StatusCode::UNAUTHORIZED,
+            "this server requires an API key: send authorization: Bearer <key>".into(),
+        );
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+        return response;
+    }
+    next.run(req).await
+}
