@@ -22,6 +22,7 @@
 //! are shown only through [`redact`].
 
 mod conn;
+mod keys;
 mod lease;
 mod reads;
 pub mod redact;
@@ -46,6 +47,7 @@ use railyard_store::{Backend, Snapshot, StorageError, WriteTx};
 use tokio_postgres::NoTls;
 use tokio_postgres::config::SslMode;
 
+pub use keys::{RotatedKey, rotate_token_key};
 pub use redact::redact;
 
 use conn::{Conn, Db};
@@ -146,6 +148,8 @@ pub enum OpenError {
         until: String,
         in_secs: f64,
     },
+    #[error("cannot rotate the task-token key of {url}: {problem}")]
+    Keys { url: String, problem: String },
     #[error("cannot start the database runtime: {problem}")]
     Runtime { problem: String },
     #[error("cannot make the connection pool for {url}: {problem}")]
@@ -188,7 +192,6 @@ impl PostgresBackend {
     /// claims the writer lease, all in one transaction: refused ([`OpenError::Held`])
     /// while another server holds the lease, and then nothing is changed.
     pub fn open(url: &str, options: &PostgresOptions) -> Result<Self, OpenError> {
-        let shown = redact(url);
         if options.lease.is_zero()
             || options.lease_renew_every.is_zero()
             || options.lease_renew_every >= options.lease
@@ -200,54 +203,7 @@ impl PostgresBackend {
                 ),
             });
         }
-        let mut config = tokio_postgres::Config::from_str(url).map_err(|e| OpenError::Url {
-            url: shown.clone(),
-            problem: conn::describe(&e),
-        })?;
-        if config.get_ssl_mode() == SslMode::Require {
-            return Err(OpenError::Unsupported {
-                url: shown,
-                problem: "sslmode=require: TLS to the database is not supported yet".into(),
-            });
-        }
-        if config.get_password().is_none()
-            && let Some(password) = &options.password
-        {
-            config.password(password.as_str());
-        }
-        if config.get_application_name().is_none() {
-            config.application_name(options.application_name.as_str());
-        }
-        config.connect_timeout(options.connect_timeout);
-        config.options(session_options(config.get_options(), options, &shown)?);
-        let runner = Arc::new(Runner::new().map_err(|e| OpenError::Runtime {
-            problem: e.to_string(),
-        })?);
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                // Connections come back only after their transaction ended (see
-                // `conn`), so checking them costs a round trip for nothing.
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(options.pool_size.max(1))
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .wait_timeout(Some(options.wait_timeout))
-            .create_timeout(Some(options.connect_timeout))
-            .recycle_timeout(Some(options.connect_timeout))
-            .build()
-            .map_err(|e| OpenError::Pool {
-                url: shown.clone(),
-                problem: e.to_string(),
-            })?;
-        let db = Db {
-            runner,
-            pool,
-            call_timeout: options.statement_timeout + CALL_SLACK,
-        };
+        let (db, shown) = connect(url, options)?;
         let write_attempts = options.write_attempts.max(1);
         let node = lease::new_node_id();
         let epoch = migrate(&db, &shown, node.clone(), options.lease, write_attempts)?;
@@ -307,15 +263,75 @@ impl Drop for PostgresBackend {
     }
 }
 
+/// The pool for `url` (no connection is made yet), on a runtime of its own, and the
+/// URL as it may be shown.
+fn connect(url: &str, options: &PostgresOptions) -> Result<(Db, String), OpenError> {
+    let shown = redact(url);
+    let mut config = tokio_postgres::Config::from_str(url).map_err(|e| OpenError::Url {
+        url: shown.clone(),
+        problem: conn::describe(&e),
+    })?;
+    if config.get_ssl_mode() == SslMode::Require {
+        return Err(OpenError::Unsupported {
+            url: shown,
+            problem: "sslmode=require: TLS to the database is not supported yet".into(),
+        });
+    }
+    if config.get_password().is_none()
+        && let Some(password) = &options.password
+    {
+        config.password(password.as_str());
+    }
+    if config.get_application_name().is_none() {
+        config.application_name(options.application_name.as_str());
+    }
+    config.connect_timeout(options.connect_timeout);
+    config.options(session_options(config.get_options(), options, &shown)?);
+    let runner = Arc::new(Runner::new().map_err(|e| OpenError::Runtime {
+        problem: e.to_string(),
+    })?);
+    let manager = Manager::from_config(
+        config,
+        NoTls,
+        ManagerConfig {
+            // Connections come back only after their transaction ended (see
+            // `conn`), so checking them costs a round trip for nothing.
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    let pool = Pool::builder(manager)
+        .max_size(options.pool_size.max(1))
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .wait_timeout(Some(options.wait_timeout))
+        .create_timeout(Some(options.connect_timeout))
+        .recycle_timeout(Some(options.connect_timeout))
+        .build()
+        .map_err(|e| OpenError::Pool {
+            url: shown.clone(),
+            problem: e.to_string(),
+        })?;
+    let db = Db {
+        runner,
+        pool,
+        call_timeout: options.statement_timeout + CALL_SLACK,
+    };
+    Ok((db, shown))
+}
+
 /// Applies the missing migrations and claims the lease (answering its epoch), or
 /// refuses a newer schema or a database another server holds.
 fn migrate(db: &Db, shown: &str, node: String, lease: Duration, attempts: usize) -> Result<i64, OpenError> {
     let url = shown.to_string();
+    let first_key = keys::new_secret().map_err(|problem| OpenError::Init {
+        url: url.clone(),
+        problem,
+    })?;
     let outcome = db
         .runner
         .block(txn::migrate(
             db.pool.clone(),
             node,
+            first_key,
             lease::millis(lease),
             attempts,
         ))
@@ -388,6 +404,14 @@ fn session_options(given: Option<&str>, o: &PostgresOptions, shown: &str) -> Res
 }
 
 impl Backend for PostgresBackend {
+    /// The `token_keys` table, read in a transaction of its own.
+    fn shared_keys(&self) -> Result<Option<railyard_store::SharedKeys>, StorageError> {
+        let conn = self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?;
+        let keys = keys::read(&conn)?;
+        conn.commit()?;
+        Ok(Some(keys))
+    }
+
     fn snapshot(&self) -> Result<Box<dyn Snapshot>, StorageError> {
         let conn = self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?;
         Ok(Box::new(PgTxn::new(conn, self.defs.clone())))

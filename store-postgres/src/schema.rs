@@ -14,7 +14,7 @@
 
 /// Migration `n` (from 1) brings a database from version `n - 1` to `n`. Never
 /// edit one that has shipped: add the next.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, TOKEN_KEYS];
 
 /// The schema version this build reads and writes.
 pub(crate) fn latest() -> i64 {
@@ -36,6 +36,19 @@ pub(crate) const WRITE_VERSION: &str = "INSERT INTO railyard_schema (id, version
 /// The `default` namespace, as the redb backend makes it: an empty record.
 pub(crate) const DEFAULT_NAMESPACE: &str = "INSERT INTO namespaces (name, record) VALUES ($1, $2)
     ON CONFLICT (name) DO NOTHING";
+
+/// The task-token signing keys (`crate::keys`), shared by every server on the
+/// database: `n` orders them (the highest signs, every one verifies), `kid` is the
+/// id a token names (`k<n>`). The first is made by the opening that creates the
+/// table; a rotation adds the next.
+const TOKEN_KEYS: &str = r#"
+CREATE TABLE token_keys (
+    n bigint PRIMARY KEY,
+    kid text COLLATE "C" NOT NULL UNIQUE,
+    secret bytea NOT NULL,
+    added_at timestamptz NOT NULL DEFAULT now()
+);
+"#;
 
 /// Version 2: the writer lease (`crate::lease`): one row, the node writing to the
 /// database, its epoch (one more per claim) and when its lease expires, in database

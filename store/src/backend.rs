@@ -285,8 +285,37 @@ pub trait TriggerWrites {
     ) -> Result<(), StorageError>;
 }
 
+/// Secret keys a database keeps for the servers that share it: the task-token
+/// signing keys. Opaque bytes here; what signs with them is the server's business.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SharedKeys {
+    /// Key id and key bytes, oldest first; every one verifies.
+    pub keys: Vec<(String, Vec<u8>)>,
+    /// The id of the key that signs (one of `keys`).
+    pub active: String,
+}
+
+impl std::fmt::Debug for SharedKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key bytes.
+        let ids: Vec<&str> = self.keys.iter().map(|(id, _)| id.as_str()).collect();
+        f.debug_struct("SharedKeys")
+            .field("keys", &ids)
+            .field("active", &self.active)
+            .finish()
+    }
+}
+
 /// A database the server can run on.
 pub trait Backend: Send + Sync {
+    /// The task-token signing keys, when this database keeps them (one several
+    /// servers share, so that a token one signs verifies on every other), read
+    /// afresh; `None`: it keeps none, and the server keeps its own in a file (redb,
+    /// memory).
+    fn shared_keys(&self) -> Result<Option<SharedKeys>, StorageError> {
+        Ok(None)
+    }
+
     /// A consistent read view.
     fn snapshot(&self) -> Result<Box<dyn Snapshot>, StorageError>;
 

@@ -2,6 +2,7 @@
 //! file and environment variables are in [`settings`].
 
 mod file;
+mod rotate;
 mod settings;
 
 use std::io::Write;
@@ -15,6 +16,36 @@ use railyard_store_postgres::{PostgresBackend, PostgresOptions};
 use crate::serve::signals::Signals;
 
 pub(crate) use settings::{ServerArgs, ServerSettings, StoreSetting};
+
+/// `railyard server`: its flags, or a maintenance subcommand.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct ServerCommand {
+    #[command(subcommand)]
+    pub(crate) command: Option<ServerSubcommand>,
+    #[command(flatten)]
+    pub(crate) args: ServerArgs,
+}
+
+/// Maintenance subcommands of `railyard server`.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum ServerSubcommand {
+    /// Add a new task-token signing key and make it the one that signs.
+    ///
+    /// With a postgres store the key goes to the database (every server on it reads
+    /// it); with redb, to keys.json in the data directory. Older keys keep verifying,
+    /// so tokens already handed out stay good. A running server signs with the new
+    /// key within 60 s, and accepts tokens signed with it at once.
+    RotateTokenKey(rotate::RotateArgs),
+}
+
+/// Runs the server, or the subcommand given.
+pub(crate) async fn dispatch(cmd: ServerCommand) -> anyhow::Result<()> {
+    match cmd.command {
+        Some(ServerSubcommand::RotateTokenKey(a)) => rotate::run(a).await,
+        None => run(cmd.args).await,
+    }
+}
 
 /// The line `railyard server` prints once it is listening (tests read the ports from it).
 pub(crate) fn listening_line(server: &RunningServer, settings: &ServerSettings) -> String {
@@ -81,10 +112,7 @@ pub(crate) async fn with_store(
     let StoreSetting::Postgres(url) = store else {
         return Ok(config);
     };
-    let options = PostgresOptions {
-        password: std::env::var("PGPASSWORD").ok().filter(|p| !p.is_empty()),
-        ..PostgresOptions::default()
-    };
+    let options = postgres_options()?;
     let url = url.clone();
     // Opening connects and migrates, waiting on the backend's own runtime: off this
     // runtime's workers.
@@ -93,6 +121,14 @@ pub(crate) async fn with_store(
         .context("opening the postgres store")??;
     config.store = Some(Store::new(Arc::new(backend)));
     Ok(config)
+}
+
+/// How a Postgres store connects: the password from `PGPASSWORD` when the URL has none.
+pub(crate) fn postgres_options() -> anyhow::Result<PostgresOptions> {
+    Ok(PostgresOptions {
+        password: std::env::var("PGPASSWORD").ok().filter(|p| !p.is_empty()),
+        ..PostgresOptions::default()
+    })
 }
 
 #[cfg(test)]

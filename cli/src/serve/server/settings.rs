@@ -56,8 +56,8 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "STORE")]
     pub store: Option<String>,
 
-    /// Directory of the task-token keys and the first admin key, with a postgres
-    /// store (with redb they are in the data directory) [env: RAILYARD_KEYS_DIR]
+    /// Directory of the first admin key, with a postgres store (the task-token keys
+    /// are in the database; with redb both are in the data directory) [env: RAILYARD_KEYS_DIR]
     /// [default: ./.railyard].
     #[arg(long, value_name = "DIR")]
     pub keys_dir: Option<PathBuf>,
