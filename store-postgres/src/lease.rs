@@ -17,7 +17,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -76,6 +76,9 @@ pub(crate) struct Lease {
     lost_to: Mutex<Option<String>>,
     /// Test hook: the timer skips its renewals (a node stopped by SIGSTOP).
     paused: AtomicBool,
+    /// Renewals made, and renewals that found another node holding the lease.
+    renewals: AtomicU64,
+    conflicts: AtomicU64,
 }
 
 impl Lease {
@@ -87,6 +90,8 @@ impl Lease {
             turn: Mutex::new(()),
             lost_to: Mutex::new(None),
             paused: AtomicBool::new(false),
+            renewals: AtomicU64::new(0),
+            conflicts: AtomicU64::new(0),
         }
     }
 
@@ -96,6 +101,14 @@ impl Lease {
 
     pub(crate) fn epoch(&self) -> i64 {
         self.epoch
+    }
+
+    /// For `/metrics`: renewals made, and renewals that found another node holding it.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        (
+            self.renewals.load(Ordering::Relaxed),
+            self.conflicts.load(Ordering::Relaxed),
+        )
     }
 
     #[cfg(feature = "testing")]
@@ -148,8 +161,10 @@ impl Lease {
             params![self.epoch, self.node.clone(), millis(self.duration)],
         )?;
         if renewed == 1 {
+            self.renewals.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
+        self.conflicts.fetch_add(1, Ordering::Relaxed);
         let holder = conn
             .query_opt(CURRENT_NODE, params![])?
             .map(|row| row.try_get::<_, String>(0).map_err(db_error))

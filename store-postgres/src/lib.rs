@@ -38,12 +38,13 @@ mod writes;
 
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use railyard_store::records::Definitions;
-use railyard_store::{Backend, Snapshot, StorageError, WriteTx};
+use railyard_store::{Backend, BackendStats, ClaimStats, PoolStats, Snapshot, StorageError, WriteTx};
 use tokio_postgres::NoTls;
 use tokio_postgres::config::SslMode;
 
@@ -184,6 +185,8 @@ pub struct PostgresBackend {
     lease: Arc<Lease>,
     /// Stopped before the lease is released on drop.
     renewal: Option<Renewal>,
+    /// Write transactions run again, by cause: serialization failures, deadlocks.
+    retried: [AtomicU64; 2],
 }
 
 impl PostgresBackend {
@@ -214,6 +217,7 @@ impl PostgresBackend {
             write_attempts,
             lease: lease.clone(),
             renewal: None,
+            retried: Default::default(),
         };
         // From here on a failure drops `backend`, which releases the lease.
         backend.renewal =
@@ -404,6 +408,38 @@ fn session_options(given: Option<&str>, o: &PostgresOptions, shown: &str) -> Res
 }
 
 impl Backend for PostgresBackend {
+    /// `SELECT 1` on a pooled connection within `within`; fails at once when this
+    /// server lost its writer lease.
+    fn ping(&self, within: Duration) -> Result<(), StorageError> {
+        self.lease.check()?;
+        self.db.ping(within)
+    }
+
+    fn stats(&self) -> BackendStats {
+        let pool = self.db.pool.status();
+        let (renewals, conflicts) = self.lease.counts();
+        let n = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+        BackendStats {
+            pool: Some(PoolStats {
+                max: n(pool.max_size),
+                open: n(pool.size),
+                in_use: n(pool.size.saturating_sub(pool.available)),
+                waiting: n(pool.waiting),
+            }),
+            retries: vec![
+                ("serialization", self.retried[0].load(Ordering::Relaxed)),
+                ("deadlock", self.retried[1].load(Ordering::Relaxed)),
+            ],
+            claim: Some(ClaimStats {
+                node: self.lease.node().to_string(),
+                epoch: self.lease.epoch(),
+                held: self.lease.check().is_ok(),
+                renewals,
+                conflicts,
+            }),
+        }
+    }
+
     /// The `token_keys` table, read in a transaction of its own.
     fn shared_keys(&self) -> Result<Option<railyard_store::SharedKeys>, StorageError> {
         let conn = self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?;
@@ -447,9 +483,10 @@ impl Backend for PostgresBackend {
             let retry = tx.conn().asks_retry();
             tx.conn().rollback();
             drop(tx);
-            match delays.next() {
-                Some(delay) if retry => {
-                    tracing::warn!(error = %e, attempt, ?delay, "the database asked to retry the write transaction");
+            match (retry, delays.next()) {
+                (Some(cause), Some(delay)) => {
+                    self.retried[usize::from(cause == "deadlock")].fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(error = %e, attempt, cause, ?delay, "the database asked to retry the write transaction");
                     attempt += 1;
                     std::thread::sleep(delay);
                 }

@@ -22,6 +22,7 @@ mod mcp_sessions;
 mod mcp_steps;
 mod namespaces;
 mod postgres;
+mod postgres_ops;
 mod schedules;
 mod server_e2e;
 mod tls;

@@ -160,6 +160,10 @@ impl CoreBuilder {
             }),
             open_runs: Box::new(move || open_runs_store.open_run_counts()),
             schedules: Box::new(move || schedules_store.schedule_counts()),
+            storage: Box::new({
+                let store = store.clone();
+                move || store.backend().stats()
+            }),
         }));
         Ok(Hooks {
             matching,

@@ -156,6 +156,37 @@ fn a_deadlocked_write_is_run_again() {
     let _ = other.expect("the other transaction started").join().unwrap();
     assert!(runs.load(Ordering::SeqCst) >= 2, "the write ran again");
     assert_eq!(a.snapshot().unwrap().namespaces().unwrap(), ["default", "x", "y"]);
+    // Counted for /metrics, by cause (a serialization failure under SERIALIZABLE).
+    let retried: u64 = a.stats().retries.iter().map(|(_, n)| n).sum();
+    assert_eq!(retried as usize, runs.load(Ordering::SeqCst) - 1);
+}
+
+#[test]
+fn the_backend_reports_its_pool_claim_and_renewals_and_pings() {
+    let Some(s) = schema("the_backend_reports_its_pool_claim_and_renewals_and_pings") else {
+        return;
+    };
+    let b = s.open().unwrap();
+    b.ping(Duration::from_secs(10)).unwrap();
+    let before = b.stats();
+    let claim = before.claim.clone().expect("a claim");
+    assert_eq!(
+        (claim.node.as_str(), claim.epoch, claim.held),
+        (b.node(), b.lease_epoch(), true)
+    );
+    assert_eq!(before.pool.as_ref().map(|p| p.max), Some(4));
+    assert_eq!(before.pool.as_ref().map(|p| p.in_use), Some(0));
+    b.write(&mut |tx| tx.put_namespace(&namespace("x"))).unwrap();
+    let after = b.stats().claim.expect("a claim");
+    assert_eq!(after.renewals, claim.renewals + 1, "the write renewed the lease");
+    assert_eq!(after.conflicts, 0);
+    let snapshot = b.snapshot().unwrap();
+    assert_eq!(
+        b.stats().pool.map(|p| p.in_use),
+        Some(1),
+        "the snapshot holds one"
+    );
+    drop(snapshot);
 }
 
 #[test]
