@@ -32,6 +32,7 @@ mod schema;
 pub mod testing;
 #[cfg(test)]
 mod tests;
+mod tls;
 mod triggers;
 mod txn;
 mod writes;
@@ -88,6 +89,10 @@ pub struct PostgresOptions {
     /// How often an idle server renews its lease (each write renews it too); well
     /// within [`PostgresOptions::lease`].
     pub lease_renew_every: Duration,
+    /// PEM root certificates the database's certificate must chain to, with
+    /// `sslmode=require`, `verify-ca` or `verify-full` ([`tls`]); `None`: the
+    /// system's (for `verify-ca`, `verify-full`) or none checked (`require`).
+    pub root_certs_pem: Option<Vec<u8>>,
 }
 
 impl Default for PostgresOptions {
@@ -104,6 +109,7 @@ impl Default for PostgresOptions {
             application_name: "railyard".into(),
             lease: Duration::from_secs(30),
             lease_renew_every: Duration::from_secs(10),
+            root_certs_pem: None,
         }
     }
 }
@@ -119,6 +125,10 @@ impl std::fmt::Debug for PostgresOptions {
             .field("write_attempts", &self.write_attempts)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("schema", &self.schema)
+            .field(
+                "root_certs_pem",
+                &self.root_certs_pem.as_ref().map(|p| format!("{} bytes", p.len())),
+            )
             .field("application_name", &self.application_name)
             .field("lease", &self.lease)
             .field("lease_renew_every", &self.lease_renew_every)
@@ -149,6 +159,8 @@ pub enum OpenError {
         until: String,
         in_secs: f64,
     },
+    #[error("TLS to the database {url}: {problem}")]
+    Tls { url: String, problem: String },
     #[error("cannot rotate the task-token key of {url}: {problem}")]
     Keys { url: String, problem: String },
     #[error("cannot start the database runtime: {problem}")]
@@ -271,16 +283,34 @@ impl Drop for PostgresBackend {
 /// URL as it may be shown.
 fn connect(url: &str, options: &PostgresOptions) -> Result<(Db, String), OpenError> {
     let shown = redact(url);
-    let mut config = tokio_postgres::Config::from_str(url).map_err(|e| OpenError::Url {
+    let (url, asked) = tls::take_verify_mode(url);
+    let mut config = tokio_postgres::Config::from_str(&url).map_err(|e| OpenError::Url {
         url: shown.clone(),
         problem: conn::describe(&e),
     })?;
-    if config.get_ssl_mode() == SslMode::Require {
-        return Err(OpenError::Unsupported {
-            url: shown,
-            problem: "sslmode=require: TLS to the database is not supported yet".into(),
+    let roots = options.root_certs_pem.as_deref();
+    let tls = if config.get_ssl_mode() == SslMode::Require {
+        let verify = asked.unwrap_or(if roots.is_some() {
+            tls::Verify::Chain
+        } else {
+            tls::Verify::Nothing
         });
-    }
+        let client = tls::client_config(verify, roots).map_err(|problem| OpenError::Tls {
+            url: shown.clone(),
+            problem,
+        })?;
+        Some(tls::MakeRustls::new(client))
+    } else if roots.is_some() {
+        return Err(OpenError::Tls {
+            url: shown,
+            problem:
+                "root certificates were given, but the connection string's sslmode does not ask for TLS: \
+                      add sslmode=verify-full (or verify-ca, require)"
+                    .into(),
+        });
+    } else {
+        None
+    };
     if config.get_password().is_none()
         && let Some(password) = &options.password
     {
@@ -294,15 +324,15 @@ fn connect(url: &str, options: &PostgresOptions) -> Result<(Db, String), OpenErr
     let runner = Arc::new(Runner::new().map_err(|e| OpenError::Runtime {
         problem: e.to_string(),
     })?);
-    let manager = Manager::from_config(
-        config,
-        NoTls,
-        ManagerConfig {
-            // Connections come back only after their transaction ended (see
-            // `conn`), so checking them costs a round trip for nothing.
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
+    let manager_config = ManagerConfig {
+        // Connections come back only after their transaction ended (see `conn`), so
+        // checking them costs a round trip for nothing.
+        recycling_method: RecyclingMethod::Fast,
+    };
+    let manager = match tls {
+        Some(tls) => Manager::from_config(config, tls, manager_config),
+        None => Manager::from_config(config, NoTls, manager_config),
+    };
     let pool = Pool::builder(manager)
         .max_size(options.pool_size.max(1))
         .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -362,7 +392,7 @@ fn migrate(db: &Db, shown: &str, node: String, lease: Duration, attempts: usize)
         }),
         Err(txn::MigrateError::Connect(e)) => Err(OpenError::Connect {
             url,
-            problem: e.to_string(),
+            problem: tls_hint(e.to_string()),
         }),
         Err(txn::MigrateError::Init(e)) => Err(OpenError::Init {
             url,
@@ -375,6 +405,19 @@ fn migrate(db: &Db, shown: &str, node: String, lease: Duration, attempts: usize)
             to: known,
             problem: source.to_string(),
         }),
+    }
+}
+
+/// `problem`, with what to do when it is the database's certificate that did not
+/// verify.
+fn tls_hint(problem: String) -> String {
+    if problem.contains("invalid peer certificate") {
+        format!(
+            "{problem} (the database's certificate does not verify against the root certificates: give the \
+             ones it chains to, the server's store_ca / --store-ca, or check the URL's sslmode)"
+        )
+    } else {
+        problem
     }
 }
 

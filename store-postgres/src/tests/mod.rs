@@ -236,15 +236,22 @@ fn an_unreachable_database_is_an_error_that_hides_the_password() {
 }
 
 #[test]
-fn tls_and_odd_schema_names_are_refused_before_connecting() {
-    let err = PostgresBackend::open(
-        "postgres://u:pw@h/db?sslmode=require",
-        &PostgresOptions::default(),
-    )
-    .err()
-    .expect("TLS is not supported yet");
-    assert!(err.to_string().contains("TLS"), "{err}");
+fn bad_tls_settings_and_odd_schema_names_are_refused_before_connecting() {
+    // Root certificates that are not PEM, and root certificates without TLS asked.
+    let bad_roots = PostgresOptions {
+        root_certs_pem: Some(b"not a certificate".to_vec()),
+        ..PostgresOptions::default()
+    };
+    let err = PostgresBackend::open("postgres://u:pw@h/db?sslmode=verify-full", &bad_roots)
+        .err()
+        .expect("no certificate in the roots");
+    assert!(matches!(err, OpenError::Tls { .. }), "{err}");
+    assert!(err.to_string().contains("no PEM certificate"), "{err}");
     assert!(!err.to_string().contains(":pw@"));
+    let err = PostgresBackend::open("postgres://u:pw@h/db", &bad_roots)
+        .err()
+        .expect("roots without TLS");
+    assert!(err.to_string().contains("sslmode=verify-full"), "{err}");
     let options = PostgresOptions {
         schema: Some("a b".into()),
         ..PostgresOptions::default()

@@ -64,7 +64,7 @@ pub(crate) fn listening_line(server: &RunningServer, settings: &ServerSettings) 
 /// Shutdown is graceful up to `--shutdown-grace`; a second signal stops at once.
 pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let settings = args.settings()?;
-    let config = with_store(settings.config(), &settings.store).await?;
+    let config = with_store(settings.config(), &settings).await?;
     let server = RunningServer::start(config).await.with_context(|| {
         format!(
             "cannot start the server (data dir {}, store {})",
@@ -107,12 +107,12 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
 /// itself. The password of a Postgres URL without one comes from `PGPASSWORD`.
 pub(crate) async fn with_store(
     mut config: ServerConfig,
-    store: &StoreSetting,
+    settings: &ServerSettings,
 ) -> anyhow::Result<ServerConfig> {
-    let StoreSetting::Postgres(url) = store else {
+    let StoreSetting::Postgres(url) = &settings.store else {
         return Ok(config);
     };
-    let options = postgres_options()?;
+    let options = postgres_options(settings)?;
     let url = url.clone();
     // Opening connects and migrates, waiting on the backend's own runtime: off this
     // runtime's workers.
@@ -123,10 +123,23 @@ pub(crate) async fn with_store(
     Ok(config)
 }
 
-/// How a Postgres store connects: the password from `PGPASSWORD` when the URL has none.
-pub(crate) fn postgres_options() -> anyhow::Result<PostgresOptions> {
+/// Largest root certificate file read (`server.store_ca`).
+const MAX_CA_FILE_BYTES: u64 = 1 << 20;
+
+/// How a Postgres store connects: the password from `PGPASSWORD` when the URL has
+/// none, the root certificates from `server.store_ca`.
+pub(crate) fn postgres_options(settings: &ServerSettings) -> anyhow::Result<PostgresOptions> {
+    let root_certs_pem = settings
+        .store_ca
+        .as_ref()
+        .map(|file| {
+            railyard_files::read_regular_file(file, MAX_CA_FILE_BYTES)
+                .with_context(|| format!("server.store_ca: cannot read {}", file.display()))
+        })
+        .transpose()?;
     Ok(PostgresOptions {
         password: std::env::var("PGPASSWORD").ok().filter(|p| !p.is_empty()),
+        root_certs_pem,
         ..PostgresOptions::default()
     })
 }

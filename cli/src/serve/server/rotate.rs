@@ -27,6 +27,10 @@ pub(crate) struct RotateArgs {
     /// The redb server's data directory (keys.json is there) [env: RAILYARD_DATA_DIR].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// With a postgres store: a PEM file of the root certificates the database's
+    /// certificate must chain to [env: RAILYARD_STORE_CA].
+    #[arg(long, value_name = "FILE")]
+    pub store_ca: Option<PathBuf>,
 }
 
 /// Rotates, and says on stdout what it did.
@@ -35,6 +39,7 @@ pub(crate) async fn run(a: RotateArgs) -> anyhow::Result<()> {
         config: a.config,
         store: a.store,
         data_dir: a.data_dir,
+        store_ca: a.store_ca,
         ..ServerArgs::default()
     }
     .settings()?;
@@ -42,7 +47,7 @@ pub(crate) async fn run(a: RotateArgs) -> anyhow::Result<()> {
     let shown = settings.store.shown();
     let (kid, keys) = match &settings.store {
         StoreSetting::Postgres(url) => {
-            let options = super::postgres_options()?;
+            let options = super::postgres_options(&settings)?;
             let url = url.clone();
             let rotated = tokio::task::spawn_blocking(move || {
                 railyard_store_postgres::rotate_token_key(&url, &options)
