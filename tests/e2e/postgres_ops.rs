@@ -168,3 +168,46 @@ fn health_and_metrics_name_the_node_the_logs_never_the_password_and_a_lost_datab
     assert!(!logs.contains(PASSWORD), "{logs}");
     assert!(logs.contains(":***@"), "the URL is shown redacted:\n{logs}");
 }
+
+#[test]
+fn a_small_bench_on_postgres_completes_every_run_and_shows_the_store_without_its_password() {
+    let Some(url) = test_url() else {
+        eprintln!("{}", skipped("postgres_ops::a_small_bench_on_postgres"));
+        return;
+    };
+    let db = TestDatabase::create(&url).expect("a database of the test's own");
+    let store = with_password(db.url());
+    let out = Command::new(BIN)
+        .args(["bench", "--store", &store])
+        .args([
+            "--runs",
+            "20",
+            "--workers",
+            "2",
+            "--starters",
+            "2",
+            "--connections",
+            "2",
+        ])
+        .args(["--latency-runs", "5", "--timeout", "120", "-o", "json"])
+        .env_remove("PGPASSWORD")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run railyard bench");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(PASSWORD));
+    let v = json(out);
+    assert_eq!(v["throughput"]["verified_completed"], 20, "{v}");
+    assert_eq!(v["throughput"]["start_errors"], 0, "{v}");
+    assert_eq!(v["latency"]["samples"], 5, "{v}");
+    assert_eq!(v["latency"]["verified_completed"], 5, "{v}");
+    let shown = v["settings"]["store"].as_str().unwrap_or_default();
+    assert!(shown.starts_with("postgres://") && shown.contains(":***@"), "{v}");
+    // The runs are in the database (the 25 measured, and those the latency phase
+    // starts to time single RPCs).
+    let runs: u64 = db
+        .query_text("SELECT count(*) FROM runs")
+        .unwrap()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(runs >= 25, "{runs} runs in the database");
+}
