@@ -84,7 +84,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the history server (gRPC and HTTP) until SIGTERM or Ctrl-C.
-    Server(serve::server::ServerArgs),
+    Server(serve::server::ServerCommand),
     /// Poll task queues and run leased steps as LLM agent loops until SIGTERM or Ctrl-C.
     ///
     /// Give the API key with --api-key-file or RAILYARD_API_KEY (--api-key shows it to
@@ -220,7 +220,7 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
     }
     let g = &cli.global;
     match cli.command {
-        Command::Server(a) => serve::server::run(a).await.map(|()| ExitCode::SUCCESS),
+        Command::Server(a) => serve::server::dispatch(a).await.map(|()| ExitCode::SUCCESS),
         Command::Worker(a) => {
             // This process starts no processes but bash's, so what a command orphans,
             // named or not, is the command's to end.

@@ -115,7 +115,7 @@ fn server_defaults() {
     let Command::Server(a) = cli.command else {
         panic!("not server")
     };
-    let config = a.settings_with(|_| None).unwrap().config();
+    let config = a.args.settings_with(|_| None).unwrap().config();
     assert_eq!(config.grpc_listen.port(), 0);
     assert_eq!(config.http_listen.to_string(), "127.0.0.1:7401");
     assert_eq!(config.data_dir, std::path::PathBuf::from("./.railyard"));

@@ -1,7 +1,8 @@
 //! The HTTP listener (axum): `/healthz`, `/metrics`, and the webhooks,
 //! `POST /hooks/{namespace}/{trigger}` ([`crate::service::triggers::deliver`]).
 //!
-//! `/healthz` is always open (load balancers and orchestrators probe it). With auth
+//! `/healthz` is always open (load balancers and orchestrators probe it); it checks
+//! that the database answers ([`healthz`]). With auth
 //! on, `/metrics` needs `authorization: Bearer <key>` of a key whose role may
 //! [`Operation::ReadMetrics`] (an admin key, of any namespace): the counters name
 //! every namespace and queue. Refusals are 401 (no usable key) and 403 (a key of
@@ -143,8 +144,57 @@ async fn hook(
     }
 }
 
-async fn healthz() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/json")], r#"{"status":"ok"}"#)
+/// How long `/healthz` waits for the database to answer.
+pub const HEALTH_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `200 {"status":"ok"}`; with a database over the network (Postgres), also
+/// `"database":"ok"` and the node id and lease epoch this server claimed it as. A
+/// database that does not answer a trivial query within [`HEALTH_WITHIN`], or a
+/// claim lost to another node, is `503` with `"status":"unavailable"` and the cause
+/// (the storage error's words: never a connection string).
+async fn healthz(State(core): State<Arc<Core>>) -> Response {
+    let store = core.store.clone();
+    let checked = tokio::task::spawn_blocking(move || {
+        let backend = store.backend();
+        (backend.ping(HEALTH_WITHIN), backend.stats().claim)
+    })
+    .await;
+    let (ping, claim) = match checked {
+        Ok(checked) => checked,
+        Err(e) => (
+            Err(railyard_store::StorageError::Backend(
+                format!("the health check stopped: {e}").into(),
+            )),
+            None,
+        ),
+    };
+    let mut body = serde_json::Map::new();
+    let status = match &ping {
+        Ok(()) => {
+            body.insert("status".into(), "ok".into());
+            StatusCode::OK
+        }
+        Err(e) => {
+            body.insert("status".into(), "unavailable".into());
+            body.insert("error".into(), e.to_string().into());
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+    };
+    if let Some(claim) = claim {
+        body.insert(
+            "database".into(),
+            if ping.is_ok() { "ok" } else { "unavailable" }.into(),
+        );
+        body.insert("node".into(), claim.node.into());
+        body.insert("lease_epoch".into(), claim.epoch.into());
+        body.insert("lease_held".into(), claim.held.into());
+    }
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        serde_json::Value::Object(body).to_string(),
+    )
+        .into_response()
 }
 
 /// The layer over every route an [`crate::HttpExtension`] adds. It removes any

@@ -37,7 +37,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::metrics::Metrics;
 use crate::registry::{EmbeddedDefinition, WorkflowRegistry};
 use crate::service::{BuildError, Core, CoreParts};
-use crate::token::TokenKeys;
+use crate::token::Keyring;
 use railyard_store::Store;
 
 /// Largest gRPC message the server accepts and sends.
@@ -244,7 +244,7 @@ impl RunningServer {
                 store
             }
         };
-        let keys = TokenKeys::load_or_create(dir)?;
+        let keys = Arc::new(Keyring::open(&store, dir)?);
         let mut workflows =
             WorkflowRegistry::load_dir(&config.workflows_dir).map_err(|source| StartError::Workflows {
                 path: config.workflows_dir.display().to_string(),
@@ -273,7 +273,7 @@ impl RunningServer {
         } = Core::builder(store)
             .clock(config.clock.clone())
             .workflows(workflows)
-            .keys(keys)
+            .keys(keys.clone())
             .auth(config.auth)
             .child_limits(config.child_limits)
             .delivery(config.delivery.clone())
@@ -321,6 +321,11 @@ impl RunningServer {
                 core.metrics.clone(),
                 config.clock.clone(),
                 config.purge,
+                shutdown_rx.clone(),
+            )),
+            tokio::spawn(token::keyring::reload_every(
+                keys,
+                token::keyring::RELOAD_EVERY,
                 shutdown_rx.clone(),
             )),
             tokio::spawn(purge_hook_deliveries(

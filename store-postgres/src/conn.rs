@@ -84,8 +84,17 @@ impl std::error::Error for DriverError {}
 /// Whether the database asked for the transaction to be run again: a serialization
 /// failure (40001) or a deadlock (40P01).
 pub(crate) fn asks_retry(e: &tokio_postgres::Error) -> bool {
-    e.code()
-        .is_some_and(|c| *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
+    retry_cause(e).is_some()
+}
+
+/// Why the database asked for the transaction to be run again, as `/metrics` names
+/// it: `serialization` (40001) or `deadlock` (40P01).
+pub(crate) fn retry_cause(e: &tokio_postgres::Error) -> Option<&'static str> {
+    match e.code() {
+        Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE => Some("serialization"),
+        Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED => Some("deadlock"),
+        _ => None,
+    }
 }
 
 /// The pool and the runtime its connections live on: where transactions begin.
@@ -108,6 +117,28 @@ impl Db {
         let conn = Conn::new(self.runner.clone(), Held::new(client), self.call_timeout);
         conn.simple(begin)?;
         Ok(conn)
+    }
+
+    /// A trivial query on a pooled connection, answered within `within` (the wait
+    /// for a free connection included); a connection abandoned by the bound is
+    /// closed, not pooled.
+    pub(crate) fn ping(&self, within: Duration) -> Result<(), StorageError> {
+        let pool = self.pool.clone();
+        let ping = async move {
+            let held = Held::new(pool.get().await.map_err(pool_error)?);
+            if let Some(client) = held.0.as_ref() {
+                client.simple_query("SELECT 1").await.map_err(db_error)?;
+            }
+            held.release();
+            Ok(())
+        };
+        self.runner
+            .block(async move { tokio::time::timeout(within, ping).await })?
+            .unwrap_or_else(|_elapsed| {
+                Err(StorageError::Backend(
+                    format!("the database did not answer within {} ms", within.as_millis()).into(),
+                ))
+            })
     }
 }
 
@@ -156,8 +187,8 @@ struct State {
     held: Option<Held>,
     /// A statement failed: the transaction is aborted and must not be committed.
     failed: bool,
-    /// A statement failed because the database asks for a retry.
-    retry: bool,
+    /// A statement failed because the database asks for a retry, and why.
+    retry: Option<&'static str>,
 }
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -178,7 +209,7 @@ impl Conn {
             state: Mutex::new(State {
                 held: Some(held),
                 failed: false,
-                retry: false,
+                retry: None,
             }),
             call_timeout,
         }
@@ -226,9 +257,9 @@ impl Conn {
         })
     }
 
-    /// Whether a statement failed because the database asks for the transaction to
-    /// be run again.
-    pub(crate) fn asks_retry(&self) -> bool {
+    /// Why a statement failed, when the database asks for the transaction to be run
+    /// again (`serialization`, `deadlock`).
+    pub(crate) fn asks_retry(&self) -> Option<&'static str> {
         lock(&self.state).retry
     }
 
@@ -303,7 +334,7 @@ impl Conn {
             }
             Ok(Ok((held, Err(Failure::Db(e))))) => {
                 state.failed = true;
-                state.retry |= asks_retry(&e);
+                state.retry = state.retry.or(retry_cause(&e));
                 // A failure that closed the connection leaves nothing to give back.
                 if !e.is_closed() {
                     state.held = Some(held);

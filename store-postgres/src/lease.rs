@@ -23,7 +23,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -94,6 +94,9 @@ pub(crate) struct Lease {
     paused: AtomicBool,
     /// Turns to the node that took the lease, once one has.
     lost: watch::Sender<Option<String>>,
+    /// Renewals made, and renewals that found another node holding the lease.
+    renewals: AtomicU64,
+    conflicts: AtomicU64,
 }
 
 impl Lease {
@@ -106,6 +109,8 @@ impl Lease {
             lost_to: Mutex::new(None),
             paused: AtomicBool::new(false),
             lost: watch::Sender::new(None),
+            renewals: AtomicU64::new(0),
+            conflicts: AtomicU64::new(0),
         }
     }
 
@@ -120,6 +125,14 @@ impl Lease {
 
     pub(crate) fn epoch(&self) -> i64 {
         self.epoch
+    }
+
+    /// For `/metrics`: renewals made, and renewals that found another node holding it.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        (
+            self.renewals.load(Ordering::Relaxed),
+            self.conflicts.load(Ordering::Relaxed),
+        )
     }
 
     #[cfg(feature = "testing")]
@@ -173,8 +186,10 @@ impl Lease {
             params![self.epoch, self.node.clone(), millis(self.duration)],
         )?;
         if renewed == 1 {
+            self.renewals.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
+        self.conflicts.fetch_add(1, Ordering::Relaxed);
         let holder = conn
             .query_opt(CURRENT_NODE, params![])?
             .map(|row| row.try_get::<_, String>(0).map_err(db_error))

@@ -23,6 +23,7 @@
 //! are shown only through [`redact`].
 
 mod conn;
+mod keys;
 mod lease;
 mod reads;
 pub mod redact;
@@ -33,21 +34,24 @@ mod standby;
 pub mod testing;
 #[cfg(test)]
 mod tests;
+mod tls;
 mod triggers;
 mod txn;
 mod writes;
 
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use railyard_store::records::Definitions;
-use railyard_store::{Backend, Snapshot, StorageError, WriteTx};
+use railyard_store::{Backend, BackendStats, ClaimStats, PoolStats, Snapshot, StorageError, WriteTx};
 use tokio_postgres::NoTls;
 use tokio_postgres::config::SslMode;
 
+pub use keys::{RotatedKey, rotate_token_key};
 pub use redact::redact;
 pub use standby::{LeaderInfo, Standby};
 
@@ -88,6 +92,10 @@ pub struct PostgresOptions {
     /// How often an idle server renews its lease (each write renews it too); well
     /// within [`PostgresOptions::lease`].
     pub lease_renew_every: Duration,
+    /// PEM root certificates the database's certificate must chain to, with
+    /// `sslmode=require`, `verify-ca` or `verify-full` ([`tls`]); `None`: the
+    /// system's (for `verify-ca`, `verify-full`) or none checked (`require`).
+    pub root_certs_pem: Option<Vec<u8>>,
 }
 
 impl Default for PostgresOptions {
@@ -104,6 +112,7 @@ impl Default for PostgresOptions {
             application_name: "railyard".into(),
             lease: Duration::from_secs(30),
             lease_renew_every: Duration::from_secs(10),
+            root_certs_pem: None,
         }
     }
 }
@@ -119,6 +128,10 @@ impl std::fmt::Debug for PostgresOptions {
             .field("write_attempts", &self.write_attempts)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("schema", &self.schema)
+            .field(
+                "root_certs_pem",
+                &self.root_certs_pem.as_ref().map(|p| format!("{} bytes", p.len())),
+            )
             .field("application_name", &self.application_name)
             .field("lease", &self.lease)
             .field("lease_renew_every", &self.lease_renew_every)
@@ -149,6 +162,10 @@ pub enum OpenError {
         until: String,
         in_secs: f64,
     },
+    #[error("TLS to the database {url}: {problem}")]
+    Tls { url: String, problem: String },
+    #[error("cannot rotate the task-token key of {url}: {problem}")]
+    Keys { url: String, problem: String },
     #[error("cannot start the database runtime: {problem}")]
     Runtime { problem: String },
     #[error("cannot make the connection pool for {url}: {problem}")]
@@ -183,6 +200,8 @@ pub struct PostgresBackend {
     lease: Arc<Lease>,
     /// Stopped before the lease is released on drop.
     renewal: Option<Renewal>,
+    /// Write transactions run again, by cause: serialization failures, deadlocks.
+    retried: [AtomicU64; 2],
 }
 
 impl PostgresBackend {
@@ -283,7 +302,8 @@ pub(crate) struct Connected {
     pub(crate) write_attempts: usize,
 }
 
-/// Checks the options and the URL and makes the pool (connecting lazily).
+/// Checks the options and the URL and makes the pool (connecting lazily), with TLS
+/// when the URL asks for it.
 fn connect(url: &str, options: &PostgresOptions) -> Result<Connected, OpenError> {
     let shown = redact(url);
     if options.lease.is_zero()
@@ -297,16 +317,34 @@ fn connect(url: &str, options: &PostgresOptions) -> Result<Connected, OpenError>
             ),
         });
     }
-    let mut config = tokio_postgres::Config::from_str(url).map_err(|e| OpenError::Url {
+    let (url, asked) = tls::take_verify_mode(url);
+    let mut config = tokio_postgres::Config::from_str(&url).map_err(|e| OpenError::Url {
         url: shown.clone(),
         problem: conn::describe(&e),
     })?;
-    if config.get_ssl_mode() == SslMode::Require {
-        return Err(OpenError::Unsupported {
-            url: shown,
-            problem: "sslmode=require: TLS to the database is not supported yet".into(),
+    let roots = options.root_certs_pem.as_deref();
+    let tls = if config.get_ssl_mode() == SslMode::Require {
+        let verify = asked.unwrap_or(if roots.is_some() {
+            tls::Verify::Chain
+        } else {
+            tls::Verify::Nothing
         });
-    }
+        let client = tls::client_config(verify, roots).map_err(|problem| OpenError::Tls {
+            url: shown.clone(),
+            problem,
+        })?;
+        Some(tls::MakeRustls::new(client))
+    } else if roots.is_some() {
+        return Err(OpenError::Tls {
+            url: shown,
+            problem:
+                "root certificates were given, but the connection string's sslmode does not ask for TLS: \
+                      add sslmode=verify-full (or verify-ca, require)"
+                    .into(),
+        });
+    } else {
+        None
+    };
     if config.get_password().is_none()
         && let Some(password) = &options.password
     {
@@ -320,15 +358,15 @@ fn connect(url: &str, options: &PostgresOptions) -> Result<Connected, OpenError>
     let runner = Arc::new(Runner::new().map_err(|e| OpenError::Runtime {
         problem: e.to_string(),
     })?);
-    let manager = Manager::from_config(
-        config,
-        NoTls,
-        ManagerConfig {
-            // Connections come back only after their transaction ended (see
-            // `conn`), so checking them costs a round trip for nothing.
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
+    let manager_config = ManagerConfig {
+        // Connections come back only after their transaction ended (see `conn`), so
+        // checking them costs a round trip for nothing.
+        recycling_method: RecyclingMethod::Fast,
+    };
+    let manager = match tls {
+        Some(tls) => Manager::from_config(config, tls, manager_config),
+        None => Manager::from_config(config, NoTls, manager_config),
+    };
     let pool = Pool::builder(manager)
         .max_size(options.pool_size.max(1))
         .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -365,6 +403,7 @@ pub(crate) fn claim(c: &Connected, node: String) -> Result<PostgresBackend, Open
         write_attempts: c.write_attempts,
         lease: lease.clone(),
         renewal: None,
+        retried: Default::default(),
     };
     // From here on a failure drops `backend`, which releases the lease.
     backend.renewal = Some(
@@ -386,11 +425,16 @@ pub(crate) fn claim(c: &Connected, node: String) -> Result<PostgresBackend, Open
 /// refuses a newer schema or a database another server holds.
 fn migrate(db: &Db, shown: &str, node: String, lease: Duration, attempts: usize) -> Result<i64, OpenError> {
     let url = shown.to_string();
+    let first_key = keys::new_secret().map_err(|problem| OpenError::Init {
+        url: url.clone(),
+        problem,
+    })?;
     let outcome = db
         .runner
         .block(txn::migrate(
             db.pool.clone(),
             node,
+            first_key,
             lease::millis(lease),
             attempts,
         ))
@@ -417,7 +461,7 @@ fn migrate(db: &Db, shown: &str, node: String, lease: Duration, attempts: usize)
         }),
         Err(txn::MigrateError::Connect(e)) => Err(OpenError::Connect {
             url,
-            problem: e.to_string(),
+            problem: tls_hint(e.to_string()),
         }),
         Err(txn::MigrateError::Init(e)) => Err(OpenError::Init {
             url,
@@ -430,6 +474,19 @@ fn migrate(db: &Db, shown: &str, node: String, lease: Duration, attempts: usize)
             to: known,
             problem: source.to_string(),
         }),
+    }
+}
+
+/// `problem`, with what to do when it is the database's certificate that did not
+/// verify.
+fn tls_hint(problem: String) -> String {
+    if problem.contains("invalid peer certificate") {
+        format!(
+            "{problem} (the database's certificate does not verify against the root certificates: give the \
+             ones it chains to, the server's store_ca / --store-ca, or check the URL's sslmode)"
+        )
+    } else {
+        problem
     }
 }
 
@@ -463,6 +520,46 @@ fn session_options(given: Option<&str>, o: &PostgresOptions, shown: &str) -> Res
 }
 
 impl Backend for PostgresBackend {
+    /// `SELECT 1` on a pooled connection within `within`; fails at once when this
+    /// server lost its writer lease.
+    fn ping(&self, within: Duration) -> Result<(), StorageError> {
+        self.lease.check()?;
+        self.db.ping(within)
+    }
+
+    fn stats(&self) -> BackendStats {
+        let pool = self.db.pool.status();
+        let (renewals, conflicts) = self.lease.counts();
+        let n = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+        BackendStats {
+            pool: Some(PoolStats {
+                max: n(pool.max_size),
+                open: n(pool.size),
+                in_use: n(pool.size.saturating_sub(pool.available)),
+                waiting: n(pool.waiting),
+            }),
+            retries: vec![
+                ("serialization", self.retried[0].load(Ordering::Relaxed)),
+                ("deadlock", self.retried[1].load(Ordering::Relaxed)),
+            ],
+            claim: Some(ClaimStats {
+                node: self.lease.node().to_string(),
+                epoch: self.lease.epoch(),
+                held: self.lease.check().is_ok(),
+                renewals,
+                conflicts,
+            }),
+        }
+    }
+
+    /// The `token_keys` table, read in a transaction of its own.
+    fn shared_keys(&self) -> Result<Option<railyard_store::SharedKeys>, StorageError> {
+        let conn = self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?;
+        let keys = keys::read(&conn)?;
+        conn.commit()?;
+        Ok(Some(keys))
+    }
+
     fn snapshot(&self) -> Result<Box<dyn Snapshot>, StorageError> {
         let conn = self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?;
         Ok(Box::new(PgTxn::new(conn, self.defs.clone())))
@@ -498,9 +595,10 @@ impl Backend for PostgresBackend {
             let retry = tx.conn().asks_retry();
             tx.conn().rollback();
             drop(tx);
-            match delays.next() {
-                Some(delay) if retry => {
-                    tracing::warn!(error = %e, attempt, ?delay, "the database asked to retry the write transaction");
+            match (retry, delays.next()) {
+                (Some(cause), Some(delay)) => {
+                    self.retried[usize::from(cause == "deadlock")].fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(error = %e, attempt, cause, ?delay, "the database asked to retry the write transaction");
                     attempt += 1;
                     std::thread::sleep(delay);
                 }

@@ -14,7 +14,7 @@
 
 /// Migration `n` (from 1) brings a database from version `n - 1` to `n`. Never
 /// edit one that has shipped: add the next.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, LEADER_ADDRESSES];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, LEADER_ADDRESSES, TOKEN_KEYS];
 
 /// The schema version this build reads and writes.
 pub(crate) fn latest() -> i64 {
@@ -37,7 +37,7 @@ pub(crate) const WRITE_VERSION: &str = "INSERT INTO railyard_schema (id, version
 pub(crate) const DEFAULT_NAMESPACE: &str = "INSERT INTO namespaces (name, record) VALUES ($1, $2)
     ON CONFLICT (name) DO NOTHING";
 
-/// The leader's addresses on the writer lease's row (`crate::lease`): where the
+/// Version 3: the leader's addresses on the writer lease's row (`crate::lease`): where the
 /// holder serves gRPC and HTTP (`host:port`, empty until it says) and whether they
 /// speak TLS, so the nodes standing by can forward to it.
 const LEADER_ADDRESSES: &str = r#"
@@ -45,6 +45,19 @@ ALTER TABLE writer_lease
     ADD COLUMN grpc_addr text NOT NULL DEFAULT '',
     ADD COLUMN http_addr text NOT NULL DEFAULT '',
     ADD COLUMN tls boolean NOT NULL DEFAULT false;
+"#;
+
+/// Version 4: the task-token signing keys (`crate::keys`), shared by every server on the
+/// database: `n` orders them (the highest signs, every one verifies), `kid` is the
+/// id a token names (`k<n>`). The first is made by the opening that creates the
+/// table; a rotation adds the next.
+const TOKEN_KEYS: &str = r#"
+CREATE TABLE token_keys (
+    n bigint PRIMARY KEY,
+    kid text COLLATE "C" NOT NULL UNIQUE,
+    secret bytea NOT NULL,
+    added_at timestamptz NOT NULL DEFAULT now()
+);
 "#;
 
 /// Version 2: the writer lease (`crate::lease`): one row, the node writing to the

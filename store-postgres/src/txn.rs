@@ -12,7 +12,7 @@ use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 
 use crate::conn::{Conn, asks_retry, db_error, describe, params, pool_error};
-use crate::{lease, schema};
+use crate::{keys, lease, schema};
 
 /// A transaction: its connection and the definition cache.
 pub(crate) struct PgTxn {
@@ -122,13 +122,15 @@ impl From<tokio_postgres::Error> for Failed {
 }
 
 /// Creates the version table, and in one transaction reads the version, applies the
-/// missing migrations, writes the new version and the `default` namespace, and claims
+/// missing migrations, writes the new version, the `default` namespace and the first
+/// task-token key when there is none ([`crate::keys`]), and claims
 /// the writer lease for `node` ([`crate::lease`]); a lease held by another node rolls
 /// all of it back. A run the database asks to retry (40001, 40P01) is run again, at
 /// most `attempts` runs in all. Answers the version found and the lease's epoch.
 pub(crate) async fn migrate(
     pool: Pool,
     node: String,
+    first_key: Vec<u8>,
     lease_ms: f64,
     attempts: usize,
 ) -> Result<(i64, i64), MigrateError> {
@@ -143,7 +145,7 @@ pub(crate) async fn migrate(
         .map_err(init)?;
     let mut attempt = 1;
     loop {
-        match migrate_once(&mut client, &node, lease_ms).await {
+        match migrate_once(&mut client, &node, &first_key, lease_ms).await {
             Ok(Opened::Claimed { from, epoch }) => return Ok((from, epoch)),
             Ok(Opened::Newer(found)) => return Err(MigrateError::Newer(found)),
             Ok(Opened::Negative(found)) => {
@@ -176,7 +178,12 @@ pub(crate) async fn migrate(
 
 /// One run of the opening transaction; dropping its transaction unanswered rolls it
 /// back.
-async fn migrate_once(client: &mut Object, node: &str, lease_ms: f64) -> Result<Opened, Failed> {
+async fn migrate_once(
+    client: &mut Object,
+    node: &str,
+    first_key: &[u8],
+    lease_ms: f64,
+) -> Result<Opened, Failed> {
     let tx = client.transaction().await?;
     let found: i64 = match tx.query_opt(schema::READ_VERSION, &[]).await? {
         Some(row) => row.try_get(0)?,
@@ -199,6 +206,9 @@ async fn migrate_once(client: &mut Object, node: &str, lease_ms: f64) -> Result<
     let default = railyard_model::namespace::DEFAULT_NAMESPACE;
     tx.execute(schema::DEFAULT_NAMESPACE, &[&default, &b"{}".as_slice()])
         .await?;
+    // Two openings racing on an empty table: the second's insert waits for the
+    // first's commit and then does nothing (or, under SERIALIZABLE, is retried).
+    tx.execute(keys::FIRST, &[&first_key]).await?;
     let claimed = tx.query_opt(lease::CLAIM, &[&node, &lease_ms]).await?;
     let Some(row) = claimed else {
         let row = tx.query_one(lease::HOLDER, &[]).await?;

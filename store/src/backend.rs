@@ -285,8 +285,92 @@ pub trait TriggerWrites {
     ) -> Result<(), StorageError>;
 }
 
+/// Secret keys a database keeps for the servers that share it: the task-token
+/// signing keys. Opaque bytes here; what signs with them is the server's business.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SharedKeys {
+    /// Key id and key bytes, oldest first; every one verifies.
+    pub keys: Vec<(String, Vec<u8>)>,
+    /// The id of the key that signs (one of `keys`).
+    pub active: String,
+}
+
+impl std::fmt::Debug for SharedKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key bytes.
+        let ids: Vec<&str> = self.keys.iter().map(|(id, _)| id.as_str()).collect();
+        f.debug_struct("SharedKeys")
+            .field("keys", &ids)
+            .field("active", &self.active)
+            .finish()
+    }
+}
+
+/// What a backend says of itself for `/metrics`: plain numbers, read at scrape time.
+/// An embedded database has none of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackendStats {
+    /// The connection pool, when there is one.
+    pub pool: Option<PoolStats>,
+    /// Write transactions run again because the database asked, by cause
+    /// (`serialization`, `deadlock`), since the backend opened.
+    pub retries: Vec<(&'static str, u64)>,
+    /// This server's claim on the database, when it makes one.
+    pub claim: Option<ClaimStats>,
+}
+
+/// A connection pool's use.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Most connections it may open.
+    pub max: u64,
+    /// Connections open.
+    pub open: u64,
+    /// Connections handed out.
+    pub in_use: u64,
+    /// Callers waiting for a connection.
+    pub waiting: u64,
+}
+
+/// A server's claim on a shared database (its writer lease).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClaimStats {
+    /// The id this server claimed the database as.
+    pub node: String,
+    /// The claim's epoch.
+    pub epoch: i64,
+    /// Whether it still holds the claim (false once another node took it).
+    pub held: bool,
+    /// Renewals of the claim (each write transaction renews it, and a timer while idle).
+    pub renewals: u64,
+    /// Renewals that found another node holding the claim (at most one: the server
+    /// stops writing then).
+    pub conflicts: u64,
+}
+
 /// A database the server can run on.
 pub trait Backend: Send + Sync {
+    /// Checks that the database answers, within `within`: for a database reached
+    /// over the network, a trivial query on a connection of the pool; an embedded one
+    /// always answers. Also fails once this server lost its claim on the database.
+    fn ping(&self, within: std::time::Duration) -> Result<(), StorageError> {
+        let _ = within;
+        Ok(())
+    }
+
+    /// The backend's own numbers for `/metrics` (none for an embedded database).
+    fn stats(&self) -> BackendStats {
+        BackendStats::default()
+    }
+
+    /// The task-token signing keys, when this database keeps them (one several
+    /// servers share, so that a token one signs verifies on every other), read
+    /// afresh; `None`: it keeps none, and the server keeps its own in a file (redb,
+    /// memory).
+    fn shared_keys(&self) -> Result<Option<SharedKeys>, StorageError> {
+        Ok(None)
+    }
+
     /// A consistent read view.
     fn snapshot(&self) -> Result<Box<dyn Snapshot>, StorageError>;
 

@@ -24,6 +24,8 @@ mod mcp_sessions;
 mod mcp_steps;
 mod namespaces;
 mod postgres;
+mod postgres_ops;
+mod postgres_tls;
 mod schedules;
 mod server_e2e;
 mod tls;

@@ -7,6 +7,7 @@
 //! tests skip, saying so.
 
 use std::collections::HashMap;
+use std::process::Command;
 use std::time::Duration;
 
 use railyard_proto::v1::{HistoryEvent, RunStatus};
@@ -105,8 +106,8 @@ fn a_completed_run_is_all_there_after_sigkill_and_a_restart_on_the_same_database
     let sandbox = Sandbox::new();
     sandbox.workflow("pg.json", WORKFLOW);
     let server = ServerProcess::start_on_store(db.url(), &sandbox.path("data"), &sandbox.path("workflows"));
-    // The local directory holds the keys only: no redb file.
-    assert!(sandbox.path("data").join("keys.json").is_file());
+    // The task-token keys are in the database, the runs too: nothing local.
+    assert!(!sandbox.path("data").join("keys.json").exists());
     assert!(!sandbox.path("data").join("railyard.redb").exists());
 
     let mut first_worker = worker(&sandbox, &server, "pg-worker");
@@ -214,4 +215,77 @@ fn a_second_server_on_the_same_database_follows_the_first_and_leads_once_it_stop
     assert_ne!(lease_holder(&db), node);
     let api = Api::new(&second.url);
     assert_eq!(api.status(&run), RunStatus::Running);
+}
+
+/// `railyard task poll` on queue `pg`: the task token.
+fn poll(server: &ServerProcess) -> String {
+    let task = json(ry(
+        &server.url,
+        &[
+            "task", "poll", "--queue", "pg", "--wait", "30", "--output", "json",
+        ],
+    ));
+    task["task_token"].as_str().expect("a task token").to_string()
+}
+
+/// The key id a task token names (its payload is plain base64 JSON).
+fn token_kid(token: &str) -> String {
+    use base64::Engine;
+    let payload = token.split('.').next().unwrap_or_default();
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .expect("a token payload");
+    let claims: serde_json::Value = serde_json::from_slice(&bytes).expect("token claims");
+    claims["kid"].as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn a_task_token_one_server_signed_completes_on_another_and_survives_a_key_rotation() {
+    let Some(url) = test_url() else {
+        eprintln!(
+            "{}",
+            skipped("postgres::a_task_token_one_server_signed_completes_on_another")
+        );
+        return;
+    };
+    let db = TestDatabase::create(&url).expect("a database of the test's own");
+    let sandbox = Sandbox::new();
+    sandbox.workflow("pg.json", WORKFLOW);
+    // Each server has a local directory of its own: they share no file.
+    let first = ServerProcess::start_on_store(db.url(), &sandbox.path("a"), &sandbox.path("workflows"));
+    let run = Api::new(&first.url).start("tokens across servers");
+    let one = poll(&first);
+    assert_eq!(token_kid(&one), "k1");
+    assert!(first.stop().success());
+
+    let second = ServerProcess::start_on_store(db.url(), &sandbox.path("b"), &sandbox.path("workflows"));
+    let rotated = Command::new(BIN)
+        .args(["server", "rotate-token-key", "--store", db.url()])
+        .env_remove("RAILYARD_STORE")
+        .env_remove("RAILYARD_SERVER_CONFIG")
+        .output()
+        .expect("run railyard");
+    let said = ok(rotated);
+    assert!(
+        said.contains("added task-token key k2") && said.contains("all 2 keys"),
+        "{said}"
+    );
+    // The token the first server signed, before the rotation, completes here.
+    ok(ry(
+        &second.url,
+        &["task", "complete", &one, "--notes", "one done"],
+    ));
+    assert!(second.stop().success());
+
+    // A server started after the rotation signs with the new key; its token
+    // completes the run.
+    let third = ServerProcess::start_on_store(db.url(), &sandbox.path("c"), &sandbox.path("workflows"));
+    let two = poll(&third);
+    assert_eq!(token_kid(&two), "k2");
+    ok(ry(&third.url, &["task", "complete", &two, "--notes", "two done"]));
+    let api = Api::new(&third.url);
+    assert_eq!(api.wait_closed(&run), RunStatus::Completed);
+    for dir in ["a", "b", "c"] {
+        assert!(!sandbox.path(dir).join("keys.json").exists(), "{dir}");
+    }
 }

@@ -9,6 +9,9 @@
 //!
 //! The client side spreads over `--connections` gRPC channels so it is not the bottleneck.
 //!
+//! `--store postgres://...` runs the in-process server on that database instead of
+//! redb in the temp directory.
+//!
 //! `--schedules N` runs the schedule bench instead ([`schedules`]),
 //! `--webhooks N` the webhook bench ([`webhooks`]), `--fanout N` the
 //! child-run fan-out bench ([`fanout`]).
@@ -89,6 +92,16 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "100",
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub fanout: Option<u32>,
+    /// Run the in-process server's runs on this PostgreSQL database
+    /// (postgres://USER@HOST:PORT/DB; the password from PGPASSWORD, or in the URL)
+    /// instead of redb in a temp directory. The bench's runs stay in it: give it a
+    /// database of its own, on which no server runs.
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// With --store: a PEM file of the root certificates the database's certificate
+    /// must chain to.
+    #[arg(long, value_name = "FILE", requires = "store")]
+    pub store_ca: Option<std::path::PathBuf>,
     /// Concurrent pollers completing the fan-out's child steps.
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub fanout_pollers: u32,
@@ -120,6 +133,10 @@ struct Latency {
 
 /// Runs the bench and prints its settings and figures.
 pub(crate) async fn run(global: &GlobalOpts, args: BenchArgs) -> anyhow::Result<()> {
+    if args.store.is_some() && (args.schedules.is_some() || args.webhooks.is_some() || args.fanout.is_some())
+    {
+        bail!("--store goes with the run phases only (not --schedules, --webhooks, --fanout)");
+    }
     if let Some(count) = args.schedules {
         return schedules::run(global, &args, count).await;
     }
@@ -138,18 +155,56 @@ pub(crate) async fn run(global: &GlobalOpts, args: BenchArgs) -> anyhow::Result<
     let mut config = ServerConfig::new(dir.path().join("data"), workflows_dir);
     config.grpc_listen = ([127, 0, 0, 1], 0).into();
     config.http_listen = ([127, 0, 0, 1], 0).into();
+    let (config, store) = with_bench_store(config, &args).await?;
     let server = RunningServer::start(config)
         .await
         .context("cannot start the in-process server")?;
     let url = format!("http://{}", server.grpc_addr);
-    tracing::info!(%url, data = %dir.path().display(), "bench server started");
+    tracing::info!(%url, data = %dir.path().display(), %store, "bench server started");
     let result = measure(&url, &args).await;
     // The server is in this process, with the bench's clients and workers.
     let memory = Memory::of("self");
     server.shutdown().await;
     let (throughput, latency) = result?;
-    report(global, &args, &url, throughput.as_ref(), latency.as_ref(), memory)?;
+    let ran = Ran {
+        url: &url,
+        store: &store,
+    };
+    report(global, &args, ran, throughput.as_ref(), latency.as_ref(), memory)?;
     Ok(())
+}
+
+/// Where the bench's server ran.
+#[derive(Debug, Clone, Copy)]
+struct Ran<'a> {
+    url: &'a str,
+    /// The store as it may be shown.
+    store: &'a str,
+}
+
+/// `config` on the database `--store` names (opened here, as `railyard server` opens
+/// it), and the store as it may be shown; redb in the temp directory without it.
+async fn with_bench_store(config: ServerConfig, args: &BenchArgs) -> anyhow::Result<(ServerConfig, String)> {
+    let Some(store) = &args.store else {
+        return Ok((config, "redb (a temp directory)".into()));
+    };
+    let settings = crate::serve::server::ServerArgs {
+        store: Some(store.clone()),
+        store_ca: args.store_ca.clone(),
+        ..Default::default()
+    }
+    // The flags alone: the server's environment and config file are not the bench's.
+    .settings_with(|_| None)?;
+    if !matches!(settings.store, crate::serve::server::StoreSetting::Postgres(_)) {
+        bail!(
+            "--store: the bench takes a postgres://USER@HOST:PORT/DB URL; without --store it runs on redb in a temp directory"
+        );
+    }
+    let shown = settings.store.shown();
+    let config = crate::serve::server::with_store(config, &settings)
+        .await
+        .with_context(|| format!("cannot open the bench's store {shown}"))?;
+    Ok((config, shown))
 }
 
 /// Writes the `bench-1` (one step) and `bench-3` (three steps) definitions.
@@ -530,7 +585,7 @@ fn ms(d: Duration) -> f64 {
 fn report(
     global: &GlobalOpts,
     args: &BenchArgs,
-    url: &str,
+    Ran { url, store }: Ran<'_>,
     throughput: Option<&Throughput>,
     latency: Option<&Latency>,
     memory: Option<Memory>,
@@ -550,7 +605,7 @@ fn report(
             "settings": {
                 "runs": args.runs, "workers": args.workers, "starters": args.starters,
                 "connections": args.connections, "latency_runs": args.latency_runs,
-                "cores": cores, "fsync": true, "server": url,
+                "cores": cores, "fsync": true, "server": url, "store": store,
             },
             "throughput": throughput.map(|t| json!({
                 "completed": t.completed, "verified_completed": t.verified_completed,
@@ -585,6 +640,7 @@ fn report(
         ),
         format!("  cores         {cores}"),
         "  fsync         on (every acknowledged write is durable)".to_string(),
+        format!("  store         {store}"),
     ];
     if let Some(t) = throughput {
         lines.push("throughput (bench-1)".to_string());

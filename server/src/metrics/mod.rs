@@ -10,6 +10,7 @@
 
 pub mod rpc;
 pub mod state;
+pub mod storage;
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -199,7 +200,9 @@ impl Metrics {
             m.commit_batch.clone(),
         );
         registry.register_collector(Box::new(m.rpc.clone()));
-        if let Some(state) = state {
+        if let Some(mut state) = state {
+            let storage = std::mem::replace(&mut state.storage, Box::new(Default::default));
+            registry.register_collector(Box::new(storage::StorageStats(storage)));
             registry.register_collector(Box::new(state));
         }
         Self { registry, ..m }

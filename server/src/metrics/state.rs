@@ -37,6 +37,8 @@ pub struct StateSources {
     pub open_runs: Counts,
     /// Schedules per namespace.
     pub schedules: Counts,
+    /// The storage backend's own numbers (pool, retries, its claim on the database).
+    pub storage: super::storage::StatsSource,
 }
 
 impl std::fmt::Debug for StateSources {

@@ -23,7 +23,7 @@ use crate::engine::watch::Watchers;
 use crate::engine::writer::{ChildLimits, Hooks, WriteError, Writer};
 use crate::metrics::{Metrics, StateSources};
 use crate::registry::WorkflowRegistry;
-use crate::token::{KeyError, TokenKeys};
+use crate::token::{KeyError, Keyring, TokenKeys};
 use railyard_store::{StorageError, Store};
 
 /// Makes a [`Core`] over a store. Every setting has a default fit for a server:
@@ -33,7 +33,7 @@ pub struct CoreBuilder {
     store: Store,
     clock: Arc<dyn Clock>,
     workflows: Arc<WorkflowRegistry>,
-    keys: Option<TokenKeys>,
+    keys: Option<Arc<Keyring>>,
     auth: bool,
     child_limits: ChildLimits,
     delivery: DeliverySettings,
@@ -102,7 +102,7 @@ impl CoreBuilder {
     }
 
     /// The keys task tokens are signed and verified with.
-    pub(crate) fn keys(mut self, keys: TokenKeys) -> Self {
+    pub(crate) fn keys(mut self, keys: Arc<Keyring>) -> Self {
         self.keys = Some(keys);
         self
     }
@@ -160,6 +160,10 @@ impl CoreBuilder {
             }),
             open_runs: Box::new(move || open_runs_store.open_run_counts()),
             schedules: Box::new(move || schedules_store.schedule_counts()),
+            storage: Box::new({
+                let store = store.clone();
+                move || store.backend().stats()
+            }),
         }));
         Ok(Hooks {
             matching,
@@ -176,7 +180,7 @@ impl CoreBuilder {
     pub fn build(mut self) -> Result<CoreParts, BuildError> {
         let keys = match self.keys.take() {
             Some(keys) => keys,
-            None => TokenKeys::generate()?,
+            None => Arc::new(Keyring::fixed(TokenKeys::generate()?)),
         };
         let hooks = self.hooks()?;
         let (matching, watchers, metrics) = (

@@ -34,7 +34,6 @@ use crate::engine::watch::Watchers;
 use crate::engine::writer::Writer;
 use crate::metrics::Metrics;
 use crate::registry::WorkflowRegistry;
-use crate::token::TokenKeys;
 use railyard_store::Store;
 
 pub use builder::{BuildError, CoreBuilder, CoreParts};
@@ -48,7 +47,7 @@ pub struct Core {
     pub(crate) watchers: Arc<Watchers>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) keys: TokenKeys,
+    pub(crate) keys: Arc<crate::token::Keyring>,
     pub(crate) workflows: Arc<WorkflowRegistry>,
     /// Names of the namespaces that exist (changed by [`namespaces`] after each commit).
     pub(crate) namespaces: railyard_model::namespace::NamespaceSet,

@@ -113,6 +113,10 @@ fn a_paused_backend_past_its_lease_loses_the_database_and_writes_nothing() {
         .unwrap_err();
     assert!(matches!(again, StorageError::Fenced { .. }), "{again}");
     assert!(!ran, "a fenced backend does not run the write");
+    // Health and metrics say so: the ping fails, the claim is not held, one conflict.
+    assert!(matches!(first.ping(HANG), Err(StorageError::Fenced { .. })));
+    let claim = first.stats().claim.expect("a claim");
+    assert_eq!((claim.held, claim.conflicts), (false, 1));
     s.execute(
         "DO $$ BEGIN IF (SELECT count(*) FROM namespaces) <> 2 THEN RAISE 'a fenced write was kept'; END IF; END $$",
     )

@@ -14,6 +14,7 @@ use crate::conn::params;
 use crate::testing::{TestSchema, skipped, test_url};
 use crate::{OpenError, PostgresBackend, PostgresOptions, schema};
 
+mod keys;
 mod lease;
 mod standby;
 
@@ -156,6 +157,37 @@ fn a_deadlocked_write_is_run_again() {
     let _ = other.expect("the other transaction started").join().unwrap();
     assert!(runs.load(Ordering::SeqCst) >= 2, "the write ran again");
     assert_eq!(a.snapshot().unwrap().namespaces().unwrap(), ["default", "x", "y"]);
+    // Counted for /metrics, by cause (a serialization failure under SERIALIZABLE).
+    let retried: u64 = a.stats().retries.iter().map(|(_, n)| n).sum();
+    assert_eq!(retried as usize, runs.load(Ordering::SeqCst) - 1);
+}
+
+#[test]
+fn the_backend_reports_its_pool_claim_and_renewals_and_pings() {
+    let Some(s) = schema("the_backend_reports_its_pool_claim_and_renewals_and_pings") else {
+        return;
+    };
+    let b = s.open().unwrap();
+    b.ping(Duration::from_secs(10)).unwrap();
+    let before = b.stats();
+    let claim = before.claim.clone().expect("a claim");
+    assert_eq!(
+        (claim.node.as_str(), claim.epoch, claim.held),
+        (b.node(), b.lease_epoch(), true)
+    );
+    assert_eq!(before.pool.as_ref().map(|p| p.max), Some(4));
+    assert_eq!(before.pool.as_ref().map(|p| p.in_use), Some(0));
+    b.write(&mut |tx| tx.put_namespace(&namespace("x"))).unwrap();
+    let after = b.stats().claim.expect("a claim");
+    assert_eq!(after.renewals, claim.renewals + 1, "the write renewed the lease");
+    assert_eq!(after.conflicts, 0);
+    let snapshot = b.snapshot().unwrap();
+    assert_eq!(
+        b.stats().pool.map(|p| p.in_use),
+        Some(1),
+        "the snapshot holds one"
+    );
+    drop(snapshot);
 }
 
 #[test]
@@ -205,15 +237,22 @@ fn an_unreachable_database_is_an_error_that_hides_the_password() {
 }
 
 #[test]
-fn tls_and_odd_schema_names_are_refused_before_connecting() {
-    let err = PostgresBackend::open(
-        "postgres://u:pw@h/db?sslmode=require",
-        &PostgresOptions::default(),
-    )
-    .err()
-    .expect("TLS is not supported yet");
-    assert!(err.to_string().contains("TLS"), "{err}");
+fn bad_tls_settings_and_odd_schema_names_are_refused_before_connecting() {
+    // Root certificates that are not PEM, and root certificates without TLS asked.
+    let bad_roots = PostgresOptions {
+        root_certs_pem: Some(b"not a certificate".to_vec()),
+        ..PostgresOptions::default()
+    };
+    let err = PostgresBackend::open("postgres://u:pw@h/db?sslmode=verify-full", &bad_roots)
+        .err()
+        .expect("no certificate in the roots");
+    assert!(matches!(err, OpenError::Tls { .. }), "{err}");
+    assert!(err.to_string().contains("no PEM certificate"), "{err}");
     assert!(!err.to_string().contains(":pw@"));
+    let err = PostgresBackend::open("postgres://u:pw@h/db", &bad_roots)
+        .err()
+        .expect("roots without TLS");
+    assert!(err.to_string().contains("sslmode=verify-full"), "{err}");
     let options = PostgresOptions {
         schema: Some("a b".into()),
         ..PostgresOptions::default()

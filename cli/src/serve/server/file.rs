@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 /// [server]
 /// data_dir = "/var/lib/railyard"      # relative paths are taken from the file's directory
 /// # store = "postgres://railyard@db:5432/railyard"   # instead of data_dir (password: PGPASSWORD)
-/// # keys_dir = "/var/lib/railyard"    # token keys and admin.key, with a postgres store
+/// # keys_dir = "/var/lib/railyard"    # admin.key, with a postgres store
+/// # store_ca = "db-ca.pem"            # root certificates of the database's (sslmode=verify-full)
 /// listen = "0.0.0.0:7400"
 /// http_listen = "0.0.0.0:7401"
 /// workflows = "workflows"
@@ -184,6 +185,7 @@ pub(crate) struct ServerSection {
     pub data_dir: Option<PathBuf>,
     pub store: Option<String>,
     pub keys_dir: Option<PathBuf>,
+    pub store_ca: Option<PathBuf>,
     pub listen: Option<SocketAddr>,
     pub http_listen: Option<SocketAddr>,
     pub workflows: Option<PathBuf>,
@@ -221,6 +223,10 @@ pub(super) const ENV: &[EnvVar] = &[
     EnvVar {
         var: "RAILYARD_KEYS_DIR",
         key: "server.keys_dir",
+    },
+    EnvVar {
+        var: "RAILYARD_STORE_CA",
+        key: "server.store_ca",
     },
     EnvVar {
         var: "RAILYARD_LISTEN",

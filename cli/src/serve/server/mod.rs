@@ -3,6 +3,7 @@
 
 mod file;
 mod node;
+mod rotate;
 mod settings;
 
 use std::io::Write;
@@ -16,6 +17,36 @@ use railyard_store_postgres::{PostgresBackend, PostgresOptions};
 use crate::serve::signals::Signals;
 
 pub(crate) use settings::{ServerArgs, ServerSettings, StoreSetting};
+
+/// `railyard server`: its flags, or a maintenance subcommand.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct ServerCommand {
+    #[command(subcommand)]
+    pub(crate) command: Option<ServerSubcommand>,
+    #[command(flatten)]
+    pub(crate) args: ServerArgs,
+}
+
+/// Maintenance subcommands of `railyard server`.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum ServerSubcommand {
+    /// Add a new task-token signing key and make it the one that signs.
+    ///
+    /// With a postgres store the key goes to the database (every server on it reads
+    /// it); with redb, to keys.json in the data directory. Older keys keep verifying,
+    /// so tokens already handed out stay good. A running server signs with the new
+    /// key within 60 s, and accepts tokens signed with it at once.
+    RotateTokenKey(rotate::RotateArgs),
+}
+
+/// Runs the server, or the subcommand given.
+pub(crate) async fn dispatch(cmd: ServerCommand) -> anyhow::Result<()> {
+    match cmd.command {
+        Some(ServerSubcommand::RotateTokenKey(a)) => rotate::run(a).await,
+        None => run(cmd.args).await,
+    }
+}
 
 /// The line `railyard server` prints once it is listening (tests read the ports from it).
 pub(crate) fn listening_line(server: &RunningServer, settings: &ServerSettings) -> String {
@@ -37,7 +68,7 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
     if let StoreSetting::Postgres(url) = &settings.store {
         return node::run(&settings, url).await;
     }
-    let config = with_store(settings.config(), &settings.store).await?;
+    let config = with_store(settings.config(), &settings).await?;
     let server = RunningServer::start(config).await.with_context(|| {
         format!(
             "cannot start the server (data dir {}, store {})",
@@ -80,15 +111,12 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
 /// itself. The password of a Postgres URL without one comes from `PGPASSWORD`.
 pub(crate) async fn with_store(
     mut config: ServerConfig,
-    store: &StoreSetting,
+    settings: &ServerSettings,
 ) -> anyhow::Result<ServerConfig> {
-    let StoreSetting::Postgres(url) = store else {
+    let StoreSetting::Postgres(url) = &settings.store else {
         return Ok(config);
     };
-    let options = PostgresOptions {
-        password: std::env::var("PGPASSWORD").ok().filter(|p| !p.is_empty()),
-        ..PostgresOptions::default()
-    };
+    let options = postgres_options(settings)?;
     let url = url.clone();
     // Opening connects and migrates, waiting on the backend's own runtime: off this
     // runtime's workers.
@@ -97,6 +125,27 @@ pub(crate) async fn with_store(
         .context("opening the postgres store")??;
     config.store = Some(Store::new(Arc::new(backend)));
     Ok(config)
+}
+
+/// Largest root certificate file read (`server.store_ca`).
+const MAX_CA_FILE_BYTES: u64 = 1 << 20;
+
+/// How a Postgres store connects: the password from `PGPASSWORD` when the URL has
+/// none, the root certificates from `server.store_ca`.
+pub(crate) fn postgres_options(settings: &ServerSettings) -> anyhow::Result<PostgresOptions> {
+    let root_certs_pem = settings
+        .store_ca
+        .as_ref()
+        .map(|file| {
+            railyard_files::read_regular_file(file, MAX_CA_FILE_BYTES)
+                .with_context(|| format!("server.store_ca: cannot read {}", file.display()))
+        })
+        .transpose()?;
+    Ok(PostgresOptions {
+        password: std::env::var("PGPASSWORD").ok().filter(|p| !p.is_empty()),
+        root_certs_pem,
+        ..PostgresOptions::default()
+    })
 }
 
 #[cfg(test)]

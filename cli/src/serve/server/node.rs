@@ -72,9 +72,8 @@ impl Election for PgElection {
 
 /// Runs this node on the database at `url` until SIGTERM or Ctrl-C.
 pub(super) async fn run(settings: &ServerSettings, url: &str) -> anyhow::Result<()> {
-    let defaults = PostgresOptions::default();
+    let defaults = super::postgres_options(settings)?;
     let options = PostgresOptions {
-        password: std::env::var("PGPASSWORD").ok().filter(|p| !p.is_empty()),
         lease: settings.node_lease,
         lease_renew_every: settings.node_lease / 3,
         // A leader stopped (SIGSTOP) inside a write transaction holds the lease row's

@@ -37,7 +37,7 @@ const MAX_SHUTDOWN_GRACE_SECS: u64 = 3600;
 /// variable, which wins over the config file.
 #[derive(Debug, Clone, Default, Args)]
 pub(crate) struct ServerArgs {
-    /// TOML config file with a [server] section (keys: data_dir, store, keys_dir, listen,
+    /// TOML config file with a [server] section (keys: data_dir, store, keys_dir, store_ca, listen,
     /// http_listen, workflows, shutdown_grace_secs, auth, insecure, tls_cert, tls_key,
     /// tls_client_ca, max_connections, idle_timeout_secs, max_connections_per_peer,
     /// http_request_timeout_secs, max_child_depth, max_children_per_run, cache_size_mib,
@@ -57,11 +57,17 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "STORE")]
     pub store: Option<String>,
 
-    /// Directory of the task-token keys and the first admin key, with a postgres
-    /// store (with redb they are in the data directory) [env: RAILYARD_KEYS_DIR]
+    /// Directory of the first admin key, with a postgres store (the task-token keys
+    /// are in the database; with redb both are in the data directory) [env: RAILYARD_KEYS_DIR]
     /// [default: ./.railyard].
     #[arg(long, value_name = "DIR")]
     pub keys_dir: Option<PathBuf>,
+
+    /// With a postgres store: a PEM file of the root certificates the database's
+    /// certificate must chain to (with sslmode=verify-full, verify-ca or require in
+    /// the URL; without it, the system's roots) [env: RAILYARD_STORE_CA].
+    #[arg(long, value_name = "FILE")]
+    pub store_ca: Option<PathBuf>,
 
     /// gRPC listen address; port 0 picks a free port and the bound one is printed
     /// [env: RAILYARD_LISTEN] [default: 127.0.0.1:7400].
@@ -236,6 +242,8 @@ pub(crate) struct ServerSettings {
     pub data_dir: PathBuf,
     /// Where runs are stored.
     pub store: StoreSetting,
+    /// With a Postgres store: the root certificates of the database's (a PEM file).
+    pub store_ca: Option<PathBuf>,
     pub listen: SocketAddr,
     pub http_listen: SocketAddr,
     pub workflows: PathBuf,
@@ -371,6 +379,7 @@ impl ServerArgs {
                 data_dir: self.data_dir.clone(),
                 store: self.store.clone(),
                 keys_dir: self.keys_dir.clone(),
+                store_ca: self.store_ca.clone(),
                 listen: self.listen,
                 http_listen: self.http_listen,
                 workflows: self.workflows.clone(),
@@ -508,6 +517,12 @@ impl ServerArgs {
                 "only with a postgres store: with redb the keys are in the data directory",
             ));
         }
+        if s.store_ca.is_some() && matches!(store, StoreSetting::Redb(_)) {
+            return Err(loaded.invalid(
+                "server.store_ca",
+                "only with a postgres store: it names the database's root certificates",
+            ));
+        }
         let postgres = matches!(store, StoreSetting::Postgres(_));
         for (key, given) in [
             ("server.advertise_host", s.advertise_host.is_some()),
@@ -556,6 +571,7 @@ impl ServerArgs {
             tls,
             data_dir,
             store,
+            store_ca: optional("server.store_ca", &s.store_ca),
             built_in_demo: builtin::use_built_in(s.workflows.is_some(), &workflows),
             workflows,
             listen: s.listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 7400))),

@@ -378,6 +378,19 @@ fn the_store_is_redb_in_the_data_dir_or_named_by_store_but_not_both() {
     };
     let e = keys.settings_with(|_| None).unwrap_err().to_string();
     assert!(e.contains("server.keys_dir"), "{e}");
+    // So does the database's CA file.
+    let ca = ServerArgs {
+        store_ca: Some("ca.pem".into()),
+        ..ServerArgs::default()
+    };
+    let e = ca.settings_with(|_| None).unwrap_err().to_string();
+    assert!(e.contains("server.store_ca"), "{e}");
+    let vars = [
+        ("RAILYARD_STORE", url),
+        ("RAILYARD_STORE_CA", "/etc/ry/db-ca.pem"),
+    ];
+    let s = ServerArgs::default().settings_with(env(&vars)).unwrap();
+    assert_eq!(s.store_ca, Some(PathBuf::from("/etc/ry/db-ca.pem")));
     for bad in ["mysql://u:s3cret@h/db", "redb:", "/srv/ry"] {
         let args = ServerArgs {
             store: Some(bad.into()),
