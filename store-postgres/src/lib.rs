@@ -22,6 +22,7 @@
 //! are shown only through [`redact`].
 
 mod conn;
+mod dump;
 mod lease;
 mod reads;
 pub mod redact;
@@ -46,6 +47,7 @@ use railyard_store::{Backend, Snapshot, StorageError, WriteTx};
 use tokio_postgres::NoTls;
 use tokio_postgres::config::SslMode;
 
+pub use dump::PostgresReader;
 pub use redact::redact;
 
 use conn::{Conn, Db};
@@ -188,7 +190,6 @@ impl PostgresBackend {
     /// claims the writer lease, all in one transaction: refused ([`OpenError::Held`])
     /// while another server holds the lease, and then nothing is changed.
     pub fn open(url: &str, options: &PostgresOptions) -> Result<Self, OpenError> {
-        let shown = redact(url);
         if options.lease.is_zero()
             || options.lease_renew_every.is_zero()
             || options.lease_renew_every >= options.lease
@@ -200,54 +201,7 @@ impl PostgresBackend {
                 ),
             });
         }
-        let mut config = tokio_postgres::Config::from_str(url).map_err(|e| OpenError::Url {
-            url: shown.clone(),
-            problem: conn::describe(&e),
-        })?;
-        if config.get_ssl_mode() == SslMode::Require {
-            return Err(OpenError::Unsupported {
-                url: shown,
-                problem: "sslmode=require: TLS to the database is not supported yet".into(),
-            });
-        }
-        if config.get_password().is_none()
-            && let Some(password) = &options.password
-        {
-            config.password(password.as_str());
-        }
-        if config.get_application_name().is_none() {
-            config.application_name(options.application_name.as_str());
-        }
-        config.connect_timeout(options.connect_timeout);
-        config.options(session_options(config.get_options(), options, &shown)?);
-        let runner = Arc::new(Runner::new().map_err(|e| OpenError::Runtime {
-            problem: e.to_string(),
-        })?);
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                // Connections come back only after their transaction ended (see
-                // `conn`), so checking them costs a round trip for nothing.
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(options.pool_size.max(1))
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .wait_timeout(Some(options.wait_timeout))
-            .create_timeout(Some(options.connect_timeout))
-            .recycle_timeout(Some(options.connect_timeout))
-            .build()
-            .map_err(|e| OpenError::Pool {
-                url: shown.clone(),
-                problem: e.to_string(),
-            })?;
-        let db = Db {
-            runner,
-            pool,
-            call_timeout: options.statement_timeout + CALL_SLACK,
-        };
+        let (db, shown) = connect(url, options)?;
         let write_attempts = options.write_attempts.max(1);
         let node = lease::new_node_id();
         let epoch = migrate(&db, &shown, node.clone(), options.lease, write_attempts)?;
@@ -294,7 +248,7 @@ impl PostgresBackend {
     }
 
     /// A pooled connection with a transaction begun by `begin`.
-    fn begin(&self, begin: &'static str) -> Result<Conn, StorageError> {
+    pub(crate) fn begin(&self, begin: &'static str) -> Result<Conn, StorageError> {
         self.db.begin(begin)
     }
 }
@@ -305,6 +259,61 @@ impl Drop for PostgresBackend {
         drop(self.renewal.take());
         self.lease.release(&self.db);
     }
+}
+
+/// Parses `url`, and makes the runtime and the pool (no connection yet): the
+/// database, and the URL as it may be shown.
+fn connect(url: &str, options: &PostgresOptions) -> Result<(Db, String), OpenError> {
+    let shown = redact(url);
+    let mut config = tokio_postgres::Config::from_str(url).map_err(|e| OpenError::Url {
+        url: shown.clone(),
+        problem: conn::describe(&e),
+    })?;
+    if config.get_ssl_mode() == SslMode::Require {
+        return Err(OpenError::Unsupported {
+            url: shown,
+            problem: "sslmode=require: TLS to the database is not supported yet".into(),
+        });
+    }
+    if config.get_password().is_none()
+        && let Some(password) = &options.password
+    {
+        config.password(password.as_str());
+    }
+    if config.get_application_name().is_none() {
+        config.application_name(options.application_name.as_str());
+    }
+    config.connect_timeout(options.connect_timeout);
+    config.options(session_options(config.get_options(), options, &shown)?);
+    let runner = Arc::new(Runner::new().map_err(|e| OpenError::Runtime {
+        problem: e.to_string(),
+    })?);
+    let manager = Manager::from_config(
+        config,
+        NoTls,
+        ManagerConfig {
+            // Connections come back only after their transaction ended (see
+            // `conn`), so checking them costs a round trip for nothing.
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    let pool = Pool::builder(manager)
+        .max_size(options.pool_size.max(1))
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .wait_timeout(Some(options.wait_timeout))
+        .create_timeout(Some(options.connect_timeout))
+        .recycle_timeout(Some(options.connect_timeout))
+        .build()
+        .map_err(|e| OpenError::Pool {
+            url: shown.clone(),
+            problem: e.to_string(),
+        })?;
+    let db = Db {
+        runner,
+        pool,
+        call_timeout: options.statement_timeout + CALL_SLACK,
+    };
+    Ok((db, shown))
 }
 
 /// Applies the missing migrations and claims the lease (answering its epoch), or
@@ -399,6 +408,17 @@ impl Backend for PostgresBackend {
     fn write(
         &self,
         f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        self.transaction(&mut |tx| f(tx))
+    }
+}
+
+impl PostgresBackend {
+    /// One fenced write transaction running `f` (see [`Backend::write`]), run
+    /// again when the database asks.
+    pub(crate) fn transaction(
+        &self,
+        f: &mut dyn FnMut(&mut PgTxn) -> Result<(), StorageError>,
     ) -> Result<(), StorageError> {
         self.lease.check()?;
         let _turn = self.lease.turn();

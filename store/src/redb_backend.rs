@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
 
+mod dump;
 mod migrate;
 mod purge;
 mod reads;
@@ -29,6 +30,7 @@ use super::backend::{Backend, Snapshot, WriteTx};
 use super::records::{DefinitionTableKey, Definitions};
 use crate::error::StorageError;
 
+pub use dump::{ReadOpenError, RedbReader};
 pub(crate) use purge::RUNS_BY_CLOSE;
 use snapshot::RedbSnapshot;
 use write::RedbTx;
@@ -41,6 +43,12 @@ pub enum OpenError {
         path: String,
         source: ::redb::DatabaseError,
     },
+    /// Another process has the file open for writing (a server on this data directory).
+    #[error(
+        "database {path} is in use by another process (a railyard server on this data directory?); \
+         stop it first"
+    )]
+    InUse { path: String },
     #[error("cannot initialise database {path}: {source}")]
     Init { path: String, source: StorageError },
     #[error(
@@ -152,6 +160,18 @@ fn make_private(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// How the file is shared: one process writes, and others may open it read-only
+/// and read consistent snapshots beside it (`railyard store export` of a running
+/// server's data directory). redb supports that on Linux, the Apple platforms and
+/// Windows; elsewhere the writer locks the file whole, as before.
+pub(crate) fn concurrency_mode() -> redb::ConcurrencyMode {
+    if cfg!(any(target_os = "linux", target_vendor = "apple", windows)) {
+        redb::ConcurrencyMode::SingleWriter
+    } else {
+        redb::ConcurrencyMode::ExclusiveWriter
+    }
+}
+
 /// The database file `<data-dir>/railyard.redb`.
 pub struct RedbBackend {
     db: Database,
@@ -184,10 +204,14 @@ impl RedbBackend {
         })?;
         let db = Database::builder()
             .set_cache_size(cache_bytes)
+            .set_concurrency_mode(concurrency_mode())
             .create(&path)
-            .map_err(|source| OpenError::Database {
-                path: shown.clone(),
-                source,
+            .map_err(|source| match source {
+                redb::DatabaseError::DatabaseAlreadyOpen => OpenError::InUse { path: shown.clone() },
+                source => OpenError::Database {
+                    path: shown.clone(),
+                    source,
+                },
             })?;
         let backend = Self {
             db,

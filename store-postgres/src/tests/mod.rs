@@ -14,6 +14,7 @@ use crate::conn::params;
 use crate::testing::{TestSchema, skipped, test_url};
 use crate::{OpenError, PostgresBackend, PostgresOptions, schema};
 
+mod dump;
 mod lease;
 
 /// A fresh schema, or `None` (and a printed line) when no database is configured.
