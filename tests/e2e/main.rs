@@ -24,6 +24,7 @@ mod namespaces;
 mod postgres;
 mod schedules;
 mod server_e2e;
+mod store_moves;
 mod tls;
 mod triggers;
 mod worker_bounds;
