@@ -4,7 +4,7 @@
 
 use std::io::Cursor;
 
-use railyard_store::dump::testing::{fixture_store, generate_runs, histories};
+use railyard_store::dump::testing::{copy_fixture, generate_runs, histories};
 use railyard_store::dump::{
     Column, DumpError, DumpSource, DumpTarget, ImportOptions, Part, Row, TABLES, Value, ValueKind, export,
     import,
@@ -35,7 +35,8 @@ fn a_redb_store_moves_to_postgres_and_back_with_identical_histories() {
         return;
     };
     let src = tempfile::tempdir().unwrap();
-    let source = fixture_store(src.path()).unwrap();
+    copy_fixture(src.path()).unwrap();
+    let source = RedbBackend::open(src.path()).unwrap();
     generate_runs(&source, "default", 10_000, 2500).unwrap();
     let before = histories(&source).unwrap();
     assert!(before.len() > 10_000);

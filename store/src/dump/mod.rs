@@ -36,8 +36,6 @@ mod read;
 mod tables;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
-#[cfg(test)]
-mod tests;
 mod write;
 
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! The dump's tables, in one list: every backend exports each of them and imports
 //! each of them, and a table this list lacks is refused by name on import. A new
 //! table is one entry here, its rows in each backend's dump code
-//! (`redb_backend/dump.rs`; the PostgreSQL backend derives its statements from this
+//! (`redb_backend/dump/mod.rs`; the PostgreSQL backend derives its statements from this
 //! list, naming columns as the entries do), and nothing else.
 
 /// A key column's kind.

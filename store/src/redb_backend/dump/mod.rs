@@ -376,3 +376,6 @@ impl DumpTarget for RedbBackend {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,13 +1,13 @@
-//! Dumps between redb stores: a round trip of the upgrade fixture and 10,000
+//! Dumps between redb stores (the format's own tests too, on redb): a round trip of the upgrade fixture and 10,000
 //! generated runs, and every way a dump can be refused, each leaving the target as
 //! it was (empty). The PostgreSQL legs are in `railyard-store-postgres`'s tests.
 
 use std::io::{BufReader, Cursor, Read};
 
-use super::testing::{fixture_store, generate_runs, histories};
-use super::*;
+use super::{RedbBackend, RedbReader};
 use crate::Backend;
-use crate::redb_backend::{RedbBackend, RedbReader};
+use crate::dump::testing::{copy_fixture, generate_runs, histories};
+use crate::dump::*;
 
 const CREATED: i64 = 1_800_000_000_000;
 
@@ -25,7 +25,8 @@ fn import_into(target: &RedbBackend, dump: &[u8], replace: bool) -> Result<Summa
 /// A store of the migrated fixture and `runs` generated runs, and its dump.
 fn source(runs: usize) -> (tempfile::TempDir, Vec<u8>, Summary) {
     let dir = tempfile::tempdir().unwrap();
-    let backend = fixture_store(dir.path()).unwrap();
+    copy_fixture(dir.path()).unwrap();
+    let backend = RedbBackend::open(dir.path()).unwrap();
     generate_runs(&backend, "default", runs, 2500).unwrap();
     drop(backend);
     let (dump, summary) = dump_of(dir.path());
