@@ -239,3 +239,40 @@ fn every_table_round_trips_through_redb() {
     want.sort_by_key(key);
     assert_eq!(got, want);
 }
+
+#[test]
+fn an_export_beside_a_writing_backend_reads_one_consistent_snapshot() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    const BATCH: usize = 200;
+    let (dir, writer) = fresh();
+    let (stop, rounds) = (AtomicBool::new(false), AtomicUsize::new(0));
+    std::thread::scope(|s| {
+        let writing = s.spawn(|| {
+            // Each round one transaction of BATCH runs in a namespace of its own.
+            while !stop.load(Ordering::SeqCst) {
+                let round = rounds.load(Ordering::SeqCst);
+                generate_runs(&writer, &format!("live{round}"), BATCH, BATCH).unwrap();
+                rounds.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        while rounds.load(Ordering::SeqCst) < 2 {
+            assert!(!writing.is_finished(), "the writer stopped");
+            std::thread::yield_now();
+        }
+        // Another handle, read-only, as `railyard store export` opens it beside a server.
+        let reader = RedbReader::open(dir.path()).unwrap();
+        for _ in 0..3 {
+            let mut out = Vec::new();
+            let summary = export(&reader, &mut out, CREATED).unwrap();
+            let n = |t: &str| summary.tables[t].rows;
+            // Whole transactions only, and every table from the same moment.
+            assert!(n("runs") >= 2 * BATCH as u64, "{summary:?}");
+            assert_eq!(n("runs") % BATCH as u64, 0, "{summary:?}");
+            assert_eq!(n("runs_by_start"), n("runs"), "{summary:?}");
+            assert_eq!(n("idempotency"), n("runs"), "{summary:?}");
+            let (_d, target) = fresh();
+            import_into(&target, &out, false).unwrap();
+        }
+        stop.store(true, Ordering::SeqCst);
+    });
+}
