@@ -14,6 +14,9 @@
 //! - **One writer**: opening claims the database's writer lease ([`lease`]) or is
 //!   refused while another server holds it; every write transaction checks and
 //!   renews it first, and a server that lost it writes nothing more.
+//! - **Dumps** (`railyard store export` / `import`): [`PostgresReader`] reads every
+//!   table from one snapshot without claiming the lease; the backend writes a
+//!   dump's rows in its fenced transactions (`dump`).
 //! - **Portability**: plain SQL that also holds under `SERIALIZABLE`: no sequences,
 //!   `LISTEN`/`NOTIFY`, advisory locks or system columns.
 //!
