@@ -276,3 +276,21 @@ fn an_export_beside_a_writing_backend_reads_one_consistent_snapshot() {
         stop.store(true, Ordering::SeqCst);
     });
 }
+
+#[test]
+fn an_export_refuses_a_missing_or_older_database_and_an_import_one_in_use() {
+    let empty = tempfile::tempdir().unwrap();
+    let e = RedbReader::open(empty.path()).err().unwrap().to_string();
+    assert!(e.contains("no database at") && e.contains("railyard.redb"), "{e}");
+    // Layout 2 is migrated by a server, not by an export; the file is left as it was.
+    copy_fixture(empty.path()).unwrap();
+    let e = RedbReader::open(empty.path()).err().unwrap().to_string();
+    assert!(
+        e.contains("storage layout 2") && e.contains("start `railyard server`"),
+        "{e}"
+    );
+    // A second writer (an import while a server runs on the directory) is refused.
+    let (dir, _writer) = fresh();
+    let e = RedbBackend::open(dir.path()).err().unwrap().to_string();
+    assert!(e.contains("in use by another process"), "{e}");
+}
