@@ -8,6 +8,7 @@
 //!   gRPC; they take `--server`, `--namespace`, `--api-key` and `--output` (see
 //!   [`client::global::GlobalOpts`]).
 //! - `railyard bench` measures an in-process server.
+//! - `railyard store export|import` moves a store between backends through a dump.
 //! - `railyard mcp` serves MCP on stdio for an outside agent.
 //! - `railyard completion SHELL` and `railyard man` print completions and man pages
 //!   generated from these definitions ([`shell`]).
@@ -16,7 +17,8 @@
 //! client commands ([`run`], [`workflow`], [`task`], [`queue`], [`key`], [`namespace`],
 //! [`schedule`], [`trigger`], and [`delivery`], shared by `run` and `namespace`) over
 //! the plumbing they share in [`client`]; the long-running commands (`server`,
-//! `worker`, `dev`, `mcp`) in [`serve`]; `bench` in [`bench`](mod@bench).
+//! `worker`, `dev`, `mcp`) in [`serve`]; `bench` in [`bench`](mod@bench); `store` in
+//! [`store`].
 //! [`logging`] sets up the logs and [`report`] reports a failed command.
 //!
 //! Tests: a module's unit tests sit at the bottom of its file in `#[cfg(test)] mod
@@ -42,6 +44,7 @@ mod run;
 mod schedule;
 mod serve;
 mod shell;
+mod store;
 mod task;
 mod trigger;
 mod workflow;
@@ -127,6 +130,10 @@ enum Command {
     /// Webhook triggers: create, describe, list, update, delete (needs an admin key).
     #[command(subcommand)]
     Trigger(trigger::TriggerCommand),
+    /// Move a store between backends: export a dump of every table to stdout, import
+    /// one from stdin (redb to PostgreSQL and back).
+    #[command(subcommand)]
+    Store(store::StoreCommand),
     /// Measure throughput and latency of an in-process server over real gRPC
     /// (--schedules: fire lag of N schedules on a server process; --webhooks, --fanout:
     /// see `railyard bench --help`).
@@ -240,6 +247,7 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Schedule(c) => schedule::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Trigger(c) => trigger::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Bench(a) => bench::run(g, a).await.map(|()| ExitCode::SUCCESS),
+        Command::Store(c) => store::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Mcp(a) => serve::mcp::run(g, &a).await.map(|()| ExitCode::SUCCESS),
         Command::Completion(a) => shell::completion(Cli::command(), &a).map(|()| ExitCode::SUCCESS),
         Command::Man(a) => shell::man(Cli::command(), &a).map(|()| ExitCode::SUCCESS),

@@ -15,6 +15,9 @@
 //!   refused while another server holds it (or stands by, [`Standby`], to claim it
 //!   once it is free); every write transaction checks and
 //!   renews it first, and a server that lost it writes nothing more.
+//! - **Dumps** (`railyard store export` / `import`): [`PostgresReader`] reads every
+//!   table from one snapshot without claiming the lease; the backend writes a
+//!   dump's rows in its fenced transactions (`dump`).
 //! - **Portability**: plain SQL that also holds under `SERIALIZABLE`: no sequences,
 //!   `LISTEN`/`NOTIFY`, advisory locks or system columns.
 //!
@@ -23,6 +26,7 @@
 //! are shown only through [`redact`].
 
 mod conn;
+mod dump;
 mod keys;
 mod lease;
 mod reads;
@@ -51,6 +55,7 @@ use railyard_store::{Backend, BackendStats, ClaimStats, PoolStats, Snapshot, Sto
 use tokio_postgres::NoTls;
 use tokio_postgres::config::SslMode;
 
+pub use dump::PostgresReader;
 pub use keys::{RotatedKey, rotate_token_key};
 pub use redact::redact;
 pub use standby::{LeaderInfo, Standby};
@@ -272,7 +277,7 @@ impl PostgresBackend {
     }
 
     /// A pooled connection with a transaction begun by `begin`.
-    fn begin(&self, begin: &'static str) -> Result<Conn, StorageError> {
+    pub(crate) fn begin(&self, begin: &'static str) -> Result<Conn, StorageError> {
         self.db.begin(begin)
     }
 }
@@ -571,6 +576,17 @@ impl Backend for PostgresBackend {
     fn write(
         &self,
         f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        self.transaction(&mut |tx| f(tx))
+    }
+}
+
+impl PostgresBackend {
+    /// One fenced write transaction running `f` (see [`Backend::write`]), run
+    /// again when the database asks.
+    pub(crate) fn transaction(
+        &self,
+        f: &mut dyn FnMut(&mut PgTxn) -> Result<(), StorageError>,
     ) -> Result<(), StorageError> {
         self.lease.check()?;
         let _turn = self.lease.turn();

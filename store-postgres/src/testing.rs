@@ -153,6 +153,11 @@ impl TestSchema {
         PostgresBackend::open(&self.url, &self.options())
     }
 
+    /// The schema opened for export (no lease, no migration).
+    pub fn reader(&self) -> Result<crate::PostgresReader, OpenError> {
+        crate::PostgresReader::open(&self.url, &self.options())
+    }
+
     /// Runs `sql` in this schema on a connection of its own.
     pub fn execute(&self, sql: &str) -> Result<(), String> {
         self.admin.batch(format!(

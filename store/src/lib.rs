@@ -11,6 +11,7 @@
 //! events, timers, definitions) and migrates older layouts at open ([`migrate`]).
 
 pub mod backend;
+pub mod dump;
 pub mod error;
 pub mod memory;
 

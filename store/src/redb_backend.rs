@@ -18,6 +18,7 @@ use std::sync::{Arc, RwLock};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
 
+mod dump;
 #[cfg(any(test, feature = "testing"))]
 pub mod faults;
 mod migrate;
@@ -32,6 +33,7 @@ use super::backend::{Backend, Snapshot, WriteTx};
 use super::records::{DefinitionTableKey, Definitions};
 use crate::error::StorageError;
 
+pub use dump::{ReadOpenError, RedbReader};
 pub(crate) use purge::RUNS_BY_CLOSE;
 use snapshot::RedbSnapshot;
 use write::RedbTx;
@@ -44,6 +46,12 @@ pub enum OpenError {
         path: String,
         source: ::redb::DatabaseError,
     },
+    /// Another process has the file open for writing (a server on this data directory).
+    #[error(
+        "database {path} is in use by another process (a railyard server on this data directory?); \
+         stop it first"
+    )]
+    InUse { path: String },
     #[error("cannot initialise database {path}: {source}")]
     Init { path: String, source: StorageError },
     #[error(
@@ -162,6 +170,18 @@ fn make_private(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// How the file is shared: one process writes, and others may open it read-only
+/// and read consistent snapshots beside it (`railyard store export` of a running
+/// server's data directory). redb supports that on Linux, the Apple platforms and
+/// Windows; elsewhere the writer locks the file whole, as before.
+pub(crate) fn concurrency_mode() -> redb::ConcurrencyMode {
+    if cfg!(any(target_os = "linux", target_vendor = "apple", windows)) {
+        redb::ConcurrencyMode::SingleWriter
+    } else {
+        redb::ConcurrencyMode::ExclusiveWriter
+    }
+}
+
 /// The database file `<data-dir>/railyard.redb`.
 ///
 /// After a failed write or sync, redb refuses everything until the database is
@@ -230,9 +250,12 @@ impl RedbBackend {
     /// and makes sure every table and the `default` namespace exist.
     fn open_with(path: &Path, reopen: Opener) -> Result<Self, OpenError> {
         let shown = path.display().to_string();
-        let db = reopen().map_err(|source| OpenError::Database {
-            path: shown.clone(),
-            source,
+        let db = reopen().map_err(|source| match source {
+            redb::DatabaseError::DatabaseAlreadyOpen => OpenError::InUse { path: shown.clone() },
+            source => OpenError::Database {
+                path: shown.clone(),
+                source,
+            },
         })?;
         let backend = Self {
             db: RwLock::new(Some(Arc::new(db))),

@@ -28,6 +28,7 @@ mod postgres_ops;
 mod postgres_tls;
 mod schedules;
 mod server_e2e;
+mod store_moves;
 mod tls;
 mod triggers;
 mod worker_bounds;

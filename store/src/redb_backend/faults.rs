@@ -53,10 +53,12 @@ impl DiskFaults {
             .open(path)
             .map_err(|e| redb::DatabaseError::Storage(redb::StorageError::Io(e)))?;
         let inner = FileBackend::new(file)?;
-        Database::builder().create_with_backend(FaultyFile {
-            inner,
-            faults: self.clone(),
-        })
+        Database::builder()
+            .set_concurrency_mode(super::concurrency_mode())
+            .create_with_backend(FaultyFile {
+                inner,
+                faults: self.clone(),
+            })
     }
 
     fn check(&self, switch: &AtomicBool, what: &str) -> io::Result<()> {

@@ -1,0 +1,381 @@
+//! The redb backend's side of a dump ([`crate::dump`]): every table read from one
+//! read transaction ([`RedbReader`], a read-only handle beside a running server),
+//! and rows written into a [`RedbBackend`]. redb keeps a run's state row, events and
+//! checkpoint in one table (`runs`, by slot); the dump's `runs`, `events` and
+//! `checkpoints` are split from it and joined into it here. Every other table is
+//! the dump's table of the same name, listed once in `redb_tables!` below.
+
+use std::path::{Path, PathBuf};
+
+use redb::{
+    Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable, ReadableTableMetadata,
+    WriteTransaction,
+};
+
+use super::triggers::{
+    HOOK_DELIVERIES, HOOK_DELIVERY_TIMES, TRIGGER_KEYS, TRIGGER_QUEUE, TRIGGER_RUNS, TRIGGERS,
+};
+use super::{
+    API_KEYS, CHECKPOINT_SLOT, CHILDREN, DEFINITIONS, IDEMPOTENCY, META, NAMESPACES, OPEN_RUNS, RUNS,
+    RUNS_BY_CLOSE, RUNS_BY_START, RedbBackend, SCHEDULES, SCHEMA_VERSION, STATE_SLOT, TASKS, TIMERS,
+};
+use crate::dump::{DumpError, DumpSource, DumpTarget, Part, Row, TABLES, Value, int_part, table};
+use crate::error::StorageError;
+use railyard_model::namespace::DEFAULT_NAMESPACE;
+
+/// The page cache of an export: rows are read once, in order.
+const EXPORT_CACHE_BYTES: usize = 16 << 20;
+
+/// Why a database could not be opened for export.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadOpenError {
+    #[error("no database at {path}: nothing to export (is --data-dir the server's data directory?)")]
+    Missing { path: String },
+    #[error(
+        "database {path} is open for writing by a process that shares it with no reader (a railyard \
+         server of an older version?); stop that server and export again"
+    )]
+    Locked { path: String },
+    #[error(
+        "database {path} was not closed cleanly; start `railyard server` on it once (which repairs it), \
+         stop it, and export again"
+    )]
+    NeedsRepair { path: String },
+    #[error("cannot open database {path} for reading: {source}")]
+    Database {
+        path: String,
+        source: redb::DatabaseError,
+    },
+    #[error(
+        "database {path} has storage layout {found}, this build exports layout {SCHEMA_VERSION}; \
+         start `railyard server` of this version on it once (which migrates it), then export"
+    )]
+    Layout { path: String, found: u64 },
+    #[error("cannot read database {path}: {source}")]
+    Read { path: String, source: StorageError },
+}
+
+/// A redb database opened read-only for export, beside the server that writes it
+/// (if one runs): the server opens its file in redb's single-writer mode, which lets
+/// other processes read it.
+pub struct RedbReader {
+    db: ReadOnlyDatabase,
+}
+
+impl RedbReader {
+    /// Opens `<dir>/railyard.redb` read-only, and refuses a layout this build does
+    /// not write (an older one is migrated by the server, not here).
+    pub fn open(dir: &Path) -> Result<Self, ReadOpenError> {
+        let path: PathBuf = dir.join("railyard.redb");
+        let shown = path.display().to_string();
+        if !path.is_file() {
+            return Err(ReadOpenError::Missing { path: shown });
+        }
+        let db = Database::builder()
+            .set_cache_size(EXPORT_CACHE_BYTES)
+            .set_concurrency_mode(super::concurrency_mode())
+            .open_read_only(&path)
+            .map_err(|source| match source {
+                redb::DatabaseError::DatabaseAlreadyOpen => ReadOpenError::Locked { path: shown.clone() },
+                redb::DatabaseError::RepairAborted => ReadOpenError::NeedsRepair { path: shown.clone() },
+                source => ReadOpenError::Database {
+                    path: shown.clone(),
+                    source,
+                },
+            })?;
+        let reader = Self { db };
+        let found = reader.layout_found().map_err(|source| ReadOpenError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        if found != SCHEMA_VERSION {
+            return Err(ReadOpenError::Layout { path: shown, found });
+        }
+        Ok(reader)
+    }
+
+    fn layout_found(&self) -> Result<u64, StorageError> {
+        let tx = self.db.begin_read()?;
+        match tx.open_table(META) {
+            Ok(meta) => Ok(meta.get("schema")?.map_or(1, |v| v.value())),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(1),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+fn storage(e: impl Into<StorageError>) -> DumpError {
+    DumpError::Storage(e.into())
+}
+
+impl DumpSource for RedbReader {
+    fn backend(&self) -> &'static str {
+        "redb"
+    }
+
+    fn layout(&self) -> u64 {
+        SCHEMA_VERSION
+    }
+
+    fn rows(&self, visit: &mut dyn FnMut(Row) -> Result<(), DumpError>) -> Result<(), DumpError> {
+        let tx = self.db.begin_read().map_err(storage)?;
+        export_tables(&tx, visit)
+    }
+}
+
+/// The dump table of this name (every name used here is in [`TABLES`]).
+fn spec(name: &str) -> Result<&'static crate::dump::Table, StorageError> {
+    table(name).ok_or_else(|| StorageError::Backend(format!("the dump has no table {name}").into()))
+}
+
+macro_rules! to_part {
+    (str, $v:expr, $t:expr) => {
+        Part::Text($v.to_string())
+    };
+    (u64, $v:expr, $t:expr) => {
+        int_part($v, $t)?
+    };
+    (i64, $v:expr, $t:expr) => {
+        Part::Int($v)
+    };
+}
+
+macro_rules! from_part {
+    (str, $row:expr, $i:tt) => {
+        $row.text($i)?
+    };
+    (u64, $row:expr, $i:tt) => {
+        $row.uint($i)?
+    };
+    (i64, $row:expr, $i:tt) => {
+        $row.int($i)?
+    };
+}
+
+macro_rules! to_value {
+    (bytes, $v:expr) => {
+        Value::Bytes($v.to_vec())
+    };
+    (text, $v:expr) => {
+        Value::Text($v.to_string())
+    };
+    (unit, $v:expr) => {{
+        let () = $v;
+        Value::None
+    }};
+}
+
+macro_rules! from_value {
+    (bytes, $row:expr) => {
+        $row.bytes()
+    };
+    (text, $row:expr) => {
+        $row.value_text()?
+    };
+    (unit, $row:expr) => {
+        ()
+    };
+}
+
+/// The tables that are the dump's table of the same name, with their key parts
+/// (index, name, type) and value kind: export, load, clear and count for each.
+macro_rules! redb_tables {
+    ($($def:ident $name:literal ($($i:tt $n:ident : $kt:ident),+) => $vk:ident;)*) => {
+        fn export_plain(
+            tx: &ReadTransaction,
+            visit: &mut dyn FnMut(Row) -> Result<(), DumpError>,
+        ) -> Result<(), DumpError> {
+            $({
+                let spec = spec($name)?;
+                let t = tx.open_table($def).map_err(storage)?;
+                for entry in t.iter().map_err(storage)? {
+                    let (k, v) = entry.map_err(storage)?;
+                    let ($($n,)+) = k.value();
+                    let key = vec![$(to_part!($kt, $n, $name)),+];
+                    visit(Row { table: spec, key, value: to_value!($vk, v.value()) })?;
+                }
+            })*
+            Ok(())
+        }
+
+        /// Writes rows of the table `name`; `false` if it is not one of these.
+        fn load_plain(tx: &WriteTransaction, name: &str, rows: &[&Row]) -> Result<bool, StorageError> {
+            match name {
+                $($name => {
+                    let mut t = tx.open_table($def)?;
+                    for row in rows {
+                        t.insert(($(from_part!($kt, row, $i),)+), from_value!($vk, row))?;
+                    }
+                    Ok(true)
+                })*
+                _ => Ok(false),
+            }
+        }
+
+        fn clear_plain(tx: &WriteTransaction) -> Result<(), StorageError> {
+            $(
+                tx.delete_table($def)?;
+                tx.open_table($def)?;
+            )*
+            Ok(())
+        }
+
+        fn plain_rows(tx: &ReadTransaction) -> Result<u64, StorageError> {
+            let mut n = 0;
+            $(n += tx.open_table($def)?.len()?;)*
+            Ok(n)
+        }
+    };
+}
+
+redb_tables! {
+    DEFINITIONS "definitions" (0 workflow_id: str, 1 version: str, 2 hash: str) => bytes;
+    OPEN_RUNS "open_runs" (0 ns: str, 1 run_id: str) => unit;
+    TASKS "tasks" (0 ns: str, 1 queue: str, 2 seq: u64) => text;
+    TIMERS "timers" (0 due_ms: i64, 1 seq: u64) => bytes;
+    IDEMPOTENCY "idempotency" (0 ns: str, 1 key: str) => text;
+    RUNS_BY_START "runs_by_start" (0 ns: str, 1 start_ms: i64, 2 run_id: str) => unit;
+    RUNS_BY_CLOSE "runs_by_close" (0 ns: str, 1 close_ms: i64, 2 run_id: str) => unit;
+    CHILDREN "children" (0 ns: str, 1 parent_id: str, 2 child_id: str) => unit;
+    SCHEDULES "schedules" (0 ns: str, 1 schedule_id: str) => bytes;
+    TRIGGERS "triggers" (0 ns: str, 1 trigger_id: str) => bytes;
+    HOOK_DELIVERIES "hook_deliveries" (0 ns: str, 1 trigger_id: str, 2 delivery_id: str) => bytes;
+    HOOK_DELIVERY_TIMES "hook_delivery_times" (0 received_ms: i64, 1 ns: str, 2 trigger_id: str, 3 delivery_id: str) => unit;
+    TRIGGER_KEYS "trigger_keys" (0 ns: str, 1 trigger_id: str, 2 key: str) => text;
+    TRIGGER_QUEUE "trigger_queue" (0 ns: str, 1 trigger_id: str, 2 key: str, 3 seq: u64) => bytes;
+    TRIGGER_RUNS "trigger_runs" (0 ns: str, 1 run_id: str) => bytes;
+}
+
+/// Every table: those keyed by one text (namespaces, API keys), the split `runs`
+/// table, then the rest.
+fn export_tables(
+    tx: &ReadTransaction,
+    visit: &mut dyn FnMut(Row) -> Result<(), DumpError>,
+) -> Result<(), DumpError> {
+    for (def, name) in [(NAMESPACES, "namespaces"), (API_KEYS, "api_keys")] {
+        let spec = spec(name)?;
+        let t = tx.open_table(def).map_err(storage)?;
+        for entry in t.iter().map_err(storage)? {
+            let (k, v) = entry.map_err(storage)?;
+            visit(Row {
+                table: spec,
+                key: vec![Part::Text(k.value().to_string())],
+                value: Value::Bytes(v.value().to_vec()),
+            })?;
+        }
+    }
+    let (runs, events, checkpoints) = (spec("runs")?, spec("events")?, spec("checkpoints")?);
+    let t = tx.open_table(RUNS).map_err(storage)?;
+    for entry in t.iter().map_err(storage)? {
+        let (k, v) = entry.map_err(storage)?;
+        let (ns, run_id, slot) = k.value();
+        let mut key = vec![Part::Text(ns.to_string()), Part::Text(run_id.to_string())];
+        let table = match slot {
+            STATE_SLOT => runs,
+            CHECKPOINT_SLOT => checkpoints,
+            event => {
+                key.push(int_part(event, "events")?);
+                events
+            }
+        };
+        visit(Row {
+            table,
+            key,
+            value: Value::Bytes(v.value().to_vec()),
+        })?;
+    }
+    export_plain(tx, visit)
+}
+
+/// Writes the rows of one table.
+fn load_table(tx: &WriteTransaction, name: &str, rows: &[&Row]) -> Result<(), StorageError> {
+    match name {
+        "namespaces" | "api_keys" => {
+            let def = if name == "namespaces" {
+                NAMESPACES
+            } else {
+                API_KEYS
+            };
+            let mut t = tx.open_table(def)?;
+            for row in rows {
+                t.insert(row.text(0)?, row.bytes())?;
+            }
+        }
+        "runs" | "events" | "checkpoints" => {
+            let mut t = tx.open_table(RUNS)?;
+            for row in rows {
+                let slot = match name {
+                    "runs" => STATE_SLOT,
+                    "checkpoints" => CHECKPOINT_SLOT,
+                    _ => match row.uint(2)? {
+                        id if id != STATE_SLOT && id != CHECKPOINT_SLOT => id,
+                        id => {
+                            return Err(StorageError::Corrupt {
+                                what: "dump row",
+                                source: format!("event id {id} is not one redb can keep").into(),
+                            });
+                        }
+                    },
+                };
+                t.insert((row.text(0)?, row.text(1)?, slot), row.bytes())?;
+            }
+        }
+        _ => {
+            if !load_plain(tx, name, rows)? {
+                return Err(StorageError::Backend(
+                    format!("the redb backend has no table {name} to import into").into(),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl DumpTarget for RedbBackend {
+    fn backend(&self) -> &'static str {
+        "redb"
+    }
+
+    fn is_empty(&self) -> Result<bool, StorageError> {
+        let tx = self.usable_db()?.begin_read()?;
+        let namespaces = tx.open_table(NAMESPACES)?;
+        let others = namespaces
+            .iter()?
+            .map(|e| e.map(|(k, _)| k.value() != DEFAULT_NAMESPACE))
+            .collect::<Result<Vec<bool>, _>>()?;
+        Ok(!others.contains(&true)
+            && tx.open_table(API_KEYS)?.is_empty()?
+            && tx.open_table(RUNS)?.is_empty()?
+            && plain_rows(&tx)? == 0)
+    }
+
+    fn clear(&self) -> Result<(), StorageError> {
+        let tx = self.usable_db()?.begin_write()?;
+        tx.delete_table(RUNS)?;
+        tx.open_table(RUNS)?;
+        for def in [NAMESPACES, API_KEYS] {
+            tx.delete_table(def)?;
+            tx.open_table(def)?;
+        }
+        clear_plain(&tx)?;
+        tx.open_table(NAMESPACES)?
+            .insert(DEFAULT_NAMESPACE, b"{}".as_slice())?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn load(&self, rows: &[Row]) -> Result<(), StorageError> {
+        let tx = self.usable_db()?.begin_write()?;
+        for t in TABLES {
+            let of: Vec<&Row> = rows.iter().filter(|r| r.table.name == t.name).collect();
+            if !of.is_empty() {
+                load_table(&tx, t.name, &of)?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
