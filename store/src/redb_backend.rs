@@ -228,7 +228,12 @@ impl RedbBackend {
         let file = path.clone();
         Self::open_with(
             &path,
-            Box::new(move || Database::builder().set_cache_size(cache_bytes).create(&file)),
+            Box::new(move || {
+                Database::builder()
+                    .set_cache_size(cache_bytes)
+                    .set_concurrency_mode(concurrency_mode())
+                    .create(&file)
+            }),
         )
     }
 
