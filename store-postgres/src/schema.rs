@@ -14,7 +14,7 @@
 
 /// Migration `n` (from 1) brings a database from version `n - 1` to `n`. Never
 /// edit one that has shipped: add the next.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, CHECKPOINT_SEGMENTS];
 
 /// The schema version this build reads and writes.
 pub(crate) fn latest() -> i64 {
@@ -36,6 +36,25 @@ pub(crate) const WRITE_VERSION: &str = "INSERT INTO railyard_schema (id, version
 /// The `default` namespace, as the redb backend makes it: an empty record.
 pub(crate) const DEFAULT_NAMESPACE: &str = "INSERT INTO namespaces (name, record) VALUES ($1, $2)
     ON CONFLICT (name) DO NOTHING";
+
+/// Checkpoints that grow by appended segments: `checkpoints` keeps the first segment
+/// (a checkpoint written whole, as before) and gains the head (the whole's length,
+/// its digest, its segment count; a row from before has none: one segment, its
+/// length that of its bytes, its digest derived from them); segment `seq` (from 2)
+/// is a row of `checkpoint_segments`.
+const CHECKPOINT_SEGMENTS: &str = r#"
+ALTER TABLE checkpoints
+    ADD COLUMN len bigint,
+    ADD COLUMN digest bytea,
+    ADD COLUMN segments integer NOT NULL DEFAULT 1;
+CREATE TABLE checkpoint_segments (
+    ns text COLLATE "C" NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
+    seq integer NOT NULL,
+    bytes bytea NOT NULL,
+    PRIMARY KEY (ns, run_id, seq)
+);
+"#;
 
 /// Version 2: the writer lease (`crate::lease`): one row, the node writing to the
 /// database, its epoch (one more per claim) and when its lease expires, in database

@@ -7,7 +7,7 @@ use railyard_model::auth::ApiKey;
 use railyard_model::namespace::Namespace;
 use railyard_model::run::{Event, EventKind, RunState, Timer};
 use railyard_model::schedule::Schedule;
-use railyard_store::backend::{TimerKey, WriteTx, signal_key_prefix};
+use railyard_store::backend::{CheckpointDigest, Snapshot, TimerKey, WriteTx, signal_key_prefix};
 use railyard_store::{StorageError, records};
 
 use crate::conn::params;
@@ -43,18 +43,67 @@ impl WriteTx for PgTxn {
         Ok(())
     }
 
-    fn set_checkpoint(&mut self, ns: &str, run_id: &str, bytes: Option<&[u8]>) -> Result<(), StorageError> {
-        match bytes {
-            Some(bytes) => self.conn().execute(
-                "INSERT INTO checkpoints (ns, run_id, bytes) VALUES ($1, $2, $3)
-                 ON CONFLICT (ns, run_id) DO UPDATE SET bytes = excluded.bytes",
-                params![ns.to_string(), run_id.to_string(), bytes.to_vec()],
+    fn set_checkpoint(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        checkpoint: Option<(&[u8], &CheckpointDigest)>,
+    ) -> Result<(), StorageError> {
+        if self.checkpoint_head(ns, run_id)?.is_some_and(|h| h.segments > 1) {
+            self.conn().execute(
+                "DELETE FROM checkpoint_segments WHERE ns = $1 AND run_id = $2",
+                params![ns.to_string(), run_id.to_string()],
+            )?;
+        }
+        match checkpoint {
+            Some((bytes, digest)) => self.conn().execute(
+                "INSERT INTO checkpoints (ns, run_id, bytes, len, digest, segments) VALUES ($1, $2, $3, $4, $5, 1)
+                 ON CONFLICT (ns, run_id) DO UPDATE SET bytes = excluded.bytes, len = excluded.len,
+                     digest = excluded.digest, segments = 1",
+                params![
+                    ns.to_string(),
+                    run_id.to_string(),
+                    bytes.to_vec(),
+                    int(bytes.len() as u64)?,
+                    digest.to_vec()
+                ],
             )?,
             None => self.conn().execute(
                 "DELETE FROM checkpoints WHERE ns = $1 AND run_id = $2",
                 params![ns.to_string(), run_id.to_string()],
             )?,
         };
+        Ok(())
+    }
+
+    fn append_checkpoint(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        bytes: &[u8],
+        digest: &CheckpointDigest,
+    ) -> Result<(), StorageError> {
+        let Some(head) = self.checkpoint_head(ns, run_id)? else {
+            return self.set_checkpoint(ns, run_id, Some((bytes, digest)));
+        };
+        let seq = head.segments + 1;
+        let seq = i32::try_from(seq)
+            .map_err(|_| StorageError::Encode(format!("checkpoint segment {seq} does not fit").into()))?;
+        self.conn().execute(
+            "INSERT INTO checkpoint_segments (ns, run_id, seq, bytes) VALUES ($1, $2, $3, $4)",
+            params![ns.to_string(), run_id.to_string(), seq, bytes.to_vec()],
+        )?;
+        // The first segment's bytes are not rewritten: an unchanged TOASTed value keeps its place.
+        self.conn().execute(
+            "UPDATE checkpoints SET len = $3, digest = $4, segments = $5 WHERE ns = $1 AND run_id = $2",
+            params![
+                ns.to_string(),
+                run_id.to_string(),
+                int(head.len + bytes.len() as u64)?,
+                digest.to_vec(),
+                seq
+            ],
+        )?;
         Ok(())
     }
 
@@ -142,6 +191,7 @@ impl WriteTx for PgTxn {
             "DELETE FROM runs WHERE ns = $1 AND run_id = $2",
             "DELETE FROM events WHERE ns = $1 AND run_id = $2",
             "DELETE FROM checkpoints WHERE ns = $1 AND run_id = $2",
+            "DELETE FROM checkpoint_segments WHERE ns = $1 AND run_id = $2",
             "DELETE FROM open_runs WHERE ns = $1 AND run_id = $2",
             // The run's own children's entries (they stay, unparented, as in redb).
             "DELETE FROM children WHERE ns = $1 AND parent_id = $2",

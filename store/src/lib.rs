@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use backend::{Backend, Snapshot, WriteTx};
+pub use backend::{Backend, CheckpointDigest, CheckpointHead, Snapshot, WriteTx};
 
 pub use error::StorageError;
 use railyard_model::Millis;

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 mod triggers;
 
 use super::StoredTask;
-use super::backend::{Backend, DueTimer, Snapshot, TimerKey, WriteTx};
+use super::backend::{Backend, CheckpointDigest, CheckpointHead, DueTimer, Snapshot, TimerKey, WriteTx};
 use crate::error::StorageError;
 use railyard_model::Millis;
 use railyard_model::auth::ApiKey;
@@ -28,7 +28,7 @@ type RunKey = (String, String);
 struct Data {
     runs: BTreeMap<RunKey, RunState>,
     events: BTreeMap<RunKey, BTreeMap<u64, Event>>,
-    checkpoints: BTreeMap<RunKey, Vec<u8>>,
+    checkpoints: BTreeMap<RunKey, StoredCheckpoint>,
     open_runs: BTreeSet<RunKey>,
     tasks: BTreeMap<(String, String, u64), String>,
     timers: BTreeMap<TimerKey, Timer>,
@@ -40,6 +40,13 @@ struct Data {
     namespaces: BTreeMap<String, Namespace>,
     api_keys: BTreeMap<String, ApiKey>,
     triggers: triggers::TriggerData,
+}
+
+/// A run's checkpoint: its segments in order, and the digest of the whole.
+#[derive(Clone)]
+struct StoredCheckpoint {
+    segments: Vec<Vec<u8>>,
+    digest: CheckpointDigest,
 }
 
 fn key(ns: &str, run_id: &str) -> RunKey {
@@ -262,8 +269,16 @@ macro_rules! reads {
                 .$data()
                 .checkpoints
                 .get(&key(ns, run_id))
-                .cloned()
+                .map(|c| c.segments.concat())
                 .unwrap_or_default())
+        }
+
+        fn checkpoint_head(&self, ns: &str, run_id: &str) -> Result<Option<CheckpointHead>, StorageError> {
+            Ok(self.$data().checkpoints.get(&key(ns, run_id)).map(|c| CheckpointHead {
+                len: c.segments.iter().map(|s| s.len() as u64).sum(),
+                digest: Some(c.digest),
+                segments: u32::try_from(c.segments.len()).unwrap_or(u32::MAX),
+            }))
         }
 
         fn runs_by_start(
@@ -428,14 +443,42 @@ impl WriteTx for MemoryTx<'_> {
         })
     }
 
-    fn set_checkpoint(&mut self, ns: &str, run_id: &str, bytes: Option<&[u8]>) -> Result<(), StorageError> {
-        self.change(|d| match bytes {
-            Some(b) => {
-                d.checkpoints.insert(key(ns, run_id), b.to_vec());
+    fn set_checkpoint(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        checkpoint: Option<(&[u8], &CheckpointDigest)>,
+    ) -> Result<(), StorageError> {
+        self.change(|d| match checkpoint {
+            Some((b, digest)) => {
+                d.checkpoints.insert(
+                    key(ns, run_id),
+                    StoredCheckpoint {
+                        segments: vec![b.to_vec()],
+                        digest: *digest,
+                    },
+                );
             }
             None => {
                 d.checkpoints.remove(&key(ns, run_id));
             }
+        })
+    }
+
+    fn append_checkpoint(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        bytes: &[u8],
+        digest: &CheckpointDigest,
+    ) -> Result<(), StorageError> {
+        self.change(|d| {
+            let c = d.checkpoints.entry(key(ns, run_id)).or_insert(StoredCheckpoint {
+                segments: Vec::new(),
+                digest: *digest,
+            });
+            c.segments.push(bytes.to_vec());
+            c.digest = *digest;
         })
     }
 

@@ -86,13 +86,21 @@ redb_error!(
 
 /// Everything about one run, in one table so that a transition dirties one B-tree:
 /// (namespace, run id, [`STATE_SLOT`]) → run record, (namespace, run id, event id) →
-/// event record, and (namespace, run id, [`CHECKPOINT_SLOT`]) → the last heartbeat
-/// checkpoint of the step in flight.
+/// event record, and the checkpoint of the step in flight in the slots from
+/// [`CHECKPOINT_SLOTS_FROM`]: its first segment at [`CHECKPOINT_SLOT`] (where every
+/// release before segments kept the whole checkpoint), its head record (length,
+/// digest, segment count) at [`CHECKPOINT_HEAD_SLOT`], and segment `k` (from 2) at
+/// `CHECKPOINT_SLOTS_FROM + k`. A checkpoint without a head row is one written whole
+/// by an older release: one segment, digest derived from its bytes.
 pub(crate) const RUNS: TableDefinition<(&str, &str, u64), &[u8]> = TableDefinition::new("runs");
 /// The slot of a run's state row. Events are numbered from 1.
 pub(crate) const STATE_SLOT: u64 = 0;
-/// The slot of a run's checkpoint, after every event.
+/// The slot of a run's checkpoint's first segment, after every event.
 pub(crate) const CHECKPOINT_SLOT: u64 = u64::MAX;
+/// The slot of a run's checkpoint's head record.
+pub(crate) const CHECKPOINT_HEAD_SLOT: u64 = u64::MAX - 1;
+/// The first slot of a run's checkpoint rows: events are numbered below it.
+pub(crate) const CHECKPOINT_SLOTS_FROM: u64 = u64::MAX - (1 << 20);
 /// (namespace, run id) of every open run: read at start to rebuild lease deadlines.
 pub(crate) const OPEN_RUNS: TableDefinition<(&str, &str), ()> = TableDefinition::new("open_runs");
 /// (namespace, queue, task seq) → run id: the ready tasks, rebuilt into matching at start.

@@ -9,6 +9,7 @@
 //! children (`commands::children::settle`).
 
 use railyard_model::run::DeliveryTarget;
+use railyard_proto::checkpoint::{self as digest, CheckpointDigest};
 
 use super::*;
 
@@ -75,6 +76,12 @@ impl Transition {
         }
     }
 }
+
+/// Most segments a run's checkpoint is stored as: the append that would make one
+/// more rewrites the checkpoint whole as one segment, so a resume reads a bounded
+/// number of rows, at the cost of rewriting the transcript once every this many
+/// appends.
+pub(crate) const MAX_CHECKPOINT_SEGMENTS: u32 = 64;
 
 /// The refusal for a run that does not exist.
 pub(crate) fn not_found(ns: &str, run_id: &str) -> Rejection {
@@ -176,14 +183,15 @@ impl Cx<'_, '_> {
         };
         // The claimed poll must go back to matching if this transition fails here;
         // once queued in `after`, the batch's failure path gives it back.
-        match written.and_then(|()| self.checkpoint(&t.run)) {
-            Ok(checkpoint) => {
+        match written.and_then(|()| self.handed_checkpoint(&t.run)) {
+            Ok((checkpoint, checkpoint_digest)) => {
                 self.after.push(After::HandOff(
                     waiter,
                     Box::new(Grant {
                         run: t.run,
                         lease,
                         checkpoint,
+                        checkpoint_digest,
                     }),
                 ));
                 Ok(())
@@ -216,6 +224,51 @@ impl Cx<'_, '_> {
     /// The checkpoint of the run's step in flight (empty when none).
     pub fn checkpoint(&self, run: &RunState) -> Result<Vec<u8>, StorageError> {
         self.tx.checkpoint(&run.namespace, &run.run_id)
+    }
+
+    /// The checkpoint a lease hands the worker, with its digest (none when empty).
+    pub fn handed_checkpoint(
+        &self,
+        run: &RunState,
+    ) -> Result<(Vec<u8>, Option<CheckpointDigest>), StorageError> {
+        let bytes = self.checkpoint(run)?;
+        if bytes.is_empty() {
+            return Ok((bytes, None));
+        }
+        let (_, d) = self.checkpoint_base(&run.namespace, &run.run_id)?;
+        Ok((bytes, Some(d)))
+    }
+
+    /// The stored checkpoint's length and digest, the base an appending heartbeat
+    /// must name ((0, the empty digest) when there is none). A checkpoint an older
+    /// release wrote has no stored digest: it is derived from its bytes.
+    pub fn checkpoint_base(&self, ns: &str, run_id: &str) -> Result<(u64, CheckpointDigest), StorageError> {
+        Ok(match self.tx.checkpoint_head(ns, run_id)? {
+            None => (0, digest::EMPTY_DIGEST),
+            Some(CheckpointHead {
+                len,
+                digest: Some(d),
+                ..
+            }) => (len, d),
+            Some(CheckpointHead { len, digest: None, .. }) => {
+                (len, digest::full(&self.tx.checkpoint(ns, run_id)?))
+            }
+        })
+    }
+
+    /// Appends to a run's checkpoint as a segment; past [`MAX_CHECKPOINT_SEGMENTS`]
+    /// segments, rewrites it whole instead (compaction, in this same write).
+    fn append_checkpoint(&mut self, ns: &str, run_id: &str, bytes: &[u8]) -> Result<(), StorageError> {
+        let segments = self.tx.checkpoint_head(ns, run_id)?.map_or(0, |h| h.segments);
+        let (_, base) = self.checkpoint_base(ns, run_id)?;
+        let after = digest::extend(&base, bytes);
+        if segments >= MAX_CHECKPOINT_SEGMENTS {
+            let mut whole = self.tx.checkpoint(ns, run_id)?;
+            whole.extend_from_slice(bytes);
+            tracing::debug!(ns, run_id, bytes = whole.len(), segments, "checkpoint compacted");
+            return self.tx.set_checkpoint(ns, run_id, Some((&whole, &after)));
+        }
+        self.tx.append_checkpoint(ns, run_id, bytes, &after)
     }
 
     /// Writes a transition: its events, the state row and its effects.
@@ -299,7 +352,11 @@ impl Cx<'_, '_> {
                     self.tx.insert_timer((due_ms, *self.next_seq), &timer)?;
                     self.after.push(After::WakeTimers);
                 }
-                Effect::SaveCheckpoint(bytes) => self.tx.set_checkpoint(ns, id, Some(&bytes))?,
+                Effect::SaveCheckpoint(bytes) => {
+                    self.tx
+                        .set_checkpoint(ns, id, Some((&bytes, &digest::full(&bytes))))?
+                }
+                Effect::AppendCheckpoint(bytes) => self.append_checkpoint(ns, id, &bytes)?,
                 Effect::ClearCheckpoint => self.tx.set_checkpoint(ns, id, None)?,
             }
         }
