@@ -309,6 +309,50 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_checkpoint_the_previous_release_wrote_whole_reads_and_grows_by_segments() {
+        use crate::backend::{Backend, CheckpointHead};
+        let dir = tempfile::tempdir().unwrap();
+        // What the release before segments wrote: the bytes at the checkpoint slot, no
+        // head row, nothing else.
+        {
+            let backend = RedbBackend::open(dir.path()).unwrap();
+            let tx = backend.db().begin_write().unwrap();
+            tx.open_table(RUNS)
+                .unwrap()
+                .insert(("default", "r1", CHECKPOINT_SLOT), b"old whole".as_slice())
+                .unwrap();
+            tx.commit().unwrap();
+        }
+        let backend = RedbBackend::open(dir.path()).unwrap();
+        let head = backend.snapshot().unwrap().checkpoint_head("default", "r1").unwrap();
+        let legacy = CheckpointHead {
+            len: 9,
+            digest: None,
+            segments: 1,
+        };
+        assert_eq!(head, Some(legacy));
+        let d = [7u8; 32];
+        backend
+            .write(&mut |tx| tx.append_checkpoint("default", "r1", b"; new", &d))
+            .unwrap();
+        let snap = backend.snapshot().unwrap();
+        assert_eq!(snap.checkpoint("default", "r1").unwrap(), b"old whole; new");
+        let grown = CheckpointHead {
+            len: 14,
+            digest: Some(d),
+            segments: 2,
+        };
+        assert_eq!(snap.checkpoint_head("default", "r1").unwrap(), Some(grown));
+        // The history (events below the checkpoint slots) sees none of it.
+        assert!(snap.history("default", "r1", 1, 100).unwrap().is_empty());
+        // Cleared: every segment and the head go.
+        backend.write(&mut |tx| tx.set_checkpoint("default", "r1", None)).unwrap();
+        let tx = backend.db().begin_read().unwrap();
+        let rows = tx.open_table(RUNS).unwrap();
+        assert_eq!(rows.range(("default", "r1", 0)..=("default", "r1", u64::MAX)).unwrap().count(), 0);
+    }
+
+    #[test]
     fn a_database_of_another_layout_is_refused_by_name() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("railyard.redb");
