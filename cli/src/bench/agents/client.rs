@@ -46,6 +46,10 @@ pub(crate) struct AgentClientArgs {
     /// Print a line for each acknowledged heartbeat.
     #[arg(long)]
     pub print_acks: bool,
+    /// After the last turn, hold the lease without heartbeating or completing, until
+    /// killed or --timeout (a worker that died, for tests).
+    #[arg(long)]
+    pub hold: bool,
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
@@ -100,8 +104,15 @@ pub(crate) async fn run(args: AgentClientArgs) -> anyhow::Result<()> {
     let mut set = JoinSet::new();
     for (i, task) in tasks.into_iter().enumerate() {
         let worker = worker.clone();
-        let (seed, turns, pause, acks) = (args.seed, args.turns, args.pause_ms, args.print_acks);
-        set.spawn(async move { drive(worker, task, seed, i as u64, turns, pause, acks).await });
+        let plan = Plan {
+            seed: args.seed,
+            agent: i as u64,
+            turns: args.turns,
+            pause: Duration::from_millis(args.pause_ms),
+            print_acks: args.print_acks,
+            hold: args.hold.then(|| Duration::from_secs(args.timeout)),
+        };
+        set.spawn(async move { drive(worker, task, plan).await });
     }
     let (mut first, mut last) = (Vec::new(), Vec::new());
     let mut stats = CheckpointStats::default();
@@ -128,15 +139,26 @@ pub(crate) async fn run(args: AgentClientArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn drive(
-    worker: StepWorker,
-    task: StepTask,
+/// What one agent does.
+struct Plan {
     seed: u64,
     agent: u64,
     turns: u32,
-    pause_ms: u64,
+    pause: Duration,
     print_acks: bool,
-) -> anyhow::Result<StepFigures> {
+    /// Hold the lease this long after the last turn instead of completing.
+    hold: Option<Duration>,
+}
+
+async fn drive(worker: StepWorker, task: StepTask, plan: Plan) -> anyhow::Result<StepFigures> {
+    let Plan {
+        seed,
+        agent,
+        turns,
+        pause,
+        print_acks,
+        hold,
+    } = plan;
     let mut sync = CheckpointSync::from_task(&task);
     let mut transcript = task.checkpoint.clone();
     let tenth = turns.div_ceil(10);
@@ -167,9 +189,13 @@ async fn drive(
             )?;
             out.flush()?;
         }
-        if pause_ms > 0 {
-            tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+        if !pause.is_zero() {
+            tokio::time::sleep(pause).await;
         }
+    }
+    if let Some(hold) = hold {
+        tokio::time::sleep(hold).await;
+        bail!("held the lease of run {} for {hold:?} without being killed", task.run_id);
     }
     worker.complete(&task.task_token, Completion::notes("bench agent done")).await?;
     Ok(StepFigures {
