@@ -40,10 +40,7 @@ mod tests {
     #[test]
     fn pinned() {
         // Both ends (and other SDKs) must agree on these bytes: never change them.
-        assert_eq!(
-            hex(&full(b"abc")),
-            hex(&extend(&EMPTY_DIGEST, b"abc")),
-        );
+        assert_eq!(hex(&full(b"abc")), hex(&extend(&EMPTY_DIGEST, b"abc")),);
         assert_eq!(
             hex(&extend(&full(b"ab"), b"c")),
             hex(&{

@@ -91,7 +91,12 @@ impl CheckpointSync {
     /// Takes the server's answer to a heartbeat that sent `checkpoint` expecting
     /// `expected`: acknowledged when the server reports that digest; a server that
     /// reports none (an older one) gets whole checkpoints from then on.
-    pub(crate) fn answered(&mut self, checkpoint: &[u8], expected: CheckpointDigest, resp: &HeartbeatStepTaskResponse) {
+    pub(crate) fn answered(
+        &mut self,
+        checkpoint: &[u8],
+        expected: CheckpointDigest,
+        resp: &HeartbeatStepTaskResponse,
+    ) {
         let ok = resp.checkpoint_digest.as_slice() == expected.as_slice()
             && resp.checkpoint_length == checkpoint.len() as u64;
         self.acked = ok.then(|| (checkpoint.to_vec(), expected));
@@ -110,7 +115,9 @@ mod tests {
     #[test]
     fn appends_only_to_what_was_acknowledged() {
         let mut s = CheckpointSync::new();
-        let Send::Whole(d1) = s.plan(b"ab") else { panic!("first goes whole") };
+        let Send::Whole(d1) = s.plan(b"ab") else {
+            panic!("first goes whole")
+        };
         let resp = |len: u64, d: CheckpointDigest| HeartbeatStepTaskResponse {
             checkpoint_length: len,
             checkpoint_digest: d.to_vec(),
@@ -118,7 +125,9 @@ mod tests {
         };
         s.answered(b"ab", d1, &resp(2, d1));
         assert_eq!(s.plan(b"ab"), Send::Nothing);
-        let Send::Append(a, d2) = s.plan(b"abcd") else { panic!("an extension appends") };
+        let Send::Append(a, d2) = s.plan(b"abcd") else {
+            panic!("an extension appends")
+        };
         assert_eq!((a.base_length, a.bytes.as_slice()), (2, &b"cd"[..]));
         assert_eq!(d2, digest::extend(&d1, b"cd"));
         // A checkpoint that does not extend the acknowledged one goes whole.

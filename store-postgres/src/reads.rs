@@ -82,10 +82,12 @@ impl Snapshot for PgTxn {
         };
         let digest = match col::<Option<Vec<u8>>>(&row, 1)? {
             None => None,
-            Some(d) => Some(<[u8; 32]>::try_from(d.as_slice()).map_err(|_| StorageError::Corrupt {
-                what: "checkpoint head",
-                source: format!("a digest of {} bytes", d.len()).into(),
-            })?),
+            Some(d) => Some(
+                <[u8; 32]>::try_from(d.as_slice()).map_err(|_| StorageError::Corrupt {
+                    what: "checkpoint head",
+                    source: format!("a digest of {} bytes", d.len()).into(),
+                })?,
+            ),
         };
         Ok(Some(CheckpointHead {
             len: col_u64(&row, 0, "checkpoint head")?,

@@ -274,11 +274,15 @@ macro_rules! reads {
         }
 
         fn checkpoint_head(&self, ns: &str, run_id: &str) -> Result<Option<CheckpointHead>, StorageError> {
-            Ok(self.$data().checkpoints.get(&key(ns, run_id)).map(|c| CheckpointHead {
-                len: c.segments.iter().map(|s| s.len() as u64).sum(),
-                digest: Some(c.digest),
-                segments: u32::try_from(c.segments.len()).unwrap_or(u32::MAX),
-            }))
+            Ok(self
+                .$data()
+                .checkpoints
+                .get(&key(ns, run_id))
+                .map(|c| CheckpointHead {
+                    len: c.segments.iter().map(|s| s.len() as u64).sum(),
+                    digest: Some(c.digest),
+                    segments: u32::try_from(c.segments.len()).unwrap_or(u32::MAX),
+                }))
         }
 
         fn runs_by_start(

@@ -324,7 +324,11 @@ mod tests {
             tx.commit().unwrap();
         }
         let backend = RedbBackend::open(dir.path()).unwrap();
-        let head = backend.snapshot().unwrap().checkpoint_head("default", "r1").unwrap();
+        let head = backend
+            .snapshot()
+            .unwrap()
+            .checkpoint_head("default", "r1")
+            .unwrap();
         let legacy = CheckpointHead {
             len: 9,
             digest: None,
@@ -346,10 +350,17 @@ mod tests {
         // The history (events below the checkpoint slots) sees none of it.
         assert!(snap.history("default", "r1", 1, 100).unwrap().is_empty());
         // Cleared: every segment and the head go.
-        backend.write(&mut |tx| tx.set_checkpoint("default", "r1", None)).unwrap();
+        backend
+            .write(&mut |tx| tx.set_checkpoint("default", "r1", None))
+            .unwrap();
         let tx = backend.db().begin_read().unwrap();
         let rows = tx.open_table(RUNS).unwrap();
-        assert_eq!(rows.range(("default", "r1", 0)..=("default", "r1", u64::MAX)).unwrap().count(), 0);
+        assert_eq!(
+            rows.range(("default", "r1", 0)..=("default", "r1", u64::MAX))
+                .unwrap()
+                .count(),
+            0
+        );
     }
 
     #[test]

@@ -16,7 +16,11 @@ fn a_tiny_agents_bench_completes_every_run_appending_its_heartbeats() {
         .output()
         .unwrap();
     let v = json(out);
-    assert_eq!((v["agents"].as_u64(), v["completed"].as_u64()), (Some(3), Some(3)), "{v}");
+    assert_eq!(
+        (v["agents"].as_u64(), v["completed"].as_u64()),
+        (Some(3), Some(3)),
+        "{v}"
+    );
     assert_eq!(v["client_processes"], 2, "{v}");
     // One whole checkpoint per step, the other turns appended, none refused.
     assert_eq!(v["checkpoints_whole"], 3, "{v}");

@@ -31,7 +31,14 @@ fn a_resumed_attempt_gets_the_last_acknowledged_transcript_byte_for_byte() {
     let turns = 12;
     let mut agent = Command::new(BIN)
         .args(["bench-agent", "--server", &server.url, "--queue", "agents"])
-        .args(["--turns", &turns.to_string(), "--print-acks", "--hold", "--timeout", "120"])
+        .args([
+            "--turns",
+            &turns.to_string(),
+            "--print-acks",
+            "--hold",
+            "--timeout",
+            "120",
+        ])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -71,7 +78,14 @@ fn a_resumed_attempt_gets_the_last_acknowledged_transcript_byte_for_byte() {
         let mut sync = CheckpointSync::from_task(&task);
         let grown = [task.checkpoint.as_slice(), b"{\"turn\":\"resumed\"}\n"].concat();
         let r = w
-            .heartbeat_appending(&task.task_token, &mut sync, &grown, Vec::new(), 0, Default::default())
+            .heartbeat_appending(
+                &task.task_token,
+                &mut sync,
+                &grown,
+                Vec::new(),
+                0,
+                Default::default(),
+            )
             .await
             .unwrap();
         assert_eq!(r.checkpoint_length, grown.len() as u64);

@@ -188,7 +188,11 @@ pub enum CheckpointUpdate {
 impl From<Vec<u8>> for CheckpointUpdate {
     /// Empty bytes keep the checkpoint; others replace it.
     fn from(bytes: Vec<u8>) -> Self {
-        if bytes.is_empty() { Self::Keep } else { Self::Replace(bytes) }
+        if bytes.is_empty() {
+            Self::Keep
+        } else {
+            Self::Replace(bytes)
+        }
     }
 }
 

@@ -183,7 +183,16 @@ fn heartbeat_extends_the_lease_and_expiry_times_out() {
     r.unwrap();
     assert_eq!(effects, [Effect::SaveCheckpoint(b"cp".to_vec())]);
     // An append is an effect of its own; keeping is none.
-    let (r, _, effects) = fx.step(|r, o| r.heartbeat(&claims, "w1", CheckpointUpdate::Append(b"+".to_vec()), vec![], 0, o));
+    let (r, _, effects) = fx.step(|r, o| {
+        r.heartbeat(
+            &claims,
+            "w1",
+            CheckpointUpdate::Append(b"+".to_vec()),
+            vec![],
+            0,
+            o,
+        )
+    });
     r.unwrap();
     assert_eq!(effects, [Effect::AppendCheckpoint(b"+".to_vec())]);
     let (r, _, effects) = fx.step(|r, o| r.heartbeat(&claims, "w1", CheckpointUpdate::Keep, vec![], 0, o));

@@ -267,7 +267,10 @@ pub struct CheckpointAppend {
 
 /// The checkpoint a heartbeat carries, checked: at most one of whole or appended, an
 /// append naming a well-formed base, and the whole it makes within the limit.
-fn beat_checkpoint(checkpoint: Vec<u8>, append: Option<CheckpointAppend>) -> Result<BeatCheckpoint, ApiError> {
+fn beat_checkpoint(
+    checkpoint: Vec<u8>,
+    append: Option<CheckpointAppend>,
+) -> Result<BeatCheckpoint, ApiError> {
     check_bytes("checkpoint", &checkpoint, limits::CHECKPOINT)?;
     let Some(a) = append else {
         return Ok(BeatCheckpoint::from(checkpoint));

@@ -138,12 +138,28 @@ async fn an_appending_heartbeat_is_checked_and_bounded_as_a_whole() {
     };
     let empty = railyard_proto::checkpoint::EMPTY_DIGEST.to_vec();
     let cases = [
-        (beat(b"x", Some(append(0, empty.clone(), b"y".to_vec()))), "checkpoint_append: cannot be sent with checkpoint"),
-        (beat(b"", Some(append(0, empty.clone(), Vec::new()))), "checkpoint_append.bytes: must not be empty"),
-        (beat(b"", Some(append(0, vec![1; 5], b"y".to_vec()))), "checkpoint_append.base_digest: is 5 bytes"),
+        (
+            beat(b"x", Some(append(0, empty.clone(), b"y".to_vec()))),
+            "checkpoint_append: cannot be sent with checkpoint",
+        ),
+        (
+            beat(b"", Some(append(0, empty.clone(), Vec::new()))),
+            "checkpoint_append.bytes: must not be empty",
+        ),
+        (
+            beat(b"", Some(append(0, vec![1; 5], b"y".to_vec()))),
+            "checkpoint_append.base_digest: is 5 bytes",
+        ),
         // The limit is on the whole checkpoint the append would make.
         (
-            beat(b"", Some(append(limits::CHECKPOINT as u64 - 1, empty.clone(), b"yz".to_vec()))),
+            beat(
+                b"",
+                Some(append(
+                    limits::CHECKPOINT as u64 - 1,
+                    empty.clone(),
+                    b"yz".to_vec(),
+                )),
+            ),
             "checkpoint_append: would make the checkpoint 8388609 bytes",
         ),
     ];
@@ -153,13 +169,23 @@ async fn an_appending_heartbeat_is_checked_and_bounded_as_a_whole() {
     }
     // Up to the limit is fine: a whole checkpoint of all but one byte, then that byte.
     let whole = vec![b'a'; limits::CHECKPOINT - 1];
-    let reply = tasks::heartbeat(&fx.core, &holder, claims.clone(), beat(&whole, None)).await.unwrap();
-    let (len, digest) = reply.checkpoint.unwrap();
-    let reply = tasks::heartbeat(&fx.core, &holder, claims, beat(b"", Some(append(len, digest.to_vec(), b"b".to_vec()))))
+    let reply = tasks::heartbeat(&fx.core, &holder, claims.clone(), beat(&whole, None))
         .await
         .unwrap();
+    let (len, digest) = reply.checkpoint.unwrap();
+    let reply = tasks::heartbeat(
+        &fx.core,
+        &holder,
+        claims,
+        beat(b"", Some(append(len, digest.to_vec(), b"b".to_vec()))),
+    )
+    .await
+    .unwrap();
     assert_eq!(reply.checkpoint.unwrap().0, limits::CHECKPOINT as u64);
-    assert_eq!(fx.core.store.checkpoint("default", "r1").unwrap().len(), limits::CHECKPOINT);
+    assert_eq!(
+        fx.core.store.checkpoint("default", "r1").unwrap().len(),
+        limits::CHECKPOINT
+    );
 }
 
 #[tokio::test]

@@ -31,7 +31,10 @@ async fn lost_repeated_and_reordered_heartbeats_are_refused_and_resent_whole() {
     };
     let (c, store) = config();
     let (server, client) = start(c).await;
-    let run = client.start_run("default", "one", "g", Default::default()).await.unwrap();
+    let run = client
+        .start_run("default", "one", "g", Default::default())
+        .await
+        .unwrap();
     let stored = |store: &Store| store.checkpoint("default", &run).unwrap();
     let w = StepWorker::new(client.clone(), "default", "default", "w");
     let task = w.poll(Duration::from_secs(5)).await.unwrap().expect("a task");
@@ -52,7 +55,10 @@ async fn lost_repeated_and_reordered_heartbeats_are_refused_and_resent_whole() {
         transcript.extend_from_slice(format!("turn {turn};").as_bytes());
         beat(&mut sync, &transcript).await;
     }
-    assert_eq!((sync.stats.whole, sync.stats.appends, sync.stats.refused), (1, 3, 0));
+    assert_eq!(
+        (sync.stats.whole, sync.stats.appends, sync.stats.refused),
+        (1, 3, 0)
+    );
     assert_eq!(sync.stats.bytes, transcript.len() as u64);
 
     // A heartbeat whose answer was lost: the worker's view stays one behind, and its
@@ -63,7 +69,10 @@ async fn lost_repeated_and_reordered_heartbeats_are_refused_and_resent_whole() {
     let mut lost = behind.clone();
     transcript.extend_from_slice(b"turn 6;");
     beat(&mut lost, &transcript).await;
-    assert_eq!((lost.stats.refused, lost.stats.whole - behind.stats.whole), (1, 1));
+    assert_eq!(
+        (lost.stats.refused, lost.stats.whole - behind.stats.whole),
+        (1, 1)
+    );
     assert_eq!(stored(&store), transcript);
 
     // Repeated: the same append sent twice is stored once, both answered alike.
@@ -100,7 +109,10 @@ async fn lost_repeated_and_reordered_heartbeats_are_refused_and_resent_whole() {
 
     // An old-style worker sends the checkpoint whole every time; the answer's digest
     // is that of the whole.
-    let r = w.heartbeat(&token, b"old style".to_vec(), Vec::new(), 0).await.unwrap();
+    let r = w
+        .heartbeat(&token, b"old style".to_vec(), Vec::new(), 0)
+        .await
+        .unwrap();
     assert_eq!(r.checkpoint_digest, digest::full(b"old style").to_vec());
     assert_eq!(stored(&store), b"old style");
 
@@ -117,4 +129,3 @@ async fn lost_repeated_and_reordered_heartbeats_are_refused_and_resent_whole() {
     assert_eq!(stored(&store), transcript);
     server.shutdown().await;
 }
-

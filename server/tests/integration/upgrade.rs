@@ -204,7 +204,14 @@ async fn a_layout_2_data_directory_is_migrated_and_its_runs_go_on_to_completion(
                 let mut sync = railyard_sdk::CheckpointSync::from_task(&task);
                 let grown = [task.checkpoint.as_slice(), b" and more"].concat();
                 let resp = worker
-                    .heartbeat_appending(&task.task_token, &mut sync, &grown, Vec::new(), 0, Default::default())
+                    .heartbeat_appending(
+                        &task.task_token,
+                        &mut sync,
+                        &grown,
+                        Vec::new(),
+                        0,
+                        Default::default(),
+                    )
                     .await
                     .unwrap();
                 assert_eq!(resp.checkpoint_length, grown.len() as u64);

@@ -63,7 +63,14 @@ mod tests {
             format!(r#"{{"v":1,"len":7,"digest":"{}","segments":3}}"#, "ab".repeat(32))
         );
         let head = decode_checkpoint_head(&row).unwrap();
-        assert_eq!(head, CheckpointHead { len: 7, digest: Some([0xab; 32]), segments: 3 });
+        assert_eq!(
+            head,
+            CheckpointHead {
+                len: 7,
+                digest: Some([0xab; 32]),
+                segments: 3
+            }
+        );
         assert!(decode_checkpoint_head(br#"{"v":2,"len":1,"digest":"","segments":1}"#).is_err());
     }
 }

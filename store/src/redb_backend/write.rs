@@ -189,7 +189,8 @@ impl WriteTx for RedbTx<'_> {
             Some((bytes, digest)) => {
                 self.runs.insert((ns, run_id, CHECKPOINT_SLOT), bytes)?;
                 let head = records::encode_checkpoint_head(bytes.len() as u64, digest, 1)?;
-                self.runs.insert((ns, run_id, CHECKPOINT_HEAD_SLOT), head.as_slice())?;
+                self.runs
+                    .insert((ns, run_id, CHECKPOINT_HEAD_SLOT), head.as_slice())?;
             }
             None => {
                 self.runs.remove((ns, run_id, CHECKPOINT_SLOT))?;
@@ -218,7 +219,8 @@ impl WriteTx for RedbTx<'_> {
         }
         self.runs.insert((ns, run_id, slot), bytes)?;
         let head = records::encode_checkpoint_head(head.len + bytes.len() as u64, digest, segment)?;
-        self.runs.insert((ns, run_id, CHECKPOINT_HEAD_SLOT), head.as_slice())?;
+        self.runs
+            .insert((ns, run_id, CHECKPOINT_HEAD_SLOT), head.as_slice())?;
         Ok(())
     }
 

@@ -90,12 +90,21 @@ pub(crate) async fn run(args: AgentClientArgs) -> anyhow::Result<()> {
         ..ConnectOptions::default()
     };
     let client = Client::connect_with(&args.server, opts).await?;
-    let worker = StepWorker::new(client, railyard_proto::DEFAULT_NAMESPACE, &args.queue, "bench-agent");
+    let worker = StepWorker::new(
+        client,
+        railyard_proto::DEFAULT_NAMESPACE,
+        &args.queue,
+        "bench-agent",
+    );
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     let mut tasks = Vec::new();
     while tasks.len() < args.agents as usize {
         if Instant::now() > deadline {
-            bail!("leased {} of {} steps before the timeout", tasks.len(), args.agents);
+            bail!(
+                "leased {} of {} steps before the timeout",
+                tasks.len(),
+                args.agents
+            );
         }
         if let Some(task) = worker.poll(Duration::from_secs(5)).await? {
             tasks.push(task);
@@ -167,7 +176,14 @@ async fn drive(worker: StepWorker, task: StepTask, plan: Plan) -> anyhow::Result
         transcript.extend_from_slice(&turn_bytes(seed, agent, u64::from(turn)));
         let t0 = Instant::now();
         let resp = worker
-            .heartbeat_appending(&task.task_token, &mut sync, &transcript, Vec::new(), 0, Default::default())
+            .heartbeat_appending(
+                &task.task_token,
+                &mut sync,
+                &transcript,
+                Vec::new(),
+                0,
+                Default::default(),
+            )
             .await
             .with_context(|| format!("heartbeat of turn {turn} of run {}", task.run_id))?;
         let took = t0.elapsed();
@@ -195,9 +211,14 @@ async fn drive(worker: StepWorker, task: StepTask, plan: Plan) -> anyhow::Result
     }
     if let Some(hold) = hold {
         tokio::time::sleep(hold).await;
-        bail!("held the lease of run {} for {hold:?} without being killed", task.run_id);
+        bail!(
+            "held the lease of run {} for {hold:?} without being killed",
+            task.run_id
+        );
     }
-    worker.complete(&task.task_token, Completion::notes("bench agent done")).await?;
+    worker
+        .complete(&task.task_token, Completion::notes("bench agent done"))
+        .await?;
     Ok(StepFigures {
         first,
         last,

@@ -90,7 +90,10 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, agents: u32) -> a
         "steps": [{ "id": "agent", "title": "Agent", "prompt": "Bench {{goal}}",
                     "timeoutSeconds": 86_400, "heartbeatTimeoutSeconds": 3_600 }],
     });
-    std::fs::write(workflows.join("bench-agent.json"), serde_json::to_vec_pretty(&def)?)?;
+    std::fs::write(
+        workflows.join("bench-agent.json"),
+        serde_json::to_vec_pretty(&def)?,
+    )?;
     let server = spawn_server(&dir.path().join("data"), &workflows, &[], &[])?;
     let pid = server.child.id();
     tracing::info!(url = %server.url, pid, "bench server started");
@@ -111,7 +114,12 @@ async fn measure(url: &str, pid: u32, args: &BenchArgs, agents: u32) -> anyhow::
         let client = client.clone();
         set.spawn(async move {
             client
-                .start_run(DEFAULT_NAMESPACE, WORKFLOW, &format!("agent {i}"), Default::default())
+                .start_run(
+                    DEFAULT_NAMESPACE,
+                    WORKFLOW,
+                    &format!("agent {i}"),
+                    Default::default(),
+                )
                 .await
         });
         if set.len() >= 64
@@ -191,7 +199,12 @@ async fn measure(url: &str, pid: u32, args: &BenchArgs, agents: u32) -> anyhow::
         let durations = |key: &str| -> Vec<Duration> {
             v[key]
                 .as_array()
-                .map(|a| a.iter().filter_map(Value::as_u64).map(Duration::from_micros).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_u64)
+                        .map(Duration::from_micros)
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         f.first.extend(durations("first_us"));

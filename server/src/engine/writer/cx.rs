@@ -246,13 +246,11 @@ impl Cx<'_, '_> {
         Ok(match self.tx.checkpoint_head(ns, run_id)? {
             None => (0, digest::EMPTY_DIGEST),
             Some(CheckpointHead {
-                len,
-                digest: Some(d),
-                ..
+                len, digest: Some(d), ..
             }) => (len, d),
-            Some(CheckpointHead { len, digest: None, .. }) => {
-                (len, digest::full(&self.tx.checkpoint(ns, run_id)?))
-            }
+            Some(CheckpointHead {
+                len, digest: None, ..
+            }) => (len, digest::full(&self.tx.checkpoint(ns, run_id)?)),
         })
     }
 

@@ -345,5 +345,8 @@ fn bad_v2_lines_are_refused_naming_the_line() {
     assert!(err.to_string().contains("claims format version 2"), "{err}");
     assert!(err.to_string().contains("message at 99"), "{err}");
     let bad = format!("{V2}not json\n");
-    assert!(matches!(Checkpoint::decode(bad.as_bytes()), Err(CheckpointError::Invalid { version: 2, .. })));
+    assert!(matches!(
+        Checkpoint::decode(bad.as_bytes()),
+        Err(CheckpointError::Invalid { version: 2, .. })
+    ));
 }

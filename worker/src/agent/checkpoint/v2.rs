@@ -58,7 +58,10 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Checkpoint, CheckpointError> {
 
 /// The transcript records and counters the lines after the header make.
 fn replay(bytes: &[u8]) -> Result<(Vec<RecordMessage>, u32, u64), CheckpointError> {
-    let invalid = |e: String| CheckpointError::Invalid { version: VERSION, reason: e };
+    let invalid = |e: String| CheckpointError::Invalid {
+        version: VERSION,
+        reason: e,
+    };
     let (mut messages, mut turns, mut signals) = (Vec::new(), 0, 0);
     for (n, line) in bytes.split(|b| *b == b'\n').enumerate().skip(1) {
         if line.trim_ascii().is_empty() {
@@ -165,7 +168,8 @@ impl Writer {
                 let cut = compact.len().saturating_sub(spared);
                 for m in &mut compact[..cut] {
                     for b in &mut m.content {
-                        if let RecordBlock::ToolResult { content, .. } | RecordBlock::Text { text: content } = b
+                        if let RecordBlock::ToolResult { content, .. } | RecordBlock::Text { text: content } =
+                            b
                             && content.len() > keep
                         {
                             *content = crate::tools::truncate(content, keep, "cut from the checkpoint");
@@ -202,7 +206,8 @@ impl Writer {
             turns: Some(turns),
             signals_through: Some(signals_through),
         };
-        self.bytes.extend_from_slice(&serde_json::to_vec(&l).unwrap_or_default());
+        self.bytes
+            .extend_from_slice(&serde_json::to_vec(&l).unwrap_or_default());
         self.bytes.push(b'\n');
         self.counters = Some((turns, signals_through));
     }

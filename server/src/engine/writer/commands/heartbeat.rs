@@ -37,7 +37,11 @@ pub enum BeatCheckpoint {
 impl From<Vec<u8>> for BeatCheckpoint {
     /// Empty bytes are no checkpoint.
     fn from(bytes: Vec<u8>) -> Self {
-        if bytes.is_empty() { Self::None } else { Self::Full(bytes) }
+        if bytes.is_empty() {
+            Self::None
+        } else {
+            Self::Full(bytes)
+        }
     }
 }
 
@@ -72,7 +76,10 @@ impl Heartbeat {
                 bytes,
             } => {
                 let stored = cx.checkpoint_base(&claims.namespace, &claims.run_id)?;
-                let after = (base_len + bytes.len() as u64, digest::extend(&base_digest, &bytes));
+                let after = (
+                    base_len + bytes.len() as u64,
+                    digest::extend(&base_digest, &bytes),
+                );
                 if stored == (base_len, base_digest) {
                     Base::Write(CheckpointUpdate::Append(bytes), Some(after))
                 } else if stored == after {
@@ -104,7 +111,10 @@ impl Apply for Heartbeat {
             Base::Stale { stored_len } => {
                 // A lease that is gone is the answer that matters; else the base.
                 let Some(run) = cx.load(&claims.namespace, &claims.run_id)? else {
-                    return Ok(Err(super::super::cx::not_found(&claims.namespace, &claims.run_id)));
+                    return Ok(Err(super::super::cx::not_found(
+                        &claims.namespace,
+                        &claims.run_id,
+                    )));
                 };
                 if let Err(refusal) = run.check_lease(&claims) {
                     return Ok(Err(refusal.into()));

@@ -12,9 +12,20 @@ use railyard_proto::checkpoint::{self as digest, BASE_MISMATCH, CheckpointDigest
 type Acked = (u64, CheckpointDigest);
 
 impl Fixture {
-    async fn beat(&self, claims: &TokenClaims, checkpoint: BeatCheckpoint) -> Result<HeartbeatReply, WriteError> {
+    async fn beat(
+        &self,
+        claims: &TokenClaims,
+        checkpoint: BeatCheckpoint,
+    ) -> Result<HeartbeatReply, WriteError> {
         self.writer
-            .heartbeat(claims.clone(), "w".into(), checkpoint, Vec::new(), 0, Default::default())
+            .heartbeat(
+                claims.clone(),
+                "w".into(),
+                checkpoint,
+                Vec::new(),
+                0,
+                Default::default(),
+            )
             .await
     }
 
@@ -24,12 +35,18 @@ impl Fixture {
             base_digest: base.1,
             bytes: bytes.to_vec(),
         };
-        Ok(self.beat(claims, append).await?.checkpoint.expect("an append is acknowledged"))
+        Ok(self
+            .beat(claims, append)
+            .await?
+            .checkpoint
+            .expect("an append is acknowledged"))
     }
 
     fn segments(&self, id: &str) -> u32 {
         let snap = self.store.snapshot().unwrap();
-        snap.checkpoint_head("default", id).unwrap().map_or(0, |h| h.segments)
+        snap.checkpoint_head("default", id)
+            .unwrap()
+            .map_or(0, |h| h.segments)
     }
 }
 
@@ -58,13 +75,20 @@ async fn appends_checked(kind: Kind) {
     // arriving after a newer one. Both refused, changing nothing, not even the notes.
     let before = fx.kinds("r1").len();
     assert!(refused_for_base(fx.append(&c, a1, b"cdef").await));
-    assert!(refused_for_base(fx.append(&c, (0, digest::EMPTY_DIGEST), b"ab").await));
-    assert!(refused_for_base(fx.append(&c, (4, digest::EMPTY_DIGEST), b"ef").await));
+    assert!(refused_for_base(
+        fx.append(&c, (0, digest::EMPTY_DIGEST), b"ab").await
+    ));
+    assert!(refused_for_base(
+        fx.append(&c, (4, digest::EMPTY_DIGEST), b"ef").await
+    ));
     assert_eq!(fx.store.checkpoint("default", "r1").unwrap(), b"abcd");
     assert_eq!(fx.kinds("r1").len(), before);
 
     // The worker's answer to a refusal: the checkpoint whole, replacing every segment.
-    let whole = fx.beat(&c, BeatCheckpoint::Full(b"abcdef".to_vec())).await.unwrap();
+    let whole = fx
+        .beat(&c, BeatCheckpoint::Full(b"abcdef".to_vec()))
+        .await
+        .unwrap();
     assert_eq!(whole.checkpoint, Some((6, digest::full(b"abcdef"))));
     assert_eq!(fx.segments("r1"), 1);
     let a3 = fx.append(&c, (6, digest::full(b"abcdef")), b"g").await.unwrap();
@@ -77,7 +101,10 @@ async fn appends_checked(kind: Kind) {
     let mut stale = c.clone();
     stale.lease += 1;
     let r = fx.append(&stale, (0, digest::EMPTY_DIGEST), b"x").await;
-    assert!(matches!(r, Err(WriteError::Rejected(Rejection::FailedPrecondition(ref m))) if !m.starts_with(BASE_MISMATCH)), "{r:?}");
+    assert!(
+        matches!(r, Err(WriteError::Rejected(Rejection::FailedPrecondition(ref m))) if !m.starts_with(BASE_MISMATCH)),
+        "{r:?}"
+    );
     let _ = a3;
 }
 
@@ -122,12 +149,18 @@ async fn resumes_whole(kind: Kind) {
     clock.advance(Duration::from_secs(120));
     fx.writer.fire_timers().await.unwrap();
     let until = tokio::time::Instant::now() + Duration::from_secs(30);
-    let task = fx.matching.take_or_park("default", "default", "w", 0, until).expect("the retry is ready");
+    let task = fx
+        .matching
+        .take_or_park("default", "default", "w", 0, until)
+        .expect("the retry is ready");
     let grant = fx.writer.lease(task, "w".into()).await.unwrap();
     assert_eq!(grant.checkpoint, b"first;second;");
     assert_eq!(grant.checkpoint_digest, Some(a2.1));
     // The new attempt appends to it at once.
     let c = claims(&grant);
     fx.append(&c, a2, b"third;").await.unwrap();
-    assert_eq!(fx.store.checkpoint("default", "r1").unwrap(), b"first;second;third;");
+    assert_eq!(
+        fx.store.checkpoint("default", "r1").unwrap(),
+        b"first;second;third;"
+    );
 }

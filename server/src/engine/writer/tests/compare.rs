@@ -420,7 +420,12 @@ impl Side {
         if byte % 2 == 0 {
             return vec![byte; 3].into();
         }
-        let head = self.store.snapshot().unwrap().checkpoint_head("default", &id(run)).unwrap();
+        let head = self
+            .store
+            .snapshot()
+            .unwrap()
+            .checkpoint_head("default", &id(run))
+            .unwrap();
         let (base_len, base_digest) = match head {
             Some(h) if byte % 7 != 1 => (h.len, h.digest.unwrap_or_default()),
             _ => (0, railyard_proto::checkpoint::EMPTY_DIGEST),
@@ -442,7 +447,10 @@ impl Side {
                 "{id}: {:?}\n{:?}\n{:?}\nchildren {:?}\n",
                 s.run("default", &id).unwrap(),
                 s.history("default", &id, 1, 10_000).unwrap(),
-                (s.checkpoint("default", &id).unwrap(), s.snapshot().unwrap().checkpoint_head("default", &id).unwrap()),
+                (
+                    s.checkpoint("default", &id).unwrap(),
+                    s.snapshot().unwrap().checkpoint_head("default", &id).unwrap()
+                ),
                 s.children("default", &id).unwrap(),
             );
         }
