@@ -417,7 +417,7 @@ impl Side {
     /// the store has now (stale by the time it applies when an earlier command of the
     /// batch changed it: refused alike on every backend), or a made-up one.
     fn beat_checkpoint(&self, run: u8, byte: u8) -> commands::BeatCheckpoint {
-        if byte % 2 == 0 {
+        if byte.is_multiple_of(2) {
             return vec![byte; 3].into();
         }
         let head = self
