@@ -73,7 +73,7 @@ impl Snapshot for PgTxn {
 
     fn checkpoint_head(&self, ns: &str, run_id: &str) -> Result<Option<CheckpointHead>, StorageError> {
         let row = self.conn().query_opt(
-            "SELECT COALESCE(len, octet_length(bytes)::bigint), digest, segments
+            "SELECT COALESCE(len, octet_length(bytes)::bigint), digest, segments, merged
              FROM checkpoints WHERE ns = $1 AND run_id = $2",
             params![ns.to_string(), run_id.to_string()],
         )?;
@@ -93,6 +93,7 @@ impl Snapshot for PgTxn {
             len: col_u64(&row, 0, "checkpoint head")?,
             digest,
             segments: u32::try_from(col::<i32>(&row, 2)?).unwrap_or(0),
+            merged: u32::try_from(col::<i32>(&row, 3)?).unwrap_or(1),
         }))
     }
 

@@ -39,14 +39,15 @@ pub(crate) const DEFAULT_NAMESPACE: &str = "INSERT INTO namespaces (name, record
 
 /// Checkpoints that grow by appended segments: `checkpoints` keeps the first segment
 /// (a checkpoint written whole, as before) and gains the head (the whole's length,
-/// its digest, its segment count; a row from before has none: one segment, its
+/// its digest, its segment count, how many from the first are compacted; a row from before has none: one segment, its
 /// length that of its bytes, its digest derived from them); segment `seq` (from 2)
 /// is a row of `checkpoint_segments`.
 const CHECKPOINT_SEGMENTS: &str = r#"
 ALTER TABLE checkpoints
     ADD COLUMN len bigint,
     ADD COLUMN digest bytea,
-    ADD COLUMN segments integer NOT NULL DEFAULT 1;
+    ADD COLUMN segments integer NOT NULL DEFAULT 1,
+    ADD COLUMN merged integer NOT NULL DEFAULT 1;
 CREATE TABLE checkpoint_segments (
     ns text COLLATE "C" NOT NULL,
     run_id text COLLATE "C" NOT NULL,

@@ -34,6 +34,10 @@ pub struct CheckpointHead {
     pub digest: Option<CheckpointDigest>,
     /// How many segments it is stored as (1 for a checkpoint written whole).
     pub segments: u32,
+    /// How many of them, from the first, are compacted (the first, and each tail
+    /// merged into one by [`WriteTx::merge_checkpoint_tail`]); the rest are the tail,
+    /// one per append.
+    pub merged: u32,
 }
 
 /// A `timers` row's key: (due ms, sequence number).
@@ -163,11 +167,24 @@ pub trait WriteTx: Snapshot + TriggerWrites {
 
     /// Appends `bytes` to the run's checkpoint as a new segment (the first, when there
     /// is none), writing O(`bytes`); `digest` is the whole checkpoint's after it. The
-    /// caller decides when to compact (a full [`WriteTx::set_checkpoint`]).
+    /// caller decides when to compact ([`WriteTx::merge_checkpoint_tail`], or a full
+    /// [`WriteTx::set_checkpoint`]).
     fn append_checkpoint(
         &mut self,
         ns: &str,
         run_id: &str,
+        bytes: &[u8],
+        digest: &CheckpointDigest,
+    ) -> Result<(), StorageError>;
+
+    /// Appends `bytes` by merging them with segments `from..` (counted from 1; `from`
+    /// at least 2, the first segment stays) into one segment, the new last, which
+    /// counts as compacted (`merged` becomes `from`); `digest` is the whole's after.
+    fn merge_checkpoint_tail(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        from: u32,
         bytes: &[u8],
         digest: &CheckpointDigest,
     ) -> Result<(), StorageError>;

@@ -47,6 +47,7 @@ struct Data {
 struct StoredCheckpoint {
     segments: Vec<Vec<u8>>,
     digest: CheckpointDigest,
+    merged: u32,
 }
 
 fn key(ns: &str, run_id: &str) -> RunKey {
@@ -282,6 +283,7 @@ macro_rules! reads {
                     len: c.segments.iter().map(|s| s.len() as u64).sum(),
                     digest: Some(c.digest),
                     segments: u32::try_from(c.segments.len()).unwrap_or(u32::MAX),
+                    merged: c.merged,
                 }))
         }
 
@@ -460,6 +462,7 @@ impl WriteTx for MemoryTx<'_> {
                     StoredCheckpoint {
                         segments: vec![b.to_vec()],
                         digest: *digest,
+                        merged: 1,
                     },
                 );
             }
@@ -480,9 +483,30 @@ impl WriteTx for MemoryTx<'_> {
             let c = d.checkpoints.entry(key(ns, run_id)).or_insert(StoredCheckpoint {
                 segments: Vec::new(),
                 digest: *digest,
+                merged: 1,
             });
             c.segments.push(bytes.to_vec());
             c.digest = *digest;
+        })
+    }
+
+    fn merge_checkpoint_tail(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        from: u32,
+        bytes: &[u8],
+        digest: &CheckpointDigest,
+    ) -> Result<(), StorageError> {
+        self.change(|d| {
+            if let Some(c) = d.checkpoints.get_mut(&key(ns, run_id)) {
+                let at = (from.max(2) as usize - 1).min(c.segments.len());
+                let mut merged = c.segments.split_off(at).concat();
+                merged.extend_from_slice(bytes);
+                c.segments.push(merged);
+                c.digest = *digest;
+                c.merged = u32::try_from(c.segments.len()).unwrap_or(u32::MAX);
+            }
         })
     }
 

@@ -333,6 +333,7 @@ mod tests {
             len: 9,
             digest: None,
             segments: 1,
+            merged: 1,
         };
         assert_eq!(head, Some(legacy));
         let d = [7u8; 32];
@@ -345,6 +346,7 @@ mod tests {
             len: 14,
             digest: Some(d),
             segments: 2,
+            merged: 1,
         };
         assert_eq!(snap.checkpoint_head("default", "r1").unwrap(), Some(grown));
         // The history (events below the checkpoint slots) sees none of it.

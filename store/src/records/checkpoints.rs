@@ -15,6 +15,9 @@ struct CheckpointHeadRecord {
     /// The digest (`railyard_proto::checkpoint`), hex.
     digest: String,
     segments: u32,
+    /// Compacted segments from the first (absent: only the first).
+    #[serde(default = "v1")]
+    merged: u32,
 }
 
 impl Record for CheckpointHeadRecord {
@@ -30,12 +33,14 @@ pub(crate) fn encode_checkpoint_head(
     len: u64,
     digest: &[u8; 32],
     segments: u32,
+    merged: u32,
 ) -> Result<Vec<u8>, StorageError> {
     encode_record(&CheckpointHeadRecord {
         v: CheckpointHeadRecord::VERSION,
         len,
         digest: hex::encode(digest),
         segments,
+        merged,
     })
 }
 
@@ -48,6 +53,7 @@ pub(crate) fn decode_checkpoint_head(bytes: &[u8]) -> Result<CheckpointHead, Sto
         len: r.len,
         digest: Some(digest),
         segments: r.segments,
+        merged: r.merged,
     })
 }
 
@@ -57,10 +63,13 @@ mod tests {
 
     #[test]
     fn pinned_row() {
-        let row = encode_checkpoint_head(7, &[0xab; 32], 3).unwrap();
+        let row = encode_checkpoint_head(7, &[0xab; 32], 3, 2).unwrap();
         assert_eq!(
             String::from_utf8(row.clone()).unwrap(),
-            format!(r#"{{"v":1,"len":7,"digest":"{}","segments":3}}"#, "ab".repeat(32))
+            format!(
+                r#"{{"v":1,"len":7,"digest":"{}","segments":3,"merged":2}}"#,
+                "ab".repeat(32)
+            )
         );
         let head = decode_checkpoint_head(&row).unwrap();
         assert_eq!(
@@ -68,7 +77,8 @@ mod tests {
             CheckpointHead {
                 len: 7,
                 digest: Some([0xab; 32]),
-                segments: 3
+                segments: 3,
+                merged: 2,
             }
         );
         assert!(decode_checkpoint_head(br#"{"v":2,"len":1,"digest":"","segments":1}"#).is_err());

@@ -91,6 +91,7 @@ pub(super) fn checkpoint_head_in(
         len: first.value().len() as u64,
         digest: None,
         segments: 1,
+        merged: 1,
     }))
 }
 

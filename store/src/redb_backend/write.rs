@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use redb::{Table, WriteTransaction};
+use redb::{ReadableTable, Table, WriteTransaction};
 
 use super::reads::*;
 use super::{
@@ -188,7 +188,7 @@ impl WriteTx for RedbTx<'_> {
         match checkpoint {
             Some((bytes, digest)) => {
                 self.runs.insert((ns, run_id, CHECKPOINT_SLOT), bytes)?;
-                let head = records::encode_checkpoint_head(bytes.len() as u64, digest, 1)?;
+                let head = records::encode_checkpoint_head(bytes.len() as u64, digest, 1, 1)?;
                 self.runs
                     .insert((ns, run_id, CHECKPOINT_HEAD_SLOT), head.as_slice())?;
             }
@@ -218,7 +218,40 @@ impl WriteTx for RedbTx<'_> {
             ));
         }
         self.runs.insert((ns, run_id, slot), bytes)?;
-        let head = records::encode_checkpoint_head(head.len + bytes.len() as u64, digest, segment)?;
+        let head =
+            records::encode_checkpoint_head(head.len + bytes.len() as u64, digest, segment, head.merged)?;
+        self.runs
+            .insert((ns, run_id, CHECKPOINT_HEAD_SLOT), head.as_slice())?;
+        Ok(())
+    }
+
+    fn merge_checkpoint_tail(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        from: u32,
+        bytes: &[u8],
+        digest: &CheckpointDigest,
+    ) -> Result<(), StorageError> {
+        let Some(head) = checkpoint_head_in(&self.runs, ns, run_id)? else {
+            return self.set_checkpoint(ns, run_id, Some((bytes, digest)));
+        };
+        let from = from.clamp(2, head.segments.max(2));
+        let first = CHECKPOINT_SLOTS_FROM + u64::from(from);
+        let mut merged = Vec::new();
+        for row in self
+            .runs
+            .range((ns, run_id, first)..(ns, run_id, CHECKPOINT_HEAD_SLOT))?
+        {
+            merged.extend_from_slice(row?.1.value());
+        }
+        merged.extend_from_slice(bytes);
+        self.runs
+            .retain_in((ns, run_id, first)..(ns, run_id, CHECKPOINT_HEAD_SLOT), |_, _| {
+                false
+            })?;
+        self.runs.insert((ns, run_id, first), merged.as_slice())?;
+        let head = records::encode_checkpoint_head(head.len + bytes.len() as u64, digest, from, from)?;
         self.runs
             .insert((ns, run_id, CHECKPOINT_HEAD_SLOT), head.as_slice())?;
         Ok(())

@@ -77,11 +77,13 @@ impl Transition {
     }
 }
 
-/// Most segments a run's checkpoint is stored as: the append that would make one
-/// more rewrites the checkpoint whole as one segment, so a resume reads a bounded
-/// number of rows, at the cost of rewriting the transcript once every this many
-/// appends.
-pub(crate) const MAX_CHECKPOINT_SEGMENTS: u32 = 64;
+/// How long a checkpoint's tail of appended segments, and its run of compacted
+/// segments, may grow before they are merged ([`Cx::append_checkpoint`]).
+pub(crate) const CHECKPOINT_TAIL: u32 = 32;
+
+/// A bound on the segments a run's checkpoint is stored as (the compacted ones and
+/// the tail), so a resume reads a bounded number of rows.
+pub(crate) const MAX_CHECKPOINT_SEGMENTS: u32 = 2 * CHECKPOINT_TAIL;
 
 /// The refusal for a run that does not exist.
 pub(crate) fn not_found(ns: &str, run_id: &str) -> Rejection {
@@ -254,19 +256,40 @@ impl Cx<'_, '_> {
         })
     }
 
-    /// Appends to a run's checkpoint as a segment; past [`MAX_CHECKPOINT_SEGMENTS`]
-    /// segments, rewrites it whole instead (compaction, in this same write).
+    /// Appends to a run's checkpoint as a segment, compacting in this same write: the
+    /// append that would make the tail (the segments appended since the last
+    /// compaction) [`CHECKPOINT_TAIL`] long merges it into one compacted segment
+    /// instead, and when that would make [`CHECKPOINT_TAIL`] compacted segments, the
+    /// checkpoint is rewritten whole. So a checkpoint is fewer than
+    /// [`MAX_CHECKPOINT_SEGMENTS`] segments, and each byte is written about twice (its
+    /// append, its tail's merge), plus once per whole rewrite (every ~1,000 appends).
     fn append_checkpoint(&mut self, ns: &str, run_id: &str, bytes: &[u8]) -> Result<(), StorageError> {
-        let segments = self.tx.checkpoint_head(ns, run_id)?.map_or(0, |h| h.segments);
+        let head = self.tx.checkpoint_head(ns, run_id)?;
         let (_, base) = self.checkpoint_base(ns, run_id)?;
         let after = digest::extend(&base, bytes);
-        if segments >= MAX_CHECKPOINT_SEGMENTS {
-            let mut whole = self.tx.checkpoint(ns, run_id)?;
-            whole.extend_from_slice(bytes);
-            tracing::debug!(ns, run_id, bytes = whole.len(), segments, "checkpoint compacted");
-            return self.tx.set_checkpoint(ns, run_id, Some((&whole, &after)));
+        let Some(head) = head else {
+            return self.tx.append_checkpoint(ns, run_id, bytes, &after);
+        };
+        let merged = head.merged.clamp(1, head.segments.max(1));
+        if head.segments + 1 - merged < CHECKPOINT_TAIL {
+            return self.tx.append_checkpoint(ns, run_id, bytes, &after);
         }
-        self.tx.append_checkpoint(ns, run_id, bytes, &after)
+        if merged + 1 < CHECKPOINT_TAIL {
+            tracing::debug!(ns, run_id, segments = head.segments, "checkpoint tail merged");
+            return self
+                .tx
+                .merge_checkpoint_tail(ns, run_id, merged + 1, bytes, &after);
+        }
+        let mut whole = self.tx.checkpoint(ns, run_id)?;
+        whole.extend_from_slice(bytes);
+        tracing::debug!(
+            ns,
+            run_id,
+            bytes = whole.len(),
+            segments = head.segments,
+            "checkpoint rewritten whole"
+        );
+        self.tx.set_checkpoint(ns, run_id, Some((&whole, &after)))
     }
 
     /// Writes a transition: its events, the state row and its effects.

@@ -5,7 +5,7 @@
 //! the digest the last heartbeat acknowledged.
 
 use super::*;
-use crate::engine::writer::cx::MAX_CHECKPOINT_SEGMENTS;
+use crate::engine::writer::cx::{CHECKPOINT_TAIL, MAX_CHECKPOINT_SEGMENTS};
 use railyard_model::run::StepFailure;
 use railyard_proto::checkpoint::{self as digest, BASE_MISMATCH, CheckpointDigest};
 
@@ -43,10 +43,14 @@ impl Fixture {
     }
 
     fn segments(&self, id: &str) -> u32 {
+        self.head(id).0
+    }
+
+    /// (segments, compacted segments) of the run's checkpoint.
+    fn head(&self, id: &str) -> (u32, u32) {
         let snap = self.store.snapshot().unwrap();
-        snap.checkpoint_head("default", id)
-            .unwrap()
-            .map_or(0, |h| h.segments)
+        let head = snap.checkpoint_head("default", id).unwrap();
+        head.map_or((0, 0), |h| (h.segments, h.merged))
     }
 }
 
@@ -116,15 +120,26 @@ async fn compaction(kind: Kind) {
     let c = claims(&grant);
     let mut acked = (0, digest::EMPTY_DIGEST);
     let mut expected = Vec::new();
-    let mut most = 0;
-    for i in 0..(2 * MAX_CHECKPOINT_SEGMENTS + 5) {
+    let (mut most, mut tails, mut rewrites, mut last) = (0, 0, 0, (0, 0));
+    for i in 0..(CHECKPOINT_TAIL * CHECKPOINT_TAIL + 5) {
         let turn = format!("turn {i};").into_bytes();
         expected.extend_from_slice(&turn);
         acked = fx.append(&c, acked, &turn).await.unwrap();
-        most = most.max(fx.segments("r1"));
+        let head = fx.head("r1");
+        most = most.max(head.0);
+        if head.1 > last.1 {
+            tails += 1; // a tail merged into one compacted segment
+        }
+        if head.1 < last.1 {
+            rewrites += 1; // the whole rewritten as one segment
+        }
+        last = head;
     }
-    assert_eq!(most, MAX_CHECKPOINT_SEGMENTS);
-    assert!(fx.segments("r1") < MAX_CHECKPOINT_SEGMENTS);
+    assert!(most < MAX_CHECKPOINT_SEGMENTS, "{most}");
+    assert!(
+        tails >= CHECKPOINT_TAIL - 1 && rewrites == 1,
+        "{tails} {rewrites} {last:?}"
+    );
     assert_eq!(fx.store.checkpoint("default", "r1").unwrap(), expected);
     // The digest is the chain over every append, compaction or not.
     assert_eq!(acked.0, expected.len() as u64);
