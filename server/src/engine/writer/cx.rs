@@ -81,10 +81,6 @@ impl Transition {
 /// segments, may grow before they are merged ([`Cx::append_checkpoint`]).
 pub(crate) const CHECKPOINT_TAIL: u32 = 32;
 
-/// A bound on the segments a run's checkpoint is stored as (the compacted ones and
-/// the tail), so a resume reads a bounded number of rows.
-pub(crate) const MAX_CHECKPOINT_SEGMENTS: u32 = 2 * CHECKPOINT_TAIL;
-
 /// The refusal for a run that does not exist.
 pub(crate) fn not_found(ns: &str, run_id: &str) -> Rejection {
     Rejection::NotFound(format!("run {run_id:?} not found in namespace {ns:?}"))
@@ -261,7 +257,7 @@ impl Cx<'_, '_> {
     /// compaction) [`CHECKPOINT_TAIL`] long merges it into one compacted segment
     /// instead, and when that would make [`CHECKPOINT_TAIL`] compacted segments, the
     /// checkpoint is rewritten whole. So a checkpoint is fewer than
-    /// [`MAX_CHECKPOINT_SEGMENTS`] segments, and each byte is written about twice (its
+    /// `2 * CHECKPOINT_TAIL` segments (a resume reads a bounded number of rows), and each byte is written about twice (its
     /// append, its tail's merge), plus once per whole rewrite (every ~1,000 appends).
     fn append_checkpoint(&mut self, ns: &str, run_id: &str, bytes: &[u8]) -> Result<(), StorageError> {
         let head = self.tx.checkpoint_head(ns, run_id)?;

@@ -1,11 +1,12 @@
 //! Checkpoints that grow by appended segments, on every backend: an append on the
 //! stored base, a repeated one applied once, a lost or reordered one refused for its
-//! base (changing nothing), a full checkpoint replacing every segment, compaction past
-//! [`MAX_CHECKPOINT_SEGMENTS`], and a retried attempt handed the whole checkpoint with
-//! the digest the last heartbeat acknowledged.
+//! base (changing nothing), a full checkpoint replacing every segment, compaction (a
+//! tail of `CHECKPOINT_TAIL` appends merged into one segment, then the whole
+//! rewritten), and a retried attempt handed the whole checkpoint with the digest the
+//! last heartbeat acknowledged.
 
 use super::*;
-use crate::engine::writer::cx::{CHECKPOINT_TAIL, MAX_CHECKPOINT_SEGMENTS};
+use crate::engine::writer::cx::CHECKPOINT_TAIL;
 use railyard_model::run::StepFailure;
 use railyard_proto::checkpoint::{self as digest, BASE_MISMATCH, CheckpointDigest};
 
@@ -135,7 +136,7 @@ async fn compaction(kind: Kind) {
         }
         last = head;
     }
-    assert!(most < MAX_CHECKPOINT_SEGMENTS, "{most}");
+    assert!(most < 2 * CHECKPOINT_TAIL, "{most}");
     assert!(
         tails >= CHECKPOINT_TAIL - 1 && rewrites == 1,
         "{tails} {rewrites} {last:?}"
