@@ -3,11 +3,13 @@
 //! - [`v1`]: the generated message types and the `History` / `Tasks` / `Schedules` /
 //!   `Admin` / `Triggers` service stubs.
 //! - [`codec`]: the protobuf codec those stubs use.
+//! - [`checkpoint`]: the checkpoint digest an appending heartbeat names its base by.
 //! - The constants both ends share: [`PEER_SUBJECT`], [`MAX_MESSAGE_BYTES`],
 //!   [`DEFAULT_NAMESPACE`].
 //!
 //! The typed client (connect, retries, `StepWorker`) is the `railyard-sdk` crate.
 
+pub mod checkpoint;
 pub mod codec;
 
 /// The reserved metadata entry naming the caller's client certificate subject. The

@@ -6,7 +6,8 @@
 //! - [`retry`]: the one retry policy (backoff with jitter) and the one definition of
 //!   transient errors, shared by the SDK, the worker and the model providers.
 //! - [`StepWorker`]: the small poll / heartbeat / complete / fail helper that the CLI,
-//!   the worker and the tests use to play worker.
+//!   the worker and the tests use to play worker; [`checkpoint`]: heartbeats that send
+//!   only what the checkpoint gained ([`CheckpointSync`]).
 //! - [`tls`]: a client's TLS settings ([`TlsOptions`]) and the bounded read of PEM files.
 //!
 //! ```no_run
@@ -29,11 +30,13 @@
 //! `sdk/examples/play_worker.rs`; with a server running:
 //! `cargo run -p railyard-sdk --example play_worker -- demo "write a haiku"`.
 
+pub mod checkpoint;
 mod client;
 pub mod retry;
 mod step_worker;
 pub mod tls;
 
+pub use checkpoint::{CheckpointStats, CheckpointSync};
 pub use client::{ApiKey, Authorization, Client, ClientError, ConnectOptions};
 pub use retry::RetryPolicy;
 pub use step_worker::{Completion, CompletionReply, Failure, HeartbeatExtras, StepWorker};

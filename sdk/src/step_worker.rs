@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use railyard_proto::v1::*;
 
+use crate::checkpoint::{CheckpointSync, Send, is_base_mismatch};
 use crate::{Client, ClientError};
 
 /// What a worker reports when a step is done.
@@ -144,8 +145,77 @@ impl StepWorker {
                 usage: extras.usage,
                 model: extras.model,
                 stuck: extras.stuck,
+                checkpoint_append: None,
             })
             .await
+    }
+
+    /// [`StepWorker::heartbeat_with`] that sends `checkpoint` (empty: none) as an
+    /// append to what the server acknowledged in `sync` when it extends it, and whole
+    /// otherwise. A server that refuses the append's base (a heartbeat lost or
+    /// reordered; `FAILED_PRECONDITION`, "checkpoint base mismatch") gets it whole at
+    /// once. Against an older server every checkpoint goes whole.
+    pub async fn heartbeat_appending(
+        &self,
+        task_token: &str,
+        sync: &mut CheckpointSync,
+        checkpoint: &[u8],
+        notes: Vec<CoordinatorNote>,
+        acked_signal_event_id: u64,
+        extras: HeartbeatExtras,
+    ) -> Result<HeartbeatStepTaskResponse, ClientError> {
+        let mut req = HeartbeatStepTaskRequest {
+            task_token: task_token.into(),
+            identity: self.identity.clone(),
+            notes,
+            acked_signal_event_id,
+            usage: extras.usage,
+            model: extras.model,
+            stuck: extras.stuck,
+            ..Default::default()
+        };
+        let plan = if checkpoint.is_empty() {
+            Send::Nothing
+        } else {
+            sync.plan(checkpoint)
+        };
+        let expected = match plan {
+            Send::Nothing => return self.client.heartbeat_step_task(req).await,
+            Send::Whole(d) => {
+                req.checkpoint = checkpoint.to_vec();
+                sync.stats.whole += 1;
+                sync.stats.bytes += checkpoint.len() as u64;
+                d
+            }
+            Send::Append(append, d) => {
+                sync.stats.appends += 1;
+                sync.stats.bytes += append.bytes.len() as u64;
+                req.checkpoint_append = Some(append);
+                d
+            }
+        };
+        let appending = req.checkpoint_append.is_some();
+        let resp = match self.client.heartbeat_step_task(req.clone()).await {
+            Err(e) if appending && is_base_mismatch(&e) => {
+                tracing::debug!(error = %e, "checkpoint append refused; sending it whole");
+                sync.reset();
+                sync.stats.refused += 1;
+                sync.stats.whole += 1;
+                sync.stats.bytes += checkpoint.len() as u64;
+                req.checkpoint_append = None;
+                req.checkpoint = checkpoint.to_vec();
+                let whole = railyard_proto::checkpoint::full(checkpoint);
+                let resp = self.client.heartbeat_step_task(req).await?;
+                sync.answered(checkpoint, whole, &resp);
+                return Ok(resp);
+            }
+            // Whether it was stored is unknown: the acknowledged base stays, so the next
+            // append names it, and the server refuses it if this one was stored after all.
+            Err(e) => return Err(e),
+            Ok(resp) => resp,
+        };
+        sync.answered(checkpoint, expected, &resp);
+        Ok(resp)
     }
 
     pub async fn complete(&self, task_token: &str, completion: Completion) -> Result<(), ClientError> {

@@ -62,14 +62,25 @@ fn table_sql(t: &'static Table) -> TableSql {
         .map(|i| format!("${i}"))
         .collect::<Vec<_>>()
         .join(", ");
+    // A checkpoint leaves as its whole bytes: the first segment and the appended
+    // ones, in order (`reads.rs`); it comes back as one segment, whose digest a
+    // reader derives from its bytes (an appending worker then resends it whole once).
+    let source = if name == "checkpoints" {
+        "(SELECT c.ns, c.run_id, c.bytes || COALESCE((SELECT string_agg(s.bytes, ''::bytea ORDER BY s.seq) \
+         FROM checkpoint_segments s WHERE s.ns = c.ns AND s.run_id = c.run_id AND c.segments > 1), ''::bytea) \
+         AS bytes FROM checkpoints c) checkpoints"
+            .to_string()
+    } else {
+        name.to_string()
+    };
     let page = |filter: &str| match kind {
         // A page of at most PAGE_BYTES of values, and at least one row.
         ValueKind::Bytes => format!(
             "SELECT {cols} FROM (SELECT {cols}, sum(octet_length({value})) OVER (ORDER BY {order}) AS upto \
-             FROM {name} {filter} ORDER BY {order} LIMIT {PAGE_ROWS}) page \
+             FROM {source} {filter} ORDER BY {order} LIMIT {PAGE_ROWS}) page \
              WHERE upto - octet_length({value}) < {PAGE_BYTES} ORDER BY {order}"
         ),
-        _ => format!("SELECT {cols} FROM {name} {filter} ORDER BY {order} LIMIT {PAGE_ROWS}"),
+        _ => format!("SELECT {cols} FROM {source} {filter} ORDER BY {order} LIMIT {PAGE_ROWS}"),
     };
     let mut arrays: Vec<String> = t
         .key
@@ -111,7 +122,11 @@ fn table_sql(t: &'static Table) -> TableSql {
             arrays.join(", ")
         )),
         any: leak(format!("SELECT EXISTS (SELECT 1 FROM {name}{besides})")),
-        delete: leak(format!("DELETE FROM {name}")),
+        delete: leak(if name == "checkpoints" {
+            "WITH segments AS (DELETE FROM checkpoint_segments) DELETE FROM checkpoints".to_string()
+        } else {
+            format!("DELETE FROM {name}")
+        }),
     }
 }
 

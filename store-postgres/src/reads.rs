@@ -9,7 +9,7 @@ use railyard_model::auth::ApiKey;
 use railyard_model::namespace::Namespace;
 use railyard_model::run::{Event, RunState};
 use railyard_model::schedule::Schedule;
-use railyard_store::backend::{DueTimer, Snapshot};
+use railyard_store::backend::{CheckpointHead, DueTimer, Snapshot};
 use railyard_store::records;
 use railyard_store::{StorageError, StoredTask};
 
@@ -52,13 +52,49 @@ impl Snapshot for PgTxn {
 
     fn checkpoint(&self, ns: &str, run_id: &str) -> Result<Vec<u8>, StorageError> {
         let row = self.conn().query_opt(
-            "SELECT bytes FROM checkpoints WHERE ns = $1 AND run_id = $2",
+            "SELECT bytes, segments FROM checkpoints WHERE ns = $1 AND run_id = $2",
             params![ns.to_string(), run_id.to_string()],
         )?;
-        Ok(row
-            .map(|r| col::<Vec<u8>>(&r, 0))
-            .transpose()?
-            .unwrap_or_default())
+        let Some(row) = row else {
+            return Ok(Vec::new());
+        };
+        let mut out: Vec<u8> = col(&row, 0)?;
+        if col::<i32>(&row, 1)? > 1 {
+            let rows = self.conn().query(
+                "SELECT bytes FROM checkpoint_segments WHERE ns = $1 AND run_id = $2 ORDER BY seq",
+                params![ns.to_string(), run_id.to_string()],
+            )?;
+            for r in &rows {
+                out.extend_from_slice(&col::<Vec<u8>>(r, 0)?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn checkpoint_head(&self, ns: &str, run_id: &str) -> Result<Option<CheckpointHead>, StorageError> {
+        let row = self.conn().query_opt(
+            "SELECT COALESCE(len, octet_length(bytes)::bigint), digest, segments, merged
+             FROM checkpoints WHERE ns = $1 AND run_id = $2",
+            params![ns.to_string(), run_id.to_string()],
+        )?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let digest = match col::<Option<Vec<u8>>>(&row, 1)? {
+            None => None,
+            Some(d) => Some(
+                <[u8; 32]>::try_from(d.as_slice()).map_err(|_| StorageError::Corrupt {
+                    what: "checkpoint head",
+                    source: format!("a digest of {} bytes", d.len()).into(),
+                })?,
+            ),
+        };
+        Ok(Some(CheckpointHead {
+            len: col_u64(&row, 0, "checkpoint head")?,
+            digest,
+            segments: u32::try_from(col::<i32>(&row, 2)?).unwrap_or(0),
+            merged: u32::try_from(col::<i32>(&row, 3)?).unwrap_or(1),
+        }))
     }
 
     fn runs_by_start(

@@ -14,7 +14,7 @@
 
 /// Migration `n` (from 1) brings a database from version `n - 1` to `n`. Never
 /// edit one that has shipped: add the next.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, LEADER_ADDRESSES, TOKEN_KEYS];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, LEADER_ADDRESSES, TOKEN_KEYS, CHECKPOINT_SEGMENTS];
 
 /// The schema version this build reads and writes.
 pub(crate) fn latest() -> i64 {
@@ -57,6 +57,26 @@ CREATE TABLE token_keys (
     kid text COLLATE "C" NOT NULL UNIQUE,
     secret bytea NOT NULL,
     added_at timestamptz NOT NULL DEFAULT now()
+);
+"#;
+
+/// Version 5: checkpoints that grow by appended segments: `checkpoints` keeps the first segment
+/// (a checkpoint written whole, as before) and gains the head (the whole's length,
+/// its digest, its segment count, how many from the first are compacted; a row from before has none: one segment, its
+/// length that of its bytes, its digest derived from them); segment `seq` (from 2)
+/// is a row of `checkpoint_segments`.
+const CHECKPOINT_SEGMENTS: &str = r#"
+ALTER TABLE checkpoints
+    ADD COLUMN len bigint,
+    ADD COLUMN digest bytea,
+    ADD COLUMN segments integer NOT NULL DEFAULT 1,
+    ADD COLUMN merged integer NOT NULL DEFAULT 1;
+CREATE TABLE checkpoint_segments (
+    ns text COLLATE "C" NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
+    seq integer NOT NULL,
+    bytes bytea NOT NULL,
+    PRIMARY KEY (ns, run_id, seq)
 );
 "#;
 

@@ -19,6 +19,27 @@ use railyard_model::schedule::Schedule;
 use super::StoredTask;
 use railyard_model::trigger::{HookDelivery, KeyHolder, QueuedStart, Trigger};
 
+/// A checkpoint's digest (the server computes it: `railyard_proto::checkpoint`; the
+/// store only keeps it).
+pub type CheckpointDigest = [u8; 32];
+
+/// What is stored of a run's checkpoint besides its bytes: enough to check the base of
+/// an appending heartbeat without reading the bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointHead {
+    /// The whole checkpoint's length in bytes.
+    pub len: u64,
+    /// Its digest as of its last write; `None` for a checkpoint written before
+    /// checkpoints had digests (the reader derives it from the bytes).
+    pub digest: Option<CheckpointDigest>,
+    /// How many segments it is stored as (1 for a checkpoint written whole).
+    pub segments: u32,
+    /// How many of them, from the first, are compacted (the first, and each tail
+    /// merged into one by [`WriteTx::merge_checkpoint_tail`]); the rest are the tail,
+    /// one per append.
+    pub merged: u32,
+}
+
 /// A `timers` row's key: (due ms, sequence number).
 pub type TimerKey = (Millis, u64);
 
@@ -45,8 +66,12 @@ pub trait Snapshot: TriggerReads {
     /// Events `from..` of a run (numbered from 1), at most `limit`.
     fn history(&self, ns: &str, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, StorageError>;
 
-    /// The checkpoint of the run's step in flight (empty when none).
+    /// The checkpoint of the run's step in flight, whole (its segments concatenated;
+    /// empty when none).
     fn checkpoint(&self, ns: &str, run_id: &str) -> Result<Vec<u8>, StorageError>;
+
+    /// What is stored of the run's checkpoint besides its bytes (`None`: none).
+    fn checkpoint_head(&self, ns: &str, run_id: &str) -> Result<Option<CheckpointHead>, StorageError>;
 
     /// Runs of `ns` started at or after `from_ms` and strictly before `before`
     /// (start ms, run id), newest first, until `visit` returns false.
@@ -131,8 +156,38 @@ pub trait WriteTx: Snapshot + TriggerWrites {
     /// Writes a run's state row and appends its new events, together.
     fn save_run(&mut self, run: &RunState, events: &[Event]) -> Result<(), StorageError>;
 
-    /// Saves (`Some`) or clears (`None`) the checkpoint of the run's step in flight.
-    fn set_checkpoint(&mut self, ns: &str, run_id: &str, bytes: Option<&[u8]>) -> Result<(), StorageError>;
+    /// Saves (`Some`: the bytes and their digest) or clears (`None`) the checkpoint of
+    /// the run's step in flight, replacing all its segments.
+    fn set_checkpoint(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        checkpoint: Option<(&[u8], &CheckpointDigest)>,
+    ) -> Result<(), StorageError>;
+
+    /// Appends `bytes` to the run's checkpoint as a new segment (the first, when there
+    /// is none), writing O(`bytes`); `digest` is the whole checkpoint's after it. The
+    /// caller decides when to compact ([`WriteTx::merge_checkpoint_tail`], or a full
+    /// [`WriteTx::set_checkpoint`]).
+    fn append_checkpoint(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        bytes: &[u8],
+        digest: &CheckpointDigest,
+    ) -> Result<(), StorageError>;
+
+    /// Appends `bytes` by merging them with segments `from..` (counted from 1; `from`
+    /// at least 2, the first segment stays) into one segment, the new last, which
+    /// counts as compacted (`merged` becomes `from`); `digest` is the whole's after.
+    fn merge_checkpoint_tail(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        from: u32,
+        bytes: &[u8],
+        digest: &CheckpointDigest,
+    ) -> Result<(), StorageError>;
 
     /// Adds the run to, or removes it from, the open runs.
     fn set_open(&mut self, ns: &str, run_id: &str, open: bool) -> Result<(), StorageError>;

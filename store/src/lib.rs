@@ -22,7 +22,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use backend::{Backend, BackendStats, ClaimStats, PoolStats, SharedKeys, Snapshot, WriteTx};
+pub use backend::{
+    Backend, BackendStats, CheckpointDigest, CheckpointHead, ClaimStats, PoolStats, SharedKeys, Snapshot,
+    WriteTx,
+};
 
 pub use error::StorageError;
 use railyard_model::Millis;

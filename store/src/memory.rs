@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 mod triggers;
 
 use super::StoredTask;
-use super::backend::{Backend, DueTimer, Snapshot, TimerKey, WriteTx};
+use super::backend::{Backend, CheckpointDigest, CheckpointHead, DueTimer, Snapshot, TimerKey, WriteTx};
 use crate::error::StorageError;
 use railyard_model::Millis;
 use railyard_model::auth::ApiKey;
@@ -28,7 +28,7 @@ type RunKey = (String, String);
 struct Data {
     runs: BTreeMap<RunKey, RunState>,
     events: BTreeMap<RunKey, BTreeMap<u64, Event>>,
-    checkpoints: BTreeMap<RunKey, Vec<u8>>,
+    checkpoints: BTreeMap<RunKey, StoredCheckpoint>,
     open_runs: BTreeSet<RunKey>,
     tasks: BTreeMap<(String, String, u64), String>,
     timers: BTreeMap<TimerKey, Timer>,
@@ -40,6 +40,14 @@ struct Data {
     namespaces: BTreeMap<String, Namespace>,
     api_keys: BTreeMap<String, ApiKey>,
     triggers: triggers::TriggerData,
+}
+
+/// A run's checkpoint: its segments in order, and the digest of the whole.
+#[derive(Clone)]
+struct StoredCheckpoint {
+    segments: Vec<Vec<u8>>,
+    digest: CheckpointDigest,
+    merged: u32,
 }
 
 fn key(ns: &str, run_id: &str) -> RunKey {
@@ -262,8 +270,21 @@ macro_rules! reads {
                 .$data()
                 .checkpoints
                 .get(&key(ns, run_id))
-                .cloned()
+                .map(|c| c.segments.concat())
                 .unwrap_or_default())
+        }
+
+        fn checkpoint_head(&self, ns: &str, run_id: &str) -> Result<Option<CheckpointHead>, StorageError> {
+            Ok(self
+                .$data()
+                .checkpoints
+                .get(&key(ns, run_id))
+                .map(|c| CheckpointHead {
+                    len: c.segments.iter().map(|s| s.len() as u64).sum(),
+                    digest: Some(c.digest),
+                    segments: u32::try_from(c.segments.len()).unwrap_or(u32::MAX),
+                    merged: c.merged,
+                }))
         }
 
         fn runs_by_start(
@@ -428,13 +449,63 @@ impl WriteTx for MemoryTx<'_> {
         })
     }
 
-    fn set_checkpoint(&mut self, ns: &str, run_id: &str, bytes: Option<&[u8]>) -> Result<(), StorageError> {
-        self.change(|d| match bytes {
-            Some(b) => {
-                d.checkpoints.insert(key(ns, run_id), b.to_vec());
+    fn set_checkpoint(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        checkpoint: Option<(&[u8], &CheckpointDigest)>,
+    ) -> Result<(), StorageError> {
+        self.change(|d| match checkpoint {
+            Some((b, digest)) => {
+                d.checkpoints.insert(
+                    key(ns, run_id),
+                    StoredCheckpoint {
+                        segments: vec![b.to_vec()],
+                        digest: *digest,
+                        merged: 1,
+                    },
+                );
             }
             None => {
                 d.checkpoints.remove(&key(ns, run_id));
+            }
+        })
+    }
+
+    fn append_checkpoint(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        bytes: &[u8],
+        digest: &CheckpointDigest,
+    ) -> Result<(), StorageError> {
+        self.change(|d| {
+            let c = d.checkpoints.entry(key(ns, run_id)).or_insert(StoredCheckpoint {
+                segments: Vec::new(),
+                digest: *digest,
+                merged: 1,
+            });
+            c.segments.push(bytes.to_vec());
+            c.digest = *digest;
+        })
+    }
+
+    fn merge_checkpoint_tail(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        from: u32,
+        bytes: &[u8],
+        digest: &CheckpointDigest,
+    ) -> Result<(), StorageError> {
+        self.change(|d| {
+            if let Some(c) = d.checkpoints.get_mut(&key(ns, run_id)) {
+                let at = (from.max(2) as usize - 1).min(c.segments.len());
+                let mut merged = c.segments.split_off(at).concat();
+                merged.extend_from_slice(bytes);
+                c.segments.push(merged);
+                c.digest = *digest;
+                c.merged = u32::try_from(c.segments.len()).unwrap_or(u32::MAX);
             }
         })
     }

@@ -104,13 +104,21 @@ redb_error!(
 
 /// Everything about one run, in one table so that a transition dirties one B-tree:
 /// (namespace, run id, [`STATE_SLOT`]) → run record, (namespace, run id, event id) →
-/// event record, and (namespace, run id, [`CHECKPOINT_SLOT`]) → the last heartbeat
-/// checkpoint of the step in flight.
+/// event record, and the checkpoint of the step in flight in the slots from
+/// [`CHECKPOINT_SLOTS_FROM`]: its first segment at [`CHECKPOINT_SLOT`] (where every
+/// release before segments kept the whole checkpoint), its head record (length,
+/// digest, segment count) at [`CHECKPOINT_HEAD_SLOT`], and segment `k` (from 2) at
+/// `CHECKPOINT_SLOTS_FROM + k`. A checkpoint without a head row is one written whole
+/// by an older release: one segment, digest derived from its bytes.
 pub(crate) const RUNS: TableDefinition<(&str, &str, u64), &[u8]> = TableDefinition::new("runs");
 /// The slot of a run's state row. Events are numbered from 1.
 pub(crate) const STATE_SLOT: u64 = 0;
-/// The slot of a run's checkpoint, after every event.
+/// The slot of a run's checkpoint's first segment, after every event.
 pub(crate) const CHECKPOINT_SLOT: u64 = u64::MAX;
+/// The slot of a run's checkpoint's head record.
+pub(crate) const CHECKPOINT_HEAD_SLOT: u64 = u64::MAX - 1;
+/// The first slot of a run's checkpoint rows: events are numbered below it.
+pub(crate) const CHECKPOINT_SLOTS_FROM: u64 = u64::MAX - (1 << 20);
 /// (namespace, run id) of every open run: read at start to rebuild lease deadlines.
 pub(crate) const OPEN_RUNS: TableDefinition<(&str, &str), ()> = TableDefinition::new("open_runs");
 /// (namespace, queue, task seq) → run id: the ready tasks, rebuilt into matching at start.
@@ -434,6 +442,63 @@ impl Backend for RedbBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_checkpoint_the_previous_release_wrote_whole_reads_and_grows_by_segments() {
+        use crate::backend::{Backend, CheckpointHead};
+        let dir = tempfile::tempdir().unwrap();
+        // What the release before segments wrote: the bytes at the checkpoint slot, no
+        // head row, nothing else.
+        {
+            let backend = RedbBackend::open(dir.path()).unwrap();
+            let tx = backend.db().begin_write().unwrap();
+            tx.open_table(RUNS)
+                .unwrap()
+                .insert(("default", "r1", CHECKPOINT_SLOT), b"old whole".as_slice())
+                .unwrap();
+            tx.commit().unwrap();
+        }
+        let backend = RedbBackend::open(dir.path()).unwrap();
+        let head = backend
+            .snapshot()
+            .unwrap()
+            .checkpoint_head("default", "r1")
+            .unwrap();
+        let legacy = CheckpointHead {
+            len: 9,
+            digest: None,
+            segments: 1,
+            merged: 1,
+        };
+        assert_eq!(head, Some(legacy));
+        let d = [7u8; 32];
+        backend
+            .write(&mut |tx| tx.append_checkpoint("default", "r1", b"; new", &d))
+            .unwrap();
+        let snap = backend.snapshot().unwrap();
+        assert_eq!(snap.checkpoint("default", "r1").unwrap(), b"old whole; new");
+        let grown = CheckpointHead {
+            len: 14,
+            digest: Some(d),
+            segments: 2,
+            merged: 1,
+        };
+        assert_eq!(snap.checkpoint_head("default", "r1").unwrap(), Some(grown));
+        // The history (events below the checkpoint slots) sees none of it.
+        assert!(snap.history("default", "r1", 1, 100).unwrap().is_empty());
+        // Cleared: every segment and the head go.
+        backend
+            .write(&mut |tx| tx.set_checkpoint("default", "r1", None))
+            .unwrap();
+        let tx = backend.db().begin_read().unwrap();
+        let rows = tx.open_table(RUNS).unwrap();
+        assert_eq!(
+            rows.range(("default", "r1", 0)..=("default", "r1", u64::MAX))
+                .unwrap()
+                .count(),
+            0
+        );
+    }
 
     #[test]
     fn a_database_of_another_layout_is_refused_by_name() {

@@ -6,7 +6,9 @@ mod support;
 
 mod approvals;
 mod auth;
+mod bench_agents;
 mod bench_fanout;
+mod checkpoint_resume;
 mod children;
 mod cli_commands;
 mod cluster;

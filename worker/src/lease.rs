@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use railyard_proto::v1::{CoordinatorNote, Signal, StepTask, StuckReport, TokenUsage};
-use railyard_sdk::{ClientError, Completion, HeartbeatExtras, StepWorker};
+use railyard_sdk::{CheckpointSync, ClientError, Completion, HeartbeatExtras, StepWorker};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -55,6 +55,9 @@ pub(crate) struct LeaseKeeper {
     stopping: Option<watch::Receiver<bool>>,
     /// The answer of the completion reported, for the runner to finish with.
     reported: Mutex<Option<Reported>>,
+    /// What the server acknowledged of the checkpoint, so a beat sends only what it
+    /// gained (held across the beat: one checkpoint in flight at a time).
+    sync: tokio::sync::Mutex<CheckpointSync>,
 }
 
 impl LeaseKeeper {
@@ -78,6 +81,7 @@ impl LeaseKeeper {
             status: watch::channel(LeaseStatus::Held).0,
             stopping: None,
             reported: Mutex::new(None),
+            sync: tokio::sync::Mutex::new(CheckpointSync::from_task(task)),
         }
     }
 
@@ -129,10 +133,16 @@ impl LeaseKeeper {
             (s.delivered_signal_id, extras)
         };
         let stuck = extras.stuck.clone();
-        let sent = self
-            .worker
-            .heartbeat_with(&self.token, checkpoint, notes, acked, extras)
-            .await;
+        let sent = if checkpoint.is_empty() {
+            self.worker
+                .heartbeat_with(&self.token, checkpoint, notes, acked, extras)
+                .await
+        } else {
+            let mut sync = self.sync.lock().await;
+            self.worker
+                .heartbeat_appending(&self.token, &mut sync, &checkpoint, notes, acked, extras)
+                .await
+        };
         if sent.is_err() {
             // Not delivered: the next beat carries them again.
             let mut s = self.state();

@@ -14,8 +14,10 @@
 //!
 //! `--schedules N` runs the schedule bench instead ([`schedules`]),
 //! `--webhooks N` the webhook bench ([`webhooks`]), `--fanout N` the
-//! child-run fan-out bench ([`fanout`]).
+//! child-run fan-out bench ([`fanout`]), `--agents N` the long-agent-step heartbeat
+//! bench ([`agents`]).
 
+pub(crate) mod agents;
 mod fanout;
 mod schedules;
 mod webhooks;
@@ -105,6 +107,20 @@ pub(crate) struct BenchArgs {
     /// Concurrent pollers completing the fan-out's child steps.
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub fanout_pollers: u32,
+    /// Instead of the run phases: N leased agent steps (1000 when N is omitted) on a
+    /// `railyard server` process, each heartbeating a transcript that grows by a turn
+    /// of 4-20 KB for --turns turns, from --agent-processes client processes; prints
+    /// heartbeat p50/p99 over the first and the last 10% of turns, the server's bytes
+    /// written per turn, its CPU and peak memory.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1000",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub agents: Option<u32>,
+    /// Turns of each agent step.
+    #[arg(long, value_name = "N", default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..))]
+    pub turns: u32,
+    /// Client processes the agent steps are spread over.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub agent_processes: u32,
 }
 
 /// The throughput phase's figures.
@@ -145,6 +161,9 @@ pub(crate) async fn run(global: &GlobalOpts, args: BenchArgs) -> anyhow::Result<
     }
     if let Some(count) = args.fanout {
         return fanout::run(global, &args, count).await;
+    }
+    if let Some(count) = args.agents {
+        return agents::run(global, &args, count).await;
     }
     let dir = tempfile::Builder::new()
         .prefix("railyard-bench-")

@@ -307,7 +307,7 @@ async fn run_starts(client: &Client) -> anyhow::Result<Vec<i64>> {
 }
 
 /// User plus system CPU time of a process, in clock ticks (`/proc/PID/stat`).
-fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
+pub(crate) fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .context("cannot read the server's /proc stat")?;
     // Fields after the command name (which may hold spaces) start at the state, field 3.
@@ -334,7 +334,7 @@ fn proc_status(pid: u32, key: &str) -> anyhow::Result<u64> {
 }
 
 /// The kernel's clock tick rate for `/proc` times (`getconf CLK_TCK`; 100 on Linux).
-fn clock_ticks_per_second() -> f64 {
+pub(crate) fn clock_ticks_per_second() -> f64 {
     Command::new("getconf")
         .arg("CLK_TCK")
         .output()

@@ -167,8 +167,33 @@ pub enum Effect {
         due_ms: Millis,
         timer: Timer,
     },
+    /// Replace the checkpoint with these bytes.
     SaveCheckpoint(Vec<u8>),
+    /// Append these bytes to the checkpoint (its base was checked by the command).
+    AppendCheckpoint(Vec<u8>),
     ClearCheckpoint,
+}
+
+/// What a heartbeat does to the stored checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckpointUpdate {
+    /// Leaves it as it is.
+    Keep,
+    /// Replaces it whole.
+    Replace(Vec<u8>),
+    /// Appends to it (the caller checked that the worker's base is the stored one).
+    Append(Vec<u8>),
+}
+
+impl From<Vec<u8>> for CheckpointUpdate {
+    /// Empty bytes keep the checkpoint; others replace it.
+    fn from(bytes: Vec<u8>) -> Self {
+        if bytes.is_empty() {
+            Self::Keep
+        } else {
+            Self::Replace(bytes)
+        }
+    }
 }
 
 /// What a durable timer does when it fires. A stale timer (its attempt has moved on)
@@ -533,7 +558,7 @@ impl RunState {
         &mut self,
         claims: &TokenClaims,
         identity: &str,
-        checkpoint: Vec<u8>,
+        checkpoint: impl Into<CheckpointUpdate>,
         notes: Vec<(String, String)>,
         acked: u64,
         out: &mut Out,
@@ -544,10 +569,15 @@ impl RunState {
         {
             lease.heartbeat_deadline_ms = Some(out.now + t);
         }
-        if !checkpoint.is_empty() {
+        let effect = match checkpoint.into() {
+            CheckpointUpdate::Keep => None,
+            CheckpointUpdate::Replace(bytes) => Some(Effect::SaveCheckpoint(bytes)),
+            CheckpointUpdate::Append(bytes) => Some(Effect::AppendCheckpoint(bytes)),
+        };
+        if let Some(effect) = effect {
             // The worker's transcript now holds what the step resumed with.
             self.resume_input.clear();
-            out.effects.push(Effect::SaveCheckpoint(checkpoint));
+            out.effects.push(effect);
         }
         for (kind, message) in notes {
             let (step_id, attempt) = (self.step_id(), self.attempt());

@@ -182,6 +182,22 @@ fn heartbeat_extends_the_lease_and_expiry_times_out() {
     let (r, _, effects) = fx.step(|r, o| r.heartbeat(&claims, "w1", b"cp".to_vec(), vec![], 0, o));
     r.unwrap();
     assert_eq!(effects, [Effect::SaveCheckpoint(b"cp".to_vec())]);
+    // An append is an effect of its own; keeping is none.
+    let (r, _, effects) = fx.step(|r, o| {
+        r.heartbeat(
+            &claims,
+            "w1",
+            CheckpointUpdate::Append(b"+".to_vec()),
+            vec![],
+            0,
+            o,
+        )
+    });
+    r.unwrap();
+    assert_eq!(effects, [Effect::AppendCheckpoint(b"+".to_vec())]);
+    let (r, _, effects) = fx.step(|r, o| r.heartbeat(&claims, "w1", CheckpointUpdate::Keep, vec![], 0, o));
+    r.unwrap();
+    assert!(effects.is_empty());
     // The deadline moved from 11_000 to 19_000: a check at 11_000 does nothing.
     assert_eq!(fx.run.lease_deadline(), Some((19_000, claims.lease)));
     fx.now = 11_000;

@@ -26,6 +26,9 @@ pub struct Grant {
     pub run: RunState,
     pub lease: Lease,
     pub checkpoint: Vec<u8>,
+    /// The checkpoint's stored digest (none when there is no checkpoint): the base a
+    /// worker's first appending heartbeat names.
+    pub checkpoint_digest: Option<railyard_proto::checkpoint::CheckpointDigest>,
 }
 
 /// What a parked poll receives.

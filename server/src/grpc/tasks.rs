@@ -33,6 +33,7 @@ fn step_task(leased: LeasedStep) -> v1::StepTask {
         grant,
     } = leased;
     let (run, lease, checkpoint) = (grant.run, grant.lease, grant.checkpoint);
+    let checkpoint_digest = grant.checkpoint_digest.map(|d| d.to_vec()).unwrap_or_default();
     let index = run.current_step;
     let def = &run.definition;
     let step = &def.steps[index];
@@ -65,6 +66,7 @@ fn step_task(leased: LeasedStep) -> v1::StepTask {
         context: run.context.clone().into_iter().collect(),
         prior_steps,
         checkpoint,
+        checkpoint_digest,
         allowed_tools: step.allowed_tools.clone(),
         max_turns,
         start_to_close_timeout_ms: ms(step.timeout_ms()),
@@ -136,6 +138,11 @@ impl Tasks for TasksService {
             tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)?;
         let heartbeat = tasks::Heartbeat {
             checkpoint: r.checkpoint,
+            append: r.checkpoint_append.map(|a| tasks::CheckpointAppend {
+                base_length: a.base_length,
+                base_digest: a.base_digest,
+                bytes: a.bytes,
+            }),
             notes: r
                 .notes
                 .into_iter()
@@ -163,6 +170,8 @@ impl Tasks for TasksService {
             signals: reply.signals.into_iter().map(signal_to_proto).collect(),
             pause_requested: reply.pause_requested,
             budget_exceeded: reply.budget_exceeded.unwrap_or_default(),
+            checkpoint_length: reply.checkpoint.map_or(0, |(len, _)| len),
+            checkpoint_digest: reply.checkpoint.map(|(_, d)| d.to_vec()).unwrap_or_default(),
         }))
     }
 

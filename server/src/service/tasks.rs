@@ -7,7 +7,9 @@ use std::time::Duration;
 use super::caller::{self, Credentials, Operation, Principal};
 use super::{Caller, Core};
 use crate::engine::matching::{Dispatch, Grant, QueueStats};
-use crate::engine::writer::{CompletionOutcome, HeartbeatReply, StepCompletion, UsageReport, WriteError};
+use crate::engine::writer::{
+    BeatCheckpoint, CompletionOutcome, HeartbeatReply, StepCompletion, UsageReport, WriteError,
+};
 use crate::error::ApiError;
 use railyard_model::Rejection;
 use railyard_model::limits::{self, check_bytes, check_context, check_count, check_len, check_name};
@@ -241,6 +243,8 @@ pub struct CoordinatorNote {
 pub struct Heartbeat {
     /// Empty: keep the last one.
     pub checkpoint: Vec<u8>,
+    /// Bytes to append to the stored checkpoint instead (not with `checkpoint`).
+    pub append: Option<CheckpointAppend>,
     pub notes: Vec<CoordinatorNote>,
     /// Signals up to this event id have been consumed.
     pub acked_signal_event_id: u64,
@@ -252,15 +256,67 @@ pub struct Heartbeat {
     pub stuck: Vec<StuckNote>,
 }
 
-/// Extends the lease, saves the checkpoint, records notes; answers whether the run's
-/// cancellation was requested and the signals still pending.
+/// A heartbeat's append to the stored checkpoint, and the base it extends.
+#[derive(Debug, Clone, Default)]
+pub struct CheckpointAppend {
+    pub base_length: u64,
+    /// 32 bytes (`railyard_proto::checkpoint`).
+    pub base_digest: Vec<u8>,
+    pub bytes: Vec<u8>,
+}
+
+/// The checkpoint a heartbeat carries, checked: at most one of whole or appended, an
+/// append naming a well-formed base, and the whole it makes within the limit.
+fn beat_checkpoint(
+    checkpoint: Vec<u8>,
+    append: Option<CheckpointAppend>,
+) -> Result<BeatCheckpoint, ApiError> {
+    check_bytes("checkpoint", &checkpoint, limits::CHECKPOINT)?;
+    let Some(a) = append else {
+        return Ok(BeatCheckpoint::from(checkpoint));
+    };
+    if !checkpoint.is_empty() {
+        return Err(ApiError::field(
+            "checkpoint_append",
+            "cannot be sent with checkpoint: send the checkpoint whole or an append to it",
+        ));
+    }
+    if a.bytes.is_empty() {
+        return Err(ApiError::field("checkpoint_append.bytes", "must not be empty"));
+    }
+    let base_digest = <[u8; 32]>::try_from(a.base_digest.as_slice()).map_err(|_| {
+        ApiError::field(
+            "checkpoint_append.base_digest",
+            format!("is {} bytes; a checkpoint digest is 32", a.base_digest.len()),
+        )
+    })?;
+    let whole = a.base_length.saturating_add(a.bytes.len() as u64);
+    if whole > limits::CHECKPOINT as u64 {
+        return Err(ApiError::field(
+            "checkpoint_append",
+            format!(
+                "would make the checkpoint {whole} bytes, more than the limit of {}",
+                limits::CHECKPOINT
+            ),
+        ));
+    }
+    Ok(BeatCheckpoint::Append {
+        base_len: a.base_length,
+        base_digest,
+        bytes: a.bytes,
+    })
+}
+
+/// Extends the lease, saves the checkpoint (whole, or appended to the stored one),
+/// records notes; answers whether the run's cancellation was requested and the
+/// signals still pending.
 pub async fn heartbeat(
     core: &Core,
     caller: &Caller,
     claims: TokenClaims,
     h: Heartbeat,
 ) -> Result<HeartbeatReply, ApiError> {
-    check_bytes("checkpoint", &h.checkpoint, limits::CHECKPOINT)?;
+    let checkpoint = beat_checkpoint(h.checkpoint, h.append)?;
     check_count("notes", h.notes.len(), limits::COORDINATOR_NOTES)?;
     for (i, n) in h.notes.iter().enumerate() {
         check_name(&format!("notes[{i}].kind"), &n.kind)?;
@@ -284,7 +340,7 @@ pub async fn heartbeat(
         .heartbeat(
             claims,
             caller.identity.clone(),
-            h.checkpoint,
+            checkpoint,
             notes,
             h.acked_signal_event_id,
             report,

@@ -120,6 +120,75 @@ async fn the_caller_is_resolved_once_with_its_namespace_and_role_default() {
 }
 
 #[tokio::test]
+async fn an_appending_heartbeat_is_checked_and_bounded_as_a_whole() {
+    let fx = fixture();
+    fx.start("r1").await;
+    let task = fx.poll().await.expect("the first step is ready");
+    let (holder, claims) =
+        tasks::lease_holder(&fx.core, &Credentials::None, &task.task_token, String::new()).unwrap();
+    let beat = |checkpoint: &[u8], append: Option<tasks::CheckpointAppend>| Heartbeat {
+        checkpoint: checkpoint.to_vec(),
+        append,
+        ..Default::default()
+    };
+    let append = |base_length: u64, base_digest: Vec<u8>, bytes: Vec<u8>| tasks::CheckpointAppend {
+        base_length,
+        base_digest,
+        bytes,
+    };
+    let empty = railyard_proto::checkpoint::EMPTY_DIGEST.to_vec();
+    let cases = [
+        (
+            beat(b"x", Some(append(0, empty.clone(), b"y".to_vec()))),
+            "checkpoint_append: cannot be sent with checkpoint",
+        ),
+        (
+            beat(b"", Some(append(0, empty.clone(), Vec::new()))),
+            "checkpoint_append.bytes: must not be empty",
+        ),
+        (
+            beat(b"", Some(append(0, vec![1; 5], b"y".to_vec()))),
+            "checkpoint_append.base_digest: is 5 bytes",
+        ),
+        // The limit is on the whole checkpoint the append would make.
+        (
+            beat(
+                b"",
+                Some(append(
+                    limits::CHECKPOINT as u64 - 1,
+                    empty.clone(),
+                    b"yz".to_vec(),
+                )),
+            ),
+            "checkpoint_append: would make the checkpoint 8388609 bytes",
+        ),
+    ];
+    for (h, expected) in cases {
+        let got = invalid(tasks::heartbeat(&fx.core, &holder, claims.clone(), h).await);
+        assert!(got.starts_with(expected), "{got}");
+    }
+    // Up to the limit is fine: a whole checkpoint of all but one byte, then that byte.
+    let whole = vec![b'a'; limits::CHECKPOINT - 1];
+    let reply = tasks::heartbeat(&fx.core, &holder, claims.clone(), beat(&whole, None))
+        .await
+        .unwrap();
+    let (len, digest) = reply.checkpoint.unwrap();
+    let reply = tasks::heartbeat(
+        &fx.core,
+        &holder,
+        claims,
+        beat(b"", Some(append(len, digest.to_vec(), b"b".to_vec()))),
+    )
+    .await
+    .unwrap();
+    assert_eq!(reply.checkpoint.unwrap().0, limits::CHECKPOINT as u64);
+    assert_eq!(
+        fx.core.store.checkpoint("default", "r1").unwrap().len(),
+        limits::CHECKPOINT
+    );
+}
+
+#[tokio::test]
 async fn a_run_goes_from_start_to_completion_without_a_transport() {
     let fx = fixture();
     let run_id = fx.start("").await;

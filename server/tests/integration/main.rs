@@ -6,6 +6,7 @@ mod api;
 mod approvals;
 mod auth;
 mod bounds;
+mod checkpoints;
 mod children;
 mod contracts;
 mod definitions;

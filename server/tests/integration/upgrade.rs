@@ -197,6 +197,25 @@ async fn a_layout_2_data_directory_is_migrated_and_its_runs_go_on_to_completion(
                 assert_eq!(task.attempt, 2);
                 assert_eq!(task.checkpoint, br#"{"turn":3,"transcript":["draft v1"]}"#);
                 assert!(task.last_failure.contains("flaky"), "{}", task.last_failure);
+                // A checkpoint stored before digests (whole, in one row) is handed with
+                // the digest of its bytes, so the new attempt appends to it at once.
+                let digest = railyard_proto::checkpoint::full(&task.checkpoint);
+                assert_eq!(task.checkpoint_digest, digest.to_vec());
+                let mut sync = railyard_sdk::CheckpointSync::from_task(&task);
+                let grown = [task.checkpoint.as_slice(), b" and more"].concat();
+                let resp = worker
+                    .heartbeat_appending(
+                        &task.task_token,
+                        &mut sync,
+                        &grown,
+                        Vec::new(),
+                        0,
+                        Default::default(),
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(resp.checkpoint_length, grown.len() as u64);
+                assert_eq!((sync.stats.appends, sync.stats.whole), (1, 0));
             }
             if (task.run_id.as_str(), task.step_id.as_str()) == ("backoff", "summarise") {
                 assert_eq!(task.prompt, "Summarise the tides for sailors");

@@ -137,3 +137,39 @@ fn a_postgres_store_that_is_not_empty_is_refused_and_a_bad_dump_leaves_it_empty(
     );
     assert!(pg.is_empty().unwrap());
 }
+
+/// A checkpoint grown by appended segments (one compacted) leaves PostgreSQL whole
+/// and comes back whole, as one segment; `--replace` clears the segments too.
+#[test]
+fn a_checkpoint_of_appended_segments_moves_whole() {
+    use railyard_store::Backend;
+    let Some(s) = schema("a_checkpoint_of_appended_segments_moves_whole") else {
+        return;
+    };
+    let pg = s.open().unwrap();
+    generate_runs(&pg, "default", 3, 3).unwrap();
+    let run_id = histories(&pg).unwrap().keys().next().unwrap().1.clone();
+    let digest = [7u8; 32];
+    pg.write(&mut |tx| {
+        tx.set_checkpoint("default", &run_id, Some((b"first.", &digest)))?;
+        tx.append_checkpoint("default", &run_id, b"second.", &digest)?;
+        tx.append_checkpoint("default", &run_id, b"third.", &digest)?;
+        tx.merge_checkpoint_tail("default", &run_id, 2, b"fourth.", &digest)?;
+        tx.append_checkpoint("default", &run_id, b"fifth.", &digest)
+    })
+    .unwrap();
+    let whole = b"first.second.third.fourth.fifth.".to_vec();
+    assert_eq!(
+        pg.snapshot().unwrap().checkpoint("default", &run_id).unwrap(),
+        whole
+    );
+    let before = histories(&pg).unwrap();
+    let out = dump(&s.reader().unwrap());
+    // Into the same database, replacing what it holds: the segments go as well.
+    load(&pg, &out, true).unwrap();
+    let snapshot = pg.snapshot().unwrap();
+    assert_eq!(snapshot.checkpoint("default", &run_id).unwrap(), whole);
+    let head = snapshot.checkpoint_head("default", &run_id).unwrap().unwrap();
+    assert_eq!((head.len, head.segments), (whole.len() as u64, 1));
+    assert_eq!(histories(&pg).unwrap(), before);
+}

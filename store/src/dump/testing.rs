@@ -2,6 +2,7 @@
 //! through the storage trait in large batches, and every run's history read back
 //! for comparing two stores.
 
+use sha2::Digest;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -36,7 +37,13 @@ pub fn generate_runs(backend: &dyn Backend, ns: &str, n: usize, batch: usize) ->
                 tx.index_run(ns, run.start_ms, &run.run_id, "")?;
                 tx.insert_idempotency(ns, &format!("start:{}", run.run_id), &run.run_id)?;
                 if let Some(bytes) = checkpoint {
-                    tx.set_checkpoint(ns, &run.run_id, Some(bytes))?;
+                    // A whole checkpoint's digest, as `railyard_proto::checkpoint` makes it.
+                    let digest: [u8; 32] = sha2::Sha256::new()
+                        .chain_update([0u8; 32])
+                        .chain_update(bytes)
+                        .finalize()
+                        .into();
+                    tx.set_checkpoint(ns, &run.run_id, Some((bytes, &digest)))?;
                 }
                 if run.status.is_open() {
                     tx.set_open(ns, &run.run_id, true)?;

@@ -19,6 +19,7 @@ mod api_keys;
 #[cfg(test)]
 mod approval_tests;
 mod approvals;
+mod checkpoints;
 mod definitions;
 mod deliveries;
 #[cfg(test)]
@@ -45,6 +46,7 @@ use railyard_model::run::{
 };
 
 pub use api_keys::{decode_api_key, encode_api_key};
+pub(crate) use checkpoints::{decode_checkpoint_head, encode_checkpoint_head};
 pub(crate) use definitions::DefinitionTableKey;
 pub use definitions::{DefinitionKey, DefinitionLookup, DefinitionRows, Definitions};
 pub use events::{decode_event, encode_event};

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use redb::ReadableTable;
 
-use super::{CHECKPOINT_SLOT, STATE_SLOT};
+use super::{CHECKPOINT_HEAD_SLOT, CHECKPOINT_SLOT, CHECKPOINT_SLOTS_FROM, STATE_SLOT};
 use crate::StoredTask;
-use crate::backend::{DueTimer, TimerKey};
+use crate::backend::{CheckpointHead, DueTimer, TimerKey};
 use crate::error::StorageError;
 use crate::records::{self, DefinitionTableKey, Definitions};
 use railyard_model::Millis;
@@ -48,7 +48,7 @@ where
         let mut out = Vec::new();
         for row in self
             .rows
-            .range((ns, run_id, from.max(STATE_SLOT + 1))..(ns, run_id, CHECKPOINT_SLOT))?
+            .range((ns, run_id, from.max(STATE_SLOT + 1))..(ns, run_id, CHECKPOINT_SLOTS_FROM))?
             .take(limit)
         {
             out.push(records::decode_event(
@@ -61,14 +61,38 @@ where
     }
 }
 
+/// A run's checkpoint, whole: its first segment, then the others in order.
 pub(super) fn checkpoint_in(
     t: &impl ReadableTable<RunsKey, &'static [u8]>,
     ns: &str,
     run_id: &str,
 ) -> Result<Vec<u8>, StorageError> {
-    Ok(t.get((ns, run_id, CHECKPOINT_SLOT))?
-        .map(|v| v.value().to_vec())
-        .unwrap_or_default())
+    let Some(first) = t.get((ns, run_id, CHECKPOINT_SLOT))? else {
+        return Ok(Vec::new());
+    };
+    let mut out = first.value().to_vec();
+    for row in t.range((ns, run_id, CHECKPOINT_SLOTS_FROM)..(ns, run_id, CHECKPOINT_HEAD_SLOT))? {
+        out.extend_from_slice(row?.1.value());
+    }
+    Ok(out)
+}
+
+/// A run's checkpoint head: its head row, or for a checkpoint an older release wrote
+/// whole (no head row), its length with no digest.
+pub(super) fn checkpoint_head_in(
+    t: &impl ReadableTable<RunsKey, &'static [u8]>,
+    ns: &str,
+    run_id: &str,
+) -> Result<Option<CheckpointHead>, StorageError> {
+    if let Some(row) = t.get((ns, run_id, CHECKPOINT_HEAD_SLOT))? {
+        return records::decode_checkpoint_head(row.value()).map(Some);
+    }
+    Ok(t.get((ns, run_id, CHECKPOINT_SLOT))?.map(|first| CheckpointHead {
+        len: first.value().len() as u64,
+        digest: None,
+        segments: 1,
+        merged: 1,
+    }))
 }
 
 pub(super) fn runs_by_start_in(

@@ -12,7 +12,7 @@ use super::{
     SCHEDULES, TASKS, TIMERS, purge,
 };
 use crate::StoredTask;
-use crate::backend::{DueTimer, Snapshot};
+use crate::backend::{CheckpointHead, DueTimer, Snapshot};
 use crate::error::StorageError;
 use crate::records::{DefinitionTableKey, Definitions};
 use railyard_model::Millis;
@@ -68,6 +68,10 @@ impl Snapshot for RedbSnapshot {
 
     fn checkpoint(&self, ns: &str, run_id: &str) -> Result<Vec<u8>, StorageError> {
         checkpoint_in(&self.tx.open_table(RUNS)?, ns, run_id)
+    }
+
+    fn checkpoint_head(&self, ns: &str, run_id: &str) -> Result<Option<CheckpointHead>, StorageError> {
+        checkpoint_head_in(&self.tx.open_table(RUNS)?, ns, run_id)
     }
 
     fn runs_by_start(

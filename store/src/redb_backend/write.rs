@@ -3,12 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use redb::{Table, WriteTransaction};
+use redb::{ReadableTable, Table, WriteTransaction};
 
 use super::reads::*;
-use super::{API_KEYS, CHECKPOINT_SLOT, NAMESPACES, STATE_SLOT, purge};
+use super::{
+    API_KEYS, CHECKPOINT_HEAD_SLOT, CHECKPOINT_SLOT, CHECKPOINT_SLOTS_FROM, NAMESPACES, STATE_SLOT, purge,
+};
 use crate::StoredTask;
-use crate::backend::{DueTimer, Snapshot, TimerKey, WriteTx};
+use crate::backend::{CheckpointDigest, CheckpointHead, DueTimer, Snapshot, TimerKey, WriteTx};
 use crate::error::StorageError;
 use crate::records::{self, DefinitionTableKey, Definitions};
 use railyard_model::Millis;
@@ -58,6 +60,10 @@ impl Snapshot for RedbTx<'_> {
 
     fn checkpoint(&self, ns: &str, run_id: &str) -> Result<Vec<u8>, StorageError> {
         checkpoint_in(&self.runs, ns, run_id)
+    }
+
+    fn checkpoint_head(&self, ns: &str, run_id: &str) -> Result<Option<CheckpointHead>, StorageError> {
+        checkpoint_head_in(&self.runs, ns, run_id)
     }
 
     fn runs_by_start(
@@ -166,11 +172,88 @@ impl WriteTx for RedbTx<'_> {
         Ok(())
     }
 
-    fn set_checkpoint(&mut self, ns: &str, run_id: &str, bytes: Option<&[u8]>) -> Result<(), StorageError> {
-        match bytes {
-            Some(bytes) => self.runs.insert((ns, run_id, CHECKPOINT_SLOT), bytes)?,
-            None => self.runs.remove((ns, run_id, CHECKPOINT_SLOT))?,
+    fn set_checkpoint(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        checkpoint: Option<(&[u8], &CheckpointDigest)>,
+    ) -> Result<(), StorageError> {
+        let segments = checkpoint_head_in(&self.runs, ns, run_id)?.map_or(0, |h| h.segments);
+        if segments > 1 {
+            self.runs.retain_in(
+                (ns, run_id, CHECKPOINT_SLOTS_FROM)..(ns, run_id, CHECKPOINT_HEAD_SLOT),
+                |_, _| false,
+            )?;
+        }
+        match checkpoint {
+            Some((bytes, digest)) => {
+                self.runs.insert((ns, run_id, CHECKPOINT_SLOT), bytes)?;
+                let head = records::encode_checkpoint_head(bytes.len() as u64, digest, 1, 1)?;
+                self.runs
+                    .insert((ns, run_id, CHECKPOINT_HEAD_SLOT), head.as_slice())?;
+            }
+            None => {
+                self.runs.remove((ns, run_id, CHECKPOINT_SLOT))?;
+                self.runs.remove((ns, run_id, CHECKPOINT_HEAD_SLOT))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn append_checkpoint(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        bytes: &[u8],
+        digest: &CheckpointDigest,
+    ) -> Result<(), StorageError> {
+        let Some(head) = checkpoint_head_in(&self.runs, ns, run_id)? else {
+            return self.set_checkpoint(ns, run_id, Some((bytes, digest)));
         };
+        let segment = head.segments + 1;
+        let slot = CHECKPOINT_SLOTS_FROM + u64::from(segment);
+        if slot >= CHECKPOINT_HEAD_SLOT {
+            return Err(StorageError::Encode(
+                format!("checkpoint of run {run_id:?} has too many segments ({segment})").into(),
+            ));
+        }
+        self.runs.insert((ns, run_id, slot), bytes)?;
+        let head =
+            records::encode_checkpoint_head(head.len + bytes.len() as u64, digest, segment, head.merged)?;
+        self.runs
+            .insert((ns, run_id, CHECKPOINT_HEAD_SLOT), head.as_slice())?;
+        Ok(())
+    }
+
+    fn merge_checkpoint_tail(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        from: u32,
+        bytes: &[u8],
+        digest: &CheckpointDigest,
+    ) -> Result<(), StorageError> {
+        let Some(head) = checkpoint_head_in(&self.runs, ns, run_id)? else {
+            return self.set_checkpoint(ns, run_id, Some((bytes, digest)));
+        };
+        let from = from.clamp(2, head.segments.max(2));
+        let first = CHECKPOINT_SLOTS_FROM + u64::from(from);
+        let mut merged = Vec::new();
+        for row in self
+            .runs
+            .range((ns, run_id, first)..(ns, run_id, CHECKPOINT_HEAD_SLOT))?
+        {
+            merged.extend_from_slice(row?.1.value());
+        }
+        merged.extend_from_slice(bytes);
+        self.runs
+            .retain_in((ns, run_id, first)..(ns, run_id, CHECKPOINT_HEAD_SLOT), |_, _| {
+                false
+            })?;
+        self.runs.insert((ns, run_id, first), merged.as_slice())?;
+        let head = records::encode_checkpoint_head(head.len + bytes.len() as u64, digest, from, from)?;
+        self.runs
+            .insert((ns, run_id, CHECKPOINT_HEAD_SLOT), head.as_slice())?;
         Ok(())
     }
 

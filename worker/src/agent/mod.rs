@@ -47,7 +47,7 @@ use crate::tools::{
 
 use crate::usage::{Budget, ModelPrice, Usage};
 use calls::{parse_completion, parse_note, steer_text, with_contract};
-use checkpoint::encode_checkpoint;
+use checkpoint::CheckpointWriter;
 pub use checkpoint::{Checkpoint, CheckpointError};
 use stuck::{CallOutcome, StuckDetector, StuckThresholds, StuckVerdict};
 
@@ -308,6 +308,8 @@ impl Agent {
             usage: Usage::default(),
             budget: Budget::from_task(task),
             stuck: StuckDetector::new(StuckThresholds::from_task(task)),
+            // A resumed attempt extends the stream it was handed.
+            checkpoint: std::sync::Mutex::new(CheckpointWriter::resuming(&task.checkpoint)),
         };
         run.restore();
         let outcome = if task.start_to_close_timeout_ms == 0 {
@@ -364,6 +366,9 @@ struct StepRun<'a> {
     usage: Usage,
     budget: Budget,
     stuck: StuckDetector,
+    /// The transcript's checkpoint stream, which heartbeats extend (a mutex only
+    /// because the checkpoint is taken through `&self`).
+    checkpoint: std::sync::Mutex<CheckpointWriter>,
 }
 
 /// A call of this turn that makes the step wait.
@@ -924,9 +929,11 @@ impl StepRun<'_> {
         })
     }
 
-    /// The transcript as checkpoint bytes, compacted when it grows past the budget.
+    /// The transcript as checkpoint bytes (format version 2: each call's bytes extend
+    /// the last's, unless the stream is rewritten), compacted past the budget.
     fn checkpoint(&self) -> Vec<u8> {
-        encode_checkpoint(self.turns, self.signals_through, &self.req.messages)
+        let mut writer = self.checkpoint.lock().unwrap_or_else(|p| p.into_inner());
+        writer.encode(self.turns, self.signals_through, &self.req.messages)
     }
 }
 

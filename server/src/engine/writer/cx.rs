@@ -9,6 +9,7 @@
 //! children (`commands::children::settle`).
 
 use railyard_model::run::DeliveryTarget;
+use railyard_proto::checkpoint::{self as digest, CheckpointDigest};
 
 use super::*;
 
@@ -75,6 +76,10 @@ impl Transition {
         }
     }
 }
+
+/// How long a checkpoint's tail of appended segments, and its run of compacted
+/// segments, may grow before they are merged ([`Cx::append_checkpoint`]).
+pub(crate) const CHECKPOINT_TAIL: u32 = 32;
 
 /// The refusal for a run that does not exist.
 pub(crate) fn not_found(ns: &str, run_id: &str) -> Rejection {
@@ -176,14 +181,15 @@ impl Cx<'_, '_> {
         };
         // The claimed poll must go back to matching if this transition fails here;
         // once queued in `after`, the batch's failure path gives it back.
-        match written.and_then(|()| self.checkpoint(&t.run)) {
-            Ok(checkpoint) => {
+        match written.and_then(|()| self.handed_checkpoint(&t.run)) {
+            Ok((checkpoint, checkpoint_digest)) => {
                 self.after.push(After::HandOff(
                     waiter,
                     Box::new(Grant {
                         run: t.run,
                         lease,
                         checkpoint,
+                        checkpoint_digest,
                     }),
                 ));
                 Ok(())
@@ -216,6 +222,70 @@ impl Cx<'_, '_> {
     /// The checkpoint of the run's step in flight (empty when none).
     pub fn checkpoint(&self, run: &RunState) -> Result<Vec<u8>, StorageError> {
         self.tx.checkpoint(&run.namespace, &run.run_id)
+    }
+
+    /// The checkpoint a lease hands the worker, with its digest (none when empty).
+    pub fn handed_checkpoint(
+        &self,
+        run: &RunState,
+    ) -> Result<(Vec<u8>, Option<CheckpointDigest>), StorageError> {
+        let bytes = self.checkpoint(run)?;
+        if bytes.is_empty() {
+            return Ok((bytes, None));
+        }
+        let (_, d) = self.checkpoint_base(&run.namespace, &run.run_id)?;
+        Ok((bytes, Some(d)))
+    }
+
+    /// The stored checkpoint's length and digest, the base an appending heartbeat
+    /// must name ((0, the empty digest) when there is none). A checkpoint an older
+    /// release wrote has no stored digest: it is derived from its bytes.
+    pub fn checkpoint_base(&self, ns: &str, run_id: &str) -> Result<(u64, CheckpointDigest), StorageError> {
+        Ok(match self.tx.checkpoint_head(ns, run_id)? {
+            None => (0, digest::EMPTY_DIGEST),
+            Some(CheckpointHead {
+                len, digest: Some(d), ..
+            }) => (len, d),
+            Some(CheckpointHead {
+                len, digest: None, ..
+            }) => (len, digest::full(&self.tx.checkpoint(ns, run_id)?)),
+        })
+    }
+
+    /// Appends to a run's checkpoint as a segment, compacting in this same write: the
+    /// append that would make the tail (the segments appended since the last
+    /// compaction) [`CHECKPOINT_TAIL`] long merges it into one compacted segment
+    /// instead, and when that would make [`CHECKPOINT_TAIL`] compacted segments, the
+    /// checkpoint is rewritten whole. So a checkpoint is fewer than
+    /// `2 * CHECKPOINT_TAIL` segments (a resume reads a bounded number of rows), and each byte is written about twice (its
+    /// append, its tail's merge), plus once per whole rewrite (every ~1,000 appends).
+    fn append_checkpoint(&mut self, ns: &str, run_id: &str, bytes: &[u8]) -> Result<(), StorageError> {
+        let head = self.tx.checkpoint_head(ns, run_id)?;
+        let (_, base) = self.checkpoint_base(ns, run_id)?;
+        let after = digest::extend(&base, bytes);
+        let Some(head) = head else {
+            return self.tx.append_checkpoint(ns, run_id, bytes, &after);
+        };
+        let merged = head.merged.clamp(1, head.segments.max(1));
+        if head.segments + 1 - merged < CHECKPOINT_TAIL {
+            return self.tx.append_checkpoint(ns, run_id, bytes, &after);
+        }
+        if merged + 1 < CHECKPOINT_TAIL {
+            tracing::debug!(ns, run_id, segments = head.segments, "checkpoint tail merged");
+            return self
+                .tx
+                .merge_checkpoint_tail(ns, run_id, merged + 1, bytes, &after);
+        }
+        let mut whole = self.tx.checkpoint(ns, run_id)?;
+        whole.extend_from_slice(bytes);
+        tracing::debug!(
+            ns,
+            run_id,
+            bytes = whole.len(),
+            segments = head.segments,
+            "checkpoint rewritten whole"
+        );
+        self.tx.set_checkpoint(ns, run_id, Some((&whole, &after)))
     }
 
     /// Writes a transition: its events, the state row and its effects.
@@ -299,7 +369,11 @@ impl Cx<'_, '_> {
                     self.tx.insert_timer((due_ms, *self.next_seq), &timer)?;
                     self.after.push(After::WakeTimers);
                 }
-                Effect::SaveCheckpoint(bytes) => self.tx.set_checkpoint(ns, id, Some(&bytes))?,
+                Effect::SaveCheckpoint(bytes) => {
+                    self.tx
+                        .set_checkpoint(ns, id, Some((&bytes, &digest::full(&bytes))))?
+                }
+                Effect::AppendCheckpoint(bytes) => self.append_checkpoint(ns, id, &bytes)?,
                 Effect::ClearCheckpoint => self.tx.set_checkpoint(ns, id, None)?,
             }
         }

@@ -34,7 +34,7 @@ pub(crate) use limits::StartLimits;
 
 use railyard_model::run::Event;
 use railyard_model::{Millis, Rejection};
-use railyard_store::{Snapshot, StorageError, Store, WriteTx};
+use railyard_store::{CheckpointHead, Snapshot, StorageError, Store, WriteTx};
 
 use crate::clock::Clock;
 use crate::engine::leases::LeaseDeadlines;
@@ -132,6 +132,9 @@ pub struct HeartbeatReply {
     pub workflow_id: String,
     /// Set when the usage passed the budget and the step was failed for it.
     pub budget_exceeded: Option<String>,
+    /// When the heartbeat carried a checkpoint: the stored checkpoint's length and
+    /// digest after it (the base of the worker's next append).
+    pub checkpoint: Option<(u64, railyard_proto::checkpoint::CheckpointDigest)>,
 }
 
 /// The handle request handlers use to reach the writer. Cheap to clone.
@@ -232,7 +235,7 @@ impl Writer {
         &self,
         claims: TokenClaims,
         identity: String,
-        checkpoint: Vec<u8>,
+        checkpoint: impl Into<commands::BeatCheckpoint>,
         notes: Vec<(String, String)>,
         acked: u64,
         report: commands::UsageReport,
@@ -240,7 +243,7 @@ impl Writer {
         self.call(commands::Heartbeat {
             claims,
             identity,
-            checkpoint,
+            checkpoint: checkpoint.into(),
             notes,
             acked,
             report,

@@ -16,8 +16,9 @@ use super::triggers::{
     HOOK_DELIVERIES, HOOK_DELIVERY_TIMES, TRIGGER_KEYS, TRIGGER_QUEUE, TRIGGER_RUNS, TRIGGERS,
 };
 use super::{
-    API_KEYS, CHECKPOINT_SLOT, CHILDREN, DEFINITIONS, IDEMPOTENCY, META, NAMESPACES, OPEN_RUNS, RUNS,
-    RUNS_BY_CLOSE, RUNS_BY_START, RedbBackend, SCHEDULES, SCHEMA_VERSION, STATE_SLOT, TASKS, TIMERS,
+    API_KEYS, CHECKPOINT_SLOT, CHECKPOINT_SLOTS_FROM, CHILDREN, DEFINITIONS, IDEMPOTENCY, META, NAMESPACES,
+    OPEN_RUNS, RUNS, RUNS_BY_CLOSE, RUNS_BY_START, RedbBackend, SCHEDULES, SCHEMA_VERSION, STATE_SLOT, TASKS,
+    TIMERS,
 };
 use crate::dump::{DumpError, DumpSource, DumpTarget, Part, Row, TABLES, Value, int_part, table};
 use crate::error::StorageError;
@@ -272,7 +273,18 @@ fn export_tables(
         let mut key = vec![Part::Text(ns.to_string()), Part::Text(run_id.to_string())];
         let table = match slot {
             STATE_SLOT => runs,
-            CHECKPOINT_SLOT => checkpoints,
+            // A checkpoint leaves whole (its first segment, then the appended ones,
+            // in order) and comes back as one segment, its digest derived from its
+            // bytes; its head and appended segments are not rows of their own.
+            CHECKPOINT_SLOT => {
+                visit(Row {
+                    table: checkpoints,
+                    key,
+                    value: Value::Bytes(super::reads::checkpoint_in(&t, ns, run_id)?),
+                })?;
+                continue;
+            }
+            CHECKPOINT_SLOTS_FROM.. => continue,
             event => {
                 key.push(int_part(event, "events")?);
                 events
@@ -308,7 +320,7 @@ fn load_table(tx: &WriteTransaction, name: &str, rows: &[&Row]) -> Result<(), St
                     "runs" => STATE_SLOT,
                     "checkpoints" => CHECKPOINT_SLOT,
                     _ => match row.uint(2)? {
-                        id if id != STATE_SLOT && id != CHECKPOINT_SLOT => id,
+                        id if id != STATE_SLOT && id < CHECKPOINT_SLOTS_FROM => id,
                         id => {
                             return Err(StorageError::Corrupt {
                                 what: "dump row",

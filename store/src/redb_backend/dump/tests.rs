@@ -294,3 +294,43 @@ fn an_export_refuses_a_missing_or_older_database_and_an_import_one_in_use() {
     let e = RedbBackend::open(dir.path()).err().unwrap().to_string();
     assert!(e.contains("in use by another process"), "{e}");
 }
+
+/// A checkpoint grown by appended segments (and one compacted) leaves whole and
+/// comes back whole: the same bytes, as one segment.
+#[test]
+fn a_checkpoint_of_appended_segments_moves_whole() {
+    let (src_dir, source) = fresh();
+    generate_runs(&source, "default", 3, 3).unwrap();
+    let run_id = histories(&source).unwrap().keys().next().unwrap().1.clone();
+    let digest = [7u8; 32];
+    source
+        .write(&mut |tx| {
+            tx.set_checkpoint("default", &run_id, Some((b"first.", &digest)))?;
+            tx.append_checkpoint("default", &run_id, b"second.", &digest)?;
+            tx.append_checkpoint("default", &run_id, b"third.", &digest)?;
+            tx.merge_checkpoint_tail("default", &run_id, 2, b"fourth.", &digest)?;
+            tx.append_checkpoint("default", &run_id, b"fifth.", &digest)
+        })
+        .unwrap();
+    let whole = b"first.second.third.fourth.fifth.".to_vec();
+    assert_eq!(
+        source.snapshot().unwrap().checkpoint("default", &run_id).unwrap(),
+        whole
+    );
+    let before = histories(&source).unwrap();
+    drop(source);
+
+    let (dump, summary) = dump_of(src_dir.path());
+    // Segments and heads are no rows of their own, nor events.
+    assert_eq!(
+        summary.tables["events"].rows,
+        before.values().map(|h| h.len() as u64).sum::<u64>()
+    );
+    let (_dst, target) = fresh();
+    import_into(&target, &dump, false).unwrap();
+    let snapshot = target.snapshot().unwrap();
+    assert_eq!(snapshot.checkpoint("default", &run_id).unwrap(), whole);
+    let head = snapshot.checkpoint_head("default", &run_id).unwrap().unwrap();
+    assert_eq!((head.len, head.segments), (whole.len() as u64, 1));
+    assert_eq!(histories(&target).unwrap(), before);
+}

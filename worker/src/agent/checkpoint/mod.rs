@@ -4,15 +4,22 @@
 //! (older or newer) takes the step next. So they are written from a versioned record
 //! of their own (`record`), never from the live provider types, which are free to
 //! change; only the conversions in `record` follow them.
+//!
+//! This worker writes format version 2 (`v2`: JSON Lines that only grow as the
+//! transcript does, so heartbeats append) and reads versions 1 (one JSON document,
+//! `record`, what earlier workers wrote) and 2.
 
 mod record;
+mod v2;
+
+pub(crate) use v2::Writer as CheckpointWriter;
 
 use serde::Deserialize;
 
 use crate::provider::Message;
-use record::{Record, RecordBlock, RecordMessage, VERSION};
+use record::{Record, VERSION};
 
-/// Checkpoints above this size are compacted (the server's gRPC limit is 4 MiB a message).
+/// Checkpoints above this size are compacted (the server keeps at most 8 MiB).
 const CHECKPOINT_BUDGET: usize = 1 << 20;
 
 /// A decoded heartbeat checkpoint: the transcript and the turns it took.
@@ -40,7 +47,8 @@ pub enum CheckpointError {
     /// A format version this worker does not know, most likely from a newer worker.
     #[error(
         "the checkpoint is in format version {found}, which this worker does not read \
-         (it reads version {VERSION}){}",
+         (it reads versions {VERSION} and {}){}",
+        v2::VERSION,
         newer_hint(*found)
     )]
     UnknownVersion {
@@ -48,13 +56,13 @@ pub enum CheckpointError {
         found: u64,
     },
     /// The version is known but the content does not match it.
-    #[error("the checkpoint claims format version {VERSION} but does not match it: {0}")]
-    Invalid(serde_json::Error),
+    #[error("the checkpoint claims format version {version} but does not match it: {reason}")]
+    Invalid { version: u32, reason: String },
 }
 
 /// Points an operator at the likely cause: a newer worker that shares the queue.
 fn newer_hint(found: u64) -> &'static str {
-    if found > u64::from(VERSION) {
+    if found > u64::from(v2::VERSION) {
         "; a newer worker probably wrote it"
     } else {
         ""
@@ -75,6 +83,9 @@ impl Checkpoint {
         if bytes.trim_ascii_start().first() != Some(&b'{') {
             return Err(CheckpointError::Malformed("not a JSON object".into()));
         }
+        if is_v2(bytes) {
+            return v2::decode(bytes);
+        }
         let versioned: Versioned =
             serde_json::from_slice(bytes).map_err(|e| CheckpointError::Malformed(e.to_string()))?;
         match versioned.version {
@@ -82,7 +93,10 @@ impl Checkpoint {
             Some(found) => return Err(CheckpointError::UnknownVersion { found }),
             None => return Err(CheckpointError::NoVersion),
         }
-        let record: Record = serde_json::from_slice(bytes).map_err(CheckpointError::Invalid)?;
+        let record: Record = serde_json::from_slice(bytes).map_err(|e| CheckpointError::Invalid {
+            version: VERSION,
+            reason: e.to_string(),
+        })?;
         Ok(Checkpoint {
             turns: record.turns,
             messages: record.messages.into_iter().map(Message::from).collect(),
@@ -91,10 +105,26 @@ impl Checkpoint {
     }
 }
 
-/// Serialises a checkpoint in the current format; when it is too big, old tool results
-/// and texts are cut down (the model keeps the shape of the conversation, the bulk can
-/// be re-read from the workspace).
+/// Whether the bytes are a version-2 stream: a first line that is a JSON object of
+/// version 2 (a version-1 checkpoint is one line, or a document whose first line is
+/// not a whole object).
+fn is_v2(bytes: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Versioned {
+        version: Option<u64>,
+    }
+    let first = bytes.split(|b| *b == b'\n').next().unwrap_or_default();
+    serde_json::from_slice::<Versioned>(first).is_ok_and(|v| v.version == Some(u64::from(v2::VERSION)))
+}
+
+/// Serialises a checkpoint in format version 1 (what earlier workers wrote and read);
+/// when it is too big, old tool results and texts are cut down (the model keeps the
+/// shape of the conversation, the bulk can be re-read from the workspace). This worker
+/// writes version 2 ([`CheckpointWriter`]); version 1 stays for the tests that pin
+/// what older workers read.
+#[cfg(test)]
 pub(super) fn encode_checkpoint(turns: u32, signals_through: u64, messages: &[Message]) -> Vec<u8> {
+    use record::{RecordBlock, RecordMessage};
     // Serialising the record cannot fail (it has no maps with non-string keys); an
     // empty checkpoint, should it ever, means "none" to the lease, as before.
     let encode = |record: &Record| serde_json::to_vec(record).unwrap_or_default();

@@ -17,10 +17,8 @@
 //! refuse a block kind they do not know, and older workers refuse any version but 1
 //! (they then start the step afresh).
 //!
-//! Room to grow: `messages` is only ever appended to between heartbeats (except when a
-//! big checkpoint is compacted), and a message never refers to another by position, so
-//! a later format can carry just the messages appended since the last heartbeat, with
-//! the index they start at.
+//! Version 2 (`super::v2`) frames these same message records as JSON Lines that only
+//! grow, so heartbeats append; this worker writes it and still reads version 1.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -1,6 +1,7 @@
 //! Checkpoint compatibility against committed fixtures, which are never regenerated:
 //! `checkpoint-v1-pre-record.json` was written by the encoder that serialised the
-//! provider types directly (commit d64482e), `checkpoint-v1.json` by the record's.
+//! provider types directly (commit d64482e), `checkpoint-v1.json` by the record's,
+//! `checkpoint-v2.jsonl` by the first version-2 writer.
 
 use serde_json::{Value, json};
 
@@ -9,6 +10,7 @@ use crate::provider::{Block, Role};
 
 const PRE_RECORD: &str = include_str!("../../../tests/fixtures/checkpoint-v1-pre-record.json");
 const V1: &str = include_str!("../../../tests/fixtures/checkpoint-v1.json");
+const V2: &str = include_str!("../../../tests/fixtures/checkpoint-v2.jsonl");
 
 /// The decoder workers had before the record (frozen).
 mod old;
@@ -182,7 +184,7 @@ fn a_checkpoint_from_before_signals_through_reads_as_zero() {
 
 #[test]
 fn unknown_versions_are_refused_clearly() {
-    for version in [0, 2, 99] {
+    for version in [0, 3, 99] {
         let bytes = edited(V1, |v| v["version"] = json!(version));
         let err = Checkpoint::decode(&bytes).unwrap_err();
         assert!(
@@ -191,8 +193,8 @@ fn unknown_versions_are_refused_clearly() {
         );
         let text = err.to_string();
         assert!(text.contains(&format!("format version {version}")), "{text}");
-        assert!(text.contains("reads version 1"), "{text}");
-        assert_eq!(text.contains("newer worker"), version > 1, "{text}");
+        assert!(text.contains("reads versions 1 and 2"), "{text}");
+        assert_eq!(text.contains("newer worker"), version > 2, "{text}");
         // Older workers refuse it too, and start the step afresh.
         assert!(old::decode(&bytes).is_none());
     }
@@ -227,7 +229,7 @@ fn garbage_is_refused_clearly() {
     ];
     for bytes in invalid {
         let err = Checkpoint::decode(&bytes).unwrap_err();
-        assert!(matches!(err, CheckpointError::Invalid(_)), "{err:?}");
+        assert!(matches!(err, CheckpointError::Invalid { .. }), "{err:?}");
         assert!(err.to_string().contains("claims format version 1"), "{err}");
     }
 }
@@ -246,4 +248,105 @@ fn big_checkpoints_are_compacted() {
     let cp = Checkpoint::decode(&bytes).unwrap();
     assert_eq!(cp.turns, 3);
     assert_eq!(cp.messages.len(), 4);
+}
+
+/// The v2 stream of `every_kind_of_block` written in three heartbeats: three
+/// messages, then all six, then its last user message (the fifth) given more text.
+fn v2_in_three_writes() -> (Vec<Vec<u8>>, Vec<Message>) {
+    let all = every_kind_of_block();
+    let mut w = CheckpointWriter::default();
+    let first = w.encode(1, 0, &all[..3]);
+    let second = w.encode(3, 17, &all);
+    let mut changed = all.clone();
+    changed[4].content.push(Block::text("one more thing"));
+    let third = w.encode(3, 17, &changed);
+    (vec![first, second, third], changed)
+}
+
+#[test]
+fn v2_bytes_only_grow_as_the_transcript_does() {
+    let (writes, last) = v2_in_three_writes();
+    for pair in writes.windows(2) {
+        assert!(pair[1].starts_with(&pair[0]), "each write extends the last");
+        assert!(pair[1].len() > pair[0].len());
+    }
+    let cp = Checkpoint::decode(&writes[1]).unwrap();
+    assert_eq!(cp, expected());
+    let cp = Checkpoint::decode(&writes[2]).unwrap();
+    assert_eq!((cp.turns, cp.signals_through), (3, 17));
+    assert_eq!(cp.messages, last);
+    // Nothing new: the same bytes.
+    let mut w = CheckpointWriter::default();
+    let a = w.encode(1, 0, &last);
+    assert_eq!(w.encode(1, 0, &last), a);
+}
+
+#[test]
+fn writes_and_reads_the_v2_fixture_byte_for_byte() {
+    let (writes, last) = v2_in_three_writes();
+    assert_eq!(String::from_utf8(writes[2].clone()).unwrap(), V2);
+    assert_eq!(Checkpoint::decode(V2.as_bytes()).unwrap().messages, last);
+    // Older workers, which read version 1 only, refuse it (and start afresh).
+    assert!(old::decode(V2.as_bytes()).is_none());
+}
+
+#[test]
+fn a_resumed_attempt_extends_the_stream_it_was_handed() {
+    let (writes, last) = v2_in_three_writes();
+    let mut w = CheckpointWriter::resuming(&writes[2]);
+    let mut more = last.clone();
+    more.push(Message::user_text("resumed"));
+    let next = w.encode(4, 17, &more);
+    assert!(next.starts_with(&writes[2]));
+    assert_eq!(Checkpoint::decode(&next).unwrap().messages, more);
+    // Version-1 bytes start a fresh stream.
+    let mut w = CheckpointWriter::resuming(V1.as_bytes());
+    let fresh = w.encode(3, 17, &every_kind_of_block());
+    assert!(fresh.starts_with(b"{\"version\":2}\n"));
+    assert_eq!(Checkpoint::decode(&fresh).unwrap(), expected());
+}
+
+#[test]
+fn a_v2_stream_is_rewritten_when_it_is_mostly_replaced_lines_or_too_big() {
+    let mut w = CheckpointWriter::default();
+    let mut messages = vec![Message::user_text("start")];
+    let mut last = w.encode(0, 0, &messages);
+    let mut rewrites = 0;
+    for i in 0..200 {
+        // The last user message keeps changing: each write repeats its line.
+        messages[0].content.push(Block::text(format!("more {i}")));
+        let next = w.encode(0, 0, &messages);
+        if !next.starts_with(&last) {
+            rewrites += 1;
+        }
+        last = next;
+        let live = serde_json::to_vec(&messages).unwrap().len();
+        assert!(last.len() <= 2 * live + 8192, "{} vs {live}", last.len());
+    }
+    assert!(rewrites > 0);
+    assert_eq!(Checkpoint::decode(&last).unwrap().messages, messages);
+
+    let big = "x".repeat(600 * 1024);
+    let messages: Vec<Message> = (0..4)
+        .map(|i| Message {
+            role: if i % 2 == 0 { Role::User } else { Role::Assistant },
+            content: vec![Block::text(big.clone())],
+        })
+        .collect();
+    let bytes = CheckpointWriter::default().encode(3, 0, &messages);
+    assert!(bytes.len() <= CHECKPOINT_BUDGET, "{}", bytes.len());
+    assert_eq!(Checkpoint::decode(&bytes).unwrap().messages.len(), 4);
+}
+
+#[test]
+fn bad_v2_lines_are_refused_naming_the_line() {
+    let bad = format!("{V2}{{\"at\":99,\"message\":{{\"role\":\"user\",\"content\":[]}}}}\n");
+    let err = Checkpoint::decode(bad.as_bytes()).unwrap_err();
+    assert!(err.to_string().contains("claims format version 2"), "{err}");
+    assert!(err.to_string().contains("message at 99"), "{err}");
+    let bad = format!("{V2}not json\n");
+    assert!(matches!(
+        Checkpoint::decode(bad.as_bytes()),
+        Err(CheckpointError::Invalid { version: 2, .. })
+    ));
 }

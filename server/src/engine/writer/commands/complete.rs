@@ -99,6 +99,7 @@ impl Apply for Complete {
                 run: run.clone(),
                 lease,
                 checkpoint: Vec::new(),
+                checkpoint_digest: None,
             }))))
         })?;
         if matches!(r, Ok(Completed::Done(_))) {

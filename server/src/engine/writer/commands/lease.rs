@@ -29,11 +29,12 @@ impl Apply for LeaseTask {
                 return Ok(Err(e));
             }
         };
-        let checkpoint = cx.checkpoint(&run)?;
+        let (checkpoint, checkpoint_digest) = cx.handed_checkpoint(&run)?;
         Ok(Ok(Grant {
             run,
             lease,
             checkpoint,
+            checkpoint_digest,
         }))
     }
 

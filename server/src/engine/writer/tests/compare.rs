@@ -296,7 +296,7 @@ impl Side {
                     commands::Heartbeat {
                         claims: self.claims(run, false),
                         identity: "w".into(),
-                        checkpoint: vec![checkpoint; 3],
+                        checkpoint: self.beat_checkpoint(run, checkpoint),
                         notes: Vec::new(),
                         acked: 0,
                         // Usage grows with each heartbeat's byte, so both backends
@@ -414,6 +414,30 @@ impl Side {
         }
     }
 
+    /// A heartbeat's checkpoint: whole for an even byte, else an append on the base
+    /// the store has now (stale by the time it applies when an earlier command of the
+    /// batch changed it: refused alike on every backend), or a made-up one.
+    fn beat_checkpoint(&self, run: u8, byte: u8) -> commands::BeatCheckpoint {
+        if byte.is_multiple_of(2) {
+            return vec![byte; 3].into();
+        }
+        let head = self
+            .store
+            .snapshot()
+            .unwrap()
+            .checkpoint_head("default", &id(run))
+            .unwrap();
+        let (base_len, base_digest) = match head {
+            Some(h) if byte % 7 != 1 => (h.len, h.digest.unwrap_or_default()),
+            _ => (0, railyard_proto::checkpoint::EMPTY_DIGEST),
+        };
+        commands::BeatCheckpoint::Append {
+            base_len,
+            base_digest,
+            bytes: vec![byte; 2],
+        }
+    }
+
     /// Everything the read side shows, as text.
     fn seen(&self) -> String {
         let s = &self.store;
@@ -424,7 +448,10 @@ impl Side {
                 "{id}: {:?}\n{:?}\n{:?}\nchildren {:?}\n",
                 s.run("default", &id).unwrap(),
                 s.history("default", &id, 1, 10_000).unwrap(),
-                s.checkpoint("default", &id).unwrap(),
+                (
+                    s.checkpoint("default", &id).unwrap(),
+                    s.snapshot().unwrap().checkpoint_head("default", &id).unwrap()
+                ),
                 s.children("default", &id).unwrap(),
             );
         }

@@ -1,0 +1,139 @@
+//! Heartbeats that send only what a step's checkpoint gained: [`CheckpointSync`]
+//! remembers what the server acknowledged, and [`crate::StepWorker::heartbeat_appending`]
+//! sends the new bytes as a `CheckpointAppend` on that base when the checkpoint extends
+//! it, and whole otherwise (the first heartbeat, a server that keeps no digests, a
+//! checkpoint rewritten or cut, a base the server refused).
+
+use railyard_proto::checkpoint::{self as digest, BASE_MISMATCH, CheckpointDigest};
+use railyard_proto::v1::{CheckpointAppend, HeartbeatStepTaskResponse, StepTask};
+
+use crate::ClientError;
+
+/// What the server has acknowledged of one step's checkpoint.
+#[derive(Debug, Clone, Default)]
+pub struct CheckpointSync {
+    /// The checkpoint the server last acknowledged, and its digest; none: send whole.
+    acked: Option<(Vec<u8>, CheckpointDigest)>,
+    /// What was sent, for tests and benchmarks.
+    pub stats: CheckpointStats,
+}
+
+/// Counts of how checkpoints were sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CheckpointStats {
+    /// Heartbeats that sent the checkpoint whole.
+    pub whole: u64,
+    /// Heartbeats that sent an append.
+    pub appends: u64,
+    /// Appends the server refused for their base, each resent whole.
+    pub refused: u64,
+    /// Checkpoint bytes sent, whole or appended.
+    pub bytes: u64,
+}
+
+/// How the next checkpoint goes on the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Send {
+    /// Nothing new since the acknowledged one.
+    Nothing,
+    /// The whole checkpoint; its digest once stored.
+    Whole(CheckpointDigest),
+    /// An append; the digest once appended.
+    Append(CheckpointAppend, CheckpointDigest),
+}
+
+impl CheckpointSync {
+    /// Nothing acknowledged yet: the first checkpoint goes whole.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts from the checkpoint a leased task carries, when the server sent its
+    /// digest: the first heartbeat can then append to it.
+    pub fn from_task(task: &StepTask) -> Self {
+        let acked = <CheckpointDigest>::try_from(task.checkpoint_digest.as_slice())
+            .ok()
+            .filter(|_| !task.checkpoint.is_empty())
+            .map(|d| (task.checkpoint.clone(), d));
+        Self {
+            acked,
+            stats: CheckpointStats::default(),
+        }
+    }
+
+    /// Forgets the acknowledged base: the next checkpoint goes whole.
+    pub fn reset(&mut self) {
+        self.acked = None;
+    }
+
+    /// How `checkpoint` (non-empty) goes on the wire.
+    pub(crate) fn plan(&self, checkpoint: &[u8]) -> Send {
+        match &self.acked {
+            Some((acked, d)) if checkpoint.starts_with(acked) => {
+                if checkpoint.len() == acked.len() {
+                    return Send::Nothing;
+                }
+                let bytes = checkpoint[acked.len()..].to_vec();
+                let after = digest::extend(d, &bytes);
+                Send::Append(
+                    CheckpointAppend {
+                        base_length: acked.len() as u64,
+                        base_digest: d.to_vec(),
+                        bytes,
+                    },
+                    after,
+                )
+            }
+            _ => Send::Whole(digest::full(checkpoint)),
+        }
+    }
+
+    /// Takes the server's answer to a heartbeat that sent `checkpoint` expecting
+    /// `expected`: acknowledged when the server reports that digest; a server that
+    /// reports none (an older one) gets whole checkpoints from then on.
+    pub(crate) fn answered(
+        &mut self,
+        checkpoint: &[u8],
+        expected: CheckpointDigest,
+        resp: &HeartbeatStepTaskResponse,
+    ) {
+        let ok = resp.checkpoint_digest.as_slice() == expected.as_slice()
+            && resp.checkpoint_length == checkpoint.len() as u64;
+        self.acked = ok.then(|| (checkpoint.to_vec(), expected));
+    }
+}
+
+/// Whether an error is the server refusing an append's base.
+pub(crate) fn is_base_mismatch(e: &ClientError) -> bool {
+    matches!(e, ClientError::FailedPrecondition(m) if m.starts_with(BASE_MISMATCH))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appends_only_to_what_was_acknowledged() {
+        let mut s = CheckpointSync::new();
+        let Send::Whole(d1) = s.plan(b"ab") else {
+            panic!("first goes whole")
+        };
+        let resp = |len: u64, d: CheckpointDigest| HeartbeatStepTaskResponse {
+            checkpoint_length: len,
+            checkpoint_digest: d.to_vec(),
+            ..Default::default()
+        };
+        s.answered(b"ab", d1, &resp(2, d1));
+        assert_eq!(s.plan(b"ab"), Send::Nothing);
+        let Send::Append(a, d2) = s.plan(b"abcd") else {
+            panic!("an extension appends")
+        };
+        assert_eq!((a.base_length, a.bytes.as_slice()), (2, &b"cd"[..]));
+        assert_eq!(d2, digest::extend(&d1, b"cd"));
+        // A checkpoint that does not extend the acknowledged one goes whole.
+        assert!(matches!(s.plan(b"xbcd"), Send::Whole(_)));
+        // An older server reports no digest: whole from then on.
+        s.answered(b"abcd", d2, &HeartbeatStepTaskResponse::default());
+        assert!(matches!(s.plan(b"abcde"), Send::Whole(_)));
+    }
+}
