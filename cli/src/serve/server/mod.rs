@@ -76,12 +76,7 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
             settings.store.shown()
         )
     })?;
-    if settings.built_in_demo {
-        tracing::info!(
-            dir = %settings.workflows.display(),
-            "no workflow definitions there and no --workflows given: serving the demo built into this binary (<built-in>/demo.json)"
-        );
-    }
+    settings.log_built_in_demo();
     // Listen before announcing, so a signal sent right after the line is not missed.
     let mut signals = Signals::new()?;
     {

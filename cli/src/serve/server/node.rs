@@ -106,12 +106,7 @@ pub(super) async fn run(settings: &ServerSettings, url: &str) -> anyhow::Result<
             settings.store.shown()
         )
     })?;
-    if settings.built_in_demo {
-        tracing::info!(
-            dir = %settings.workflows.display(),
-            "no workflow definitions there and no --workflows given: serving the demo built into this binary (<built-in>/demo.json)"
-        );
-    }
+    settings.log_built_in_demo();
     let mut signals = Signals::new()?;
     {
         let mut out = std::io::stdout().lock();

@@ -344,6 +344,17 @@ impl ServerSettings {
         config
     }
 
+    /// Says, once the server is up, that it serves the demo built into the binary
+    /// because the workflows directory had none.
+    pub(crate) fn log_built_in_demo(&self) {
+        if self.built_in_demo {
+            tracing::info!(
+                dir = %self.workflows.display(),
+                "no workflow definitions there and no --workflows given: serving the demo built into this binary (<built-in>/demo.json)"
+            );
+        }
+    }
+
     /// The host the other nodes on a shared database reach this one at: the
     /// advertised host, or the gRPC listen IP.
     pub(crate) fn advertised_host(&self) -> String {
