@@ -11,6 +11,7 @@ mod config;
 pub mod events;
 pub mod gateway;
 mod lease;
+pub mod output;
 mod prompt;
 pub mod provider;
 mod report;
@@ -22,6 +23,7 @@ pub mod usage;
 pub use agent::{HeartbeatOutcome, Lease, LeaseError};
 pub use config::{ConfigLayer, ProviderKind, WorkerConfig};
 pub use events::{EventKind, EventSink};
+pub use output::OutputChunk;
 pub use provider::ProviderConfig;
 pub use runner::{Worker, create_private_dir};
 

@@ -36,6 +36,7 @@ use serde_json::Value;
 use tracing::{debug, info, warn};
 
 use crate::events::{EventKind, EventSink, StepRef, WorkerEvent, one_line, summarize_tool_input};
+use crate::output::OutputChunk;
 use crate::prompt;
 use crate::provider::{
     Block, BoxFuture, Message, ModelRequest, Provider, ProviderError, RequestMetadata, Role,
@@ -153,6 +154,10 @@ pub trait Lease: Send + Sync {
     /// A sign of a stuck agent, sent with the next heartbeat and recorded in history.
     /// The default keeps nothing.
     fn report_stuck(&self, _report: StuckReport) {}
+
+    /// A piece of the step's live output, for watchers; see [`crate::output`].
+    /// Must not block or fail. The default drops it.
+    fn output(&self, _chunk: OutputChunk) {}
 }
 
 /// How a step ended.
