@@ -118,7 +118,7 @@ pub(crate) async fn with_store(
     let backend = tokio::task::spawn_blocking(move || PostgresBackend::open(&url, &options))
         .await
         .context("opening the postgres store")??;
-    config.store = Some(Store::new(Arc::new(backend)));
+    config.store = Some(backend.into_store());
     Ok(config)
 }
 
