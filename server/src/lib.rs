@@ -87,6 +87,8 @@ pub struct ServerConfig {
     pub triggers: TriggerSettings,
     /// Most memory the database's page cache may hold, in bytes (default 64 MiB).
     pub cache_bytes: usize,
+    /// Live output: caps per attempt and run, retention, flush interval.
+    pub output: engine::output::OutputSettings,
 }
 
 /// Webhook trigger settings ([`service::triggers`]).
@@ -155,6 +157,7 @@ impl ServerConfig {
             child_limits: Default::default(),
             triggers: TriggerSettings::default(),
             cache_bytes: railyard_store::redb_backend::DEFAULT_CACHE_BYTES,
+            output: engine::output::OutputSettings::default(),
         }
     }
 
@@ -277,6 +280,7 @@ impl RunningServer {
             .auth(config.auth)
             .child_limits(config.child_limits)
             .delivery(config.delivery.clone())
+            .output(config.output.clone())
             .build()?;
         let admin_key_file = if config.auth {
             service::keys::bootstrap(&core.store, &core.writer, config.clock.now_ms(), dir).await?
@@ -321,8 +325,10 @@ impl RunningServer {
                 core.metrics.clone(),
                 config.clock.clone(),
                 config.purge,
+                config.output.retention_ms,
                 shutdown_rx.clone(),
             )),
+            tokio::spawn(core.output.clone().run_flusher(shutdown_rx.clone())),
             tokio::spawn(token::keyring::reload_every(
                 keys,
                 token::keyring::RELOAD_EVERY,
