@@ -18,6 +18,7 @@ mod key_scope;
 mod listener;
 mod metrics;
 mod namespaces;
+mod output;
 mod retention;
 mod run_poll;
 mod schedules;
