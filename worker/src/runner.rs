@@ -325,6 +325,10 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask, eager:
             // keep_alive only returns once the lease is no longer simply held.
             Err(Interrupted::Lease(keeper.subscribe().borrow().clone()))
         }
+        _ = keeper.ship_output() => {
+            // Returns, like keep_alive, only once the lease is no longer simply held.
+            Err(Interrupted::Lease(keeper.subscribe().borrow().clone()))
+        }
         s = status.wait_for(|s| *s != LeaseStatus::Held) => {
             Err(Interrupted::Lease(s.map(|s| s.clone()).unwrap_or(LeaseStatus::Held)))
         }
@@ -333,6 +337,8 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask, eager:
 
     match ended {
         Ok(report) => {
+            // The step's last output goes before its result (or failure) is reported.
+            keeper.flush_output().await;
             info!(
                 turns = report.turns,
                 refused_tool_calls = report.refused_tool_calls,
