@@ -354,7 +354,9 @@ impl RunningServer {
                 shutdown_rx.clone(),
             )),
         ];
-        let mut routes = http::router(core.clone(), config.triggers.max_body_bytes);
+        let mutual = server_tls.as_ref().is_some_and(|t| t.mutual);
+        let mut routes = http::router(core.clone(), config.triggers.max_body_bytes)
+            .merge(http::output::routes(core.clone()).layer(http::extension_guard(core.clone(), mutual)));
         if let Some(extend) = &config.http_extension {
             let mut reach = grpc_addr;
             if reach.ip().is_unspecified() {
@@ -369,7 +371,6 @@ impl RunningServer {
                 shutdown: shutdown_rx.clone(),
                 grpc_channel: in_process.channel(),
             });
-            let mutual = server_tls.as_ref().is_some_and(|t| t.mutual);
             routes = routes.merge(extra.layer(http::extension_guard(core.clone(), mutual)));
         }
         tasks.push(spawn_http(

@@ -19,6 +19,7 @@ mod listener;
 mod metrics;
 mod namespaces;
 mod output;
+mod output_sse;
 mod retention;
 mod run_poll;
 mod schedules;
