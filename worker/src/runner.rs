@@ -339,6 +339,12 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask, eager:
         Ok(report) => {
             // The step's last output goes before its result (or failure) is reported.
             keeper.flush_output().await;
+            if keeper.output_dropped() > 0 {
+                warn!(
+                    dropped = keeper.output_dropped(),
+                    "live output chunks dropped by the worker (queue full or batch lost)"
+                );
+            }
             info!(
                 turns = report.turns,
                 refused_tool_calls = report.refused_tool_calls,

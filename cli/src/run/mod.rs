@@ -3,6 +3,7 @@
 //! Reading commands (`describe`, `history`, `watch`) live in [`view`].
 
 pub(crate) mod approval;
+mod stream;
 mod tree;
 pub(crate) mod view;
 
@@ -33,7 +34,8 @@ pub(crate) enum RunCommand {
     /// Follow a run's events live until it closes, then print its status.
     ///
     /// Exits 0 only if the run COMPLETED (3 otherwise). JSON: one event per line, then
-    /// a last line {"run": {...}}.
+    /// a last line {"run": {...}}. With --stream: the run's live output instead (text
+    /// as the model writes it, tool calls and results marked).
     Watch(view::WatchArgs),
     /// List runs, newest first, with filters.
     List(ListArgs),

@@ -60,6 +60,15 @@ pub(crate) struct WatchArgs {
     /// First event id to print.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub from: u64,
+    /// Print the run's live output (what the model writes, tool calls marked `→`,
+    /// results `←`) instead of its events, until the run closes. With `--output
+    /// json`: one chunk object per line. (`--output` is the output format.)
+    #[arg(long)]
+    pub stream: bool,
+    /// With --stream: the first output offset to print (after a disconnect, the last
+    /// offset seen plus one).
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "stream")]
+    pub from_offset: u64,
 }
 
 /// The exit code for a closed run: success only when it COMPLETED.
@@ -285,6 +294,9 @@ pub(crate) async fn history(global: &GlobalOpts, a: HistoryArgs) -> anyhow::Resu
 /// `run watch`: prints events as they happen, then the run's final status.
 pub(crate) async fn watch(global: &GlobalOpts, a: WatchArgs) -> anyhow::Result<ExitCode> {
     let client = global.connect().await?;
+    if a.stream {
+        return super::stream::watch_output(global, &client, &a.run_id, a.from_offset).await;
+    }
     let json = global.output.is_json();
     let run = follow(&client, global, &a.run_id, a.from, true).await?;
     if json {

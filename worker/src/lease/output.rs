@@ -169,6 +169,11 @@ impl LeaseKeeper {
         }
     }
 
+    /// Live output chunks dropped so far (queue full, or their batch lost).
+    pub(crate) fn output_dropped(&self) -> u64 {
+        self.output.dropped()
+    }
+
     /// Sends everything queued now, in batches, one at a time.
     pub(crate) async fn flush_output(&self) {
         let out = &self.output;

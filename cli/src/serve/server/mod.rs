@@ -7,11 +7,9 @@ mod rotate;
 mod settings;
 
 use std::io::Write;
-use std::sync::Arc;
 
 use anyhow::{Context, anyhow};
 use railyard_server::{RunningServer, ServerConfig};
-use railyard_store::Store;
 use railyard_store_postgres::{PostgresBackend, PostgresOptions};
 
 use crate::serve::signals::Signals;
