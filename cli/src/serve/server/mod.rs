@@ -3,6 +3,7 @@
 
 mod file;
 mod node;
+mod output;
 mod rotate;
 mod settings;
 
