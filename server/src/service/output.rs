@@ -20,8 +20,9 @@ pub const MAX_APPEND_CHUNKS: usize = 1024;
 pub const MAX_APPEND_BYTES: usize = 1 << 20;
 /// Chunks read from storage at a time while a watcher catches up.
 const READ_CHUNK: usize = 256;
-/// Messages queued for one watcher's connection.
-const WATCH_BUFFER: usize = 256;
+/// Messages queued for one watcher's connection (a chunk is at most 1 MiB, most are
+/// far smaller); past it the watcher's live channel backs up and it lags.
+const WATCH_BUFFER: usize = 64;
 
 /// Appends a worker's chunks to the attempt its token leases (the caller was
 /// resolved by `tasks::lease_holder`). Answered before they are written.

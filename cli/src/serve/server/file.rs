@@ -58,6 +58,7 @@ use serde::{Deserialize, Serialize};
 /// run_cap_bytes = 16777216            # per run, over all its attempts
 /// retention_secs = 604800             # kept this long after the run closed (0: as long as the run)
 /// flush_interval_ms = 200             # how often pending output is written (what a crash may lose)
+/// watch_buffer = 1024                 # chunks a run's live channel holds; a slower watcher lags
 ///
 /// [[triggers]]                        # POST /hooks/default/pr-review
 /// id = "pr-review"
@@ -186,6 +187,7 @@ pub(crate) struct OutputSection {
     pub run_cap_bytes: Option<u64>,
     pub retention_secs: Option<u64>,
     pub flush_interval_ms: Option<u64>,
+    pub watch_buffer: Option<usize>,
 }
 
 /// A triggers file: `[[triggers]]` tables and nothing else.

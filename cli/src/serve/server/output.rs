@@ -23,11 +23,18 @@ pub(super) fn resolve(
     let cap = |key: &str, v: Option<u64>, default: u64| -> Result<u64, ConfigError> {
         let v = v.unwrap_or(default);
         if !CAP_BYTES.contains(&v) {
-            return Err(invalid(key, format!("{v} is not between 4096 and 1073741824 bytes")));
+            return Err(invalid(
+                key,
+                format!("{v} is not between 4096 and 1073741824 bytes"),
+            ));
         }
         Ok(v)
     };
-    out.attempt_cap_bytes = cap("output.attempt_cap_bytes", o.attempt_cap_bytes, out.attempt_cap_bytes)?;
+    out.attempt_cap_bytes = cap(
+        "output.attempt_cap_bytes",
+        o.attempt_cap_bytes,
+        out.attempt_cap_bytes,
+    )?;
     out.run_cap_bytes = cap("output.run_cap_bytes", o.run_cap_bytes, out.run_cap_bytes)?;
     if let Some(secs) = o.retention_secs {
         if secs > MAX_RETENTION_SECS {
@@ -40,9 +47,21 @@ pub(super) fn resolve(
     }
     if let Some(ms) = o.flush_interval_ms {
         if !FLUSH_MS.contains(&ms) {
-            return Err(invalid("output.flush_interval_ms", format!("{ms} is not between 10 and 10000")));
+            return Err(invalid(
+                "output.flush_interval_ms",
+                format!("{ms} is not between 10 and 10000"),
+            ));
         }
         out.flush_interval_ms = ms;
+    }
+    if let Some(n) = o.watch_buffer {
+        if !(1..=65_536).contains(&n) {
+            return Err(invalid(
+                "output.watch_buffer",
+                format!("{n} is not between 1 and 65536"),
+            ));
+        }
+        out.watch_buffer = n;
     }
     Ok(out)
 }
