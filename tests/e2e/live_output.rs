@@ -263,3 +263,45 @@ fn a_slow_watcher_is_told_it_lagged_while_the_workers_heartbeats_all_land() {
         assert_eq!(offsets, (1..=2 + batches * per).collect::<Vec<_>>());
     });
 }
+
+#[test]
+fn the_mcp_gateways_get_run_shows_the_output_tail_bounded() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow("talk.json", FLOW);
+    let server = sandbox.server();
+    ok(server.ry(&["run", "start", "talk", "--run-id", "r1", "--goal", "hi"]));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = Client::connect(&server.url).await.unwrap();
+        let w = StepWorker::new(client.clone(), "default", "agents", "test-worker");
+        let task = w.poll(Duration::from_secs(10)).await.unwrap().expect("a task");
+        let mut chunks = vec![text(&"a".repeat(6000)), text("The answer is ")];
+        chunks.push(OutputChunk {
+            kind: OutputKind::ToolCallStart as i32,
+            name: "bash".into(),
+            ..Default::default()
+        });
+        chunks.push(OutputChunk {
+            kind: OutputKind::ToolInput as i32,
+            text: "{\"command\":\"ls\"}".into(),
+            ..Default::default()
+        });
+        append(&client, &task.task_token, chunks).await;
+        // Stored once a flush ran: the tail reads what is stored.
+        let mut watch = client.watch_output("default", "r1", 4).await.unwrap();
+        assert!(watch.message().await.unwrap().is_some());
+    });
+    let mut mcp = crate::mcp::Mcp::start(&server.url);
+    mcp.initialize();
+    let got = mcp.tool("get_run", serde_json::json!({"run_id": "r1"}));
+    let tail = got["structuredContent"]["output_tail"]
+        .as_str()
+        .expect("output_tail")
+        .to_string();
+    assert!(
+        tail.ends_with("The answer is \n→ bash({\"command\":\"ls\"}"),
+        "{tail}"
+    );
+    assert_eq!(tail.chars().count(), 4096, "bounded");
+    drop(mcp);
+}

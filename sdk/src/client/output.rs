@@ -38,11 +38,20 @@ impl Client {
         run_id: &str,
         from_offset: u64,
     ) -> Result<tonic::Streaming<WatchOutputResponse>, ClientError> {
-        let req = WatchOutputRequest {
+        self.watch_output_with(WatchOutputRequest {
             namespace: namespace.into(),
             run_id: run_id.into(),
             from_offset,
-        };
+            from_end: 0,
+        })
+        .await
+    }
+
+    /// [`Client::watch_output`] with every field of the request (`from_end`: a tail).
+    pub async fn watch_output_with(
+        &self,
+        req: WatchOutputRequest,
+    ) -> Result<tonic::Streaming<WatchOutputResponse>, ClientError> {
         self.history()
             .watch_output(req)
             .await

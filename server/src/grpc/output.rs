@@ -124,7 +124,11 @@ pub(crate) async fn watch_output(
 ) -> Result<Response<OutputStream>, Status> {
     let (metadata, _, r) = req.into_parts();
     let caller = caller_of(core, &metadata, r.namespace, String::new(), Operation::WatchRun)?;
-    let events = output::watch(core, &caller, &r.run_id, r.from_offset)?;
+    let from = match r.from_end {
+        0 => output::From::Offset(r.from_offset),
+        n => output::From::End(n),
+    };
+    let events = output::watch(core, &caller, &r.run_id, from)?;
     let stream = ReceiverStream::new(events).map(|ev| {
         ev.map(|ev| v1::WatchOutputResponse {
             message: Some(match ev {

@@ -131,7 +131,7 @@ async fn sse(
         peer_subject: text(&header::HeaderName::from_static(PEER_SUBJECT)),
     };
     let events = caller::resolve(&core, input, Operation::WatchRun)
-        .and_then(|caller| output::watch(&core, &caller, &run, from));
+        .and_then(|caller| output::watch(&core, &caller, &run, output::From::Offset(from)));
     let events = match events {
         Ok(events) => events,
         Err(e) => return json_error(status_of(&e), e.to_string()),

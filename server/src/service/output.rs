@@ -69,6 +69,15 @@ pub enum OutputEvent {
     Lagged { next_offset: u64 },
 }
 
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum From {
+    /// At this offset (0 or 1: the start).
+    Offset(u64),
+    /// This many chunks before the end of what is stored (a tail).
+    End(u64),
+}
+
 /// Follows a run's output from `from_offset` (0 or 1: from the start): the stored
 /// chunks, then each new one as it is stored; ends once the run is closed and its
 /// last chunk sent. Ends early when the receiver is dropped, and with `UNAVAILABLE`
@@ -77,9 +86,20 @@ pub fn watch(
     core: &Arc<Core>,
     caller: &Caller,
     run_id: &str,
-    from_offset: u64,
+    from: From,
 ) -> Result<mpsc::Receiver<Result<OutputEvent, ApiError>>, ApiError> {
     runs::describe(core, caller, run_id)?;
+    let from_offset = match from {
+        From::Offset(n) => n,
+        From::End(back) => {
+            let next = core
+                .store
+                .output()
+                .head(&caller.namespace, run_id)?
+                .map_or(1, |h| h.next_offset);
+            next.saturating_sub(back)
+        }
+    };
     let (tx, rx) = mpsc::channel(WATCH_BUFFER);
     let w = Watch {
         core: core.clone(),
