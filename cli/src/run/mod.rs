@@ -162,6 +162,10 @@ pub(crate) async fn run(global: &GlobalOpts, command: RunCommand) -> anyhow::Res
         RunCommand::Start(a) => start(global, a).await,
         RunCommand::Describe(a) => view::describe(global, a).await.map(|()| ExitCode::SUCCESS),
         RunCommand::History(a) => view::history(global, a).await.map(|()| ExitCode::SUCCESS),
+        RunCommand::Watch(a) if a.stream => {
+            let client = global.connect().await?;
+            stream::watch_output(global, &client, &a.run_id, a.from_offset).await
+        }
         RunCommand::Watch(a) => view::watch(global, a).await,
         RunCommand::List(a) => list(global, a).await.map(|()| ExitCode::SUCCESS),
         RunCommand::Signal(a) => signal(global, a).await.map(|()| ExitCode::SUCCESS),

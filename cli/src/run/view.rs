@@ -294,9 +294,6 @@ pub(crate) async fn history(global: &GlobalOpts, a: HistoryArgs) -> anyhow::Resu
 /// `run watch`: prints events as they happen, then the run's final status.
 pub(crate) async fn watch(global: &GlobalOpts, a: WatchArgs) -> anyhow::Result<ExitCode> {
     let client = global.connect().await?;
-    if a.stream {
-        return super::stream::watch_output(global, &client, &a.run_id, a.from_offset).await;
-    }
     let json = global.output.is_json();
     let run = follow(&client, global, &a.run_id, a.from, true).await?;
     if json {
