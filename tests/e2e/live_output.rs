@@ -233,19 +233,22 @@ fn a_slow_watcher_is_told_it_lagged_while_the_workers_heartbeats_all_land() {
             beats += 1;
         }
         assert_eq!(beats, batches);
-        w.complete(&task.task_token, Completion::notes("done"))
-            .await
-            .unwrap();
-        let history = client.full_history("default", "r1").await.unwrap();
-        assert!(
-            !history.iter().any(|e| e.event_type == "StepTimedOut"),
-            "the step never timed out"
-        );
-
+        // The slow watcher reads again while the step still runs (heartbeating, as a
+        // worker does): told it lagged, it catches up from storage.
+        let beating = {
+            let (w, token) = (w.clone(), task.task_token.clone());
+            tokio::spawn(async move {
+                loop {
+                    w.heartbeat(&token, Vec::new(), Vec::new(), 0).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            })
+        };
+        let total = 2 + batches * per;
         let mut offsets = vec![1];
         let mut lagged = 0;
-        while let Some(m) = slow.message().await.unwrap() {
-            match m.message {
+        while (offsets.len() as u64) < total {
+            match slow.message().await.unwrap().expect("more").message {
                 Some(Message::Chunk(c)) => offsets.push(c.offset),
                 Some(Message::Lagged(l)) => {
                     lagged += 1;
@@ -254,6 +257,16 @@ fn a_slow_watcher_is_told_it_lagged_while_the_workers_heartbeats_all_land() {
                 None => {}
             }
         }
+        beating.abort();
+        w.complete(&task.task_token, Completion::notes("done"))
+            .await
+            .unwrap();
+        assert!(slow.message().await.unwrap().is_none(), "then the end");
+        let history = client.full_history("default", "r1").await.unwrap();
+        assert!(
+            !history.iter().any(|e| e.event_type == "StepTimedOut"),
+            "the step never timed out"
+        );
         assert!(
             lagged >= 1,
             "the slow watcher was told it lagged ({} chunks)",

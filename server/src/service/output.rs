@@ -20,6 +20,8 @@ pub const MAX_APPEND_CHUNKS: usize = 1024;
 pub const MAX_APPEND_BYTES: usize = 1 << 20;
 /// Chunks read from storage at a time while a watcher catches up.
 const READ_CHUNK: usize = 256;
+/// Longest a watch waits, at the run's close, for the hub to store what was appended.
+const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Messages queued for one watcher's connection (a chunk is at most 1 MiB, most are
 /// far smaller); past it the watcher's live channel backs up and it lags.
 const WATCH_BUFFER: usize = 64;
@@ -136,8 +138,13 @@ impl Watch {
                 return;
             }
             if self.closed() {
-                // What the worker appended before the close is stored first.
-                self.core.output.flushed().await;
+                // What the worker appended before the close is stored first (bounded:
+                // a flusher that stopped, at shutdown, does not hold the watch open).
+                tokio::select! {
+                    _ = self.core.output.flushed() => {}
+                    _ = tokio::time::sleep(FLUSH_WAIT) => {}
+                    _ = self.core.shutting_down() => {}
+                }
                 let _ = self.catch_up().await;
                 return;
             }

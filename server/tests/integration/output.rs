@@ -292,9 +292,11 @@ async fn past_the_caps_chunks_are_dropped_with_a_marker_saying_how_many() {
 #[tokio::test]
 async fn a_slow_watcher_is_told_it_lagged_and_still_gets_every_chunk_once() {
     // A batch fits in the live channel; a watcher that stops reading falls far behind.
-    // The client's HTTP/2 windows hold a few MiB: send far more than that.
+    // Each flush publishes a batch of 50 into a live channel of 4: a watcher that is
+    // not reading at that moment falls behind (and the one that stopped reading
+    // certainly does); both must still get every chunk once.
     let f = fx(|c| {
-        c.output.watch_buffer = 256;
+        c.output.watch_buffer = 4;
         c.output.flush_interval_ms = 20;
         c.output.attempt_cap_bytes = 1 << 30;
         c.output.run_cap_bytes = 1 << 30;
@@ -316,6 +318,7 @@ async fn a_slow_watcher_is_told_it_lagged_and_still_gets_every_chunk_once() {
     next(&mut slow).await.unwrap();
     // A fast watcher beside it, and the worker, are not held up.
     let mut fast = f.client.watch_output("default", &run, 0).await.unwrap();
+    let mut fast_seen = 0;
     let big = "x".repeat(20_000);
     let batches = 20;
     for _ in 0..batches {
@@ -323,27 +326,33 @@ async fn a_slow_watcher_is_told_it_lagged_and_still_gets_every_chunk_once() {
             .await
             .unwrap();
         assert_eq!(got.accepted, 50);
-        // Each batch its own flush, so the live channel overflows for the slow one.
-        let seen = chunk(next(&mut fast).await.unwrap()).offset;
-        let mut last = seen;
-        while last
-            < f.store
+        // The other watcher reads on: it is never held up by the slow one.
+        let stored = || {
+            f.store
                 .output()
                 .head("default", &run)
                 .unwrap()
                 .map_or(0, |h| h.next_offset - 1)
-        {
-            last = chunk(next(&mut fast).await.unwrap()).offset;
+        };
+        let mut last = fast_seen;
+        while last < stored() {
+            match next(&mut fast).await.unwrap() {
+                Message::Chunk(c) => {
+                    assert_eq!(c.offset, last + 1, "the other watcher misses nothing");
+                    last = c.offset;
+                }
+                Message::Lagged(l) => assert_eq!(l.next_offset, last + 1),
+            }
         }
+        fast_seen = last;
     }
-    w.complete(&task.task_token, Completion::notes("ok"))
-        .await
-        .unwrap();
+    // The slow watcher reads again while the step still runs: told it lagged, it
+    // catches up from storage.
     let total = 2 + batches * 50;
     let mut offsets = vec![1, 2];
     let mut lagged = 0;
-    for m in rest(&mut slow).await {
-        match m {
+    while (offsets.len() as u64) < total as u64 {
+        match next(&mut slow).await.unwrap() {
             Message::Chunk(c) => offsets.push(c.offset),
             Message::Lagged(l) => {
                 lagged += 1;
@@ -351,6 +360,10 @@ async fn a_slow_watcher_is_told_it_lagged_and_still_gets_every_chunk_once() {
             }
         }
     }
+    w.complete(&task.task_token, Completion::notes("ok"))
+        .await
+        .unwrap();
+    assert!(rest(&mut slow).await.is_empty(), "nothing more, then the end");
     assert!(lagged >= 1, "the slow watcher was told it lagged");
     assert_eq!(offsets, (1..=total as u64).collect::<Vec<_>>());
     f.server.shutdown().await;
