@@ -11,6 +11,7 @@ use axum::response::IntoResponse;
 use axum::routing::post;
 use railyard_proto::v1::{CoordinatorNote, Signal, StepTask, StuckReport, TokenUsage};
 use railyard_worker::agent::Checkpoint;
+use railyard_worker::output::OutputSink;
 use railyard_worker::provider::{BoxFuture, ModelRequest, ModelTurn, Provider, ProviderError};
 use railyard_worker::{HeartbeatOutcome, Lease, LeaseError};
 use serde_json::Value;
@@ -135,9 +136,13 @@ impl<P: Provider> Provider for Recording<P> {
         self.inner.model()
     }
 
-    fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
+    fn complete<'a>(
+        &'a self,
+        req: &'a ModelRequest,
+        out: &'a dyn OutputSink,
+    ) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
         self.requests.lock().unwrap().push(req.clone());
-        self.inner.complete(req)
+        self.inner.complete(req, out)
     }
 }
 
