@@ -29,7 +29,7 @@ const MODEL_CALL_RETRY: RetryPolicy = RetryPolicy {
 
 /// One failed try of a model call: whether to try again, and the pause the server
 /// asked for.
-pub(crate) struct Failed {
+struct Failed {
     error: ProviderError,
     again: bool,
     retry_after: Option<Duration>,
@@ -271,7 +271,11 @@ impl Endpoint {
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.trim_start().starts_with("text/event-stream"));
+            .is_some_and(|v| {
+                v.trim_start()
+                    .to_ascii_lowercase()
+                    .starts_with("text/event-stream")
+            });
         if !event_stream {
             let turn = whole(&self.read_json(resp).await?).map_err(Failed::final_)?;
             chunks::emit_turn(&turn, out, 1);

@@ -131,7 +131,9 @@ impl TurnDecoder for Decoder {
                     (Some("text_delta"), Some(Pending::Text(text))) => {
                         let piece = piece("text");
                         text.push_str(piece);
-                        out.push(OutputChunk::Text(piece.to_string()));
+                        if !piece.is_empty() {
+                            out.push(OutputChunk::Text(piece.to_string()));
+                        }
                     }
                     (Some("input_json_delta"), Some(Pending::ToolUse { json, .. })) => {
                         let piece = piece("partial_json");
@@ -140,7 +142,7 @@ impl TurnDecoder for Decoder {
                             out.push(OutputChunk::ToolInput(piece.to_string()));
                         }
                     }
-                    (Some("thinking_delta"), _) => {
+                    (Some("thinking_delta"), _) if !piece("thinking").is_empty() => {
                         out.push(OutputChunk::Thinking(piece("thinking").to_string()))
                     }
                     // signature_delta, citations_delta, deltas of unknown kinds or blocks.
