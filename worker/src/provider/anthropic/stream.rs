@@ -217,3 +217,81 @@ impl TurnDecoder for Decoder {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::Discard;
+    use crate::provider::StopReason;
+    use serde_json::json;
+
+    fn feed(decoder: &mut Decoder, events: &[Value]) -> Result<bool, ProviderError> {
+        let mut ended = false;
+        for e in events {
+            let event = SseEvent {
+                event: String::new(),
+                data: e.to_string(),
+            };
+            ended = decoder.event(&event, &Discard)?;
+        }
+        Ok(ended)
+    }
+
+    #[test]
+    fn a_stream_cut_after_message_delta_is_whole_and_malformed_input_stays_raw() {
+        let mut d = Decoder::default();
+        let ended = feed(
+            &mut d,
+            &[
+                json!({"type": "message_start", "message": {"usage": {"input_tokens": 5, "output_tokens": 1}}}),
+                json!({"type": "content_block_start", "index": 0,
+                       "content_block": {"type": "tool_use", "id": "t", "name": "bash", "input": {}}}),
+                json!({"type": "content_block_delta", "index": 0,
+                       "delta": {"type": "input_json_delta", "partial_json": "{\"command\": "}}),
+                json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 9}}),
+            ],
+        )
+        .unwrap();
+        assert!(!ended);
+        let turn = d.finish(false, "u").unwrap();
+        assert_eq!(turn.stop_reason, StopReason::MaxTokens);
+        assert_eq!((turn.usage.input, turn.usage.output), (5, 9));
+        assert_eq!(
+            turn.blocks,
+            vec![Block::ToolUse {
+                id: "t".into(),
+                name: "bash".into(),
+                input: json!("{\"command\": ")
+            }]
+        );
+    }
+
+    #[test]
+    fn a_cut_before_message_delta_is_retryable_and_a_nameless_tool_is_bad() {
+        let mut d = Decoder::default();
+        feed(&mut d, &[json!({"type": "message_start", "message": {}})]).unwrap();
+        let err = d.finish(false, "u").unwrap_err();
+        assert!(matches!(err, ProviderError::Transport { .. }) && err.is_retryable());
+        let mut d = Decoder::default();
+        let err = feed(
+            &mut d,
+            &[json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "input": {}}})],
+        )
+        .unwrap_err();
+        assert!(matches!(err, ProviderError::BadResponse(_)), "{err}");
+        // An unknown error type counts as a server-side failure, retried.
+        let mut d = Decoder::default();
+        let err = feed(&mut d, &[json!({"type": "error", "error": {"type": "new_kind"}})]).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ProviderError::Http {
+                    status: 500,
+                    retryable: true,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+}

@@ -211,3 +211,87 @@ impl TurnDecoder for Decoder {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::Discard;
+    use serde_json::json;
+
+    fn feed(decoder: &mut Decoder, chunks: &[Value]) {
+        for c in chunks {
+            let event = SseEvent {
+                event: String::new(),
+                data: c.to_string(),
+            };
+            assert!(!decoder.event(&event, &Discard).unwrap());
+        }
+    }
+
+    fn done(decoder: &mut Decoder) -> bool {
+        let event = SseEvent {
+            event: String::new(),
+            data: "[DONE]".into(),
+        };
+        decoder.event(&event, &Discard).unwrap()
+    }
+
+    #[test]
+    fn calls_without_ids_or_indexes_and_repeated_names_assemble_as_whole_answers_do() {
+        let mut d = Decoder::default();
+        feed(
+            &mut d,
+            &[
+                // No index and no id (some local servers); the name repeated in a later piece.
+                json!({"choices": [{"delta": {"tool_calls": [{"function": {"name": "bash", "arguments": "{\"command\""}}]}}]}),
+                json!({"choices": [{"delta": {"tool_calls": [{"function": {"name": "bash", "arguments": ": \"ls\"}"}}]}}]}),
+                json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                    {"index": 1, "id": "c9", "function": {"name": "read_file", "arguments": {"path": "a"}}}]},
+                    "finish_reason": "tool_calls"}]}),
+            ],
+        );
+        assert!(done(&mut d));
+        let turn = d.finish(true, "u").unwrap();
+        assert_eq!(
+            turn.blocks,
+            vec![
+                Block::ToolUse {
+                    id: "call_0".into(),
+                    name: "bash".into(),
+                    input: json!({"command": "ls"})
+                },
+                Block::ToolUse {
+                    id: "c9".into(),
+                    name: "read_file".into(),
+                    input: json!({"path": "a"})
+                },
+            ]
+        );
+        assert_eq!(turn.usage, Usage::default());
+    }
+
+    #[test]
+    fn a_stream_without_choices_or_names_is_a_bad_response() {
+        let mut d = Decoder::default();
+        feed(&mut d, &[json!({"choices": [], "usage": {"prompt_tokens": 1}})]);
+        assert!(matches!(d.finish(true, "u"), Err(ProviderError::BadResponse(_))));
+        let mut d = Decoder::default();
+        feed(
+            &mut d,
+            &[
+                json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}}]}),
+            ],
+        );
+        assert!(matches!(d.finish(true, "u"), Err(ProviderError::BadResponse(_))));
+        // Invalid JSON in a chunk is a bad response too (not retried within the call).
+        let mut d = Decoder::default();
+        let event = SseEvent {
+            event: String::new(),
+            data: "{oops".into(),
+        };
+        assert!(matches!(
+            d.event(&event, &Discard),
+            Err(ProviderError::BadResponse(_))
+        ));
+    }
+}
