@@ -59,6 +59,9 @@ pub const AGENT_STUCK: &str = "agent_stuck";
 /// Error type of a step whose workspace cannot be used (retryable).
 const WORKSPACE_UNUSABLE: &str = "workspace_unusable";
 
+/// Bytes of a tool's result shown to watchers of the step's live output.
+const TOOL_RESULT_EXCERPT: usize = 2048;
+
 /// Turns allowed when a step sets no `maxTurns`.
 const DEFAULT_MAX_TURNS: u32 = 30;
 
@@ -496,7 +499,10 @@ impl StepRun<'_> {
             if let Some(why) = self.budget.exceeded(&self.usage, self.cost()) {
                 return self.fail(TOKEN_BUDGET_EXCEEDED, why, true);
             }
-            let turn = match self.agent.provider.complete(&self.req).await {
+            // The answer's live output goes to watchers as it arrives.
+            let lease = self.lease;
+            let live = move |chunk: OutputChunk| lease.output(chunk);
+            let turn = match self.agent.provider.complete(&self.req, &live).await {
                 Ok(t) => t,
                 Err(e) => return self.provider_failure(e),
             };
@@ -743,6 +749,11 @@ impl StepRun<'_> {
                 message: one_line(&out.content, 200),
             });
         }
+        self.lease.output(OutputChunk::ToolResult {
+            name: name.to_string(),
+            excerpt: railyard_model::text::prefix(&out.content, TOOL_RESULT_EXCERPT).to_string(),
+            is_error: out.is_error,
+        });
         out
     }
 
