@@ -29,6 +29,7 @@ pub mod schedule;
 pub mod template;
 pub mod text;
 pub mod token;
+pub mod trace;
 pub mod tools;
 pub mod trigger;
 pub mod workflow;

@@ -33,7 +33,7 @@ use std::time::Duration;
 use railyard_proto::v1::{ChildRunSpec, CoordinatorNote, Signal, StepTask, StuckReport, TokenUsage};
 use railyard_sdk::{Completion, Failure};
 use serde_json::Value;
-use tracing::{debug, info, warn};
+use tracing::{Instrument, debug, info, warn};
 
 use crate::events::{EventKind, EventSink, StepRef, WorkerEvent, one_line, summarize_tool_input};
 use crate::output::OutputChunk;
@@ -496,7 +496,10 @@ impl StepRun<'_> {
             if let Some(why) = self.budget.exceeded(&self.usage, self.cost()) {
                 return self.fail(TOKEN_BUDGET_EXCEEDED, why, true);
             }
-            let turn = match self.agent.provider.complete(&self.req).await {
+            let call = crate::trace::ModelCall::start(self.agent.provider.name(), self.agent.provider.model());
+            let turn = self.agent.provider.complete(&self.req).instrument(call.span()).await;
+            call.done(&turn);
+            let turn = match turn {
                 Ok(t) => t,
                 Err(e) => return self.provider_failure(e),
             };
@@ -552,7 +555,11 @@ impl StepRun<'_> {
             for (i, (id, name, input)) in calls.iter().enumerate() {
                 self.call_index = i;
                 let had = completion.is_some();
-                let out = self.call_tool(name, input, &mut completion).await;
+                let span = crate::trace::tool_span(name);
+                let out = self.call_tool(name, input, &mut completion).instrument(span.clone()).await;
+                if out.is_error {
+                    crate::trace::tool_failed(&span);
+                }
                 if !had && completion.is_some() {
                     completion_call = Some(id.clone());
                 }
