@@ -170,11 +170,16 @@ fn main() -> ExitCode {
         Command::Mcp(_) => "info,rmcp=warn",
         _ => "info",
     };
-    let telemetry = match exporting(&cli.command).and_then(|e| e.as_ref().map(telemetry::Telemetry::start).transpose()) {
-        Ok(t) => t,
-        Err(e) => return report::failed(&e),
-    };
-    logging::init(default_filter, cli.log_format, telemetry.as_ref().map(|t| t.tracer()));
+    let telemetry =
+        match exporting(&cli.command).and_then(|e| e.as_ref().map(telemetry::Telemetry::start).transpose()) {
+            Ok(t) => t,
+            Err(e) => return report::failed(&e),
+        };
+    logging::init(
+        default_filter,
+        cli.log_format,
+        telemetry.as_ref().map(|t| t.tracer()),
+    );
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -88,8 +88,12 @@ pub(crate) fn server_exporting(
         .flags(&flags, &[("telemetry.otlp_endpoint", "--otlp-endpoint")])?
         .load::<ServerView>()?;
     let key = "telemetry.otlp_endpoint";
-    resolve(loaded.value.telemetry.otlp_endpoint.as_deref(), service_name, &env)
-        .map_err(|e| loaded.invalid(key, e))
+    resolve(
+        loaded.value.telemetry.otlp_endpoint.as_deref(),
+        service_name,
+        &env,
+    )
+    .map_err(|e| loaded.invalid(key, e))
 }
 
 /// A worker's export settings, as [`server_exporting`] with the worker's flat key.
@@ -115,7 +119,10 @@ fn resolve(
 ) -> Result<Option<Exporting>, String> {
     let endpoint = match configured.map(str::trim).filter(|s| !s.is_empty()) {
         Some(e) => e.to_string(),
-        None => match env(OTEL_ENDPOINT_VAR).map(|s| s.trim().to_string()).filter(|s| !s.is_empty()) {
+        None => match env(OTEL_ENDPOINT_VAR)
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+        {
             Some(e) => e,
             None => return Ok(None),
         },
@@ -138,7 +145,10 @@ fn traces_url(endpoint: &str) -> Result<String, String> {
         ));
     }
     if url.query().is_some() || url.fragment().is_some() {
-        return Err(format!("{} has a query or fragment", railyard_model::echo(endpoint)));
+        return Err(format!(
+            "{} has a query or fragment",
+            railyard_model::echo(endpoint)
+        ));
     }
     let path = url.path().trim_end_matches('/').to_string();
     if !path.ends_with(&format!("/{TRACES_PATH}")) {
@@ -227,22 +237,37 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(e.traces_url, "http://otel:4318/v1/traces");
-        let both = env(&[(OTEL_ENDPOINT_VAR, "http://otel:4318"), (ENDPOINT_VAR, "http://ours:1/base/")]);
+        let both = env(&[
+            (OTEL_ENDPOINT_VAR, "http://otel:4318"),
+            (ENDPOINT_VAR, "http://ours:1/base/"),
+        ]);
         let e = server_exporting(None, None, "s", &both).unwrap().unwrap();
         assert_eq!(e.traces_url, "http://ours:1/base/v1/traces");
         let e = server_exporting(None, Some("https://flag:2/v1/traces".into()), "s", &both)
             .unwrap()
             .unwrap();
         assert_eq!(e.traces_url, "https://flag:2/v1/traces");
-        let w = worker_exporting(None, None, env(&[(ENDPOINT_VAR, "http://w:3")])).unwrap().unwrap();
-        assert_eq!((w.traces_url.as_str(), w.service_name), ("http://w:3/v1/traces", "railyard-worker"));
+        let w = worker_exporting(None, None, env(&[(ENDPOINT_VAR, "http://w:3")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (w.traces_url.as_str(), w.service_name),
+            ("http://w:3/v1/traces", "railyard-worker")
+        );
     }
 
     #[test]
     fn a_bad_endpoint_is_refused_naming_the_key_and_its_origin() {
-        let e = server_exporting(None, Some("grpc://x:4317".into()), "s", env(&[])).unwrap_err().to_string();
-        assert!(e.contains("--otlp-endpoint") && e.contains("telemetry.otlp_endpoint") && e.contains("http://"), "{e}");
-        let e = worker_exporting(None, None, env(&[(ENDPOINT_VAR, "not a url")])).unwrap_err().to_string();
+        let e = server_exporting(None, Some("grpc://x:4317".into()), "s", env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--otlp-endpoint") && e.contains("telemetry.otlp_endpoint") && e.contains("http://"),
+            "{e}"
+        );
+        let e = worker_exporting(None, None, env(&[(ENDPOINT_VAR, "not a url")]))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(ENDPOINT_VAR) && e.contains("otlp_endpoint"), "{e}");
     }
 
@@ -250,8 +275,14 @@ mod tests {
     fn the_config_file_sets_it_under_its_section() {
         let dir = tempfile::tempdir().unwrap();
         let server = dir.path().join("server.toml");
-        std::fs::write(&server, "[server]\nlisten = \"127.0.0.1:1\"\n[telemetry]\notlp_endpoint = \"http://f:4\"\n").unwrap();
-        let e = server_exporting(Some(&server), None, "s", env(&[])).unwrap().unwrap();
+        std::fs::write(
+            &server,
+            "[server]\nlisten = \"127.0.0.1:1\"\n[telemetry]\notlp_endpoint = \"http://f:4\"\n",
+        )
+        .unwrap();
+        let e = server_exporting(Some(&server), None, "s", env(&[]))
+            .unwrap()
+            .unwrap();
         assert_eq!(e.traces_url, "http://f:4/v1/traces");
         let worker = dir.path().join("worker.toml");
         std::fs::write(&worker, "slots = 2\notlp_endpoint = \"http://g:5\"\n").unwrap();

@@ -29,8 +29,8 @@ pub mod schedule;
 pub mod template;
 pub mod text;
 pub mod token;
-pub mod trace;
 pub mod tools;
+pub mod trace;
 pub mod trigger;
 pub mod workflow;
 

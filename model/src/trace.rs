@@ -50,7 +50,8 @@ impl TraceContext {
         if b.len() < 55 {
             return Err(fail("is too short (expected 00-<trace id>-<parent id>-<flags>)"));
         }
-        let version = hex_bytes::<1>(&v[0..2]).ok_or_else(|| fail("has a version that is not 2 lowercase hex digits"))?;
+        let version = hex_bytes::<1>(&v[0..2])
+            .ok_or_else(|| fail("has a version that is not 2 lowercase hex digits"))?;
         if version[0] == 0xff {
             return Err(fail("has the invalid version ff"));
         }
@@ -60,10 +61,12 @@ impl TraceContext {
         if b[2] != b'-' || b[35] != b'-' || b[52] != b'-' {
             return Err(fail("is not of the form 00-<trace id>-<parent id>-<flags>"));
         }
-        let trace_id = hex_bytes::<16>(&v[3..35]).ok_or_else(|| fail("has a trace id that is not 32 lowercase hex digits"))?;
-        let parent_span_id =
-            hex_bytes::<8>(&v[36..52]).ok_or_else(|| fail("has a parent id that is not 16 lowercase hex digits"))?;
-        let flags = hex_bytes::<1>(&v[53..55]).ok_or_else(|| fail("has flags that are not 2 lowercase hex digits"))?;
+        let trace_id = hex_bytes::<16>(&v[3..35])
+            .ok_or_else(|| fail("has a trace id that is not 32 lowercase hex digits"))?;
+        let parent_span_id = hex_bytes::<8>(&v[36..52])
+            .ok_or_else(|| fail("has a parent id that is not 16 lowercase hex digits"))?;
+        let flags = hex_bytes::<1>(&v[53..55])
+            .ok_or_else(|| fail("has flags that are not 2 lowercase hex digits"))?;
         if trace_id == [0; 16] {
             return Err(fail("has an all-zero trace id"));
         }
@@ -120,7 +123,8 @@ impl TraceContext {
 
     /// The `traceparent` the run was started with (`None`: the run's spans are roots).
     pub fn traceparent(&self) -> Option<String> {
-        self.has_parent().then(|| self.traceparent_for(self.parent_span_id))
+        self.has_parent()
+            .then(|| self.traceparent_for(self.parent_span_id))
     }
 
     /// The same trace, under the span `span_id` (a child run joins its parent's trace
@@ -162,7 +166,11 @@ fn digest(parts: &[&[u8]]) -> [u8; 32] {
 
 /// `N` bytes from exactly `2N` lowercase hex digits.
 fn hex_bytes<const N: usize>(s: &str) -> Option<[u8; N]> {
-    if s.len() != 2 * N || !s.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
+    if s.len() != 2 * N
+        || !s
+            .bytes()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+    {
         return None;
     }
     let mut out = [0; N];
@@ -190,11 +198,26 @@ mod tests {
     fn bad_traceparents_are_refused_by_what_is_wrong() {
         for (bad, why) in [
             ("", "too short"),
-            ("00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", "trace id"),
-            ("00-00000000000000000000000000000000-00f067aa0ba902b7-01", "all-zero trace id"),
-            ("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", "all-zero parent id"),
-            ("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "version ff"),
-            ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x", "trailing"),
+            (
+                "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+                "trace id",
+            ),
+            (
+                "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+                "all-zero trace id",
+            ),
+            (
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+                "all-zero parent id",
+            ),
+            (
+                "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                "version ff",
+            ),
+            (
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",
+                "trailing",
+            ),
             ("00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "form"),
             ("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-zz", "flags"),
         ] {
@@ -202,7 +225,12 @@ mod tests {
             assert!(e.starts_with("traceparent"), "{e}");
             assert!(e.contains(why), "{bad}: {e}");
         }
-        assert!(TraceContext::parse(&"0".repeat(600)).unwrap_err().to_string().contains("too long"));
+        assert!(
+            TraceContext::parse(&"0".repeat(600))
+                .unwrap_err()
+                .to_string()
+                .contains("too long")
+        );
     }
 
     #[test]

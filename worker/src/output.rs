@@ -18,7 +18,11 @@ pub enum OutputChunk {
     /// A piece of the current tool call's input JSON, as it arrives.
     ToolInput(String),
     /// The start of a tool's result (cut to a short excerpt), and whether it is an error.
-    ToolResult { name: String, excerpt: String, is_error: bool },
+    ToolResult {
+        name: String,
+        excerpt: String,
+        is_error: bool,
+    },
     /// Tokens used by the turn that just ended.
     Usage { input_tokens: u64, output_tokens: u64 },
     /// A model turn ended, with its stop reason ("end_turn", "tool_use", ...).

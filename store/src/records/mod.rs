@@ -40,11 +40,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::StorageError;
 use railyard_model::Millis;
-use railyard_model::trace::TraceContext;
 use railyard_model::run::{
     ChildOutcome, Lease, ParentClosePolicy, PendingSignal, Phase, RunBudget, RunState, RunStatus, StepRecord,
     Usage, WaitOn, Waiting,
 };
+use railyard_model::trace::TraceContext;
 
 pub use api_keys::{decode_api_key, encode_api_key};
 pub(crate) use checkpoints::{decode_checkpoint_head, encode_checkpoint_head};
@@ -552,7 +552,9 @@ impl RunRecord {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| corrupt("run", format!("run {:?}: {e}", self.run_id)))?;
         let trace = match &self.traceparent {
-            Some(tp) => TraceContext::parse(tp).map_err(|e| corrupt("run", format!("run {:?}: {e}", self.run_id)))?,
+            Some(tp) => {
+                TraceContext::parse(tp).map_err(|e| corrupt("run", format!("run {:?}: {e}", self.run_id)))?
+            }
             None => TraceContext::derived(&self.namespace, &self.run_id),
         };
         Ok(RunState {

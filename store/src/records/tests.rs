@@ -780,7 +780,10 @@ fn a_runs_trace_round_trips_and_an_older_row_derives_its_own() {
     let (traced_row, plain_row) = {
         let mut table = tx.open_table(DEFS).unwrap();
         d.defs.store(&traced.definition, &mut table).unwrap();
-        (encode_run(&traced, &d.defs).unwrap(), encode_run(&plain, &d.defs).unwrap())
+        (
+            encode_run(&traced, &d.defs).unwrap(),
+            encode_run(&plain, &d.defs).unwrap(),
+        )
     };
     tx.commit().unwrap();
     let tx = d.db.begin_read().unwrap();

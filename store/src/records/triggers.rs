@@ -301,7 +301,9 @@ mod tests {
         };
         assert_eq!(decode_queued_start(&encode_queued_start(&q).unwrap()).unwrap(), q);
         let traced = QueuedStart {
-            trace: Some(TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap()),
+            trace: Some(
+                TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap(),
+            ),
             ..q
         };
         assert_eq!(

@@ -496,8 +496,14 @@ impl StepRun<'_> {
             if let Some(why) = self.budget.exceeded(&self.usage, self.cost()) {
                 return self.fail(TOKEN_BUDGET_EXCEEDED, why, true);
             }
-            let call = crate::trace::ModelCall::start(self.agent.provider.name(), self.agent.provider.model());
-            let turn = self.agent.provider.complete(&self.req).instrument(call.span()).await;
+            let call =
+                crate::trace::ModelCall::start(self.agent.provider.name(), self.agent.provider.model());
+            let turn = self
+                .agent
+                .provider
+                .complete(&self.req)
+                .instrument(call.span())
+                .await;
             call.done(&turn);
             let turn = match turn {
                 Ok(t) => t,
@@ -556,7 +562,10 @@ impl StepRun<'_> {
                 self.call_index = i;
                 let had = completion.is_some();
                 let span = crate::trace::tool_span(name);
-                let out = self.call_tool(name, input, &mut completion).instrument(span.clone()).await;
+                let out = self
+                    .call_tool(name, input, &mut completion)
+                    .instrument(span.clone())
+                    .await;
                 if out.is_error {
                     crate::trace::tool_failed(&span);
                 }

@@ -111,7 +111,9 @@ impl Transition {
     /// The attempt in flight before that this transition ended, as a span to record.
     fn ended_attempt(&self, now: Millis) -> Option<crate::trace::EndedAttempt> {
         let before = self.attempt_before.as_ref()?;
-        if matches!(&self.run.phase, Phase::Started(l) if l.seq == before.lease.seq) && self.run.status.is_open() {
+        if matches!(&self.run.phase, Phase::Started(l) if l.seq == before.lease.seq)
+            && self.run.status.is_open()
+        {
             return None;
         }
         let ended_by = self

@@ -126,7 +126,9 @@ impl Apply for SpawnChildren {
         }
         let step_id = parent.definition.steps[parent.current_step].id.clone();
         // Children join the parent's trace, under the span of the attempt that starts them.
-        let trace = parent.trace.child_of(TraceContext::attempt_span_id(&ns, &parent.run_id, claims.lease));
+        let trace = parent
+            .trace
+            .child_of(TraceContext::attempt_span_id(&ns, &parent.run_id, claims.lease));
         let before = Attempt::of(&parent);
         let starts: Vec<StartCommand> = children
             .iter()

@@ -8,8 +8,8 @@
 //! `commands!` list below (the variant, its type), so nothing here names them.
 
 use super::cx::{Attempt, ClosedRun, Cx};
-use railyard_model::trace::TraceContext;
 use super::*;
+use railyard_model::trace::TraceContext;
 
 // The `mod` and `pub use` lines of every file and folder beside this one.
 include!(concat!(env!("OUT_DIR"), "/writer_commands.rs"));
