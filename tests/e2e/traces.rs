@@ -242,6 +242,9 @@ fn a_runs_spans_join_the_traceparent_it_started_with_on_server_and_worker() {
 
     start(&server, "traced-1", GIVEN);
     wait_completed(&server, "traced-1");
+    // The run holds its trace id, as `run describe` shows.
+    let described = json(server.ry(&["run", "describe", "traced-1", "--output", "json"]));
+    assert_eq!(described["run"]["trace_id"], &GIVEN[3..35], "{described}");
     ok(server.ry(&[
         "trigger",
         "create",
@@ -319,8 +322,15 @@ fn a_run_without_a_traceparent_gets_its_own_trace_and_a_bad_one_is_refused() {
             .into_iter()
             .find(|s| s.attrs.get("railyard.run_id").map(String::as_str) == Some("plain-1"))
     });
-    // A root span of a trace of its own, which the worker's spans join.
+    // A root span of a trace of its own, which the worker's spans join, and which
+    // the run holds.
     assert_eq!(attempt.parent, "");
+    let described = json(server.ry(&["run", "describe", "plain-1", "--output", "json"]));
+    assert_eq!(
+        described["run"]["trace_id"],
+        attempt.trace_id.as_str(),
+        "{described}"
+    );
     let step = collector.wait_for(&attempt.trace_id, |s| {
         s.service == "railyard-worker" && s.name == "step"
     });
