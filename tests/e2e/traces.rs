@@ -388,3 +388,47 @@ fn a_collector_that_is_down_blocks_and_fails_nothing() {
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
     assert!(server.stop().success());
 }
+
+#[test]
+fn on_postgres_a_runs_trace_is_stored_with_it_and_its_spans_join_it() {
+    use railyard_store_postgres::testing::{TestDatabase, skipped, test_url};
+    let Some(url) = test_url() else {
+        eprintln!(
+            "{}",
+            skipped("traces::on_postgres_a_runs_trace_is_stored_with_it")
+        );
+        return;
+    };
+    let db = TestDatabase::create(&url).expect("a database of the test's own");
+    let sandbox = Sandbox::new();
+    sandbox.workflow("traced.json", WORKFLOW);
+    let collector = Collector::start();
+    let args = ["--otlp-endpoint", collector.url.as_str()];
+    let server = ServerProcess::start_on_store_with(
+        db.url(),
+        &sandbox.path("data"),
+        &sandbox.path("workflows"),
+        &args,
+    );
+    // Started with no worker: the run waits, its trace in the database only.
+    start(&server, "pg-traced", GIVEN);
+    // A new server on the database reads it back (a stopped server lets go of the
+    // database's writer lease at once).
+    assert!(server.stop().success());
+    let server = ServerProcess::start_on_store_with(
+        db.url(),
+        &sandbox.path("data"),
+        &sandbox.path("workflows"),
+        &args,
+    );
+    let described = json(server.ry(&["run", "describe", "pg-traced", "--output", "json"]));
+    assert_eq!(described["run"]["trace_id"], &GIVEN[3..35], "{described}");
+    let mock = mock();
+    let _worker = worker(&server, &sandbox, &mock, &collector.url);
+    wait_completed(&server, "pg-traced");
+    let trace = &GIVEN[3..35];
+    let attempt = collector.wait_for(trace, |s| s.service == "railyard-server");
+    assert_eq!(attempt.parent, &GIVEN[36..52]);
+    let step = collector.wait_for(trace, |s| s.service == "railyard-worker" && s.name == "step");
+    assert_eq!(step.parent, attempt.span_id);
+}
