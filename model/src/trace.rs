@@ -46,6 +46,10 @@ impl TraceContext {
         if v.len() > MAX_TRACEPARENT_LEN {
             return Err(fail("is too long"));
         }
+        // Every slice below is at a byte offset: only ASCII may be cut there.
+        if !v.is_ascii() {
+            return Err(fail("is not ASCII"));
+        }
         let b = v.as_bytes();
         if b.len() < 55 {
             return Err(fail("is too short (expected 00-<trace id>-<parent id>-<flags>)"));
@@ -231,6 +235,32 @@ mod tests {
                 .to_string()
                 .contains("too long")
         );
+        // Multi-byte characters where the fields are cut are refused, not a panic.
+        let wide = format!("é{}", &GIVEN[1..]);
+        assert!(
+            TraceContext::parse(&wide)
+                .unwrap_err()
+                .to_string()
+                .contains("not ASCII")
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_is_parsed_or_refused_and_any_trace_round_trips(
+            text in ".{0,80}",
+            trace_id in proptest::array::uniform16(proptest::num::u8::ANY),
+            span_id in proptest::array::uniform8(1u8..),
+            flags in 0u8..2,
+        ) {
+            let _ = TraceContext::parse(&text);
+            let near = format!("00-{}", &text);
+            let _ = TraceContext::parse(&near);
+            proptest::prop_assume!(trace_id != [0; 16]);
+            let t = TraceContext { trace_id, parent_span_id: [0; 8], flags };
+            let tp = t.traceparent_for(span_id);
+            proptest::prop_assert_eq!(TraceContext::parse(&tp).unwrap(), t.child_of(span_id));
+        }
     }
 
     #[test]

@@ -356,6 +356,22 @@ fn a_run_without_a_traceparent_gets_its_own_trace_and_a_bad_one_is_refused() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("traceparent") && err.contains("too short"), "{err}");
+    // Text that is not ASCII where the fields are cut: refused the same way.
+    let err = rt
+        .block_on(async {
+            let client = Client::connect(&server.url).await.unwrap();
+            client
+                .start_run_with(StartRunRequest {
+                    namespace: "default".into(),
+                    workflow_id: "traced".into(),
+                    traceparent: "é".repeat(40),
+                    ..Default::default()
+                })
+                .await
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("traceparent") && err.contains("not ASCII"), "{err}");
 }
 
 #[test]
