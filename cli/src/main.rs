@@ -19,7 +19,8 @@
 //! the plumbing they share in [`client`]; the long-running commands (`server`,
 //! `worker`, `dev`, `mcp`) in [`serve`]; `bench` in [`bench`](mod@bench); `store` in
 //! [`store`].
-//! [`logging`] sets up the logs and [`report`] reports a failed command.
+//! [`logging`] sets up the logs, [`telemetry`] the export of traces, and [`report`]
+//! reports a failed command.
 //!
 //! Tests: a module's unit tests sit at the bottom of its file in `#[cfg(test)] mod
 //! tests { ... }`, except in a folder's `mod.rs` (and this file): there they go in a
@@ -46,6 +47,7 @@ mod serve;
 mod shell;
 mod store;
 mod task;
+mod telemetry;
 mod trigger;
 mod workflow;
 
@@ -168,7 +170,16 @@ fn main() -> ExitCode {
         Command::Mcp(_) => "info,rmcp=warn",
         _ => "info",
     };
-    logging::init(default_filter, cli.log_format);
+    let telemetry =
+        match exporting(&cli.command).and_then(|e| e.as_ref().map(telemetry::Telemetry::start).transpose()) {
+            Ok(t) => t,
+            Err(e) => return report::failed(&e),
+        };
+    logging::init(
+        default_filter,
+        cli.log_format,
+        telemetry.as_ref().map(|t| t.tracer()),
+    );
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -179,10 +190,28 @@ fn main() -> ExitCode {
     let outcome = runtime.block_on(dispatch(cli));
     // Do not hang on background tasks (connection drivers, a server that would not stop).
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    if let Some(t) = telemetry {
+        t.shutdown();
+    }
     match outcome {
         Ok(code) => code,
         Err(e) => report::failed(&e),
     }
+}
+
+/// Where the long-running commands send traces (`None`: nowhere, and for every other
+/// command), read before logging starts: the exporter is part of the subscriber.
+fn exporting(command: &Command) -> anyhow::Result<Option<telemetry::Exporting>> {
+    let env = |k: &str| std::env::var(k).ok();
+    let server = |a: &serve::server::ServerArgs, name| {
+        telemetry::server_exporting(a.config.as_deref(), a.otlp_endpoint.clone(), name, env)
+    };
+    Ok(match command {
+        Command::Server(c) if c.command.is_none() => server(&c.args, "railyard-server")?,
+        Command::Dev(a) => server(&a.server, "railyard")?,
+        Command::Worker(a) => telemetry::worker_exporting(a.config.as_deref(), a.otlp_endpoint.clone(), env)?,
+        _ => None,
+    })
 }
 
 /// Parses the command line. The worker's settings are layered (flags over environment

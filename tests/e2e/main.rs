@@ -32,6 +32,7 @@ mod schedules;
 mod server_e2e;
 mod store_moves;
 mod tls;
+mod traces;
 mod triggers;
 mod worker_bounds;
 mod worker_e2e;

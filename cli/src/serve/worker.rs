@@ -78,6 +78,13 @@ pub(crate) struct WorkerArgs {
     #[arg(long)]
     pub no_stream: bool,
 
+    /// Send OpenTelemetry traces (a span per step attempt, model call and tool call,
+    /// joined to the run's trace) to this OTLP/HTTP endpoint, e.g. http://127.0.0.1:4318
+    /// (/v1/traces is appended); off when unset [env: RAILYARD_OTLP_ENDPOINT, else
+    /// OTEL_EXPORTER_OTLP_ENDPOINT; service.name from OTEL_SERVICE_NAME].
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+
     /// `--server` as given on the command line (not from the environment or the default);
     /// filled in by `main`, which can tell where a global flag's value came from.
     #[arg(skip)]
@@ -127,6 +134,7 @@ impl WorkerArgs {
             bash_env: (!self.bash_env.is_empty()).then(|| self.bash_env.clone()),
             max_model_response_bytes: self.max_model_response_bytes,
             model_stream: self.no_stream.then_some(false),
+            otlp_endpoint: self.otlp_endpoint.clone(),
             ..ConfigLayer::default()
         })
     }

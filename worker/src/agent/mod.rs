@@ -33,7 +33,7 @@ use std::time::Duration;
 use railyard_proto::v1::{ChildRunSpec, CoordinatorNote, Signal, StepTask, StuckReport, TokenUsage};
 use railyard_sdk::{Completion, Failure};
 use serde_json::Value;
-use tracing::{debug, info, warn};
+use tracing::{Instrument, debug, info, warn};
 
 use crate::events::{EventKind, EventSink, StepRef, WorkerEvent, one_line, summarize_tool_input};
 use crate::output::OutputChunk;
@@ -502,7 +502,16 @@ impl StepRun<'_> {
             // The answer's live output goes to watchers as it arrives.
             let lease = self.lease;
             let live = move |chunk: OutputChunk| lease.output(chunk);
-            let turn = match self.agent.provider.complete(&self.req, &live).await {
+            let call =
+                crate::trace::ModelCall::start(self.agent.provider.name(), self.agent.provider.model());
+            let turn = self
+                .agent
+                .provider
+                .complete(&self.req, &live)
+                .instrument(call.span())
+                .await;
+            call.done(&turn);
+            let turn = match turn {
                 Ok(t) => t,
                 Err(e) => return self.provider_failure(e),
             };
@@ -558,7 +567,14 @@ impl StepRun<'_> {
             for (i, (id, name, input)) in calls.iter().enumerate() {
                 self.call_index = i;
                 let had = completion.is_some();
-                let out = self.call_tool(name, input, &mut completion).await;
+                let span = crate::trace::tool_span(name);
+                let out = self
+                    .call_tool(name, input, &mut completion)
+                    .instrument(span.clone())
+                    .await;
+                if out.is_error {
+                    crate::trace::tool_failed(&span);
+                }
                 if !had && completion.is_some() {
                     completion_call = Some(id.clone());
                 }

@@ -31,6 +31,7 @@
 //! model_stream = true                 # stream model answers (live output); false reads them whole
 //! model_stream_idle_timeout_secs = 300  # a stream silent this long fails the call (retryable)
 //! bash_env = ["GOPATH", "CARGO_HOME"]  # or RAILYARD_BASH_ENV="GOPATH,CARGO_HOME"
+//! otlp_endpoint = "http://127.0.0.1:4318"  # OpenTelemetry traces (or RAILYARD_OTLP_ENDPOINT)
 //!
 //! # Estimated cost: US dollars per million tokens, by model (cache prices default to
 //! # the input price). A model not listed costs 0.
@@ -151,6 +152,10 @@ const ENV: &[EnvVar] = &[
     EnvVar {
         var: "RAILYARD_SERVER",
         key: "server_url",
+    },
+    EnvVar {
+        var: "RAILYARD_OTLP_ENDPOINT",
+        key: "otlp_endpoint",
     },
     EnvVar {
         var: "RAILYARD_API_KEY",
@@ -306,6 +311,9 @@ pub struct ConfigLayer {
     pub bash_env: Option<Vec<String>>,
     /// US dollars per million tokens, by model name.
     pub prices: Option<BTreeMap<String, ModelPrice>>,
+    /// The OTLP/HTTP endpoint of OpenTelemetry traces; read by the binary, which
+    /// exports them (the worker only makes the spans).
+    pub otlp_endpoint: Option<String>,
 }
 
 fn secs<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
