@@ -16,11 +16,13 @@
 //! `--webhooks N` the webhook bench ([`webhooks`]), `--fanout N` the
 //! child-run fan-out bench ([`fanout`]), `--agents N` the long-agent-step heartbeat
 //! bench ([`agents`]), `--processes` the same run phases with the server, the
-//! workers and the clients in separate processes ([`processes`]).
+//! workers and the clients in separate processes ([`processes`]), `--preload N` the
+//! calls that must not slow down as closed runs pile up ([`preload`]).
 
 pub(crate) mod agents;
 mod child;
 mod fanout;
+mod preload;
 pub(crate) mod processes;
 mod schedules;
 mod webhooks;
@@ -134,6 +136,21 @@ pub(crate) struct BenchArgs {
     /// read and durable write RPC floor, and the server's CPU and memory.
     #[arg(long, conflicts_with_all = ["schedules", "webhooks", "fanout", "agents"])]
     pub processes: bool,
+    /// Instead of the run phases: write a store of N closed runs (1000000 when N is
+    /// omitted) and --preload-open open runs straight through the redb backend, and
+    /// compare, on a `railyard server` process, ListRuns (first page, by status and
+    /// by workflow), DescribeRun, StartRun and step completions (p50/p99 over
+    /// --latency-runs calls) and the server's memory with a store of the open runs only.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1000000",
+          conflicts_with_all = ["schedules", "webhooks", "fanout", "agents", "processes"])]
+    pub preload: Option<u64>,
+    /// With --preload: the open runs in both stores (their steps wait on a queue
+    /// nothing polls).
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub preload_open: u32,
+    /// With --preload: step completions measured, of runs of a 64-step workflow.
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub preload_steps: u32,
     /// With --processes: the worker processes the --workers loops are spread over.
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub worker_processes: u32,
@@ -183,6 +200,9 @@ pub(crate) async fn run(global: &GlobalOpts, args: BenchArgs) -> anyhow::Result<
     }
     if args.processes {
         return processes::run(global, &args).await;
+    }
+    if let Some(closed) = args.preload {
+        return preload::run(global, &args, closed).await;
     }
     let dir = tempfile::Builder::new()
         .prefix("railyard-bench-")
