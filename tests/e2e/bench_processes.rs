@@ -56,6 +56,8 @@ fn a_tiny_processes_bench_completes_every_run_and_measures_every_figure() {
     );
     assert_eq!(v["three_step_verified_completed"], 35, "{v}");
     assert_eq!(v["floor"]["samples"], 10, "{v}");
+    // Each of the floor's starts is a commit of its own (and the first, its run to describe).
+    assert_eq!(v["floor"]["commits"], 11, "{v}");
     for figure in [
         &one["runs_per_second"],
         &one["server_cpu_per_run_us"],
@@ -65,6 +67,8 @@ fn a_tiny_processes_bench_completes_every_run_and_measures_every_figure() {
         &three["p99_ms"],
         &v["floor"]["read_rpc_p50_ms"],
         &v["floor"]["write_rpc_p50_ms"],
+        &v["floor"]["commit_mean_ms"],
+        &v["floor"]["write_rpc_per_commit"],
         &v["server_cpu_s"],
         &v["server_memory"]["rss_mib"],
         &v["server_memory"]["peak_rss_mib"],

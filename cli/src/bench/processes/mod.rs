@@ -19,7 +19,10 @@
 //! 3. **three-step throughput**: the same closed loop at concurrency `--workers` with
 //!    as many worker loops, `--runs` runs; runs per second and p50/p99.
 //! 4. **floor**: with no worker running, one client process alternates a read RPC
-//!    (DescribeRun) and a durable write RPC (StartRun) at concurrency 1.
+//!    (DescribeRun) and a durable write RPC (StartRun) at concurrency 1; beside it,
+//!    the server's own apply-and-commit time per batch (`railyard_commit_duration`
+//!    from its `/metrics`), so the write RPC is measured against the commit it
+//!    waits for.
 //!
 //! Beside each phase it reads the server's CPU time (`/proc/PID/stat`), and at the
 //! end its resident memory (`/proc/PID/status`).
@@ -56,6 +59,8 @@ struct Ctx {
     /// How long one phase may take.
     timeout: Duration,
     ticks_per_s: f64,
+    /// The server's `/metrics`.
+    metrics_url: String,
 }
 
 impl Ctx {
@@ -320,12 +325,42 @@ struct Closed {
     cpu_s: f64,
 }
 
-/// The floor's figures: p50 of a read and of a durable write RPC.
+/// The floor's figures: p50 of a read and of a durable write RPC, and beside the
+/// writes the server's own time to apply and commit a batch.
 #[derive(Debug)]
 struct Floor {
     samples: usize,
     read_p50: Duration,
     write_p50: Duration,
+    write_mean: Duration,
+    /// Mean of `railyard_commit_duration` over the floor's commits (each holds one
+    /// StartRun: nothing else writes meanwhile), and how many there were.
+    commit_mean: Duration,
+    commits: u64,
+}
+
+/// `railyard_commit_duration_seconds` sum and count from the server's `/metrics`.
+async fn commit_totals(url: &str) -> anyhow::Result<(f64, u64)> {
+    let text = reqwest::get(url)
+        .await
+        .with_context(|| format!("cannot read {url}"))?
+        .error_for_status()?
+        .text()
+        .await?;
+    parse_commit_totals(&text).ok_or_else(|| anyhow!("no railyard_commit_duration_seconds in {url}"))
+}
+
+fn parse_commit_totals(metrics: &str) -> Option<(f64, u64)> {
+    let value = |name: &str| {
+        metrics.lines().find_map(|l| {
+            l.strip_prefix(name)
+                .and_then(|v| v.strip_prefix(' '))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        })
+    };
+    let sum = value("railyard_commit_duration_seconds_sum")?;
+    let count = value("railyard_commit_duration_seconds_count")?;
+    Some((sum, count as u64))
 }
 
 async fn one_step(ctx: &Ctx, args: &BenchArgs) -> anyhow::Result<OneStep> {
@@ -436,8 +471,13 @@ async fn floor(ctx: &Ctx, samples: u32) -> anyhow::Result<Floor> {
         &role_args("floor", "bench-1", samples, &[]),
     )?;
     fleet.ready().await?;
+    let before = commit_totals(&ctx.metrics_url).await?;
     fleet.go(client)?;
-    match fleet.result(client).await? {
+    let report = fleet.result(client).await?;
+    let after = commit_totals(&ctx.metrics_url).await?;
+    let commits = after.1.saturating_sub(before.1);
+    let commit_mean = Duration::from_secs_f64((after.0 - before.0).max(0.0) / commits.max(1) as f64);
+    match report {
         Report::Floor { read_us, write_us } => {
             let sorted = |v: Vec<u64>| {
                 let mut v: Vec<_> = v.into_iter().map(Duration::from_micros).collect();
@@ -445,10 +485,15 @@ async fn floor(ctx: &Ctx, samples: u32) -> anyhow::Result<Floor> {
                 v
             };
             let (reads, writes) = (sorted(read_us), sorted(write_us));
+            let write_mean =
+                writes.iter().sum::<Duration>() / u32::try_from(writes.len().max(1)).unwrap_or(u32::MAX);
             Ok(Floor {
                 samples: writes.len(),
                 read_p50: percentile(&reads, 50.0),
                 write_p50: percentile(&writes, 50.0),
+                write_mean,
+                commit_mean,
+                commits,
             })
         }
         other => bail!("floor: the client reported {other:?}"),
@@ -499,6 +544,7 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs) -> anyhow::Result
         pid: server.child.id(),
         timeout: Duration::from_secs(args.timeout),
         ticks_per_s: clock_ticks_per_second(),
+        metrics_url: format!("http://{}/metrics", server.http_addr),
     };
     tracing::info!(url = %ctx.url, pid = ctx.pid, store = %shown, "bench server process started");
     let client = Client::connect_with(
@@ -550,6 +596,11 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs) -> anyhow::Result
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1_000.0
+}
+
+/// The write RPC's mean over the mean commit under it.
+fn write_per_commit(f: &Floor) -> f64 {
+    f.write_mean.as_secs_f64() / f.commit_mean.as_secs_f64().max(1e-9)
 }
 
 /// `n` rounded, with thousands separated by commas.
@@ -608,7 +659,9 @@ fn report(global: &GlobalOpts, args: &BenchArgs, store: &str, f: &Figures) -> an
             "three_step_verified_completed": f.verified.1,
             "floor": {
                 "samples": f.floor.samples, "read_rpc_p50_ms": ms(f.floor.read_p50),
-                "write_rpc_p50_ms": ms(f.floor.write_p50),
+                "write_rpc_p50_ms": ms(f.floor.write_p50), "write_rpc_mean_ms": ms(f.floor.write_mean),
+                "commits": f.floor.commits, "commit_mean_ms": ms(f.floor.commit_mean),
+                "write_rpc_per_commit": write_per_commit(&f.floor),
             },
             "server_cpu_s": f.cpu_s,
             "server_memory": f.memory.map(|m| m.json()),
@@ -709,10 +762,23 @@ fn report(global: &GlobalOpts, args: &BenchArgs, store: &str, f: &Figures) -> an
         ms(f.floor.write_p50),
         f.floor.samples
     ));
+    lines.push(format!(
+        "  commit      the server's apply and commit per batch (railyard_commit_duration) mean {:.2} ms over {} commits; the write RPC's mean {:.2} ms is {:.2}x that",
+        ms(f.floor.commit_mean),
+        f.floor.commits,
+        ms(f.floor.write_mean),
+        write_per_commit(&f.floor)
+    ));
     table.push(format!(
         "| floor: one read RPC / one durable write RPC (p50) | {:.2} ms / {:.2} ms |",
         ms(f.floor.read_p50),
         ms(f.floor.write_p50)
+    ));
+    table.push(format!(
+        "| durable write RPC / the commit under it (means) | {:.2} ms / {:.2} ms ({:.2}x) |",
+        ms(f.floor.write_mean),
+        ms(f.floor.commit_mean),
+        write_per_commit(&f.floor)
     ));
     lines.push(format!("server        CPU {:.2} s over all phases", f.cpu_s));
     if let Some(m) = f.memory {
@@ -741,6 +807,16 @@ mod tests {
         assert_eq!(shares(5, 2), vec![3, 2]);
         assert_eq!(shares(2, 8), vec![1, 1]);
         assert_eq!(shares(1, 1), vec![1]);
+    }
+
+    #[test]
+    fn reads_the_commit_duration_from_openmetrics_text() {
+        let text = "# TYPE railyard_commit_duration_seconds histogram\n\
+            railyard_commit_duration_seconds_sum 0.25\n\
+            railyard_commit_duration_seconds_count 100\n\
+            railyard_commit_duration_seconds_bucket{le=\"0.0001\"} 0\n";
+        assert_eq!(parse_commit_totals(text), Some((0.25, 100)));
+        assert_eq!(parse_commit_totals("railyard_commits_total 3\n"), None);
     }
 
     #[test]
