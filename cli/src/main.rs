@@ -137,12 +137,16 @@ enum Command {
     #[command(subcommand)]
     Store(store::StoreCommand),
     /// Measure throughput and latency of an in-process server over real gRPC
-    /// (--schedules: fire lag of N schedules on a server process; --webhooks, --fanout:
-    /// see `railyard bench --help`).
+    /// (--processes: the same with server, workers and clients as separate processes;
+    /// --schedules: fire lag of N schedules on a server process; --webhooks, --fanout,
+    /// --agents: see `railyard bench --help`).
     Bench(bench::BenchArgs),
     /// One client process of `railyard bench --agents` (started by the bench).
     #[command(hide = true)]
     BenchAgent(bench::agents::client::AgentClientArgs),
+    /// A worker or client process of `railyard bench --processes` (started by the bench).
+    #[command(hide = true, subcommand)]
+    BenchProcess(bench::processes::role::Role),
     /// Serve MCP on stdin/stdout for an agent (Claude Code, Cursor, any MCP client),
     /// talking to the Railyard server at --server. Logs go to stderr.
     Mcp(serve::mcp::McpArgs),
@@ -164,7 +168,7 @@ fn main() -> ExitCode {
     // own progress on stdout, so its logs are for problems only.
     let default_filter = match cli.command {
         Command::Bench(_) => "info,railyard_server=warn",
-        Command::BenchAgent(_) => "warn",
+        Command::BenchAgent(_) | Command::BenchProcess(_) => "warn",
         Command::Dev(_) => "warn",
         // rmcp logs every session event at info; stderr is what an MCP client shows.
         Command::Mcp(_) => "info,rmcp=warn",
@@ -282,6 +286,7 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(a) => bench::run(g, a).await.map(|()| ExitCode::SUCCESS),
         Command::Store(c) => store::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::BenchAgent(a) => bench::agents::client::run(a).await.map(|()| ExitCode::SUCCESS),
+        Command::BenchProcess(r) => bench::processes::role::run(r).await.map(|()| ExitCode::SUCCESS),
         Command::Mcp(a) => serve::mcp::run(g, &a).await.map(|()| ExitCode::SUCCESS),
         Command::Completion(a) => shell::completion(Cli::command(), &a).map(|()| ExitCode::SUCCESS),
         Command::Man(a) => shell::man(Cli::command(), &a).map(|()| ExitCode::SUCCESS),

@@ -8,6 +8,8 @@ mod approvals;
 mod auth;
 mod bench_agents;
 mod bench_fanout;
+mod bench_preload;
+mod bench_processes;
 mod checkpoint_resume;
 mod children;
 mod cli_commands;
