@@ -227,6 +227,7 @@ impl Node {
         config.net = s.net;
         config.tls = s.tls.clone();
         config.peer_ca = self.config.peer_ca.clone();
+        config.advertise_host = Some(self.config.advertise_host.clone());
         config.hook_body_bytes = s.triggers.max_body_bytes;
         config.http_extension = s.http_extension.clone();
         config.refresh = self.config.claim_every.min(crate::follower::DEFAULT_REFRESH);

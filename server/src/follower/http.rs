@@ -61,7 +61,10 @@ async fn hook(
     body: Bytes,
 ) -> Response {
     let f = &shared.forwarding;
-    let Some(target) = f.target().filter(|t| !t.leader.http.is_empty()) else {
+    let Some(target) = f
+        .target()
+        .filter(|t| !t.leader.http.is_empty() && !t.earlier_self)
+    else {
         f.ask_again();
         f.counters.failed("http");
         return json_error(

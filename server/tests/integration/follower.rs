@@ -437,3 +437,57 @@ async fn a_follower_forwards_to_a_tls_leader_trusting_the_peer_ca_and_refuses_mu
     follower.shutdown(HANG).await;
     leader.shutdown().await;
 }
+
+/// A node killed while it led and started again on the same ports follows the lease
+/// its earlier run still holds: it must not forward to itself (each forwarded call
+/// coming back to it, until its headers grow past the limit), but answer
+/// UNAVAILABLE saying why until the lease ends and it takes over.
+#[tokio::test]
+async fn a_node_following_a_lease_that_names_its_own_address_forwards_nothing() {
+    let free = |_| {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+    };
+    let (grpc, http) = (free(0), free(1));
+    let earlier = Leader {
+        node: "earlier-run".into(),
+        epoch: 3,
+        grpc: grpc.to_string(),
+        http: http.to_string(),
+        tls: false,
+    };
+    let mut config = FollowerConfig::new("restarted-node", Arc::new(FixedLeader(Some(earlier))));
+    config.grpc_listen = grpc;
+    config.http_listen = http;
+    config.advertise_host = Some("127.0.0.1".into());
+    let follower = RunningFollower::start(config).await.unwrap();
+    let client = Client::connect_with(
+        &format!("http://{grpc}"),
+        ConnectOptions {
+            max_attempts: 1,
+            ..ConnectOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let err = tokio::time::timeout(HANG, client.describe_run("default", "r"))
+        .await
+        .expect("answered, not hung")
+        .unwrap_err();
+    assert!(
+        matches!(err, ClientError::Unavailable { .. })
+            && err.to_string().contains("an earlier run of this node"),
+        "{err}"
+    );
+    let hook = reqwest::Client::new()
+        .post(format!("http://{http}/hooks/default/hook"))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(hook.status(), 503);
+    follower.shutdown(HANG).await;
+}
