@@ -90,7 +90,10 @@ fn mode(p: &Path) -> u32 {
 #[cfg(unix)]
 #[tokio::test]
 async fn the_data_directory_and_its_files_are_private() {
-    if !crate::support::redb_only("the_data_directory_and_its_files_are_private", "it checks the redb file's mode") {
+    if !crate::support::redb_only(
+        "the_data_directory_and_its_files_are_private",
+        "it checks the redb file's mode",
+    ) {
         return;
     }
     let b = bed().await;
