@@ -15,11 +15,13 @@
 //! `--schedules N` runs the schedule bench instead ([`schedules`]),
 //! `--webhooks N` the webhook bench ([`webhooks`]), `--fanout N` the
 //! child-run fan-out bench ([`fanout`]), `--agents N` the long-agent-step heartbeat
-//! bench ([`agents`]).
+//! bench ([`agents`]), `--soak DURATION` steady load on Postgres, with
+//! `--hold-transaction` under a long transaction ([`soak`]).
 
 pub(crate) mod agents;
 mod fanout;
 mod schedules;
+mod soak;
 mod webhooks;
 
 use std::collections::HashMap;
@@ -121,6 +123,9 @@ pub(crate) struct BenchArgs {
     /// Client processes the agent steps are spread over.
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub agent_processes: u32,
+    /// The soak under load (`--soak`, [`soak`]).
+    #[command(flatten)]
+    pub soak: soak::SoakArgs,
 }
 
 /// The throughput phase's figures.
@@ -164,6 +169,9 @@ pub(crate) async fn run(global: &GlobalOpts, args: BenchArgs) -> anyhow::Result<
     }
     if let Some(count) = args.agents {
         return agents::run(global, &args, count).await;
+    }
+    if let Some(duration) = args.soak.soak {
+        return soak::run(global, &args, duration).await;
     }
     let dir = tempfile::Builder::new()
         .prefix("railyard-bench-")
