@@ -30,8 +30,11 @@ use crate::client::output;
 use crate::client::timefmt::{human_duration, parse_duration};
 use crate::serve::server::StoreSetting;
 
-/// Tables shown in a text report (the largest); JSON has them all.
-const SHOWN_TABLES: usize = 5;
+/// Tables a text report shows: the queue's (a row deleted per task taken, timer
+/// fired or run closed), then the largest others up to [`SHOWN_TABLES`]; JSON has
+/// them all.
+const QUEUE_TABLES: [&str; 3] = ["tasks", "open_runs", "timers"];
+const SHOWN_TABLES: usize = 6;
 
 /// The soak's flags (part of `railyard bench`).
 #[derive(Debug, Args)]
@@ -364,9 +367,16 @@ impl Interval {
         ))?;
         let total: i64 = self.tables.iter().map(|t| t.total_bytes).sum();
         let dead: i64 = self.tables.iter().map(|t| t.dead_tuples).sum();
-        let shown: Vec<String> = self
+        let queue = self
             .tables
             .iter()
+            .filter(|t| QUEUE_TABLES.contains(&t.table.as_str()));
+        let others = self
+            .tables
+            .iter()
+            .filter(|t| !QUEUE_TABLES.contains(&t.table.as_str()));
+        let shown: Vec<String> = queue
+            .chain(others)
             .take(SHOWN_TABLES)
             .map(|t| {
                 format!(
