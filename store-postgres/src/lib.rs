@@ -33,6 +33,7 @@ mod reads;
 pub mod redact;
 mod runtime;
 mod schema;
+pub mod soak;
 mod standby;
 #[cfg(feature = "testing")]
 pub mod testing;

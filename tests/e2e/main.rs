@@ -29,6 +29,7 @@ mod mcp_steps;
 mod namespaces;
 mod postgres;
 mod postgres_ops;
+mod postgres_soak;
 mod postgres_tls;
 mod schedules;
 mod server_e2e;

@@ -17,7 +17,9 @@
 //! child-run fan-out bench ([`fanout`]), `--agents N` the long-agent-step heartbeat
 //! bench ([`agents`]), `--processes` the same run phases with the server, the
 //! workers and the clients in separate processes ([`processes`]), `--preload N` the
-//! calls that must not slow down as closed runs pile up ([`preload`]).
+//! calls that must not slow down as closed runs pile up ([`preload`]), `--soak
+//! DURATION` steady load on Postgres, with `--hold-transaction` under a long
+//! transaction ([`soak`]).
 
 pub(crate) mod agents;
 mod child;
@@ -25,6 +27,7 @@ mod fanout;
 mod preload;
 pub(crate) mod processes;
 mod schedules;
+mod soak;
 mod webhooks;
 
 use std::collections::HashMap;
@@ -154,6 +157,9 @@ pub(crate) struct BenchArgs {
     /// With --processes: the worker processes the --workers loops are spread over.
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub worker_processes: u32,
+    /// The soak under load (`--soak`, [`soak`]).
+    #[command(flatten)]
+    pub soak: soak::SoakArgs,
 }
 
 /// The throughput phase's figures.
@@ -203,6 +209,9 @@ pub(crate) async fn run(global: &GlobalOpts, args: BenchArgs) -> anyhow::Result<
     }
     if let Some(closed) = args.preload {
         return preload::run(global, &args, closed).await;
+    }
+    if let Some(duration) = args.soak.soak {
+        return soak::run(global, &args, duration).await;
     }
     let dir = tempfile::Builder::new()
         .prefix("railyard-bench-")

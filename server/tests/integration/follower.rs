@@ -64,7 +64,7 @@ async fn pair(auth: bool) -> Pair {
     if auth {
         config.triggers.config.clear();
     }
-    let leader = RunningServer::start(config).await.unwrap();
+    let leader = crate::support::serve(config).await;
     let admin_key = leader
         .admin_key_file
         .as_ref()
