@@ -102,9 +102,9 @@ pub struct FollowerConfig {
     pub http_extension: Option<HttpExtension>,
     /// Who leads.
     pub leader: Arc<dyn LeaderSource>,
-    /// The host other nodes reach this one at (as a leader would advertise it): a
-    /// lease naming this host and the gRPC port is an earlier run of this node.
-    pub advertise_host: Option<String>,
+    /// This node's gRPC address as it would advertise it leading (`host:port`): a
+    /// lease naming it is an earlier run of this node.
+    pub advertise_grpc: Option<String>,
     /// How often the leader is asked again (it changes on failover).
     pub refresh: Duration,
 }
@@ -124,7 +124,7 @@ impl FollowerConfig {
             hook_body_bytes: crate::http::DEFAULT_HOOK_BODY_BYTES,
             http_extension: None,
             leader,
-            advertise_host: None,
+            advertise_grpc: None,
             refresh: DEFAULT_REFRESH,
         }
     }
@@ -383,17 +383,7 @@ impl RunningFollower {
             database_error: Mutex::new(None),
             ask: Notify::new(),
             peer_ca,
-            own_grpc: config
-                .advertise_host
-                .as_deref()
-                .filter(|_| config.grpc_listen.port() != 0)
-                .map(|host| {
-                    format!(
-                        "{}:{}",
-                        crate::node::host_for_address(host),
-                        config.grpc_listen.port()
-                    )
-                }),
+            own_grpc: config.advertise_grpc.clone(),
             http,
             counters,
         });

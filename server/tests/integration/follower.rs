@@ -461,7 +461,7 @@ async fn a_node_following_a_lease_that_names_its_own_address_forwards_nothing() 
     let mut config = FollowerConfig::new("restarted-node", Arc::new(FixedLeader(Some(earlier))));
     config.grpc_listen = grpc;
     config.http_listen = http;
-    config.advertise_host = Some("127.0.0.1".into());
+    config.advertise_grpc = Some(grpc.to_string());
     let follower = RunningFollower::start(config).await.unwrap();
     let client = Client::connect_with(
         &format!("http://{grpc}"),
