@@ -268,10 +268,7 @@ fn a_store_moves_from_redb_to_postgres_and_back_through_the_cli() {
     let runs = start_runs(&server, 4);
     let before = histories(&server, &runs);
     let dump = sandbox.path("dump");
-    summary(&export(
-        &["--data-dir", sandbox.path("data").to_str().unwrap()],
-        &dump,
-    ));
+    summary(&export(&["--from-server", "--server", &server.url], &dump));
     drop(server);
 
     let into_pg = summary(&import(&["--store", db.url()], &dump, &[]));
