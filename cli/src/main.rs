@@ -19,7 +19,8 @@
 //! the plumbing they share in [`client`]; the long-running commands (`server`,
 //! `worker`, `dev`, `mcp`) in [`serve`]; `bench` in [`bench`](mod@bench); `store` in
 //! [`store`].
-//! [`logging`] sets up the logs and [`report`] reports a failed command.
+//! [`logging`] sets up the logs, [`telemetry`] the export of traces, and [`report`]
+//! reports a failed command.
 //!
 //! Tests: a module's unit tests sit at the bottom of its file in `#[cfg(test)] mod
 //! tests { ... }`, except in a folder's `mod.rs` (and this file): there they go in a
@@ -46,6 +47,7 @@ mod serve;
 mod shell;
 mod store;
 mod task;
+mod telemetry;
 mod trigger;
 mod workflow;
 
@@ -135,12 +137,16 @@ enum Command {
     #[command(subcommand)]
     Store(store::StoreCommand),
     /// Measure throughput and latency of an in-process server over real gRPC
-    /// (--schedules: fire lag of N schedules on a server process; --webhooks, --fanout:
-    /// see `railyard bench --help`).
+    /// (--processes: the same with server, workers and clients as separate processes;
+    /// --schedules: fire lag of N schedules on a server process; --webhooks, --fanout,
+    /// --agents: see `railyard bench --help`).
     Bench(bench::BenchArgs),
     /// One client process of `railyard bench --agents` (started by the bench).
     #[command(hide = true)]
     BenchAgent(bench::agents::client::AgentClientArgs),
+    /// A worker or client process of `railyard bench --processes` (started by the bench).
+    #[command(hide = true, subcommand)]
+    BenchProcess(bench::processes::role::Role),
     /// Serve MCP on stdin/stdout for an agent (Claude Code, Cursor, any MCP client),
     /// talking to the Railyard server at --server. Logs go to stderr.
     Mcp(serve::mcp::McpArgs),
@@ -162,13 +168,22 @@ fn main() -> ExitCode {
     // own progress on stdout, so its logs are for problems only.
     let default_filter = match cli.command {
         Command::Bench(_) => "info,railyard_server=warn",
-        Command::BenchAgent(_) => "warn",
+        Command::BenchAgent(_) | Command::BenchProcess(_) => "warn",
         Command::Dev(_) => "warn",
         // rmcp logs every session event at info; stderr is what an MCP client shows.
         Command::Mcp(_) => "info,rmcp=warn",
         _ => "info",
     };
-    logging::init(default_filter, cli.log_format);
+    let telemetry =
+        match exporting(&cli.command).and_then(|e| e.as_ref().map(telemetry::Telemetry::start).transpose()) {
+            Ok(t) => t,
+            Err(e) => return report::failed(&e),
+        };
+    logging::init(
+        default_filter,
+        cli.log_format,
+        telemetry.as_ref().map(|t| t.tracer()),
+    );
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -179,10 +194,28 @@ fn main() -> ExitCode {
     let outcome = runtime.block_on(dispatch(cli));
     // Do not hang on background tasks (connection drivers, a server that would not stop).
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    if let Some(t) = telemetry {
+        t.shutdown();
+    }
     match outcome {
         Ok(code) => code,
         Err(e) => report::failed(&e),
     }
+}
+
+/// Where the long-running commands send traces (`None`: nowhere, and for every other
+/// command), read before logging starts: the exporter is part of the subscriber.
+fn exporting(command: &Command) -> anyhow::Result<Option<telemetry::Exporting>> {
+    let env = |k: &str| std::env::var(k).ok();
+    let server = |a: &serve::server::ServerArgs, name| {
+        telemetry::server_exporting(a.config.as_deref(), a.otlp_endpoint.clone(), name, env)
+    };
+    Ok(match command {
+        Command::Server(c) if c.command.is_none() => server(&c.args, "railyard-server")?,
+        Command::Dev(a) => server(&a.server, "railyard")?,
+        Command::Worker(a) => telemetry::worker_exporting(a.config.as_deref(), a.otlp_endpoint.clone(), env)?,
+        _ => None,
+    })
 }
 
 /// Parses the command line. The worker's settings are layered (flags over environment
@@ -253,6 +286,7 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(a) => bench::run(g, a).await.map(|()| ExitCode::SUCCESS),
         Command::Store(c) => store::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::BenchAgent(a) => bench::agents::client::run(a).await.map(|()| ExitCode::SUCCESS),
+        Command::BenchProcess(r) => bench::processes::role::run(r).await.map(|()| ExitCode::SUCCESS),
         Command::Mcp(a) => serve::mcp::run(g, &a).await.map(|()| ExitCode::SUCCESS),
         Command::Completion(a) => shell::completion(Cli::command(), &a).map(|()| ExitCode::SUCCESS),
         Command::Man(a) => shell::man(Cli::command(), &a).map(|()| ExitCode::SUCCESS),

@@ -7,6 +7,7 @@
 //! them by name. `cargo test -p railyard-fuzz` runs each for a small budget;
 //! `RAILYARD_FUZZ_SECONDS=N` gives each N seconds instead (see `docs/testing.md`, "Fuzzing").
 
+pub mod bytes;
 pub mod corpus;
 pub mod harness;
 pub mod targets;

@@ -78,3 +78,22 @@ fn an_odd_unknown_key_is_quoted_in_the_json_path() {
     let err = railyard_model::workflow::parse_definition("{\": [\"x\"] }").unwrap_err();
     assert!(err.starts_with("[\": [\"]: unknown field"), "{err}");
 }
+
+/// What libFuzzer found (`cargo fuzz`, `fuzz/libfuzzer/`), kept as its raw input
+/// under `fuzz/regressions/<target>/` and replayed through the same entry point.
+#[test]
+fn libfuzzer_findings_stay_fixed() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("regressions");
+    for target in railyard_fuzz::bytes::NAMES {
+        let dir = root.join(target);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let data = std::fs::read(entry.path()).unwrap();
+            if let Err(finding) = railyard_fuzz::bytes::run(target, &data) {
+                panic!("{}: {finding}", entry.path().display());
+            }
+        }
+    }
+}

@@ -31,6 +31,7 @@ pub mod template;
 pub mod text;
 pub mod token;
 pub mod tools;
+pub mod trace;
 pub mod trigger;
 pub mod workflow;
 

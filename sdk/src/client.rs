@@ -777,6 +777,19 @@ impl Client {
         Ok(resp.namespaces)
     }
 
+    /// The whole store as a dump, read by the server (`Admin.ExportStore`): its
+    /// chunks in order, the last carrying the summary. Not retried: a broken stream
+    /// is a broken dump.
+    pub async fn export_store(
+        &self,
+    ) -> Result<tonic::Streaming<railyard_proto::v1::ExportStoreChunk>, ClientError> {
+        self.admin()
+            .export_store(railyard_proto::v1::ExportStoreRequest {})
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| ClientError::from_status(&self.url, s))
+    }
+
     /// Changes a namespace's description.
     pub async fn update_namespace(
         &self,

@@ -21,6 +21,7 @@ pub mod service;
 pub mod signature;
 pub mod tls;
 pub mod token;
+pub mod trace;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

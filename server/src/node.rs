@@ -227,6 +227,14 @@ impl Node {
         config.net = s.net;
         config.tls = s.tls.clone();
         config.peer_ca = self.config.peer_ca.clone();
+        // A fixed port only: with port 0 no earlier run can have advertised it.
+        config.advertise_grpc = (s.grpc_listen.port() != 0).then(|| {
+            format!(
+                "{}:{}",
+                host_for_address(&self.config.advertise_host),
+                s.grpc_listen.port()
+            )
+        });
         config.hook_body_bytes = s.triggers.max_body_bytes;
         config.http_extension = s.http_extension.clone();
         config.refresh = self.config.claim_every.min(crate::follower::DEFAULT_REFRESH);

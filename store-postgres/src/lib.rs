@@ -34,6 +34,7 @@ mod reads;
 pub mod redact;
 mod runtime;
 mod schema;
+pub mod soak;
 mod standby;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -426,6 +426,13 @@ pub trait Backend: Send + Sync {
         Ok(None)
     }
 
+    /// The store as a dump's source, when the server exports it itself
+    /// (`railyard store export --from-server`): a database only this process may
+    /// open (redb). `None`: it is exported directly (PostgreSQL), or not at all.
+    fn dump_source(&self) -> Option<&dyn crate::dump::DumpSource> {
+        None
+    }
+
     /// A consistent read view.
     fn snapshot(&self) -> Result<Box<dyn Snapshot>, StorageError>;
 

@@ -198,3 +198,49 @@ fn a_server_on_a_network_address_without_auth_does_not_start() {
         "{line}"
     );
 }
+
+#[test]
+fn only_an_admin_of_every_namespace_may_export_the_store_through_the_server() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow("one.json", ONE);
+    let server = sandbox.server_with(&["--auth"]);
+    let admin_key = std::fs::read_to_string(sandbox.path("data").join("admin.key"))
+        .expect("the first start writes the admin key")
+        .trim()
+        .to_string();
+    let ns_admin = ok(ry_as(
+        &server,
+        &admin_key,
+        &["key", "create", "--role", "admin", "-n", "default"],
+    ));
+    let client = ok(ry_as(&server, &admin_key, &["key", "create", "--role", "client"]));
+    for key in [ns_admin.trim(), client.trim()] {
+        let line = error_line(ry_as(&server, key, &["store", "export", "--from-server"]));
+        assert!(line.contains("permission denied"), "{line}");
+    }
+    let line = error_line(server.ry(&["store", "export", "--from-server"]));
+    assert!(
+        line.contains("unauthenticated") || line.contains("API key"),
+        "{line}"
+    );
+
+    let exported = ry_as(
+        &server,
+        &admin_key,
+        &["store", "export", "--from-server", "-o", "json"],
+    );
+    assert!(exported.status.success(), "{}", stderr(&exported));
+    let dump = stdout(&exported);
+    assert!(
+        dump.starts_with("{\"format\":\"railyard-dump\""),
+        "{}",
+        &dump[..dump.len().min(200)]
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(stderr(&exported).lines().last().unwrap_or_default()).unwrap();
+    assert_eq!(summary["dump_bytes"].as_u64(), Some(dump.len() as u64));
+    assert!(
+        summary["tables"]["api_keys"]["rows"].as_u64() >= Some(3),
+        "{summary}"
+    );
+}

@@ -211,3 +211,40 @@ fn a_small_bench_on_postgres_completes_every_run_and_shows_the_store_without_its
         .unwrap_or(0);
     assert!(runs >= 25, "{runs} runs in the database");
 }
+
+#[test]
+fn a_small_processes_bench_on_postgres_completes_every_run_without_showing_the_password() {
+    let Some(url) = test_url() else {
+        eprintln!("{}", skipped("postgres_ops::a_small_processes_bench_on_postgres"));
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let db = TestDatabase::create(&url).expect("a database of the test's own");
+    let store = with_password(db.url());
+    let out = Command::new(BIN)
+        .args(["bench", "--processes", "--store", &store])
+        .args(["--runs", "20", "--workers", "2", "--worker-processes", "2"])
+        .args(["--starters", "2", "--connections", "2", "--latency-runs", "5"])
+        .args(["--timeout", "120", "-o", "json"])
+        .env_remove("PGPASSWORD")
+        .env("RUST_LOG", "warn")
+        .env("TMPDIR", sandbox.dir.path())
+        .output()
+        .expect("run railyard bench --processes");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(PASSWORD));
+    let v = json(out);
+    assert_eq!(v["one_step"]["verified_completed"], 20, "{v}");
+    assert_eq!(v["three_step_verified_completed"], 25, "{v}");
+    assert!(
+        v["floor"]["write_rpc_p50_ms"].as_f64().is_some_and(|f| f > 0.0),
+        "{v}"
+    );
+    let shown = v["settings"]["store"].as_str().unwrap_or_default();
+    assert!(shown.starts_with("postgres://") && shown.contains(":***@"), "{v}");
+    let runs: u64 = db
+        .query_text("SELECT count(*) FROM runs")
+        .unwrap()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(runs >= 45, "{runs} runs in the database");
+}

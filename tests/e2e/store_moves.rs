@@ -1,5 +1,5 @@
 //! `railyard store export` / `import` as processes: a running redb server's store
-//! exported from a snapshot beside it and imported into a new data directory, whose
+//! exported through the server and imported into a new data directory, whose
 //! server then shows the same histories; an import into a store in use refused; the
 //! memory of an export and an import of large checkpoints bounded well below the
 //! dump's size; and (with `RAILYARD_TEST_POSTGRES`) redb -> PostgreSQL -> redb.
@@ -96,9 +96,17 @@ fn a_running_redb_servers_store_moves_to_a_new_data_dir_with_the_same_histories(
     let data = sandbox.path("data");
     let data = data.to_str().unwrap();
 
-    // Exported while the server runs: a snapshot read beside it.
+    // The running server holds its file alone: a direct export is refused, saying
+    // how; through the server, a snapshot read while it runs.
     let dump = sandbox.path("dump");
-    let exported = summary(&export(&["--data-dir", data], &dump));
+    let direct = export(&["--data-dir", data], &dump);
+    assert!(!direct.status.success());
+    assert!(
+        stderr(&direct).contains("in use by a running server") && stderr(&direct).contains("--from-server"),
+        "{}",
+        stderr(&direct)
+    );
+    let exported = summary(&export(&["--from-server", "--server", &server.url], &dump));
     assert_eq!(rows(&exported, "runs"), 5, "{exported}");
     assert_eq!(exported["source_backend"], "redb");
     assert!(exported["peak_rss_kib"].as_u64().is_some(), "{exported}");
@@ -260,10 +268,7 @@ fn a_store_moves_from_redb_to_postgres_and_back_through_the_cli() {
     let runs = start_runs(&server, 4);
     let before = histories(&server, &runs);
     let dump = sandbox.path("dump");
-    summary(&export(
-        &["--data-dir", sandbox.path("data").to_str().unwrap()],
-        &dump,
-    ));
+    summary(&export(&["--from-server", "--server", &server.url], &dump));
     drop(server);
 
     let into_pg = summary(&import(&["--store", db.url()], &dump, &[]));

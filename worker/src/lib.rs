@@ -18,6 +18,7 @@ mod report;
 mod runner;
 pub mod secrets;
 pub mod tools;
+mod trace;
 pub mod usage;
 
 pub use agent::{HeartbeatOutcome, Lease, LeaseError};

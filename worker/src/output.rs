@@ -2,9 +2,10 @@
 //! happens, for watchers (`run watch --output`, the console, SSE).
 //!
 //! Output is for watching, not for recovery: it is not part of the run's history, and
-//! a chunk may be lost with a crash. The agent loop and the providers push chunks
-//! through [`Lease::output`](crate::Lease::output); the lease batches them to the
-//! server. Pushing never blocks and never fails the step.
+//! a chunk may be lost with a crash. The providers push chunks into an [`OutputSink`]
+//! as the model's answer streams in; the agent loop hands them (and each tool's
+//! result excerpt) to [`Lease::output`](crate::Lease::output), and the lease batches
+//! them to the server. Pushing never blocks and never fails the step.
 
 /// One piece of a step's live output, normalised across providers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,10 +24,33 @@ pub enum OutputChunk {
         excerpt: String,
         is_error: bool,
     },
-    /// Tokens used by the turn that just ended.
+    /// Tokens used by the turn that just ended; `input_tokens` counts the whole
+    /// prompt, cache reads and writes included.
     Usage { input_tokens: u64, output_tokens: u64 },
     /// A model turn ended, with its stop reason ("end_turn", "tool_use", ...).
     TurnEnd { stop_reason: String },
-    /// A model call failed (it may be retried).
+    /// A model call failed (it may be retried: the text of a retried turn then starts
+    /// again from its beginning).
     Error(String),
+}
+
+/// Where a provider pushes the chunks of the answer it is receiving. Must not block:
+/// it is called between two reads of the model's stream.
+pub trait OutputSink: Send + Sync {
+    /// Takes one chunk.
+    fn push(&self, chunk: OutputChunk);
+}
+
+impl<F: Fn(OutputChunk) + Send + Sync> OutputSink for F {
+    fn push(&self, chunk: OutputChunk) {
+        self(chunk)
+    }
+}
+
+/// A sink that drops every chunk, for model calls nobody watches.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Discard;
+
+impl OutputSink for Discard {
+    fn push(&self, _chunk: OutputChunk) {}
 }

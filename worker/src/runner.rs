@@ -13,7 +13,7 @@ use std::time::Duration;
 use railyard_proto::v1::StepTask;
 use railyard_sdk::{Client, ClientError, Completion, Failure, RetryPolicy, StepWorker};
 use tokio::sync::{Semaphore, watch};
-use tracing::{Instrument, debug, error, info, info_span, warn};
+use tracing::{Instrument, debug, error, info, warn};
 
 use crate::WorkerError;
 use crate::agent::{Agent, AgentOptions, LeaseError, Outcome};
@@ -260,8 +260,7 @@ async fn poll_loop(shared: Arc<Shared>, worker: StepWorker) {
 async fn run_in_slot(shared: &Shared, worker: &StepWorker, polled: StepTask) {
     let mut next = Some((polled, false));
     while let Some((task, eager)) = next.take() {
-        let span = info_span!("step", run_id = %task.run_id, step = %task.step_id,
-            attempt = task.attempt, queue = %worker.queue());
+        let span = crate::trace::step_span(&task, worker.queue());
         next = run_leased(shared, worker, task, eager)
             .instrument(span)
             .await

@@ -15,11 +15,19 @@
 //! `--schedules N` runs the schedule bench instead ([`schedules`]),
 //! `--webhooks N` the webhook bench ([`webhooks`]), `--fanout N` the
 //! child-run fan-out bench ([`fanout`]), `--agents N` the long-agent-step heartbeat
-//! bench ([`agents`]).
+//! bench ([`agents`]), `--processes` the same run phases with the server, the
+//! workers and the clients in separate processes ([`processes`]), `--preload N` the
+//! calls that must not slow down as closed runs pile up ([`preload`]), `--soak
+//! DURATION` steady load on Postgres, with `--hold-transaction` under a long
+//! transaction ([`soak`]).
 
 pub(crate) mod agents;
+mod child;
 mod fanout;
+mod preload;
+pub(crate) mod processes;
 mod schedules;
+mod soak;
 mod streams;
 mod webhooks;
 
@@ -43,7 +51,7 @@ use crate::client::output;
 use crate::client::timefmt::human_duration;
 
 /// The task queue the bench workflows' steps land on (the server's default queue).
-const QUEUE: &str = "default";
+pub(crate) const QUEUE: &str = "default";
 /// How long one worker poll waits; also how long stopping the workers can take.
 /// Long enough for the server to hand a new step straight to a parked poll (sync match).
 const POLL_WAIT: Duration = Duration::from_secs(3);
@@ -54,7 +62,8 @@ pub(crate) struct BenchArgs {
     /// Runs of the one-step workflow for the throughput figure (0 skips it).
     #[arg(long, value_name = "N", default_value_t = 5000)]
     pub runs: u32,
-    /// Concurrent in-process workers for the throughput figure.
+    /// Concurrent workers for the throughput figure (with --processes: StepWorker
+    /// loops over --worker-processes, and the three-step closed loop's concurrency).
     #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
     pub workers: u32,
     /// Runs of the three-step workflow for the latency figure (0 skips it).
@@ -95,7 +104,8 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "100",
           value_parser = clap::value_parser!(u32).range(1..=100))]
     pub fanout: Option<u32>,
-    /// Run the in-process server's runs on this PostgreSQL database
+    /// Run the in-process server's (with --processes: the server process's) runs on
+    /// this PostgreSQL database
     /// (postgres://USER@HOST:PORT/DB; the password from PGPASSWORD, or in the URL)
     /// instead of redb in a temp directory. The bench's runs stay in it: give it a
     /// database of its own, on which no server runs.
@@ -128,6 +138,35 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "100",
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub streams: Option<u32>,
+    /// The run phases with the server, workers and clients as separate processes: a
+    /// `railyard server` process on a temporary directory (or --store), --workers
+    /// StepWorker loops in --worker-processes processes, and client processes, all
+    /// over loopback with the SDK. Prints one-step runs/s, three-step start-to-completed
+    /// p50/p99 at concurrency 1, three-step runs/s at concurrency --workers, the
+    /// read and durable write RPC floor, and the server's CPU and memory.
+    #[arg(long, conflicts_with_all = ["schedules", "webhooks", "fanout", "agents"])]
+    pub processes: bool,
+    /// Instead of the run phases: write a store of N closed runs (1000000 when N is
+    /// omitted) and --preload-open open runs straight through the redb backend, and
+    /// compare, on a `railyard server` process, ListRuns (first page, by status and
+    /// by workflow), DescribeRun, StartRun and step completions (p50/p99 over
+    /// --latency-runs calls) and the server's memory with a store of the open runs only.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1000000",
+          conflicts_with_all = ["schedules", "webhooks", "fanout", "agents", "processes"])]
+    pub preload: Option<u64>,
+    /// With --preload: the open runs in both stores (their steps wait on a queue
+    /// nothing polls).
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub preload_open: u32,
+    /// With --preload: step completions measured, of runs of a 64-step workflow.
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub preload_steps: u32,
+    /// With --processes: the worker processes the --workers loops are spread over.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub worker_processes: u32,
+    /// The soak under load (`--soak`, [`soak`]).
+    #[command(flatten)]
+    pub soak: soak::SoakArgs,
 }
 
 /// The throughput phase's figures.
@@ -174,6 +213,15 @@ pub(crate) async fn run(global: &GlobalOpts, args: BenchArgs) -> anyhow::Result<
     }
     if let Some(count) = args.streams {
         return streams::run(global, &args, count).await;
+    }
+    if args.processes {
+        return processes::run(global, &args).await;
+    }
+    if let Some(closed) = args.preload {
+        return preload::run(global, &args, closed).await;
+    }
+    if let Some(duration) = args.soak.soak {
+        return soak::run(global, &args, duration).await;
     }
     let dir = tempfile::Builder::new()
         .prefix("railyard-bench-")
@@ -237,7 +285,7 @@ async fn with_bench_store(config: ServerConfig, args: &BenchArgs) -> anyhow::Res
 }
 
 /// Writes the `bench-1` (one step) and `bench-3` (three steps) definitions.
-fn write_workflows(dir: &std::path::Path) -> anyhow::Result<()> {
+pub(crate) fn write_workflows(dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for (id, steps) in [("bench-1", 1), ("bench-3", 3)] {
         let steps: Vec<_> = (1..=steps)
@@ -290,7 +338,7 @@ async fn measure(url: &str, args: &BenchArgs) -> anyhow::Result<(Option<Throughp
 /// Runs one in-process worker: poll, complete at once (taking the run's next step
 /// eagerly when the server hands it back), until `stop` is set.
 /// `on_completed` sees each completed task and the moment its completion was acknowledged.
-async fn work(
+pub(crate) async fn work(
     worker: StepWorker,
     stop: Arc<AtomicBool>,
     errors: Arc<AtomicU64>,
@@ -413,7 +461,7 @@ async fn throughput(clients: &[Client], args: &BenchArgs, deadline: Duration) ->
 }
 
 /// How many runs of `workflow` `ListRuns` reports as COMPLETED.
-async fn count_completed(client: &Client, workflow: &str) -> anyhow::Result<u64> {
+pub(crate) async fn count_completed(client: &Client, workflow: &str) -> anyhow::Result<u64> {
     let mut total = 0;
     let mut page_token = String::new();
     loop {

@@ -100,19 +100,64 @@ pub(crate) fn spawn_server(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> anyhow::Result<ServerChild> {
+    spawn_server_on(&ServerStore::Redb(data), workflows, args, env)
+}
+
+/// Where a bench's server process keeps its runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ServerStore<'a> {
+    /// redb in this data directory.
+    Redb(&'a std::path::Path),
+    /// A PostgreSQL database (passed in the environment, so its password is not on a
+    /// command line), with the first admin key in `keys_dir`.
+    Postgres {
+        url: &'a str,
+        ca: Option<&'a std::path::Path>,
+        keys_dir: &'a std::path::Path,
+    },
+}
+
+/// [`spawn_server`] on `store`. The server's own settings come from the flags and
+/// `env` only (the bench's environment names no store, config file or data
+/// directory of the server's), and it dies with the bench.
+pub(crate) fn spawn_server_on(
+    store: &ServerStore<'_>,
+    workflows: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> anyhow::Result<ServerChild> {
     let exe = std::env::current_exe().context("cannot find this binary to start the server")?;
-    let mut child = Command::new(exe)
-        .args([
-            "server",
-            "--listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-        ])
-        .arg("--data-dir")
-        .arg(data)
-        .arg("--workflows")
-        .arg(workflows)
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        "server",
+        "--listen",
+        "127.0.0.1:0",
+        "--http-listen",
+        "127.0.0.1:0",
+    ])
+    .arg("--workflows")
+    .arg(workflows);
+    for key in [
+        "RAILYARD_SERVER_CONFIG",
+        "RAILYARD_STORE",
+        "RAILYARD_DATA_DIR",
+        "RAILYARD_KEYS_DIR",
+        "RAILYARD_STORE_CA",
+    ] {
+        cmd.env_remove(key);
+    }
+    match store {
+        ServerStore::Redb(data) => {
+            cmd.arg("--data-dir").arg(data);
+        }
+        ServerStore::Postgres { url, ca, keys_dir } => {
+            cmd.env("RAILYARD_STORE", url).env("RAILYARD_KEYS_DIR", keys_dir);
+            if let Some(ca) = ca {
+                cmd.env("RAILYARD_STORE_CA", ca);
+            }
+        }
+    }
+    let mut child = crate::bench::child::die_with_parent(&mut cmd)
         .args(args)
         .envs(env.iter().copied())
         .env("RUST_LOG", "warn")

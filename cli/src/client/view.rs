@@ -55,6 +55,7 @@ pub(crate) fn run_json(run: &RunInfo) -> Value {
         })),
         "usage": usage_json(run.usage.as_ref()),
         "delivery": run_delivery_json(run),
+        "trace_id": run.trace_id,
     })
 }
 

@@ -103,6 +103,10 @@ pub(crate) struct StartArgs {
     /// server needs a delivery signing secret).
     #[arg(long, value_name = "URL")]
     pub callback_url: Option<String>,
+    /// A W3C traceparent (00-<trace id>-<parent id>-<flags>): the run's OpenTelemetry
+    /// spans join that trace, under that span [default: a trace derived from the run id].
+    #[arg(long, value_name = "TRACEPARENT", env = "TRACEPARENT")]
+    pub traceparent: Option<String>,
 }
 
 /// Flags of `run list`.
@@ -200,6 +204,7 @@ async fn start(global: &GlobalOpts, a: StartArgs) -> anyhow::Result<ExitCode> {
         max_tokens: a.max_tokens.unwrap_or(0),
         max_cost_usd: a.max_cost_usd.unwrap_or(0.0),
         callback_url: a.callback_url.unwrap_or_default(),
+        traceparent: a.traceparent.unwrap_or_default(),
         ..Default::default()
     };
     let resp = client.start_run_with(req).await?;

@@ -113,6 +113,9 @@ pub(crate) fn describe_lines(run: &RunInfo) -> Vec<String> {
         ("closed", rfc3339(run.close_time_unix_ms)),
         ("history", format!("{} events", run.history_length)),
     ];
+    if !run.trace_id.is_empty() {
+        fields.push(("trace", run.trace_id.clone()));
+    }
     if !run.parent_run_id.is_empty() {
         fields.push(("parent", run.parent_run_id.clone()));
     }

@@ -72,6 +72,19 @@ pub(crate) struct WorkerArgs {
     #[arg(long, value_name = "BYTES")]
     pub max_model_response_bytes: Option<u64>,
 
+    /// Read each model answer whole instead of streaming it (live output then comes a
+    /// turn at a time); for a model server whose streaming misbehaves. Config key
+    /// `model_stream = false`, env RAILYARD_MODEL_STREAM=false.
+    #[arg(long)]
+    pub no_stream: bool,
+
+    /// Send OpenTelemetry traces (a span per step attempt, model call and tool call,
+    /// joined to the run's trace) to this OTLP/HTTP endpoint, e.g. http://127.0.0.1:4318
+    /// (/v1/traces is appended); off when unset [env: RAILYARD_OTLP_ENDPOINT, else
+    /// OTEL_EXPORTER_OTLP_ENDPOINT; service.name from OTEL_SERVICE_NAME].
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+
     /// `--server` as given on the command line (not from the environment or the default);
     /// filled in by `main`, which can tell where a global flag's value came from.
     #[arg(skip)]
@@ -120,6 +133,8 @@ impl WorkerArgs {
             shutdown_grace,
             bash_env: (!self.bash_env.is_empty()).then(|| self.bash_env.clone()),
             max_model_response_bytes: self.max_model_response_bytes,
+            model_stream: self.no_stream.then_some(false),
+            otlp_endpoint: self.otlp_endpoint.clone(),
             ..ConfigLayer::default()
         })
     }
@@ -193,5 +208,29 @@ pub(crate) async fn run(args: WorkerArgs) -> anyhow::Result<()> {
                 "stopped at once on a second {signal}; unfinished steps will be retried after their lease expires"
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::WorkerArgs;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        worker: WorkerArgs,
+    }
+
+    #[test]
+    fn no_stream_turns_streaming_off_and_its_absence_leaves_it_to_the_config() {
+        let off = Cli::parse_from(["worker", "--no-stream"])
+            .worker
+            .flags_layer()
+            .unwrap();
+        assert_eq!(off.model_stream, Some(false));
+        let unset = Cli::parse_from(["worker"]).worker.flags_layer().unwrap();
+        assert_eq!(unset.model_stream, None);
     }
 }

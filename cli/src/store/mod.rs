@@ -25,10 +25,11 @@ pub(crate) enum StoreCommand {
     /// Write every table of a store to stdout as a dump (a versioned, checksummed
     /// text stream), from one consistent snapshot, in bounded memory.
     ///
-    /// A redb store may be exported while its server runs (the export reads a
-    /// snapshot beside it); so may a PostgreSQL one (the export claims no writer
-    /// lease). What moved is printed on stderr. `railyard store export --data-dir
-    /// DIR > dump`.
+    /// A running redb server holds its file alone: export it through the server
+    /// with --from-server (the server reads one snapshot while it goes on). A
+    /// PostgreSQL store is exported directly, beside its servers (the export claims
+    /// no writer lease). What moved is printed on stderr. `railyard store export
+    /// --data-dir DIR > dump`.
     Export(ExportArgs),
     /// Read a dump from stdin into a store that is empty (or, with --replace, whose
     /// contents are deleted first).
@@ -77,6 +78,12 @@ impl StoreArgs {
 pub(crate) struct ExportArgs {
     #[command(flatten)]
     pub store: StoreArgs,
+
+    /// Ask the running server at --server for the dump (with --api-key: an admin key
+    /// of every namespace, under --auth) instead of opening the store; for a redb
+    /// store whose server runs.
+    #[arg(long, conflicts_with_all = ["data_dir", "store"])]
+    pub from_server: bool,
 }
 
 /// Flags of `store import`.
@@ -96,12 +103,16 @@ pub(crate) async fn run(g: &GlobalOpts, cmd: StoreCommand) -> anyhow::Result<()>
     let json = g.output.is_json();
     match cmd {
         StoreCommand::Export(a) => {
-            let store = a.store.store()?;
             if std::io::stdout().is_terminal() {
                 bail!(
                     "the dump goes to stdout, which is a terminal: redirect it (railyard store export > FILE)"
                 );
             }
+            if a.from_server {
+                let summary = remote::export(g).await?;
+                return report("exported", &summary, json);
+            }
+            let store = a.store.store()?;
             let summary = tokio::task::spawn_blocking(move || export(&store))
                 .await
                 .context("the export stopped")??;
@@ -207,5 +218,6 @@ fn report(done: &str, s: &Summary, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+mod remote;
 #[cfg(test)]
 mod tests;

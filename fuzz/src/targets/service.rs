@@ -446,6 +446,7 @@ async fn send(core: &Arc<Core>, seen: &mut Seen, r: &Request) -> Result<(), ApiE
                 callback_url: t(callback),
                 task_queue: t(queue),
                 budget: Default::default(),
+                trace: None,
             };
             let started = runs::start(core, &c, start.clone()).await?;
             if started.started {

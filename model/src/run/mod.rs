@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::Millis;
 use crate::contract::{MAX_RECORDED_REFUSALS, Violations};
 use crate::token::TokenClaims;
+use crate::trace::TraceContext;
 use crate::workflow::WorkflowDef;
 
 mod approval;
@@ -147,6 +148,8 @@ pub struct RunState {
     pub budget: RunBudget,
     /// Result deliveries, one per target, armed as the run closes (`delivery`).
     pub deliveries: Vec<Delivery>,
+    /// The OpenTelemetry trace the run's spans join (`crate::trace`).
+    pub trace: TraceContext,
 }
 
 /// Work for the store besides writing events and the state row.
@@ -248,6 +251,8 @@ pub struct StartParams {
     pub parent_close_policy: ParentClosePolicy,
     /// The run's budget; each limit not given here is the definition's.
     pub budget: RunBudget,
+    /// The trace it joins (`None`: derived from its namespace and id).
+    pub trace: Option<TraceContext>,
 }
 
 /// A sign of a stuck agent, as a heartbeat reports it.
@@ -360,7 +365,11 @@ impl RunState {
                 max_cost_usd: p.budget.max_cost_usd.or(definition.max_cost_usd),
             },
             deliveries: Vec::new(),
+            trace: TraceContext::derived("", ""),
         };
+        run.trace = p
+            .trace
+            .unwrap_or_else(|| TraceContext::derived(&run.namespace, &run.run_id));
         run.push(
             out,
             &p.identity,

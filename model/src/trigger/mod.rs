@@ -135,6 +135,8 @@ pub struct QueuedStart {
     pub callback_url: String,
     pub identity: String,
     pub received_ms: Millis,
+    /// The trace the delivery came with (`None`: the run's own, derived).
+    pub trace: Option<crate::trace::TraceContext>,
 }
 
 /// The trigger and key a run holds, for the hook on its close.

@@ -94,6 +94,17 @@ async fn forward(
             leader.node
         ));
     }
+    if target.earlier_self {
+        forwarding.ask_again();
+        forwarding.counters.failed("grpc");
+        return unavailable(format!(
+            "this node ({}) is a follower of node {}, an earlier run of this node on the same address \
+             that is gone; it takes the writer lease over when that lease ends (within --node-lease); \
+             try again shortly",
+            forwarding.node(),
+            leader.node
+        ));
+    }
     req.headers_mut().remove(PEER_SUBJECT);
     // The channel puts the leader's scheme and authority on the path.
     if let Some(path) = req.uri().path_and_query().cloned() {

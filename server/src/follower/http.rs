@@ -91,7 +91,10 @@ async fn send(
     body: Bytes,
     what: &str,
 ) -> Result<(reqwest::Response, String), Response> {
-    let Some(target) = f.target().filter(|t| !t.leader.http.is_empty()) else {
+    let Some(target) = f
+        .target()
+        .filter(|t| !t.leader.http.is_empty() && !t.earlier_self)
+    else {
         f.ask_again();
         f.counters.failed("http");
         return Err(json_error(

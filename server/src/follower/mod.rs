@@ -102,6 +102,9 @@ pub struct FollowerConfig {
     pub http_extension: Option<HttpExtension>,
     /// Who leads.
     pub leader: Arc<dyn LeaderSource>,
+    /// This node's gRPC address as it would advertise it leading (`host:port`): a
+    /// lease naming it is an earlier run of this node.
+    pub advertise_grpc: Option<String>,
     /// How often the leader is asked again (it changes on failover).
     pub refresh: Duration,
 }
@@ -121,6 +124,7 @@ impl FollowerConfig {
             hook_body_bytes: crate::http::DEFAULT_HOOK_BODY_BYTES,
             http_extension: None,
             leader,
+            advertise_grpc: None,
             refresh: DEFAULT_REFRESH,
         }
     }
@@ -143,6 +147,10 @@ pub(crate) struct Target {
     pub(crate) leader: Leader,
     /// Lazy: it connects on its first call, and again after its connection ends.
     pub(crate) channel: Channel,
+    /// The lease names this node's own address: an earlier run of it (killed, and
+    /// this one started on its port) that is gone. Nothing is forwarded (it would
+    /// come back here); the lease is taken over when it ends.
+    pub(crate) earlier_self: bool,
 }
 
 /// The counters of `/metrics`.
@@ -174,6 +182,8 @@ pub(crate) struct Forwarding {
     /// Asks the source again at once.
     ask: Notify,
     peer_ca: Option<Vec<u8>>,
+    /// This node's own gRPC address as a leader would advertise it, when known.
+    own_grpc: Option<String>,
     /// For webhooks.
     http: reqwest::Client,
     pub(crate) counters: Counters,
@@ -232,9 +242,23 @@ impl Forwarding {
             Some(leader) if leader.grpc.is_empty() => Some(Arc::new(Target {
                 channel: Endpoint::from_static("http://leader.invalid").connect_lazy(),
                 leader,
+                earlier_self: false,
             })),
+            Some(leader) if self.own_grpc.as_deref() == Some(leader.grpc.as_str()) => {
+                tracing::warn!(node = %self.node, leader = %leader.node, grpc = %leader.grpc,
+                    "the writer lease names this node's own address: an earlier run of it, gone; taking it over when it ends");
+                Some(Arc::new(Target {
+                    channel: Endpoint::from_static("http://leader.invalid").connect_lazy(),
+                    leader,
+                    earlier_self: true,
+                }))
+            }
             Some(leader) => match self.channel(&leader) {
-                Ok(channel) => Some(Arc::new(Target { leader, channel })),
+                Ok(channel) => Some(Arc::new(Target {
+                    leader,
+                    channel,
+                    earlier_self: false,
+                })),
                 Err(e) => {
                     tracing::error!(node = %self.node, leader = %leader.node, grpc = %leader.grpc, error = %e,
                         "cannot make a channel to the leader");
@@ -359,6 +383,7 @@ impl RunningFollower {
             database_error: Mutex::new(None),
             ask: Notify::new(),
             peer_ca,
+            own_grpc: config.advertise_grpc.clone(),
             http,
             counters,
         });

@@ -1,15 +1,52 @@
 //! `railyard.v1.Admin`: API keys. Each handler converts its request to a
 //! [`crate::service::keys`] call and the answer back.
 
+use std::pin::Pin;
 use std::sync::Arc;
 
+use futures::{Stream, StreamExt};
 use railyard_proto::v1::{self, admin_server::Admin};
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use super::*;
+use crate::service::export::{self, ExportPiece};
 use crate::service::{keys, namespaces, subscriptions};
 use railyard_model::auth::{ApiKey, Role};
 use railyard_model::namespace::{Namespace, NamespaceChange, Subscription};
+
+type ExportStream = Pin<Box<dyn Stream<Item = Result<v1::ExportStoreChunk, Status>> + Send>>;
+
+/// A piece of the export on the wire.
+fn export_chunk(piece: ExportPiece) -> v1::ExportStoreChunk {
+    match piece {
+        ExportPiece::Bytes(data) => v1::ExportStoreChunk { data, summary: None },
+        ExportPiece::Done(s) => v1::ExportStoreChunk {
+            data: Vec::new(),
+            summary: Some(v1::ExportStoreSummary {
+                source_backend: s.source_backend,
+                source_layout: s.source_layout,
+                rows: s.rows,
+                value_bytes: s.value_bytes,
+                dump_bytes: s.dump_bytes,
+                sha256: s.sha256,
+                tables: s
+                    .tables
+                    .into_iter()
+                    .map(|(name, n)| {
+                        (
+                            name,
+                            v1::ExportTableCount {
+                                rows: n.rows,
+                                bytes: n.bytes,
+                            },
+                        )
+                    })
+                    .collect(),
+            }),
+        },
+    }
+}
 
 /// The `Admin` service.
 pub struct AdminService {
@@ -263,5 +300,17 @@ impl Admin for AdminService {
         Ok(Response::new(v1::RevokeApiKeyResponse {
             key: Some(key_info(&key)),
         }))
+    }
+
+    type ExportStoreStream = ExportStream;
+
+    async fn export_store(
+        &self,
+        req: Request<v1::ExportStoreRequest>,
+    ) -> Result<Response<Self::ExportStoreStream>, Status> {
+        let (metadata, _, _) = req.into_parts();
+        let pieces = export::start(&self.core, &credentials(&metadata))?;
+        let stream = ReceiverStream::new(pieces).map(|p| p.map(export_chunk).map_err(status));
+        Ok(Response::new(Box::pin(stream)))
     }
 }

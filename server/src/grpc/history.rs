@@ -68,6 +68,26 @@ fn session_node(tree: runs::SessionTree) -> v1::SessionNode {
     }
 }
 
+/// The trace a started run joins: `StartRunRequest.traceparent` (an invalid one is
+/// refused), else the `traceparent` metadata (ignored when invalid, as W3C Trace
+/// Context asks of a header), else none (the run's own, derived from its id).
+fn start_trace(
+    field: &str,
+    metadata: &tonic::metadata::MetadataMap,
+) -> Result<Option<railyard_model::trace::TraceContext>, Status> {
+    use railyard_model::trace::TraceContext;
+    if !field.is_empty() {
+        // The error names the field: `traceparent "...": why`.
+        return TraceContext::parse(field)
+            .map(Some)
+            .map_err(|e| status(ApiError::InvalidArgument(e.to_string())));
+    }
+    Ok(metadata
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| TraceContext::parse(v).ok()))
+}
+
 #[tonic::async_trait]
 impl History for HistoryService {
     async fn start_run(
@@ -97,6 +117,7 @@ impl History for HistoryService {
                 // 0 (and anything not above it) is "the definition's"; a NaN is refused.
                 max_cost_usd: (r.max_cost_usd != 0.0).then_some(r.max_cost_usd),
             },
+            trace: start_trace(&r.traceparent, &metadata)?,
         };
         let started = runs::start(&self.core, &caller, start).await?;
         Ok(Response::new(v1::StartRunResponse {

@@ -167,6 +167,7 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
         paused: run.paused,
         delivery_state: delivery_state(&run.deliveries) as i32,
         deliveries: run.deliveries.iter().map(delivery_info).collect(),
+        trace_id: run.trace.trace_id_hex(),
     }
 }
 

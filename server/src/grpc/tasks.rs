@@ -85,6 +85,7 @@ fn step_task(leased: LeasedStep) -> v1::StepTask {
             repeated_errors: s.repeated_errors.unwrap_or(0),
             no_progress_turns: s.no_progress_turns.unwrap_or(0),
         }),
+        traceparent: crate::trace::attempt_traceparent(&run.trace, &run.namespace, &run.run_id, lease.seq),
     }
 }
 

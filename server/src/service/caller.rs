@@ -108,6 +108,8 @@ pub enum Operation {
     ApproveStep,
     /// Reject the result a step holds for approval (`RejectStep`).
     RejectStep,
+    /// Read the whole store as a dump (`ExportStore`; an admin of `*`).
+    ExportStore,
 }
 
 impl Operation {
@@ -137,6 +139,7 @@ impl Operation {
             Self::RedeliverResult => "redeliver run results",
             Self::ApproveStep => "approve steps",
             Self::RejectStep => "reject steps",
+            Self::ExportStore => "export the store",
         }
     }
 

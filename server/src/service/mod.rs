@@ -13,6 +13,7 @@ pub(crate) mod approvals;
 mod builder;
 pub mod caller;
 pub mod children;
+pub(crate) mod export;
 pub(crate) mod keys;
 
 pub(crate) mod namespaces;

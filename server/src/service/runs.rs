@@ -11,6 +11,7 @@ use crate::engine::writer::{StartCommand, Started, Stop};
 use crate::error::ApiError;
 use railyard_model::limits::{self, check_context, check_len, check_name};
 use railyard_model::run::{Event, RunBudget, RunState, RunStatus, StartParams};
+use railyard_model::trace::TraceContext;
 use railyard_store::RunFilter;
 
 /// Most events in one history page.
@@ -67,6 +68,8 @@ pub struct StartRun {
     pub task_queue: String,
     /// The run's token budget; a limit left out is the definition's.
     pub budget: RunBudget,
+    /// The trace the run joins (`None`: one derived from its id).
+    pub trace: Option<TraceContext>,
 }
 
 /// Starts a run of a loaded workflow.
@@ -141,6 +144,7 @@ pub(crate) fn prepare(core: &Core, caller: &Caller, r: StartRun) -> Result<Start
         schedule_id: String::new(),
         identity: caller.identity.clone(),
         budget: r.budget,
+        trace: r.trace,
         ..Default::default()
     };
     Ok(StartCommand { params, definition })

@@ -20,6 +20,7 @@ use crate::engine::writer::{
 use crate::error::ApiError;
 use crate::signature::{self, VerifyError};
 use railyard_model::template::payload::{RenderError, Template};
+use railyard_model::trace::TraceContext;
 use railyard_model::trigger::{MAX_DELIVERY_ID, MAX_KEY_BYTES, Mode, Trigger};
 use railyard_store::StorageError;
 
@@ -398,6 +399,8 @@ pub(crate) async fn deliver(core: &Core, r: HookRequest<'_>) -> Result<Delivered
             context,
             callback_url: t.callback_url.clone(),
             task_queue: t.task_queue.clone(),
+            // W3C Trace Context: an invalid header is ignored, as the spec asks.
+            trace: (r.header)("traceparent").and_then(|v| TraceContext::parse(&v).ok()),
             ..StartRun::default()
         },
     )?;

@@ -43,7 +43,7 @@ pub(crate) async fn secured() -> Secured {
     config.http_listen = "127.0.0.1:0".parse().unwrap();
     config.clock = Arc::new(clock.clone());
     config.auth = true;
-    let server = RunningServer::start(config).await.unwrap();
+    let server = crate::support::serve(config).await;
     let path = server
         .admin_key_file
         .clone()
@@ -689,7 +689,7 @@ async fn a_restart_keeps_the_keys_and_makes_no_second_admin_key() {
     config.http_listen = "127.0.0.1:0".parse().unwrap();
     config.clock = Arc::new(clock);
     config.auth = true;
-    let server = RunningServer::start(config).await.unwrap();
+    let server = crate::support::serve(config).await;
     assert_eq!(server.admin_key_file, None);
     let opts = ConnectOptions {
         api_key: Some(ApiKey::new(client_key)),

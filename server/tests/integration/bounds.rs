@@ -37,7 +37,7 @@ pub async fn bed_with(config: impl FnOnce(&mut ServerConfig)) -> Bed {
     c.grpc_listen = "127.0.0.1:0".parse().unwrap();
     c.http_listen = "127.0.0.1:0".parse().unwrap();
     config(&mut c);
-    let server = RunningServer::start(c).await.unwrap();
+    let server = crate::support::serve(c).await;
     let client = Client::connect(&format!("http://{}", server.grpc_addr))
         .await
         .unwrap();
@@ -90,6 +90,12 @@ fn mode(p: &Path) -> u32 {
 #[cfg(unix)]
 #[tokio::test]
 async fn the_data_directory_and_its_files_are_private() {
+    if !crate::support::redb_only(
+        "the_data_directory_and_its_files_are_private",
+        "it checks the redb file's mode",
+    ) {
+        return;
+    }
     let b = bed().await;
     let dir = b.data_dir();
     assert_eq!(mode(&dir), 0o700, "data directory");

@@ -23,13 +23,13 @@ async fn lost_repeated_and_reordered_heartbeats_are_refused_and_resent_whole() {
     let workflows = tempfile::tempdir().unwrap();
     std::fs::write(workflows.path().join("one.json"), ONE_STEP).unwrap();
     // The test keeps a handle on the store to read what is stored.
-    let config = || {
-        let store = Store::open(data.path()).unwrap();
+    let config = async || {
+        let store = crate::support::store_for(data.path()).await;
         let mut config = ServerConfig::new(data.path(), workflows.path());
         config.store = Some(store.clone());
         (config, store)
     };
-    let (c, store) = config();
+    let (c, store) = config().await;
     let (server, client) = start(c).await;
     let run = client
         .start_run("default", "one", "g", Default::default())
@@ -124,7 +124,7 @@ async fn lost_repeated_and_reordered_heartbeats_are_refused_and_resent_whole() {
     beat(&mut sync, &transcript).await;
     server.shutdown().await;
     drop(store);
-    let (c, store) = config();
+    let (c, store) = config().await;
     let (server, _client) = start(c).await;
     assert_eq!(stored(&store), transcript);
     server.shutdown().await;

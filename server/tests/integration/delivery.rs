@@ -119,7 +119,7 @@ async fn start(
     config.http_listen = "127.0.0.1:0".parse().unwrap();
     config.clock = Arc::new(clock.clone());
     config.delivery = delivery;
-    RunningServer::start(config).await.unwrap()
+    crate::support::serve(config).await
 }
 
 pub(crate) async fn harness_with(delivery: DeliverySettings) -> Harness {

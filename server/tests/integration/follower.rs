@@ -64,7 +64,7 @@ async fn pair(auth: bool) -> Pair {
     if auth {
         config.triggers.config.clear();
     }
-    let leader = RunningServer::start(config).await.unwrap();
+    let leader = crate::support::serve(config).await;
     let admin_key = leader
         .admin_key_file
         .as_ref()
@@ -515,4 +515,58 @@ async fn live_output_is_appended_and_watched_through_a_follower_over_grpc_and_ss
     assert!(body.contains("event: end"), "{body}");
     p.follower.shutdown(HANG).await;
     p.leader.shutdown().await;
+}
+
+/// A node killed while it led and started again on the same ports follows the lease
+/// its earlier run still holds: it must not forward to itself (each forwarded call
+/// coming back to it, until its headers grow past the limit), but answer
+/// UNAVAILABLE saying why until the lease ends and it takes over.
+#[tokio::test]
+async fn a_node_following_a_lease_that_names_its_own_address_forwards_nothing() {
+    let free = |_| {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+    };
+    let (grpc, http) = (free(0), free(1));
+    let earlier = Leader {
+        node: "earlier-run".into(),
+        epoch: 3,
+        grpc: grpc.to_string(),
+        http: http.to_string(),
+        tls: false,
+    };
+    let mut config = FollowerConfig::new("restarted-node", Arc::new(FixedLeader(Some(earlier))));
+    config.grpc_listen = grpc;
+    config.http_listen = http;
+    config.advertise_grpc = Some(grpc.to_string());
+    let follower = RunningFollower::start(config).await.unwrap();
+    let client = Client::connect_with(
+        &format!("http://{grpc}"),
+        ConnectOptions {
+            max_attempts: 1,
+            ..ConnectOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let err = tokio::time::timeout(HANG, client.describe_run("default", "r"))
+        .await
+        .expect("answered, not hung")
+        .unwrap_err();
+    assert!(
+        matches!(err, ClientError::Unavailable { .. })
+            && err.to_string().contains("an earlier run of this node"),
+        "{err}"
+    );
+    let hook = reqwest::Client::new()
+        .post(format!("http://{http}/hooks/default/hook"))
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(hook.status(), 503);
+    follower.shutdown(HANG).await;
 }

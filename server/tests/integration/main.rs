@@ -1,6 +1,8 @@
 //! The server's integration tests: a real `RunningServer` on a real redb file, driven
 //! over real gRPC and HTTP. One test binary (one link instead of one per file); each
-//! file is a module.
+//! file is a module. The same binary runs every test on PostgreSQL instead with
+//! `RAILYARD_TEST_BACKEND=postgres` and `RAILYARD_TEST_POSTGRES` set (`support.rs`;
+//! `.ci/run` does); the few tests of redb's own files say they skipped.
 
 mod api;
 mod approvals;

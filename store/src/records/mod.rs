@@ -44,6 +44,7 @@ use railyard_model::run::{
     ChildOutcome, Lease, ParentClosePolicy, PendingSignal, Phase, RunBudget, RunState, RunStatus, StepRecord,
     Usage, WaitOn, Waiting,
 };
+use railyard_model::trace::TraceContext;
 
 pub use api_keys::{decode_api_key, encode_api_key};
 pub(crate) use checkpoints::{decode_checkpoint_head, encode_checkpoint_head};
@@ -168,6 +169,12 @@ struct RunRecord {
     /// Result deliveries of the closed run (absent in older rows: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     deliveries: Vec<deliveries::DeliveryRecord>,
+    /// The W3C `traceparent` the run was started with, whose trace its spans join.
+    /// Absent in older rows, and whenever the run's trace is the one derived from its
+    /// namespace and id (`TraceContext::derived`, with no parent span), which is
+    /// then derived again on read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    traceparent: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -511,6 +518,8 @@ impl RunRecord {
                 .iter()
                 .map(deliveries::DeliveryRecord::from_model)
                 .collect(),
+            // A run's trace either came with a caller's span or is derived.
+            traceparent: r.trace.traceparent(),
         }
     }
 
@@ -542,6 +551,12 @@ impl RunRecord {
             .map(deliveries::DeliveryRecord::into_model)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| corrupt("run", format!("run {:?}: {e}", self.run_id)))?;
+        let trace = match &self.traceparent {
+            Some(tp) => {
+                TraceContext::parse(tp).map_err(|e| corrupt("run", format!("run {:?}: {e}", self.run_id)))?
+            }
+            None => TraceContext::derived(&self.namespace, &self.run_id),
+        };
         Ok(RunState {
             namespace: self.namespace,
             run_id: self.run_id,
@@ -638,6 +653,7 @@ impl RunRecord {
                 max_cost_usd: self.max_cost_usd,
             },
             deliveries,
+            trace,
         })
     }
 }

@@ -758,3 +758,50 @@ fn a_run_with_deliveries_round_trips_and_an_older_row_has_none() {
     let err = decode_run(&serde_json::to_vec(&odd).unwrap(), &fresh, &table).unwrap_err();
     assert!(err.to_string().contains("carrier-pigeon"), "{err}");
 }
+
+#[test]
+fn a_runs_trace_round_trips_and_an_older_row_derives_its_own() {
+    use railyard_model::trace::TraceContext;
+    let d = db();
+    let def = Arc::new(parse_definition(DEF).unwrap());
+    let given = TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap();
+    let mut seq = 0;
+    let mut out = Out::new(1_000, &mut seq);
+    let with = |trace| StartParams {
+        namespace: "ns".into(),
+        run_id: "r1".into(),
+        trace,
+        ..Default::default()
+    };
+    let traced = RunState::start(with(Some(given)), def.clone(), &mut out);
+    let plain = RunState::start(with(None), def, &mut out);
+    assert_eq!(plain.trace, TraceContext::derived("ns", "r1"));
+    let tx = d.db.begin_write().unwrap();
+    let (traced_row, plain_row) = {
+        let mut table = tx.open_table(DEFS).unwrap();
+        d.defs.store(&traced.definition, &mut table).unwrap();
+        (
+            encode_run(&traced, &d.defs).unwrap(),
+            encode_run(&plain, &d.defs).unwrap(),
+        )
+    };
+    tx.commit().unwrap();
+    let tx = d.db.begin_read().unwrap();
+    let table = tx.open_table(DEFS).unwrap();
+    let fresh = Definitions::default();
+    assert_eq!(decode_run(&traced_row, &fresh, &table).unwrap().trace, given);
+    let row: serde_json::Value = serde_json::from_slice(&traced_row).unwrap();
+    assert_eq!(row["traceparent"], given.traceparent().unwrap().as_str());
+    // A derived trace is not stored: such a row reads as one written before traces.
+    let row: serde_json::Value = serde_json::from_slice(&plain_row).unwrap();
+    assert!(row.get("traceparent").is_none(), "{row}");
+    assert_eq!(
+        decode_run(&plain_row, &fresh, &table).unwrap().trace,
+        TraceContext::derived("ns", "r1")
+    );
+    // A bad stored value is refused by name.
+    let mut bad = row;
+    bad["traceparent"] = "00-nope".into();
+    let err = decode_run(&serde_json::to_vec(&bad).unwrap(), &fresh, &table).unwrap_err();
+    assert!(err.to_string().contains("traceparent"), "{err}");
+}

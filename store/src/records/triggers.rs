@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::{Record, corrupt, decode_record, encode_record, v1};
 use crate::error::StorageError;
 use railyard_model::Millis;
+use railyard_model::trace::TraceContext;
 use railyard_model::trigger::{HookDelivery, KeyHolder, Mode, QueuedStart, Source, Trigger};
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -176,6 +177,9 @@ struct QueuedStartRecord {
     identity: String,
     #[serde(default)]
     received_ms: Millis,
+    /// The webhook request's W3C `traceparent` (absent in older rows, and when it had none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    traceparent: Option<String>,
 }
 
 impl Record for QueuedStartRecord {
@@ -198,6 +202,7 @@ pub fn encode_queued_start(q: &QueuedStart) -> Result<Vec<u8>, StorageError> {
         callback_url: q.callback_url.clone(),
         identity: q.identity.clone(),
         received_ms: q.received_ms,
+        traceparent: q.trace.and_then(|t| t.traceparent()),
     })
 }
 
@@ -213,6 +218,11 @@ pub fn decode_queued_start(bytes: &[u8]) -> Result<QueuedStart, StorageError> {
         callback_url: r.callback_url,
         identity: r.identity,
         received_ms: r.received_ms,
+        trace: r
+            .traceparent
+            .map(|tp| TraceContext::parse(&tp))
+            .transpose()
+            .map_err(|e| super::corrupt(QueuedStartRecord::WHAT, e))?,
     })
 }
 
@@ -290,6 +300,16 @@ mod tests {
             ..QueuedStart::default()
         };
         assert_eq!(decode_queued_start(&encode_queued_start(&q).unwrap()).unwrap(), q);
+        let traced = QueuedStart {
+            trace: Some(
+                TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap(),
+            ),
+            ..q
+        };
+        assert_eq!(
+            decode_queued_start(&encode_queued_start(&traced).unwrap()).unwrap(),
+            traced
+        );
         let d = HookDelivery {
             run_id: "r".into(),
             received_ms: 3,

@@ -33,7 +33,7 @@ use std::time::Duration;
 use railyard_proto::v1::{ChildRunSpec, CoordinatorNote, Signal, StepTask, StuckReport, TokenUsage};
 use railyard_sdk::{Completion, Failure};
 use serde_json::Value;
-use tracing::{debug, info, warn};
+use tracing::{Instrument, debug, info, warn};
 
 use crate::events::{EventKind, EventSink, StepRef, WorkerEvent, one_line, summarize_tool_input};
 use crate::output::OutputChunk;
@@ -58,6 +58,9 @@ pub const TOKEN_BUDGET_EXCEEDED: &str = "token_budget_exceeded";
 pub const AGENT_STUCK: &str = "agent_stuck";
 /// Error type of a step whose workspace cannot be used (retryable).
 const WORKSPACE_UNUSABLE: &str = "workspace_unusable";
+
+/// Bytes of a tool's result shown to watchers of the step's live output.
+const TOOL_RESULT_EXCERPT: usize = 2048;
 
 /// Turns allowed when a step sets no `maxTurns`.
 const DEFAULT_MAX_TURNS: u32 = 30;
@@ -496,7 +499,19 @@ impl StepRun<'_> {
             if let Some(why) = self.budget.exceeded(&self.usage, self.cost()) {
                 return self.fail(TOKEN_BUDGET_EXCEEDED, why, true);
             }
-            let turn = match self.agent.provider.complete(&self.req).await {
+            // The answer's live output goes to watchers as it arrives.
+            let lease = self.lease;
+            let live = move |chunk: OutputChunk| lease.output(chunk);
+            let call =
+                crate::trace::ModelCall::start(self.agent.provider.name(), self.agent.provider.model());
+            let turn = self
+                .agent
+                .provider
+                .complete(&self.req, &live)
+                .instrument(call.span())
+                .await;
+            call.done(&turn);
+            let turn = match turn {
                 Ok(t) => t,
                 Err(e) => return self.provider_failure(e),
             };
@@ -552,7 +567,14 @@ impl StepRun<'_> {
             for (i, (id, name, input)) in calls.iter().enumerate() {
                 self.call_index = i;
                 let had = completion.is_some();
-                let out = self.call_tool(name, input, &mut completion).await;
+                let span = crate::trace::tool_span(name);
+                let out = self
+                    .call_tool(name, input, &mut completion)
+                    .instrument(span.clone())
+                    .await;
+                if out.is_error {
+                    crate::trace::tool_failed(&span);
+                }
                 if !had && completion.is_some() {
                     completion_call = Some(id.clone());
                 }
@@ -743,6 +765,11 @@ impl StepRun<'_> {
                 message: one_line(&out.content, 200),
             });
         }
+        self.lease.output(OutputChunk::ToolResult {
+            name: name.to_string(),
+            excerpt: railyard_model::text::prefix(&out.content, TOOL_RESULT_EXCERPT).to_string(),
+            is_error: out.is_error,
+        });
         out
     }
 

@@ -28,7 +28,10 @@
 //! shutdown_grace_secs = 30
 //! heartbeat_interval_secs = 10
 //! max_model_response_bytes = 33554432  # 32 MiB; a longer model answer fails the call
+//! model_stream = true                 # stream model answers (live output); false reads them whole
+//! model_stream_idle_timeout_secs = 300  # a stream silent this long fails the call (retryable)
 //! bash_env = ["GOPATH", "CARGO_HOME"]  # or RAILYARD_BASH_ENV="GOPATH,CARGO_HOME"
+//! otlp_endpoint = "http://127.0.0.1:4318"  # OpenTelemetry traces (or RAILYARD_OTLP_ENDPOINT)
 //!
 //! # Estimated cost: US dollars per million tokens, by model (cache prices default to
 //! # the input price). A model not listed costs 0.
@@ -46,7 +49,9 @@ use std::time::Duration;
 use railyard_config::{EnvVar, Loaded, Loader};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::provider::{DEFAULT_MAX_RESPONSE_BYTES, ProviderConfig, ScriptSource};
+use crate::provider::{
+    DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_STREAM_IDLE_TIMEOUT, ProviderConfig, ScriptSource, StreamSettings,
+};
 use crate::usage::ModelPrice;
 
 /// Most models in the price table.
@@ -149,6 +154,10 @@ const ENV: &[EnvVar] = &[
         key: "server_url",
     },
     EnvVar {
+        var: "RAILYARD_OTLP_ENDPOINT",
+        key: "otlp_endpoint",
+    },
+    EnvVar {
         var: "RAILYARD_API_KEY",
         key: "api_key",
     },
@@ -217,6 +226,14 @@ const ENV: &[EnvVar] = &[
         key: "max_model_response_bytes",
     },
     EnvVar {
+        var: "RAILYARD_MODEL_STREAM",
+        key: "model_stream",
+    },
+    EnvVar {
+        var: "RAILYARD_MODEL_STREAM_IDLE_TIMEOUT_SECS",
+        key: "model_stream_idle_timeout_secs",
+    },
+    EnvVar {
         var: "RAILYARD_BASH_ENV",
         key: "bash_env",
     },
@@ -278,12 +295,25 @@ pub struct ConfigLayer {
     pub heartbeat_interval: Option<Duration>,
     /// Cap on a model answer's body, in bytes.
     pub max_model_response_bytes: Option<u64>,
+    /// Whether model answers are streamed (the default) or read whole.
+    pub model_stream: Option<bool>,
+    /// Longest silence of a streamed model answer before the call fails.
+    #[serde(
+        default,
+        rename = "model_stream_idle_timeout_secs",
+        deserialize_with = "secs",
+        serialize_with = "as_secs"
+    )]
+    pub model_stream_idle_timeout: Option<Duration>,
     /// Variable names passed on to `bash`: a list, or (from `RAILYARD_BASH_ENV`)
     /// comma-separated text.
     #[serde(default, deserialize_with = "queue_list")]
     pub bash_env: Option<Vec<String>>,
     /// US dollars per million tokens, by model name.
     pub prices: Option<BTreeMap<String, ModelPrice>>,
+    /// The OTLP/HTTP endpoint of OpenTelemetry traces; read by the binary, which
+    /// exports them (the worker only makes the spans).
+    pub otlp_endpoint: Option<String>,
 }
 
 fn secs<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
@@ -511,6 +541,7 @@ fn resolve_provider(
                 .unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into()),
             max_tokens: layer.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
             max_response_bytes: max_response_bytes(loaded)?,
+            stream: stream_settings(loaded)?,
         },
         ProviderKind::OpenAi => ProviderConfig::OpenAi {
             base_url: layer
@@ -520,6 +551,7 @@ fn resolve_provider(
             api_key: layer.openai_api_key.clone(),
             model: layer.model.clone().unwrap_or_else(|| DEFAULT_OPENAI_MODEL.into()),
             max_response_bytes: max_response_bytes(loaded)?,
+            stream: stream_settings(loaded)?,
         },
         ProviderKind::Scripted => ProviderConfig::Scripted {
             script: layer.script.clone().or(default_script).ok_or_else(|| {
@@ -539,6 +571,27 @@ fn max_response_bytes(loaded: &Loaded<ConfigLayer>) -> Result<u64, ConfigError> 
         Some(n) if n < 1024 => Err(loaded.invalid("max_model_response_bytes", "must be at least 1024 bytes")),
         Some(n) => Ok(n),
     }
+}
+
+/// Longest idle timeout of a model stream: a streamed answer lasts at most an hour.
+const MAX_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
+
+fn stream_settings(loaded: &Loaded<ConfigLayer>) -> Result<StreamSettings, ConfigError> {
+    let layer = &loaded.value;
+    let idle_timeout = match layer.model_stream_idle_timeout {
+        None => DEFAULT_STREAM_IDLE_TIMEOUT,
+        Some(d) if d.is_zero() || d > MAX_STREAM_IDLE_TIMEOUT => {
+            return Err(loaded.invalid(
+                "model_stream_idle_timeout_secs",
+                "must be more than 0 and at most 3600 seconds",
+            ));
+        }
+        Some(d) => d,
+    };
+    Ok(StreamSettings {
+        enabled: layer.model_stream.unwrap_or(true),
+        idle_timeout,
+    })
 }
 
 /// Splits a comma-separated queue list, dropping blanks.

@@ -361,3 +361,48 @@ fn prices_are_read_per_model_and_checked() {
         .to_string();
     assert!(err.contains("cache"), "{err}");
 }
+
+#[test]
+fn model_streaming_is_on_by_default_and_can_be_turned_off() {
+    let cfg = load(None, &[("ANTHROPIC_API_KEY", "k")], ConfigLayer::default(), None).unwrap();
+    assert!(matches!(
+        cfg.provider,
+        ProviderConfig::Anthropic { stream, .. } if stream == StreamSettings::default() && stream.enabled
+    ));
+    let vars = [
+        ("OPENAI_BASE_URL", "http://localhost:11434/v1"),
+        ("RAILYARD_MODEL_STREAM", "false"),
+        ("RAILYARD_MODEL_STREAM_IDLE_TIMEOUT_SECS", "42"),
+    ];
+    let cfg = load(None, &vars, ConfigLayer::default(), None).unwrap();
+    let ProviderConfig::OpenAi { stream, .. } = cfg.provider else {
+        panic!("{:?}", cfg.provider)
+    };
+    assert!(!stream.enabled);
+    assert_eq!(stream.idle_timeout, Duration::from_secs(42));
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.toml");
+    std::fs::write(&path, "model_stream = false\n").unwrap();
+    let cfg = load(
+        Some(&path),
+        &[("ANTHROPIC_API_KEY", "k")],
+        ConfigLayer::default(),
+        None,
+    )
+    .unwrap();
+    assert!(matches!(cfg.provider, ProviderConfig::Anthropic { stream, .. } if !stream.enabled));
+    std::fs::write(&path, "model_stream_idle_timeout_secs = 0\n").unwrap();
+    let err = load(
+        Some(&path),
+        &[("ANTHROPIC_API_KEY", "k")],
+        ConfigLayer::default(),
+        None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("model_stream_idle_timeout_secs") && err.contains("w.toml"),
+        "{err}"
+    );
+}

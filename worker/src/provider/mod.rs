@@ -7,24 +7,28 @@
 //! that record follow them.
 
 mod anthropic;
+mod chunks;
 mod http;
 mod openai;
 pub mod scripted;
+mod sse;
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use anthropic::AnthropicProvider;
-pub(crate) use http::DEFAULT_MAX_RESPONSE_BYTES;
+pub(crate) use http::{DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_STREAM_IDLE_TIMEOUT};
 pub use openai::OpenAiProvider;
 pub use railyard_sdk::RetryPolicy;
 pub use scripted::{BuiltInScript, Script, ScriptSource, ScriptedProvider};
 
+use crate::output::OutputSink;
 use crate::usage::Usage;
 
 /// A boxed, sendable future, so the trait stays usable as `Arc<dyn Provider>`.
@@ -161,6 +165,12 @@ pub enum ProviderError {
         "the response from {url} is larger than the limit of {limit} bytes (max_model_response_bytes); not retryable"
     )]
     ResponseTooLarge { url: String, limit: u64 },
+    /// One line or event of a streamed answer passed the parser's cap; not retried,
+    /// for the same reason.
+    #[error(
+        "an event of the answer's stream from {url} is larger than the limit of {limit} bytes; not retryable"
+    )]
+    StreamEventTooLarge { url: String, limit: u64 },
     /// A 2xx answer that is not the expected shape.
     #[error("unexpected response from the provider: {0}")]
     BadResponse(String),
@@ -185,6 +195,7 @@ impl ProviderError {
             Self::Auth { .. }
             | Self::UnknownModel { .. }
             | Self::ResponseTooLarge { .. }
+            | Self::StreamEventTooLarge { .. }
             | Self::Script(_)
             | Self::Config(_) => false,
         }
@@ -201,8 +212,37 @@ pub trait Provider: Send + Sync {
         ""
     }
 
-    /// Sends the transcript and returns the model's next turn.
-    fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>>;
+    /// Sends the transcript and returns the model's next turn, pushing its live output
+    /// to `out` as it arrives: text, thinking, each tool call's start and input, and
+    /// at the end its usage and stop reason ([`crate::output`]); a failed try is
+    /// pushed as an error. The turn returned is the whole answer, the same whether
+    /// the provider streamed it or not.
+    fn complete<'a>(
+        &'a self,
+        req: &'a ModelRequest,
+        out: &'a dyn OutputSink,
+    ) -> BoxFuture<'a, Result<ModelTurn, ProviderError>>;
+}
+
+/// Whether a real provider streams its answers, and how long a stream may stall.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamSettings {
+    /// Use the provider's streaming API (`stream: true`), so watchers see the answer
+    /// as it is written; `false` reads each answer whole (live output then comes a
+    /// turn at a time).
+    pub enabled: bool,
+    /// Longest pause between two reads of a streamed answer before the call fails as
+    /// a retryable transport error.
+    pub idle_timeout: Duration,
+}
+
+impl Default for StreamSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            idle_timeout: DEFAULT_STREAM_IDLE_TIMEOUT,
+        }
+    }
 }
 
 /// Which model backs the agent loop, as the worker's configuration resolved it.
@@ -216,6 +256,8 @@ pub enum ProviderConfig {
         max_tokens: u32,
         /// Longest answer body read; a longer one fails the call.
         max_response_bytes: u64,
+        /// How the answer is read: streamed (the default) or whole.
+        stream: StreamSettings,
     },
     /// OpenAI-compatible chat completions; no key for local servers.
     OpenAi {
@@ -224,6 +266,8 @@ pub enum ProviderConfig {
         model: String,
         /// Longest answer body read; a longer one fails the call.
         max_response_bytes: u64,
+        /// How the answer is read: streamed (the default) or whole.
+        stream: StreamSettings,
     },
     /// The offline scripted provider (no model at all).
     Scripted { script: ScriptSource },
@@ -238,6 +282,7 @@ impl fmt::Debug for ProviderConfig {
                 model,
                 max_tokens,
                 max_response_bytes,
+                stream,
                 ..
             } => f
                 .debug_struct("Anthropic")
@@ -246,18 +291,21 @@ impl fmt::Debug for ProviderConfig {
                 .field("model", model)
                 .field("max_tokens", max_tokens)
                 .field("max_response_bytes", max_response_bytes)
+                .field("stream", stream)
                 .finish(),
             Self::OpenAi {
                 base_url,
                 api_key,
                 model,
                 max_response_bytes,
+                stream,
             } => f
                 .debug_struct("OpenAi")
                 .field("base_url", base_url)
                 .field("api_key", &api_key.as_ref().map(|_| "<redacted>"))
                 .field("model", model)
                 .field("max_response_bytes", max_response_bytes)
+                .field("stream", stream)
                 .finish(),
             Self::Scripted { script } => f
                 .debug_struct("Scripted")
@@ -288,18 +336,22 @@ pub fn from_config(config: &ProviderConfig) -> Result<Arc<dyn Provider>, Provide
             model,
             max_tokens,
             max_response_bytes,
+            stream,
         } => Arc::new(
             AnthropicProvider::new(base_url, api_key, model, *max_tokens)?
-                .with_max_response_bytes(*max_response_bytes),
+                .with_max_response_bytes(*max_response_bytes)
+                .with_streaming(*stream),
         ),
         ProviderConfig::OpenAi {
             base_url,
             api_key,
             model,
             max_response_bytes,
+            stream,
         } => Arc::new(
             OpenAiProvider::new(base_url, api_key.as_deref(), model)?
-                .with_max_response_bytes(*max_response_bytes),
+                .with_max_response_bytes(*max_response_bytes)
+                .with_streaming(*stream),
         ),
         ProviderConfig::Scripted { script } => {
             let provider = ScriptedProvider::load(script)?;

@@ -29,6 +29,9 @@
 //! "cache_read": 0, "cache_write": 0}` (each optional, 0 when left out). A turn without
 //! one reports an estimate, a token per four bytes of the request's transcript and of
 //! the turn itself, so the demo and tests show usage without writing any.
+//!
+//! Its live output comes in pieces, as a streaming model's would: each turn's text and
+//! each tool call's input in up to four chunks, then the usage and the turn's end.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -38,8 +41,12 @@ use serde_json::Value;
 
 use super::{
     Block, BoxFuture, ModelRequest, ModelTurn, Provider, ProviderError, RequestMetadata, Role, StopReason,
-    Usage,
+    Usage, chunks,
 };
+use crate::output::OutputSink;
+
+/// Pieces a scripted turn's text and each tool input are cut in for live output.
+const STREAM_PIECES: usize = 4;
 
 /// A whole script: turns per step id, and a fallback.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -315,8 +322,18 @@ impl Provider for ScriptedProvider {
         "scripted"
     }
 
-    fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
-        Box::pin(async move { Ok(self.turn_for(req)) })
+    /// Plays the turn in pieces, as a streaming model would: its text and each tool
+    /// call's input in up to [`STREAM_PIECES`] chunks, then its usage and end.
+    fn complete<'a>(
+        &'a self,
+        req: &'a ModelRequest,
+        out: &'a dyn OutputSink,
+    ) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
+        Box::pin(async move {
+            let turn = self.turn_for(req);
+            chunks::emit_turn(&turn, out, STREAM_PIECES);
+            Ok(turn)
+        })
     }
 }
 

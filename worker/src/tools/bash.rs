@@ -67,7 +67,7 @@ pub(super) async fn run(ws: &Workspace, input: &Value, limits: &ToolLimits) -> T
     if std::env::var_os("PATH").is_none() {
         cmd.env("PATH", FALLBACK_PATH);
     }
-    let mut child = match cmd.spawn() {
+    let mut child = match reaper::spawn_shell(|| cmd.spawn(), |c| c.id()) {
         Ok(c) => c,
         Err(e) => return ToolOutput::error(format!("cannot start bash: {e}")),
     };
@@ -75,9 +75,6 @@ pub(super) async fn run(ws: &Workspace, input: &Value, limits: &ToolLimits) -> T
         pid: child.id(),
         call: call.clone(),
     };
-    if let Some(pid) = group.pid {
-        reaper::register_shell(pid);
-    }
     let stdout = Captured::shared();
     let stderr = Captured::shared();
     let readers = [

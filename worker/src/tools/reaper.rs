@@ -34,6 +34,23 @@ static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
 /// The shells the tools started and have not reaped yet: children of the worker that
 /// are not adopted.
 static SHELLS: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
+/// Held while a shell is started and registered, and while a sweep looks and kills:
+/// between fork and exec a new shell still has the worker's environment (no call),
+/// so a strict sweep of another call seeing it then would take it for an orphan.
+static SPAWNING: Mutex<()> = Mutex::new(());
+
+/// Starts a shell with `spawn` and registers it, with no sweep looking meanwhile.
+pub(crate) fn spawn_shell<T>(
+    spawn: impl FnOnce() -> std::io::Result<T>,
+    pid: impl Fn(&T) -> Option<u32>,
+) -> std::io::Result<T> {
+    let _quiet = SPAWNING.lock().unwrap_or_else(|p| p.into_inner());
+    let child = spawn()?;
+    if let Some(pid) = pid(&child) {
+        register_shell(pid);
+    }
+    Ok(child)
+}
 
 /// Makes the worker a child subreaper, so that what a command orphans stays in its
 /// tree for [`sweep`] to find. Answers whether it is one.
@@ -67,7 +84,7 @@ pub(crate) fn new_call() -> String {
     )
 }
 
-pub(crate) fn register_shell(pid: u32) {
+fn register_shell(pid: u32) {
     SHELLS
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -172,6 +189,7 @@ pub(crate) fn sweep(call: &str, shell: Option<u32>) -> usize {
     let mut killed = 0;
     let mut ours: HashSet<u32> = HashSet::new();
     for _ in 0..MAX_ROUNDS {
+        let _quiet = SPAWNING.lock().unwrap_or_else(|p| p.into_inner());
         let all = processes();
         let mut roots: Vec<u32> = Vec::new();
         if let Some(shell) = shell

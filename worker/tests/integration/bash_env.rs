@@ -237,3 +237,71 @@ async fn jobs_that_left_the_process_group_end_with_the_command() {
     }
     panic!("{} setsid'd jobs outlived their command", sleeps_running(&args));
 }
+
+const CONCURRENT_MARK: &str = "RAILYARD_TEST_BASH_CONCURRENT_CHILD";
+
+/// A worker process's side (a child subreaper in strict mode, as `railyard worker`
+/// runs): many commands at once, each ending with a sweep while others are being
+/// started. Prints how many failed. Started by the test below.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "run in a child process by bash_env::concurrent_commands_are_never_swept_as_orphans_of_each_other"]
+async fn child_runs_commands_side_by_side() {
+    let Ok(ws) = std::env::var(CONCURRENT_MARK) else {
+        panic!("only meant to run as the child of the test named in the ignore reason");
+    };
+    assert!(railyard_worker::tools::reaper::adopt_orphans());
+    railyard_worker::tools::reaper::set_strict(true);
+    let tools = ToolBox::new(std::path::Path::new(&ws), ToolLimits::default()).unwrap();
+    let mut failed = Vec::new();
+    for round in 0..8 {
+        let calls = (0..12).map(|i| {
+            let tools = tools.clone();
+            tokio::spawn(async move {
+                let name = format!("m{round}-{i}.txt");
+                let out = tools
+                    .execute(
+                        "bash",
+                        &json!({"command": format!("echo {name} > {name}; cat {name}")}),
+                    )
+                    .await;
+                (name, out)
+            })
+        });
+        for call in calls.collect::<Vec<_>>() {
+            let (name, out) = call.await.unwrap();
+            if out.is_error || !out.content.contains(&name) {
+                failed.push(format!("{name}: {}", out.content));
+            }
+        }
+    }
+    println!("<<<{}>>>", failed.join("\n"));
+}
+
+#[test]
+fn concurrent_commands_are_never_swept_as_orphans_of_each_other() {
+    let ws = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "bash_env::child_runs_commands_side_by_side",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CONCURRENT_MARK, ws.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "child failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let failed = stdout
+        .split_once("<<<")
+        .and_then(|(_, rest)| rest.split_once(">>>"))
+        .map(|(failed, _)| failed)
+        .expect("the child's report");
+    assert_eq!(failed, "", "commands that failed");
+    assert_eq!(std::fs::read_dir(ws.path()).unwrap().count(), 96);
+}

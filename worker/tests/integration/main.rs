@@ -12,4 +12,5 @@ mod providers;
 mod response_cap;
 mod runner;
 mod scripted_agent;
+mod streaming;
 mod tools;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::common::{FakeLease, Reply, mock_model, task, tool_results};
 use railyard_worker::agent::{Agent, Outcome};
+use railyard_worker::output::Discard;
 use railyard_worker::provider::{
     AnthropicProvider, Block, Message, ModelRequest, OpenAiProvider, Provider, ProviderError, RetryPolicy,
 };
@@ -139,7 +140,7 @@ async fn anthropic_retries_429_honouring_retry_after() {
         messages: vec![Message::user_text("hi")],
         ..Default::default()
     };
-    let turn = provider.complete(&req).await.unwrap();
+    let turn = provider.complete(&req, &Discard).await.unwrap();
     assert_eq!(turn.blocks, vec![Block::text("hello")]);
     assert_eq!(state.requests().len(), 3);
 }
@@ -152,7 +153,7 @@ async fn anthropic_gives_up_after_max_attempts_as_retryable() {
         messages: vec![Message::user_text("hi")],
         ..Default::default()
     };
-    let err = anthropic(&base).complete(&req).await.unwrap_err();
+    let err = anthropic(&base).complete(&req, &Discard).await.unwrap_err();
     assert!(err.is_retryable());
     assert!(matches!(err, ProviderError::Http { status: 503, .. }), "{err}");
     assert_eq!(state.requests().len(), 3);
@@ -218,7 +219,7 @@ async fn unknown_model_is_named() {
         messages: vec![Message::user_text("hi")],
         ..Default::default()
     };
-    let err = anthropic(&base).complete(&req).await.unwrap_err();
+    let err = anthropic(&base).complete(&req, &Discard).await.unwrap_err();
     assert!(!err.is_retryable());
     assert!(err.to_string().starts_with("unknown model claude-test"), "{err}");
 }
@@ -360,10 +361,10 @@ async fn openai_without_key_sends_no_authorization_and_maps_errors() {
         messages: vec![Message::user_text("hi")],
         ..Default::default()
     };
-    let err = provider.complete(&req).await.unwrap_err();
+    let err = provider.complete(&req, &Discard).await.unwrap_err();
     assert!(err.to_string().starts_with("unknown model llama9"), "{err}");
     assert!(state.requests()[0].0.get("authorization").is_none());
-    let err = provider.complete(&req).await.unwrap_err();
+    let err = provider.complete(&req, &Discard).await.unwrap_err();
     assert!(
         err.to_string()
             .starts_with("authentication failed (check OPENAI_API_KEY)"),

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::common::{FakeLease, task};
 use railyard_worker::agent::{Agent, Outcome};
+use railyard_worker::output::Discard;
 use railyard_worker::provider::{
     AnthropicProvider, ModelRequest, OpenAiProvider, Provider, ProviderError, RetryPolicy,
 };
@@ -143,7 +144,7 @@ async fn complete(p: &dyn Provider) -> Result<(), ProviderError> {
         messages: vec![railyard_worker::provider::Message::user_text("hi")],
         ..Default::default()
     };
-    tokio::time::timeout(Duration::from_secs(60), p.complete(&req))
+    tokio::time::timeout(Duration::from_secs(60), p.complete(&req, &Discard))
         .await
         .expect("the call ends instead of reading forever")
         .map(|_| ())

@@ -10,6 +10,7 @@ use railyard_proto::v1::history_server::{History, HistoryServer};
 use railyard_proto::v1::tasks_server::{Tasks, TasksServer};
 use railyard_proto::v1::*;
 use railyard_worker::events::{EventKind, EventSink, WorkerEvent};
+use railyard_worker::output::OutputSink;
 use railyard_worker::provider::{
     Block, BoxFuture, ModelRequest, ModelTurn, Provider, ProviderError, ScriptSource, StopReason,
 };
@@ -409,7 +410,11 @@ impl Provider for Stuck {
     fn name(&self) -> &str {
         "stuck"
     }
-    fn complete<'a>(&'a self, _: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
+    fn complete<'a>(
+        &'a self,
+        _: &'a ModelRequest,
+        _: &'a dyn OutputSink,
+    ) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
         Box::pin(std::future::pending())
     }
 }
@@ -423,7 +428,11 @@ impl Provider for Gated {
     fn name(&self) -> &str {
         "gated"
     }
-    fn complete<'a>(&'a self, _: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
+    fn complete<'a>(
+        &'a self,
+        _: &'a ModelRequest,
+        _: &'a dyn OutputSink,
+    ) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
         Box::pin(async move {
             self.go.notified().await;
             Ok(ModelTurn {

@@ -138,7 +138,7 @@ async fn measure(url: &str, pid: u32, args: &BenchArgs, agents: u32) -> anyhow::
     let mut children = Vec::new();
     for p in 0..processes {
         let share = agents / processes + u32::from(p < agents % processes);
-        let child = Command::new(&exe)
+        let child = crate::bench::child::die_with_parent(&mut Command::new(&exe))
             .args(["bench-agent", "--server", url])
             .args(["--agents", &share.to_string(), "--turns", &args.turns.to_string()])
             .args(["--seed", &p.to_string(), "--timeout", &args.timeout.to_string()])

@@ -48,6 +48,9 @@ use serde::{Deserialize, Serialize};
 /// max_per_namespace = 16              # calls in flight for one namespace (default: half)
 /// allow_networks = ["127.0.0.0/8"]    # internal networks deliveries may reach (default: none)
 ///
+/// [telemetry]                         # OpenTelemetry traces, off without an endpoint
+/// otlp_endpoint = "http://127.0.0.1:4318"   # OTLP/HTTP; /v1/traces is appended
+///
 /// [hooks]
 /// max_body_bytes = 1048576            # larger webhook bodies get 413
 /// dedup_retention_secs = 604800       # how long a delivery id is remembered
@@ -80,6 +83,9 @@ pub(crate) struct ServerFile {
     pub hooks: HooksSection,
     #[serde(default)]
     pub output: OutputSection,
+    /// OpenTelemetry traces (read by `crate::telemetry` before logging starts).
+    #[serde(default)]
+    pub telemetry: crate::telemetry::TelemetrySection,
     /// Webhook triggers: written into storage at start, read-only through the API.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub triggers: Vec<TriggerInput>,
@@ -335,6 +341,10 @@ pub(super) const ENV: &[EnvVar] = &[
     EnvVar {
         var: "RAILYARD_PEER_CA",
         key: "server.peer_ca",
+    },
+    EnvVar {
+        var: crate::telemetry::ENDPOINT_VAR,
+        key: "telemetry.otlp_endpoint",
     },
 ];
 

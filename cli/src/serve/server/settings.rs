@@ -42,7 +42,7 @@ pub(crate) struct ServerArgs {
     /// tls_client_ca, max_connections, idle_timeout_secs, max_connections_per_peer,
     /// http_request_timeout_secs, max_child_depth, max_children_per_run, cache_size_mib,
     /// mcp_max_sessions, mcp_max_sessions_per_key, mcp_session_idle_secs, advertise_host,
-    /// node_lease, peer_ca).
+    /// node_lease, peer_ca) and a [telemetry] section (key: otlp_endpoint).
     #[arg(long, value_name = "FILE", env = "RAILYARD_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
 
@@ -187,6 +187,13 @@ pub(crate) struct ServerArgs {
     /// leader's certificate, besides the system's roots [env: RAILYARD_PEER_CA].
     #[arg(long, value_name = "FILE")]
     pub peer_ca: Option<PathBuf>,
+
+    /// Send OpenTelemetry traces (a span per step attempt, in a trace per run) to this
+    /// OTLP/HTTP endpoint, e.g. http://127.0.0.1:4318 (/v1/traces is appended); off when
+    /// unset [env: RAILYARD_OTLP_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT; service.name
+    /// from OTEL_SERVICE_NAME].
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
 }
 
 /// Largest webhook body that may be configured.
@@ -421,6 +428,9 @@ impl ServerArgs {
                 allow_networks: (!self.delivery_allow_networks.is_empty())
                     .then(|| NetworkList::List(self.delivery_allow_networks.clone())),
                 ..DeliverySection::default()
+            },
+            telemetry: crate::telemetry::TelemetrySection {
+                otlp_endpoint: self.otlp_endpoint.clone(),
             },
             ..ServerFile::default()
         };

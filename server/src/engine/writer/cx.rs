@@ -63,6 +63,31 @@ pub(crate) struct Transition {
     pub was_open: bool,
     pub events: Vec<Event>,
     pub effects: Vec<Effect>,
+    /// The step attempt in flight before the transition (see [`Attempt::of`]): if
+    /// the transition ends it, its span is recorded after the commit.
+    pub attempt_before: Option<Attempt>,
+}
+
+/// A step attempt in flight: its lease, its step and attempt number.
+#[derive(Debug, Clone)]
+pub(crate) struct Attempt {
+    lease: Lease,
+    step: usize,
+    attempt: u32,
+}
+
+impl Attempt {
+    /// The attempt in flight in `run`, if any, when step-attempt spans are recorded.
+    pub fn of(run: &RunState) -> Option<Self> {
+        match &run.phase {
+            Phase::Started(lease) if crate::trace::enabled() => Some(Self {
+                lease: lease.clone(),
+                step: run.current_step,
+                attempt: run.steps.get(run.current_step).map_or(0, |s| s.attempt),
+            }),
+            _ => None,
+        }
+    }
 }
 
 impl Transition {
@@ -73,7 +98,48 @@ impl Transition {
             was_open,
             events: out.events,
             effects: out.effects,
+            attempt_before: None,
         }
+    }
+
+    /// The same, where `before` was in flight before it.
+    pub fn after(mut self, before: Option<Attempt>) -> Self {
+        self.attempt_before = before;
+        self
+    }
+
+    /// The attempt in flight before that this transition ended, as a span to record.
+    fn ended_attempt(&self, now: Millis) -> Option<crate::trace::EndedAttempt> {
+        let before = self.attempt_before.as_ref()?;
+        if matches!(&self.run.phase, Phase::Started(l) if l.seq == before.lease.seq)
+            && self.run.status.is_open()
+        {
+            return None;
+        }
+        let ended_by = self
+            .events
+            .iter()
+            .rev()
+            .map(|e| e.kind.type_name())
+            .find(|t| crate::trace::ends_attempt(t))
+            .unwrap_or_default();
+        let run = &self.run;
+        Some(crate::trace::EndedAttempt {
+            ns: run.namespace.clone(),
+            run_id: run.run_id.clone(),
+            workflow_id: run.workflow_id.clone(),
+            trace: run.trace,
+            lease: before.lease.clone(),
+            step_id: run
+                .definition
+                .steps
+                .get(before.step)
+                .map(|s| s.id.clone())
+                .unwrap_or_default(),
+            attempt: before.attempt,
+            ended_by,
+            ended_ms: now,
+        })
     }
 }
 
@@ -115,10 +181,11 @@ impl Cx<'_, '_> {
             return Ok(Err(not_found(ns, run_id)));
         };
         let was_open = run.status.is_open();
+        let before = Attempt::of(&run);
         let mut out = Out::new(self.now, self.next_seq);
         match f(&mut run, &mut out) {
             Ok(v) => {
-                let t = Transition::new(run, was_open, out);
+                let t = Transition::new(run, was_open, out).after(before);
                 self.save(t)?;
                 Ok(Ok(v))
             }
@@ -175,7 +242,11 @@ impl Cx<'_, '_> {
             t.effects = out.effects;
             handoff
         };
+        let ended = t.ended_attempt(self.now);
         let written = self.write(&t.run, t.was_open, &t.events, t.effects);
+        if let (Ok(()), Some(ended)) = (&written, ended) {
+            self.after.push(After::AttemptEnded(Box::new(ended)));
+        }
         let Some((waiter, lease)) = handoff else {
             return written;
         };

@@ -499,6 +499,8 @@ enum After {
     WakeTimers,
     /// A result delivery attempt for the sender.
     Deliver(Box<crate::engine::delivery::Job>),
+    /// A step attempt ended: its span, to record once committed.
+    AttemptEnded(Box<crate::trace::EndedAttempt>),
     /// The run's lease deadline as its state now says (`None`: no lease in flight).
     Lease {
         ns: String,
@@ -630,6 +632,7 @@ impl WriterLoop {
                         } => self.hooks.watchers.notify(&ns, &run_id, last_event_id),
                         After::WakeTimers => self.hooks.timer_wake.notify_one(),
                         After::Deliver(job) => self.delivery.send(*job),
+                        After::AttemptEnded(a) => crate::trace::record(&a),
                         After::Lease { ns, run_id, deadline } => {
                             if self.hooks.leases.set(&ns, &run_id, deadline) {
                                 self.hooks.timer_wake.notify_one();

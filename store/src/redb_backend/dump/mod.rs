@@ -33,8 +33,8 @@ pub enum ReadOpenError {
     #[error("no database at {path}: nothing to export (is --data-dir the server's data directory?)")]
     Missing { path: String },
     #[error(
-        "database {path} is open for writing by a process that shares it with no reader (a railyard \
-         server of an older version?); stop that server and export again"
+        "database {path} is in use by a running server: export through it with `railyard store export \
+         --from-server` (and an admin key of every namespace under --auth), or stop it and export again"
     )]
     Locked { path: String },
     #[error(
@@ -56,9 +56,9 @@ pub enum ReadOpenError {
     Read { path: String, source: StorageError },
 }
 
-/// A redb database opened read-only for export, beside the server that writes it
-/// (if one runs): the server opens its file in redb's single-writer mode, which lets
-/// other processes read it.
+/// A redb database opened read-only for export, when no server has it open (a
+/// running server holds its file alone; it exports through the server, with
+/// [`RedbBackend`]'s own [`DumpSource`]).
 pub struct RedbReader {
     db: ReadOnlyDatabase,
 }
@@ -107,6 +107,21 @@ impl RedbReader {
 
 fn storage(e: impl Into<StorageError>) -> DumpError {
     DumpError::Storage(e.into())
+}
+
+impl DumpSource for RedbBackend {
+    fn backend(&self) -> &'static str {
+        "redb"
+    }
+
+    fn layout(&self) -> u64 {
+        SCHEMA_VERSION
+    }
+
+    fn rows(&self, visit: &mut dyn FnMut(Row) -> Result<(), DumpError>) -> Result<(), DumpError> {
+        let tx = self.usable_db()?.begin_read().map_err(storage)?;
+        export_tables(&tx, visit)
+    }
 }
 
 impl DumpSource for RedbReader {

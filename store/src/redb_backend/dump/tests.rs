@@ -241,7 +241,7 @@ fn every_table_round_trips_through_redb() {
 }
 
 #[test]
-fn an_export_beside_a_writing_backend_reads_one_consistent_snapshot() {
+fn an_export_by_a_writing_backend_reads_one_consistent_snapshot_and_no_other_process_reads_its_file() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     const BATCH: usize = 200;
     let (dir, writer) = fresh();
@@ -259,11 +259,17 @@ fn an_export_beside_a_writing_backend_reads_one_consistent_snapshot() {
             assert!(!writing.is_finished(), "the writer stopped");
             std::thread::yield_now();
         }
-        // Another handle, read-only, as `railyard store export` opens it beside a server.
-        let reader = RedbReader::open(dir.path()).unwrap();
+        // The server holds its file alone: a read-only handle beside it is refused,
+        // saying how to export instead.
+        let e = RedbReader::open(dir.path()).err().unwrap().to_string();
+        assert!(
+            e.contains("in use by a running server") && e.contains("--from-server"),
+            "{e}"
+        );
+        // The backend's own snapshot, as the server exports itself (`ExportStore`).
         for _ in 0..3 {
             let mut out = Vec::new();
-            let summary = export(&reader, &mut out, CREATED).unwrap();
+            let summary = export(&writer, &mut out, CREATED).unwrap();
             let n = |t: &str| summary.tables[t].rows;
             // Whole transactions only, and every table from the same moment.
             assert!(n("runs") >= 2 * BATCH as u64, "{summary:?}");

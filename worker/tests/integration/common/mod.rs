@@ -5,12 +5,15 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use futures::StreamExt;
 use railyard_proto::v1::{CoordinatorNote, Signal, StepTask, StuckReport, TokenUsage};
 use railyard_worker::agent::Checkpoint;
+use railyard_worker::output::{OutputChunk, OutputSink};
 use railyard_worker::provider::{BoxFuture, ModelRequest, ModelTurn, Provider, ProviderError};
 use railyard_worker::{HeartbeatOutcome, Lease, LeaseError};
 use serde_json::Value;
@@ -36,6 +39,8 @@ pub struct FakeLease {
     /// Every usage report, in order, with its model.
     pub usage: Mutex<Vec<(TokenUsage, String)>>,
     pub stuck: Mutex<Vec<StuckReport>>,
+    /// Every live-output chunk, in order.
+    pub output: Mutex<Vec<OutputChunk>>,
 }
 
 impl FakeLease {
@@ -75,6 +80,10 @@ impl Lease for FakeLease {
 
     fn report_stuck(&self, report: StuckReport) {
         self.stuck.lock().unwrap().push(report);
+    }
+
+    fn output(&self, chunk: OutputChunk) {
+        self.output.lock().unwrap().push(chunk);
     }
 }
 
@@ -135,10 +144,25 @@ impl<P: Provider> Provider for Recording<P> {
         self.inner.model()
     }
 
-    fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
+    fn complete<'a>(
+        &'a self,
+        req: &'a ModelRequest,
+        out: &'a dyn OutputSink,
+    ) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
         self.requests.lock().unwrap().push(req.clone());
-        self.inner.complete(req)
+        self.inner.complete(req, out)
     }
+}
+
+/// A piece of a streamed (`text/event-stream`) reply.
+#[derive(Clone, Debug)]
+pub enum Piece {
+    /// Bytes sent as they are.
+    Bytes(String),
+    /// The connection is cut here, mid-answer.
+    Cut,
+    /// Nothing more is sent, and the connection stays open.
+    Stall,
 }
 
 /// A canned HTTP reply.
@@ -147,6 +171,8 @@ pub struct Reply {
     pub status: u16,
     pub headers: Vec<(&'static str, String)>,
     pub body: Value,
+    /// Set: the reply is this event stream instead of `body`.
+    pub stream: Option<Vec<Piece>>,
 }
 
 impl Reply {
@@ -155,6 +181,7 @@ impl Reply {
             status: 200,
             headers: Vec::new(),
             body,
+            stream: None,
         }
     }
 
@@ -163,6 +190,17 @@ impl Reply {
             status,
             headers: Vec::new(),
             body,
+            stream: None,
+        }
+    }
+
+    /// A 200 `text/event-stream` reply sent in these pieces.
+    pub fn stream(pieces: Vec<Piece>) -> Self {
+        Self {
+            status: 200,
+            headers: Vec::new(),
+            body: Value::Null,
+            stream: Some(pieces),
         }
     }
 
@@ -185,27 +223,37 @@ impl MockState {
     }
 }
 
-async fn answer(State(state): State<Arc<MockState>>, headers: HeaderMap, body: String) -> impl IntoResponse {
+async fn answer(State(state): State<Arc<MockState>>, headers: HeaderMap, body: String) -> Response {
     let json: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     state.requests.lock().unwrap().push((headers, json));
     let reply = state.replies.lock().unwrap().pop_front();
     let Some(reply) = reply else {
-        return (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            HeaderMap::new(),
-            "no scripted reply left".to_string(),
-        );
+        return (StatusCode::INTERNAL_SERVER_ERROR, "no scripted reply left").into_response();
     };
     let mut out = HeaderMap::new();
     for (k, v) in reply.headers {
         out.insert(k, v.parse().unwrap());
     }
-    out.insert("content-type", "application/json".parse().unwrap());
-    (
-        StatusCode::from_u16(reply.status).unwrap(),
-        out,
-        reply.body.to_string(),
-    )
+    let status = StatusCode::from_u16(reply.status).unwrap();
+    let Some(pieces) = reply.stream else {
+        out.insert("content-type", "application/json".parse().unwrap());
+        return (status, out, reply.body.to_string()).into_response();
+    };
+    out.insert("content-type", "text/event-stream".parse().unwrap());
+    // A cut ends the body with an error, which makes the server drop the connection
+    // before the chunked body's end. The body first returns pending once: hyper then
+    // flushes what it holds, so the pieces before the cut reach the client.
+    let body = futures::stream::iter(pieces).then(|piece| async move {
+        match piece {
+            Piece::Bytes(text) => Ok(axum::body::Bytes::from(text)),
+            Piece::Cut => {
+                tokio::task::yield_now().await;
+                Err(std::io::Error::other("cut mid-answer"))
+            }
+            Piece::Stall => std::future::pending().await,
+        }
+    });
+    (status, out, Body::from_stream(body)).into_response()
 }
 
 /// Starts a model API double on 127.0.0.1 answering POSTs to `path` with `replies` in

@@ -125,6 +125,11 @@ impl Apply for SpawnChildren {
             }
         }
         let step_id = parent.definition.steps[parent.current_step].id.clone();
+        // Children join the parent's trace, under the span of the attempt that starts them.
+        let trace = parent
+            .trace
+            .child_of(TraceContext::attempt_span_id(&ns, &parent.run_id, claims.lease));
+        let before = Attempt::of(&parent);
         let starts: Vec<StartCommand> = children
             .iter()
             .map(|c| StartCommand {
@@ -139,6 +144,7 @@ impl Apply for SpawnChildren {
                     parent_step_id: step_id.clone(),
                     depth: parent.depth + 1,
                     parent_close_policy: c.parent_close_policy,
+                    trace: Some(trace),
                     ..Default::default()
                 },
                 definition: c.definition.clone(),
@@ -172,7 +178,7 @@ impl Apply for SpawnChildren {
         if let Err(r) = accepted {
             return Ok(Err(r.into()));
         }
-        let t = Transition::new(parent, true, out);
+        let t = Transition::new(parent, true, out).after(before);
         for s in starts {
             s.create(cx)?;
         }

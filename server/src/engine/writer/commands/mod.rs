@@ -7,8 +7,9 @@
 //! and writes their `mod` lines, a `pub use` of each one's items, and the
 //! `commands!` list below (the variant, its type), so nothing here names them.
 
-use super::cx::{ClosedRun, Cx};
+use super::cx::{Attempt, ClosedRun, Cx};
 use super::*;
+use railyard_model::trace::TraceContext;
 
 // The `mod` and `pub use` lines of every file and folder beside this one.
 include!(concat!(env!("OUT_DIR"), "/writer_commands.rs"));

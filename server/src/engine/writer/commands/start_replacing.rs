@@ -51,11 +51,12 @@ impl Apply for StartReplacing {
         }
         let old = match cx.load(&ns, &self.terminate_run_id)? {
             Some(mut run) if run.status.is_open() => {
+                let before = Attempt::of(&run);
                 let mut out = Out::new(cx.now(), cx.seq());
                 if let Err(e) = run.terminate(&self.identity, self.reason, &mut out) {
                     return Ok(Err(e.into()));
                 }
-                Some(Transition::new(run, true, out))
+                Some(Transition::new(run, true, out).after(before))
             }
             _ => None,
         };

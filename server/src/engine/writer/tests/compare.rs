@@ -170,6 +170,11 @@ fn starting(run: u8) -> StartCommand {
         run_id: id(run),
         goal: "compare".into(),
         identity: "prop".into(),
+        // Every other run joins a caller's trace, which every backend must keep.
+        trace: (run % 2 == 1).then(|| {
+            let traceparent = format!("00-{:032x}-{:016x}-01", u32::from(run) + 1, u32::from(run) + 1);
+            railyard_model::trace::TraceContext::parse(&traceparent).unwrap()
+        }),
         ..Default::default()
     };
     let definition = Arc::new(parse_definition(DEFINITION).unwrap());

@@ -51,6 +51,7 @@ fn start_of(cx: &Cx, ns: &str, q: QueuedStart) -> Option<StartCommand> {
             callback_url: q.callback_url,
             task_queue: q.task_queue,
             identity: q.identity,
+            trace: q.trace,
             ..StartParams::default()
         },
         definition,

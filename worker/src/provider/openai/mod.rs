@@ -1,12 +1,19 @@
 //! OpenAI-compatible chat completions (`POST {base}/chat/completions`): OpenAI itself and
-//! local servers such as Ollama, vLLM and llama.cpp.
+//! local servers such as Ollama, vLLM and llama.cpp. Streamed (`stream.rs`) unless
+//! streaming is turned off.
+
+mod stream;
 
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
 use super::RetryPolicy;
 use super::http::Endpoint;
-use super::{Block, BoxFuture, ModelRequest, ModelTurn, Provider, ProviderError, Role, StopReason, Usage};
+use super::{
+    Block, BoxFuture, ModelRequest, ModelTurn, Provider, ProviderError, Role, StopReason, StreamSettings,
+    Usage, chunks,
+};
+use crate::output::{OutputChunk, OutputSink};
 
 /// Talks to an OpenAI-compatible chat completions endpoint.
 pub struct OpenAiProvider {
@@ -45,6 +52,14 @@ impl OpenAiProvider {
         self
     }
 
+    /// Streams answers (the default) or reads them whole, and how long a stream may
+    /// stall.
+    pub fn with_streaming(mut self, settings: StreamSettings) -> Self {
+        self.http.stream = settings.enabled;
+        self.http.idle_timeout = settings.idle_timeout;
+        self
+    }
+
     fn body(&self, req: &ModelRequest) -> Value {
         let mut messages = Vec::new();
         if !req.system.is_empty() {
@@ -70,6 +85,11 @@ impl OpenAiProvider {
                     }})
                 })
                 .collect();
+        }
+        if self.http.stream {
+            // The usage comes in a last chunk of its own only when asked for.
+            body["stream"] = Value::Bool(true);
+            body["stream_options"] = json!({"include_usage": true});
         }
         body
     }
@@ -180,11 +200,7 @@ fn parse_turn(body: &Value) -> Result<ModelTurn, ProviderError> {
                 .filter(|s| !s.is_empty())
                 .map_or_else(|| format!("call_{i}"), str::to_string);
             let input = match function.and_then(|f| f.get("arguments")) {
-                Some(Value::String(raw)) if raw.trim().is_empty() => json!({}),
-                // Malformed JSON stays a raw string; the agent answers it with an error result.
-                Some(Value::String(raw)) => {
-                    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.clone()))
-                }
+                Some(Value::String(raw)) => arguments_input(raw),
                 Some(obj @ Value::Object(_)) => obj.clone(),
                 _ => json!({}),
             };
@@ -195,17 +211,29 @@ fn parse_turn(body: &Value) -> Result<ModelTurn, ProviderError> {
             });
         }
     }
-    let stop_reason = match choice.get("finish_reason").and_then(Value::as_str) {
+    Ok(ModelTurn {
+        blocks,
+        stop_reason: stop_reason(choice.get("finish_reason").and_then(Value::as_str)),
+        usage: parse_usage(body.get("usage")),
+    })
+}
+
+/// A tool call's input from its `arguments` text: `{}` when blank; malformed JSON stays
+/// a raw string, which the agent answers with an error result.
+fn arguments_input(raw: &str) -> Value {
+    if raw.trim().is_empty() {
+        return json!({});
+    }
+    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))
+}
+
+fn stop_reason(finish_reason: Option<&str>) -> StopReason {
+    match finish_reason {
         Some("stop") | None => StopReason::EndTurn,
         Some("tool_calls") | Some("function_call") => StopReason::ToolUse,
         Some("length") => StopReason::MaxTokens,
         Some(other) => StopReason::Other(other.to_string()),
-    };
-    Ok(ModelTurn {
-        blocks,
-        stop_reason,
-        usage: parse_usage(body.get("usage")),
-    })
+    }
 }
 
 /// `usage` of a chat completion: `prompt_tokens` includes the cached ones
@@ -234,10 +262,23 @@ impl Provider for OpenAiProvider {
         &self.http.model
     }
 
-    fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
+    fn complete<'a>(
+        &'a self,
+        req: &'a ModelRequest,
+        out: &'a dyn OutputSink,
+    ) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
         Box::pin(async move {
-            let answer = self.http.post(&self.body(req)).await?;
-            parse_turn(&answer)
+            let body = self.body(req);
+            if self.http.stream {
+                return self
+                    .http
+                    .stream(&body, out, stream::Decoder::default, parse_turn)
+                    .await;
+            }
+            let turn = parse_turn(&self.http.post(&body, out).await?)
+                .inspect_err(|e| out.push(OutputChunk::Error(e.to_string())))?;
+            chunks::emit_turn(&turn, out, 1);
+            Ok(turn)
         })
     }
 }

@@ -1,4 +1,7 @@
-//! Anthropic Messages API (`POST {base}/v1/messages`), non-streaming.
+//! Anthropic Messages API (`POST {base}/v1/messages`), streamed (`stream.rs`) unless
+//! streaming is turned off.
+
+mod stream;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
@@ -6,8 +9,10 @@ use serde_json::{Map, Value, json};
 use super::RetryPolicy;
 use super::http::Endpoint;
 use super::{
-    Block, BoxFuture, Message, ModelRequest, ModelTurn, Provider, ProviderError, Role, StopReason, Usage,
+    Block, BoxFuture, Message, ModelRequest, ModelTurn, Provider, ProviderError, Role, StopReason,
+    StreamSettings, Usage, chunks,
 };
+use crate::output::{OutputChunk, OutputSink};
 
 const API_VERSION: &str = "2023-06-01";
 
@@ -51,6 +56,14 @@ impl AnthropicProvider {
         self
     }
 
+    /// Streams answers (the default) or reads them whole, and how long a stream may
+    /// stall.
+    pub fn with_streaming(mut self, settings: StreamSettings) -> Self {
+        self.http.stream = settings.enabled;
+        self.http.idle_timeout = settings.idle_timeout;
+        self
+    }
+
     fn body(&self, req: &ModelRequest) -> Value {
         let mut body = json!({
             "model": self.http.model,
@@ -68,6 +81,9 @@ impl AnthropicProvider {
                     |t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}),
                 )
                 .collect();
+        }
+        if self.http.stream {
+            body["stream"] = Value::Bool(true);
         }
         body
     }
@@ -140,17 +156,20 @@ fn parse_turn(body: &Value) -> Result<ModelTurn, ProviderError> {
             _ => {}
         }
     }
-    let stop_reason = match body.get("stop_reason").and_then(Value::as_str) {
+    Ok(ModelTurn {
+        blocks,
+        stop_reason: stop_reason(body.get("stop_reason").and_then(Value::as_str)),
+        usage: parse_usage(body.get("usage")),
+    })
+}
+
+fn stop_reason(reason: Option<&str>) -> StopReason {
+    match reason {
         Some("end_turn") | None => StopReason::EndTurn,
         Some("tool_use") => StopReason::ToolUse,
         Some("max_tokens") => StopReason::MaxTokens,
         Some(other) => StopReason::Other(other.to_string()),
-    };
-    Ok(ModelTurn {
-        blocks,
-        stop_reason,
-        usage: parse_usage(body.get("usage")),
-    })
+    }
 }
 
 /// `usage` of a Messages answer: `input_tokens` already excludes the cache's.
@@ -173,10 +192,23 @@ impl Provider for AnthropicProvider {
         &self.http.model
     }
 
-    fn complete<'a>(&'a self, req: &'a ModelRequest) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
+    fn complete<'a>(
+        &'a self,
+        req: &'a ModelRequest,
+        out: &'a dyn OutputSink,
+    ) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
         Box::pin(async move {
-            let answer = self.http.post(&self.body(req)).await?;
-            parse_turn(&answer)
+            let body = self.body(req);
+            if self.http.stream {
+                return self
+                    .http
+                    .stream(&body, out, stream::Decoder::default, parse_turn)
+                    .await;
+            }
+            let turn = parse_turn(&self.http.post(&body, out).await?)
+                .inspect_err(|e| out.push(OutputChunk::Error(e.to_string())))?;
+            chunks::emit_turn(&turn, out, 1);
+            Ok(turn)
         })
     }
 }
