@@ -24,6 +24,7 @@ pub mod error;
 pub mod ids;
 pub mod limits;
 pub mod namespace;
+pub mod output;
 pub mod run;
 pub mod schedule;
 pub mod template;

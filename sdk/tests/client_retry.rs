@@ -64,6 +64,17 @@ impl Tasks for Scripted {
             None => Ok(Response::new(SpawnChildRunsResponse::default())),
         }
     }
+
+    async fn append_step_output(
+        &self,
+        _: Request<railyard_proto::v1::AppendStepOutputRequest>,
+    ) -> Result<Response<railyard_proto::v1::AppendStepOutputResponse>, Status> {
+        *self.calls.lock().unwrap() += 1;
+        match self.answers.lock().unwrap().pop_front() {
+            Some(status) => Err(status),
+            None => Ok(Response::new(Default::default())),
+        }
+    }
 }
 
 async fn serve(answers: Vec<Status>) -> (Client, Scripted) {
@@ -151,5 +162,17 @@ async fn a_spawn_of_child_runs_is_tried_once_even_when_unavailable() {
         .await
         .unwrap_err();
     assert!(matches!(err, ClientError::Unavailable { .. }), "{err:?}");
+    assert_eq!(calls(&fake), 1);
+}
+
+#[tokio::test]
+async fn live_output_is_tried_once_never_retried() {
+    // A repeat after a lost answer would add the chunks twice.
+    let (client, fake) = serve(vec![Status::unavailable("restarting")]).await;
+    let err = client
+        .append_step_output(railyard_proto::v1::AppendStepOutputRequest::default())
+        .await
+        .unwrap_err();
+    assert!(err.is_transient(), "{err:?}");
     assert_eq!(calls(&fake), 1);
 }

@@ -8,9 +8,14 @@
 //! every namespace and queue. Refusals are 401 (no usable key) and 403 (a key of
 //! another role), with the same message a gRPC call would get.
 //!
+//! `GET /runs/{run}/output` streams a run's live output as Server-Sent Events
+//! ([`output`]), behind [`extension_guard`] and the API's role checks.
+//!
 //! The routes the binary adds (`/mcp`) go through [`extension_guard`]: with auth on,
 //! any valid key (what it may do is checked by each gRPC call made with it); under
 //! mutual TLS, a verified client certificate.
+
+pub mod output;
 
 use std::sync::Arc;
 

@@ -88,6 +88,8 @@ pub struct ServerConfig {
     pub triggers: TriggerSettings,
     /// Most memory the database's page cache may hold, in bytes (default 64 MiB).
     pub cache_bytes: usize,
+    /// Live output: caps per attempt and run, retention, flush interval.
+    pub output: engine::output::OutputSettings,
 }
 
 /// Webhook trigger settings ([`service::triggers`]).
@@ -156,6 +158,7 @@ impl ServerConfig {
             child_limits: Default::default(),
             triggers: TriggerSettings::default(),
             cache_bytes: railyard_store::redb_backend::DEFAULT_CACHE_BYTES,
+            output: engine::output::OutputSettings::default(),
         }
     }
 
@@ -278,6 +281,7 @@ impl RunningServer {
             .auth(config.auth)
             .child_limits(config.child_limits)
             .delivery(config.delivery.clone())
+            .output(config.output.clone())
             .build()?;
         let admin_key_file = if config.auth {
             service::keys::bootstrap(&core.store, &core.writer, config.clock.now_ms(), dir).await?
@@ -322,8 +326,10 @@ impl RunningServer {
                 core.metrics.clone(),
                 config.clock.clone(),
                 config.purge,
+                config.output.retention_ms,
                 shutdown_rx.clone(),
             )),
+            tokio::spawn(core.output.clone().run_flusher(shutdown_rx.clone())),
             tokio::spawn(token::keyring::reload_every(
                 keys,
                 token::keyring::RELOAD_EVERY,
@@ -349,7 +355,9 @@ impl RunningServer {
                 shutdown_rx.clone(),
             )),
         ];
-        let mut routes = http::router(core.clone(), config.triggers.max_body_bytes);
+        let mutual = server_tls.as_ref().is_some_and(|t| t.mutual);
+        let mut routes = http::router(core.clone(), config.triggers.max_body_bytes)
+            .merge(http::output::routes(core.clone()).layer(http::extension_guard(core.clone(), mutual)));
         if let Some(extend) = &config.http_extension {
             let mut reach = grpc_addr;
             if reach.ip().is_unspecified() {
@@ -364,7 +372,6 @@ impl RunningServer {
                 shutdown: shutdown_rx.clone(),
                 grpc_channel: in_process.channel(),
             });
-            let mutual = server_tls.as_ref().is_some_and(|t| t.mutual);
             routes = routes.merge(extra.layer(http::extension_guard(core.clone(), mutual)));
         }
         tasks.push(spawn_http(

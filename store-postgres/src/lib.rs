@@ -29,6 +29,7 @@ mod conn;
 mod dump;
 mod keys;
 mod lease;
+mod output;
 mod reads;
 pub mod redact;
 mod runtime;
@@ -58,6 +59,7 @@ use tokio_postgres::config::SslMode;
 
 pub use dump::PostgresReader;
 pub use keys::{RotatedKey, rotate_token_key};
+pub use output::PgOutput;
 pub use redact::redact;
 pub use standby::{LeaderInfo, Standby};
 
@@ -280,6 +282,17 @@ impl PostgresBackend {
     /// A pooled connection with a transaction begun by `begin`.
     pub(crate) fn begin(&self, begin: &'static str) -> Result<Conn, StorageError> {
         self.db.begin(begin)
+    }
+
+    /// Live output on this database, in transactions of its own.
+    pub fn output_store(&self) -> PgOutput {
+        PgOutput { db: self.db.clone() }
+    }
+
+    /// A store over this backend, its live output in the same database.
+    pub fn into_store(self) -> railyard_store::Store {
+        let output = std::sync::Arc::new(self.output_store());
+        railyard_store::Store::new(Arc::new(self)).with_output(output)
     }
 }
 

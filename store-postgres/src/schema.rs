@@ -14,7 +14,14 @@
 
 /// Migration `n` (from 1) brings a database from version `n - 1` to `n`. Never
 /// edit one that has shipped: add the next.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, LEADER_ADDRESSES, TOKEN_KEYS, CHECKPOINT_SEGMENTS];
+pub(crate) const MIGRATIONS: &[&str] = &[
+    V1,
+    V2,
+    LEADER_ADDRESSES,
+    TOKEN_KEYS,
+    CHECKPOINT_SEGMENTS,
+    RUN_OUTPUT,
+];
 
 /// The schema version this build reads and writes.
 pub(crate) fn latest() -> i64 {
@@ -219,4 +226,26 @@ CREATE TABLE trigger_runs (
     record bytea NOT NULL,
     PRIMARY KEY (ns, run_id)
 );
+"#;
+
+/// Live output (`crate::output`), apart from the history: `run_output` holds each
+/// run's chunks by offset, `run_output_heads` each run's head (next offset, the
+/// bytes its caps count) with the time of its last write, indexed for the
+/// retention purge.
+const RUN_OUTPUT: &str = r#"
+CREATE TABLE run_output (
+    ns text COLLATE "C" NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
+    "offset" bigint NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (ns, run_id, "offset")
+);
+CREATE TABLE run_output_heads (
+    ns text COLLATE "C" NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
+    last_ms bigint NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (ns, run_id)
+);
+CREATE INDEX run_output_heads_by_last ON run_output_heads (last_ms, ns, run_id);
 "#;

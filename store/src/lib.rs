@@ -14,6 +14,7 @@ pub mod backend;
 pub mod dump;
 pub mod error;
 pub mod memory;
+pub mod output;
 
 pub mod records;
 pub mod redb_backend;
@@ -57,26 +58,44 @@ pub struct RunFilter {
 #[derive(Clone)]
 pub struct Store {
     backend: Arc<dyn Backend>,
+    /// Live output, apart from the history ([`output`]).
+    output: Arc<dyn output::OutputStore>,
 }
 
 impl Store {
     /// Opens (or creates) `<dir>/railyard.redb` and makes sure every table and the
     /// `default` namespace exist.
     pub fn open(dir: &Path) -> Result<Self, redb_backend::OpenError> {
-        Ok(Self::new(Arc::new(redb_backend::RedbBackend::open(dir)?)))
+        Self::open_with_cache(dir, redb_backend::DEFAULT_CACHE_BYTES)
     }
 
     /// [`Store::open`] with a page cache of at most `cache_bytes`.
+    /// Live output goes to `<dir>/output.redb` beside it ([`output::redb`]), with a
+    /// page cache of a quarter of `cache_bytes`.
     pub fn open_with_cache(dir: &Path, cache_bytes: usize) -> Result<Self, redb_backend::OpenError> {
-        Ok(Self::new(Arc::new(redb_backend::RedbBackend::open_with_cache(
-            dir,
-            cache_bytes,
-        )?)))
+        let backend = redb_backend::RedbBackend::open_with_cache(dir, cache_bytes)?;
+        let output = output::redb::RedbOutput::open(dir, cache_bytes / 4)?;
+        Ok(Self::new(Arc::new(backend)).with_output(Arc::new(output)))
     }
 
-    /// A store over `backend` (the in-memory one in tests).
+    /// A store over `backend` (the in-memory one in tests), its live output kept in
+    /// memory until [`Store::with_output`] says where.
     pub fn new(backend: Arc<dyn Backend>) -> Self {
-        Self { backend }
+        Self {
+            backend,
+            output: Arc::new(output::MemoryOutput::default()),
+        }
+    }
+
+    /// This store with its live output kept in `output`.
+    pub fn with_output(mut self, output: Arc<dyn output::OutputStore>) -> Self {
+        self.output = output;
+        self
+    }
+
+    /// Live output storage.
+    pub fn output(&self) -> &Arc<dyn output::OutputStore> {
+        &self.output
     }
 
     /// The backend, for the writer.

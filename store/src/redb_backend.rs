@@ -153,7 +153,7 @@ pub(crate) const SCHEMA_VERSION: u64 = 3;
 
 /// Creates the database file readable and writable by its owner only (mode 0600), or
 /// narrows an existing one to that: it holds every run's goal, context and results.
-fn make_private(path: &Path) -> std::io::Result<()> {
+pub(crate) fn make_private(path: &Path) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

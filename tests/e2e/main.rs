@@ -20,6 +20,7 @@ mod crash;
 mod delivery;
 mod dev;
 mod guardrails;
+mod live_output;
 mod logs;
 mod mcp;
 mod mcp_contracts;

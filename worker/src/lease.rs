@@ -1,5 +1,9 @@
 //! Keeping a leased step's lease: the agent's per-turn heartbeats and a background
-//! timer for long model calls and tool runs share one [`LeaseKeeper`].
+//! timer for long model calls and tool runs share one [`LeaseKeeper`]. It also ships
+//! the step's live output ([`crate::output`]) in batches on a call of its own
+//! (`AppendStepOutput`, `lease/output.rs`), never on the heartbeat's path.
+
+mod output;
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -58,6 +62,8 @@ pub(crate) struct LeaseKeeper {
     /// What the server acknowledged of the checkpoint, so a beat sends only what it
     /// gained (held across the beat: one checkpoint in flight at a time).
     sync: tokio::sync::Mutex<CheckpointSync>,
+    /// Live output waiting to be shipped.
+    output: output::OutputQueue,
 }
 
 impl LeaseKeeper {
@@ -82,6 +88,7 @@ impl LeaseKeeper {
             stopping: None,
             reported: Mutex::new(None),
             sync: tokio::sync::Mutex::new(CheckpointSync::from_task(task)),
+            output: output::OutputQueue::default(),
         }
     }
 
@@ -304,6 +311,8 @@ impl Lease for LeaseKeeper {
             if matches!(*self.status.borrow(), LeaseStatus::FailedByServer(_)) {
                 return Ok(());
             }
+            // The step's last output reaches watchers before its run moves on.
+            self.flush_output().await;
             let take_next = !*stopping.borrow();
             let sent = send_completion(&self.worker, &self.token, &completion, checkpoint, take_next).await;
             match sent {
@@ -325,6 +334,10 @@ impl Lease for LeaseKeeper {
 
     fn report_stuck(&self, report: StuckReport) {
         self.state().stuck.push(report);
+    }
+
+    fn output(&self, chunk: crate::output::OutputChunk) {
+        self.output.push(chunk);
     }
 }
 

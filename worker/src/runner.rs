@@ -324,6 +324,10 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask, eager:
             // keep_alive only returns once the lease is no longer simply held.
             Err(Interrupted::Lease(keeper.subscribe().borrow().clone()))
         }
+        _ = keeper.ship_output() => {
+            // Returns, like keep_alive, only once the lease is no longer simply held.
+            Err(Interrupted::Lease(keeper.subscribe().borrow().clone()))
+        }
         s = status.wait_for(|s| *s != LeaseStatus::Held) => {
             Err(Interrupted::Lease(s.map(|s| s.clone()).unwrap_or(LeaseStatus::Held)))
         }
@@ -332,6 +336,14 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask, eager:
 
     match ended {
         Ok(report) => {
+            // The step's last output goes before its result (or failure) is reported.
+            keeper.flush_output().await;
+            if keeper.output_dropped() > 0 {
+                warn!(
+                    dropped = keeper.output_dropped(),
+                    "live output chunks dropped by the worker (queue full or batch lost)"
+                );
+            }
             info!(
                 turns = report.turns,
                 refused_tool_calls = report.refused_tool_calls,

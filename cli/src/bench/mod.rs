@@ -28,6 +28,7 @@ mod preload;
 pub(crate) mod processes;
 mod schedules;
 mod soak;
+mod streams;
 mod webhooks;
 
 use std::collections::HashMap;
@@ -131,6 +132,12 @@ pub(crate) struct BenchArgs {
     /// Client processes the agent steps are spread over.
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub agent_processes: u32,
+    /// Instead of the run phases alone: the throughput phase and the durable write
+    /// p50 without, then with, N steps (100 when N is omitted) each streaming 50 live
+    /// output chunks a second; prints both, their ratio and the CPU of the streams.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "100",
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub streams: Option<u32>,
     /// The run phases with the server, workers and clients as separate processes: a
     /// `railyard server` process on a temporary directory (or --store), --workers
     /// StepWorker loops in --worker-processes processes, and client processes, all
@@ -203,6 +210,9 @@ pub(crate) async fn run(global: &GlobalOpts, args: BenchArgs) -> anyhow::Result<
     }
     if let Some(count) = args.agents {
         return agents::run(global, &args, count).await;
+    }
+    if let Some(count) = args.streams {
+        return streams::run(global, &args, count).await;
     }
     if args.processes {
         return processes::run(global, &args).await;

@@ -3,6 +3,7 @@
 //! Reading commands (`describe`, `history`, `watch`) live in [`view`].
 
 pub(crate) mod approval;
+mod stream;
 mod tree;
 pub(crate) mod view;
 
@@ -33,7 +34,8 @@ pub(crate) enum RunCommand {
     /// Follow a run's events live until it closes, then print its status.
     ///
     /// Exits 0 only if the run COMPLETED (3 otherwise). JSON: one event per line, then
-    /// a last line {"run": {...}}.
+    /// a last line {"run": {...}}. With --stream: the run's live output instead (text
+    /// as the model writes it, tool calls and results marked).
     Watch(view::WatchArgs),
     /// List runs, newest first, with filters.
     List(ListArgs),
@@ -164,6 +166,10 @@ pub(crate) async fn run(global: &GlobalOpts, command: RunCommand) -> anyhow::Res
         RunCommand::Start(a) => start(global, a).await,
         RunCommand::Describe(a) => view::describe(global, a).await.map(|()| ExitCode::SUCCESS),
         RunCommand::History(a) => view::history(global, a).await.map(|()| ExitCode::SUCCESS),
+        RunCommand::Watch(a) if a.stream => {
+            let client = global.connect().await?;
+            stream::watch_output(global, &client, &a.run_id, a.from_offset).await
+        }
         RunCommand::Watch(a) => view::watch(global, a).await,
         RunCommand::List(a) => list(global, a).await.map(|()| ExitCode::SUCCESS),
         RunCommand::Signal(a) => signal(global, a).await.map(|()| ExitCode::SUCCESS),

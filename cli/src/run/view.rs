@@ -60,6 +60,15 @@ pub(crate) struct WatchArgs {
     /// First event id to print.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub from: u64,
+    /// Print the run's live output (what the model writes, tool calls marked `→`,
+    /// results `←`) instead of its events, until the run closes. With `--output
+    /// json`: one chunk object per line. (`--output` is the output format.)
+    #[arg(long)]
+    pub stream: bool,
+    /// With --stream: the first output offset to print (after a disconnect, the last
+    /// offset seen plus one).
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "stream")]
+    pub from_offset: u64,
 }
 
 /// The exit code for a closed run: success only when it COMPLETED.

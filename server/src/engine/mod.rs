@@ -7,12 +7,14 @@
 //! - [`leases`]: the deadline of every lease in flight, in memory.
 //! - [`watch`]: wakes watchers of a run when it changes.
 //! - [`retention`]: the purge of closed runs past their namespace's retention.
+//! - [`output`]: live output, numbered, bounded and batched apart from the writer.
 //! - [`delivery`]: result-delivery settings, the attempt queue and signatures.
 //! - [`sender`]: the result-delivery sender (HTTP POSTs, signed, bounded).
 
 pub mod delivery;
 pub(crate) mod leases;
 pub(crate) mod matching;
+pub mod output;
 pub mod retention;
 pub(crate) mod sender;
 pub(crate) mod timers;

@@ -1,5 +1,6 @@
 //! The retention purge: a background task that removes closed runs once their
-//! namespace's retention has passed since they closed.
+//! namespace's retention has passed since they closed, and live output past its own
+//! retention (`engine::output::purge`).
 //!
 //! Each sweep walks every namespace's close-time index (`Snapshot::closed_runs`)
 //! up to "now minus its retention", and hands the writer at most
@@ -50,6 +51,7 @@ pub(crate) async fn run(
     metrics: Arc<Metrics>,
     clock: Arc<dyn Clock>,
     config: PurgeConfig,
+    output_retention_ms: Millis,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let batch = config.batch.max(1);
@@ -60,6 +62,13 @@ pub(crate) async fn run(
         let now = clock.now_ms();
         if let Err(e) = sweep(&store, &writer, &metrics, now, batch, &shutdown).await {
             tracing::error!(error = %e, "retention purge failed; it tries again at the next sweep");
+        }
+        match crate::engine::output::purge::sweep(&store, now, output_retention_ms) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(runs = n, "purged live output past its retention"),
+            Err(e) => {
+                tracing::error!(error = %e, "live output purge failed; it tries again at the next sweep")
+            }
         }
         tokio::select! {
             _ = clock.sleep_until(now.saturating_add(config.interval_ms.max(1))) => {}

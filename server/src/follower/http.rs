@@ -1,5 +1,6 @@
-//! The follower's HTTP routes: webhooks forwarded to the leader, `/healthz` and
-//! `/metrics` answered here, and the guard over the binary's `/mcp`.
+//! The follower's HTTP routes: webhooks and live output (`/runs/{run}/output`, its
+//! Server-Sent Events streamed back as they come) forwarded to the leader,
+//! `/healthz` and `/metrics` answered here, and the guard over the binary's `/mcp`.
 
 use std::sync::Arc;
 
@@ -48,7 +49,91 @@ pub(super) fn router(forwarding: Arc<Forwarding>, metrics: Arc<Metrics>, hook_bo
                     crate::http::refuse_declared_oversize(hook_body_bytes, req, next)
                 })),
         )
+        .route("/runs/{run}/output", get(output))
         .with_state(Shared { forwarding, metrics })
+}
+
+/// Live output, forwarded to the leader (which checks the caller's key), its event
+/// stream handed back piece by piece as it comes.
+async fn output(State(shared): State<Shared>, OriginalUri(uri): OriginalUri, headers: HeaderMap) -> Response {
+    let f = shared.forwarding.clone();
+    let (answer, _) = match send(&f, Method::GET, &uri, &headers, Bytes::new(), "live output").await {
+        Ok(sent) => sent,
+        Err(refused) => return refused,
+    };
+    f.counters.forwarded("http");
+    let status = answer.status();
+    let mut out_headers = HeaderMap::new();
+    for (name, value) in answer.headers() {
+        if !HOP_BY_HOP.contains(&name.as_str()) {
+            out_headers.append(name, value.clone());
+        }
+    }
+    let body = futures::stream::unfold(Some(answer), |answer| async move {
+        let mut answer = answer?;
+        match answer.chunk().await {
+            Ok(Some(bytes)) => Some((Ok::<_, std::io::Error>(bytes), Some(answer))),
+            Ok(None) => None,
+            Err(e) => Some((Err(std::io::Error::other(e)), None)),
+        }
+    });
+    (status, out_headers, axum::body::Body::from_stream(body)).into_response()
+}
+
+/// Sends a request on to the leader's HTTP listener: method, path, query, headers
+/// and body. Answers the leader's response and its node, or the error response to
+/// give the client (`503` with no leader known or reachable).
+async fn send(
+    f: &Forwarding,
+    method: Method,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    body: Bytes,
+    what: &str,
+) -> Result<(reqwest::Response, String), Response> {
+    let Some(target) = f
+        .target()
+        .filter(|t| !t.leader.http.is_empty() && !t.earlier_self)
+    else {
+        f.ask_again();
+        f.counters.failed("http");
+        return Err(json_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "this node ({}) is a follower and knows no leader to forward to now; try again shortly",
+                f.node()
+            ),
+        ));
+    };
+    let leader = &target.leader;
+    let scheme = if leader.tls { "https" } else { "http" };
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let url = format!("{scheme}://{}{path}", leader.http);
+    let mut request = f.http_client().request(method, &url).body(body);
+    for (name, value) in headers {
+        if !HOP_BY_HOP.contains(&name.as_str()) {
+            request = request.header(name, value);
+        }
+    }
+    match request.send().await {
+        Ok(answer) => Ok((answer, leader.node.clone())),
+        Err(e) => {
+            f.ask_again();
+            f.counters.failed("http");
+            tracing::warn!(node = %f.node(), leader = %leader.node, http = %leader.http,
+                error = %railyard_sdk::tls::error_chain(&e), "cannot forward {what} to the leader");
+            Err(json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "this node ({}) is a follower and cannot reach the leader, node {} at {}: {}",
+                    f.node(),
+                    leader.node,
+                    leader.http,
+                    railyard_sdk::tls::error_chain(&e)
+                ),
+            ))
+        }
+    }
 }
 
 /// A webhook, forwarded to the leader's HTTP listener: method, path, query, headers
@@ -61,48 +146,9 @@ async fn hook(
     body: Bytes,
 ) -> Response {
     let f = &shared.forwarding;
-    let Some(target) = f
-        .target()
-        .filter(|t| !t.leader.http.is_empty() && !t.earlier_self)
-    else {
-        f.ask_again();
-        f.counters.failed("http");
-        return json_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "this node ({}) is a follower and knows no leader to forward to now; try again shortly",
-                f.node()
-            ),
-        );
-    };
-    let leader = &target.leader;
-    let scheme = if leader.tls { "https" } else { "http" };
-    let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    let url = format!("{scheme}://{}{path}", leader.http);
-    let mut request = f.http_client().request(method, &url).body(body);
-    for (name, value) in &headers {
-        if !HOP_BY_HOP.contains(&name.as_str()) {
-            request = request.header(name, value);
-        }
-    }
-    let answer = match request.send().await {
-        Ok(answer) => answer,
-        Err(e) => {
-            f.ask_again();
-            f.counters.failed("http");
-            tracing::warn!(node = %f.node(), leader = %leader.node, http = %leader.http,
-                error = %railyard_sdk::tls::error_chain(&e), "cannot forward a webhook to the leader");
-            return json_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "this node ({}) is a follower and cannot reach the leader, node {} at {}: {}",
-                    f.node(),
-                    leader.node,
-                    leader.http,
-                    railyard_sdk::tls::error_chain(&e)
-                ),
-            );
-        }
+    let (answer, leader) = match send(f, method, &uri, &headers, body, "a webhook").await {
+        Ok(sent) => sent,
+        Err(refused) => return refused,
     };
     let status = answer.status();
     let mut out_headers = HeaderMap::new();
@@ -122,7 +168,7 @@ async fn hook(
                 StatusCode::BAD_GATEWAY,
                 format!(
                     "the leader, node {}, answered {status} but its body was lost: {}",
-                    leader.node,
+                    leader,
                     railyard_sdk::tls::error_chain(&e)
                 ),
             )

@@ -169,6 +169,14 @@ impl History for HistoryService {
     }
 
     type WatchRunStream = EventStream;
+    type WatchOutputStream = super::output::OutputStream;
+
+    async fn watch_output(
+        &self,
+        req: Request<v1::WatchOutputRequest>,
+    ) -> Result<Response<Self::WatchOutputStream>, Status> {
+        super::output::watch_output(&self.core, req).await
+    }
 
     async fn watch_run(
         &self,

@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod history;
+pub mod output;
 pub mod peer;
 pub mod schedules;
 pub mod tasks;

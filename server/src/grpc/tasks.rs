@@ -191,7 +191,9 @@ impl Tasks for TasksService {
             take_next: r.take_next,
             checkpoint: r.checkpoint,
         };
+        let ended = claims.clone();
         let answer = tasks::complete_step(&self.core, &caller, claims, completion).await?;
+        self.core.output.attempt_ended(&ended);
         Ok(Response::new(v1::CompleteStepTaskResponse {
             next_task: answer.next.map(step_task),
             held_for_approval: answer.held_for_approval,
@@ -211,7 +213,9 @@ impl Tasks for TasksService {
             non_retryable: r.non_retryable,
             checkpoint: r.checkpoint,
         };
+        let ended = claims.clone();
         let will_retry = tasks::fail(&self.core, &caller, claims, failure).await?;
+        self.core.output.attempt_ended(&ended);
         Ok(Response::new(v1::FailStepTaskResponse { will_retry }))
     }
 
@@ -241,6 +245,13 @@ impl Tasks for TasksService {
         Ok(Response::new(v1::SpawnChildRunsResponse {
             child_run_ids: spawned.child_run_ids,
         }))
+    }
+
+    async fn append_step_output(
+        &self,
+        req: Request<v1::AppendStepOutputRequest>,
+    ) -> Result<Response<v1::AppendStepOutputResponse>, Status> {
+        super::output::append_step_output(&self.core, req).await
     }
 
     async fn describe_task_queue(

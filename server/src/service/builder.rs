@@ -18,6 +18,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::engine::delivery::{DeliveryHook, DeliverySettings, Job};
 use crate::engine::leases::LeaseDeadlines;
 use crate::engine::matching::{Matching, TaskRef};
+use crate::engine::output::{OutputHub, OutputSettings};
 use crate::engine::sender;
 use crate::engine::watch::Watchers;
 use crate::engine::writer::{ChildLimits, Hooks, WriteError, Writer};
@@ -37,6 +38,7 @@ pub struct CoreBuilder {
     auth: bool,
     child_limits: ChildLimits,
     delivery: DeliverySettings,
+    output: OutputSettings,
 }
 
 /// A built [`Core`], and what its owner runs beside it or stops it with.
@@ -84,6 +86,7 @@ impl Core {
             auth: false,
             child_limits: ChildLimits::default(),
             delivery: DeliverySettings::default(),
+            output: OutputSettings::default(),
         }
     }
 }
@@ -116,6 +119,12 @@ impl CoreBuilder {
     /// Bounds on trees of child runs.
     pub(crate) fn child_limits(mut self, limits: ChildLimits) -> Self {
         self.child_limits = limits;
+        self
+    }
+
+    /// Live output: its caps, retention and flush interval.
+    pub fn output(mut self, output: OutputSettings) -> Self {
+        self.output = output;
         self
     }
 
@@ -200,7 +209,13 @@ impl CoreBuilder {
         let (writer, writer_thread) = Writer::spawn_with_delivery(self.store.clone(), hooks, delivery_hook)?;
         let namespaces: std::collections::HashSet<String> = self.store.namespaces()?.into_iter().collect();
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let output = Arc::new(OutputHub::new(
+            self.store.clone(),
+            self.clock.clone(),
+            self.output,
+        ));
         let core = Arc::new(Core {
+            output,
             store: self.store,
             writer,
             matching,

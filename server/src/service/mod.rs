@@ -17,6 +17,7 @@ pub(crate) mod export;
 pub(crate) mod keys;
 
 pub(crate) mod namespaces;
+pub mod output;
 pub mod runs;
 pub(crate) mod schedules;
 pub(crate) mod subscriptions;
@@ -60,6 +61,8 @@ pub struct Core {
     pub(crate) child_limits: crate::engine::writer::ChildLimits,
     /// Result delivery settings (whether a signing secret is configured).
     pub(crate) delivery: Arc<crate::engine::delivery::DeliverySettings>,
+    /// Live output: appends, bounds, the flusher, live channels.
+    pub(crate) output: Arc<crate::engine::output::OutputHub>,
 }
 
 impl Core {

@@ -438,6 +438,85 @@ async fn a_follower_forwards_to_a_tls_leader_trusting_the_peer_ca_and_refuses_mu
     leader.shutdown().await;
 }
 
+#[tokio::test]
+async fn live_output_is_appended_and_watched_through_a_follower_over_grpc_and_sse() {
+    use railyard_proto::v1::{
+        AppendStepOutputRequest, OutputChunk, OutputKind, watch_output_response::Message,
+    };
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let p = pair(false).await;
+    let client = p.client(None).await;
+    let run_id = client
+        .start_run("default", "two", "it", HashMap::new())
+        .await
+        .unwrap();
+    let worker = StepWorker::new(client.clone(), "default", "default", "w1");
+    let task = worker.poll(HANG).await.unwrap().expect("a task");
+    let mut watch = client.watch_output("default", &run_id, 0).await.unwrap();
+    let text = |t: &str| OutputChunk {
+        kind: OutputKind::Text as i32,
+        text: t.into(),
+        ..Default::default()
+    };
+    client
+        .append_step_output(AppendStepOutputRequest {
+            task_token: task.task_token.clone(),
+            identity: "w1".into(),
+            chunks: vec![text("through"), text(" the follower")],
+        })
+        .await
+        .unwrap();
+    // Live, while the step runs: the segment start, then both chunks.
+    let mut offsets = Vec::new();
+    while offsets.len() < 3 {
+        let m = tokio::time::timeout(HANG, watch.message())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Some(Message::Chunk(c)) = m.message {
+            offsets.push(c.offset);
+        }
+    }
+    assert_eq!(offsets, vec![1, 2, 3]);
+
+    // SSE on the follower's HTTP listener, resumed after offset 1, streamed as it
+    // comes: the rest, then the end once the run closes.
+    let mut conn = tokio::net::TcpStream::connect(p.follower.http_addr)
+        .await
+        .unwrap();
+    conn.write_all(format!("GET /runs/{run_id}/output HTTP/1.0\r\nLast-Event-ID: 1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    for notes in ["a done", "b done"] {
+        let task = if notes == "a done" {
+            task.clone()
+        } else {
+            worker.poll(HANG).await.unwrap().expect("the second step")
+        };
+        worker
+            .complete(&task.task_token, Completion::notes(notes))
+            .await
+            .unwrap();
+    }
+    let mut body = String::new();
+    tokio::time::timeout(HANG, conn.read_to_string(&mut body))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(body.starts_with("HTTP/1.0 200"), "{body}");
+    let ids: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("id:"))
+        .map(str::trim)
+        .collect();
+    assert_eq!(ids, vec!["2", "3"]);
+    assert!(body.contains("event: end"), "{body}");
+    p.follower.shutdown(HANG).await;
+    p.leader.shutdown().await;
+}
+
 /// A node killed while it led and started again on the same ports follows the lease
 /// its earlier run still holds: it must not forward to itself (each forwarded call
 /// coming back to it, until its headers grow past the limit), but answer

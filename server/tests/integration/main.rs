@@ -20,6 +20,8 @@ mod key_scope;
 mod listener;
 mod metrics;
 mod namespaces;
+mod output;
+mod output_sse;
 mod retention;
 mod run_poll;
 mod schedules;

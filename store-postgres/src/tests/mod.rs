@@ -260,3 +260,12 @@ fn bad_tls_settings_and_odd_schema_names_are_refused_before_connecting() {
     };
     assert!(PostgresBackend::open("postgres://u@h/db", &options).is_err());
 }
+
+#[test]
+fn live_output_is_kept_read_and_purged_in_its_own_tables() {
+    let Some(s) = schema("live_output_is_kept_read_and_purged_in_its_own_tables") else {
+        return;
+    };
+    let backend = s.open().unwrap();
+    railyard_store::output::conformance::check(&backend.output_store());
+}

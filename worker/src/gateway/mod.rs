@@ -25,6 +25,7 @@ pub mod http;
 mod jsonrpc;
 pub mod sessions;
 pub mod stdio;
+mod tail;
 mod tools;
 mod view;
 

@@ -312,7 +312,9 @@ impl Gateway {
 
     #[tool(
         description = "Show a run: its status, goal, context, every step with its state, attempt and notes, and \
-                       the current step. held_here says whether this gateway holds the current step for you."
+                       the current step. held_here says whether this gateway holds the current step for you. \
+                       output_tail: the end of the run's live output (what its model wrote, tool calls marked \
+                       with arrows), at most 4096 characters."
     )]
     async fn get_run(
         &self,
@@ -327,6 +329,8 @@ impl Gateway {
             Ok(run) => {
                 let mut v = view::run(&run);
                 v["held_here"] = json!(self.held.token_of_run(&run.run_id, &call.owner).is_some());
+                v["output_tail"] =
+                    json!(super::tail::output_tail(&call.client, &self.opts.namespace, &run.run_id).await);
                 structured(v)
             }
             Err(e) => refused(e),

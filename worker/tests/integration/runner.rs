@@ -139,6 +139,17 @@ impl Tasks for FakeTasks {
     ) -> Result<Response<railyard_proto::v1::SpawnChildRunsResponse>, Status> {
         Err(Status::unimplemented("this fake starts no child runs"))
     }
+
+    async fn append_step_output(
+        &self,
+        req: Request<railyard_proto::v1::AppendStepOutputRequest>,
+    ) -> Result<Response<railyard_proto::v1::AppendStepOutputResponse>, Status> {
+        let accepted = req.into_inner().chunks.len() as u32;
+        Ok(Response::new(railyard_proto::v1::AppendStepOutputResponse {
+            accepted,
+            dropped: 0,
+        }))
+    }
 }
 
 /// `DescribeRun` of run-1 as the recorded completions left it: step `s`, completed by
@@ -196,6 +207,19 @@ impl History for FakeHistory {
         unused()
     }
     async fn list_runs(&self, _: Request<ListRunsRequest>) -> Result<Response<ListRunsResponse>, Status> {
+        unused()
+    }
+    type WatchOutputStream = std::pin::Pin<
+        Box<
+            dyn tonic::codegen::tokio_stream::Stream<
+                    Item = Result<railyard_proto::v1::WatchOutputResponse, Status>,
+                > + Send,
+        >,
+    >;
+    async fn watch_output(
+        &self,
+        _: Request<railyard_proto::v1::WatchOutputRequest>,
+    ) -> Result<Response<Self::WatchOutputStream>, Status> {
         unused()
     }
     async fn signal_run(&self, _: Request<SignalRunRequest>) -> Result<Response<SignalRunResponse>, Status> {

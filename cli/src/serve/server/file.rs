@@ -56,6 +56,13 @@ use serde::{Deserialize, Serialize};
 /// dedup_retention_secs = 604800       # how long a delivery id is remembered
 /// triggers_file = "triggers.toml"     # more [[triggers]], in a file of their own
 ///
+/// [output]                            # live output of steps (docs/live-output.md)
+/// attempt_cap_bytes = 4194304         # per step attempt; past it chunks are dropped, counted
+/// run_cap_bytes = 16777216            # per run, over all its attempts
+/// retention_secs = 604800             # kept this long after the run closed (0: as long as the run)
+/// flush_interval_ms = 200             # how often pending output is written (what a crash may lose)
+/// watch_buffer = 1024                 # chunks a run's live channel holds; a slower watcher lags
+///
 /// [[triggers]]                        # POST /hooks/default/pr-review
 /// id = "pr-review"
 /// workflow = "review"
@@ -74,6 +81,8 @@ pub(crate) struct ServerFile {
     pub delivery: DeliverySection,
     #[serde(default)]
     pub hooks: HooksSection,
+    #[serde(default)]
+    pub output: OutputSection,
     /// OpenTelemetry traces (read by `crate::telemetry` before logging starts).
     #[serde(default)]
     pub telemetry: crate::telemetry::TelemetrySection,
@@ -174,6 +183,17 @@ pub(crate) struct HooksSection {
     pub dedup_retention_secs: Option<u64>,
     /// A TOML or JSON file of `[[triggers]]` (relative: next to the config file).
     pub triggers_file: Option<PathBuf>,
+}
+
+/// `[output]`: bounds and timing of live output (`railyard_server::engine::output`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OutputSection {
+    pub attempt_cap_bytes: Option<u64>,
+    pub run_cap_bytes: Option<u64>,
+    pub retention_secs: Option<u64>,
+    pub flush_interval_ms: Option<u64>,
+    pub watch_buffer: Option<usize>,
 }
 
 /// A triggers file: `[[triggers]]` tables and nothing else.

@@ -3,15 +3,14 @@
 
 mod file;
 mod node;
+mod output;
 mod rotate;
 mod settings;
 
 use std::io::Write;
-use std::sync::Arc;
 
 use anyhow::{Context, anyhow};
 use railyard_server::{RunningServer, ServerConfig};
-use railyard_store::Store;
 use railyard_store_postgres::{PostgresBackend, PostgresOptions};
 
 use crate::serve::signals::Signals;
@@ -118,7 +117,7 @@ pub(crate) async fn with_store(
     let backend = tokio::task::spawn_blocking(move || PostgresBackend::open(&url, &options))
         .await
         .context("opening the postgres store")??;
-    config.store = Some(Store::new(Arc::new(backend)));
+    config.store = Some(backend.into_store());
     Ok(config)
 }
 

@@ -58,7 +58,7 @@ impl Election for PgElection {
                 let lost = backend.lost();
                 let said = backend.clone();
                 Claim {
-                    store: Store::new(backend),
+                    store: Store::new(backend.clone()).with_output(Arc::new(backend.output_store())),
                     epoch,
                     lost,
                     advertise: Arc::new(move |grpc: &str, http: &str, tls: bool| {

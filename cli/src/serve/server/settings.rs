@@ -244,6 +244,8 @@ impl std::fmt::Debug for StoreSetting {
 /// The server's settings, resolved and checked.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ServerSettings {
+    /// Live output's caps, retention and flush interval (`[output]`).
+    pub output: railyard_server::engine::output::OutputSettings,
     /// The directory of the server's local files: the redb database (with a redb
     /// store), the token keys and the first admin key.
     pub data_dir: PathBuf,
@@ -344,6 +346,7 @@ impl ServerSettings {
         config.triggers.config = self.triggers.clone();
         config.triggers.max_body_bytes = self.hook_max_body_bytes;
         config.triggers.dedup_retention_ms = self.dedup_retention.as_millis() as u64;
+        config.output = self.output.clone();
         if self.built_in_demo {
             config.embedded_workflows.push(builtin::DEMO_WORKFLOW);
         }
@@ -611,6 +614,7 @@ impl ServerArgs {
                     .map_or(DEFAULT_REQUEST_TIMEOUT, Duration::from_secs),
             },
             delivery: loaded.value.delivery.clone(),
+            output: super::output::resolve(&loaded.value.output, |k, m| loaded.invalid(k, m))?,
             triggers,
             hook_max_body_bytes: max_body as usize,
             dedup_retention: Duration::from_secs(retention),

@@ -644,3 +644,48 @@ fn mcp_session_caps_from_flags_env_or_file_and_refused_out_of_range() {
         "{e}"
     );
 }
+
+#[test]
+fn live_output_settings_from_the_file_and_refused_out_of_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(&dir, "");
+    let args = ServerArgs {
+        config: Some(config.clone()),
+        ..ServerArgs::default()
+    };
+    let defaults = args.settings_with(env(&[])).unwrap();
+    assert_eq!(
+        defaults.config().output,
+        railyard_server::engine::output::OutputSettings::default()
+    );
+    assert_eq!(defaults.output.retention_ms, 7 * 86_400_000);
+    write(
+        &dir,
+        "[output]\nattempt_cap_bytes = 8192\nrun_cap_bytes = 65536\nretention_secs = 3600\nflush_interval_ms = 50\nwatch_buffer = 64\n",
+    );
+    let c = args.settings_with(env(&[])).unwrap().config();
+    assert_eq!(
+        (
+            c.output.attempt_cap_bytes,
+            c.output.run_cap_bytes,
+            c.output.retention_ms
+        ),
+        (8192, 65536, 3_600_000)
+    );
+    assert_eq!((c.output.flush_interval_ms, c.output.watch_buffer), (50, 64));
+    for (text, key) in [
+        ("[output]\nattempt_cap_bytes = 10\n", "output.attempt_cap_bytes"),
+        ("[output]\nrun_cap_bytes = 2000000000\n", "output.run_cap_bytes"),
+        ("[output]\nflush_interval_ms = 1\n", "output.flush_interval_ms"),
+        ("[output]\nwatch_buffer = 0\n", "output.watch_buffer"),
+        (
+            "[output]\nretention_secs = 999999999999\n",
+            "output.retention_secs",
+        ),
+        ("[output]\ncap = 1\n", "cap"),
+    ] {
+        write(&dir, text);
+        let e = args.settings_with(env(&[])).unwrap_err().to_string();
+        assert!(e.contains(key), "{text}: {e}");
+    }
+}
