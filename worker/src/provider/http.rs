@@ -198,6 +198,24 @@ impl Endpoint {
             .await
     }
 
+    /// The model's next turn for `body`: streamed when this endpoint streams (a fresh
+    /// `decoder` per try), else read whole with `whole` and pushed to `out` as chunks.
+    pub(crate) async fn turn<D: TurnDecoder>(
+        &self,
+        body: &Value,
+        out: &dyn OutputSink,
+        decoder: impl Fn() -> D,
+        whole: fn(&Value) -> Result<ModelTurn, ProviderError>,
+    ) -> Result<ModelTurn, ProviderError> {
+        if self.stream {
+            return self.stream(body, out, decoder, whole).await;
+        }
+        let turn = whole(&self.post(body, out).await?)
+            .inspect_err(|e| out.push(OutputChunk::Error(e.to_string())))?;
+        chunks::emit_turn(&turn, out, 1);
+        Ok(turn)
+    }
+
     /// Sends the request and maps an error status; `Ok` is a 2xx answer.
     async fn send(&self, body: &Value, timeout: Duration) -> Result<reqwest::Response, Failed> {
         let url = self.url.as_str();

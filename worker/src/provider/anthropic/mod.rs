@@ -10,9 +10,9 @@ use super::RetryPolicy;
 use super::http::Endpoint;
 use super::{
     Block, BoxFuture, Message, ModelRequest, ModelTurn, Provider, ProviderError, Role, StopReason,
-    StreamSettings, Usage, chunks,
+    StreamSettings, Usage,
 };
-use crate::output::{OutputChunk, OutputSink};
+use crate::output::OutputSink;
 
 const API_VERSION: &str = "2023-06-01";
 
@@ -199,16 +199,9 @@ impl Provider for AnthropicProvider {
     ) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
         Box::pin(async move {
             let body = self.body(req);
-            if self.http.stream {
-                return self
-                    .http
-                    .stream(&body, out, stream::Decoder::default, parse_turn)
-                    .await;
-            }
-            let turn = parse_turn(&self.http.post(&body, out).await?)
-                .inspect_err(|e| out.push(OutputChunk::Error(e.to_string())))?;
-            chunks::emit_turn(&turn, out, 1);
-            Ok(turn)
+            self.http
+                .turn(&body, out, stream::Decoder::default, parse_turn)
+                .await
         })
     }
 }

@@ -11,9 +11,9 @@ use super::RetryPolicy;
 use super::http::Endpoint;
 use super::{
     Block, BoxFuture, ModelRequest, ModelTurn, Provider, ProviderError, Role, StopReason, StreamSettings,
-    Usage, chunks,
+    Usage,
 };
-use crate::output::{OutputChunk, OutputSink};
+use crate::output::OutputSink;
 
 /// Talks to an OpenAI-compatible chat completions endpoint.
 pub struct OpenAiProvider {
@@ -269,16 +269,9 @@ impl Provider for OpenAiProvider {
     ) -> BoxFuture<'a, Result<ModelTurn, ProviderError>> {
         Box::pin(async move {
             let body = self.body(req);
-            if self.http.stream {
-                return self
-                    .http
-                    .stream(&body, out, stream::Decoder::default, parse_turn)
-                    .await;
-            }
-            let turn = parse_turn(&self.http.post(&body, out).await?)
-                .inspect_err(|e| out.push(OutputChunk::Error(e.to_string())))?;
-            chunks::emit_turn(&turn, out, 1);
-            Ok(turn)
+            self.http
+                .turn(&body, out, stream::Decoder::default, parse_turn)
+                .await
         })
     }
 }
