@@ -34,6 +34,7 @@ mod postgres_soak;
 mod postgres_tls;
 mod schedules;
 mod server_e2e;
+mod service;
 mod store_moves;
 mod tls;
 mod traces;
