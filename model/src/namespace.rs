@@ -121,13 +121,42 @@ pub struct Subscription {
     /// Only runs that closed with these statuses (empty: all).
     pub outcomes: Vec<RunStatus>,
     pub created_ms: Millis,
+    /// What it is sent: [`EVENT_RUN_CLOSED`] and/or [`EVENT_ISSUE_REPORTED`] (empty:
+    /// run.closed only, as before the kinds existed).
+    pub events: Vec<String>,
 }
+
+/// The event kind of a run's result, sent when it closes.
+pub const EVENT_RUN_CLOSED: &str = "run.closed";
+/// The event kind of an issue an agent reported (`report_issue`), sent at once.
+pub const EVENT_ISSUE_REPORTED: &str = "issue.reported";
+/// Every event kind a subscription may name.
+pub const EVENT_KINDS: [&str; 2] = [EVENT_RUN_CLOSED, EVENT_ISSUE_REPORTED];
 
 impl Subscription {
     /// Whether a run of `workflow` that closed as `status` is delivered here.
     pub fn matches(&self, workflow: &str, status: RunStatus) -> bool {
-        (self.workflows.is_empty() || self.workflows.iter().any(|w| w == workflow))
+        self.wants(EVENT_RUN_CLOSED)
+            && self.covers(workflow)
             && (self.outcomes.is_empty() || self.outcomes.contains(&status))
+    }
+
+    /// Whether an issue reported in a run of `workflow` is sent here (its outcome is
+    /// not known yet, so `outcomes` does not apply).
+    pub fn matches_issue(&self, workflow: &str) -> bool {
+        self.wants(EVENT_ISSUE_REPORTED) && self.covers(workflow)
+    }
+
+    fn covers(&self, workflow: &str) -> bool {
+        self.workflows.is_empty() || self.workflows.iter().any(|w| w == workflow)
+    }
+
+    fn wants(&self, kind: &str) -> bool {
+        if self.events.is_empty() {
+            kind == EVENT_RUN_CLOSED
+        } else {
+            self.events.iter().any(|e| e == kind)
+        }
     }
 }
 
@@ -190,5 +219,24 @@ mod tests {
         assert!(s.matches("review", RunStatus::TimedOut));
         assert!(!s.matches("review", RunStatus::Completed));
         assert!(!s.matches("other", RunStatus::Failed));
+        assert!(!s.matches_issue("review"), "run.closed only by default");
+    }
+
+    #[test]
+    fn a_subscription_chooses_its_event_kinds() {
+        let issues = Subscription {
+            workflows: vec!["review".into()],
+            outcomes: vec![RunStatus::Failed],
+            events: vec![EVENT_ISSUE_REPORTED.into()],
+            ..Subscription::default()
+        };
+        assert!(issues.matches_issue("review"));
+        assert!(!issues.matches_issue("other"));
+        assert!(!issues.matches("review", RunStatus::Failed));
+        let both = Subscription {
+            events: EVENT_KINDS.iter().map(|k| k.to_string()).collect(),
+            ..Subscription::default()
+        };
+        assert!(both.matches_issue("any") && both.matches("any", RunStatus::Completed));
     }
 }

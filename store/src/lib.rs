@@ -52,6 +52,8 @@ pub struct RunFilter {
     pub parent_run_id: Option<String>,
     pub started_after_ms: Option<Millis>,
     pub started_before_ms: Option<Millis>,
+    /// Only runs whose agents reported an issue (`report_issue`).
+    pub has_issues: bool,
 }
 
 /// Read access to the database, over any [`Backend`]. Cheap to clone.
@@ -182,7 +184,8 @@ impl Store {
                     && filter
                         .parent_run_id
                         .as_ref()
-                        .is_none_or(|p| *p == run.parent_run_id);
+                        .is_none_or(|p| *p == run.parent_run_id)
+                    && (!filter.has_issues || run.issue_count() > 0);
                 if keep {
                     let weight = weigh(&run);
                     if !out.is_empty() && bytes.saturating_add(weight) > max_bytes {

@@ -20,6 +20,7 @@ mod crash;
 mod delivery;
 mod dev;
 mod guardrails;
+mod issues;
 mod live_output;
 mod logs;
 mod mcp;

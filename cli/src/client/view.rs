@@ -56,6 +56,8 @@ pub(crate) fn run_json(run: &RunInfo) -> Value {
         "usage": usage_json(run.usage.as_ref()),
         "delivery": run_delivery_json(run),
         "trace_id": run.trace_id,
+        "issue_count": run.issue_count,
+        "issues": run.issues.iter().map(crate::run::issues::issue_json).collect::<Vec<_>>(),
     })
 }
 
@@ -118,6 +120,7 @@ pub(crate) fn step_json(step: &StepSummary) -> Value {
         "result_refusals": step.result_refusals,
         "usage": usage_json(step.usage.as_ref()),
         "model": step.model,
+        "issues": step.issues,
     })
 }
 

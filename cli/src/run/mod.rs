@@ -3,6 +3,7 @@
 //! Reading commands (`describe`, `history`, `watch`) live in [`view`].
 
 pub(crate) mod approval;
+pub(crate) mod issues;
 mod stream;
 mod tree;
 pub(crate) mod view;
@@ -133,6 +134,9 @@ pub(crate) struct ListArgs {
     /// Continue a listing from the token an earlier page printed.
     #[arg(long, value_name = "T")]
     pub page_token: Option<String>,
+    /// Only runs whose agents reported an issue (report_issue).
+    #[arg(long)]
+    pub has_issues: bool,
 }
 
 /// Flags of `run signal`.
@@ -248,6 +252,7 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
         started_before_unix_ms: a.until.map_or(0, |s| s.to_unix_ms(now)),
         page_size: a.limit,
         page_token: a.page_token.unwrap_or_default(),
+        has_issues: a.has_issues,
     };
     let resp = client.list_runs(req).await?;
     if global.output.is_json() {
@@ -259,7 +264,8 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
         output::line("no runs")?;
     } else {
         let mut table = Table::new([
-            "RUN ID", "WORKFLOW", "STATUS", "DONE", "DELIVERY", "STARTED", "CLOSED", "TOKENS", "COST", "GOAL",
+            "RUN ID", "WORKFLOW", "STATUS", "DONE", "ISSUES", "DELIVERY", "STARTED", "CLOSED", "TOKENS",
+            "COST", "GOAL",
         ]);
         for r in &resp.runs {
             let done = r.steps.iter().filter(|s| s.state == "COMPLETED").count();
@@ -281,6 +287,11 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
                 r.workflow_id.clone(),
                 status,
                 steps,
+                if r.issue_count == 0 {
+                    "-".to_string()
+                } else {
+                    r.issue_count.to_string()
+                },
                 crate::delivery::list_cell(r),
                 rfc3339(r.start_time_unix_ms),
                 rfc3339(r.close_time_unix_ms),

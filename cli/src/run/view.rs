@@ -190,6 +190,7 @@ pub(crate) fn describe_lines(run: &RunInfo) -> Vec<String> {
         lines.extend(table.render());
     }
     lines.extend(result_lines(run));
+    lines.extend(super::issues::describe_lines(run));
     lines.extend(crate::delivery::describe_lines(run));
     lines
 }

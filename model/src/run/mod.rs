@@ -15,6 +15,9 @@ use crate::workflow::WorkflowDef;
 mod approval;
 pub mod delivery;
 mod events;
+pub mod issue;
+#[cfg(test)]
+mod issue_tests;
 mod refusal;
 pub mod size;
 #[cfg(test)]
@@ -26,6 +29,7 @@ pub mod wire;
 pub use approval::{Proposal, rejection_message};
 pub use delivery::{Attempt, AttemptOutcome, Delivery, DeliveryPolicy, DeliveryStatus, DeliveryTarget};
 pub use events::{Event, EventKind, RunStatus, TimeoutKind};
+pub use issue::{Issue, IssueReport, Severity};
 pub use refusal::{Action, LeaseRef, Refusal};
 pub use usage::{RunBudget, TOKEN_BUDGET_EXCEEDED, Usage};
 pub use wait::{
@@ -89,6 +93,10 @@ pub struct StepRecord {
     pub attempt_usage: Usage,
     /// The model the last report named.
     pub model: String,
+    /// Issues its agents reported, over all its attempts (`report_issue`).
+    pub issues: u32,
+    /// Issues recorded for the current attempt (bounded, [`issue::MAX_RECORDED_ISSUES`]).
+    pub attempt_issues: u32,
 }
 
 /// A signal recorded in history that the worker has not yet acknowledged.
@@ -150,6 +158,9 @@ pub struct RunState {
     pub deliveries: Vec<Delivery>,
     /// The OpenTelemetry trace the run's spans join (`crate::trace`).
     pub trace: TraceContext,
+    /// The first issues its agents reported (at most [`issue::MAX_KEPT_ISSUES`]);
+    /// the steps count them all.
+    pub issues: Vec<Issue>,
 }
 
 /// Work for the store besides writing events and the state row.
@@ -366,6 +377,7 @@ impl RunState {
             },
             deliveries: Vec::new(),
             trace: TraceContext::derived("", ""),
+            issues: Vec::new(),
         };
         run.trace = p
             .trace
@@ -436,6 +448,7 @@ impl RunState {
         rec.state = "SCHEDULED".into();
         rec.attempt = attempt;
         rec.result_refusals = 0;
+        rec.attempt_issues = 0;
         self.push(
             out,
             "server",

@@ -122,6 +122,7 @@ fn subscription_info(s: &Subscription) -> v1::Subscription {
         workflows: s.workflows.clone(),
         outcomes: s.outcomes.iter().map(|o| status_to_proto(*o) as i32).collect(),
         create_time_unix_ms: s.created_ms,
+        events: s.events.clone(),
     }
 }
 
@@ -144,12 +145,30 @@ fn subscription_from_proto(s: v1::Subscription) -> Result<Subscription, ApiError
             ));
         }
     }
+    if s.events.len() > railyard_model::namespace::EVENT_KINDS.len() {
+        return Err(ApiError::field(
+            "subscription.events",
+            "lists more than the event kinds there are",
+        ));
+    }
+    for (i, e) in s.events.iter().enumerate() {
+        if !railyard_model::namespace::EVENT_KINDS.contains(&e.as_str()) {
+            return Err(ApiError::field(
+                &format!("subscription.events[{i}]"),
+                format!(
+                    "{} is not an event kind (run.closed, issue.reported)",
+                    railyard_model::echo(e)
+                ),
+            ));
+        }
+    }
     Ok(Subscription {
         id: s.id,
         url: s.url,
         workflows: s.workflows,
         outcomes,
         created_ms: 0,
+        events: s.events,
     })
 }
 

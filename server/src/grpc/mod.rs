@@ -139,6 +139,7 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
             result_refusals: rec.result_refusals,
             usage: usage_to_proto(&rec.usage),
             model: rec.model.clone(),
+            issues: rec.issues,
         })
         .collect();
     v1::RunInfo {
@@ -168,6 +169,24 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
         delivery_state: delivery_state(&run.deliveries) as i32,
         deliveries: run.deliveries.iter().map(delivery_info).collect(),
         trace_id: run.trace.trace_id_hex(),
+        issue_count: run.issue_count(),
+        issues: if whole {
+            run.issues.iter().map(issue_info).collect()
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// An issue a run keeps, on the wire.
+fn issue_info(i: &railyard_model::run::Issue) -> v1::ReportedIssue {
+    v1::ReportedIssue {
+        step_id: i.step_id.clone(),
+        attempt: i.attempt,
+        severity: i.severity.name().to_string(),
+        summary: i.summary.clone(),
+        details: i.details.clone(),
+        time_unix_ms: i.time_ms,
     }
 }
 

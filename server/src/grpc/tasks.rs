@@ -247,6 +247,28 @@ impl Tasks for TasksService {
         }))
     }
 
+    async fn report_issue(
+        &self,
+        req: Request<v1::ReportIssueRequest>,
+    ) -> Result<Response<v1::ReportIssueResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let (caller, claims) =
+            tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)?;
+        let answer = crate::service::issues::report_issue(
+            &self.core,
+            &caller,
+            claims,
+            &r.severity,
+            r.summary,
+            r.details,
+        )
+        .await?;
+        Ok(Response::new(v1::ReportIssueResponse {
+            recorded: answer.recorded,
+            step_issues: answer.step_issues,
+        }))
+    }
+
     async fn append_step_output(
         &self,
         req: Request<v1::AppendStepOutputRequest>,

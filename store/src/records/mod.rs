@@ -25,6 +25,7 @@ mod deliveries;
 #[cfg(test)]
 mod event_tests;
 mod events;
+mod issues;
 mod namespaces;
 mod schedules;
 #[cfg(test)]
@@ -175,6 +176,9 @@ struct RunRecord {
     /// then derived again on read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     traceparent: Option<String>,
+    /// The first issues its agents reported (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    issues: Vec<issues::IssueRecord>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -407,6 +411,12 @@ struct StepStateRecord {
     attempt_usage: UsageRecord,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     model: String,
+    /// Issues reported over all attempts (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    issues: u32,
+    /// Issues recorded for the current attempt (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    attempt_issues: u32,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -487,6 +497,8 @@ impl RunRecord {
                     usage: UsageRecord::from_model(&s.usage),
                     attempt_usage: UsageRecord::from_model(&s.attempt_usage),
                     model: s.model.clone(),
+                    issues: s.issues,
+                    attempt_issues: s.attempt_issues,
                 })
                 .collect(),
             lease_counter: r.lease_counter,
@@ -520,6 +532,7 @@ impl RunRecord {
                 .collect(),
             // A run's trace either came with a caller's span or is derived.
             traceparent: r.trace.traceparent(),
+            issues: r.issues.iter().map(issues::IssueRecord::from_model).collect(),
         }
     }
 
@@ -622,6 +635,8 @@ impl RunRecord {
                     usage: s.usage.to_model(),
                     attempt_usage: s.attempt_usage.to_model(),
                     model: s.model,
+                    issues: s.issues,
+                    attempt_issues: s.attempt_issues,
                 })
                 .collect(),
             lease_counter: self.lease_counter,
@@ -654,6 +669,11 @@ impl RunRecord {
             },
             deliveries,
             trace,
+            issues: self
+                .issues
+                .into_iter()
+                .map(issues::IssueRecord::into_model)
+                .collect(),
         })
     }
 }

@@ -497,6 +497,7 @@ fn a_namespace_round_trips_and_the_first_layouts_empty_row_reads() {
                 railyard_model::run::RunStatus::TimedOut,
             ],
             created_ms: 3,
+            events: vec!["issue.reported".into()],
         }],
     };
     let bytes = encode_namespace(&ns).unwrap();
