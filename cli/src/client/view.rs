@@ -57,7 +57,20 @@ pub(crate) fn run_json(run: &RunInfo) -> Value {
         "delivery": run_delivery_json(run),
         "trace_id": run.trace_id,
         "issue_count": run.issue_count,
-        "issues": run.issues.iter().map(crate::run::issues::issue_json).collect::<Vec<_>>(),
+        "issues": run.issues.iter().map(issue_json).collect::<Vec<_>>(),
+    })
+}
+
+/// One issue as JSON.
+pub(crate) fn issue_json(i: &railyard_proto::v1::ReportedIssue) -> Value {
+    json!({
+        "step_id": i.step_id,
+        "attempt": i.attempt,
+        "severity": i.severity,
+        "summary": i.summary,
+        "details": i.details,
+        "time": crate::client::timefmt::rfc3339(i.time_unix_ms),
+        "time_unix_ms": i.time_unix_ms,
     })
 }
 

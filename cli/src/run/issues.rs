@@ -1,8 +1,7 @@
 //! The issues a run's agents reported (`report_issue`), as `run describe` and
-//! `--output json` show them.
+//! `--output json` show them (its JSON is `client::view::issue_json`).
 
-use railyard_proto::v1::{ReportedIssue, RunInfo};
-use serde_json::{Value, json};
+use railyard_proto::v1::RunInfo;
 
 use crate::client::output::truncate;
 use crate::client::timefmt::rfc3339;
@@ -35,17 +34,4 @@ pub(crate) fn describe_lines(run: &RunInfo) -> Vec<String> {
         ));
     }
     lines
-}
-
-/// One issue as JSON.
-pub(crate) fn issue_json(i: &ReportedIssue) -> Value {
-    json!({
-        "step_id": i.step_id,
-        "attempt": i.attempt,
-        "severity": i.severity,
-        "summary": i.summary,
-        "details": i.details,
-        "time": rfc3339(i.time_unix_ms),
-        "time_unix_ms": i.time_unix_ms,
-    })
 }
