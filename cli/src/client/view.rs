@@ -58,6 +58,7 @@ pub(crate) fn run_json(run: &RunInfo) -> Value {
         "trace_id": run.trace_id,
         "issue_count": run.issue_count,
         "issues": run.issues.iter().map(issue_json).collect::<Vec<_>>(),
+        "principles": run.principles,
     })
 }
 

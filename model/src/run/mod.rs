@@ -161,6 +161,9 @@ pub struct RunState {
     /// The first issues its agents reported (at most [`issue::MAX_KEPT_ISSUES`]);
     /// the steps count them all.
     pub issues: Vec<Issue>,
+    /// The principles its steps' agents follow, composed and pinned when it started
+    /// (`crate::principles`; empty: none).
+    pub principles: String,
 }
 
 /// Work for the store besides writing events and the state row.
@@ -378,6 +381,7 @@ impl RunState {
             deliveries: Vec::new(),
             trace: TraceContext::derived("", ""),
             issues: Vec::new(),
+            principles: String::new(),
         };
         run.trace = p
             .trace

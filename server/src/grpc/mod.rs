@@ -175,6 +175,7 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
         } else {
             Vec::new()
         },
+        principles: text(&run.principles),
     }
 }
 

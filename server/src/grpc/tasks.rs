@@ -86,6 +86,7 @@ fn step_task(leased: LeasedStep) -> v1::StepTask {
             no_progress_turns: s.no_progress_turns.unwrap_or(0),
         }),
         traceparent: crate::trace::attempt_traceparent(&run.trace, &run.namespace, &run.run_id, lease.seq),
+        principles: run.principles.clone(),
     }
 }
 

@@ -179,6 +179,9 @@ struct RunRecord {
     /// The first issues its agents reported (absent in older rows: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     issues: Vec<issues::IssueRecord>,
+    /// The principles pinned when it started (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    principles: String,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -533,6 +536,7 @@ impl RunRecord {
             // A run's trace either came with a caller's span or is derived.
             traceparent: r.trace.traceparent(),
             issues: r.issues.iter().map(issues::IssueRecord::from_model).collect(),
+            principles: r.principles.clone(),
         }
     }
 
@@ -674,6 +678,7 @@ impl RunRecord {
                 .into_iter()
                 .map(issues::IssueRecord::into_model)
                 .collect(),
+            principles: self.principles,
         })
     }
 }

@@ -24,6 +24,7 @@
 mod calls;
 mod checkpoint;
 mod issue;
+pub(crate) mod principles;
 mod spawn;
 mod stuck;
 
@@ -307,7 +308,7 @@ impl Agent {
             lease,
             tools,
             req: ModelRequest {
-                system: prompt::system_prompt(task, max_turns, &specs),
+                system: principles::system_prompt(task, max_turns, &specs),
                 messages: Vec::new(),
                 tools: specs,
                 max_tokens: None,

@@ -84,8 +84,12 @@ impl StartCommand {
     /// Writes the new run, once [`Self::check`] let it through.
     pub(super) fn create(self, cx: &mut Cx) -> Result<Started, StorageError> {
         let idem_key = self.idempotency_key();
+        let principles = cx.workflows.principles_for(&self.definition);
         let mut out = Out::new(cx.now(), cx.seq());
-        let run = RunState::start(self.params, self.definition, &mut out);
+        let mut run = RunState::start(self.params, self.definition, &mut out);
+        // Pinned: a run keeps what it started with, whatever the file or the
+        // definition say later (invariant 14).
+        run.principles = principles;
         let t = Transition::new(run, false, out);
         let (ns, id) = (t.run.namespace.clone(), t.run.run_id.clone());
         cx.tx.index_run(&ns, t.run.start_ms, &id, &t.run.parent_run_id)?;
