@@ -43,6 +43,9 @@ pub struct Namespace {
     /// Notification subscriptions: where every closed run of the namespace (that a
     /// subscription's filters match) is delivered.
     pub subscriptions: Vec<Subscription>,
+    /// Its principles, between the server's and a definition's
+    /// (`crate::principles`; `None`: none of its own).
+    pub principles: Option<crate::principles::Layer>,
 }
 
 impl Default for Namespace {
@@ -55,6 +58,7 @@ impl Default for Namespace {
             retention_ms: DEFAULT_RETENTION_MS,
             limits: NamespaceLimits::default(),
             subscriptions: Vec::new(),
+            principles: None,
         }
     }
 }
@@ -89,6 +93,8 @@ pub struct NamespaceChange {
     pub max_open_runs: Option<u64>,
     pub max_starts_per_second: Option<u64>,
     pub max_pending_signals: Option<u64>,
+    /// New principles: a layer with empty text that extends clears them.
+    pub principles: Option<crate::principles::Layer>,
 }
 
 impl NamespaceChange {
@@ -96,6 +102,10 @@ impl NamespaceChange {
     pub fn apply_to(&self, ns: &mut Namespace) {
         if let Some(d) = &self.description {
             ns.description = d.clone();
+        }
+        if let Some(p) = &self.principles {
+            let clear = p.text.trim().is_empty() && p.mode == crate::principles::Mode::Extend;
+            ns.principles = (!clear).then(|| p.clone());
         }
         if let Some(r) = self.retention_ms {
             ns.retention_ms = r;
@@ -220,6 +230,30 @@ mod tests {
         assert!(!s.matches("review", RunStatus::Completed));
         assert!(!s.matches("other", RunStatus::Failed));
         assert!(!s.matches_issue("review"), "run.closed only by default");
+    }
+
+    #[test]
+    fn a_change_sets_or_clears_the_principles() {
+        use crate::principles::{Layer, Mode};
+        let mut ns = Namespace::default();
+        let set = |text: &str, mode| NamespaceChange {
+            principles: Some(Layer {
+                text: text.into(),
+                mode,
+            }),
+            ..NamespaceChange::default()
+        };
+        set("be kind", Mode::Replace).apply_to(&mut ns);
+        assert_eq!(ns.principles.as_ref().map(|p| p.mode), Some(Mode::Replace));
+        NamespaceChange::default().apply_to(&mut ns);
+        assert!(ns.principles.is_some(), "unchanged when not given");
+        set("", Mode::Replace).apply_to(&mut ns);
+        assert!(
+            ns.principles.is_some(),
+            "an empty replacing layer means none at all"
+        );
+        set(" ", Mode::Extend).apply_to(&mut ns);
+        assert_eq!(ns.principles, None, "cleared");
     }
 
     #[test]

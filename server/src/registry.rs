@@ -99,10 +99,18 @@ impl WorkflowRegistry {
             .unwrap_or(railyard_model::principles::DEFAULT)
     }
 
-    /// The principles a run of `def` starts with: the server's, then the
-    /// definition's own (extending or replacing them).
-    pub fn principles_for(&self, def: &WorkflowDef) -> String {
-        railyard_model::principles::compose(self.server_principles(), def.principles.as_ref())
+    /// The principles a run of `def` in a namespace with `namespace` principles
+    /// starts with: the server's, then the namespace's, then the definition's, each
+    /// extending or replacing the ones before.
+    pub fn principles_for(
+        &self,
+        namespace: Option<&railyard_model::principles::Layer>,
+        def: &WorkflowDef,
+    ) -> String {
+        railyard_model::principles::compose(
+            self.server_principles(),
+            namespace.into_iter().chain(def.principles.as_ref()),
+        )
     }
 
     /// Loads every definition file of `dir` ([`definition_files`]). A bad file is

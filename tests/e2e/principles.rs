@@ -69,6 +69,21 @@ fn principles_are_composed_pinned_and_reach_the_model() {
     let mut server = server;
     server.kill9();
     let server = server.restart();
+    // The namespace's own, between the server's and the workflow's.
+    let bad = server.ry(&["namespace", "update", "default", "--principles", "a\u{1b}b"]);
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("principles:"), "{}", stderr(&bad));
+    let ns = json(server.ry(&[
+        "namespace",
+        "update",
+        "default",
+        "--principles",
+        "NAMESPACE-RULE: no force pushes.",
+        "-o",
+        "json",
+    ]));
+    assert_eq!(ns["principles"], "NAMESPACE-RULE: no force pushes.", "{ns}");
+    assert_eq!(ns["principles_mode"], "extend", "{ns}");
     ok(server.ry(&[
         "run",
         "start",
@@ -121,12 +136,18 @@ fn principles_are_composed_pinned_and_reach_the_model() {
         "server, then workflow, under the heading:\n{before}"
     );
     assert!(!before.contains("SERVER-RULE-TWO"), "{before}");
+    assert!(
+        !before.contains("NAMESPACE-RULE"),
+        "pinned before the namespace had any:\n{before}"
+    );
 
     let after = system_for(&mock, "goal-after-edit");
-    assert!(
-        after.contains("SERVER-RULE-TWO") && after.contains("WORKFLOW-RULE"),
-        "{after}"
+    let (two, ns, wf) = (
+        after.find("SERVER-RULE-TWO").expect("the new file's"),
+        after.find("NAMESPACE-RULE").expect("the namespace's"),
+        after.find("WORKFLOW-RULE").expect("the workflow's"),
     );
+    assert!(two < ns && ns < wf, "server, namespace, workflow:\n{after}");
     assert!(!after.contains("SERVER-RULE-ONE"), "{after}");
 
     let replaced = system_for(&mock, "goal-replaced");

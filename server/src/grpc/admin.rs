@@ -99,7 +99,34 @@ fn namespace_info(ns: &Namespace) -> v1::NamespaceInfo {
             max_pending_signals: ns.limits.max_pending_signals,
         }),
         subscriptions: ns.subscriptions.iter().map(subscription_info).collect(),
+        principles: ns.principles.as_ref().map(|p| p.text.clone()).unwrap_or_default(),
+        principles_mode: ns
+            .principles
+            .as_ref()
+            .map(|p| p.mode.name().to_string())
+            .unwrap_or_default(),
     }
+}
+
+/// A namespace's new principles, checked by field.
+fn principles_layer(
+    text: Option<String>,
+    mode: &str,
+) -> Result<Option<railyard_model::principles::Layer>, ApiError> {
+    use railyard_model::principles::{Layer, Mode, check_text};
+    let mode = match mode {
+        "" | "extend" => Mode::Extend,
+        "replace" => Mode::Replace,
+        other => {
+            return Err(ApiError::field(
+                "principles_mode",
+                format!("must be extend or replace, got {}", railyard_model::echo(other)),
+            ));
+        }
+    };
+    let Some(text) = text else { return Ok(None) };
+    check_text(&text).map_err(|e| ApiError::field("principles", e))?;
+    Ok(Some(Layer { text, mode }))
 }
 
 /// Retention in seconds on the wire, in ms here; refused when it cannot be.
@@ -217,6 +244,7 @@ impl Admin for AdminService {
             max_open_runs: r.max_open_runs,
             max_starts_per_second: r.max_starts_per_second,
             max_pending_signals: r.max_pending_signals,
+            principles: None,
         };
         let ns = namespaces::create(&self.core, &credentials(&metadata), &r.name, settings).await?;
         Ok(Response::new(v1::CreateNamespaceResponse {
@@ -257,6 +285,7 @@ impl Admin for AdminService {
             max_open_runs: r.max_open_runs,
             max_starts_per_second: r.max_starts_per_second,
             max_pending_signals: r.max_pending_signals,
+            principles: principles_layer(r.principles, &r.principles_mode)?,
         };
         let ns = namespaces::update(&self.core, &credentials(&metadata), &r.name, change).await?;
         Ok(Response::new(v1::UpdateNamespaceResponse {
