@@ -2,8 +2,8 @@
 //! every step's system prompt under a heading of its own.
 //!
 //! Layers, each replacing or extending the one before: the server's (the built-in
-//! [`DEFAULT`], or the file `server.principles_file` names), then the workflow
-//! definition's `principles` field. A run pins what they composed to when it starts
+//! [`DEFAULT`], or the file `server.principles_file` names), then the namespace's
+//! (`Namespace::principles`), then the workflow definition's `principles` field. A run pins what they composed to when it starts
 //! (stored with the run, like its definition), so editing the file or the definition
 //! never changes a run in flight. Pure: the server reads the file.
 

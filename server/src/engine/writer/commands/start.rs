@@ -84,8 +84,13 @@ impl StartCommand {
     /// Writes the new run, once [`Self::check`] let it through.
     pub(super) fn create(self, cx: &mut Cx) -> Result<Started, StorageError> {
         let idem_key = self.idempotency_key();
-        let ns_principles = cx.tx.namespace(&self.params.namespace)?.and_then(|n| n.principles);
-        let principles = cx.workflows.principles_for(ns_principles.as_ref(), &self.definition);
+        let ns_principles = cx
+            .tx
+            .namespace(&self.params.namespace)?
+            .and_then(|n| n.principles);
+        let principles = cx
+            .workflows
+            .principles_for(ns_principles.as_ref(), &self.definition);
         let mut out = Out::new(cx.now(), cx.seq());
         let mut run = RunState::start(self.params, self.definition, &mut out);
         // Pinned: a run keeps what it started with, whatever the file or the
