@@ -328,7 +328,8 @@ impl Gateway {
     #[tool(
         description = "Report a problem you found while working on the step you hold (a bug, a risk, broken or \
                        unclear inputs) without ending the step: it is recorded in the run's history, counted on \
-                       the run, and sent to the namespace's subscriptions with the run's result. severity is \
+                       the run, sent with the run's result, and at once to subscriptions that take \
+                       issue.reported. severity is \
                        info, warning, error or critical. The continue_token stays valid; carry on and call \
                        complete_step when the step is done."
     )]
