@@ -81,6 +81,11 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{}", listening_line(&server, &settings))?;
+        writeln!(
+            out,
+            "web console: {}",
+            crate::serve::console::url(server.http_addr, settings.tls.is_some())
+        )?;
         out.flush()?;
     }
     let signal = signals.next().await?;

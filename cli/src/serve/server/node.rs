@@ -122,6 +122,11 @@ pub(super) async fn run(settings: &ServerSettings, url: &str) -> anyhow::Result<
             node_id,
             node.role().as_str(),
         )?;
+        writeln!(
+            out,
+            "web console: {}",
+            crate::serve::console::url(node.http_addr, settings.tls.is_some())
+        )?;
         out.flush()?;
     }
     let signal = signals.next().await?;
