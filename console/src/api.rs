@@ -25,10 +25,16 @@ pub struct Budget {
 }
 
 /// The runs list: one `ListRuns` page.
-pub const RUNS: Budget = Budget { page: "runs", calls: 1 };
+pub const RUNS: Budget = Budget {
+    page: "runs",
+    calls: 1,
+};
 /// One run: `DescribeRun`, a `GetHistory` page for the waterfall and one for the
 /// event history (one call when they are the same page), the `GetSessionTree`.
-pub const RUN: Budget = Budget { page: "run", calls: 4 };
+pub const RUN: Budget = Budget {
+    page: "run",
+    calls: 4,
+};
 /// The approvals inbox: up to [`APPROVAL_SCAN_PAGES`] `ListRuns` pages and a
 /// `DescribeRun` for each of up to [`APPROVALS_SHOWN`] waiting runs.
 pub const APPROVALS: Budget = Budget {
@@ -40,9 +46,15 @@ pub const APPROVAL_SCAN_PAGES: u32 = 5;
 /// Runs awaiting approval the inbox shows with their proposals.
 pub const APPROVALS_SHOWN: u32 = 20;
 /// An action: the call itself.
-pub const ACTION: Budget = Budget { page: "action", calls: 1 };
+pub const ACTION: Budget = Budget {
+    page: "action",
+    calls: 1,
+};
 /// A system table (schedules, triggers, workflows, namespaces, keys): one list call.
-pub const SYSTEM: Budget = Budget { page: "system", calls: 1 };
+pub const SYSTEM: Budget = Budget {
+    page: "system",
+    calls: 1,
+};
 /// Task queues: one `ListRuns` page of the latest runs (the queues their steps name)
 /// and a `DescribeTaskQueue` for each of up to [`QUEUES_SHOWN`].
 pub const QUEUES: Budget = Budget {
@@ -52,9 +64,15 @@ pub const QUEUES: Budget = Budget {
 /// Task queues the queues page describes.
 pub const QUEUES_SHOWN: u32 = 20;
 /// The start form: one `ListWorkflows`.
-pub const START_FORM: Budget = Budget { page: "start", calls: 1 };
+pub const START_FORM: Budget = Budget {
+    page: "start",
+    calls: 1,
+};
 /// Sign-in: up to two probes of what the key may do.
-pub const SIGN_IN: Budget = Budget { page: "sign-in", calls: 2 };
+pub const SIGN_IN: Budget = Budget {
+    page: "sign-in",
+    calls: 2,
+};
 
 /// A client calling as one console user, counting its calls.
 pub struct Api {
@@ -91,7 +109,11 @@ impl Api {
     fn count(&self) -> Result<(), ClientError> {
         let made = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         if made > self.budget.calls {
-            tracing::error!(page = self.budget.page, budget = self.budget.calls, "a console page went over its gRPC call budget");
+            tracing::error!(
+                page = self.budget.page,
+                budget = self.budget.calls,
+                "a console page went over its gRPC call budget"
+            );
             return Err(ClientError::ResourceExhausted(format!(
                 "the {} page may make at most {} gRPC calls",
                 self.budget.page, self.budget.calls
@@ -111,7 +133,12 @@ impl Api {
         self.client.describe_run(&self.ns, run).await
     }
 
-    pub async fn get_history(&self, run: &str, from: u64, page_size: u32) -> Result<pb::GetHistoryResponse, ClientError> {
+    pub async fn get_history(
+        &self,
+        run: &str,
+        from: u64,
+        page_size: u32,
+    ) -> Result<pb::GetHistoryResponse, ClientError> {
         self.count()?;
         self.client
             .get_history(pb::GetHistoryRequest {

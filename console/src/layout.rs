@@ -23,7 +23,10 @@ pub(crate) async fn security_headers(req: axum::extract::Request, next: axum::mi
     let mut response = next.run(req).await;
     let h = response.headers_mut();
     h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     if !h.contains_key(header::CACHE_CONTROL) {
@@ -118,7 +121,9 @@ pub(crate) fn csrf(viewer: &Viewer) -> Markup {
 /// A rendered page as a response, with the number of gRPC calls it took.
 pub(crate) fn respond(viewer: &Viewer, api: &Api, status: StatusCode, markup: Markup) -> Response {
     let mut response = (status, markup).into_response();
-    response.headers_mut().insert(CALLS_HEADER, HeaderValue::from(api.calls()));
+    response
+        .headers_mut()
+        .insert(CALLS_HEADER, HeaderValue::from(api.calls()));
     viewer.finish(response)
 }
 
@@ -134,6 +139,28 @@ pub(crate) fn message_page(viewer: &Viewer, status: StatusCode, title: &str, mes
     );
     viewer.finish((status, markup).into_response())
 }
+
+/// The page a form whose CSRF token is not the session's gets (403).
+pub(crate) fn csrf_refused(viewer: &Viewer) -> Response {
+    message_page(
+        viewer,
+        StatusCode::FORBIDDEN,
+        "Refused",
+        "The form's CSRF token does not match this session: reload the page and try again.",
+    )
+}
+
+/// Stored text, escaped, cut past [`SHOWN_BYTES`] with the size left out said.
+pub(crate) fn long_text(text: &str) -> Markup {
+    let (shown, left) = cut(text, SHOWN_BYTES);
+    html! {
+        (shown)
+        @if left > 0 { " " span.muted { "… (" (left) " more bytes, " (text.len()) " in all)" } }
+    }
+}
+
+/// The longest stored text shown whole; the rest is cut with its size said.
+pub(crate) const SHOWN_BYTES: usize = 16 * 1024;
 
 /// The HTTP status for a refusal the server answered.
 pub(crate) fn status_of(e: &ClientError) -> StatusCode {
@@ -201,7 +228,14 @@ pub(crate) fn status_from_name(name: &str) -> Option<pb::RunStatus> {
 }
 
 /// The statuses the filter offers.
-pub(crate) const STATUSES: [&str; 6] = ["running", "completed", "failed", "canceled", "terminated", "timed_out"];
+pub(crate) const STATUSES: [&str; 6] = [
+    "running",
+    "completed",
+    "failed",
+    "canceled",
+    "terminated",
+    "timed_out",
+];
 
 /// A unix-ms time as `YYYY-MM-DD HH:MM:SS` UTC (empty for 0).
 pub(crate) fn time(ms: i64) -> String {
@@ -228,7 +262,9 @@ pub(crate) fn duration(ms: i64) -> String {
 
 /// All the tokens of a usage.
 pub(crate) fn tokens(u: Option<&pb::TokenUsage>) -> u64 {
-    u.map_or(0, |u| u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens)
+    u.map_or(0, |u| {
+        u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+    })
 }
 
 /// A usage's cost in dollars.
@@ -238,7 +274,11 @@ pub(crate) fn cost(u: Option<&pb::TokenUsage>) -> String {
 
 /// A run's duration: to its close, or to `now_ms` while open.
 pub(crate) fn run_duration(run: &pb::RunInfo, now_ms: i64) -> String {
-    let end = if run.close_time_unix_ms > 0 { run.close_time_unix_ms } else { now_ms };
+    let end = if run.close_time_unix_ms > 0 {
+        run.close_time_unix_ms
+    } else {
+        now_ms
+    };
     duration(end - run.start_time_unix_ms)
 }
 

@@ -9,8 +9,8 @@
 //! Pages are rendered on the server with `maud` (which escapes every interpolated
 //! string); the only script is the vendored htmx with its SSE extension, served from
 //! `/ui/assets/`, and a `Content-Security-Policy` forbids inline script and other
-//! origins ([`layout::CSP`]). Sessions, the sign-in page and CSRF tokens are in
-//! [`session`]. Each page states how many gRPC calls it may make ([`api::Budget`]).
+//! origins ([`layout::CSP`]). Sessions and CSRF tokens are in [`session`], the
+//! sign-in page in `pages/signin.rs`. Each page states how many gRPC calls it may make ([`api::Budget`]).
 
 pub mod api;
 mod assets;
@@ -82,8 +82,8 @@ pub fn router(channel: tonic::transport::Channel, config: ConsoleConfig) -> Resu
         .route("/ui", get(pages::root))
         .route("/ui/", get(pages::root))
         .route("/ui/assets/{name}", get(assets::serve))
-        .route("/ui/signin", get(session::signin_page).post(session::signin))
-        .route("/ui/signout", post(session::signout))
+        .route("/ui/signin", get(pages::signin::page).post(pages::signin::signin))
+        .route("/ui/signout", post(pages::signin::signout))
         .route("/ui/runs", get(pages::runs::page))
         .route("/ui/runs/start", post(pages::actions::start))
         .route("/ui/runs/{run}", get(pages::run::page))

@@ -19,18 +19,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::{FromRequestParts, State};
+use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use maud::html;
-use railyard_proto::v1 as pb;
 use railyard_sdk::{ApiKey, ClientError};
 use subtle::ConstantTimeEq;
 
-use crate::api::{self, Api, Budget};
-use crate::layout;
 use crate::Shared;
+use crate::api::{Api, Budget};
 
 /// Sessions held at once unless configured.
 pub const DEFAULT_MAX_SESSIONS: usize = 1024;
@@ -44,7 +41,7 @@ pub const SIGNIN_COOKIE: &str = "railyard_signin";
 pub const CSRF_FIELD: &str = "csrf";
 /// The header the verified client certificate's subject is passed in (set by the
 /// server's guard; any value a client sent is removed before the console sees it).
-const PEER_SUBJECT: &str = railyard_proto::PEER_SUBJECT;
+pub(crate) const PEER_SUBJECT: &str = railyard_proto::PEER_SUBJECT;
 
 /// What a signed-in user may do, as found at sign-in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,13 +79,17 @@ impl Sessions {
     }
 
     /// Holds a new session and returns its id.
-    fn create(&self, key: Option<ApiKey>, namespace: String, role: Role) -> String {
+    pub(crate) fn create(&self, key: Option<ApiKey>, namespace: String, role: Role) -> String {
         let id = random_token();
         let now = Instant::now();
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         map.retain(|_, s| now.duration_since(s.last_seen) < self.idle);
         while map.len() >= self.max {
-            let Some(oldest) = map.iter().min_by_key(|(_, s)| s.last_seen).map(|(k, _)| k.clone()) else {
+            let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, s)| s.last_seen)
+                .map(|(k, _)| k.clone())
+            else {
                 break;
             };
             map.remove(&oldest);
@@ -134,7 +135,7 @@ impl Sessions {
 }
 
 /// 32 random bytes, hex.
-fn random_token() -> String {
+pub(crate) fn random_token() -> String {
     let mut bytes = [0u8; 32];
     // The OS's generator failing is not something a page can recover from; a
     // predictable token would be worse than a failed request.
@@ -144,7 +145,7 @@ fn random_token() -> String {
     hex::encode(bytes)
 }
 
-fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(crate) fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -155,7 +156,7 @@ fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
-fn set_cookie(name: &str, value: &str, tls: bool, max_age: Option<u64>) -> HeaderValue {
+pub(crate) fn set_cookie(name: &str, value: &str, tls: bool, max_age: Option<u64>) -> HeaderValue {
     let mut cookie = format!("{name}={value}; Path=/ui; HttpOnly; SameSite=Strict");
     if tls {
         cookie.push_str("; Secure");
@@ -189,7 +190,13 @@ pub struct Viewer {
 impl Viewer {
     /// A client calling as this user in the page's namespace, within `budget`.
     pub fn api(&self, budget: Budget) -> Result<Api, ClientError> {
-        Api::new(&self.shared.client, self.key.as_ref(), self.peer.as_deref(), self.ns.clone(), budget)
+        Api::new(
+            &self.shared.client,
+            self.key.as_ref(),
+            self.peer.as_deref(),
+            self.ns.clone(),
+            budget,
+        )
     }
 
     /// Whether the user may see admin pages and buttons.
@@ -197,18 +204,22 @@ impl Viewer {
         self.role == Role::Admin
     }
 
-    /// Checks a submitted form's CSRF token against the session's.
-    pub fn check_csrf(&self, submitted: &str) -> Result<(), Response> {
-        if bool::from(submitted.as_bytes().ct_eq(self.csrf.as_bytes())) {
-            Ok(())
-        } else {
-            Err(layout::message_page(
-                self,
-                StatusCode::FORBIDDEN,
-                "Refused",
-                "The form's CSRF token does not match this session: reload the page and try again.",
-            ))
+    /// Whether a submitted form's CSRF token is the session's (compared in constant
+    /// time).
+    pub fn csrf_matches(&self, submitted: &str) -> bool {
+        bool::from(submitted.as_bytes().ct_eq(self.csrf.as_bytes()))
+    }
+
+    /// Drops this viewer's session (sign-out).
+    pub(crate) fn end_session(&self, headers: &HeaderMap) {
+        if let Some(id) = cookie_value(headers, COOKIE) {
+            self.shared.sessions.remove(id);
         }
+    }
+
+    /// The shared state.
+    pub(crate) fn tls(&self) -> bool {
+        self.shared.config.tls
     }
 
     /// Adds the new session's cookie, if any, to `response`.
@@ -232,7 +243,11 @@ impl FromRequestParts<Arc<Shared>> for Viewer {
             .get(PEER_SUBJECT)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let requested_ns = parts.uri.query().and_then(|q| query_value(q, "ns")).filter(|ns| !ns.is_empty());
+        let requested_ns = parts
+            .uri
+            .query()
+            .and_then(|q| query_value(q, "ns"))
+            .filter(|ns| !ns.is_empty());
         let existing = cookie_value(&parts.headers, COOKIE).and_then(|id| shared.sessions.touch(id));
         let (session, new_cookie) = match existing {
             Some(s) => (s, None),
@@ -262,141 +277,33 @@ impl FromRequestParts<Arc<Shared>> for Viewer {
 
 /// One decoded query parameter.
 pub(crate) fn query_value(query: &str, name: &str) -> Option<String> {
-    serde_urlencoded_pairs(query).into_iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    serde_urlencoded_pairs(query)
+        .into_iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v)
 }
 
 fn serde_urlencoded_pairs(query: &str) -> Vec<(String, String)> {
     axum::extract::Query::<Vec<(String, String)>>::try_from_uri(
-        &format!("/?{query}").parse().unwrap_or_else(|_| axum::http::Uri::from_static("/")),
+        &format!("/?{query}")
+            .parse()
+            .unwrap_or_else(|_| axum::http::Uri::from_static("/")),
     )
     .map(|q| q.0)
     .unwrap_or_default()
 }
 
 /// Whether a POST's `Origin` (when sent) names the host it was sent to.
-fn same_origin(headers: &HeaderMap) -> bool {
+pub(crate) fn same_origin(headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
         return true;
     };
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     let origin_host = origin.split_once("://").map_or("", |(_, rest)| rest);
     !host.is_empty() && origin_host == host
-}
-
-/// The sign-in form's fields.
-#[derive(serde::Deserialize)]
-pub(crate) struct SignIn {
-    key: String,
-    #[serde(default)]
-    namespace: String,
-    #[serde(default)]
-    csrf: String,
-}
-
-/// `GET /ui/signin`: the form, with a fresh double-submit token.
-pub(crate) async fn signin_page(State(shared): State<Arc<Shared>>) -> Response {
-    signin_form(&shared, StatusCode::OK, None)
-}
-
-fn signin_form(shared: &Shared, status: StatusCode, error: Option<&str>) -> Response {
-    let token = random_token();
-    let body = html! {
-        h1 { "Sign in" }
-        @if let Some(error) = error {
-            p.refusal role="alert" { (error) }
-        }
-        @if !shared.config.auth {
-            p { "This server runs without auth: you can use the console without signing in. " a href="/ui/runs" { "Go to runs" } }
-        }
-        form method="post" action="/ui/signin" {
-            input type="hidden" name=(CSRF_FIELD) value=(token);
-            label for="key" { "API key" }
-            input #key type="password" name="key" autocomplete="off" required;
-            label for="namespace" { "Namespace" }
-            input #namespace type="text" name="namespace" value=(railyard_proto::DEFAULT_NAMESPACE);
-            button type="submit" { "Sign in" }
-        }
-    };
-    let mut response = (status, layout::bare("Sign in", body)).into_response();
-    response
-        .headers_mut()
-        .append(header::SET_COOKIE, set_cookie(SIGNIN_COOKIE, &token, shared.config.tls, Some(600)));
-    response
-}
-
-/// `POST /ui/signin`: checks the key by what the server lets it do in the namespace
-/// (an admin's call, then a client's), and holds a session for it.
-pub(crate) async fn signin(
-    State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
-    axum::Form(form): axum::Form<SignIn>,
-) -> Response {
-    if !same_origin(&headers) {
-        return (StatusCode::FORBIDDEN, "a form from another origin is refused\n").into_response();
-    }
-    let expected = cookie_value(&headers, SIGNIN_COOKIE).unwrap_or("");
-    if expected.is_empty() || !bool::from(form.csrf.as_bytes().ct_eq(expected.as_bytes())) {
-        return signin_form(
-            &shared,
-            StatusCode::FORBIDDEN,
-            Some("The sign-in form expired or came from elsewhere: try again."),
-        );
-    }
-    let key = ApiKey::new(form.key);
-    let namespace = match form.namespace.trim() {
-        "" => railyard_proto::DEFAULT_NAMESPACE.to_string(),
-        ns => ns.to_string(),
-    };
-    let peer = headers.get(PEER_SUBJECT).and_then(|v| v.to_str().ok());
-    let api = match Api::new(&shared.client, Some(&key), peer, namespace.clone(), api::SIGN_IN) {
-        Ok(api) => api,
-        Err(e) => return signin_form(&shared, StatusCode::UNAUTHORIZED, Some(&e.to_string())),
-    };
-    let role = match api.list_keys(String::new()).await {
-        Ok(_) => Role::Admin,
-        Err(ClientError::Unauthenticated(m)) => {
-            return signin_form(&shared, StatusCode::UNAUTHORIZED, Some(&format!("unauthenticated: {m}")));
-        }
-        Err(_) => match api
-            .list_runs(pb::ListRunsRequest {
-                page_size: 1,
-                ..Default::default()
-            })
-            .await
-        {
-            Ok(_) => Role::Client,
-            Err(e) => return signin_form(&shared, StatusCode::FORBIDDEN, Some(&e.to_string())),
-        },
-    };
-    let id = shared.sessions.create(Some(key), namespace, role);
-    tracing::info!(?role, "console: signed in");
-    let mut response = Redirect::to("/ui/runs").into_response();
-    let headers = response.headers_mut();
-    headers.append(header::SET_COOKIE, set_cookie(COOKIE, &id, shared.config.tls, None));
-    headers.append(header::SET_COOKIE, set_cookie(SIGNIN_COOKIE, "", shared.config.tls, Some(0)));
-    response
-}
-
-/// The sign-out form's fields.
-#[derive(serde::Deserialize)]
-pub(crate) struct SignOut {
-    #[serde(default)]
-    csrf: String,
-}
-
-/// `POST /ui/signout`: drops the session and its cookie.
-pub(crate) async fn signout(viewer: Viewer, headers: HeaderMap, axum::Form(form): axum::Form<SignOut>) -> Response {
-    if let Err(refused) = viewer.check_csrf(&form.csrf) {
-        return refused;
-    }
-    if let Some(id) = cookie_value(&headers, COOKIE) {
-        viewer.shared.sessions.remove(id);
-    }
-    let mut response = Redirect::to("/ui/signin").into_response();
-    response
-        .headers_mut()
-        .append(header::SET_COOKIE, set_cookie(COOKIE, "", viewer.shared.config.tls, Some(0)));
-    response
 }
 
 #[cfg(test)]
@@ -412,7 +319,10 @@ mod tests {
         assert!(sessions.touch(&first).is_some());
         sessions.create(None, "default".into(), Role::Admin);
         assert_eq!(sessions.len(), 3);
-        assert!(sessions.touch(&second).is_none(), "the least recently used is dropped");
+        assert!(
+            sessions.touch(&second).is_none(),
+            "the least recently used is dropped"
+        );
         assert!(sessions.touch(&first).is_some());
     }
 

@@ -36,14 +36,35 @@ pub(crate) struct ActForm {
 /// What each action is called and says before it is done.
 fn describe(action: &str) -> Option<(&'static str, &'static str)> {
     Some(match action {
-        "cancel" => ("Cancel", "The run is asked to cancel: its step in flight is told, and the run closes as canceled."),
-        "terminate" => ("Terminate", "The run closes as terminated at once; a step in flight is abandoned."),
-        "pause" => ("Pause", "No step is dispatched until it is unpaused; a step in flight suspends at its next turn."),
+        "cancel" => (
+            "Cancel",
+            "The run is asked to cancel: its step in flight is told, and the run closes as canceled.",
+        ),
+        "terminate" => (
+            "Terminate",
+            "The run closes as terminated at once; a step in flight is abandoned.",
+        ),
+        "pause" => (
+            "Pause",
+            "No step is dispatched until it is unpaused; a step in flight suspends at its next turn.",
+        ),
         "unpause" => ("Unpause", "The run goes on from where it paused."),
-        "steer" => ("Steer", "The message is sent as a steer signal: the agent reads it as a user message at its next turn."),
-        "approve" => ("Approve", "The step completes with the result it proposed, and the run moves on."),
-        "reject" => ("Reject", "The step re-opens on its transcript; its agent reads the feedback and revises its result."),
-        "redeliver" => ("Redeliver", "Every failed delivery of the run's result is tried again."),
+        "steer" => (
+            "Steer",
+            "The message is sent as a steer signal: the agent reads it as a user message at its next turn.",
+        ),
+        "approve" => (
+            "Approve",
+            "The step completes with the result it proposed, and the run moves on.",
+        ),
+        "reject" => (
+            "Reject",
+            "The step re-opens on its transcript; its agent reads the feedback and revises its result.",
+        ),
+        "redeliver" => (
+            "Redeliver",
+            "Every failed delivery of the run's result is tried again.",
+        ),
         _ => return None,
     })
 }
@@ -54,14 +75,23 @@ pub(crate) async fn act(
     Path((run_id, action)): Path<(String, String)>,
     axum::Form(form): axum::Form<ActForm>,
 ) -> Response {
-    if let Err(refused) = viewer.check_csrf(&form.csrf) {
-        return refused;
+    if !viewer.csrf_matches(&form.csrf) {
+        return layout::csrf_refused(&viewer);
     }
     let Some((verb, explains)) = describe(&action) else {
-        return layout::message_page(&viewer, StatusCode::NOT_FOUND, "No such action", "the console has no such action");
+        return layout::message_page(
+            &viewer,
+            StatusCode::NOT_FOUND,
+            "No such action",
+            "the console has no such action",
+        );
     };
     if matches!(action.as_str(), "steer" | "reject") && form.text.trim().is_empty() {
-        let field = if action == "steer" { "the message" } else { "the feedback" };
+        let field = if action == "steer" {
+            "the message"
+        } else {
+            "the feedback"
+        };
         return layout::message_page(
             &viewer,
             StatusCode::BAD_REQUEST,
@@ -93,29 +123,59 @@ pub(crate) async fn act(
     };
     let text = form.text.trim();
     let outcome = match action.as_str() {
-        "cancel" => api.cancel(&run_id, text).await.map(|()| "The server accepted the cancel request.".to_string()),
-        "terminate" => api.terminate(&run_id, text).await.map(|()| "The server terminated the run.".to_string()),
+        "cancel" => api
+            .cancel(&run_id, text)
+            .await
+            .map(|()| "The server accepted the cancel request.".to_string()),
+        "terminate" => api
+            .terminate(&run_id, text)
+            .await
+            .map(|()| "The server terminated the run.".to_string()),
         "pause" => api.pause(&run_id, text).await.map(|changed| {
-            if changed { "The server paused the run." } else { "The run was paused already." }.to_string()
+            if changed {
+                "The server paused the run."
+            } else {
+                "The run was paused already."
+            }
+            .to_string()
         }),
         "unpause" => api.unpause(&run_id).await.map(|changed| {
-            if changed { "The server unpaused the run." } else { "The run was not paused." }.to_string()
+            if changed {
+                "The server unpaused the run."
+            } else {
+                "The run was not paused."
+            }
+            .to_string()
         }),
         "steer" => api
-            .signal(&run_id, "steer", serde_json::Value::String(text.to_string()).to_string())
+            .signal(
+                &run_id,
+                "steer",
+                serde_json::Value::String(text.to_string()).to_string(),
+            )
             .await
             .map(|()| "The server recorded the steer signal.".to_string()),
-        "approve" => api.approve(&run_id, &form.step, text).await.map(|()| "The server approved the step.".to_string()),
+        "approve" => api
+            .approve(&run_id, &form.step, text)
+            .await
+            .map(|()| "The server approved the step.".to_string()),
         "reject" => api
             .reject(&run_id, &form.step, text)
             .await
             .map(|()| "The server rejected the step; its agent revises the result.".to_string()),
-        "redeliver" => api
-            .redeliver(&run_id)
-            .await
-            .map(|targets| format!("The server queued a new delivery round to: {}.", targets.join(", "))),
+        "redeliver" => api.redeliver(&run_id).await.map(|targets| {
+            format!(
+                "The server queued a new delivery round to: {}.",
+                targets.join(", ")
+            )
+        }),
         _ => {
-            return layout::message_page(&viewer, StatusCode::NOT_FOUND, "No such action", "the console has no such action");
+            return layout::message_page(
+                &viewer,
+                StatusCode::NOT_FOUND,
+                "No such action",
+                "the console has no such action",
+            );
         }
     };
     outcome_page(&viewer, &api, verb, &run_url, outcome)
@@ -144,7 +204,13 @@ fn outcome_page(
 /// The forms of an open run, as the viewer's role allows (every role that reaches
 /// the page may act on runs; the server decides again on each call).
 pub(crate) fn run_actions(viewer: &Viewer, run: &pb::RunInfo) -> Markup {
-    let action = |name: &str| format!("/ui/runs/{}/act/{name}?ns={}", encode(&run.run_id), encode(&viewer.ns));
+    let action = |name: &str| {
+        format!(
+            "/ui/runs/{}/act/{name}?ns={}",
+            encode(&run.run_id),
+            encode(&viewer.ns)
+        )
+    };
     let awaiting = run.waiting.as_ref().is_some_and(|w| w.on == "approval");
     let step = run
         .steps
@@ -206,8 +272,8 @@ pub(crate) fn proposal(w: &pb::WaitInfo) -> Markup {
             dt { "Since" } dd { (layout::time(w.since_unix_ms)) }
             @if !w.proposed_artifacts.is_empty() { dt { "Artifacts" } dd { (w.proposed_artifacts.join(", ")) } }
         }
-        @if !w.proposed_notes.is_empty() { pre { (super::run::long_text(&w.proposed_notes)) } }
-        @if !w.proposed_result_json.is_empty() { pre { (super::run::long_text(&w.proposed_result_json)) } }
+        @if !w.proposed_notes.is_empty() { pre { (layout::long_text(&w.proposed_notes)) } }
+        @if !w.proposed_result_json.is_empty() { pre { (layout::long_text(&w.proposed_result_json)) } }
     }
 }
 
@@ -238,8 +304,8 @@ pub(crate) struct StartForm {
 /// `POST /ui/runs/start`: starts a run (the form on the runs page is the confirmation:
 /// it names the workflow and the goal).
 pub(crate) async fn start(viewer: Viewer, axum::Form(form): axum::Form<StartForm>) -> Response {
-    if let Err(refused) = viewer.check_csrf(&form.csrf) {
-        return refused;
+    if !viewer.csrf_matches(&form.csrf) {
+        return layout::csrf_refused(&viewer);
     }
     let mut context = std::collections::HashMap::new();
     for (i, line) in form.context.lines().enumerate() {
@@ -276,8 +342,19 @@ pub(crate) async fn start(viewer: Viewer, axum::Form(form): axum::Form<StartForm
                 h1 { "Started" }
                 p.outcome role="status" { "The server started run " a href=(url) { (r.run_id) } "." }
             };
-            layout::respond(&viewer, &api, StatusCode::OK, layout::page(&viewer, "Started", body))
+            layout::respond(
+                &viewer,
+                &api,
+                StatusCode::OK,
+                layout::page(&viewer, "Started", body),
+            )
         }
-        Err(e) => outcome_page(&viewer, &api, "Start", &layout::nav_href("/ui/runs", &viewer.ns), Err(e)),
+        Err(e) => outcome_page(
+            &viewer,
+            &api,
+            "Start",
+            &layout::nav_href("/ui/runs", &viewer.ns),
+            Err(e),
+        ),
     }
 }

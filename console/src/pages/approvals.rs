@@ -92,5 +92,10 @@ pub(crate) async fn page(viewer: Viewer) -> Response {
             }
         }
     };
-    layout::respond(&viewer, &api, StatusCode::OK, layout::page(&viewer, "Approvals", body))
+    layout::respond(
+        &viewer,
+        &api,
+        StatusCode::OK,
+        layout::page(&viewer, "Approvals", body),
+    )
 }

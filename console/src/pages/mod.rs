@@ -4,6 +4,7 @@ pub(crate) mod actions;
 pub(crate) mod approvals;
 pub(crate) mod run;
 pub(crate) mod runs;
+pub(crate) mod signin;
 pub(crate) mod system;
 pub(crate) mod waterfall;
 

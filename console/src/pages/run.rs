@@ -20,7 +20,7 @@ use super::actions;
 use super::runs::{current_step, status_cell};
 use super::waterfall;
 use crate::api;
-use crate::layout::{self, encode};
+use crate::layout::{self, encode, long_text};
 use crate::session::Viewer;
 
 /// Events the waterfall is drawn from (the first ones of the run).
@@ -29,8 +29,6 @@ pub const WATERFALL_EVENTS: u32 = 1000;
 pub const EVENTS_PAGE: u32 = 100;
 /// Event types collapsed by default.
 const LOW_VALUE: [&str; 3] = ["StepUsage", "DeliveryAttempted", "AgentStuckWarning"];
-/// The longest stored text shown whole; the rest is cut with its size said.
-const SHOWN_BYTES: usize = 16 * 1024;
 
 #[derive(Debug, Default, serde::Deserialize)]
 pub(crate) struct Params {
@@ -53,7 +51,12 @@ pub(crate) async fn page(viewer: Viewer, Path(run_id): Path<String>, Query(p): Q
         Err(e) => return layout::refused(&viewer, &api, &e),
     };
     let Some(run) = described.run.as_ref() else {
-        return layout::message_page(&viewer, StatusCode::BAD_GATEWAY, "No run", "the server described no run");
+        return layout::message_page(
+            &viewer,
+            StatusCode::BAD_GATEWAY,
+            "No run",
+            "the server described no run",
+        );
     };
     let first = match api.get_history(&run_id, 1, WATERFALL_EVENTS).await {
         Ok(h) => h,
@@ -108,7 +111,11 @@ pub(crate) async fn page(viewer: Viewer, Path(run_id): Path<String>, Query(p): Q
 /// The header, waterfall and steps; polls itself while the run is open.
 fn live_part(viewer: &Viewer, run: &pb::RunInfo, definition: &str, first: &pb::GetHistoryResponse) -> Markup {
     let open = run.status == pb::RunStatus::Running as i32;
-    let url = format!("/ui/runs/{}?ns={}&fragment=1", encode(&run.run_id), encode(&viewer.ns));
+    let url = format!(
+        "/ui/runs/{}?ns={}&fragment=1",
+        encode(&run.run_id),
+        encode(&viewer.ns)
+    );
     let now = layout::now_ms();
     let attempts = waterfall::attempts(&first.events);
     let partial = first.next_event_id != 0 && first.events.len() >= WATERFALL_EVENTS as usize;
@@ -193,15 +200,6 @@ fn delivery_name(state: i32) -> &'static str {
     }
 }
 
-/// Stored text, escaped, cut past [`SHOWN_BYTES`] with the size left out said.
-pub(crate) fn long_text(text: &str) -> Markup {
-    let (shown, left) = layout::cut(text, SHOWN_BYTES);
-    html! {
-        (shown)
-        @if left > 0 { " " span.muted { "… (" (left) " more bytes, " (text.len()) " in all)" } }
-    }
-}
-
 fn steps(run: &pb::RunInfo) -> Markup {
     html! {
         @for step in &run.steps {
@@ -245,7 +243,10 @@ fn history(base: &str, h: &pb::GetHistoryResponse, length: u64, all: bool) -> Ma
     let hidden = if all {
         0
     } else {
-        h.events.iter().filter(|e| LOW_VALUE.contains(&e.event_type.as_str())).count()
+        h.events
+            .iter()
+            .filter(|e| LOW_VALUE.contains(&e.event_type.as_str()))
+            .count()
     };
     html! {
         @if hidden > 0 {

@@ -63,7 +63,11 @@ impl Filters {
         let status = match self.status.as_str() {
             "" => pb::RunStatus::Unspecified,
             s => layout::status_from_name(s).ok_or_else(|| {
-                format!("status {:?} is not one of {}", cut_echo(s), layout::STATUSES.join(", "))
+                format!(
+                    "status {:?} is not one of {}",
+                    cut_echo(s),
+                    layout::STATUSES.join(", ")
+                )
             })?,
         };
         Ok(pb::ListRunsRequest {
@@ -98,7 +102,12 @@ fn parse_time(field: &str, value: &str) -> Result<i64, String> {
                 .and_then(|d| d.and_hms_opt(0, 0, 0))
         })
         .map(|t| t.and_utc().timestamp_millis())
-        .ok_or_else(|| format!("{field} {:?} is not a time: use YYYY-MM-DDTHH:MM (UTC)", cut_echo(value)))
+        .ok_or_else(|| {
+            format!(
+                "{field} {:?} is not a time: use YYYY-MM-DDTHH:MM (UTC)",
+                cut_echo(value)
+            )
+        })
 }
 
 /// `GET /ui/runs`.

@@ -28,18 +28,23 @@ pub(crate) struct Paging {
     queue: String,
 }
 
-fn start(viewer: &Viewer, budget: api::Budget, admin_only: bool) -> Result<Api, Response> {
+fn start(viewer: &Viewer, budget: api::Budget, admin_only: bool) -> Result<Api, Box<Response>> {
     if admin_only && !viewer.is_admin() {
-        return Err(layout::message_page(
+        return Err(Box::new(layout::message_page(
             viewer,
             StatusCode::FORBIDDEN,
             "Admins only",
             "This page is for admin keys.",
-        ));
+        )));
     }
-    viewer
-        .api(budget)
-        .map_err(|e| layout::message_page(viewer, StatusCode::BAD_REQUEST, "Refused", &e.to_string()))
+    viewer.api(budget).map_err(|e| {
+        Box::new(layout::message_page(
+            viewer,
+            StatusCode::BAD_REQUEST,
+            "Refused",
+            &e.to_string(),
+        ))
+    })
 }
 
 fn done(viewer: &Viewer, api: &Api, title: &str, body: Markup) -> Response {
@@ -58,7 +63,7 @@ fn next_link(viewer: &Viewer, path: &str, token: &str) -> Markup {
 pub(crate) async fn workflows(viewer: Viewer) -> Response {
     let api = match start(&viewer, api::SYSTEM, false) {
         Ok(api) => api,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let listed = match api.list_workflows().await {
         Ok(l) => l,
@@ -86,7 +91,7 @@ pub(crate) async fn workflows(viewer: Viewer) -> Response {
 pub(crate) async fn schedules(viewer: Viewer, Query(p): Query<Paging>) -> Response {
     let api = match start(&viewer, api::SYSTEM, true) {
         Ok(api) => api,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let listed = match api.list_schedules(p.page).await {
         Ok(l) => l,
@@ -116,7 +121,7 @@ pub(crate) async fn schedules(viewer: Viewer, Query(p): Query<Paging>) -> Respon
 pub(crate) async fn triggers(viewer: Viewer, Query(p): Query<Paging>) -> Response {
     let api = match start(&viewer, api::SYSTEM, true) {
         Ok(api) => api,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let listed = match api.list_triggers(p.page).await {
         Ok(l) => l,
@@ -147,7 +152,7 @@ pub(crate) async fn triggers(viewer: Viewer, Query(p): Query<Paging>) -> Respons
 pub(crate) async fn queues(viewer: Viewer, Query(p): Query<Paging>) -> Response {
     let api = match start(&viewer, api::QUEUES, false) {
         Ok(api) => api,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let recent = match api
         .list_runs(pb::ListRunsRequest {
@@ -204,7 +209,7 @@ pub(crate) async fn queues(viewer: Viewer, Query(p): Query<Paging>) -> Response 
 pub(crate) async fn namespaces(viewer: Viewer) -> Response {
     let api = match start(&viewer, api::SYSTEM, true) {
         Ok(api) => api,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let listed = match api.list_namespaces().await {
         Ok(l) => l,
@@ -230,7 +235,7 @@ pub(crate) async fn namespaces(viewer: Viewer) -> Response {
 pub(crate) async fn keys(viewer: Viewer, Query(p): Query<Paging>) -> Response {
     let api = match start(&viewer, api::SYSTEM, true) {
         Ok(api) => api,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let listed = match api.list_keys(p.page).await {
         Ok(l) => l,

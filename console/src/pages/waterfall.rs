@@ -43,7 +43,11 @@ pub(crate) fn attempts(events: &[pb::HistoryEvent]) -> Vec<Attempt> {
         let attempt = v.get("attempt").and_then(Value::as_u64).unwrap_or(0);
         let t = e.time_unix_ms;
         let next = |kind: &'static str, label: String, out: &mut Vec<Attempt>| {
-            if let Some(a) = out.iter_mut().rev().find(|a| a.step == step && a.attempt == attempt) {
+            if let Some(a) = out
+                .iter_mut()
+                .rev()
+                .find(|a| a.step == step && a.attempt == attempt)
+            {
                 if let Some(last) = a.spans.last_mut()
                     && last.end.is_none()
                 {
@@ -83,11 +87,21 @@ pub(crate) fn attempts(events: &[pb::HistoryEvent]) -> Vec<Attempt> {
                 let why = if e.event_type == "StepFailed" {
                     format!("{}: {}", text(&v, "errorType"), text(&v, "message"))
                 } else {
-                    format!("timed out ({})", v.get("timeout").map(Value::to_string).unwrap_or_default())
+                    format!(
+                        "timed out ({})",
+                        v.get("timeout").map(Value::to_string).unwrap_or_default()
+                    )
                 };
                 let retry = v.get("willRetry").and_then(Value::as_bool).unwrap_or(false);
-                if let Some(a) = out.iter_mut().rev().find(|a| a.step == step && a.attempt == attempt) {
-                    a.failure = Some(format!("{why}{}", if retry { "; retried" } else { "; not retried" }));
+                if let Some(a) = out
+                    .iter_mut()
+                    .rev()
+                    .find(|a| a.step == step && a.attempt == attempt)
+                {
+                    a.failure = Some(format!(
+                        "{why}{}",
+                        if retry { "; retried" } else { "; not retried" }
+                    ));
                 }
             }
             _ => {}
@@ -98,7 +112,10 @@ pub(crate) fn attempts(events: &[pb::HistoryEvent]) -> Vec<Attempt> {
 
 /// Ends an attempt's last span where it is (a zero-length "done"/"failed" marker).
 fn close(out: &mut [Attempt], step: &str, attempt: u64) {
-    if let Some(a) = out.iter_mut().rev().find(|a| a.step == step && a.attempt == attempt)
+    if let Some(a) = out
+        .iter_mut()
+        .rev()
+        .find(|a| a.step == step && a.attempt == attempt)
         && let Some(last) = a.spans.last_mut()
     {
         last.end = Some(last.start);
@@ -114,7 +131,12 @@ pub(crate) fn render(attempts: &[Attempt], now: i64, partial: bool) -> Markup {
     if attempts.is_empty() {
         return html! { p.muted { "No step has been scheduled yet." } };
     }
-    let t0 = attempts.iter().flat_map(|a| a.spans.first()).map(|s| s.start).min().unwrap_or(now);
+    let t0 = attempts
+        .iter()
+        .flat_map(|a| a.spans.first())
+        .map(|s| s.start)
+        .min()
+        .unwrap_or(now);
     let t1 = attempts
         .iter()
         .flat_map(|a| a.spans.iter())
@@ -174,10 +196,22 @@ mod tests {
     #[test]
     fn a_retry_is_a_second_row_with_the_reason_of_the_first() {
         let events = [
-            ev(0, "StepScheduled", r#"{"stepId":"a","attempt":1,"taskQueue":"q"}"#),
+            ev(
+                0,
+                "StepScheduled",
+                r#"{"stepId":"a","attempt":1,"taskQueue":"q"}"#,
+            ),
             ev(10, "StepStarted", r#"{"stepId":"a","attempt":1,"worker":"w"}"#),
-            ev(20, "StepFailed", r#"{"stepId":"a","attempt":1,"errorType":"tool","message":"boom","willRetry":true}"#),
-            ev(30, "StepScheduled", r#"{"stepId":"a","attempt":2,"taskQueue":"q"}"#),
+            ev(
+                20,
+                "StepFailed",
+                r#"{"stepId":"a","attempt":1,"errorType":"tool","message":"boom","willRetry":true}"#,
+            ),
+            ev(
+                30,
+                "StepScheduled",
+                r#"{"stepId":"a","attempt":2,"taskQueue":"q"}"#,
+            ),
             ev(40, "StepStarted", r#"{"stepId":"a","attempt":2,"worker":"w"}"#),
             ev(50, "StepAwaitingApproval", r#"{"stepId":"a","attempt":2}"#),
         ];

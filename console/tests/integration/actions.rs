@@ -31,13 +31,22 @@ async fn cancel_asks_for_confirmation_then_cancels() {
     let mut b = console.browser();
     let csrf = b.csrf().await;
     let path = format!("/ui/runs/{run}/act/cancel?ns=default");
-    let confirm = b.post(&path, &[("csrf", &csrf), ("text", "changed my mind")]).await;
+    let confirm = b
+        .post(&path, &[("csrf", &csrf), ("text", "changed my mind")])
+        .await;
     assert_eq!(confirm.status, 200);
     assert!(confirm.body.contains("Cancel run"), "{}", confirm.body);
     assert!(confirm.body.contains("name=\"confirmed\" value=\"1\""));
-    assert_eq!(status(&client, &run).await.0, RunStatus::Running, "nothing happens before confirmation");
+    assert_eq!(
+        status(&client, &run).await.0,
+        RunStatus::Running,
+        "nothing happens before confirmation"
+    );
     let done = b
-        .post(&path, &[("csrf", &csrf), ("text", "changed my mind"), ("confirmed", "1")])
+        .post(
+            &path,
+            &[("csrf", &csrf), ("text", "changed my mind"), ("confirmed", "1")],
+        )
         .await;
     assert_eq!(done.status, 200, "{}", done.body);
     assert!(done.body.contains("accepted the cancel request"));
@@ -54,23 +63,47 @@ async fn pause_unpause_steer_and_terminate_do_what_they_say() {
     let mut b = console.browser();
     let csrf = b.csrf().await;
     let act = |a: &str| format!("/ui/runs/{run}/act/{a}?ns=default");
-    let paused = b.post(&act("pause"), &[("csrf", &csrf), ("confirmed", "1")]).await;
+    let paused = b
+        .post(&act("pause"), &[("csrf", &csrf), ("confirmed", "1")])
+        .await;
     assert!(paused.body.contains("paused the run"), "{}", paused.body);
     assert!(status(&client, &run).await.1);
-    let again = b.post(&act("pause"), &[("csrf", &csrf), ("confirmed", "1")]).await;
+    let again = b
+        .post(&act("pause"), &[("csrf", &csrf), ("confirmed", "1")])
+        .await;
     assert!(again.body.contains("paused already"));
-    let unpaused = b.post(&act("unpause"), &[("csrf", &csrf), ("confirmed", "1")]).await;
+    let unpaused = b
+        .post(&act("unpause"), &[("csrf", &csrf), ("confirmed", "1")])
+        .await;
     assert!(unpaused.body.contains("unpaused the run"));
     assert!(!status(&client, &run).await.1);
-    let empty = b.post(&act("steer"), &[("csrf", &csrf), ("confirmed", "1"), ("text", " ")]).await;
+    let empty = b
+        .post(
+            &act("steer"),
+            &[("csrf", &csrf), ("confirmed", "1"), ("text", " ")],
+        )
+        .await;
     assert_eq!(empty.status, 400);
     assert!(empty.body.contains("the message is required"));
     let steered = b
-        .post(&act("steer"), &[("csrf", &csrf), ("confirmed", "1"), ("text", "focus on tests")])
+        .post(
+            &act("steer"),
+            &[("csrf", &csrf), ("confirmed", "1"), ("text", "focus on tests")],
+        )
         .await;
-    assert!(steered.body.contains("recorded the steer signal"), "{}", steered.body);
-    assert!(events(&client, &run).await.contains(&"SignalReceived".to_string()));
-    let ended = b.post(&act("terminate"), &[("csrf", &csrf), ("confirmed", "1")]).await;
+    assert!(
+        steered.body.contains("recorded the steer signal"),
+        "{}",
+        steered.body
+    );
+    assert!(
+        events(&client, &run)
+            .await
+            .contains(&"SignalReceived".to_string())
+    );
+    let ended = b
+        .post(&act("terminate"), &[("csrf", &csrf), ("confirmed", "1")])
+        .await;
     assert!(ended.body.contains("terminated the run"));
     assert_eq!(status(&client, &run).await.0, RunStatus::Terminated);
 }
@@ -92,10 +125,17 @@ async fn a_refusal_is_shown_word_for_word() {
     let mut b = console.browser();
     let csrf = b.csrf().await;
     let page = b
-        .post(&format!("/ui/runs/{run}/act/approve?ns=default"), &[("csrf", &csrf), ("confirmed", "1")])
+        .post(
+            &format!("/ui/runs/{run}/act/approve?ns=default"),
+            &[("csrf", &csrf), ("confirmed", "1")],
+        )
         .await;
     assert_eq!(page.status, 409);
-    let escaped = direct.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;");
+    let escaped = direct
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
     assert!(page.body.contains(&escaped), "{direct:?} in {}", page.body);
 }
 
@@ -115,9 +155,16 @@ async fn a_form_without_its_csrf_token_is_refused_and_changes_nothing() {
     // A second browser's valid token is not this session's.
     let mut other = console.browser();
     let theirs = other.csrf().await;
-    assert_eq!(b.post(&path, &[("csrf", &theirs), ("confirmed", "1")]).await.status, 403);
+    assert_eq!(
+        b.post(&path, &[("csrf", &theirs), ("confirmed", "1")])
+            .await
+            .status,
+        403
+    );
     assert_eq!(status(&client, &run).await.0, RunStatus::Running);
-    let start = b.post("/ui/runs/start", &[("workflow", "one"), ("goal", "x")]).await;
+    let start = b
+        .post("/ui/runs/start", &[("workflow", "one"), ("goal", "x")])
+        .await;
     assert_eq!(start.status, 403);
 }
 
@@ -129,7 +176,12 @@ async fn a_run_started_from_the_page_runs() {
     let page = b
         .post(
             "/ui/runs/start?ns=default",
-            &[("csrf", &csrf), ("workflow", "one"), ("goal", "from the page"), ("context", "repo=x\nbranch = main")],
+            &[
+                ("csrf", &csrf),
+                ("workflow", "one"),
+                ("goal", "from the page"),
+                ("context", "repo=x\nbranch = main"),
+            ],
         )
         .await;
     assert_eq!(page.status, 200, "{}", page.body);
@@ -137,7 +189,10 @@ async fn a_run_started_from_the_page_runs() {
     let listed = b.get("/ui/runs?workflow=one").await;
     assert!(listed.body.contains("from the page"));
     let bad = b
-        .post("/ui/runs/start?ns=default", &[("csrf", &csrf), ("workflow", "nope"), ("goal", "x")])
+        .post(
+            "/ui/runs/start?ns=default",
+            &[("csrf", &csrf), ("workflow", "nope"), ("goal", "x")],
+        )
         .await;
     assert!(bad.status >= 400);
     assert!(bad.body.contains("refused"), "{}", bad.body);
@@ -151,9 +206,18 @@ async fn approvals_inbox_approves_and_rejects_with_feedback() {
     let mut runs = Vec::new();
     for goal in ["first draft", "second draft"] {
         let run = console.start_run("draft", goal).await;
-        let task = worker.poll(Duration::from_secs(10)).await.unwrap().expect("a task");
+        let task = worker
+            .poll(Duration::from_secs(10))
+            .await
+            .unwrap()
+            .expect("a task");
         let reply = worker
-            .complete_with_checkpoint(&task.task_token, Completion::notes(format!("proposal for {goal}")), b"t".to_vec(), true)
+            .complete_with_checkpoint(
+                &task.task_token,
+                Completion::notes(format!("proposal for {goal}")),
+                b"t".to_vec(),
+                true,
+            )
             .await
             .unwrap();
         assert!(reply.held_for_approval);
@@ -163,26 +227,50 @@ async fn approvals_inbox_approves_and_rejects_with_feedback() {
     let inbox = b.get("/ui/approvals").await;
     assert_eq!(inbox.status, 200);
     assert!(inbox.calls() <= railyard_console::api::APPROVALS.calls);
-    let first = inbox.body.find("proposal for first draft").expect("the first proposal");
-    let second = inbox.body.find("proposal for second draft").expect("the second proposal");
+    let first = inbox
+        .body
+        .find("proposal for first draft")
+        .expect("the first proposal");
+    let second = inbox
+        .body
+        .find("proposal for second draft")
+        .expect("the second proposal");
     assert!(first < second, "oldest first");
     let csrf = inbox.csrf();
     let rejected = b
         .post(
             &format!("/ui/runs/{}/act/reject?ns=default", runs[0]),
-            &[("csrf", &csrf), ("confirmed", "1"), ("step", "write"), ("text", "shorter, please")],
+            &[
+                ("csrf", &csrf),
+                ("confirmed", "1"),
+                ("step", "write"),
+                ("text", "shorter, please"),
+            ],
         )
         .await;
     assert!(rejected.body.contains("rejected the step"), "{}", rejected.body);
-    assert!(events(&client, &runs[0]).await.contains(&"StepRejected".to_string()));
+    assert!(
+        events(&client, &runs[0])
+            .await
+            .contains(&"StepRejected".to_string())
+    );
     let approved = b
         .post(
             &format!("/ui/runs/{}/act/approve?ns=default", runs[1]),
-            &[("csrf", &csrf), ("confirmed", "1"), ("step", "write"), ("text", "good")],
+            &[
+                ("csrf", &csrf),
+                ("confirmed", "1"),
+                ("step", "write"),
+                ("text", "good"),
+            ],
         )
         .await;
     assert!(approved.body.contains("approved the step"), "{}", approved.body);
-    assert!(events(&client, &runs[1]).await.contains(&"StepApproved".to_string()));
+    assert!(
+        events(&client, &runs[1])
+            .await
+            .contains(&"StepApproved".to_string())
+    );
     let empty = b.get("/ui/approvals").await;
     assert!(empty.body.contains("No step awaits approval."), "{}", empty.body);
 }

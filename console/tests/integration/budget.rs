@@ -21,7 +21,10 @@ async fn pages_stay_within_their_call_budgets_on_a_large_store() {
     for i in 0..RUNS {
         let client = client.clone();
         starts.push(tokio::spawn(async move {
-            client.start_run("default", "one", &format!("run {i}"), HashMap::new()).await.unwrap()
+            client
+                .start_run("default", "one", &format!("run {i}"), HashMap::new())
+                .await
+                .unwrap()
         }));
         if starts.len() == 50 {
             for s in starts.drain(..) {
@@ -62,8 +65,15 @@ async fn pages_stay_within_their_call_budgets_on_a_large_store() {
     assert!(later.calls() <= api::RUN.calls);
     assert!(later.body.contains("#901 "));
     let approvals = b.get("/ui/approvals").await;
-    assert!(approvals.calls() <= api::APPROVALS.calls, "{} calls", approvals.calls());
-    assert!(approvals.body.contains("Only the first"), "the scan stops at its bound");
+    assert!(
+        approvals.calls() <= api::APPROVALS.calls,
+        "{} calls",
+        approvals.calls()
+    );
+    assert!(
+        approvals.body.contains("Only the first"),
+        "the scan stops at its bound"
+    );
     let queues = b.get("/ui/queues").await;
     assert!(queues.calls() <= api::QUEUES.calls);
 }

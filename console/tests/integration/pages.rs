@@ -17,9 +17,16 @@ async fn the_runs_page_lists_filters_and_pages() {
     let page = b.get("/ui/runs").await;
     assert_eq!(page.status, 200);
     assert_eq!(page.calls(), 1);
-    assert!(page.body.contains("hx-trigger=\"every 3s\""), "the first page refreshes itself");
+    assert!(
+        page.body.contains("hx-trigger=\"every 3s\""),
+        "the first page refreshes itself"
+    );
     assert!(page.body.contains("Next page"));
-    assert_eq!(page.body.matches("<tr>").count(), 1 + 50, "a header and a page of runs");
+    assert_eq!(
+        page.body.matches("<tr>").count(),
+        1 + 50,
+        "a header and a page of runs"
+    );
     // The next page, by the server's token.
     let at = page.body.find("&amp;page=").unwrap() + 10;
     let token = page.body[at..].split('"').next().unwrap();
@@ -37,13 +44,21 @@ async fn the_runs_page_lists_filters_and_pages() {
     assert!(after.body.contains("No runs match."));
     let bad = b.get("/ui/runs?ns=default&status=sleeping").await;
     assert_eq!(bad.status, 400);
-    assert!(bad.body.contains("status &quot;sleeping&quot; is not one of"), "{}", bad.body);
+    assert!(
+        bad.body.contains("status &quot;sleeping&quot; is not one of"),
+        "{}",
+        bad.body
+    );
     let bad = b.get("/ui/runs?ns=default&before=yesterday").await;
     assert_eq!(bad.status, 400);
     assert!(bad.body.contains("before &quot;yesterday&quot; is not a time"));
     // The fragment htmx polls is the table alone.
     let fragment = b.get("/ui/runs?ns=default&fragment=1").await;
-    assert!(fragment.body.starts_with("<div id=\"runs\""), "{}", &fragment.body[..80]);
+    assert!(
+        fragment.body.starts_with("<div id=\"runs\""),
+        "{}",
+        &fragment.body[..80]
+    );
 }
 
 #[tokio::test]
@@ -52,14 +67,24 @@ async fn the_run_page_shows_the_header_waterfall_steps_and_history() {
     let run = console.start_run("one", "count the stars").await;
     let client = console.admin().await;
     let worker = StepWorker::new(client.clone(), "default", "default", "worker-1");
-    let task = worker.poll(Duration::from_secs(10)).await.unwrap().expect("a task");
+    let task = worker
+        .poll(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("a task");
     let mut b = console.browser();
     let open = b.get(&format!("/ui/runs/{run}")).await;
     assert_eq!(open.status, 200, "{}", open.body);
     assert!(open.calls() <= railyard_console::api::RUN.calls);
     assert!(open.body.contains("count the stars"));
-    assert!(open.body.contains("class=\"running\""), "the waterfall shows the running attempt");
-    assert!(open.body.contains("hx-trigger=\"every 3s\""), "an open run refreshes itself");
+    assert!(
+        open.body.contains("class=\"running\""),
+        "the waterfall shows the running attempt"
+    );
+    assert!(
+        open.body.contains("hx-trigger=\"every 3s\""),
+        "an open run refreshes itself"
+    );
     assert!(open.body.contains("/act/cancel"));
     worker
         .complete(

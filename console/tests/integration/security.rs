@@ -27,13 +27,20 @@ async fn under_auth_nothing_shows_before_sign_in_and_the_role_decides_what_does(
     let console = Console::start(true).await;
     let run = console.start_run("one", "secret goal").await;
     let mut b = console.browser();
-    for path in ["/ui/runs", &format!("/ui/runs/{run}"), "/ui/approvals", "/ui/keys"] {
+    for path in [
+        "/ui/runs",
+        &format!("/ui/runs/{run}"),
+        "/ui/approvals",
+        "/ui/keys",
+    ] {
         let page = b.get(path).await;
         assert_eq!(page.status, 303, "{path}");
         assert_eq!(page.header("location"), "/ui/signin");
         assert!(!page.body.contains("secret goal"));
     }
-    let posted = b.post(&format!("/ui/runs/{run}/act/cancel"), &[("confirmed", "1")]).await;
+    let posted = b
+        .post(&format!("/ui/runs/{run}/act/cancel"), &[("confirmed", "1")])
+        .await;
     assert_eq!(posted.status, 303, "no action without a session");
     // The sign-in page and its assets need no key.
     let signin = b.get("/ui/signin").await;
@@ -41,19 +48,38 @@ async fn under_auth_nothing_shows_before_sign_in_and_the_role_decides_what_does(
     assert_eq!(b.get("/ui/assets/console.css").await.status, 200);
     // A wrong key is refused with the server's words.
     let token = signin.csrf();
-    let wrong = b.post("/ui/signin", &[("csrf", &token), ("key", "ry_nope_nope"), ("namespace", "default")]).await;
+    let wrong = b
+        .post(
+            "/ui/signin",
+            &[
+                ("csrf", &token),
+                ("key", "ry_nope_nope"),
+                ("namespace", "default"),
+            ],
+        )
+        .await;
     assert_eq!(wrong.status, 401, "{}", wrong.body);
     assert!(wrong.body.contains("unauthenticated"), "{}", wrong.body);
     // The sign-in form's double-submit token must match its cookie.
     let client_key = key(&console, ApiKeyRole::Client).await;
-    let forged = b.post("/ui/signin", &[("csrf", "forged"), ("key", &client_key)]).await;
+    let forged = b
+        .post("/ui/signin", &[("csrf", "forged"), ("key", &client_key)])
+        .await;
     assert_eq!(forged.status, 403);
     // A client key: runs, no admin pages.
     let token = b.get("/ui/signin").await.csrf();
-    let ok = b.post("/ui/signin", &[("csrf", &token), ("key", &client_key), ("namespace", "default")]).await;
+    let ok = b
+        .post(
+            "/ui/signin",
+            &[("csrf", &token), ("key", &client_key), ("namespace", "default")],
+        )
+        .await;
     assert_eq!(ok.status, 303, "{}", ok.body);
     let cookie = ok.header("set-cookie");
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
     assert!(!cookie.contains("Secure"), "plain HTTP: not Secure");
     let runs = b.get("/ui/runs").await;
     assert_eq!(runs.status, 200);
@@ -71,7 +97,9 @@ async fn under_auth_nothing_shows_before_sign_in_and_the_role_decides_what_does(
     let mut admin = console.browser();
     let token = admin.get("/ui/signin").await.csrf();
     let admin_key = console.admin_key.clone().unwrap();
-    let ok = admin.post("/ui/signin", &[("csrf", &token), ("key", &admin_key)]).await;
+    let ok = admin
+        .post("/ui/signin", &[("csrf", &token), ("key", &admin_key)])
+        .await;
     assert_eq!(ok.status, 303);
     let keys = admin.get("/ui/keys").await;
     assert_eq!(keys.status, 200, "{}", keys.body);
@@ -85,9 +113,15 @@ async fn under_auth_nothing_shows_before_sign_in_and_the_role_decides_what_does(
     let worker_key = key(&console, ApiKeyRole::Worker).await;
     let mut w = console.browser();
     let token = w.get("/ui/signin").await.csrf();
-    let refused = w.post("/ui/signin", &[("csrf", &token), ("key", &worker_key)]).await;
+    let refused = w
+        .post("/ui/signin", &[("csrf", &token), ("key", &worker_key)])
+        .await;
     assert_eq!(refused.status, 403);
-    assert!(refused.body.contains("which may not list runs"), "{}", refused.body);
+    assert!(
+        refused.body.contains("which may not list runs"),
+        "{}",
+        refused.body
+    );
 }
 
 #[tokio::test]
@@ -95,20 +129,34 @@ async fn every_page_carries_the_security_headers_and_no_inline_script() {
     let console = Console::start(false).await;
     let run = console.start_run("one", "x").await;
     let mut b = console.browser();
-    for path in ["/ui/runs", &format!("/ui/runs/{run}"), "/ui/approvals", "/ui/signin", "/ui/workflows"] {
+    for path in [
+        "/ui/runs",
+        &format!("/ui/runs/{run}"),
+        "/ui/approvals",
+        "/ui/signin",
+        "/ui/workflows",
+    ] {
         let page = b.get(path).await;
         let csp = page.header("content-security-policy");
-        assert!(csp.contains("script-src 'self'") && !csp.contains("unsafe"), "{csp}");
+        assert!(
+            csp.contains("script-src 'self'") && !csp.contains("unsafe"),
+            "{csp}"
+        );
         assert_eq!(page.header("x-frame-options"), "DENY");
         for tag in page.body.split("<script").skip(1) {
-            assert!(tag.trim_start().starts_with("src=\"/ui/assets/"), "only our own script files: {tag}");
+            assert!(
+                tag.trim_start().starts_with("src=\"/ui/assets/"),
+                "only our own script files: {tag}"
+            );
         }
         assert!(!page.body.contains("style=\""), "no inline style on {path}");
         assert!(!has_handler(&page.body), "no event handler attributes on {path}");
     }
     // A POST from another origin is refused before anything is read.
     let csrf = b.csrf().await;
-    let page = b.post(&format!("/ui/runs/{run}/act/cancel"), &[("csrf", &csrf)]).await;
+    let page = b
+        .post(&format!("/ui/runs/{run}/act/cancel"), &[("csrf", &csrf)])
+        .await;
     assert_eq!(page.status, 200, "same origin (no Origin header) passes");
 }
 
@@ -131,8 +179,14 @@ fn assert_inert(body: &str) {
     assert!(!body.contains("<script>alert"), "a script tag got through");
     assert!(!body.contains("<img src=x"), "an img tag got through");
     assert!(!body.contains("\"><img"), "an attribute was closed");
-    assert!(!body.to_lowercase().contains("href=\"javascript:"), "a javascript: link");
-    assert!(body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "the text is shown, escaped");
+    assert!(
+        !body.to_lowercase().contains("href=\"javascript:"),
+        "a javascript: link"
+    );
+    assert!(
+        body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "the text is shown, escaped"
+    );
 }
 
 #[tokio::test]
@@ -143,7 +197,11 @@ async fn stored_strings_render_inert() {
     // A goal, a note and a tool result.
     let run = console.start_run("one", &evil).await;
     let worker = StepWorker::new(client.clone(), "default", "default", "w");
-    let task = worker.poll(Duration::from_secs(10)).await.unwrap().expect("a task");
+    let task = worker
+        .poll(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("a task");
     let result = serde_json::json!({ "toolOutput": evil }).to_string();
     worker
         .complete(
@@ -192,6 +250,11 @@ async fn stored_strings_render_inert() {
         assert_inert(&page.body);
     }
     // A refusal quoting a client's value is escaped too.
-    let page = b.get(&format!("/ui/runs?status={}", "%3Cscript%3Ealert(1)%3C%2Fscript%3E")).await;
+    let page = b
+        .get(&format!(
+            "/ui/runs?status={}",
+            "%3Cscript%3Ealert(1)%3C%2Fscript%3E"
+        ))
+        .await;
     assert!(!page.body.contains("<script>alert"));
 }
