@@ -68,6 +68,11 @@ pub const START_FORM: Budget = Budget {
     page: "start",
     calls: 1,
 };
+/// A transcript's stream: one `WatchOutput`.
+pub const OUTPUT: Budget = Budget {
+    page: "transcript",
+    calls: 1,
+};
 /// Sign-in: up to two probes of what the key may do.
 pub const SIGN_IN: Budget = Budget {
     page: "sign-in",
@@ -262,6 +267,23 @@ impl Api {
                 run_id: run.into(),
                 identity: String::new(),
                 target: String::new(),
+            })
+            .await
+    }
+
+    /// The run's live output: the last `tail` chunks kept, then new ones until it closes.
+    pub async fn watch_output(
+        &self,
+        run: &str,
+        tail: u64,
+    ) -> Result<tonic::Streaming<pb::WatchOutputResponse>, ClientError> {
+        self.count()?;
+        self.client
+            .watch_output_with(pb::WatchOutputRequest {
+                namespace: self.ns.clone(),
+                run_id: run.into(),
+                from_offset: 0,
+                from_end: tail,
             })
             .await
     }

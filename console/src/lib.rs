@@ -55,6 +55,8 @@ impl Default for ConsoleConfig {
 /// What every handler shares.
 pub(crate) struct Shared {
     pub(crate) client: Client,
+    /// Turns true when the server shuts down: open streams end on it.
+    pub(crate) shutdown: Option<tokio::sync::watch::Receiver<bool>>,
     pub(crate) sessions: session::Sessions,
     pub(crate) config: ConsoleConfig,
 }
@@ -65,8 +67,13 @@ pub(crate) struct Shared {
 pub struct ConsoleError(#[from] railyard_sdk::ClientError);
 
 /// The console's routes under [`BASE`], calling the server over `channel` (the
-/// server's in-process channel, or any channel to it).
-pub fn router(channel: tonic::transport::Channel, config: ConsoleConfig) -> Result<Router, ConsoleError> {
+/// server's in-process channel, or any channel to it). Streams it serves end when
+/// `shutdown` turns true.
+pub fn router(
+    channel: tonic::transport::Channel,
+    config: ConsoleConfig,
+    shutdown: Option<tokio::sync::watch::Receiver<bool>>,
+) -> Result<Router, ConsoleError> {
     let opts = ConnectOptions {
         max_attempts: 2,
         request_timeout: Duration::from_secs(15),
@@ -75,6 +82,7 @@ pub fn router(channel: tonic::transport::Channel, config: ConsoleConfig) -> Resu
     let client = Client::over_channel("this server (in process)", channel, opts)?;
     let shared = Arc::new(Shared {
         client,
+        shutdown,
         sessions: session::Sessions::new(config.max_sessions, config.idle_timeout),
         config,
     });
@@ -88,6 +96,8 @@ pub fn router(channel: tonic::transport::Channel, config: ConsoleConfig) -> Resu
         .route("/ui/runs/start", post(pages::actions::start))
         .route("/ui/runs/{run}", get(pages::run::page))
         .route("/ui/runs/{run}/act/{action}", post(pages::actions::act))
+        .route("/ui/runs/{run}/transcript", get(pages::transcript::page))
+        .route("/ui/runs/{run}/transcript/stream", get(pages::transcript::stream))
         .route("/ui/approvals", get(pages::approvals::page))
         .route("/ui/workflows", get(pages::system::workflows))
         .route("/ui/schedules", get(pages::system::schedules))

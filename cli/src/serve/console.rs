@@ -15,7 +15,7 @@ pub(crate) fn http_extension() -> HttpExtension {
             tls: cx.tls,
             ..Default::default()
         };
-        match railyard_console::router(cx.grpc_channel.clone(), config) {
+        match railyard_console::router(cx.grpc_channel.clone(), config, Some(cx.shutdown.clone())) {
             Ok(router) => router,
             Err(e) => {
                 tracing::error!(error = %e, "the web console is unavailable");
@@ -35,5 +35,9 @@ pub(crate) fn url(http: SocketAddr, tls: bool) -> String {
             SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
         });
     }
-    format!("{}://{addr}{}", if tls { "https" } else { "http" }, railyard_console::BASE)
+    format!(
+        "{}://{addr}{}",
+        if tls { "https" } else { "http" },
+        railyard_console::BASE
+    )
 }

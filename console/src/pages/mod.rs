@@ -6,6 +6,7 @@ pub(crate) mod run;
 pub(crate) mod runs;
 pub(crate) mod signin;
 pub(crate) mod system;
+pub(crate) mod transcript;
 pub(crate) mod waterfall;
 
 use axum::http::StatusCode;

@@ -84,6 +84,7 @@ pub(crate) async fn page(viewer: Viewer, Path(run_id): Path<String>, Query(p): Q
     let base = format!("/ui/runs/{}?ns={}", encode(&run_id), encode(&viewer.ns));
     let body = html! {
         h1 { "Run " (run.run_id) }
+        p { a href={ "/ui/runs/" (encode(&run.run_id)) "/transcript?ns=" (encode(&viewer.ns)) } { "What the agent did (transcript)" } }
         (live)
         @if run.status == pb::RunStatus::Running as i32 {
             (actions::run_actions(&viewer, run))

@@ -7,3 +7,4 @@ mod budget;
 mod pages;
 mod security;
 mod support;
+mod transcript;

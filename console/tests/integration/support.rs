@@ -39,7 +39,7 @@ impl Console {
                 tls: cx.tls,
                 ..Default::default()
             };
-            railyard_console::router(cx.grpc_channel.clone(), config).unwrap()
+            railyard_console::router(cx.grpc_channel.clone(), config, Some(cx.shutdown.clone())).unwrap()
         }));
         let server = RunningServer::start(config).await.unwrap();
         let admin_key = server
