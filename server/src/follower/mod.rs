@@ -437,12 +437,15 @@ impl RunningFollower {
         };
         if let Some(extend) = &config.http_extension {
             let auth = config.auth;
-            router = router.merge(extend(context()).layer(axum::middleware::from_fn(move |req, next| {
-                http::extension_guard(auth, req, next)
-            })));
+            router = router.merge(
+                extend(context()).layer(axum::middleware::from_fn(move |req, next| {
+                    http::extension_guard(auth, req, next)
+                })),
+            );
         }
         if let Some(extend) = &config.http_open_extension {
-            router = router.merge(extend(context()).layer(axum::middleware::from_fn(http::open_extension_guard)));
+            router =
+                router.merge(extend(context()).layer(axum::middleware::from_fn(http::open_extension_guard)));
         }
         tasks.push(crate::spawn_http(
             http_listener,
