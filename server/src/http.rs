@@ -13,7 +13,9 @@
 //!
 //! The routes the binary adds (`/mcp`) go through [`extension_guard`]: with auth on,
 //! any valid key (what it may do is checked by each gRPC call made with it); under
-//! mutual TLS, a verified client certificate.
+//! mutual TLS, a verified client certificate. The web console (`/ui`) goes through
+//! [`open_extension_guard`]: no key at the door (its sign-in page must load without
+//! one), since it makes every gRPC call with the key its user signed in with.
 
 pub mod output;
 
