@@ -288,6 +288,23 @@ impl Api {
             .await
     }
 
+    /// Pauses (`pause`), unpauses (`unpause`) or triggers now (`trigger`) a schedule.
+    pub async fn patch_schedule(&self, schedule: &str, action: &str, note: &str) -> Result<(), ClientError> {
+        self.count()?;
+        let mut req = pb::PatchScheduleRequest {
+            namespace: self.ns.clone(),
+            schedule_id: schedule.into(),
+            note: note.into(),
+            ..Default::default()
+        };
+        match action {
+            "pause" => req.pause = true,
+            "unpause" => req.unpause = true,
+            _ => req.trigger = Some(pb::ScheduleTrigger::default()),
+        }
+        self.client.patch_schedule(req).await.map(drop)
+    }
+
     pub async fn list_schedules(&self, page_token: String) -> Result<pb::ListSchedulesResponse, ClientError> {
         self.count()?;
         self.client

@@ -101,6 +101,10 @@ pub fn router(
         .route("/ui/approvals", get(pages::approvals::page))
         .route("/ui/workflows", get(pages::system::workflows))
         .route("/ui/schedules", get(pages::system::schedules))
+        .route(
+            "/ui/schedules/{schedule}/{action}",
+            post(pages::system::schedule_action),
+        )
         .route("/ui/triggers", get(pages::system::triggers))
         .route("/ui/queues", get(pages::system::queues))
         .route("/ui/namespaces", get(pages::system::namespaces))

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use axum::extract::Query;
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use railyard_proto::v1 as pb;
 
@@ -100,7 +100,7 @@ pub(crate) async fn schedules(viewer: Viewer, Query(p): Query<Paging>) -> Respon
     let body = html! {
         h1 { "Schedules" }
         div.scroll { table {
-            thead { tr { th { "Id" } th { "Workflow" } th { "Spec" } th { "State" } th { "Next fire (UTC)" } th { "Last action" } th.num { "Skipped / missed / overflow" } } }
+            thead { tr { th { "Id" } th { "Workflow" } th { "Spec" } th { "State" } th { "Next fire (UTC)" } th { "Last action" } th.num { "Skipped / missed / overflow" } th { "Act" } } }
             tbody { @for s in &listed.schedules { tr {
                 td { (s.schedule_id) } td { (s.workflow_id) } td { code { (s.spec_summary) } }
                 td { @if s.paused { "paused" @if !s.note.is_empty() { ": " (s.note) } } @else { "active" } }
@@ -110,11 +110,90 @@ pub(crate) async fn schedules(viewer: Viewer, Query(p): Query<Paging>) -> Respon
                     " " (layout::status_name(a.status))
                 } }
                 td.num { (s.skipped_overlap) " / " (s.missed_catchup_window) " / " (s.buffer_overflow) }
+                td {
+                    @for action in [if s.paused { "unpause" } else { "pause" }, "trigger"] {
+                        form.act method="post" action={ "/ui/schedules/" (encode(&s.schedule_id)) "/" (action) "?ns=" (encode(&viewer.ns)) } {
+                            (layout::csrf(&viewer))
+                            button type="submit" { (schedule_verb(action)) }
+                        }
+                    }
+                }
             } } }
         } }
         (next_link(&viewer, "/ui/schedules", &listed.next_page_token))
     };
     done(&viewer, &api, "Schedules", body)
+}
+
+fn schedule_verb(action: &str) -> &'static str {
+    match action {
+        "pause" => "Pause",
+        "unpause" => "Unpause",
+        _ => "Trigger now",
+    }
+}
+
+/// A schedule action's form fields.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct ScheduleForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    confirmed: String,
+}
+
+/// `POST /ui/schedules/{schedule}/{action}` (admins): pause, unpause or trigger now,
+/// after a confirmation page. Budget: [`api::ACTION`].
+pub(crate) async fn schedule_action(
+    viewer: Viewer,
+    axum::extract::Path((schedule, action)): axum::extract::Path<(String, String)>,
+    axum::Form(form): axum::Form<ScheduleForm>,
+) -> Response {
+    if !viewer.csrf_matches(&form.csrf) {
+        return layout::csrf_refused(&viewer);
+    }
+    if !matches!(action.as_str(), "pause" | "unpause" | "trigger") {
+        return layout::message_page(
+            &viewer,
+            StatusCode::NOT_FOUND,
+            "No such action",
+            "the console has no such action",
+        );
+    }
+    let verb = schedule_verb(&action);
+    let back = layout::nav_href("/ui/schedules", &viewer.ns);
+    if form.confirmed != "1" {
+        let body = html! {
+            h1 { (verb) " schedule " (schedule) "?" }
+            form method="post" action={ "/ui/schedules/" (encode(&schedule)) "/" (action) "?ns=" (encode(&viewer.ns)) } {
+                (layout::csrf(&viewer))
+                input type="hidden" name="confirmed" value="1";
+                button.danger type="submit" autofocus { "Yes, " (verb.to_lowercase()) }
+                " " a href=(back) { "No, back to the schedules" }
+            }
+        };
+        return viewer.finish((StatusCode::OK, layout::page(&viewer, "Confirm", body)).into_response());
+    }
+    let api = match start(&viewer, api::ACTION, true) {
+        Ok(api) => api,
+        Err(r) => return *r,
+    };
+    match api
+        .patch_schedule(&schedule, &action, "from the web console")
+        .await
+    {
+        Ok(()) => {
+            let said = match action.as_str() {
+                "pause" => "The server paused the schedule.",
+                "unpause" => "The server unpaused the schedule.",
+                _ => "The server triggered the schedule.",
+            };
+            let body =
+                html! { h1 { (verb) } p.outcome role="status" { (said) } p { a href=(back) { "Back" } } };
+            layout::respond(&viewer, &api, StatusCode::OK, layout::page(&viewer, verb, body))
+        }
+        Err(e) => layout::refused(&viewer, &api, &e),
+    }
 }
 
 /// `GET /ui/triggers` (admins).
