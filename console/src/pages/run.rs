@@ -125,7 +125,7 @@ fn live_part(viewer: &Viewer, run: &pb::RunInfo, definition: &str, first: &pb::G
         h2 { "Waterfall" }
         (waterfall::render(&attempts, now, partial))
         h2 { "Steps" }
-        (steps(run))
+        (steps(run, &waterfall::step_facts(&first.events)))
     };
     html! {
         @if open {
@@ -201,7 +201,7 @@ fn delivery_name(state: i32) -> &'static str {
     }
 }
 
-fn steps(run: &pb::RunInfo) -> Markup {
+fn steps(run: &pb::RunInfo, facts: &std::collections::HashMap<String, Vec<String>>) -> Markup {
     html! {
         @for step in &run.steps {
             details open[step.state != "COMPLETED" && step.state != "PENDING"] {
@@ -216,6 +216,9 @@ fn steps(run: &pb::RunInfo) -> Markup {
                     dt { "Tokens" } dd { (layout::tokens(step.usage.as_ref())) " (" (layout::cost(step.usage.as_ref())) ")" }
                     @if step.result_refusals > 0 { dt { "Refused results" } dd { (step.result_refusals) " (output contract)" } }
                     @if !step.last_failure.is_empty() { dt { "Last failure" } dd { (long_text(&step.last_failure)) } }
+                }
+                @if let Some(facts) = facts.get(&step.step_id) {
+                    ul { @for f in facts { li { (long_text(f)) } } }
                 }
                 @if !step.notes.is_empty() { h3 { "Notes" } pre { (long_text(&step.notes)) } }
                 @if !step.result_json.is_empty() { h3 { "Result" } pre { (long_text(&step.result_json)) } }

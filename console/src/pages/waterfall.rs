@@ -122,6 +122,69 @@ fn close(out: &mut [Attempt], step: &str, attempt: u64) {
     }
 }
 
+/// What the history says of one step beyond its summary: artifacts of its completion,
+/// its refused results with their violations, stuck warnings, approvals and
+/// rejections, in order.
+pub(crate) fn step_facts(events: &[pb::HistoryEvent]) -> std::collections::HashMap<String, Vec<String>> {
+    let mut out: std::collections::HashMap<String, Vec<String>> = std::collections::HashMap::new();
+    for e in events {
+        let Ok(v) = serde_json::from_str::<Value>(&e.attributes_json) else {
+            continue;
+        };
+        let attempt = v.get("attempt").and_then(Value::as_u64).unwrap_or(0);
+        let fact = match e.event_type.as_str() {
+            "StepCompleted" => {
+                let artifacts: Vec<&str> = v
+                    .get("artifacts")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                (!artifacts.is_empty()).then(|| format!("artifacts: {}", artifacts.join(", ")))
+            }
+            "StepResultRefused" => {
+                let violations: Vec<String> = v
+                    .get("violations")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .map(|x| format!("{}: {}", text(x, "path"), text(x, "reason")))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                Some(format!(
+                    "attempt {attempt}: result refused by the output contract: {}",
+                    violations.join("; ")
+                ))
+            }
+            "AgentStuckWarning" | "AgentStuck" => Some(format!(
+                "attempt {attempt}: {} ({}): {}",
+                if e.event_type == "AgentStuck" {
+                    "stuck, ended"
+                } else {
+                    "stuck warning"
+                },
+                text(&v, "signal"),
+                text(&v, "message")
+            )),
+            "StepApproved" => Some(format!(
+                "attempt {attempt}: approved by {}: {}",
+                e.identity,
+                text(&v, "note")
+            )),
+            "StepRejected" => Some(format!(
+                "attempt {attempt}: rejected by {}: {}",
+                e.identity,
+                text(&v, "feedback")
+            )),
+            _ => None,
+        };
+        if let Some(fact) = fact {
+            out.entry(text(&v, "stepId")).or_default().push(fact);
+        }
+    }
+    out
+}
+
 const WIDTH: i64 = 1000;
 const LABEL: i64 = 170;
 const ROW: i64 = 22;
@@ -223,5 +286,35 @@ mod tests {
         assert_eq!(a[1].spans[2].end, None, "still awaiting approval");
         let html = render(&a, 60, false).into_string();
         assert!(html.contains("class=\"approval\""));
+    }
+
+    #[test]
+    fn a_steps_refusals_warnings_and_artifacts_are_gathered() {
+        let events = [
+            ev(
+                0,
+                "StepResultRefused",
+                r#"{"stepId":"a","attempt":1,"violations":[{"path":"result.n","reason":"not an integer"}]}"#,
+            ),
+            ev(
+                1,
+                "AgentStuckWarning",
+                r#"{"stepId":"a","attempt":1,"signal":"repeated_call","message":"same call"}"#,
+            ),
+            ev(
+                2,
+                "StepCompleted",
+                r#"{"stepId":"a","attempt":1,"artifacts":["out.md"]}"#,
+            ),
+        ];
+        let facts = step_facts(&events);
+        assert_eq!(
+            facts["a"],
+            [
+                "attempt 1: result refused by the output contract: result.n: not an integer",
+                "attempt 1: stuck warning (repeated_call): same call",
+                "artifacts: out.md",
+            ]
+        );
     }
 }
