@@ -122,12 +122,15 @@ pub(super) async fn run(settings: &ServerSettings, url: &str) -> anyhow::Result<
             node_id,
             node.role().as_str(),
         )?;
-        writeln!(
+        out.flush()?;
+        // Best effort: a reader that took the listening line and closed stdout must
+        // not stop the server.
+        let _ = writeln!(
             out,
             "web console: {}",
             crate::serve::console::url(node.http_addr, settings.tls.is_some())
-        )?;
-        out.flush()?;
+        );
+        let _ = out.flush();
     }
     let signal = signals.next().await?;
     tracing::info!(signal, "shutting down; send the signal again to stop at once");
