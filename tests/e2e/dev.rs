@@ -58,7 +58,8 @@ fn dev_runs_the_demo_to_completion_and_exits() {
     );
     // And where its web console is.
     assert!(
-        text.lines().any(|l| l.starts_with("console:   http://127.0.0.1:") && l.ends_with("/ui")),
+        text.lines()
+            .any(|l| l.starts_with("console:   http://127.0.0.1:") && l.ends_with("/ui")),
         "{text}"
     );
     // The three steps, in order, with their tool calls and results.
