@@ -17,8 +17,8 @@ use super::triggers::{
 };
 use super::{
     API_KEYS, CHECKPOINT_SLOT, CHECKPOINT_SLOTS_FROM, CHILDREN, DEFINITIONS, IDEMPOTENCY, META, NAMESPACES,
-    OPEN_RUNS, RUNS, RUNS_BY_CLOSE, RUNS_BY_START, RedbBackend, SCHEDULES, SCHEMA_VERSION, STATE_SLOT, TASKS,
-    TIMERS,
+    OPEN_RUNS, RUN_TERMS, RUNS, RUNS_BY_CLOSE, RUNS_BY_START, RedbBackend, SCHEDULES, SCHEMA_VERSION,
+    STATE_SLOT, TASKS, TIMERS,
 };
 use crate::dump::{DumpError, DumpSource, DumpTarget, Part, Row, TABLES, Value, int_part, table};
 use crate::error::StorageError;
@@ -252,6 +252,7 @@ redb_tables! {
     IDEMPOTENCY "idempotency" (0 ns: str, 1 key: str) => text;
     RUNS_BY_START "runs_by_start" (0 ns: str, 1 start_ms: i64, 2 run_id: str) => unit;
     RUNS_BY_CLOSE "runs_by_close" (0 ns: str, 1 close_ms: i64, 2 run_id: str) => unit;
+    RUN_TERMS "run_terms" (0 ns: str, 1 term: str, 2 start_ms: i64, 3 run_id: str) => unit;
     CHILDREN "children" (0 ns: str, 1 parent_id: str, 2 child_id: str) => unit;
     SCHEDULES "schedules" (0 ns: str, 1 schedule_id: str) => bytes;
     TRIGGERS "triggers" (0 ns: str, 1 trigger_id: str) => bytes;
