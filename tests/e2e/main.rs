@@ -32,6 +32,7 @@ mod postgres;
 mod postgres_ops;
 mod postgres_soak;
 mod postgres_tls;
+mod queries;
 mod schedules;
 mod server_e2e;
 mod store_moves;
