@@ -44,7 +44,7 @@ pub(crate) async fn count(global: &GlobalOpts, a: CountArgs) -> anyhow::Result<(
         return Ok(());
     }
     match a.group_by {
-        None => output::line(&resp.count.to_string())?,
+        None => output::line(resp.count)?,
         Some(field) => {
             let mut table = Table::new([field.to_uppercase().as_str(), "COUNT"]);
             for g in &resp.groups {
