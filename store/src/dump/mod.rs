@@ -30,7 +30,9 @@
 //! written in batches, one transaction each, so memory stays bounded whatever the
 //! dump's size; the checksum is only known at the end, so a dump found bad (a wrong
 //! checksum, a truncated stream, a malformed line) empties the target again and the
-//! error names the line and its byte offset.
+//! error names the line and its byte offset. `run_terms` (the list queries' index) is
+//! derived: import rebuilds it from the `runs` rows and ignores the dump's, so a dump
+//! written before the table imports with it complete.
 
 mod read;
 mod tables;
