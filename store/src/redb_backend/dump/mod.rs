@@ -203,12 +203,19 @@ macro_rules! redb_tables {
         ) -> Result<(), DumpError> {
             $({
                 let spec = spec($name)?;
-                let t = tx.open_table($def).map_err(storage)?;
-                for entry in t.iter().map_err(storage)? {
-                    let (k, v) = entry.map_err(storage)?;
-                    let ($($n,)+) = k.value();
-                    let key = vec![$(to_part!($kt, $n, $name)),+];
-                    visit(Row { table: spec, key, value: to_value!($vk, v.value()) })?;
+                match tx.open_table($def) {
+                    // A file the server has not opened since the table was added (each
+                    // is made at open) holds none of its rows.
+                    Err(redb::TableError::TableDoesNotExist(_)) => {}
+                    t => {
+                        let t = t.map_err(storage)?;
+                        for entry in t.iter().map_err(storage)? {
+                            let (k, v) = entry.map_err(storage)?;
+                            let ($($n,)+) = k.value();
+                            let key = vec![$(to_part!($kt, $n, $name)),+];
+                            visit(Row { table: spec, key, value: to_value!($vk, v.value()) })?;
+                        }
+                    }
                 }
             })*
             Ok(())
