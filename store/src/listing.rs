@@ -162,16 +162,18 @@ pub(crate) fn list(
     let limit = limit.max(1);
     let src = plan(snap, ns, filter, after.as_ref())?;
     // Each stream (one per term) gives at most a page: its runs past a page's worth
-    // (by count or by bytes) cannot be on this page.
+    // cannot be on this page. By bytes, it goes one run past the budget, so that the
+    // page knows a run follows the last that fits.
     let streams = src.terms.as_ref().map_or(1, Vec::len);
     let mut per: Vec<(usize, usize)> = vec![(0, 0); streams];
     let mut found: Vec<(Millis, String, RunState)> = Vec::new();
     scan(snap, ns, &src, filter, &mut stats, &mut |stream, ms, id, run| {
         let (n, bytes) = &mut per[stream];
+        let before = *bytes;
         *n += 1;
         *bytes = bytes.saturating_add(weigh(&run));
         found.push((ms, id.to_string(), run));
-        *n < limit && *bytes <= max_bytes
+        *n < limit && before <= max_bytes
     })?;
     if streams > 1 {
         found.sort_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1)));

@@ -296,3 +296,39 @@ fn a_redb_file_from_before_the_term_index_gets_it_at_open() {
     let (ids, _) = all_pages(&store, &query("WorkflowId = 'wf'"), 10);
     assert_eq!(ids, ["b", "a"]);
 }
+
+#[test]
+fn pages_cut_by_bytes_follow_their_cursors_across_merged_terms() {
+    let defs: Vec<_> = ["w0", "w1", "w2"].iter().map(|w| def(w)).collect();
+    let mut seq = 0;
+    let runs: Vec<_> = (0..9)
+        .map(|i| {
+            made(
+                &defs[i % 3],
+                &format!("r{i}"),
+                i as i64 * 10,
+                i % 2 == 0,
+                &mut seq,
+            )
+        })
+        .collect();
+    for (name, backend, _dir) in backends() {
+        write(&*backend, &runs);
+        let store = Store::new(backend);
+        let filter = query("WorkflowId IN ('w0', 'w1')");
+        let (mut seen, mut after) = (Vec::new(), None);
+        loop {
+            // No budget at all: one run a page, and a cursor while more follow.
+            let (page, next, _) = store
+                .list_runs_counted("default", &filter, after, 100, 0, &|_| 1 << 30)
+                .unwrap();
+            assert_eq!(page.len(), 1, "{name}");
+            seen.extend(page.into_iter().map(|r| r.run_id));
+            match next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        assert_eq!(seen, ["r7", "r6", "r4", "r3", "r1", "r0"], "{name}");
+    }
+}
