@@ -11,8 +11,8 @@ use sha2::{Digest, Sha256};
 
 use super::write::{Header, Trailer};
 use super::{
-    Column, DumpError, DumpTarget, FORMAT, FORMAT_VERSION, MAX_LINE_BYTES, MAX_VALUE_BYTES, Part, Row,
-    Summary, Value, ValueKind, table,
+    Column, DERIVED_TABLES, DumpError, DumpTarget, FORMAT, FORMAT_VERSION, MAX_LINE_BYTES, MAX_VALUE_BYTES,
+    Part, Row, Summary, Value, ValueKind, table,
 };
 
 /// Rows written in one transaction, at most.
@@ -221,14 +221,15 @@ fn rows(lines: &mut Lines<'_>, target: &dyn DumpTarget, mut summary: Summary) ->
         lines.hash_line();
         summary.count(&row);
         batch_bytes += row.value.len();
-        // `run_terms` is derived from `runs`: rebuilt from each run's row, so that a
-        // dump from before the table (which has none) imports with it complete.
-        if row.table.name == "run_terms" {
+        // Derived tables (`run_terms`) are rebuilt from the rows they derive from, so
+        // that a dump from before one (which has none of its rows) imports complete.
+        if DERIVED_TABLES.contains(&row.table.name) {
             continue;
         }
-        if row.table.name == "runs" {
-            batch.extend(derived_terms(lines, &row)?);
-        }
+        let derived = target
+            .derived(&row)
+            .map_err(|e| lines.error(format!("a row of table {} cannot be read: {e}", row.table.name)))?;
+        batch.extend(derived);
         batch.push(row);
         if batch.len() >= BATCH_ROWS || batch_bytes >= BATCH_BYTES {
             target.load(&batch)?;
@@ -292,31 +293,6 @@ fn row(lines: &Lines<'_>, parsed: LineIn<'_>) -> Result<Row, DumpError> {
         }
     };
     Ok(Row { table, key, value })
-}
-
-/// The `run_terms` rows of a `runs` row.
-fn derived_terms(lines: &Lines<'_>, run: &Row) -> Result<Vec<Row>, DumpError> {
-    let (Some(Part::Text(ns)), Some(Part::Text(id)), Value::Bytes(bytes)) =
-        (run.key.first(), run.key.get(1), &run.value)
-    else {
-        return Err(lines.error("a row of table runs must have [ns, run_id] and bytes"));
-    };
-    let (start_ms, terms) = crate::records::run_index_terms(bytes)
-        .map_err(|e| lines.error(format!("run {} cannot be read: {e}", railyard_model::echo(id))))?;
-    let table = super::table("run_terms").ok_or_else(|| lines.error("no run_terms table"))?;
-    Ok(terms
-        .into_iter()
-        .map(|term| Row {
-            table,
-            key: vec![
-                Part::Text(ns.clone()),
-                Part::Text(term),
-                Part::Int(start_ms),
-                Part::Text(id.clone()),
-            ],
-            value: Value::None,
-        })
-        .collect())
 }
 
 fn check_trailer(lines: &Lines<'_>, summary: &Summary, trailer: &Trailer) -> Result<(), DumpError> {

@@ -371,6 +371,14 @@ impl DumpTarget for RedbBackend {
         "redb"
     }
 
+    fn derived(&self, row: &Row) -> Result<Vec<Row>, StorageError> {
+        if row.table.name != "runs" {
+            return Ok(Vec::new());
+        }
+        let (start_ms, terms) = crate::records::run_index_terms(row.bytes())?;
+        crate::dump::run_terms_rows(row.text(0)?, row.text(1)?, start_ms, terms)
+    }
+
     fn is_empty(&self) -> Result<bool, StorageError> {
         let tx = self.usable_db()?.begin_read()?;
         let namespaces = tx.open_table(NAMESPACES)?;
