@@ -41,6 +41,19 @@ impl Apply for ResetRun {
             mut start,
         } = self;
         let ns = start.namespace.clone();
+        // A repeat of an applied request answers its run before anything else: the
+        // old run has moved on since (terminated, linked), and need not allow it again.
+        if !start.request_id.is_empty()
+            && let Some(run_id) = cx.tx.idempotency(&ns, &format!("start:{}", start.request_id))?
+        {
+            return Ok(Ok(ResetDone {
+                run_id,
+                started: false,
+                step_id: String::new(),
+                carried: 0,
+                terminated: false,
+            }));
+        }
         let Some(mut old) = cx.load(&ns, &from_run_id)? else {
             return Ok(Err(super::super::cx::not_found(&ns, &from_run_id)));
         };
