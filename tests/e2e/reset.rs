@@ -1,7 +1,8 @@
 //! Reset end to end: a real `railyard server` killed with SIGKILL while resets are in
 //! flight keeps each one whole (the new run and the old run's termination, or
 //! neither), a retry with the same request id after the restart makes no second run,
-//! and `railyard run reset` / `run rerun` / `run describe` print the links.
+//! `railyard run reset` / `run rerun` / `run describe` print the links, and the MCP
+//! gateway's `reset_run` hands an outside agent the new run's step.
 
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
@@ -209,4 +210,49 @@ fn run_reset_and_rerun_print_the_new_run_and_describe_shows_the_links() {
     assert_eq!(r2["run"]["reset_from"], "r1");
     assert_eq!(r2["run"]["reset_to"], "r3");
     assert_eq!(r2["run"]["steps"][0]["carried"], true);
+}
+
+#[test]
+fn the_mcp_gateway_resets_a_run_and_hands_over_the_new_runs_step() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow("demo.json", include_str!("../../workflows/demo.json"));
+    let server = sandbox.server();
+    let mut mcp = crate::mcp::Mcp::start(&server.url);
+    mcp.initialize();
+    let first = mcp.tool("start_workflow", serde_json::json!({"workflow_id": "demo", "goal": "a"}));
+    let first = &first["structuredContent"];
+    let old = first["run_id"].as_str().expect("run id").to_string();
+    let token = first["continue_token"].as_str().expect("token").to_string();
+    let next = mcp.tool(
+        "complete_step",
+        serde_json::json!({"continue_token": token, "notes": "researched"}),
+    );
+    assert_eq!(next["structuredContent"]["step"]["id"], "draft", "{next}");
+
+    let reset = mcp.tool(
+        "reset_run",
+        serde_json::json!({"run_id": old, "to_step": "draft", "reason": "bad prompt", "goal": "b"}),
+    );
+    assert_ne!(reset["isError"], serde_json::json!(true), "{reset}");
+    let v = &reset["structuredContent"];
+    assert_eq!(v["step"]["id"], "draft", "{v}");
+    assert_eq!(v["reset"]["carried_steps"], 1);
+    assert_eq!(v["reset"]["old_run_terminated"], true);
+    let new = v["run_id"].as_str().expect("run id").to_string();
+    assert_ne!(new, old);
+    let done = mcp.tool(
+        "complete_step",
+        serde_json::json!({"continue_token": v["continue_token"], "notes": "drafted"}),
+    );
+    assert_eq!(done["structuredContent"]["step"]["id"], "review", "{done}");
+    let described = json(server.ry(&["run", "describe", &old, "-o", "json"]));
+    assert_eq!(described["run"]["status"], "TERMINATED");
+    assert_eq!(described["run"]["reset_to"], new.as_str());
+    // An unknown step is a tool error the agent can read.
+    let refused = mcp.tool("reset_run", serde_json::json!({"run_id": new, "to_step": "nope"}));
+    assert_eq!(refused["isError"], serde_json::json!(true), "{refused}");
+    let text = refused["content"][0]["text"].as_str().expect("text");
+    assert!(text.contains("to_step") && text.contains("nope"), "{text}");
+    let (status, logs) = mcp.close();
+    assert!(status.success(), "{status}: {logs}");
 }
