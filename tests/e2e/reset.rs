@@ -97,7 +97,11 @@ async fn a_reset_cut_by_sigkill_leaves_both_changes_or_neither() {
             ..Default::default()
         };
         client.start_run_with(req).await.expect("start");
-        let t = w.poll(Duration::from_secs(10)).await.expect("poll").expect("a task");
+        let t = w
+            .poll(Duration::from_secs(10))
+            .await
+            .expect("poll")
+            .expect("a task");
         assert_eq!(t.step_id, "first");
         w.complete(&t.task_token, Completion::notes(format!("first of {i}")))
             .await
@@ -137,7 +141,10 @@ async fn a_reset_cut_by_sigkill_leaves_both_changes_or_neither() {
     let mut applied_before = 0;
     for i in 0..RUNS {
         let done = applied(&client, i).await;
-        assert!(done || !answered.contains(&i), "reset {i} was answered but is not in storage");
+        assert!(
+            done || !answered.contains(&i),
+            "reset {i} was answered but is not in storage"
+        );
         applied_before += usize::from(done);
     }
     assert!(applied_before >= KILL_AFTER);
@@ -151,7 +158,10 @@ async fn a_reset_cut_by_sigkill_leaves_both_changes_or_neither() {
     for i in 0..RUNS {
         let was = applied(&client, i).await;
         let r = client.reset_run(reset_request(i)).await.expect("reset again");
-        assert_eq!((r.run_id.as_str(), r.started), (format!("new-{i:03}").as_str(), !was));
+        assert_eq!(
+            (r.run_id.as_str(), r.started),
+            (format!("new-{i:03}").as_str(), !was)
+        );
         assert!(applied(&client, i).await);
     }
     let listed = client
@@ -166,10 +176,16 @@ async fn a_reset_cut_by_sigkill_leaves_both_changes_or_neither() {
     // The new runs start at the second step: a worker sees only that.
     let w = StepWorker::new(client.clone(), "default", "later", "e2e-worker-2");
     for _ in 0..RUNS {
-        let t = w.poll(Duration::from_secs(10)).await.expect("poll").expect("a task");
+        let t = w
+            .poll(Duration::from_secs(10))
+            .await
+            .expect("poll")
+            .expect("a task");
         assert!(t.run_id.starts_with("new-"), "{}", t.run_id);
         assert_eq!(t.step_id, "second");
-        w.complete(&t.task_token, Completion::notes("second")).await.expect("complete");
+        w.complete(&t.task_token, Completion::notes("second"))
+            .await
+            .expect("complete");
     }
     assert!(w.poll(Duration::from_millis(300)).await.expect("poll").is_none());
 }
@@ -179,16 +195,51 @@ fn run_reset_and_rerun_print_the_new_run_and_describe_shows_the_links() {
     let sandbox = Sandbox::new();
     sandbox.workflow("pair.json", PAIR);
     let server = sandbox.server();
-    ok(server.ry(&["run", "start", "pair", "--goal", "g", "--run-id", "r1", "--context", "k=v"]));
+    ok(server.ry(&[
+        "run",
+        "start",
+        "pair",
+        "--goal",
+        "g",
+        "--run-id",
+        "r1",
+        "--context",
+        "k=v",
+    ]));
     // Step first is leased and completed by hand, then second fails for good.
     let task = json(server.ry(&["task", "poll", "--queue", "default", "--wait", "10", "-o", "json"]));
     let token = task["task_token"].as_str().expect("token").to_string();
-    ok(server.ry(&["task", "complete", &token, "--notes", "first done", "--context", "found=yes"]));
+    ok(server.ry(&[
+        "task",
+        "complete",
+        &token,
+        "--notes",
+        "first done",
+        "--context",
+        "found=yes",
+    ]));
     let task = json(server.ry(&["task", "poll", "--queue", "later", "--wait", "10", "-o", "json"]));
     let token = task["task_token"].as_str().expect("token").to_string();
-    ok(server.ry(&["task", "fail", &token, "--error-type", "broken", "--message", "down", "--non-retryable"]));
+    ok(server.ry(&[
+        "task",
+        "fail",
+        &token,
+        "--error-type",
+        "broken",
+        "--message",
+        "down",
+        "--non-retryable",
+    ]));
 
-    let out = ok(server.ry(&["run", "reset", "r1", "--reason", "tool fixed", "--new-run-id", "r2"]));
+    let out = ok(server.ry(&[
+        "run",
+        "reset",
+        "r1",
+        "--reason",
+        "tool fixed",
+        "--new-run-id",
+        "r2",
+    ]));
     assert_eq!(
         out.trim(),
         "reset run r1 as run r2: starts at step second, 1 step(s) carried over"
@@ -199,7 +250,17 @@ fn run_reset_and_rerun_print_the_new_run_and_describe_shows_the_links() {
     let described = ok(server.ry(&["run", "describe", "r1"]));
     assert!(described.contains("reset to  r2"), "{described}");
 
-    let v = json(server.ry(&["run", "rerun", "r2", "--goal", "again", "--new-run-id", "r3", "-o", "json"]));
+    let v = json(server.ry(&[
+        "run",
+        "rerun",
+        "r2",
+        "--goal",
+        "again",
+        "--new-run-id",
+        "r3",
+        "-o",
+        "json",
+    ]));
     assert_eq!(v["run_id"], "r3");
     assert_eq!(v["kind"], "rerun");
     assert_eq!(v["step_id"], "first");
@@ -219,7 +280,10 @@ fn the_mcp_gateway_resets_a_run_and_hands_over_the_new_runs_step() {
     let server = sandbox.server();
     let mut mcp = crate::mcp::Mcp::start(&server.url);
     mcp.initialize();
-    let first = mcp.tool("start_workflow", serde_json::json!({"workflow_id": "demo", "goal": "a"}));
+    let first = mcp.tool(
+        "start_workflow",
+        serde_json::json!({"workflow_id": "demo", "goal": "a"}),
+    );
     let first = &first["structuredContent"];
     let old = first["run_id"].as_str().expect("run id").to_string();
     let token = first["continue_token"].as_str().expect("token").to_string();

@@ -146,7 +146,14 @@ pub(crate) fn describe_lines(run: &RunInfo) -> Vec<String> {
         fields.push(("tokens", tokens_line(u)));
     }
     if let Some(u) = &run.carried_usage {
-        fields.push(("carried", format!("{} (from {}; not this run's spending)", tokens_line(u), run.reset_from)));
+        fields.push((
+            "carried",
+            format!(
+                "{} (from {}; not this run's spending)",
+                tokens_line(u),
+                run.reset_from
+            ),
+        ));
     }
     let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     let mut lines: Vec<String> = fields

@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::*;
-use crate::error::Rejection;
 use crate::echo;
+use crate::error::Rejection;
 
 /// Which of the two a request is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,7 +190,12 @@ impl RunState {
     /// A run made by a reset or rerun: `RunStarted` (with the plan's goal and
     /// context), `RunResetFrom`, one `StepCarried` per carried step, then the start
     /// step scheduled. `p`'s goal and context are replaced by the plan's.
-    pub fn start_reset(mut p: StartParams, definition: Arc<WorkflowDef>, plan: ResetPlan, out: &mut Out) -> Self {
+    pub fn start_reset(
+        mut p: StartParams,
+        definition: Arc<WorkflowDef>,
+        plan: ResetPlan,
+        out: &mut Out,
+    ) -> Self {
         p.goal = plan.goal;
         p.context = plan.context;
         let identity = p.identity.clone();

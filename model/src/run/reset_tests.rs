@@ -81,7 +81,10 @@ fn a_reset_carries_the_steps_before_its_step_and_starts_there() {
     assert_eq!(run.current_step, 1);
     assert!(matches!(run.phase, Phase::Scheduled { .. }));
     let a = &run.steps[0];
-    assert_eq!((a.state.as_str(), a.notes.as_str(), a.carried), ("COMPLETED", "a-notes", true));
+    assert_eq!(
+        (a.state.as_str(), a.notes.as_str(), a.carried),
+        ("COMPLETED", "a-notes", true)
+    );
     assert_eq!(a.artifacts, ["a-notes.md"]);
     assert_eq!(a.result, r#"{"ok":true}"#);
     assert_eq!(run.context.get("ka").map(String::as_str), Some("a-notes"));
@@ -141,7 +144,10 @@ fn a_reset_of_a_reset_carries_what_was_carried() {
     let (second, second_history) = new_run(p, fx.run.definition.clone());
     let p = plan(&second, &second_history, request(ResetKind::Reset, Some("b"))).unwrap();
     assert_eq!(p.carried[0].notes, "a-notes");
-    assert_eq!(p.carried[0].context_updates.get("ka").map(String::as_str), Some("a-notes"));
+    assert_eq!(
+        p.carried[0].context_updates.get("ka").map(String::as_str),
+        Some("a-notes")
+    );
     assert_eq!(p.carried[0].usage.total(), 110);
 }
 
@@ -162,5 +168,8 @@ fn refusals_name_the_step() {
     );
     // An open run with no failed step names no default.
     let e = plan(&fx.run, &[], request(ResetKind::Reset, None)).unwrap_err();
-    assert!(matches!(&e, crate::Rejection::InvalidArgument(m) if m.contains("no failed step")), "{e:?}");
+    assert!(
+        matches!(&e, crate::Rejection::InvalidArgument(m) if m.contains("no failed step")),
+        "{e:?}"
+    );
 }

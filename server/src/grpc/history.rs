@@ -13,9 +13,9 @@ use tonic::{Request, Response, Status};
 use super::*;
 use crate::service::approvals;
 use crate::service::reset;
-use railyard_model::run::ResetKind;
 use crate::service::runs::{self, IdReusePolicy};
 use crate::service::workflows;
+use railyard_model::run::ResetKind;
 use railyard_store::RunFilter;
 
 /// The `History` service.
@@ -297,7 +297,13 @@ impl History for HistoryService {
         req: Request<v1::ResetRunRequest>,
     ) -> Result<Response<v1::ResetRunResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, r.identity, Operation::ResetRun)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            r.identity,
+            Operation::ResetRun,
+        )?;
         let reset = reset::Reset {
             kind: ResetKind::Reset,
             run_id: r.run_id,
@@ -317,7 +323,13 @@ impl History for HistoryService {
         req: Request<v1::RerunRunRequest>,
     ) -> Result<Response<v1::ResetRunResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let caller = caller_of(&self.core, &metadata, r.namespace, r.identity, Operation::RerunRun)?;
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            r.identity,
+            Operation::RerunRun,
+        )?;
         let rerun = reset::Reset {
             kind: ResetKind::Rerun,
             run_id: r.run_id,

@@ -8,7 +8,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use railyard_proto::v1::{ApiKeyRole, ChildRunSpec, RerunRunRequest, ResetRunRequest, RunInfo, RunStatus, StepTask};
+use railyard_proto::v1::{
+    ApiKeyRole, ChildRunSpec, RerunRunRequest, ResetRunRequest, RunInfo, RunStatus, StepTask,
+};
 use railyard_sdk::{Client, ClientError, Completion, Failure, StepWorker};
 use railyard_server::clock::ManualClock;
 use railyard_server::{RunningServer, ServerConfig};
@@ -64,7 +66,12 @@ async fn poll_none(w: &StepWorker) {
 }
 
 async fn info(client: &Client, run_id: &str) -> RunInfo {
-    client.describe_run("default", run_id).await.unwrap().run.expect("the run")
+    client
+        .describe_run("default", run_id)
+        .await
+        .unwrap()
+        .run
+        .expect("the run")
 }
 
 async fn events(client: &Client, run_id: &str) -> Vec<String> {
@@ -109,7 +116,12 @@ fn reset(run_id: &str, to_step: &str) -> ResetRunRequest {
 async fn failed_at_b(e: &Env) -> String {
     let run = e
         .client
-        .start_run("default", "three", "the job", HashMap::from([("k".into(), "v".into())]))
+        .start_run(
+            "default",
+            "three",
+            "the job",
+            HashMap::from([("k".into(), "v".into())]),
+        )
         .await
         .unwrap();
     let t = poll(&e.w).await;
@@ -132,7 +144,10 @@ async fn a_reset_carries_the_steps_before_its_step_and_a_worker_sees_only_the_re
     req.context = HashMap::from([("extra".into(), "1".into())]);
     let r = e.client.reset_run(req).await.unwrap();
     assert!(r.started);
-    assert_eq!((r.step_id.as_str(), r.carried_steps, r.terminated), ("b", 1, false));
+    assert_eq!(
+        (r.step_id.as_str(), r.carried_steps, r.terminated),
+        ("b", 1, false)
+    );
     let new = r.run_id;
     assert_ne!(new, old);
 
@@ -140,13 +155,29 @@ async fn a_reset_carries_the_steps_before_its_step_and_a_worker_sees_only_the_re
     let t = poll(&e.w).await;
     assert_eq!((t.run_id.as_str(), t.step_id.as_str()), (new.as_str(), "b"));
     assert_eq!(t.goal, "the job, again");
-    assert_eq!(t.context.get("ka").map(String::as_str), Some("a-notes"), "carried context update");
-    assert_eq!(t.context.get("k").map(String::as_str), Some("v"), "the old run's context");
-    assert_eq!(t.context.get("extra").map(String::as_str), Some("1"), "the new entry");
-    e.w.complete(&t.task_token, Completion::notes("b done")).await.unwrap();
+    assert_eq!(
+        t.context.get("ka").map(String::as_str),
+        Some("a-notes"),
+        "carried context update"
+    );
+    assert_eq!(
+        t.context.get("k").map(String::as_str),
+        Some("v"),
+        "the old run's context"
+    );
+    assert_eq!(
+        t.context.get("extra").map(String::as_str),
+        Some("1"),
+        "the new entry"
+    );
+    e.w.complete(&t.task_token, Completion::notes("b done"))
+        .await
+        .unwrap();
     let t = poll(&e.w).await;
     assert_eq!((t.run_id.as_str(), t.step_id.as_str()), (new.as_str(), "c"));
-    e.w.complete(&t.task_token, Completion::notes("c done")).await.unwrap();
+    e.w.complete(&t.task_token, Completion::notes("c done"))
+        .await
+        .unwrap();
     poll_none(&e.w).await;
 
     let n = info(&e.client, &new).await;
@@ -158,18 +189,31 @@ async fn a_reset_carries_the_steps_before_its_step_and_a_worker_sees_only_the_re
     assert_eq!(a.result_json, r#"{"from":"a-notes"}"#);
     assert!(!n.steps[1].carried);
     let h = events(&e.client, &new).await;
-    assert_eq!(&h[..4], ["RunStarted", "RunResetFrom", "StepCarried", "StepScheduled"]);
+    assert_eq!(
+        &h[..4],
+        ["RunStarted", "RunResetFrom", "StepCarried", "StepScheduled"]
+    );
     assert_eq!(h.iter().filter(|t| *t == "StepStarted").count(), 2, "{h:?}");
 
     let o = info(&e.client, &old).await;
-    assert_eq!((o.status(), o.reset_to.as_str()), (RunStatus::Failed, new.as_str()));
-    assert_eq!(events(&e.client, &old).await.last().map(String::as_str), Some("RunResetTo"));
+    assert_eq!(
+        (o.status(), o.reset_to.as_str()),
+        (RunStatus::Failed, new.as_str())
+    );
+    assert_eq!(
+        events(&e.client, &old).await.last().map(String::as_str),
+        Some("RunResetTo")
+    );
 }
 
 #[tokio::test]
 async fn a_reset_of_an_open_run_terminates_it_in_the_same_commit_and_a_refused_one_changes_nothing() {
     let e = env().await;
-    let old = e.client.start_run("default", "three", "g", HashMap::new()).await.unwrap();
+    let old = e
+        .client
+        .start_run("default", "three", "g", HashMap::new())
+        .await
+        .unwrap();
     let t = poll(&e.w).await;
     e.w.complete(&t.task_token, Completion::notes("a")).await.unwrap();
     let leased = poll(&e.w).await;
@@ -200,7 +244,10 @@ async fn a_reset_of_an_open_run_terminates_it_in_the_same_commit_and_a_refused_o
     let n = e.client.full_history("default", "fresh").await.unwrap();
     assert_eq!(n[0].time_unix_ms, h.last().unwrap().time_unix_ms);
     // The worker that held b lost its lease.
-    let err = e.w.complete(&leased.task_token, Completion::notes("late")).await.unwrap_err();
+    let err =
+        e.w.complete(&leased.task_token, Completion::notes("late"))
+            .await
+            .unwrap_err();
     assert!(matches!(err, ClientError::FailedPrecondition(_)), "{err}");
     let t = poll(&e.w).await;
     assert_eq!((t.run_id.as_str(), t.step_id.as_str()), ("fresh", "b"));
@@ -217,7 +264,11 @@ async fn a_reset_of_an_open_run_terminates_it_in_the_same_commit_and_a_refused_o
 #[tokio::test]
 async fn a_reset_of_a_parent_with_open_children_closes_them_by_their_policy() {
     let e = env().await;
-    let parent = e.client.start_run("default", "parent", "big", HashMap::new()).await.unwrap();
+    let parent = e
+        .client
+        .start_run("default", "parent", "big", HashMap::new())
+        .await
+        .unwrap();
     let t = poll(&e.w).await;
     let spec = |goal: &str, policy: &str| ChildRunSpec {
         workflow_id: "child".into(),
@@ -225,11 +276,14 @@ async fn a_reset_of_a_parent_with_open_children_closes_them_by_their_policy() {
         context: HashMap::new(),
         parent_close_policy: policy.into(),
     };
-    let kids = e
-        .w
-        .spawn_children(
+    let kids =
+        e.w.spawn_children(
             &t.task_token,
-            vec![spec("one", ""), spec("two", "terminate"), spec("three", "abandon")],
+            vec![
+                spec("one", ""),
+                spec("two", "terminate"),
+                spec("three", "abandon"),
+            ],
             true,
             vec![],
             b"transcript".to_vec(),
@@ -244,7 +298,10 @@ async fn a_reset_of_a_parent_with_open_children_closes_them_by_their_policy() {
     assert_eq!(info(&e.client, &kids[2]).await.status(), RunStatus::Running);
     // The new parent starts at plan, with no children of its own.
     let t = poll(&e.w).await;
-    assert_eq!((t.run_id.as_str(), t.step_id.as_str()), (r.run_id.as_str(), "plan"));
+    assert_eq!(
+        (t.run_id.as_str(), t.step_id.as_str()),
+        (r.run_id.as_str(), "plan")
+    );
     let tree = e.client.get_session_tree("default", &r.run_id).await.unwrap();
     assert!(tree.root.unwrap().children.is_empty());
 }
@@ -252,11 +309,14 @@ async fn a_reset_of_a_parent_with_open_children_closes_them_by_their_policy() {
 #[tokio::test]
 async fn a_reset_of_a_child_is_a_run_of_its_own_and_its_parent_hears_the_termination() {
     let e = env().await;
-    let parent = e.client.start_run("default", "parent", "big", HashMap::new()).await.unwrap();
+    let parent = e
+        .client
+        .start_run("default", "parent", "big", HashMap::new())
+        .await
+        .unwrap();
     let t = poll(&e.w).await;
-    let kids = e
-        .w
-        .spawn_children(
+    let kids =
+        e.w.spawn_children(
             &t.task_token,
             vec![ChildRunSpec {
                 workflow_id: "child".into(),
@@ -273,7 +333,10 @@ async fn a_reset_of_a_child_is_a_run_of_its_own_and_its_parent_hears_the_termina
     let r = e.client.reset_run(reset(&kids[0], "work")).await.unwrap();
     assert!(r.terminated);
     let n = info(&e.client, &r.run_id).await;
-    assert_eq!((n.parent_run_id.as_str(), n.depth, n.reset_from.as_str()), ("", 0, kids[0].as_str()));
+    assert_eq!(
+        (n.parent_run_id.as_str(), n.depth, n.reset_from.as_str()),
+        ("", 0, kids[0].as_str())
+    );
     assert_eq!(info(&e.client, &kids[0]).await.status(), RunStatus::Terminated);
     // The parent heard of its child's close and resumes its step.
     let h = events(&e.client, &parent).await;
@@ -296,13 +359,19 @@ async fn a_reset_of_a_reset_carries_what_its_run_carried() {
     let third = e.client.reset_run(reset(&second, "")).await.unwrap();
     assert_eq!((third.step_id.as_str(), third.carried_steps), ("b", 1));
     let t = poll(&e.w).await;
-    assert_eq!((t.run_id.as_str(), t.step_id.as_str()), (third.run_id.as_str(), "b"));
+    assert_eq!(
+        (t.run_id.as_str(), t.step_id.as_str()),
+        (third.run_id.as_str(), "b")
+    );
     assert_eq!(t.context.get("ka").map(String::as_str), Some("a-notes"));
     let n = info(&e.client, &third.run_id).await;
     assert_eq!(n.reset_from, second);
     assert_eq!(n.steps[0].notes, "a-notes");
     let s = info(&e.client, &second).await;
-    assert_eq!((s.reset_from.as_str(), s.reset_to.as_str()), (first.as_str(), third.run_id.as_str()));
+    assert_eq!(
+        (s.reset_from.as_str(), s.reset_to.as_str()),
+        (first.as_str(), third.run_id.as_str())
+    );
 }
 
 #[tokio::test]
@@ -319,15 +388,28 @@ async fn a_rerun_starts_from_the_first_step_and_leaves_the_old_run_alone() {
         })
         .await
         .unwrap();
-    assert_eq!((r.step_id.as_str(), r.carried_steps, r.terminated), ("a", 0, false));
+    assert_eq!(
+        (r.step_id.as_str(), r.carried_steps, r.terminated),
+        ("a", 0, false)
+    );
     let t = poll(&e.w).await;
-    assert_eq!((t.run_id.as_str(), t.step_id.as_str(), t.goal.as_str()), (r.run_id.as_str(), "a", "edited"));
+    assert_eq!(
+        (t.run_id.as_str(), t.step_id.as_str(), t.goal.as_str()),
+        (r.run_id.as_str(), "a", "edited")
+    );
     assert_eq!(t.context.get("k").map(String::as_str), Some("v"));
     assert_eq!(t.context.get("ka"), None, "a rerun carries nothing");
     let o = info(&e.client, &old).await;
-    assert_eq!((o.status(), o.reset_to.as_str()), (RunStatus::Failed, r.run_id.as_str()));
+    assert_eq!(
+        (o.status(), o.reset_to.as_str()),
+        (RunStatus::Failed, r.run_id.as_str())
+    );
     // A rerun of an open run leaves it open.
-    let open = e.client.start_run("default", "three", "g", HashMap::new()).await.unwrap();
+    let open = e
+        .client
+        .start_run("default", "three", "g", HashMap::new())
+        .await
+        .unwrap();
     let r = e
         .client
         .rerun_run(RerunRunRequest {
@@ -348,12 +430,17 @@ async fn refusals_name_what_is_wrong_and_change_nothing() {
     let before = events(&e.client, &old).await.len();
     match e.client.reset_run(reset(&old, "nope")).await {
         Err(ClientError::InvalidArgument(m)) => {
-            assert!(m.starts_with("to_step:") && m.contains("nope") && m.contains("a, b, c"), "{m}")
+            assert!(
+                m.starts_with("to_step:") && m.contains("nope") && m.contains("a, b, c"),
+                "{m}"
+            )
         }
         other => panic!("{other:?}"),
     }
     match e.client.reset_run(reset(&old, "c")).await {
-        Err(ClientError::FailedPrecondition(m)) => assert!(m.contains("\"b\"") && m.contains("FAILED"), "{m}"),
+        Err(ClientError::FailedPrecondition(m)) => {
+            assert!(m.contains("\"b\"") && m.contains("FAILED"), "{m}")
+        }
         other => panic!("{other:?}"),
     }
     match e.client.reset_run(reset("missing", "a")).await {
@@ -364,10 +451,16 @@ async fn refusals_name_what_is_wrong_and_change_nothing() {
     wrong_ns.namespace = "elsewhere".into();
     assert!(e.client.reset_run(wrong_ns).await.is_err());
     // A completed run has no failed step to default to.
-    let done_run = e.client.start_run("default", "three", "g", HashMap::new()).await.unwrap();
+    let done_run = e
+        .client
+        .start_run("default", "three", "g", HashMap::new())
+        .await
+        .unwrap();
     for _ in 0..3 {
         let t = poll(&e.w).await;
-        e.w.complete(&t.task_token, Completion::notes("ok")).await.unwrap();
+        e.w.complete(&t.task_token, Completion::notes("ok"))
+            .await
+            .unwrap();
     }
     match e.client.reset_run(reset(&done_run, "")).await {
         Err(ClientError::InvalidArgument(m)) => assert!(m.contains("no failed step"), "{m}"),
@@ -382,7 +475,10 @@ async fn refusals_name_what_is_wrong_and_change_nothing() {
 async fn a_client_key_may_reset_and_rerun_its_namespaces_runs_and_a_worker_key_may_not() {
     let s = crate::auth::secured().await;
     let admin = s.admin().await;
-    let run = admin.start_run("default", "other", "g", HashMap::new()).await.unwrap();
+    let run = admin
+        .start_run("default", "other", "g", HashMap::new())
+        .await
+        .unwrap();
     let (worker_key, _) = s.key("default", ApiKeyRole::Worker, &[], 0).await;
     let worker = s.client(Some(&worker_key)).await;
     match worker.reset_run(reset(&run, "a")).await {

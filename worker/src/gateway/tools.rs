@@ -476,7 +476,10 @@ impl Gateway {
                 v["reset"] = reset;
                 structured(v)
             }
-            Err(e) => refused(format!("run {} was made by the reset ({reset}), but {e}", done.run_id)),
+            Err(e) => refused(format!(
+                "run {} was made by the reset ({reset}), but {e}",
+                done.run_id
+            )),
         }
     }
 
