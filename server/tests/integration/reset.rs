@@ -449,7 +449,10 @@ async fn refusals_name_what_is_wrong_and_change_nothing() {
     }
     let mut wrong_ns = reset(&old, "b");
     wrong_ns.namespace = "elsewhere".into();
-    assert!(e.client.reset_run(wrong_ns).await.is_err());
+    match e.client.reset_run(wrong_ns).await {
+        Err(ClientError::NotFound(m)) => assert!(m.contains("elsewhere"), "{m}"),
+        other => panic!("{other:?}"),
+    }
     // A completed run has no failed step to default to.
     let done_run = e
         .client
