@@ -22,6 +22,9 @@ const THREE: &str = r#"{"id":"three","version":"1","name":"Three","steps":[
 const PARENT: &str = r#"{"id":"parent","version":"1","name":"Parent","steps":[
   {"id":"plan","title":"Plan","prompt":"Plan {{goal}}"},
   {"id":"sum","title":"Sum","prompt":"Sum up"}]}"#;
+const HELD: &str = r#"{"id":"held","version":"1","name":"Held","steps":[
+  {"id":"write","title":"Write","prompt":"Write {{goal}}","requireConfirmation":true},
+  {"id":"post","title":"Post","prompt":"Post it"}]}"#;
 const CHILD: &str = r#"{"id":"child","version":"1","name":"Child","taskQueue":"kids","steps":[
   {"id":"work","title":"Work","prompt":"Do {{goal}}"}]}"#;
 
@@ -52,6 +55,7 @@ fn write_workflows(dir: &Path) {
     std::fs::write(dir.join("three.json"), THREE).unwrap();
     std::fs::write(dir.join("parent.json"), PARENT).unwrap();
     std::fs::write(dir.join("child.json"), CHILD).unwrap();
+    std::fs::write(dir.join("held.json"), HELD).unwrap();
 }
 
 async fn poll(w: &StepWorker) -> StepTask {
@@ -507,4 +511,35 @@ async fn a_client_key_may_reset_and_rerun_its_namespaces_runs_and_a_worker_key_m
         .await
         .unwrap();
     assert!(rr.started);
+}
+
+#[tokio::test]
+async fn a_reset_of_a_run_awaiting_approval_ends_the_hold_with_the_old_run() {
+    let e = env().await;
+    let old = e
+        .client
+        .start_run("default", "held", "g", HashMap::new())
+        .await
+        .unwrap();
+    let t = poll(&e.w).await;
+    e.w.complete(&t.task_token, Completion::notes("the draft"))
+        .await
+        .unwrap();
+    let o = info(&e.client, &old).await;
+    assert_eq!(o.waiting.map(|w| w.on), Some("approval".to_string()));
+    let r = e.client.reset_run(reset(&old, "write")).await.unwrap();
+    assert!(r.terminated);
+    assert_eq!(info(&e.client, &old).await.status(), RunStatus::Terminated);
+    let approve = railyard_proto::v1::ApproveStepRequest {
+        namespace: "default".into(),
+        run_id: old.clone(),
+        ..Default::default()
+    };
+    let err = e.client.approve_step(approve).await.unwrap_err();
+    assert!(matches!(err, ClientError::FailedPrecondition(_)), "{err}");
+    let t = poll(&e.w).await;
+    assert_eq!(
+        (t.run_id.as_str(), t.step_id.as_str()),
+        (r.run_id.as_str(), "write")
+    );
 }
