@@ -65,6 +65,7 @@ fn mcp_drives_the_bundled_demo_through_every_step() {
         "list_runs",
         "signal_run",
         "resume_run",
+        "reset_run",
     ] {
         assert!(names.contains(&tool), "{tool} in {names:?}");
     }

@@ -4,6 +4,7 @@
 
 pub(crate) mod approval;
 mod count;
+mod reset;
 mod stream;
 mod tree;
 pub(crate) mod view;
@@ -64,6 +65,13 @@ pub(crate) enum RunCommand {
     /// Reject the held result with feedback: the step re-opens on its transcript and
     /// the agent reads the feedback.
     Reject(approval::RejectArgs),
+    /// Start a new run from this one's state at a step: the steps before it are
+    /// carried over as they completed (not run again); the old run, if still open,
+    /// is terminated in the same commit. Both runs are linked.
+    Reset(reset::ResetArgs),
+    /// Start a new run of this one's workflow version from its first step, with its
+    /// inputs or edited ones; the old run is left as it is, but linked.
+    Rerun(reset::RerunArgs),
 }
 
 /// Flags of `run unpause`.
@@ -196,6 +204,8 @@ pub(crate) async fn run(global: &GlobalOpts, command: RunCommand) -> anyhow::Res
             .map(|()| ExitCode::SUCCESS),
         RunCommand::Approve(a) => approval::approve(global, a).await.map(|()| ExitCode::SUCCESS),
         RunCommand::Reject(a) => approval::reject(global, a).await.map(|()| ExitCode::SUCCESS),
+        RunCommand::Reset(a) => reset::reset(global, a).await.map(|()| ExitCode::SUCCESS),
+        RunCommand::Rerun(a) => reset::rerun(global, a).await.map(|()| ExitCode::SUCCESS),
     }
 }
 

@@ -23,6 +23,7 @@ mod namespaces;
 mod output;
 mod output_sse;
 mod queries;
+mod reset;
 mod retention;
 mod run_poll;
 mod schedules;

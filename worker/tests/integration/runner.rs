@@ -272,6 +272,20 @@ impl History for FakeHistory {
         unused()
     }
 
+    async fn reset_run(
+        &self,
+        _: Request<railyard_proto::v1::ResetRunRequest>,
+    ) -> Result<Response<railyard_proto::v1::ResetRunResponse>, Status> {
+        unused()
+    }
+
+    async fn rerun_run(
+        &self,
+        _: Request<railyard_proto::v1::RerunRunRequest>,
+    ) -> Result<Response<railyard_proto::v1::ResetRunResponse>, Status> {
+        unused()
+    }
+
     async fn approve_step(
         &self,
         _: Request<railyard_proto::v1::ApproveStepRequest>,
