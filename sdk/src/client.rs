@@ -519,6 +519,15 @@ impl Client {
         .await
     }
 
+    /// How many runs a query matches (`History.CountRuns`), grouped when asked.
+    pub async fn count_runs(&self, req: CountRunsRequest) -> Result<CountRunsResponse, ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.count_runs(r).await }
+        })
+        .await
+    }
+
     pub async fn signal_run(&self, mut req: SignalRunRequest) -> Result<(), ClientError> {
         if req.request_id.is_empty() {
             req.request_id = uuid::Uuid::new_v4().to_string();

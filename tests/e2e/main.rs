@@ -33,6 +33,7 @@ mod postgres;
 mod postgres_ops;
 mod postgres_soak;
 mod postgres_tls;
+mod queries;
 mod reset;
 mod schedules;
 mod server_e2e;

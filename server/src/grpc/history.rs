@@ -227,14 +227,47 @@ impl History for HistoryService {
                 parent_run_id: non_empty(r.parent_run_id),
                 started_after_ms: (r.started_after_unix_ms != 0).then_some(r.started_after_unix_ms),
                 started_before_ms: (r.started_before_unix_ms != 0).then_some(r.started_before_unix_ms),
+                query: None,
             },
             page_token: r.page_token,
             page_size: r.page_size,
+            query: r.query,
         };
         let page = runs::list(&self.core, &caller, list)?;
         Ok(Response::new(v1::ListRunsResponse {
             runs: page.runs.iter().map(run_summary).collect(),
             next_page_token: page.next_page_token,
+        }))
+    }
+
+    async fn count_runs(
+        &self,
+        req: Request<v1::CountRunsRequest>,
+    ) -> Result<Response<v1::CountRunsResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            String::new(),
+            Operation::ListRuns,
+        )?;
+        let count = crate::service::queries::CountRuns {
+            query: r.query,
+            group_by: r.group_by,
+        };
+        let c = crate::service::queries::count(&self.core, &caller, count)?;
+        Ok(Response::new(v1::CountRunsResponse {
+            count: c.count,
+            groups: c
+                .groups
+                .into_iter()
+                .map(|(value, count)| v1::CountRunsGroup {
+                    is_null: value.is_none(),
+                    value: value.unwrap_or_default(),
+                    count,
+                })
+                .collect(),
         }))
     }
 

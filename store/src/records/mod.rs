@@ -689,3 +689,18 @@ pub fn decode_run(
     let definition = defs.resolve(&record.definition, definitions)?;
     record.into_model(definition)
 }
+
+/// A run's start time and index terms (`railyard_model::query::index_terms`) from its
+/// stored row, without its definition: for rebuilding `run_terms` from `runs` rows
+/// (a dump's import).
+pub fn run_index_terms(bytes: &[u8]) -> Result<(Millis, Vec<String>), StorageError> {
+    let record: RunRecord = decode_record(bytes)?;
+    let status = RunStatus::from(record.status);
+    Ok((
+        record.start_ms,
+        vec![
+            railyard_model::query::status_term(status.name()),
+            railyard_model::query::workflow_term(&record.workflow_id),
+        ],
+    ))
+}

@@ -113,6 +113,13 @@ pub(super) struct ListArgs {
     /// The next_page_token of an earlier answer, for the page after it.
     #[serde(default)]
     pub page_token: Option<String>,
+    /// Only runs this list query matches, ANDed with the other arguments, e.g.
+    /// `WorkflowId = "review-pr" AND Status = "FAILED" AND StartTime > "2026-11-20T00:00:00Z"`
+    /// (fields: RunId, WorkflowId, WorkflowVersion, Status, StartTime, CloseTime,
+    /// ParentRunId, TaskQueue, Tokens, Cost, FailureType; AND, OR, parentheses, = != < >
+    /// <= >=, IN (...), STARTS_WITH, IS [NOT] NULL).
+    #[serde(default)]
+    pub query: Option<String>,
 }
 
 /// Arguments of `signal_run`.
@@ -359,8 +366,8 @@ impl Gateway {
     }
 
     #[tool(
-        description = "List runs, newest first, optionally only those in one status or of one workflow. Pages: pass \
-                       next_page_token back as page_token."
+        description = "List runs, newest first, optionally only those in one status or of one workflow, or those a \
+                       query matches (query). Pages: pass next_page_token back as page_token."
     )]
     async fn list_runs(
         &self,
@@ -389,6 +396,7 @@ impl Gateway {
             workflow_id: args.workflow_id.unwrap_or_default(),
             page_size: args.limit.unwrap_or(LIST_DEFAULT).clamp(1, LIST_MAX),
             page_token: args.page_token.unwrap_or_default(),
+            query: args.query.unwrap_or_default(),
             ..Default::default()
         };
         match call.client.list_runs(req).await {

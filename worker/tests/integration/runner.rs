@@ -209,6 +209,12 @@ impl History for FakeHistory {
     async fn list_runs(&self, _: Request<ListRunsRequest>) -> Result<Response<ListRunsResponse>, Status> {
         unused()
     }
+    async fn count_runs(
+        &self,
+        _: Request<railyard_proto::v1::CountRunsRequest>,
+    ) -> Result<Response<railyard_proto::v1::CountRunsResponse>, Status> {
+        unused()
+    }
     type WatchOutputStream = std::pin::Pin<
         Box<
             dyn tonic::codegen::tokio_stream::Stream<
