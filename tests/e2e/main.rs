@@ -20,6 +20,7 @@ mod contracts;
 mod crash;
 mod delivery;
 mod dev;
+
 mod guardrails;
 mod live_output;
 mod logs;
@@ -33,6 +34,8 @@ mod postgres;
 mod postgres_ops;
 mod postgres_soak;
 mod postgres_tls;
+mod queries;
+mod reset;
 mod schedules;
 mod server_e2e;
 mod store_moves;

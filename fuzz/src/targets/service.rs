@@ -487,6 +487,7 @@ async fn send(core: &Arc<Core>, seen: &mut Seen, r: &Request) -> Result<(), ApiE
                 parent_run_id: parent.as_ref().map(t),
                 started_after_ms: *after,
                 started_before_ms: *before,
+                query: None,
             };
             runs::list(
                 core,
@@ -495,6 +496,7 @@ async fn send(core: &Arc<Core>, seen: &mut Seen, r: &Request) -> Result<(), ApiE
                     filter,
                     page_token: t(token),
                     page_size: *page,
+                    query: String::new(),
                 },
             )?;
         }

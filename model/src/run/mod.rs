@@ -16,6 +16,7 @@ mod approval;
 pub mod delivery;
 mod events;
 mod refusal;
+pub mod reset;
 pub mod size;
 #[cfg(test)]
 mod test_fx;
@@ -27,6 +28,7 @@ pub use approval::{Proposal, rejection_message};
 pub use delivery::{Attempt, AttemptOutcome, Delivery, DeliveryPolicy, DeliveryStatus, DeliveryTarget};
 pub use events::{Event, EventKind, RunStatus, TimeoutKind};
 pub use refusal::{Action, LeaseRef, Refusal};
+pub use reset::{CarriedStep, ResetKind, ResetPlan, ResetRequest};
 pub use usage::{RunBudget, TOKEN_BUDGET_EXCEEDED, Usage};
 pub use wait::{
     ChildOutcome, ChildStarted, MAX_CHILD_NOTES_QUOTED, PAUSED_ERROR_TYPE, ParentClosePolicy, WaitOn, Waiting,
@@ -89,6 +91,9 @@ pub struct StepRecord {
     pub attempt_usage: Usage,
     /// The model the last report named.
     pub model: String,
+    /// Carried over, as it completed, from the run this one was reset from
+    /// (`reset`): its usage is not this run's spending.
+    pub carried: bool,
 }
 
 /// A signal recorded in history that the worker has not yet acknowledged.
@@ -150,6 +155,10 @@ pub struct RunState {
     pub deliveries: Vec<Delivery>,
     /// The OpenTelemetry trace the run's spans join (`crate::trace`).
     pub trace: TraceContext,
+    /// The run this one was reset or rerun from (empty: none; see `reset`).
+    pub reset_from: String,
+    /// The latest run reset or rerun from this one (empty: none).
+    pub reset_to: String,
 }
 
 /// Work for the store besides writing events and the state row.
@@ -323,6 +332,13 @@ pub const CANCELED_ERROR_TYPE: &str = "canceled";
 impl RunState {
     /// A new run: `RunStarted`, then its first step scheduled.
     pub fn start(p: StartParams, definition: Arc<WorkflowDef>, out: &mut Out) -> Self {
+        let mut run = Self::started(p, definition, out);
+        run.schedule(0, 1, out);
+        run
+    }
+
+    /// A new run with its `RunStarted` recorded and no step scheduled yet.
+    fn started(p: StartParams, definition: Arc<WorkflowDef>, out: &mut Out) -> Self {
         let steps = vec![
             StepRecord {
                 state: "PENDING".into(),
@@ -366,6 +382,8 @@ impl RunState {
             },
             deliveries: Vec::new(),
             trace: TraceContext::derived("", ""),
+            reset_from: String::new(),
+            reset_to: String::new(),
         };
         run.trace = p
             .trace
@@ -386,7 +404,6 @@ impl RunState {
                 depth: p.depth,
             },
         );
-        run.schedule(0, 1, out);
         run
     }
 
@@ -1068,6 +1085,8 @@ impl RunState {
 mod contract_tests;
 #[cfg(test)]
 mod proptests;
+#[cfg(test)]
+mod reset_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

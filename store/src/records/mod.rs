@@ -175,6 +175,12 @@ struct RunRecord {
     /// then derived again on read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     traceparent: Option<String>,
+    /// The run this one was reset or rerun from (absent: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    reset_from: String,
+    /// The latest run reset or rerun from this one (absent: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    reset_to: String,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -407,6 +413,9 @@ struct StepStateRecord {
     attempt_usage: UsageRecord,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     model: String,
+    /// Carried over from the run this one was reset from (absent: not).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    carried: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -487,6 +496,7 @@ impl RunRecord {
                     usage: UsageRecord::from_model(&s.usage),
                     attempt_usage: UsageRecord::from_model(&s.attempt_usage),
                     model: s.model.clone(),
+                    carried: s.carried,
                 })
                 .collect(),
             lease_counter: r.lease_counter,
@@ -520,6 +530,8 @@ impl RunRecord {
                 .collect(),
             // A run's trace either came with a caller's span or is derived.
             traceparent: r.trace.traceparent(),
+            reset_from: r.reset_from.clone(),
+            reset_to: r.reset_to.clone(),
         }
     }
 
@@ -622,6 +634,7 @@ impl RunRecord {
                     usage: s.usage.to_model(),
                     attempt_usage: s.attempt_usage.to_model(),
                     model: s.model,
+                    carried: s.carried,
                 })
                 .collect(),
             lease_counter: self.lease_counter,
@@ -654,6 +667,8 @@ impl RunRecord {
             },
             deliveries,
             trace,
+            reset_from: self.reset_from,
+            reset_to: self.reset_to,
         })
     }
 }
@@ -673,4 +688,19 @@ pub fn decode_run(
     let record: RunRecord = decode_record(bytes)?;
     let definition = defs.resolve(&record.definition, definitions)?;
     record.into_model(definition)
+}
+
+/// A run's start time and index terms (`railyard_model::query::index_terms`) from its
+/// stored row, without its definition: for rebuilding `run_terms` from `runs` rows
+/// (a dump's import).
+pub fn run_index_terms(bytes: &[u8]) -> Result<(Millis, Vec<String>), StorageError> {
+    let record: RunRecord = decode_record(bytes)?;
+    let status = RunStatus::from(record.status);
+    Ok((
+        record.start_ms,
+        vec![
+            railyard_model::query::status_term(status.name()),
+            railyard_model::query::workflow_term(&record.workflow_id),
+        ],
+    ))
 }

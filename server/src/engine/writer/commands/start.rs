@@ -83,9 +83,18 @@ impl StartCommand {
 
     /// Writes the new run, once [`Self::check`] let it through.
     pub(super) fn create(self, cx: &mut Cx) -> Result<Started, StorageError> {
+        self.create_with(cx, RunState::start)
+    }
+
+    /// [`Self::create`], the run made by `make` (a reset's [`RunState::start_reset`]).
+    pub(super) fn create_with(
+        self,
+        cx: &mut Cx,
+        make: impl FnOnce(StartParams, Arc<WorkflowDef>, &mut Out) -> RunState,
+    ) -> Result<Started, StorageError> {
         let idem_key = self.idempotency_key();
         let mut out = Out::new(cx.now(), cx.seq());
-        let run = RunState::start(self.params, self.definition, &mut out);
+        let run = make(self.params, self.definition, &mut out);
         let t = Transition::new(run, false, out);
         let (ns, id) = (t.run.namespace.clone(), t.run.run_id.clone());
         cx.tx.index_run(&ns, t.run.start_ms, &id, &t.run.parent_run_id)?;
