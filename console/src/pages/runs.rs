@@ -28,6 +28,9 @@ pub(crate) struct Filters {
     workflow: String,
     #[serde(default)]
     parent: String,
+    /// A list query (`docs/search-and-queries.md`), ANDed with the other filters.
+    #[serde(default, rename = "q")]
+    query: String,
     /// `YYYY-MM-DDTHH:MM` (UTC), as a `datetime-local` input sends it.
     #[serde(default)]
     after: String,
@@ -49,6 +52,7 @@ impl Filters {
             ("status", &self.status),
             ("workflow", &self.workflow),
             ("parent", &self.parent),
+            ("q", &self.query),
             ("after", &self.after),
             ("before", &self.before),
         ] {
@@ -79,6 +83,7 @@ impl Filters {
             started_before_unix_ms: parse_time("before", &self.before)?,
             page_size: PAGE_SIZE,
             page_token: self.page.clone(),
+            query: self.query.trim().into(),
         })
     }
 }
@@ -168,6 +173,7 @@ fn filter_form(viewer: &Viewer, f: &Filters) -> Markup {
             }
             label { "Workflow" input type="text" name="workflow" value=(f.workflow) size="14"; }
             label { "Parent run" input type="text" name="parent" value=(f.parent) size="14"; }
+            label { "Query" input type="text" name="q" value=(f.query) size="32" placeholder="Status = \"FAILED\" AND StartTime > \"2026-11-20T00:00:00Z\""; }
             label { "Started after (UTC)" input type="datetime-local" name="after" value=(f.after); }
             label { "Started before (UTC)" input type="datetime-local" name="before" value=(f.before); }
             button type="submit" { "Filter" }

@@ -38,6 +38,14 @@ async fn the_runs_page_lists_filters_and_pages() {
     let filtered = b.get("/ui/runs?ns=default&workflow=draft&status=running").await;
     assert_eq!(filtered.body.matches("<tr>").count(), 2);
     assert!(filtered.body.contains(&draft));
+    let queried = b
+        .get("/ui/runs?ns=default&q=WorkflowId%20%3D%20%22draft%22%20AND%20Status%20%3D%20%22RUNNING%22")
+        .await;
+    assert_eq!(queried.body.matches("<tr>").count(), 2, "{}", queried.body);
+    assert!(queried.body.contains(&draft));
+    let unparsed = b.get("/ui/runs?ns=default&q=Status%20%3D%3D").await;
+    assert_ne!(unparsed.status, 200, "{}", unparsed.body);
+    assert!(unparsed.body.contains("column"), "{}", unparsed.body);
     let none = b.get("/ui/runs?ns=default&status=completed").await;
     assert!(none.body.contains("No runs match."));
     let after = b.get("/ui/runs?ns=default&after=2100-01-01T00:00").await;
