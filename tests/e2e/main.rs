@@ -15,6 +15,7 @@ mod children;
 mod cli_commands;
 mod cluster;
 mod cluster_faults;
+mod console;
 mod contracts;
 mod crash;
 mod delivery;
