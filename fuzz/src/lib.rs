@@ -13,7 +13,7 @@ pub mod harness;
 pub mod targets;
 
 use harness::{Budget, Report};
-use targets::{hook, service, spec, template, token, workflow};
+use targets::{hook, query, service, spec, template, token, workflow};
 
 /// Runs the token target for `budget`: corpus tokens, mutated, and generated.
 pub fn fuzz_token(budget: Budget) -> Report {
@@ -85,6 +85,14 @@ pub fn fuzz_hook(budget: Budget) -> Report {
     })
 }
 
+/// Runs the list-query target (`railyard_model::query`) for `budget`.
+pub fn fuzz_query(budget: Budget) -> Report {
+    let seeds = corpus::as_seeds(&corpus::lines("query"));
+    harness::run("query", query::strategy(seeds), budget, |input| {
+        query::check(&input)
+    })
+}
+
 /// A target's entry point: run for a budget, report.
 pub type Target = fn(Budget) -> Report;
 
@@ -96,4 +104,5 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("spec", fuzz_spec),
     ("service", fuzz_service),
     ("hook", fuzz_hook),
+    ("query", fuzz_query),
 ];

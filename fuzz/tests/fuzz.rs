@@ -37,6 +37,11 @@ fn hook() {
 }
 
 #[test]
+fn query() {
+    run(railyard_fuzz::fuzz_query, 512);
+}
+
+#[test]
 fn service() {
     run(railyard_fuzz::fuzz_service, 64);
 }

@@ -26,6 +26,7 @@ pub mod limits;
 pub mod namespace;
 pub mod output;
 pub mod principles;
+pub mod query;
 pub mod run;
 pub mod schedule;
 pub mod template;

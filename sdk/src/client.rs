@@ -519,6 +519,15 @@ impl Client {
         .await
     }
 
+    /// How many runs a query matches (`History.CountRuns`), grouped when asked.
+    pub async fn count_runs(&self, req: CountRunsRequest) -> Result<CountRunsResponse, ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.count_runs(r).await }
+        })
+        .await
+    }
+
     pub async fn signal_run(&self, mut req: SignalRunRequest) -> Result<(), ClientError> {
         if req.request_id.is_empty() {
             req.request_id = uuid::Uuid::new_v4().to_string();
@@ -547,6 +556,33 @@ impl Client {
         })
         .await
         .map(|_| ())
+    }
+
+    /// Resets a run: a new run from its state at a step (`ResetRunRequest`). A request
+    /// without a request id gets one, so that a retry after a lost answer answers the
+    /// run the first attempt made instead of making a second.
+    pub async fn reset_run(&self, mut req: ResetRunRequest) -> Result<ResetRunResponse, ClientError> {
+        if req.request_id.is_empty() {
+            req.request_id = uuid::Uuid::new_v4().to_string();
+        }
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.reset_run(r).await }
+        })
+        .await
+    }
+
+    /// Reruns a run: a new run of its workflow version from the first step
+    /// (`RerunRunRequest`); retried like [`Client::reset_run`].
+    pub async fn rerun_run(&self, mut req: RerunRunRequest) -> Result<ResetRunResponse, ClientError> {
+        if req.request_id.is_empty() {
+            req.request_id = uuid::Uuid::new_v4().to_string();
+        }
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.rerun_run(r).await }
+        })
+        .await
     }
 
     /// Pauses a run and the open runs it spawned; answers whether it changed.

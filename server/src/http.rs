@@ -13,7 +13,9 @@
 //!
 //! The routes the binary adds (`/mcp`) go through [`extension_guard`]: with auth on,
 //! any valid key (what it may do is checked by each gRPC call made with it); under
-//! mutual TLS, a verified client certificate.
+//! mutual TLS, a verified client certificate. The web console (`/ui`) goes through
+//! [`open_extension_guard`]: no key at the door (its sign-in page must load without
+//! one), since it makes every gRPC call with the key its user signed in with.
 
 pub mod output;
 
@@ -220,15 +222,31 @@ pub(crate) fn extension_guard(
 > {
     axum::middleware::from_fn(move |req, next| -> GuardFuture {
         let core = core.clone();
-        Box::pin(guard(core, mutual, req, next))
+        Box::pin(guard(Some(core), mutual, req, next))
     })
 }
 
 /// The future of [`extension_guard`]'s check.
 pub(crate) type GuardFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send>>;
 
+/// The layer over the routes an open extension adds (`ServerConfig::http_open_extension`):
+/// like [`extension_guard`] it removes any [`PEER_SUBJECT`] the client sent and, under
+/// mutual TLS, refuses a connection without a client certificate and passes on its
+/// subject; it checks no API key, since those routes authenticate for themselves and
+/// make every gRPC call with the key their user signed in with.
+pub(crate) fn open_extension_guard(
+    mutual: bool,
+) -> axum::middleware::FromFnLayer<
+    impl Fn(axum::extract::Request, axum::middleware::Next) -> GuardFuture + Clone,
+    (),
+    (axum::extract::Request,),
+> {
+    axum::middleware::from_fn(move |req, next| -> GuardFuture { Box::pin(guard(None, mutual, req, next)) })
+}
+
+/// `core`: check the request's API key with it; `None`: check none.
 async fn guard(
-    core: Arc<Core>,
+    core: Option<Arc<Core>>,
     mutual: bool,
     mut req: axum::extract::Request,
     next: axum::middleware::Next,
@@ -249,7 +267,9 @@ async fn guard(
             .get(header::AUTHORIZATION)
             .map(|v| v.to_str().map_err(|_| ())),
     );
-    if let Err(e) = caller::authenticate(&core, &credentials) {
+    if let Some(core) = core
+        && let Err(e) = caller::authenticate(&core, &credentials)
+    {
         return unauthorized(e.to_string());
     }
     if let Some(subject) = subject

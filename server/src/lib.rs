@@ -78,6 +78,12 @@ pub struct ServerConfig {
     /// binary mounts the MCP gateway at `/mcp` this way, so this crate knows nothing
     /// of MCP).
     pub http_extension: Option<HttpExtension>,
+    /// More routes that do their own authentication (the binary mounts the web console
+    /// at `/ui` this way: its sign-in page and assets need no key, and it sends the
+    /// signed-in user's key on every gRPC call it makes). Their guard
+    /// ([`http::open_extension_guard`]) checks no key, only the client certificate
+    /// under mutual TLS.
+    pub http_open_extension: Option<HttpExtension>,
     /// Result delivery: the signing secret, the retry budget, timeouts.
     pub delivery: engine::delivery::DeliverySettings,
     /// TLS on both listeners (mutual TLS on gRPC with a client CA); `None`: plaintext.
@@ -138,6 +144,10 @@ pub struct HttpContext {
     /// client certificate and leaves the verified subject in the
     /// [`grpc::peer::PEER_SUBJECT`] header for the extension to pass on.
     pub grpc_channel: tonic::transport::Channel,
+    /// Whether the server requires an API key on every request.
+    pub auth: bool,
+    /// Whether the HTTP listener speaks TLS (cookies it sets are then `Secure`).
+    pub tls: bool,
 }
 
 impl ServerConfig {
@@ -156,6 +166,7 @@ impl ServerConfig {
             net: net::NetLimits::default(),
             purge: engine::retention::PurgeConfig::default(),
             http_extension: None,
+            http_open_extension: None,
             delivery: engine::delivery::DeliverySettings::default(),
             tls: None,
             child_limits: Default::default(),
@@ -380,21 +391,26 @@ impl RunningServer {
         let mutual = server_tls.as_ref().is_some_and(|t| t.mutual);
         let mut routes = http::router(core.clone(), config.triggers.max_body_bytes)
             .merge(http::output::routes(core.clone()).layer(http::extension_guard(core.clone(), mutual)));
-        if let Some(extend) = &config.http_extension {
-            let mut reach = grpc_addr;
-            if reach.ip().is_unspecified() {
-                reach.set_ip(match reach {
-                    SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-                    SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-                });
-            }
-            let extra = extend(HttpContext {
-                grpc_addr: reach,
-                http_addr,
-                shutdown: shutdown_rx.clone(),
-                grpc_channel: in_process.channel(),
+        let mut reach = grpc_addr;
+        if reach.ip().is_unspecified() {
+            reach.set_ip(match reach {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
             });
-            routes = routes.merge(extra.layer(http::extension_guard(core.clone(), mutual)));
+        }
+        let context = || HttpContext {
+            grpc_addr: reach,
+            http_addr,
+            shutdown: shutdown_rx.clone(),
+            grpc_channel: in_process.channel(),
+            auth: config.auth,
+            tls: server_tls.is_some(),
+        };
+        if let Some(extend) = &config.http_extension {
+            routes = routes.merge(extend(context()).layer(http::extension_guard(core.clone(), mutual)));
+        }
+        if let Some(extend) = &config.http_open_extension {
+            routes = routes.merge(extend(context()).layer(http::open_extension_guard(mutual)));
         }
         tasks.push(spawn_http(
             http_listener,

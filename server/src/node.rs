@@ -237,6 +237,7 @@ impl Node {
         });
         config.hook_body_bytes = s.triggers.max_body_bytes;
         config.http_extension = s.http_extension.clone();
+        config.http_open_extension = s.http_open_extension.clone();
         config.refresh = self.config.claim_every.min(crate::follower::DEFAULT_REFRESH);
         let follower = RunningFollower::start(config).await?;
         tracing::info!(node = %self.node(), role = "follower", "this node follows: another node leads");

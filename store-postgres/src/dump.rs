@@ -277,6 +277,14 @@ impl DumpTarget for PostgresBackend {
         "postgres"
     }
 
+    fn derived(&self, row: &Row) -> Result<Vec<Row>, StorageError> {
+        if row.table.name != "runs" {
+            return Ok(Vec::new());
+        }
+        let (start_ms, terms) = railyard_store::records::run_index_terms(row.bytes())?;
+        railyard_store::dump::run_terms_rows(row.text(0)?, row.text(1)?, start_ms, terms)
+    }
+
     fn is_empty(&self) -> Result<bool, StorageError> {
         let conn = self.begin("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")?;
         for sql in statements() {

@@ -129,6 +129,56 @@ impl Snapshot for PgTxn {
         }
     }
 
+    fn runs_by_term(
+        &self,
+        ns: &str,
+        term: &str,
+        from_ms: Millis,
+        before: (Millis, &str),
+        visit: &mut dyn FnMut(Millis, &str, RunState) -> bool,
+    ) -> Result<(), StorageError> {
+        let mut before = (before.0, before.1.to_string());
+        loop {
+            let rows = self.conn().query(
+                "SELECT t.start_ms, t.run_id, r.record FROM run_terms t
+                 JOIN runs r ON r.ns = t.ns AND r.run_id = t.run_id
+                 WHERE t.ns = $1 AND t.term = $2 AND t.start_ms >= $3 AND (t.start_ms, t.run_id) < ($4, $5)
+                 ORDER BY t.start_ms DESC, t.run_id DESC LIMIT $6",
+                params![
+                    ns.to_string(),
+                    term.to_string(),
+                    from_ms,
+                    before.0,
+                    before.1.clone(),
+                    PAGE
+                ],
+            )?;
+            for row in &rows {
+                let (ms, id): (i64, String) = (col(row, 0)?, col(row, 1)?);
+                let run = self.decode_run(&col::<Vec<u8>>(row, 2)?)?;
+                if !visit(ms, &id, run) {
+                    return Ok(());
+                }
+                before = (ms, id);
+            }
+            if (rows.len() as i64) < PAGE {
+                return Ok(());
+            }
+        }
+    }
+
+    fn term_count(&self, ns: &str, term: &str, cap: u64) -> Result<u64, StorageError> {
+        let row = self.conn().query_opt(
+            "SELECT count(*) FROM (SELECT 1 FROM run_terms WHERE ns = $1 AND term = $2 LIMIT $3) t",
+            params![
+                ns.to_string(),
+                term.to_string(),
+                i64::try_from(cap).unwrap_or(i64::MAX)
+            ],
+        )?;
+        Ok(row.map_or(Ok(0), |r| col::<i64>(&r, 0))?.try_into().unwrap_or(0))
+    }
+
     fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, StorageError> {
         let rows = self.conn().query(
             "SELECT child_id FROM children WHERE ns = $1 AND parent_id = $2 ORDER BY child_id",

@@ -21,6 +21,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     TOKEN_KEYS,
     CHECKPOINT_SEGMENTS,
     RUN_OUTPUT,
+    RUN_TERMS,
 ];
 
 /// The schema version this build reads and writes.
@@ -248,4 +249,28 @@ CREATE TABLE run_output_heads (
     PRIMARY KEY (ns, run_id)
 );
 CREATE INDEX run_output_heads_by_last ON run_output_heads (last_ms, ns, run_id);
+"#;
+
+/// The index terms of runs (`railyard_model::query::index_terms`: `Status=<name>`,
+/// `WorkflowId=<id>`), ordered by start time under each term, so that a status- or
+/// workflow-filtered listing reads only the runs under its term. The runs already
+/// stored get theirs here, from their records (`status`, `workflow_id` and
+/// `start_ms` of the run record, version 1); the writer keeps them after.
+pub(crate) const RUN_TERMS: &str = r#"
+CREATE TABLE run_terms (
+    ns text COLLATE "C" NOT NULL,
+    term text COLLATE "C" NOT NULL,
+    start_ms bigint NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
+    PRIMARY KEY (ns, term, start_ms, run_id)
+);
+INSERT INTO run_terms (ns, term, start_ms, run_id)
+SELECT r.ns, t.term, (j.doc ->> 'start_ms')::bigint, r.run_id
+FROM runs r
+CROSS JOIN LATERAL (SELECT convert_from(r.record, 'UTF8')::jsonb AS doc) j
+CROSS JOIN LATERAL (VALUES
+    ('Status=' || (j.doc ->> 'status')),
+    ('WorkflowId=' || COALESCE(j.doc ->> 'workflow_id', ''))
+) AS t(term)
+ON CONFLICT DO NOTHING;
 "#;

@@ -40,7 +40,8 @@ impl WriteTx for PgTxn {
              ON CONFLICT (ns, run_id) DO UPDATE SET record = excluded.record",
             params![ns, id, record],
         )?;
-        Ok(())
+        let (removed, added) = railyard_model::query::index_delta(run, events);
+        self.retag(run, &removed, &added)
     }
 
     fn set_checkpoint(
@@ -249,6 +250,7 @@ impl WriteTx for PgTxn {
             "DELETE FROM runs_by_start WHERE ns = $1 AND start_ms = $2 AND run_id = $3",
             params![ns.to_string(), run.start_ms, id.to_string()],
         )?;
+        self.retag(run, &railyard_model::query::index_terms(run), &[])?;
         if let Some(close_ms) = run.close_ms {
             self.unindex_closed(ns, close_ms, id)?;
         }
@@ -343,6 +345,36 @@ impl WriteTx for PgTxn {
             "DELETE FROM namespaces WHERE name = $1",
             params![name.to_string()],
         )?;
+        Ok(())
+    }
+}
+
+impl PgTxn {
+    /// Removes and adds a run's index terms (`run_terms`).
+    fn retag(&mut self, run: &RunState, removed: &[String], added: &[String]) -> Result<(), StorageError> {
+        for term in removed {
+            self.conn().execute(
+                "DELETE FROM run_terms WHERE ns = $1 AND term = $2 AND start_ms = $3 AND run_id = $4",
+                params![
+                    run.namespace.clone(),
+                    term.clone(),
+                    run.start_ms,
+                    run.run_id.clone()
+                ],
+            )?;
+        }
+        for term in added {
+            self.conn().execute(
+                "INSERT INTO run_terms (ns, term, start_ms, run_id) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT DO NOTHING",
+                params![
+                    run.namespace.clone(),
+                    term.clone(),
+                    run.start_ms,
+                    run.run_id.clone()
+                ],
+            )?;
+        }
         Ok(())
     }
 }

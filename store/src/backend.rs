@@ -83,6 +83,24 @@ pub trait Snapshot: TriggerReads {
         visit: &mut dyn FnMut(Millis, &str, RunState) -> bool,
     ) -> Result<(), StorageError>;
 
+    /// Runs of `ns` indexed under `term` (one of [`railyard_model::query::index_terms`])
+    /// started at or after `from_ms` and strictly before `before` (start ms, run id),
+    /// newest first, until `visit` returns false. Every backend keeps this index in
+    /// the transaction that saves the run ([`WriteTx::save_run`], and
+    /// [`WriteTx::purge_run`]).
+    fn runs_by_term(
+        &self,
+        ns: &str,
+        term: &str,
+        from_ms: Millis,
+        before: (Millis, &str),
+        visit: &mut dyn FnMut(Millis, &str, RunState) -> bool,
+    ) -> Result<(), StorageError>;
+
+    /// How many runs of `ns` are indexed under `term`, counting index entries only
+    /// (no run is read) and at most `cap` of them.
+    fn term_count(&self, ns: &str, term: &str, cap: u64) -> Result<u64, StorageError>;
+
     /// Ids of the runs started by `parent`, in id order.
     fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, StorageError>;
 
@@ -153,7 +171,8 @@ pub trait Snapshot: TriggerReads {
 
 /// A write transaction: reads see its own writes.
 pub trait WriteTx: Snapshot + TriggerWrites {
-    /// Writes a run's state row and appends its new events, together.
+    /// Writes a run's state row and appends its new events, together, and keeps its
+    /// index terms ([`railyard_model::query::index_delta`]) in step.
     fn save_run(&mut self, run: &RunState, events: &[Event]) -> Result<(), StorageError>;
 
     /// Saves (`Some`: the bytes and their digest) or clears (`None`) the checkpoint of
@@ -217,7 +236,7 @@ pub trait WriteTx: Snapshot + TriggerWrites {
     fn index_closed(&mut self, ns: &str, close_ms: Millis, run_id: &str) -> Result<(), StorageError>;
 
     /// Removes a closed run whole: its state row, history and checkpoint, its
-    /// entries in the start, close and children indexes, and the idempotency keys
+    /// entries in the start, close, term and children indexes, and the idempotency keys
     /// pointing at it (its start's, and its signals', `signal/<run id>/...`).
     fn purge_run(&mut self, run: &RunState) -> Result<(), StorageError>;
 

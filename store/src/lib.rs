@@ -13,6 +13,9 @@
 pub mod backend;
 pub mod dump;
 pub mod error;
+pub mod listing;
+#[cfg(test)]
+mod listing_tests;
 pub mod memory;
 pub mod output;
 
@@ -54,6 +57,8 @@ pub struct RunFilter {
     pub started_before_ms: Option<Millis>,
     /// Only runs whose agents reported an issue (`report_issue`).
     pub has_issues: bool,
+    /// A parsed list query ([`railyard_model::query`]), beside the fields above.
+    pub query: Option<railyard_model::query::Query>,
 }
 
 /// Read access to the database, over any [`Backend`]. Cheap to clone.
@@ -167,43 +172,32 @@ impl Store {
         max_bytes: usize,
         weigh: &dyn Fn(&RunState) -> usize,
     ) -> Result<(Vec<RunState>, Option<Cursor>), StorageError> {
-        let hi_ms = filter.started_before_ms.unwrap_or(i64::MAX);
-        let lo_ms = filter.started_after_ms.unwrap_or(i64::MIN);
-        let before = match &after {
-            Some((ms, id)) => (*ms, id.as_str()),
-            None => (hi_ms, ""),
-        };
-        let mut out = Vec::new();
-        let mut next = None;
-        let mut bytes = 0usize;
-        let mut last: Option<Cursor> = None;
-        self.snapshot()?
-            .runs_by_start(ns, lo_ms, before, &mut |ms, id, run| {
-                let keep = filter.status.is_none_or(|s| s == run.status)
-                    && filter.workflow_id.as_ref().is_none_or(|w| *w == run.workflow_id)
-                    && filter
-                        .parent_run_id
-                        .as_ref()
-                        .is_none_or(|p| *p == run.parent_run_id)
-                    && (!filter.has_issues || run.issue_count() > 0);
-                if keep {
-                    let weight = weigh(&run);
-                    if !out.is_empty() && bytes.saturating_add(weight) > max_bytes {
-                        // This run starts the next page.
-                        next = last.take();
-                        return false;
-                    }
-                    bytes = bytes.saturating_add(weight);
-                    out.push(run);
-                    last = Some((ms, id.to_string()));
-                    if out.len() == limit {
-                        next = last.take();
-                        return false;
-                    }
-                }
-                true
-            })?;
-        Ok((out, next))
+        let (runs, next, _) = self.list_runs_counted(ns, filter, after, limit, max_bytes, weigh)?;
+        Ok((runs, next))
+    }
+
+    /// [`Store::list_runs_within`], and what it read ([`listing::ListStats`]): served
+    /// from the most selective index the filter allows ([`listing`]).
+    pub fn list_runs_counted(
+        &self,
+        ns: &str,
+        filter: &RunFilter,
+        after: Option<Cursor>,
+        limit: usize,
+        max_bytes: usize,
+        weigh: &dyn Fn(&RunState) -> usize,
+    ) -> Result<(Vec<RunState>, Option<Cursor>, listing::ListStats), StorageError> {
+        listing::list(&*self.snapshot()?, ns, filter, after, limit, max_bytes, weigh)
+    }
+
+    /// Counts the runs that pass `filter`, grouped by `group_by` when given.
+    pub fn count_runs(
+        &self,
+        ns: &str,
+        filter: &RunFilter,
+        group_by: Option<&railyard_model::query::Field>,
+    ) -> Result<listing::RunCount, StorageError> {
+        listing::count(&*self.snapshot()?, ns, filter, group_by)
     }
 
     /// Ids of the runs started by `parent`.

@@ -35,6 +35,8 @@ struct Data {
     idempotency: BTreeMap<(String, String), String>,
     by_start: BTreeSet<(String, Millis, String)>,
     by_close: BTreeSet<(String, Millis, String)>,
+    /// (namespace, index term, start ms, run id): `railyard_model::query::index_terms`.
+    terms: BTreeSet<(String, String, Millis, String)>,
     children: BTreeSet<(String, String, String)>,
     schedules: BTreeMap<RunKey, Schedule>,
     namespaces: BTreeMap<String, Namespace>,
@@ -213,6 +215,51 @@ impl Data {
         }
     }
 
+    fn runs_by_term(
+        &self,
+        ns: &str,
+        term: &str,
+        from_ms: Millis,
+        before: (Millis, &str),
+        visit: &mut dyn FnMut(Millis, &str, RunState) -> bool,
+    ) {
+        let lo = (ns.to_string(), term.to_string(), from_ms, String::new());
+        let hi = (ns.to_string(), term.to_string(), before.0, before.1.to_string());
+        if lo >= hi {
+            return;
+        }
+        for (_, _, ms, id) in self.terms.range(lo..hi).rev() {
+            let Some(run) = self.run(ns, id) else {
+                continue;
+            };
+            if !visit(*ms, id, run) {
+                break;
+            }
+        }
+    }
+
+    fn term_count(&self, ns: &str, term: &str, cap: u64) -> u64 {
+        let lo = (ns.to_string(), term.to_string(), Millis::MIN, String::new());
+        let hi = (ns.to_string(), term.to_string(), Millis::MAX, String::new());
+        self.terms
+            .range(lo..hi)
+            .take(usize::try_from(cap).unwrap_or(usize::MAX))
+            .count() as u64
+    }
+
+    /// Applies a save's index-term changes.
+    fn retag(&mut self, run: &RunState, removed: &[String], added: &[String]) {
+        let (ns, id) = (&run.namespace, &run.run_id);
+        for t in removed {
+            self.terms
+                .remove(&(ns.clone(), t.clone(), run.start_ms, id.clone()));
+        }
+        for t in added {
+            self.terms
+                .insert((ns.clone(), t.clone(), run.start_ms, id.clone()));
+        }
+    }
+
     fn children(&self, ns: &str, parent: &str) -> Vec<String> {
         self.children
             .iter()
@@ -297,6 +344,22 @@ macro_rules! reads {
         ) -> Result<(), StorageError> {
             self.$data().runs_by_start(ns, from_ms, before, visit);
             Ok(())
+        }
+
+        fn runs_by_term(
+            &self,
+            ns: &str,
+            term: &str,
+            from_ms: Millis,
+            before: (Millis, &str),
+            visit: &mut dyn FnMut(Millis, &str, RunState) -> bool,
+        ) -> Result<(), StorageError> {
+            self.$data().runs_by_term(ns, term, from_ms, before, visit);
+            Ok(())
+        }
+
+        fn term_count(&self, ns: &str, term: &str, cap: u64) -> Result<u64, StorageError> {
+            Ok(self.$data().term_count(ns, term, cap))
         }
 
         fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, StorageError> {
@@ -447,6 +510,8 @@ impl WriteTx for MemoryTx<'_> {
                 history.insert(e.id, e.clone());
             }
             d.runs.insert(k, run.clone());
+            let (removed, added) = railyard_model::query::index_delta(run, events);
+            d.retag(run, &removed, &added);
         })
     }
 
@@ -581,6 +646,7 @@ impl WriteTx for MemoryTx<'_> {
             d.checkpoints.remove(&k);
             d.open_runs.remove(&k);
             d.by_start.remove(&(ns.into(), run.start_ms, id.into()));
+            d.retag(run, &railyard_model::query::index_terms(run), &[]);
             if let Some(close_ms) = run.close_ms {
                 d.by_close.remove(&(ns.into(), close_ms, id.into()));
             }

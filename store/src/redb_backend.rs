@@ -10,7 +10,8 @@
 //! [`Backend`] impl; the rest is split by concern: `reads` (every read, written once
 //! for both transactions), `snapshot` (the read transaction), `write` (the writer's
 //! transaction and its writes), `purge` (the close-time index and the retention
-//! purge) and `triggers` (the trigger tables).
+//! purge), `terms` (the status and workflow index of queries) and `triggers` (the
+//! trigger tables).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,6 +26,7 @@ mod migrate;
 mod purge;
 mod reads;
 mod snapshot;
+mod terms;
 mod triggers;
 mod write;
 
@@ -36,6 +38,7 @@ use crate::error::StorageError;
 pub use dump::{ReadOpenError, RedbReader};
 pub(crate) use purge::RUNS_BY_CLOSE;
 use snapshot::RedbSnapshot;
+pub(crate) use terms::RUN_TERMS;
 use write::RedbTx;
 
 /// Errors opening the database.
@@ -146,6 +149,8 @@ pub(crate) const SCHEDULES: TableDefinition<(&str, &str), &[u8]> = TableDefiniti
 pub(crate) const API_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("api_keys");
 /// Name → value: the storage layout version (`schema`).
 pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+#[cfg(test)]
+pub(crate) const META_TABLE: TableDefinition<&str, u64> = META;
 
 /// The table layout this build reads and writes. Layout 2 (serde images of the
 /// model, a definition in every state row) is migrated at open ([`migrate`]).
@@ -293,6 +298,7 @@ impl RedbBackend {
         backend
             .init()
             .and_then(|()| purge::build_close_index(&db, &backend.defs))
+            .and_then(|()| terms::build_term_index(&db, &backend.defs))
             .map_err(|source| OpenError::Init { path: shown, source })?;
         Ok(backend)
     }
@@ -375,6 +381,7 @@ impl RedbBackend {
             tx.open_table(IDEMPOTENCY)?;
             tx.open_table(RUNS_BY_START)?;
             tx.open_table(RUNS_BY_CLOSE)?;
+            tx.open_table(RUN_TERMS)?;
             tx.open_table(CHILDREN)?;
             tx.open_table(DEFINITIONS)?;
             tx.open_table(SCHEDULES)?;

@@ -1,12 +1,16 @@
 //! `railyard bench --processes`, tiny, in debug: the bench starts its own server,
 //! worker and client processes; its JSON says every run completed and every figure
-//! was measured; and a bench killed with SIGKILL leaves none of its processes behind.
+//! was measured; on PostgreSQL with three server nodes, every run completes with the
+//! work spread over the nodes; and a bench killed with SIGKILL leaves none of its
+//! processes behind.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+
+use railyard_store_postgres::testing::{TestDatabase, skipped, test_url};
 
 use crate::support::*;
 
@@ -75,6 +79,35 @@ fn a_tiny_processes_bench_completes_every_run_and_measures_every_figure() {
     ] {
         assert!(figure.as_f64().is_some_and(|f| f > 0.0), "{figure} in {v}");
     }
+}
+
+#[test]
+fn a_processes_bench_on_three_postgres_nodes_completes_every_run() {
+    let Some(url) = test_url() else {
+        eprintln!(
+            "{}",
+            skipped("a_processes_bench_on_three_postgres_nodes_completes_every_run")
+        );
+        return;
+    };
+    let db = TestDatabase::create(&url).expect("a database of the test's own");
+    let sandbox = Sandbox::new();
+    let out = Command::new(BIN)
+        .args(["bench", "--processes", "--store", db.url(), "--nodes", "3"])
+        .args(["--runs", "30", "--latency-runs", "5", "--workers", "6"])
+        .args(["--worker-processes", "3", "--starters", "2", "--connections", "2"])
+        .args(["--timeout", "120", "-o", "json"])
+        .env("RUST_LOG", "warn")
+        .env("TMPDIR", sandbox.dir.path())
+        .output()
+        .unwrap();
+    let v = json(out);
+    assert_eq!(v["settings"]["nodes"], 3, "{v}");
+    assert_eq!(v["one_step"]["completed"], 30, "{v}");
+    assert_eq!(v["one_step"]["verified_completed"], 30, "{v}");
+    assert_eq!(v["three_step"]["completed"], 30, "{v}");
+    assert_eq!(v["three_step_verified_completed"], 35, "{v}");
+    assert!(v["server_cpu_s"].as_f64().is_some_and(|f| f > 0.0), "{v}");
 }
 
 /// The pids whose parent is `parent`.

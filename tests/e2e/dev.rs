@@ -56,6 +56,12 @@ fn dev_runs_the_demo_to_completion_and_exits() {
         text.contains("auth:      off - open to every process on this machine (loopback only)"),
         "{text}"
     );
+    // And where its web console is.
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("console:   http://127.0.0.1:") && l.ends_with("/ui")),
+        "{text}"
+    );
     // The three steps, in order, with their tool calls and results.
     let research = text.find("[1/3] Research the goal").expect("step 1 shown");
     let draft = text.find("[2/3] Draft the piece").expect("step 2 shown");

@@ -4,7 +4,9 @@
 //! worker that goes silent mid-stream loses its lease and the retry's new segment is
 //! announced; chunks past the configured cap are dropped with a marker; a closed run
 //! replays from any offset (CLI and SSE with `Last-Event-ID`), with no gap and no
-//! repeat; a slow watcher is told it lagged while the worker's heartbeats all land.
+//! repeat; a slow watcher is told it lagged while the worker's heartbeats all land; a
+//! server killed mid-stream loses at most its last flush, and a watcher lives
+//! through the restart.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
@@ -317,4 +319,104 @@ fn the_mcp_gateways_get_run_shows_the_output_tail_bounded() {
     );
     assert_eq!(tail.chars().count(), 4096, "bounded");
     drop(mcp);
+}
+
+/// A step whose lease outlives a server restart.
+const HOLD: &str = r#"{"id": "hold", "version": "1", "name": "Hold", "taskQueue": "agents",
+  "steps": [{"id": "say", "title": "Say", "prompt": "Say {{goal}}",
+             "heartbeatTimeoutSeconds": 120}]}"#;
+
+/// Offsets and texts of `run watch --stream --output json` lines.
+fn chunks(out: &str) -> (Vec<u64>, Vec<String>) {
+    let lines: Vec<Value> = out.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let offsets = lines.iter().filter_map(|v| v["offset"].as_u64()).collect();
+    let texts = lines
+        .iter()
+        .filter(|v| v["kind"] == "text")
+        .filter_map(|v| v["text"].as_str().map(str::to_string))
+        .collect();
+    (offsets, texts)
+}
+
+#[test]
+fn a_server_killed_mid_stream_loses_at_most_its_last_flush_and_resumes_without_gap_or_repeat() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow("hold.json", HOLD);
+    let config = sandbox.path("railyard.toml");
+    std::fs::write(&config, "[output]\nflush_interval_ms = 50\n").unwrap();
+    let server = sandbox.server_with(&["--config", config.to_str().unwrap()]);
+    ok(server.ry(&["run", "start", "hold", "--run-id", "k1", "--goal", "hi"]));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(Client::connect(&server.url)).unwrap();
+    let w = StepWorker::new(client.clone(), "default", "agents", "test-worker");
+    let task = rt
+        .block_on(w.poll(Duration::from_secs(10)))
+        .unwrap()
+        .expect("a task");
+
+    // A watcher sees the first chunks: they are stored (watchers see only what is).
+    rt.block_on(append(&client, &task.task_token, vec![text("one"), text("two")]));
+    let mut watch = watcher(&server.url, "k1", &[]);
+    let mut out = BufReader::new(watch.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    read_until(&mut out, &mut seen, |v| v["text"] == "two");
+    let before: Vec<u64> = seen.iter().filter_map(|v| v["offset"].as_u64()).collect();
+    assert_eq!(before, vec![1, 2, 3], "segment start, one, two");
+
+    // Appended and answered, then the server is killed: this chunk may be lost (it
+    // was at most one flush interval old), but never half-kept or repeated.
+    rt.block_on(append(&client, &task.task_token, vec![text("maybe")]));
+    let server = server.crash_and_restart();
+
+    // The same lease goes on streaming to the restarted server.
+    let client = rt.block_on(Client::connect(&server.url)).unwrap();
+    rt.block_on(append(&client, &task.task_token, vec![text("three")]));
+    let w = StepWorker::new(client.clone(), "default", "agents", "test-worker");
+    rt.block_on(w.complete(&task.task_token, Completion::notes("said")))
+        .unwrap();
+
+    // The watcher reopened on its own after the last offset it saw, and follows to
+    // the close: every offset once.
+    read_until(&mut out, &mut seen, |v| v.get("run").is_some());
+    assert!(watch.wait().unwrap().success());
+    let followed: Vec<u64> = seen.iter().filter_map(|v| v["offset"].as_u64()).collect();
+    let end = *followed.last().unwrap();
+    assert_eq!(followed, (1..=end).collect::<Vec<_>>(), "{seen:?}");
+
+    // A new watcher from that offset: the rest, once each.
+    let resumed = ok(Command::new(BIN)
+        .args([
+            "run",
+            "watch",
+            "k1",
+            "--stream",
+            "--from-offset",
+            "4",
+            "--output",
+            "json",
+        ])
+        .args(["--server", &server.url])
+        .output()
+        .unwrap());
+    let (offsets, texts) = chunks(&resumed);
+    let last = *offsets.last().expect("chunks after the restart");
+    assert_eq!(
+        offsets,
+        (4..=last).collect::<Vec<_>>(),
+        "no gap, no repeat: {resumed}"
+    );
+    assert_eq!(texts.last().map(String::as_str), Some("three"), "{resumed}");
+    assert!(
+        texts == ["three"] || texts == ["maybe", "three"],
+        "the chunk in flight at the kill is there once or not at all: {texts:?}"
+    );
+    // A full replay agrees with what the first watcher saw before the kill.
+    let (all, all_texts) = chunks(&ok(Command::new(BIN)
+        .args(["run", "watch", "k1", "--stream", "--output", "json"])
+        .args(["--server", &server.url])
+        .output()
+        .unwrap()));
+    assert_eq!(all, (1..=last).collect::<Vec<_>>());
+    assert_eq!(last, end, "the watcher that lived through the kill saw it all");
+    assert_eq!(&all_texts[..2], ["one", "two"]);
 }

@@ -65,6 +65,7 @@ fn mcp_drives_the_bundled_demo_through_every_step() {
         "list_runs",
         "signal_run",
         "resume_run",
+        "reset_run",
     ] {
         assert!(names.contains(&tool), "{tool} in {names:?}");
     }
@@ -175,6 +176,12 @@ fn mcp_drives_the_bundled_demo_through_every_step() {
     assert_eq!(run["status"], "COMPLETED");
     let listed = ok_result(&mcp.tool("list_runs", json!({"status": "completed"}))).clone();
     assert_eq!(listed["runs"][0]["run_id"], run_id.as_str(), "{listed}");
+    // The same through a list query; a query that matches none lists none.
+    let by_query = json!({"query": format!("RunId = '{run_id}' AND Status = 'COMPLETED'")});
+    let listed = ok_result(&mcp.tool("list_runs", by_query)).clone();
+    assert_eq!(listed["runs"][0]["run_id"], run_id.as_str(), "{listed}");
+    let none = ok_result(&mcp.tool("list_runs", json!({"query": "Status = 'FAILED'"}))).clone();
+    assert_eq!(none["runs"], json!([]), "{none}");
     let (status, logs) = mcp.close();
     assert!(status.success(), "{status}: {logs}");
 }

@@ -164,6 +164,12 @@ pub(crate) struct BenchArgs {
     /// With --processes: the worker processes the --workers loops are spread over.
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub worker_processes: u32,
+    /// With --processes and --store: this many `railyard server` nodes on the one
+    /// database (the first started leads, the others forward to it), the worker and
+    /// client processes spread over them in turn.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "store",
+          value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub nodes: u32,
     /// The soak under load (`--soak`, [`soak`]).
     #[command(flatten)]
     pub soak: soak::SoakArgs,

@@ -56,6 +56,9 @@ pub(crate) fn run_json(run: &RunInfo) -> Value {
         "usage": usage_json(run.usage.as_ref()),
         "delivery": run_delivery_json(run),
         "trace_id": run.trace_id,
+        "reset_from": run.reset_from,
+        "reset_to": run.reset_to,
+        "carried_usage": usage_json(run.carried_usage.as_ref()),
         "issue_count": run.issue_count,
         "issues": run.issues.iter().map(issue_json).collect::<Vec<_>>(),
         "principles": run.principles,
@@ -134,6 +137,7 @@ pub(crate) fn step_json(step: &StepSummary) -> Value {
         "result_refusals": step.result_refusals,
         "usage": usage_json(step.usage.as_ref()),
         "model": step.model,
+        "carried": step.carried,
         "issues": step.issues,
     })
 }

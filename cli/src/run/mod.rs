@@ -4,6 +4,8 @@
 
 pub(crate) mod approval;
 pub(crate) mod issues;
+mod count;
+mod reset;
 mod stream;
 mod tree;
 pub(crate) mod view;
@@ -38,8 +40,10 @@ pub(crate) enum RunCommand {
     /// a last line {"run": {...}}. With --stream: the run's live output instead (text
     /// as the model writes it, tool calls and results marked).
     Watch(view::WatchArgs),
-    /// List runs, newest first, with filters.
+    /// List runs, newest first, with filters or a query (--query).
     List(ListArgs),
+    /// Count the runs a query matches, whole or by a field (--group-by Status).
+    Count(count::CountArgs),
     /// Send a signal (e.g. `steer`) to a running run.
     Signal(SignalArgs),
     /// Ask a run to cancel (its step sees the request on its next heartbeat).
@@ -62,6 +66,13 @@ pub(crate) enum RunCommand {
     /// Reject the held result with feedback: the step re-opens on its transcript and
     /// the agent reads the feedback.
     Reject(approval::RejectArgs),
+    /// Start a new run from this one's state at a step: the steps before it are
+    /// carried over as they completed (not run again); the old run, if still open,
+    /// is terminated in the same commit. Both runs are linked.
+    Reset(reset::ResetArgs),
+    /// Start a new run of this one's workflow version from its first step, with its
+    /// inputs or edited ones; the old run is left as it is, but linked.
+    Rerun(reset::RerunArgs),
 }
 
 /// Flags of `run unpause`.
@@ -137,6 +148,11 @@ pub(crate) struct ListArgs {
     /// Only runs whose agents reported an issue (report_issue).
     #[arg(long)]
     pub has_issues: bool,
+    /// Only runs this query matches, ANDed with the flags above
+    /// (docs/search-and-queries.md): e.g. 'WorkflowId = "review-pr" AND Status =
+    /// "FAILED" AND StartTime > "2026-11-20T00:00:00Z" ORDER BY StartTime DESC'.
+    #[arg(long, value_name = "QUERY")]
+    pub query: Option<String>,
 }
 
 /// Flags of `run signal`.
@@ -176,6 +192,7 @@ pub(crate) async fn run(global: &GlobalOpts, command: RunCommand) -> anyhow::Res
         }
         RunCommand::Watch(a) => view::watch(global, a).await,
         RunCommand::List(a) => list(global, a).await.map(|()| ExitCode::SUCCESS),
+        RunCommand::Count(a) => count::count(global, a).await.map(|()| ExitCode::SUCCESS),
         RunCommand::Signal(a) => signal(global, a).await.map(|()| ExitCode::SUCCESS),
         RunCommand::Cancel(a) => stop(global, a, false).await.map(|()| ExitCode::SUCCESS),
         RunCommand::Terminate(a) => stop(global, a, true).await.map(|()| ExitCode::SUCCESS),
@@ -191,6 +208,8 @@ pub(crate) async fn run(global: &GlobalOpts, command: RunCommand) -> anyhow::Res
             .map(|()| ExitCode::SUCCESS),
         RunCommand::Approve(a) => approval::approve(global, a).await.map(|()| ExitCode::SUCCESS),
         RunCommand::Reject(a) => approval::reject(global, a).await.map(|()| ExitCode::SUCCESS),
+        RunCommand::Reset(a) => reset::reset(global, a).await.map(|()| ExitCode::SUCCESS),
+        RunCommand::Rerun(a) => reset::rerun(global, a).await.map(|()| ExitCode::SUCCESS),
     }
 }
 
@@ -253,6 +272,7 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
         page_size: a.limit,
         page_token: a.page_token.unwrap_or_default(),
         has_issues: a.has_issues,
+        query: a.query.unwrap_or_default(),
     };
     let resp = client.list_runs(req).await?;
     if global.output.is_json() {

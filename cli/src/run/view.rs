@@ -119,6 +119,12 @@ pub(crate) fn describe_lines(run: &RunInfo) -> Vec<String> {
     if !run.parent_run_id.is_empty() {
         fields.push(("parent", run.parent_run_id.clone()));
     }
+    if !run.reset_from.is_empty() {
+        fields.push(("reset from", run.reset_from.clone()));
+    }
+    if !run.reset_to.is_empty() {
+        fields.push(("reset to", run.reset_to.clone()));
+    }
     if run.paused {
         fields.push((
             "paused",
@@ -138,6 +144,16 @@ pub(crate) fn describe_lines(run: &RunInfo) -> Vec<String> {
     }
     if let Some(u) = &run.usage {
         fields.push(("tokens", tokens_line(u)));
+    }
+    if let Some(u) = &run.carried_usage {
+        fields.push((
+            "carried",
+            format!(
+                "{} (from {}; not this run's spending)",
+                tokens_line(u),
+                run.reset_from
+            ),
+        ));
     }
     let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     let mut lines: Vec<String> = fields
@@ -164,7 +180,11 @@ pub(crate) fn describe_lines(run: &RunInfo) -> Vec<String> {
             table.row([
                 format!("  {}", i + 1),
                 s.step_id.clone(),
-                s.state.clone(),
+                if s.carried {
+                    format!("{} (carried)", s.state)
+                } else {
+                    s.state.clone()
+                },
                 if s.attempt == 0 {
                     "-".to_string()
                 } else {

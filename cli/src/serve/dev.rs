@@ -180,6 +180,10 @@ pub(crate) async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
             settings.workflows.display()
         ));
     }
+    say(format!(
+        "console:   {}",
+        crate::serve::console::url(server.http_addr, settings.tls.is_some())
+    ));
     say(auth_line(&settings));
     say(format!(
         "worker:    {} polling queue {QUEUE}, {} slots, workspaces in {}",

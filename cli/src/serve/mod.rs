@@ -3,6 +3,7 @@
 //! built into the binary that `server` and `dev` fall back on.
 
 pub(crate) mod builtin;
+pub(crate) mod console;
 pub(crate) mod dev;
 pub(crate) mod mcp;
 pub(crate) mod server;

@@ -3,6 +3,7 @@
 //! target can call the same `check` functions on its own inputs.
 
 pub mod hook;
+pub mod query;
 pub mod service;
 pub mod spec;
 pub mod template;

@@ -488,6 +488,7 @@ async fn send(core: &Arc<Core>, seen: &mut Seen, r: &Request) -> Result<(), ApiE
                 started_after_ms: *after,
                 started_before_ms: *before,
                 has_issues: false,
+                query: None,
             };
             runs::list(
                 core,
@@ -496,6 +497,7 @@ async fn send(core: &Arc<Core>, seen: &mut Seen, r: &Request) -> Result<(), ApiE
                     filter,
                     page_token: t(token),
                     page_size: *page,
+                    query: String::new(),
                 },
             )?;
         }

@@ -265,6 +265,38 @@ pub enum EventKind {
     RunTerminated {
         reason: String,
     },
+    /// This run was made from `from_run_id`'s state (`kind`: `reset` or `rerun`),
+    /// starting at `step_id`; see `run::reset`.
+    RunResetFrom {
+        from_run_id: String,
+        step_id: String,
+        kind: String,
+        reason: String,
+    },
+    /// A step carried over, as it completed, from the run this one was reset from:
+    /// it is not run again, and its usage is not this run's spending.
+    StepCarried {
+        step_id: String,
+        attempt: u32,
+        notes: String,
+        artifacts: Vec<String>,
+        context_updates: BTreeMap<String, String>,
+        /// Shown as in `StepCompleted`.
+        #[serde(skip_serializing_if = "String::is_empty", serialize_with = "wire::result")]
+        result: String,
+        model: String,
+        /// Shown as its counts beside the other fields, as in `StepUsage`.
+        #[serde(flatten)]
+        usage: super::Usage,
+    },
+    /// `to_run_id` was made from this run's state by a reset or rerun (`kind`),
+    /// starting at `step_id`.
+    RunResetTo {
+        to_run_id: String,
+        step_id: String,
+        kind: String,
+        reason: String,
+    },
     /// An attempt to POST the closed run's result to `target` began.
     DeliveryAttempted {
         target: String,
@@ -318,6 +350,9 @@ impl EventKind {
             Self::RunFailed { .. } => "RunFailed",
             Self::RunCanceled { .. } => "RunCanceled",
             Self::RunTerminated { .. } => "RunTerminated",
+            Self::RunResetFrom { .. } => "RunResetFrom",
+            Self::StepCarried { .. } => "StepCarried",
+            Self::RunResetTo { .. } => "RunResetTo",
             Self::DeliveryAttempted { .. } => "DeliveryAttempted",
             Self::DeliverySucceeded { .. } => "DeliverySucceeded",
             Self::DeliveryFailed { .. } => "DeliveryFailed",

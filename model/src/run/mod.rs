@@ -19,6 +19,7 @@ pub mod issue;
 #[cfg(test)]
 mod issue_tests;
 mod refusal;
+pub mod reset;
 pub mod size;
 #[cfg(test)]
 mod test_fx;
@@ -31,6 +32,7 @@ pub use delivery::{Attempt, AttemptOutcome, Delivery, DeliveryPolicy, DeliverySt
 pub use events::{Event, EventKind, RunStatus, TimeoutKind};
 pub use issue::{Issue, IssueReport, Severity};
 pub use refusal::{Action, LeaseRef, Refusal};
+pub use reset::{CarriedStep, ResetKind, ResetPlan, ResetRequest};
 pub use usage::{RunBudget, TOKEN_BUDGET_EXCEEDED, Usage};
 pub use wait::{
     ChildOutcome, ChildStarted, MAX_CHILD_NOTES_QUOTED, PAUSED_ERROR_TYPE, ParentClosePolicy, WaitOn, Waiting,
@@ -97,6 +99,9 @@ pub struct StepRecord {
     pub issues: u32,
     /// Issues recorded for the current attempt (bounded, [`issue::MAX_RECORDED_ISSUES`]).
     pub attempt_issues: u32,
+    /// Carried over, as it completed, from the run this one was reset from
+    /// (`reset`): its usage is not this run's spending.
+    pub carried: bool,
 }
 
 /// A signal recorded in history that the worker has not yet acknowledged.
@@ -164,6 +169,10 @@ pub struct RunState {
     /// The principles its steps' agents follow, composed and pinned when it started
     /// (`crate::principles`; empty: none).
     pub principles: String,
+    /// The run this one was reset or rerun from (empty: none; see `reset`).
+    pub reset_from: String,
+    /// The latest run reset or rerun from this one (empty: none).
+    pub reset_to: String,
 }
 
 /// Work for the store besides writing events and the state row.
@@ -337,6 +346,13 @@ pub const CANCELED_ERROR_TYPE: &str = "canceled";
 impl RunState {
     /// A new run: `RunStarted`, then its first step scheduled.
     pub fn start(p: StartParams, definition: Arc<WorkflowDef>, out: &mut Out) -> Self {
+        let mut run = Self::started(p, definition, out);
+        run.schedule(0, 1, out);
+        run
+    }
+
+    /// A new run with its `RunStarted` recorded and no step scheduled yet.
+    fn started(p: StartParams, definition: Arc<WorkflowDef>, out: &mut Out) -> Self {
         let steps = vec![
             StepRecord {
                 state: "PENDING".into(),
@@ -382,6 +398,8 @@ impl RunState {
             trace: TraceContext::derived("", ""),
             issues: Vec::new(),
             principles: String::new(),
+            reset_from: String::new(),
+            reset_to: String::new(),
         };
         run.trace = p
             .trace
@@ -402,7 +420,6 @@ impl RunState {
                 depth: p.depth,
             },
         );
-        run.schedule(0, 1, out);
         run
     }
 
@@ -1085,6 +1102,8 @@ impl RunState {
 mod contract_tests;
 #[cfg(test)]
 mod proptests;
+#[cfg(test)]
+mod reset_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -343,6 +343,43 @@ fn cases() -> Vec<(EventKind, &'static str)> {
             },
             r#"{"attempt":3,"error":"HTTP 503","nextAttemptAtMs":9,"target":"callback","willRetry":true}"#,
         ),
+        (
+            EventKind::RunResetFrom {
+                from_run_id: "old".into(),
+                step_id: "b".into(),
+                kind: "reset".into(),
+                reason: "bad prompt".into(),
+            },
+            r#"{"fromRunId":"old","kind":"reset","reason":"bad prompt","stepId":"b"}"#,
+        ),
+        (
+            EventKind::StepCarried {
+                step_id: "a".into(),
+                attempt: 2,
+                notes: "done".into(),
+                artifacts: vec!["out.md".into()],
+                context_updates: ctx(&[("k", "v")]),
+                result: r#"{"ok":true}"#.into(),
+                model: "claude-x".into(),
+                usage: super::Usage {
+                    input: 10,
+                    output: 2,
+                    cache_read: 0,
+                    cache_write: 0,
+                    cost_usd: 0.5,
+                },
+            },
+            r#"{"artifacts":["out.md"],"attempt":2,"cacheReadTokens":0,"cacheWriteTokens":0,"contextUpdates":{"k":"v"},"costUsd":0.5,"inputTokens":10,"model":"claude-x","notes":"done","outputTokens":2,"result":{"ok":true},"stepId":"a"}"#,
+        ),
+        (
+            EventKind::RunResetTo {
+                to_run_id: "new".into(),
+                step_id: "b".into(),
+                kind: "rerun".into(),
+                reason: "".into(),
+            },
+            r#"{"kind":"rerun","reason":"","stepId":"b","toRunId":"new"}"#,
+        ),
     ]
 }
 
@@ -480,7 +517,7 @@ fn the_wire_json_of_every_event_type_is_pinned() {
     let cases = cases();
     let mut types: Vec<_> = cases.iter().map(|(k, _)| k.type_name()).collect();
     types.dedup();
-    assert_eq!(types.len(), 30, "every event type has a case: {types:?}");
+    assert_eq!(types.len(), 33, "every event type has a case: {types:?}");
     for (kind, expected) in cases {
         assert_eq!(event_attributes_json(&kind), expected, "{}", kind.type_name());
     }

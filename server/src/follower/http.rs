@@ -253,3 +253,13 @@ pub(super) async fn extension_guard(
     }
     next.run(req).await
 }
+
+/// The guard over the binary's routes that authenticate for themselves (`/ui`) on a
+/// follower: it only removes any [`PEER_SUBJECT`] a client sent.
+pub(super) async fn open_extension_guard(
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    req.headers_mut().remove(PEER_SUBJECT);
+    next.run(req).await
+}

@@ -100,6 +100,9 @@ pub struct FollowerConfig {
     pub hook_body_bytes: usize,
     /// The binary's routes (`/mcp`), as on a [`crate::ServerConfig`].
     pub http_extension: Option<HttpExtension>,
+    /// The binary's routes that do their own authentication (`/ui`), as on a
+    /// [`crate::ServerConfig`].
+    pub http_open_extension: Option<HttpExtension>,
     /// Who leads.
     pub leader: Arc<dyn LeaderSource>,
     /// This node's gRPC address as it would advertise it leading (`host:port`): a
@@ -123,6 +126,7 @@ impl FollowerConfig {
             peer_ca: None,
             hook_body_bytes: crate::http::DEFAULT_HOOK_BODY_BYTES,
             http_extension: None,
+            http_open_extension: None,
             leader,
             advertise_grpc: None,
             refresh: DEFAULT_REFRESH,
@@ -416,23 +420,32 @@ impl RunningFollower {
             )),
         ];
         let mut router = http::router(forwarding.clone(), metrics, config.hook_body_bytes);
-        if let Some(extend) = &config.http_extension {
-            let mut reach = grpc_addr;
-            if reach.ip().is_unspecified() {
-                reach.set_ip(match reach {
-                    SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-                    SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-                });
-            }
-            let extra = extend(crate::HttpContext {
-                grpc_addr: reach,
-                http_addr,
-                shutdown: shutdown_rx.clone(),
-                grpc_channel: in_process.channel(),
+        let mut reach = grpc_addr;
+        if reach.ip().is_unspecified() {
+            reach.set_ip(match reach {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
             });
-            router = router.merge(extra.layer(axum::middleware::from_fn(move |req, next| {
-                http::extension_guard(config.auth, req, next)
-            })));
+        }
+        let context = || crate::HttpContext {
+            grpc_addr: reach,
+            http_addr,
+            shutdown: shutdown_rx.clone(),
+            grpc_channel: in_process.channel(),
+            auth: config.auth,
+            tls: server_tls.is_some(),
+        };
+        if let Some(extend) = &config.http_extension {
+            let auth = config.auth;
+            router = router.merge(
+                extend(context()).layer(axum::middleware::from_fn(move |req, next| {
+                    http::extension_guard(auth, req, next)
+                })),
+            );
+        }
+        if let Some(extend) = &config.http_open_extension {
+            router =
+                router.merge(extend(context()).layer(axum::middleware::from_fn(http::open_extension_guard)));
         }
         tasks.push(crate::spawn_http(
             http_listener,

@@ -12,8 +12,10 @@ use tonic::{Request, Response, Status};
 
 use super::*;
 use crate::service::approvals;
+use crate::service::reset;
 use crate::service::runs::{self, IdReusePolicy};
 use crate::service::workflows;
+use railyard_model::run::ResetKind;
 use railyard_store::RunFilter;
 
 /// The `History` service.
@@ -86,6 +88,16 @@ fn start_trace(
         .get("traceparent")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| TraceContext::parse(v).ok()))
+}
+
+fn reset_response(d: reset::ResetDone) -> v1::ResetRunResponse {
+    v1::ResetRunResponse {
+        run_id: d.run_id,
+        started: d.started,
+        step_id: d.step_id,
+        carried_steps: u32::try_from(d.carried).unwrap_or(u32::MAX),
+        terminated: d.terminated,
+    }
 }
 
 #[tonic::async_trait]
@@ -216,14 +228,47 @@ impl History for HistoryService {
                 started_after_ms: (r.started_after_unix_ms != 0).then_some(r.started_after_unix_ms),
                 started_before_ms: (r.started_before_unix_ms != 0).then_some(r.started_before_unix_ms),
                 has_issues: r.has_issues,
+                query: None,
             },
             page_token: r.page_token,
             page_size: r.page_size,
+            query: r.query,
         };
         let page = runs::list(&self.core, &caller, list)?;
         Ok(Response::new(v1::ListRunsResponse {
             runs: page.runs.iter().map(run_summary).collect(),
             next_page_token: page.next_page_token,
+        }))
+    }
+
+    async fn count_runs(
+        &self,
+        req: Request<v1::CountRunsRequest>,
+    ) -> Result<Response<v1::CountRunsResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            String::new(),
+            Operation::ListRuns,
+        )?;
+        let count = crate::service::queries::CountRuns {
+            query: r.query,
+            group_by: r.group_by,
+        };
+        let c = crate::service::queries::count(&self.core, &caller, count)?;
+        Ok(Response::new(v1::CountRunsResponse {
+            count: c.count,
+            groups: c
+                .groups
+                .into_iter()
+                .map(|(value, count)| v1::CountRunsGroup {
+                    is_null: value.is_none(),
+                    value: value.unwrap_or_default(),
+                    count,
+                })
+                .collect(),
         }))
     }
 
@@ -279,6 +324,58 @@ impl History for HistoryService {
         )?;
         runs::terminate(&self.core, &caller, r.run_id, r.reason).await?;
         Ok(Response::new(v1::TerminateRunResponse {}))
+    }
+
+    async fn reset_run(
+        &self,
+        req: Request<v1::ResetRunRequest>,
+    ) -> Result<Response<v1::ResetRunResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            r.identity,
+            Operation::ResetRun,
+        )?;
+        let reset = reset::Reset {
+            kind: ResetKind::Reset,
+            run_id: r.run_id,
+            to_step: r.to_step,
+            reason: r.reason,
+            goal: r.goal,
+            context: r.context.into_iter().collect(),
+            new_run_id: r.new_run_id,
+            request_id: r.request_id,
+        };
+        let done = reset::reset(&self.core, &caller, reset).await?;
+        Ok(Response::new(reset_response(done)))
+    }
+
+    async fn rerun_run(
+        &self,
+        req: Request<v1::RerunRunRequest>,
+    ) -> Result<Response<v1::ResetRunResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            r.identity,
+            Operation::RerunRun,
+        )?;
+        let rerun = reset::Reset {
+            kind: ResetKind::Rerun,
+            run_id: r.run_id,
+            to_step: String::new(),
+            reason: r.reason,
+            goal: r.goal,
+            context: r.context.into_iter().collect(),
+            new_run_id: r.new_run_id,
+            request_id: r.request_id,
+        };
+        let done = reset::reset(&self.core, &caller, rerun).await?;
+        Ok(Response::new(reset_response(done)))
     }
 
     async fn pause_run(

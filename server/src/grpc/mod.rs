@@ -140,6 +140,7 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
             usage: usage_to_proto(&rec.usage),
             model: rec.model.clone(),
             issues: rec.issues,
+            carried: rec.carried,
         })
         .collect();
     v1::RunInfo {
@@ -169,6 +170,9 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
         delivery_state: delivery_state(&run.deliveries) as i32,
         deliveries: run.deliveries.iter().map(delivery_info).collect(),
         trace_id: run.trace.trace_id_hex(),
+        reset_from: run.reset_from.clone(),
+        reset_to: run.reset_to.clone(),
+        carried_usage: usage_to_proto(&run.carried_usage()),
         issue_count: run.issue_count(),
         issues: if whole {
             run.issues.iter().map(issue_info).collect()

@@ -110,6 +110,10 @@ pub enum Operation {
     RejectStep,
     /// Read the whole store as a dump (`ExportStore`; an admin of `*`).
     ExportStore,
+    /// Start a new run from an old one's state at a step (`ResetRun`).
+    ResetRun,
+    /// Start a new run of an old one's workflow version and inputs (`RerunRun`).
+    RerunRun,
 }
 
 impl Operation {
@@ -140,6 +144,8 @@ impl Operation {
             Self::ApproveStep => "approve steps",
             Self::RejectStep => "reject steps",
             Self::ExportStore => "export the store",
+            Self::ResetRun => "reset runs",
+            Self::RerunRun => "rerun runs",
         }
     }
 
@@ -178,6 +184,8 @@ pub(crate) fn permits(role: Role, op: Operation) -> bool {
                 | RedeliverResult
                 | ApproveStep
                 | RejectStep
+                | ResetRun
+                | RerunRun
         ),
         // DescribeRun too: a worker whose completion's answer was lost checks the
         // run to tell a landed completion from a refused one.

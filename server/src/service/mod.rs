@@ -19,6 +19,8 @@ pub(crate) mod keys;
 
 pub(crate) mod namespaces;
 pub mod output;
+pub mod queries;
+pub mod reset;
 pub mod runs;
 pub(crate) mod schedules;
 pub(crate) mod subscriptions;

@@ -155,7 +155,7 @@ impl Watch {
                         Ok(c) if c.offset < self.next => continue,
                         Ok(c) if c.offset == self.next => {
                             self.next += 1;
-                            if self.tx.send(Ok(OutputEvent::Chunk((*c).clone()))).await.is_err() {
+                            if self.send(OutputEvent::Chunk((*c).clone())).await.is_err() {
                                 return;
                             }
                         }
@@ -163,7 +163,7 @@ impl Watch {
                         Ok(_) => break,
                         Err(broadcast::error::RecvError::Lagged(_)) => {
                             let lagged = OutputEvent::Lagged { next_offset: self.next };
-                            if self.tx.send(Ok(lagged)).await.is_err() {
+                            if self.send(lagged).await.is_err() {
                                 return;
                             }
                             break;
@@ -180,12 +180,31 @@ impl Watch {
                     }
                     _ = self.tx.closed() => return,
                     _ = self.core.shutting_down() => {
-                        let _ = self.tx.send(Err(ApiError::Unavailable("the server is shutting down".into()))).await;
+                        self.shutting_down();
                         return;
                     }
                 }
             }
         }
+    }
+
+    /// Sends `ev`, waiting for room, unless the server shuts down first: a watcher
+    /// that stopped reading must not hold the server's shutdown.
+    async fn send(&self, ev: OutputEvent) -> Result<(), Stop> {
+        tokio::select! {
+            sent = self.tx.send(Ok(ev)) => sent.map_err(|_| Stop::End),
+            _ = self.core.shutting_down() => {
+                self.shutting_down();
+                Err(Stop::End)
+            }
+        }
+    }
+
+    /// Tells the watcher why the stream ends, if there is room to.
+    fn shutting_down(&self) {
+        let _ = self
+            .tx
+            .try_send(Err(ApiError::Unavailable("the server is shutting down".into())));
     }
 
     fn closed(&self) -> bool {
@@ -207,20 +226,18 @@ impl Watch {
             let chunks = match read {
                 Ok(Ok(chunks)) => chunks,
                 Ok(Err(e)) => {
-                    let _ = self.tx.send(Err(e.into())).await;
+                    let _ = self.tx.try_send(Err(e.into()));
                     return Err(Stop::End);
                 }
                 Err(e) => {
-                    let _ = self.tx.send(Err(ApiError::Internal(e.to_string()))).await;
+                    let _ = self.tx.try_send(Err(ApiError::Internal(e.to_string())));
                     return Err(Stop::End);
                 }
             };
             let got = chunks.len();
             for c in chunks {
                 self.next = c.offset + 1;
-                if self.tx.send(Ok(OutputEvent::Chunk(c))).await.is_err() {
-                    return Err(Stop::End);
-                }
+                self.send(OutputEvent::Chunk(c)).await?;
             }
             if got < READ_CHUNK {
                 return Ok(());

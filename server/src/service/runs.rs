@@ -342,6 +342,8 @@ pub struct ListRuns {
     pub page_token: String,
     /// 0: [`DEFAULT_LIST_PAGE`]; at most [`MAX_LIST_PAGE`].
     pub page_size: u32,
+    /// A list query (`docs/search-and-queries.md`), beside the filter; empty: none.
+    pub query: String,
 }
 
 /// One page of a run listing, newest first.
@@ -374,14 +376,23 @@ pub fn list(core: &Core, caller: &Caller, r: ListRuns) -> Result<RunPage, ApiErr
     } else {
         (r.page_size as usize).min(MAX_LIST_PAGE)
     };
-    let (runs, next) = core.store.list_runs_within(
+    let mut filter = r.filter;
+    filter.query = super::queries::parse(core, &caller.namespace, &r.query)?;
+    let (runs, next, stats) = core.store.list_runs_counted(
         &caller.namespace,
-        &r.filter,
+        &filter,
         after,
         limit,
         MAX_LIST_PAGE_BYTES,
         &RunState::summary_bytes,
     )?;
+    tracing::debug!(
+        namespace = %caller.namespace,
+        runs = runs.len(),
+        rows_read = stats.rows_read,
+        index = %stats.index,
+        "runs listed"
+    );
     Ok(RunPage {
         runs,
         next_page_token: next.map(|(ms, id)| format!("{ms}:{id}")).unwrap_or_default(),

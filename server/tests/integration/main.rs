@@ -22,6 +22,8 @@ mod metrics;
 mod namespaces;
 mod output;
 mod output_sse;
+mod queries;
+mod reset;
 mod retention;
 mod run_poll;
 mod schedules;

@@ -134,6 +134,38 @@ async fn a_layout_2_data_directory_is_migrated_and_its_runs_go_on_to_completion(
         before["signalled"],
         "a repeat"
     );
+    // The list queries' index was built at open: a query by status or workflow finds
+    // what a listing of every run, filtered here, finds.
+    let all = client
+        .list_runs(v1::ListRunsRequest::default())
+        .await
+        .unwrap()
+        .runs;
+    for (query, keep) in [
+        (
+            "Status = 'COMPLETED'",
+            &(|r: &v1::RunInfo| r.status == v1::RunStatus::Completed as i32) as &dyn Fn(&v1::RunInfo) -> bool,
+        ),
+        ("Status = 'RUNNING'", &|r: &v1::RunInfo| {
+            r.status == v1::RunStatus::Running as i32
+        }),
+        ("WorkflowId = 'fixture'", &|r: &v1::RunInfo| {
+            r.workflow_id == "fixture"
+        }),
+    ] {
+        let got = client
+            .list_runs(v1::ListRunsRequest {
+                query: query.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .runs;
+        let ids = |runs: &[&v1::RunInfo]| runs.iter().map(|r| r.run_id.clone()).collect::<Vec<_>>();
+        let want: Vec<&v1::RunInfo> = all.iter().filter(|r| keep(r)).collect();
+        assert!(!want.is_empty(), "{query}");
+        assert_eq!(ids(&got.iter().collect::<Vec<_>>()), ids(&want), "{query}");
+    }
 
     let demo = StepWorker::new(client.clone(), "default", "default", "w-new");
     let fixture = StepWorker::new(client.clone(), "default", "fixture", "w-new");

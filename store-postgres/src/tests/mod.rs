@@ -17,6 +17,7 @@ use crate::{OpenError, PostgresBackend, PostgresOptions, schema};
 mod dump;
 mod keys;
 mod lease;
+mod queries;
 mod standby;
 
 /// A fresh schema, or `None` (and a printed line) when no database is configured.

@@ -30,7 +30,9 @@
 //! written in batches, one transaction each, so memory stays bounded whatever the
 //! dump's size; the checksum is only known at the end, so a dump found bad (a wrong
 //! checksum, a truncated stream, a malformed line) empties the target again and the
-//! error names the line and its byte offset.
+//! error names the line and its byte offset. `run_terms` (the list queries' index) is
+//! derived: import rebuilds it from the `runs` rows and ignores the dump's, so a dump
+//! written before the table imports with it complete.
 
 mod read;
 mod tables;
@@ -188,6 +190,40 @@ pub trait DumpTarget {
     fn clear(&self) -> Result<(), StorageError>;
     /// Writes `rows` in one transaction, each over a row of the same key.
     fn load(&self, rows: &[Row]) -> Result<(), StorageError>;
+    /// The rows of derived tables the store keeps for `row` (a `runs` row's
+    /// `run_terms`: [`run_terms_rows`]), which an import writes with it instead of the
+    /// dump's own.
+    fn derived(&self, row: &Row) -> Result<Vec<Row>, StorageError>;
+}
+
+/// The tables an import rebuilds from other rows ([`DumpTarget::derived`]) rather
+/// than reading them from the dump: a dump from before one has none of its rows.
+pub const DERIVED_TABLES: &[&str] = &["run_terms"];
+
+/// The `run_terms` rows of run `run_id` of `ns`, started at `start_ms`, under `terms`.
+pub fn run_terms_rows(
+    ns: &str,
+    run_id: &str,
+    start_ms: i64,
+    terms: Vec<String>,
+) -> Result<Vec<Row>, StorageError> {
+    let table = table("run_terms").ok_or_else(|| StorageError::Corrupt {
+        what: "dump",
+        source: "no run_terms table in the table list".into(),
+    })?;
+    Ok(terms
+        .into_iter()
+        .map(|term| Row {
+            table,
+            key: vec![
+                Part::Text(ns.to_string()),
+                Part::Text(term),
+                Part::Int(start_ms),
+                Part::Text(run_id.to_string()),
+            ],
+            value: Value::None,
+        })
+        .collect())
 }
 
 /// Rows and value bytes of one table.

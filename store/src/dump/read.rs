@@ -11,8 +11,8 @@ use sha2::{Digest, Sha256};
 
 use super::write::{Header, Trailer};
 use super::{
-    Column, DumpError, DumpTarget, FORMAT, FORMAT_VERSION, MAX_LINE_BYTES, MAX_VALUE_BYTES, Part, Row,
-    Summary, Value, ValueKind, table,
+    Column, DERIVED_TABLES, DumpError, DumpTarget, FORMAT, FORMAT_VERSION, MAX_LINE_BYTES, MAX_VALUE_BYTES,
+    Part, Row, Summary, Value, ValueKind, table,
 };
 
 /// Rows written in one transaction, at most.
@@ -221,6 +221,15 @@ fn rows(lines: &mut Lines<'_>, target: &dyn DumpTarget, mut summary: Summary) ->
         lines.hash_line();
         summary.count(&row);
         batch_bytes += row.value.len();
+        // Derived tables (`run_terms`) are rebuilt from the rows they derive from, so
+        // that a dump from before one (which has none of its rows) imports complete.
+        if DERIVED_TABLES.contains(&row.table.name) {
+            continue;
+        }
+        let derived = target
+            .derived(&row)
+            .map_err(|e| lines.error(format!("a row of table {} cannot be read: {e}", row.table.name)))?;
+        batch.extend(derived);
         batch.push(row);
         if batch.len() >= BATCH_ROWS || batch_bytes >= BATCH_BYTES {
             target.load(&batch)?;

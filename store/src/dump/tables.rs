@@ -84,6 +84,11 @@ pub static TABLES: &[Table] = &[
         NOTHING,
     ),
     t(
+        "run_terms",
+        &[("ns", Text), ("term", Text), ("start_ms", Int), ("run_id", Text)],
+        NOTHING,
+    ),
+    t(
         "children",
         &[("ns", Text), ("parent_id", Text), ("child_id", Text)],
         NOTHING,

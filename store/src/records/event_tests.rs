@@ -353,6 +353,43 @@ fn cases() -> Vec<(EventKind, &'static str)> {
             },
             r#"{"DeliveryFailed":{"target":"callback","attempt":3,"error":"HTTP 503","will_retry":true,"next_attempt_at_ms":9}}"#,
         ),
+        (
+            EventKind::RunResetFrom {
+                from_run_id: "old".into(),
+                step_id: "b".into(),
+                kind: "reset".into(),
+                reason: "r".into(),
+            },
+            r#"{"RunResetFrom":{"from_run_id":"old","step_id":"b","kind":"reset","reason":"r"}}"#,
+        ),
+        (
+            EventKind::StepCarried {
+                step_id: "a".into(),
+                attempt: 2,
+                notes: "n".into(),
+                artifacts: vec!["x.md".into()],
+                context_updates: map(&[("k", "v")]),
+                result: r#"{"n":1}"#.into(),
+                model: "m".into(),
+                usage: Usage {
+                    input: 1,
+                    output: 2,
+                    cache_read: 3,
+                    cache_write: 4,
+                    cost_usd: 0.5,
+                },
+            },
+            r#"{"StepCarried":{"step_id":"a","attempt":2,"notes":"n","artifacts":["x.md"],"context_updates":{"k":"v"},"result":"{\"n\":1}","model":"m","usage":{"input":1,"output":2,"cache_read":3,"cache_write":4,"cost_usd":0.5}}}"#,
+        ),
+        (
+            EventKind::RunResetTo {
+                to_run_id: "new".into(),
+                step_id: "b".into(),
+                kind: "rerun".into(),
+                reason: "".into(),
+            },
+            r#"{"RunResetTo":{"to_run_id":"new","step_id":"b","kind":"rerun","reason":""}}"#,
+        ),
     ]
 }
 
@@ -365,7 +402,7 @@ fn the_stored_row_of_every_event_type_is_pinned_and_reads_back() {
     let mut types: Vec<_> = cases.iter().map(|(k, _)| k.type_name()).collect();
     types.sort();
     types.dedup();
-    assert_eq!(types.len(), 30, "every event type has a case: {types:?}");
+    assert_eq!(types.len(), 33, "every event type has a case: {types:?}");
     for (kind, expected) in cases {
         if let EventKind::RunStarted { definition, .. } = &kind {
             d.defs.store(definition, &mut table).unwrap();

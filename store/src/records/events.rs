@@ -216,6 +216,44 @@ enum KindRecord {
         #[serde(default)]
         reason: String,
     },
+    RunResetFrom {
+        #[serde(default)]
+        from_run_id: String,
+        #[serde(default)]
+        step_id: String,
+        #[serde(default)]
+        kind: String,
+        #[serde(default)]
+        reason: String,
+    },
+    StepCarried {
+        #[serde(default)]
+        step_id: String,
+        #[serde(default)]
+        attempt: u32,
+        #[serde(default)]
+        notes: String,
+        #[serde(default)]
+        artifacts: Vec<String>,
+        #[serde(default)]
+        context_updates: BTreeMap<String, String>,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        result: String,
+        #[serde(default)]
+        model: String,
+        #[serde(default)]
+        usage: UsageRecord,
+    },
+    RunResetTo {
+        #[serde(default)]
+        to_run_id: String,
+        #[serde(default)]
+        step_id: String,
+        #[serde(default)]
+        kind: String,
+        #[serde(default)]
+        reason: String,
+    },
     StepWaiting {
         #[serde(default)]
         step_id: String,
@@ -523,6 +561,9 @@ event_records! {
         DeliveryAttempted { target, url, attempt },
         DeliverySucceeded { target, attempt, http_status },
         DeliveryFailed { target, attempt, error, will_retry, next_attempt_at_ms },
+        RunResetFrom { from_run_id, step_id, kind, reason },
+        StepCarried { step_id, attempt, notes, artifacts, context_updates, result, model, usage },
+        RunResetTo { to_run_id, step_id, kind, reason },
     }
     encode(kind, defs) {
         // Names its definition, which the same transaction stores.

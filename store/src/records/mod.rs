@@ -182,6 +182,12 @@ struct RunRecord {
     /// The principles pinned when it started (absent in older rows: none).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     principles: String,
+    /// The run this one was reset or rerun from (absent: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    reset_from: String,
+    /// The latest run reset or rerun from this one (absent: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    reset_to: String,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -420,6 +426,9 @@ struct StepStateRecord {
     /// Issues recorded for the current attempt (absent in older rows: none).
     #[serde(default, skip_serializing_if = "is_zero")]
     attempt_issues: u32,
+    /// Carried over from the run this one was reset from (absent: not).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    carried: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -502,6 +511,7 @@ impl RunRecord {
                     model: s.model.clone(),
                     issues: s.issues,
                     attempt_issues: s.attempt_issues,
+                    carried: s.carried,
                 })
                 .collect(),
             lease_counter: r.lease_counter,
@@ -537,6 +547,8 @@ impl RunRecord {
             traceparent: r.trace.traceparent(),
             issues: r.issues.iter().map(issues::IssueRecord::from_model).collect(),
             principles: r.principles.clone(),
+            reset_from: r.reset_from.clone(),
+            reset_to: r.reset_to.clone(),
         }
     }
 
@@ -641,6 +653,7 @@ impl RunRecord {
                     model: s.model,
                     issues: s.issues,
                     attempt_issues: s.attempt_issues,
+                    carried: s.carried,
                 })
                 .collect(),
             lease_counter: self.lease_counter,
@@ -679,6 +692,8 @@ impl RunRecord {
                 .map(issues::IssueRecord::into_model)
                 .collect(),
             principles: self.principles,
+            reset_from: self.reset_from,
+            reset_to: self.reset_to,
         })
     }
 }
@@ -698,4 +713,19 @@ pub fn decode_run(
     let record: RunRecord = decode_record(bytes)?;
     let definition = defs.resolve(&record.definition, definitions)?;
     record.into_model(definition)
+}
+
+/// A run's start time and index terms (`railyard_model::query::index_terms`) from its
+/// stored row, without its definition: for rebuilding `run_terms` from `runs` rows
+/// (a dump's import).
+pub fn run_index_terms(bytes: &[u8]) -> Result<(Millis, Vec<String>), StorageError> {
+    let record: RunRecord = decode_record(bytes)?;
+    let status = RunStatus::from(record.status);
+    Ok((
+        record.start_ms,
+        vec![
+            railyard_model::query::status_term(status.name()),
+            railyard_model::query::workflow_term(&record.workflow_id),
+        ],
+    ))
 }

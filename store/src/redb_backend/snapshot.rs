@@ -85,6 +85,22 @@ impl Snapshot for RedbSnapshot {
         self.with_runs(|runs| runs_by_start_in(&index, runs, ns, from_ms, before, visit))
     }
 
+    fn runs_by_term(
+        &self,
+        ns: &str,
+        term: &str,
+        from_ms: Millis,
+        before: (Millis, &str),
+        visit: &mut dyn FnMut(Millis, &str, RunState) -> bool,
+    ) -> Result<(), StorageError> {
+        let index = self.tx.open_table(super::RUN_TERMS)?;
+        self.with_runs(|runs| super::terms::runs_by_term_in(&index, runs, ns, term, from_ms, before, visit))
+    }
+
+    fn term_count(&self, ns: &str, term: &str, cap: u64) -> Result<u64, StorageError> {
+        super::terms::term_count_in(&self.tx.open_table(super::RUN_TERMS)?, ns, term, cap)
+    }
+
     fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, StorageError> {
         children_in(&self.tx.open_table(CHILDREN)?, ns, parent)
     }

@@ -76,6 +76,22 @@ impl Snapshot for RedbTx<'_> {
         runs_by_start_in(&self.by_start, &self.rows(), ns, from_ms, before, visit)
     }
 
+    fn runs_by_term(
+        &self,
+        ns: &str,
+        term: &str,
+        from_ms: Millis,
+        before: (Millis, &str),
+        visit: &mut dyn FnMut(Millis, &str, RunState) -> bool,
+    ) -> Result<(), StorageError> {
+        let index = self.tx.open_table(super::RUN_TERMS)?;
+        super::terms::runs_by_term_in(&index, &self.rows(), ns, term, from_ms, before, visit)
+    }
+
+    fn term_count(&self, ns: &str, term: &str, cap: u64) -> Result<u64, StorageError> {
+        super::terms::term_count_in(&self.tx.open_table(super::RUN_TERMS)?, ns, term, cap)
+    }
+
     fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, StorageError> {
         children_in(&self.children, ns, parent)
     }
@@ -169,7 +185,8 @@ impl WriteTx for RedbTx<'_> {
         }
         let row = records::encode_run(run, self.defs)?;
         self.runs.insert((ns, id, STATE_SLOT), row.as_slice())?;
-        Ok(())
+        let (removed, added) = railyard_model::query::index_delta(run, events);
+        super::terms::retag(self.tx, run, &removed, &added)
     }
 
     fn set_checkpoint(

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use railyard_proto::v1::{
-    CompleteStepTaskRequest, HeartbeatStepTaskRequest, ListRunsRequest, ReportIssueRequest, RunStatus,
+    CompleteStepTaskRequest, HeartbeatStepTaskRequest, ListRunsRequest, ReportIssueRequest, ResetRunRequest, RunStatus,
     SignalRunRequest, StartRunRequest,
 };
 use railyard_sdk::ClientError;
@@ -76,6 +76,27 @@ pub(super) struct ResumeArgs {
     pub wait_seconds: Option<u32>,
 }
 
+/// Arguments of `reset_run`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub(super) struct ResetArgs {
+    /// The run to reset (from start_workflow or list_runs).
+    pub run_id: String,
+    /// The step id the new run starts at; the steps before it are carried over as they completed (default: the
+    /// first step that failed).
+    #[serde(default)]
+    pub to_step: Option<String>,
+    /// Why, recorded on both runs.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// A new goal (default: the old run's).
+    #[serde(default)]
+    pub goal: Option<String>,
+    /// Context entries replacing or adding to the old run's starting context.
+    #[serde(default)]
+    pub context: Option<BTreeMap<String, String>>,
+}
+
 /// Arguments of `list_runs`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(crate = "rmcp::schemars")]
@@ -92,6 +113,13 @@ pub(super) struct ListArgs {
     /// The next_page_token of an earlier answer, for the page after it.
     #[serde(default)]
     pub page_token: Option<String>,
+    /// Only runs this list query matches, ANDed with the other arguments, e.g.
+    /// `WorkflowId = "review-pr" AND Status = "FAILED" AND StartTime > "2026-11-20T00:00:00Z"`
+    /// (fields: RunId, WorkflowId, WorkflowVersion, Status, StartTime, CloseTime,
+    /// ParentRunId, TaskQueue, Tokens, Cost, FailureType; AND, OR, parentheses, = != < >
+    /// <= >=, IN (...), STARTS_WITH, IS [NOT] NULL).
+    #[serde(default)]
+    pub query: Option<String>,
 }
 
 /// Arguments of `signal_run`.
@@ -395,8 +423,8 @@ impl Gateway {
     }
 
     #[tool(
-        description = "List runs, newest first, optionally only those in one status or of one workflow. Pages: pass \
-                       next_page_token back as page_token."
+        description = "List runs, newest first, optionally only those in one status or of one workflow, or those a \
+                       query matches (query). Pages: pass next_page_token back as page_token."
     )]
     async fn list_runs(
         &self,
@@ -425,6 +453,7 @@ impl Gateway {
             workflow_id: args.workflow_id.unwrap_or_default(),
             page_size: args.limit.unwrap_or(LIST_DEFAULT).clamp(1, LIST_MAX),
             page_token: args.page_token.unwrap_or_default(),
+            query: args.query.unwrap_or_default(),
             ..Default::default()
         };
         match call.client.list_runs(req).await {
@@ -463,6 +492,59 @@ impl Gateway {
         match call.client.signal_run(req).await {
             Ok(()) => structured(json!({"status": "signaled", "run_id": args.run_id, "name": args.name})),
             Err(e) => refused(format!("cannot signal run {:?}: {e}", short(&args.run_id))),
+        }
+    }
+
+    #[tool(
+        description = "Reset a run that went wrong: a new run of the same workflow version that keeps the steps before \
+                       to_step as they completed (not run again) and starts at to_step (default: the first step that \
+                       failed), optionally with a new goal or context entries. The old run, if still running, is \
+                       terminated. Answers the new run's first step with a continue_token, like start_workflow, and \
+                       what was carried over."
+    )]
+    async fn reset_run(
+        &self,
+        Parameters(args): Parameters<ResetArgs>,
+        ext: Extensions,
+    ) -> Result<CallToolResult, ErrorData> {
+        let call = match self.call_as(&ext) {
+            Ok(call) => call,
+            Err(e) => return refused(e),
+        };
+        if !self.held.has_room() {
+            return refused(self.full());
+        }
+        let req = ResetRunRequest {
+            namespace: self.opts.namespace.clone(),
+            run_id: args.run_id.clone(),
+            to_step: args.to_step.unwrap_or_default(),
+            reason: args.reason.unwrap_or_default(),
+            goal: args.goal.unwrap_or_default(),
+            context: args.context.unwrap_or_default().into_iter().collect(),
+            identity: self.opts.identity.clone(),
+            ..Default::default()
+        };
+        let done = match call.client.reset_run(req).await {
+            Ok(done) => done,
+            Err(e) => return refused(format!("cannot reset run {:?}: {e}", short(&args.run_id))),
+        };
+        tracing::info!(run_id = %done.run_id, from_run_id = %args.run_id, step = %done.step_id, "run reset for the agent");
+        let reset = json!({
+            "from_run_id": args.run_id,
+            "run_id": done.run_id,
+            "starts_at_step": done.step_id,
+            "carried_steps": done.carried_steps,
+            "old_run_terminated": done.terminated,
+        });
+        match self.next_for_agent(&call, &done.run_id, NEXT_STEP_WAIT).await {
+            Ok(mut v) => {
+                v["reset"] = reset;
+                structured(v)
+            }
+            Err(e) => refused(format!(
+                "run {} was made by the reset ({reset}), but {e}",
+                done.run_id
+            )),
         }
     }
 

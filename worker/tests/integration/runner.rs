@@ -216,6 +216,12 @@ impl History for FakeHistory {
     async fn list_runs(&self, _: Request<ListRunsRequest>) -> Result<Response<ListRunsResponse>, Status> {
         unused()
     }
+    async fn count_runs(
+        &self,
+        _: Request<railyard_proto::v1::CountRunsRequest>,
+    ) -> Result<Response<railyard_proto::v1::CountRunsResponse>, Status> {
+        unused()
+    }
     type WatchOutputStream = std::pin::Pin<
         Box<
             dyn tonic::codegen::tokio_stream::Stream<
@@ -270,6 +276,20 @@ impl History for FakeHistory {
         &self,
         _: Request<railyard_proto::v1::RedeliverResultRequest>,
     ) -> Result<Response<railyard_proto::v1::RedeliverResultResponse>, Status> {
+        unused()
+    }
+
+    async fn reset_run(
+        &self,
+        _: Request<railyard_proto::v1::ResetRunRequest>,
+    ) -> Result<Response<railyard_proto::v1::ResetRunResponse>, Status> {
+        unused()
+    }
+
+    async fn rerun_run(
+        &self,
+        _: Request<railyard_proto::v1::RerunRunRequest>,
+    ) -> Result<Response<railyard_proto::v1::ResetRunResponse>, Status> {
         unused()
     }
 

@@ -53,20 +53,25 @@ const FLOOR_SAMPLES: u32 = 200;
 /// What the bench's phases share.
 struct Ctx {
     exe: PathBuf,
-    url: String,
-    /// The server process.
-    pid: u32,
+    /// Each server node's gRPC URL; the first leads.
+    urls: Vec<String>,
+    /// The server processes, one per node.
+    pids: Vec<u32>,
     /// How long one phase may take.
     timeout: Duration,
     ticks_per_s: f64,
-    /// The server's `/metrics`.
+    /// The leading node's `/metrics` (it is the one that commits).
     metrics_url: String,
 }
 
 impl Ctx {
-    /// The server's CPU time so far, in seconds.
+    /// The server nodes' CPU time so far, in seconds, summed.
     fn cpu_s(&self) -> anyhow::Result<f64> {
-        Ok(cpu_ticks(self.pid)? as f64 / self.ticks_per_s)
+        let mut ticks = 0;
+        for &pid in &self.pids {
+            ticks += cpu_ticks(pid)?;
+        }
+        Ok(ticks as f64 / self.ticks_per_s)
     }
 }
 
@@ -110,13 +115,15 @@ impl<'a> Fleet<'a> {
         }
     }
 
-    /// Starts `bench-process ROLE ARGS... --server URL`; its lines go to [`Self::hear`].
+    /// Starts `bench-process ROLE ARGS... --server URL`, the nodes taken in turn;
+    /// its lines go to [`Self::hear`].
     fn spawn(&mut self, name: String, role_args: &[String]) -> anyhow::Result<usize> {
+        let url = &self.ctx.urls[self.procs.len() % self.ctx.urls.len()];
         let mut cmd = Command::new(&self.ctx.exe);
         die_with_parent(&mut cmd)
             .arg("bench-process")
             .args(role_args)
-            .args(["--server", &self.ctx.url])
+            .args(["--server", url])
             .env("RUST_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -537,18 +544,22 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs) -> anyhow::Result
             (store, railyard_store_postgres::redact(url))
         }
     };
-    let server = spawn_server_on(&store, &workflows, &[], &[])?;
+    // The first node claims the writer lease before the others start: it leads.
+    let mut servers = Vec::new();
+    for _ in 0..args.nodes {
+        servers.push(spawn_server_on(&store, &workflows, &[], &[])?);
+    }
     let ctx = Ctx {
         exe: std::env::current_exe().context("cannot find this binary to start the bench's processes")?,
-        url: server.url.clone(),
-        pid: server.child.id(),
+        urls: servers.iter().map(|s| s.url.clone()).collect(),
+        pids: servers.iter().map(|s| s.child.id()).collect(),
         timeout: Duration::from_secs(args.timeout),
         ticks_per_s: clock_ticks_per_second(),
-        metrics_url: format!("http://{}/metrics", server.http_addr),
+        metrics_url: format!("http://{}/metrics", servers[0].http_addr),
     };
-    tracing::info!(url = %ctx.url, pid = ctx.pid, store = %shown, "bench server process started");
+    tracing::info!(urls = ?ctx.urls, pids = ?ctx.pids, store = %shown, "bench server processes started");
     let client = Client::connect_with(
-        &ctx.url,
+        &ctx.urls[0],
         ConnectOptions {
             request_timeout: Duration::from_secs(60),
             ..ConnectOptions::default()
@@ -588,9 +599,9 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs) -> anyhow::Result
             count_completed(&client, "bench-3").await?,
         ),
         cpu_s: ctx.cpu_s()? - cpu0,
-        memory: Memory::of(&ctx.pid.to_string()),
+        memory: Memory::of(&ctx.pids[0].to_string()),
     };
-    drop(server);
+    drop(servers);
     report(global, args, &shown, &figures)
 }
 
@@ -645,7 +656,7 @@ fn report(global: &GlobalOpts, args: &BenchArgs, store: &str, f: &Figures) -> an
                 "shape": "processes", "runs": args.runs, "workers": args.workers,
                 "worker_processes": workers, "starters": args.starters,
                 "connections": args.connections, "latency_runs": args.latency_runs,
-                "cores": cores, "fsync": true, "store": store,
+                "cores": cores, "fsync": true, "store": store, "nodes": args.nodes,
             },
             "one_step": f.one_step.as_ref().map(|o| json!({
                 "started": o.started, "start_errors": o.start_errors,
@@ -669,9 +680,18 @@ fn report(global: &GlobalOpts, args: &BenchArgs, store: &str, f: &Figures) -> an
         return Ok(());
     }
     let mut lines = vec![
-        "railyard bench --processes: a railyard server process, driven over loopback by separate worker and client processes (SDK)".to_string(),
+        "railyard bench --processes: railyard server processes, driven over loopback by separate worker and client processes (SDK)".to_string(),
         "settings".to_string(),
         format!("  store         {store}; fsync on; {cores} cores"),
+        format!(
+            "  nodes         {}{}",
+            args.nodes,
+            if args.nodes > 1 {
+                " server processes on the one database (the first leads, the others forward to it); worker and client processes spread over them in turn; server CPU summed over all, memory the leader's"
+            } else {
+                " server process"
+            }
+        ),
         format!(
             "  workers       {} StepWorker loops in {workers} worker processes, one gRPC connection each",
             args.workers

@@ -82,6 +82,14 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{}", listening_line(&server, &settings))?;
         out.flush()?;
+        // Best effort: a reader that took the listening line and closed stdout must
+        // not stop the server.
+        let _ = writeln!(
+            out,
+            "web console: {}",
+            crate::serve::console::url(server.http_addr, settings.tls.is_some())
+        );
+        let _ = out.flush();
     }
     let signal = signals.next().await?;
     tracing::info!(signal, "shutting down; send the signal again to stop at once");

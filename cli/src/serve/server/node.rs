@@ -123,6 +123,14 @@ pub(super) async fn run(settings: &ServerSettings, url: &str) -> anyhow::Result<
             node.role().as_str(),
         )?;
         out.flush()?;
+        // Best effort: a reader that took the listening line and closed stdout must
+        // not stop the server.
+        let _ = writeln!(
+            out,
+            "web console: {}",
+            crate::serve::console::url(node.http_addr, settings.tls.is_some())
+        );
+        let _ = out.flush();
     }
     let signal = signals.next().await?;
     tracing::info!(signal, "shutting down; send the signal again to stop at once");

@@ -359,6 +359,7 @@ impl ServerSettings {
             config.embedded_workflows.push(builtin::DEMO_WORKFLOW);
         }
         config.http_extension = Some(crate::serve::mcp::http_extension(self.mcp_sessions));
+        config.http_open_extension = Some(crate::serve::console::http_extension());
         config
     }
 

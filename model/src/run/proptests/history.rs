@@ -110,9 +110,12 @@ pub(super) fn replay(def: &WorkflowDef, history: &[Event]) -> Derived {
             | EventKind::RunUnpaused { .. }
             | EventKind::StepAwaitingApproval { .. }
             | EventKind::StepApproved { .. }
-            | EventKind::StepRejected { .. } => {
+            | EventKind::StepRejected { .. }
+            | EventKind::RunResetFrom { .. }
+            | EventKind::StepCarried { .. }
+            | EventKind::RunResetTo { .. } => {
                 panic!(
-                    "event {}: the generator makes no waits, children, pauses or approvals",
+                    "event {}: the generator makes no waits, children, pauses, approvals or resets",
                     e.id
                 )
             }

@@ -17,8 +17,8 @@ use super::triggers::{
 };
 use super::{
     API_KEYS, CHECKPOINT_SLOT, CHECKPOINT_SLOTS_FROM, CHILDREN, DEFINITIONS, IDEMPOTENCY, META, NAMESPACES,
-    OPEN_RUNS, RUNS, RUNS_BY_CLOSE, RUNS_BY_START, RedbBackend, SCHEDULES, SCHEMA_VERSION, STATE_SLOT, TASKS,
-    TIMERS,
+    OPEN_RUNS, RUN_TERMS, RUNS, RUNS_BY_CLOSE, RUNS_BY_START, RedbBackend, SCHEDULES, SCHEMA_VERSION,
+    STATE_SLOT, TASKS, TIMERS,
 };
 use crate::dump::{DumpError, DumpSource, DumpTarget, Part, Row, TABLES, Value, int_part, table};
 use crate::error::StorageError;
@@ -203,12 +203,19 @@ macro_rules! redb_tables {
         ) -> Result<(), DumpError> {
             $({
                 let spec = spec($name)?;
-                let t = tx.open_table($def).map_err(storage)?;
-                for entry in t.iter().map_err(storage)? {
-                    let (k, v) = entry.map_err(storage)?;
-                    let ($($n,)+) = k.value();
-                    let key = vec![$(to_part!($kt, $n, $name)),+];
-                    visit(Row { table: spec, key, value: to_value!($vk, v.value()) })?;
+                match tx.open_table($def) {
+                    // A file the server has not opened since the table was added (each
+                    // is made at open) holds none of its rows.
+                    Err(redb::TableError::TableDoesNotExist(_)) => {}
+                    t => {
+                        let t = t.map_err(storage)?;
+                        for entry in t.iter().map_err(storage)? {
+                            let (k, v) = entry.map_err(storage)?;
+                            let ($($n,)+) = k.value();
+                            let key = vec![$(to_part!($kt, $n, $name)),+];
+                            visit(Row { table: spec, key, value: to_value!($vk, v.value()) })?;
+                        }
+                    }
                 }
             })*
             Ok(())
@@ -252,6 +259,7 @@ redb_tables! {
     IDEMPOTENCY "idempotency" (0 ns: str, 1 key: str) => text;
     RUNS_BY_START "runs_by_start" (0 ns: str, 1 start_ms: i64, 2 run_id: str) => unit;
     RUNS_BY_CLOSE "runs_by_close" (0 ns: str, 1 close_ms: i64, 2 run_id: str) => unit;
+    RUN_TERMS "run_terms" (0 ns: str, 1 term: str, 2 start_ms: i64, 3 run_id: str) => unit;
     CHILDREN "children" (0 ns: str, 1 parent_id: str, 2 child_id: str) => unit;
     SCHEDULES "schedules" (0 ns: str, 1 schedule_id: str) => bytes;
     TRIGGERS "triggers" (0 ns: str, 1 trigger_id: str) => bytes;
@@ -361,6 +369,14 @@ fn load_table(tx: &WriteTransaction, name: &str, rows: &[&Row]) -> Result<(), St
 impl DumpTarget for RedbBackend {
     fn backend(&self) -> &'static str {
         "redb"
+    }
+
+    fn derived(&self, row: &Row) -> Result<Vec<Row>, StorageError> {
+        if row.table.name != "runs" {
+            return Ok(Vec::new());
+        }
+        let (start_ms, terms) = crate::records::run_index_terms(row.bytes())?;
+        crate::dump::run_terms_rows(row.text(0)?, row.text(1)?, start_ms, terms)
     }
 
     fn is_empty(&self) -> Result<bool, StorageError> {

@@ -340,3 +340,46 @@ fn a_checkpoint_of_appended_segments_moves_whole() {
     assert_eq!((head.len, head.segments), (whole.len() as u64, 1));
     assert_eq!(histories(&target).unwrap(), before);
 }
+
+#[test]
+fn the_query_index_is_rebuilt_on_import_even_from_a_dump_without_it() {
+    use redb::ReadableTableMetadata;
+    let dir = tempfile::tempdir().unwrap();
+    let backend = RedbBackend::open(dir.path()).unwrap();
+    generate_runs(&backend, "default", 200, 200).unwrap();
+    let count = |b: &RedbBackend| {
+        use redb::ReadableDatabase;
+        b.db()
+            .begin_read()
+            .unwrap()
+            .open_table(crate::redb_backend::RUN_TERMS)
+            .unwrap()
+            .len()
+            .unwrap()
+    };
+    let complete = count(&backend);
+    assert_eq!(complete, 400, "two terms a run");
+    // A file of the release before the index, exported before this build opens it:
+    // no run_terms table at all.
+    let tx = backend.db().begin_write().unwrap();
+    tx.delete_table(crate::redb_backend::RUN_TERMS).unwrap();
+    tx.commit().unwrap();
+    drop(backend);
+    let (dump, exported) = dump_of(dir.path());
+    assert_eq!(exported.tables["run_terms"].rows, 0);
+
+    let (_dst, target) = fresh();
+    import_into(&target, &dump, false).unwrap();
+    assert_eq!(count(&target), complete);
+    let store = crate::Store::new(std::sync::Arc::new(target));
+    let canceled = crate::RunFilter {
+        status: Some(railyard_model::run::RunStatus::Canceled),
+        ..crate::RunFilter::default()
+    };
+    let (runs, _, stats) = store
+        .list_runs_counted("default", &canceled, None, 1_000, usize::MAX, &|_| 0)
+        .unwrap();
+    assert!(!runs.is_empty());
+    assert_eq!(stats.index, "Status=CANCELED");
+    assert_eq!(stats.rows_read, runs.len() as u64);
+}

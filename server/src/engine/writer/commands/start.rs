@@ -83,6 +83,15 @@ impl StartCommand {
 
     /// Writes the new run, once [`Self::check`] let it through.
     pub(super) fn create(self, cx: &mut Cx) -> Result<Started, StorageError> {
+        self.create_with(cx, RunState::start)
+    }
+
+    /// [`Self::create`], the run made by `make` (a reset's [`RunState::start_reset`]).
+    pub(super) fn create_with(
+        self,
+        cx: &mut Cx,
+        make: impl FnOnce(StartParams, Arc<WorkflowDef>, &mut Out) -> RunState,
+    ) -> Result<Started, StorageError> {
         let idem_key = self.idempotency_key();
         let ns_principles = cx
             .tx
@@ -92,7 +101,7 @@ impl StartCommand {
             .workflows
             .principles_for(ns_principles.as_ref(), &self.definition);
         let mut out = Out::new(cx.now(), cx.seq());
-        let mut run = RunState::start(self.params, self.definition, &mut out);
+        let mut run = make(self.params, self.definition, &mut out);
         // Pinned: a run keeps what it started with, whatever the file or the
         // definition say later (invariant 14).
         run.principles = principles;

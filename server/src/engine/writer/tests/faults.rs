@@ -271,3 +271,65 @@ async fn through_the_handle_a_failed_commit_is_internal_and_the_writer_carries_o
     assert!(started.started);
     assert!(store.run("default", "a").unwrap().is_some());
 }
+
+/// A reset of run `a` (open, at its first step) to step `a`, as run `b`.
+fn reset_a() -> (Vec<Command>, Rx<ResetDone>) {
+    use railyard_model::run::{ResetKind, ResetRequest, StartParams};
+    let (c, rx) = cmd(ResetRun {
+        from_run_id: "a".into(),
+        request: ResetRequest {
+            kind: ResetKind::Reset,
+            to_step: Some("a".into()),
+            goal: None,
+            context: Default::default(),
+            reason: "reset".into(),
+        },
+        start: StartParams {
+            namespace: "default".into(),
+            run_id: "b".into(),
+            identity: "client".into(),
+            ..Default::default()
+        },
+    });
+    (vec![c], rx)
+}
+
+#[test]
+fn a_reset_commits_the_new_run_and_the_old_runs_termination_together_or_neither() {
+    use railyard_model::run::RunStatus;
+    // How many writes a reset makes, counted without faults.
+    let total = {
+        let mut h = harness();
+        let _parked = h.setup();
+        let writes = h.faults.writes();
+        let (batch, rx) = reset_a();
+        h.lp.apply_batch(batch);
+        assert!(rx.blocking_recv().unwrap().unwrap().terminated);
+        h.faults.writes() - writes
+    };
+    assert!(total >= 2, "a reset writes both runs: {total}");
+    // Each write failing in turn, then the commit.
+    for n in 1..=total + 1 {
+        let mut h = harness();
+        let _parked = h.setup();
+        let before = seen(&h.store, &IDS);
+        if n <= total {
+            h.faults.fail_write_in(n);
+        } else {
+            h.faults.fail_commit_in(1);
+        }
+        let (batch, rx) = reset_a();
+        h.lp.apply_batch(batch);
+        assert!(matches!(rx.blocking_recv().unwrap(), Err(WriteError::Storage(_))));
+        assert_eq!(seen(&h.store, &IDS), before, "fault {n}: neither run changed");
+        // The same reset goes through afterwards.
+        let (batch, rx) = reset_a();
+        h.lp.apply_batch(batch);
+        assert!(rx.blocking_recv().unwrap().unwrap().terminated);
+        let status = |id| h.store.run("default", id).unwrap().unwrap().status;
+        assert_eq!(
+            (status("a"), status("b")),
+            (RunStatus::Terminated, RunStatus::Running)
+        );
+    }
+}

@@ -1,0 +1,149 @@
+//! Each page's HTML.
+
+use std::time::Duration;
+
+use railyard_sdk::{Completion, StepWorker};
+
+use crate::support::Console;
+
+#[tokio::test]
+async fn the_runs_page_lists_filters_and_pages() {
+    let console = Console::start(false).await;
+    for i in 0..55 {
+        console.start_run("one", &format!("goal {i}")).await;
+    }
+    let draft = console.start_run("draft", "a draft").await;
+    let mut b = console.browser();
+    let page = b.get("/ui/runs").await;
+    assert_eq!(page.status, 200);
+    assert_eq!(page.calls(), 1);
+    assert!(
+        page.body.contains("hx-trigger=\"every 3s\""),
+        "the first page refreshes itself"
+    );
+    assert!(page.body.contains("Next page"));
+    assert_eq!(
+        page.body.matches("<tr>").count(),
+        1 + 50,
+        "a header and a page of runs"
+    );
+    // The next page, by the server's token.
+    let at = page.body.find("&amp;page=").unwrap() + 10;
+    let token = page.body[at..].split('"').next().unwrap();
+    let second = b.get(&format!("/ui/runs?ns=default&page={token}")).await;
+    assert_eq!(second.status, 200);
+    assert_eq!(second.body.matches("<tr>").count(), 1 + 6);
+    assert!(!second.body.contains("hx-trigger"), "later pages stay put");
+    // Filters in the URL.
+    let filtered = b.get("/ui/runs?ns=default&workflow=draft&status=running").await;
+    assert_eq!(filtered.body.matches("<tr>").count(), 2);
+    assert!(filtered.body.contains(&draft));
+    let queried = b
+        .get("/ui/runs?ns=default&q=WorkflowId%20%3D%20%22draft%22%20AND%20Status%20%3D%20%22RUNNING%22")
+        .await;
+    assert_eq!(queried.body.matches("<tr>").count(), 2, "{}", queried.body);
+    assert!(queried.body.contains(&draft));
+    let unparsed = b.get("/ui/runs?ns=default&q=Status%20%3D%3D").await;
+    assert_ne!(unparsed.status, 200, "{}", unparsed.body);
+    assert!(unparsed.body.contains("column"), "{}", unparsed.body);
+    let none = b.get("/ui/runs?ns=default&status=completed").await;
+    assert!(none.body.contains("No runs match."));
+    let after = b.get("/ui/runs?ns=default&after=2100-01-01T00:00").await;
+    assert!(after.body.contains("No runs match."));
+    let bad = b.get("/ui/runs?ns=default&status=sleeping").await;
+    assert_eq!(bad.status, 400);
+    assert!(
+        bad.body.contains("status &quot;sleeping&quot; is not one of"),
+        "{}",
+        bad.body
+    );
+    let bad = b.get("/ui/runs?ns=default&before=yesterday").await;
+    assert_eq!(bad.status, 400);
+    assert!(bad.body.contains("before &quot;yesterday&quot; is not a time"));
+    // The fragment htmx polls is the table alone.
+    let fragment = b.get("/ui/runs?ns=default&fragment=1").await;
+    assert!(
+        fragment.body.starts_with("<div id=\"runs\""),
+        "{}",
+        &fragment.body[..80]
+    );
+}
+
+#[tokio::test]
+async fn the_run_page_shows_the_header_waterfall_steps_and_history() {
+    let console = Console::start(false).await;
+    let run = console.start_run("one", "count the stars").await;
+    let client = console.admin().await;
+    let worker = StepWorker::new(client.clone(), "default", "default", "worker-1");
+    let task = worker
+        .poll(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("a task");
+    let mut b = console.browser();
+    let open = b.get(&format!("/ui/runs/{run}")).await;
+    assert_eq!(open.status, 200, "{}", open.body);
+    assert!(open.calls() <= railyard_console::api::RUN.calls);
+    assert!(open.body.contains("count the stars"));
+    assert!(
+        open.body.contains("class=\"running\""),
+        "the waterfall shows the running attempt"
+    );
+    assert!(
+        open.body.contains("hx-trigger=\"every 3s\""),
+        "an open run refreshes itself"
+    );
+    assert!(open.body.contains("/act/cancel"));
+    worker
+        .complete(
+            &task.task_token,
+            Completion {
+                notes: "found 12 stars".into(),
+                result_json: r#"{"stars":12}"#.into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let done = b.get(&format!("/ui/runs/{run}")).await;
+    assert!(done.body.contains("status-completed"));
+    assert!(done.body.contains("found 12 stars"));
+    assert!(done.body.contains("&quot;stars&quot;:12") || done.body.contains("{&quot;stars&quot;:12}"));
+    assert!(done.body.contains("StepCompleted"));
+    assert!(done.body.contains("RunCompleted"));
+    assert!(!done.body.contains("hx-trigger"), "a closed run stays put");
+    assert!(!done.body.contains("/act/cancel"), "no actions on a closed run");
+    let fragment = b.get(&format!("/ui/runs/{run}?fragment=1")).await;
+    assert!(fragment.body.starts_with("<div id=\"live\""));
+    assert_eq!(fragment.calls(), 2);
+    let missing = b.get("/ui/runs/no-such-run").await;
+    assert_eq!(missing.status, 404);
+    assert!(missing.body.contains("not found"), "{}", missing.body);
+}
+
+#[tokio::test]
+async fn the_system_pages_render() {
+    let console = Console::start(false).await;
+    console.start_run("one", "x").await;
+    let mut b = console.browser();
+    for (path, expect) in [
+        ("/ui/workflows", "draft"),
+        ("/ui/queues", "default"),
+        ("/ui/schedules", "Schedules"),
+        ("/ui/triggers", "Triggers"),
+        ("/ui/namespaces", "default"),
+        ("/ui/keys", "API keys"),
+        ("/ui/approvals", "No step awaits approval."),
+    ] {
+        let page = b.get(path).await;
+        assert_eq!(page.status, 200, "{path}: {}", page.body);
+        assert!(page.body.contains(expect), "{path}: {}", page.body);
+    }
+    let root = b.get("/ui").await;
+    assert_eq!(root.status, 303);
+    let asset = b.get("/ui/assets/htmx.min.js").await;
+    assert_eq!(asset.status, 200);
+    assert!(asset.body.starts_with("/*! htmx.org"));
+    assert_eq!(b.get("/ui/assets/nope.js").await.status, 404);
+    assert_eq!(b.get("/ui/nowhere").await.status, 404);
+}

@@ -1,0 +1,242 @@
+//! Evaluating a query on a run, what a run is indexed under, and which of those
+//! index terms could serve a query.
+
+use std::cmp::Ordering;
+
+use super::{Builtin, CmpOp, Expr, Field, Plan, Query, Value, ValueType};
+use crate::run::{Event, EventKind, RunState, RunStatus};
+use crate::workflow::DEFAULT_TASK_QUEUE;
+
+/// The values a query reads of a run.
+pub trait RunView {
+    /// The field's value (`None`: the field is NULL for this run).
+    fn field(&self, field: &Field) -> Option<Value>;
+}
+
+/// What `FailureType` is for a failed or timed-out run whose current step has no
+/// failure recorded.
+pub const FAILURE_TYPE_NONE: &str = "";
+
+/// A closed run's failure type: the `error_type` of its current step's last failure
+/// (`"error_type: message"` as recorded), or `timed out` for a step that missed a
+/// deadline; `None` for a run that did not fail.
+pub fn failure_type(run: &RunState) -> Option<String> {
+    if !matches!(run.status, RunStatus::Failed | RunStatus::TimedOut) {
+        return None;
+    }
+    let last = run
+        .steps
+        .get(run.current_step)
+        .map_or("", |s| s.last_failure.as_str());
+    if last.is_empty() {
+        return Some(FAILURE_TYPE_NONE.into());
+    }
+    if last.starts_with("timed out") {
+        return Some("timed out".into());
+    }
+    Some(last.split_once(": ").map_or(last, |(t, _)| t).to_string())
+}
+
+impl RunView for RunState {
+    fn field(&self, field: &Field) -> Option<Value> {
+        let b = match field {
+            Field::Builtin(b) => *b,
+            // Search attributes are not carried by runs yet.
+            Field::Attribute(..) => return None,
+        };
+        Some(match b {
+            Builtin::RunId => Value::Str(self.run_id.clone()),
+            Builtin::WorkflowId => Value::Str(self.workflow_id.clone()),
+            Builtin::WorkflowVersion => Value::Str(self.definition.version.clone()),
+            Builtin::Status => Value::Str(self.status.name().into()),
+            Builtin::StartTime => Value::Time(self.start_ms),
+            Builtin::CloseTime => Value::Time(self.close_ms?),
+            Builtin::ParentRunId if self.parent_run_id.is_empty() => return None,
+            Builtin::ParentRunId => Value::Str(self.parent_run_id.clone()),
+            Builtin::TaskQueue => Value::Str(if self.task_queue.is_empty() {
+                self.definition
+                    .task_queue
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_TASK_QUEUE.into())
+            } else {
+                self.task_queue.clone()
+            }),
+            Builtin::Tokens => Value::Int(i64::try_from(self.usage.total()).unwrap_or(i64::MAX)),
+            Builtin::Cost => Value::Double(self.usage.cost_usd),
+            Builtin::FailureType => Value::Str(failure_type(self)?),
+        })
+    }
+}
+
+pub(super) fn eval(e: &Expr, run: &dyn RunView) -> bool {
+    match e {
+        Expr::And(all) => all.iter().all(|e| eval(e, run)),
+        Expr::Or(any) => any.iter().any(|e| eval(e, run)),
+        Expr::Cmp(f, op, v) => run.field(f).is_some_and(|actual| compare(f, &actual, *op, v)),
+        Expr::In(f, vs, negated) => run
+            .field(f)
+            .is_some_and(|actual| vs.iter().any(|v| compare(f, &actual, CmpOp::Eq, v)) != *negated),
+        Expr::StartsWith(f, prefix) => {
+            matches!(run.field(f), Some(Value::Str(s)) if s.starts_with(prefix.as_str()))
+        }
+        Expr::IsNull(f, not_null) => run.field(f).is_some() == *not_null,
+    }
+}
+
+/// `actual op wanted`, SQL-like: values of other types never match.
+fn compare(f: &Field, actual: &Value, op: CmpOp, wanted: &Value) -> bool {
+    if let Value::List(items) = actual {
+        let hit = items.iter().any(|i| matches!(wanted, Value::Str(w) if w == i));
+        return match op {
+            CmpOp::Eq => hit,
+            CmpOp::Ne => !hit,
+            _ => false,
+        };
+    }
+    if f.value_type() == ValueType::Text
+        && let (Value::Str(a), Value::Str(w)) = (actual, wanted)
+    {
+        let hit = text_contains(a, w);
+        return match op {
+            CmpOp::Eq => hit,
+            CmpOp::Ne => !hit,
+            _ => false,
+        };
+    }
+    let Some(ord) = order(actual, wanted) else {
+        return false;
+    };
+    match op {
+        CmpOp::Eq => ord == Ordering::Equal,
+        CmpOp::Ne => ord != Ordering::Equal,
+        CmpOp::Lt => ord == Ordering::Less,
+        CmpOp::Le => ord != Ordering::Greater,
+        CmpOp::Gt => ord == Ordering::Greater,
+        CmpOp::Ge => ord != Ordering::Less,
+    }
+}
+
+/// Every word of `words` is a word of `text`, ignoring case.
+fn text_contains(text: &str, words: &str) -> bool {
+    let have: Vec<String> = text.split_whitespace().map(str::to_lowercase).collect();
+    words
+        .split_whitespace()
+        .all(|w| have.iter().any(|h| *h == w.to_lowercase()))
+}
+
+fn order(a: &Value, b: &Value) -> Option<Ordering> {
+    match (a, b) {
+        (Value::Str(a), Value::Str(b)) => Some(a.cmp(b)),
+        (Value::Int(a), Value::Int(b)) => Some(a.cmp(b)),
+        (Value::Time(a), Value::Time(b)) => Some(a.cmp(b)),
+        (Value::Bool(a), Value::Bool(b)) => Some(a.cmp(b)),
+        (Value::Double(a), Value::Double(b)) => a.partial_cmp(b),
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "comparing an int field with a decimal literal"
+        )]
+        (Value::Int(a), Value::Double(b)) => (*a as f64).partial_cmp(b),
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "comparing a double field with an int literal"
+        )]
+        (Value::Double(a), Value::Int(b)) => a.partial_cmp(&(*b as f64)),
+        _ => None,
+    }
+}
+
+/// The index term of runs with this status (its name, `FAILED`).
+pub fn status_term(status: &str) -> String {
+    format!("Status={status}")
+}
+
+/// The index term of runs of this workflow.
+pub fn workflow_term(workflow_id: &str) -> String {
+    format!("WorkflowId={workflow_id}")
+}
+
+/// Every index term a run is stored under (beside the start-time index every run is
+/// in). Each index is ordered by (term, start ms, run id).
+pub fn index_terms(run: &RunState) -> Vec<String> {
+    vec![status_term(run.status.name()), workflow_term(&run.workflow_id)]
+}
+
+/// What saving `run` with its new `events` changes in its index terms: (removed,
+/// added). A start adds them all; a close moves the status term; nothing else
+/// changes one.
+pub fn index_delta(run: &RunState, events: &[Event]) -> (Vec<String>, Vec<String>) {
+    if events
+        .iter()
+        .any(|e| matches!(e.kind, EventKind::RunStarted { .. }))
+    {
+        return (Vec::new(), index_terms(run));
+    }
+    let closed = events.iter().any(|e| {
+        matches!(
+            e.kind,
+            EventKind::RunCompleted { .. }
+                | EventKind::RunFailed { .. }
+                | EventKind::RunCanceled { .. }
+                | EventKind::RunTerminated { .. }
+        )
+    });
+    if closed && !run.status.is_open() {
+        return (
+            vec![status_term(RunStatus::Running.name())],
+            vec![status_term(run.status.name())],
+        );
+    }
+    (Vec::new(), Vec::new())
+}
+
+/// The index term a conjunct's equality on `f` with `v` would be served by.
+fn term_of(f: &Field, v: &Value) -> Option<String> {
+    match (f, v) {
+        (Field::Builtin(Builtin::Status), Value::Str(s)) => Some(status_term(s)),
+        (Field::Builtin(Builtin::WorkflowId), Value::Str(w)) => Some(workflow_term(w)),
+        _ => None,
+    }
+}
+
+pub(super) fn plan(q: &Query) -> Plan {
+    let mut plan = Plan::default();
+    let conjuncts: &[Expr] = match &q.filter {
+        None => &[],
+        Some(Expr::And(all)) => all,
+        Some(one) => std::slice::from_ref(one),
+    };
+    let start = Field::Builtin(Builtin::StartTime);
+    for c in conjuncts {
+        match c {
+            Expr::Cmp(f, CmpOp::Eq, v) if term_of(f, v).is_some() => {
+                plan.candidates.extend(term_of(f, v).map(|t| vec![t]));
+            }
+            Expr::In(f, vs, false) => {
+                let terms: Option<Vec<String>> = vs.iter().map(|v| term_of(f, v)).collect();
+                if let Some(mut terms) = terms {
+                    terms.sort();
+                    terms.dedup();
+                    plan.candidates.push(terms);
+                }
+            }
+            Expr::Cmp(f, op, Value::Time(t)) if *f == start => {
+                let (from, to) = match op {
+                    CmpOp::Eq => (Some(*t), Some(*t)),
+                    CmpOp::Gt => (Some(t.saturating_add(1)), None),
+                    CmpOp::Ge => (Some(*t), None),
+                    CmpOp::Lt => (None, Some(t.saturating_sub(1))),
+                    CmpOp::Le => (None, Some(*t)),
+                    CmpOp::Ne => (None, None),
+                };
+                if let Some(from) = from {
+                    plan.start_from = Some(plan.start_from.map_or(from, |f| f.max(from)));
+                }
+                if let Some(to) = to {
+                    plan.start_to = Some(plan.start_to.map_or(to, |t| t.min(to)));
+                }
+            }
+            _ => {}
+        }
+    }
+    plan
+}

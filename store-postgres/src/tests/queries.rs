@@ -1,0 +1,104 @@
+//! Listing by query on PostgreSQL: the same answers as the reference backend, a
+//! selective query reading only the runs under its index term, and the migration
+//! that fills `run_terms` from runs stored before it.
+
+use std::sync::Arc;
+
+use railyard_model::query::{AttributeTypes, Query};
+use railyard_model::run::{Out, RunState, StartParams};
+use railyard_model::workflow::parse_definition;
+use railyard_store::memory::MemoryBackend;
+use railyard_store::{Backend, RunFilter, Store};
+
+use super::schema;
+
+/// 60 runs of three workflows, every fifth terminated; written as the writer does
+/// (a start, then a close in a save of its own).
+fn write_runs(backend: &dyn Backend) {
+    let mut seq = 0;
+    for i in 0..60i64 {
+        let wf = format!("w{}", i % 3);
+        let def = Arc::new(
+            parse_definition(&format!(
+                r#"{{"id":"{wf}","version":"1","name":"W","steps":[{{"id":"a","title":"A","prompt":"p"}}]}}"#
+            ))
+            .unwrap(),
+        );
+        let mut out = Out::new(1_000 + i, &mut seq);
+        let params = StartParams {
+            namespace: "default".into(),
+            run_id: format!("r{i:02}"),
+            ..Default::default()
+        };
+        let mut run = RunState::start(params, def, &mut out);
+        let started = (run.clone(), out.events);
+        let mut closed = None;
+        if i % 5 == 0 {
+            let mut out = Out::new(5_000, &mut seq);
+            run.terminate("op", "done".into(), &mut out).unwrap();
+            closed = Some((run, out.events));
+        }
+        backend
+            .write(&mut |tx| {
+                tx.save_run(&started.0, &started.1)?;
+                tx.index_run("default", started.0.start_ms, &started.0.run_id, "")?;
+                if let Some((run, events)) = &closed {
+                    tx.save_run(run, events)?;
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+}
+
+const QUERIES: [&str; 5] = [
+    "Status = 'TERMINATED'",
+    "WorkflowId = 'w1' AND Status = 'RUNNING'",
+    "WorkflowId IN ('w0', 'w2') AND StartTime > '1970-01-01T00:00:01.030Z'",
+    "Status = 'TERMINATED' OR WorkflowId = 'w2'",
+    "",
+];
+
+fn ids(store: &Store, q: &str) -> (Vec<String>, u64) {
+    let filter = RunFilter {
+        query: Some(Query::parse(q, &AttributeTypes::new()).unwrap()),
+        ..RunFilter::default()
+    };
+    let (runs, _, stats) = store
+        .list_runs_counted("default", &filter, None, 1_000, usize::MAX, &|_| 0)
+        .unwrap();
+    (runs.into_iter().map(|r| r.run_id).collect(), stats.rows_read)
+}
+
+#[test]
+fn a_listing_by_query_answers_as_the_reference_and_reads_its_index_only() {
+    let Some(s) = schema("a_listing_by_query_answers_as_the_reference_and_reads_its_index_only") else {
+        return;
+    };
+    let pg = Store::new(Arc::new(s.open().unwrap()));
+    let memory = Store::new(Arc::new(MemoryBackend::default()));
+    write_runs(pg.backend());
+    write_runs(memory.backend());
+    for q in QUERIES {
+        assert_eq!(ids(&pg, q).0, ids(&memory, q).0, "{q}");
+    }
+    // 12 terminated runs of 60: 12 read.
+    assert_eq!(
+        ids(&pg, "Status = 'TERMINATED'"),
+        (ids(&memory, "Status = 'TERMINATED'").0, 12)
+    );
+
+    // Runs stored before the table get their terms from the migration.
+    s.execute("DROP TABLE run_terms").unwrap();
+    s.execute(crate::schema::RUN_TERMS).unwrap();
+    for q in QUERIES {
+        assert_eq!(ids(&pg, q).0, ids(&memory, q).0, "after the migration: {q}");
+    }
+    // Purging a run removes its terms.
+    let run = pg.run("default", "r00").unwrap().unwrap();
+    pg.backend().write(&mut |tx| tx.purge_run(&run)).unwrap();
+    let rows = s
+        .query_text("SELECT count(*)::text FROM run_terms WHERE run_id = 'r00'")
+        .unwrap();
+    assert_eq!(rows.as_deref(), Some("0"));
+}

@@ -1,0 +1,262 @@
+//! Listing and counting runs by a filter and a query ([`railyard_model::query`]),
+//! served from indexes: the planner takes the index terms the query's top-level AND
+//! allows ([`railyard_model::query::Plan`]), plus the old filter fields, estimates
+//! each by counting its index entries (at most [`ESTIMATE_CAP`]), and reads the runs
+//! under the smallest; with none, it reads runs by start time. Every run read is
+//! checked against the whole filter, so the choice of index changes only how many
+//! rows are read, never the answer. Every index is ordered by (start ms, run id), so
+//! the page cursor is the same whichever index served the page before.
+
+use std::collections::BTreeMap;
+
+use railyard_model::Millis;
+use railyard_model::query::{Builtin, Field, Query, RunView, Value, status_term, workflow_term};
+use railyard_model::run::{RunState, RunStatus};
+
+use crate::backend::Snapshot;
+use crate::error::StorageError;
+use crate::{Cursor, RunFilter};
+
+/// How many index entries of a candidate term the planner counts, at most, to
+/// compare candidates.
+pub const ESTIMATE_CAP: u64 = 4096;
+
+/// What a listing or count read: for tests and logs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListStats {
+    /// Runs read (decoded) from storage.
+    pub rows_read: u64,
+    /// The index that served it: `start` (runs by start time), or the terms read.
+    pub index: String,
+}
+
+/// A count of runs, whole and by group.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunCount {
+    pub total: u64,
+    /// By the group-by field's value (`None`: the field is null), in value order;
+    /// empty without a group-by.
+    pub groups: Vec<(Option<String>, u64)>,
+    pub stats: ListStats,
+}
+
+const STATUSES: [RunStatus; 6] = [
+    RunStatus::Running,
+    RunStatus::Completed,
+    RunStatus::Failed,
+    RunStatus::Canceled,
+    RunStatus::Terminated,
+    RunStatus::TimedOut,
+];
+
+/// Where to read: the start range and the terms (`None`: by start time).
+struct Source {
+    from_ms: Millis,
+    before: (Millis, String),
+    terms: Option<Vec<String>>,
+}
+
+fn keep(filter: &RunFilter, run: &RunState) -> bool {
+    filter.status.is_none_or(|s| s == run.status)
+        && filter.workflow_id.as_ref().is_none_or(|w| *w == run.workflow_id)
+        && filter
+            .parent_run_id
+            .as_ref()
+            .is_none_or(|p| *p == run.parent_run_id)
+        && (!filter.has_issues || run.issue_count() > 0)
+        && filter.query.as_ref().is_none_or(|q| q.matches(run))
+}
+
+fn plan(
+    snap: &dyn Snapshot,
+    ns: &str,
+    filter: &RunFilter,
+    after: Option<&Cursor>,
+) -> Result<Source, StorageError> {
+    let plan = filter.query.as_ref().map(Query::plan).unwrap_or_default();
+    let mut candidates = plan.candidates;
+    if let Some(s) = filter.status {
+        candidates.push(vec![status_term(s.name())]);
+    }
+    if let Some(w) = &filter.workflow_id {
+        candidates.push(vec![workflow_term(w)]);
+    }
+    let from_ms = filter
+        .started_after_ms
+        .unwrap_or(Millis::MIN)
+        .max(plan.start_from.unwrap_or(Millis::MIN));
+    // Exclusive: `started_before` as given, the plan's inclusive end plus one.
+    let hi = filter
+        .started_before_ms
+        .unwrap_or(Millis::MAX)
+        .min(plan.start_to.map_or(Millis::MAX, |t| t.saturating_add(1)));
+    let mut before = (hi, String::new());
+    if let Some((ms, id)) = after
+        && (*ms, id.as_str()) < (before.0, before.1.as_str())
+    {
+        before = (*ms, id.clone());
+    }
+    let mut best: Option<(u64, Vec<String>)> = None;
+    for terms in candidates {
+        let mut estimate = 0u64;
+        for t in &terms {
+            estimate = estimate.saturating_add(snap.term_count(ns, t, ESTIMATE_CAP)?);
+        }
+        if best.as_ref().is_none_or(|(e, _)| estimate < *e) {
+            best = Some((estimate, terms));
+        }
+    }
+    Ok(Source {
+        from_ms,
+        before,
+        terms: best.map(|(_, t)| t),
+    })
+}
+
+/// Reads `src` newest first, giving each run that passes `filter` to `take` until it
+/// says stop; counts the rows read.
+fn scan(
+    snap: &dyn Snapshot,
+    ns: &str,
+    src: &Source,
+    filter: &RunFilter,
+    stats: &mut ListStats,
+    take: &mut dyn FnMut(usize, Millis, &str, RunState) -> bool,
+) -> Result<(), StorageError> {
+    let before = (src.before.0, src.before.1.as_str());
+    let terms: Vec<Option<&str>> = match &src.terms {
+        None => {
+            stats.index = "start".into();
+            vec![None]
+        }
+        Some(terms) => {
+            stats.index = terms.join(" | ");
+            terms.iter().map(|t| Some(t.as_str())).collect()
+        }
+    };
+    for (stream, term) in terms.into_iter().enumerate() {
+        let rows = &mut stats.rows_read;
+        let mut visit = |ms: Millis, id: &str, run: RunState| {
+            *rows += 1;
+            !keep(filter, &run) || take(stream, ms, id, run)
+        };
+        match term {
+            None => snap.runs_by_start(ns, src.from_ms, before, &mut visit)?,
+            Some(t) => snap.runs_by_term(ns, t, src.from_ms, before, &mut visit)?,
+        }
+    }
+    Ok(())
+}
+
+/// A page of runs, newest first, after the cursor: at most `limit`, and no more
+/// than fit in `max_bytes` as `weigh` counts them (always at least one).
+pub(crate) fn list(
+    snap: &dyn Snapshot,
+    ns: &str,
+    filter: &RunFilter,
+    after: Option<Cursor>,
+    limit: usize,
+    max_bytes: usize,
+    weigh: &dyn Fn(&RunState) -> usize,
+) -> Result<(Vec<RunState>, Option<Cursor>, ListStats), StorageError> {
+    let mut stats = ListStats::default();
+    let limit = limit.max(1);
+    let src = plan(snap, ns, filter, after.as_ref())?;
+    // Each stream (one per term) gives at most a page: its runs past a page's worth
+    // cannot be on this page. By bytes, it goes one run past the budget, so that the
+    // page knows a run follows the last that fits.
+    let streams = src.terms.as_ref().map_or(1, Vec::len);
+    let mut per: Vec<(usize, usize)> = vec![(0, 0); streams];
+    let mut found: Vec<(Millis, String, RunState)> = Vec::new();
+    scan(snap, ns, &src, filter, &mut stats, &mut |stream, ms, id, run| {
+        let (n, bytes) = &mut per[stream];
+        let before = *bytes;
+        *n += 1;
+        *bytes = bytes.saturating_add(weigh(&run));
+        found.push((ms, id.to_string(), run));
+        *n < limit && before <= max_bytes
+    })?;
+    if streams > 1 {
+        found.sort_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1)));
+    }
+    let mut out = Vec::new();
+    let mut bytes = 0usize;
+    let mut last: Option<Cursor> = None;
+    let mut next = None;
+    for (ms, id, run) in found {
+        let weight = weigh(&run);
+        if !out.is_empty() && bytes.saturating_add(weight) > max_bytes {
+            next = last.take();
+            break;
+        }
+        bytes = bytes.saturating_add(weight);
+        out.push(run);
+        last = Some((ms, id));
+        if out.len() == limit {
+            next = last.take();
+            break;
+        }
+    }
+    Ok((out, next, stats))
+}
+
+/// The group a run falls in.
+fn group_of(run: &RunState, by: &Field) -> Option<String> {
+    match run.field(by)? {
+        Value::Str(s) => Some(s),
+        Value::Int(n) => Some(n.to_string()),
+        Value::Double(d) => Some(d.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Time(t) => Some(t.to_string()),
+        Value::List(l) => Some(l.join(",")),
+    }
+}
+
+/// Counts the runs that pass `filter`, grouped by `group_by` when given. Served from
+/// the term index alone (no run read) when the filter is empty and the grouping is by
+/// status or none; else it reads every run under the chosen index.
+pub(crate) fn count(
+    snap: &dyn Snapshot,
+    ns: &str,
+    filter: &RunFilter,
+    group_by: Option<&Field>,
+) -> Result<RunCount, StorageError> {
+    let unfiltered = filter.query.as_ref().is_none_or(|q| q.filter.is_none())
+        && filter.status.is_none()
+        && filter.workflow_id.is_none()
+        && filter.parent_run_id.is_none()
+        && !filter.has_issues
+        && filter.started_after_ms.is_none()
+        && filter.started_before_ms.is_none();
+    let by_status = group_by == Some(&Field::Builtin(Builtin::Status));
+    if unfiltered && (group_by.is_none() || by_status) {
+        let mut c = RunCount {
+            stats: ListStats {
+                rows_read: 0,
+                index: "Status=*".into(),
+            },
+            ..RunCount::default()
+        };
+        for s in STATUSES {
+            let n = snap.term_count(ns, &status_term(s.name()), u64::MAX)?;
+            c.total += n;
+            if by_status && n > 0 {
+                c.groups.push((Some(s.name().to_string()), n));
+            }
+        }
+        c.groups.sort();
+        return Ok(c);
+    }
+    let src = plan(snap, ns, filter, None)?;
+    let mut c = RunCount::default();
+    let mut groups: BTreeMap<Option<String>, u64> = BTreeMap::new();
+    scan(snap, ns, &src, filter, &mut c.stats, &mut |_, _, _, run| {
+        c.total += 1;
+        if let Some(by) = group_by {
+            *groups.entry(group_of(&run, by)).or_insert(0) += 1;
+        }
+        true
+    })?;
+    c.groups = groups.into_iter().collect();
+    Ok(c)
+}
