@@ -3,8 +3,8 @@
 //! Reading commands (`describe`, `history`, `watch`) live in [`view`].
 
 pub(crate) mod approval;
-pub(crate) mod issues;
 mod count;
+pub(crate) mod issues;
 mod reset;
 mod stream;
 mod tree;

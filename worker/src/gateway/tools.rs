@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use railyard_proto::v1::{
-    CompleteStepTaskRequest, HeartbeatStepTaskRequest, ListRunsRequest, ReportIssueRequest, ResetRunRequest, RunStatus,
-    SignalRunRequest, StartRunRequest,
+    CompleteStepTaskRequest, HeartbeatStepTaskRequest, ListRunsRequest, ReportIssueRequest, ResetRunRequest,
+    RunStatus, SignalRunRequest, StartRunRequest,
 };
 use railyard_sdk::ClientError;
 use rmcp::handler::server::wrapper::Parameters;
