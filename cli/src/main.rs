@@ -10,6 +10,7 @@
 //! - `railyard bench` measures an in-process server.
 //! - `railyard store export|import` moves a store between backends through a dump.
 //! - `railyard mcp` serves MCP on stdio for an outside agent.
+//! - `railyard service install|uninstall` writes a systemd unit or launchd plist.
 //! - `railyard completion SHELL` and `railyard man` print completions and man pages
 //!   generated from these definitions ([`shell`]).
 //!
@@ -18,7 +19,7 @@
 //! [`schedule`], [`trigger`], and [`delivery`], shared by `run` and `namespace`) over
 //! the plumbing they share in [`client`]; the long-running commands (`server`,
 //! `worker`, `dev`, `mcp`) in [`serve`]; `bench` in [`bench`](mod@bench); `store` in
-//! [`store`].
+//! [`store`]; `service` in [`service`].
 //! [`logging`] sets up the logs, [`telemetry`] the export of traces, and [`report`]
 //! reports a failed command.
 //!
@@ -44,6 +45,7 @@ mod report;
 mod run;
 mod schedule;
 mod serve;
+mod service;
 mod shell;
 mod store;
 mod task;
@@ -150,6 +152,12 @@ enum Command {
     /// Serve MCP on stdin/stdout for an agent (Claude Code, Cursor, any MCP client),
     /// talking to the Railyard server at --server. Logs go to stderr.
     Mcp(serve::mcp::McpArgs),
+    /// Install the server or a worker as a systemd or launchd service (never starts it).
+    ///
+    /// `railyard service install server --config /etc/railyard/railyard.toml`;
+    /// `railyard service install worker --user --config worker.toml --dry-run`.
+    #[command(subcommand)]
+    Service(service::ServiceCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     ///
     /// bash: `railyard completion bash > /etc/bash_completion.d/railyard`;
@@ -288,6 +296,7 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Command::BenchAgent(a) => bench::agents::client::run(a).await.map(|()| ExitCode::SUCCESS),
         Command::BenchProcess(r) => bench::processes::role::run(r).await.map(|()| ExitCode::SUCCESS),
         Command::Mcp(a) => serve::mcp::run(g, &a).await.map(|()| ExitCode::SUCCESS),
+        Command::Service(c) => service::run(c).map(|()| ExitCode::SUCCESS),
         Command::Completion(a) => shell::completion(Cli::command(), &a).map(|()| ExitCode::SUCCESS),
         Command::Man(a) => shell::man(Cli::command(), &a).map(|()| ExitCode::SUCCESS),
     }

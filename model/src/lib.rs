@@ -25,6 +25,7 @@ pub mod ids;
 pub mod limits;
 pub mod namespace;
 pub mod output;
+pub mod principles;
 pub mod query;
 pub mod run;
 pub mod schedule;

@@ -43,6 +43,9 @@ pub struct Namespace {
     /// Notification subscriptions: where every closed run of the namespace (that a
     /// subscription's filters match) is delivered.
     pub subscriptions: Vec<Subscription>,
+    /// Its principles, between the server's and a definition's
+    /// (`crate::principles`; `None`: none of its own).
+    pub principles: Option<crate::principles::Layer>,
 }
 
 impl Default for Namespace {
@@ -55,6 +58,7 @@ impl Default for Namespace {
             retention_ms: DEFAULT_RETENTION_MS,
             limits: NamespaceLimits::default(),
             subscriptions: Vec::new(),
+            principles: None,
         }
     }
 }
@@ -89,6 +93,8 @@ pub struct NamespaceChange {
     pub max_open_runs: Option<u64>,
     pub max_starts_per_second: Option<u64>,
     pub max_pending_signals: Option<u64>,
+    /// New principles: a layer with empty text that extends clears them.
+    pub principles: Option<crate::principles::Layer>,
 }
 
 impl NamespaceChange {
@@ -96,6 +102,10 @@ impl NamespaceChange {
     pub fn apply_to(&self, ns: &mut Namespace) {
         if let Some(d) = &self.description {
             ns.description = d.clone();
+        }
+        if let Some(p) = &self.principles {
+            let clear = p.text.trim().is_empty() && p.mode == crate::principles::Mode::Extend;
+            ns.principles = (!clear).then(|| p.clone());
         }
         if let Some(r) = self.retention_ms {
             ns.retention_ms = r;
@@ -121,13 +131,42 @@ pub struct Subscription {
     /// Only runs that closed with these statuses (empty: all).
     pub outcomes: Vec<RunStatus>,
     pub created_ms: Millis,
+    /// What it is sent: [`EVENT_RUN_CLOSED`] and/or [`EVENT_ISSUE_REPORTED`] (empty:
+    /// run.closed only, as before the kinds existed).
+    pub events: Vec<String>,
 }
+
+/// The event kind of a run's result, sent when it closes.
+pub const EVENT_RUN_CLOSED: &str = "run.closed";
+/// The event kind of an issue an agent reported (`report_issue`), sent at once.
+pub const EVENT_ISSUE_REPORTED: &str = "issue.reported";
+/// Every event kind a subscription may name.
+pub const EVENT_KINDS: [&str; 2] = [EVENT_RUN_CLOSED, EVENT_ISSUE_REPORTED];
 
 impl Subscription {
     /// Whether a run of `workflow` that closed as `status` is delivered here.
     pub fn matches(&self, workflow: &str, status: RunStatus) -> bool {
-        (self.workflows.is_empty() || self.workflows.iter().any(|w| w == workflow))
+        self.wants(EVENT_RUN_CLOSED)
+            && self.covers(workflow)
             && (self.outcomes.is_empty() || self.outcomes.contains(&status))
+    }
+
+    /// Whether an issue reported in a run of `workflow` is sent here (its outcome is
+    /// not known yet, so `outcomes` does not apply).
+    pub fn matches_issue(&self, workflow: &str) -> bool {
+        self.wants(EVENT_ISSUE_REPORTED) && self.covers(workflow)
+    }
+
+    fn covers(&self, workflow: &str) -> bool {
+        self.workflows.is_empty() || self.workflows.iter().any(|w| w == workflow)
+    }
+
+    fn wants(&self, kind: &str) -> bool {
+        if self.events.is_empty() {
+            kind == EVENT_RUN_CLOSED
+        } else {
+            self.events.iter().any(|e| e == kind)
+        }
     }
 }
 
@@ -190,5 +229,48 @@ mod tests {
         assert!(s.matches("review", RunStatus::TimedOut));
         assert!(!s.matches("review", RunStatus::Completed));
         assert!(!s.matches("other", RunStatus::Failed));
+        assert!(!s.matches_issue("review"), "run.closed only by default");
+    }
+
+    #[test]
+    fn a_change_sets_or_clears_the_principles() {
+        use crate::principles::{Layer, Mode};
+        let mut ns = Namespace::default();
+        let set = |text: &str, mode| NamespaceChange {
+            principles: Some(Layer {
+                text: text.into(),
+                mode,
+            }),
+            ..NamespaceChange::default()
+        };
+        set("be kind", Mode::Replace).apply_to(&mut ns);
+        assert_eq!(ns.principles.as_ref().map(|p| p.mode), Some(Mode::Replace));
+        NamespaceChange::default().apply_to(&mut ns);
+        assert!(ns.principles.is_some(), "unchanged when not given");
+        set("", Mode::Replace).apply_to(&mut ns);
+        assert!(
+            ns.principles.is_some(),
+            "an empty replacing layer means none at all"
+        );
+        set(" ", Mode::Extend).apply_to(&mut ns);
+        assert_eq!(ns.principles, None, "cleared");
+    }
+
+    #[test]
+    fn a_subscription_chooses_its_event_kinds() {
+        let issues = Subscription {
+            workflows: vec!["review".into()],
+            outcomes: vec![RunStatus::Failed],
+            events: vec![EVENT_ISSUE_REPORTED.into()],
+            ..Subscription::default()
+        };
+        assert!(issues.matches_issue("review"));
+        assert!(!issues.matches_issue("other"));
+        assert!(!issues.matches("review", RunStatus::Failed));
+        let both = Subscription {
+            events: EVENT_KINDS.iter().map(|k| k.to_string()).collect(),
+            ..Subscription::default()
+        };
+        assert!(both.matches_issue("any") && both.matches("any", RunStatus::Completed));
     }
 }

@@ -5,6 +5,8 @@
 pub const COMPLETE_STEP: &str = "complete_step";
 pub const SIGNAL_COORDINATOR: &str = "signal_coordinator";
 pub const SPAWN_AGENT: &str = "spawn_agent";
+/// Reports a problem the agent found without ending its step; always allowed.
+pub const REPORT_ISSUE: &str = "report_issue";
 /// Waits for child runs started with `spawn_agent` and `wait: false`; allowed
 /// wherever `spawn_agent` is.
 pub const AWAIT_RUNS: &str = "await_runs";
@@ -21,7 +23,7 @@ pub const WORKSPACE_TOOLS: [&str; 6] = [
     "grep",
 ];
 /// Every tool a definition may name.
-pub const ALL: [&str; 10] = [
+pub const ALL: [&str; 11] = [
     "bash",
     "read_file",
     "write_file",
@@ -32,4 +34,5 @@ pub const ALL: [&str; 10] = [
     SPAWN_AGENT,
     SIGNAL_COORDINATOR,
     AWAIT_RUNS,
+    REPORT_ISSUE,
 ];

@@ -56,6 +56,10 @@ pub struct WorkflowDef {
     /// Estimated cost the whole run may reach, in US dollars (the worker's prices).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cost_usd: Option<f64>,
+    /// Principles for every step's agent: `{"text": "...", "mode": "extend"|"replace"}`,
+    /// extending (the default) or replacing the server's (`crate::principles`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principles: Option<crate::principles::Layer>,
     pub steps: Vec<StepDef>,
 }
 
@@ -361,6 +365,9 @@ pub fn validate(def: &WorkflowDef) -> Result<(), String> {
     }
     check_max_tokens("maxTokens", def.max_tokens)?;
     check_max_cost("maxCostUsd", def.max_cost_usd)?;
+    if let Some(p) = &def.principles {
+        crate::principles::check_text(&p.text).map_err(|e| format!("principles.text: {e}"))?;
+    }
     if def.steps.is_empty() {
         return Err("steps: a workflow needs at least one step".into());
     }

@@ -687,6 +687,23 @@ impl Client {
         }
     }
 
+    /// Records an issue the agent of a leased step reports, without ending the step
+    /// (`Tasks.ReportIssue`). Tried once, like `spawn_child_runs`: a repeat after a
+    /// lost answer would record the issue twice.
+    pub async fn report_issue(&self, req: ReportIssueRequest) -> Result<ReportIssueResponse, ClientError> {
+        let deadline = self.opts.request_timeout;
+        let mut c = self.tasks();
+        match tokio::time::timeout(deadline, c.report_issue(req)).await {
+            Ok(r) => r
+                .map(tonic::Response::into_inner)
+                .map_err(|status| ClientError::from_status(&self.url, status)),
+            Err(_) => Err(ClientError::from_status(
+                &self.url,
+                Status::deadline_exceeded(format!("no answer within {deadline:?}")),
+            )),
+        }
+    }
+
     pub async fn fail_step_task(
         &self,
         req: FailStepTaskRequest,

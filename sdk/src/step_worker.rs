@@ -301,6 +301,26 @@ impl StepWorker {
             .child_run_ids)
     }
 
+    /// Records an issue the agent reported without ending the step; answers whether
+    /// it was recorded (at most 10 per attempt) and the step's issues so far.
+    pub async fn report_issue(
+        &self,
+        task_token: &str,
+        severity: String,
+        summary: String,
+        details: String,
+    ) -> Result<ReportIssueResponse, ClientError> {
+        self.client
+            .report_issue(ReportIssueRequest {
+                task_token: task_token.into(),
+                identity: self.identity.clone(),
+                severity,
+                summary,
+                details,
+            })
+            .await
+    }
+
     /// Reports a failure; returns whether the server scheduled another attempt.
     pub async fn fail(&self, task_token: &str, failure: Failure) -> Result<bool, ClientError> {
         Ok(self

@@ -65,6 +65,17 @@ impl Tasks for Scripted {
         }
     }
 
+    async fn report_issue(
+        &self,
+        _: Request<railyard_proto::v1::ReportIssueRequest>,
+    ) -> Result<Response<railyard_proto::v1::ReportIssueResponse>, Status> {
+        *self.calls.lock().unwrap() += 1;
+        match self.answers.lock().unwrap().pop_front() {
+            Some(status) => Err(status),
+            None => Ok(Response::new(Default::default())),
+        }
+    }
+
     async fn append_step_output(
         &self,
         _: Request<railyard_proto::v1::AppendStepOutputRequest>,

@@ -96,6 +96,9 @@ pub struct ServerConfig {
     pub cache_bytes: usize,
     /// Live output: caps per attempt and run, retention, flush interval.
     pub output: engine::output::OutputSettings,
+    /// The server's principles (`server.principles_file`), read at start; `None`:
+    /// the built-in `railyard_model::principles::DEFAULT`.
+    pub principles_file: Option<PathBuf>,
 }
 
 /// Webhook trigger settings ([`service::triggers`]).
@@ -170,6 +173,7 @@ impl ServerConfig {
             triggers: TriggerSettings::default(),
             cache_bytes: railyard_store::redb_backend::DEFAULT_CACHE_BYTES,
             output: engine::output::OutputSettings::default(),
+            principles_file: None,
         }
     }
 
@@ -213,6 +217,21 @@ pub enum StartError {
     Bootstrap(#[from] service::keys::BootstrapError),
     #[error("triggers in the configuration: {0}")]
     Triggers(error::ApiError),
+    #[error("principles file {path}: {error}")]
+    Principles { path: String, error: String },
+}
+
+/// The server's principles file: a regular UTF-8 file within the layer bound, read
+/// once at start (runs pin what they composed, so editing it changes only new runs).
+fn read_principles(path: &std::path::Path) -> Result<String, StartError> {
+    let fail = |error: String| StartError::Principles {
+        path: path.display().to_string(),
+        error,
+    };
+    let max = railyard_model::principles::MAX_LAYER_BYTES as u64;
+    let text = railyard_files::read_regular_text(path, max).map_err(|e| fail(e.to_string()))?;
+    railyard_model::principles::check_text(&text).map_err(fail)?;
+    Ok(text)
 }
 
 impl From<BuildError> for StartError {
@@ -267,6 +286,9 @@ impl RunningServer {
             })?;
         for def in &config.embedded_workflows {
             workflows.add_embedded(def);
+        }
+        if let Some(path) = &config.principles_file {
+            workflows.principles = Some(read_principles(path)?);
         }
         for bad in &workflows.invalid {
             tracing::warn!(file = %bad.file.display(), error = %bad.error, "workflow definition rejected");

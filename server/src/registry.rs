@@ -86,9 +86,33 @@ fn read_definition(file: &Path) -> Result<String, String> {
 pub struct WorkflowRegistry {
     pub valid: BTreeMap<String, (Arc<WorkflowDef>, PathBuf)>,
     pub invalid: Vec<InvalidDefinition>,
+    /// The server's principles (`server.principles_file`); `None`: the built-in
+    /// `railyard_model::principles::DEFAULT`.
+    pub principles: Option<String>,
 }
 
 impl WorkflowRegistry {
+    /// The server's principles, the first layer every run's are composed from.
+    pub fn server_principles(&self) -> &str {
+        self.principles
+            .as_deref()
+            .unwrap_or(railyard_model::principles::DEFAULT)
+    }
+
+    /// The principles a run of `def` in a namespace with `namespace` principles
+    /// starts with: the server's, then the namespace's, then the definition's, each
+    /// extending or replacing the ones before.
+    pub fn principles_for(
+        &self,
+        namespace: Option<&railyard_model::principles::Layer>,
+        def: &WorkflowDef,
+    ) -> String {
+        railyard_model::principles::compose(
+            self.server_principles(),
+            namespace.into_iter().chain(def.principles.as_ref()),
+        )
+    }
+
     /// Loads every definition file of `dir` ([`definition_files`]). A bad file is
     /// recorded in `invalid`; it stops nothing. A missing directory gives an empty
     /// registry.

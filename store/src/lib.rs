@@ -55,6 +55,8 @@ pub struct RunFilter {
     pub parent_run_id: Option<String>,
     pub started_after_ms: Option<Millis>,
     pub started_before_ms: Option<Millis>,
+    /// Only runs whose agents reported an issue (`report_issue`).
+    pub has_issues: bool,
     /// A parsed list query ([`railyard_model::query`]), beside the fields above.
     pub query: Option<railyard_model::query::Query>,
 }

@@ -63,6 +63,7 @@ fn keep(filter: &RunFilter, run: &RunState) -> bool {
             .parent_run_id
             .as_ref()
             .is_none_or(|p| *p == run.parent_run_id)
+        && (!filter.has_issues || run.issue_count() > 0)
         && filter.query.as_ref().is_none_or(|q| q.matches(run))
 }
 
@@ -224,6 +225,7 @@ pub(crate) fn count(
         && filter.status.is_none()
         && filter.workflow_id.is_none()
         && filter.parent_run_id.is_none()
+        && !filter.has_issues
         && filter.started_after_ms.is_none()
         && filter.started_before_ms.is_none();
     let by_status = group_by == Some(&Field::Builtin(Builtin::Status));

@@ -121,6 +121,7 @@ impl Default for MemoryBackend {
         data.namespaces.insert(
             default.clone(),
             Namespace {
+                principles: None,
                 name: default,
                 ..Namespace::default()
             },

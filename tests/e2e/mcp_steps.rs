@@ -494,7 +494,7 @@ fn mcp_over_streamable_http_on_the_servers_listener() {
         &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
     );
     let tools = tools[0]["result"]["tools"].as_array().expect("tools").clone();
-    assert_eq!(tools.len(), 8, "{tools:?}");
+    assert_eq!(tools.len(), 9, "{tools:?}");
     let call = |id: u64, name: &str, arguments: Value| {
         let (_, answer) = post_mcp(
             &addr,
@@ -515,6 +515,20 @@ fn mcp_over_streamable_http_on_the_servers_listener() {
     let content = ok_result(&step).clone();
     assert_eq!(content["step"]["id"], "research", "{content}");
     let run_id = content["run_id"].as_str().unwrap().to_string();
+    // An outside agent is a worker: it reports an issue and keeps its step.
+    let issue = call(
+        40,
+        "report_issue",
+        json!({"continue_token": content["continue_token"], "severity": "warning",
+               "summary": "the sources disagree", "details": "two dates for one event"}),
+    );
+    assert_eq!(ok_result(&issue)["recorded"], true, "{issue}");
+    let wrong = call(
+        41,
+        "report_issue",
+        json!({"continue_token": content["continue_token"], "severity": "fatal", "summary": "x"}),
+    );
+    assert!(error_text(&wrong).contains("severity"), "{wrong}");
     let bad = call(
         4,
         "complete_step",
@@ -529,11 +543,12 @@ fn mcp_over_streamable_http_on_the_servers_listener() {
     assert_eq!(ok_result(&done)["step"]["id"], "draft");
     let types = event_types(&history(&server, &run_id));
     assert_eq!(
-        types[..5],
+        types[..6],
         [
             "RunStarted",
             "StepScheduled",
             "StepStarted",
+            "IssueReported",
             "StepCompleted",
             "StepScheduled"
         ]

@@ -88,6 +88,7 @@ pub(crate) fn summarize_tool_input(name: &str, input: &Value) -> String {
         ),
         "complete_step" => field("notes").to_string(),
         "signal_coordinator" => format!("{}: {}", field("kind"), field("message")),
+        "report_issue" => format!("{}: {}", field("severity"), field("summary")),
         _ => input.to_string(),
     };
     one_line(&gist, 120)

@@ -292,6 +292,21 @@ impl Lease for LeaseKeeper {
         })
     }
 
+    fn report_issue(
+        &self,
+        severity: String,
+        summary: String,
+        details: String,
+    ) -> BoxFuture<'_, Result<(bool, u32), String>> {
+        Box::pin(async move {
+            self.worker
+                .report_issue(&self.token, severity, summary, details)
+                .await
+                .map(|r| (r.recorded, r.step_issues))
+                .map_err(|e| e.to_string())
+        })
+    }
+
     fn complete(&self, completion: &Completion, checkpoint: Vec<u8>) -> BoxFuture<'_, Result<(), String>> {
         let completion = completion.clone();
         Box::pin(async move {

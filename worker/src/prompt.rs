@@ -102,6 +102,8 @@ pub(crate) fn system_prompt(task: &StepTask, max_turns: u32, tools: &[ToolSpec])
          did, what you found, where it is), the workspace files you produced as `artifacts`, and any \
          `context_updates` later steps need. The step ends only when you call it.\n\
          - Use `signal_coordinator` to report progress, a finding or a blocker without ending the step.\n\
+         - Use `report_issue` for a problem the people running this workflow should know about (a bug, a \
+         risk, broken or unclear inputs); the step goes on.\n\
          - A message starting with [steer] comes from the person supervising the run: take it into account.\n\
          - Tools you may use in this step: {}.\n",
         names.join(", ")

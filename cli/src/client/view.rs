@@ -59,6 +59,22 @@ pub(crate) fn run_json(run: &RunInfo) -> Value {
         "reset_from": run.reset_from,
         "reset_to": run.reset_to,
         "carried_usage": usage_json(run.carried_usage.as_ref()),
+        "issue_count": run.issue_count,
+        "issues": run.issues.iter().map(issue_json).collect::<Vec<_>>(),
+        "principles": run.principles,
+    })
+}
+
+/// One issue as JSON.
+pub(crate) fn issue_json(i: &railyard_proto::v1::ReportedIssue) -> Value {
+    json!({
+        "step_id": i.step_id,
+        "attempt": i.attempt,
+        "severity": i.severity,
+        "summary": i.summary,
+        "details": i.details,
+        "time": crate::client::timefmt::rfc3339(i.time_unix_ms),
+        "time_unix_ms": i.time_unix_ms,
     })
 }
 
@@ -122,6 +138,7 @@ pub(crate) fn step_json(step: &StepSummary) -> Value {
         "usage": usage_json(step.usage.as_ref()),
         "model": step.model,
         "carried": step.carried,
+        "issues": step.issues,
     })
 }
 

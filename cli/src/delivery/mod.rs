@@ -41,6 +41,10 @@ pub(crate) struct SubscribeArgs {
     /// repeatable (default: every outcome).
     #[arg(long = "outcome", value_name = "S", value_parser = args::run_status)]
     pub outcomes: Vec<RunStatus>,
+    /// What to send: run.closed (each closed run's result) and/or issue.reported
+    /// (each issue an agent reports, at once); repeatable (default: run.closed).
+    #[arg(long = "event", value_name = "KIND", value_parser = ["run.closed", "issue.reported"])]
+    pub events: Vec<String>,
 }
 
 /// Flags of `namespace unsubscribe`.
@@ -84,6 +88,7 @@ pub(crate) async fn subscribe(global: &GlobalOpts, a: SubscribeArgs) -> anyhow::
         workflows: a.workflows,
         outcomes: a.outcomes.into_iter().map(|o| o as i32).collect(),
         create_time_unix_ms: 0,
+        events: a.events,
     };
     Ok(client.subscribe_namespace(&a.namespace, sub).await?)
 }
@@ -139,6 +144,7 @@ pub(crate) fn subscriptions_json(ns: &NamespaceInfo) -> Value {
                     "workflows": s.workflows,
                     "outcomes": s.outcomes.iter().map(|o| status_name(*o)).collect::<Vec<_>>(),
                     "create_time": rfc3339_or_null(s.create_time_unix_ms),
+                    "events": if s.events.is_empty() { vec!["run.closed".to_string()] } else { s.events.clone() },
                 })
             })
             .collect(),
@@ -158,11 +164,16 @@ pub(crate) fn subscription_lines(ns: &NamespaceInfo) -> Vec<String> {
         .iter()
         .map(|s| {
             format!(
-                "subscription {}  {}  workflows {}  outcomes {}",
+                "subscription {}  {}  workflows {}  outcomes {}  events {}",
                 s.id,
                 s.url,
                 all(s.workflows.clone()),
-                all(s.outcomes.iter().map(|o| status_name(*o)).collect())
+                all(s.outcomes.iter().map(|o| status_name(*o)).collect()),
+                if s.events.is_empty() {
+                    "run.closed".to_string()
+                } else {
+                    s.events.join(",")
+                }
             )
         })
         .collect()

@@ -61,6 +61,18 @@ pub(crate) struct UpdateArgs {
     pub description: Option<String>,
     #[command(flatten)]
     pub settings: Settings,
+    /// The namespace's principles for its runs' agents, after the server's and before
+    /// a workflow's (at most 16 KiB; "" clears them). New runs only: a run pins its
+    /// principles when it starts.
+    #[arg(long, value_name = "TEXT", conflicts_with = "principles_file")]
+    pub principles: Option<String>,
+    /// --principles, read from a file.
+    #[arg(long, value_name = "FILE")]
+    pub principles_file: Option<std::path::PathBuf>,
+    /// How the namespace's principles combine with the server's: extend (default) or
+    /// replace.
+    #[arg(long, value_name = "MODE", value_parser = ["extend", "replace"])]
+    pub principles_mode: Option<String>,
 }
 
 /// Retention and limits; a flag not given leaves the setting as it is (on create:
@@ -143,6 +155,21 @@ pub(crate) async fn run(global: &GlobalOpts, command: NamespaceCommand) -> anyho
                 max_open_runs: s.max_open_runs,
                 max_starts_per_second: s.max_starts_per_second,
                 max_pending_signals: s.max_pending_signals,
+                principles: match (a.principles, &a.principles_file) {
+                    (Some(text), _) => Some(text),
+                    (None, Some(file)) => Some(
+                        railyard_files::read_regular_text(
+                            file,
+                            railyard_model::principles::MAX_LAYER_BYTES as u64,
+                        )
+                        .map_err(|e| anyhow::anyhow!("--principles-file {}: {e}", file.display()))?,
+                    ),
+                    (None, None) if a.principles_mode.is_some() => {
+                        anyhow::bail!("--principles-mode needs --principles or --principles-file")
+                    }
+                    (None, None) => None,
+                },
+                principles_mode: a.principles_mode.unwrap_or_default(),
             };
             Some(client.update_namespace_with(req).await?)
         }
@@ -178,6 +205,12 @@ pub(crate) async fn run(global: &GlobalOpts, command: NamespaceCommand) -> anyho
             }
             for line in crate::delivery::subscription_lines(&ns) {
                 output::line(line)?;
+            }
+            if !ns.principles.is_empty() {
+                output::line(format!("principles ({})", ns.principles_mode))?;
+                for l in ns.principles.lines() {
+                    output::line(format!("  {l}"))?;
+                }
             }
         }
     }
@@ -235,6 +268,8 @@ pub(crate) fn namespace_json(ns: &NamespaceInfo) -> Value {
             "max_pending_signals": limits.max_pending_signals,
         },
         "subscriptions": crate::delivery::subscriptions_json(ns),
+        "principles": ns.principles,
+        "principles_mode": ns.principles_mode,
     })
 }
 

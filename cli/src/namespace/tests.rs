@@ -16,6 +16,7 @@ fn namespaces_are_listed() {
             max_pending_signals: 1_000,
         }),
         subscriptions: Vec::new(),
+        ..Default::default()
     };
     assert_eq!(
         list_lines(std::slice::from_ref(&ns)),

@@ -4,6 +4,7 @@
 
 pub(crate) mod approval;
 mod count;
+pub(crate) mod issues;
 mod reset;
 mod stream;
 mod tree;
@@ -144,6 +145,9 @@ pub(crate) struct ListArgs {
     /// Continue a listing from the token an earlier page printed.
     #[arg(long, value_name = "T")]
     pub page_token: Option<String>,
+    /// Only runs whose agents reported an issue (report_issue).
+    #[arg(long)]
+    pub has_issues: bool,
     /// Only runs this query matches, ANDed with the flags above
     /// (docs/search-and-queries.md): e.g. 'WorkflowId = "review-pr" AND Status =
     /// "FAILED" AND StartTime > "2026-11-20T00:00:00Z" ORDER BY StartTime DESC'.
@@ -267,6 +271,7 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
         started_before_unix_ms: a.until.map_or(0, |s| s.to_unix_ms(now)),
         page_size: a.limit,
         page_token: a.page_token.unwrap_or_default(),
+        has_issues: a.has_issues,
         query: a.query.unwrap_or_default(),
     };
     let resp = client.list_runs(req).await?;
@@ -279,7 +284,8 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
         output::line("no runs")?;
     } else {
         let mut table = Table::new([
-            "RUN ID", "WORKFLOW", "STATUS", "DONE", "DELIVERY", "STARTED", "CLOSED", "TOKENS", "COST", "GOAL",
+            "RUN ID", "WORKFLOW", "STATUS", "DONE", "ISSUES", "DELIVERY", "STARTED", "CLOSED", "TOKENS",
+            "COST", "GOAL",
         ]);
         for r in &resp.runs {
             let done = r.steps.iter().filter(|s| s.state == "COMPLETED").count();
@@ -301,6 +307,11 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
                 r.workflow_id.clone(),
                 status,
                 steps,
+                if r.issue_count == 0 {
+                    "-".to_string()
+                } else {
+                    r.issue_count.to_string()
+                },
                 crate::delivery::list_cell(r),
                 rfc3339(r.start_time_unix_ms),
                 rfc3339(r.close_time_unix_ms),

@@ -210,6 +210,15 @@ pub(crate) fn describe_lines(run: &RunInfo) -> Vec<String> {
         lines.extend(table.render());
     }
     lines.extend(result_lines(run));
+    lines.extend(super::issues::describe_lines(run));
+    if !run.principles.trim().is_empty() {
+        // Pinned when the run started; `-o json` has them whole.
+        lines.push("principles (pinned at start)".to_string());
+        lines.extend(run.principles.lines().take(12).map(|l| format!("  {l}")));
+        if run.principles.lines().count() > 12 {
+            lines.push("  ...".to_string());
+        }
+    }
     lines.extend(crate::delivery::describe_lines(run));
     lines
 }

@@ -31,6 +31,9 @@ pub(crate) struct Filters {
     /// A list query (`docs/search-and-queries.md`), ANDed with the other filters.
     #[serde(default, rename = "q")]
     query: String,
+    /// `1`: only runs whose agents reported an issue.
+    #[serde(default)]
+    issues: String,
     /// `YYYY-MM-DDTHH:MM` (UTC), as a `datetime-local` input sends it.
     #[serde(default)]
     after: String,
@@ -53,6 +56,7 @@ impl Filters {
             ("workflow", &self.workflow),
             ("parent", &self.parent),
             ("q", &self.query),
+            ("issues", &self.issues),
             ("after", &self.after),
             ("before", &self.before),
         ] {
@@ -84,6 +88,7 @@ impl Filters {
             page_size: PAGE_SIZE,
             page_token: self.page.clone(),
             query: self.query.trim().into(),
+            has_issues: self.issues == "1",
         })
     }
 }
@@ -173,6 +178,7 @@ fn filter_form(viewer: &Viewer, f: &Filters) -> Markup {
             }
             label { "Workflow" input type="text" name="workflow" value=(f.workflow) size="14"; }
             label { "Parent run" input type="text" name="parent" value=(f.parent) size="14"; }
+            label { "With issues" input type="checkbox" name="issues" value="1" checked[f.issues == "1"]; }
             label { "Query" input type="text" name="q" value=(f.query) size="32" placeholder="Status = \"FAILED\" AND StartTime > \"2026-11-20T00:00:00Z\""; }
             label { "Started after (UTC)" input type="datetime-local" name="after" value=(f.after); }
             label { "Started before (UTC)" input type="datetime-local" name="before" value=(f.before); }

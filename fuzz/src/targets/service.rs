@@ -487,6 +487,7 @@ async fn send(core: &Arc<Core>, seen: &mut Seen, r: &Request) -> Result<(), ApiE
                 parent_run_id: parent.as_ref().map(t),
                 started_after_ms: *after,
                 started_before_ms: *before,
+                has_issues: false,
                 query: None,
             };
             runs::list(

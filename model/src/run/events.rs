@@ -138,6 +138,16 @@ pub enum EventKind {
         name: String,
         payload_json: String,
     },
+    /// A problem the agent reported (`report_issue`); the step goes on. At most
+    /// `issue::MAX_RECORDED_ISSUES` per attempt.
+    IssueReported {
+        step_id: String,
+        attempt: u32,
+        #[serde(serialize_with = "wire::severity")]
+        severity: super::Severity,
+        summary: String,
+        details: String,
+    },
     /// A note from the agent to its coordinator; it does not advance the step.
     CoordinatorNote {
         step_id: String,
@@ -321,6 +331,7 @@ impl EventKind {
             Self::StepFailed { .. } => "StepFailed",
             Self::StepTimedOut { .. } => "StepTimedOut",
             Self::SignalReceived { .. } => "SignalReceived",
+            Self::IssueReported { .. } => "IssueReported",
             Self::CoordinatorNote { .. } => "CoordinatorNote",
             Self::CancelRequested { .. } => "CancelRequested",
             Self::StepWaiting { .. } => "StepWaiting",

@@ -15,6 +15,9 @@ use crate::workflow::WorkflowDef;
 mod approval;
 pub mod delivery;
 mod events;
+pub mod issue;
+#[cfg(test)]
+mod issue_tests;
 mod refusal;
 pub mod reset;
 pub mod size;
@@ -27,6 +30,7 @@ pub mod wire;
 pub use approval::{Proposal, rejection_message};
 pub use delivery::{Attempt, AttemptOutcome, Delivery, DeliveryPolicy, DeliveryStatus, DeliveryTarget};
 pub use events::{Event, EventKind, RunStatus, TimeoutKind};
+pub use issue::{Issue, IssueReport, Severity};
 pub use refusal::{Action, LeaseRef, Refusal};
 pub use reset::{CarriedStep, ResetKind, ResetPlan, ResetRequest};
 pub use usage::{RunBudget, TOKEN_BUDGET_EXCEEDED, Usage};
@@ -91,6 +95,10 @@ pub struct StepRecord {
     pub attempt_usage: Usage,
     /// The model the last report named.
     pub model: String,
+    /// Issues its agents reported, over all its attempts (`report_issue`).
+    pub issues: u32,
+    /// Issues recorded for the current attempt (bounded, [`issue::MAX_RECORDED_ISSUES`]).
+    pub attempt_issues: u32,
     /// Carried over, as it completed, from the run this one was reset from
     /// (`reset`): its usage is not this run's spending.
     pub carried: bool,
@@ -155,6 +163,12 @@ pub struct RunState {
     pub deliveries: Vec<Delivery>,
     /// The OpenTelemetry trace the run's spans join (`crate::trace`).
     pub trace: TraceContext,
+    /// The first issues its agents reported (at most [`issue::MAX_KEPT_ISSUES`]);
+    /// the steps count them all.
+    pub issues: Vec<Issue>,
+    /// The principles its steps' agents follow, composed and pinned when it started
+    /// (`crate::principles`; empty: none).
+    pub principles: String,
     /// The run this one was reset or rerun from (empty: none; see `reset`).
     pub reset_from: String,
     /// The latest run reset or rerun from this one (empty: none).
@@ -382,6 +396,8 @@ impl RunState {
             },
             deliveries: Vec::new(),
             trace: TraceContext::derived("", ""),
+            issues: Vec::new(),
+            principles: String::new(),
             reset_from: String::new(),
             reset_to: String::new(),
         };
@@ -453,6 +469,7 @@ impl RunState {
         rec.state = "SCHEDULED".into();
         rec.attempt = attempt;
         rec.result_refusals = 0;
+        rec.attempt_issues = 0;
         self.push(
             out,
             "server",

@@ -77,3 +77,8 @@ pub(super) fn policy<S: Serializer>(policy: &ParentClosePolicy, s: S) -> Result<
 pub(super) fn status<S: Serializer>(status: &RunStatus, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(status.name())
 }
+
+/// An issue's severity by its API name (`info`, `warning`, `error`, `critical`).
+pub(super) fn severity<S: Serializer>(severity: &super::Severity, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(severity.name())
+}

@@ -155,6 +155,16 @@ fn cases() -> Vec<(EventKind, &'static str)> {
             r#"{"name":"steer","payloadJson":"{\"text\":\"hi\"}"}"#,
         ),
         (
+            EventKind::IssueReported {
+                step_id: "a".into(),
+                attempt: 1,
+                severity: crate::run::Severity::Error,
+                summary: "tests fail".into(),
+                details: "3 of 40".into(),
+            },
+            r#"{"attempt":1,"details":"3 of 40","severity":"error","stepId":"a","summary":"tests fail"}"#,
+        ),
+        (
             EventKind::CoordinatorNote {
                 step_id: "a".into(),
                 attempt: 1,
@@ -507,7 +517,7 @@ fn the_wire_json_of_every_event_type_is_pinned() {
     let cases = cases();
     let mut types: Vec<_> = cases.iter().map(|(k, _)| k.type_name()).collect();
     types.dedup();
-    assert_eq!(types.len(), 32, "every event type has a case: {types:?}");
+    assert_eq!(types.len(), 33, "every event type has a case: {types:?}");
     for (kind, expected) in cases {
         assert_eq!(event_attributes_json(&kind), expected, "{}", kind.type_name());
     }

@@ -99,7 +99,34 @@ fn namespace_info(ns: &Namespace) -> v1::NamespaceInfo {
             max_pending_signals: ns.limits.max_pending_signals,
         }),
         subscriptions: ns.subscriptions.iter().map(subscription_info).collect(),
+        principles: ns.principles.as_ref().map(|p| p.text.clone()).unwrap_or_default(),
+        principles_mode: ns
+            .principles
+            .as_ref()
+            .map(|p| p.mode.name().to_string())
+            .unwrap_or_default(),
     }
+}
+
+/// A namespace's new principles, checked by field.
+fn principles_layer(
+    text: Option<String>,
+    mode: &str,
+) -> Result<Option<railyard_model::principles::Layer>, ApiError> {
+    use railyard_model::principles::{Layer, Mode, check_text};
+    let mode = match mode {
+        "" | "extend" => Mode::Extend,
+        "replace" => Mode::Replace,
+        other => {
+            return Err(ApiError::field(
+                "principles_mode",
+                format!("must be extend or replace, got {}", railyard_model::echo(other)),
+            ));
+        }
+    };
+    let Some(text) = text else { return Ok(None) };
+    check_text(&text).map_err(|e| ApiError::field("principles", e))?;
+    Ok(Some(Layer { text, mode }))
 }
 
 /// Retention in seconds on the wire, in ms here; refused when it cannot be.
@@ -122,6 +149,7 @@ fn subscription_info(s: &Subscription) -> v1::Subscription {
         workflows: s.workflows.clone(),
         outcomes: s.outcomes.iter().map(|o| status_to_proto(*o) as i32).collect(),
         create_time_unix_ms: s.created_ms,
+        events: s.events.clone(),
     }
 }
 
@@ -144,12 +172,30 @@ fn subscription_from_proto(s: v1::Subscription) -> Result<Subscription, ApiError
             ));
         }
     }
+    if s.events.len() > railyard_model::namespace::EVENT_KINDS.len() {
+        return Err(ApiError::field(
+            "subscription.events",
+            "lists more than the event kinds there are",
+        ));
+    }
+    for (i, e) in s.events.iter().enumerate() {
+        if !railyard_model::namespace::EVENT_KINDS.contains(&e.as_str()) {
+            return Err(ApiError::field(
+                &format!("subscription.events[{i}]"),
+                format!(
+                    "{} is not an event kind (run.closed, issue.reported)",
+                    railyard_model::echo(e)
+                ),
+            ));
+        }
+    }
     Ok(Subscription {
         id: s.id,
         url: s.url,
         workflows: s.workflows,
         outcomes,
         created_ms: 0,
+        events: s.events,
     })
 }
 
@@ -198,6 +244,7 @@ impl Admin for AdminService {
             max_open_runs: r.max_open_runs,
             max_starts_per_second: r.max_starts_per_second,
             max_pending_signals: r.max_pending_signals,
+            principles: None,
         };
         let ns = namespaces::create(&self.core, &credentials(&metadata), &r.name, settings).await?;
         Ok(Response::new(v1::CreateNamespaceResponse {
@@ -238,6 +285,7 @@ impl Admin for AdminService {
             max_open_runs: r.max_open_runs,
             max_starts_per_second: r.max_starts_per_second,
             max_pending_signals: r.max_pending_signals,
+            principles: principles_layer(r.principles, &r.principles_mode)?,
         };
         let ns = namespaces::update(&self.core, &credentials(&metadata), &r.name, change).await?;
         Ok(Response::new(v1::UpdateNamespaceResponse {

@@ -227,6 +227,7 @@ impl History for HistoryService {
                 parent_run_id: non_empty(r.parent_run_id),
                 started_after_ms: (r.started_after_unix_ms != 0).then_some(r.started_after_unix_ms),
                 started_before_ms: (r.started_before_unix_ms != 0).then_some(r.started_before_unix_ms),
+                has_issues: r.has_issues,
                 query: None,
             },
             page_token: r.page_token,

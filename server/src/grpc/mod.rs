@@ -139,6 +139,7 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
             result_refusals: rec.result_refusals,
             usage: usage_to_proto(&rec.usage),
             model: rec.model.clone(),
+            issues: rec.issues,
             carried: rec.carried,
         })
         .collect();
@@ -172,6 +173,25 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
         reset_from: run.reset_from.clone(),
         reset_to: run.reset_to.clone(),
         carried_usage: usage_to_proto(&run.carried_usage()),
+        issue_count: run.issue_count(),
+        issues: if whole {
+            run.issues.iter().map(issue_info).collect()
+        } else {
+            Vec::new()
+        },
+        principles: text(&run.principles),
+    }
+}
+
+/// An issue a run keeps, on the wire.
+fn issue_info(i: &railyard_model::run::Issue) -> v1::ReportedIssue {
+    v1::ReportedIssue {
+        step_id: i.step_id.clone(),
+        attempt: i.attempt,
+        severity: i.severity.name().to_string(),
+        summary: i.summary.clone(),
+        details: i.details.clone(),
+        time_unix_ms: i.time_ms,
     }
 }
 

@@ -86,6 +86,7 @@ fn step_task(leased: LeasedStep) -> v1::StepTask {
             no_progress_turns: s.no_progress_turns.unwrap_or(0),
         }),
         traceparent: crate::trace::attempt_traceparent(&run.trace, &run.namespace, &run.run_id, lease.seq),
+        principles: run.principles.clone(),
     }
 }
 
@@ -244,6 +245,28 @@ impl Tasks for TasksService {
         let spawned = crate::service::children::spawn(&self.core, &caller, claims, spawn).await?;
         Ok(Response::new(v1::SpawnChildRunsResponse {
             child_run_ids: spawned.child_run_ids,
+        }))
+    }
+
+    async fn report_issue(
+        &self,
+        req: Request<v1::ReportIssueRequest>,
+    ) -> Result<Response<v1::ReportIssueResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let (caller, claims) =
+            tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)?;
+        let answer = crate::service::issues::report_issue(
+            &self.core,
+            &caller,
+            claims,
+            &r.severity,
+            r.summary,
+            r.details,
+        )
+        .await?;
+        Ok(Response::new(v1::ReportIssueResponse {
+            recorded: answer.recorded,
+            step_issues: answer.step_issues,
         }))
     }
 

@@ -14,6 +14,7 @@ mod builder;
 pub mod caller;
 pub mod children;
 pub(crate) mod export;
+pub mod issues;
 pub(crate) mod keys;
 
 pub(crate) mod namespaces;

@@ -31,6 +31,7 @@ pub(super) fn schema(test: &str) -> Option<TestSchema> {
 
 pub(super) fn namespace(name: &str) -> Namespace {
     Namespace {
+        principles: None,
         name: name.into(),
         ..Namespace::default()
     }

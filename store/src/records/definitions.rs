@@ -54,8 +54,21 @@ pub(crate) struct DefinitionRecord {
     max_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     max_cost_usd: Option<f64>,
+    /// Absent in older records (and when unset): none of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    principles: Option<PrinciplesRecord>,
     #[serde(default)]
     steps: Vec<StepDefRecord>,
+}
+
+/// A definition's own principles.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct PrinciplesRecord {
+    #[serde(default)]
+    text: String,
+    /// `extend` or `replace`.
+    #[serde(default)]
+    mode: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -178,6 +191,10 @@ impl DefinitionRecord {
             task_queue: d.task_queue.clone(),
             max_tokens: d.max_tokens,
             max_cost_usd: d.max_cost_usd,
+            principles: d.principles.as_ref().map(|p| PrinciplesRecord {
+                text: p.text.clone(),
+                mode: p.mode.name().into(),
+            }),
             steps: d
                 .steps
                 .iter()
@@ -233,6 +250,14 @@ impl DefinitionRecord {
             task_queue: self.task_queue,
             max_tokens: self.max_tokens,
             max_cost_usd: self.max_cost_usd,
+            principles: self.principles.map(|p| railyard_model::principles::Layer {
+                text: p.text,
+                mode: if p.mode == "replace" {
+                    railyard_model::principles::Mode::Replace
+                } else {
+                    railyard_model::principles::Mode::Extend
+                },
+            }),
             steps: self
                 .steps
                 .into_iter()

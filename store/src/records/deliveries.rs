@@ -101,6 +101,9 @@ pub(super) struct SubscriptionRecord {
     outcomes: Vec<StatusRecord>,
     #[serde(default)]
     created_ms: Millis,
+    /// The event kinds it is sent (absent in older rows: run.closed only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    events: Vec<String>,
 }
 
 impl SubscriptionRecord {
@@ -111,6 +114,7 @@ impl SubscriptionRecord {
             workflows: s.workflows.clone(),
             outcomes: s.outcomes.iter().map(|o| StatusRecord::from(*o)).collect(),
             created_ms: s.created_ms,
+            events: s.events.clone(),
         }
     }
 
@@ -121,6 +125,7 @@ impl SubscriptionRecord {
             workflows: self.workflows,
             outcomes: self.outcomes.into_iter().map(RunStatus::from).collect(),
             created_ms: self.created_ms,
+            events: self.events,
         }
     }
 }

@@ -169,6 +169,16 @@ fn cases() -> Vec<(EventKind, &'static str)> {
             r#"{"SignalReceived":{"name":"steer","payload_json":"{\"t\":1}"}}"#,
         ),
         (
+            EventKind::IssueReported {
+                step_id: "a".into(),
+                attempt: 1,
+                severity: railyard_model::run::Severity::Critical,
+                summary: "s".into(),
+                details: "d".into(),
+            },
+            r#"{"IssueReported":{"step_id":"a","attempt":1,"severity":"critical","summary":"s","details":"d"}}"#,
+        ),
+        (
             EventKind::CoordinatorNote {
                 step_id: "a".into(),
                 attempt: 1,
@@ -392,7 +402,7 @@ fn the_stored_row_of_every_event_type_is_pinned_and_reads_back() {
     let mut types: Vec<_> = cases.iter().map(|(k, _)| k.type_name()).collect();
     types.sort();
     types.dedup();
-    assert_eq!(types.len(), 32, "every event type has a case: {types:?}");
+    assert_eq!(types.len(), 33, "every event type has a case: {types:?}");
     for (kind, expected) in cases {
         if let EventKind::RunStarted { definition, .. } = &kind {
             d.defs.store(definition, &mut table).unwrap();

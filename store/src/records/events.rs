@@ -11,7 +11,7 @@ use super::{
 use crate::error::StorageError;
 use railyard_model::Millis;
 use railyard_model::contract::Violation;
-use railyard_model::run::{Event, EventKind, ParentClosePolicy, RunStatus, TimeoutKind, Usage};
+use railyard_model::run::{Event, EventKind, ParentClosePolicy, RunStatus, Severity, TimeoutKind, Usage};
 
 #[derive(Debug, Serialize, Deserialize)]
 struct EventRecord {
@@ -144,6 +144,17 @@ enum KindRecord {
         name: String,
         #[serde(default)]
         payload_json: String,
+    },
+    IssueReported {
+        #[serde(default)]
+        step_id: String,
+        #[serde(default)]
+        attempt: u32,
+        severity: SeverityRecord,
+        #[serde(default)]
+        summary: String,
+        #[serde(default)]
+        details: String,
     },
     CoordinatorNote {
         #[serde(default)]
@@ -346,6 +357,46 @@ enum TimeoutRecord {
     Wait,
 }
 
+/// An issue's severity, by its API name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum SeverityRecord {
+    Info,
+    Warning,
+    Error,
+    Critical,
+}
+
+impl SeverityRecord {
+    pub(super) fn from_model(s: Severity) -> Self {
+        match s {
+            Severity::Info => Self::Info,
+            Severity::Warning => Self::Warning,
+            Severity::Error => Self::Error,
+            Severity::Critical => Self::Critical,
+        }
+    }
+
+    pub(super) fn to_model(self) -> Severity {
+        match self {
+            Self::Info => Severity::Info,
+            Self::Warning => Severity::Warning,
+            Self::Error => Severity::Error,
+            Self::Critical => Severity::Critical,
+        }
+    }
+}
+
+impl Field for Severity {
+    type Record = SeverityRecord;
+    fn to_record(&self) -> SeverityRecord {
+        SeverityRecord::from_model(*self)
+    }
+    fn from_record(r: SeverityRecord) -> Result<Self, StorageError> {
+        Ok(r.to_model())
+    }
+}
+
 /// A model field as its record field, and back: most are plain values, the same
 /// type on both sides; the others convert to the record's own type.
 trait Field: Sized {
@@ -495,6 +546,7 @@ event_records! {
         StepFailed { step_id, attempt, error_type, message, will_retry, next_attempt_at_ms },
         StepTimedOut { step_id, attempt, timeout, will_retry, next_attempt_at_ms },
         SignalReceived { name, payload_json },
+        IssueReported { step_id, attempt, severity, summary, details },
         CoordinatorNote { step_id, attempt, kind, message },
         CancelRequested { reason },
         StepUsage { step_id, attempt, model, usage },

@@ -25,6 +25,7 @@ mod deliveries;
 #[cfg(test)]
 mod event_tests;
 mod events;
+mod issues;
 mod namespaces;
 mod schedules;
 #[cfg(test)]
@@ -175,6 +176,12 @@ struct RunRecord {
     /// then derived again on read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     traceparent: Option<String>,
+    /// The first issues its agents reported (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    issues: Vec<issues::IssueRecord>,
+    /// The principles pinned when it started (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    principles: String,
     /// The run this one was reset or rerun from (absent: none).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     reset_from: String,
@@ -413,6 +420,12 @@ struct StepStateRecord {
     attempt_usage: UsageRecord,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     model: String,
+    /// Issues reported over all attempts (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    issues: u32,
+    /// Issues recorded for the current attempt (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    attempt_issues: u32,
     /// Carried over from the run this one was reset from (absent: not).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     carried: bool,
@@ -496,6 +509,8 @@ impl RunRecord {
                     usage: UsageRecord::from_model(&s.usage),
                     attempt_usage: UsageRecord::from_model(&s.attempt_usage),
                     model: s.model.clone(),
+                    issues: s.issues,
+                    attempt_issues: s.attempt_issues,
                     carried: s.carried,
                 })
                 .collect(),
@@ -530,6 +545,8 @@ impl RunRecord {
                 .collect(),
             // A run's trace either came with a caller's span or is derived.
             traceparent: r.trace.traceparent(),
+            issues: r.issues.iter().map(issues::IssueRecord::from_model).collect(),
+            principles: r.principles.clone(),
             reset_from: r.reset_from.clone(),
             reset_to: r.reset_to.clone(),
         }
@@ -634,6 +651,8 @@ impl RunRecord {
                     usage: s.usage.to_model(),
                     attempt_usage: s.attempt_usage.to_model(),
                     model: s.model,
+                    issues: s.issues,
+                    attempt_issues: s.attempt_issues,
                     carried: s.carried,
                 })
                 .collect(),
@@ -667,6 +686,12 @@ impl RunRecord {
             },
             deliveries,
             trace,
+            issues: self
+                .issues
+                .into_iter()
+                .map(issues::IssueRecord::into_model)
+                .collect(),
+            principles: self.principles,
             reset_from: self.reset_from,
             reset_to: self.reset_to,
         })

@@ -8,6 +8,7 @@ use super::{Record, decode_record, encode_record, v1};
 use crate::error::StorageError;
 use railyard_model::Millis;
 use railyard_model::namespace::{Namespace, NamespaceLimits};
+use railyard_model::principles::{Layer, Mode};
 
 #[derive(Debug, Serialize, Deserialize)]
 struct NamespaceRecord {
@@ -31,6 +32,18 @@ struct NamespaceRecord {
     /// Notification subscriptions (absent in older rows: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     subscriptions: Vec<super::deliveries::SubscriptionRecord>,
+    /// Its principles (absent in older rows, and when it has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    principles: Option<PrinciplesRecord>,
+}
+
+/// A namespace's principles: text and `extend` or `replace`.
+#[derive(Debug, Serialize, Deserialize)]
+struct PrinciplesRecord {
+    #[serde(default)]
+    text: String,
+    #[serde(default)]
+    mode: String,
 }
 
 impl Record for NamespaceRecord {
@@ -57,6 +70,10 @@ pub fn encode_namespace(ns: &Namespace) -> Result<Vec<u8>, StorageError> {
             .iter()
             .map(super::deliveries::SubscriptionRecord::from_model)
             .collect(),
+        principles: ns.principles.as_ref().map(|p| PrinciplesRecord {
+            text: p.text.clone(),
+            mode: p.mode.name().into(),
+        }),
     })
 }
 
@@ -81,5 +98,13 @@ pub fn decode_namespace(name: &str, bytes: &[u8]) -> Result<Namespace, StorageEr
             .into_iter()
             .map(super::deliveries::SubscriptionRecord::into_model)
             .collect(),
+        principles: r.principles.map(|p| Layer {
+            text: p.text,
+            mode: if p.mode == "replace" {
+                Mode::Replace
+            } else {
+                Mode::Extend
+            },
+        }),
     })
 }

@@ -478,6 +478,7 @@ fn an_api_key_round_trips_and_a_bad_row_is_named() {
 fn a_namespace_round_trips_and_the_first_layouts_empty_row_reads() {
     use railyard_model::namespace::Namespace;
     let ns = Namespace {
+        principles: None,
         name: "team".into(),
         description: "d".into(),
         created_ms: 1,
@@ -497,6 +498,7 @@ fn a_namespace_round_trips_and_the_first_layouts_empty_row_reads() {
                 railyard_model::run::RunStatus::TimedOut,
             ],
             created_ms: 3,
+            events: vec!["issue.reported".into()],
         }],
     };
     let bytes = encode_namespace(&ns).unwrap();
@@ -504,6 +506,7 @@ fn a_namespace_round_trips_and_the_first_layouts_empty_row_reads() {
     assert_eq!(
         decode_namespace("default", b"{}").unwrap(),
         Namespace {
+            principles: None,
             name: "default".into(),
             ..Namespace::default()
         }

@@ -23,6 +23,8 @@
 
 mod calls;
 mod checkpoint;
+mod issue;
+pub(crate) mod principles;
 mod spawn;
 mod stuck;
 
@@ -42,8 +44,8 @@ use crate::provider::{
     Block, BoxFuture, Message, ModelRequest, Provider, ProviderError, RequestMetadata, Role,
 };
 use crate::tools::{
-    self, AWAIT_RUNS, COMPLETE_STEP, SIGNAL_COORDINATOR, SPAWN_AGENT, ToolBox, ToolLimits, ToolOutput,
-    WORKSPACE_TOOLS,
+    self, AWAIT_RUNS, COMPLETE_STEP, REPORT_ISSUE, SIGNAL_COORDINATOR, SPAWN_AGENT, ToolBox, ToolLimits,
+    ToolOutput, WORKSPACE_TOOLS,
 };
 
 use crate::usage::{Budget, ModelPrice, Usage};
@@ -161,6 +163,18 @@ pub trait Lease: Send + Sync {
     /// A piece of the step's live output, for watchers; see [`crate::output`].
     /// Must not block or fail. The default drops it.
     fn output(&self, _chunk: OutputChunk) {}
+
+    /// Records an issue the agent reported (`report_issue`) at once: answers whether
+    /// it was recorded and the step's issues so far, or why not. The default records
+    /// nothing.
+    fn report_issue(
+        &self,
+        _severity: String,
+        _summary: String,
+        _details: String,
+    ) -> BoxFuture<'_, Result<(bool, u32), String>> {
+        Box::pin(async { Err("this worker cannot record issues".to_string()) })
+    }
 }
 
 /// How a step ended.
@@ -294,7 +308,7 @@ impl Agent {
             lease,
             tools,
             req: ModelRequest {
-                system: prompt::system_prompt(task, max_turns, &specs),
+                system: principles::system_prompt(task, max_turns, &specs),
                 messages: Vec::new(),
                 tools: specs,
                 max_tokens: None,
@@ -728,6 +742,20 @@ impl StepRun<'_> {
                     let out = ToolOutput::ok(spawn::await_placeholder(&ids));
                     self.turn_waits.push((self.call_index, TurnWait::Await(ids)));
                     out
+                }
+                Err(e) => ToolOutput::error(e),
+            },
+            REPORT_ISSUE => match issue::parse(input) {
+                Ok(call) => {
+                    self.emit(EventKind::Note {
+                        kind: format!("issue:{}", call.severity),
+                        message: call.summary.clone(),
+                    });
+                    issue::answer(
+                        self.lease
+                            .report_issue(call.severity, call.summary, call.details)
+                            .await,
+                    )
                 }
                 Err(e) => ToolOutput::error(e),
             },

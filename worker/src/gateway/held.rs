@@ -179,6 +179,15 @@ impl Holdings {
         Ok(entry.remove_entry())
     }
 
+    /// The lease token and client of the step `token` names, left held: for calls
+    /// that do not end the step (`report_issue`).
+    pub(super) fn lease_of(&self, token: &str, owner: &Owner) -> Result<(String, Client), Refused> {
+        match self.lock().get(token) {
+            Some(h) if h.owner == *owner => Ok((h.task.task_token.clone(), h.client.clone())),
+            _ => Err(parse_hint(token).map_or(Refused::Malformed, Refused::NotHeld)),
+        }
+    }
+
     /// Puts back a step taken by [`take`](Self::take) whose report did not go through
     /// (the server was unreachable): the same token stays valid, heartbeats resume.
     pub(super) fn put_back(&self, token: String, held: Held) {

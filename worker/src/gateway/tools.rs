@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use railyard_proto::v1::{
-    CompleteStepTaskRequest, HeartbeatStepTaskRequest, ListRunsRequest, ResetRunRequest, RunStatus,
-    SignalRunRequest, StartRunRequest,
+    CompleteStepTaskRequest, HeartbeatStepTaskRequest, ListRunsRequest, ReportIssueRequest, ResetRunRequest,
+    RunStatus, SignalRunRequest, StartRunRequest,
 };
 use railyard_sdk::ClientError;
 use rmcp::handler::server::wrapper::Parameters;
@@ -133,6 +133,21 @@ pub(super) struct SignalArgs {
     /// The signal's payload: any JSON.
     #[serde(default)]
     pub payload: Option<Value>,
+}
+
+/// Arguments of `report_issue`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub(super) struct IssueArgs {
+    /// The continue token of the step you hold.
+    pub continue_token: String,
+    /// How bad it is: info, warning, error or critical.
+    pub severity: String,
+    /// One line saying what is wrong (at most 256 bytes).
+    pub summary: String,
+    /// What you saw, where, and what would fix it (at most 4096 bytes).
+    #[serde(default)]
+    pub details: Option<String>,
 }
 
 /// How the server's refusal of a result that breaks the step's output contract
@@ -335,6 +350,48 @@ impl Gateway {
                      past its timeout. Now {place}. Call resume_run with run_id {run_id:?} for a fresh continue token."
                 ))
             }
+        }
+    }
+
+    #[tool(
+        description = "Report a problem you found while working on the step you hold (a bug, a risk, broken or \
+                       unclear inputs) without ending the step: it is recorded in the run's history, counted on \
+                       the run, sent with the run's result, and at once to subscriptions that take \
+                       issue.reported. severity is \
+                       info, warning, error or critical. The continue_token stays valid; carry on and call \
+                       complete_step when the step is done."
+    )]
+    async fn report_issue(
+        &self,
+        Parameters(args): Parameters<IssueArgs>,
+        ext: Extensions,
+    ) -> Result<CallToolResult, ErrorData> {
+        let call = match self.call_as(&ext) {
+            Ok(call) => call,
+            Err(e) => return refused(e),
+        };
+        let (task_token, client) = match self.held.lease_of(&args.continue_token, &call.owner) {
+            Ok(found) => found,
+            Err(why) => return refused(self.refusal(&call, why).await),
+        };
+        let req = ReportIssueRequest {
+            task_token,
+            identity: self.opts.identity.clone(),
+            severity: args.severity,
+            summary: args.summary,
+            details: args.details.unwrap_or_default(),
+        };
+        match client.report_issue(req).await {
+            Ok(r) => structured(json!({
+                "recorded": r.recorded,
+                "step_issues": r.step_issues,
+                "note": if r.recorded {
+                    "recorded; the step is still yours"
+                } else {
+                    "not recorded: this attempt reported as many issues as it may (10); the step is still yours"
+                },
+            })),
+            Err(e) => refused(format!("the issue was not recorded: {e}")),
         }
     }
 

@@ -1,7 +1,7 @@
 //! The tools the agent can call, their JSON schemas, and dispatch.
 //!
 //! Workspace tools (`bash`, `read_file`, `write_file`, `edit_file`, `list_files`, `grep`)
-//! run here. `complete_step` and `signal_coordinator` only have their specs here: the
+//! run here. `complete_step`, `signal_coordinator` and `report_issue` only have their specs here: the
 //! agent loop handles them itself because they change the step, not the workspace.
 //!
 //! Every failure becomes an error result the model can read; nothing here panics on
@@ -26,10 +26,10 @@ pub(crate) use fs::truncate;
 use crate::provider::ToolSpec;
 
 pub(crate) use railyard_model::tools::{
-    AWAIT_RUNS, COMPLETE_STEP, SIGNAL_COORDINATOR, SPAWN_AGENT, WORKSPACE_TOOLS,
+    AWAIT_RUNS, COMPLETE_STEP, REPORT_ISSUE, SIGNAL_COORDINATOR, SPAWN_AGENT, WORKSPACE_TOOLS,
 };
 /// Tools that are always allowed, whatever a step's `allowedTools` says.
-const ALWAYS_ALLOWED: [&str; 2] = [COMPLETE_STEP, SIGNAL_COORDINATOR];
+const ALWAYS_ALLOWED: [&str; 3] = [COMPLETE_STEP, SIGNAL_COORDINATOR, REPORT_ISSUE];
 
 /// What a tool call produced, as the model will read it.
 #[derive(Debug, Clone, PartialEq)]
@@ -316,6 +316,19 @@ fn all_specs() -> Vec<ToolSpec> {
                 "message": {"type": "string"}
             }, "required": ["kind", "message"]}),
         ),
+        spec(
+            REPORT_ISSUE,
+            "Report a problem you found (a bug, a risk, something broken or unclear in the task \
+             or its inputs) without ending the step: it is recorded in the run's history and \
+             shown to the people running it. `severity`: info, warning, error or critical; \
+             `summary`: one line (at most 256 bytes); `details`: what you saw, where, and what \
+             would fix it (at most 4096 bytes). Then carry on with the step.",
+            json!({"type": "object", "properties": {
+                "severity": {"type": "string", "enum": ["info", "warning", "error", "critical"]},
+                "summary": {"type": "string", "maxLength": 256},
+                "details": {"type": "string", "maxLength": 4096}
+            }, "required": ["severity", "summary"]}),
+        ),
     ]
 }
 
@@ -327,8 +340,11 @@ mod tests {
     fn allow_list() {
         let allowed = vec!["read_file".to_string()];
         let names: Vec<String> = specs(&allowed).into_iter().map(|s| s.name).collect();
-        assert_eq!(names, vec!["read_file", COMPLETE_STEP, SIGNAL_COORDINATOR]);
-        assert_eq!(specs(&[]).len(), 10);
+        assert_eq!(
+            names,
+            vec!["read_file", COMPLETE_STEP, SIGNAL_COORDINATOR, REPORT_ISSUE]
+        );
+        assert_eq!(specs(&[]).len(), 11);
         let spawning = vec!["spawn_agent".to_string()];
         assert!(is_allowed(AWAIT_RUNS, &spawning) && !is_allowed(AWAIT_RUNS, &allowed));
         assert!(!is_allowed("bash", &allowed));

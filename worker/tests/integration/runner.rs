@@ -140,6 +140,13 @@ impl Tasks for FakeTasks {
         Err(Status::unimplemented("this fake starts no child runs"))
     }
 
+    async fn report_issue(
+        &self,
+        _: Request<railyard_proto::v1::ReportIssueRequest>,
+    ) -> Result<Response<railyard_proto::v1::ReportIssueResponse>, Status> {
+        Err(Status::unimplemented("this fake records no issues"))
+    }
+
     async fn append_step_output(
         &self,
         req: Request<railyard_proto::v1::AppendStepOutputRequest>,

@@ -73,7 +73,10 @@ async fn disallowed_tool_is_refused_and_counted() {
 
     let requests = provider.requests();
     let offered: Vec<&str> = requests[0].tools.iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(offered, vec!["read_file", "complete_step", "signal_coordinator"]);
+    assert_eq!(
+        offered,
+        vec!["read_file", "complete_step", "signal_coordinator", "report_issue"]
+    );
     let results = &requests[1].messages[2].content;
     let Block::ToolResult {
         content,

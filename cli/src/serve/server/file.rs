@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 /// # advertise_host = "node1.internal" # with a postgres store: where other nodes reach this one
 /// # node_lease = "30s"                # with a postgres store: the writer lease (failover time)
 /// # peer_ca = "ca.pem"                # with a postgres store and TLS: trusted for the leader
+/// # principles_file = "principles.md" # the agents' principles (default: built in)
 ///
 /// [delivery]                          # result delivery (callback URLs, subscriptions)
 /// signing_secret = "..."              # better: RAILYARD_DELIVERY_SIGNING_SECRET
@@ -234,6 +235,7 @@ pub(crate) struct ServerSection {
     pub advertise_host: Option<String>,
     pub node_lease: Option<String>,
     pub peer_ca: Option<PathBuf>,
+    pub principles_file: Option<PathBuf>,
 }
 
 /// The environment variables of the server's settings.
@@ -341,6 +343,10 @@ pub(super) const ENV: &[EnvVar] = &[
     EnvVar {
         var: "RAILYARD_PEER_CA",
         key: "server.peer_ca",
+    },
+    EnvVar {
+        var: "RAILYARD_PRINCIPLES_FILE",
+        key: "server.principles_file",
     },
     EnvVar {
         var: crate::telemetry::ENDPOINT_VAR,

@@ -42,7 +42,7 @@ pub(crate) struct ServerArgs {
     /// tls_client_ca, max_connections, idle_timeout_secs, max_connections_per_peer,
     /// http_request_timeout_secs, max_child_depth, max_children_per_run, cache_size_mib,
     /// mcp_max_sessions, mcp_max_sessions_per_key, mcp_session_idle_secs, advertise_host,
-    /// node_lease, peer_ca) and a [telemetry] section (key: otlp_endpoint).
+    /// node_lease, peer_ca, principles_file) and a [telemetry] section (key: otlp_endpoint).
     #[arg(long, value_name = "FILE", env = "RAILYARD_SERVER_CONFIG")]
     pub config: Option<PathBuf>,
 
@@ -188,6 +188,11 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "FILE")]
     pub peer_ca: Option<PathBuf>,
 
+    /// The agents' principles, in every step's system prompt (at most 16 KiB; default:
+    /// built in); read at start [env: RAILYARD_PRINCIPLES_FILE].
+    #[arg(long, value_name = "FILE")]
+    pub principles_file: Option<PathBuf>,
+
     /// Send OpenTelemetry traces (a span per step attempt, in a trace per run) to this
     /// OTLP/HTTP endpoint, e.g. http://127.0.0.1:4318 (/v1/traces is appended); off when
     /// unset [env: RAILYARD_OTLP_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT; service.name
@@ -288,6 +293,8 @@ pub(crate) struct ServerSettings {
     pub node_lease: Duration,
     /// With a postgres store and TLS: the CA trusted for the leader's certificate.
     pub peer_ca: Option<PathBuf>,
+    /// The agents' principles (`server.principles_file`; none: the built-in ones).
+    pub principles_file: Option<PathBuf>,
 }
 
 /// Default `server.node_lease`.
@@ -347,6 +354,7 @@ impl ServerSettings {
         config.triggers.max_body_bytes = self.hook_max_body_bytes;
         config.triggers.dedup_retention_ms = self.dedup_retention.as_millis() as u64;
         config.output = self.output.clone();
+        config.principles_file = self.principles_file.clone();
         if self.built_in_demo {
             config.embedded_workflows.push(builtin::DEMO_WORKFLOW);
         }
@@ -424,6 +432,7 @@ impl ServerArgs {
                 advertise_host: self.advertise_host.clone(),
                 node_lease: self.node_lease.clone(),
                 peer_ca: self.peer_ca.clone(),
+                principles_file: self.principles_file.clone(),
             },
             delivery: DeliverySection {
                 allow_networks: (!self.delivery_allow_networks.is_empty())
@@ -593,6 +602,7 @@ impl ServerArgs {
             advertise_host: s.advertise_host.clone(),
             node_lease,
             peer_ca: optional("server.peer_ca", &s.peer_ca),
+            principles_file: optional("server.principles_file", &s.principles_file),
             tls,
             data_dir,
             store,

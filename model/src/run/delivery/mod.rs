@@ -28,6 +28,9 @@ pub enum DeliveryTarget {
     Callback,
     /// A namespace notification subscription, by id.
     Subscription(String),
+    /// Issue number `issue` (1-based, in `RunState::issues`) of the run, to the
+    /// subscription `subscription` (one that takes `issue.reported`).
+    Issue { subscription: String, issue: u32 },
 }
 
 impl DeliveryTarget {
@@ -37,11 +40,20 @@ impl DeliveryTarget {
         match self {
             Self::Callback => "callback".into(),
             Self::Subscription(id) => format!("subscription:{id}"),
+            Self::Issue { subscription, issue } => format!("issue:{issue}:{subscription}"),
         }
     }
 
     /// The target a name stands for.
     pub fn parse(name: &str) -> Option<Self> {
+        if let Some(rest) = name.strip_prefix("issue:") {
+            let (n, id) = rest.split_once(':')?;
+            let issue = n.parse().ok().filter(|n| *n > 0)?;
+            return (!id.is_empty()).then(|| Self::Issue {
+                subscription: id.to_string(),
+                issue,
+            });
+        }
         match name {
             "callback" => Some(Self::Callback),
             _ => name
@@ -460,9 +472,15 @@ mod tests {
         for t in [
             DeliveryTarget::Callback,
             DeliveryTarget::Subscription("pager".into()),
+            DeliveryTarget::Issue {
+                subscription: "pager".into(),
+                issue: 3,
+            },
         ] {
             assert_eq!(DeliveryTarget::parse(&t.name()), Some(t));
         }
+        assert_eq!(DeliveryTarget::parse("issue:0:pager"), None);
+        assert_eq!(DeliveryTarget::parse("issue:1:"), None);
         assert_eq!(DeliveryTarget::parse("subscription:"), None);
         assert_eq!(DeliveryTarget::parse("other"), None);
     }

@@ -284,6 +284,9 @@ pub(super) fn replay(def: &WorkflowDef, history: &[Event]) -> Derived {
             EventKind::CoordinatorNote {
                 step_id, attempt: a, ..
             }
+            | EventKind::IssueReported {
+                step_id, attempt: a, ..
+            }
             | EventKind::StepUsage {
                 step_id, attempt: a, ..
             }

@@ -127,6 +127,7 @@ mod tests {
 
     fn ns(max_open_runs: u64, max_starts_per_second: u64) -> Namespace {
         Namespace {
+            principles: None,
             name: "team".into(),
             limits: NamespaceLimits {
                 max_open_runs,

@@ -30,6 +30,7 @@ impl Apply for CreateNamespace {
             ))));
         }
         let mut ns = Namespace {
+            principles: None,
             name: self.name,
             created_ms: cx.now(),
             updated_ms: cx.now(),

@@ -93,8 +93,18 @@ impl StartCommand {
         make: impl FnOnce(StartParams, Arc<WorkflowDef>, &mut Out) -> RunState,
     ) -> Result<Started, StorageError> {
         let idem_key = self.idempotency_key();
+        let ns_principles = cx
+            .tx
+            .namespace(&self.params.namespace)?
+            .and_then(|n| n.principles);
+        let principles = cx
+            .workflows
+            .principles_for(ns_principles.as_ref(), &self.definition);
         let mut out = Out::new(cx.now(), cx.seq());
-        let run = make(self.params, self.definition, &mut out);
+        let mut run = make(self.params, self.definition, &mut out);
+        // Pinned: a run keeps what it started with, whatever the file or the
+        // definition say later (invariant 14).
+        run.principles = principles;
         let t = Transition::new(run, false, out);
         let (ns, id) = (t.run.namespace.clone(), t.run.run_id.clone());
         cx.tx.index_run(&ns, t.run.start_ms, &id, &t.run.parent_run_id)?;
