@@ -6,7 +6,8 @@
 //! replays from any offset (CLI and SSE with `Last-Event-ID`), with no gap and no
 //! repeat; a slow watcher is told it lagged while the worker's heartbeats all land; a
 //! server killed mid-stream loses at most its last flush, and a watcher lives
-//! through the restart.
+//! through the restart; a `railyard worker` killed mid-step is followed by the
+//! retry's segment on another worker.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
@@ -16,7 +17,8 @@ use railyard_proto::v1::{AppendStepOutputRequest, OutputChunk, OutputKind, watch
 use railyard_sdk::{Client, Completion, StepWorker};
 use serde_json::Value;
 
-use crate::support::{BIN, Sandbox, ok};
+use crate::support::worker::WorkerProcess;
+use crate::support::{BIN, Sandbox, eventually, ok};
 
 /// One step whose worker must heartbeat every second, retried at once.
 const FLOW: &str = r#"{"id": "talk", "version": "1", "name": "Talk", "taskQueue": "agents",
@@ -419,4 +421,85 @@ fn a_server_killed_mid_stream_loses_at_most_its_last_flush_and_resumes_without_g
     assert_eq!(all, (1..=last).collect::<Vec<_>>());
     assert_eq!(last, end, "the watcher that lived through the kill saw it all");
     assert_eq!(&all_texts[..2], ["one", "two"]);
+}
+
+/// A step that streams a turn, then sleeps in bash the first time it runs.
+const NAP: &str = r#"{"id": "nap", "version": "1", "name": "Nap", "taskQueue": "naps",
+  "steps": [{"id": "s1", "title": "Nap", "prompt": "Nap on {{goal}}",
+             "heartbeatTimeoutSeconds": 2,
+             "retry": {"initialIntervalSeconds": 0.1, "maximumAttempts": 3}}]}"#;
+
+/// Turn 0 streams its text and naps (only the first time: the marker stays in the
+/// run's workspace); turn 1 completes.
+const NAP_SCRIPT: &str = r#"{"steps": {"s1": [
+  {"text": "Thinking about {{goal}} before a nap.",
+   "tool_calls": [{"name": "bash", "input": {"command": "if [ -f napped ]; then echo rested; else touch napped; sleep 120; fi"}}]},
+  {"text": "Awake again, finishing.",
+   "tool_calls": [{"name": "complete_step", "input": {"notes": "napped"}}]}]}}"#;
+
+#[test]
+fn a_worker_killed_mid_step_is_followed_by_the_retrys_segment_on_another_worker() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow("nap.json", NAP);
+    let script = sandbox.path("nap.script.json");
+    std::fs::write(&script, NAP_SCRIPT).unwrap();
+    let config = sandbox.path("railyard.toml");
+    std::fs::write(&config, "[output]\nflush_interval_ms = 50\n").unwrap();
+    let server = sandbox.server_with(&["--config", config.to_str().unwrap()]);
+    let workspace = sandbox.path("workspace");
+    let worker = |identity: &str| {
+        let args = [
+            "--provider",
+            "scripted",
+            "--script",
+            script.to_str().unwrap(),
+            "--queue",
+            "naps",
+        ];
+        WorkerProcess::start(&server.url, &workspace, identity, &args, &[])
+    };
+    let mut first = worker("napper-1");
+    ok(server.ry(&["run", "start", "nap", "--run-id", "n1", "--goal", "stars"]));
+    let mut watch = watcher(&server.url, "n1", &[]);
+    let mut out = BufReader::new(watch.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    read_until(&mut out, &mut seen, |v| {
+        v["kind"] == "tool_call_start" && v["attempt"] == 1
+    });
+    let said: String = seen
+        .iter()
+        .filter(|v| v["kind"] == "text")
+        .filter_map(|v| v["text"].as_str())
+        .collect();
+    assert!(said.contains("Thinking about stars"), "{seen:?}");
+
+    // Killed while its bash tool naps: nothing of it says goodbye.
+    eventually(Duration::from_secs(60), || {
+        workspace.join("n1").join("napped").exists().then_some(())
+    });
+    first.kill9();
+    let _second = worker("napper-2");
+
+    // Its lease lapses; the retry runs on the other worker, and the watcher is told
+    // of the new segment before its text.
+    read_until(&mut out, &mut seen, |v| v.get("run").is_some());
+    assert!(
+        watch.wait().unwrap().success(),
+        "the watcher exits 0 once the run completed"
+    );
+    let segment = seen
+        .iter()
+        .position(|v| v["kind"] == "segment_start" && v["attempt"] == 2)
+        .unwrap_or_else(|| panic!("a segment for attempt 2: {seen:?}"));
+    let later: String = seen[segment..]
+        .iter()
+        .filter(|v| v["kind"] == "text")
+        .filter_map(|v| v["text"].as_str())
+        .collect();
+    assert!(later.contains("Awake again"), "{seen:?}");
+    let offsets: Vec<u64> = seen.iter().filter_map(|v| v["offset"].as_u64()).collect();
+    let last = *offsets.last().unwrap();
+    assert_eq!(offsets, (1..=last).collect::<Vec<_>>(), "no gap, no repeat");
+    let run = &seen.last().unwrap()["run"];
+    assert_eq!(run["status"], "COMPLETED", "{run}");
 }

@@ -44,7 +44,10 @@ async fn the_runs_page_lists_filters_and_pages() {
     assert_eq!(queried.body.matches("<tr>").count(), 2, "{}", queried.body);
     assert!(queried.body.contains(&draft));
     let with_issues = b.get("/ui/runs?ns=default&issues=1").await;
-    assert!(with_issues.body.contains("No runs match."), "no agent reported an issue");
+    assert!(
+        with_issues.body.contains("No runs match."),
+        "no agent reported an issue"
+    );
     let unparsed = b.get("/ui/runs?ns=default&q=Status%20%3D%3D").await;
     assert_ne!(unparsed.status, 200, "{}", unparsed.body);
     assert!(unparsed.body.contains("column"), "{}", unparsed.body);
