@@ -83,6 +83,16 @@ pub fn trigger_info(t: &Trigger) -> v1::TriggerInfo {
         create_time_unix_ms: t.created_ms,
         update_time_unix_ms: t.updated_ms,
         hook_path: format!("/hooks/{}/{}", t.namespace, t.id),
+        recent_deliveries: t
+            .recent
+            .iter()
+            .map(|d| v1::TriggerDelivery {
+                received_time_unix_ms: d.received_ms,
+                delivery_id: d.delivery_id.clone(),
+                run_id: d.run_id.clone(),
+                outcome: d.outcome.clone(),
+            })
+            .collect(),
     }
 }
 

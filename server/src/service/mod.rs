@@ -12,6 +12,7 @@
 pub(crate) mod approvals;
 mod builder;
 pub mod caller;
+pub mod checkpoint;
 pub mod children;
 pub(crate) mod export;
 pub mod issues;

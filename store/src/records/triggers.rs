@@ -12,7 +12,7 @@ use super::{Record, corrupt, decode_record, encode_record, v1};
 use crate::error::StorageError;
 use railyard_model::Millis;
 use railyard_model::trace::TraceContext;
-use railyard_model::trigger::{HookDelivery, KeyHolder, Mode, QueuedStart, Source, Trigger};
+use railyard_model::trigger::{HookDelivery, KeyHolder, Mode, QueuedStart, RecentDelivery, Source, Trigger};
 
 #[derive(Debug, Serialize, Deserialize)]
 struct TriggerRecord {
@@ -53,6 +53,18 @@ struct TriggerRecord {
     created_ms: Millis,
     #[serde(default)]
     updated_ms: Millis,
+    /// The latest accepted deliveries, oldest first (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    recent: Vec<RecentDeliveryRecord>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct RecentDeliveryRecord {
+    received_ms: Millis,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    delivery_id: String,
+    run_id: String,
+    outcome: String,
 }
 
 impl Record for TriggerRecord {
@@ -88,6 +100,16 @@ pub fn encode_trigger(t: &Trigger) -> Result<Vec<u8>, StorageError> {
         .to_string(),
         created_ms: t.created_ms,
         updated_ms: t.updated_ms,
+        recent: t
+            .recent
+            .iter()
+            .map(|d| RecentDeliveryRecord {
+                received_ms: d.received_ms,
+                delivery_id: d.delivery_id.clone(),
+                run_id: d.run_id.clone(),
+                outcome: d.outcome.clone(),
+            })
+            .collect(),
     })
 }
 
@@ -121,6 +143,16 @@ pub fn decode_trigger(bytes: &[u8]) -> Result<Trigger, StorageError> {
         source,
         created_ms: r.created_ms,
         updated_ms: r.updated_ms,
+        recent: r
+            .recent
+            .into_iter()
+            .map(|d| RecentDelivery {
+                received_ms: d.received_ms,
+                delivery_id: d.delivery_id,
+                run_id: d.run_id,
+                outcome: d.outcome,
+            })
+            .collect(),
     })
 }
 
@@ -278,10 +310,19 @@ mod tests {
             source: Source::Config,
             created_ms: 5,
             updated_ms: 6,
+            recent: vec![RecentDelivery {
+                received_ms: 7,
+                delivery_id: "d1".into(),
+                run_id: "r1".into(),
+                outcome: "started".into(),
+            }],
             ..Trigger::default()
         };
         let bytes = encode_trigger(&t).unwrap();
         assert!(String::from_utf8_lossy(&bytes).contains("\"$GH_SECRET\""));
+        assert!(String::from_utf8_lossy(&bytes).contains(
+            r#""recent":[{"received_ms":7,"delivery_id":"d1","run_id":"r1","outcome":"started"}]"#
+        ));
         assert_eq!(decode_trigger(&bytes).unwrap(), t);
         // An old row without the optional fields reads with defaults.
         let old = br#"{"v":1,"namespace":"n","trigger_id":"t","workflow_id":"w"}"#;

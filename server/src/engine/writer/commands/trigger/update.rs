@@ -24,6 +24,7 @@ impl Apply for UpdateTrigger {
         }
         t.source = Source::Api;
         t.created_ms = old.created_ms;
+        t.recent = old.recent;
         t.updated_ms = cx.now();
         cx.tx.save_trigger(&t)?;
         tracing::info!(trigger_id = %t.id, namespace = %t.namespace, "trigger updated");
