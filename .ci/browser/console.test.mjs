@@ -165,8 +165,10 @@ async function main() {
     await page.waitForSelector('.conversation .turn.user');
     assert(await page.locator('.conversation strong:has-text("Prompt")').count() === 1, 'the prompt');
     assert(await page.locator('.conversation .turn.tool').count() > 0, 'the tool calls');
-    await page.screenshot({ path: path.join(shots, 'transcript-checkpoint.png'), fullPage: true });
-    await axe(context, `${ui}/runs/${held[0]}/transcript`, 'checkpoint transcript');
+    await page.screenshot({ path: path.join(shots, 'transcript-checkpoint.png') });
+    const axeContext = await browser.newContext({ bypassCSP: true });
+    await axe(axeContext, `${ui}/runs/${held[0]}/transcript`, 'checkpoint transcript');
+    await axeContext.close();
     await page.goto(`${ui}/approvals`);
     const first = page.locator('section.approval', { hasText: held[0] });
     await first.locator('button:has-text("Approve")').click();
