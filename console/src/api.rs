@@ -342,10 +342,15 @@ impl Api {
             .await
     }
 
-    pub async fn describe_schedule(&self, schedule: &str) -> Result<pb::ScheduleInfo, ClientError> {
+    /// A schedule, with its next `next_fires` fire times.
+    pub async fn describe_schedule(
+        &self,
+        schedule: &str,
+        next_fires: u32,
+    ) -> Result<pb::ScheduleInfo, ClientError> {
         self.count()?;
         self.client
-            .describe_schedule(&self.ns, schedule, crate::pages::schedule::NEXT_FIRES)
+            .describe_schedule(&self.ns, schedule, next_fires)
             .await
     }
 

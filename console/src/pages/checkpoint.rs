@@ -18,8 +18,10 @@ use maud::{Markup, html};
 use railyard_proto::v1 as pb;
 use serde_json::Value;
 
-use super::transcript::RESULT_SHOWN;
 use crate::layout::{self, long_text};
+
+/// The most of a tool call's input or result shown.
+pub const RESULT_SHOWN: usize = 4096;
 
 /// Where the page after this one starts: its offset, and whether it begins inside a
 /// line (to skip to that line's end).
@@ -80,7 +82,8 @@ pub(crate) fn render(resp: &pb::GetStepCheckpointResponse, offset: u64, skip: bo
             ),
             None => {
                 // One line longer than a page: show its start, skip to its end.
-                let (shown, _) = layout::cut(std::str::from_utf8(rest).unwrap_or_default(), RESULT_SHOWN);
+                let start_text = String::from_utf8_lossy(&rest[..rest.len().min(RESULT_SHOWN)]);
+                let (shown, _) = layout::cut(&start_text, RESULT_SHOWN);
                 return Rendered {
                     markup: html! {
                         p.muted { "A line of more than " (rest.len()) " bytes starts at byte " (offset + start as u64) "; its start, unparsed:" }

@@ -25,7 +25,7 @@ pub(crate) async fn page(viewer: Viewer, Path(id): Path<String>) -> Response {
         Ok(api) => api,
         Err(r) => return *r,
     };
-    let s = match api.describe_schedule(&id).await {
+    let s = match api.describe_schedule(&id, NEXT_FIRES).await {
         Ok(s) => s,
         Err(e) => return layout::refused(&viewer, &api, &e),
     };

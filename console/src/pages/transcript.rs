@@ -25,6 +25,7 @@ use maud::{Markup, html};
 use railyard_proto::v1 as pb;
 use railyard_proto::v1::watch_output_response::Message;
 
+use super::checkpoint::RESULT_SHOWN;
 use crate::Shared;
 use crate::api;
 use crate::layout::{self, encode};
@@ -32,8 +33,6 @@ use crate::session::Viewer;
 
 /// Chunks replayed when the page opens (a tail of what is kept).
 pub const TAIL_CHUNKS: u64 = 2000;
-/// The most of a tool result shown.
-pub const RESULT_SHOWN: usize = 4096;
 
 #[derive(Debug, Default, serde::Deserialize)]
 pub(crate) struct Params {

@@ -136,7 +136,7 @@ fn closed_run(def: &Arc<WorkflowDef>, i: u64, at: i64, seq: &mut u64) -> (RunSta
     };
     let mut run = RunState::start(params, def.clone(), &mut out);
     out.now = at + 5;
-    if i % 4 != 0 {
+    if !i.is_multiple_of(4) {
         run.cancel("scale test", "generated".into(), &mut out).unwrap();
         return (run, out.events);
     }
