@@ -172,3 +172,28 @@ pub struct KeyHolder {
     pub trigger_id: String,
     pub key: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trigger_keeps_only_its_latest_deliveries() {
+        let mut t = Trigger::default();
+        for i in 0..(RECENT_DELIVERIES as i64 + 5) {
+            t.record_delivery(RecentDelivery {
+                received_ms: i,
+                run_id: format!("r{i}"),
+                outcome: "started".into(),
+                ..RecentDelivery::default()
+            });
+        }
+        assert_eq!(t.recent.len(), RECENT_DELIVERIES);
+        assert_eq!(
+            t.recent.first().map(|d| d.received_ms),
+            Some(5),
+            "the oldest dropped"
+        );
+        assert_eq!(t.recent.last().map(|d| d.run_id.as_str()), Some("r24"));
+    }
+}
