@@ -10,6 +10,8 @@ mod lexer;
 mod parser;
 
 #[cfg(test)]
+mod attr_tests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;
@@ -243,10 +245,44 @@ pub struct Plan {
     /// Each entry is one top-level conjunct that an index can serve: the terms it
     /// allows (one for `=`, several for `IN`), every match being under one of them.
     pub candidates: Vec<Vec<String>>,
+    /// Ranges of terms (a search attribute's `<`, `>`, `STARTS_WITH`), each holding
+    /// every match under one of its terms; the store uses one when it spans few
+    /// enough distinct terms.
+    pub ranges: Vec<TermRange>,
     /// Matches started at or after this (unix ms).
     pub start_from: Option<Millis>,
     /// Matches started at or before this (unix ms).
     pub start_to: Option<Millis>,
+}
+
+/// The index terms that start with `prefix` and lie between `from` and `to`
+/// (`(term, inclusive)`; `None`: unbounded on that side).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TermRange {
+    pub prefix: String,
+    pub from: Option<(String, bool)>,
+    pub to: Option<(String, bool)>,
+}
+
+impl TermRange {
+    /// Whether `term` is in the range.
+    pub fn contains(&self, term: &str) -> bool {
+        term.starts_with(&self.prefix)
+            && self.from.as_ref().is_none_or(|(f, inc)| {
+                if *inc {
+                    term >= f.as_str()
+                } else {
+                    term > f.as_str()
+                }
+            })
+            && self.to.as_ref().is_none_or(|(t, inc)| {
+                if *inc {
+                    term <= t.as_str()
+                } else {
+                    term < t.as_str()
+                }
+            })
+    }
 }
 
 impl Query {
