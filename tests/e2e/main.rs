@@ -5,6 +5,7 @@
 mod support;
 
 mod approvals;
+mod attributes;
 mod auth;
 mod bench_agents;
 mod bench_fanout;
