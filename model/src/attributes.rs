@@ -11,7 +11,6 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 use crate::Millis;
 use crate::error::Rejection;
-use crate::query::{AttributeTypes, Builtin, Value, ValueType};
 
 /// Most attributes a namespace declares (and so a run holds).
 pub const MAX_DECLARED_ATTRIBUTES: usize = 32;
@@ -24,6 +23,82 @@ pub const MAX_ATTRIBUTE_NAME_BYTES: usize = 64;
 pub const MAX_ATTRIBUTE_VALUE_BYTES: usize = 1024;
 /// Most items of a keyword list.
 pub const MAX_LIST_ITEMS: usize = 32;
+
+/// The type of a field's values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ValueType {
+    /// An exact string (ids, names, statuses).
+    Keyword,
+    /// Free text: `=` matches when the value contains the words given.
+    Text,
+    Int,
+    Double,
+    Bool,
+    /// Unix milliseconds, written in a query as an RFC 3339 string.
+    Datetime,
+    /// Several keywords: `=` and `IN` match when any of them does.
+    KeywordList,
+}
+
+impl ValueType {
+    /// The name users write (`keyword`, `int`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            ValueType::Keyword => "keyword",
+            ValueType::Text => "text",
+            ValueType::Int => "int",
+            ValueType::Double => "double",
+            ValueType::Bool => "bool",
+            ValueType::Datetime => "datetime",
+            ValueType::KeywordList => "keyword_list",
+        }
+    }
+
+    /// The type named `name` (case-insensitive).
+    pub fn parse(name: &str) -> Option<Self> {
+        const ALL: [ValueType; 7] = [
+            ValueType::Keyword,
+            ValueType::Text,
+            ValueType::Int,
+            ValueType::Double,
+            ValueType::Bool,
+            ValueType::Datetime,
+            ValueType::KeywordList,
+        ];
+        ALL.into_iter().find(|t| t.name().eq_ignore_ascii_case(name))
+    }
+}
+
+/// A typed value: a literal of a query, or a run's field.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Str(String),
+    Int(i64),
+    Double(f64),
+    Bool(bool),
+    /// Unix milliseconds.
+    Time(Millis),
+    List(Vec<String>),
+}
+
+/// The search attributes a namespace declares: name → type.
+pub type AttributeTypes = BTreeMap<String, ValueType>;
+
+/// The query language's built-in fields (`crate::query::Builtin`), which no
+/// attribute may be named; a test in `query` keeps the two lists equal.
+pub const BUILTIN_FIELDS: [&str; 11] = [
+    "RunId",
+    "WorkflowId",
+    "WorkflowVersion",
+    "Status",
+    "StartTime",
+    "CloseTime",
+    "ParentRunId",
+    "TaskQueue",
+    "Tokens",
+    "Cost",
+    "FailureType",
+];
 
 /// Words of the query language an attribute may not be named.
 const RESERVED: [&str; 13] = [
@@ -293,7 +368,7 @@ pub fn check_name(name: &str) -> Result<(), String> {
             crate::echo(name)
         ));
     }
-    if Builtin::ALL.iter().any(|b| b.name().eq_ignore_ascii_case(name)) {
+    if BUILTIN_FIELDS.iter().any(|b| b.eq_ignore_ascii_case(name)) {
         return Err(format!("{name} is a built-in field"));
     }
     if RESERVED.iter().any(|k| k.eq_ignore_ascii_case(name)) {

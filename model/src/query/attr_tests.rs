@@ -157,3 +157,9 @@ fn attribute_equalities_are_candidates_and_comparisons_ranges() {
     assert!(!r.contains(&int(2)) && r.contains(&int(3)) && r.contains(&int(9)) && !r.contains(&int(10)));
     assert!(q("priority > 2 OR customer = 'a'").plan().ranges.is_empty());
 }
+
+#[test]
+fn no_attribute_may_take_a_built_in_fields_name() {
+    let names: Vec<&str> = Builtin::ALL.iter().map(|b| b.name()).collect();
+    assert_eq!(names, crate::attributes::BUILTIN_FIELDS);
+}

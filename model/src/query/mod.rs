@@ -16,13 +16,12 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
-
 pub use eval::{
     FAILURE_TYPE_NONE, RunView, failure_type, index_delta, index_terms, status_term, workflow_term,
 };
 
 use crate::Millis;
+pub use crate::attributes::{AttributeTypes, Value, ValueType};
 
 /// Longest query, in bytes.
 pub const MAX_QUERY_BYTES: usize = 4096;
@@ -48,51 +47,6 @@ impl QueryError {
             column,
             message: message.into(),
         }
-    }
-}
-
-/// The type of a field's values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ValueType {
-    /// An exact string (ids, names, statuses).
-    Keyword,
-    /// Free text: `=` matches when the value contains the words given.
-    Text,
-    Int,
-    Double,
-    Bool,
-    /// Unix milliseconds, written in a query as an RFC 3339 string.
-    Datetime,
-    /// Several keywords: `=` and `IN` match when any of them does.
-    KeywordList,
-}
-
-impl ValueType {
-    /// The name users write (`keyword`, `int`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            ValueType::Keyword => "keyword",
-            ValueType::Text => "text",
-            ValueType::Int => "int",
-            ValueType::Double => "double",
-            ValueType::Bool => "bool",
-            ValueType::Datetime => "datetime",
-            ValueType::KeywordList => "keyword_list",
-        }
-    }
-
-    /// The type named `name` (case-insensitive).
-    pub fn parse(name: &str) -> Option<Self> {
-        const ALL: [ValueType; 7] = [
-            ValueType::Keyword,
-            ValueType::Text,
-            ValueType::Int,
-            ValueType::Double,
-            ValueType::Bool,
-            ValueType::Datetime,
-            ValueType::KeywordList,
-        ];
-        ALL.into_iter().find(|t| t.name().eq_ignore_ascii_case(name))
     }
 }
 
@@ -182,18 +136,6 @@ impl Field {
     }
 }
 
-/// A typed value: a literal of a query, or a run's field.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    Str(String),
-    Int(i64),
-    Double(f64),
-    Bool(bool),
-    /// Unix milliseconds.
-    Time(Millis),
-    List(Vec<String>),
-}
-
 /// A comparison operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CmpOp {
@@ -234,9 +176,6 @@ pub struct Query {
     /// `StartTime DESC` unless a query says otherwise.
     pub order: (Builtin, Direction),
 }
-
-/// The search attributes a namespace declares: name → type.
-pub type AttributeTypes = BTreeMap<String, ValueType>;
 
 /// How the store may serve a query: the index terms, any of which holds every match
 /// (a conjunct of the top-level AND), and the start-time range every match lies in.

@@ -358,7 +358,7 @@ mod tests {
             names,
             vec!["read_file", COMPLETE_STEP, SIGNAL_COORDINATOR, REPORT_ISSUE]
         );
-        assert_eq!(specs(&[]).len(), 11);
+        assert_eq!(specs(&[]).len(), 12);
         let spawning = vec!["spawn_agent".to_string()];
         assert!(is_allowed(AWAIT_RUNS, &spawning) && !is_allowed(AWAIT_RUNS, &allowed));
         assert!(!is_allowed("bash", &allowed));
