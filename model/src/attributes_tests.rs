@@ -203,3 +203,26 @@ fn terms_carry_the_type_and_a_text_has_none() {
     );
     assert_eq!(AttributeValue::Bool(true).terms("urgent"), vec!["@urgent:b=true"]);
 }
+
+#[test]
+fn a_change_is_shown_with_typed_values() {
+    let kind = crate::run::EventKind::SearchAttributesChanged {
+        step_id: "a".into(),
+        changes: vec![
+            AttributeChange {
+                name: "priority".into(),
+                before: None,
+                after: Some(AttributeValue::Int(2)),
+            },
+            AttributeChange {
+                name: "tags".into(),
+                before: Some(AttributeValue::KeywordList(vec!["x".into()])),
+                after: None,
+            },
+        ],
+    };
+    assert_eq!(
+        crate::run::wire::event_attributes_json(&kind),
+        r#"{"changes":[{"after":2,"before":null,"name":"priority"},{"after":null,"before":["x"],"name":"tags"}],"stepId":"a"}"#
+    );
+}
