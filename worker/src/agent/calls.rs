@@ -144,6 +144,26 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn search_attributes_become_the_texts_the_server_reads() {
+        let c = parse_completion(&json!({"notes": "n", "search_attributes": {
+            "customer": "acme", "priority": 2, "urgent": true, "tags": ["a", "b"], "gone": null
+        }}))
+        .unwrap();
+        let a = &c.search_attributes;
+        assert_eq!(
+            (
+                a["customer"].as_str(),
+                a["priority"].as_str(),
+                a["urgent"].as_str()
+            ),
+            ("acme", "2", "true")
+        );
+        assert_eq!((a["tags"].as_str(), a["gone"].as_str()), (r#"["a","b"]"#, ""));
+        let e = parse_completion(&json!({"notes": "n", "search_attributes": [1]})).unwrap_err();
+        assert!(e.contains("must be an object"), "{e}");
+    }
+
+    #[test]
     fn completion_parsing() {
         let c = parse_completion(
             &json!({"notes": "n", "artifacts": ["a.md"], "context_updates": {"k": "v", "n": 3}}),
