@@ -69,8 +69,9 @@ pub(crate) async fn run(
     tracing::debug!("batch task stopped");
 }
 
-/// One pass over the running batches: acts on what each one's rate allows by now.
-/// Answers when the next item of any of them comes due (`None`: none is running).
+/// One pass over the running batches: acts on what each one's rate allows by now
+/// (at most [`CHUNK`] items each). Answers when the next item of any of them comes
+/// due (`None`: none is running); a time already past means at once.
 async fn pass(
     store: &Store,
     writer: &Writer,
@@ -88,12 +89,12 @@ async fn pass(
         let anchor = *anchors
             .entry(key.clone())
             .or_insert_with(|| (b.created_ms.max(started), b.next));
-        loop {
-            let now = clock.now_ms();
-            let due = allowed(&b, anchor, now).saturating_sub(b.next).min(CHUNK);
-            if due == 0 || !b.is_running() {
-                break;
-            }
+        // One command per batch and pass, so that a fast batch does not hold the
+        // others up; a batch with more due asks for the next pass at once.
+        let due = allowed(&b, anchor, clock.now_ms())
+            .saturating_sub(b.next)
+            .min(CHUNK);
+        if due > 0 && b.is_running() {
             let new_run_ids = if b.action.starts_runs() {
                 (0..due).map(|_| uuid::Uuid::now_v7().to_string()).collect()
             } else {
