@@ -115,16 +115,14 @@ fn a_failed_advance_acts_on_nothing_and_the_next_acts_on_each_run_once() {
     let total = h.faults.writes() - before;
     assert!(total >= 6, "each run and each item is written: {total}");
 
-    let arms: Vec<Box<dyn Fn(&Faults)>> = (1..=total)
-        .map(|n| Box::new(move |f: &Faults| f.fail_write_in(n)) as Box<dyn Fn(&Faults)>)
-        .chain(std::iter::once(
-            Box::new(|f: &Faults| f.fail_commit_in(1)) as Box<dyn Fn(&Faults)>
-        ))
-        .collect();
-    for arm in arms {
+    // Each write in turn (`Some(n)`), then the commit (`None`).
+    for fault in (1..=total).map(Some).chain(std::iter::once(None)) {
         let mut h = setup();
         let seen = h.seen();
-        arm(&h.faults);
+        match fault {
+            Some(n) => h.faults.fail_write_in(n),
+            None => h.faults.fail_commit_in(1),
+        }
         assert!(matches!(h.advance(3), Err(WriteError::Storage(_))));
         assert_eq!(h.seen(), seen, "nothing of a failed advance is visible");
         // Again, one at a time, then past the end.
