@@ -281,6 +281,8 @@ pub(crate) struct ServerSettings {
     pub hook_max_body_bytes: usize,
     /// How long a webhook delivery id is remembered.
     pub dedup_retention: Duration,
+    /// Bounds on polled triggers (`hooks.max_pollers`, ...).
+    pub poll_limits: railyard_server::engine::poller::PollLimits,
     /// Bounds on trees of child runs.
     pub child_limits: ChildLimits,
     /// MiB the database's page cache may hold.
@@ -353,6 +355,7 @@ impl ServerSettings {
         config.triggers.config = self.triggers.clone();
         config.triggers.max_body_bytes = self.hook_max_body_bytes;
         config.triggers.dedup_retention_ms = self.dedup_retention.as_millis() as u64;
+        config.triggers.poll = self.poll_limits;
         config.output = self.output.clone();
         config.principles_file = self.principles_file.clone();
         if self.built_in_demo {
@@ -486,6 +489,33 @@ impl ServerArgs {
                 "hooks.dedup_retention_secs",
                 format!("{retention} is not between 60 and {MAX_DEDUP_RETENTION_SECS}"),
             ));
+        }
+        let mut poll_limits = railyard_server::engine::poller::PollLimits::default();
+        for (key, value, max, dst) in [
+            (
+                "hooks.max_pollers",
+                hooks.max_pollers,
+                64,
+                &mut poll_limits.max_pollers,
+            ),
+            (
+                "hooks.items_per_poll",
+                hooks.items_per_poll,
+                1000,
+                &mut poll_limits.items_per_poll,
+            ),
+            (
+                "hooks.pages_per_poll",
+                hooks.pages_per_poll,
+                100,
+                &mut poll_limits.pages_per_poll,
+            ),
+        ] {
+            match value {
+                Some(v) if (1..=max).contains(&v) => *dst = v as usize,
+                Some(v) => return Err(loaded.invalid(key, format!("{v} is not between 1 and {max}"))),
+                None => {}
+            }
         }
         let workflows = path("server.workflows", &s.workflows, DEFAULT_WORKFLOWS);
         let optional = |key: &str, value: &Option<PathBuf>| value.as_ref().map(|_| path(key, value, ""));
@@ -629,6 +659,7 @@ impl ServerArgs {
             triggers,
             hook_max_body_bytes: max_body as usize,
             dedup_retention: Duration::from_secs(retention),
+            poll_limits,
             child_limits: ChildLimits {
                 max_depth: s.max_child_depth.unwrap_or(ChildLimits::default().max_depth),
                 max_children: s
