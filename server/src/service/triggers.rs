@@ -259,7 +259,7 @@ pub(crate) fn poll_input(p: &PollSource) -> PollInput {
         state: p.state.clone(),
         author: p.author.clone(),
         events: p.events.names(),
-        every: if p.every_ms % 1000 == 0 {
+        every: if p.every_ms.is_multiple_of(1000) {
             format!("{}s", p.every_ms / 1000)
         } else {
             format!("{}ms", p.every_ms)
