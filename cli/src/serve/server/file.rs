@@ -194,6 +194,37 @@ pub(crate) struct HooksSection {
     pub pages_per_poll: Option<u64>,
 }
 
+impl HooksSection {
+    /// The polled triggers' bounds, or the key that is out of range and why.
+    pub(crate) fn poll_limits(
+        &self,
+    ) -> Result<railyard_server::engine::poller::PollLimits, (&'static str, String)> {
+        let mut limits = railyard_server::engine::poller::PollLimits::default();
+        for (key, value, max, dst) in [
+            ("hooks.max_pollers", self.max_pollers, 64, &mut limits.max_pollers),
+            (
+                "hooks.items_per_poll",
+                self.items_per_poll,
+                1000,
+                &mut limits.items_per_poll,
+            ),
+            (
+                "hooks.pages_per_poll",
+                self.pages_per_poll,
+                100,
+                &mut limits.pages_per_poll,
+            ),
+        ] {
+            match value {
+                Some(v) if (1..=max).contains(&v) => *dst = v as usize,
+                Some(v) => return Err((key, format!("{v} is not between 1 and {max}"))),
+                None => {}
+            }
+        }
+        Ok(limits)
+    }
+}
+
 /// `[output]`: bounds and timing of live output (`railyard_server::engine::output`).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

@@ -490,33 +490,7 @@ impl ServerArgs {
                 format!("{retention} is not between 60 and {MAX_DEDUP_RETENTION_SECS}"),
             ));
         }
-        let mut poll_limits = railyard_server::engine::poller::PollLimits::default();
-        for (key, value, max, dst) in [
-            (
-                "hooks.max_pollers",
-                hooks.max_pollers,
-                64,
-                &mut poll_limits.max_pollers,
-            ),
-            (
-                "hooks.items_per_poll",
-                hooks.items_per_poll,
-                1000,
-                &mut poll_limits.items_per_poll,
-            ),
-            (
-                "hooks.pages_per_poll",
-                hooks.pages_per_poll,
-                100,
-                &mut poll_limits.pages_per_poll,
-            ),
-        ] {
-            match value {
-                Some(v) if (1..=max).contains(&v) => *dst = v as usize,
-                Some(v) => return Err(loaded.invalid(key, format!("{v} is not between 1 and {max}"))),
-                None => {}
-            }
-        }
+        let poll_limits = hooks.poll_limits().map_err(|(k, m)| loaded.invalid(k, m))?;
         let workflows = path("server.workflows", &s.workflows, DEFAULT_WORKFLOWS);
         let optional = |key: &str, value: &Option<PathBuf>| value.as_ref().map(|_| path(key, value, ""));
         let tls = match (
