@@ -11,6 +11,7 @@ use std::time::Duration;
 use railyard_proto::v1::{self, RunStatus};
 use railyard_sdk::{Client, ClientError, Completion, StepWorker};
 use railyard_server::clock::ManualClock;
+use railyard_server::engine::poller::PollLimits;
 use railyard_server::{RunningServer, ServerConfig};
 
 use crate::poll_mock::{Fail, Mock, issue, merge_request};
@@ -41,17 +42,31 @@ struct Harness {
 }
 
 async fn start_in(data: &Path, workflows: &Path, clock: &ManualClock) -> (RunningServer, Client) {
+    start_limited(data, workflows, clock, PollLimits::default()).await
+}
+
+async fn start_limited(
+    data: &Path,
+    workflows: &Path,
+    clock: &ManualClock,
+    limits: PollLimits,
+) -> (RunningServer, Client) {
     let mut config = ServerConfig::new(data, workflows);
     config.clock = Arc::new(clock.clone());
+    config.triggers.poll = limits;
     support::start(config).await
 }
 
 async fn harness() -> Harness {
+    harness_limited(PollLimits::default()).await
+}
+
+async fn harness_limited(limits: PollLimits) -> Harness {
     let data = tempfile::tempdir().unwrap();
     let workflows = tempfile::tempdir().unwrap();
     std::fs::write(workflows.path().join("one.json"), ONE_STEP).unwrap();
     let clock = ManualClock::new(T0);
-    let (server, client) = start_in(data.path(), workflows.path(), &clock).await;
+    let (server, client) = start_limited(data.path(), workflows.path(), &clock, limits).await;
     Harness {
         server,
         client,
@@ -505,4 +520,73 @@ async fn bad_sources_are_refused_naming_the_field_and_start_nothing() {
         }
     }
     assert!(mock.take_seen().is_empty(), "nothing was polled");
+}
+
+#[tokio::test]
+async fn a_poll_takes_at_most_its_items_and_pages_and_the_next_goes_on_from_there() {
+    let mock = Mock::start(2, None).await;
+    for n in 1..=7 {
+        mock.put(issue(n, &at(n as i64), &at(n as i64), "ann", &["agent"]));
+    }
+    let h = harness_limited(PollLimits {
+        items_per_poll: 3,
+        pages_per_poll: 2,
+        ..PollLimits::default()
+    })
+    .await;
+    h.try_create(
+        "bounded",
+        spec("#{{$.number}}", source(&mock, "github-issues", "acme/app")),
+    )
+    .await
+    .unwrap();
+    let s = h.polled("bounded", 1).await;
+    assert_eq!((s.runs_started, s.cursor.as_str()), (3, at(3).as_str()));
+    assert_eq!(mock.take_seen().len(), 2, "two pages at most");
+    let s = h.tick("bounded", 60, 2).await;
+    assert_eq!((s.runs_started, s.cursor.as_str()), (5, at(5).as_str()));
+    let s = h.tick("bounded", 60, 3).await;
+    assert_eq!((s.runs_started, s.cursor.as_str()), (7, at(7).as_str()));
+    assert_eq!(h.goals().await, ["#1", "#2", "#3", "#4", "#5", "#6", "#7"]);
+    assert!(
+        mock.take_seen()
+            .iter()
+            .all(|r| r.param("page").unwrap_or("1") <= "2")
+    );
+}
+
+#[tokio::test]
+async fn a_trigger_made_through_a_follower_node_is_polled_by_the_leader_alone() {
+    use railyard_server::follower::{FixedLeader, FollowerConfig, Leader, RunningFollower};
+    let mock = Mock::start(10, None).await;
+    mock.put(issue(1, &at(1), &at(1), "ann", &["agent"]));
+    let h = harness().await;
+    let leader = Leader {
+        node: "leader".into(),
+        epoch: 1,
+        grpc: h.server.grpc_addr.to_string(),
+        http: h.server.http_addr.to_string(),
+        tls: false,
+    };
+    let mut config = FollowerConfig::new("follower", Arc::new(FixedLeader(Some(leader))));
+    config.grpc_listen = "127.0.0.1:0".parse().unwrap();
+    config.http_listen = "127.0.0.1:0".parse().unwrap();
+    let follower = RunningFollower::start(config).await.unwrap();
+    let through = Client::connect(&format!("http://{}", follower.grpc_addr))
+        .await
+        .unwrap();
+    through
+        .create_trigger(v1::CreateTriggerRequest {
+            namespace: "default".into(),
+            trigger_id: "f".into(),
+            spec: Some(spec("#{{$.number}}", source(&mock, "github-issues", "acme/app"))),
+            identity: "test".into(),
+        })
+        .await
+        .unwrap();
+    // The follower has no store and no poller: the one poll is the leader's.
+    let s = h.polled("f", 1).await;
+    assert_eq!(s.runs_started, 1);
+    assert_eq!(mock.take_seen().len(), 1);
+    assert_eq!(h.goals().await, ["#1"]);
 }
