@@ -53,6 +53,8 @@ struct Inner {
     seen: Vec<Seen>,
     /// The token a request must carry (`None`: any).
     token: Option<String>,
+    /// The next listing says the limit is spent until this time (epoch seconds).
+    exhausted_until: Option<i64>,
 }
 
 /// The mock, shared with its handler.
@@ -89,6 +91,12 @@ impl Mock {
         let key = id(&item);
         i.items.retain(|v| id(v) != key);
         i.items.push(item);
+    }
+
+    /// The next listing answers, with `X-RateLimit-Remaining: 0` and
+    /// `X-RateLimit-Reset: reset` (epoch seconds).
+    pub fn exhaust_next(&self, reset: i64) {
+        self.inner.lock().unwrap().exhausted_until = Some(reset);
     }
 
     pub fn fail_next(&self, f: Fail) {
@@ -193,7 +201,15 @@ fn answer(i: &mut Inner, mock: &Mock, uri: &Uri, seen: &Seen) -> Response {
     let body = Value::Array(body).to_string();
     let etag = format!("\"{:016x}\"", fnv(&body));
     let mut h = HeaderMap::new();
-    h.insert("x-ratelimit-remaining", "4999".parse().unwrap());
+    match i.exhausted_until.take() {
+        Some(reset) => {
+            h.insert("x-ratelimit-remaining", "0".parse().unwrap());
+            h.insert("x-ratelimit-reset", reset.to_string().parse().unwrap());
+        }
+        None => {
+            h.insert("x-ratelimit-remaining", "4999".parse().unwrap());
+        }
+    }
     h.insert("etag", etag.parse().unwrap());
     if seen.if_none_match.as_deref() == Some(etag.as_str()) {
         return (StatusCode::NOT_MODIFIED, h).into_response();

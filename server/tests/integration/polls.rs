@@ -327,6 +327,16 @@ async fn rate_limits_and_errors_put_off_the_next_poll_and_describe_shows_them() 
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }
 
+    // A listing that spends the limit: the next poll waits for its reset.
+    let now = T0 + 1_080_000;
+    mock.exhaust_next(now / 1000 + 900);
+    let s = h.tick("rl", 60, 5).await;
+    assert_eq!(
+        (s.errors_in_row, s.next_poll_unix_ms),
+        (0, now + 900_000),
+        "{s:?}"
+    );
+
     // A token the server's environment lacks is an error naming it.
     let mut src = source(&mock, "github-issues", "acme/app");
     src.token = "$POLL_TEST_UNSET_TOKEN".into();
