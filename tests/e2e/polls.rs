@@ -175,9 +175,12 @@ fn a_polled_trigger_starts_each_item_once_across_a_sigkill_mid_poll() {
             );
             // New items, and a poll held on its second page again.
             state.hold_page_two.store(true, Ordering::SeqCst);
-            for n in 6..=7 {
-                state.items.lock().unwrap().push(issue(n, &later(n)));
-            }
+            // Both at once: a poll sees either none or both (two pages with #5).
+            state
+                .items
+                .lock()
+                .unwrap()
+                .extend([issue(6, &later(6)), issue(7, &later(7))]);
         }
     }
     let d = json(server.ry(&["trigger", "describe", "triage", "--output", "json"]));
