@@ -229,6 +229,7 @@ impl CoreBuilder {
             shutdown: shutdown_rx,
             child_limits: self.child_limits,
             delivery: Arc::new(self.delivery),
+            poll_wake: Default::default(),
         });
         Ok(CoreParts {
             core,

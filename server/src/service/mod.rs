@@ -19,6 +19,7 @@ pub(crate) mod keys;
 
 pub(crate) mod namespaces;
 pub mod output;
+pub(crate) mod polls;
 pub mod queries;
 pub mod reset;
 pub mod runs;
@@ -66,6 +67,8 @@ pub struct Core {
     pub(crate) delivery: Arc<crate::engine::delivery::DeliverySettings>,
     /// Live output: appends, bounds, the flusher, live channels.
     pub(crate) output: Arc<crate::engine::output::OutputHub>,
+    /// Wakes the poller when a trigger is created or changed ([`polls`]).
+    pub(crate) poll_wake: Arc<tokio::sync::Notify>,
 }
 
 impl Core {

@@ -22,6 +22,8 @@ mod metrics;
 mod namespaces;
 mod output;
 mod output_sse;
+mod poll_mock;
+mod polls;
 mod queries;
 mod reset;
 mod retention;
