@@ -112,6 +112,8 @@ pub struct TriggerSettings {
     /// How long a delivery id is remembered, so a repeated delivery answers the
     /// same run (default seven days).
     pub dedup_retention_ms: u64,
+    /// Bounds on polled triggers: pollers at once, items and pages per poll.
+    pub poll: engine::poller::PollLimits,
 }
 
 impl Default for TriggerSettings {
@@ -120,6 +122,7 @@ impl Default for TriggerSettings {
             config: Vec::new(),
             max_body_bytes: http::DEFAULT_HOOK_BODY_BYTES,
             dedup_retention_ms: 7 * 86_400_000,
+            poll: engine::poller::PollLimits::default(),
         }
     }
 }
@@ -378,6 +381,14 @@ impl RunningServer {
             tokio::spawn(purge_hook_deliveries(
                 core.clone(),
                 config.triggers.dedup_retention_ms,
+                shutdown_rx.clone(),
+            )),
+            tokio::spawn(service::polls::run(
+                core.clone(),
+                service::polls::PollSettings {
+                    limits: config.triggers.poll,
+                    dedup_retention_ms: config.triggers.dedup_retention_ms,
+                },
                 shutdown_rx.clone(),
             )),
             tokio::spawn(serve_in_process(

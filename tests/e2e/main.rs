@@ -32,6 +32,7 @@ mod mcp_http;
 mod mcp_sessions;
 mod mcp_steps;
 mod namespaces;
+mod polls;
 mod postgres;
 mod postgres_ops;
 mod postgres_soak;

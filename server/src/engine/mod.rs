@@ -17,6 +17,7 @@ pub mod delivery;
 pub(crate) mod leases;
 pub(crate) mod matching;
 pub mod output;
+pub mod poller;
 pub mod retention;
 pub(crate) mod sender;
 pub(crate) mod timers;

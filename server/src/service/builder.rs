@@ -230,6 +230,7 @@ impl CoreBuilder {
             child_limits: self.child_limits,
             delivery: Arc::new(self.delivery),
             batch_wake: Arc::new(Notify::new()),
+            poll_wake: Default::default(),
         });
         Ok(CoreParts {
             core,

@@ -20,6 +20,7 @@ pub(crate) mod keys;
 
 pub(crate) mod namespaces;
 pub mod output;
+pub(crate) mod polls;
 pub mod queries;
 pub mod reset;
 pub mod runs;
@@ -69,6 +70,8 @@ pub struct Core {
     pub(crate) output: Arc<crate::engine::output::OutputHub>,
     /// Wakes the batch task ([`crate::engine::batches`]) when a batch starts or stops.
     pub(crate) batch_wake: Arc<tokio::sync::Notify>,
+    /// Wakes the poller when a trigger is created or changed ([`polls`]).
+    pub(crate) poll_wake: Arc<tokio::sync::Notify>,
 }
 
 impl Core {

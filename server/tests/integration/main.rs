@@ -23,6 +23,8 @@ mod metrics;
 mod namespaces;
 mod output;
 mod output_sse;
+mod poll_mock;
+mod polls;
 mod queries;
 mod reset;
 mod retention;
