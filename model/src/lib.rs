@@ -17,6 +17,7 @@
 
 pub mod approval;
 pub mod auth;
+pub mod batch;
 pub mod budgets;
 pub mod contract;
 pub mod duration;

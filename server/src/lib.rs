@@ -28,8 +28,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use railyard_proto::v1::{
-    admin_server::AdminServer, history_server::HistoryServer, schedules_server::SchedulesServer,
-    tasks_server::TasksServer, triggers_server::TriggersServer,
+    admin_server::AdminServer, batches_server::BatchesServer, history_server::HistoryServer,
+    schedules_server::SchedulesServer, tasks_server::TasksServer, triggers_server::TriggersServer,
 };
 use tokio::sync::watch as shutdown_watch;
 use tokio::task::JoinHandle;
@@ -365,6 +365,13 @@ impl RunningServer {
                 config.output.retention_ms,
                 shutdown_rx.clone(),
             )),
+            tokio::spawn(engine::batches::run(
+                core.store.clone(),
+                core.writer.clone(),
+                config.clock.clone(),
+                core.batch_wake.clone(),
+                shutdown_rx.clone(),
+            )),
             tokio::spawn(core.output.clone().run_flusher(shutdown_rx.clone())),
             tokio::spawn(token::keyring::reload_every(
                 keys,
@@ -583,6 +590,9 @@ pub(crate) async fn grpc_routes(core: Arc<Core>) -> tonic::service::Routes {
     health_reporter
         .set_serving::<TriggersServer<grpc::triggers::TriggersService>>()
         .await;
+    health_reporter
+        .set_serving::<BatchesServer<grpc::batches::BatchesService>>()
+        .await;
     let history = HistoryServer::new(grpc::history::HistoryService { core: core.clone() })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -595,6 +605,9 @@ pub(crate) async fn grpc_routes(core: Arc<Core>) -> tonic::service::Routes {
     let triggers = TriggersServer::new(grpc::triggers::TriggersService { core: core.clone() })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let batches = BatchesServer::new(grpc::batches::BatchesService { core: core.clone() })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let tasks = TasksServer::new(grpc::tasks::TasksService { core })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -603,7 +616,8 @@ pub(crate) async fn grpc_routes(core: Arc<Core>) -> tonic::service::Routes {
         .add_service(tasks)
         .add_service(schedules)
         .add_service(admin)
-        .add_service(triggers);
+        .add_service(triggers)
+        .add_service(batches);
     add_reflection(routes)
 }
 

@@ -6,6 +6,7 @@ mod support;
 
 mod approvals;
 mod auth;
+mod batches;
 mod bench_agents;
 mod bench_fanout;
 mod bench_preload;

@@ -10,6 +10,7 @@
 //! errors are [`ApiError`](crate::error::ApiError), which the front end maps.
 
 pub(crate) mod approvals;
+pub mod batches;
 mod builder;
 pub mod caller;
 pub mod children;
@@ -67,6 +68,8 @@ pub struct Core {
     pub(crate) delivery: Arc<crate::engine::delivery::DeliverySettings>,
     /// Live output: appends, bounds, the flusher, live channels.
     pub(crate) output: Arc<crate::engine::output::OutputHub>,
+    /// Wakes the batch task ([`crate::engine::batches`]) when a batch starts or stops.
+    pub(crate) batch_wake: Arc<tokio::sync::Notify>,
     /// Wakes the poller when a trigger is created or changed ([`polls`]).
     pub(crate) poll_wake: Arc<tokio::sync::Notify>,
 }

@@ -7,6 +7,7 @@
 mod api;
 mod approvals;
 mod auth;
+mod batches;
 mod bounds;
 mod checkpoints;
 mod children;
