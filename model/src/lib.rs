@@ -18,6 +18,7 @@
 pub mod approval;
 pub mod attributes;
 pub mod auth;
+pub mod batch;
 pub mod budgets;
 pub mod contract;
 pub mod duration;

@@ -1,6 +1,7 @@
 //! The typed client: one cheap-to-clone handle over a tonic channel.
 
 mod approvals;
+mod batches;
 mod output;
 mod triggers;
 

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+mod batches;
 mod triggers;
 
 use super::StoredTask;
@@ -42,6 +43,7 @@ struct Data {
     namespaces: BTreeMap<String, Namespace>,
     api_keys: BTreeMap<String, ApiKey>,
     triggers: triggers::TriggerData,
+    batches: batches::BatchData,
 }
 
 /// A run's checkpoint: its segments in order, and the digest of the whole.

@@ -304,6 +304,13 @@ pub enum EventKind {
         kind: String,
         reason: String,
     },
+    /// A batch (`batch_id`) acted on this run (`action`: `cancel`, `terminate`,
+    /// `reset`, `rerun`, `signal`); the action's own events come just before, in the
+    /// same commit. See `crate::batch`.
+    BatchApplied {
+        batch_id: String,
+        action: String,
+    },
     /// An attempt to POST the closed run's result to `target` began.
     DeliveryAttempted {
         target: String,
@@ -361,6 +368,7 @@ impl EventKind {
             Self::RunResetFrom { .. } => "RunResetFrom",
             Self::StepCarried { .. } => "StepCarried",
             Self::RunResetTo { .. } => "RunResetTo",
+            Self::BatchApplied { .. } => "BatchApplied",
             Self::DeliveryAttempted { .. } => "DeliveryAttempted",
             Self::DeliverySucceeded { .. } => "DeliverySucceeded",
             Self::DeliveryFailed { .. } => "DeliveryFailed",

@@ -1093,6 +1093,19 @@ impl RunState {
         Ok(())
     }
 
+    /// Records that batch `batch_id` applied `action` to this run (open or closed):
+    /// one `BatchApplied` event, after the action's own.
+    pub fn note_batch(&mut self, identity: &str, batch_id: &str, action: &str, out: &mut Out) {
+        self.push(
+            out,
+            identity,
+            EventKind::BatchApplied {
+                batch_id: batch_id.to_string(),
+                action: action.to_string(),
+            },
+        );
+    }
+
     /// Ends the run at once; a worker holding a step loses its lease.
     pub fn terminate(&mut self, identity: &str, reason: String, out: &mut Out) -> Result<(), Refusal> {
         self.require_open(Action::Terminate)?;

@@ -380,6 +380,13 @@ fn cases() -> Vec<(EventKind, &'static str)> {
             },
             r#"{"kind":"rerun","reason":"","stepId":"b","toRunId":"new"}"#,
         ),
+        (
+            EventKind::BatchApplied {
+                batch_id: "b1".into(),
+                action: "terminate".into(),
+            },
+            r#"{"action":"terminate","batchId":"b1"}"#,
+        ),
     ]
 }
 
@@ -517,7 +524,7 @@ fn the_wire_json_of_every_event_type_is_pinned() {
     let cases = cases();
     let mut types: Vec<_> = cases.iter().map(|(k, _)| k.type_name()).collect();
     types.dedup();
-    assert_eq!(types.len(), 33, "every event type has a case: {types:?}");
+    assert_eq!(types.len(), 34, "every event type has a case: {types:?}");
     for (kind, expected) in cases {
         assert_eq!(event_attributes_json(&kind), expected, "{}", kind.type_name());
     }

@@ -1,10 +1,13 @@
-//! Webhook triggers, pure: what a trigger is ([`Trigger`]); its payload templates
+//! Triggers, pure: what a trigger is ([`Trigger`]), a webhook's or a polled
+//! source's ([`poll`]); its payload templates
 //! are [`crate::template::payload`]. How a delivery is verified is the server's
 //! (`signature.rs`), and so are the webhook route (`http.rs`), the request logic
 //! (`service::triggers`) and the writer command that starts, deduplicates and
 //! serialises per key (`engine/writer/commands/trigger/`).
 
 use std::collections::BTreeMap;
+
+pub mod poll;
 
 use crate::Millis;
 
@@ -92,6 +95,10 @@ pub struct Trigger {
     pub mode: Mode,
     pub description: String,
     pub source: Source,
+    /// What the trigger polls (`None`: a webhook trigger).
+    pub poll: Option<poll::PollSource>,
+    /// The poll's cursor and status (default for a webhook trigger).
+    pub poll_state: poll::PollState,
     pub created_ms: Millis,
     pub updated_ms: Millis,
 }

@@ -3,6 +3,7 @@
 //! codes ([`status`]); the request logic lives in the service layer.
 
 pub mod admin;
+pub mod batches;
 pub mod history;
 pub mod output;
 pub mod peer;

@@ -390,6 +390,13 @@ fn cases() -> Vec<(EventKind, &'static str)> {
             },
             r#"{"RunResetTo":{"to_run_id":"new","step_id":"b","kind":"rerun","reason":""}}"#,
         ),
+        (
+            EventKind::BatchApplied {
+                batch_id: "b1".into(),
+                action: "terminate".into(),
+            },
+            r#"{"BatchApplied":{"batch_id":"b1","action":"terminate"}}"#,
+        ),
     ]
 }
 
@@ -402,7 +409,7 @@ fn the_stored_row_of_every_event_type_is_pinned_and_reads_back() {
     let mut types: Vec<_> = cases.iter().map(|(k, _)| k.type_name()).collect();
     types.sort();
     types.dedup();
-    assert_eq!(types.len(), 33, "every event type has a case: {types:?}");
+    assert_eq!(types.len(), 34, "every event type has a case: {types:?}");
     for (kind, expected) in cases {
         if let EventKind::RunStarted { definition, .. } = &kind {
             d.defs.store(definition, &mut table).unwrap();

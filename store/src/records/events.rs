@@ -260,6 +260,12 @@ enum KindRecord {
         #[serde(default)]
         reason: String,
     },
+    BatchApplied {
+        #[serde(default)]
+        batch_id: String,
+        #[serde(default)]
+        action: String,
+    },
     StepWaiting {
         #[serde(default)]
         step_id: String,
@@ -585,6 +591,7 @@ event_records! {
         RunResetFrom { from_run_id, step_id, kind, reason },
         StepCarried { step_id, attempt, notes, artifacts, context_updates, result, model, usage },
         RunResetTo { to_run_id, step_id, kind, reason },
+        BatchApplied { batch_id, action },
     }
     encode(kind, defs) {
         // Names its definition, which the same transaction stores.

@@ -20,6 +20,7 @@ mod api_keys;
 mod approval_tests;
 mod approvals;
 mod attributes;
+mod batches;
 mod checkpoints;
 mod definitions;
 mod deliveries;
@@ -49,6 +50,7 @@ use railyard_model::run::{
 use railyard_model::trace::TraceContext;
 
 pub use api_keys::{decode_api_key, encode_api_key};
+pub use batches::{decode_batch, decode_batch_item, encode_batch, encode_batch_item};
 pub(crate) use checkpoints::{decode_checkpoint_head, encode_checkpoint_head};
 pub(crate) use definitions::DefinitionTableKey;
 pub use definitions::{DefinitionKey, DefinitionLookup, DefinitionRows, Definitions};

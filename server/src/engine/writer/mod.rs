@@ -24,6 +24,7 @@ mod tests;
 use commands::{Answer, Apply, Command, Handed};
 use cx::Transition;
 
+pub(crate) use commands::batch::not_found as batch_not_found;
 pub(crate) use commands::schedule::not_found as schedule_not_found;
 pub(crate) use commands::trigger::not_found as trigger_not_found;
 /// Every command's public types (the commands callers build, and what they answer)

@@ -52,6 +52,7 @@ impl Apply for SyncConfigTriggers {
             }
             t.source = Source::Config;
             t.created_ms = old.as_ref().map_or(cx.now(), |o| o.created_ms);
+            t.poll_state = poll_state_of(&t, old.as_ref(), cx.now());
             t.updated_ms = match old {
                 Some(o) if o.source == Source::Config && same_definition(&o, &t) => o.updated_ms,
                 _ => cx.now(),
@@ -67,6 +68,7 @@ fn same_definition(a: &Trigger, b: &Trigger) -> bool {
         created_ms: 0,
         updated_ms: 0,
         source: Source::Config,
+        poll_state: Default::default(),
         ..t.clone()
     };
     strip(a) == strip(b)
