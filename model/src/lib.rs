@@ -16,6 +16,7 @@
 //! its types, the server crate drives it.
 
 pub mod approval;
+pub mod attributes;
 pub mod auth;
 pub mod batch;
 pub mod budgets;

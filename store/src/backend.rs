@@ -102,6 +102,11 @@ pub trait Snapshot: TriggerReads + BatchReads {
     /// (no run is read) and at most `cap` of them.
     fn term_count(&self, ns: &str, term: &str, cap: u64) -> Result<u64, StorageError>;
 
+    /// The smallest index term of `ns` at `from` (when `inclusive`) or after it, if
+    /// any: walking the distinct terms of a range (a search attribute's `<`, `>`,
+    /// `STARTS_WITH`) one seek each, without reading runs.
+    fn next_term(&self, ns: &str, from: &str, inclusive: bool) -> Result<Option<String>, StorageError>;
+
     /// Ids of the runs started by `parent`, in id order.
     fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, StorageError>;
 

@@ -15,6 +15,8 @@ pub mod dump;
 pub mod error;
 pub mod listing;
 #[cfg(test)]
+mod listing_attr_tests;
+#[cfg(test)]
 mod listing_tests;
 pub mod memory;
 pub mod output;

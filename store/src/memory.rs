@@ -249,6 +249,20 @@ impl Data {
             .count() as u64
     }
 
+    fn next_term(&self, ns: &str, from: &str, inclusive: bool) -> Option<String> {
+        let start = if inclusive {
+            from.to_string()
+        } else {
+            format!("{from}\0")
+        };
+        let lo = (ns.to_string(), start, Millis::MIN, String::new());
+        self.terms
+            .range(lo..)
+            .next()
+            .filter(|(n, ..)| n == ns)
+            .map(|(_, t, ..)| t.clone())
+    }
+
     /// Applies a save's index-term changes.
     fn retag(&mut self, run: &RunState, removed: &[String], added: &[String]) {
         let (ns, id) = (&run.namespace, &run.run_id);
@@ -362,6 +376,10 @@ macro_rules! reads {
 
         fn term_count(&self, ns: &str, term: &str, cap: u64) -> Result<u64, StorageError> {
             Ok(self.$data().term_count(ns, term, cap))
+        }
+
+        fn next_term(&self, ns: &str, from: &str, inclusive: bool) -> Result<Option<String>, StorageError> {
+            Ok(self.$data().next_term(ns, from, inclusive))
         }
 
         fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, StorageError> {

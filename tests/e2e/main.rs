@@ -5,6 +5,7 @@
 mod support;
 
 mod approvals;
+mod attributes;
 mod auth;
 mod batches;
 mod bench_agents;

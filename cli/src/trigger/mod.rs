@@ -42,6 +42,10 @@ pub(crate) struct SpecFlags {
     /// A context entry (a template like --goal); repeatable.
     #[arg(long = "context", value_name = "KEY=TEMPLATE", value_parser = args::key_value)]
     pub context: Vec<(String, String)>,
+    /// A search attribute of each run it starts (a template like --goal; the
+    /// namespace declares it); repeatable.
+    #[arg(long = "attr", value_name = "NAME=TEMPLATE", value_parser = args::key_value)]
+    pub attrs: Vec<(String, String)>,
     /// Queue of steps that name none (the workflow's when absent).
     #[arg(long, value_name = "Q")]
     pub task_queue: Option<String>,
@@ -99,6 +103,7 @@ impl SpecFlags {
         };
         set(&mut spec.goal, self.goal);
         spec.context.extend(self.context);
+        spec.search_attributes.extend(self.attrs);
         set(&mut spec.task_queue, self.task_queue);
         set(&mut spec.callback_url, self.callback_url);
         set(&mut spec.signature_secret, self.signature_secret);
@@ -115,6 +120,7 @@ impl SpecFlags {
     fn is_empty(&self) -> bool {
         self.goal.is_none()
             && self.context.is_empty()
+            && self.attrs.is_empty()
             && self.task_queue.is_none()
             && self.callback_url.is_none()
             && self.signature_secret.is_none()

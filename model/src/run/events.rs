@@ -148,6 +148,13 @@ pub enum EventKind {
         summary: String,
         details: String,
     },
+    /// The run's search attributes changed (`crate::attributes`): at its start, by a
+    /// step's completion, or mid-step (`Tasks.UpsertSearchAttributes`); `step_id`
+    /// empty when no step set them.
+    SearchAttributesChanged {
+        step_id: String,
+        changes: Vec<crate::attributes::AttributeChange>,
+    },
     /// A note from the agent to its coordinator; it does not advance the step.
     CoordinatorNote {
         step_id: String,
@@ -339,6 +346,7 @@ impl EventKind {
             Self::StepTimedOut { .. } => "StepTimedOut",
             Self::SignalReceived { .. } => "SignalReceived",
             Self::IssueReported { .. } => "IssueReported",
+            Self::SearchAttributesChanged { .. } => "SearchAttributesChanged",
             Self::CoordinatorNote { .. } => "CoordinatorNote",
             Self::CancelRequested { .. } => "CancelRequested",
             Self::StepWaiting { .. } => "StepWaiting",

@@ -76,6 +76,9 @@ pub struct Trigger {
     /// Templates over the payload ([`crate::template::payload`]).
     pub goal: String,
     pub context: BTreeMap<String, String>,
+    /// Search attributes of the runs it starts: name → template over the payload,
+    /// rendered and then read by the namespace's declarations.
+    pub attributes: BTreeMap<String, String>,
     /// Passed to the start as its callback URL (empty: none).
     pub callback_url: String,
     /// `$ENV_NAME` of the HMAC-SHA256 secret (empty: no signature checked).
@@ -142,6 +145,8 @@ pub struct QueuedStart {
     pub callback_url: String,
     pub identity: String,
     pub received_ms: Millis,
+    /// Its search attributes, rendered (name → text).
+    pub attributes: BTreeMap<String, String>,
     /// The trace the delivery came with (`None`: the run's own, derived).
     pub trace: Option<crate::trace::TraceContext>,
 }

@@ -145,6 +145,15 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
         })
         .collect();
     v1::RunInfo {
+        search_attributes: run
+            .attributes
+            .iter()
+            .map(|(name, v)| v1::SearchAttribute {
+                name: name.clone(),
+                r#type: v.value_type().name().to_string(),
+                value: v.text(),
+            })
+            .collect(),
         namespace: run.namespace.clone(),
         run_id: run.run_id.clone(),
         workflow_id: run.workflow_id.clone(),

@@ -49,6 +49,7 @@ fn input(trigger_id: String, spec: Option<v1::TriggerSpec>) -> Result<TriggerInp
         task_queue: s.task_queue,
         goal: s.goal,
         context: s.context.into_iter().collect(),
+        attributes: s.search_attributes.into_iter().collect(),
         callback_url: s.callback_url,
         signature_secret: s.signature_secret,
         signature_header: s.signature_header,
@@ -77,6 +78,7 @@ pub fn trigger_info(t: &Trigger) -> v1::TriggerInfo {
         namespace: t.namespace.clone(),
         trigger_id: t.id.clone(),
         spec: Some(v1::TriggerSpec {
+            search_attributes: t.attributes.clone().into_iter().collect(),
             workflow_id: t.workflow_id.clone(),
             task_queue: t.task_queue.clone(),
             goal: t.goal.clone(),

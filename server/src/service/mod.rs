@@ -10,6 +10,7 @@
 //! errors are [`ApiError`](crate::error::ApiError), which the front end maps.
 
 pub(crate) mod approvals;
+pub mod attributes;
 pub mod batches;
 mod builder;
 pub mod caller;

@@ -51,6 +51,8 @@ pub struct TriggerInput {
     pub task_queue: String,
     pub goal: String,
     pub context: BTreeMap<String, String>,
+    /// Search attributes of the runs it starts: name → template over the payload.
+    pub attributes: BTreeMap<String, String>,
     pub callback_url: String,
     pub signature_secret: String,
     pub signature_header: String,
@@ -148,6 +150,24 @@ pub(crate) fn check(core: &Core, ns: &str, r: TriggerInput) -> Result<Trigger, A
     for (k, v) in &r.context {
         check_template(&format!("context[{}]", echo(k)), v)?;
     }
+    check_count(
+        "attributes",
+        r.attributes.len(),
+        railyard_model::attributes::MAX_RUN_ATTRIBUTES,
+    )?;
+    let declared = super::attributes::declared(core, ns)?;
+    for (k, v) in &r.attributes {
+        if !declared.contains_key(k) {
+            return Err(ApiError::field(
+                "attributes",
+                format!(
+                    "{} is not a search attribute the namespace declares (railyard namespace attribute add)",
+                    echo(k)
+                ),
+            ));
+        }
+        check_template(&format!("attributes[{k}]"), v)?;
+    }
     if !r.callback_url.is_empty() {
         // The same rules as a run's callback URL (the runs it starts carry it).
         railyard_model::run::delivery::url::check("callback_url", &r.callback_url)?;
@@ -202,6 +222,7 @@ pub(crate) fn check(core: &Core, ns: &str, r: TriggerInput) -> Result<Trigger, A
         task_queue: r.task_queue,
         goal: r.goal,
         context: r.context,
+        attributes: r.attributes,
         callback_url: r.callback_url,
         signature_secret: r.signature_secret,
         signature_header: r.signature_header,
@@ -487,6 +508,17 @@ pub(crate) async fn deliver(core: &Core, r: HookRequest<'_>) -> Result<Delivered
         let field = format!("context[{}]", echo(k));
         context.insert(k.clone(), render(&field, v, &payload, limits::CONTEXT_VALUE)?);
     }
+    let mut attributes = BTreeMap::new();
+    for (k, v) in &t.attributes {
+        let field = format!("attributes[{}]", echo(k));
+        let text = render(
+            &field,
+            v,
+            &payload,
+            railyard_model::attributes::MAX_ATTRIBUTE_VALUE_BYTES,
+        )?;
+        attributes.insert(k.clone(), text);
+    }
     let key = if t.concurrency_key.is_empty() {
         String::new()
     } else {
@@ -501,6 +533,7 @@ pub(crate) async fn deliver(core: &Core, r: HookRequest<'_>) -> Result<Delivered
             context,
             callback_url: t.callback_url.clone(),
             task_queue: t.task_queue.clone(),
+            attributes,
             // W3C Trace Context: an invalid header is ignored, as the spec asks.
             trace: (r.header)("traceparent").and_then(|v| TraceContext::parse(&v).ok()),
             ..StartRun::default()

@@ -6,6 +6,7 @@
 
 mod api;
 mod approvals;
+mod attributes;
 mod auth;
 mod batches;
 mod bounds;

@@ -28,6 +28,9 @@ struct TriggerRecord {
     goal: String,
     #[serde(default)]
     context: BTreeMap<String, String>,
+    /// Search attributes (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    attributes: BTreeMap<String, String>,
     #[serde(default)]
     callback_url: String,
     /// `$ENV_NAME`, never the secret.
@@ -125,6 +128,7 @@ pub fn encode_trigger(t: &Trigger) -> Result<Vec<u8>, StorageError> {
         task_queue: t.task_queue.clone(),
         goal: t.goal.clone(),
         context: t.context.clone(),
+        attributes: t.attributes.clone(),
         callback_url: t.callback_url.clone(),
         signature_secret: t.signature_secret.clone(),
         signature_header: t.signature_header.clone(),
@@ -219,6 +223,7 @@ pub fn decode_trigger(bytes: &[u8]) -> Result<Trigger, StorageError> {
         task_queue: r.task_queue,
         goal: r.goal,
         context: r.context,
+        attributes: r.attributes,
         callback_url: r.callback_url,
         signature_secret: r.signature_secret,
         signature_header: r.signature_header,
@@ -288,6 +293,9 @@ struct QueuedStartRecord {
     identity: String,
     #[serde(default)]
     received_ms: Millis,
+    /// Search attributes (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    attributes: BTreeMap<String, String>,
     /// The webhook request's W3C `traceparent` (absent in older rows, and when it had none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     traceparent: Option<String>,
@@ -309,6 +317,7 @@ pub fn encode_queued_start(q: &QueuedStart) -> Result<Vec<u8>, StorageError> {
         workflow_id: q.workflow_id.clone(),
         goal: q.goal.clone(),
         context: q.context.clone(),
+        attributes: q.attributes.clone(),
         task_queue: q.task_queue.clone(),
         callback_url: q.callback_url.clone(),
         identity: q.identity.clone(),
@@ -329,6 +338,7 @@ pub fn decode_queued_start(bytes: &[u8]) -> Result<QueuedStart, StorageError> {
         callback_url: r.callback_url,
         identity: r.identity,
         received_ms: r.received_ms,
+        attributes: r.attributes,
         trace: r
             .traceparent
             .map(|tp| TraceContext::parse(&tp))

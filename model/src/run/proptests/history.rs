@@ -114,9 +114,10 @@ pub(super) fn replay(def: &WorkflowDef, history: &[Event]) -> Derived {
             | EventKind::RunResetFrom { .. }
             | EventKind::StepCarried { .. }
             | EventKind::RunResetTo { .. }
+            | EventKind::SearchAttributesChanged { .. }
             | EventKind::BatchApplied { .. } => {
                 panic!(
-                    "event {}: the generator makes no waits, children, pauses, approvals, resets or batches",
+                    "event {}: the generator makes no waits, children, pauses, approvals, resets, attribute changes or batches",
                     e.id
                 )
             }

@@ -110,6 +110,9 @@ pub struct StepCompletion {
     /// The transcript that proposed the result, kept when the step is held for
     /// approval (so a rejection resumes from it); ignored otherwise.
     pub checkpoint: Vec<u8>,
+    /// Search attributes the completion sets (name → text; empty text: unset), read
+    /// by the namespace's declarations in the writer.
+    pub attributes: BTreeMap<String, String>,
 }
 
 /// What an accepted completion came to.

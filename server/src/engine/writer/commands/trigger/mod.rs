@@ -70,6 +70,7 @@ fn start_of(cx: &Cx, ns: &str, q: QueuedStart) -> Option<StartCommand> {
             task_queue: q.task_queue,
             identity: q.identity,
             trace: q.trace,
+            attributes: q.attributes,
             ..StartParams::default()
         },
         definition,
