@@ -4,7 +4,7 @@
 //! - `railyard server` runs the history server.
 //! - `railyard worker` polls task queues and runs leased steps as agent loops.
 //! - `railyard dev` runs a server and a worker in one process and shows a demo run.
-//! - `railyard run|workflow|task|queue|schedule|trigger|key|namespace ...` are client commands over
+//! - `railyard run|workflow|task|queue|schedule|trigger|batch|key|namespace ...` are client commands over
 //!   gRPC; they take `--server`, `--namespace`, `--api-key` and `--output` (see
 //!   [`client::global::GlobalOpts`]).
 //! - `railyard bench` measures an in-process server.
@@ -34,6 +34,7 @@
 //! line on stderr and exits with code 1 (2 for usage errors, from clap; 3 when a
 //! followed run closed without completing).
 
+mod batch;
 mod bench;
 mod client;
 mod delivery;
@@ -134,6 +135,10 @@ enum Command {
     /// Webhook triggers: create, describe, list, update, delete (needs an admin key).
     #[command(subcommand)]
     Trigger(trigger::TriggerCommand),
+    /// Batch operations: cancel, terminate, reset, rerun or signal every run a query
+    /// matches, at a bounded rate; describe, list, stop (needs an admin key).
+    #[command(subcommand)]
+    Batch(batch::BatchCommand),
     /// Move a store between backends: export a dump of every table to stdout, import
     /// one from stdin (redb to PostgreSQL and back).
     #[command(subcommand)]
@@ -291,6 +296,7 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Namespace(c) => namespace::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Schedule(c) => schedule::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Trigger(c) => trigger::run(g, c).await.map(|()| ExitCode::SUCCESS),
+        Command::Batch(c) => batch::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Bench(a) => bench::run(g, a).await.map(|()| ExitCode::SUCCESS),
         Command::Store(c) => store::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::BenchAgent(a) => bench::agents::client::run(a).await.map(|()| ExitCode::SUCCESS),

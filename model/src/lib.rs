@@ -16,7 +16,9 @@
 //! its types, the server crate drives it.
 
 pub mod approval;
+pub mod attributes;
 pub mod auth;
+pub mod batch;
 pub mod budgets;
 pub mod contract;
 pub mod duration;

@@ -46,6 +46,8 @@ pub struct Namespace {
     /// Its principles, between the server's and a definition's
     /// (`crate::principles`; `None`: none of its own).
     pub principles: Option<crate::principles::Layer>,
+    /// The search attributes its runs may carry: name → type (`crate::attributes`).
+    pub attributes: crate::query::AttributeTypes,
 }
 
 impl Default for Namespace {
@@ -59,6 +61,7 @@ impl Default for Namespace {
             limits: NamespaceLimits::default(),
             subscriptions: Vec::new(),
             principles: None,
+            attributes: crate::query::AttributeTypes::new(),
         }
     }
 }

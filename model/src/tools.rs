@@ -7,6 +7,9 @@ pub const SIGNAL_COORDINATOR: &str = "signal_coordinator";
 pub const SPAWN_AGENT: &str = "spawn_agent";
 /// Reports a problem the agent found without ending its step; always allowed.
 pub const REPORT_ISSUE: &str = "report_issue";
+/// Sets search attributes of the step's run mid-step (`Tasks.UpsertSearchAttributes`);
+/// offered where a step's `allowedTools` is empty (every tool) or names it.
+pub const SET_SEARCH_ATTRIBUTES: &str = "set_search_attributes";
 /// Waits for child runs started with `spawn_agent` and `wait: false`; allowed
 /// wherever `spawn_agent` is.
 pub const AWAIT_RUNS: &str = "await_runs";
@@ -23,7 +26,7 @@ pub const WORKSPACE_TOOLS: [&str; 6] = [
     "grep",
 ];
 /// Every tool a definition may name.
-pub const ALL: [&str; 11] = [
+pub const ALL: [&str; 12] = [
     "bash",
     "read_file",
     "write_file",
@@ -35,4 +38,5 @@ pub const ALL: [&str; 11] = [
     SIGNAL_COORDINATOR,
     AWAIT_RUNS,
     REPORT_ISSUE,
+    SET_SEARCH_ATTRIBUTES,
 ];

@@ -1,6 +1,7 @@
 //! The typed client: one cheap-to-clone handle over a tonic channel.
 
 mod approvals;
+mod batches;
 mod output;
 mod triggers;
 
@@ -716,6 +717,20 @@ impl Client {
         }
     }
 
+    /// Sets search attributes of the run whose step a task token leases, mid-step
+    /// (`Tasks.UpsertSearchAttributes`). Retried like a heartbeat: setting the same
+    /// values again changes nothing.
+    pub async fn upsert_search_attributes(
+        &self,
+        req: railyard_proto::v1::UpsertSearchAttributesRequest,
+    ) -> Result<railyard_proto::v1::UpsertSearchAttributesResponse, ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.tasks(), req.clone());
+            async move { c.upsert_search_attributes(r).await }
+        })
+        .await
+    }
+
     pub async fn fail_step_task(
         &self,
         req: FailStepTaskRequest,
@@ -829,6 +844,64 @@ impl Client {
             })
             .await?;
         resp.namespace.ok_or_else(missing)
+    }
+
+    /// Declares search attribute `name` of type `type_name` in `namespace`
+    /// (`Admin.AddSearchAttribute`); answers the declarations. Retried: declaring
+    /// again with the same type changes nothing.
+    pub async fn add_search_attribute(
+        &self,
+        namespace: &str,
+        name: &str,
+        type_name: &str,
+    ) -> Result<Vec<railyard_proto::v1::SearchAttributeDeclaration>, ClientError> {
+        let req = railyard_proto::v1::AddSearchAttributeRequest {
+            namespace: namespace.into(),
+            name: name.into(),
+            r#type: type_name.into(),
+        };
+        let resp = self
+            .retrying(Duration::ZERO, || {
+                let (mut c, r) = (self.admin(), req.clone());
+                async move { c.add_search_attribute(r).await }
+            })
+            .await?;
+        Ok(resp.search_attributes)
+    }
+
+    /// The search attributes `namespace` declares.
+    pub async fn list_search_attributes(
+        &self,
+        namespace: &str,
+    ) -> Result<Vec<railyard_proto::v1::SearchAttributeDeclaration>, ClientError> {
+        let req = railyard_proto::v1::ListSearchAttributesRequest {
+            namespace: namespace.into(),
+        };
+        let resp = self
+            .retrying(Duration::ZERO, || {
+                let (mut c, r) = (self.admin(), req.clone());
+                async move { c.list_search_attributes(r).await }
+            })
+            .await?;
+        Ok(resp.search_attributes)
+    }
+
+    /// Removes the declaration of search attribute `name` (runs keep their values).
+    /// Tried once: a repeat after a lost answer would be NOT_FOUND.
+    pub async fn remove_search_attribute(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Vec<railyard_proto::v1::SearchAttributeDeclaration>, ClientError> {
+        let req = railyard_proto::v1::RemoveSearchAttributeRequest {
+            namespace: namespace.into(),
+            name: name.into(),
+        };
+        self.admin()
+            .remove_search_attribute(req)
+            .await
+            .map(|r| r.into_inner().search_attributes)
+            .map_err(|s| ClientError::from_status(&self.url, s))
     }
 
     /// Every namespace the client's key reaches.

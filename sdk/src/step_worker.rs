@@ -18,6 +18,9 @@ pub struct Completion {
     /// output contract refuses a result that breaks it: `ClientError::InvalidArgument`
     /// listing each violation, and nothing completes.
     pub result_json: String,
+    /// Search attributes to set on the run with the result (name → text; empty
+    /// text: unset), as the namespace declares them.
+    pub search_attributes: HashMap<String, String>,
 }
 
 impl Completion {
@@ -268,6 +271,7 @@ impl StepWorker {
                 take_next,
                 result_json: completion.result_json,
                 checkpoint,
+                search_attributes: completion.search_attributes,
             })
             .await?;
         Ok(CompletionReply {
@@ -319,6 +323,23 @@ impl StepWorker {
                 details,
             })
             .await
+    }
+
+    /// Sets search attributes of the step's run mid-step; answers how many changed.
+    pub async fn upsert_search_attributes(
+        &self,
+        task_token: &str,
+        search_attributes: HashMap<String, String>,
+    ) -> Result<u32, ClientError> {
+        Ok(self
+            .client
+            .upsert_search_attributes(railyard_proto::v1::UpsertSearchAttributesRequest {
+                task_token: task_token.into(),
+                identity: self.identity.clone(),
+                search_attributes,
+            })
+            .await?
+            .changed)
     }
 
     /// Reports a failure; returns whether the server scheduled another attempt.

@@ -76,6 +76,17 @@ impl Tasks for Scripted {
         }
     }
 
+    async fn upsert_search_attributes(
+        &self,
+        _: Request<railyard_proto::v1::UpsertSearchAttributesRequest>,
+    ) -> Result<Response<railyard_proto::v1::UpsertSearchAttributesResponse>, Status> {
+        *self.calls.lock().unwrap() += 1;
+        match self.answers.lock().unwrap().pop_front() {
+            Some(status) => Err(status),
+            None => Ok(Response::new(Default::default())),
+        }
+    }
+
     async fn append_step_output(
         &self,
         _: Request<railyard_proto::v1::AppendStepOutputRequest>,

@@ -28,8 +28,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use railyard_proto::v1::{
-    admin_server::AdminServer, history_server::HistoryServer, schedules_server::SchedulesServer,
-    tasks_server::TasksServer, triggers_server::TriggersServer,
+    admin_server::AdminServer, batches_server::BatchesServer, history_server::HistoryServer,
+    schedules_server::SchedulesServer, tasks_server::TasksServer, triggers_server::TriggersServer,
 };
 use tokio::sync::watch as shutdown_watch;
 use tokio::task::JoinHandle;
@@ -112,6 +112,8 @@ pub struct TriggerSettings {
     /// How long a delivery id is remembered, so a repeated delivery answers the
     /// same run (default seven days).
     pub dedup_retention_ms: u64,
+    /// Bounds on polled triggers: pollers at once, items and pages per poll.
+    pub poll: engine::poller::PollLimits,
 }
 
 impl Default for TriggerSettings {
@@ -120,6 +122,7 @@ impl Default for TriggerSettings {
             config: Vec::new(),
             max_body_bytes: http::DEFAULT_HOOK_BODY_BYTES,
             dedup_retention_ms: 7 * 86_400_000,
+            poll: engine::poller::PollLimits::default(),
         }
     }
 }
@@ -362,6 +365,13 @@ impl RunningServer {
                 config.output.retention_ms,
                 shutdown_rx.clone(),
             )),
+            tokio::spawn(engine::batches::run(
+                core.store.clone(),
+                core.writer.clone(),
+                config.clock.clone(),
+                core.batch_wake.clone(),
+                shutdown_rx.clone(),
+            )),
             tokio::spawn(core.output.clone().run_flusher(shutdown_rx.clone())),
             tokio::spawn(token::keyring::reload_every(
                 keys,
@@ -371,6 +381,14 @@ impl RunningServer {
             tokio::spawn(purge_hook_deliveries(
                 core.clone(),
                 config.triggers.dedup_retention_ms,
+                shutdown_rx.clone(),
+            )),
+            tokio::spawn(service::polls::run(
+                core.clone(),
+                service::polls::PollSettings {
+                    limits: config.triggers.poll,
+                    dedup_retention_ms: config.triggers.dedup_retention_ms,
+                },
                 shutdown_rx.clone(),
             )),
             tokio::spawn(serve_in_process(
@@ -572,6 +590,9 @@ pub(crate) async fn grpc_routes(core: Arc<Core>) -> tonic::service::Routes {
     health_reporter
         .set_serving::<TriggersServer<grpc::triggers::TriggersService>>()
         .await;
+    health_reporter
+        .set_serving::<BatchesServer<grpc::batches::BatchesService>>()
+        .await;
     let history = HistoryServer::new(grpc::history::HistoryService { core: core.clone() })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -584,6 +605,9 @@ pub(crate) async fn grpc_routes(core: Arc<Core>) -> tonic::service::Routes {
     let triggers = TriggersServer::new(grpc::triggers::TriggersService { core: core.clone() })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let batches = BatchesServer::new(grpc::batches::BatchesService { core: core.clone() })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let tasks = TasksServer::new(grpc::tasks::TasksService { core })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -592,7 +616,8 @@ pub(crate) async fn grpc_routes(core: Arc<Core>) -> tonic::service::Routes {
         .add_service(tasks)
         .add_service(schedules)
         .add_service(admin)
-        .add_service(triggers);
+        .add_service(triggers)
+        .add_service(batches);
     add_reflection(routes)
 }
 

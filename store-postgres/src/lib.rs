@@ -25,6 +25,7 @@
 //! ([`runtime`]) on which each call runs while the caller waits. Connection strings
 //! are shown only through [`redact`].
 
+mod batches;
 mod conn;
 mod dump;
 mod keys;

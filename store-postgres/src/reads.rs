@@ -227,6 +227,19 @@ impl Snapshot for PgTxn {
         Ok(row.map_or(Ok(0), |r| col::<i64>(&r, 0))?.try_into().unwrap_or(0))
     }
 
+    fn next_term(&self, ns: &str, from: &str, inclusive: bool) -> Result<Option<String>, StorageError> {
+        // One probe of the primary key (ns, term, ...) either way.
+        let sql = if inclusive {
+            "SELECT term FROM run_terms WHERE ns = $1 AND term >= $2 ORDER BY term LIMIT 1"
+        } else {
+            "SELECT term FROM run_terms WHERE ns = $1 AND term > $2 ORDER BY term LIMIT 1"
+        };
+        let row = self
+            .conn()
+            .query_opt(sql, params![ns.to_string(), from.to_string()])?;
+        row.map(|r| col::<String>(&r, 0)).transpose()
+    }
+
     fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, StorageError> {
         let rows = self.conn().query(
             "SELECT child_id FROM children WHERE ns = $1 AND parent_id = $2 ORDER BY child_id",

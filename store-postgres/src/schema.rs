@@ -22,6 +22,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CHECKPOINT_SEGMENTS,
     RUN_OUTPUT,
     RUN_TERMS,
+    BATCHES,
 ];
 
 /// The schema version this build reads and writes.
@@ -273,4 +274,28 @@ CROSS JOIN LATERAL (VALUES
     ('WorkflowId=' || COALESCE(j.doc ->> 'workflow_id', ''))
 ) AS t(term)
 ON CONFLICT DO NOTHING;
+"#;
+
+/// Batch operations (`railyard_model::batch`): a batch's header by namespace and id,
+/// the runs it matched at start by index, and the running batches (what the leader's
+/// batch task reads).
+const BATCHES: &str = r#"
+CREATE TABLE batches (
+    ns text COLLATE "C" NOT NULL,
+    batch_id text COLLATE "C" NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (ns, batch_id)
+);
+CREATE TABLE batch_items (
+    ns text COLLATE "C" NOT NULL,
+    batch_id text COLLATE "C" NOT NULL,
+    idx bigint NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (ns, batch_id, idx)
+);
+CREATE TABLE running_batches (
+    ns text COLLATE "C" NOT NULL,
+    batch_id text COLLATE "C" NOT NULL,
+    PRIMARY KEY (ns, batch_id)
+);
 "#;

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use crate::error::StorageError;
 use railyard_model::Millis;
 use railyard_model::auth::ApiKey;
+use railyard_model::batch::{Batch, BatchItem};
 use railyard_model::namespace::Namespace;
 use railyard_model::run::{Event, RunState, Timer};
 use railyard_model::schedule::Schedule;
@@ -83,7 +84,7 @@ pub fn signal_key_prefix(run_id: &str) -> String {
 }
 
 /// A consistent read view of the tables.
-pub trait Snapshot: TriggerReads {
+pub trait Snapshot: TriggerReads + BatchReads {
     /// The state row of a run.
     fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError>;
 
@@ -138,6 +139,11 @@ pub trait Snapshot: TriggerReads {
     /// How many runs of `ns` are indexed under `term`, counting index entries only
     /// (no run is read) and at most `cap` of them.
     fn term_count(&self, ns: &str, term: &str, cap: u64) -> Result<u64, StorageError>;
+
+    /// The smallest index term of `ns` at `from` (when `inclusive`) or after it, if
+    /// any: walking the distinct terms of a range (a search attribute's `<`, `>`,
+    /// `STARTS_WITH`) one seek each, without reading runs.
+    fn next_term(&self, ns: &str, from: &str, inclusive: bool) -> Result<Option<String>, StorageError>;
 
     /// Ids of the runs started by `parent`, in id order.
     fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, StorageError>;
@@ -208,7 +214,7 @@ pub trait Snapshot: TriggerReads {
 }
 
 /// A write transaction: reads see its own writes.
-pub trait WriteTx: Snapshot + TriggerWrites {
+pub trait WriteTx: Snapshot + TriggerWrites + BatchWrites {
     /// Writes a run's state row and appends its new events, together, and keeps its
     /// index terms ([`railyard_model::query::index_delta`]) in step.
     fn save_run(&mut self, run: &RunState, events: &[Event]) -> Result<(), StorageError>;
@@ -394,6 +400,50 @@ pub trait TriggerWrites {
         trigger: &str,
         key: &str,
         seq: u64,
+    ) -> Result<(), StorageError>;
+}
+
+/// The batch tables' reads (a part of [`Snapshot`]): `batches` (headers),
+/// `batch_items` (one matched run each, by index) and the running batches.
+pub trait BatchReads {
+    /// A batch's header.
+    fn batch(&self, ns: &str, batch_id: &str) -> Result<Option<Batch>, StorageError>;
+
+    /// The batches of `ns` whose ids sort after `after`, in id order, until `visit`
+    /// returns false.
+    fn batches(
+        &self,
+        ns: &str,
+        after: &str,
+        visit: &mut dyn FnMut(Batch) -> bool,
+    ) -> Result<(), StorageError>;
+
+    /// (namespace, batch id) of every running batch, in that order.
+    fn running_batches(&self) -> Result<Vec<(String, String)>, StorageError>;
+
+    /// Items `from..` of a batch (by index, from 0), at most `limit`.
+    fn batch_items(
+        &self,
+        ns: &str,
+        batch_id: &str,
+        from: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, BatchItem)>, StorageError>;
+}
+
+/// The batch tables' writes (a part of [`WriteTx`]).
+pub trait BatchWrites {
+    /// Writes a batch's header (new or changed), and keeps it among the running
+    /// batches exactly while its state is running.
+    fn save_batch(&mut self, b: &Batch) -> Result<(), StorageError>;
+
+    /// Writes one item of a batch.
+    fn put_batch_item(
+        &mut self,
+        ns: &str,
+        batch_id: &str,
+        index: u64,
+        item: &BatchItem,
     ) -> Result<(), StorageError>;
 }
 

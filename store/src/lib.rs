@@ -15,6 +15,8 @@ pub mod dump;
 pub mod error;
 pub mod listing;
 #[cfg(test)]
+mod listing_attr_tests;
+#[cfg(test)]
 mod listing_tests;
 pub mod memory;
 pub mod output;
@@ -27,8 +29,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use backend::{
-    Backend, BackendStats, CheckpointDigest, CheckpointHead, CheckpointPage, ClaimStats, PoolStats,
-    SharedKeys, Snapshot, WriteTx,
+    Backend, BackendStats, BatchReads, BatchWrites, CheckpointDigest, CheckpointHead, CheckpointPage,
+    ClaimStats, PoolStats, SharedKeys, Snapshot, WriteTx,
 };
 
 pub use error::StorageError;

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use railyard_model::Millis;
-use railyard_model::query::{Builtin, Field, Query, RunView, Value, status_term, workflow_term};
+use railyard_model::query::{Builtin, Field, Query, RunView, TermRange, Value, status_term, workflow_term};
 use railyard_model::run::{RunState, RunStatus};
 
 use crate::backend::Snapshot;
@@ -20,6 +20,10 @@ use crate::{Cursor, RunFilter};
 /// How many index entries of a candidate term the planner counts, at most, to
 /// compare candidates.
 pub const ESTIMATE_CAP: u64 = 4096;
+
+/// Most distinct terms a range of terms (a search attribute's `<`, `>`,
+/// `STARTS_WITH`) may span to serve as an index: each is read as its own stream.
+pub const MAX_RANGE_TERMS: usize = 64;
 
 /// What a listing or count read: for tests and logs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -96,6 +100,11 @@ fn plan(
     {
         before = (*ms, id.clone());
     }
+    for range in &plan.ranges {
+        if let Some(terms) = range_terms(snap, ns, range)? {
+            candidates.push(terms);
+        }
+    }
     let mut best: Option<(u64, Vec<String>)> = None;
     for terms in candidates {
         let mut estimate = 0u64;
@@ -111,6 +120,31 @@ fn plan(
         before,
         terms: best.map(|(_, t)| t),
     })
+}
+
+/// The distinct terms in `range`, one seek each; `None` when there are more than
+/// [`MAX_RANGE_TERMS`] (too many streams to merge: not a candidate).
+fn range_terms(
+    snap: &dyn Snapshot,
+    ns: &str,
+    range: &TermRange,
+) -> Result<Option<Vec<String>>, StorageError> {
+    let mut terms = Vec::new();
+    let (mut at, mut inclusive) = match &range.from {
+        Some((f, inc)) if f.as_str() > range.prefix.as_str() => (f.clone(), *inc),
+        _ => (range.prefix.clone(), true),
+    };
+    while let Some(t) = snap.next_term(ns, &at, inclusive)? {
+        if !range.contains(&t) {
+            break;
+        }
+        if terms.len() == MAX_RANGE_TERMS {
+            return Ok(None);
+        }
+        terms.push(t.clone());
+        (at, inclusive) = (t, false);
+    }
+    Ok(Some(terms))
 }
 
 /// Reads `src` newest first, giving each run that passes `filter` to `take` until it

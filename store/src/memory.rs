@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+mod batches;
 mod triggers;
 
 use super::StoredTask;
@@ -42,6 +43,7 @@ struct Data {
     namespaces: BTreeMap<String, Namespace>,
     api_keys: BTreeMap<String, ApiKey>,
     triggers: triggers::TriggerData,
+    batches: batches::BatchData,
 }
 
 /// A run's checkpoint: its segments in order, and the digest of the whole.
@@ -247,6 +249,20 @@ impl Data {
             .count() as u64
     }
 
+    fn next_term(&self, ns: &str, from: &str, inclusive: bool) -> Option<String> {
+        let start = if inclusive {
+            from.to_string()
+        } else {
+            format!("{from}\0")
+        };
+        let lo = (ns.to_string(), start, Millis::MIN, String::new());
+        self.terms
+            .range(lo..)
+            .next()
+            .filter(|(n, ..)| n == ns)
+            .map(|(_, t, ..)| t.clone())
+    }
+
     /// Applies a save's index-term changes.
     fn retag(&mut self, run: &RunState, removed: &[String], added: &[String]) {
         let (ns, id) = (&run.namespace, &run.run_id);
@@ -360,6 +376,10 @@ macro_rules! reads {
 
         fn term_count(&self, ns: &str, term: &str, cap: u64) -> Result<u64, StorageError> {
             Ok(self.$data().term_count(ns, term, cap))
+        }
+
+        fn next_term(&self, ns: &str, from: &str, inclusive: bool) -> Result<Option<String>, StorageError> {
+            Ok(self.$data().next_term(ns, from, inclusive))
         }
 
         fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, StorageError> {

@@ -19,6 +19,7 @@ use std::sync::{Arc, RwLock};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
 
+mod batches;
 mod dump;
 #[cfg(any(test, feature = "testing"))]
 pub mod faults;
@@ -387,6 +388,7 @@ impl RedbBackend {
             tx.open_table(SCHEDULES)?;
             tx.open_table(API_KEYS)?;
             triggers::create_tables(&tx)?;
+            batches::create_tables(&tx)?;
             let mut ns = tx.open_table(NAMESPACES)?;
             if ns.get(railyard_model::namespace::DEFAULT_NAMESPACE)?.is_none() {
                 ns.insert(railyard_model::namespace::DEFAULT_NAMESPACE, b"{}".as_slice())?;

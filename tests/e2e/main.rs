@@ -5,7 +5,9 @@
 mod support;
 
 mod approvals;
+mod attributes;
 mod auth;
+mod batches;
 mod bench_agents;
 mod bench_fanout;
 mod bench_preload;
@@ -31,6 +33,7 @@ mod mcp_http;
 mod mcp_sessions;
 mod mcp_steps;
 mod namespaces;
+mod polls;
 mod postgres;
 mod postgres_ops;
 mod postgres_soak;

@@ -292,6 +292,18 @@ impl Lease for LeaseKeeper {
         })
     }
 
+    fn set_search_attributes(
+        &self,
+        attributes: std::collections::HashMap<String, String>,
+    ) -> BoxFuture<'_, Result<u32, String>> {
+        Box::pin(async move {
+            self.worker
+                .upsert_search_attributes(&self.token, attributes)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
     fn report_issue(
         &self,
         severity: String,

@@ -62,7 +62,30 @@ pub(crate) fn run_json(run: &RunInfo) -> Value {
         "issue_count": run.issue_count,
         "issues": run.issues.iter().map(issue_json).collect::<Vec<_>>(),
         "principles": run.principles,
+        "search_attributes": attributes_json(&run.search_attributes),
     })
+}
+
+/// A run's search attributes as a JSON object, each value by its type (a number, a
+/// boolean, a list of strings, else a string).
+pub(crate) fn attributes_json(attrs: &[railyard_proto::v1::SearchAttribute]) -> Value {
+    let typed = |a: &railyard_proto::v1::SearchAttribute| -> Value {
+        let parsed = match a.r#type.as_str() {
+            "int" | "double" | "bool" | "keyword_list" => serde_json::from_str(&a.value).ok(),
+            _ => None,
+        };
+        parsed.unwrap_or_else(|| Value::String(a.value.clone()))
+    };
+    Value::Object(attrs.iter().map(|a| (a.name.clone(), typed(a))).collect())
+}
+
+/// A run's search attributes for people: `customer=acme, priority=2`.
+pub(crate) fn attributes_text(attrs: &[railyard_proto::v1::SearchAttribute]) -> String {
+    attrs
+        .iter()
+        .map(|a| format!("{}={}", a.name, a.value))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// One issue as JSON.

@@ -4,6 +4,8 @@
 //! runs are purged that long after they close) and limits (open runs, starts per
 //! second, pending signals per run; 0 is no limit).
 
+mod attributes;
+
 use clap::{Args, Subcommand};
 use railyard_proto::v1::{CreateNamespaceRequest, NamespaceInfo, UpdateNamespaceRequest};
 use serde_json::{Value, json};
@@ -30,6 +32,9 @@ pub(crate) enum NamespaceCommand {
     Subscribe(crate::delivery::SubscribeArgs),
     /// Remove a notification subscription.
     Unsubscribe(crate::delivery::UnsubscribeArgs),
+    /// Search attributes the namespace declares: add, list, remove.
+    #[command(subcommand)]
+    Attribute(attributes::AttributeCommand),
 }
 
 /// A namespace's name.
@@ -131,8 +136,12 @@ fn limit_text(n: u64) -> String {
 
 /// Runs one `railyard namespace` subcommand.
 pub(crate) async fn run(global: &GlobalOpts, command: NamespaceCommand) -> anyhow::Result<()> {
+    if let NamespaceCommand::Attribute(a) = command {
+        return attributes::run(global, a).await;
+    }
     let client = global.connect().await?;
     let shown = match command {
+        NamespaceCommand::Attribute(_) => None,
         NamespaceCommand::Create(a) => {
             let s = a.settings;
             let req = CreateNamespaceRequest {
@@ -236,6 +245,18 @@ pub(crate) fn describe_lines(ns: &NamespaceInfo) -> Vec<String> {
             limit_text(limits.max_starts_per_second),
             limit_text(limits.max_pending_signals)
         ),
+        format!(
+            "attributes   {}",
+            if ns.search_attributes.is_empty() {
+                "none".to_string()
+            } else {
+                ns.search_attributes
+                    .iter()
+                    .map(|d| format!("{} ({})", d.name, d.r#type))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ),
     ]
 }
 
@@ -270,6 +291,7 @@ pub(crate) fn namespace_json(ns: &NamespaceInfo) -> Value {
         "subscriptions": crate::delivery::subscriptions_json(ns),
         "principles": ns.principles,
         "principles_mode": ns.principles_mode,
+        "search_attributes": attributes::declarations_json(&ns.search_attributes),
     })
 }
 

@@ -93,6 +93,10 @@ pub(crate) struct StartArgs {
     /// A context entry (the prompts' `{{context.KEY}}`); repeatable, wins over --context-file.
     #[arg(long = "context", value_name = "KEY=VALUE", value_parser = args::key_value)]
     pub context: Vec<(String, String)>,
+    /// A search attribute of the run (the namespace declares it: `railyard namespace
+    /// attribute add`); repeatable. The value is read by the attribute's type.
+    #[arg(long = "attr", value_name = "NAME=VALUE", value_parser = args::key_value)]
+    pub attrs: Vec<(String, String)>,
     /// A JSON object of context entries.
     #[arg(long, value_name = "FILE.json")]
     pub context_file: Option<PathBuf>,
@@ -228,6 +232,7 @@ async fn start(global: &GlobalOpts, a: StartArgs) -> anyhow::Result<ExitCode> {
         max_cost_usd: a.max_cost_usd.unwrap_or(0.0),
         callback_url: a.callback_url.unwrap_or_default(),
         traceparent: a.traceparent.unwrap_or_default(),
+        search_attributes: a.attrs.into_iter().collect(),
         ..Default::default()
     };
     let resp = client.start_run_with(req).await?;
@@ -283,10 +288,17 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
     if resp.runs.is_empty() {
         output::line("no runs")?;
     } else {
-        let mut table = Table::new([
+        // The attributes column only when a run on the page has some.
+        let with_attrs = resp.runs.iter().any(|r| !r.search_attributes.is_empty());
+        let mut headers = vec![
             "RUN ID", "WORKFLOW", "STATUS", "DONE", "ISSUES", "DELIVERY", "STARTED", "CLOSED", "TOKENS",
-            "COST", "GOAL",
-        ]);
+            "COST",
+        ];
+        if with_attrs {
+            headers.push("ATTRIBUTES");
+        }
+        headers.push("GOAL");
+        let mut table = Table::new(headers);
         for r in &resp.runs {
             let done = r.steps.iter().filter(|s| s.state == "COMPLETED").count();
             let steps = if r.steps.is_empty() {
@@ -302,7 +314,7 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
                 ),
                 None => status_name(r.status),
             };
-            table.row([
+            let mut row = vec![
                 r.run_id.clone(),
                 r.workflow_id.clone(),
                 status,
@@ -326,8 +338,15 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
                     .as_ref()
                     .filter(|u| u.cost_usd > 0.0)
                     .map_or("-".to_string(), |u| format!("${:.4}", u.cost_usd)),
-                truncate(&r.goal, 50),
-            ]);
+            ];
+            if with_attrs {
+                row.push(truncate(
+                    &crate::client::view::attributes_text(&r.search_attributes),
+                    50,
+                ));
+            }
+            row.push(truncate(&r.goal, 50));
+            table.row(row);
         }
         table.print()?;
     }

@@ -211,6 +211,12 @@ pub(crate) fn describe_lines(run: &RunInfo) -> Vec<String> {
     }
     lines.extend(result_lines(run));
     lines.extend(super::issues::describe_lines(run));
+    if !run.search_attributes.is_empty() {
+        lines.push(format!(
+            "attributes   {}",
+            crate::client::view::attributes_text(&run.search_attributes)
+        ));
+    }
     if !run.principles.trim().is_empty() {
         // Pinned when the run started; `-o json` has them whole.
         lines.push("principles (pinned at start)".to_string());

@@ -19,6 +19,9 @@ pub(crate) struct SpecFlags {
     /// A context entry of the run (templates like --goal); repeatable.
     #[arg(long = "context", value_name = "KEY=VALUE", value_parser = args::key_value)]
     pub context: Vec<(String, String)>,
+    /// A search attribute of each run it starts (the namespace must declare it); repeatable.
+    #[arg(long = "attr", value_name = "NAME=VALUE", value_parser = args::key_value)]
+    pub attrs: Vec<(String, String)>,
     /// Task queue of the run's steps (default: the workflow's own).
     #[arg(long, value_name = "Q")]
     pub queue: Option<String>,
@@ -230,6 +233,7 @@ impl SpecFlags {
             action.goal = goal.clone();
         }
         action.context.extend(self.context.iter().cloned());
+        action.search_attributes.extend(self.attrs.iter().cloned());
         if let Some(queue) = &self.queue {
             action.task_queue = queue.clone();
         }
@@ -277,6 +281,7 @@ impl SpecFlags {
         let Self {
             goal,
             context,
+            attrs,
             queue,
             cron,
             interval,
@@ -292,6 +297,7 @@ impl SpecFlags {
         } = self;
         goal.is_none()
             && context.is_empty()
+            && attrs.is_empty()
             && queue.is_none()
             && cron.is_empty()
             && interval.is_none()
@@ -408,6 +414,7 @@ mod tests {
                 goal: "g".into(),
                 context: [("a".to_string(), "1".to_string())].into(),
                 task_queue: "q".into(),
+                search_attributes: Default::default(),
             }),
             policies: Some(SchedulePolicies {
                 overlap: OverlapPolicy::AllowAll as i32,

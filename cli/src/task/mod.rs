@@ -58,6 +58,10 @@ pub(crate) struct CompleteArgs {
     /// A context entry to set for later steps; repeatable.
     #[arg(long = "context", value_name = "KEY=VALUE", value_parser = args::key_value)]
     pub context: Vec<(String, String)>,
+    /// A search attribute of the run to set with the result (the namespace must
+    /// declare it; an empty value unsets it); repeatable.
+    #[arg(long = "attr", value_name = "NAME=VALUE", value_parser = args::key_value)]
+    pub attrs: Vec<(String, String)>,
     /// The step's structured result, a JSON object; checked against the step's
     /// output schema, if it has one.
     #[arg(long, value_name = "JSON", default_value = "")]
@@ -128,6 +132,7 @@ pub(crate) async fn run(global: &GlobalOpts, command: TaskCommand) -> anyhow::Re
                 artifacts: a.artifacts,
                 context_updates: a.context.into_iter().collect(),
                 result_json: a.result,
+                search_attributes: a.attrs.into_iter().collect(),
             };
             worker("", a.identity).complete(&a.token, completion).await?;
             if json {

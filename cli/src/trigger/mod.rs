@@ -1,6 +1,9 @@
-//! `railyard trigger ...`: create, inspect, change and remove webhook triggers
-//! (the server's `Triggers` service). A trigger answers
-//! `POST /hooks/{namespace}/{id}` on the server's HTTP listener.
+//! `railyard trigger ...`: create, inspect, change and remove triggers (the
+//! server's `Triggers` service). A webhook trigger answers
+//! `POST /hooks/{namespace}/{id}` on the server's HTTP listener; a polled one
+//! (`--source`, [`poll`]) polls GitHub or GitLab.
+
+mod poll;
 
 use clap::{Args, Subcommand};
 use railyard_proto::v1::{
@@ -16,8 +19,9 @@ use crate::client::output::{self, Table};
 /// `railyard trigger` subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum TriggerCommand {
-    /// Create a webhook trigger: POST /hooks/{namespace}/{id} starts its workflow
-    /// with a goal and context rendered from the JSON payload.
+    /// Create a trigger: a webhook (POST /hooks/{namespace}/{id} starts its workflow
+    /// with a goal and context rendered from the JSON payload), or with --source one
+    /// that polls GitHub issues or pull requests or GitLab merge requests.
     Create(CreateArgs),
     /// Show a trigger.
     Describe(IdArg),
@@ -38,6 +42,10 @@ pub(crate) struct SpecFlags {
     /// A context entry (a template like --goal); repeatable.
     #[arg(long = "context", value_name = "KEY=TEMPLATE", value_parser = args::key_value)]
     pub context: Vec<(String, String)>,
+    /// A search attribute of each run it starts (a template like --goal; the
+    /// namespace declares it); repeatable.
+    #[arg(long = "attr", value_name = "NAME=TEMPLATE", value_parser = args::key_value)]
+    pub attrs: Vec<(String, String)>,
     /// Queue of steps that name none (the workflow's when absent).
     #[arg(long, value_name = "Q")]
     pub task_queue: Option<String>,
@@ -95,6 +103,7 @@ impl SpecFlags {
         };
         set(&mut spec.goal, self.goal);
         spec.context.extend(self.context);
+        spec.search_attributes.extend(self.attrs);
         set(&mut spec.task_queue, self.task_queue);
         set(&mut spec.callback_url, self.callback_url);
         set(&mut spec.signature_secret, self.signature_secret);
@@ -111,6 +120,7 @@ impl SpecFlags {
     fn is_empty(&self) -> bool {
         self.goal.is_none()
             && self.context.is_empty()
+            && self.attrs.is_empty()
             && self.task_queue.is_none()
             && self.callback_url.is_none()
             && self.signature_secret.is_none()
@@ -133,6 +143,8 @@ pub(crate) struct CreateArgs {
     pub workflow: String,
     #[command(flatten)]
     pub spec: SpecFlags,
+    #[command(flatten)]
+    pub poll: poll::PollFlags,
 }
 
 /// Flags of `trigger update`.
@@ -148,6 +160,8 @@ pub(crate) struct UpdateArgs {
     pub clear_context: bool,
     #[command(flatten)]
     pub spec: SpecFlags,
+    #[command(flatten)]
+    pub poll: poll::PollFlags,
 }
 
 /// Flags of `trigger list`.
@@ -201,6 +215,7 @@ pub(crate) fn trigger_json(t: &TriggerInfo) -> serde_json::Value {
         "description": s.description,
         "create_time": crate::client::timefmt::rfc3339(t.create_time_unix_ms),
         "update_time": crate::client::timefmt::rfc3339(t.update_time_unix_ms),
+        "poll": poll::json(t),
     })
 }
 
@@ -226,28 +241,35 @@ fn describe_fields(t: &TriggerInfo) -> Vec<(&'static str, String)> {
     } else {
         "none (anyone who reaches the URL can start runs)".into()
     };
-    let mut fields = vec![
-        ("trigger", t.trigger_id.clone()),
-        ("url", format!("POST {}", t.hook_path)),
+    let mut fields = vec![("trigger", t.trigger_id.clone())];
+    if s.poll.is_none() {
+        fields.push(("url", format!("POST {}", t.hook_path)));
+    }
+    fields.extend([
         ("workflow", s.workflow_id.clone()),
         ("task queue", or_none(&s.task_queue)),
         ("goal", s.goal.clone()),
-    ];
+    ]);
     let mut context: Vec<_> = s.context.iter().collect();
     context.sort();
     for (k, v) in context {
         fields.push(("context", format!("{k} = {v}")));
     }
+    match &s.poll {
+        Some(p) => fields.extend(poll::fields(t, p)),
+        None => fields.extend([
+            ("verify", verify),
+            (
+                "dedup",
+                if s.dedup_header.is_empty() {
+                    "X-GitHub-Delivery".into()
+                } else {
+                    s.dedup_header.clone()
+                },
+            ),
+        ]),
+    }
     fields.extend([
-        ("verify", verify),
-        (
-            "dedup",
-            if s.dedup_header.is_empty() {
-                "X-GitHub-Delivery".into()
-            } else {
-                s.dedup_header.clone()
-            },
-        ),
         ("key", or_none(&s.concurrency_key)),
         ("mode", mode_name(s.mode()).to_string()),
         ("callback", or_none(&s.callback_url)),
@@ -289,6 +311,7 @@ async fn create(global: &GlobalOpts, a: CreateArgs) -> anyhow::Result<()> {
         ..TriggerSpec::default()
     };
     a.spec.apply(&mut spec);
+    a.poll.apply(&mut spec)?;
     let client = global.connect().await?;
     let t = client
         .create_trigger(CreateTriggerRequest {
@@ -325,9 +348,12 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
         output::line("no triggers")?;
     } else {
         let mut table = Table::new(["TRIGGER", "WORKFLOW", "MODE", "KEY", "VERIFY", "DEFINED IN"]);
+        // A polled trigger's VERIFY column names its source instead.
         for t in &resp.triggers {
             let s = t.spec.clone().unwrap_or_default();
-            let verify = if !s.signature_secret.is_empty() {
+            let verify = if let Some(p) = &s.poll {
+                p.source.as_str()
+            } else if !s.signature_secret.is_empty() {
                 "hmac"
             } else if !s.bearer_token.is_empty() {
                 "token"
@@ -352,7 +378,7 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
 }
 
 async fn update(global: &GlobalOpts, a: UpdateArgs) -> anyhow::Result<()> {
-    if a.spec.is_empty() && a.workflow.is_none() && !a.clear_context {
+    if a.spec.is_empty() && a.poll.is_empty() && a.workflow.is_none() && !a.clear_context {
         anyhow::bail!("nothing to change: give at least one flag (see railyard trigger update --help)");
     }
     let client = global.connect().await?;
@@ -365,6 +391,7 @@ async fn update(global: &GlobalOpts, a: UpdateArgs) -> anyhow::Result<()> {
         spec.context.clear();
     }
     a.spec.apply(&mut spec);
+    a.poll.apply(&mut spec)?;
     let t = client
         .update_trigger(UpdateTriggerRequest {
             namespace: global.namespace.clone(),

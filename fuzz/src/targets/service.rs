@@ -447,6 +447,7 @@ async fn send(core: &Arc<Core>, seen: &mut Seen, r: &Request) -> Result<(), ApiE
                 task_queue: t(queue),
                 budget: Default::default(),
                 trace: None,
+                attributes: Default::default(),
             };
             let started = runs::start(core, &c, start.clone()).await?;
             if started.started {
@@ -592,6 +593,7 @@ async fn lease_op(
                 result_json: String::new(),
                 take_next: *take_next,
                 checkpoint: Vec::new(),
+                search_attributes: Default::default(),
             };
             if let Some(next) = tasks::complete(core, c, claims, completion).await? {
                 seen.tokens.push(next.task_token);

@@ -2,8 +2,9 @@
 //! index terms could serve a query.
 
 use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Builtin, CmpOp, Expr, Field, Plan, Query, Value, ValueType};
+use super::{Builtin, CmpOp, Expr, Field, Plan, Query, TermRange, Value, ValueType};
 use crate::run::{Event, EventKind, RunState, RunStatus};
 use crate::workflow::DEFAULT_TASK_QUEUE;
 
@@ -41,8 +42,15 @@ impl RunView for RunState {
     fn field(&self, field: &Field) -> Option<Value> {
         let b = match field {
             Field::Builtin(b) => *b,
-            // Search attributes are not carried by runs yet.
-            Field::Attribute(..) => return None,
+            // A value of another type (kept from a declaration since removed) is
+            // NULL to a query of the declared type.
+            Field::Attribute(name, ty) => {
+                return self
+                    .attributes
+                    .get(name)
+                    .filter(|v| v.value_type() == *ty)
+                    .map(crate::attributes::AttributeValue::to_query_value);
+            }
         };
         Some(match b {
             Builtin::RunId => Value::Str(self.run_id.clone()),
@@ -158,18 +166,43 @@ pub fn workflow_term(workflow_id: &str) -> String {
 /// Every index term a run is stored under (beside the start-time index every run is
 /// in). Each index is ordered by (term, start ms, run id).
 pub fn index_terms(run: &RunState) -> Vec<String> {
-    vec![status_term(run.status.name()), workflow_term(&run.workflow_id)]
+    let mut terms = vec![status_term(run.status.name()), workflow_term(&run.workflow_id)];
+    terms.extend(crate::attributes::attribute_terms(&run.attributes));
+    terms
 }
 
 /// What saving `run` with its new `events` changes in its index terms: (removed,
-/// added). A start adds them all; a close moves the status term; nothing else
-/// changes one.
+/// added). A start adds them all; a close moves the status term; a change of its
+/// search attributes moves theirs; nothing else changes one.
 pub fn index_delta(run: &RunState, events: &[Event]) -> (Vec<String>, Vec<String>) {
     if events
         .iter()
         .any(|e| matches!(e.kind, EventKind::RunStarted { .. }))
     {
         return (Vec::new(), index_terms(run));
+    }
+    // Per attribute the save changed: its terms before the save (the first change's
+    // `before`) and now.
+    let mut touched = BTreeSet::new();
+    let mut removed = BTreeSet::new();
+    for e in events {
+        if let EventKind::SearchAttributesChanged { changes, .. } = &e.kind {
+            for c in changes {
+                if touched.insert(c.name.as_str()) {
+                    removed.extend(c.before.iter().flat_map(|v| v.terms(&c.name)));
+                }
+            }
+        }
+    }
+    let mut added: BTreeSet<String> = touched
+        .iter()
+        .filter_map(|n| run.attributes.get(*n).map(|v| v.terms(n)))
+        .flatten()
+        .collect();
+    let both: Vec<String> = removed.intersection(&added).cloned().collect();
+    for t in &both {
+        removed.remove(t);
+        added.remove(t);
     }
     let closed = events.iter().any(|e| {
         matches!(
@@ -181,12 +214,10 @@ pub fn index_delta(run: &RunState, events: &[Event]) -> (Vec<String>, Vec<String
         )
     });
     if closed && !run.status.is_open() {
-        return (
-            vec![status_term(RunStatus::Running.name())],
-            vec![status_term(run.status.name())],
-        );
+        removed.insert(status_term(RunStatus::Running.name()));
+        added.insert(status_term(run.status.name()));
     }
-    (Vec::new(), Vec::new())
+    (removed.into_iter().collect(), added.into_iter().collect())
 }
 
 /// The index term a conjunct's equality on `f` with `v` would be served by.
@@ -194,6 +225,7 @@ fn term_of(f: &Field, v: &Value) -> Option<String> {
     match (f, v) {
         (Field::Builtin(Builtin::Status), Value::Str(s)) => Some(status_term(s)),
         (Field::Builtin(Builtin::WorkflowId), Value::Str(w)) => Some(workflow_term(w)),
+        (Field::Attribute(name, ty), v) => crate::attributes::term(name, *ty, v),
         _ => None,
     }
 }
@@ -206,6 +238,7 @@ pub(super) fn plan(q: &Query) -> Plan {
         Some(one) => std::slice::from_ref(one),
     };
     let start = Field::Builtin(Builtin::StartTime);
+    let mut ranges: BTreeMap<String, TermRange> = BTreeMap::new();
     for c in conjuncts {
         match c {
             Expr::Cmp(f, CmpOp::Eq, v) if term_of(f, v).is_some() => {
@@ -235,8 +268,51 @@ pub(super) fn plan(q: &Query) -> Plan {
                     plan.start_to = Some(plan.start_to.map_or(to, |t| t.min(to)));
                 }
             }
+            Expr::Cmp(Field::Attribute(name, ty), op, v) => {
+                let Some(t) = crate::attributes::term(name, *ty, v) else {
+                    continue;
+                };
+                let prefix = crate::attributes::term_prefix(name, *ty);
+                let bound = (t, !matches!(op, CmpOp::Lt | CmpOp::Gt));
+                let (from, to) = match op {
+                    CmpOp::Gt | CmpOp::Ge => (Some(bound), None),
+                    CmpOp::Lt | CmpOp::Le => (None, Some(bound)),
+                    CmpOp::Eq | CmpOp::Ne => continue,
+                };
+                narrow(&mut ranges, prefix, from, to);
+            }
+            Expr::StartsWith(Field::Attribute(name, ValueType::Keyword), p) => {
+                let prefix = format!("{}{p}", crate::attributes::term_prefix(name, ValueType::Keyword));
+                narrow(&mut ranges, prefix.clone(), Some((prefix, true)), None);
+            }
             _ => {}
         }
     }
+    plan.ranges = ranges.into_values().collect();
     plan
+}
+
+/// Intersects the range of terms under `prefix` with [from, to].
+fn narrow(
+    ranges: &mut BTreeMap<String, TermRange>,
+    prefix: String,
+    from: Option<(String, bool)>,
+    to: Option<(String, bool)>,
+) {
+    let r = ranges.entry(prefix.clone()).or_insert_with(|| TermRange {
+        prefix,
+        from: None,
+        to: None,
+    });
+    // At one term, the exclusive bound is the narrower.
+    if let Some(f) = from
+        && r.from.as_ref().is_none_or(|cur| (&f.0, !f.1) > (&cur.0, !cur.1))
+    {
+        r.from = Some(f);
+    }
+    if let Some(t) = to
+        && r.to.as_ref().is_none_or(|cur| (&t.0, t.1) < (&cur.0, cur.1))
+    {
+        r.to = Some(t);
+    }
 }

@@ -10,17 +10,18 @@ mod lexer;
 mod parser;
 
 #[cfg(test)]
+mod attr_tests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;
-
-use std::collections::BTreeMap;
 
 pub use eval::{
     FAILURE_TYPE_NONE, RunView, failure_type, index_delta, index_terms, status_term, workflow_term,
 };
 
 use crate::Millis;
+pub use crate::attributes::{AttributeTypes, Value, ValueType};
 
 /// Longest query, in bytes.
 pub const MAX_QUERY_BYTES: usize = 4096;
@@ -46,51 +47,6 @@ impl QueryError {
             column,
             message: message.into(),
         }
-    }
-}
-
-/// The type of a field's values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ValueType {
-    /// An exact string (ids, names, statuses).
-    Keyword,
-    /// Free text: `=` matches when the value contains the words given.
-    Text,
-    Int,
-    Double,
-    Bool,
-    /// Unix milliseconds, written in a query as an RFC 3339 string.
-    Datetime,
-    /// Several keywords: `=` and `IN` match when any of them does.
-    KeywordList,
-}
-
-impl ValueType {
-    /// The name users write (`keyword`, `int`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            ValueType::Keyword => "keyword",
-            ValueType::Text => "text",
-            ValueType::Int => "int",
-            ValueType::Double => "double",
-            ValueType::Bool => "bool",
-            ValueType::Datetime => "datetime",
-            ValueType::KeywordList => "keyword_list",
-        }
-    }
-
-    /// The type named `name` (case-insensitive).
-    pub fn parse(name: &str) -> Option<Self> {
-        const ALL: [ValueType; 7] = [
-            ValueType::Keyword,
-            ValueType::Text,
-            ValueType::Int,
-            ValueType::Double,
-            ValueType::Bool,
-            ValueType::Datetime,
-            ValueType::KeywordList,
-        ];
-        ALL.into_iter().find(|t| t.name().eq_ignore_ascii_case(name))
     }
 }
 
@@ -180,18 +136,6 @@ impl Field {
     }
 }
 
-/// A typed value: a literal of a query, or a run's field.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    Str(String),
-    Int(i64),
-    Double(f64),
-    Bool(bool),
-    /// Unix milliseconds.
-    Time(Millis),
-    List(Vec<String>),
-}
-
 /// A comparison operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CmpOp {
@@ -233,9 +177,6 @@ pub struct Query {
     pub order: (Builtin, Direction),
 }
 
-/// The search attributes a namespace declares: name → type.
-pub type AttributeTypes = BTreeMap<String, ValueType>;
-
 /// How the store may serve a query: the index terms, any of which holds every match
 /// (a conjunct of the top-level AND), and the start-time range every match lies in.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -243,10 +184,44 @@ pub struct Plan {
     /// Each entry is one top-level conjunct that an index can serve: the terms it
     /// allows (one for `=`, several for `IN`), every match being under one of them.
     pub candidates: Vec<Vec<String>>,
+    /// Ranges of terms (a search attribute's `<`, `>`, `STARTS_WITH`), each holding
+    /// every match under one of its terms; the store uses one when it spans few
+    /// enough distinct terms.
+    pub ranges: Vec<TermRange>,
     /// Matches started at or after this (unix ms).
     pub start_from: Option<Millis>,
     /// Matches started at or before this (unix ms).
     pub start_to: Option<Millis>,
+}
+
+/// The index terms that start with `prefix` and lie between `from` and `to`
+/// (`(term, inclusive)`; `None`: unbounded on that side).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TermRange {
+    pub prefix: String,
+    pub from: Option<(String, bool)>,
+    pub to: Option<(String, bool)>,
+}
+
+impl TermRange {
+    /// Whether `term` is in the range.
+    pub fn contains(&self, term: &str) -> bool {
+        term.starts_with(&self.prefix)
+            && self.from.as_ref().is_none_or(|(f, inc)| {
+                if *inc {
+                    term >= f.as_str()
+                } else {
+                    term > f.as_str()
+                }
+            })
+            && self.to.as_ref().is_none_or(|(t, inc)| {
+                if *inc {
+                    term <= t.as_str()
+                } else {
+                    term < t.as_str()
+                }
+            })
+    }
 }
 
 impl Query {

@@ -148,6 +148,13 @@ pub enum EventKind {
         summary: String,
         details: String,
     },
+    /// The run's search attributes changed (`crate::attributes`): at its start, by a
+    /// step's completion, or mid-step (`Tasks.UpsertSearchAttributes`); `step_id`
+    /// empty when no step set them.
+    SearchAttributesChanged {
+        step_id: String,
+        changes: Vec<crate::attributes::AttributeChange>,
+    },
     /// A note from the agent to its coordinator; it does not advance the step.
     CoordinatorNote {
         step_id: String,
@@ -297,6 +304,13 @@ pub enum EventKind {
         kind: String,
         reason: String,
     },
+    /// A batch (`batch_id`) acted on this run (`action`: `cancel`, `terminate`,
+    /// `reset`, `rerun`, `signal`); the action's own events come just before, in the
+    /// same commit. See `crate::batch`.
+    BatchApplied {
+        batch_id: String,
+        action: String,
+    },
     /// An attempt to POST the closed run's result to `target` began.
     DeliveryAttempted {
         target: String,
@@ -332,6 +346,7 @@ impl EventKind {
             Self::StepTimedOut { .. } => "StepTimedOut",
             Self::SignalReceived { .. } => "SignalReceived",
             Self::IssueReported { .. } => "IssueReported",
+            Self::SearchAttributesChanged { .. } => "SearchAttributesChanged",
             Self::CoordinatorNote { .. } => "CoordinatorNote",
             Self::CancelRequested { .. } => "CancelRequested",
             Self::StepWaiting { .. } => "StepWaiting",
@@ -353,6 +368,7 @@ impl EventKind {
             Self::RunResetFrom { .. } => "RunResetFrom",
             Self::StepCarried { .. } => "StepCarried",
             Self::RunResetTo { .. } => "RunResetTo",
+            Self::BatchApplied { .. } => "BatchApplied",
             Self::DeliveryAttempted { .. } => "DeliveryAttempted",
             Self::DeliverySucceeded { .. } => "DeliverySucceeded",
             Self::DeliveryFailed { .. } => "DeliveryFailed",

@@ -13,6 +13,7 @@ use crate::trace::TraceContext;
 use crate::workflow::WorkflowDef;
 
 mod approval;
+pub mod attrs;
 pub mod delivery;
 mod events;
 pub mod issue;
@@ -99,6 +100,9 @@ pub struct StepRecord {
     pub issues: u32,
     /// Issues recorded for the current attempt (bounded, [`issue::MAX_RECORDED_ISSUES`]).
     pub attempt_issues: u32,
+    /// Mid-step changes of the run's search attributes recorded for the current
+    /// attempt (bounded, [`attrs::MAX_UPDATES_PER_ATTEMPT`]).
+    pub attempt_attribute_updates: u32,
     /// Carried over, as it completed, from the run this one was reset from
     /// (`reset`): its usage is not this run's spending.
     pub carried: bool,
@@ -173,6 +177,8 @@ pub struct RunState {
     pub reset_from: String,
     /// The latest run reset or rerun from this one (empty: none).
     pub reset_to: String,
+    /// Its search attributes (`crate::attributes`).
+    pub attributes: crate::attributes::Attributes,
 }
 
 /// Work for the store besides writing events and the state row.
@@ -276,6 +282,9 @@ pub struct StartParams {
     pub budget: RunBudget,
     /// The trace it joins (`None`: derived from its namespace and id).
     pub trace: Option<TraceContext>,
+    /// Search attributes to set, as text (name → value), read by the namespace's
+    /// declarations when the start is checked (`crate::attributes::parse_set`).
+    pub attributes: BTreeMap<String, String>,
 }
 
 /// A sign of a stuck agent, as a heartbeat reports it.
@@ -400,6 +409,7 @@ impl RunState {
             principles: String::new(),
             reset_from: String::new(),
             reset_to: String::new(),
+            attributes: Default::default(),
         };
         run.trace = p
             .trace
@@ -470,6 +480,7 @@ impl RunState {
         rec.attempt = attempt;
         rec.result_refusals = 0;
         rec.attempt_issues = 0;
+        rec.attempt_attribute_updates = 0;
         self.push(
             out,
             "server",
@@ -1080,6 +1091,19 @@ impl RunState {
             );
         }
         Ok(())
+    }
+
+    /// Records that batch `batch_id` applied `action` to this run (open or closed):
+    /// one `BatchApplied` event, after the action's own.
+    pub fn note_batch(&mut self, identity: &str, batch_id: &str, action: &str, out: &mut Out) {
+        self.push(
+            out,
+            identity,
+            EventKind::BatchApplied {
+                batch_id: batch_id.to_string(),
+                action: action.to_string(),
+            },
+        );
     }
 
     /// Ends the run at once; a worker holding a step loses its lease.

@@ -155,6 +155,9 @@ pub struct Action {
     pub task_queue: String,
     pub goal: String,
     pub context: BTreeMap<String, String>,
+    /// Search attributes of each run it starts (name → text, not templates), read
+    /// by the namespace's declarations at each fire.
+    pub attributes: BTreeMap<String, String>,
 }
 
 /// A fire to take: its due time, the policy it asked for (`None`: the schedule's,

@@ -63,6 +63,7 @@ impl World {
                 id: "s".into(),
                 spec: ScheduleSpec::new(doc).unwrap(),
                 action: Action {
+                    attributes: Default::default(),
                     workflow_id: "wf".into(),
                     ..Action::default()
                 },

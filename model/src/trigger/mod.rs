@@ -1,10 +1,13 @@
-//! Webhook triggers, pure: what a trigger is ([`Trigger`]); its payload templates
+//! Triggers, pure: what a trigger is ([`Trigger`]), a webhook's or a polled
+//! source's ([`poll`]); its payload templates
 //! are [`crate::template::payload`]. How a delivery is verified is the server's
 //! (`signature.rs`), and so are the webhook route (`http.rs`), the request logic
 //! (`service::triggers`) and the writer command that starts, deduplicates and
 //! serialises per key (`engine/writer/commands/trigger/`).
 
 use std::collections::BTreeMap;
+
+pub mod poll;
 
 use crate::Millis;
 
@@ -73,6 +76,9 @@ pub struct Trigger {
     /// Templates over the payload ([`crate::template::payload`]).
     pub goal: String,
     pub context: BTreeMap<String, String>,
+    /// Search attributes of the runs it starts: name → template over the payload,
+    /// rendered and then read by the namespace's declarations.
+    pub attributes: BTreeMap<String, String>,
     /// Passed to the start as its callback URL (empty: none).
     pub callback_url: String,
     /// `$ENV_NAME` of the HMAC-SHA256 secret (empty: no signature checked).
@@ -89,6 +95,10 @@ pub struct Trigger {
     pub mode: Mode,
     pub description: String,
     pub source: Source,
+    /// What the trigger polls (`None`: a webhook trigger).
+    pub poll: Option<poll::PollSource>,
+    /// The poll's cursor and status (default for a webhook trigger).
+    pub poll_state: poll::PollState,
     pub created_ms: Millis,
     pub updated_ms: Millis,
     /// The latest deliveries that started or queued a run, oldest first (at most
@@ -162,6 +172,8 @@ pub struct QueuedStart {
     pub callback_url: String,
     pub identity: String,
     pub received_ms: Millis,
+    /// Its search attributes, rendered (name → text).
+    pub attributes: BTreeMap<String, String>,
     /// The trace the delivery came with (`None`: the run's own, derived).
     pub trace: Option<crate::trace::TraceContext>,
 }

@@ -10,11 +10,14 @@
 //! - [`output`]: live output, numbered, bounded and batched apart from the writer.
 //! - [`delivery`]: result-delivery settings, the attempt queue and signatures.
 //! - [`sender`]: the result-delivery sender (HTTP POSTs, signed, bounded).
+//! - [`batches`]: works through running batch operations at their rates.
 
+pub(crate) mod batches;
 pub mod delivery;
 pub(crate) mod leases;
 pub(crate) mod matching;
 pub mod output;
+pub mod poller;
 pub mod retention;
 pub(crate) mod sender;
 pub(crate) mod timers;

@@ -15,8 +15,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use railyard_proto::v1::{
-    admin_server::AdminServer, history_server::HistoryServer, schedules_server::SchedulesServer,
-    tasks_server::TasksServer, triggers_server::TriggersServer,
+    admin_server::AdminServer, batches_server::BatchesServer, history_server::HistoryServer,
+    schedules_server::SchedulesServer, tasks_server::TasksServer, triggers_server::TriggersServer,
 };
 use tonic::server::NamedService;
 use tower::Service;
@@ -25,12 +25,13 @@ use super::Forwarding;
 use crate::grpc::peer::PEER_SUBJECT;
 
 /// The services forwarded to the leader.
-const FORWARDED: [&str; 5] = [
+const FORWARDED: [&str; 6] = [
     <HistoryServer<crate::grpc::history::HistoryService> as NamedService>::NAME,
     <TasksServer<crate::grpc::tasks::TasksService> as NamedService>::NAME,
     <SchedulesServer<crate::grpc::schedules::SchedulesService> as NamedService>::NAME,
     <AdminServer<crate::grpc::admin::AdminService> as NamedService>::NAME,
     <TriggersServer<crate::grpc::triggers::TriggersService> as NamedService>::NAME,
+    <BatchesServer<crate::grpc::batches::BatchesService> as NamedService>::NAME,
 ];
 
 /// The follower's routes: the forwarded services, health (each of them serving: a

@@ -11,7 +11,7 @@ use tonic::{Request, Response, Status};
 
 use super::*;
 use crate::service::export::{self, ExportPiece};
-use crate::service::{keys, namespaces, subscriptions};
+use crate::service::{attributes, keys, namespaces, subscriptions};
 use railyard_model::auth::{ApiKey, Role};
 use railyard_model::namespace::{Namespace, NamespaceChange, Subscription};
 
@@ -105,7 +105,17 @@ fn namespace_info(ns: &Namespace) -> v1::NamespaceInfo {
             .as_ref()
             .map(|p| p.mode.name().to_string())
             .unwrap_or_default(),
+        search_attributes: declarations(&ns.attributes),
     }
+}
+
+fn declarations(d: &railyard_model::query::AttributeTypes) -> Vec<v1::SearchAttributeDeclaration> {
+    d.iter()
+        .map(|(name, ty)| v1::SearchAttributeDeclaration {
+            name: name.clone(),
+            r#type: ty.name().to_string(),
+        })
+        .collect()
 }
 
 /// A namespace's new principles, checked by field.
@@ -249,6 +259,46 @@ impl Admin for AdminService {
         let ns = namespaces::create(&self.core, &credentials(&metadata), &r.name, settings).await?;
         Ok(Response::new(v1::CreateNamespaceResponse {
             namespace: Some(namespace_info(&ns)),
+        }))
+    }
+
+    async fn add_search_attribute(
+        &self,
+        req: Request<v1::AddSearchAttributeRequest>,
+    ) -> Result<Response<v1::AddSearchAttributeResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let d = attributes::add(
+            &self.core,
+            &credentials(&metadata),
+            &r.namespace,
+            &r.name,
+            &r.r#type,
+        )
+        .await?;
+        Ok(Response::new(v1::AddSearchAttributeResponse {
+            search_attributes: declarations(&d),
+        }))
+    }
+
+    async fn list_search_attributes(
+        &self,
+        req: Request<v1::ListSearchAttributesRequest>,
+    ) -> Result<Response<v1::ListSearchAttributesResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let d = attributes::list(&self.core, &credentials(&metadata), &r.namespace)?;
+        Ok(Response::new(v1::ListSearchAttributesResponse {
+            search_attributes: declarations(&d),
+        }))
+    }
+
+    async fn remove_search_attribute(
+        &self,
+        req: Request<v1::RemoveSearchAttributeRequest>,
+    ) -> Result<Response<v1::RemoveSearchAttributeResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let d = attributes::remove(&self.core, &credentials(&metadata), &r.namespace, &r.name).await?;
+        Ok(Response::new(v1::RemoveSearchAttributeResponse {
+            search_attributes: declarations(&d),
         }))
     }
 

@@ -131,6 +131,7 @@ impl History for HistoryService {
                 max_cost_usd: (r.max_cost_usd != 0.0).then_some(r.max_cost_usd),
             },
             trace: start_trace(&r.traceparent, &metadata)?,
+            attributes: r.search_attributes.into_iter().collect(),
         };
         let started = runs::start(&self.core, &caller, start).await?;
         Ok(Response::new(v1::StartRunResponse {

@@ -3,6 +3,7 @@
 //! codes ([`status`]); the request logic lives in the service layer.
 
 pub mod admin;
+pub mod batches;
 pub mod history;
 pub mod output;
 pub mod peer;
@@ -144,6 +145,15 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
         })
         .collect();
     v1::RunInfo {
+        search_attributes: run
+            .attributes
+            .iter()
+            .map(|(name, v)| v1::SearchAttribute {
+                name: name.clone(),
+                r#type: v.value_type().name().to_string(),
+                value: v.text(),
+            })
+            .collect(),
         namespace: run.namespace.clone(),
         run_id: run.run_id.clone(),
         workflow_id: run.workflow_id.clone(),

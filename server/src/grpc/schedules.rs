@@ -68,6 +68,7 @@ fn schedule_input(
             task_queue: action.task_queue,
             goal: action.goal,
             context: action.context.into_iter().collect(),
+            attributes: action.search_attributes.into_iter().collect(),
         },
         policies: PoliciesInput {
             overlap: overlap("policies.overlap", policies.overlap)?,
@@ -121,6 +122,7 @@ fn schedule_info(s: &Schedule, next_fires: Vec<i64>) -> v1::ScheduleInfo {
         schedule_id: s.id.clone(),
         spec: Some(spec_to_proto(s)),
         action: Some(v1::ScheduleAction {
+            search_attributes: s.action.attributes.clone().into_iter().collect(),
             workflow_id: s.action.workflow_id.clone(),
             task_queue: s.action.task_queue.clone(),
             goal: s.action.goal.clone(),

@@ -191,6 +191,7 @@ impl Tasks for TasksService {
             result_json: r.result_json,
             take_next: r.take_next,
             checkpoint: r.checkpoint,
+            search_attributes: r.search_attributes.into_iter().collect(),
         };
         let ended = claims.clone();
         let answer = tasks::complete_step(&self.core, &caller, claims, completion).await?;
@@ -245,6 +246,25 @@ impl Tasks for TasksService {
         let spawned = crate::service::children::spawn(&self.core, &caller, claims, spawn).await?;
         Ok(Response::new(v1::SpawnChildRunsResponse {
             child_run_ids: spawned.child_run_ids,
+        }))
+    }
+
+    async fn upsert_search_attributes(
+        &self,
+        req: Request<v1::UpsertSearchAttributesRequest>,
+    ) -> Result<Response<v1::UpsertSearchAttributesResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let (caller, claims) =
+            tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)?;
+        let changed = crate::service::attributes::upsert(
+            &self.core,
+            &caller,
+            claims,
+            r.search_attributes.into_iter().collect(),
+        )
+        .await?;
+        Ok(Response::new(v1::UpsertSearchAttributesResponse {
+            changed: u32::try_from(changed).unwrap_or(u32::MAX),
         }))
     }
 

@@ -49,6 +49,7 @@ fn input(trigger_id: String, spec: Option<v1::TriggerSpec>) -> Result<TriggerInp
         task_queue: s.task_queue,
         goal: s.goal,
         context: s.context.into_iter().collect(),
+        attributes: s.search_attributes.into_iter().collect(),
         callback_url: s.callback_url,
         signature_secret: s.signature_secret,
         signature_header: s.signature_header,
@@ -57,6 +58,17 @@ fn input(trigger_id: String, spec: Option<v1::TriggerSpec>) -> Result<TriggerInp
         concurrency_key: s.concurrency_key,
         mode: mode_from_proto(s.mode)?,
         description: s.description,
+        poll: s.poll.map(|p| svc::PollInput {
+            source: p.source,
+            repo: p.repo,
+            base_url: p.base_url,
+            token: p.token,
+            labels: p.labels,
+            state: p.state,
+            author: p.author,
+            events: p.events,
+            every: p.every,
+        }),
     })
 }
 
@@ -66,6 +78,7 @@ pub fn trigger_info(t: &Trigger) -> v1::TriggerInfo {
         namespace: t.namespace.clone(),
         trigger_id: t.id.clone(),
         spec: Some(v1::TriggerSpec {
+            search_attributes: t.attributes.clone().into_iter().collect(),
             workflow_id: t.workflow_id.clone(),
             task_queue: t.task_queue.clone(),
             goal: t.goal.clone(),
@@ -78,11 +91,29 @@ pub fn trigger_info(t: &Trigger) -> v1::TriggerInfo {
             concurrency_key: t.concurrency_key.clone(),
             mode: mode_to_proto(t.mode).into(),
             description: t.description.clone(),
+            poll: t.poll.as_ref().map(|p| {
+                let i = svc::poll_input(p);
+                v1::TriggerPollSource {
+                    source: i.source,
+                    repo: i.repo,
+                    base_url: i.base_url,
+                    token: i.token,
+                    labels: i.labels,
+                    state: i.state,
+                    author: i.author,
+                    events: i.events,
+                    every: i.every,
+                }
+            }),
         }),
         from_config: t.source == Source::Config,
         create_time_unix_ms: t.created_ms,
         update_time_unix_ms: t.updated_ms,
-        hook_path: format!("/hooks/{}/{}", t.namespace, t.id),
+        hook_path: if t.poll.is_some() {
+            String::new()
+        } else {
+            format!("/hooks/{}/{}", t.namespace, t.id)
+        },
         recent_deliveries: t
             .recent
             .iter()
@@ -93,6 +124,20 @@ pub fn trigger_info(t: &Trigger) -> v1::TriggerInfo {
                 outcome: d.outcome.clone(),
             })
             .collect(),
+        poll_status: t.poll.as_ref().map(|_| {
+            let s = &t.poll_state;
+            v1::TriggerPollStatus {
+                last_poll_unix_ms: s.last_poll_ms,
+                next_poll_unix_ms: s.next_poll_ms,
+                last_error: s.last_error.clone(),
+                last_error_unix_ms: s.last_error_ms,
+                errors_in_row: s.errors,
+                polls: s.polls,
+                items_seen: s.items_seen,
+                runs_started: s.runs_started,
+                cursor: s.since.clone(),
+            }
+        }),
     }
 }
 

@@ -92,6 +92,9 @@ pub struct Metrics {
     tokens: Family<TokenLabels, Counter>,
     token_cost: Family<CostLabels, Counter<f64, AtomicU64>>,
     token_series: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
+    trigger_polls: Family<ScheduleLabels, Counter>,
+    trigger_poll_items: Family<[(&'static str, String); 2], Counter>,
+    trigger_poll_errors: Family<[(&'static str, String); 2], Counter>,
     rpc: Arc<rpc::RpcTable>,
     registry: Registry,
 }
@@ -127,6 +130,9 @@ impl Metrics {
             tokens: Family::default(),
             token_cost: Family::default(),
             token_series: Default::default(),
+            trigger_polls: Family::default(),
+            trigger_poll_items: Family::default(),
+            trigger_poll_errors: Family::default(),
             rpc: Arc::new(rpc::RpcTable::new()),
             registry: Registry::default(),
         };
@@ -187,6 +193,21 @@ impl Metrics {
             "Estimated cost of the reported tokens in US dollars (the workers' price tables), \
              by workflow and model",
             m.token_cost.clone(),
+        );
+        registry.register(
+            "railyard_trigger_polls",
+            "Polls of each polled trigger, by outcome (ok, not_modified, error, rate_limited)",
+            m.trigger_polls.clone(),
+        );
+        registry.register(
+            "railyard_trigger_poll_items",
+            "Items a polled trigger found with an event not seen before, by trigger",
+            m.trigger_poll_items.clone(),
+        );
+        registry.register(
+            "railyard_trigger_poll_errors",
+            "Polls of each polled trigger that failed or were rate limited",
+            m.trigger_poll_errors.clone(),
         );
         registry.register_with_unit(
             "railyard_commit_duration",
@@ -298,6 +319,23 @@ impl Metrics {
         if added.cost_usd > 0.0 {
             let labels = [("workflow", workflow.to_string()), ("model", model.to_string())];
             self.token_cost.get_or_create(&labels).inc_by(added.cost_usd);
+        }
+    }
+
+    /// Counts one poll of a polled trigger: its outcome (`ok`, `not_modified`,
+    /// `error`, `rate_limited`) and the items with a new event it found.
+    pub fn record_trigger_poll(&self, ns: &str, trigger: &str, outcome: &'static str, items: u64) {
+        let labels = [
+            ("namespace", ns.to_string()),
+            ("trigger", trigger.to_string()),
+            ("outcome", outcome.to_string()),
+        ];
+        self.trigger_polls.get_or_create(&labels).inc();
+        let two = [("namespace", ns.to_string()), ("trigger", trigger.to_string())];
+        self.trigger_poll_items.get_or_create(&two).inc_by(items);
+        let errors = self.trigger_poll_errors.get_or_create(&two);
+        if matches!(outcome, "error" | "rate_limited") {
+            errors.inc();
         }
     }
 

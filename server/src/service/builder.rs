@@ -229,6 +229,8 @@ impl CoreBuilder {
             shutdown: shutdown_rx,
             child_limits: self.child_limits,
             delivery: Arc::new(self.delivery),
+            batch_wake: Arc::new(Notify::new()),
+            poll_wake: Default::default(),
         });
         Ok(CoreParts {
             core,

@@ -114,6 +114,8 @@ pub enum Operation {
     ResetRun,
     /// Start a new run of an old one's workflow version and inputs (`RerunRun`).
     RerunRun,
+    /// Every call of the `Batches` service (an admin's: a batch acts on many runs).
+    ManageBatches,
 }
 
 impl Operation {
@@ -146,6 +148,7 @@ impl Operation {
             Self::ExportStore => "export the store",
             Self::ResetRun => "reset runs",
             Self::RerunRun => "rerun runs",
+            Self::ManageBatches => "manage batch operations",
         }
     }
 

@@ -10,6 +10,8 @@
 //! errors are [`ApiError`](crate::error::ApiError), which the front end maps.
 
 pub(crate) mod approvals;
+pub mod attributes;
+pub mod batches;
 mod builder;
 pub mod caller;
 pub mod checkpoint;
@@ -20,6 +22,7 @@ pub(crate) mod keys;
 
 pub(crate) mod namespaces;
 pub mod output;
+pub(crate) mod polls;
 pub mod queries;
 pub mod reset;
 pub mod runs;
@@ -67,6 +70,10 @@ pub struct Core {
     pub(crate) delivery: Arc<crate::engine::delivery::DeliverySettings>,
     /// Live output: appends, bounds, the flusher, live channels.
     pub(crate) output: Arc<crate::engine::output::OutputHub>,
+    /// Wakes the batch task ([`crate::engine::batches`]) when a batch starts or stops.
+    pub(crate) batch_wake: Arc<tokio::sync::Notify>,
+    /// Wakes the poller when a trigger is created or changed ([`polls`]).
+    pub(crate) poll_wake: Arc<tokio::sync::Notify>,
 }
 
 impl Core {

@@ -11,9 +11,10 @@ use super::Core;
 use super::caller::Caller;
 use crate::error::ApiError;
 
-/// The search attributes `ns` declares (none yet: every run's fields are built in).
-fn attribute_types(_core: &Core, _ns: &str) -> AttributeTypes {
-    AttributeTypes::new()
+/// The search attributes `ns` declares: the fields a query may name besides the
+/// built-in ones.
+fn attribute_types(core: &Core, ns: &str) -> Result<AttributeTypes, ApiError> {
+    super::attributes::declared(core, ns)
 }
 
 /// Parses a request's `query` (empty: none). Errors name the field and the column.
@@ -21,7 +22,7 @@ pub(crate) fn parse(core: &Core, ns: &str, text: &str) -> Result<Option<Query>, 
     if text.trim().is_empty() {
         return Ok(None);
     }
-    let q = Query::parse(text, &attribute_types(core, ns)).map_err(|e| ApiError::field("query", e))?;
+    let q = Query::parse(text, &attribute_types(core, ns)?).map_err(|e| ApiError::field("query", e))?;
     // Every index is ordered by start time, newest first: that is the one order a
     // page can be served in without reading every match.
     if q.order != (Builtin::StartTime, Direction::Desc) {
@@ -103,7 +104,7 @@ fn group_field(core: &Core, ns: &str, name: &str) -> Result<Field, ApiError> {
             )),
         };
     }
-    attribute_types(core, ns)
+    attribute_types(core, ns)?
         .get(name)
         .map(|t| Field::Attribute(name.to_string(), *t))
         .ok_or_else(|| {

@@ -70,6 +70,9 @@ pub struct StartRun {
     pub budget: RunBudget,
     /// The trace the run joins (`None`: one derived from its id).
     pub trace: Option<TraceContext>,
+    /// Search attributes, name → text, read by the namespace's declarations when
+    /// the writer checks the start (an undeclared or mistyped one is refused).
+    pub attributes: BTreeMap<String, String>,
 }
 
 /// Starts a run of a loaded workflow.
@@ -145,6 +148,7 @@ pub(crate) fn prepare(core: &Core, caller: &Caller, r: StartRun) -> Result<Start
         identity: caller.identity.clone(),
         budget: r.budget,
         trace: r.trace,
+        attributes: r.attributes,
         ..Default::default()
     };
     Ok(StartCommand { params, definition })

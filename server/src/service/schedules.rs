@@ -162,7 +162,7 @@ pub(crate) fn check_spec(s: &SpecInput) -> Result<ScheduleSpec, ApiError> {
     ScheduleSpec::new(doc).map_err(|e| ApiError::InvalidArgument(format!("spec: {e}")))
 }
 
-fn check_action(core: &Core, schedule_id: &str, a: &Action) -> Result<(), ApiError> {
+fn check_action(core: &Core, ns: &str, schedule_id: &str, a: &Action) -> Result<(), ApiError> {
     check_name("action.workflow_id", &a.workflow_id)?;
     if core.workflows.get(&a.workflow_id).is_none() {
         let known: Vec<_> = core.workflows.valid.keys().map(String::as_str).collect();
@@ -196,6 +196,10 @@ fn check_action(core: &Core, schedule_id: &str, a: &Action) -> Result<(), ApiErr
         .map(|(k, v)| (k.clone(), fire.render(v)))
         .collect();
     check_context("action.context (rendered)", &rendered)?;
+    // Read as a start would: each declared and of its type (checked again at each
+    // fire, where a declaration removed since makes the fire a failed start).
+    let declared = super::attributes::declared(core, ns)?;
+    railyard_model::attributes::parse_set(&declared, &a.attributes, "action.attributes")?;
     Ok(())
 }
 
@@ -239,9 +243,14 @@ fn check_id(schedule_id: &str) -> Result<(), ApiError> {
 }
 
 /// Checks what a schedule is made of.
-fn check_schedule(core: &Core, schedule_id: &str, s: ScheduleInput) -> Result<ScheduleUpdate, ApiError> {
+fn check_schedule(
+    core: &Core,
+    ns: &str,
+    schedule_id: &str,
+    s: ScheduleInput,
+) -> Result<ScheduleUpdate, ApiError> {
     let spec = check_spec(&s.spec)?;
-    check_action(core, schedule_id, &s.action)?;
+    check_action(core, ns, schedule_id, &s.action)?;
     let policies = check_policies(&s.policies)?;
     let remaining = check_remaining(s.remaining_actions)?;
     check_len("memo", &s.memo, MAX_MEMO)?;
@@ -257,7 +266,7 @@ fn check_schedule(core: &Core, schedule_id: &str, s: ScheduleInput) -> Result<Sc
 /// Creates a schedule (`ALREADY_EXISTS` if its id is taken in the namespace).
 pub(crate) async fn create(core: &Core, caller: &Caller, r: CreateInput) -> Result<(), ApiError> {
     check_id(&r.schedule_id)?;
-    let u = check_schedule(core, &r.schedule_id, r.schedule)?;
+    let u = check_schedule(core, &caller.namespace, &r.schedule_id, r.schedule)?;
     check_len("note", &r.note, MAX_NOTE)?;
     check_len("request_id", &r.request_id, limits::REQUEST_ID)?;
     let new = NewSchedule {
@@ -344,7 +353,7 @@ pub(crate) async fn update(
     s: ScheduleInput,
 ) -> Result<(), ApiError> {
     check_id(schedule_id)?;
-    let update = check_schedule(core, schedule_id, s)?;
+    let update = check_schedule(core, &caller.namespace, schedule_id, s)?;
     core.writer
         .update_schedule(UpdateSchedule {
             ns: caller.namespace.clone(),

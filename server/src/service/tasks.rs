@@ -371,6 +371,9 @@ pub struct Completion {
     /// The transcript that proposed the result: stored when the step's result is held
     /// for approval, so a rejection resumes from it (empty: the last heartbeat's).
     pub checkpoint: Vec<u8>,
+    /// Search attributes to set on the run with the result (name → text; empty
+    /// text: unset), checked by the namespace's declarations.
+    pub search_attributes: BTreeMap<String, String>,
 }
 
 /// What an accepted completion came to.
@@ -414,6 +417,7 @@ pub(crate) async fn complete_step(
         result,
         take_next: c.take_next,
         checkpoint: c.checkpoint,
+        attributes: c.search_attributes,
     };
     let outcome = core
         .writer

@@ -21,6 +21,7 @@ use crate::error::ApiError;
 use crate::signature::{self, VerifyError};
 use railyard_model::template::payload::{RenderError, Template};
 use railyard_model::trace::TraceContext;
+use railyard_model::trigger::poll::{self, Events, PollSource, SourceKind};
 use railyard_model::trigger::{MAX_DELIVERY_ID, MAX_KEY_BYTES, Mode, Trigger};
 use railyard_store::StorageError;
 
@@ -50,6 +51,8 @@ pub struct TriggerInput {
     pub task_queue: String,
     pub goal: String,
     pub context: BTreeMap<String, String>,
+    /// Search attributes of the runs it starts: name → template over the payload.
+    pub attributes: BTreeMap<String, String>,
     pub callback_url: String,
     pub signature_secret: String,
     pub signature_header: String,
@@ -59,6 +62,30 @@ pub struct TriggerInput {
     /// `parallel` (empty: the default), `serial` or `replace`.
     pub mode: String,
     pub description: String,
+    /// A polled source instead of a webhook (`None`: a webhook trigger).
+    pub poll: Option<PollInput>,
+}
+
+/// What a polled trigger polls, as a request (or the configuration) gives it
+/// ([`railyard_model::trigger::poll::PollSource`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PollInput {
+    /// `github-issues`, `github-pulls` or `gitlab-merge-requests`.
+    pub source: String,
+    /// `owner/name` (GitHub) or the project's path (GitLab).
+    pub repo: String,
+    /// The API's base URL (empty: api.github.com or gitlab.com).
+    pub base_url: String,
+    /// `$ENV_NAME` of the API token.
+    pub token: String,
+    pub labels: Vec<String>,
+    pub state: String,
+    pub author: String,
+    /// `new` (the default), `labeled`, `updated`.
+    pub events: Vec<String>,
+    /// A duration (`60s`, `5m`; empty: 60 s).
+    pub every: String,
 }
 
 /// A page of triggers.
@@ -123,6 +150,24 @@ pub(crate) fn check(core: &Core, ns: &str, r: TriggerInput) -> Result<Trigger, A
     for (k, v) in &r.context {
         check_template(&format!("context[{}]", echo(k)), v)?;
     }
+    check_count(
+        "attributes",
+        r.attributes.len(),
+        railyard_model::attributes::MAX_RUN_ATTRIBUTES,
+    )?;
+    let declared = super::attributes::declared(core, ns)?;
+    for (k, v) in &r.attributes {
+        if !declared.contains_key(k) {
+            return Err(ApiError::field(
+                "attributes",
+                format!(
+                    "{} is not a search attribute the namespace declares (railyard namespace attribute add)",
+                    echo(k)
+                ),
+            ));
+        }
+        check_template(&format!("attributes[{k}]"), v)?;
+    }
     if !r.callback_url.is_empty() {
         // The same rules as a run's callback URL (the runs it starts carry it).
         railyard_model::run::delivery::url::check("callback_url", &r.callback_url)?;
@@ -146,7 +191,24 @@ pub(crate) fn check(core: &Core, ns: &str, r: TriggerInput) -> Result<Trigger, A
         ));
     }
     check_len("description", &r.description, MAX_DESCRIPTION)?;
-    if core.auth && r.signature_secret.is_empty() && r.bearer_token.is_empty() {
+    let poll = r.poll.map(check_poll).transpose()?;
+    if poll.is_some()
+        && let Some(field) = [
+            ("signature_secret", &r.signature_secret),
+            ("signature_header", &r.signature_header),
+            ("bearer_token", &r.bearer_token),
+            ("dedup_header", &r.dedup_header),
+        ]
+        .into_iter()
+        .find(|(_, v)| !v.is_empty())
+        .map(|(f, _)| f)
+    {
+        return Err(ApiError::field(
+            field,
+            "a polled trigger takes no webhook deliveries, so it has no webhook settings",
+        ));
+    }
+    if poll.is_none() && core.auth && r.signature_secret.is_empty() && r.bearer_token.is_empty() {
         return Err(ApiError::field(
             "signature_secret",
             "this server requires auth: a trigger needs a signature_secret or a bearer_token, \
@@ -160,6 +222,7 @@ pub(crate) fn check(core: &Core, ns: &str, r: TriggerInput) -> Result<Trigger, A
         task_queue: r.task_queue,
         goal: r.goal,
         context: r.context,
+        attributes: r.attributes,
         callback_url: r.callback_url,
         signature_secret: r.signature_secret,
         signature_header: r.signature_header,
@@ -168,17 +231,70 @@ pub(crate) fn check(core: &Core, ns: &str, r: TriggerInput) -> Result<Trigger, A
         concurrency_key: r.concurrency_key,
         mode,
         description: r.description,
+        poll,
         ..Trigger::default()
     })
+}
+
+/// Checks a polled source's fields, naming the one that is wrong (`poll.repo`).
+fn check_poll(p: PollInput) -> Result<PollSource, ApiError> {
+    let kind = SourceKind::parse(&p.source).ok_or_else(|| {
+        let known: Vec<_> = SourceKind::ALL.iter().map(|k| k.name()).collect();
+        ApiError::field(
+            "poll.source",
+            format!("{} is not one of {}", echo(&p.source), known.join(", ")),
+        )
+    })?;
+    check_secret("poll.token", &p.token)?;
+    let events = Events::parse(&p.events).map_err(|e| ApiError::field("poll.events", e))?;
+    let every_ms = if p.every.is_empty() {
+        poll::DEFAULT_EVERY_MS
+    } else {
+        let d = railyard_model::duration::parse(&p.every)
+            .map_err(|e| ApiError::field("poll.every", format!("{}: {e}", echo(&p.every))))?;
+        u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+    };
+    let src = PollSource {
+        kind,
+        repo: p.repo,
+        base_url: p.base_url,
+        token: p.token,
+        labels: p.labels,
+        state: p.state,
+        author: p.author,
+        events,
+        every_ms,
+    };
+    src.check()?;
+    Ok(src)
+}
+
+/// A polled source as a request gives it (the inverse of [`check_poll`]).
+pub(crate) fn poll_input(p: &PollSource) -> PollInput {
+    PollInput {
+        source: p.kind.name().to_string(),
+        repo: p.repo.clone(),
+        base_url: p.base_url.clone(),
+        token: p.token.clone(),
+        labels: p.labels.clone(),
+        state: p.state.clone(),
+        author: p.author.clone(),
+        events: p.events.names(),
+        every: if p.every_ms.is_multiple_of(1000) {
+            format!("{}s", p.every_ms / 1000)
+        } else {
+            format!("{}ms", p.every_ms)
+        },
+    }
 }
 
 /// Creates a trigger (`ALREADY_EXISTS` if its id is taken in the namespace).
 pub(crate) async fn create(core: &Core, caller: &Caller, r: TriggerInput) -> Result<Trigger, ApiError> {
     let trigger = check(core, &caller.namespace, r)?;
-    core.writer
-        .create_trigger(CreateTrigger { trigger })
-        .await
-        .map_err(ApiError::from)
+    let t = core.writer.create_trigger(CreateTrigger { trigger }).await?;
+    // A polled trigger is due at once.
+    core.poll_wake.notify_one();
+    Ok(t)
 }
 
 /// A trigger (`NOT_FOUND` when there is none).
@@ -222,10 +338,9 @@ pub(crate) fn list(
 /// Replaces what an API-made trigger is (a configured one is read-only).
 pub(crate) async fn update(core: &Core, caller: &Caller, r: TriggerInput) -> Result<Trigger, ApiError> {
     let trigger = check(core, &caller.namespace, r)?;
-    core.writer
-        .update_trigger(UpdateTrigger { trigger })
-        .await
-        .map_err(ApiError::from)
+    let t = core.writer.update_trigger(UpdateTrigger { trigger }).await?;
+    core.poll_wake.notify_one();
+    Ok(t)
 }
 
 /// Deletes an API-made trigger (a configured one is read-only).
@@ -318,7 +433,7 @@ pub(crate) struct HookRequest<'a> {
     pub(crate) body: &'a [u8],
 }
 
-fn render(field: &str, t: &str, payload: &Value, max: usize) -> Result<String, HookError> {
+pub(crate) fn render(field: &str, t: &str, payload: &Value, max: usize) -> Result<String, HookError> {
     let template =
         Template::parse(t).map_err(|e| ApiError::Internal(format!("stored {field} template: {e}")))?;
     template.render(payload, max).map_err(|e| match e {
@@ -356,6 +471,14 @@ pub(crate) async fn deliver(core: &Core, r: HookRequest<'_>) -> Result<Delivered
         .store
         .trigger(&caller.namespace, r.trigger_id)?
         .ok_or_else(unknown)?;
+    if let Some(p) = &t.poll {
+        return Err(HookError::NotFound(format!(
+            "trigger {} polls {} {}; it takes no webhook deliveries",
+            echo(r.trigger_id),
+            p.kind.name(),
+            echo(&p.repo)
+        )));
+    }
     if let Err(e) = signature::verify(&t, r.header, r.body) {
         tracing::warn!(trigger_id = %t.id, namespace = %t.namespace, error = %e, "webhook delivery refused");
         return Err(HookError::Unauthorized(e));
@@ -385,6 +508,17 @@ pub(crate) async fn deliver(core: &Core, r: HookRequest<'_>) -> Result<Delivered
         let field = format!("context[{}]", echo(k));
         context.insert(k.clone(), render(&field, v, &payload, limits::CONTEXT_VALUE)?);
     }
+    let mut attributes = BTreeMap::new();
+    for (k, v) in &t.attributes {
+        let field = format!("attributes[{}]", echo(k));
+        let text = render(
+            &field,
+            v,
+            &payload,
+            railyard_model::attributes::MAX_ATTRIBUTE_VALUE_BYTES,
+        )?;
+        attributes.insert(k.clone(), text);
+    }
     let key = if t.concurrency_key.is_empty() {
         String::new()
     } else {
@@ -399,6 +533,7 @@ pub(crate) async fn deliver(core: &Core, r: HookRequest<'_>) -> Result<Delivered
             context,
             callback_url: t.callback_url.clone(),
             task_queue: t.task_queue.clone(),
+            attributes,
             // W3C Trace Context: an invalid header is ignored, as the spec asks.
             trace: (r.header)("traceparent").and_then(|v| TraceContext::parse(&v).ok()),
             ..StartRun::default()

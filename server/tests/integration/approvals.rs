@@ -86,6 +86,7 @@ fn proposal() -> Completion {
         artifacts: vec!["draft.md".into()],
         context_updates: HashMap::from([("tone".into(), "dry".into())]),
         result_json: r#"{"words":120}"#.into(),
+        ..Default::default()
     }
 }
 

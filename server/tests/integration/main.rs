@@ -6,7 +6,9 @@
 
 mod api;
 mod approvals;
+mod attributes;
 mod auth;
+mod batches;
 mod bounds;
 mod checkpoints;
 mod children;
@@ -22,6 +24,8 @@ mod metrics;
 mod namespaces;
 mod output;
 mod output_sse;
+mod poll_mock;
+mod polls;
 mod queries;
 mod reset;
 mod retention;

@@ -94,6 +94,7 @@ fn done(notes: &str, key: &str) -> Completion {
         artifacts: vec![format!("{notes}.md")],
         context_updates: HashMap::from([(key.to_string(), notes.to_string())]),
         result_json: format!(r#"{{"from":"{notes}"}}"#),
+        ..Default::default()
     }
 }
 

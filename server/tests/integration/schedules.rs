@@ -748,3 +748,40 @@ async fn bad_specs_unknown_workflows_and_bad_patches_get_clear_errors() {
     assert!(!Harness::state(&h.describe("ok").await).paused);
     h.s.server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_schedules_search_attributes_are_set_on_each_run_it_starts() {
+    let h = harness().await;
+    let mut req = request("tagged", "every 1m", OverlapPolicy::AllowAll);
+    let action = req.action.as_mut().unwrap();
+    action.search_attributes.insert("team".into(), "infra".into());
+    // Undeclared: refused naming it, and no schedule made.
+    match h.s.sched.clone().create_schedule(req.clone()).await {
+        Err(status) => assert!(status.message().contains("action.attributes"), "{status:?}"),
+        Ok(_) => panic!("an undeclared attribute was accepted"),
+    }
+    h.s.client
+        .add_search_attribute("default", "team", "keyword")
+        .await
+        .unwrap();
+    h.create(req).await;
+    h.advance(MIN);
+    let first = run_id("tagged", T0 + MIN);
+    h.until("tagged", "first fire", |i| {
+        Harness::state(i).running_run_ids == vec![first.clone()]
+    })
+    .await;
+    let run =
+        h.s.client
+            .describe_run("default", &first)
+            .await
+            .unwrap()
+            .run
+            .unwrap();
+    let attrs: Vec<_> = run
+        .search_attributes
+        .iter()
+        .map(|a| (a.name.as_str(), a.value.as_str()))
+        .collect();
+    assert_eq!(attrs, [("team", "infra")]);
+}

@@ -648,3 +648,59 @@ async fn a_declared_oversize_body_is_refused_at_once() {
     assert!(status.contains(" 413 "), "{status}");
     assert!(h.runs().await.is_empty(), "nothing was started");
 }
+
+#[tokio::test]
+async fn a_triggers_search_attributes_are_rendered_from_the_payload_queued_starts_included() {
+    let h = harness().await;
+    let mut s = keyed(v1::TriggerMode::Serial);
+    s.search_attributes.insert("repo".into(), "{{$.repo}}".into());
+    // Undeclared: refused when the trigger is created, naming it.
+    match h
+        .client
+        .create_trigger(v1::CreateTriggerRequest {
+            namespace: "default".into(),
+            trigger_id: "attrs".into(),
+            spec: Some(s.clone()),
+            ..Default::default()
+        })
+        .await
+    {
+        Err(ClientError::InvalidArgument(m)) => {
+            assert!(m.contains("\"repo\" is not a search attribute"), "{m}")
+        }
+        other => panic!("{other:?}"),
+    }
+    h.client
+        .add_search_attribute("default", "repo", "keyword")
+        .await
+        .unwrap();
+    h.client
+        .add_search_attribute("default", "pr", "int")
+        .await
+        .unwrap();
+    s.search_attributes.insert("pr".into(), "{{$.n}}".into());
+    h.create("attrs", s).await;
+    let first = h.deliver("attrs", r#"{"repo":"a/b","n":5,"d":1}"#, &[]).await;
+    let (status, json) = h.post("attrs", r#"{"repo":"a/b","n":5,"d":2}"#, &[]).await;
+    assert_eq!((status, json["queued"].as_bool()), (202, Some(true)), "{json}");
+    let second = json["runId"].as_str().unwrap().to_string();
+    let shown = |r: v1::RunInfo| -> Vec<(String, String)> {
+        r.search_attributes
+            .into_iter()
+            .map(|a| (a.name, a.value))
+            .collect()
+    };
+    let want = vec![
+        ("pr".to_string(), "5".to_string()),
+        ("repo".to_string(), "a/b".to_string()),
+    ];
+    assert_eq!(shown(h.run(&first).await.unwrap()), want);
+    // The queued start keeps its rendered attributes until it starts.
+    let w = h.worker();
+    let task = poll(&w).await;
+    assert_eq!(task.run_id, first);
+    w.complete(&task.task_token, Completion::notes("done"))
+        .await
+        .unwrap();
+    assert_eq!(shown(h.run(&second).await.expect("the queued start ran")), want);
+}

@@ -14,6 +14,7 @@ use crate::conn::params;
 use crate::testing::{TestSchema, skipped, test_url};
 use crate::{OpenError, PostgresBackend, PostgresOptions, schema};
 
+mod attributes;
 mod dump;
 mod keys;
 mod lease;

@@ -122,6 +122,13 @@ pub static TABLES: &[Table] = &[
         RECORD,
     ),
     t("trigger_runs", &[("ns", Text), ("run_id", Text)], RECORD),
+    t("batches", &[("ns", Text), ("batch_id", Text)], RECORD),
+    t(
+        "batch_items",
+        &[("ns", Text), ("batch_id", Text), ("idx", Int)],
+        RECORD,
+    ),
+    t("running_batches", &[("ns", Text), ("batch_id", Text)], NOTHING),
 ];
 
 /// The table of this name.

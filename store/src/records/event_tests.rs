@@ -390,6 +390,31 @@ fn cases() -> Vec<(EventKind, &'static str)> {
             },
             r#"{"RunResetTo":{"to_run_id":"new","step_id":"b","kind":"rerun","reason":""}}"#,
         ),
+        (
+            EventKind::SearchAttributesChanged {
+                step_id: "s".into(),
+                changes: vec![
+                    railyard_model::attributes::AttributeChange {
+                        name: "customer".into(),
+                        before: None,
+                        after: Some(railyard_model::attributes::AttributeValue::Keyword("acme".into())),
+                    },
+                    railyard_model::attributes::AttributeChange {
+                        name: "priority".into(),
+                        before: Some(railyard_model::attributes::AttributeValue::Int(2)),
+                        after: None,
+                    },
+                ],
+            },
+            r#"{"SearchAttributesChanged":{"step_id":"s","changes":[{"name":"customer","after":{"type":"keyword","value":"acme"}},{"name":"priority","before":{"type":"int","value":2}}]}}"#,
+        ),
+        (
+            EventKind::BatchApplied {
+                batch_id: "b1".into(),
+                action: "terminate".into(),
+            },
+            r#"{"BatchApplied":{"batch_id":"b1","action":"terminate"}}"#,
+        ),
     ]
 }
 
@@ -402,7 +427,7 @@ fn the_stored_row_of_every_event_type_is_pinned_and_reads_back() {
     let mut types: Vec<_> = cases.iter().map(|(k, _)| k.type_name()).collect();
     types.sort();
     types.dedup();
-    assert_eq!(types.len(), 33, "every event type has a case: {types:?}");
+    assert_eq!(types.len(), 35, "every event type has a case: {types:?}");
     for (kind, expected) in cases {
         if let EventKind::RunStarted { definition, .. } = &kind {
             d.defs.store(definition, &mut table).unwrap();

@@ -156,6 +156,12 @@ enum KindRecord {
         #[serde(default)]
         details: String,
     },
+    SearchAttributesChanged {
+        #[serde(default)]
+        step_id: String,
+        #[serde(default)]
+        changes: Vec<super::attributes::ChangeRecord>,
+    },
     CoordinatorNote {
         #[serde(default)]
         step_id: String,
@@ -253,6 +259,12 @@ enum KindRecord {
         kind: String,
         #[serde(default)]
         reason: String,
+    },
+    BatchApplied {
+        #[serde(default)]
+        batch_id: String,
+        #[serde(default)]
+        action: String,
     },
     StepWaiting {
         #[serde(default)]
@@ -432,6 +444,20 @@ plain_fields!(
     BTreeMap<String, String>,
 );
 
+impl Field for Vec<railyard_model::attributes::AttributeChange> {
+    type Record = Vec<super::attributes::ChangeRecord>;
+    fn to_record(&self) -> Self::Record {
+        self.iter()
+            .map(super::attributes::ChangeRecord::from_model)
+            .collect()
+    }
+    fn from_record(r: Self::Record) -> Result<Self, StorageError> {
+        Ok(r.into_iter()
+            .map(super::attributes::ChangeRecord::into_model)
+            .collect())
+    }
+}
+
 impl Field for TimeoutKind {
     type Record = TimeoutRecord;
     fn to_record(&self) -> TimeoutRecord {
@@ -547,6 +573,7 @@ event_records! {
         StepTimedOut { step_id, attempt, timeout, will_retry, next_attempt_at_ms },
         SignalReceived { name, payload_json },
         IssueReported { step_id, attempt, severity, summary, details },
+        SearchAttributesChanged { step_id, changes },
         CoordinatorNote { step_id, attempt, kind, message },
         CancelRequested { reason },
         StepUsage { step_id, attempt, model, usage },
@@ -564,6 +591,7 @@ event_records! {
         RunResetFrom { from_run_id, step_id, kind, reason },
         StepCarried { step_id, attempt, notes, artifacts, context_updates, result, model, usage },
         RunResetTo { to_run_id, step_id, kind, reason },
+        BatchApplied { batch_id, action },
     }
     encode(kind, defs) {
         // Names its definition, which the same transaction stores.

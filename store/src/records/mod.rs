@@ -19,6 +19,8 @@ mod api_keys;
 #[cfg(test)]
 mod approval_tests;
 mod approvals;
+mod attributes;
+mod batches;
 mod checkpoints;
 mod definitions;
 mod deliveries;
@@ -48,6 +50,7 @@ use railyard_model::run::{
 use railyard_model::trace::TraceContext;
 
 pub use api_keys::{decode_api_key, encode_api_key};
+pub use batches::{decode_batch, decode_batch_item, encode_batch, encode_batch_item};
 pub(crate) use checkpoints::{decode_checkpoint_head, encode_checkpoint_head};
 pub(crate) use definitions::DefinitionTableKey;
 pub use definitions::{DefinitionKey, DefinitionLookup, DefinitionRows, Definitions};
@@ -179,6 +182,9 @@ struct RunRecord {
     /// The first issues its agents reported (absent in older rows: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     issues: Vec<issues::IssueRecord>,
+    /// Its search attributes (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    attributes: attributes::RunAttributesRecord,
     /// The principles pinned when it started (absent in older rows: none).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     principles: String,
@@ -426,6 +432,9 @@ struct StepStateRecord {
     /// Issues recorded for the current attempt (absent in older rows: none).
     #[serde(default, skip_serializing_if = "is_zero")]
     attempt_issues: u32,
+    /// Mid-step attribute changes of the current attempt (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    attempt_attribute_updates: u32,
     /// Carried over from the run this one was reset from (absent: not).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     carried: bool,
@@ -511,6 +520,7 @@ impl RunRecord {
                     model: s.model.clone(),
                     issues: s.issues,
                     attempt_issues: s.attempt_issues,
+                    attempt_attribute_updates: s.attempt_attribute_updates,
                     carried: s.carried,
                 })
                 .collect(),
@@ -546,6 +556,7 @@ impl RunRecord {
             // A run's trace either came with a caller's span or is derived.
             traceparent: r.trace.traceparent(),
             issues: r.issues.iter().map(issues::IssueRecord::from_model).collect(),
+            attributes: attributes::run_to_record(&r.attributes),
             principles: r.principles.clone(),
             reset_from: r.reset_from.clone(),
             reset_to: r.reset_to.clone(),
@@ -653,6 +664,7 @@ impl RunRecord {
                     model: s.model,
                     issues: s.issues,
                     attempt_issues: s.attempt_issues,
+                    attempt_attribute_updates: s.attempt_attribute_updates,
                     carried: s.carried,
                 })
                 .collect(),
@@ -694,6 +706,7 @@ impl RunRecord {
             principles: self.principles,
             reset_from: self.reset_from,
             reset_to: self.reset_to,
+            attributes: attributes::run_from_record(self.attributes),
         })
     }
 }
@@ -723,9 +736,14 @@ pub fn run_index_terms(bytes: &[u8]) -> Result<(Millis, Vec<String>), StorageErr
     let status = RunStatus::from(record.status);
     Ok((
         record.start_ms,
-        vec![
+        [
             railyard_model::query::status_term(status.name()),
             railyard_model::query::workflow_term(&record.workflow_id),
-        ],
+        ]
+        .into_iter()
+        .chain(railyard_model::attributes::attribute_terms(
+            &attributes::run_from_record(record.attributes),
+        ))
+        .collect(),
     ))
 }

@@ -35,6 +35,9 @@ struct NamespaceRecord {
     /// Its principles (absent in older rows, and when it has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     principles: Option<PrinciplesRecord>,
+    /// Declared search attributes, name → type (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    attributes: std::collections::BTreeMap<String, String>,
 }
 
 /// A namespace's principles: text and `extend` or `replace`.
@@ -74,6 +77,7 @@ pub fn encode_namespace(ns: &Namespace) -> Result<Vec<u8>, StorageError> {
             text: p.text.clone(),
             mode: p.mode.name().into(),
         }),
+        attributes: super::attributes::declarations_to_record(&ns.attributes),
     })
 }
 
@@ -106,5 +110,6 @@ pub fn decode_namespace(name: &str, bytes: &[u8]) -> Result<Namespace, StorageEr
                 Mode::Extend
             },
         }),
+        attributes: super::attributes::declarations_from_record(r.attributes)?,
     })
 }

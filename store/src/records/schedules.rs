@@ -92,6 +92,9 @@ struct ActionRecord {
     goal: String,
     #[serde(default)]
     context: BTreeMap<String, String>,
+    /// Search attributes (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    attributes: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -273,6 +276,7 @@ pub fn encode_schedule(s: &Schedule) -> Result<Vec<u8>, StorageError> {
             task_queue: s.action.task_queue.clone(),
             goal: s.action.goal.clone(),
             context: s.action.context.clone(),
+            attributes: s.action.attributes.clone(),
         },
         policies: PoliciesRecord {
             overlap: s.policies.overlap.into(),
@@ -352,6 +356,7 @@ pub fn decode_schedule(bytes: &[u8]) -> Result<Schedule, StorageError> {
             task_queue: r.action.task_queue,
             goal: r.action.goal,
             context: r.action.context,
+            attributes: r.action.attributes,
         },
         policies: Policies {
             overlap: r.policies.overlap.into(),
@@ -430,6 +435,7 @@ mod tests {
                 })
                 .unwrap(),
                 action: Action {
+                    attributes: Default::default(),
                     workflow_id: "report".into(),
                     task_queue: "q".into(),
                     goal: "for {{scheduledTime}}".into(),

@@ -500,6 +500,12 @@ fn a_namespace_round_trips_and_the_first_layouts_empty_row_reads() {
             created_ms: 3,
             events: vec!["issue.reported".into()],
         }],
+        attributes: [
+            ("customer".to_string(), railyard_model::query::ValueType::Keyword),
+            ("tags".to_string(), railyard_model::query::ValueType::KeywordList),
+        ]
+        .into_iter()
+        .collect(),
     };
     let bytes = encode_namespace(&ns).unwrap();
     assert_eq!(decode_namespace("team", &bytes).unwrap(), ns);
@@ -519,6 +525,68 @@ fn a_namespace_round_trips_and_the_first_layouts_empty_row_reads() {
     .unwrap();
     assert_eq!(old.retention_ms, railyard_model::namespace::DEFAULT_RETENTION_MS);
     assert_eq!(old.limits, railyard_model::namespace::NamespaceLimits::default());
+    assert!(
+        old.attributes.is_empty(),
+        "a row from before attributes declares none"
+    );
+    // A type this build does not know is refused by name.
+    let err = decode_namespace("team", br#"{"v":1,"attributes":{"x":"vector"}}"#).unwrap_err();
+    assert!(err.to_string().contains("vector"), "{err}");
+}
+
+#[test]
+fn a_runs_attributes_and_their_change_round_trip_and_an_older_row_has_none() {
+    use railyard_model::attributes::AttributeValue;
+    let d = db();
+    let (mut run, _) = busy_run();
+    let mut seq = 100;
+    let mut out = Out::new(2_000, &mut seq);
+    let set = vec![
+        (
+            "customer".to_string(),
+            Some(AttributeValue::Keyword("acme".into())),
+        ),
+        ("priority".to_string(), Some(AttributeValue::Int(2))),
+        ("score".to_string(), Some(AttributeValue::Double(0.5))),
+        ("urgent".to_string(), Some(AttributeValue::Bool(true))),
+        ("due".to_string(), Some(AttributeValue::Datetime(1_000))),
+        (
+            "notes".to_string(),
+            Some(AttributeValue::Text("two words".into())),
+        ),
+        (
+            "tags".to_string(),
+            Some(AttributeValue::KeywordList(vec!["a".into()])),
+        ),
+    ];
+    run.set_attributes(set, "", "me", &mut out).unwrap();
+    let unset = vec![("priority".to_string(), None)];
+    run.set_attributes(unset, "a", "me", &mut out).unwrap();
+    let events = out.events;
+    let tx = d.db.begin_write().unwrap();
+    let state = {
+        let mut table = tx.open_table(DEFS).unwrap();
+        d.defs.store(&run.definition, &mut table).unwrap();
+        encode_run(&run, &d.defs).unwrap()
+    };
+    tx.commit().unwrap();
+    let tx = d.db.begin_read().unwrap();
+    let table = tx.open_table(DEFS).unwrap();
+    let fresh = Definitions::default();
+    let back = decode_run(&state, &fresh, &table).unwrap();
+    assert_eq!(back, run);
+    assert_eq!(back.attributes.len(), 6);
+    for ev in &events {
+        let row = encode_event(ev, &d.defs).unwrap();
+        assert_eq!(&decode_event(&row, &fresh, &table).unwrap(), ev);
+    }
+    let (_, terms) = run_index_terms(&state).unwrap();
+    assert!(terms.iter().any(|t| t == "@customer:k=acme"), "{terms:?}");
+    // A row written before attributes: none.
+    let mut old: serde_json::Value = serde_json::from_slice(&state).unwrap();
+    old.as_object_mut().unwrap().remove("attributes");
+    let back = decode_run(&serde_json::to_vec(&old).unwrap(), &fresh, &table).unwrap();
+    assert!(back.attributes.is_empty());
 }
 
 #[test]

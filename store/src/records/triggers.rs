@@ -12,6 +12,7 @@ use super::{Record, corrupt, decode_record, encode_record, v1};
 use crate::error::StorageError;
 use railyard_model::Millis;
 use railyard_model::trace::TraceContext;
+use railyard_model::trigger::poll::{Events, PollSource, PollState, SourceKind};
 use railyard_model::trigger::{HookDelivery, KeyHolder, Mode, QueuedStart, RecentDelivery, Source, Trigger};
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -27,6 +28,9 @@ struct TriggerRecord {
     goal: String,
     #[serde(default)]
     context: BTreeMap<String, String>,
+    /// Search attributes (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    attributes: BTreeMap<String, String>,
     #[serde(default)]
     callback_url: String,
     /// `$ENV_NAME`, never the secret.
@@ -56,6 +60,13 @@ struct TriggerRecord {
     /// The latest accepted deliveries, oldest first (absent in older rows: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     recent: Vec<RecentDeliveryRecord>,
+    /// A polled source (v2; absent: a webhook trigger, written as v1 so that an
+    /// older server still reads it, and refuses a polled one rather than take it
+    /// for a webhook).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    poll: Option<PollRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    poll_state: Option<PollStateRecord>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -67,9 +78,48 @@ struct RecentDeliveryRecord {
     outcome: String,
 }
 
+#[derive(Debug, Serialize, Deserialize)]
+struct PollRecord {
+    /// `github-issues`, `github-pulls` or `gitlab-merge-requests`.
+    kind: String,
+    repo: String,
+    #[serde(default)]
+    base_url: String,
+    /// `$ENV_NAME`, never the token.
+    #[serde(default)]
+    token: String,
+    #[serde(default)]
+    labels: Vec<String>,
+    #[serde(default)]
+    state: String,
+    #[serde(default)]
+    author: String,
+    /// `new`, `labeled`, `updated`.
+    #[serde(default)]
+    events: Vec<String>,
+    every_ms: u64,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+struct PollStateRecord {
+    since: String,
+    etag: String,
+    etag_url: String,
+    baseline_ms: Millis,
+    last_poll_ms: Millis,
+    next_poll_ms: Millis,
+    last_error: String,
+    last_error_ms: Millis,
+    errors: u32,
+    polls: u64,
+    items_seen: u64,
+    runs_started: u64,
+}
+
 impl Record for TriggerRecord {
     const WHAT: &'static str = "trigger";
-    const VERSION: u32 = 1;
+    const VERSION: u32 = 2;
     fn version(&self) -> u32 {
         self.v
     }
@@ -77,14 +127,20 @@ impl Record for TriggerRecord {
 
 /// Encodes a trigger's row (`triggers`, by namespace and trigger id).
 pub fn encode_trigger(t: &Trigger) -> Result<Vec<u8>, StorageError> {
+    let st = &t.poll_state;
     encode_record(&TriggerRecord {
-        v: TriggerRecord::VERSION,
+        v: if t.poll.is_some() {
+            TriggerRecord::VERSION
+        } else {
+            1
+        },
         namespace: t.namespace.clone(),
         trigger_id: t.id.clone(),
         workflow_id: t.workflow_id.clone(),
         task_queue: t.task_queue.clone(),
         goal: t.goal.clone(),
         context: t.context.clone(),
+        attributes: t.attributes.clone(),
         callback_url: t.callback_url.clone(),
         signature_secret: t.signature_secret.clone(),
         signature_header: t.signature_header.clone(),
@@ -110,7 +166,64 @@ pub fn encode_trigger(t: &Trigger) -> Result<Vec<u8>, StorageError> {
                 outcome: d.outcome.clone(),
             })
             .collect(),
+        poll: t.poll.as_ref().map(|p| PollRecord {
+            kind: p.kind.name().to_string(),
+            repo: p.repo.clone(),
+            base_url: p.base_url.clone(),
+            token: p.token.clone(),
+            labels: p.labels.clone(),
+            state: p.state.clone(),
+            author: p.author.clone(),
+            events: p.events.names(),
+            every_ms: p.every_ms,
+        }),
+        poll_state: t.poll.as_ref().map(|_| PollStateRecord {
+            since: st.since.clone(),
+            etag: st.etag.clone(),
+            etag_url: st.etag_url.clone(),
+            baseline_ms: st.baseline_ms,
+            last_poll_ms: st.last_poll_ms,
+            next_poll_ms: st.next_poll_ms,
+            last_error: st.last_error.clone(),
+            last_error_ms: st.last_error_ms,
+            errors: st.errors,
+            polls: st.polls,
+            items_seen: st.items_seen,
+            runs_started: st.runs_started,
+        }),
     })
+}
+
+fn decode_poll(p: PollRecord) -> Result<PollSource, StorageError> {
+    let bad = |what: String| corrupt(TriggerRecord::WHAT, what);
+    Ok(PollSource {
+        kind: SourceKind::parse(&p.kind).ok_or_else(|| bad(format!("unknown poll kind {:?}", p.kind)))?,
+        repo: p.repo,
+        base_url: p.base_url,
+        token: p.token,
+        labels: p.labels,
+        state: p.state,
+        author: p.author,
+        events: Events::parse(&p.events).map_err(bad)?,
+        every_ms: p.every_ms,
+    })
+}
+
+fn decode_poll_state(s: PollStateRecord) -> PollState {
+    PollState {
+        since: s.since,
+        etag: s.etag,
+        etag_url: s.etag_url,
+        baseline_ms: s.baseline_ms,
+        last_poll_ms: s.last_poll_ms,
+        next_poll_ms: s.next_poll_ms,
+        last_error: s.last_error,
+        last_error_ms: s.last_error_ms,
+        errors: s.errors,
+        polls: s.polls,
+        items_seen: s.items_seen,
+        runs_started: s.runs_started,
+    }
 }
 
 /// Decodes a trigger's row.
@@ -132,6 +245,7 @@ pub fn decode_trigger(bytes: &[u8]) -> Result<Trigger, StorageError> {
         task_queue: r.task_queue,
         goal: r.goal,
         context: r.context,
+        attributes: r.attributes,
         callback_url: r.callback_url,
         signature_secret: r.signature_secret,
         signature_header: r.signature_header,
@@ -141,6 +255,8 @@ pub fn decode_trigger(bytes: &[u8]) -> Result<Trigger, StorageError> {
         mode,
         description: r.description,
         source,
+        poll: r.poll.map(decode_poll).transpose()?,
+        poll_state: r.poll_state.map(decode_poll_state).unwrap_or_default(),
         created_ms: r.created_ms,
         updated_ms: r.updated_ms,
         recent: r
@@ -209,6 +325,9 @@ struct QueuedStartRecord {
     identity: String,
     #[serde(default)]
     received_ms: Millis,
+    /// Search attributes (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    attributes: BTreeMap<String, String>,
     /// The webhook request's W3C `traceparent` (absent in older rows, and when it had none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     traceparent: Option<String>,
@@ -230,6 +349,7 @@ pub fn encode_queued_start(q: &QueuedStart) -> Result<Vec<u8>, StorageError> {
         workflow_id: q.workflow_id.clone(),
         goal: q.goal.clone(),
         context: q.context.clone(),
+        attributes: q.attributes.clone(),
         task_queue: q.task_queue.clone(),
         callback_url: q.callback_url.clone(),
         identity: q.identity.clone(),
@@ -250,6 +370,7 @@ pub fn decode_queued_start(bytes: &[u8]) -> Result<QueuedStart, StorageError> {
         callback_url: r.callback_url,
         identity: r.identity,
         received_ms: r.received_ms,
+        attributes: r.attributes,
         trace: r
             .traceparent
             .map(|tp| TraceContext::parse(&tp))
@@ -328,7 +449,41 @@ mod tests {
         let old = br#"{"v":1,"namespace":"n","trigger_id":"t","workflow_id":"w"}"#;
         let t = decode_trigger(old).unwrap();
         assert_eq!((t.mode, t.source), (Mode::Parallel, Source::Api));
-        assert!(decode_trigger(br#"{"v":2,"namespace":"n","trigger_id":"t","workflow_id":"w"}"#).is_err());
+        assert!(decode_trigger(br#"{"v":3,"namespace":"n","trigger_id":"t","workflow_id":"w"}"#).is_err());
+    }
+
+    #[test]
+    fn a_polled_trigger_round_trips_as_v2_and_a_webhook_one_stays_v1() {
+        let webhook = Trigger {
+            namespace: "n".into(),
+            id: "t".into(),
+            workflow_id: "w".into(),
+            ..Trigger::default()
+        };
+        let bytes = encode_trigger(&webhook).unwrap();
+        assert!(String::from_utf8_lossy(&bytes).starts_with("{\"v\":1,"));
+        let polled = Trigger {
+            poll: Some(PollSource {
+                kind: SourceKind::GitlabMergeRequests,
+                repo: "g/p".into(),
+                token: "$GL_TOKEN".into(),
+                labels: vec!["agent".into()],
+                events: Events::parse(&["labeled".into(), "updated".into()]).unwrap(),
+                every_ms: 5_000,
+                ..PollSource::default()
+            }),
+            poll_state: PollState {
+                since: "2026-01-01T00:00:00Z".into(),
+                etag: "\"abc\"".into(),
+                errors: 2,
+                runs_started: 4,
+                ..PollState::default()
+            },
+            ..webhook
+        };
+        let bytes = encode_trigger(&polled).unwrap();
+        assert!(String::from_utf8_lossy(&bytes).starts_with("{\"v\":2,"));
+        assert_eq!(decode_trigger(&bytes).unwrap(), polled);
     }
 
     #[test]

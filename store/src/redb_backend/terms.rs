@@ -72,6 +72,23 @@ pub(super) fn term_count_in(
     Ok(n)
 }
 
+pub(super) fn next_term_in(
+    index: &impl ReadableTable<TermsKey, ()>,
+    ns: &str,
+    from: &str,
+    inclusive: bool,
+) -> Result<Option<String>, StorageError> {
+    // Past every key of `from` itself: the smallest string after it.
+    let past = format!("{from}\0");
+    let start = if inclusive { from } else { past.as_str() };
+    let Some(row) = index.range((ns, start, Millis::MIN, "")..)?.next() else {
+        return Ok(None);
+    };
+    let row = row?;
+    let (row_ns, term, _, _) = row.0.value();
+    Ok((row_ns == ns).then(|| term.to_string()))
+}
+
 /// Removes and adds a run's terms (opening the table only when there are some: most
 /// saves change none).
 pub(super) fn retag(

@@ -104,6 +104,10 @@ impl Snapshot for RedbTx<'_> {
         super::terms::term_count_in(&self.tx.open_table(super::RUN_TERMS)?, ns, term, cap)
     }
 
+    fn next_term(&self, ns: &str, from: &str, inclusive: bool) -> Result<Option<String>, StorageError> {
+        super::terms::next_term_in(&self.tx.open_table(super::RUN_TERMS)?, ns, from, inclusive)
+    }
+
     fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, StorageError> {
         children_in(&self.children, ns, parent)
     }

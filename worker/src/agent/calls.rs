@@ -57,12 +57,39 @@ pub(super) fn parse_completion(input: &Value) -> Result<Completion, String> {
             return Err("complete_step: `result` must be a JSON object".to_string());
         }
     };
+    let search_attributes = match input.get("search_attributes") {
+        None | Some(Value::Null) => HashMap::new(),
+        Some(v) => attribute_texts(v).map_err(|e| format!("complete_step: {e}"))?,
+    };
     Ok(Completion {
         notes: notes.to_string(),
         artifacts,
         context_updates,
         result_json,
+        search_attributes,
     })
+}
+
+/// Search attributes as the model gave them (an object of name → value) as the
+/// texts the server reads by each attribute's declared type: a string as is, a
+/// number or boolean as written, a list as a JSON array, null as "" (unset).
+pub(super) fn attribute_texts(v: &Value) -> Result<HashMap<String, String>, String> {
+    let Value::Object(map) = v else {
+        return Err(format!(
+            "search attributes must be an object of name → value, got {v}"
+        ));
+    };
+    Ok(map
+        .iter()
+        .map(|(k, v)| {
+            let text = match v {
+                Value::Null => String::new(),
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (k.clone(), text)
+        })
+        .collect())
 }
 
 /// The tool specs with the step's output contract folded into `complete_step`: its
@@ -115,6 +142,26 @@ pub(super) fn steer_text(payload: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn search_attributes_become_the_texts_the_server_reads() {
+        let c = parse_completion(&json!({"notes": "n", "search_attributes": {
+            "customer": "acme", "priority": 2, "urgent": true, "tags": ["a", "b"], "gone": null
+        }}))
+        .unwrap();
+        let a = &c.search_attributes;
+        assert_eq!(
+            (
+                a["customer"].as_str(),
+                a["priority"].as_str(),
+                a["urgent"].as_str()
+            ),
+            ("acme", "2", "true")
+        );
+        assert_eq!((a["tags"].as_str(), a["gone"].as_str()), (r#"["a","b"]"#, ""));
+        let e = parse_completion(&json!({"notes": "n", "search_attributes": [1]})).unwrap_err();
+        assert!(e.contains("must be an object"), "{e}");
+    }
 
     #[test]
     fn completion_parsing() {

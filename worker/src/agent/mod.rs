@@ -44,8 +44,8 @@ use crate::provider::{
     Block, BoxFuture, Message, ModelRequest, Provider, ProviderError, RequestMetadata, Role,
 };
 use crate::tools::{
-    self, AWAIT_RUNS, COMPLETE_STEP, REPORT_ISSUE, SIGNAL_COORDINATOR, SPAWN_AGENT, ToolBox, ToolLimits,
-    ToolOutput, WORKSPACE_TOOLS,
+    self, AWAIT_RUNS, COMPLETE_STEP, REPORT_ISSUE, SET_SEARCH_ATTRIBUTES, SIGNAL_COORDINATOR, SPAWN_AGENT,
+    ToolBox, ToolLimits, ToolOutput, WORKSPACE_TOOLS,
 };
 
 use crate::usage::{Budget, ModelPrice, Usage};
@@ -167,6 +167,15 @@ pub trait Lease: Send + Sync {
     /// Records an issue the agent reported (`report_issue`) at once: answers whether
     /// it was recorded and the step's issues so far, or why not. The default records
     /// nothing.
+    /// Sets search attributes of the step's run at once (`set_search_attributes`,
+    /// name → text): answers how many changed, or why not. The default sets none.
+    fn set_search_attributes(
+        &self,
+        _attributes: std::collections::HashMap<String, String>,
+    ) -> BoxFuture<'_, Result<u32, String>> {
+        Box::pin(async { Err("this worker cannot set search attributes".to_string()) })
+    }
+
     fn report_issue(
         &self,
         _severity: String,
@@ -744,6 +753,16 @@ impl StepRun<'_> {
                     out
                 }
                 Err(e) => ToolOutput::error(e),
+            },
+            SET_SEARCH_ATTRIBUTES => match input.get("attributes").map(calls::attribute_texts) {
+                Some(Ok(attrs)) => match self.lease.set_search_attributes(attrs).await {
+                    Ok(n) => ToolOutput::ok(format!(
+                        "search attributes set ({n} changed); carry on with the step"
+                    )),
+                    Err(e) => ToolOutput::error(format!("set_search_attributes failed: {e}")),
+                },
+                Some(Err(e)) => ToolOutput::error(format!("set_search_attributes: {e}")),
+                None => ToolOutput::error("set_search_attributes: `attributes` is required"),
             },
             REPORT_ISSUE => match issue::parse(input) {
                 Ok(call) => {

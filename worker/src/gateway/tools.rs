@@ -293,6 +293,7 @@ impl Gateway {
             result_json,
             // An outside agent's transcript is not ours to keep.
             checkpoint: Vec::new(),
+            search_attributes: Default::default(),
         };
         match call.client.complete_step_task(req).await {
             Ok(resp) if resp.held_for_approval => {

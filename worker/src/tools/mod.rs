@@ -26,7 +26,8 @@ pub(crate) use fs::truncate;
 use crate::provider::ToolSpec;
 
 pub(crate) use railyard_model::tools::{
-    AWAIT_RUNS, COMPLETE_STEP, REPORT_ISSUE, SIGNAL_COORDINATOR, SPAWN_AGENT, WORKSPACE_TOOLS,
+    AWAIT_RUNS, COMPLETE_STEP, REPORT_ISSUE, SET_SEARCH_ATTRIBUTES, SIGNAL_COORDINATOR, SPAWN_AGENT,
+    WORKSPACE_TOOLS,
 };
 /// Tools that are always allowed, whatever a step's `allowedTools` says.
 const ALWAYS_ALLOWED: [&str; 3] = [COMPLETE_STEP, SIGNAL_COORDINATOR, REPORT_ISSUE];
@@ -272,12 +273,14 @@ fn all_specs() -> Vec<ToolSpec> {
              `context_updates` sets run context values (strings) later steps can use; `result` is the \
              step's structured result, a JSON object (required when the step has an output schema). A \
              result the step's contract refuses comes back as this tool's error, listing each violation: \
-             fix them and call it again.",
+             fix them and call it again. `search_attributes` (optional) sets the run's search \
+             attributes, as set_search_attributes does.",
             json!({"type": "object", "properties": {
                 "notes": {"type": "string"},
                 "artifacts": {"type": "array", "items": {"type": "string"}},
                 "context_updates": {"type": "object", "additionalProperties": {"type": "string"}},
-                "result": {"type": "object"}
+                "result": {"type": "object"},
+                "search_attributes": {"type": "object"}
             }, "required": ["notes"]}),
         ),
         spec(
@@ -329,6 +332,17 @@ fn all_specs() -> Vec<ToolSpec> {
                 "details": {"type": "string", "maxLength": 4096}
             }, "required": ["severity", "summary"]}),
         ),
+        spec(
+            SET_SEARCH_ATTRIBUTES,
+            "Set search attributes of this run (fields people find runs by, such as customer or \
+             priority, as the namespace declares them) without ending the step: `attributes` maps \
+             each name to its value (a string, number, boolean or list of strings; null or an \
+             empty string unsets it). An undeclared name or a value of the wrong type comes back \
+             as this tool's error.",
+            json!({"type": "object", "properties": {
+                "attributes": {"type": "object"}
+            }, "required": ["attributes"]}),
+        ),
     ]
 }
 
@@ -344,7 +358,7 @@ mod tests {
             names,
             vec!["read_file", COMPLETE_STEP, SIGNAL_COORDINATOR, REPORT_ISSUE]
         );
-        assert_eq!(specs(&[]).len(), 11);
+        assert_eq!(specs(&[]).len(), 12);
         let spawning = vec!["spawn_agent".to_string()];
         assert!(is_allowed(AWAIT_RUNS, &spawning) && !is_allowed(AWAIT_RUNS, &allowed));
         assert!(!is_allowed("bash", &allowed));

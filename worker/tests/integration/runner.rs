@@ -147,6 +147,13 @@ impl Tasks for FakeTasks {
         Err(Status::unimplemented("this fake records no issues"))
     }
 
+    async fn upsert_search_attributes(
+        &self,
+        _: Request<railyard_proto::v1::UpsertSearchAttributesRequest>,
+    ) -> Result<Response<railyard_proto::v1::UpsertSearchAttributesResponse>, Status> {
+        Err(Status::unimplemented("this fake sets no search attributes"))
+    }
+
     async fn append_step_output(
         &self,
         req: Request<railyard_proto::v1::AppendStepOutputRequest>,

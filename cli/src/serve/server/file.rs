@@ -55,6 +55,9 @@ use serde::{Deserialize, Serialize};
 /// [hooks]
 /// max_body_bytes = 1048576            # larger webhook bodies get 413
 /// dedup_retention_secs = 604800       # how long a delivery id is remembered
+/// max_pollers = 4                     # polled triggers: polls at once, and per poll
+/// items_per_poll = 100                #   at most this many items
+/// pages_per_poll = 10                 #   and pages
 /// triggers_file = "triggers.toml"     # more [[triggers]], in a file of their own
 ///
 /// [output]                            # live output of steps (docs/live-output.md)
@@ -184,6 +187,42 @@ pub(crate) struct HooksSection {
     pub dedup_retention_secs: Option<u64>,
     /// A TOML or JSON file of `[[triggers]]` (relative: next to the config file).
     pub triggers_file: Option<PathBuf>,
+    /// Polled triggers: polls at once (1 to 64), items per poll (1 to 1000) and
+    /// pages per poll (1 to 100).
+    pub max_pollers: Option<u64>,
+    pub items_per_poll: Option<u64>,
+    pub pages_per_poll: Option<u64>,
+}
+
+impl HooksSection {
+    /// The polled triggers' bounds, or the key that is out of range and why.
+    pub(crate) fn poll_limits(
+        &self,
+    ) -> Result<railyard_server::engine::poller::PollLimits, (&'static str, String)> {
+        let mut limits = railyard_server::engine::poller::PollLimits::default();
+        for (key, value, max, dst) in [
+            ("hooks.max_pollers", self.max_pollers, 64, &mut limits.max_pollers),
+            (
+                "hooks.items_per_poll",
+                self.items_per_poll,
+                1000,
+                &mut limits.items_per_poll,
+            ),
+            (
+                "hooks.pages_per_poll",
+                self.pages_per_poll,
+                100,
+                &mut limits.pages_per_poll,
+            ),
+        ] {
+            match value {
+                Some(v) if (1..=max).contains(&v) => *dst = v as usize,
+                Some(v) => return Err((key, format!("{v} is not between 1 and {max}"))),
+                None => {}
+            }
+        }
+        Ok(limits)
+    }
 }
 
 /// `[output]`: bounds and timing of live output (`railyard_server::engine::output`).

@@ -281,6 +281,8 @@ pub(crate) struct ServerSettings {
     pub hook_max_body_bytes: usize,
     /// How long a webhook delivery id is remembered.
     pub dedup_retention: Duration,
+    /// Bounds on polled triggers (`hooks.max_pollers`, ...).
+    pub poll_limits: railyard_server::engine::poller::PollLimits,
     /// Bounds on trees of child runs.
     pub child_limits: ChildLimits,
     /// MiB the database's page cache may hold.
@@ -353,6 +355,7 @@ impl ServerSettings {
         config.triggers.config = self.triggers.clone();
         config.triggers.max_body_bytes = self.hook_max_body_bytes;
         config.triggers.dedup_retention_ms = self.dedup_retention.as_millis() as u64;
+        config.triggers.poll = self.poll_limits;
         config.output = self.output.clone();
         config.principles_file = self.principles_file.clone();
         if self.built_in_demo {
@@ -487,6 +490,7 @@ impl ServerArgs {
                 format!("{retention} is not between 60 and {MAX_DEDUP_RETENTION_SECS}"),
             ));
         }
+        let poll_limits = hooks.poll_limits().map_err(|(k, m)| loaded.invalid(k, m))?;
         let workflows = path("server.workflows", &s.workflows, DEFAULT_WORKFLOWS);
         let optional = |key: &str, value: &Option<PathBuf>| value.as_ref().map(|_| path(key, value, ""));
         let tls = match (
@@ -629,6 +633,7 @@ impl ServerArgs {
             triggers,
             hook_max_body_bytes: max_body as usize,
             dedup_retention: Duration::from_secs(retention),
+            poll_limits,
             child_limits: ChildLimits {
                 max_depth: s.max_child_depth.unwrap_or(ChildLimits::default().max_depth),
                 max_children: s

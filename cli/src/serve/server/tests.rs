@@ -64,6 +64,33 @@ fn triggers_come_from_the_config_file_and_the_triggers_file_it_names() {
 }
 
 #[test]
+fn a_polled_trigger_and_the_poll_bounds_come_from_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        &dir,
+        "[hooks]\nmax_pollers = 2\nitems_per_poll = 50\n\n[[triggers]]\nid = \"triage\"\nworkflow = \"demo\"\n\
+         goal = \"#{{$.number}}\"\n\n[triggers.poll]\nsource = \"github-issues\"\nrepo = \"acme/app\"\n\
+         labels = [\"agent\"]\ntoken = \"$GITHUB_TOKEN\"\nevery = \"5m\"\n",
+    );
+    let args = ServerArgs {
+        config: Some(config),
+        ..ServerArgs::default()
+    };
+    let s = args.settings_with(env(&[])).unwrap();
+    let poll = s.triggers[0].poll.clone().expect("a polled trigger");
+    assert_eq!((poll.repo.as_str(), poll.every.as_str()), ("acme/app", "5m"));
+    assert_eq!(poll.labels, ["agent"]);
+    let limits = s.config().triggers.poll;
+    assert_eq!(
+        (limits.max_pollers, limits.items_per_poll, limits.pages_per_poll),
+        (2, 50, 10)
+    );
+    write(&dir, "[hooks]\npages_per_poll = 0\n");
+    let e = args.settings_with(env(&[])).unwrap_err().to_string();
+    assert!(e.contains("hooks.pages_per_poll"), "{e}");
+}
+
+#[test]
 fn defaults_without_file_env_or_flags() {
     let s = ServerArgs::default().settings_with(|_| None).unwrap();
     assert_eq!(s.data_dir, PathBuf::from(DEFAULT_DATA_DIR));

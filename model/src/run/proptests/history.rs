@@ -113,9 +113,11 @@ pub(super) fn replay(def: &WorkflowDef, history: &[Event]) -> Derived {
             | EventKind::StepRejected { .. }
             | EventKind::RunResetFrom { .. }
             | EventKind::StepCarried { .. }
-            | EventKind::RunResetTo { .. } => {
+            | EventKind::RunResetTo { .. }
+            | EventKind::SearchAttributesChanged { .. }
+            | EventKind::BatchApplied { .. } => {
                 panic!(
-                    "event {}: the generator makes no waits, children, pauses, approvals or resets",
+                    "event {}: the generator makes no waits, children, pauses, approvals, resets, attribute changes or batches",
                     e.id
                 )
             }

@@ -24,6 +24,7 @@ mod tests;
 use commands::{Answer, Apply, Command, Handed};
 use cx::Transition;
 
+pub(crate) use commands::batch::not_found as batch_not_found;
 pub(crate) use commands::schedule::not_found as schedule_not_found;
 pub(crate) use commands::trigger::not_found as trigger_not_found;
 /// Every command's public types (the commands callers build, and what they answer)
@@ -109,6 +110,9 @@ pub struct StepCompletion {
     /// The transcript that proposed the result, kept when the step is held for
     /// approval (so a rejection resumes from it); ignored otherwise.
     pub checkpoint: Vec<u8>,
+    /// Search attributes the completion sets (name → text; empty text: unset), read
+    /// by the namespace's declarations in the writer.
+    pub attributes: BTreeMap<String, String>,
 }
 
 /// What an accepted completion came to.

@@ -14,6 +14,7 @@ use railyard_model::workflow::parse_definition;
 use railyard_store::memory::MemoryBackend;
 use railyard_store_postgres::testing::{TestSchema, skipped, test_url};
 
+mod batches;
 mod checkpoints;
 mod compare;
 mod faults;

@@ -12,6 +12,7 @@ use redb::{
     WriteTransaction,
 };
 
+use super::batches::{BATCH_ITEMS, BATCHES, RUNNING_BATCHES};
 use super::triggers::{
     HOOK_DELIVERIES, HOOK_DELIVERY_TIMES, TRIGGER_KEYS, TRIGGER_QUEUE, TRIGGER_RUNS, TRIGGERS,
 };
@@ -268,6 +269,9 @@ redb_tables! {
     TRIGGER_KEYS "trigger_keys" (0 ns: str, 1 trigger_id: str, 2 key: str) => text;
     TRIGGER_QUEUE "trigger_queue" (0 ns: str, 1 trigger_id: str, 2 key: str, 3 seq: u64) => bytes;
     TRIGGER_RUNS "trigger_runs" (0 ns: str, 1 run_id: str) => bytes;
+    BATCHES "batches" (0 ns: str, 1 batch_id: str) => bytes;
+    BATCH_ITEMS "batch_items" (0 ns: str, 1 batch_id: str, 2 idx: u64) => bytes;
+    RUNNING_BATCHES "running_batches" (0 ns: str, 1 batch_id: str) => unit;
 }
 
 /// Every table: those keyed by one text (namespaces, API keys), the split `runs`

@@ -39,9 +39,20 @@ impl Apply for Complete {
             identity,
             completion: c,
         } = self;
+        let decl = if c.attributes.is_empty() {
+            Default::default()
+        } else {
+            cx.tx
+                .namespace(&claims.namespace)?
+                .map(|n| n.attributes)
+                .unwrap_or_default()
+        };
         let r = cx.with_run(&claims.namespace, &claims.run_id, |run, out| {
             let queue = run.current_queue();
             run.check_lease(&claims)?;
+            // Read before anything changes; set only when the result is accepted.
+            let attributes =
+                railyard_model::attributes::parse_set(&decl, &c.attributes, "search_attributes")?;
             let def = run.definition.clone();
             let step = &def.steps[run.current_step];
             if step.output.is_some() || !step.required_artifacts.is_empty() {
@@ -73,6 +84,7 @@ impl Apply for Complete {
                 context_updates: c.context,
                 result: c.result.map(|v| v.to_string()).unwrap_or_default(),
             };
+            run.set_attributes(attributes, &claims.step, &identity, out)?;
             if step.require_confirmation {
                 // Once approved, the next step's task must still fit: checked now on a
                 // copy, so that an approval is never refused for it.

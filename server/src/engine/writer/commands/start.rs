@@ -62,6 +62,11 @@ impl StartCommand {
             return Ok(Err(Rejection::AlreadyExists(msg)));
         }
         if let Err(e) =
+            railyard_model::attributes::parse_set(&namespace.attributes, &p.attributes, "attributes")
+        {
+            return Ok(Err(e));
+        }
+        if let Err(e) =
             railyard_model::run::size::check_start(&p.run_id, &self.definition, &p.goal, &p.context)
         {
             return Ok(Err(e.into()));
@@ -93,18 +98,29 @@ impl StartCommand {
         make: impl FnOnce(StartParams, Arc<WorkflowDef>, &mut Out) -> RunState,
     ) -> Result<Started, StorageError> {
         let idem_key = self.idempotency_key();
-        let ns_principles = cx
-            .tx
-            .namespace(&self.params.namespace)?
-            .and_then(|n| n.principles);
+        let namespace = cx.tx.namespace(&self.params.namespace)?;
+        // Checked by `check` in this transaction: the declarations have not changed.
+        let attributes = namespace
+            .as_ref()
+            .and_then(|n| {
+                railyard_model::attributes::parse_set(&n.attributes, &self.params.attributes, "attributes")
+                    .ok()
+            })
+            .unwrap_or_default();
+        let ns_principles = namespace.and_then(|n| n.principles);
         let principles = cx
             .workflows
             .principles_for(ns_principles.as_ref(), &self.definition);
+        let identity = self.params.identity.clone();
         let mut out = Out::new(cx.now(), cx.seq());
         let mut run = make(self.params, self.definition, &mut out);
         // Pinned: a run keeps what it started with, whatever the file or the
         // definition say later (invariant 14).
         run.principles = principles;
+        // Within the bound by the check: a new run holds no attribute yet.
+        if let Err(e) = run.set_attributes(attributes, "", &identity, &mut out) {
+            tracing::warn!(error = %e, "search attributes of a new run not set");
+        }
         let t = Transition::new(run, false, out);
         let (ns, id) = (t.run.namespace.clone(), t.run.run_id.clone());
         cx.tx.index_run(&ns, t.run.start_ms, &id, &t.run.parent_run_id)?;

@@ -360,6 +360,7 @@ impl Side {
                         )
                         .unwrap(),
                         action: Action {
+                            attributes: Default::default(),
                             workflow_id: "cmp".into(),
                             goal: "at {{scheduledTime}}".into(),
                             ..Default::default()

@@ -65,6 +65,7 @@ fn create(id: &str, workflow: &str, overlap: Overlap) -> CreateSchedule {
             })
             .unwrap(),
             action: Action {
+                attributes: Default::default(),
                 workflow_id: workflow.into(),
                 goal: "at {{scheduledTime}}".into(),
                 ..Action::default()

@@ -235,3 +235,106 @@ async fn a_failed_commit_keeps_no_run_delivery_or_queued_start() {
     fx.terminate("a").await;
     assert_eq!(fx.status("b"), Some(RunStatus::Running));
 }
+
+fn polled(keys: &[(&str, &str, bool)]) -> Vec<PolledItem> {
+    keys.iter()
+        .map(|(run, key, kept)| PolledItem {
+            item: format!("#{run}"),
+            keys: vec![railyard_model::trigger::poll::EventKey {
+                key: key.to_string(),
+                kept: *kept,
+            }],
+            start: Ok(deliver(run, "", "", Mode::Parallel)),
+        })
+        .collect()
+}
+
+on_each!(
+    a_poll_starts_each_unseen_item_once_and_keeps_item_keys_past_the_purge,
+    poll_once_each
+);
+async fn poll_once_each(kind: Kind) {
+    use railyard_model::trigger::poll::{PollSource, PollState};
+    let fx = fx(kind);
+    let t = fx
+        .writer
+        .create_trigger(CreateTrigger {
+            trigger: railyard_model::trigger::Trigger {
+                namespace: "default".into(),
+                id: "t".into(),
+                workflow_id: "two".into(),
+                goal: "g".into(),
+                poll: Some(PollSource {
+                    repo: "a/b".into(),
+                    every_ms: 60_000,
+                    ..PollSource::default()
+                }),
+                ..Default::default()
+            },
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        t.poll_state.baseline_ms, 10_000,
+        "new items are those from now on"
+    );
+    let record = |items, since: &str| RecordPoll {
+        ns: "default".into(),
+        trigger_id: "t".into(),
+        definition_ms: t.updated_ms,
+        items,
+        state: PollState {
+            since: since.into(),
+            ..t.poll_state.clone()
+        },
+    };
+    let done = fx
+        .writer
+        .call(record(
+            polled(&[("a", "1:new", true), ("b", "2:updated:T", false)]),
+            "S1",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(done.started, ["a", "b"]);
+    let state = fx.store.trigger("default", "t").unwrap().unwrap().poll_state;
+    assert_eq!((state.since.as_str(), state.runs_started), ("S1", 2));
+    // The same events again (a poll repeated after a crash): nothing starts.
+    let again = fx
+        .writer
+        .call(record(
+            polled(&[("a2", "1:new", true), ("b2", "2:updated:T", false)]),
+            "S1",
+        ))
+        .await
+        .unwrap();
+    assert_eq!((again.started.len(), again.seen_before), (0, 2));
+    assert_eq!((fx.status("a2"), fx.status("b2")), (None, None));
+    // Past the dedup window an update's key is forgotten; an item's `new` is not.
+    assert_eq!(fx.writer.purge_hook_deliveries(10_000_000, 10).await.unwrap(), 1);
+    let later = fx
+        .writer
+        .call(record(
+            polled(&[("a3", "1:new", true), ("b3", "2:updated:T", false)]),
+            "S2",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(later.started, ["b3"]);
+    // A trigger changed since it was read takes nothing of the poll.
+    let stale = RecordPoll {
+        definition_ms: t.updated_ms - 1,
+        ..record(polled(&[("c", "3:new", true)]), "S3")
+    };
+    assert!(fx.writer.call(stale).await.is_err());
+    assert_eq!(fx.status("c"), None);
+    assert_eq!(
+        fx.store
+            .trigger("default", "t")
+            .unwrap()
+            .unwrap()
+            .poll_state
+            .since,
+        "S2"
+    );
+}

@@ -113,6 +113,7 @@ fn start(cx: &mut Cx, s: &mut Schedule, f: StartFire) -> Result<Vec<Do>, Storage
         task_queue: s.action.task_queue.clone(),
         schedule_id: s.id.clone(),
         identity: identity(s),
+        attributes: s.action.attributes.clone(),
         ..StartParams::default()
     };
     // The namespace's start limits hold for fires as for any start.

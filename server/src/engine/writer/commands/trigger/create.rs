@@ -31,6 +31,7 @@ impl Apply for CreateTrigger {
         t.source = Source::Api;
         t.created_ms = cx.now();
         t.updated_ms = cx.now();
+        t.poll_state = poll_state_of(&t, None, cx.now());
         cx.tx.save_trigger(&t)?;
         tracing::info!(trigger_id = %t.id, namespace = %t.namespace, workflow = %t.workflow_id, "trigger created");
         Ok(Ok(t))

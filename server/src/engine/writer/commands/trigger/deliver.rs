@@ -103,6 +103,7 @@ impl Apply for DeliverHook {
                     callback_url: p.callback_url,
                     identity: p.identity,
                     received_ms: cx.now(),
+                    attributes: p.attributes,
                     trace: p.trace,
                 };
                 cx.tx.push_queued_start(&ns, trigger, &self.key, &q)?;

@@ -29,6 +29,24 @@ fn read_only(t: &Trigger) -> Rejection {
     ))
 }
 
+/// The poll state a saved trigger starts with: `old`'s when it polls the same
+/// source (its cursor and counters go on), else a fresh one whose `new` items are
+/// those created from now on, polled at once.
+fn poll_state_of(
+    t: &Trigger,
+    old: Option<&Trigger>,
+    now: Millis,
+) -> railyard_model::trigger::poll::PollState {
+    match old {
+        Some(o) if t.poll.is_some() && o.poll == t.poll => o.poll_state.clone(),
+        _ if t.poll.is_some() => railyard_model::trigger::poll::PollState {
+            baseline_ms: now,
+            ..Default::default()
+        },
+        _ => Default::default(),
+    }
+}
+
 /// Makes `run_id` the holder of its key.
 fn hold(cx: &mut Cx, ns: &str, trigger: &str, key: &str, run_id: &str) -> Result<(), StorageError> {
     cx.tx.set_trigger_key(ns, trigger, key, Some(run_id))?;
@@ -52,6 +70,7 @@ fn start_of(cx: &Cx, ns: &str, q: QueuedStart) -> Option<StartCommand> {
             task_queue: q.task_queue,
             identity: q.identity,
             trace: q.trace,
+            attributes: q.attributes,
             ..StartParams::default()
         },
         definition,
