@@ -24,9 +24,9 @@ impl Apply for UpdateTrigger {
         }
         t.source = Source::Api;
         t.created_ms = old.created_ms;
-        t.recent = old.recent;
         t.updated_ms = cx.now();
         t.poll_state = poll_state_of(&t, Some(&old), cx.now());
+        t.recent = old.recent;
         cx.tx.save_trigger(&t)?;
         tracing::info!(trigger_id = %t.id, namespace = %t.namespace, "trigger updated");
         Ok(Ok(t))
