@@ -160,6 +160,16 @@ async function main() {
     }
     assert((await page.locator('section.approval').count()) === 2, 'both runs wait for approval');
     await page.screenshot({ path: path.join(shots, 'approvals.png'), fullPage: true });
+    // A held step keeps its checkpoint: its transcript shows the conversation.
+    await page.goto(`${ui}/runs/${held[0]}/transcript`);
+    await page.waitForSelector('.conversation .turn.user');
+    assert(await page.locator('.conversation strong:has-text("Prompt")').count() === 1, 'the prompt');
+    assert(await page.locator('.conversation .turn.tool').count() > 0, 'the tool calls');
+    await page.screenshot({ path: path.join(shots, 'transcript-checkpoint.png') });
+    const axeContext = await browser.newContext({ bypassCSP: true });
+    await axe(axeContext, `${ui}/runs/${held[0]}/transcript`, 'checkpoint transcript');
+    await axeContext.close();
+    await page.goto(`${ui}/approvals`);
     const first = page.locator('section.approval', { hasText: held[0] });
     await first.locator('button:has-text("Approve")').click();
     await page.click('button:has-text("Yes, approve")');

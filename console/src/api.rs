@@ -73,6 +73,14 @@ pub const OUTPUT: Budget = Budget {
     page: "transcript",
     calls: 1,
 };
+/// A transcript page: one `GetStepCheckpoint` page of the step's checkpoint (at most
+/// [`CHECKPOINT_PAGE_BYTES`], read from the segments that hold it).
+pub const TRANSCRIPT: Budget = Budget {
+    page: "transcript",
+    calls: 1,
+};
+/// Checkpoint bytes a transcript page reads.
+pub const CHECKPOINT_PAGE_BYTES: u32 = 256 * 1024;
 /// Sign-in: up to two probes of what the key may do.
 pub const SIGN_IN: Budget = Budget {
     page: "sign-in",
@@ -288,6 +296,24 @@ impl Api {
             .await
     }
 
+    /// Bytes `offset..` of the checkpoint of the run's step in flight, a page.
+    pub async fn step_checkpoint(
+        &self,
+        run: &str,
+        offset: u64,
+    ) -> Result<pb::GetStepCheckpointResponse, ClientError> {
+        self.count()?;
+        self.client
+            .get_step_checkpoint(pb::GetStepCheckpointRequest {
+                namespace: self.ns.clone(),
+                run_id: run.into(),
+                step_id: String::new(),
+                offset,
+                max_bytes: CHECKPOINT_PAGE_BYTES,
+            })
+            .await
+    }
+
     /// Pauses (`pause`), unpauses (`unpause`) or triggers now (`trigger`) a schedule.
     pub async fn patch_schedule(&self, schedule: &str, action: &str, note: &str) -> Result<(), ClientError> {
         self.count()?;
@@ -313,6 +339,18 @@ impl Api {
                 page_size: 100,
                 page_token,
             })
+            .await
+    }
+
+    /// A schedule, with its next `next_fires` fire times.
+    pub async fn describe_schedule(
+        &self,
+        schedule: &str,
+        next_fires: u32,
+    ) -> Result<pb::ScheduleInfo, ClientError> {
+        self.count()?;
+        self.client
+            .describe_schedule(&self.ns, schedule, next_fires)
             .await
     }
 

@@ -105,6 +105,7 @@ pub fn router(
             "/ui/schedules/{schedule}/{action}",
             post(pages::system::schedule_action),
         )
+        .route("/ui/schedules/{schedule}", get(pages::schedule::page))
         .route("/ui/triggers", get(pages::system::triggers))
         .route("/ui/queues", get(pages::system::queues))
         .route("/ui/namespaces", get(pages::system::namespaces))

@@ -633,6 +633,18 @@ impl Client {
         .await
     }
 
+    /// A page of the checkpoint of a run's step in flight (`GetStepCheckpoint`).
+    pub async fn get_step_checkpoint(
+        &self,
+        req: railyard_proto::v1::GetStepCheckpointRequest,
+    ) -> Result<railyard_proto::v1::GetStepCheckpointResponse, ClientError> {
+        self.retrying(Duration::ZERO, || {
+            let (mut c, r) = (self.history(), req.clone());
+            async move { c.get_step_checkpoint(r).await }
+        })
+        .await
+    }
+
     pub async fn poll_step_task(&self, req: PollStepTaskRequest) -> Result<Option<StepTask>, ClientError> {
         let wait = Duration::from_millis(req.wait_timeout_ms.into());
         Ok(self

@@ -9,7 +9,7 @@ use railyard_model::auth::ApiKey;
 use railyard_model::namespace::Namespace;
 use railyard_model::run::{Event, RunState};
 use railyard_model::schedule::Schedule;
-use railyard_store::backend::{CheckpointHead, DueTimer, Snapshot};
+use railyard_store::backend::{CheckpointHead, CheckpointPage, DueTimer, Snapshot};
 use railyard_store::records;
 use railyard_store::{StorageError, StoredTask};
 
@@ -95,6 +95,54 @@ impl Snapshot for PgTxn {
             segments: u32::try_from(col::<i32>(&row, 2)?).unwrap_or(0),
             merged: u32::try_from(col::<i32>(&row, 3)?).unwrap_or(1),
         }))
+    }
+
+    fn checkpoint_page(
+        &self,
+        ns: &str,
+        run_id: &str,
+        offset: u64,
+        limit_: usize,
+    ) -> Result<CheckpointPage, StorageError> {
+        let Some(head) = self.checkpoint_head(ns, run_id)? else {
+            return Ok(CheckpointPage::default());
+        };
+        let mut page = CheckpointPage {
+            total: head.len,
+            bytes: Vec::new(),
+            rows_read: 1,
+        };
+        let limit_ = limit_.min(i32::MAX as usize);
+        if offset >= head.len || limit_ == 0 {
+            return Ok(page);
+        }
+        // Only the slices of the segments the page overlaps leave the database
+        // (`octet_length` of a stored value reads its header, not its bytes).
+        let rows = self.conn().query(
+            "WITH segs AS (
+                 SELECT 1 AS seq, bytes FROM checkpoints WHERE ns = $1 AND run_id = $2
+                 UNION ALL
+                 SELECT seq, bytes FROM checkpoint_segments WHERE ns = $1 AND run_id = $2
+             ), placed AS (
+                 SELECT seq, bytes, octet_length(bytes)::bigint AS len,
+                        (SUM(octet_length(bytes)) OVER (ORDER BY seq))::bigint AS upto
+                 FROM segs
+             )
+             SELECT substring(bytes FROM (GREATEST($3::bigint - (upto - len), 0) + 1)::integer FOR $4::integer)
+             FROM placed WHERE upto > $3::bigint AND upto - len < $3::bigint + $4::integer ORDER BY seq",
+            params![
+                ns.to_string(),
+                run_id.to_string(),
+                bound(offset),
+                i32::try_from(limit_).unwrap_or(i32::MAX)
+            ],
+        )?;
+        for r in &rows {
+            page.rows_read += 1;
+            page.bytes.extend_from_slice(&col::<Vec<u8>>(r, 0)?);
+        }
+        page.bytes.truncate(limit_);
+        Ok(page)
     }
 
     fn runs_by_start(

@@ -41,6 +41,30 @@ pub struct CheckpointHead {
     pub merged: u32,
 }
 
+/// A page of a run's checkpoint ([`Snapshot::checkpoint_page`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckpointPage {
+    /// The whole checkpoint's length (0: none is kept).
+    pub total: u64,
+    /// The bytes from the page's offset, at most its limit.
+    pub bytes: Vec<u8>,
+    /// Stored rows read for it (the head and the segments up to the page's end).
+    pub rows_read: u32,
+}
+
+impl CheckpointPage {
+    /// The page `offset..offset + limit` of a whole checkpoint held in memory.
+    pub fn of(whole: &[u8], offset: u64, limit: usize, rows_read: u32) -> Self {
+        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(whole.len());
+        let end = start.saturating_add(limit).min(whole.len());
+        Self {
+            total: whole.len() as u64,
+            bytes: whole[start..end].to_vec(),
+            rows_read,
+        }
+    }
+}
+
 /// A `timers` row's key: (due ms, sequence number).
 pub type TimerKey = (Millis, u64);
 
@@ -73,6 +97,20 @@ pub trait Snapshot: TriggerReads + BatchReads {
 
     /// What is stored of the run's checkpoint besides its bytes (`None`: none).
     fn checkpoint_head(&self, ns: &str, run_id: &str) -> Result<Option<CheckpointHead>, StorageError>;
+
+    /// Bytes `offset..offset + limit` of the run's checkpoint and its whole length,
+    /// reading its segments in order only up to the page's end, never the whole
+    /// checkpoint into memory. The default (the reference backend) reads it whole.
+    fn checkpoint_page(
+        &self,
+        ns: &str,
+        run_id: &str,
+        offset: u64,
+        limit: usize,
+    ) -> Result<CheckpointPage, StorageError> {
+        let whole = self.checkpoint(ns, run_id)?;
+        Ok(CheckpointPage::of(&whole, offset, limit, 1))
+    }
 
     /// Runs of `ns` started at or after `from_ms` and strictly before `before`
     /// (start ms, run id), newest first, until `visit` returns false.

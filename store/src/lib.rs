@@ -29,8 +29,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use backend::{
-    Backend, BackendStats, BatchReads, BatchWrites, CheckpointDigest, CheckpointHead, ClaimStats, PoolStats,
-    SharedKeys, Snapshot, WriteTx,
+    Backend, BackendStats, BatchReads, BatchWrites, CheckpointDigest, CheckpointHead, CheckpointPage,
+    ClaimStats, PoolStats, SharedKeys, Snapshot, WriteTx,
 };
 
 pub use error::StorageError;

@@ -2,8 +2,10 @@
 
 pub(crate) mod actions;
 pub(crate) mod approvals;
+pub(crate) mod checkpoint;
 pub(crate) mod run;
 pub(crate) mod runs;
+pub(crate) mod schedule;
 pub(crate) mod signin;
 pub(crate) mod system;
 pub(crate) mod transcript;

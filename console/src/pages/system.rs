@@ -28,7 +28,7 @@ pub(crate) struct Paging {
     queue: String,
 }
 
-fn start(viewer: &Viewer, budget: api::Budget, admin_only: bool) -> Result<Api, Box<Response>> {
+pub(crate) fn start(viewer: &Viewer, budget: api::Budget, admin_only: bool) -> Result<Api, Box<Response>> {
     if admin_only && !viewer.is_admin() {
         return Err(Box::new(layout::message_page(
             viewer,
@@ -47,7 +47,7 @@ fn start(viewer: &Viewer, budget: api::Budget, admin_only: bool) -> Result<Api, 
     })
 }
 
-fn done(viewer: &Viewer, api: &Api, title: &str, body: Markup) -> Response {
+pub(crate) fn done(viewer: &Viewer, api: &Api, title: &str, body: Markup) -> Response {
     layout::respond(viewer, api, StatusCode::OK, layout::page(viewer, title, body))
 }
 
@@ -102,7 +102,7 @@ pub(crate) async fn schedules(viewer: Viewer, Query(p): Query<Paging>) -> Respon
         div.scroll { table {
             thead { tr { th { "Id" } th { "Workflow" } th { "Spec" } th { "State" } th { "Next fire (UTC)" } th { "Last action" } th.num { "Skipped / missed / overflow" } th { "Act" } } }
             tbody { @for s in &listed.schedules { tr {
-                td { (s.schedule_id) } td { (s.workflow_id) } td { code { (s.spec_summary) } }
+                td { a href={ "/ui/schedules/" (encode(&s.schedule_id)) "?ns=" (encode(&viewer.ns)) } { (s.schedule_id) } } td { (s.workflow_id) } td { code { (s.spec_summary) } }
                 td { @if s.paused { "paused" @if !s.note.is_empty() { ": " (s.note) } } @else { "active" } }
                 td { (layout::time(s.next_fire_time_unix_ms)) }
                 td { @if let Some(a) = &s.last_action {
@@ -209,7 +209,7 @@ pub(crate) async fn triggers(viewer: Viewer, Query(p): Query<Paging>) -> Respons
     let body = html! {
         h1 { "Triggers" }
         div.scroll { table {
-            thead { tr { th { "Id" } th { "Hook path" } th { "Workflow" } th { "Mode" } th { "Goal template" } th { "Callback" } th { "From config" } } }
+            thead { tr { th { "Id" } th { "Hook path" } th { "Workflow" } th { "Mode" } th { "Goal template" } th { "Callback" } th { "From config" } th { "Recent deliveries (newest first)" } } }
             tbody { @for t in &listed.triggers {
                 @let spec = t.spec.clone().unwrap_or_default();
                 tr {
@@ -219,12 +219,33 @@ pub(crate) async fn triggers(viewer: Viewer, Query(p): Query<Paging>) -> Respons
                     td { code { (layout::cut(&spec.goal, 400).0) } }
                     td { @if !spec.callback_url.is_empty() { (layout::link(&spec.callback_url)) } }
                     td { @if t.from_config { "yes" } @else { "no" } }
+                    td { (deliveries(&viewer, &t.recent_deliveries)) }
                 }
             } }
         } }
         (next_link(&viewer, "/ui/triggers", &listed.next_page_token))
     };
     done(&viewer, &api, "Triggers", body)
+}
+
+/// Deliveries shown per trigger (of the 20 the server keeps).
+const DELIVERIES_SHOWN: usize = 5;
+
+/// A trigger's latest deliveries: when, the run it started (or queued), the outcome
+/// and the delivery id.
+fn deliveries(viewer: &Viewer, recent: &[pb::TriggerDelivery]) -> Markup {
+    html! {
+        @if recent.is_empty() { span.muted { "none yet" } }
+        @else {
+            ul.deliveries { @for d in recent.iter().rev().take(DELIVERIES_SHOWN) { li {
+                (layout::time(d.received_time_unix_ms)) " "
+                a href={ "/ui/runs/" (encode(&d.run_id)) "?ns=" (encode(&viewer.ns)) } { (d.run_id) }
+                " " (d.outcome)
+                @if !d.delivery_id.is_empty() { " " span.muted { "(" (layout::cut(&d.delivery_id, 80).0) ")" } }
+            } } }
+            @if recent.len() > DELIVERIES_SHOWN { span.muted { (recent.len() - DELIVERIES_SHOWN) " older kept" } }
+        }
+    }
 }
 
 /// `GET /ui/queues`: the queues the latest runs' steps name (and `?queue=`).

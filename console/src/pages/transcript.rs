@@ -1,19 +1,22 @@
-//! `GET /ui/runs/{run}/transcript`: what the agent did, from the run's live output
-//! (docs/live-output.md): each step attempt under its heading, the model's text and
-//! thinking as it streamed, each tool call with its input and the start of its
-//! result, turn ends and errors. The page holds an empty conversation that the
-//! vendored htmx SSE extension fills from `/ui/runs/{run}/transcript/stream`, which
-//! replays the kept output (the last [`TAIL_CHUNKS`] chunks) and then follows the open
-//! step's as it is produced; it ends once the run is closed.
+//! `GET /ui/runs/{run}/transcript`: what the agent did. First the step in flight's
+//! latest checkpoint, rendered as a conversation ([`super::checkpoint`]), a page of
+//! it (`?at=` pages on); then the run's live output (docs/live-output.md): each step
+//! attempt under its heading, the model's text and thinking as it streamed, each tool
+//! call with its input and the start of its result, turn ends and errors. The live
+//! part is an empty conversation that the vendored htmx SSE extension fills from
+//! `/ui/runs/{run}/transcript/stream`, which replays the kept output (the last
+//! [`TAIL_CHUNKS`] chunks) and then follows the open step's as it is produced; it
+//! ends once the run is closed.
 //!
 //! Each chunk is rendered here, escaped, as an HTML fragment (the browser only
 //! appends it). A tool result longer than [`RESULT_SHOWN`] bytes is cut with its size
-//! said. Budget: [`api::OUTPUT`], one `WatchOutput` stream per page.
+//! said. Budgets: [`api::TRANSCRIPT`] for the page (one `GetStepCheckpoint` page),
+//! [`api::OUTPUT`] for the stream (one `WatchOutput`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -22,6 +25,7 @@ use maud::{Markup, html};
 use railyard_proto::v1 as pb;
 use railyard_proto::v1::watch_output_response::Message;
 
+use super::checkpoint::RESULT_SHOWN;
 use crate::Shared;
 use crate::api;
 use crate::layout::{self, encode};
@@ -29,11 +33,34 @@ use crate::session::Viewer;
 
 /// Chunks replayed when the page opens (a tail of what is kept).
 pub const TAIL_CHUNKS: u64 = 2000;
-/// The most of a tool result shown.
-pub const RESULT_SHOWN: usize = 4096;
+
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct Params {
+    /// The checkpoint byte the page starts at.
+    #[serde(default)]
+    at: u64,
+    /// `1`: the page starts inside a line; skip to its end.
+    #[serde(default)]
+    skip: String,
+}
 
 /// `GET /ui/runs/{run}/transcript`.
-pub(crate) async fn page(viewer: Viewer, Path(run_id): Path<String>) -> Response {
+pub(crate) async fn page(viewer: Viewer, Path(run_id): Path<String>, Query(p): Query<Params>) -> Response {
+    let api = match viewer.api(api::TRANSCRIPT) {
+        Ok(api) => api,
+        Err(e) => return layout::message_page(&viewer, StatusCode::BAD_REQUEST, "Refused", &e.to_string()),
+    };
+    let skip = !p.skip.is_empty();
+    let checkpoint = match api.step_checkpoint(&run_id, p.at).await {
+        Ok(c) => c,
+        Err(e) => return layout::refused(&viewer, &api, &e),
+    };
+    let rendered = super::checkpoint::render(&checkpoint, p.at, skip);
+    let here = format!(
+        "/ui/runs/{}/transcript?ns={}",
+        encode(&run_id),
+        encode(&viewer.ns)
+    );
     let run_url = format!("/ui/runs/{}?ns={}", encode(&run_id), encode(&viewer.ns));
     let stream = format!(
         "/ui/runs/{}/transcript/stream?ns={}",
@@ -42,12 +69,35 @@ pub(crate) async fn page(viewer: Viewer, Path(run_id): Path<String>) -> Response
     );
     let body = html! {
         h1 { "Transcript of " a href=(run_url) { (run_id) } }
-        p.muted { "From the run's live output: the last " (TAIL_CHUNKS) " chunks kept, then the open step's as it is produced." }
-        div #transcript .transcript hx-ext="sse" sse-connect=(stream) sse-swap="chunk" hx-swap="beforeend" sse-close="end" aria-live="polite" {}
-        noscript { p { "The transcript streams with JavaScript; without it, read it with " code { "railyard run watch --stream" } "." } }
+        section.checkpoint aria-labelledby="checkpoint-h" {
+            h2 #checkpoint-h { "From the latest checkpoint" }
+            @if !checkpoint.step_id.is_empty() {
+                p.muted {
+                    "Step " strong { (checkpoint.step_id) } ", attempt " (checkpoint.attempt) ": "
+                    (checkpoint.total_bytes) " bytes in all"
+                    @if p.at > 0 || rendered.next.is_some() {
+                        ", this page from byte " (p.at)
+                    }
+                    "."
+                }
+            }
+            div.conversation { (rendered.markup) }
+            nav.pager aria-label="Checkpoint pages" {
+                @if p.at > 0 { a href=(here) { "From the start" } " " }
+                @if let Some(next) = rendered.next {
+                    a href=(format!("{here}&at={}{}", next.at, if next.skip { "&skip=1" } else { "" })) { "Next part" }
+                }
+            }
+        }
+        section aria-labelledby="live-h" {
+            h2 #live-h { "Live output" }
+            p.muted { "From the run's live output: the last " (TAIL_CHUNKS) " chunks kept, then the open step's as it is produced." }
+            div #transcript .transcript hx-ext="sse" sse-connect=(stream) sse-swap="chunk" hx-swap="beforeend" sse-close="end" aria-live="polite" {}
+            noscript { p { "The live output streams with JavaScript; without it, read it with " code { "railyard run watch --stream" } "." } }
+        }
     };
     let title = format!("Transcript of {run_id}");
-    viewer.finish((StatusCode::OK, layout::page(&viewer, &title, body)).into_response())
+    layout::respond(&viewer, &api, StatusCode::OK, layout::page(&viewer, &title, body))
 }
 
 /// `GET /ui/runs/{run}/transcript/stream`: Server-Sent Events, each `chunk` event an

@@ -5,6 +5,7 @@
 mod actions;
 mod budget;
 mod pages;
+mod scale;
 mod security;
 mod support;
 mod transcript;

@@ -152,3 +152,157 @@ async fn the_system_pages_render() {
     assert_eq!(b.get("/ui/assets/nope.js").await.status, 404);
     assert_eq!(b.get("/ui/nowhere").await.status, 404);
 }
+
+/// A schedule's page: its spec, next fires in its zone and UTC, the run it started
+/// and the fire skipped for overlap with its reason, all escaped.
+#[tokio::test]
+async fn a_schedules_page_shows_its_recent_actions_and_skipped_fires() {
+    use railyard_proto::v1::{
+        CreateScheduleRequest, OverlapPolicy, PatchScheduleRequest, ScheduleAction, SchedulePolicies,
+        ScheduleSpec, ScheduleTrigger,
+    };
+    let console = Console::start(false).await;
+    let client = console.admin().await;
+    client
+        .create_schedule(CreateScheduleRequest {
+            namespace: "default".into(),
+            schedule_id: "morning".into(),
+            spec: Some(ScheduleSpec {
+                cron: vec!["0 9 * * *".into()],
+                time_zone: "Europe/Berlin".into(),
+                ..Default::default()
+            }),
+            action: Some(ScheduleAction {
+                workflow_id: "one".into(),
+                goal: "<script>alert(1)</script> report".into(),
+                ..Default::default()
+            }),
+            policies: Some(SchedulePolicies {
+                overlap: OverlapPolicy::Skip as i32,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let trigger = || PatchScheduleRequest {
+        namespace: "default".into(),
+        schedule_id: "morning".into(),
+        trigger: Some(ScheduleTrigger::default()),
+        ..Default::default()
+    };
+    // The first fire starts a run (no worker: it stays open); once it is started, the
+    // second is skipped for the overlap. The deadlines bound a hang, not a time.
+    client.patch_schedule(trigger()).await.unwrap();
+    let mut info = None;
+    for _ in 0..200 {
+        let s = client.describe_schedule("default", "morning", 0).await.unwrap();
+        if !s.recent_actions.is_empty() {
+            info = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let run = info.expect("the first fire started a run").recent_actions[0]
+        .run_id
+        .clone();
+    client.patch_schedule(trigger()).await.unwrap();
+    for _ in 0..200 {
+        let s = client.describe_schedule("default", "morning", 0).await.unwrap();
+        if !s.recent_missed.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut b = console.browser();
+    let list = b.get("/ui/schedules").await;
+    assert!(list.body.contains("href=\"/ui/schedules/morning?ns=default\""));
+    let page = b.get("/ui/schedules/morning?ns=default").await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert_eq!(page.calls(), 1);
+    let body = &page.body;
+    assert!(
+        body.contains("<code>0 9 * * *</code>") && body.contains("in Europe/Berlin"),
+        "{body}"
+    );
+    assert!(body.contains("In Europe/Berlin"), "next fires in the zone");
+    assert!(body.contains(" 09:00:00 +0"), "9 o'clock in Berlin: {body}");
+    assert!(
+        body.contains(" 07:00:00") || body.contains(" 08:00:00"),
+        "and in UTC"
+    );
+    assert!(
+        body.contains(&format!(">{run}</a>")),
+        "the run it started: {body}"
+    );
+    assert!(
+        body.contains("skipped: the last run was still open (overlap policy)"),
+        "{body}"
+    );
+    assert!(body.contains("1 skipped (overlap)"));
+    assert!(!body.contains("<script>alert"));
+    assert!(body.contains("&lt;script&gt;alert(1)&lt;/script&gt; report"));
+    let missing = b.get("/ui/schedules/nope?ns=default").await;
+    assert_eq!(missing.status, 404);
+}
+
+/// The triggers page shows each trigger's latest deliveries with their runs, newest
+/// first, escaped; a repeated delivery id starts nothing and is not listed again.
+#[tokio::test]
+async fn the_triggers_page_shows_recent_deliveries() {
+    use railyard_proto::v1::{CreateTriggerRequest, TriggerSpec};
+    let console = Console::start(false).await;
+    let client = console.admin().await;
+    client
+        .create_trigger(CreateTriggerRequest {
+            namespace: "default".into(),
+            trigger_id: "hook".into(),
+            spec: Some(TriggerSpec {
+                workflow_id: "one".into(),
+                goal: "From the hook: {{$.title}}".into(),
+                ..Default::default()
+            }),
+            identity: String::new(),
+        })
+        .await
+        .unwrap();
+    let mut runs = Vec::new();
+    for id in ["d-1", "<script>alert(1)</script>", "d-1"] {
+        let r = reqwest::Client::new()
+            .post(format!("http://{}/hooks/default/hook", console.server.http_addr))
+            .header("content-type", "application/json")
+            .header("x-github-delivery", id)
+            .body(r#"{"title":"t"}"#)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.status());
+        let v: serde_json::Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+        runs.push(v["runId"].as_str().unwrap().to_string());
+    }
+    assert_eq!(runs[0], runs[2], "the repeated delivery answers its first run");
+    let described = client.describe_trigger("default", "hook").await.unwrap();
+    let kept: Vec<_> = described
+        .recent_deliveries
+        .iter()
+        .map(|d| (d.delivery_id.as_str(), d.outcome.as_str()))
+        .collect();
+    assert_eq!(
+        kept,
+        [("d-1", "started"), ("<script>alert(1)</script>", "started")]
+    );
+    let mut b = console.browser();
+    let page = b.get("/ui/triggers").await;
+    assert_eq!(page.status, 200);
+    assert_eq!(page.calls(), 1);
+    let body = &page.body;
+    let (first, second) = (
+        body.find(&format!(">{}</a> started", runs[1]))
+            .expect("the newer delivery"),
+        body.find(&format!(">{}</a> started", runs[0]))
+            .expect("the older delivery"),
+    );
+    assert!(first < second, "newest first");
+    assert!(body.contains("(&lt;script&gt;alert(1)&lt;/script&gt;)"));
+    assert!(!body.contains("<script>alert"));
+}

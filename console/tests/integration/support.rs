@@ -25,7 +25,11 @@ pub struct Console {
 
 impl Console {
     pub async fn start(auth: bool) -> Self {
-        let data = tempfile::tempdir().unwrap();
+        Self::start_on(tempfile::tempdir().unwrap(), auth).await
+    }
+
+    /// A server on `data`, a data directory that may already hold a store.
+    pub async fn start_on(data: tempfile::TempDir, auth: bool) -> Self {
         let workflows = tempfile::tempdir().unwrap();
         std::fs::write(workflows.path().join("draft.json"), DRAFT).unwrap();
         std::fs::write(workflows.path().join("one.json"), ONE).unwrap();

@@ -83,3 +83,146 @@ async fn the_transcript_replays_the_output_as_a_conversation() {
         "the stream ends with the closed run"
     );
 }
+
+/// One line of a worker's version-2 checkpoint: message `at`.
+fn line(at: usize, role: &str, content: serde_json::Value) -> String {
+    format!(
+        "{}\n",
+        serde_json::json!({ "at": at, "message": { "role": role, "content": content } })
+    )
+}
+
+/// A 4 MiB checkpoint in the worker's format, paged: each page is one
+/// `GetStepCheckpoint` call of at most 256 KiB, rendered as a conversation (the
+/// prompt, the model's turns, tool calls and results, a steer, a refusal fed back),
+/// escaped, a huge tool result cut with its size said, a line longer than a page
+/// skipped to its end; following "Next part" reaches the end.
+#[tokio::test]
+async fn the_transcript_pages_through_a_4_mib_checkpoint_as_a_conversation() {
+    use serde_json::json;
+    let console = Console::start(false).await;
+    let client = console.admin().await;
+    let run = console.start_run("one", "look around").await;
+    let worker = StepWorker::new(client.clone(), "default", "default", "w");
+    let task = worker
+        .poll(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("a task");
+    let mut cp = String::from("{\"version\":2}\n");
+    cp += &line(0, "user", json!([{ "type": "text", "text": "Do look around" }]));
+    let mut at = 1;
+    let evil =
+        "<script>alert(1)</script> \"><img src=x onerror=alert(2)> <a href=\"javascript:alert(3)\">x</a>";
+    while cp.len() < 4 << 20 {
+        cp += &line(
+            at,
+            "assistant",
+            json!([
+                { "type": "text", "text": format!("Turn {at}: I will list the files.") },
+                { "type": "tool_use", "id": format!("call-{at}"), "name": "bash", "input": { "command": "ls" } }
+            ]),
+        );
+        cp += &line(
+            at + 1,
+            "user",
+            json!([
+                { "type": "tool_result", "tool_use_id": format!("call-{at}"), "content": format!("{evil} {}", "y".repeat(30_000)), "is_error": false }
+            ]),
+        );
+        at += 2;
+        if at == 41 {
+            // One line longer than a page.
+            cp += &line(
+                at,
+                "user",
+                json!([{ "type": "text", "text": "z".repeat(300_000) }]),
+            );
+            at += 1;
+        }
+    }
+    cp += &line(
+        at,
+        "assistant",
+        json!([
+            { "type": "tool_use", "id": "done-1", "name": "complete_step", "input": { "notes": "" } }
+        ]),
+    );
+    cp += &line(
+        at + 1,
+        "user",
+        json!([
+            { "type": "tool_result", "tool_use_id": "done-1", "content": "the output contract refuses it: notes are empty", "is_error": true },
+            { "type": "text", "text": "[steer] look in src/ instead" }
+        ]),
+    );
+    cp += "{\"turns\":99,\"signals_through\":3}\n";
+    let total = cp.len();
+    // Sent in four heartbeats: the first whole, the others appended as segments.
+    let mut sync = railyard_sdk::CheckpointSync::from_task(&task);
+    for part in 1..=4 {
+        let upto = if part == 4 {
+            total
+        } else {
+            cp[..total * part / 4].rfind('\n').unwrap() + 1
+        };
+        worker
+            .heartbeat_appending(
+                &task.task_token,
+                &mut sync,
+                &cp.as_bytes()[..upto],
+                Vec::new(),
+                0,
+                Default::default(),
+            )
+            .await
+            .unwrap();
+    }
+
+    let mut b = console.browser();
+    let mut url = format!("/ui/runs/{run}/transcript?ns=default");
+    let (mut pages, mut shown) = (0, String::new());
+    loop {
+        let page = b.get(&url).await;
+        assert_eq!(page.status, 200, "{url}: {}", page.body);
+        assert_eq!(page.calls(), railyard_console::api::TRANSCRIPT.calls, "{url}");
+        assert!(
+            page.body.len() < 1 << 20,
+            "a page is bounded: {} bytes",
+            page.body.len()
+        );
+        assert!(
+            !page.body.contains("<script>alert")
+                && !page.body.contains("<img src=x")
+                && !page.body.contains("href=\"javascript:"),
+            "inert: {url}"
+        );
+        assert!(page.body.contains(&format!("{total} bytes in all")));
+        pages += 1;
+        shown += &page.body;
+        let Some(i) = page.body.find("\">Next part</a>") else {
+            break;
+        };
+        let start = page.body[..i].rfind("href=\"").unwrap() + 6;
+        url = page.body[start..i].replace("&amp;", "&");
+        assert!(pages < 40, "paging ends");
+    }
+    assert!(pages >= total / (256 * 1024), "{pages} pages of {total} bytes");
+    assert!(shown.contains("<strong>Prompt</strong>"));
+    assert!(shown.contains("Do look around"));
+    assert!(shown.contains("Turn 3: I will list the files."));
+    assert!(shown.contains("Tool call <strong>bash</strong>"));
+    assert!(shown.contains("Result of <strong>bash</strong>"));
+    assert!(shown.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(
+        shown.contains("more bytes ("),
+        "a long tool result is cut with its size"
+    );
+    assert!(shown.contains("A line of more than"), "a line longer than a page");
+    assert!(shown.contains("Refused or failed, fed back: <strong>complete_step</strong>"));
+    assert!(shown.contains("the output contract refuses it"));
+    assert!(shown.contains("<strong>Steer</strong>"));
+    assert!(shown.contains("99 model turns so far"));
+    // Every message line shown once.
+    assert_eq!(shown.matches("Turn 7: I will").count(), 1);
+}

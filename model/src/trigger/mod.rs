@@ -101,9 +101,36 @@ pub struct Trigger {
     pub poll_state: poll::PollState,
     pub created_ms: Millis,
     pub updated_ms: Millis,
+    /// The latest deliveries that started or queued a run, oldest first (at most
+    /// [`RECENT_DELIVERIES`]): what the trigger did lately, for its describe.
+    pub recent: Vec<RecentDelivery>,
+}
+
+/// Deliveries a trigger keeps in [`Trigger::recent`].
+pub const RECENT_DELIVERIES: usize = 20;
+
+/// A delivery a trigger accepted: when, its delivery id (empty: none was sent), the
+/// run it started or queued, and what became of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecentDelivery {
+    pub received_ms: Millis,
+    pub delivery_id: String,
+    pub run_id: String,
+    /// `started`, `queued` (behind its concurrency key's open run) or `replaced`
+    /// (the key's open run was canceled for it).
+    pub outcome: String,
 }
 
 impl Trigger {
+    /// Remembers an accepted delivery, dropping the oldest past [`RECENT_DELIVERIES`].
+    pub fn record_delivery(&mut self, d: RecentDelivery) {
+        self.recent.push(d);
+        if self.recent.len() > RECENT_DELIVERIES {
+            let extra = self.recent.len() - RECENT_DELIVERIES;
+            self.recent.drain(..extra);
+        }
+    }
+
     pub fn signature_header(&self) -> &str {
         if self.signature_header.is_empty() {
             DEFAULT_SIGNATURE_HEADER
@@ -156,4 +183,29 @@ pub struct QueuedStart {
 pub struct KeyHolder {
     pub trigger_id: String,
     pub key: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trigger_keeps_only_its_latest_deliveries() {
+        let mut t = Trigger::default();
+        for i in 0..(RECENT_DELIVERIES as i64 + 5) {
+            t.record_delivery(RecentDelivery {
+                received_ms: i,
+                run_id: format!("r{i}"),
+                outcome: "started".into(),
+                ..RecentDelivery::default()
+            });
+        }
+        assert_eq!(t.recent.len(), RECENT_DELIVERIES);
+        assert_eq!(
+            t.recent.first().map(|d| d.received_ms),
+            Some(5),
+            "the oldest dropped"
+        );
+        assert_eq!(t.recent.last().map(|d| d.run_id.as_str()), Some("r24"));
+    }
 }

@@ -12,6 +12,7 @@ use tonic::{Request, Response, Status};
 
 use super::*;
 use crate::service::approvals;
+use crate::service::checkpoint;
 use crate::service::reset;
 use crate::service::runs::{self, IdReusePolicy};
 use crate::service::workflows;
@@ -178,6 +179,28 @@ impl History for HistoryService {
             events: page.events.iter().map(event_to_proto).collect(),
             next_event_id: page.next_event_id,
             status: status_to_proto(page.status) as i32,
+        }))
+    }
+
+    async fn get_step_checkpoint(
+        &self,
+        req: Request<v1::GetStepCheckpointRequest>,
+    ) -> Result<Response<v1::GetStepCheckpointResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            String::new(),
+            Operation::GetHistory,
+        )?;
+        let page = checkpoint::page(&self.core, &caller, &r.run_id, &r.step_id, r.offset, r.max_bytes)?;
+        Ok(Response::new(v1::GetStepCheckpointResponse {
+            step_id: page.step_id,
+            attempt: page.attempt,
+            total_bytes: page.total,
+            data: page.bytes,
+            next_offset: page.next_offset,
         }))
     }
 

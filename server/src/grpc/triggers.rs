@@ -114,6 +114,16 @@ pub fn trigger_info(t: &Trigger) -> v1::TriggerInfo {
         } else {
             format!("/hooks/{}/{}", t.namespace, t.id)
         },
+        recent_deliveries: t
+            .recent
+            .iter()
+            .map(|d| v1::TriggerDelivery {
+                received_time_unix_ms: d.received_ms,
+                delivery_id: d.delivery_id.clone(),
+                run_id: d.run_id.clone(),
+                outcome: d.outcome.clone(),
+            })
+            .collect(),
         poll_status: t.poll.as_ref().map(|_| {
             let s = &t.poll_state;
             v1::TriggerPollStatus {

@@ -14,6 +14,7 @@ pub mod attributes;
 pub mod batches;
 mod builder;
 pub mod caller;
+pub mod checkpoint;
 pub mod children;
 pub(crate) mod export;
 pub mod issues;

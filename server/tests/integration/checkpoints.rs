@@ -129,3 +129,115 @@ async fn lost_repeated_and_reordered_heartbeats_are_refused_and_resent_whole() {
     assert_eq!(stored(&store), transcript);
     server.shutdown().await;
 }
+
+/// `GetStepCheckpoint`: a reader pages through the checkpoint of the step in flight,
+/// each page read from the segments that hold it (a bounded number of rows, never
+/// more bytes than asked); another step's is refused; a completed step keeps none.
+#[tokio::test]
+async fn a_reader_pages_through_the_checkpoint_of_the_step_in_flight() {
+    use railyard_proto::v1::GetStepCheckpointRequest;
+    let data = tempfile::tempdir().unwrap();
+    let workflows = tempfile::tempdir().unwrap();
+    std::fs::write(workflows.path().join("one.json"), ONE_STEP).unwrap();
+    let store = crate::support::store_for(data.path()).await;
+    let mut config = ServerConfig::new(data.path(), workflows.path());
+    config.store = Some(store.clone());
+    let (server, client) = start(config).await;
+    let run = client
+        .start_run("default", "one", "g", Default::default())
+        .await
+        .unwrap();
+    let req = |offset: u64, max_bytes: u32| GetStepCheckpointRequest {
+        namespace: "default".into(),
+        run_id: run.clone(),
+        step_id: String::new(),
+        offset,
+        max_bytes,
+    };
+    // Before any heartbeat: nothing is kept.
+    let none = client.get_step_checkpoint(req(0, 0)).await.unwrap();
+    assert_eq!((none.total_bytes, none.data.len(), none.next_offset), (0, 0, 0));
+
+    let w = StepWorker::new(client.clone(), "default", "default", "w");
+    let task = w.poll(Duration::from_secs(5)).await.unwrap().expect("a task");
+    let mut sync = CheckpointSync::from_task(&task);
+    // 100 appends of 20 KiB: ~2 MB in merged and appended segments.
+    let mut transcript = Vec::new();
+    for turn in 0..100u32 {
+        let line = format!("{{\"turn\":{turn},\"text\":\"{}\"}}\n", "x".repeat(20_000));
+        transcript.extend_from_slice(line.as_bytes());
+        w.heartbeat_appending(
+            &task.task_token,
+            &mut sync,
+            &transcript,
+            Vec::new(),
+            0,
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    }
+    let head = store
+        .snapshot()
+        .unwrap()
+        .checkpoint_head("default", &run)
+        .unwrap()
+        .unwrap();
+    assert!(head.segments > 2, "stored in segments: {head:?}");
+
+    // Paged through at the default size, the pages are the checkpoint.
+    let (mut offset, mut read, mut pages) = (0, Vec::new(), 0);
+    loop {
+        let page = client.get_step_checkpoint(req(offset, 0)).await.unwrap();
+        assert_eq!((page.step_id.as_str(), page.attempt), ("agent", 1));
+        assert_eq!(page.total_bytes, transcript.len() as u64);
+        assert!(page.data.len() <= 256 * 1024);
+        read.extend_from_slice(&page.data);
+        pages += 1;
+        if page.next_offset == 0 {
+            break;
+        }
+        assert_eq!(page.next_offset, offset + page.data.len() as u64);
+        offset = page.next_offset;
+    }
+    assert_eq!(read, transcript);
+    assert_eq!(pages, transcript.len().div_ceil(256 * 1024));
+    // A page asked of more than the most is cut to it; one past the end is empty.
+    let big = client.get_step_checkpoint(req(0, u32::MAX)).await.unwrap();
+    assert_eq!(big.data.len(), 1024 * 1024);
+    let past = client
+        .get_step_checkpoint(req(transcript.len() as u64 + 5, 10))
+        .await
+        .unwrap();
+    assert_eq!((past.data.len(), past.next_offset), (0, 0));
+    // A small page in the middle reads the head and the segments up to it only.
+    let snap = store.snapshot().unwrap();
+    let mid = snap.checkpoint_page("default", &run, 1_000_000, 100).unwrap();
+    assert_eq!(mid.bytes, transcript[1_000_000..1_000_100]);
+    assert!(mid.rows_read <= 1 + head.segments, "{}", mid.rows_read);
+    let first = snap.checkpoint_page("default", &run, 0, 100).unwrap();
+    assert_eq!(first.rows_read, 2, "the head and the first segment");
+    drop(snap);
+
+    // Another step's checkpoint is refused, naming the one kept.
+    let mut other = req(0, 0);
+    other.step_id = "elsewhere".into();
+    match client.get_step_checkpoint(other).await {
+        Err(ClientError::NotFound(m)) => assert!(m.contains("\"elsewhere\"") && m.contains("agent"), "{m}"),
+        r => panic!("{r:?}"),
+    }
+    let mut missing = req(0, 0);
+    missing.run_id = "no-such-run".into();
+    assert!(matches!(
+        client.get_step_checkpoint(missing).await,
+        Err(ClientError::NotFound(_))
+    ));
+
+    // Completed: the step's checkpoint is cleared.
+    w.complete(&task.task_token, railyard_sdk::Completion::notes("done"))
+        .await
+        .unwrap();
+    let after = client.get_step_checkpoint(req(0, 0)).await.unwrap();
+    assert_eq!((after.step_id.as_str(), after.total_bytes), ("", 0));
+    server.shutdown().await;
+}

@@ -434,6 +434,21 @@ async fn a_repeated_delivery_id_answers_the_same_run_before_and_after_a_restart(
         .await;
     assert_eq!(again, first);
     assert_eq!(h.runs().await.len(), 2);
+    // The trigger keeps the deliveries that started runs, the repeats not, across the
+    // restart.
+    let described = h.client.describe_trigger("default", "d").await.unwrap();
+    let recent: Vec<_> = described
+        .recent_deliveries
+        .iter()
+        .map(|d| (d.delivery_id.as_str(), d.run_id.as_str(), d.outcome.as_str()))
+        .collect();
+    assert_eq!(
+        recent,
+        [
+            ("abc-1", first.as_str(), "started"),
+            ("abc-2", other.as_str(), "started")
+        ]
+    );
 
     // Past the retention window (seven days) the id is forgotten: the purge runs
     // at start and once a minute.

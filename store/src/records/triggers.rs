@@ -13,7 +13,7 @@ use crate::error::StorageError;
 use railyard_model::Millis;
 use railyard_model::trace::TraceContext;
 use railyard_model::trigger::poll::{Events, PollSource, PollState, SourceKind};
-use railyard_model::trigger::{HookDelivery, KeyHolder, Mode, QueuedStart, Source, Trigger};
+use railyard_model::trigger::{HookDelivery, KeyHolder, Mode, QueuedStart, RecentDelivery, Source, Trigger};
 
 #[derive(Debug, Serialize, Deserialize)]
 struct TriggerRecord {
@@ -57,6 +57,9 @@ struct TriggerRecord {
     created_ms: Millis,
     #[serde(default)]
     updated_ms: Millis,
+    /// The latest accepted deliveries, oldest first (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    recent: Vec<RecentDeliveryRecord>,
     /// A polled source (v2; absent: a webhook trigger, written as v1 so that an
     /// older server still reads it, and refuses a polled one rather than take it
     /// for a webhook).
@@ -64,6 +67,15 @@ struct TriggerRecord {
     poll: Option<PollRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     poll_state: Option<PollStateRecord>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct RecentDeliveryRecord {
+    received_ms: Millis,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    delivery_id: String,
+    run_id: String,
+    outcome: String,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -144,6 +156,16 @@ pub fn encode_trigger(t: &Trigger) -> Result<Vec<u8>, StorageError> {
         .to_string(),
         created_ms: t.created_ms,
         updated_ms: t.updated_ms,
+        recent: t
+            .recent
+            .iter()
+            .map(|d| RecentDeliveryRecord {
+                received_ms: d.received_ms,
+                delivery_id: d.delivery_id.clone(),
+                run_id: d.run_id.clone(),
+                outcome: d.outcome.clone(),
+            })
+            .collect(),
         poll: t.poll.as_ref().map(|p| PollRecord {
             kind: p.kind.name().to_string(),
             repo: p.repo.clone(),
@@ -237,6 +259,16 @@ pub fn decode_trigger(bytes: &[u8]) -> Result<Trigger, StorageError> {
         poll_state: r.poll_state.map(decode_poll_state).unwrap_or_default(),
         created_ms: r.created_ms,
         updated_ms: r.updated_ms,
+        recent: r
+            .recent
+            .into_iter()
+            .map(|d| RecentDelivery {
+                received_ms: d.received_ms,
+                delivery_id: d.delivery_id,
+                run_id: d.run_id,
+                outcome: d.outcome,
+            })
+            .collect(),
     })
 }
 
@@ -399,10 +431,19 @@ mod tests {
             source: Source::Config,
             created_ms: 5,
             updated_ms: 6,
+            recent: vec![RecentDelivery {
+                received_ms: 7,
+                delivery_id: "d1".into(),
+                run_id: "r1".into(),
+                outcome: "started".into(),
+            }],
             ..Trigger::default()
         };
         let bytes = encode_trigger(&t).unwrap();
         assert!(String::from_utf8_lossy(&bytes).contains("\"$GH_SECRET\""));
+        assert!(String::from_utf8_lossy(&bytes).contains(
+            r#""recent":[{"received_ms":7,"delivery_id":"d1","run_id":"r1","outcome":"started"}]"#
+        ));
         assert_eq!(decode_trigger(&bytes).unwrap(), t);
         // An old row without the optional fields reads with defaults.
         let old = br#"{"v":1,"namespace":"n","trigger_id":"t","workflow_id":"w"}"#;

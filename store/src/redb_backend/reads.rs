@@ -8,7 +8,7 @@ use redb::ReadableTable;
 
 use super::{CHECKPOINT_HEAD_SLOT, CHECKPOINT_SLOT, CHECKPOINT_SLOTS_FROM, STATE_SLOT};
 use crate::StoredTask;
-use crate::backend::{CheckpointHead, DueTimer, TimerKey};
+use crate::backend::{CheckpointHead, CheckpointPage, DueTimer, TimerKey};
 use crate::error::StorageError;
 use crate::records::{self, DefinitionTableKey, Definitions};
 use railyard_model::Millis;
@@ -75,6 +75,55 @@ pub(super) fn checkpoint_in(
         out.extend_from_slice(row?.1.value());
     }
     Ok(out)
+}
+
+/// Bytes `offset..offset + limit` of a run's checkpoint: the head row for its length,
+/// then its segments in order until the page is full, copying only the page's bytes.
+pub(super) fn checkpoint_page_in(
+    t: &impl ReadableTable<RunsKey, &'static [u8]>,
+    ns: &str,
+    run_id: &str,
+    offset: u64,
+    limit: usize,
+) -> Result<CheckpointPage, StorageError> {
+    let Some(head) = checkpoint_head_in(t, ns, run_id)? else {
+        return Ok(CheckpointPage::default());
+    };
+    let mut page = CheckpointPage {
+        total: head.len,
+        bytes: Vec::new(),
+        rows_read: 1,
+    };
+    let end = offset.saturating_add(limit as u64).min(head.len);
+    if offset >= end {
+        return Ok(page);
+    }
+    // Where the next segment starts in the whole checkpoint.
+    let mut at = 0u64;
+    let mut take = |bytes: &[u8], page: &mut CheckpointPage| {
+        page.rows_read += 1;
+        let (from, to) = (at, at + bytes.len() as u64);
+        at = to;
+        if to > offset && from < end {
+            let lo = usize::try_from(offset.saturating_sub(from)).unwrap_or(usize::MAX);
+            let hi = usize::try_from(end.min(to) - from).unwrap_or(usize::MAX);
+            page.bytes
+                .extend_from_slice(&bytes[lo.min(bytes.len())..hi.min(bytes.len())]);
+        }
+        at < end
+    };
+    let Some(first) = t.get((ns, run_id, CHECKPOINT_SLOT))? else {
+        return Ok(page);
+    };
+    if !take(first.value(), &mut page) {
+        return Ok(page);
+    }
+    for row in t.range((ns, run_id, CHECKPOINT_SLOTS_FROM)..(ns, run_id, CHECKPOINT_HEAD_SLOT))? {
+        if !take(row?.1.value(), &mut page) {
+            break;
+        }
+    }
+    Ok(page)
 }
 
 /// A run's checkpoint head: its head row, or for a checkpoint an older release wrote

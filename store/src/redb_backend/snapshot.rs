@@ -12,7 +12,7 @@ use super::{
     SCHEDULES, TASKS, TIMERS, purge,
 };
 use crate::StoredTask;
-use crate::backend::{CheckpointHead, DueTimer, Snapshot};
+use crate::backend::{CheckpointHead, CheckpointPage, DueTimer, Snapshot};
 use crate::error::StorageError;
 use crate::records::{DefinitionTableKey, Definitions};
 use railyard_model::Millis;
@@ -72,6 +72,16 @@ impl Snapshot for RedbSnapshot {
 
     fn checkpoint_head(&self, ns: &str, run_id: &str) -> Result<Option<CheckpointHead>, StorageError> {
         checkpoint_head_in(&self.tx.open_table(RUNS)?, ns, run_id)
+    }
+
+    fn checkpoint_page(
+        &self,
+        ns: &str,
+        run_id: &str,
+        offset: u64,
+        limit: usize,
+    ) -> Result<CheckpointPage, StorageError> {
+        checkpoint_page_in(&self.tx.open_table(RUNS)?, ns, run_id, offset, limit)
     }
 
     fn runs_by_start(

@@ -10,7 +10,9 @@ use super::{
     API_KEYS, CHECKPOINT_HEAD_SLOT, CHECKPOINT_SLOT, CHECKPOINT_SLOTS_FROM, NAMESPACES, STATE_SLOT, purge,
 };
 use crate::StoredTask;
-use crate::backend::{CheckpointDigest, CheckpointHead, DueTimer, Snapshot, TimerKey, WriteTx};
+use crate::backend::{
+    CheckpointDigest, CheckpointHead, CheckpointPage, DueTimer, Snapshot, TimerKey, WriteTx,
+};
 use crate::error::StorageError;
 use crate::records::{self, DefinitionTableKey, Definitions};
 use railyard_model::Millis;
@@ -64,6 +66,16 @@ impl Snapshot for RedbTx<'_> {
 
     fn checkpoint_head(&self, ns: &str, run_id: &str) -> Result<Option<CheckpointHead>, StorageError> {
         checkpoint_head_in(&self.runs, ns, run_id)
+    }
+
+    fn checkpoint_page(
+        &self,
+        ns: &str,
+        run_id: &str,
+        offset: u64,
+        limit: usize,
+    ) -> Result<CheckpointPage, StorageError> {
+        checkpoint_page_in(&self.runs, ns, run_id, offset, limit)
     }
 
     fn runs_by_start(

@@ -313,6 +313,13 @@ impl History for FakeHistory {
     ) -> Result<Response<railyard_proto::v1::RejectStepResponse>, Status> {
         unused()
     }
+
+    async fn get_step_checkpoint(
+        &self,
+        _: Request<GetStepCheckpointRequest>,
+    ) -> Result<Response<GetStepCheckpointResponse>, Status> {
+        unused()
+    }
 }
 
 struct Harness {

@@ -5,7 +5,7 @@
 //! command: DeliverHook(DeliverHook)
 
 use super::*;
-use railyard_model::trigger::{HookDelivery, Mode};
+use railyard_model::trigger::{HookDelivery, Mode, RecentDelivery};
 
 /// A delivery, rendered and checked by the service layer.
 #[derive(Debug)]
@@ -124,6 +124,19 @@ impl Apply for DeliverHook {
                     hold(cx, &ns, trigger, &self.key, &run_id)?;
                 }
             }
+        }
+        if let Some(mut t) = cx.tx.trigger(&ns, trigger)? {
+            t.record_delivery(RecentDelivery {
+                received_ms: cx.now(),
+                delivery_id: self.delivery_id.clone(),
+                run_id: run_id.clone(),
+                outcome: match (&out.replaced, out.queued) {
+                    (Some(old), _) => format!("replaced {old}"),
+                    (None, true) => "queued".into(),
+                    (None, false) => "started".into(),
+                },
+            });
+            cx.tx.save_trigger(&t)?;
         }
         if !self.delivery_id.is_empty() {
             let d = HookDelivery {

@@ -52,6 +52,7 @@ impl Apply for SyncConfigTriggers {
             }
             t.source = Source::Config;
             t.created_ms = old.as_ref().map_or(cx.now(), |o| o.created_ms);
+            t.recent = old.as_ref().map(|o| o.recent.clone()).unwrap_or_default();
             t.poll_state = poll_state_of(&t, old.as_ref(), cx.now());
             t.updated_ms = match old {
                 Some(o) if o.source == Source::Config && same_definition(&o, &t) => o.updated_ms,
@@ -68,6 +69,7 @@ fn same_definition(a: &Trigger, b: &Trigger) -> bool {
         created_ms: 0,
         updated_ms: 0,
         source: Source::Config,
+        recent: Vec::new(),
         poll_state: Default::default(),
         ..t.clone()
     };

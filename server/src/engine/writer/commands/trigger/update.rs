@@ -26,6 +26,7 @@ impl Apply for UpdateTrigger {
         t.created_ms = old.created_ms;
         t.updated_ms = cx.now();
         t.poll_state = poll_state_of(&t, Some(&old), cx.now());
+        t.recent = old.recent;
         cx.tx.save_trigger(&t)?;
         tracing::info!(trigger_id = %t.id, namespace = %t.namespace, "trigger updated");
         Ok(Ok(t))

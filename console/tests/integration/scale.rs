@@ -1,0 +1,211 @@
+//! Bounded reads at scale (issue 24 item 8): with 100,000 runs stored and a run of
+//! 10,000 events, the runs list and the run page make their stated number of gRPC
+//! calls, each bounded in rows by the server's page limits, and show one page of
+//! rows. Counts, not time.
+//!
+//! The store is written before the server opens it, straight through the redb
+//! backend in large write transactions, with runs made by the model's own
+//! transitions (as `railyard bench --preload` writes its store): starting 100,000
+//! runs one gRPC call each would spend the test's time on commits, not on what it
+//! checks.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use railyard_console::api;
+use railyard_model::run::{Event, Out, Phase, RunState, StartParams};
+use railyard_model::token::TokenClaims;
+use railyard_model::workflow::{WorkflowDef, parse_definition};
+use railyard_store::redb_backend::RedbBackend;
+use railyard_store::{Backend, StorageError};
+
+use crate::support::{Console, ONE};
+
+/// Runs stored.
+const RUNS: u64 = 100_000;
+/// Events of the long run: its start, scheduling and lease, then notes.
+const EVENTS: u64 = 10_000;
+/// Runs per write transaction.
+const BATCH: u64 = 25_000;
+
+/// Writes `RUNS` closed runs of `one` and the open run `long` with `EVENTS`
+/// events into a new store in `dir`.
+fn preload(dir: &std::path::Path) {
+    let backend = RedbBackend::open(dir).unwrap();
+    let def = Arc::new(parse_definition(ONE).unwrap());
+    let now = railyard_model::Millis::from(1_800_000_000_000i64);
+    let first = now - i64::try_from(RUNS).unwrap() * 10 - 60_000;
+    let ns = "default";
+    let mut seq = 1;
+    let (mut making, mut writing) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
+    let start = |i: u64, id: String, at: i64, seq: &mut u64| {
+        let mut out = Out::new(at, seq);
+        let params = StartParams {
+            namespace: ns.into(),
+            run_id: id,
+            goal: format!("preloaded run {i}"),
+            context: BTreeMap::new(),
+            identity: "scale test".into(),
+            ..Default::default()
+        };
+        let mut run = RunState::start(params, def.clone(), &mut out);
+        let task_seq = match &run.phase {
+            Phase::Scheduled { task_seq, .. } => *task_seq,
+            _ => 0,
+        };
+        let lease = run.lease(task_seq, "w", &mut out).unwrap();
+        let claims = TokenClaims {
+            namespace: ns.into(),
+            run_id: run.run_id.clone(),
+            step: "only".into(),
+            attempt: 1,
+            lease: lease.seq,
+            kid: "k".into(),
+        };
+        (run, out.events, claims)
+    };
+    for k in (0..RUNS).step_by(BATCH as usize) {
+        let t = Instant::now();
+        let mut made = Vec::new();
+        for i in k..(k + BATCH).min(RUNS) {
+            let at = first + i64::try_from(i).unwrap() * 10;
+            made.push(closed_run(&def, i, at, &mut seq));
+        }
+        making += t.elapsed();
+        let t = Instant::now();
+        backend
+            .write(&mut |tx| {
+                for (run, events) in &made {
+                    tx.save_run(run, events)?;
+                    tx.index_run(ns, run.start_ms, &run.run_id, "")?;
+                    tx.index_closed(ns, run.close_ms.unwrap_or(run.start_ms), &run.run_id)?;
+                }
+                Ok::<_, StorageError>(())
+            })
+            .unwrap();
+        writing += t.elapsed();
+    }
+    println!("runs made in {making:?}, written in {writing:?}");
+    // The long run: leased, then notes heartbeated until it has EVENTS events.
+    let (mut run, mut events, claims) = start(RUNS, "long".into(), now - 30_000, &mut seq);
+    let mut out = Out::new(now - 20_000, &mut seq);
+    while events.len() as u64 + out.events.len() as u64 + 1 < EVENTS {
+        run.heartbeat(
+            &claims,
+            "w",
+            railyard_model::run::CheckpointUpdate::Keep,
+            vec![("progress".into(), "a note".into())],
+            0,
+            &mut out,
+        )
+        .unwrap();
+    }
+    events.extend(out.events);
+    let mut out = Out::new(now - 10_000, &mut seq);
+    run.heartbeat(
+        &claims,
+        "w",
+        railyard_model::run::CheckpointUpdate::Keep,
+        vec![("progress".into(), "the last note".into())],
+        0,
+        &mut out,
+    )
+    .unwrap();
+    events.extend(out.events);
+    assert_eq!(events.len() as u64, EVENTS);
+    backend
+        .write(&mut |tx| {
+            tx.save_run(&run, &events)?;
+            tx.index_run(ns, run.start_ms, &run.run_id, "")?;
+            tx.set_open(ns, &run.run_id, true)
+        })
+        .unwrap();
+}
+
+/// Run `i`, closed: one in four completed its step, the others were canceled before
+/// a worker leased it (fewer events: the fixture's time goes mostly to rows).
+fn closed_run(def: &Arc<WorkflowDef>, i: u64, at: i64, seq: &mut u64) -> (RunState, Vec<Event>) {
+    let mut out = Out::new(at, seq);
+    let params = StartParams {
+        namespace: "default".into(),
+        run_id: format!("scale-{i:06}"),
+        goal: format!("preloaded run {i}"),
+        identity: "scale test".into(),
+        ..Default::default()
+    };
+    let mut run = RunState::start(params, def.clone(), &mut out);
+    out.now = at + 5;
+    if !i.is_multiple_of(4) {
+        run.cancel("scale test", "generated".into(), &mut out).unwrap();
+        return (run, out.events);
+    }
+    let task_seq = match &run.phase {
+        Phase::Scheduled { task_seq, .. } => *task_seq,
+        _ => 0,
+    };
+    let lease = run.lease(task_seq, "w", &mut out).unwrap();
+    let claims = TokenClaims {
+        namespace: "default".into(),
+        run_id: run.run_id.clone(),
+        step: "only".into(),
+        attempt: 1,
+        lease: lease.seq,
+        kid: "k".into(),
+    };
+    run.complete(
+        &claims,
+        "w",
+        format!("notes {i}"),
+        vec![],
+        BTreeMap::new(),
+        &mut out,
+    )
+    .unwrap();
+    (run, out.events)
+}
+
+#[tokio::test]
+async fn the_runs_list_and_a_run_page_stay_within_their_budgets_at_100k_runs() {
+    let data = tempfile::tempdir().unwrap();
+    let took = Instant::now();
+    preload(data.path());
+    // Printed for the record (run with --nocapture); nothing is asserted on time.
+    println!(
+        "{RUNS} runs and a run of {EVENTS} events written in {:?}",
+        took.elapsed()
+    );
+    let console = Console::start_on(data, false).await;
+    let mut b = console.browser();
+
+    let runs = b.get("/ui/runs").await;
+    assert_eq!(runs.status, 200);
+    assert_eq!(runs.calls(), api::RUNS.calls);
+    assert_eq!(runs.body.matches("<tr>").count(), 1 + 50, "one page of rows");
+    assert!(runs.body.contains("long"), "the newest run first");
+    // A page deep into the list costs the same.
+    let i = runs.body.find("\">Next page</a>").expect("a next page link");
+    let href = runs.body[runs.body[..i].rfind("href=\"").unwrap() + 6..i].replace("&amp;", "&");
+    let deeper = b.get(&href).await;
+    assert_eq!(deeper.status, 200, "{href}");
+    assert_eq!(deeper.calls(), api::RUNS.calls);
+    assert_eq!(deeper.body.matches("<tr>").count(), 1 + 50);
+    // Filtered by status: the index of the status term, still one page.
+    let done = b.get("/ui/runs?status=completed").await;
+    assert_eq!(done.calls(), api::RUNS.calls);
+    assert_eq!(done.body.matches("<tr>").count(), 1 + 50);
+
+    let run = b.get("/ui/runs/long").await;
+    assert_eq!(run.status, 200, "{}", run.body);
+    assert!(run.calls() <= api::RUN.calls, "{} calls", run.calls());
+    assert!(
+        run.body.matches("class=\"event\"").count() <= 100,
+        "one page of events"
+    );
+    assert!(run.body.contains("Next events"));
+    let last = b.get(&format!("/ui/runs/long?from={}", EVENTS - 50)).await;
+    assert_eq!(last.status, 200);
+    assert!(last.calls() <= api::RUN.calls);
+    assert!(last.body.contains(&format!("#{EVENTS} ")), "the last event");
+    assert!(last.body.contains("the last note"));
+}

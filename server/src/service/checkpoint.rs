@@ -1,0 +1,94 @@
+//! `GetStepCheckpoint`: a page of the checkpoint of a run's step in flight, for a
+//! reader (the web console's transcript). The bytes are the worker's format, which
+//! the server does not read; a page is a byte range, read from the stored segments
+//! that hold it, so a reader never makes the server load or send a whole
+//! checkpoint (up to `railyard_model::limits::CHECKPOINT`).
+
+use railyard_model::echo;
+use railyard_model::limits::check_name;
+
+use super::Core;
+use super::caller::Caller;
+use crate::error::ApiError;
+
+/// Bytes of a page when the request names no size.
+pub const DEFAULT_PAGE_BYTES: usize = 256 * 1024;
+/// The most bytes of a page.
+pub const MAX_PAGE_BYTES: usize = 1024 * 1024;
+
+/// A page of a step's checkpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckpointPage {
+    /// The step the checkpoint is of (empty: none is kept) and its attempt.
+    pub step_id: String,
+    pub attempt: u32,
+    /// The whole checkpoint's length.
+    pub total: u64,
+    /// The bytes from the requested offset.
+    pub bytes: Vec<u8>,
+    /// Where the next page starts (0: this page reached the end).
+    pub next_offset: u64,
+    /// Stored rows read for it (logged; the tests read it).
+    pub rows_read: u32,
+}
+
+/// Reads bytes `offset..` (at most `max_bytes`, 0 for the default) of the checkpoint
+/// of `run_id`'s step in flight; `step_id`, when not empty, must be that step.
+pub fn page(
+    core: &Core,
+    caller: &Caller,
+    run_id: &str,
+    step_id: &str,
+    offset: u64,
+    max_bytes: u32,
+) -> Result<CheckpointPage, ApiError> {
+    check_name("run_id", run_id)?;
+    let ns = &caller.namespace;
+    let limit = match max_bytes as usize {
+        0 => DEFAULT_PAGE_BYTES,
+        n => n.min(MAX_PAGE_BYTES),
+    };
+    // One snapshot: the step named and the bytes read are of the same moment.
+    let snap = core.store.snapshot()?;
+    let run = snap
+        .run(ns, run_id)?
+        .ok_or_else(|| ApiError::NotFound(format!("run {run_id:?} not found in namespace {ns:?}")))?;
+    caller.check_run_queues(&run)?;
+    let current_id = run
+        .definition
+        .steps
+        .get(run.current_step)
+        .map(|s| s.id.as_str())
+        .unwrap_or_default();
+    if !step_id.is_empty() && step_id != current_id {
+        return Err(ApiError::NotFound(format!(
+            "no checkpoint of step {} is kept: a run keeps only its current step's ({})",
+            echo(step_id),
+            if current_id.is_empty() { "none" } else { current_id }
+        )));
+    }
+    let stored = snap.checkpoint_page(ns, run_id, offset, limit)?;
+    if stored.total == 0 {
+        return Ok(CheckpointPage {
+            rows_read: stored.rows_read,
+            ..CheckpointPage::default()
+        });
+    }
+    let end = offset.saturating_add(stored.bytes.len() as u64);
+    tracing::debug!(
+        namespace = %ns,
+        run_id,
+        offset,
+        bytes = stored.bytes.len(),
+        rows_read = stored.rows_read,
+        "checkpoint page read"
+    );
+    Ok(CheckpointPage {
+        step_id: current_id.to_string(),
+        attempt: run.steps.get(run.current_step).map_or(0, |s| s.attempt),
+        total: stored.total,
+        next_offset: if end < stored.total { end } else { 0 },
+        bytes: stored.bytes,
+        rows_read: stored.rows_read,
+    })
+}
