@@ -258,3 +258,47 @@ async fn attributes_are_declared_set_updated_and_queried() {
         .unwrap();
     assert_eq!(query(&c, "customer = 'globex'").await.unwrap(), vec![acme]);
 }
+
+#[tokio::test]
+async fn a_rerun_carries_the_attributes_still_declared_with_their_type() {
+    let data = tempfile::tempdir().unwrap();
+    let workflows = tempfile::tempdir().unwrap();
+    std::fs::write(workflows.path().join("two.json"), TWO).unwrap();
+    let mut config = ServerConfig::new(data.path(), workflows.path());
+    config.clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let (_server, c) = crate::support::start(config).await;
+    for (name, ty) in [
+        ("customer", "keyword"),
+        ("priority", "int"),
+        ("region", "keyword"),
+    ] {
+        c.add_search_attribute("default", name, ty).await.unwrap();
+    }
+    let old = start(&c, &[("customer", "acme"), ("priority", "2"), ("region", "eu")])
+        .await
+        .unwrap();
+    // A declaration removed since: its value cannot be set on the new run.
+    c.remove_search_attribute("default", "region").await.unwrap();
+
+    let new = c
+        .rerun_run(railyard_proto::v1::RerunRunRequest {
+            namespace: "default".into(),
+            run_id: old.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .run_id;
+    assert_eq!(
+        shown(&c, &new).await,
+        vec![
+            ("customer".into(), "keyword".into(), "acme".into()),
+            ("priority".into(), "int".into(), "2".into()),
+        ]
+    );
+    let mut found = query(&c, "customer = 'acme' AND priority = 2").await.unwrap();
+    found.sort();
+    let mut both = vec![old, new];
+    both.sort();
+    assert_eq!(found, both);
+}

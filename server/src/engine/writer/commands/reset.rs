@@ -69,6 +69,15 @@ impl Apply for ResetRun {
         for c in &plan.carried {
             start.context.extend(c.context_updates.clone());
         }
+        // The old run's search attributes, as Temporal's reset keeps them: each one
+        // the namespace still declares with the same type (a removed or retyped
+        // declaration could not be set, so it is left behind).
+        let declared = cx.tx.namespace(&ns)?.map(|n| n.attributes).unwrap_or_default();
+        for (name, v) in &old.attributes {
+            if declared.get(name) == Some(&v.value_type()) {
+                start.attributes.entry(name.clone()).or_insert_with(|| v.text());
+            }
+        }
         start.callback_url = old.callback_url.clone();
         start.task_queue = old.task_queue.clone();
         start.budget = old.budget;
