@@ -347,6 +347,44 @@ struct Floor {
 }
 
 /// `railyard_commit_duration_seconds` sum and count from the server's `/metrics`.
+/// Waits until the node at `http_addr` holds the database's writer lease. A node of
+/// an earlier bench on the same database (killed with it) keeps the lease until it
+/// expires; a node started meanwhile follows that dead leader, and every call to it
+/// would fail.
+async fn wait_leading(http_addr: &str) -> anyhow::Result<()> {
+    const WITHIN: Duration = Duration::from_secs(90);
+    let url = format!("http://{http_addr}/healthz");
+    let start = Instant::now();
+    let mut told = false;
+    loop {
+        let body = match reqwest::get(&url).await {
+            Ok(r) => r.json::<serde_json::Value>().await.ok(),
+            Err(_) => None,
+        };
+        if body
+            .as_ref()
+            .and_then(|b| b.get("lease_held"))
+            .and_then(|h| h.as_bool())
+            == Some(true)
+        {
+            return Ok(());
+        }
+        if start.elapsed() > WITHIN {
+            bail!(
+                "the first server node did not take the database's writer lease within {} s (another server on this database? give the bench a database of its own)",
+                WITHIN.as_secs()
+            );
+        }
+        if !told {
+            tracing::info!(
+                "waiting for the writer lease (a node of an earlier run on this database holds it until it expires)"
+            );
+            told = true;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 async fn commit_totals(url: &str) -> anyhow::Result<(f64, u64)> {
     let text = reqwest::get(url)
         .await
@@ -547,7 +585,11 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs) -> anyhow::Result
     // The first node claims the writer lease before the others start: it leads.
     let mut servers = Vec::new();
     for _ in 0..args.nodes {
-        servers.push(spawn_server_on(&store, &workflows, &[], &[])?);
+        let server = spawn_server_on(&store, &workflows, &[], &[])?;
+        if servers.is_empty() && args.store.is_some() {
+            wait_leading(&server.http_addr).await?;
+        }
+        servers.push(server);
     }
     let ctx = Ctx {
         exe: std::env::current_exe().context("cannot find this binary to start the bench's processes")?,
