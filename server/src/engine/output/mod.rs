@@ -202,11 +202,12 @@ impl OutputHub {
     }
 
     /// The attempt `claims` leases ended (completed, failed, waiting): its last drop
-    /// marker is written, and its output flushed soon.
+    /// marker is written, and its output, if any is pending, flushed soon.
     pub fn attempt_ended(&self, claims: &TokenClaims) {
         let key = (claims.namespace.clone(), claims.run_id.clone());
         let now = self.clock.now_ms();
         let mut st = self.state();
+        let mut pending = false;
         if let Some(run) = st.runs.get_mut(&key)
             && run.head.step == claims.step
             && run.head.attempt == claims.attempt
@@ -214,9 +215,15 @@ impl OutputHub {
             mark_drops(run, now, true);
             // The next append of this lease (there should be none) reads the run again.
             run.checked = None;
+            pending = run.dirty;
         }
         drop(st);
-        self.wake.notify_one();
+        // Only then: a step without output must not cost a flush, and a flush while
+        // others stream is a commit of every run's pending chunks (an fsync of
+        // output.redb beside the writer's) at the rate steps end.
+        if pending {
+            self.wake.notify_one();
+        }
     }
 
     /// Makes sure the run is cached with `claims`' lease accepted.
@@ -395,3 +402,6 @@ fn mark_drops(run: &mut RunOut, now: Millis, due: bool) {
     run.head.marked_chunks = chunks;
     run.head.marked_ms = now.max(1);
 }
+
+#[cfg(test)]
+mod tests;
