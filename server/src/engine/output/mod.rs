@@ -5,7 +5,8 @@
 //! - **Not the durable path.** Appends never go through the writer: the hub keeps
 //!   each run's pending chunks in memory and one flusher task writes all of them in
 //!   one output-store transaction every [`OutputSettings::flush_interval_ms`] (or
-//!   sooner when a step ends or much is pending). An append is answered before its
+//!   sooner when much is pending, or a step ends with output pending: never for a
+//!   step without output, which would cost every stream's commit at that rate). An append is answered before its
 //!   chunks are written, so a server crash loses at most the last flush interval
 //!   of output (and the worker's own unsent batch).
 //! - **Watchers see only what is stored.** A chunk is broadcast after its write
