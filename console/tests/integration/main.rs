@@ -4,6 +4,7 @@
 
 mod actions;
 mod budget;
+mod children;
 mod pages;
 mod scale;
 mod security;
