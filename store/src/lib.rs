@@ -11,6 +11,8 @@
 //! events, timers, definitions) and migrates older layouts at open ([`migrate`]).
 
 pub mod backend;
+#[cfg(any(test, feature = "testing"))]
+pub mod counting;
 pub mod dump;
 pub mod error;
 pub mod listing;
