@@ -6,6 +6,7 @@ mod actions;
 mod budget;
 mod children;
 mod pages;
+mod refusals;
 mod scale;
 mod security;
 mod support;

@@ -240,6 +240,7 @@ impl CoreBuilder {
             delivery: Arc::new(self.delivery),
             batch_wake: Arc::new(Notify::new()),
             poll_wake: Default::default(),
+            hook_refusals: Default::default(),
         });
         Ok(CoreParts {
             core,
