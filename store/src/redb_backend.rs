@@ -127,8 +127,8 @@ pub(crate) const CHECKPOINT_HEAD_SLOT: u64 = u64::MAX - 1;
 pub(crate) const CHECKPOINT_SLOTS_FROM: u64 = u64::MAX - (1 << 20);
 /// The first slot of the steps' checkpoints: step `n`'s head record at
 /// `STEP_CHECKPOINT_SLOTS_FROM + n * STEP_CHECKPOINT_SPAN` and its segment `k` (from
-/// 1) `k` slots after it, so that a step's checkpoint stays where it was written when
-/// the step ends, as its transcript. Events are numbered below it.
+/// one) `k` slots after it, so that a step's checkpoint stays where it was written
+/// when the step ends, as its transcript. Events are numbered below it.
 pub(crate) const STEP_CHECKPOINT_SLOTS_FROM: u64 = 1 << 62;
 /// The slots of one step's checkpoint (its head and at most `2^21 - 1` segments).
 pub(crate) const STEP_CHECKPOINT_SPAN: u64 = 1 << 21;

@@ -125,7 +125,7 @@ fn live_part(viewer: &Viewer, run: &pb::RunInfo, definition: &str, first: &pb::G
         h2 { "Waterfall" }
         (waterfall::render(&attempts, now, partial))
         h2 { "Steps" }
-        (steps(&viewer, run, &waterfall::step_facts(&first.events)))
+        (steps(viewer, run, &waterfall::step_facts(&first.events)))
     };
     html! {
         @if open {
