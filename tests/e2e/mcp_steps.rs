@@ -66,6 +66,7 @@ fn mcp_drives_the_bundled_demo_through_every_step() {
         "signal_run",
         "resume_run",
         "reset_run",
+        "set_search_attributes",
     ] {
         assert!(names.contains(&tool), "{tool} in {names:?}");
     }
