@@ -151,7 +151,7 @@ fn split_order(query: &str) -> (&str, &str) {
             && rest.starts_with(char::is_whitespace)
             && by.starts_with("by")
             && by[2..].starts_with(char::is_whitespace)
-            && quotes_before % 2 == 0
+            && quotes_before.is_multiple_of(2)
         {
             found = Some(at);
         }
