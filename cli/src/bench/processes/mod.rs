@@ -57,6 +57,9 @@ struct Ctx {
     urls: Vec<String>,
     /// The server processes, one per node.
     pids: Vec<u32>,
+    /// The namespace of the bench's runs: on a shared database one of this bench's
+    /// own, so runs and tasks an earlier bench left behind are never leased or counted.
+    namespace: String,
     /// How long one phase may take.
     timeout: Duration,
     ticks_per_s: f64,
@@ -123,7 +126,7 @@ impl<'a> Fleet<'a> {
         die_with_parent(&mut cmd)
             .arg("bench-process")
             .args(role_args)
-            .args(["--server", url])
+            .args(["--server", url, "--namespace", &self.ctx.namespace])
             .env("RUST_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -425,7 +428,7 @@ async fn one_step(ctx: &Ctx, args: &BenchArgs) -> anyhow::Result<OneStep> {
     let t0 = Instant::now();
     fleet.go(starter)?;
     let mut per_worker = vec![0u64; fleet.procs.len()];
-    let (mut started, mut last) = (None, t0);
+    let (mut started, mut last, mut starter_closed) = (None, t0, false);
     loop {
         match fleet.hear().await? {
             (id, Heard::Report(Report::Completed { runs }), at) => {
@@ -441,7 +444,10 @@ async fn one_step(ctx: &Ctx, args: &BenchArgs) -> anyhow::Result<OneStep> {
             ) if id == starter => {
                 started = Some((s, errors));
             }
-            (id, Heard::Closed, _) if id == starter && started.is_some() => fleet.reap(id).await?,
+            (id, Heard::Closed, _) if id == starter && started.is_some() => {
+                fleet.reap(id).await?;
+                starter_closed = true;
+            }
             (id, heard, _) => return Err(fleet.unexpected(id, heard).await),
         }
         if let Some((s, _)) = started
@@ -451,6 +457,11 @@ async fn one_step(ctx: &Ctx, args: &BenchArgs) -> anyhow::Result<OneStep> {
         }
     }
     let cpu_s = ctx.cpu_s()? - cpu0;
+    // The last completion may be heard before the starter's exit, which then waits
+    // in the queue: heard here, not taken for a worker's by `stop_workers`.
+    if !starter_closed {
+        fleet.reap_after_close(starter).await?;
+    }
     let (_, worker_errors) = fleet.stop_workers(&workers).await?;
     let (started, start_errors) = started.unwrap_or_default();
     Ok(OneStep {
@@ -591,7 +602,12 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs) -> anyhow::Result
         }
         servers.push(server);
     }
+    let namespace = match args.store {
+        None => DEFAULT_NAMESPACE.to_string(),
+        Some(_) => format!("bench-{}", crate::client::timefmt::now_unix_ms()),
+    };
     let ctx = Ctx {
+        namespace,
         exe: std::env::current_exe().context("cannot find this binary to start the bench's processes")?,
         urls: servers.iter().map(|s| s.url.clone()).collect(),
         pids: servers.iter().map(|s| s.child.id()).collect(),
@@ -608,7 +624,13 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs) -> anyhow::Result
         },
     )
     .await?;
-    let loaded = client.list_workflows(DEFAULT_NAMESPACE).await?;
+    if ctx.namespace != DEFAULT_NAMESPACE {
+        client
+            .create_namespace(&ctx.namespace, "runs of one `railyard bench --processes`")
+            .await
+            .with_context(|| format!("cannot create the bench's namespace {}", ctx.namespace))?;
+    }
+    let loaded = client.list_workflows(&ctx.namespace).await?;
     for id in ["bench-1", "bench-3"] {
         if !loaded.workflows.iter().any(|w| w.id == id) {
             bail!("the server did not load bench workflow {id}");
@@ -637,8 +659,8 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs) -> anyhow::Result
         three_step,
         floor,
         verified: (
-            count_completed(&client, "bench-1").await?,
-            count_completed(&client, "bench-3").await?,
+            count_completed(&client, &ctx.namespace, "bench-1").await?,
+            count_completed(&client, &ctx.namespace, "bench-3").await?,
         ),
         cpu_s: ctx.cpu_s()? - cpu0,
         memory: Memory::of(&ctx.pids[0].to_string()),
