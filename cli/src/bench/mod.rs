@@ -108,7 +108,8 @@ pub(crate) struct BenchArgs {
     /// this PostgreSQL database
     /// (postgres://USER@HOST:PORT/DB; the password from PGPASSWORD, or in the URL)
     /// instead of redb in a temp directory. The bench's runs stay in it: give it a
-    /// database of its own, on which no server runs.
+    /// database on which no server runs (with --processes, each bench's runs are in a
+    /// namespace of its own, so a database may be reused).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
     /// With --store: a PEM file of the root certificates the database's certificate
@@ -460,20 +461,20 @@ async fn throughput(clients: &[Client], args: &BenchArgs, deadline: Duration) ->
         completed: completed.load(Ordering::Relaxed),
         elapsed,
         starts_elapsed: starts_elapsed.unwrap_or(elapsed),
-        verified_completed: count_completed(&clients[0], "bench-1").await?,
+        verified_completed: count_completed(&clients[0], DEFAULT_NAMESPACE, "bench-1").await?,
         start_errors: start_errors.load(Ordering::Relaxed),
         worker_errors: worker_errors.load(Ordering::Relaxed),
     })
 }
 
 /// How many runs of `workflow` `ListRuns` reports as COMPLETED.
-pub(crate) async fn count_completed(client: &Client, workflow: &str) -> anyhow::Result<u64> {
+pub(crate) async fn count_completed(client: &Client, ns: &str, workflow: &str) -> anyhow::Result<u64> {
     let mut total = 0;
     let mut page_token = String::new();
     loop {
         let resp = client
             .list_runs(ListRunsRequest {
-                namespace: DEFAULT_NAMESPACE.into(),
+                namespace: ns.into(),
                 status: RunStatus::Completed as i32,
                 workflow_id: workflow.into(),
                 page_size: 1000,
