@@ -72,6 +72,7 @@ impl RunView for RunState {
             Builtin::Tokens => Value::Int(i64::try_from(self.usage.total()).unwrap_or(i64::MAX)),
             Builtin::Cost => Value::Double(self.usage.cost_usd),
             Builtin::FailureType => Value::Str(failure_type(self)?),
+            Builtin::Goal => Value::Str(self.goal.clone()),
         })
     }
 }
@@ -124,12 +125,11 @@ fn compare(f: &Field, actual: &Value, op: CmpOp, wanted: &Value) -> bool {
     }
 }
 
-/// Every word of `words` is a word of `text`, ignoring case.
+/// Every word of `words` is one of the indexed words of `text` (both as
+/// [`crate::attributes::text_words`] splits them), so a match is what the index finds.
 fn text_contains(text: &str, words: &str) -> bool {
-    let have: Vec<String> = text.split_whitespace().map(str::to_lowercase).collect();
-    words
-        .split_whitespace()
-        .all(|w| have.iter().any(|h| *h == w.to_lowercase()))
+    let have = crate::attributes::text_words(text);
+    crate::attributes::query_words(words).all(|w| have.contains(&w))
 }
 
 fn order(a: &Value, b: &Value) -> Option<Ordering> {
@@ -163,11 +163,37 @@ pub fn workflow_term(workflow_id: &str) -> String {
     format!("WorkflowId={workflow_id}")
 }
 
+/// The index term of runs whose goal holds `word` (lowercased).
+pub fn goal_term(word: &str) -> String {
+    format!("Goal={word}")
+}
+
+/// The index terms of a goal: one per word ([`crate::attributes::text_words`]).
+pub fn goal_terms(goal: &str) -> Vec<String> {
+    crate::attributes::text_words(goal)
+        .iter()
+        .map(|w| goal_term(w))
+        .collect()
+}
+
 /// Every index term a run is stored under (beside the start-time index every run is
-/// in). Each index is ordered by (term, start ms, run id).
+/// in): its status, its workflow, its goal's words, its search attributes'. Each
+/// index is ordered by (term, start ms, run id). The goal never changes after the
+/// start, so [`index_delta`] writes its terms once.
 pub fn index_terms(run: &RunState) -> Vec<String> {
-    let mut terms = vec![status_term(run.status.name()), workflow_term(&run.workflow_id)];
-    terms.extend(crate::attributes::attribute_terms(&run.attributes));
+    index_terms_of(run.status, &run.workflow_id, &run.goal, &run.attributes)
+}
+
+/// [`index_terms`] from the fields it reads (a stored row's, without its definition).
+pub fn index_terms_of(
+    status: RunStatus,
+    workflow_id: &str,
+    goal: &str,
+    attributes: &crate::attributes::Attributes,
+) -> Vec<String> {
+    let mut terms = vec![status_term(status.name()), workflow_term(workflow_id)];
+    terms.extend(goal_terms(goal));
+    terms.extend(crate::attributes::attribute_terms(attributes));
     terms
 }
 
@@ -241,6 +267,16 @@ pub(super) fn plan(q: &Query) -> Plan {
     let mut ranges: BTreeMap<String, TermRange> = BTreeMap::new();
     for c in conjuncts {
         match c {
+            // A text's `=`: every match holds each word, so each word's term holds
+            // every match.
+            Expr::Cmp(f, CmpOp::Eq, Value::Str(words)) if f.value_type() == ValueType::Text => {
+                for w in crate::attributes::query_words(words) {
+                    plan.candidates.push(vec![match f {
+                        Field::Builtin(_) => goal_term(&w),
+                        Field::Attribute(name, _) => crate::attributes::text_term(name, &w),
+                    }]);
+                }
+            }
             Expr::Cmp(f, CmpOp::Eq, v) if term_of(f, v).is_some() => {
                 plan.candidates.extend(term_of(f, v).map(|t| vec![t]));
             }
