@@ -5,7 +5,7 @@
 //! it, or before the terms it lacks, gets them at open (the `term_index` meta entry
 //! says which terms are complete: [`TERM_INDEX_VERSION`]).
 
-use redb::{Database, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{Database, ReadableTable, Table, TableDefinition};
 
 use super::reads::{RunRows, RunsKey};
 use super::{DEFINITIONS, META, RUNS, RUNS_BY_START};
@@ -26,7 +26,7 @@ pub(super) const TERM_INDEX_META: &str = "term_index";
 /// since); 2, also the words of goals and text attributes.
 pub(super) const TERM_INDEX_VERSION: u64 = 2;
 
-type TermsKey = (&'static str, &'static str, i64, &'static str);
+pub(super) type TermsKey = (&'static str, &'static str, i64, &'static str);
 
 pub(super) fn runs_by_term_in(
     index: &impl ReadableTable<TermsKey, ()>,
@@ -94,24 +94,20 @@ pub(super) fn next_term_in(
     Ok((row_ns == ns).then(|| term.to_string()))
 }
 
-/// Removes and adds a run's terms (opening the table only when there are some: most
-/// saves change none).
+/// Removes and adds a run's terms in `run_terms` (held open for the whole write
+/// transaction: opening a table per save costs the writer more than the rows).
 pub(super) fn retag(
-    tx: &WriteTransaction,
+    terms: &mut Table<'_, TermsKey, ()>,
     run: &RunState,
     removed: &[String],
     added: &[String],
 ) -> Result<(), StorageError> {
-    if removed.is_empty() && added.is_empty() {
-        return Ok(());
-    }
     let (ns, id) = (run.namespace.as_str(), run.run_id.as_str());
-    let mut t = tx.open_table(RUN_TERMS)?;
     for term in removed {
-        t.remove((ns, term.as_str(), run.start_ms, id))?;
+        terms.remove((ns, term.as_str(), run.start_ms, id))?;
     }
     for term in added {
-        t.insert((ns, term.as_str(), run.start_ms, id), ())?;
+        terms.insert((ns, term.as_str(), run.start_ms, id), ())?;
     }
     Ok(())
 }
