@@ -75,6 +75,11 @@ pub(crate) struct BenchArgs {
     /// gRPC connections the bench clients spread over.
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     pub connections: u32,
+    /// Words added to each throughput run's goal, drawn from a vocabulary of 2,000,
+    /// as an agent's goal has: each distinct word is a row of the goal-word index
+    /// written at the start (at most 64 are indexed).
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=200))]
+    pub goal_words: u32,
     /// Give up a phase after this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     pub timeout: u64,
@@ -292,6 +297,17 @@ async fn with_bench_store(config: ServerConfig, args: &BenchArgs) -> anyhow::Res
 }
 
 /// Writes the `bench-1` (one step) and `bench-3` (three steps) definitions.
+/// Run `n`'s goal: `run N` and `words` words of a 2,000-word vocabulary, spread
+/// over it as a multiplicative hash of (n, i) spreads them.
+fn bench_goal(n: u32, words: u32) -> String {
+    let mut goal = format!("run {n}");
+    for i in 0..words {
+        let k = (u64::from(n) * 2_654_435_761 + u64::from(i) * 40_503) % 2_000;
+        goal.push_str(&format!(" w{k}"));
+    }
+    goal
+}
+
 pub(crate) fn write_workflows(dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for (id, steps) in [("bench-1", 1), ("bench-3", 3)] {
@@ -413,13 +429,14 @@ async fn throughput(clients: &[Client], args: &BenchArgs, deadline: Duration) ->
     for i in 0..args.starters as usize {
         let client = clients[(i + 1) % clients.len()].clone();
         let (next, start_errors, runs) = (next.clone(), start_errors.clone(), args.runs);
+        let goal_words = args.goal_words;
         starters.spawn(async move {
             loop {
                 let n = next.fetch_add(1, Ordering::Relaxed);
                 if n >= runs {
                     break;
                 }
-                let goal = format!("run {n}");
+                let goal = bench_goal(n, goal_words);
                 if let Err(e) = client
                     .start_run(DEFAULT_NAMESPACE, "bench-1", &goal, HashMap::new())
                     .await
@@ -687,7 +704,7 @@ fn report(
     if global.output.is_json() {
         let value = json!({
             "settings": {
-                "runs": args.runs, "workers": args.workers, "starters": args.starters,
+                "runs": args.runs, "workers": args.workers, "starters": args.starters, "goal_words": args.goal_words,
                 "connections": args.connections, "latency_runs": args.latency_runs,
                 "cores": cores, "fsync": true, "server": url, "store": store,
             },
@@ -712,7 +729,11 @@ fn report(
     let mut lines = vec![
         format!("railyard bench: in-process server at {url}, real gRPC over loopback"),
         "settings".to_string(),
-        format!("  runs          {} x bench-1 (1 step)", args.runs),
+        format!(
+            "  runs          {} x bench-1 (1 step), goals of {} words",
+            args.runs,
+            args.goal_words + 2
+        ),
         format!("  workers       {} in-process StepWorker loops", args.workers),
         format!(
             "  clients       {} gRPC connections, {} concurrent starters",
