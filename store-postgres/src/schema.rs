@@ -305,8 +305,8 @@ CREATE TABLE running_batches (
 );
 "#;
 
-/// The words of runs' goals and of their text search attributes join `run_terms`
-/// (`Goal=<word>`, `@name:x=<word>`: `railyard_model::query::index_terms`). No table
+/// The words of runs' text search attributes join `run_terms` (`@name:x=<word>`:
+/// `railyard_model::query::index_terms`; the goal is not indexed). No table
 /// changes; the opening transaction that applies this adds every stored run's terms
 /// (`txn::backfill_terms`, in Rust: the words are split as the model splits them),
 /// committed with the version, so a crash leaves neither.

@@ -148,14 +148,7 @@ fn attribute_equalities_are_candidates_and_comparisons_ranges() {
         "each word of a text's `=` is a candidate"
     );
     let p = q("Goal = 'Review the PR' AND notes != 'x'").plan();
-    assert_eq!(
-        p.candidates,
-        vec![
-            vec!["Goal=review".to_string()],
-            vec!["Goal=the".to_string()],
-            vec!["Goal=pr".to_string()],
-        ]
-    );
+    assert!(p.candidates.is_empty(), "the goal is not indexed: {p:?}");
     let p = q("priority > 2 AND priority <= 9 AND priority >= 1 AND customer STARTS_WITH 'ac'").plan();
     let int = |n| term("priority", ValueType::Int, &Value::Int(n)).unwrap();
     assert_eq!(

@@ -17,8 +17,8 @@ mod proptests;
 mod tests;
 
 pub use eval::{
-    FAILURE_TYPE_NONE, RunView, failure_type, goal_term, goal_terms, index_delta, index_terms,
-    index_terms_of, status_term, workflow_term,
+    FAILURE_TYPE_NONE, RunView, failure_type, index_delta, index_terms, index_terms_of, status_term,
+    workflow_term,
 };
 
 use crate::Millis;

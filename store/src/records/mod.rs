@@ -738,7 +738,6 @@ pub fn run_index_terms(bytes: &[u8]) -> Result<(Millis, Vec<String>), StorageErr
         railyard_model::query::index_terms_of(
             RunStatus::from(record.status),
             &record.workflow_id,
-            &record.goal,
             &attributes::run_from_record(record.attributes),
         ),
     ))

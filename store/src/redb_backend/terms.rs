@@ -1,5 +1,5 @@
 //! The index-term table (`run_terms`): (namespace, term, start ms, run id) for each
-//! of a run's [`index_terms`] (its status, its workflow, its goal's words, its search
+//! of a run's [`index_terms`] (its status, its workflow, its search
 //! attributes'), kept by `save_run` and `purge` in the writer's transaction, so that
 //! a filtered listing reads only the runs under its term. A database written before
 //! it, or before the terms it lacks, gets them at open (the `term_index` meta entry
