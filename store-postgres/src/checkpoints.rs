@@ -1,5 +1,5 @@
 //! Checkpoints: the run's one of older releases (`checkpoints`, `checkpoint_segments`)
-//! and each step's (`step_checkpoints`, `step_checkpoint_segments`, schema version 9),
+//! and each step's (`step_checkpoints`, `step_checkpoint_segments`, schema version 10),
 //! the same statements over either pair of tables. A step's checkpoint stays where it
 //! was written when its step ends: that is its transcript, kept with no bytes copied.
 

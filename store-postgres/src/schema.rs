@@ -23,8 +23,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     RUN_OUTPUT,
     RUN_TERMS,
     BATCHES,
+    RUN_WORDS,
     STEP_CHECKPOINTS,
 ];
+
+/// The version [`RUN_WORDS`] brings: opening a database from before it adds the
+/// terms of the runs it holds (`txn::backfill_terms`).
+pub(crate) const RUN_WORDS_VERSION: i64 = 9;
 
 /// The schema version this build reads and writes.
 pub(crate) fn latest() -> i64 {
@@ -326,3 +331,10 @@ CREATE TABLE running_batches (
     PRIMARY KEY (ns, batch_id)
 );
 "#;
+
+/// The words of runs' text search attributes join `run_terms` (`@name:x=<word>`:
+/// `railyard_model::query::index_terms`; the goal is not indexed). No table
+/// changes; the opening transaction that applies this adds every stored run's terms
+/// (`txn::backfill_terms`, in Rust: the words are split as the model splits them),
+/// committed with the version, so a crash leaves neither.
+const RUN_WORDS: &str = "SELECT 1;";

@@ -276,24 +276,27 @@ impl WriteTx for PgTxn {
 impl PgTxn {
     /// Removes and adds a run's index terms (`run_terms`).
     fn retag(&mut self, run: &RunState, removed: &[String], added: &[String]) -> Result<(), StorageError> {
-        for term in removed {
+        // One statement each way, however many terms (a start adds one per word of
+        // its goal): a round trip per term would slow every start.
+        if !removed.is_empty() {
             self.conn().execute(
-                "DELETE FROM run_terms WHERE ns = $1 AND term = $2 AND start_ms = $3 AND run_id = $4",
+                "DELETE FROM run_terms WHERE ns = $1 AND term = ANY($2::text[]) AND start_ms = $3 AND run_id = $4",
                 params![
                     run.namespace.clone(),
-                    term.clone(),
+                    removed.to_vec(),
                     run.start_ms,
                     run.run_id.clone()
                 ],
             )?;
         }
-        for term in added {
+        if !added.is_empty() {
             self.conn().execute(
-                "INSERT INTO run_terms (ns, term, start_ms, run_id) VALUES ($1, $2, $3, $4)
+                "INSERT INTO run_terms (ns, term, start_ms, run_id)
+                 SELECT $1::text, t, $3::bigint, $4::text FROM unnest($2::text[]) AS t
                  ON CONFLICT DO NOTHING",
                 params![
                     run.namespace.clone(),
-                    term.clone(),
+                    added.to_vec(),
                     run.start_ms,
                     run.run_id.clone()
                 ],

@@ -505,6 +505,17 @@ pub trait BatchWrites {
         index: u64,
         item: &BatchItem,
     ) -> Result<(), StorageError>;
+
+    /// Deletes a batch a slice at a time: up to `max_items` of its items (lowest
+    /// indexes first), then, once none is left, its header (and its running entry).
+    /// Answers the items deleted and whether the header is gone (a batch that does
+    /// not exist is gone). Called by the retention purge on finished batches only.
+    fn purge_batch(
+        &mut self,
+        ns: &str,
+        batch_id: &str,
+        max_items: usize,
+    ) -> Result<(usize, bool), StorageError>;
 }
 
 /// Secret keys a database keeps for the servers that share it: the task-token

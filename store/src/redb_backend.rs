@@ -483,6 +483,7 @@ impl Backend for RedbBackend {
                     children: tx.open_table(CHILDREN)?,
                     definitions: tx.open_table(DEFINITIONS)?,
                     schedules: tx.open_table(SCHEDULES)?,
+                    terms: tx.open_table(RUN_TERMS)?,
                     defs: &self.defs,
                 };
                 // On error the transaction is dropped, which aborts it.

@@ -32,6 +32,7 @@ pub(super) struct RedbTx<'t> {
     /// Written only when a start uses a definition new to storage.
     pub(super) definitions: Table<'t, DefinitionTableKey, &'static [u8]>,
     pub(super) schedules: Table<'t, (&'static str, &'static str), &'static [u8]>,
+    pub(super) terms: Table<'t, super::terms::TermsKey, ()>,
     pub(super) defs: &'t Definitions,
 }
 
@@ -100,16 +101,15 @@ impl Snapshot for RedbTx<'_> {
         before: (Millis, &str),
         visit: &mut dyn FnMut(Millis, &str, RunState) -> bool,
     ) -> Result<(), StorageError> {
-        let index = self.tx.open_table(super::RUN_TERMS)?;
-        super::terms::runs_by_term_in(&index, &self.rows(), ns, term, from_ms, before, visit)
+        super::terms::runs_by_term_in(&self.terms, &self.rows(), ns, term, from_ms, before, visit)
     }
 
     fn term_count(&self, ns: &str, term: &str, cap: u64) -> Result<u64, StorageError> {
-        super::terms::term_count_in(&self.tx.open_table(super::RUN_TERMS)?, ns, term, cap)
+        super::terms::term_count_in(&self.terms, ns, term, cap)
     }
 
     fn next_term(&self, ns: &str, from: &str, inclusive: bool) -> Result<Option<String>, StorageError> {
-        super::terms::next_term_in(&self.tx.open_table(super::RUN_TERMS)?, ns, from, inclusive)
+        super::terms::next_term_in(&self.terms, ns, from, inclusive)
     }
 
     fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, StorageError> {
@@ -206,7 +206,7 @@ impl WriteTx for RedbTx<'_> {
         let row = records::encode_run(run, self.defs)?;
         self.runs.insert((ns, id, STATE_SLOT), row.as_slice())?;
         let (removed, added) = railyard_model::query::index_delta(run, events);
-        super::terms::retag(self.tx, run, &removed, &added)
+        super::terms::retag(&mut self.terms, run, &removed, &added)
     }
 
     fn set_checkpoint(

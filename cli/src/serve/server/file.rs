@@ -68,6 +68,9 @@ use serde::{Deserialize, Serialize};
 /// flush_interval_ms = 200             # how often pending output is written (what a crash may lose)
 /// watch_buffer = 1024                 # chunks a run's live channel holds; a slower watcher lags
 ///
+/// [batches]                           # batch operations (docs/batches.md)
+/// retention_secs = 2592000            # a finished batch is kept this long after it closed (0: for good)
+///
 /// [[triggers]]                        # POST /hooks/default/pr-review
 /// id = "pr-review"
 /// workflow = "review"
@@ -88,6 +91,8 @@ pub(crate) struct ServerFile {
     pub hooks: HooksSection,
     #[serde(default)]
     pub output: OutputSection,
+    #[serde(default)]
+    pub batches: BatchesSection,
     /// OpenTelemetry traces (read by `crate::telemetry` before logging starts).
     #[serde(default)]
     pub telemetry: crate::telemetry::TelemetrySection,
@@ -235,6 +240,13 @@ pub(crate) struct OutputSection {
     pub retention_secs: Option<u64>,
     pub flush_interval_ms: Option<u64>,
     pub watch_buffer: Option<usize>,
+}
+
+/// `[batches]`: how long finished batches are kept (the retention purge).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BatchesSection {
+    pub retention_secs: Option<u64>,
 }
 
 /// A triggers file: `[[triggers]]` tables and nothing else.

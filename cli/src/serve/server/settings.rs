@@ -261,6 +261,8 @@ impl std::fmt::Debug for StoreSetting {
 pub(crate) struct ServerSettings {
     /// Live output's caps, retention and flush interval (`[output]`).
     pub output: railyard_server::engine::output::OutputSettings,
+    /// How long a finished batch is kept (`[batches] retention_secs`); zero: for good.
+    pub batch_retention: Duration,
     /// The directory of the server's local files: the redb database (with a redb
     /// store), the token keys and the first admin key.
     pub data_dir: PathBuf,
@@ -370,6 +372,7 @@ impl ServerSettings {
         config.triggers.dedup_retention_ms = self.dedup_retention.as_millis() as u64;
         config.triggers.poll = self.poll_limits;
         config.output = self.output.clone();
+        config.purge.batch_retention_ms = self.batch_retention.as_millis() as i64;
         config.principles_file = self.principles_file.clone();
         if self.built_in_demo {
             config.embedded_workflows.push(builtin::DEMO_WORKFLOW);
@@ -644,6 +647,9 @@ impl ServerArgs {
             },
             delivery: loaded.value.delivery.clone(),
             output: super::output::resolve(&loaded.value.output, |k, m| loaded.invalid(k, m))?,
+            batch_retention: super::output::batch_retention(&loaded.value.batches, |k, m| {
+                loaded.invalid(k, m)
+            })?,
             triggers,
             hook_max_body_bytes: max_body as usize,
             dedup_retention: Duration::from_secs(retention),

@@ -749,3 +749,32 @@ fn kept_transcripts_from_flags_env_or_file_zero_keeps_none_and_too_many_refused(
         "{err}"
     );
 }
+
+#[test]
+fn batch_retention_from_the_file_defaults_to_30_days_and_is_refused_out_of_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(&dir, "");
+    let args = ServerArgs {
+        config: Some(config.clone()),
+        ..ServerArgs::default()
+    };
+    let defaults = args.settings_with(env(&[])).unwrap().config();
+    assert_eq!(defaults.purge.batch_retention_ms, 30 * 86_400_000);
+    write(&dir, "[batches]\nretention_secs = 3600\n");
+    let c = args.settings_with(env(&[])).unwrap().config();
+    assert_eq!(c.purge.batch_retention_ms, 3_600_000);
+    write(&dir, "[batches]\nretention_secs = 0\n");
+    let c = args.settings_with(env(&[])).unwrap().config();
+    assert_eq!(c.purge.batch_retention_ms, 0, "0 keeps batches for good");
+    for (text, key) in [
+        (
+            "[batches]\nretention_secs = 999999999999\n",
+            "batches.retention_secs",
+        ),
+        ("[batches]\nretention = 1\n", "retention"),
+    ] {
+        write(&dir, text);
+        let e = args.settings_with(env(&[])).unwrap_err().to_string();
+        assert!(e.contains(key), "{text}: {e}");
+    }
+}
