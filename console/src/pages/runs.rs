@@ -1,5 +1,6 @@
-//! `GET /ui/runs`: the runs list, its filters in the URL, paged with the server's page
-//! token, and the start form. The first page refreshes itself every few seconds
+//! `GET /ui/runs`: the runs list, its filters in the URL (`top=1`: top-level runs
+//! only, each parent's children a link away), paged with the server's page token,
+//! and the start form. The first page refreshes itself every few seconds
 //! (htmx polls `?fragment=1`, which answers the table alone). Budget: [`api::RUNS`]
 //! (one `ListRuns` page; the start form's workflows come from [`api::START_FORM`]
 //! only when asked for with `?start=1`).
@@ -28,6 +29,9 @@ pub(crate) struct Filters {
     workflow: String,
     #[serde(default)]
     parent: String,
+    /// `1`: top-level runs only (no parent), each with a link to its children.
+    #[serde(default)]
+    top: String,
     /// A list query (`docs/search-and-queries.md`), ANDed with the other filters.
     #[serde(default, rename = "q")]
     query: String,
@@ -58,6 +62,7 @@ impl Filters {
             ("status", &self.status),
             ("workflow", &self.workflow),
             ("parent", &self.parent),
+            ("top", &self.top),
             ("q", &self.query),
             ("goal", &self.goal),
             ("issues", &self.issues),
@@ -91,11 +96,30 @@ impl Filters {
             started_before_unix_ms: parse_time("before", &self.before)?,
             page_size: PAGE_SIZE,
             page_token: self.page.clone(),
-            query: with_goal(self.query.trim(), &self.goal)?,
+            query: with_goal(&self.list_query(), &self.goal)?,
             has_issues: self.issues == "1",
         })
     }
 }
+
+impl Filters {
+    /// The list query: the one typed, and with `top=1` (unless a parent is named)
+    /// `ParentRunId IS NULL` ANDed to it.
+    fn list_query(&self) -> String {
+        let typed = self.query.trim();
+        if self.top != "1" || !self.parent.trim().is_empty() {
+            return typed.into();
+        }
+        let (filter, order) = split_order(typed);
+        match filter.trim() {
+            "" => format!("{TOP_LEVEL} {order}").trim_end().to_string(),
+            q => format!("({q}) AND {TOP_LEVEL} {order}").trim_end().to_string(),
+        }
+    }
+}
+
+/// The clause of `top=1`.
+const TOP_LEVEL: &str = "ParentRunId IS NULL";
 
 /// Longest `goal` filter, in bytes.
 const MAX_GOAL_FILTER: usize = 512;
@@ -248,6 +272,7 @@ fn filter_form(viewer: &Viewer, f: &Filters) -> Markup {
             }
             label { "Workflow" input type="text" name="workflow" value=(f.workflow) size="14"; }
             label { "Parent run" input type="text" name="parent" value=(f.parent) size="14"; }
+            label { "Top-level only" input type="checkbox" name="top" value="1" checked[f.top == "1"]; }
             label { "With issues" input type="checkbox" name="issues" value="1" checked[f.issues == "1"]; }
             label { "Goal has words" input type="text" name="goal" value=(f.goal) size="18" placeholder="flaky test"; }
             label { "Query" input type="text" name="q" value=(f.query) size="32" placeholder="Status = \"FAILED\" AND StartTime > \"2026-11-20T00:00:00Z\""; }
@@ -330,7 +355,10 @@ fn rows(viewer: &Viewer, listed: &pb::ListRunsResponse, now: i64) -> Markup {
                     tbody {
                         @for run in &listed.runs {
                             tr {
-                                td { a href={ "/ui/runs/" (encode(&run.run_id)) "?ns=" (encode(&viewer.ns)) } { (run.run_id) } }
+                                td {
+                                    a href={ "/ui/runs/" (encode(&run.run_id)) "?ns=" (encode(&viewer.ns)) } { (run.run_id) }
+                                    (children_link(viewer, run))
+                                }
                                 td { (status_cell(run)) }
                                 td { (run.workflow_id) " " span.muted { (run.workflow_version) } }
                                 td { (current_step(run)) }
@@ -343,6 +371,18 @@ fn rows(viewer: &Viewer, listed: &pb::ListRunsResponse, now: i64) -> Markup {
                         }
                     }
                 }
+            }
+        }
+    }
+}
+
+/// A parent's number of children, linked to the list filtered to them.
+fn children_link(viewer: &Viewer, run: &pb::RunInfo) -> Markup {
+    let n = run.children_started;
+    html! {
+        @if n > 0 {
+            " " a.children href={ "/ui/runs?ns=" (encode(&viewer.ns)) "&parent=" (encode(&run.run_id)) } {
+                (n) @if n == 1 { " child" } @else { " children" }
             }
         }
     }

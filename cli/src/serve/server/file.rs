@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 /// max_connections_per_peer = 256     # per listener, from one address (IPv6: a /64)
 /// http_request_timeout_secs = 30     # for an HTTP request to arrive whole
 /// cache_size_mib = 64                 # the database's page cache
+/// kept_transcripts_mib = 64           # finished steps' checkpoints kept per run (0: none)
 /// # advertise_host = "node1.internal" # with a postgres store: where other nodes reach this one
 /// # node_lease = "30s"                # with a postgres store: the writer lease (failover time)
 /// # peer_ca = "ca.pem"                # with a postgres store and TLS: trusted for the leader
@@ -280,6 +281,7 @@ pub(crate) struct ServerSection {
     pub max_child_depth: Option<u32>,
     pub max_children_per_run: Option<u32>,
     pub cache_size_mib: Option<u64>,
+    pub kept_transcripts_mib: Option<u64>,
     pub mcp_max_sessions: Option<usize>,
     pub mcp_max_sessions_per_key: Option<usize>,
     pub mcp_session_idle_secs: Option<u64>,
@@ -370,6 +372,10 @@ pub(super) const ENV: &[EnvVar] = &[
     EnvVar {
         var: "RAILYARD_CACHE_SIZE_MIB",
         key: "server.cache_size_mib",
+    },
+    EnvVar {
+        var: "RAILYARD_KEPT_TRANSCRIPTS_MIB",
+        key: "server.kept_transcripts_mib",
     },
     EnvVar {
         var: "RAILYARD_MCP_MAX_SESSIONS",
