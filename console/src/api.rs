@@ -296,10 +296,12 @@ impl Api {
             .await
     }
 
-    /// Bytes `offset..` of the checkpoint of the run's step in flight, a page.
+    /// Bytes `offset..` of the checkpoint of the run's step `step` (empty: the step in
+    /// flight), a page.
     pub async fn step_checkpoint(
         &self,
         run: &str,
+        step: &str,
         offset: u64,
     ) -> Result<pb::GetStepCheckpointResponse, ClientError> {
         self.count()?;
@@ -307,7 +309,7 @@ impl Api {
             .get_step_checkpoint(pb::GetStepCheckpointRequest {
                 namespace: self.ns.clone(),
                 run_id: run.into(),
-                step_id: String::new(),
+                step_id: step.into(),
                 offset,
                 max_bytes: CHECKPOINT_PAGE_BYTES,
             })

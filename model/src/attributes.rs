@@ -23,13 +23,20 @@ pub const MAX_ATTRIBUTE_NAME_BYTES: usize = 64;
 pub const MAX_ATTRIBUTE_VALUE_BYTES: usize = 1024;
 /// Most items of a keyword list.
 pub const MAX_LIST_ITEMS: usize = 32;
+/// Most distinct words of one text (an attribute's, or a run's goal) that are
+/// indexed and matched: the first ones, in order; later words are not searchable.
+pub const MAX_TEXT_WORDS: usize = 64;
+/// Longest word of a text that is indexed and matched, in bytes (lowercased); a
+/// longer word is skipped.
+pub const MAX_WORD_BYTES: usize = 64;
 
 /// The type of a field's values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ValueType {
     /// An exact string (ids, names, statuses).
     Keyword,
-    /// Free text: `=` matches when the value contains the words given.
+    /// Free text: `=` matches when the value contains every word given (see
+    /// [`text_words`]), as Temporal's Text.
     Text,
     Int,
     Double,
@@ -86,7 +93,7 @@ pub type AttributeTypes = BTreeMap<String, ValueType>;
 
 /// The query language's built-in fields (`crate::query::Builtin`), which no
 /// attribute may be named; a test in `query` keeps the two lists equal.
-pub const BUILTIN_FIELDS: [&str; 11] = [
+pub const BUILTIN_FIELDS: [&str; 12] = [
     "RunId",
     "WorkflowId",
     "WorkflowVersion",
@@ -98,6 +105,7 @@ pub const BUILTIN_FIELDS: [&str; 11] = [
     "Tokens",
     "Cost",
     "FailureType",
+    "Goal",
 ];
 
 /// Words of the query language an attribute may not be named.
@@ -268,11 +276,15 @@ impl AttributeValue {
         }
     }
 
-    /// The index terms a run holding it under `name` is stored under (a text has
-    /// none: it is matched on the rows another index reads).
+    /// The index terms a run holding it under `name` is stored under (a text: one
+    /// per word, [`text_words`]).
     pub fn terms(&self, name: &str) -> Vec<String> {
         match self {
-            Self::Text(_) => Vec::new(),
+            Self::Text(t) => {
+                let mut t: Vec<String> = text_words(t).iter().map(|w| text_term(name, w)).collect();
+                t.sort();
+                t
+            }
             Self::KeywordList(l) => {
                 let mut t: Vec<String> = l
                     .iter()
@@ -330,6 +342,36 @@ pub fn term(name: &str, ty: ValueType, v: &Value) -> Option<String> {
         _ => return None,
     };
     Some(format!("{}{enc}", term_prefix(name, ty)))
+}
+
+/// The index term of a text attribute `name` holding `word` (lowercased, as
+/// [`text_words`] gives it).
+pub fn text_term(name: &str, word: &str) -> String {
+    format!("{}{word}", term_prefix(name, ValueType::Text))
+}
+
+/// The words of `text` as a query reads them: split on every character that is not
+/// a letter or a digit, each lowercased; unbounded (a query's literal is).
+pub fn query_words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+}
+
+/// The words of `text` that are indexed and matched: [`query_words`] without
+/// duplicates, in order of first appearance, skipping words longer than
+/// [`MAX_WORD_BYTES`], at most [`MAX_TEXT_WORDS`].
+pub fn text_words(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for w in query_words(text) {
+        if out.len() >= MAX_TEXT_WORDS {
+            break;
+        }
+        if w.len() <= MAX_WORD_BYTES && !out.contains(&w) {
+            out.push(w);
+        }
+    }
+    out
 }
 
 /// An i64 as 16 hex digits that sort as the numbers do.

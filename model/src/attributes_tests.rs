@@ -191,12 +191,15 @@ fn number_terms_sort_as_the_numbers() {
 }
 
 #[test]
-fn terms_carry_the_type_and_a_text_has_none() {
+fn terms_carry_the_type_and_a_text_has_one_per_word() {
     assert_eq!(
         AttributeValue::Keyword("acme".into()).terms("customer"),
         vec!["@customer:k=acme"]
     );
-    assert!(AttributeValue::Text("x".into()).terms("notes").is_empty());
+    assert_eq!(
+        AttributeValue::Text("Late, late delivery!".into()).terms("notes"),
+        vec!["@notes:x=delivery", "@notes:x=late"]
+    );
     assert_eq!(
         AttributeValue::KeywordList(vec!["b".into(), "a".into(), "b".into()]).terms("tags"),
         vec!["@tags:l=a", "@tags:l=b"]
@@ -225,4 +228,23 @@ fn a_change_is_shown_with_typed_values() {
         crate::run::wire::event_attributes_json(&kind),
         r#"{"changes":[{"after":2,"before":null,"name":"priority"},{"after":null,"before":["x"],"name":"tags"}],"stepId":"a"}"#
     );
+}
+
+#[test]
+fn text_words_are_lowercased_split_on_non_alphanumerics_and_bounded() {
+    assert_eq!(
+        text_words("Fix PR#42: the_cache  (Ünïcode) fix"),
+        ["fix", "pr", "42", "the", "cache", "ünïcode"]
+    );
+    assert!(text_words(" ,.;- ").is_empty());
+    // A word longer than 64 bytes is skipped, one of 64 kept.
+    let long = "a".repeat(MAX_WORD_BYTES + 1);
+    let edge = "b".repeat(MAX_WORD_BYTES);
+    assert_eq!(text_words(&format!("{long} {edge}")), [edge]);
+    // The first 64 distinct words, in order; the rest are not indexed.
+    let many: Vec<String> = (0..100).map(|i| format!("w{i}")).collect();
+    let words = text_words(&format!("w0 {}", many.join(" ")));
+    assert_eq!(words.len(), MAX_TEXT_WORDS);
+    assert_eq!((words[0].as_str(), words[63].as_str()), ("w0", "w63"));
+    assert_eq!(query_words("A-b").collect::<Vec<_>>(), ["a", "b"]);
 }

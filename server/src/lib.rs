@@ -99,6 +99,9 @@ pub struct ServerConfig {
     /// The server's principles (`server.principles_file`), read at start; `None`:
     /// the built-in `railyard_model::principles::DEFAULT`.
     pub principles_file: Option<PathBuf>,
+    /// Bytes of finished steps' checkpoints (their transcripts) a run keeps, the
+    /// oldest dropped first past it; 0 keeps none (default 64 MiB).
+    pub kept_checkpoint_bytes: u64,
 }
 
 /// Webhook trigger settings ([`service::triggers`]).
@@ -177,6 +180,7 @@ impl ServerConfig {
             cache_bytes: railyard_store::redb_backend::DEFAULT_CACHE_BYTES,
             output: engine::output::OutputSettings::default(),
             principles_file: None,
+            kept_checkpoint_bytes: engine::writer::DEFAULT_KEPT_CHECKPOINT_BYTES,
         }
     }
 
@@ -318,6 +322,7 @@ impl RunningServer {
             .child_limits(config.child_limits)
             .delivery(config.delivery.clone())
             .output(config.output.clone())
+            .kept_checkpoint_bytes(config.kept_checkpoint_bytes)
             .build()?;
         let admin_key_file = if config.auth {
             service::keys::bootstrap(&core.store, &core.writer, config.clock.now_ms(), dir).await?

@@ -114,4 +114,34 @@ impl BatchWrites for PgTxn {
         )?;
         Ok(())
     }
+
+    fn purge_batch(
+        &mut self,
+        ns: &str,
+        batch_id: &str,
+        max_items: usize,
+    ) -> Result<(usize, bool), StorageError> {
+        let deleted = self.conn().execute(
+            "DELETE FROM batch_items WHERE (ns, batch_id, idx) IN (
+                 SELECT ns, batch_id, idx FROM batch_items WHERE ns = $1 AND batch_id = $2
+                 ORDER BY idx LIMIT $3)",
+            params![ns.to_string(), batch_id.to_string(), limit(max_items)],
+        )?;
+        let left = self.conn().query_opt(
+            "SELECT 1 FROM batch_items WHERE ns = $1 AND batch_id = $2 LIMIT 1",
+            params![ns.to_string(), batch_id.to_string()],
+        )?;
+        let gone = left.is_none();
+        if gone {
+            self.conn().execute(
+                "DELETE FROM running_batches WHERE ns = $1 AND batch_id = $2",
+                params![ns.to_string(), batch_id.to_string()],
+            )?;
+            self.conn().execute(
+                "DELETE FROM batches WHERE ns = $1 AND batch_id = $2",
+                params![ns.to_string(), batch_id.to_string()],
+            )?;
+        }
+        Ok((usize::try_from(deleted).unwrap_or(usize::MAX), gone))
+    }
 }

@@ -70,6 +70,11 @@ fn table_sql(t: &'static Table) -> TableSql {
          FROM checkpoint_segments s WHERE s.ns = c.ns AND s.run_id = c.run_id AND c.segments > 1), ''::bytea) \
          AS bytes FROM checkpoints c) checkpoints"
             .to_string()
+    } else if name == "step_checkpoints" {
+        "(SELECT c.ns, c.run_id, c.step, c.bytes || COALESCE((SELECT string_agg(s.bytes, ''::bytea ORDER BY s.seq) \
+         FROM step_checkpoint_segments s WHERE s.ns = c.ns AND s.run_id = c.run_id AND s.step = c.step \
+         AND c.segments > 1), ''::bytea) AS bytes FROM step_checkpoints c) step_checkpoints"
+            .to_string()
     } else {
         name.to_string()
     };
@@ -124,6 +129,8 @@ fn table_sql(t: &'static Table) -> TableSql {
         any: leak(format!("SELECT EXISTS (SELECT 1 FROM {name}{besides})")),
         delete: leak(if name == "checkpoints" {
             "WITH segments AS (DELETE FROM checkpoint_segments) DELETE FROM checkpoints".to_string()
+        } else if name == "step_checkpoints" {
+            "WITH segments AS (DELETE FROM step_checkpoint_segments) DELETE FROM step_checkpoints".to_string()
         } else {
             format!("DELETE FROM {name}")
         }),

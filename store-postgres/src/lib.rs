@@ -26,6 +26,7 @@
 //! are shown only through [`redact`].
 
 mod batches;
+mod checkpoints;
 mod conn;
 mod dump;
 mod keys;

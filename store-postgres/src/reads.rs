@@ -9,7 +9,7 @@ use railyard_model::auth::ApiKey;
 use railyard_model::namespace::Namespace;
 use railyard_model::run::{Event, RunState};
 use railyard_model::schedule::Schedule;
-use railyard_store::backend::{CheckpointHead, CheckpointPage, DueTimer, Snapshot};
+use railyard_store::backend::{CheckpointAt, CheckpointHead, CheckpointPage, DueTimer, Snapshot};
 use railyard_store::records;
 use railyard_store::{StorageError, StoredTask};
 
@@ -50,99 +50,37 @@ impl Snapshot for PgTxn {
             .collect()
     }
 
-    fn checkpoint(&self, ns: &str, run_id: &str) -> Result<Vec<u8>, StorageError> {
-        let row = self.conn().query_opt(
-            "SELECT bytes, segments FROM checkpoints WHERE ns = $1 AND run_id = $2",
-            params![ns.to_string(), run_id.to_string()],
-        )?;
-        let Some(row) = row else {
-            return Ok(Vec::new());
-        };
-        let mut out: Vec<u8> = col(&row, 0)?;
-        if col::<i32>(&row, 1)? > 1 {
-            let rows = self.conn().query(
-                "SELECT bytes FROM checkpoint_segments WHERE ns = $1 AND run_id = $2 ORDER BY seq",
-                params![ns.to_string(), run_id.to_string()],
-            )?;
-            for r in &rows {
-                out.extend_from_slice(&col::<Vec<u8>>(r, 0)?);
-            }
-        }
-        Ok(out)
+    fn checkpoint(&self, ns: &str, run_id: &str, at: CheckpointAt) -> Result<Vec<u8>, StorageError> {
+        self.checkpoint_whole(ns, run_id, at)
     }
 
-    fn checkpoint_head(&self, ns: &str, run_id: &str) -> Result<Option<CheckpointHead>, StorageError> {
-        let row = self.conn().query_opt(
-            "SELECT COALESCE(len, octet_length(bytes)::bigint), digest, segments, merged
-             FROM checkpoints WHERE ns = $1 AND run_id = $2",
-            params![ns.to_string(), run_id.to_string()],
-        )?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let digest = match col::<Option<Vec<u8>>>(&row, 1)? {
-            None => None,
-            Some(d) => Some(
-                <[u8; 32]>::try_from(d.as_slice()).map_err(|_| StorageError::Corrupt {
-                    what: "checkpoint head",
-                    source: format!("a digest of {} bytes", d.len()).into(),
-                })?,
-            ),
-        };
-        Ok(Some(CheckpointHead {
-            len: col_u64(&row, 0, "checkpoint head")?,
-            digest,
-            segments: u32::try_from(col::<i32>(&row, 2)?).unwrap_or(0),
-            merged: u32::try_from(col::<i32>(&row, 3)?).unwrap_or(1),
-        }))
+    fn checkpoint_head(
+        &self,
+        ns: &str,
+        run_id: &str,
+        at: CheckpointAt,
+    ) -> Result<Option<CheckpointHead>, StorageError> {
+        self.checkpoint_head_at(ns, run_id, at)
     }
 
     fn checkpoint_page(
         &self,
         ns: &str,
         run_id: &str,
+        at: CheckpointAt,
         offset: u64,
         limit_: usize,
     ) -> Result<CheckpointPage, StorageError> {
-        let Some(head) = self.checkpoint_head(ns, run_id)? else {
-            return Ok(CheckpointPage::default());
-        };
-        let mut page = CheckpointPage {
-            total: head.len,
-            bytes: Vec::new(),
-            rows_read: 1,
-        };
-        let limit_ = limit_.min(i32::MAX as usize);
-        if offset >= head.len || limit_ == 0 {
-            return Ok(page);
-        }
-        // Only the slices of the segments the page overlaps leave the database
-        // (`octet_length` of a stored value reads its header, not its bytes).
-        let rows = self.conn().query(
-            "WITH segs AS (
-                 SELECT 1 AS seq, bytes FROM checkpoints WHERE ns = $1 AND run_id = $2
-                 UNION ALL
-                 SELECT seq, bytes FROM checkpoint_segments WHERE ns = $1 AND run_id = $2
-             ), placed AS (
-                 SELECT seq, bytes, octet_length(bytes)::bigint AS len,
-                        (SUM(octet_length(bytes)) OVER (ORDER BY seq))::bigint AS upto
-                 FROM segs
-             )
-             SELECT substring(bytes FROM (GREATEST($3::bigint - (upto - len), 0) + 1)::integer FOR $4::integer)
-             FROM placed WHERE upto > $3::bigint AND upto - len < $3::bigint + $4::integer ORDER BY seq",
-            params![
-                ns.to_string(),
-                run_id.to_string(),
-                bound(offset),
-                i32::try_from(limit_).unwrap_or(i32::MAX)
-            ],
-        )?;
-        for r in &rows {
-            page.rows_read += 1;
-            page.bytes.extend_from_slice(&col::<Vec<u8>>(r, 0)?);
-        }
-        page.bytes.truncate(limit_);
-        Ok(page)
+        self.checkpoint_page_at(ns, run_id, at, offset, limit_)
+    }
+
+    fn step_checkpoint_heads(
+        &self,
+        ns: &str,
+        run_id: &str,
+        _steps: u32,
+    ) -> Result<Vec<(u32, CheckpointHead)>, StorageError> {
+        self.step_heads(ns, run_id)
     }
 
     fn runs_by_start(

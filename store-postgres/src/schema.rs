@@ -23,7 +23,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     RUN_OUTPUT,
     RUN_TERMS,
     BATCHES,
+    RUN_WORDS,
+    STEP_CHECKPOINTS,
 ];
+
+/// The version [`RUN_WORDS`] brings: opening a database from before it adds the
+/// terms of the runs it holds (`txn::backfill_terms`).
+pub(crate) const RUN_WORDS_VERSION: i64 = 9;
 
 /// The schema version this build reads and writes.
 pub(crate) fn latest() -> i64 {
@@ -66,6 +72,32 @@ CREATE TABLE token_keys (
     kid text COLLATE "C" NOT NULL UNIQUE,
     secret bytea NOT NULL,
     added_at timestamptz NOT NULL DEFAULT now()
+);
+"#;
+
+/// Version 9: each step's checkpoint, kept after its step ends as its transcript
+/// (`crate::checkpoints`): the head and first segment by (run, step index), the other
+/// segments by (run, step index, seq), as `checkpoints` and `checkpoint_segments`
+/// are by run (which keep the checkpoint an older release was writing).
+const STEP_CHECKPOINTS: &str = r#"
+CREATE TABLE step_checkpoints (
+    ns text COLLATE "C" NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
+    step bigint NOT NULL,
+    bytes bytea NOT NULL,
+    len bigint,
+    digest bytea,
+    segments integer NOT NULL DEFAULT 1,
+    merged integer NOT NULL DEFAULT 1,
+    PRIMARY KEY (ns, run_id, step)
+);
+CREATE TABLE step_checkpoint_segments (
+    ns text COLLATE "C" NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
+    step bigint NOT NULL,
+    seq integer NOT NULL,
+    bytes bytea NOT NULL,
+    PRIMARY KEY (ns, run_id, step, seq)
 );
 "#;
 
@@ -299,3 +331,10 @@ CREATE TABLE running_batches (
     PRIMARY KEY (ns, batch_id)
 );
 "#;
+
+/// The words of runs' text search attributes join `run_terms` (`@name:x=<word>`:
+/// `railyard_model::query::index_terms`; the goal is not indexed). No table
+/// changes; the opening transaction that applies this adds every stored run's terms
+/// (`txn::backfill_terms`, in Rust: the words are split as the model splits them),
+/// committed with the version, so a crash leaves neither.
+const RUN_WORDS: &str = "SELECT 1;";

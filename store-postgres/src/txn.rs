@@ -176,6 +176,63 @@ pub(crate) async fn migrate(
     }
 }
 
+/// Runs read at a time by [`backfill_terms`].
+const BACKFILL_PAGE: i64 = 500;
+
+/// Adds every stored run's index terms to `run_terms` (those it has are left), in
+/// the opening transaction: for a database from before [`schema::RUN_WORDS_VERSION`].
+/// A row that does not decode keeps the terms it had, with a warning.
+async fn backfill_terms(tx: &deadpool_postgres::Transaction<'_>) -> Result<(), tokio_postgres::Error> {
+    let (mut after_ns, mut after_id) = (String::new(), String::new());
+    let mut runs = 0u64;
+    loop {
+        let rows = tx
+            .query(
+                "SELECT ns, run_id, record FROM runs WHERE (ns, run_id) > ($1, $2)
+                 ORDER BY ns, run_id LIMIT $3",
+                &[&after_ns, &after_id, &BACKFILL_PAGE],
+            )
+            .await?;
+        let (mut nss, mut terms, mut starts, mut ids) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for row in &rows {
+            let (ns, id): (String, String) = (row.try_get(0)?, row.try_get(1)?);
+            let record: Vec<u8> = row.try_get(2)?;
+            match railyard_store::records::run_index_terms(&record) {
+                Ok((start_ms, run_terms)) => {
+                    for term in run_terms {
+                        nss.push(ns.clone());
+                        terms.push(term);
+                        starts.push(start_ms);
+                        ids.push(id.clone());
+                    }
+                    runs += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(namespace = %ns, run_id = %id, error = %e, "cannot read a run to index its words")
+                }
+            }
+            (after_ns, after_id) = (ns, id);
+        }
+        tx.execute(
+            "INSERT INTO run_terms (ns, term, start_ms, run_id)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[])
+             ON CONFLICT DO NOTHING",
+            &[&nss, &terms, &starts, &ids],
+        )
+        .await?;
+        if (rows.len() as i64) < BACKFILL_PAGE {
+            break;
+        }
+    }
+    if runs > 0 {
+        tracing::info!(
+            runs,
+            "indexed the words of the stored runs' goals and text attributes"
+        );
+    }
+    Ok(())
+}
+
 /// One run of the opening transaction; dropping its transaction unanswered rolls it
 /// back.
 async fn migrate_once(
@@ -198,6 +255,12 @@ async fn migrate_once(
     };
     for migration in &schema::MIGRATIONS[from..] {
         tx.batch_execute(migration).await.map_err(|error| Failed {
+            migrating_from: Some(found),
+            error,
+        })?;
+    }
+    if found > 0 && found < schema::RUN_WORDS_VERSION {
+        backfill_terms(&tx).await.map_err(|error| Failed {
             migrating_from: Some(found),
             error,
         })?;

@@ -7,11 +7,11 @@ use railyard_model::auth::ApiKey;
 use railyard_model::namespace::Namespace;
 use railyard_model::run::{Event, EventKind, RunState, Timer};
 use railyard_model::schedule::Schedule;
-use railyard_store::backend::{CheckpointDigest, Snapshot, TimerKey, WriteTx, signal_key_prefix};
+use railyard_store::backend::{CheckpointAt, CheckpointDigest, TimerKey, WriteTx, signal_key_prefix};
 use railyard_store::{StorageError, records};
 
 use crate::conn::params;
-use crate::txn::{PgTxn, col, int};
+use crate::txn::{PgTxn, int};
 
 impl WriteTx for PgTxn {
     fn save_run(&mut self, run: &RunState, events: &[Event]) -> Result<(), StorageError> {
@@ -48,111 +48,33 @@ impl WriteTx for PgTxn {
         &mut self,
         ns: &str,
         run_id: &str,
+        at: CheckpointAt,
         checkpoint: Option<(&[u8], &CheckpointDigest)>,
     ) -> Result<(), StorageError> {
-        if self.checkpoint_head(ns, run_id)?.is_some_and(|h| h.segments > 1) {
-            self.conn().execute(
-                "DELETE FROM checkpoint_segments WHERE ns = $1 AND run_id = $2",
-                params![ns.to_string(), run_id.to_string()],
-            )?;
-        }
-        match checkpoint {
-            Some((bytes, digest)) => self.conn().execute(
-                "INSERT INTO checkpoints (ns, run_id, bytes, len, digest, segments, merged)
-                 VALUES ($1, $2, $3, $4, $5, 1, 1)
-                 ON CONFLICT (ns, run_id) DO UPDATE SET bytes = excluded.bytes, len = excluded.len,
-                     digest = excluded.digest, segments = 1, merged = 1",
-                params![
-                    ns.to_string(),
-                    run_id.to_string(),
-                    bytes.to_vec(),
-                    int(bytes.len() as u64)?,
-                    digest.to_vec()
-                ],
-            )?,
-            None => self.conn().execute(
-                "DELETE FROM checkpoints WHERE ns = $1 AND run_id = $2",
-                params![ns.to_string(), run_id.to_string()],
-            )?,
-        };
-        Ok(())
+        self.set_checkpoint_at(ns, run_id, at, checkpoint)
     }
 
     fn append_checkpoint(
         &mut self,
         ns: &str,
         run_id: &str,
+        at: CheckpointAt,
         bytes: &[u8],
         digest: &CheckpointDigest,
     ) -> Result<(), StorageError> {
-        let Some(head) = self.checkpoint_head(ns, run_id)? else {
-            return self.set_checkpoint(ns, run_id, Some((bytes, digest)));
-        };
-        let seq = head.segments + 1;
-        let seq = i32::try_from(seq)
-            .map_err(|_| StorageError::Encode(format!("checkpoint segment {seq} does not fit").into()))?;
-        self.conn().execute(
-            "INSERT INTO checkpoint_segments (ns, run_id, seq, bytes) VALUES ($1, $2, $3, $4)",
-            params![ns.to_string(), run_id.to_string(), seq, bytes.to_vec()],
-        )?;
-        // The first segment's bytes are not rewritten: an unchanged TOASTed value keeps its place.
-        self.conn().execute(
-            "UPDATE checkpoints SET len = $3, digest = $4, segments = $5 WHERE ns = $1 AND run_id = $2",
-            params![
-                ns.to_string(),
-                run_id.to_string(),
-                int(head.len + bytes.len() as u64)?,
-                digest.to_vec(),
-                seq
-            ],
-        )?;
-        Ok(())
+        self.append_checkpoint_at(ns, run_id, at, bytes, digest)
     }
 
     fn merge_checkpoint_tail(
         &mut self,
         ns: &str,
         run_id: &str,
+        at: CheckpointAt,
         from: u32,
         bytes: &[u8],
         digest: &CheckpointDigest,
     ) -> Result<(), StorageError> {
-        let Some(head) = self.checkpoint_head(ns, run_id)? else {
-            return self.set_checkpoint(ns, run_id, Some((bytes, digest)));
-        };
-        let from = from.clamp(2, head.segments.max(2));
-        let seq = i32::try_from(from)
-            .map_err(|_| StorageError::Encode(format!("checkpoint segment {from} does not fit").into()))?;
-        let key = || params![ns.to_string(), run_id.to_string(), seq];
-        let rows = self.conn().query(
-            "SELECT bytes FROM checkpoint_segments WHERE ns = $1 AND run_id = $2 AND seq >= $3 ORDER BY seq",
-            key(),
-        )?;
-        let mut merged = Vec::new();
-        for r in &rows {
-            merged.extend_from_slice(&col::<Vec<u8>>(r, 0)?);
-        }
-        merged.extend_from_slice(bytes);
-        self.conn().execute(
-            "DELETE FROM checkpoint_segments WHERE ns = $1 AND run_id = $2 AND seq >= $3",
-            key(),
-        )?;
-        self.conn().execute(
-            "INSERT INTO checkpoint_segments (ns, run_id, seq, bytes) VALUES ($1, $2, $3, $4)",
-            params![ns.to_string(), run_id.to_string(), seq, merged],
-        )?;
-        self.conn().execute(
-            "UPDATE checkpoints SET len = $3, digest = $4, segments = $5, merged = $5
-             WHERE ns = $1 AND run_id = $2",
-            params![
-                ns.to_string(),
-                run_id.to_string(),
-                int(head.len + bytes.len() as u64)?,
-                digest.to_vec(),
-                seq
-            ],
-        )?;
-        Ok(())
+        self.merge_checkpoint_tail_at(ns, run_id, at, from, bytes, digest)
     }
 
     fn set_open(&mut self, ns: &str, run_id: &str, open: bool) -> Result<(), StorageError> {
@@ -240,6 +162,8 @@ impl WriteTx for PgTxn {
             "DELETE FROM events WHERE ns = $1 AND run_id = $2",
             "DELETE FROM checkpoints WHERE ns = $1 AND run_id = $2",
             "DELETE FROM checkpoint_segments WHERE ns = $1 AND run_id = $2",
+            "DELETE FROM step_checkpoints WHERE ns = $1 AND run_id = $2",
+            "DELETE FROM step_checkpoint_segments WHERE ns = $1 AND run_id = $2",
             "DELETE FROM open_runs WHERE ns = $1 AND run_id = $2",
             // The run's own children's entries (they stay, unparented, as in redb).
             "DELETE FROM children WHERE ns = $1 AND parent_id = $2",
@@ -352,24 +276,27 @@ impl WriteTx for PgTxn {
 impl PgTxn {
     /// Removes and adds a run's index terms (`run_terms`).
     fn retag(&mut self, run: &RunState, removed: &[String], added: &[String]) -> Result<(), StorageError> {
-        for term in removed {
+        // One statement each way, however many terms (a start adds one per word of
+        // its goal): a round trip per term would slow every start.
+        if !removed.is_empty() {
             self.conn().execute(
-                "DELETE FROM run_terms WHERE ns = $1 AND term = $2 AND start_ms = $3 AND run_id = $4",
+                "DELETE FROM run_terms WHERE ns = $1 AND term = ANY($2::text[]) AND start_ms = $3 AND run_id = $4",
                 params![
                     run.namespace.clone(),
-                    term.clone(),
+                    removed.to_vec(),
                     run.start_ms,
                     run.run_id.clone()
                 ],
             )?;
         }
-        for term in added {
+        if !added.is_empty() {
             self.conn().execute(
-                "INSERT INTO run_terms (ns, term, start_ms, run_id) VALUES ($1, $2, $3, $4)
+                "INSERT INTO run_terms (ns, term, start_ms, run_id)
+                 SELECT $1::text, t, $3::bigint, $4::text FROM unnest($2::text[]) AS t
                  ON CONFLICT DO NOTHING",
                 params![
                     run.namespace.clone(),
-                    term.clone(),
+                    added.to_vec(),
                     run.start_ms,
                     run.run_id.clone()
                 ],

@@ -65,6 +65,26 @@ impl CheckpointPage {
     }
 }
 
+/// Where a checkpoint is stored. Each step's is kept apart from the start, so that
+/// ending a step leaves its checkpoint where it is, as the step's transcript, with
+/// no bytes copied; [`CheckpointAt::Run`] is the one per run that releases before
+/// it kept (the checkpoint of a step in flight across the upgrade, read and grown
+/// where it is, dropped when its step ends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointAt {
+    /// The run's single checkpoint of older releases.
+    Run,
+    /// Step `n`'s (its index in the run's definition).
+    Step(u32),
+}
+
+impl CheckpointAt {
+    /// Step `index`'s place.
+    pub fn step(index: usize) -> Self {
+        Self::Step(u32::try_from(index).unwrap_or(u32::MAX))
+    }
+}
+
 /// A `timers` row's key: (due ms, sequence number).
 pub type TimerKey = (Millis, u64);
 
@@ -91,25 +111,62 @@ pub trait Snapshot: TriggerReads + BatchReads {
     /// Events `from..` of a run (numbered from 1), at most `limit`.
     fn history(&self, ns: &str, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, StorageError>;
 
-    /// The checkpoint of the run's step in flight, whole (its segments concatenated;
-    /// empty when none).
-    fn checkpoint(&self, ns: &str, run_id: &str) -> Result<Vec<u8>, StorageError>;
+    /// The checkpoint stored `at` the run, whole (its segments concatenated; empty
+    /// when none).
+    fn checkpoint(&self, ns: &str, run_id: &str, at: CheckpointAt) -> Result<Vec<u8>, StorageError>;
 
-    /// What is stored of the run's checkpoint besides its bytes (`None`: none).
-    fn checkpoint_head(&self, ns: &str, run_id: &str) -> Result<Option<CheckpointHead>, StorageError>;
+    /// What is stored of the checkpoint `at` the run besides its bytes (`None`: none).
+    fn checkpoint_head(
+        &self,
+        ns: &str,
+        run_id: &str,
+        at: CheckpointAt,
+    ) -> Result<Option<CheckpointHead>, StorageError>;
 
-    /// Bytes `offset..offset + limit` of the run's checkpoint and its whole length,
-    /// reading its segments in order only up to the page's end, never the whole
-    /// checkpoint into memory. The default (the reference backend) reads it whole.
+    /// Bytes `offset..offset + limit` of the checkpoint `at` the run and its whole
+    /// length, reading its segments in order only up to the page's end, never the
+    /// whole checkpoint into memory. The default (the reference backend) reads it whole.
     fn checkpoint_page(
         &self,
         ns: &str,
         run_id: &str,
+        at: CheckpointAt,
         offset: u64,
         limit: usize,
     ) -> Result<CheckpointPage, StorageError> {
-        let whole = self.checkpoint(ns, run_id)?;
+        let whole = self.checkpoint(ns, run_id, at)?;
         Ok(CheckpointPage::of(&whole, offset, limit, 1))
+    }
+
+    /// The heads of the checkpoints stored for steps `0..steps` of the run, in step
+    /// order (one point read per step by default).
+    fn step_checkpoint_heads(
+        &self,
+        ns: &str,
+        run_id: &str,
+        steps: u32,
+    ) -> Result<Vec<(u32, CheckpointHead)>, StorageError> {
+        let mut out = Vec::new();
+        for step in 0..steps {
+            if let Some(head) = self.checkpoint_head(ns, run_id, CheckpointAt::Step(step))? {
+                out.push((step, head));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Where the checkpoint of the run's step in flight (`current_step`) is: where an
+    /// older release kept it, when one is there, else the step's own place.
+    fn checkpoint_in_flight_at(
+        &self,
+        ns: &str,
+        run_id: &str,
+        current_step: usize,
+    ) -> Result<CheckpointAt, StorageError> {
+        Ok(match self.checkpoint_head(ns, run_id, CheckpointAt::Run)? {
+            Some(_) => CheckpointAt::Run,
+            None => CheckpointAt::step(current_step),
+        })
     }
 
     /// Runs of `ns` started at or after `from_ms` and strictly before `before`
@@ -219,23 +276,25 @@ pub trait WriteTx: Snapshot + TriggerWrites + BatchWrites {
     /// index terms ([`railyard_model::query::index_delta`]) in step.
     fn save_run(&mut self, run: &RunState, events: &[Event]) -> Result<(), StorageError>;
 
-    /// Saves (`Some`: the bytes and their digest) or clears (`None`) the checkpoint of
-    /// the run's step in flight, replacing all its segments.
+    /// Saves (`Some`: the bytes and their digest) or clears (`None`) the checkpoint
+    /// `at` the run, replacing all its segments.
     fn set_checkpoint(
         &mut self,
         ns: &str,
         run_id: &str,
+        at: CheckpointAt,
         checkpoint: Option<(&[u8], &CheckpointDigest)>,
     ) -> Result<(), StorageError>;
 
-    /// Appends `bytes` to the run's checkpoint as a new segment (the first, when there
-    /// is none), writing O(`bytes`); `digest` is the whole checkpoint's after it. The
-    /// caller decides when to compact ([`WriteTx::merge_checkpoint_tail`], or a full
-    /// [`WriteTx::set_checkpoint`]).
+    /// Appends `bytes` to the checkpoint `at` the run as a new segment (the first,
+    /// when there is none), writing O(`bytes`); `digest` is the whole checkpoint's
+    /// after it. The caller decides when to compact
+    /// ([`WriteTx::merge_checkpoint_tail`], or a full [`WriteTx::set_checkpoint`]).
     fn append_checkpoint(
         &mut self,
         ns: &str,
         run_id: &str,
+        at: CheckpointAt,
         bytes: &[u8],
         digest: &CheckpointDigest,
     ) -> Result<(), StorageError>;
@@ -247,6 +306,7 @@ pub trait WriteTx: Snapshot + TriggerWrites + BatchWrites {
         &mut self,
         ns: &str,
         run_id: &str,
+        at: CheckpointAt,
         from: u32,
         bytes: &[u8],
         digest: &CheckpointDigest,
@@ -279,7 +339,7 @@ pub trait WriteTx: Snapshot + TriggerWrites + BatchWrites {
     /// Indexes a run that has just closed, by its close time.
     fn index_closed(&mut self, ns: &str, close_ms: Millis, run_id: &str) -> Result<(), StorageError>;
 
-    /// Removes a closed run whole: its state row, history and checkpoint, its
+    /// Removes a closed run whole: its state row, history and checkpoints, its
     /// entries in the start, close, term and children indexes, and the idempotency keys
     /// pointing at it (its start's, and its signals', `signal/<run id>/...`).
     fn purge_run(&mut self, run: &RunState) -> Result<(), StorageError>;
@@ -445,6 +505,17 @@ pub trait BatchWrites {
         index: u64,
         item: &BatchItem,
     ) -> Result<(), StorageError>;
+
+    /// Deletes a batch a slice at a time: up to `max_items` of its items (lowest
+    /// indexes first), then, once none is left, its header (and its running entry).
+    /// Answers the items deleted and whether the header is gone (a batch that does
+    /// not exist is gone). Called by the retention purge on finished batches only.
+    fn purge_batch(
+        &mut self,
+        ns: &str,
+        batch_id: &str,
+        max_items: usize,
+    ) -> Result<(usize, bool), StorageError>;
 }
 
 /// Secret keys a database keeps for the servers that share it: the task-token

@@ -11,6 +11,8 @@
 //! events, timers, definitions) and migrates older layouts at open ([`migrate`]).
 
 pub mod backend;
+#[cfg(any(test, feature = "testing"))]
+pub mod counting;
 pub mod dump;
 pub mod error;
 pub mod listing;
@@ -29,8 +31,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use backend::{
-    Backend, BackendStats, BatchReads, BatchWrites, CheckpointDigest, CheckpointHead, CheckpointPage,
-    ClaimStats, PoolStats, SharedKeys, Snapshot, WriteTx,
+    Backend, BackendStats, BatchReads, BatchWrites, CheckpointAt, CheckpointDigest, CheckpointHead,
+    CheckpointPage, ClaimStats, PoolStats, SharedKeys, Snapshot, WriteTx,
 };
 
 pub use error::StorageError;
@@ -146,9 +148,15 @@ impl Store {
         self.snapshot()?.history(ns, run_id, from, limit)
     }
 
-    /// The last checkpoint of the run's step in flight (empty when none).
+    /// The last checkpoint of the run's current step (empty when none): the one in
+    /// flight, or for a closed run the one it closed on.
     pub fn checkpoint(&self, ns: &str, run_id: &str) -> Result<Vec<u8>, StorageError> {
-        self.snapshot()?.checkpoint(ns, run_id)
+        let snap = self.snapshot()?;
+        let Some(run) = snap.run(ns, run_id)? else {
+            return Ok(Vec::new());
+        };
+        let at = snap.checkpoint_in_flight_at(ns, run_id, run.current_step)?;
+        snap.checkpoint(ns, run_id, at)
     }
 
     /// Runs newest first, starting after the `(start ms, run id)` cursor.

@@ -1,7 +1,8 @@
 //! Search attributes in listings, on memory and redb: an equality, an `IN`, a range
 //! and a `STARTS_WITH` on an attribute read only the runs under their terms
 //! (counted), a change of a run's attributes moves its terms in the save that
-//! records it, and the answers equal a brute-force filter.
+//! records it, and the answers equal a brute-force filter. A text attribute and the
+//! goal are served by their words.
 
 use std::sync::Arc;
 
@@ -35,7 +36,8 @@ fn filter(text: &str) -> RunFilter {
     }
 }
 
-/// 20,000 runs: customer `c-<i % 500>`, priority `i % 1000`, tags `t-<i % 7>`.
+/// 20,000 runs: customer `c-<i % 500>`, priority `i % 1000`, tags `t-<i % 7>`, notes
+/// `note <i>`, goal `Fix bug #<i % 100>`.
 fn fill(backend: &dyn Backend) {
     let def = Arc::new(
         parse_definition(
@@ -52,6 +54,7 @@ fn fill(backend: &dyn Backend) {
                     let params = StartParams {
                         namespace: "default".into(),
                         run_id: format!("run-{i:06}"),
+                        goal: format!("Fix bug #{}", i % 100),
                         ..Default::default()
                     };
                     let mut run = RunState::start(params, def.clone(), &mut out);
@@ -111,7 +114,7 @@ fn selective_attribute_queries_read_only_their_runs() {
             .list_runs_counted("default", &RunFilter::default(), None, RUNS, usize::MAX, &|_| 0)
             .unwrap();
         // (query, matches, rows read at most)
-        let cases: [(&str, usize, u64); 8] = [
+        let cases: [(&str, usize, u64); 12] = [
             ("customer = 'c-7'", 40, 40),
             ("customer IN ('c-7', 'c-8')", 80, 80),
             ("priority >= 10 AND priority < 13", 60, 60),
@@ -119,6 +122,13 @@ fn selective_attribute_queries_read_only_their_runs() {
             ("customer STARTS_WITH 'c-49'", 11 * 40, 11 * 40),
             ("tags = 't-3' AND priority = 3", 3, 20),
             ("customer = 'c-7' AND notes = 'note 7'", 1, 40),
+            // A text's `=` is served by its rarest word.
+            ("notes = 'NOTE, 7'", 1, 1),
+            ("notes = '7' OR notes = '8'", 2, RUNS as u64),
+            // The goal is not indexed: alone, it reads every run; beside an
+            // indexed condition, that index's runs.
+            ("Goal = 'bug 42'", 200, RUNS as u64),
+            ("Goal = 'fix' AND customer = 'c-42'", 40, 40),
             // A range over too many values is served by another index, or none.
             ("priority > 5 AND customer = 'c-9'", 40, 40),
         ];
@@ -174,5 +184,19 @@ fn selective_attribute_queries_read_only_their_runs() {
             "{name}"
         );
         assert_eq!(all(&store, "tags = 'all'").0.len(), RUNS - 1, "{name}");
+        // And a text's words move with it.
+        let mut out = Out::new(100_001, &mut seq);
+        let set = vec![(
+            "notes".to_string(),
+            Some(AttributeValue::Text("Changed words".into())),
+        )];
+        run.set_attributes(set, "a", "me", &mut out).unwrap();
+        backend.write(&mut |tx| tx.save_run(&run, &out.events)).unwrap();
+        assert!(all(&store, "notes = '7'").0.is_empty(), "{name}");
+        assert_eq!(
+            all(&store, "notes = 'changed'"),
+            (vec!["run-000007".to_string()], 1),
+            "{name}"
+        );
     }
 }

@@ -264,6 +264,26 @@ fn a_selective_query_over_100000_runs_reads_a_bounded_number_of_rows() {
 }
 
 #[test]
+fn a_goal_condition_is_answered_from_the_runs_read_not_from_an_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = def("wf");
+    let mut seq = 0;
+    let backend = RedbBackend::open(dir.path()).unwrap();
+    let mut runs = vec![
+        made(&d, "a", 1, false, &mut seq),
+        made(&d, "b", 2, true, &mut seq),
+    ];
+    runs[0].0.goal = "Review PR #7".into();
+    runs[1].0.goal = "Triage the PR".into();
+    write(&backend, &runs);
+    let store = Store::new(Arc::new(backend));
+    let (ids, stats) = all_pages(&store, &query("Goal = 'pr'"), 10);
+    assert_eq!(ids, ["b", "a"]);
+    assert_eq!(stats[0].index, "start");
+    assert_eq!(all_pages(&store, &query("Goal = '7'"), 10).0, ["a"]);
+}
+
+#[test]
 fn a_redb_file_from_before_the_term_index_gets_it_at_open() {
     use redb::ReadableDatabase;
     let dir = tempfile::tempdir().unwrap();

@@ -14,7 +14,9 @@ mod batches;
 mod triggers;
 
 use super::StoredTask;
-use super::backend::{Backend, CheckpointDigest, CheckpointHead, DueTimer, Snapshot, TimerKey, WriteTx};
+use super::backend::{
+    Backend, CheckpointAt, CheckpointDigest, CheckpointHead, DueTimer, Snapshot, TimerKey, WriteTx,
+};
 use crate::error::StorageError;
 use railyard_model::Millis;
 use railyard_model::auth::ApiKey;
@@ -29,7 +31,7 @@ type RunKey = (String, String);
 struct Data {
     runs: BTreeMap<RunKey, RunState>,
     events: BTreeMap<RunKey, BTreeMap<u64, Event>>,
-    checkpoints: BTreeMap<RunKey, StoredCheckpoint>,
+    checkpoints: BTreeMap<CheckpointKey, StoredCheckpoint>,
     open_runs: BTreeSet<RunKey>,
     tasks: BTreeMap<(String, String, u64), String>,
     timers: BTreeMap<TimerKey, Timer>,
@@ -56,6 +58,17 @@ struct StoredCheckpoint {
 
 fn key(ns: &str, run_id: &str) -> RunKey {
     (ns.to_string(), run_id.to_string())
+}
+
+/// A checkpoint's key: the run, and its step (`None`: [`CheckpointAt::Run`]).
+type CheckpointKey = (String, String, Option<u32>);
+
+fn ckey(ns: &str, run_id: &str, at: CheckpointAt) -> CheckpointKey {
+    let step = match at {
+        CheckpointAt::Run => None,
+        CheckpointAt::Step(n) => Some(n),
+    };
+    (ns.to_string(), run_id.to_string(), step)
 }
 
 /// Which operations fail: counted from 1 over the backend's life. Zero disarms.
@@ -329,20 +342,25 @@ macro_rules! reads {
             Ok(self.$data().history(ns, run_id, from, limit))
         }
 
-        fn checkpoint(&self, ns: &str, run_id: &str) -> Result<Vec<u8>, StorageError> {
+        fn checkpoint(&self, ns: &str, run_id: &str, at: CheckpointAt) -> Result<Vec<u8>, StorageError> {
             Ok(self
                 .$data()
                 .checkpoints
-                .get(&key(ns, run_id))
+                .get(&ckey(ns, run_id, at))
                 .map(|c| c.segments.concat())
                 .unwrap_or_default())
         }
 
-        fn checkpoint_head(&self, ns: &str, run_id: &str) -> Result<Option<CheckpointHead>, StorageError> {
+        fn checkpoint_head(
+            &self,
+            ns: &str,
+            run_id: &str,
+            at: CheckpointAt,
+        ) -> Result<Option<CheckpointHead>, StorageError> {
             Ok(self
                 .$data()
                 .checkpoints
-                .get(&key(ns, run_id))
+                .get(&ckey(ns, run_id, at))
                 .map(|c| CheckpointHead {
                     len: c.segments.iter().map(|s| s.len() as u64).sum(),
                     digest: Some(c.digest),
@@ -539,12 +557,13 @@ impl WriteTx for MemoryTx<'_> {
         &mut self,
         ns: &str,
         run_id: &str,
+        at: CheckpointAt,
         checkpoint: Option<(&[u8], &CheckpointDigest)>,
     ) -> Result<(), StorageError> {
         self.change(|d| match checkpoint {
             Some((b, digest)) => {
                 d.checkpoints.insert(
-                    key(ns, run_id),
+                    ckey(ns, run_id, at),
                     StoredCheckpoint {
                         segments: vec![b.to_vec()],
                         digest: *digest,
@@ -553,7 +572,7 @@ impl WriteTx for MemoryTx<'_> {
                 );
             }
             None => {
-                d.checkpoints.remove(&key(ns, run_id));
+                d.checkpoints.remove(&ckey(ns, run_id, at));
             }
         })
     }
@@ -562,15 +581,19 @@ impl WriteTx for MemoryTx<'_> {
         &mut self,
         ns: &str,
         run_id: &str,
+        at: CheckpointAt,
         bytes: &[u8],
         digest: &CheckpointDigest,
     ) -> Result<(), StorageError> {
         self.change(|d| {
-            let c = d.checkpoints.entry(key(ns, run_id)).or_insert(StoredCheckpoint {
-                segments: Vec::new(),
-                digest: *digest,
-                merged: 1,
-            });
+            let c = d
+                .checkpoints
+                .entry(ckey(ns, run_id, at))
+                .or_insert(StoredCheckpoint {
+                    segments: Vec::new(),
+                    digest: *digest,
+                    merged: 1,
+                });
             c.segments.push(bytes.to_vec());
             c.digest = *digest;
         })
@@ -580,12 +603,13 @@ impl WriteTx for MemoryTx<'_> {
         &mut self,
         ns: &str,
         run_id: &str,
+        at: CheckpointAt,
         from: u32,
         bytes: &[u8],
         digest: &CheckpointDigest,
     ) -> Result<(), StorageError> {
         self.change(|d| {
-            if let Some(c) = d.checkpoints.get_mut(&key(ns, run_id)) {
+            if let Some(c) = d.checkpoints.get_mut(&ckey(ns, run_id, at)) {
                 let at = (from.max(2) as usize - 1).min(c.segments.len());
                 let mut merged = c.segments.split_off(at).concat();
                 merged.extend_from_slice(bytes);
@@ -663,7 +687,8 @@ impl WriteTx for MemoryTx<'_> {
             let k = key(ns, id);
             d.runs.remove(&k);
             d.events.remove(&k);
-            d.checkpoints.remove(&k);
+            d.checkpoints
+                .retain(|(n, r, _), _| !(n.as_str() == ns && r.as_str() == id));
             d.open_runs.remove(&k);
             d.by_start.remove(&(ns.into(), run.start_ms, id.into()));
             d.retag(run, &railyard_model::query::index_terms(run), &[]);

@@ -108,12 +108,14 @@ redb_error!(
 
 /// Everything about one run, in one table so that a transition dirties one B-tree:
 /// (namespace, run id, [`STATE_SLOT`]) → run record, (namespace, run id, event id) →
-/// event record, and the checkpoint of the step in flight in the slots from
-/// [`CHECKPOINT_SLOTS_FROM`]: its first segment at [`CHECKPOINT_SLOT`] (where every
+/// event record, each step's checkpoint from [`STEP_CHECKPOINT_SLOTS_FROM`]
+/// ([`CheckpointSlots`]), and the run's one checkpoint of older releases in the slots
+/// from [`CHECKPOINT_SLOTS_FROM`]: its first segment at [`CHECKPOINT_SLOT`] (where every
 /// release before segments kept the whole checkpoint), its head record (length,
 /// digest, segment count) at [`CHECKPOINT_HEAD_SLOT`], and segment `k` (from 2) at
 /// `CHECKPOINT_SLOTS_FROM + k`. A checkpoint without a head row is one written whole
-/// by an older release: one segment, digest derived from its bytes.
+/// (by an older release, or imported from a dump): one segment, digest derived from
+/// its bytes.
 pub(crate) const RUNS: TableDefinition<(&str, &str, u64), &[u8]> = TableDefinition::new("runs");
 /// The slot of a run's state row. Events are numbered from 1.
 pub(crate) const STATE_SLOT: u64 = 0;
@@ -121,8 +123,56 @@ pub(crate) const STATE_SLOT: u64 = 0;
 pub(crate) const CHECKPOINT_SLOT: u64 = u64::MAX;
 /// The slot of a run's checkpoint's head record.
 pub(crate) const CHECKPOINT_HEAD_SLOT: u64 = u64::MAX - 1;
-/// The first slot of a run's checkpoint rows: events are numbered below it.
+/// The first slot of a run's checkpoint rows of older releases.
 pub(crate) const CHECKPOINT_SLOTS_FROM: u64 = u64::MAX - (1 << 20);
+/// The first slot of the steps' checkpoints: step `n`'s head record at
+/// `STEP_CHECKPOINT_SLOTS_FROM + n * STEP_CHECKPOINT_SPAN` and its segment `k` (from
+/// one) `k` slots after it, so that a step's checkpoint stays where it was written
+/// when the step ends, as its transcript. Events are numbered below it.
+pub(crate) const STEP_CHECKPOINT_SLOTS_FROM: u64 = 1 << 62;
+/// The slots of one step's checkpoint (its head and at most `2^21 - 1` segments).
+pub(crate) const STEP_CHECKPOINT_SPAN: u64 = 1 << 21;
+
+/// Where one checkpoint's rows are in [`RUNS`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CheckpointSlots {
+    /// Its head record.
+    pub head: u64,
+    /// Its first segment.
+    pub first: u64,
+    /// Segment `k` (from 2) is at `rest + k`.
+    pub rest: u64,
+    /// Past its last possible segment.
+    pub end: u64,
+}
+
+impl CheckpointSlots {
+    /// The slots of the checkpoint `at` a run.
+    pub(crate) fn of(at: crate::backend::CheckpointAt) -> Self {
+        match at {
+            crate::backend::CheckpointAt::Run => Self {
+                head: CHECKPOINT_HEAD_SLOT,
+                first: CHECKPOINT_SLOT,
+                rest: CHECKPOINT_SLOTS_FROM,
+                end: CHECKPOINT_HEAD_SLOT,
+            },
+            crate::backend::CheckpointAt::Step(n) => {
+                let head = STEP_CHECKPOINT_SLOTS_FROM + u64::from(n) * STEP_CHECKPOINT_SPAN;
+                Self {
+                    head,
+                    first: head + 1,
+                    rest: head,
+                    end: head + STEP_CHECKPOINT_SPAN,
+                }
+            }
+        }
+    }
+
+    /// The slots of segments 2.. (the tail after the first).
+    pub(crate) fn tail(&self) -> std::ops::Range<u64> {
+        self.rest + 2..self.end
+    }
+}
 /// (namespace, run id) of every open run: read at start to rebuild lease deadlines.
 pub(crate) const OPEN_RUNS: TableDefinition<(&str, &str), ()> = TableDefinition::new("open_runs");
 /// (namespace, queue, task seq) → run id: the ready tasks, rebuilt into matching at start.
@@ -433,6 +483,7 @@ impl Backend for RedbBackend {
                     children: tx.open_table(CHILDREN)?,
                     definitions: tx.open_table(DEFINITIONS)?,
                     schedules: tx.open_table(SCHEDULES)?,
+                    terms: tx.open_table(RUN_TERMS)?,
                     defs: &self.defs,
                 };
                 // On error the transaction is dropped, which aborts it.
@@ -455,7 +506,7 @@ mod tests {
 
     #[test]
     fn a_checkpoint_the_previous_release_wrote_whole_reads_and_grows_by_segments() {
-        use crate::backend::{Backend, CheckpointHead};
+        use crate::backend::{Backend, CheckpointAt, CheckpointHead};
         let dir = tempfile::tempdir().unwrap();
         // What the release before segments wrote: the bytes at the checkpoint slot, no
         // head row, nothing else.
@@ -472,7 +523,7 @@ mod tests {
         let head = backend
             .snapshot()
             .unwrap()
-            .checkpoint_head("default", "r1")
+            .checkpoint_head("default", "r1", CheckpointAt::Run)
             .unwrap();
         let legacy = CheckpointHead {
             len: 9,
@@ -483,22 +534,33 @@ mod tests {
         assert_eq!(head, Some(legacy));
         let d = [7u8; 32];
         backend
-            .write(&mut |tx| tx.append_checkpoint("default", "r1", b"; new", &d))
+            .write(&mut |tx| tx.append_checkpoint("default", "r1", CheckpointAt::Run, b"; new", &d))
             .unwrap();
         let snap = backend.snapshot().unwrap();
-        assert_eq!(snap.checkpoint("default", "r1").unwrap(), b"old whole; new");
+        // The step in flight's checkpoint is where the older release kept it.
+        assert_eq!(
+            snap.checkpoint_in_flight_at("default", "r1", 0).unwrap(),
+            CheckpointAt::Run
+        );
+        assert_eq!(
+            snap.checkpoint("default", "r1", CheckpointAt::Run).unwrap(),
+            b"old whole; new"
+        );
         let grown = CheckpointHead {
             len: 14,
             digest: Some(d),
             segments: 2,
             merged: 1,
         };
-        assert_eq!(snap.checkpoint_head("default", "r1").unwrap(), Some(grown));
+        assert_eq!(
+            snap.checkpoint_head("default", "r1", CheckpointAt::Run).unwrap(),
+            Some(grown)
+        );
         // The history (events below the checkpoint slots) sees none of it.
         assert!(snap.history("default", "r1", 1, 100).unwrap().is_empty());
         // Cleared: every segment and the head go.
         backend
-            .write(&mut |tx| tx.set_checkpoint("default", "r1", None))
+            .write(&mut |tx| tx.set_checkpoint("default", "r1", CheckpointAt::Run, None))
             .unwrap();
         let tx = backend.db().begin_read().unwrap();
         let rows = tx.open_table(RUNS).unwrap();

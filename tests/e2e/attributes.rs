@@ -94,3 +94,51 @@ fn attributes_are_declared_set_and_queried_from_the_cli() {
     let listed = json(server.ry(&["run", "list", "--query", "customer = 'initech'", "-o", "json"]));
     assert_eq!(listed["runs"][0]["run_id"], run_id.as_str());
 }
+
+#[test]
+fn schedule_and_trigger_describe_show_the_actions_attributes() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow("two.json", TWO);
+    let server = sandbox.server();
+    ok(server.ry(&["namespace", "attribute", "add", "customer", "keyword"]));
+    ok(server.ry(&["namespace", "attribute", "add", "priority", "int"]));
+    ok(server.ry(&[
+        "schedule",
+        "create",
+        "nightly",
+        "--workflow",
+        "two",
+        "--goal",
+        "g",
+        "--cron",
+        "0 9 * * *",
+        "--attr",
+        "priority=2",
+        "--attr",
+        "customer=acme",
+    ]));
+    let text = ok(server.ry(&["schedule", "describe", "nightly"]));
+    assert!(
+        text.contains("attribute    customer=acme\nattribute    priority=2"),
+        "{text}"
+    );
+    ok(server.ry(&[
+        "trigger",
+        "create",
+        "pr",
+        "--workflow",
+        "two",
+        "--goal",
+        "Review #{{$.number}}",
+        "--attr",
+        "customer={{$.org}}",
+    ]));
+    let text = ok(server.ry(&["trigger", "describe", "pr"]));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("attribute") && l.ends_with("customer = {{$.org}}")),
+        "{text}"
+    );
+    let v = json(server.ry(&["trigger", "describe", "pr", "-o", "json"]));
+    assert_eq!(v["search_attributes"]["customer"], "{{$.org}}");
+}

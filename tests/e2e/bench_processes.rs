@@ -82,32 +82,40 @@ fn a_tiny_processes_bench_completes_every_run_and_measures_every_figure() {
 }
 
 #[test]
-fn a_processes_bench_on_three_postgres_nodes_completes_every_run() {
+fn processes_benches_on_three_postgres_nodes_complete_every_run_twice_on_one_database() {
     let Some(url) = test_url() else {
         eprintln!(
             "{}",
-            skipped("a_processes_bench_on_three_postgres_nodes_completes_every_run")
+            skipped("processes_benches_on_three_postgres_nodes_complete_every_run_twice_on_one_database")
         );
         return;
     };
     let db = TestDatabase::create(&url).expect("a database of the test's own");
     let sandbox = Sandbox::new();
-    let out = Command::new(BIN)
-        .args(["bench", "--processes", "--store", db.url(), "--nodes", "3"])
-        .args(["--runs", "30", "--latency-runs", "5", "--workers", "6"])
-        .args(["--worker-processes", "3", "--starters", "2", "--connections", "2"])
-        .args(["--timeout", "120", "-o", "json"])
-        .env("RUST_LOG", "warn")
-        .env("TMPDIR", sandbox.dir.path())
-        .output()
-        .unwrap();
-    let v = json(out);
-    assert_eq!(v["settings"]["nodes"], 3, "{v}");
-    assert_eq!(v["one_step"]["completed"], 30, "{v}");
-    assert_eq!(v["one_step"]["verified_completed"], 30, "{v}");
-    assert_eq!(v["three_step"]["completed"], 30, "{v}");
-    assert_eq!(v["three_step_verified_completed"], 35, "{v}");
-    assert!(v["server_cpu_s"].as_f64().is_some_and(|f| f > 0.0), "{v}");
+    // Twice on one database: the second bench meets the first one's leftovers (the
+    // floor's runs wait on a queue, its killed leader's lease has not expired) and
+    // neither leases nor counts them.
+    for round in 1..=2 {
+        let out = Command::new(BIN)
+            .args(["bench", "--processes", "--store", db.url(), "--nodes", "3"])
+            .args(["--runs", "30", "--latency-runs", "5", "--workers", "6"])
+            .args(["--worker-processes", "3", "--starters", "2", "--connections", "2"])
+            .args(["--timeout", "120", "-o", "json"])
+            .env("RUST_LOG", "warn")
+            .env("TMPDIR", sandbox.dir.path())
+            .output()
+            .unwrap();
+        let v = json(out);
+        assert_eq!(v["settings"]["nodes"], 3, "round {round}: {v}");
+        assert_eq!(v["one_step"]["completed"], 30, "round {round}: {v}");
+        assert_eq!(v["one_step"]["verified_completed"], 30, "round {round}: {v}");
+        assert_eq!(v["three_step"]["completed"], 30, "round {round}: {v}");
+        assert_eq!(v["three_step_verified_completed"], 35, "round {round}: {v}");
+        assert!(
+            v["server_cpu_s"].as_f64().is_some_and(|f| f > 0.0),
+            "round {round}: {v}"
+        );
+    }
 }
 
 /// The pids whose parent is `parent`.

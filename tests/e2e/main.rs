@@ -29,6 +29,7 @@ mod issues;
 mod live_output;
 mod logs;
 mod mcp;
+mod mcp_attributes;
 mod mcp_contracts;
 mod mcp_http;
 mod mcp_sessions;

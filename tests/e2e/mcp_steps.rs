@@ -66,6 +66,7 @@ fn mcp_drives_the_bundled_demo_through_every_step() {
         "signal_run",
         "resume_run",
         "reset_run",
+        "set_search_attributes",
     ] {
         assert!(names.contains(&tool), "{tool} in {names:?}");
     }
@@ -494,7 +495,7 @@ fn mcp_over_streamable_http_on_the_servers_listener() {
         &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
     );
     let tools = tools[0]["result"]["tools"].as_array().expect("tools").clone();
-    assert_eq!(tools.len(), 9, "{tools:?}");
+    assert_eq!(tools.len(), 10, "{tools:?}");
     let call = |id: u64, name: &str, arguments: Value| {
         let (_, answer) = post_mcp(
             &addr,

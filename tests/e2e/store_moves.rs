@@ -215,7 +215,14 @@ fn export_and_import_of_large_checkpoints_stay_in_bounded_memory() {
         bytes[..8].copy_from_slice(&(i as u64).to_le_bytes());
         let digest = railyard_proto::checkpoint::full(&bytes);
         backend
-            .write(&mut |tx| tx.set_checkpoint("default", &format!("gen-{i:05}"), Some((&bytes, &digest))))
+            .write(&mut |tx| {
+                tx.set_checkpoint(
+                    "default",
+                    &format!("gen-{i:05}"),
+                    railyard_store::CheckpointAt::Run,
+                    Some((&bytes, &digest)),
+                )
+            })
             .unwrap();
     }
     drop(backend);

@@ -75,6 +75,11 @@ pub(crate) struct BenchArgs {
     /// gRPC connections the bench clients spread over.
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
     pub connections: u32,
+    /// Words added to each throughput run's goal, drawn from a vocabulary of 2,000,
+    /// as an agent's goal has: each distinct word is a row of the goal-word index
+    /// written at the start (at most 64 are indexed).
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=200))]
+    pub goal_words: u32,
     /// Give up a phase after this many seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 600)]
     pub timeout: u64,
@@ -108,7 +113,8 @@ pub(crate) struct BenchArgs {
     /// this PostgreSQL database
     /// (postgres://USER@HOST:PORT/DB; the password from PGPASSWORD, or in the URL)
     /// instead of redb in a temp directory. The bench's runs stay in it: give it a
-    /// database of its own, on which no server runs.
+    /// database on which no server runs (with --processes, each bench's runs are in a
+    /// namespace of its own, so a database may be reused).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
     /// With --store: a PEM file of the root certificates the database's certificate
@@ -292,6 +298,17 @@ async fn with_bench_store(config: ServerConfig, args: &BenchArgs) -> anyhow::Res
 }
 
 /// Writes the `bench-1` (one step) and `bench-3` (three steps) definitions.
+/// Run `n`'s goal: `run N` and `words` words of a 2,000-word vocabulary, spread
+/// over it as a multiplicative hash of (n, i) spreads them.
+fn bench_goal(n: u32, words: u32) -> String {
+    let mut goal = format!("run {n}");
+    for i in 0..words {
+        let k = (u64::from(n) * 2_654_435_761 + u64::from(i) * 40_503) % 2_000;
+        goal.push_str(&format!(" w{k}"));
+    }
+    goal
+}
+
 pub(crate) fn write_workflows(dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for (id, steps) in [("bench-1", 1), ("bench-3", 3)] {
@@ -413,13 +430,14 @@ async fn throughput(clients: &[Client], args: &BenchArgs, deadline: Duration) ->
     for i in 0..args.starters as usize {
         let client = clients[(i + 1) % clients.len()].clone();
         let (next, start_errors, runs) = (next.clone(), start_errors.clone(), args.runs);
+        let goal_words = args.goal_words;
         starters.spawn(async move {
             loop {
                 let n = next.fetch_add(1, Ordering::Relaxed);
                 if n >= runs {
                     break;
                 }
-                let goal = format!("run {n}");
+                let goal = bench_goal(n, goal_words);
                 if let Err(e) = client
                     .start_run(DEFAULT_NAMESPACE, "bench-1", &goal, HashMap::new())
                     .await
@@ -461,20 +479,20 @@ async fn throughput(clients: &[Client], args: &BenchArgs, deadline: Duration) ->
         completed: completed.load(Ordering::Relaxed),
         elapsed,
         starts_elapsed: starts_elapsed.unwrap_or(elapsed),
-        verified_completed: count_completed(&clients[0], "bench-1").await?,
+        verified_completed: count_completed(&clients[0], DEFAULT_NAMESPACE, "bench-1").await?,
         start_errors: start_errors.load(Ordering::Relaxed),
         worker_errors: worker_errors.load(Ordering::Relaxed),
     })
 }
 
 /// How many runs of `workflow` `ListRuns` reports as COMPLETED.
-pub(crate) async fn count_completed(client: &Client, workflow: &str) -> anyhow::Result<u64> {
+pub(crate) async fn count_completed(client: &Client, ns: &str, workflow: &str) -> anyhow::Result<u64> {
     let mut total = 0;
     let mut page_token = String::new();
     loop {
         let resp = client
             .list_runs(ListRunsRequest {
-                namespace: DEFAULT_NAMESPACE.into(),
+                namespace: ns.into(),
                 status: RunStatus::Completed as i32,
                 workflow_id: workflow.into(),
                 page_size: 1000,
@@ -687,7 +705,7 @@ fn report(
     if global.output.is_json() {
         let value = json!({
             "settings": {
-                "runs": args.runs, "workers": args.workers, "starters": args.starters,
+                "runs": args.runs, "workers": args.workers, "starters": args.starters, "goal_words": args.goal_words,
                 "connections": args.connections, "latency_runs": args.latency_runs,
                 "cores": cores, "fsync": true, "server": url, "store": store,
             },
@@ -712,7 +730,11 @@ fn report(
     let mut lines = vec![
         format!("railyard bench: in-process server at {url}, real gRPC over loopback"),
         "settings".to_string(),
-        format!("  runs          {} x bench-1 (1 step)", args.runs),
+        format!(
+            "  runs          {} x bench-1 (1 step), goals of {} words",
+            args.runs,
+            args.goal_words + 2
+        ),
         format!("  workers       {} in-process StepWorker loops", args.workers),
         format!(
             "  clients       {} gRPC connections, {} concurrent starters",

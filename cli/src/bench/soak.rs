@@ -314,7 +314,7 @@ async fn drive(
     }
     stop_working.store(true, Ordering::Relaxed);
     while tasks.join_next().await.is_some() {}
-    let verified = count_completed(&clients[0], "bench-1").await?;
+    let verified = count_completed(&clients[0], railyard_proto::DEFAULT_NAMESPACE, "bench-1").await?;
     Ok((intervals, counts, verified))
 }
 

@@ -45,3 +45,14 @@ fn memory_is_read_from_proc_status() {
         assert!(own.rss_kib > 0 && own.peak_kib >= own.rss_kib, "{own:?}");
     }
 }
+
+#[test]
+fn a_goal_has_the_words_asked_for_and_they_are_indexed_as_distinct_words() {
+    assert_eq!(bench_goal(7, 0), "run 7");
+    let goal = bench_goal(7, 40);
+    assert_eq!(goal.split(' ').count(), 42);
+    let indexed = railyard_model::attributes::text_words(&goal);
+    // Most of the 40 words are distinct; "run" and "7" are words too.
+    assert!(indexed.len() > 30, "{indexed:?}");
+    assert_ne!(bench_goal(8, 40), goal);
+}

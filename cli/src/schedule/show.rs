@@ -107,6 +107,7 @@ pub(crate) fn schedule_json(info: &ScheduleInfo) -> Value {
             "task_queue": action.task_queue,
             "goal": action.goal,
             "context": action.context,
+            "search_attributes": action.search_attributes,
         },
         "policies": {
             "overlap": overlap_name(policies.overlap),
@@ -209,6 +210,11 @@ pub(crate) fn describe_lines(info: &ScheduleInfo) -> Vec<String> {
     context.sort();
     for (k, v) in context {
         fields.push(("context", format!("{}={}", clean(k), clean(v))));
+    }
+    let mut attributes: Vec<_> = action.search_attributes.iter().collect();
+    attributes.sort();
+    for (k, v) in attributes {
+        fields.push(("attribute", format!("{}={}", clean(k), clean(v))));
     }
     fields.push(("spec", spec_line(&spec)));
     if spec.start_time_unix_ms != 0 || spec.end_time_unix_ms != 0 {
@@ -422,6 +428,10 @@ mod tests {
             action: Some(ScheduleAction {
                 workflow_id: "demo".into(),
                 goal: "report\u{1b}[2J".into(),
+                search_attributes: [("priority", "2"), ("customer", "acme")]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
                 ..Default::default()
             }),
             policies: Some(SchedulePolicies {
@@ -461,6 +471,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("goal         report\\u{1b}[2J"), "{text}");
+        assert!(
+            text.contains("attribute    customer=acme\nattribute    priority=2"),
+            "the action's search attributes, sorted: {text}"
+        );
         assert!(text.contains(r#"cron "0 9 * * *" in Europe/Berlin"#), "{text}");
         assert!(text.contains("overlap      BUFFER_ONE"), "{text}");
         assert!(text.contains("PAUSED: maintenance\\nwindow"), "{text}");
@@ -486,6 +500,7 @@ mod tests {
     fn schedule_as_json() {
         let v = schedule_json(&sample());
         assert_eq!(v["schedule_id"], "nightly");
+        assert_eq!(v["action"]["search_attributes"]["customer"], "acme");
         assert_eq!(v["policies"]["overlap"], "BUFFER_ONE");
         assert_eq!(v["state"]["paused"], true);
         assert_eq!(v["next_fire_times"][0], "2026-03-22T09:00:00.000Z");

@@ -205,6 +205,7 @@ pub(crate) fn trigger_json(t: &TriggerInfo) -> serde_json::Value {
         "task_queue": s.task_queue,
         "goal": s.goal,
         "context": s.context.iter().collect::<std::collections::BTreeMap<_, _>>(),
+        "search_attributes": s.search_attributes.iter().collect::<std::collections::BTreeMap<_, _>>(),
         "callback_url": s.callback_url,
         "signature_secret": s.signature_secret,
         "signature_header": s.signature_header,
@@ -254,6 +255,11 @@ fn describe_fields(t: &TriggerInfo) -> Vec<(&'static str, String)> {
     context.sort();
     for (k, v) in context {
         fields.push(("context", format!("{k} = {v}")));
+    }
+    let mut attributes: Vec<_> = s.search_attributes.iter().collect();
+    attributes.sort();
+    for (k, v) in attributes {
+        fields.push(("attribute", format!("{k} = {v}")));
     }
     match &s.poll {
         Some(p) => fields.extend(poll::fields(t, p)),
@@ -418,4 +424,36 @@ async fn delete(global: &GlobalOpts, a: IdArg) -> anyhow::Result<()> {
         output::line(format!("deleted trigger {}", a.trigger_id))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describe_shows_the_actions_search_attributes_sorted() {
+        let t = TriggerInfo {
+            trigger_id: "pr".into(),
+            hook_path: "/hooks/default/pr".into(),
+            spec: Some(TriggerSpec {
+                workflow_id: "review".into(),
+                search_attributes: [("repo", "{{$.repository.full_name}}"), ("customer", "acme")]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let attrs: Vec<String> = describe_fields(&t)
+            .into_iter()
+            .filter(|(k, _)| *k == "attribute")
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(attrs, ["customer = acme", "repo = {{$.repository.full_name}}"]);
+        assert_eq!(
+            trigger_json(&t)["search_attributes"]["repo"],
+            "{{$.repository.full_name}}"
+        );
+    }
 }

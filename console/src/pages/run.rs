@@ -125,7 +125,7 @@ fn live_part(viewer: &Viewer, run: &pb::RunInfo, definition: &str, first: &pb::G
         h2 { "Waterfall" }
         (waterfall::render(&attempts, now, partial))
         h2 { "Steps" }
-        (steps(run, &waterfall::step_facts(&first.events)))
+        (steps(viewer, run, &waterfall::step_facts(&first.events)))
     };
     html! {
         @if open {
@@ -201,7 +201,14 @@ fn delivery_name(state: i32) -> &'static str {
     }
 }
 
-fn steps(run: &pb::RunInfo, facts: &std::collections::HashMap<String, Vec<String>>) -> Markup {
+/// Each step: its facts, and for a step that ran, a link to its transcript (the
+/// step in flight's latest checkpoint, or a finished step's last, which the server
+/// keeps within its per-run bound).
+fn steps(
+    viewer: &Viewer,
+    run: &pb::RunInfo,
+    facts: &std::collections::HashMap<String, Vec<String>>,
+) -> Markup {
     html! {
         @for step in &run.steps {
             details open[step.state != "COMPLETED" && step.state != "PENDING"] {
@@ -222,6 +229,13 @@ fn steps(run: &pb::RunInfo, facts: &std::collections::HashMap<String, Vec<String
                 }
                 @if !step.notes.is_empty() { h3 { "Notes" } pre { (long_text(&step.notes)) } }
                 @if !step.result_json.is_empty() { h3 { "Result" } pre { (long_text(&step.result_json)) } }
+                @if step.attempt > 0 {
+                    p {
+                        a href={ "/ui/runs/" (encode(&run.run_id)) "/transcript?ns=" (encode(&viewer.ns)) "&step=" (encode(&step.step_id)) } {
+                            "Transcript of step " (step.step_id)
+                        }
+                    }
+                }
             }
         }
     }

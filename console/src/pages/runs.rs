@@ -1,5 +1,6 @@
-//! `GET /ui/runs`: the runs list, its filters in the URL, paged with the server's page
-//! token, and the start form. The first page refreshes itself every few seconds
+//! `GET /ui/runs`: the runs list, its filters in the URL (`top=1`: top-level runs
+//! only, each parent's children a link away), paged with the server's page token,
+//! and the start form. The first page refreshes itself every few seconds
 //! (htmx polls `?fragment=1`, which answers the table alone). Budget: [`api::RUNS`]
 //! (one `ListRuns` page; the start form's workflows come from [`api::START_FORM`]
 //! only when asked for with `?start=1`).
@@ -28,9 +29,15 @@ pub(crate) struct Filters {
     workflow: String,
     #[serde(default)]
     parent: String,
+    /// `1`: top-level runs only (no parent), each with a link to its children.
+    #[serde(default)]
+    top: String,
     /// A list query (`docs/search-and-queries.md`), ANDed with the other filters.
     #[serde(default, rename = "q")]
     query: String,
+    /// Words the goal must hold: the list query's `Goal` field, ANDed with the rest.
+    #[serde(default)]
+    goal: String,
     /// `1`: only runs whose agents reported an issue.
     #[serde(default)]
     issues: String,
@@ -55,7 +62,9 @@ impl Filters {
             ("status", &self.status),
             ("workflow", &self.workflow),
             ("parent", &self.parent),
+            ("top", &self.top),
             ("q", &self.query),
+            ("goal", &self.goal),
             ("issues", &self.issues),
             ("after", &self.after),
             ("before", &self.before),
@@ -87,9 +96,94 @@ impl Filters {
             started_before_unix_ms: parse_time("before", &self.before)?,
             page_size: PAGE_SIZE,
             page_token: self.page.clone(),
-            query: self.query.trim().into(),
+            query: with_goal(&self.list_query(), &self.goal)?,
             has_issues: self.issues == "1",
         })
+    }
+}
+
+impl Filters {
+    /// The list query: the one typed, and with `top=1` (unless a parent is named)
+    /// `ParentRunId IS NULL` ANDed to it.
+    fn list_query(&self) -> String {
+        let typed = self.query.trim();
+        if self.top != "1" || !self.parent.trim().is_empty() {
+            return typed.into();
+        }
+        let (filter, order) = split_order(typed);
+        match filter.trim() {
+            "" => format!("{TOP_LEVEL} {order}").trim_end().to_string(),
+            q => format!("({q}) AND {TOP_LEVEL} {order}").trim_end().to_string(),
+        }
+    }
+}
+
+/// The clause of `top=1`.
+const TOP_LEVEL: &str = "ParentRunId IS NULL";
+
+/// Longest `goal` filter, in bytes.
+const MAX_GOAL_FILTER: usize = 512;
+
+/// The list query `query` with `Goal = "<the words of goal>"` ANDed in front (its
+/// `ORDER BY`, if any, kept at the end). The goal's words are its runs of letters and
+/// digits, as the server splits a goal, so the literal needs no escaping.
+fn with_goal(query: &str, goal: &str) -> Result<String, String> {
+    if goal.trim().is_empty() {
+        return Ok(query.to_string());
+    }
+    if goal.len() > MAX_GOAL_FILTER {
+        return Err(format!(
+            "goal is {} bytes, longer than the limit of {MAX_GOAL_FILTER}",
+            goal.len()
+        ));
+    }
+    let words: Vec<&str> = goal
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    if words.is_empty() {
+        return Err(format!(
+            "goal {:?} holds no word (letters or digits) to look for",
+            cut_echo(goal)
+        ));
+    }
+    let goal = format!("Goal = \"{}\"", words.join(" "));
+    if query.is_empty() {
+        return Ok(goal);
+    }
+    let (filter, order) = split_order(query);
+    Ok(if filter.trim().is_empty() {
+        format!("{goal} {order}").trim_end().to_string()
+    } else {
+        format!("{goal} AND ({filter}) {order}").trim_end().to_string()
+    })
+}
+
+/// A query's filter and its trailing `ORDER BY ...` (empty if none): the last
+/// `ORDER BY` outside quotes, which the language allows only at the end.
+fn split_order(query: &str) -> (&str, &str) {
+    let lower = query.to_ascii_lowercase();
+    let mut from = 0;
+    let mut found = None;
+    while let Some(at) = lower[from..].find("order") {
+        let at = from + at;
+        let before_ok = lower[..at].ends_with(|c: char| c.is_whitespace() || c == ')') || at == 0;
+        let rest = &lower[at + 5..];
+        let by = rest.trim_start();
+        let quotes_before = query[..at].matches(['"', '\'']).count();
+        if before_ok
+            && rest.starts_with(char::is_whitespace)
+            && by.starts_with("by")
+            && by[2..].starts_with(char::is_whitespace)
+            && quotes_before.is_multiple_of(2)
+        {
+            found = Some(at);
+        }
+        from = at + 5;
+    }
+    match found {
+        Some(at) => (&query[..at], &query[at..]),
+        None => (query, ""),
     }
 }
 
@@ -178,7 +272,9 @@ fn filter_form(viewer: &Viewer, f: &Filters) -> Markup {
             }
             label { "Workflow" input type="text" name="workflow" value=(f.workflow) size="14"; }
             label { "Parent run" input type="text" name="parent" value=(f.parent) size="14"; }
+            label { "Top-level only" input type="checkbox" name="top" value="1" checked[f.top == "1"]; }
             label { "With issues" input type="checkbox" name="issues" value="1" checked[f.issues == "1"]; }
+            label { "Goal has words" input type="text" name="goal" value=(f.goal) size="18" placeholder="flaky test"; }
             label { "Query" input type="text" name="q" value=(f.query) size="32" placeholder="Status = \"FAILED\" AND StartTime > \"2026-11-20T00:00:00Z\""; }
             label { "Started after (UTC)" input type="datetime-local" name="after" value=(f.after); }
             label { "Started before (UTC)" input type="datetime-local" name="before" value=(f.before); }
@@ -259,7 +355,10 @@ fn rows(viewer: &Viewer, listed: &pb::ListRunsResponse, now: i64) -> Markup {
                     tbody {
                         @for run in &listed.runs {
                             tr {
-                                td { a href={ "/ui/runs/" (encode(&run.run_id)) "?ns=" (encode(&viewer.ns)) } { (run.run_id) } }
+                                td {
+                                    a href={ "/ui/runs/" (encode(&run.run_id)) "?ns=" (encode(&viewer.ns)) } { (run.run_id) }
+                                    (children_link(viewer, run))
+                                }
                                 td { (status_cell(run)) }
                                 td { (run.workflow_id) " " span.muted { (run.workflow_version) } }
                                 td { (current_step(run)) }
@@ -272,6 +371,18 @@ fn rows(viewer: &Viewer, listed: &pb::ListRunsResponse, now: i64) -> Markup {
                         }
                     }
                 }
+            }
+        }
+    }
+}
+
+/// A parent's number of children, linked to the list filtered to them.
+fn children_link(viewer: &Viewer, run: &pb::RunInfo) -> Markup {
+    let n = run.children_started;
+    html! {
+        @if n > 0 {
+            " " a.children href={ "/ui/runs?ns=" (encode(&viewer.ns)) "&parent=" (encode(&run.run_id)) } {
+                (n) @if n == 1 { " child" } @else { " children" }
             }
         }
     }
@@ -298,5 +409,37 @@ pub(crate) fn current_step(run: &pb::RunInfo) -> Markup {
         } @else {
             span.muted { "—" }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_goal_filter_is_anded_in_front_of_the_query_and_its_order_kept_last() {
+        assert_eq!(with_goal("", "  ").unwrap(), "");
+        assert_eq!(
+            with_goal("", "Flaky \"test\"!").unwrap(),
+            r#"Goal = "Flaky test""#
+        );
+        assert_eq!(
+            with_goal("Status = 'FAILED' OR Tokens > 5", "pr").unwrap(),
+            r#"Goal = "pr" AND (Status = 'FAILED' OR Tokens > 5)"#
+        );
+        assert_eq!(
+            with_goal("WorkflowId = 'order by' ORDER BY StartTime DESC", "pr").unwrap(),
+            r#"Goal = "pr" AND (WorkflowId = 'order by' ) ORDER BY StartTime DESC"#
+        );
+        assert_eq!(
+            with_goal("order by StartTime", "pr").unwrap(),
+            r#"Goal = "pr" order by StartTime"#
+        );
+        assert!(with_goal("", "?!").unwrap_err().contains("holds no word"));
+        assert!(
+            with_goal("", &"a".repeat(600))
+                .unwrap_err()
+                .contains("limit of 512")
+        );
     }
 }

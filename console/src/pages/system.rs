@@ -209,7 +209,7 @@ pub(crate) async fn triggers(viewer: Viewer, Query(p): Query<Paging>) -> Respons
     let body = html! {
         h1 { "Triggers" }
         div.scroll { table {
-            thead { tr { th { "Id" } th { "Hook path" } th { "Workflow" } th { "Mode" } th { "Goal template" } th { "Callback" } th { "From config" } th { "Recent deliveries (newest first)" } } }
+            thead { tr { th { "Id" } th { "Hook path" } th { "Workflow" } th { "Mode" } th { "Goal template" } th { "Callback" } th { "From config" } th { "Recent deliveries (newest first)" } th { "Refused lately (newest first)" } } }
             tbody { @for t in &listed.triggers {
                 @let spec = t.spec.clone().unwrap_or_default();
                 tr {
@@ -220,6 +220,7 @@ pub(crate) async fn triggers(viewer: Viewer, Query(p): Query<Paging>) -> Respons
                     td { @if !spec.callback_url.is_empty() { (layout::link(&spec.callback_url)) } }
                     td { @if t.from_config { "yes" } @else { "no" } }
                     td { (deliveries(&viewer, &t.recent_deliveries)) }
+                    td { (refusals(&t.recent_refusals)) }
                 }
             } }
         } }
@@ -242,6 +243,23 @@ fn deliveries(viewer: &Viewer, recent: &[pb::TriggerDelivery]) -> Markup {
                 a href={ "/ui/runs/" (encode(&d.run_id)) "?ns=" (encode(&viewer.ns)) } { (d.run_id) }
                 " " (d.outcome)
                 @if !d.delivery_id.is_empty() { " " span.muted { "(" (layout::cut(&d.delivery_id, 80).0) ")" } }
+            } } }
+            @if recent.len() > DELIVERIES_SHOWN { span.muted { (recent.len() - DELIVERIES_SHOWN) " older kept" } }
+        }
+    }
+}
+
+/// A trigger's latest refused (and duplicate) deliveries, as its server remembers
+/// them (in memory, since it started): when, what kind, the delivery id and the
+/// server's words, escaped.
+fn refusals(recent: &[pb::TriggerRefusal]) -> Markup {
+    html! {
+        @if recent.is_empty() { span.muted { "none" } }
+        @else {
+            ul.deliveries { @for r in recent.iter().rev().take(DELIVERIES_SHOWN) { li {
+                (layout::time(r.received_time_unix_ms)) " " strong { (r.kind) }
+                @if !r.delivery_id.is_empty() { " " span.muted { "(" (layout::cut(&r.delivery_id, 80).0) ")" } }
+                ": " (layout::cut(&r.reason, 300).0)
             } } }
             @if recent.len() > DELIVERIES_SHOWN { span.muted { (recent.len() - DELIVERIES_SHOWN) " older kept" } }
         }

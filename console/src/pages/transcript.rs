@@ -1,6 +1,7 @@
 //! `GET /ui/runs/{run}/transcript`: what the agent did. First the step in flight's
-//! latest checkpoint, rendered as a conversation ([`super::checkpoint`]), a page of
-//! it (`?at=` pages on); then the run's live output (docs/live-output.md): each step
+//! latest checkpoint, or with `?step=` that step's (a finished step's last, kept by
+//! the server after the step ended), rendered as a conversation
+//! ([`super::checkpoint`]), a page of it (`?at=` pages on); then the run's live output (docs/live-output.md): each step
 //! attempt under its heading, the model's text and thinking as it streamed, each tool
 //! call with its input and the start of its result, turn ends and errors. The live
 //! part is an empty conversation that the vendored htmx SSE extension fills from
@@ -42,6 +43,9 @@ pub(crate) struct Params {
     /// `1`: the page starts inside a line; skip to its end.
     #[serde(default)]
     skip: String,
+    /// The step whose checkpoint is shown (empty: the step in flight).
+    #[serde(default)]
+    step: String,
 }
 
 /// `GET /ui/runs/{run}/transcript`.
@@ -51,16 +55,19 @@ pub(crate) async fn page(viewer: Viewer, Path(run_id): Path<String>, Query(p): Q
         Err(e) => return layout::message_page(&viewer, StatusCode::BAD_REQUEST, "Refused", &e.to_string()),
     };
     let skip = !p.skip.is_empty();
-    let checkpoint = match api.step_checkpoint(&run_id, p.at).await {
+    let checkpoint = match api.step_checkpoint(&run_id, &p.step, p.at).await {
         Ok(c) => c,
         Err(e) => return layout::refused(&viewer, &api, &e),
     };
     let rendered = super::checkpoint::render(&checkpoint, p.at, skip);
-    let here = format!(
+    let mut here = format!(
         "/ui/runs/{}/transcript?ns={}",
         encode(&run_id),
         encode(&viewer.ns)
     );
+    if !p.step.is_empty() {
+        here = format!("{here}&step={}", encode(&p.step));
+    }
     let run_url = format!("/ui/runs/{}?ns={}", encode(&run_id), encode(&viewer.ns));
     let stream = format!(
         "/ui/runs/{}/transcript/stream?ns={}",
@@ -70,7 +77,16 @@ pub(crate) async fn page(viewer: Viewer, Path(run_id): Path<String>, Query(p): Q
     let body = html! {
         h1 { "Transcript of " a href=(run_url) { (run_id) } }
         section.checkpoint aria-labelledby="checkpoint-h" {
-            h2 #checkpoint-h { "From the latest checkpoint" }
+            h2 #checkpoint-h {
+                @if p.step.is_empty() { "From the latest checkpoint" } @else { "Step " (p.step) ", from its last checkpoint" }
+            }
+            @if checkpoint.step_id.is_empty() && !p.step.is_empty() {
+                p.muted {
+                    "No checkpoint of step " (p.step) " is kept: it never heartbeated one, or the server dropped it "
+                    "(a run keeps its finished steps' checkpoints up to the server's bound, oldest dropped first, "
+                    "and a server may keep none)."
+                }
+            }
             @if !checkpoint.step_id.is_empty() {
                 p.muted {
                     "Step " strong { (checkpoint.step_id) } ", attempt " (checkpoint.attempt) ": "

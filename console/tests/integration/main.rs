@@ -4,7 +4,9 @@
 
 mod actions;
 mod budget;
+mod children;
 mod pages;
+mod refusals;
 mod scale;
 mod security;
 mod support;

@@ -75,6 +75,45 @@ async fn the_runs_page_lists_filters_and_pages() {
 }
 
 #[tokio::test]
+async fn the_runs_page_filters_by_words_of_the_goal_kept_in_the_url() {
+    let console = Console::start(false).await;
+    let flaky = console.start_run("one", "Fix the flaky test in CI").await;
+    let docs = console.start_run("draft", "Review the docs").await;
+    console.start_run("one", "Review PR #42").await;
+    let mut b = console.browser();
+    let page = b.get("/ui/runs?ns=default&goal=FLAKY").await;
+    assert_eq!((page.status, page.calls()), (200, 1));
+    assert_eq!(page.body.matches("<tr>").count(), 2, "{}", page.body);
+    assert!(page.body.contains(&flaky));
+    assert!(
+        page.body.contains(r#"name="goal" value="FLAKY""#),
+        "the form shows the filter"
+    );
+    // Kept in the refresh's URL, with the other filters and a query ANDed.
+    assert!(page.body.contains("goal=FLAKY"), "{}", page.body);
+    let both = b
+        .get("/ui/runs?ns=default&goal=the&q=WorkflowId%20%3D%20%22draft%22%20ORDER%20BY%20StartTime%20DESC")
+        .await;
+    assert_eq!(both.body.matches("<tr>").count(), 2, "{}", both.body);
+    assert!(both.body.contains(&docs));
+    let words = b
+        .get("/ui/runs?ns=default&goal=review%2C%20docs&status=running")
+        .await;
+    assert_eq!(
+        words.body.matches("<tr>").count(),
+        2,
+        "every word: {}",
+        words.body
+    );
+    assert!(words.body.contains(&docs));
+    let none = b.get("/ui/runs?ns=default&goal=flak").await;
+    assert!(none.body.contains("No runs match."), "a word matches whole");
+    let bad = b.get("/ui/runs?ns=default&goal=%3F%21").await;
+    assert_eq!(bad.status, 400);
+    assert!(bad.body.contains("holds no word"), "{}", bad.body);
+}
+
+#[tokio::test]
 async fn the_run_page_shows_the_header_waterfall_steps_and_history() {
     let console = Console::start(false).await;
     let run = console.start_run("one", "count the stars").await;

@@ -1,7 +1,9 @@
-//! Bounded reads at scale (issue 24 item 8): with 100,000 runs stored and a run of
-//! 10,000 events, the runs list and the run page make their stated number of gRPC
-//! calls, each bounded in rows by the server's page limits, and show one page of
-//! rows. Counts, not time.
+//! Bounded reads at scale (issue 24 item 8): with 100,000 runs stored, a run of
+//! 10,000 events and a 4 MiB transcript, the runs list, the run page and the
+//! transcript make their stated number of gRPC calls and show one page of rows, and
+//! the server's storage reads for each stay within the budgets stated here
+//! ([`STORAGE`]), counted by `railyard_store::counting` around the redb backend:
+//! snapshots, read calls, rows handed back, checkpoint bytes. Counts, not time.
 //!
 //! The store is written before the server opens it, straight through the redb
 //! backend in large write transactions, with runs made by the model's own
@@ -17,8 +19,9 @@ use railyard_console::api;
 use railyard_model::run::{Event, Out, Phase, RunState, StartParams};
 use railyard_model::token::TokenClaims;
 use railyard_model::workflow::{WorkflowDef, parse_definition};
+use railyard_store::counting::{CountingBackend, Reads};
 use railyard_store::redb_backend::RedbBackend;
-use railyard_store::{Backend, StorageError};
+use railyard_store::{Backend, CheckpointAt, StorageError, Store};
 
 use crate::support::{Console, ONE};
 
@@ -28,6 +31,66 @@ const RUNS: u64 = 100_000;
 const EVENTS: u64 = 10_000;
 /// Runs per write transaction.
 const BATCH: u64 = 25_000;
+/// The long run's transcript: 64 appended segments of 64 KiB.
+const TRANSCRIPT_SEGMENTS: u64 = 64;
+const SEGMENT_BYTES: usize = 64 * 1024;
+
+/// A page's storage budget: at most this many snapshots, read calls, rows and
+/// checkpoint bytes for one request, whatever the store holds.
+struct Budget {
+    page: &'static str,
+    snapshots: u64,
+    calls: u64,
+    rows: u64,
+    checkpoint_bytes: u64,
+}
+
+/// The budgets. The runs list: one snapshot; a listing reads the runs it shows and
+/// one past them (51), through the start index or a term's, whose entries the query
+/// planner first counts up to its cap of 4,096 to pick the smallest index; a query
+/// the index does not serve (`top=1`'s `ParentRunId IS NULL`) reads runs until a page
+/// matches (here all do). The run page: `DescribeRun` (the run), a history page of
+/// 1,000 events for the waterfall and one of 100 for the list, each read 32 events a
+/// snapshot (`HISTORY_CHUNK`: a history of large events is never loaded whole), and
+/// the session tree. The transcript: the run, where its checkpoint is, its head and
+/// its segments up to the page's end (at most 65 rows: the head and 64 segments), at
+/// most a page (256 KiB) of bytes.
+const STORAGE: [Budget; 3] = [
+    Budget {
+        page: "runs",
+        snapshots: 2,
+        calls: 3,
+        rows: 51 + 4_096 + 10,
+        checkpoint_bytes: 0,
+    },
+    Budget {
+        page: "run",
+        snapshots: 45,
+        calls: 45,
+        rows: 1_120,
+        checkpoint_bytes: 0,
+    },
+    Budget {
+        page: "transcript",
+        snapshots: 2,
+        calls: 4,
+        rows: 70,
+        checkpoint_bytes: 256 * 1024,
+    },
+];
+
+/// Asserts `reads` are within the budget of `page`.
+fn within(page: &str, reads: Reads, url: &str) {
+    let b = STORAGE.iter().find(|b| b.page == page).expect("a budget");
+    println!("{url}: {reads:?}");
+    assert!(
+        reads.snapshots <= b.snapshots
+            && reads.calls <= b.calls
+            && reads.rows <= b.rows
+            && reads.checkpoint_bytes <= b.checkpoint_bytes,
+        "{url}: {reads:?} is past the {page} page's storage budget"
+    );
+}
 
 /// Writes `RUNS` closed runs of `one` and the open run `long` with `EVENTS`
 /// events into a new store in `dir`.
@@ -121,6 +184,20 @@ fn preload(dir: &std::path::Path) {
             tx.set_open(ns, &run.run_id, true)
         })
         .unwrap();
+    // Its step's 4 MiB transcript, in appended segments (as heartbeats leave it).
+    backend
+        .write(&mut |tx| {
+            for k in 0..TRANSCRIPT_SEGMENTS {
+                let line = format!(
+                    "{}\n",
+                    serde_json::json!({ "at": k, "message": { "role": "assistant",
+                        "content": [{ "type": "text", "text": "t".repeat(SEGMENT_BYTES - 80) }] } })
+                );
+                tx.append_checkpoint(ns, "long", CheckpointAt::Step(0), line.as_bytes(), &[0; 32])?;
+            }
+            Ok(())
+        })
+        .unwrap();
 }
 
 /// Run `i`, closed: one in four completed its step, the others were canceled before
@@ -175,10 +252,23 @@ async fn the_runs_list_and_a_run_page_stay_within_their_budgets_at_100k_runs() {
         "{RUNS} runs and a run of {EVENTS} events written in {:?}",
         took.elapsed()
     );
-    let console = Console::start_on(data, false).await;
+    let counting = Arc::new(CountingBackend::new(Arc::new(
+        RedbBackend::open(data.path()).unwrap(),
+    )));
+    let console = Console::start_with(data, false, Some(Store::new(counting.clone()))).await;
     let mut b = console.browser();
+    // The server's loops read at its start (the retention sweep, timers), beside the
+    // first request: one request first, uncounted.
+    assert_eq!(b.get("/ui/runs").await.status, 200);
+    // Each page's storage reads, counted from just before it is asked for.
+    let mut get = async |url: &str, page: &str| {
+        counting.take();
+        let got = b.get(url).await;
+        within(page, counting.take(), url);
+        got
+    };
 
-    let runs = b.get("/ui/runs").await;
+    let runs = get("/ui/runs", "runs").await;
     assert_eq!(runs.status, 200);
     assert_eq!(runs.calls(), api::RUNS.calls);
     assert_eq!(runs.body.matches("<tr>").count(), 1 + 50, "one page of rows");
@@ -186,16 +276,21 @@ async fn the_runs_list_and_a_run_page_stay_within_their_budgets_at_100k_runs() {
     // A page deep into the list costs the same.
     let i = runs.body.find("\">Next page</a>").expect("a next page link");
     let href = runs.body[runs.body[..i].rfind("href=\"").unwrap() + 6..i].replace("&amp;", "&");
-    let deeper = b.get(&href).await;
+    let deeper = get(&href, "runs").await;
     assert_eq!(deeper.status, 200, "{href}");
     assert_eq!(deeper.calls(), api::RUNS.calls);
     assert_eq!(deeper.body.matches("<tr>").count(), 1 + 50);
     // Filtered by status: the index of the status term, still one page.
-    let done = b.get("/ui/runs?status=completed").await;
+    let done = get("/ui/runs?status=completed", "runs").await;
     assert_eq!(done.calls(), api::RUNS.calls);
     assert_eq!(done.body.matches("<tr>").count(), 1 + 50);
 
-    let run = b.get("/ui/runs/long").await;
+    // Top-level runs only: a query the index does not serve, still one page.
+    let top = get("/ui/runs?top=1", "runs").await;
+    assert_eq!(top.calls(), api::RUNS.calls);
+    assert_eq!(top.body.matches("<tr>").count(), 1 + 50);
+
+    let run = get("/ui/runs/long", "run").await;
     assert_eq!(run.status, 200, "{}", run.body);
     assert!(run.calls() <= api::RUN.calls, "{} calls", run.calls());
     assert!(
@@ -203,9 +298,22 @@ async fn the_runs_list_and_a_run_page_stay_within_their_budgets_at_100k_runs() {
         "one page of events"
     );
     assert!(run.body.contains("Next events"));
-    let last = b.get(&format!("/ui/runs/long?from={}", EVENTS - 50)).await;
+    let last = get(&format!("/ui/runs/long?from={}", EVENTS - 50), "run").await;
     assert_eq!(last.status, 200);
     assert!(last.calls() <= api::RUN.calls);
     assert!(last.body.contains(&format!("#{EVENTS} ")), "the last event");
     assert!(last.body.contains("the last note"));
+
+    // The 4 MiB transcript: its first page, and its last, each a page of bytes.
+    let first = get("/ui/runs/long/transcript", "transcript").await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.calls(), api::TRANSCRIPT.calls);
+    let whole = TRANSCRIPT_SEGMENTS * SEGMENT_BYTES as u64;
+    assert!(first.body.contains(" bytes in all"));
+    let end = get(
+        &format!("/ui/runs/long/transcript?at={}", whole - 100_000),
+        "transcript",
+    )
+    .await;
+    assert_eq!(end.status, 200);
 }

@@ -30,6 +30,15 @@ impl Console {
 
     /// A server on `data`, a data directory that may already hold a store.
     pub async fn start_on(data: tempfile::TempDir, auth: bool) -> Self {
+        Self::start_with(data, auth, None).await
+    }
+
+    /// The same, serving `store` when given (else the data directory's).
+    pub async fn start_with(
+        data: tempfile::TempDir,
+        auth: bool,
+        store: Option<railyard_store::Store>,
+    ) -> Self {
         let workflows = tempfile::tempdir().unwrap();
         std::fs::write(workflows.path().join("draft.json"), DRAFT).unwrap();
         std::fs::write(workflows.path().join("one.json"), ONE).unwrap();
@@ -37,6 +46,7 @@ impl Console {
         config.grpc_listen = "127.0.0.1:0".parse().unwrap();
         config.http_listen = "127.0.0.1:0".parse().unwrap();
         config.auth = auth;
+        config.store = store;
         config.http_open_extension = Some(Arc::new(|cx: railyard_server::HttpContext| {
             let config = railyard_console::ConsoleConfig {
                 auth: cx.auth,

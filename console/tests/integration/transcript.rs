@@ -226,3 +226,84 @@ async fn the_transcript_pages_through_a_4_mib_checkpoint_as_a_conversation() {
     // Every message line shown once.
     assert_eq!(shown.matches("Turn 7: I will").count(), 1);
 }
+
+/// A finished step's transcript: the run page links each step that ran to its
+/// transcript, and the page shows the step's last checkpoint, kept by the server
+/// after the step completed and the run closed, as a conversation, escaped.
+#[tokio::test]
+async fn a_finished_steps_transcript_is_linked_from_the_run_page_and_shown() {
+    use serde_json::json;
+    let console = Console::start(false).await;
+    let client = console.admin().await;
+    let run = console.start_run("one", "look around").await;
+    let worker = StepWorker::new(client.clone(), "default", "default", "w");
+    let task = worker
+        .poll(Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("a task");
+    let mut cp = String::from("{\"version\":2}\n");
+    cp += &line(0, "user", json!([{ "type": "text", "text": "Do look around" }]));
+    cp += &line(
+        1,
+        "assistant",
+        json!([{ "type": "text", "text": "Finished <script>alert(1)</script> the survey." }]),
+    );
+    let mut sync = railyard_sdk::CheckpointSync::from_task(&task);
+    worker
+        .heartbeat_appending(
+            &task.task_token,
+            &mut sync,
+            cp.as_bytes(),
+            Vec::new(),
+            0,
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    worker
+        .complete(&task.task_token, Completion::notes("done"))
+        .await
+        .unwrap();
+
+    let mut b = console.browser();
+    let page = b.get(&format!("/ui/runs/{run}?ns=default")).await;
+    assert_eq!(page.status, 200);
+    let link = format!("/ui/runs/{run}/transcript?ns=default&amp;step=only");
+    assert!(page.body.contains(&link), "{}", page.body);
+    assert!(page.body.contains("Transcript of step only"));
+
+    let page = b
+        .get(&format!("/ui/runs/{run}/transcript?ns=default&step=only"))
+        .await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert_eq!(page.calls(), railyard_console::api::TRANSCRIPT.calls);
+    assert!(
+        page.body.contains("Step only, from its last checkpoint"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("Do look around"));
+    assert!(
+        page.body
+            .contains("Finished &lt;script&gt;alert(1)&lt;/script&gt; the survey.")
+    );
+    assert!(!page.body.contains("<script>alert"));
+    assert!(page.body.contains(&format!("{} bytes in all", cp.len())));
+
+    // A run's step with nothing kept says so; one the run lacks is refused.
+    let other = console.start_run("one", "idle").await;
+    let page = b
+        .get(&format!("/ui/runs/{other}/transcript?ns=default&step=only"))
+        .await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.body.contains("No checkpoint of step only is kept"),
+        "{}",
+        page.body
+    );
+    let page = b
+        .get(&format!("/ui/runs/{other}/transcript?ns=default&step=nope"))
+        .await;
+    assert_eq!(page.status, 404, "{}", page.body);
+}

@@ -2,7 +2,7 @@
 //! panic; a refusal names a column inside the text (or just past its end) and its
 //! message is bounded; an accepted query plans and evaluates on a run without a
 //! panic, and its plan names only terms a run can be indexed under (status,
-//! workflow, or a declared search attribute).
+//! workflow, a goal's word, or a declared search attribute, a text one's by word).
 
 use std::sync::Arc;
 
@@ -25,6 +25,9 @@ pub fn strategy(seeds: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = String> {
         Just("StartTime".to_string()),
         Just("Tokens".to_string()),
         Just("customer".to_string()),
+        Just("notes".to_string()),
+        Just("Goal".to_string()),
+        Just("'Fix the PR-42, ünïcode'".to_string()),
         Just(" = ".to_string()),
         Just(" != ".to_string()),
         Just(" >= ".to_string()),
@@ -64,6 +67,7 @@ fn a_run() -> RunState {
     let params = StartParams {
         namespace: "default".into(),
         run_id: "r1".into(),
+        goal: "Fix the PR-42".into(),
         ..Default::default()
     };
     RunState::start(params, def, &mut out)
@@ -74,6 +78,7 @@ pub fn check(text: &str) -> Result<(), TestCaseError> {
     let attributes: AttributeTypes = [
         ("customer".to_string(), ValueType::Keyword),
         ("priority".to_string(), ValueType::Int),
+        ("notes".to_string(), ValueType::Text),
     ]
     .into_iter()
     .collect();

@@ -97,9 +97,17 @@ fn a_run_is_indexed_under_its_attributes_and_changes_move_them() {
     ] {
         assert!(terms.iter().any(|x| x == t), "{t} in {terms:?}");
     }
-    assert!(
-        !terms.iter().any(|t| t.starts_with("@notes")),
-        "a text is not indexed"
+    let mut words: Vec<&String> = terms.iter().filter(|t| t.starts_with("@notes")).collect();
+    words.sort();
+    assert_eq!(
+        words,
+        [
+            "@notes:x=delivery",
+            "@notes:x=late",
+            "@notes:x=of",
+            "@notes:x=parts"
+        ],
+        "a text is indexed by its words, lowercased"
     );
     let mut seq = 0;
     let mut out = Out::new(2_000, &mut seq);
@@ -127,15 +135,20 @@ fn a_run_is_indexed_under_its_attributes_and_changes_move_them() {
 
 #[test]
 fn attribute_equalities_are_candidates_and_comparisons_ranges() {
-    let p = q("customer = 'acme' AND tags IN ('b', 'a') AND urgent = true AND notes = 'x'").plan();
+    let p = q("customer = 'acme' AND tags IN ('b', 'a') AND urgent = true AND notes = 'X, y'").plan();
     assert_eq!(
         p.candidates,
         vec![
             vec!["@customer:k=acme".to_string()],
             vec!["@tags:l=a".to_string(), "@tags:l=b".to_string()],
             vec!["@urgent:b=true".to_string()],
-        ]
+            vec!["@notes:x=x".to_string()],
+            vec!["@notes:x=y".to_string()],
+        ],
+        "each word of a text's `=` is a candidate"
     );
+    let p = q("Goal = 'Review the PR' AND notes != 'x'").plan();
+    assert!(p.candidates.is_empty(), "the goal is not indexed: {p:?}");
     let p = q("priority > 2 AND priority <= 9 AND priority >= 1 AND customer STARTS_WITH 'ac'").plan();
     let int = |n| term("priority", ValueType::Int, &Value::Int(n)).unwrap();
     assert_eq!(

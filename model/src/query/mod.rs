@@ -17,7 +17,8 @@ mod proptests;
 mod tests;
 
 pub use eval::{
-    FAILURE_TYPE_NONE, RunView, failure_type, index_delta, index_terms, status_term, workflow_term,
+    FAILURE_TYPE_NONE, RunView, failure_type, index_delta, index_terms, index_terms_of, status_term,
+    workflow_term,
 };
 
 use crate::Millis;
@@ -64,11 +65,13 @@ pub enum Builtin {
     Tokens,
     Cost,
     FailureType,
+    /// The run's goal, a text: `Goal = "word"` matches goals holding the word.
+    Goal,
 }
 
 impl Builtin {
     /// Every built-in field, in the order the docs list them.
-    pub const ALL: [Builtin; 11] = [
+    pub const ALL: [Builtin; 12] = [
         Builtin::RunId,
         Builtin::WorkflowId,
         Builtin::WorkflowVersion,
@@ -80,6 +83,7 @@ impl Builtin {
         Builtin::Tokens,
         Builtin::Cost,
         Builtin::FailureType,
+        Builtin::Goal,
     ];
 
     /// Its name in a query.
@@ -96,6 +100,7 @@ impl Builtin {
             Builtin::Tokens => "Tokens",
             Builtin::Cost => "Cost",
             Builtin::FailureType => "FailureType",
+            Builtin::Goal => "Goal",
         }
     }
 
@@ -105,6 +110,7 @@ impl Builtin {
             Builtin::StartTime | Builtin::CloseTime => ValueType::Datetime,
             Builtin::Tokens => ValueType::Int,
             Builtin::Cost => ValueType::Double,
+            Builtin::Goal => ValueType::Text,
             _ => ValueType::Keyword,
         }
     }

@@ -1,7 +1,8 @@
 //! Random queries over random runs: a query's answer equals a reference written
 //! beside the generated text (brute force, no parser), and the plan never leaves out
 //! a run that matches (every match is under one of each candidate's terms, within the
-//! start range).
+//! start range). Runs carry a goal and a text attribute (`notes`) of random words in
+//! random case and punctuation, matched by word.
 
 use std::sync::Arc;
 
@@ -32,6 +33,51 @@ const STATUSES: [RunStatus; 4] = [
     RunStatus::TimedOut,
 ];
 const WORKFLOWS: [&str; 3] = ["alpha", "beta", "gamma"];
+/// Words of goals and notes, as written (the reference lowercases them).
+const WORDS: [&str; 6] = ["Fix", "bug", "PR", "42", "the", "cache"];
+/// What separates them.
+const SEPARATORS: [&str; 4] = [" ", ", ", "-", "#"];
+
+/// Whether every word of `query` is a word of `text`, by brute force: split where
+/// a character is not a letter or digit, compared lowercased.
+fn has_words(text: &str, query: &str) -> bool {
+    let words = |s: &str| -> Vec<String> {
+        s.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let have = words(text);
+    words(query).iter().all(|w| have.contains(w))
+}
+
+/// A text of 0 to 4 of [`WORDS`], in random case, with random separators.
+fn a_text() -> impl Strategy<Value = String> {
+    proptest::collection::vec((0..WORDS.len(), any::<bool>(), 0..SEPARATORS.len()), 0..5).prop_map(|ws| {
+        ws.iter()
+            .map(|(w, upper, sep)| {
+                let w = if *upper {
+                    WORDS[*w].to_uppercase()
+                } else {
+                    WORDS[*w].to_string()
+                };
+                format!("{w}{}", SEPARATORS[*sep])
+            })
+            .collect()
+    })
+}
+
+/// The declared attributes: `notes`, a text.
+fn decl() -> AttributeTypes {
+    AttributeTypes::from([("notes".to_string(), ValueType::Text)])
+}
+
+fn notes(r: &RunState) -> Option<&str> {
+    match r.attributes.get("notes") {
+        Some(crate::attributes::AttributeValue::Text(t)) => Some(t),
+        _ => None,
+    }
+}
 
 fn time_text(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
@@ -85,6 +131,20 @@ fn leaf() -> impl Strategy<Value = Q> {
         any::<bool>().prop_map(|not| Q {
             text: format!("CloseTime IS {}NULL", if not { "NOT " } else { "" }),
             check: Arc::new(move |r: &RunState| r.close_ms.is_some() == not),
+        }),
+        (a_text(), any::<bool>()).prop_map(|(words, ne)| {
+            let w = words.clone();
+            Q {
+                text: format!("Goal {} '{words}'", if ne { "!=" } else { "=" }),
+                check: Arc::new(move |r: &RunState| has_words(&r.goal, &w) != ne),
+            }
+        }),
+        (a_text(), any::<bool>()).prop_map(|(words, ne)| {
+            let w = words.clone();
+            Q {
+                text: format!("notes {} '{words}'", if ne { "!=" } else { "=" }),
+                check: Arc::new(move |r: &RunState| notes(r).is_some_and(|n| has_words(n, &w) != ne)),
+            }
         }),
         (0..3usize).prop_map(|i| {
             let p = ["r1", "r", "x"][i];
@@ -140,15 +200,25 @@ fn query() -> impl Strategy<Value = Q> {
 
 /// A run of one of [`WORKFLOWS`], in one of [`STATUSES`].
 fn a_run() -> impl Strategy<Value = RunState> {
-    (0..50u32, 0..3usize, 0..4usize, 0..6i64, 0..12u64).prop_map(|(id, w, s, t, tokens)| {
-        let mut r = run(&format!("r{id}"), WORKFLOWS[w], t * 1_000);
-        r.status = STATUSES[s];
-        if !r.status.is_open() {
-            r.close_ms = Some(t * 1_000 + 500);
-        }
-        r.usage.input = tokens;
-        r
-    })
+    (
+        (0..50u32, 0..3usize, 0..4usize, 0..6i64, 0..12u64),
+        a_text(),
+        proptest::option::of(a_text()),
+    )
+        .prop_map(|((id, w, s, t, tokens), goal, notes)| {
+            let mut r = run(&format!("r{id}"), WORKFLOWS[w], t * 1_000);
+            r.goal = goal;
+            if let Some(n) = notes {
+                r.attributes
+                    .insert("notes".into(), crate::attributes::AttributeValue::Text(n));
+            }
+            r.status = STATUSES[s];
+            if !r.status.is_open() {
+                r.close_ms = Some(t * 1_000 + 500);
+            }
+            r.usage.input = tokens;
+            r
+        })
 }
 
 proptest! {
@@ -158,7 +228,7 @@ proptest! {
         runs in proptest::collection::vec(a_run(), 1..30),
     ) {
         // The top level, unparenthesized, so that the plan sees its conjuncts.
-        let parsed = Query::parse(&q.text, &AttributeTypes::new()).unwrap();
+        let parsed = Query::parse(&q.text, &decl()).unwrap();
         let plan = parsed.plan();
         for r in &runs {
             let got = parsed.matches(r);

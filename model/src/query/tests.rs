@@ -256,3 +256,15 @@ fn index_terms_follow_start_and_close() {
     assert_eq!(added, vec![status_term("TERMINATED")]);
     assert_eq!(index_delta(&r, &[]), (vec![], vec![]));
 }
+
+#[test]
+fn a_goal_is_matched_by_word_on_the_runs_read_and_never_indexed() {
+    let mut r = run("r1", "wf", 1_000);
+    r.goal = "Review PR #7, then the PR's tests".into();
+    assert_eq!(index_terms(&r), [status_term("RUNNING"), workflow_term("wf")]);
+    let q = parse("Goal = 'pr TESTS' AND Goal != 'nothing'").unwrap();
+    assert!(q.matches(&r));
+    assert!(q.plan().candidates.is_empty());
+    assert!(!parse("Goal = 'review pr 8'").unwrap().matches(&r));
+    assert!(parse("Goal < 'a'").is_err(), "a text takes = and != only");
+}

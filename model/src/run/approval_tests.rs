@@ -82,7 +82,7 @@ fn approving_completes_the_step_with_the_proposal_and_schedules_the_next() {
         matches!(&events[0].kind, EventKind::StepApproved { note, attempt: 1, .. } if note == "looks good")
     );
     assert!(matches!(&events[1].kind, EventKind::StepCompleted { notes, .. } if notes == "draft"));
-    assert!(effects.contains(&Effect::ClearCheckpoint));
+    assert!(effects.iter().any(|e| matches!(e, Effect::EndCheckpoint { .. })));
     assert!(effects.iter().any(|e| matches!(e, Effect::EnqueueTask { .. })));
     assert_eq!(fx.run.steps[0].state, "COMPLETED");
     assert_eq!(fx.run.steps[0].artifacts, ["draft.md"]);
@@ -140,7 +140,7 @@ fn rejecting_reopens_the_step_under_the_same_attempt_with_the_feedback() {
         }
     ));
     assert!(
-        !effects.contains(&Effect::ClearCheckpoint),
+        !effects.iter().any(|e| matches!(e, Effect::EndCheckpoint { .. })),
         "the transcript stays"
     );
     assert_eq!(fx.run.resume_input.len(), 1);
@@ -340,7 +340,7 @@ fn cancel_or_terminate_while_awaiting_approval_closes_the_run() {
     let (r, events, effects) = fx.step(|r, o| r.cancel("ops", "no".into(), o));
     r.unwrap();
     assert_eq!(types(&events), ["CancelRequested", "RunCanceled"]);
-    assert!(effects.contains(&Effect::ClearCheckpoint));
+    assert!(effects.iter().any(|e| matches!(e, Effect::EndCheckpoint { .. })));
     assert_eq!(fx.run.status, RunStatus::Canceled);
     assert!(fx.run.awaiting_approval().is_none());
 

@@ -185,25 +185,19 @@ pub struct RunState {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     /// Add a ready task row (and, after commit, hand it to matching).
-    EnqueueTask {
-        queue: String,
-        task_seq: u64,
-    },
+    EnqueueTask { queue: String, task_seq: u64 },
     /// Remove a ready task row that is no longer wanted.
-    RemoveTask {
-        queue: String,
-        task_seq: u64,
-    },
+    RemoveTask { queue: String, task_seq: u64 },
     /// Fire `timer` at `due_ms`.
-    Timer {
-        due_ms: Millis,
-        timer: Timer,
-    },
+    Timer { due_ms: Millis, timer: Timer },
     /// Replace the checkpoint with these bytes.
     SaveCheckpoint(Vec<u8>),
     /// Append these bytes to the checkpoint (its base was checked by the command).
     AppendCheckpoint(Vec<u8>),
-    ClearCheckpoint,
+    /// Step `step`'s checkpoint is final (the step completed, or the run closed while
+    /// it was in flight): the writer keeps it as the step's transcript, within the
+    /// per-run bound, or drops it.
+    EndCheckpoint { step: usize },
 }
 
 /// What a heartbeat does to the stored checkpoint.
@@ -515,7 +509,9 @@ impl RunState {
         self.close_ms = Some(out.now);
         self.pending_signals.clear();
         self.resume_input.clear();
-        out.effects.push(Effect::ClearCheckpoint);
+        out.effects.push(Effect::EndCheckpoint {
+            step: self.current_step,
+        });
         self.push(out, identity, kind);
     }
 
@@ -779,7 +775,9 @@ impl RunState {
         rec.notes = notes.clone();
         rec.artifacts = artifacts.clone();
         rec.result = result.clone();
-        out.effects.push(Effect::ClearCheckpoint);
+        out.effects.push(Effect::EndCheckpoint {
+            step: self.current_step,
+        });
         self.push(
             out,
             identity,

@@ -644,7 +644,7 @@ impl Sim {
                     self.timers.push((*due_ms, *step_index, *attempt));
                 }
                 Effect::Timer { timer, .. } => panic!("the run model armed {timer:?}"),
-                Effect::SaveCheckpoint(_) | Effect::AppendCheckpoint(_) | Effect::ClearCheckpoint => {}
+                Effect::SaveCheckpoint(_) | Effect::AppendCheckpoint(_) | Effect::EndCheckpoint { .. } => {}
             }
         }
     }

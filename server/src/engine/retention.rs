@@ -12,8 +12,16 @@
 //! sweep's snapshot and again by the writer) is passed over for the rest of the
 //! sweep and looked at again by the next; the runs that stay cost reads, never
 //! writer commands.
+//!
+//! Finished batches (completed or stopped) go the same way once
+//! [`PurgeConfig::batch_retention_ms`] has passed since they closed
+//! ([`PurgeBatches`]): each sweep reads the namespaces' batch headers (batches are
+//! few: each is a job over up to 10,000 runs, at most four running per namespace)
+//! and hands the writer at most [`PurgeConfig::batch`] batches and
+//! [`BATCH_ITEMS_PER_COMMIT`] of their items per command, a large batch's items
+//! over several commits and its header last.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use tokio::sync::watch;
@@ -21,7 +29,9 @@ use tokio::sync::watch;
 use railyard_model::Millis;
 
 use crate::clock::Clock;
-use crate::engine::writer::{PurgeCandidate, PurgeRuns, WriteError, Writer, may_purge};
+use crate::engine::writer::{
+    PurgeBatches, PurgeCandidate, PurgeRuns, WriteError, Writer, batch_due, may_purge,
+};
 use crate::metrics::Metrics;
 use railyard_store::StorageError;
 use railyard_store::Store;
@@ -33,13 +43,23 @@ pub struct PurgeConfig {
     pub batch: usize,
     /// Time between sweeps that found nothing more to do.
     pub(crate) interval_ms: Millis,
+    /// How long a finished batch (completed or stopped) is kept after it closed,
+    /// with its items and their outcomes; 0 keeps batches for good.
+    pub batch_retention_ms: Millis,
 }
+
+/// The default [`PurgeConfig::batch_retention_ms`]: 30 days.
+pub const DEFAULT_BATCH_RETENTION_MS: Millis = 30 * 86_400_000;
+
+/// Most batch items the purge deletes in one commit.
+pub const BATCH_ITEMS_PER_COMMIT: usize = 1_000;
 
 impl Default for PurgeConfig {
     fn default() -> Self {
         Self {
             batch: 100,
             interval_ms: 60_000,
+            batch_retention_ms: DEFAULT_BATCH_RETENTION_MS,
         }
     }
 }
@@ -62,6 +82,13 @@ pub(crate) async fn run(
         let now = clock.now_ms();
         if let Err(e) = sweep(&store, &writer, &metrics, now, batch, &shutdown).await {
             tracing::error!(error = %e, "retention purge failed; it tries again at the next sweep");
+        }
+        match sweep_batches(&store, &writer, now, config.batch_retention_ms, batch, &shutdown).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(batches = n, "purged finished batches past the batch retention"),
+            Err(e) => {
+                tracing::error!(error = %e, "batch purge failed; it tries again at the next sweep")
+            }
         }
         match crate::engine::output::purge::sweep(&store, now, output_retention_ms) {
             Ok(0) => {}
@@ -119,6 +146,53 @@ async fn sweep(
             "purged closed runs past their namespace's retention"
         );
     }
+}
+
+/// One sweep of finished batches: every namespace's batch headers read from one
+/// snapshot, those past `retention_ms` purged, at most `per_commit` batches and
+/// [`BATCH_ITEMS_PER_COMMIT`] items a command. Answers the batches purged.
+async fn sweep_batches(
+    store: &Store,
+    writer: &Writer,
+    now: Millis,
+    retention_ms: Millis,
+    per_commit: usize,
+    shutdown: &watch::Receiver<bool>,
+) -> Result<usize, WriteError> {
+    if retention_ms <= 0 {
+        return Ok(0);
+    }
+    let mut due = VecDeque::new();
+    {
+        let snap = store.backend().snapshot()?;
+        for ns in snap.namespaces()? {
+            snap.batches(&ns, "", &mut |b| {
+                if batch_due(&b, retention_ms, now) {
+                    due.push_back((ns.clone(), b.batch_id));
+                }
+                true
+            })?;
+        }
+    }
+    let mut purged = 0;
+    while !due.is_empty() && !*shutdown.borrow() {
+        let candidates: Vec<_> = due.iter().take(per_commit).cloned().collect();
+        let done = writer
+            .call(PurgeBatches {
+                candidates,
+                retention_ms,
+                max_items: BATCH_ITEMS_PER_COMMIT,
+            })
+            .await?;
+        tracing::debug!(
+            batches = done.purged.len(),
+            items = done.items,
+            "purged finished batches"
+        );
+        purged += done.purged.len();
+        due.drain(..done.processed.min(due.len()));
+    }
+    Ok(purged)
 }
 
 /// Index entries read per namespace at a time while filling a batch.

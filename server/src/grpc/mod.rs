@@ -190,6 +190,7 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
             Vec::new()
         },
         principles: text(&run.principles),
+        children_started: run.children_started,
     }
 }
 

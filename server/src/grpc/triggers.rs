@@ -124,6 +124,8 @@ pub fn trigger_info(t: &Trigger) -> v1::TriggerInfo {
                 outcome: d.outcome.clone(),
             })
             .collect(),
+        // The node's memory, not the trigger's row: added by `with_refusals`.
+        recent_refusals: Vec::new(),
         poll_status: t.poll.as_ref().map(|_| {
             let s = &t.poll_state;
             v1::TriggerPollStatus {
@@ -153,6 +155,21 @@ impl TriggersService {
     }
 }
 
+/// The trigger's info with the refusals its node remembers.
+fn with_refusals(core: &crate::service::Core, t: &Trigger) -> v1::TriggerInfo {
+    let mut info = trigger_info(t);
+    info.recent_refusals = svc::refusals(core, t)
+        .into_iter()
+        .map(|r| v1::TriggerRefusal {
+            received_time_unix_ms: r.received_ms,
+            delivery_id: r.delivery_id,
+            kind: r.kind.to_string(),
+            reason: r.reason,
+        })
+        .collect();
+    info
+}
+
 #[tonic::async_trait]
 impl Triggers for TriggersService {
     async fn create_trigger(
@@ -163,7 +180,7 @@ impl Triggers for TriggersService {
         let caller = self.caller(&metadata, r.namespace, r.identity)?;
         let t = svc::create(&self.core, &caller, input(r.trigger_id, r.spec)?).await?;
         Ok(Response::new(v1::CreateTriggerResponse {
-            trigger: Some(trigger_info(&t)),
+            trigger: Some(with_refusals(&self.core, &t)),
         }))
     }
 
@@ -175,7 +192,7 @@ impl Triggers for TriggersService {
         let caller = self.caller(&metadata, r.namespace, String::new())?;
         let t = svc::describe(&self.core, &caller, &r.trigger_id)?;
         Ok(Response::new(v1::DescribeTriggerResponse {
-            trigger: Some(trigger_info(&t)),
+            trigger: Some(with_refusals(&self.core, &t)),
         }))
     }
 
@@ -187,7 +204,11 @@ impl Triggers for TriggersService {
         let caller = self.caller(&metadata, r.namespace, String::new())?;
         let page = svc::list(&self.core, &caller, r.page_size, &r.page_token)?;
         Ok(Response::new(v1::ListTriggersResponse {
-            triggers: page.triggers.iter().map(trigger_info).collect(),
+            triggers: page
+                .triggers
+                .iter()
+                .map(|t| with_refusals(&self.core, t))
+                .collect(),
             next_page_token: page.next_page_token,
         }))
     }
@@ -200,7 +221,7 @@ impl Triggers for TriggersService {
         let caller = self.caller(&metadata, r.namespace, r.identity)?;
         let t = svc::update(&self.core, &caller, input(r.trigger_id, r.spec)?).await?;
         Ok(Response::new(v1::UpdateTriggerResponse {
-            trigger: Some(trigger_info(&t)),
+            trigger: Some(with_refusals(&self.core, &t)),
         }))
     }
 

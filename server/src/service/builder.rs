@@ -39,6 +39,7 @@ pub struct CoreBuilder {
     child_limits: ChildLimits,
     delivery: DeliverySettings,
     output: OutputSettings,
+    kept_checkpoint_bytes: u64,
 }
 
 /// A built [`Core`], and what its owner runs beside it or stops it with.
@@ -87,6 +88,7 @@ impl Core {
             child_limits: ChildLimits::default(),
             delivery: DeliverySettings::default(),
             output: OutputSettings::default(),
+            kept_checkpoint_bytes: crate::engine::writer::DEFAULT_KEPT_CHECKPOINT_BYTES,
         }
     }
 }
@@ -119,6 +121,12 @@ impl CoreBuilder {
     /// Bounds on trees of child runs.
     pub(crate) fn child_limits(mut self, limits: ChildLimits) -> Self {
         self.child_limits = limits;
+        self
+    }
+
+    /// Bytes of finished steps' checkpoints a run keeps (0: none).
+    pub fn kept_checkpoint_bytes(mut self, bytes: u64) -> Self {
+        self.kept_checkpoint_bytes = bytes;
         self
     }
 
@@ -182,6 +190,7 @@ impl CoreBuilder {
             metrics,
             clock: self.clock.clone(),
             workflows: self.workflows.clone(),
+            kept_checkpoint_bytes: self.kept_checkpoint_bytes,
         })
     }
 
@@ -231,6 +240,7 @@ impl CoreBuilder {
             delivery: Arc::new(self.delivery),
             batch_wake: Arc::new(Notify::new()),
             poll_wake: Default::default(),
+            hook_refusals: Default::default(),
         });
         Ok(CoreParts {
             core,

@@ -1,11 +1,13 @@
-//! `GetStepCheckpoint`: a page of the checkpoint of a run's step in flight, for a
-//! reader (the web console's transcript). The bytes are the worker's format, which
+//! `GetStepCheckpoint`: a page of the checkpoint of a run's step, for a reader (the
+//! web console's transcript): the step in flight's latest, or a finished step's last
+//! (kept after the step ends, within the run's bound: `Cx::end_checkpoint`). The bytes are the worker's format, which
 //! the server does not read; a page is a byte range, read from the stored segments
 //! that hold it, so a reader never makes the server load or send a whole
 //! checkpoint (up to `railyard_model::limits::CHECKPOINT`).
 
 use railyard_model::echo;
 use railyard_model::limits::check_name;
+use railyard_store::CheckpointAt;
 
 use super::Core;
 use super::caller::Caller;
@@ -33,7 +35,7 @@ pub struct CheckpointPage {
 }
 
 /// Reads bytes `offset..` (at most `max_bytes`, 0 for the default) of the checkpoint
-/// of `run_id`'s step in flight; `step_id`, when not empty, must be that step.
+/// of `run_id`'s step `step_id` (empty: the current step).
 pub fn page(
     core: &Core,
     caller: &Caller,
@@ -43,6 +45,9 @@ pub fn page(
     max_bytes: u32,
 ) -> Result<CheckpointPage, ApiError> {
     check_name("run_id", run_id)?;
+    if !step_id.is_empty() {
+        check_name("step_id", step_id)?;
+    }
     let ns = &caller.namespace;
     let limit = match max_bytes as usize {
         0 => DEFAULT_PAGE_BYTES,
@@ -54,20 +59,29 @@ pub fn page(
         .run(ns, run_id)?
         .ok_or_else(|| ApiError::NotFound(format!("run {run_id:?} not found in namespace {ns:?}")))?;
     caller.check_run_queues(&run)?;
-    let current_id = run
-        .definition
-        .steps
-        .get(run.current_step)
-        .map(|s| s.id.as_str())
-        .unwrap_or_default();
-    if !step_id.is_empty() && step_id != current_id {
-        return Err(ApiError::NotFound(format!(
-            "no checkpoint of step {} is kept: a run keeps only its current step's ({})",
-            echo(step_id),
-            if current_id.is_empty() { "none" } else { current_id }
-        )));
-    }
-    let stored = snap.checkpoint_page(ns, run_id, offset, limit)?;
+    let steps = &run.definition.steps;
+    let index = if step_id.is_empty() {
+        run.current_step
+    } else {
+        steps.iter().position(|s| s.id == step_id).ok_or_else(|| {
+            ApiError::NotFound(format!(
+                "run {run_id:?} has no step {} (its definition's steps: {})",
+                echo(step_id),
+                steps.len()
+            ))
+        })?
+    };
+    let Some(step) = steps.get(index) else {
+        return Ok(CheckpointPage::default());
+    };
+    // The step in flight's may be where an older release kept it; a finished step's
+    // is in its own place.
+    let at = if index == run.current_step {
+        snap.checkpoint_in_flight_at(ns, run_id, index)?
+    } else {
+        CheckpointAt::step(index)
+    };
+    let stored = snap.checkpoint_page(ns, run_id, at, offset, limit)?;
     if stored.total == 0 {
         return Ok(CheckpointPage {
             rows_read: stored.rows_read,
@@ -84,8 +98,8 @@ pub fn page(
         "checkpoint page read"
     );
     Ok(CheckpointPage {
-        step_id: current_id.to_string(),
-        attempt: run.steps.get(run.current_step).map_or(0, |s| s.attempt),
+        step_id: step.id.clone(),
+        attempt: run.steps.get(index).map_or(0, |s| s.attempt),
         total: stored.total,
         next_offset: if end < stored.total { end } else { 0 },
         bytes: stored.bytes,

@@ -17,6 +17,7 @@ pub mod caller;
 pub mod checkpoint;
 pub mod children;
 pub(crate) mod export;
+pub mod hook_refusals;
 pub mod issues;
 pub(crate) mod keys;
 
@@ -74,6 +75,8 @@ pub struct Core {
     pub(crate) batch_wake: Arc<tokio::sync::Notify>,
     /// Wakes the poller when a trigger is created or changed ([`polls`]).
     pub(crate) poll_wake: Arc<tokio::sync::Notify>,
+    /// Webhook deliveries refused lately, per trigger, in memory ([`hook_refusals`]).
+    pub(crate) hook_refusals: Arc<hook_refusals::HookRefusals>,
 }
 
 impl Core {

@@ -352,7 +352,14 @@ pub(crate) async fn delete(core: &Core, caller: &Caller, trigger_id: &str) -> Re
             trigger_id: trigger_id.to_string(),
         })
         .await
-        .map_err(ApiError::from)
+        .map_err(ApiError::from)?;
+    core.hook_refusals.forget(&caller.namespace, trigger_id);
+    Ok(())
+}
+
+/// The trigger's refused (and duplicate) deliveries lately, oldest first.
+pub(crate) fn refusals(core: &Core, t: &Trigger) -> Vec<super::hook_refusals::Refusal> {
+    core.hook_refusals.of(&t.namespace, &t.id)
 }
 
 /// Writes the configuration's triggers into storage, replacing those an earlier
@@ -409,6 +416,20 @@ pub(crate) enum HookError {
     /// Anything else, as the API would answer it.
     #[error(transparent)]
     Api(#[from] ApiError),
+}
+
+impl HookError {
+    /// What kind of refusal it is, in a word or two (what the HTTP status says).
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Self::NotFound(_) => "not found",
+            Self::Unauthorized(_) => "unauthorized",
+            Self::UnsupportedMediaType(_) => "unsupported media type",
+            Self::BadRequest(_) => "bad request",
+            Self::Unprocessable(_) => "unprocessable",
+            Self::Api(_) => "refused",
+        }
+    }
 }
 
 impl From<StorageError> for HookError {
@@ -479,7 +500,44 @@ pub(crate) async fn deliver(core: &Core, r: HookRequest<'_>) -> Result<Delivered
             echo(&p.repo)
         )));
     }
-    if let Err(e) = signature::verify(&t, r.header, r.body) {
+    // From here the trigger exists: a refusal, or a duplicate, is remembered
+    // (`hook_refusals`: in memory, bounded per trigger).
+    let received_ms = core.clock.now_ms();
+    let delivery_id = (r.header)(t.dedup_header()).unwrap_or_default();
+    let remember = |kind: &'static str, reason: String| {
+        core.hook_refusals.record(
+            &t.namespace,
+            &t.id,
+            super::hook_refusals::Refusal {
+                received_ms,
+                delivery_id: delivery_id.clone(),
+                kind,
+                reason,
+            },
+        );
+    };
+    match accept(core, &caller, &t, &r).await {
+        Ok(d) => {
+            if d.duplicate {
+                remember("duplicate", format!("answered with run {}", d.run_id));
+            }
+            Ok(d)
+        }
+        Err(e) => {
+            remember(e.kind(), e.to_string());
+            Err(e)
+        }
+    }
+}
+
+/// A delivery to trigger `t`: verified, rendered and started.
+async fn accept(
+    core: &Core,
+    caller: &Caller,
+    t: &Trigger,
+    r: &HookRequest<'_>,
+) -> Result<Delivered, HookError> {
+    if let Err(e) = signature::verify(t, r.header, r.body) {
         tracing::warn!(trigger_id = %t.id, namespace = %t.namespace, error = %e, "webhook delivery refused");
         return Err(HookError::Unauthorized(e));
     }
@@ -526,7 +584,7 @@ pub(crate) async fn deliver(core: &Core, r: HookRequest<'_>) -> Result<Delivered
     };
     let start = runs::prepare(
         core,
-        &caller,
+        caller,
         StartRun {
             workflow_id: t.workflow_id.clone(),
             goal,

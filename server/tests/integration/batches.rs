@@ -531,3 +531,76 @@ async fn batches_need_an_admin_key_of_the_namespace() {
     assert_eq!(dry.matched, 0);
     s.server.shutdown().await;
 }
+
+/// A signal batch (it leaves the runs open) over `query` at `rate`.
+fn signal(query: &str, rate: u32) -> StartBatchRequest {
+    StartBatchRequest {
+        signal_name: "nudge".into(),
+        ..request(BatchAction::Signal, query, rate, false)
+    }
+}
+
+#[tokio::test]
+async fn a_finished_batch_past_the_batch_retention_is_purged_and_running_and_recent_ones_stay() {
+    let data = tempfile::tempdir().unwrap();
+    let workflows = tempfile::tempdir().unwrap();
+    std::fs::write(workflows.path().join("one.json"), ONE).unwrap();
+    let clock = ManualClock::new(T0);
+    let mut config = ServerConfig::new(data.path(), workflows.path());
+    config.clock = Arc::new(clock.clone());
+    config.purge.batch_retention_ms = 60_000;
+    let (server, client) = crate::support::start(config).await;
+    let ids = start_runs(&client, 100).await;
+    let one = |id: &str| format!("RunId = \"{id}\"");
+    let batch_id = |r: StartBatchResponse| r.batch.unwrap().batch_id;
+
+    // Finished at T0+1s: past the retention at T0+61s.
+    let old = batch_id(start(&client, signal(&one(&ids[0]), 1000)).await);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(reached(&client, &old, 1).await.state, "completed");
+    // At one run a second, 100 runs keep it running past T0+62s.
+    let running = batch_id(start(&client, signal(r#"WorkflowId = "one""#, 1)).await);
+    clock.advance(Duration::from_secs(30));
+    // Finished at T0+32s: within the retention at T0+62s.
+    let recent = batch_id(start(&client, signal(&one(&ids[1]), 1000)).await);
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(reached(&client, &recent, 1).await.state, "completed");
+
+    // The purge's next sweep comes due at T0+60s.
+    clock.advance(Duration::from_secs(30));
+    let mut gone = false;
+    for _ in 0..2000 {
+        match client.describe_batch("default", &old).await {
+            Err(e) => {
+                assert_eq!(e.code(), Some(Code::NotFound), "{e}");
+                gone = true;
+                break;
+            }
+            Ok(_) => tokio::time::sleep(Duration::from_millis(5)).await,
+        }
+    }
+    assert!(gone, "the finished batch past the retention is purged");
+    // The sweep that purged it read every batch: the others were kept on purpose.
+    let listed = client
+        .list_batches(ListBatchesRequest {
+            namespace: "default".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut kept: Vec<(String, String)> = listed
+        .batches
+        .iter()
+        .map(|b| (b.batch_id.clone(), b.state.clone()))
+        .collect();
+    kept.sort();
+    let mut want = vec![
+        (running.clone(), "running".to_string()),
+        (recent.clone(), "completed".to_string()),
+    ];
+    want.sort();
+    assert_eq!(kept, want);
+    let r = describe(&client, &running).await.batch.unwrap();
+    assert!(r.reached < r.total, "still running: {r:?}");
+    server.shutdown().await;
+}

@@ -10,7 +10,7 @@ use railyard_proto::checkpoint::{self as digest, BASE_MISMATCH};
 use railyard_proto::v1::{CheckpointAppend, HeartbeatStepTaskRequest};
 use railyard_sdk::{CheckpointSync, ClientError, StepWorker};
 use railyard_server::ServerConfig;
-use railyard_store::Store;
+use railyard_store::{CheckpointAt, Store};
 
 use crate::support::start;
 
@@ -132,7 +132,8 @@ async fn lost_repeated_and_reordered_heartbeats_are_refused_and_resent_whole() {
 
 /// `GetStepCheckpoint`: a reader pages through the checkpoint of the step in flight,
 /// each page read from the segments that hold it (a bounded number of rows, never
-/// more bytes than asked); another step's is refused; a completed step keeps none.
+/// more bytes than asked); a step the run lacks is refused; a completed step's is
+/// kept.
 #[tokio::test]
 async fn a_reader_pages_through_the_checkpoint_of_the_step_in_flight() {
     use railyard_proto::v1::GetStepCheckpointRequest;
@@ -180,7 +181,7 @@ async fn a_reader_pages_through_the_checkpoint_of_the_step_in_flight() {
     let head = store
         .snapshot()
         .unwrap()
-        .checkpoint_head("default", &run)
+        .checkpoint_head("default", &run, CheckpointAt::Step(0))
         .unwrap()
         .unwrap();
     assert!(head.segments > 2, "stored in segments: {head:?}");
@@ -212,18 +213,22 @@ async fn a_reader_pages_through_the_checkpoint_of_the_step_in_flight() {
     assert_eq!((past.data.len(), past.next_offset), (0, 0));
     // A small page in the middle reads the head and the segments up to it only.
     let snap = store.snapshot().unwrap();
-    let mid = snap.checkpoint_page("default", &run, 1_000_000, 100).unwrap();
+    let mid = snap
+        .checkpoint_page("default", &run, CheckpointAt::Step(0), 1_000_000, 100)
+        .unwrap();
     assert_eq!(mid.bytes, transcript[1_000_000..1_000_100]);
     assert!(mid.rows_read <= 1 + head.segments, "{}", mid.rows_read);
-    let first = snap.checkpoint_page("default", &run, 0, 100).unwrap();
+    let first = snap
+        .checkpoint_page("default", &run, CheckpointAt::Step(0), 0, 100)
+        .unwrap();
     assert_eq!(first.rows_read, 2, "the head and the first segment");
     drop(snap);
 
-    // Another step's checkpoint is refused, naming the one kept.
+    // A step the run does not have is refused, naming it.
     let mut other = req(0, 0);
     other.step_id = "elsewhere".into();
     match client.get_step_checkpoint(other).await {
-        Err(ClientError::NotFound(m)) => assert!(m.contains("\"elsewhere\"") && m.contains("agent"), "{m}"),
+        Err(ClientError::NotFound(m)) => assert!(m.contains("\"elsewhere\""), "{m}"),
         r => panic!("{r:?}"),
     }
     let mut missing = req(0, 0);
@@ -233,11 +238,20 @@ async fn a_reader_pages_through_the_checkpoint_of_the_step_in_flight() {
         Err(ClientError::NotFound(_))
     ));
 
-    // Completed: the step's checkpoint is cleared.
+    // Completed: the run has no current step, but the step's checkpoint is kept,
+    // read by its id.
     w.complete(&task.task_token, railyard_sdk::Completion::notes("done"))
         .await
         .unwrap();
     let after = client.get_step_checkpoint(req(0, 0)).await.unwrap();
     assert_eq!((after.step_id.as_str(), after.total_bytes), ("", 0));
+    let mut kept = req(0, 0);
+    kept.step_id = "agent".into();
+    let kept = client.get_step_checkpoint(kept).await.unwrap();
+    assert_eq!(
+        (kept.step_id.as_str(), kept.total_bytes),
+        ("agent", transcript.len() as u64)
+    );
+    assert_eq!(kept.data, transcript[..256 * 1024]);
     server.shutdown().await;
 }

@@ -33,6 +33,7 @@ mod run_poll;
 mod schedules;
 mod support;
 mod tls;
+mod transcripts;
 mod triggers;
 mod upgrade;
 mod usage;

@@ -135,3 +135,62 @@ async fn runs_are_listed_and_counted_by_query() {
     assert!(m.starts_with("group_by: Tokens is not a keyword field"), "{m}");
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn runs_are_found_by_a_word_of_their_goal() {
+    let data = tempfile::tempdir().unwrap();
+    let workflows = tempfile::tempdir().unwrap();
+    std::fs::write(workflows.path().join("one.json"), ONE.replace("ID", "one")).unwrap();
+    let (server, c) = crate::support::start(ServerConfig::new(data.path(), workflows.path())).await;
+    let mut ids_by_goal = Vec::new();
+    for goal in ["Review PR #42", "Triage the flaky test", "review: the DOCS"] {
+        ids_by_goal.push(c.start_run("default", "one", goal, HashMap::new()).await.unwrap());
+    }
+    let found = |query: &str| {
+        let c = c.clone();
+        let req = ListRunsRequest {
+            query: query.into(),
+            ..Default::default()
+        };
+        async move {
+            let mut got = ids(&c.list_runs(req).await.unwrap());
+            got.sort();
+            got
+        }
+    };
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    assert_eq!(
+        found("Goal = 'review'").await,
+        sorted(vec![ids_by_goal[0].clone(), ids_by_goal[2].clone()])
+    );
+    assert_eq!(found("Goal = 'the docs'").await, vec![ids_by_goal[2].clone()]);
+    assert_eq!(
+        found("Goal = 'FLAKY' AND Status = 'RUNNING'").await,
+        vec![ids_by_goal[1].clone()]
+    );
+    assert!(found("Goal = 'flak'").await.is_empty(), "a word matches whole");
+    assert_eq!(found("Goal != 'review'").await, vec![ids_by_goal[1].clone()]);
+    let counted = c
+        .count_runs(CountRunsRequest {
+            query: "Goal = 'the'".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(counted.count, 2);
+    let e = c
+        .list_runs(ListRunsRequest {
+            query: "Goal > 'a'".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("Goal is text: it takes = and != only"),
+        "{e}"
+    );
+    server.shutdown().await;
+}

@@ -704,3 +704,95 @@ async fn a_triggers_search_attributes_are_rendered_from_the_payload_queued_start
         .unwrap();
     assert_eq!(shown(h.run(&second).await.expect("the queued start ran")), want);
 }
+
+/// Refused deliveries, and duplicates, are among a trigger's recent refusals with
+/// their reasons (kept in memory, bounded as its accepted ones); a delivery to no
+/// trigger is remembered nowhere.
+#[tokio::test]
+async fn refused_and_duplicate_deliveries_are_listed_with_their_reasons() {
+    set_env("RAILYARD_IT_REFUSALS_SECRET", "s3cret");
+    let h = harness().await;
+    let mut s = spec("{{$.ref}}");
+    s.signature_secret = "$RAILYARD_IT_REFUSALS_SECRET".into();
+    h.create("guarded", s).await;
+    let body = r#"{"ref":"main"}"#;
+    let good = sign(b"s3cret", body.as_bytes());
+    let bad = sign(b"nope", body.as_bytes());
+    let first = h
+        .deliver(
+            "guarded",
+            body,
+            &[("X-Hub-Signature-256", &good), ("X-GitHub-Delivery", "d-1")],
+        )
+        .await;
+    let (status, _) = h
+        .post(
+            "guarded",
+            body,
+            &[("X-Hub-Signature-256", &bad), ("X-GitHub-Delivery", "d-2")],
+        )
+        .await;
+    assert_eq!(status, 401);
+    let not_json = "not json";
+    let signed = sign(b"s3cret", not_json.as_bytes());
+    assert_eq!(
+        h.post("guarded", not_json, &[("X-Hub-Signature-256", &signed)])
+            .await
+            .0,
+        400
+    );
+    let no_ref = r#"{"other":1}"#;
+    let signed = sign(b"s3cret", no_ref.as_bytes());
+    assert_eq!(
+        h.post("guarded", no_ref, &[("X-Hub-Signature-256", &signed)])
+            .await
+            .0,
+        422
+    );
+    let again = h
+        .deliver(
+            "guarded",
+            body,
+            &[("X-Hub-Signature-256", &good), ("X-GitHub-Delivery", "d-1")],
+        )
+        .await;
+    assert_eq!(again, first);
+    assert_eq!(h.post("nowhere", body, &[]).await.0, 404);
+
+    let info = h.client.describe_trigger("default", "guarded").await.unwrap();
+    let seen: Vec<(&str, &str)> = info
+        .recent_refusals
+        .iter()
+        .map(|r| (r.kind.as_str(), r.delivery_id.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("unauthorized", "d-2"),
+            ("bad request", ""),
+            ("unprocessable", ""),
+            ("duplicate", "d-1")
+        ]
+    );
+    let r = &info.recent_refusals;
+    assert!(r[0].reason.contains("X-Hub-Signature-256"), "{:?}", r[0]);
+    assert!(r[1].reason.contains("not JSON"), "{:?}", r[1]);
+    assert!(r[2].reason.contains("goal"), "{:?}", r[2]);
+    assert!(r[3].reason.contains(&first), "{:?}", r[3]);
+    assert_eq!(r[0].received_time_unix_ms, T0);
+    assert_eq!(info.recent_deliveries.len(), 1, "the accepted one");
+    // Listed alike; bounded to the last 20.
+    for _ in 0..25 {
+        h.post("guarded", body, &[("X-Hub-Signature-256", &bad)]).await;
+    }
+    let listed = h
+        .client
+        .list_triggers(v1::ListTriggersRequest {
+            namespace: "default".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.triggers[0].recent_refusals.len(), 20);
+    h.server.shutdown().await;
+}

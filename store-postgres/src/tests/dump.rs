@@ -142,7 +142,7 @@ fn a_postgres_store_that_is_not_empty_is_refused_and_a_bad_dump_leaves_it_empty(
 /// and comes back whole, as one segment; `--replace` clears the segments too.
 #[test]
 fn a_checkpoint_of_appended_segments_moves_whole() {
-    use railyard_store::Backend;
+    use railyard_store::{Backend, CheckpointAt};
     let Some(s) = schema("a_checkpoint_of_appended_segments_moves_whole") else {
         return;
     };
@@ -150,26 +150,34 @@ fn a_checkpoint_of_appended_segments_moves_whole() {
     generate_runs(&pg, "default", 3, 3).unwrap();
     let run_id = histories(&pg).unwrap().keys().next().unwrap().1.clone();
     let digest = [7u8; 32];
-    pg.write(&mut |tx| {
-        tx.set_checkpoint("default", &run_id, Some((b"first.", &digest)))?;
-        tx.append_checkpoint("default", &run_id, b"second.", &digest)?;
-        tx.append_checkpoint("default", &run_id, b"third.", &digest)?;
-        tx.merge_checkpoint_tail("default", &run_id, 2, b"fourth.", &digest)?;
-        tx.append_checkpoint("default", &run_id, b"fifth.", &digest)
-    })
-    .unwrap();
+    // The run's checkpoint of older releases, and a step's.
+    let places = [CheckpointAt::Run, CheckpointAt::Step(1)];
+    for at in places {
+        pg.write(&mut |tx| {
+            tx.set_checkpoint("default", &run_id, at, Some((b"first.", &digest)))?;
+            tx.append_checkpoint("default", &run_id, at, b"second.", &digest)?;
+            tx.append_checkpoint("default", &run_id, at, b"third.", &digest)?;
+            tx.merge_checkpoint_tail("default", &run_id, at, 2, b"fourth.", &digest)?;
+            tx.append_checkpoint("default", &run_id, at, b"fifth.", &digest)
+        })
+        .unwrap();
+    }
     let whole = b"first.second.third.fourth.fifth.".to_vec();
-    assert_eq!(
-        pg.snapshot().unwrap().checkpoint("default", &run_id).unwrap(),
-        whole
-    );
+    for at in places {
+        assert_eq!(
+            pg.snapshot().unwrap().checkpoint("default", &run_id, at).unwrap(),
+            whole
+        );
+    }
     let before = histories(&pg).unwrap();
     let out = dump(&s.reader().unwrap());
     // Into the same database, replacing what it holds: the segments go as well.
     load(&pg, &out, true).unwrap();
     let snapshot = pg.snapshot().unwrap();
-    assert_eq!(snapshot.checkpoint("default", &run_id).unwrap(), whole);
-    let head = snapshot.checkpoint_head("default", &run_id).unwrap().unwrap();
-    assert_eq!((head.len, head.segments), (whole.len() as u64, 1));
+    for at in places {
+        assert_eq!(snapshot.checkpoint("default", &run_id, at).unwrap(), whole);
+        let head = snapshot.checkpoint_head("default", &run_id, at).unwrap().unwrap();
+        assert_eq!((head.len, head.segments), (whole.len() as u64, 1));
+    }
     assert_eq!(histories(&pg).unwrap(), before);
 }

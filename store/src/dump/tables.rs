@@ -69,6 +69,11 @@ pub static TABLES: &[Table] = &[
         &[("ns", Text), ("run_id", Text)],
         ("bytes", ValueKind::Bytes),
     ),
+    t(
+        "step_checkpoints",
+        &[("ns", Text), ("run_id", Text), ("step", Int)],
+        ("bytes", ValueKind::Bytes),
+    ),
     t("open_runs", &[("ns", Text), ("run_id", Text)], NOTHING),
     t("tasks", &[("ns", Text), ("queue", Text), ("seq", Int)], RUN_ID),
     t("timers", &[("due_ms", Int), ("seq", Int)], RECORD),

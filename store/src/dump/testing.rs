@@ -10,7 +10,7 @@ use railyard_model::run::{Event, Out, Phase, RunState, StartParams};
 use railyard_model::token::TokenClaims;
 use railyard_model::workflow::parse_definition;
 
-use crate::{Backend, StorageError};
+use crate::{Backend, CheckpointAt, StorageError};
 
 const DEF: &str = r#"{"id":"gen","version":"1","name":"Generated","steps":[
   {"id":"a","title":"A","prompt":"first {{goal}}","heartbeatTimeoutSeconds":30},
@@ -18,7 +18,8 @@ const DEF: &str = r#"{"id":"gen","version":"1","name":"Generated","steps":[
 
 /// Writes `n` runs into namespace `ns` (ids `gen-00000`, ...), `batch` per write
 /// transaction, in three shapes: scheduled (a ready task), leased with a signal and
-/// a checkpoint, and completed (first step done, the second scheduled, then every
+/// a checkpoint (by step, or every other one by run as older releases kept it), and
+/// completed (first step done, its checkpoint kept, the second scheduled, then every
 /// run in four closes by failing). Each is indexed by start time, open ones are in
 /// `open_runs`, and each has an idempotency key.
 pub fn generate_runs(backend: &dyn Backend, ns: &str, n: usize, batch: usize) -> Result<(), StorageError> {
@@ -36,14 +37,14 @@ pub fn generate_runs(backend: &dyn Backend, ns: &str, n: usize, batch: usize) ->
                 tx.save_run(run, events)?;
                 tx.index_run(ns, run.start_ms, &run.run_id, "")?;
                 tx.insert_idempotency(ns, &format!("start:{}", run.run_id), &run.run_id)?;
-                if let Some(bytes) = checkpoint {
+                if let Some((at, bytes)) = checkpoint {
                     // A whole checkpoint's digest, as `railyard_proto::checkpoint` makes it.
                     let digest: [u8; 32] = sha2::Sha256::new()
                         .chain_update([0u8; 32])
                         .chain_update(bytes)
                         .finalize()
                         .into();
-                    tx.set_checkpoint(ns, &run.run_id, Some((bytes, &digest)))?;
+                    tx.set_checkpoint(ns, &run.run_id, *at, Some((bytes, &digest)))?;
                 }
                 if run.status.is_open() {
                     tx.set_open(ns, &run.run_id, true)?;
@@ -61,7 +62,7 @@ pub fn generate_runs(backend: &dyn Backend, ns: &str, n: usize, batch: usize) ->
     Ok(())
 }
 
-type Made = (RunState, Vec<Event>, Option<Vec<u8>>);
+type Made = (RunState, Vec<Event>, Option<(CheckpointAt, Vec<u8>)>);
 
 fn one_run(ns: &str, k: usize, def: &Arc<railyard_model::workflow::WorkflowDef>, seq: &mut u64) -> Made {
     let now = 1_700_000_000_000 + k as i64 * 1000;
@@ -84,7 +85,12 @@ fn one_run(ns: &str, k: usize, def: &Arc<railyard_model::workflow::WorkflowDef>,
         if let Ok(lease) = run.lease(task_seq, "w1", &mut out) {
             if k % 3 == 1 {
                 let _ = run.signal("u", "steer".into(), format!("{{\"n\":{k}}}"), &mut out);
-                checkpoint = Some(format!("checkpoint of {k}").into_bytes());
+                let at = if k.is_multiple_of(2) {
+                    CheckpointAt::Run
+                } else {
+                    CheckpointAt::Step(0)
+                };
+                checkpoint = Some((at, format!("checkpoint of {k}").into_bytes()));
             } else {
                 let claims = TokenClaims {
                     namespace: ns.into(),
@@ -102,6 +108,7 @@ fn one_run(ns: &str, k: usize, def: &Arc<railyard_model::workflow::WorkflowDef>,
                     BTreeMap::new(),
                     &mut out,
                 );
+                checkpoint = Some((CheckpointAt::Step(0), format!("transcript of {k}").into_bytes()));
                 if k % 4 == 2 {
                     let _ = run.cancel("u", "generated".into(), &mut out);
                 }

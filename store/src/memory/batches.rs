@@ -119,4 +119,34 @@ impl BatchWrites for MemoryTx<'_> {
                 .insert((ns.to_string(), batch_id.to_string(), index), item.clone());
         })
     }
+
+    fn purge_batch(
+        &mut self,
+        ns: &str,
+        batch_id: &str,
+        max_items: usize,
+    ) -> Result<(usize, bool), StorageError> {
+        let keys: Vec<u64> = self
+            .data
+            .batches
+            .items(ns, batch_id, 0, max_items.saturating_add(1))
+            .into_iter()
+            .map(|(i, _)| i)
+            .collect();
+        let deleted = keys.len().min(max_items);
+        let gone = keys.len() <= max_items;
+        self.change(|d| {
+            for i in &keys[..deleted] {
+                d.batches
+                    .items
+                    .remove(&(ns.to_string(), batch_id.to_string(), *i));
+            }
+            if gone {
+                let key = (ns.to_string(), batch_id.to_string());
+                d.batches.running.remove(&key);
+                d.batches.batches.remove(&key);
+            }
+        })?;
+        Ok((deleted, gone))
+    }
 }

@@ -733,17 +733,12 @@ pub fn decode_run(
 /// (a dump's import).
 pub fn run_index_terms(bytes: &[u8]) -> Result<(Millis, Vec<String>), StorageError> {
     let record: RunRecord = decode_record(bytes)?;
-    let status = RunStatus::from(record.status);
     Ok((
         record.start_ms,
-        [
-            railyard_model::query::status_term(status.name()),
-            railyard_model::query::workflow_term(&record.workflow_id),
-        ]
-        .into_iter()
-        .chain(railyard_model::attributes::attribute_terms(
+        railyard_model::query::index_terms_of(
+            RunStatus::from(record.status),
+            &record.workflow_id,
             &attributes::run_from_record(record.attributes),
-        ))
-        .collect(),
+        ),
     ))
 }

@@ -115,4 +115,28 @@ impl BatchWrites for RedbTx<'_> {
             .insert((ns, batch_id, index), row.as_slice())?;
         Ok(())
     }
+
+    fn purge_batch(
+        &mut self,
+        ns: &str,
+        batch_id: &str,
+        max_items: usize,
+    ) -> Result<(usize, bool), StorageError> {
+        let mut items = self.tx.open_table(BATCH_ITEMS)?;
+        let keys: Vec<u64> = items
+            .range((ns, batch_id, 0)..=(ns, batch_id, u64::MAX))?
+            .take(max_items.saturating_add(1))
+            .map(|row| row.map(|(k, _)| k.value().2))
+            .collect::<Result<_, _>>()?;
+        let deleted = keys.len().min(max_items);
+        for i in &keys[..deleted] {
+            items.remove((ns, batch_id, *i))?;
+        }
+        let gone = keys.len() <= max_items;
+        if gone {
+            self.tx.open_table(BATCHES)?.remove((ns, batch_id))?;
+            self.tx.open_table(RUNNING_BATCHES)?.remove((ns, batch_id))?;
+        }
+        Ok((deleted, gone))
+    }
 }

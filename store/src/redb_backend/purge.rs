@@ -55,7 +55,12 @@ impl RedbTx<'_> {
             .retain_in((ns, id, STATE_SLOT)..=(ns, id, CHECKPOINT_SLOT), |_, _| false)?;
         self.open_runs.remove((ns, id))?;
         self.by_start.remove((ns, run.start_ms, id))?;
-        super::terms::retag(self.tx, run, &railyard_model::query::index_terms(run), &[])?;
+        super::terms::retag(
+            &mut self.terms,
+            run,
+            &railyard_model::query::index_terms(run),
+            &[],
+        )?;
         if let Some(close_ms) = run.close_ms {
             self.by_close.remove((ns, close_ms, id))?;
         }

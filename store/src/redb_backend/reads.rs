@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 
 use redb::ReadableTable;
 
-use super::{CHECKPOINT_HEAD_SLOT, CHECKPOINT_SLOT, CHECKPOINT_SLOTS_FROM, STATE_SLOT};
+use super::{CheckpointSlots, STATE_SLOT, STEP_CHECKPOINT_SLOTS_FROM};
 use crate::StoredTask;
-use crate::backend::{CheckpointHead, CheckpointPage, DueTimer, TimerKey};
+use crate::backend::{CheckpointAt, CheckpointHead, CheckpointPage, DueTimer, TimerKey};
 use crate::error::StorageError;
 use crate::records::{self, DefinitionTableKey, Definitions};
 use railyard_model::Millis;
@@ -48,7 +48,7 @@ where
         let mut out = Vec::new();
         for row in self
             .rows
-            .range((ns, run_id, from.max(STATE_SLOT + 1))..(ns, run_id, CHECKPOINT_SLOTS_FROM))?
+            .range((ns, run_id, from.max(STATE_SLOT + 1))..(ns, run_id, STEP_CHECKPOINT_SLOTS_FROM))?
             .take(limit)
         {
             out.push(records::decode_event(
@@ -61,34 +61,40 @@ where
     }
 }
 
-/// A run's checkpoint, whole: its first segment, then the others in order.
+/// The checkpoint `at` a run, whole: its first segment, then the others in order.
 pub(super) fn checkpoint_in(
     t: &impl ReadableTable<RunsKey, &'static [u8]>,
     ns: &str,
     run_id: &str,
+    at: CheckpointAt,
 ) -> Result<Vec<u8>, StorageError> {
-    let Some(first) = t.get((ns, run_id, CHECKPOINT_SLOT))? else {
+    let slots = CheckpointSlots::of(at);
+    let Some(first) = t.get((ns, run_id, slots.first))? else {
         return Ok(Vec::new());
     };
     let mut out = first.value().to_vec();
-    for row in t.range((ns, run_id, CHECKPOINT_SLOTS_FROM)..(ns, run_id, CHECKPOINT_HEAD_SLOT))? {
+    let tail = slots.tail();
+    for row in t.range((ns, run_id, tail.start)..(ns, run_id, tail.end))? {
         out.extend_from_slice(row?.1.value());
     }
     Ok(out)
 }
 
-/// Bytes `offset..offset + limit` of a run's checkpoint: the head row for its length,
-/// then its segments in order until the page is full, copying only the page's bytes.
+/// Bytes `offset..offset + limit` of the checkpoint `at` a run: the head row for its
+/// length, then its segments in order until the page is full, copying only the
+/// page's bytes.
 pub(super) fn checkpoint_page_in(
     t: &impl ReadableTable<RunsKey, &'static [u8]>,
     ns: &str,
     run_id: &str,
+    at: CheckpointAt,
     offset: u64,
     limit: usize,
 ) -> Result<CheckpointPage, StorageError> {
-    let Some(head) = checkpoint_head_in(t, ns, run_id)? else {
+    let Some(head) = checkpoint_head_in(t, ns, run_id, at)? else {
         return Ok(CheckpointPage::default());
     };
+    let slots = CheckpointSlots::of(at);
     let mut page = CheckpointPage {
         total: head.len,
         bytes: Vec::new(),
@@ -112,13 +118,14 @@ pub(super) fn checkpoint_page_in(
         }
         at < end
     };
-    let Some(first) = t.get((ns, run_id, CHECKPOINT_SLOT))? else {
+    let Some(first) = t.get((ns, run_id, slots.first))? else {
         return Ok(page);
     };
     if !take(first.value(), &mut page) {
         return Ok(page);
     }
-    for row in t.range((ns, run_id, CHECKPOINT_SLOTS_FROM)..(ns, run_id, CHECKPOINT_HEAD_SLOT))? {
+    let tail = slots.tail();
+    for row in t.range((ns, run_id, tail.start)..(ns, run_id, tail.end))? {
         if !take(row?.1.value(), &mut page) {
             break;
         }
@@ -126,17 +133,19 @@ pub(super) fn checkpoint_page_in(
     Ok(page)
 }
 
-/// A run's checkpoint head: its head row, or for a checkpoint an older release wrote
-/// whole (no head row), its length with no digest.
+/// The head of the checkpoint `at` a run: its head row, or for a checkpoint written
+/// whole without one (by an older release, or imported), its length with no digest.
 pub(super) fn checkpoint_head_in(
     t: &impl ReadableTable<RunsKey, &'static [u8]>,
     ns: &str,
     run_id: &str,
+    at: CheckpointAt,
 ) -> Result<Option<CheckpointHead>, StorageError> {
-    if let Some(row) = t.get((ns, run_id, CHECKPOINT_HEAD_SLOT))? {
+    let slots = CheckpointSlots::of(at);
+    if let Some(row) = t.get((ns, run_id, slots.head))? {
         return records::decode_checkpoint_head(row.value()).map(Some);
     }
-    Ok(t.get((ns, run_id, CHECKPOINT_SLOT))?.map(|first| CheckpointHead {
+    Ok(t.get((ns, run_id, slots.first))?.map(|first| CheckpointHead {
         len: first.value().len() as u64,
         digest: None,
         segments: 1,

@@ -12,7 +12,7 @@ use super::{
     SCHEDULES, TASKS, TIMERS, purge,
 };
 use crate::StoredTask;
-use crate::backend::{CheckpointHead, CheckpointPage, DueTimer, Snapshot};
+use crate::backend::{CheckpointAt, CheckpointHead, CheckpointPage, DueTimer, Snapshot};
 use crate::error::StorageError;
 use crate::records::{DefinitionTableKey, Definitions};
 use railyard_model::Millis;
@@ -66,22 +66,28 @@ impl Snapshot for RedbSnapshot {
         self.with_runs(|runs| runs.history(ns, run_id, from, limit))
     }
 
-    fn checkpoint(&self, ns: &str, run_id: &str) -> Result<Vec<u8>, StorageError> {
-        checkpoint_in(&self.tx.open_table(RUNS)?, ns, run_id)
+    fn checkpoint(&self, ns: &str, run_id: &str, at: CheckpointAt) -> Result<Vec<u8>, StorageError> {
+        checkpoint_in(&self.tx.open_table(RUNS)?, ns, run_id, at)
     }
 
-    fn checkpoint_head(&self, ns: &str, run_id: &str) -> Result<Option<CheckpointHead>, StorageError> {
-        checkpoint_head_in(&self.tx.open_table(RUNS)?, ns, run_id)
+    fn checkpoint_head(
+        &self,
+        ns: &str,
+        run_id: &str,
+        at: CheckpointAt,
+    ) -> Result<Option<CheckpointHead>, StorageError> {
+        checkpoint_head_in(&self.tx.open_table(RUNS)?, ns, run_id, at)
     }
 
     fn checkpoint_page(
         &self,
         ns: &str,
         run_id: &str,
+        at: CheckpointAt,
         offset: u64,
         limit: usize,
     ) -> Result<CheckpointPage, StorageError> {
-        checkpoint_page_in(&self.tx.open_table(RUNS)?, ns, run_id, offset, limit)
+        checkpoint_page_in(&self.tx.open_table(RUNS)?, ns, run_id, at, offset, limit)
     }
 
     fn runs_by_start(

@@ -1,10 +1,11 @@
 //! The index-term table (`run_terms`): (namespace, term, start ms, run id) for each
-//! of a run's [`index_terms`] (its status, its workflow), kept by `save_run` and
-//! `purge` in the writer's transaction, so that a status- or workflow-filtered
-//! listing reads only the runs under its term. A database written before it gets the
-//! table built at open (the `term_index` meta entry says it is complete).
+//! of a run's [`index_terms`] (its status, its workflow, its search
+//! attributes'), kept by `save_run` and `purge` in the writer's transaction, so that
+//! a filtered listing reads only the runs under its term. A database written before
+//! it, or before the terms it lacks, gets them at open (the `term_index` meta entry
+//! says which terms are complete: [`TERM_INDEX_VERSION`]).
 
-use redb::{Database, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{Database, ReadableTable, Table, TableDefinition};
 
 use super::reads::{RunRows, RunsKey};
 use super::{DEFINITIONS, META, RUNS, RUNS_BY_START};
@@ -17,11 +18,15 @@ use railyard_model::run::RunState;
 /// (namespace, index term, start ms, run id).
 pub(crate) const RUN_TERMS: TableDefinition<(&str, &str, i64, &str), ()> = TableDefinition::new("run_terms");
 
-/// The `meta` entry saying `run_terms` is complete (1). Without it, the table is
-/// built at open from every run.
+/// The `meta` entry saying `run_terms` is complete ([`TERM_INDEX_VERSION`]). Without
+/// it, or at an older version, the table is built at open from every run.
 pub(super) const TERM_INDEX_META: &str = "term_index";
 
-type TermsKey = (&'static str, &'static str, i64, &'static str);
+/// The terms `run_terms` holds: 1, status and workflow (and search attributes set
+/// since); 2, also the words of goals and text attributes.
+pub(super) const TERM_INDEX_VERSION: u64 = 2;
+
+pub(super) type TermsKey = (&'static str, &'static str, i64, &'static str);
 
 pub(super) fn runs_by_term_in(
     index: &impl ReadableTable<TermsKey, ()>,
@@ -89,36 +94,36 @@ pub(super) fn next_term_in(
     Ok((row_ns == ns).then(|| term.to_string()))
 }
 
-/// Removes and adds a run's terms (opening the table only when there are some: most
-/// saves change none).
+/// Removes and adds a run's terms in `run_terms` (held open for the whole write
+/// transaction: opening a table per save costs the writer more than the rows).
 pub(super) fn retag(
-    tx: &WriteTransaction,
+    terms: &mut Table<'_, TermsKey, ()>,
     run: &RunState,
     removed: &[String],
     added: &[String],
 ) -> Result<(), StorageError> {
-    if removed.is_empty() && added.is_empty() {
-        return Ok(());
-    }
     let (ns, id) = (run.namespace.as_str(), run.run_id.as_str());
-    let mut t = tx.open_table(RUN_TERMS)?;
     for term in removed {
-        t.remove((ns, term.as_str(), run.start_ms, id))?;
+        terms.remove((ns, term.as_str(), run.start_ms, id))?;
     }
     for term in added {
-        t.insert((ns, term.as_str(), run.start_ms, id), ())?;
+        terms.insert((ns, term.as_str(), run.start_ms, id), ())?;
     }
     Ok(())
 }
 
-/// Builds `run_terms` from every run, for a database written before it; one write
-/// transaction (on failure nothing changes, and the next open tries again). A
-/// database that has it is left alone.
+/// Builds `run_terms` from every run, for a database written before it (or before
+/// its current terms: inserting a term a run has is a no-op); one write transaction
+/// (on failure nothing changes, and the next open tries again). A database whose
+/// index is at [`TERM_INDEX_VERSION`] is left alone.
 pub(super) fn build_term_index(db: &Database, defs: &Definitions) -> Result<(), StorageError> {
     let tx = db.begin_write()?;
     let indexed = {
         let mut meta = tx.open_table(META)?;
-        if meta.get(TERM_INDEX_META)?.map(|v| v.value()) == Some(1) {
+        if meta
+            .get(TERM_INDEX_META)?
+            .is_some_and(|v| v.value() >= TERM_INDEX_VERSION)
+        {
             return Ok(());
         }
         let rows = tx.open_table(RUNS)?;
@@ -142,15 +147,12 @@ pub(super) fn build_term_index(db: &Database, defs: &Definitions) -> Result<(), 
             }
             indexed += 1;
         }
-        meta.insert(TERM_INDEX_META, 1)?;
+        meta.insert(TERM_INDEX_META, TERM_INDEX_VERSION)?;
         indexed
     };
     tx.commit()?;
     if indexed > 0 {
-        tracing::info!(
-            runs = indexed,
-            "built the status and workflow index of runs (for queries)"
-        );
+        tracing::info!(runs = indexed, "built the index terms of runs (for queries)");
     }
     Ok(())
 }

@@ -6,12 +6,10 @@ use std::collections::BTreeMap;
 use redb::{ReadableTable, Table, WriteTransaction};
 
 use super::reads::*;
-use super::{
-    API_KEYS, CHECKPOINT_HEAD_SLOT, CHECKPOINT_SLOT, CHECKPOINT_SLOTS_FROM, NAMESPACES, STATE_SLOT, purge,
-};
+use super::{API_KEYS, CheckpointSlots, NAMESPACES, STATE_SLOT, purge};
 use crate::StoredTask;
 use crate::backend::{
-    CheckpointDigest, CheckpointHead, CheckpointPage, DueTimer, Snapshot, TimerKey, WriteTx,
+    CheckpointAt, CheckpointDigest, CheckpointHead, CheckpointPage, DueTimer, Snapshot, TimerKey, WriteTx,
 };
 use crate::error::StorageError;
 use crate::records::{self, DefinitionTableKey, Definitions};
@@ -34,6 +32,7 @@ pub(super) struct RedbTx<'t> {
     /// Written only when a start uses a definition new to storage.
     pub(super) definitions: Table<'t, DefinitionTableKey, &'static [u8]>,
     pub(super) schedules: Table<'t, (&'static str, &'static str), &'static [u8]>,
+    pub(super) terms: Table<'t, super::terms::TermsKey, ()>,
     pub(super) defs: &'t Definitions,
 }
 
@@ -60,22 +59,28 @@ impl Snapshot for RedbTx<'_> {
         self.rows().history(ns, run_id, from, limit)
     }
 
-    fn checkpoint(&self, ns: &str, run_id: &str) -> Result<Vec<u8>, StorageError> {
-        checkpoint_in(&self.runs, ns, run_id)
+    fn checkpoint(&self, ns: &str, run_id: &str, at: CheckpointAt) -> Result<Vec<u8>, StorageError> {
+        checkpoint_in(&self.runs, ns, run_id, at)
     }
 
-    fn checkpoint_head(&self, ns: &str, run_id: &str) -> Result<Option<CheckpointHead>, StorageError> {
-        checkpoint_head_in(&self.runs, ns, run_id)
+    fn checkpoint_head(
+        &self,
+        ns: &str,
+        run_id: &str,
+        at: CheckpointAt,
+    ) -> Result<Option<CheckpointHead>, StorageError> {
+        checkpoint_head_in(&self.runs, ns, run_id, at)
     }
 
     fn checkpoint_page(
         &self,
         ns: &str,
         run_id: &str,
+        at: CheckpointAt,
         offset: u64,
         limit: usize,
     ) -> Result<CheckpointPage, StorageError> {
-        checkpoint_page_in(&self.runs, ns, run_id, offset, limit)
+        checkpoint_page_in(&self.runs, ns, run_id, at, offset, limit)
     }
 
     fn runs_by_start(
@@ -96,16 +101,15 @@ impl Snapshot for RedbTx<'_> {
         before: (Millis, &str),
         visit: &mut dyn FnMut(Millis, &str, RunState) -> bool,
     ) -> Result<(), StorageError> {
-        let index = self.tx.open_table(super::RUN_TERMS)?;
-        super::terms::runs_by_term_in(&index, &self.rows(), ns, term, from_ms, before, visit)
+        super::terms::runs_by_term_in(&self.terms, &self.rows(), ns, term, from_ms, before, visit)
     }
 
     fn term_count(&self, ns: &str, term: &str, cap: u64) -> Result<u64, StorageError> {
-        super::terms::term_count_in(&self.tx.open_table(super::RUN_TERMS)?, ns, term, cap)
+        super::terms::term_count_in(&self.terms, ns, term, cap)
     }
 
     fn next_term(&self, ns: &str, from: &str, inclusive: bool) -> Result<Option<String>, StorageError> {
-        super::terms::next_term_in(&self.tx.open_table(super::RUN_TERMS)?, ns, from, inclusive)
+        super::terms::next_term_in(&self.terms, ns, from, inclusive)
     }
 
     fn children(&self, ns: &str, parent: &str) -> Result<Vec<String>, StorageError> {
@@ -202,32 +206,32 @@ impl WriteTx for RedbTx<'_> {
         let row = records::encode_run(run, self.defs)?;
         self.runs.insert((ns, id, STATE_SLOT), row.as_slice())?;
         let (removed, added) = railyard_model::query::index_delta(run, events);
-        super::terms::retag(self.tx, run, &removed, &added)
+        super::terms::retag(&mut self.terms, run, &removed, &added)
     }
 
     fn set_checkpoint(
         &mut self,
         ns: &str,
         run_id: &str,
+        at: CheckpointAt,
         checkpoint: Option<(&[u8], &CheckpointDigest)>,
     ) -> Result<(), StorageError> {
-        let segments = checkpoint_head_in(&self.runs, ns, run_id)?.map_or(0, |h| h.segments);
+        let slots = CheckpointSlots::of(at);
+        let segments = checkpoint_head_in(&self.runs, ns, run_id, at)?.map_or(0, |h| h.segments);
         if segments > 1 {
-            self.runs.retain_in(
-                (ns, run_id, CHECKPOINT_SLOTS_FROM)..(ns, run_id, CHECKPOINT_HEAD_SLOT),
-                |_, _| false,
-            )?;
+            let tail = slots.tail();
+            self.runs
+                .retain_in((ns, run_id, tail.start)..(ns, run_id, tail.end), |_, _| false)?;
         }
         match checkpoint {
             Some((bytes, digest)) => {
-                self.runs.insert((ns, run_id, CHECKPOINT_SLOT), bytes)?;
+                self.runs.insert((ns, run_id, slots.first), bytes)?;
                 let head = records::encode_checkpoint_head(bytes.len() as u64, digest, 1, 1)?;
-                self.runs
-                    .insert((ns, run_id, CHECKPOINT_HEAD_SLOT), head.as_slice())?;
+                self.runs.insert((ns, run_id, slots.head), head.as_slice())?;
             }
             None => {
-                self.runs.remove((ns, run_id, CHECKPOINT_SLOT))?;
-                self.runs.remove((ns, run_id, CHECKPOINT_HEAD_SLOT))?;
+                self.runs.remove((ns, run_id, slots.first))?;
+                self.runs.remove((ns, run_id, slots.head))?;
             }
         }
         Ok(())
@@ -237,15 +241,17 @@ impl WriteTx for RedbTx<'_> {
         &mut self,
         ns: &str,
         run_id: &str,
+        at: CheckpointAt,
         bytes: &[u8],
         digest: &CheckpointDigest,
     ) -> Result<(), StorageError> {
-        let Some(head) = checkpoint_head_in(&self.runs, ns, run_id)? else {
-            return self.set_checkpoint(ns, run_id, Some((bytes, digest)));
+        let Some(head) = checkpoint_head_in(&self.runs, ns, run_id, at)? else {
+            return self.set_checkpoint(ns, run_id, at, Some((bytes, digest)));
         };
+        let slots = CheckpointSlots::of(at);
         let segment = head.segments + 1;
-        let slot = CHECKPOINT_SLOTS_FROM + u64::from(segment);
-        if slot >= CHECKPOINT_HEAD_SLOT {
+        let slot = slots.rest + u64::from(segment);
+        if slot >= slots.end {
             return Err(StorageError::Encode(
                 format!("checkpoint of run {run_id:?} has too many segments ({segment})").into(),
             ));
@@ -253,8 +259,7 @@ impl WriteTx for RedbTx<'_> {
         self.runs.insert((ns, run_id, slot), bytes)?;
         let head =
             records::encode_checkpoint_head(head.len + bytes.len() as u64, digest, segment, head.merged)?;
-        self.runs
-            .insert((ns, run_id, CHECKPOINT_HEAD_SLOT), head.as_slice())?;
+        self.runs.insert((ns, run_id, slots.head), head.as_slice())?;
         Ok(())
     }
 
@@ -262,31 +267,27 @@ impl WriteTx for RedbTx<'_> {
         &mut self,
         ns: &str,
         run_id: &str,
+        at: CheckpointAt,
         from: u32,
         bytes: &[u8],
         digest: &CheckpointDigest,
     ) -> Result<(), StorageError> {
-        let Some(head) = checkpoint_head_in(&self.runs, ns, run_id)? else {
-            return self.set_checkpoint(ns, run_id, Some((bytes, digest)));
+        let Some(head) = checkpoint_head_in(&self.runs, ns, run_id, at)? else {
+            return self.set_checkpoint(ns, run_id, at, Some((bytes, digest)));
         };
+        let slots = CheckpointSlots::of(at);
         let from = from.clamp(2, head.segments.max(2));
-        let first = CHECKPOINT_SLOTS_FROM + u64::from(from);
+        let first = slots.rest + u64::from(from);
         let mut merged = Vec::new();
-        for row in self
-            .runs
-            .range((ns, run_id, first)..(ns, run_id, CHECKPOINT_HEAD_SLOT))?
-        {
+        for row in self.runs.range((ns, run_id, first)..(ns, run_id, slots.end))? {
             merged.extend_from_slice(row?.1.value());
         }
         merged.extend_from_slice(bytes);
         self.runs
-            .retain_in((ns, run_id, first)..(ns, run_id, CHECKPOINT_HEAD_SLOT), |_, _| {
-                false
-            })?;
+            .retain_in((ns, run_id, first)..(ns, run_id, slots.end), |_, _| false)?;
         self.runs.insert((ns, run_id, first), merged.as_slice())?;
         let head = records::encode_checkpoint_head(head.len + bytes.len() as u64, digest, from, from)?;
-        self.runs
-            .insert((ns, run_id, CHECKPOINT_HEAD_SLOT), head.as_slice())?;
+        self.runs.insert((ns, run_id, slots.head), head.as_slice())?;
         Ok(())
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use railyard_proto::v1::{
     CompleteStepTaskRequest, HeartbeatStepTaskRequest, ListRunsRequest, ReportIssueRequest, ResetRunRequest,
-    RunStatus, SignalRunRequest, StartRunRequest,
+    RunStatus, SignalRunRequest, StartRunRequest, UpsertSearchAttributesRequest,
 };
 use railyard_sdk::ClientError;
 use rmcp::handler::server::wrapper::Parameters;
@@ -31,6 +31,9 @@ pub(super) struct StartArgs {
     /// Named values the step prompts read as {{context.KEY}}.
     #[serde(default)]
     pub context: Option<BTreeMap<String, String>>,
+    /// Search attributes of the run (name to value as text), each one the namespace declares.
+    #[serde(default)]
+    pub search_attributes: Option<BTreeMap<String, String>>,
 }
 
 /// Arguments of `complete_step`.
@@ -55,6 +58,21 @@ pub(super) struct CompleteArgs {
     /// The run you are working on. When given, a token of another run is refused.
     #[serde(default)]
     pub run_id: Option<String>,
+    /// Search attributes to set on the run (name to value as text; an empty value unsets one), each one the
+    /// namespace declares, with the step's completion.
+    #[serde(default)]
+    pub search_attributes: Option<BTreeMap<String, String>>,
+}
+
+/// Arguments of `set_search_attributes`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+pub(super) struct AttributesArgs {
+    /// The continue token of the step you hold.
+    pub continue_token: String,
+    /// Name to value as text (a keyword list as a JSON array or comma-separated, a datetime in RFC 3339); an
+    /// empty value unsets the attribute. Each name must be one the namespace declares.
+    pub search_attributes: BTreeMap<String, String>,
 }
 
 /// Arguments naming one run.
@@ -116,8 +134,9 @@ pub(super) struct ListArgs {
     /// Only runs this list query matches, ANDed with the other arguments, e.g.
     /// `WorkflowId = "review-pr" AND Status = "FAILED" AND StartTime > "2026-11-20T00:00:00Z"`
     /// (fields: RunId, WorkflowId, WorkflowVersion, Status, StartTime, CloseTime,
-    /// ParentRunId, TaskQueue, Tokens, Cost, FailureType; AND, OR, parentheses, = != < >
-    /// <= >=, IN (...), STARTS_WITH, IS [NOT] NULL).
+    /// ParentRunId, TaskQueue, Tokens, Cost, FailureType, Goal (a word match:
+    /// `Goal = "flaky"`), and the namespace's search attributes; AND, OR, parentheses,
+    /// = != < > <= >=, IN (...), STARTS_WITH, IS [NOT] NULL).
     #[serde(default)]
     pub query: Option<String>,
 }
@@ -216,6 +235,7 @@ impl Gateway {
                 .collect::<HashMap<_, _>>(),
             task_queue: self.opts.queue.clone(),
             identity: self.opts.identity.clone(),
+            search_attributes: args.search_attributes.unwrap_or_default().into_iter().collect(),
             ..Default::default()
         };
         let run_id = match call.client.start_run_with(req).await {
@@ -293,7 +313,7 @@ impl Gateway {
             result_json,
             // An outside agent's transcript is not ours to keep.
             checkpoint: Vec::new(),
-            search_attributes: Default::default(),
+            search_attributes: args.search_attributes.unwrap_or_default().into_iter().collect(),
         };
         match call.client.complete_step_task(req).await {
             Ok(resp) if resp.held_for_approval => {
@@ -397,7 +417,41 @@ impl Gateway {
     }
 
     #[tool(
-        description = "Show a run: its status, goal, context, every step with its state, attempt and notes, and \
+        description = "Set search attributes of the run whose step you hold, while you work on it (the continue_token \
+                       stays valid): name to value as text, each a name the namespace declares (an undeclared name or \
+                       a value not of its type is refused naming it, and nothing is set); an empty value unsets one. \
+                       At most 20 changes per step attempt. get_run shows them; list_runs' query can find the run \
+                       by them."
+    )]
+    async fn set_search_attributes(
+        &self,
+        Parameters(args): Parameters<AttributesArgs>,
+        ext: Extensions,
+    ) -> Result<CallToolResult, ErrorData> {
+        let call = match self.call_as(&ext) {
+            Ok(call) => call,
+            Err(e) => return refused(e),
+        };
+        let (task_token, client) = match self.held.lease_of(&args.continue_token, &call.owner) {
+            Ok(found) => found,
+            Err(why) => return refused(self.refusal(&call, why).await),
+        };
+        let req = UpsertSearchAttributesRequest {
+            task_token,
+            identity: self.opts.identity.clone(),
+            search_attributes: args.search_attributes.into_iter().collect(),
+        };
+        match client.upsert_search_attributes(req).await {
+            Ok(r) => structured(json!({
+                "changed": r.changed,
+                "note": "set; the step is still yours",
+            })),
+            Err(e) => refused(format!("the search attributes were not set: {e}")),
+        }
+    }
+
+    #[tool(
+        description = "Show a run: its status, goal, context, search attributes, every step with its state, attempt and notes, and \
                        the current step. held_here says whether this gateway holds the current step for you. \
                        output_tail: the end of the run's live output (what its model wrote, tool calls marked \
                        with arrows), at most 4096 characters."

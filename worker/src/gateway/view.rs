@@ -112,6 +112,19 @@ pub(super) fn status_name(run: &RunInfo) -> &'static str {
 }
 
 /// A run as `get_run` shows it.
+/// A run's search attributes as an object of typed JSON values (a number, a bool, an
+/// array of strings, else the text).
+fn attributes(attrs: &[railyard_proto::v1::SearchAttribute]) -> Value {
+    let typed = |a: &railyard_proto::v1::SearchAttribute| -> Value {
+        let parsed = match a.r#type.as_str() {
+            "int" | "double" | "bool" | "keyword_list" => serde_json::from_str(&a.value).ok(),
+            _ => None,
+        };
+        parsed.unwrap_or_else(|| Value::String(a.value.clone()))
+    };
+    Value::Object(attrs.iter().map(|a| (a.name.clone(), typed(a))).collect())
+}
+
 pub(super) fn run(run: &RunInfo) -> Value {
     let current = run.steps.get(run.current_step as usize);
     let mut v = json!({
@@ -121,6 +134,7 @@ pub(super) fn run(run: &RunInfo) -> Value {
         "status": status_name(run),
         "goal": run.goal,
         "context": run.context.iter().collect::<std::collections::BTreeMap<_, _>>(),
+        "search_attributes": attributes(&run.search_attributes),
         "history_length": run.history_length,
         "steps": run.steps.iter().enumerate().map(|(i, s)| {
             let mut step = json!({

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use clap::{Args, Subcommand};
-use railyard_proto::DEFAULT_NAMESPACE;
 use railyard_sdk::{Client, ConnectOptions, StepWorker};
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
@@ -103,6 +102,10 @@ pub(crate) struct Conn {
     /// gRPC connections to spread the calls over.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
     connections: u32,
+    /// The namespace the bench's runs live in (on a shared database, one of each
+    /// bench's own, so an earlier bench's leftover tasks are never leased).
+    #[arg(long, default_value = railyard_proto::DEFAULT_NAMESPACE)]
+    namespace: String,
 }
 
 /// What a client role starts.
@@ -127,7 +130,7 @@ pub(crate) async fn run(role: Role) -> anyhow::Result<()> {
         Role::Start { conn, load, starters } => {
             let clients = connect(&conn).await?;
             ready_then_go().await?;
-            let report = start(&clients, &load, starters).await;
+            let report = start(&clients, &conn.namespace, &load, starters).await;
             emit(&report)
         }
         Role::Drive {
@@ -137,13 +140,13 @@ pub(crate) async fn run(role: Role) -> anyhow::Result<()> {
         } => {
             let clients = connect(&conn).await?;
             ready_then_go().await?;
-            let report = drive(&clients, &load, concurrency).await;
+            let report = drive(&clients, &conn.namespace, &load, concurrency).await;
             emit(&report)
         }
         Role::Floor { conn, load } => {
             let clients = connect(&conn).await?;
             ready_then_go().await?;
-            let report = floor(&clients[0], &load).await?;
+            let report = floor(&clients[0], &conn.namespace, &load).await?;
             emit(&report)
         }
     }
@@ -198,7 +201,7 @@ async fn worker(conn: &Conn, loops: u32, report_runs: bool) -> anyhow::Result<()
     let mut set = JoinSet::new();
     for i in 0..loops as usize {
         let client = clients[i % clients.len()].clone();
-        let worker = StepWorker::new(client, DEFAULT_NAMESPACE, QUEUE, &format!("bench-{pid}-{i}"));
+        let worker = StepWorker::new(client, &conn.namespace, QUEUE, &format!("bench-{pid}-{i}"));
         let (steps, runs) = (steps.clone(), runs.clone());
         set.spawn(work(worker, stop.clone(), errors.clone(), move |task, _| {
             steps.fetch_add(1, Ordering::Relaxed);
@@ -232,7 +235,7 @@ fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
-async fn start(clients: &[Client], load: &Load, starters: u32) -> Report {
+async fn start(clients: &[Client], ns: &str, load: &Load, starters: u32) -> Report {
     let next = Arc::new(AtomicU32::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let t0 = Instant::now();
@@ -240,7 +243,7 @@ async fn start(clients: &[Client], load: &Load, starters: u32) -> Report {
     for i in 0..starters as usize {
         let client = clients[i % clients.len()].clone();
         let (next, errors, runs) = (next.clone(), errors.clone(), load.runs);
-        let workflow = load.workflow.clone();
+        let (workflow, ns) = (load.workflow.clone(), ns.to_string());
         set.spawn(async move {
             loop {
                 let n = next.fetch_add(1, Ordering::Relaxed);
@@ -248,7 +251,7 @@ async fn start(clients: &[Client], load: &Load, starters: u32) -> Report {
                     break;
                 }
                 if let Err(e) = client
-                    .start_run(DEFAULT_NAMESPACE, &workflow, &format!("run {n}"), HashMap::new())
+                    .start_run(&ns, &workflow, &format!("run {n}"), HashMap::new())
                     .await
                 {
                     errors.fetch_add(1, Ordering::Relaxed);
@@ -268,11 +271,11 @@ async fn start(clients: &[Client], load: &Load, starters: u32) -> Report {
 
 /// One run of the closed loop: start it, watch it to its close.
 /// Whether it closed COMPLETED.
-async fn start_and_watch(client: &Client, workflow: &str, n: u32) -> anyhow::Result<bool> {
+async fn start_and_watch(client: &Client, ns: &str, workflow: &str, n: u32) -> anyhow::Result<bool> {
     let run_id = client
-        .start_run(DEFAULT_NAMESPACE, workflow, &format!("run {n}"), HashMap::new())
+        .start_run(ns, workflow, &format!("run {n}"), HashMap::new())
         .await?;
-    let mut events = client.watch_run(DEFAULT_NAMESPACE, &run_id, 1).await?;
+    let mut events = client.watch_run(ns, &run_id, 1).await?;
     let mut last = String::new();
     while let Some(event) = events
         .message()
@@ -284,13 +287,13 @@ async fn start_and_watch(client: &Client, workflow: &str, n: u32) -> anyhow::Res
     Ok(last == "RunCompleted")
 }
 
-async fn drive(clients: &[Client], load: &Load, concurrency: u32) -> Report {
+async fn drive(clients: &[Client], ns: &str, load: &Load, concurrency: u32) -> Report {
     let next = Arc::new(AtomicU32::new(0));
     let t0 = Instant::now();
     let mut set = JoinSet::new();
     for i in 0..concurrency as usize {
         let client = clients[i % clients.len()].clone();
-        let (next, runs, workflow) = (next.clone(), load.runs, load.workflow.clone());
+        let (next, runs, workflow, ns) = (next.clone(), load.runs, load.workflow.clone(), ns.to_string());
         set.spawn(async move {
             let (mut samples, mut completed, mut errors) = (Vec::new(), 0u64, 0u64);
             loop {
@@ -299,7 +302,7 @@ async fn drive(clients: &[Client], load: &Load, concurrency: u32) -> Report {
                     break;
                 }
                 let started = Instant::now();
-                match start_and_watch(&client, &workflow, n).await {
+                match start_and_watch(&client, &ns, &workflow, n).await {
                     Ok(done) => {
                         samples.push(micros(started.elapsed()));
                         completed += u64::from(done);
@@ -332,18 +335,18 @@ async fn drive(clients: &[Client], load: &Load, concurrency: u32) -> Report {
     }
 }
 
-async fn floor(client: &Client, load: &Load) -> anyhow::Result<Report> {
+async fn floor(client: &Client, ns: &str, load: &Load) -> anyhow::Result<Report> {
     let run_id = client
-        .start_run(DEFAULT_NAMESPACE, &load.workflow, "floor", HashMap::new())
+        .start_run(ns, &load.workflow, "floor", HashMap::new())
         .await?;
     let (mut read_us, mut write_us) = (Vec::new(), Vec::new());
     for _ in 0..load.runs {
         let t0 = Instant::now();
-        client.describe_run(DEFAULT_NAMESPACE, &run_id).await?;
+        client.describe_run(ns, &run_id).await?;
         read_us.push(micros(t0.elapsed()));
         let t0 = Instant::now();
         client
-            .start_run(DEFAULT_NAMESPACE, &load.workflow, "floor", HashMap::new())
+            .start_run(ns, &load.workflow, "floor", HashMap::new())
             .await?;
         write_us.push(micros(t0.elapsed()));
     }

@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 /// max_connections_per_peer = 256     # per listener, from one address (IPv6: a /64)
 /// http_request_timeout_secs = 30     # for an HTTP request to arrive whole
 /// cache_size_mib = 64                 # the database's page cache
+/// kept_transcripts_mib = 64           # finished steps' checkpoints kept per run (0: none)
 /// # advertise_host = "node1.internal" # with a postgres store: where other nodes reach this one
 /// # node_lease = "30s"                # with a postgres store: the writer lease (failover time)
 /// # peer_ca = "ca.pem"                # with a postgres store and TLS: trusted for the leader
@@ -67,6 +68,9 @@ use serde::{Deserialize, Serialize};
 /// flush_interval_ms = 200             # how often pending output is written (what a crash may lose)
 /// watch_buffer = 1024                 # chunks a run's live channel holds; a slower watcher lags
 ///
+/// [batches]                           # batch operations (docs/batches.md)
+/// retention_secs = 2592000            # a finished batch is kept this long after it closed (0: for good)
+///
 /// [[triggers]]                        # POST /hooks/default/pr-review
 /// id = "pr-review"
 /// workflow = "review"
@@ -87,6 +91,8 @@ pub(crate) struct ServerFile {
     pub hooks: HooksSection,
     #[serde(default)]
     pub output: OutputSection,
+    #[serde(default)]
+    pub batches: BatchesSection,
     /// OpenTelemetry traces (read by `crate::telemetry` before logging starts).
     #[serde(default)]
     pub telemetry: crate::telemetry::TelemetrySection,
@@ -236,6 +242,13 @@ pub(crate) struct OutputSection {
     pub watch_buffer: Option<usize>,
 }
 
+/// `[batches]`: how long finished batches are kept (the retention purge).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BatchesSection {
+    pub retention_secs: Option<u64>,
+}
+
 /// A triggers file: `[[triggers]]` tables and nothing else.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -268,6 +281,7 @@ pub(crate) struct ServerSection {
     pub max_child_depth: Option<u32>,
     pub max_children_per_run: Option<u32>,
     pub cache_size_mib: Option<u64>,
+    pub kept_transcripts_mib: Option<u64>,
     pub mcp_max_sessions: Option<usize>,
     pub mcp_max_sessions_per_key: Option<usize>,
     pub mcp_session_idle_secs: Option<u64>,
@@ -358,6 +372,10 @@ pub(super) const ENV: &[EnvVar] = &[
     EnvVar {
         var: "RAILYARD_CACHE_SIZE_MIB",
         key: "server.cache_size_mib",
+    },
+    EnvVar {
+        var: "RAILYARD_KEPT_TRANSCRIPTS_MIB",
+        key: "server.kept_transcripts_mib",
     },
     EnvVar {
         var: "RAILYARD_MCP_MAX_SESSIONS",

@@ -1,10 +1,11 @@
 //! `[output]` of the server's configuration: live output's caps, retention and
-//! flush interval, checked against their bounds.
+//! flush interval, checked against their bounds; and `[batches]`, the other
+//! retention beside it.
 
 use railyard_config::ConfigError;
 use railyard_server::engine::output::OutputSettings;
 
-use super::file::OutputSection;
+use super::file::{BatchesSection, OutputSection};
 
 /// Bounds of the caps: 4 KiB to 1 GiB.
 const CAP_BYTES: std::ops::RangeInclusive<u64> = 4096..=(1 << 30);
@@ -64,4 +65,20 @@ pub(super) fn resolve(
         out.watch_buffer = n;
     }
     Ok(out)
+}
+
+/// `[batches] retention_secs`, else 30 days; at most ten years, 0 keeps batches for good.
+pub(super) fn batch_retention(
+    b: &BatchesSection,
+    invalid: impl Fn(&str, String) -> ConfigError,
+) -> Result<std::time::Duration, ConfigError> {
+    let default = railyard_server::engine::retention::DEFAULT_BATCH_RETENTION_MS as u64 / 1000;
+    let secs = b.retention_secs.unwrap_or(default);
+    if secs > MAX_RETENTION_SECS {
+        return Err(invalid(
+            "batches.retention_secs",
+            format!("{secs} is more than ten years ({MAX_RETENTION_SECS})"),
+        ));
+    }
+    Ok(std::time::Duration::from_secs(secs))
 }

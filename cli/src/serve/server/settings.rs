@@ -41,6 +41,7 @@ pub(crate) struct ServerArgs {
     /// http_listen, workflows, shutdown_grace_secs, auth, insecure, tls_cert, tls_key,
     /// tls_client_ca, max_connections, idle_timeout_secs, max_connections_per_peer,
     /// http_request_timeout_secs, max_child_depth, max_children_per_run, cache_size_mib,
+    /// kept_transcripts_mib,
     /// mcp_max_sessions, mcp_max_sessions_per_key, mcp_session_idle_secs, advertise_host,
     /// node_lease, peer_ca, principles_file) and a [telemetry] section (key: otlp_endpoint).
     #[arg(long, value_name = "FILE", env = "RAILYARD_SERVER_CONFIG")]
@@ -156,6 +157,12 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "MIB")]
     pub cache_size_mib: Option<u64>,
 
+    /// MiB of finished steps' checkpoints (their transcripts, shown by the web
+    /// console) each run keeps, the oldest dropped first past it (0 to 1024; 0 keeps
+    /// none) [env: RAILYARD_KEPT_TRANSCRIPTS_MIB] [default: 64].
+    #[arg(long, value_name = "MIB")]
+    pub kept_transcripts_mib: Option<u64>,
+
     /// Most /mcp sessions open at once, across all callers (each holds ~50 KB)
     /// [env: RAILYARD_MCP_MAX_SESSIONS] [default: 1000].
     #[arg(long, value_name = "N")]
@@ -220,6 +227,9 @@ const MAX_CHILDREN_PER_RUN_LIMIT: u32 = 10_000;
 /// Bounds of `cache_size_mib` (64 GiB at most) and its default.
 const MAX_CACHE_SIZE_MIB: u64 = 65_536;
 const DEFAULT_CACHE_SIZE_MIB: u64 = (railyard_store::redb_backend::DEFAULT_CACHE_BYTES >> 20) as u64;
+/// Bounds of `kept_transcripts_mib` (1 GiB a run at most) and its default.
+const MAX_KEPT_TRANSCRIPTS_MIB: u64 = 1024;
+const DEFAULT_KEPT_TRANSCRIPTS_MIB: u64 = 64;
 
 /// Where the server stores runs (`server.store`).
 #[derive(Clone, PartialEq)]
@@ -251,6 +261,8 @@ impl std::fmt::Debug for StoreSetting {
 pub(crate) struct ServerSettings {
     /// Live output's caps, retention and flush interval (`[output]`).
     pub output: railyard_server::engine::output::OutputSettings,
+    /// How long a finished batch is kept (`[batches] retention_secs`); zero: for good.
+    pub batch_retention: Duration,
     /// The directory of the server's local files: the redb database (with a redb
     /// store), the token keys and the first admin key.
     pub data_dir: PathBuf,
@@ -287,6 +299,8 @@ pub(crate) struct ServerSettings {
     pub child_limits: ChildLimits,
     /// MiB the database's page cache may hold.
     pub cache_size_mib: u64,
+    /// MiB of finished steps' checkpoints a run keeps (0: none).
+    pub kept_transcripts_mib: u64,
     /// Caps on `/mcp` sessions.
     pub mcp_sessions: SessionLimits,
     /// With a postgres store: the host the other nodes reach this one at.
@@ -352,11 +366,13 @@ impl ServerSettings {
         config.net = self.net;
         config.child_limits = self.child_limits;
         config.cache_bytes = usize::try_from(self.cache_size_mib << 20).unwrap_or(usize::MAX);
+        config.kept_checkpoint_bytes = self.kept_transcripts_mib << 20;
         config.triggers.config = self.triggers.clone();
         config.triggers.max_body_bytes = self.hook_max_body_bytes;
         config.triggers.dedup_retention_ms = self.dedup_retention.as_millis() as u64;
         config.triggers.poll = self.poll_limits;
         config.output = self.output.clone();
+        config.purge.batch_retention_ms = self.batch_retention.as_millis() as i64;
         config.principles_file = self.principles_file.clone();
         if self.built_in_demo {
             config.embedded_workflows.push(builtin::DEMO_WORKFLOW);
@@ -429,6 +445,7 @@ impl ServerArgs {
                 max_child_depth: self.max_child_depth,
                 max_children_per_run: self.max_children_per_run,
                 cache_size_mib: self.cache_size_mib,
+                kept_transcripts_mib: self.kept_transcripts_mib,
                 mcp_max_sessions: self.mcp_max_sessions,
                 mcp_max_sessions_per_key: self.mcp_max_sessions_per_key,
                 mcp_session_idle_secs: self.mcp_session_idle,
@@ -630,6 +647,9 @@ impl ServerArgs {
             },
             delivery: loaded.value.delivery.clone(),
             output: super::output::resolve(&loaded.value.output, |k, m| loaded.invalid(k, m))?,
+            batch_retention: super::output::batch_retention(&loaded.value.batches, |k, m| {
+                loaded.invalid(k, m)
+            })?,
             triggers,
             hook_max_body_bytes: max_body as usize,
             dedup_retention: Duration::from_secs(retention),
@@ -641,6 +661,7 @@ impl ServerArgs {
                     .unwrap_or(ChildLimits::default().max_children),
             },
             cache_size_mib: s.cache_size_mib.unwrap_or(DEFAULT_CACHE_SIZE_MIB),
+            kept_transcripts_mib: s.kept_transcripts_mib.unwrap_or(DEFAULT_KEPT_TRANSCRIPTS_MIB),
             mcp_sessions: SessionLimits {
                 max_total: s.mcp_max_sessions.unwrap_or(SessionLimits::DEFAULT_MAX_TOTAL),
                 max_per_key: s
@@ -676,6 +697,12 @@ impl ServerArgs {
             return Err(loaded.invalid(
                 "server.cache_size_mib",
                 format!("from 1 to {MAX_CACHE_SIZE_MIB} MiB"),
+            ));
+        }
+        if settings.kept_transcripts_mib > MAX_KEPT_TRANSCRIPTS_MIB {
+            return Err(loaded.invalid(
+                "server.kept_transcripts_mib",
+                format!("from 0 to {MAX_KEPT_TRANSCRIPTS_MIB} MiB"),
             ));
         }
         if settings.child_limits.max_depth > MAX_CHILD_DEPTH_LIMIT {

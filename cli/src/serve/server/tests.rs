@@ -716,3 +716,65 @@ fn live_output_settings_from_the_file_and_refused_out_of_range() {
         assert!(e.contains(key), "{text}: {e}");
     }
 }
+
+#[test]
+fn kept_transcripts_from_flags_env_or_file_zero_keeps_none_and_too_many_refused() {
+    let s = ServerArgs::default().settings_with(env(&[])).unwrap();
+    assert_eq!(s.config().kept_checkpoint_bytes, 64 << 20);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("railyard.toml");
+    std::fs::write(&file, "[server]\nkept_transcripts_mib = 0\n").unwrap();
+    let args = ServerArgs {
+        config: Some(file),
+        ..ServerArgs::default()
+    };
+    assert_eq!(
+        args.settings_with(env(&[]))
+            .unwrap()
+            .config()
+            .kept_checkpoint_bytes,
+        0
+    );
+    let s = args
+        .settings_with(env(&[("RAILYARD_KEPT_TRANSCRIPTS_MIB", "8")]))
+        .unwrap();
+    assert_eq!(s.config().kept_checkpoint_bytes, 8 << 20);
+    let flags = ServerArgs {
+        kept_transcripts_mib: Some(2000),
+        ..args
+    };
+    let err = flags.settings_with(env(&[])).unwrap_err().to_string();
+    assert!(
+        err.contains("server.kept_transcripts_mib") && err.contains("1024"),
+        "{err}"
+    );
+}
+
+#[test]
+fn batch_retention_from_the_file_defaults_to_30_days_and_is_refused_out_of_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(&dir, "");
+    let args = ServerArgs {
+        config: Some(config.clone()),
+        ..ServerArgs::default()
+    };
+    let defaults = args.settings_with(env(&[])).unwrap().config();
+    assert_eq!(defaults.purge.batch_retention_ms, 30 * 86_400_000);
+    write(&dir, "[batches]\nretention_secs = 3600\n");
+    let c = args.settings_with(env(&[])).unwrap().config();
+    assert_eq!(c.purge.batch_retention_ms, 3_600_000);
+    write(&dir, "[batches]\nretention_secs = 0\n");
+    let c = args.settings_with(env(&[])).unwrap().config();
+    assert_eq!(c.purge.batch_retention_ms, 0, "0 keeps batches for good");
+    for (text, key) in [
+        (
+            "[batches]\nretention_secs = 999999999999\n",
+            "batches.retention_secs",
+        ),
+        ("[batches]\nretention = 1\n", "retention"),
+    ] {
+        write(&dir, text);
+        let e = args.settings_with(env(&[])).unwrap_err().to_string();
+        assert!(e.contains(key), "{text}: {e}");
+    }
+}

@@ -10,6 +10,7 @@
 
 use railyard_model::run::DeliveryTarget;
 use railyard_proto::checkpoint::{self as digest, CheckpointDigest};
+use railyard_store::CheckpointAt;
 
 use super::*;
 
@@ -35,6 +36,8 @@ pub(crate) struct Cx<'a, 't> {
     pub(super) family: &'a mut Vec<FamilyClose>,
     /// The delivery policy (for the `Delivery*` transitions).
     pub(super) delivery: &'a crate::engine::delivery::DeliveryHook,
+    /// Bytes of finished steps' checkpoints a run keeps (0: none).
+    pub(super) kept_checkpoint_bytes: u64,
 }
 
 /// A run that has closed, not yet told to what started it.
@@ -290,9 +293,16 @@ impl Cx<'_, '_> {
         }
     }
 
+    /// Where the checkpoint of the run's step in flight is ([`CheckpointAt`]).
+    pub fn checkpoint_at(&self, run: &RunState) -> Result<CheckpointAt, StorageError> {
+        self.tx
+            .checkpoint_in_flight_at(&run.namespace, &run.run_id, run.current_step)
+    }
+
     /// The checkpoint of the run's step in flight (empty when none).
     pub fn checkpoint(&self, run: &RunState) -> Result<Vec<u8>, StorageError> {
-        self.tx.checkpoint(&run.namespace, &run.run_id)
+        let at = self.checkpoint_at(run)?;
+        self.tx.checkpoint(&run.namespace, &run.run_id, at)
     }
 
     /// The checkpoint a lease hands the worker, with its digest (none when empty).
@@ -304,22 +314,28 @@ impl Cx<'_, '_> {
         if bytes.is_empty() {
             return Ok((bytes, None));
         }
-        let (_, d) = self.checkpoint_base(&run.namespace, &run.run_id)?;
+        let at = self.checkpoint_at(run)?;
+        let (_, d) = self.checkpoint_base(&run.namespace, &run.run_id, at)?;
         Ok((bytes, Some(d)))
     }
 
     /// The stored checkpoint's length and digest, the base an appending heartbeat
     /// must name ((0, the empty digest) when there is none). A checkpoint an older
     /// release wrote has no stored digest: it is derived from its bytes.
-    pub fn checkpoint_base(&self, ns: &str, run_id: &str) -> Result<(u64, CheckpointDigest), StorageError> {
-        Ok(match self.tx.checkpoint_head(ns, run_id)? {
+    pub fn checkpoint_base(
+        &self,
+        ns: &str,
+        run_id: &str,
+        at: CheckpointAt,
+    ) -> Result<(u64, CheckpointDigest), StorageError> {
+        Ok(match self.tx.checkpoint_head(ns, run_id, at)? {
             None => (0, digest::EMPTY_DIGEST),
             Some(CheckpointHead {
                 len, digest: Some(d), ..
             }) => (len, d),
             Some(CheckpointHead {
                 len, digest: None, ..
-            }) => (len, digest::full(&self.tx.checkpoint(ns, run_id)?)),
+            }) => (len, digest::full(&self.tx.checkpoint(ns, run_id, at)?)),
         })
     }
 
@@ -330,24 +346,30 @@ impl Cx<'_, '_> {
     /// checkpoint is rewritten whole. So a checkpoint is fewer than
     /// `2 * CHECKPOINT_TAIL` segments (a resume reads a bounded number of rows), and each byte is written about twice (its
     /// append, its tail's merge), plus once per whole rewrite (every ~1,000 appends).
-    fn append_checkpoint(&mut self, ns: &str, run_id: &str, bytes: &[u8]) -> Result<(), StorageError> {
-        let head = self.tx.checkpoint_head(ns, run_id)?;
-        let (_, base) = self.checkpoint_base(ns, run_id)?;
+    fn append_checkpoint(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        at: CheckpointAt,
+        bytes: &[u8],
+    ) -> Result<(), StorageError> {
+        let head = self.tx.checkpoint_head(ns, run_id, at)?;
+        let (_, base) = self.checkpoint_base(ns, run_id, at)?;
         let after = digest::extend(&base, bytes);
         let Some(head) = head else {
-            return self.tx.append_checkpoint(ns, run_id, bytes, &after);
+            return self.tx.append_checkpoint(ns, run_id, at, bytes, &after);
         };
         let merged = head.merged.clamp(1, head.segments.max(1));
         if head.segments + 1 - merged < CHECKPOINT_TAIL {
-            return self.tx.append_checkpoint(ns, run_id, bytes, &after);
+            return self.tx.append_checkpoint(ns, run_id, at, bytes, &after);
         }
         if merged + 1 < CHECKPOINT_TAIL {
             tracing::debug!(ns, run_id, segments = head.segments, "checkpoint tail merged");
             return self
                 .tx
-                .merge_checkpoint_tail(ns, run_id, merged + 1, bytes, &after);
+                .merge_checkpoint_tail(ns, run_id, at, merged + 1, bytes, &after);
         }
-        let mut whole = self.tx.checkpoint(ns, run_id)?;
+        let mut whole = self.tx.checkpoint(ns, run_id, at)?;
         whole.extend_from_slice(bytes);
         tracing::debug!(
             ns,
@@ -356,7 +378,45 @@ impl Cx<'_, '_> {
             segments = head.segments,
             "checkpoint rewritten whole"
         );
-        self.tx.set_checkpoint(ns, run_id, Some((&whole, &after)))
+        self.tx.set_checkpoint(ns, run_id, at, Some((&whole, &after)))
+    }
+
+    /// Step `step`'s checkpoint is final: it stays where it is, as the step's
+    /// transcript, and the oldest steps' are dropped while the run's kept ones
+    /// together pass [`Cx::kept_checkpoint_bytes`] (all of them when it is 0). No
+    /// checkpoint bytes are read or copied: the heads say the lengths. A checkpoint
+    /// an older release was writing (by run, not step) is dropped, as it did.
+    fn end_checkpoint(&mut self, run: &RunState, step: usize) -> Result<(), StorageError> {
+        let (ns, id) = (run.namespace.as_str(), run.run_id.as_str());
+        if self.tx.checkpoint_head(ns, id, CheckpointAt::Run)?.is_some() {
+            return self.tx.set_checkpoint(ns, id, CheckpointAt::Run, None);
+        }
+        if step >= run.definition.steps.len() {
+            return Ok(());
+        }
+        let cap = self.kept_checkpoint_bytes;
+        if cap == 0 {
+            return self.tx.set_checkpoint(ns, id, CheckpointAt::step(step), None);
+        }
+        let steps = u32::try_from(run.definition.steps.len()).unwrap_or(u32::MAX);
+        let heads = self.tx.step_checkpoint_heads(ns, id, steps)?;
+        let mut total: u64 = heads.iter().map(|(_, h)| h.len).sum();
+        for (dropped, head) in heads {
+            if total <= cap {
+                break;
+            }
+            self.tx
+                .set_checkpoint(ns, id, CheckpointAt::Step(dropped), None)?;
+            total -= head.len;
+            tracing::debug!(
+                ns,
+                run_id = id,
+                step = dropped,
+                bytes = head.len,
+                "kept checkpoint dropped"
+            );
+        }
+        Ok(())
     }
 
     /// Writes a transition: its events, the state row and its effects.
@@ -441,11 +501,15 @@ impl Cx<'_, '_> {
                     self.after.push(After::WakeTimers);
                 }
                 Effect::SaveCheckpoint(bytes) => {
+                    let at = self.checkpoint_at(run)?;
                     self.tx
-                        .set_checkpoint(ns, id, Some((&bytes, &digest::full(&bytes))))?
+                        .set_checkpoint(ns, id, at, Some((&bytes, &digest::full(&bytes))))?
                 }
-                Effect::AppendCheckpoint(bytes) => self.append_checkpoint(ns, id, &bytes)?,
-                Effect::ClearCheckpoint => self.tx.set_checkpoint(ns, id, None)?,
+                Effect::AppendCheckpoint(bytes) => {
+                    let at = self.checkpoint_at(run)?;
+                    self.append_checkpoint(ns, id, at, &bytes)?
+                }
+                Effect::EndCheckpoint { step } => self.end_checkpoint(run, step)?,
             }
         }
         if !events.is_empty() {

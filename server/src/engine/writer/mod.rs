@@ -157,7 +157,13 @@ pub struct Hooks {
     pub clock: Arc<dyn Clock>,
     /// The loaded definitions: a schedule's fire starts its workflow from here.
     pub workflows: Arc<WorkflowRegistry>,
+    /// Bytes of finished steps' checkpoints (their transcripts) a run keeps, oldest
+    /// dropped first past it; 0 keeps none ([`DEFAULT_KEPT_CHECKPOINT_BYTES`]).
+    pub kept_checkpoint_bytes: u64,
 }
+
+/// The default bound on a run's kept checkpoints: 64 MiB.
+pub const DEFAULT_KEPT_CHECKPOINT_BYTES: u64 = 64 << 20;
 
 impl Writer {
     /// Starts the writer thread, handing started delivery attempts to `delivery`'s
@@ -717,6 +723,7 @@ impl WriterLoop {
                     limits: &mut *limits,
                     family: &mut family,
                     delivery,
+                    kept_checkpoint_bytes: hooks.kept_checkpoint_bytes,
                 };
                 let (answer, mut error) = cmd.apply(&mut cx);
                 // Runs that closed in this command tell what started them (their

@@ -19,7 +19,7 @@ use super::triggers::{
 use super::{
     API_KEYS, CHECKPOINT_SLOT, CHECKPOINT_SLOTS_FROM, CHILDREN, DEFINITIONS, IDEMPOTENCY, META, NAMESPACES,
     OPEN_RUNS, RUN_TERMS, RUNS, RUNS_BY_CLOSE, RUNS_BY_START, RedbBackend, SCHEDULES, SCHEMA_VERSION,
-    STATE_SLOT, TASKS, TIMERS,
+    STATE_SLOT, STEP_CHECKPOINT_SLOTS_FROM, STEP_CHECKPOINT_SPAN, TASKS, TIMERS,
 };
 use crate::dump::{DumpError, DumpSource, DumpTarget, Part, Row, TABLES, Value, int_part, table};
 use crate::error::StorageError;
@@ -293,6 +293,7 @@ fn export_tables(
         }
     }
     let (runs, events, checkpoints) = (spec("runs")?, spec("events")?, spec("checkpoints")?);
+    let step_checkpoints = spec("step_checkpoints")?;
     let t = tx.open_table(RUNS).map_err(storage)?;
     for entry in t.iter().map_err(storage)? {
         let (k, v) = entry.map_err(storage)?;
@@ -307,11 +308,32 @@ fn export_tables(
                 visit(Row {
                     table: checkpoints,
                     key,
-                    value: Value::Bytes(super::reads::checkpoint_in(&t, ns, run_id)?),
+                    value: Value::Bytes(super::reads::checkpoint_in(
+                        &t,
+                        ns,
+                        run_id,
+                        crate::backend::CheckpointAt::Run,
+                    )?),
                 })?;
                 continue;
             }
             CHECKPOINT_SLOTS_FROM.. => continue,
+            // A step's checkpoint leaves whole too, found by its first segment (a
+            // step's head may be absent: one imported whole has none).
+            STEP_CHECKPOINT_SLOTS_FROM.. => {
+                let step = (slot - STEP_CHECKPOINT_SLOTS_FROM) / STEP_CHECKPOINT_SPAN;
+                if (slot - STEP_CHECKPOINT_SLOTS_FROM) % STEP_CHECKPOINT_SPAN != 1 {
+                    continue;
+                }
+                let at = crate::backend::CheckpointAt::Step(u32::try_from(step).unwrap_or(u32::MAX));
+                key.push(int_part(step, "step_checkpoints")?);
+                visit(Row {
+                    table: step_checkpoints,
+                    key,
+                    value: Value::Bytes(super::reads::checkpoint_in(&t, ns, run_id, at)?),
+                })?;
+                continue;
+            }
             event => {
                 key.push(int_part(event, "events")?);
                 events
@@ -340,14 +362,21 @@ fn load_table(tx: &WriteTransaction, name: &str, rows: &[&Row]) -> Result<(), St
                 t.insert(row.text(0)?, row.bytes())?;
             }
         }
-        "runs" | "events" | "checkpoints" => {
+        "runs" | "events" | "checkpoints" | "step_checkpoints" => {
             let mut t = tx.open_table(RUNS)?;
             for row in rows {
                 let slot = match name {
                     "runs" => STATE_SLOT,
                     "checkpoints" => CHECKPOINT_SLOT,
+                    "step_checkpoints" => {
+                        let step = u32::try_from(row.uint(2)?).map_err(|_| StorageError::Corrupt {
+                            what: "dump row",
+                            source: "a step checkpoint's step is past 2^32".into(),
+                        })?;
+                        super::CheckpointSlots::of(crate::backend::CheckpointAt::Step(step)).first
+                    }
                     _ => match row.uint(2)? {
-                        id if id != STATE_SLOT && id < CHECKPOINT_SLOTS_FROM => id,
+                        id if id != STATE_SLOT && id < STEP_CHECKPOINT_SLOTS_FROM => id,
                         id => {
                             return Err(StorageError::Corrupt {
                                 what: "dump row",

@@ -43,7 +43,8 @@ fn fresh() -> (tempfile::TempDir, RedbBackend) {
 fn a_redb_store_moves_to_another_whole_with_identical_histories() {
     let (src_dir, dump, exported) = source(10_000);
     assert!(exported.tables["runs"].rows >= 10_000, "{exported:?}");
-    assert!(exported.tables["checkpoints"].rows > 3000, "{exported:?}");
+    assert!(exported.tables["checkpoints"].rows > 1500, "{exported:?}");
+    assert!(exported.tables["step_checkpoints"].rows > 4500, "{exported:?}");
     assert!(exported.tables["runs_by_close"].rows > 800, "{exported:?}");
     assert_eq!(exported.dump_bytes, dump.len() as u64);
 
@@ -302,28 +303,45 @@ fn an_export_refuses_a_missing_or_older_database_and_an_import_one_in_use() {
 }
 
 /// A checkpoint grown by appended segments (and one compacted) leaves whole and
-/// comes back whole: the same bytes, as one segment.
+/// comes back whole: the same bytes, as one segment; a step's (kept after its step
+/// ended) as the run's of older releases.
 #[test]
 fn a_checkpoint_of_appended_segments_moves_whole() {
+    use crate::backend::CheckpointAt;
     let (src_dir, source) = fresh();
     generate_runs(&source, "default", 3, 3).unwrap();
     let run_id = histories(&source).unwrap().keys().next().unwrap().1.clone();
     let digest = [7u8; 32];
-    source
-        .write(&mut |tx| {
-            tx.set_checkpoint("default", &run_id, Some((b"first.", &digest)))?;
-            tx.append_checkpoint("default", &run_id, b"second.", &digest)?;
-            tx.append_checkpoint("default", &run_id, b"third.", &digest)?;
-            tx.merge_checkpoint_tail("default", &run_id, 2, b"fourth.", &digest)?;
-            tx.append_checkpoint("default", &run_id, b"fifth.", &digest)
-        })
-        .unwrap();
+    let places = [CheckpointAt::Run, CheckpointAt::Step(1)];
+    for at in places {
+        source
+            .write(&mut |tx| {
+                tx.set_checkpoint("default", &run_id, at, Some((b"first.", &digest)))?;
+                tx.append_checkpoint("default", &run_id, at, b"second.", &digest)?;
+                tx.append_checkpoint("default", &run_id, at, b"third.", &digest)?;
+                tx.merge_checkpoint_tail("default", &run_id, at, 2, b"fourth.", &digest)?;
+                tx.append_checkpoint("default", &run_id, at, b"fifth.", &digest)
+            })
+            .unwrap();
+    }
     let whole = b"first.second.third.fourth.fifth.".to_vec();
-    assert_eq!(
-        source.snapshot().unwrap().checkpoint("default", &run_id).unwrap(),
-        whole
-    );
+    for at in places {
+        assert_eq!(
+            source
+                .snapshot()
+                .unwrap()
+                .checkpoint("default", &run_id, at)
+                .unwrap(),
+            whole
+        );
+    }
     let before = histories(&source).unwrap();
+    let steps_before = source
+        .snapshot()
+        .unwrap()
+        .step_checkpoint_heads("default", &run_id, 2)
+        .unwrap()
+        .len();
     drop(source);
 
     let (dump, summary) = dump_of(src_dir.path());
@@ -335,9 +353,18 @@ fn a_checkpoint_of_appended_segments_moves_whole() {
     let (_dst, target) = fresh();
     import_into(&target, &dump, false).unwrap();
     let snapshot = target.snapshot().unwrap();
-    assert_eq!(snapshot.checkpoint("default", &run_id).unwrap(), whole);
-    let head = snapshot.checkpoint_head("default", &run_id).unwrap().unwrap();
-    assert_eq!((head.len, head.segments), (whole.len() as u64, 1));
+    for at in places {
+        assert_eq!(snapshot.checkpoint("default", &run_id, at).unwrap(), whole);
+        let head = snapshot.checkpoint_head("default", &run_id, at).unwrap().unwrap();
+        assert_eq!((head.len, head.segments), (whole.len() as u64, 1));
+    }
+    assert_eq!(
+        snapshot
+            .step_checkpoint_heads("default", &run_id, 2)
+            .unwrap()
+            .len(),
+        steps_before
+    );
     assert_eq!(histories(&target).unwrap(), before);
 }
 
@@ -358,7 +385,7 @@ fn the_query_index_is_rebuilt_on_import_even_from_a_dump_without_it() {
             .unwrap()
     };
     let complete = count(&backend);
-    assert_eq!(complete, 400, "two terms a run");
+    assert_eq!(complete, 400, "status and workflow, a run");
     // A file of the release before the index, exported before this build opens it:
     // no run_terms table at all.
     let tx = backend.db().begin_write().unwrap();

@@ -75,7 +75,15 @@ impl Heartbeat {
                 base_digest,
                 bytes,
             } => {
-                let stored = cx.checkpoint_base(&claims.namespace, &claims.run_id)?;
+                // The base is the step in flight's (a run that is gone has none: the
+                // lease check refuses it).
+                let stored = match cx.load(&claims.namespace, &claims.run_id)? {
+                    Some(run) => {
+                        let at = cx.checkpoint_at(&run)?;
+                        cx.checkpoint_base(&claims.namespace, &claims.run_id, at)?
+                    }
+                    None => (0, digest::EMPTY_DIGEST),
+                };
                 let after = (
                     base_len + bytes.len() as u64,
                     digest::extend(&base_digest, &bytes),

@@ -1,7 +1,8 @@
 //! Batch commands on the reference backend with injected faults: an `AdvanceBatch`
 //! whose write or commit fails leaves neither the runs' actions nor the items'
 //! outcomes (so a crash at any point acts on nothing twice), and the next one acts
-//! on each run exactly once.
+//! on each run exactly once. The retention purge of finished batches goes in
+//! bounded slices, its header last, and keeps running and recent batches.
 
 use super::*;
 use railyard_model::batch::{Batch, BatchAction, BatchState};
@@ -169,4 +170,74 @@ fn a_stopped_batch_is_not_advanced_and_a_fifth_running_batch_is_refused() {
         Err(WriteError::Rejected(Rejection::ResourceExhausted(m))) => assert!(m.contains("4 batches"), "{m}"),
         other => panic!("refused past four running: {other:?}"),
     }
+}
+
+#[test]
+fn a_finished_batch_is_purged_in_slices_header_last_and_running_or_recent_ones_are_kept() {
+    let clock = crate::clock::ManualClock::new(1_000);
+    let backend = Arc::new(MemoryBackend::default());
+    let store = Store::new(backend);
+    let hooks = Core::builder(store.clone())
+        .clock(Arc::new(clock.clone()))
+        .hooks()
+        .unwrap();
+    let lp = WriterLoop {
+        store: store.clone(),
+        hooks,
+        delivery: Default::default(),
+        next_seq: store.next_seq().unwrap(),
+        follow_ups: Vec::new(),
+        limits: StartLimits::new(store.open_run_counts().unwrap()),
+        incarnation: 0,
+    };
+    let mut h = Harness {
+        lp,
+        store,
+        faults: Arc::new(Faults::default()),
+    };
+    for (id, runs) in [("done", 5), ("running", 2)] {
+        let mut c = new_batch();
+        c.batch.batch_id = id.into();
+        c.run_ids = (0..runs).map(|i| format!("r{i}")).collect();
+        h.call(c).unwrap();
+    }
+    h.call(StopBatch {
+        ns: "default".into(),
+        batch_id: "done".into(),
+        identity: "ops".into(),
+        reason: "enough".into(),
+    })
+    .unwrap();
+    let purge = |max_items| PurgeBatches {
+        candidates: vec![
+            ("default".into(), "done".into()),
+            ("default".into(), "running".into()),
+        ],
+        retention_ms: 500,
+        max_items,
+    };
+    let items = |h: &Harness, id: &str| {
+        let snap = h.store.backend().snapshot().unwrap();
+        (
+            snap.batch("default", id).unwrap().is_some(),
+            snap.batch_items("default", id, 0, 100).unwrap().len(),
+        )
+    };
+    // Closed at 1 000: not yet past a retention of 500 at 1 499.
+    clock.advance(Duration::from_millis(499));
+    let p = h.call(purge(2)).unwrap();
+    assert_eq!((p.processed, p.items, p.purged.len()), (2, 0, 0));
+    assert_eq!(items(&h, "done"), (true, 5));
+    clock.advance(Duration::from_millis(1));
+    // Two items a command; the header stays until the last item is gone.
+    for left in [3, 1] {
+        let p = h.call(purge(2)).unwrap();
+        assert_eq!((p.processed, p.items), (0, 2));
+        assert_eq!(items(&h, "done"), (true, left));
+    }
+    let p = h.call(purge(2)).unwrap();
+    assert_eq!((p.processed, p.items), (2, 1));
+    assert_eq!(p.purged, vec![("default".to_string(), "done".to_string())]);
+    assert_eq!(items(&h, "done"), (false, 0));
+    assert_eq!(items(&h, "running"), (true, 2), "a running batch is kept");
 }

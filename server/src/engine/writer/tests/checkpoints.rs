@@ -50,7 +50,9 @@ impl Fixture {
     /// (segments, compacted segments) of the run's checkpoint.
     fn head(&self, id: &str) -> (u32, u32) {
         let snap = self.store.snapshot().unwrap();
-        let head = snap.checkpoint_head("default", id).unwrap();
+        let head = snap
+            .checkpoint_head("default", id, railyard_store::CheckpointAt::Step(0))
+            .unwrap();
         head.map_or((0, 0), |h| (h.segments, h.merged))
     }
 }

@@ -427,12 +427,7 @@ impl Side {
         if byte.is_multiple_of(2) {
             return vec![byte; 3].into();
         }
-        let head = self
-            .store
-            .snapshot()
-            .unwrap()
-            .checkpoint_head("default", &id(run))
-            .unwrap();
+        let head = in_flight_head(&self.store, &id(run));
         let (base_len, base_digest) = match head {
             Some(h) if byte % 7 != 1 => (h.len, h.digest.unwrap_or_default()),
             _ => (0, railyard_proto::checkpoint::EMPTY_DIGEST),
@@ -454,10 +449,7 @@ impl Side {
                 "{id}: {:?}\n{:?}\n{:?}\nchildren {:?}\n",
                 s.run("default", &id).unwrap(),
                 s.history("default", &id, 1, 10_000).unwrap(),
-                (
-                    s.checkpoint("default", &id).unwrap(),
-                    s.snapshot().unwrap().checkpoint_head("default", &id).unwrap()
-                ),
+                (s.checkpoint("default", &id).unwrap(), in_flight_head(s, &id)),
                 s.children("default", &id).unwrap(),
             );
         }
@@ -522,4 +514,12 @@ proptest! {
             prop_assert_eq!(postgres.store.next_seq().unwrap(), memory.store.next_seq().unwrap());
         }
     }
+}
+
+/// The head of the checkpoint of the run's current step.
+fn in_flight_head(store: &Store, id: &str) -> Option<railyard_store::CheckpointHead> {
+    let snap = store.snapshot().unwrap();
+    let step = snap.run("default", id).unwrap().map_or(0, |r| r.current_step);
+    let at = snap.checkpoint_in_flight_at("default", id, step).unwrap();
+    snap.checkpoint_head("default", id, at).unwrap()
 }
