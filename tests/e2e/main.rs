@@ -12,6 +12,7 @@ mod bench_agents;
 mod bench_fanout;
 mod bench_preload;
 mod bench_processes;
+mod bench_streams;
 mod checkpoint_resume;
 mod children;
 mod cli_commands;

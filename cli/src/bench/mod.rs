@@ -139,8 +139,9 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub agent_processes: u32,
     /// Instead of the run phases alone: the throughput phase and the durable write
-    /// p50 without, then with, N steps (100 when N is omitted) each streaming 50 live
-    /// output chunks a second; prints both, their ratio and the CPU of the streams.
+    /// p50 on an idle server, with N leased steps (100 when N is omitted) heartbeating,
+    /// and with the same steps also streaming 50 live output chunks a second each;
+    /// prints each, the ratio of streaming to heartbeating only, and the CPU of the streams.
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "100",
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub streams: Option<u32>,

@@ -162,8 +162,12 @@ impl Watch {
                         // A chunk past the next: the ones between are stored; read them.
                         Ok(_) => break,
                         Err(broadcast::error::RecvError::Lagged(_)) => {
-                            let lagged = OutputEvent::Lagged { next_offset: self.next };
-                            if self.send(lagged).await.is_err() {
+                            // The channel overran while the watcher was busy, maybe while
+                            // it read those very chunks from storage: it lagged only if
+                            // stored chunks are still to be sent.
+                            if self.behind_storage()
+                                && self.send(OutputEvent::Lagged { next_offset: self.next }).await.is_err()
+                            {
                                 return;
                             }
                             break;
@@ -205,6 +209,13 @@ impl Watch {
         let _ = self
             .tx
             .try_send(Err(ApiError::Unavailable("the server is shutting down".into())));
+    }
+
+    /// Whether chunks from `next` on are stored (an error counts as behind: the
+    /// catch-up that follows reports it).
+    fn behind_storage(&self) -> bool {
+        !matches!(self.core.store.output().head(&self.ns, &self.run_id),
+            Ok(Some(head)) if head.next_offset <= self.next)
     }
 
     fn closed(&self) -> bool {

@@ -5,7 +5,8 @@
 //! - **Not the durable path.** Appends never go through the writer: the hub keeps
 //!   each run's pending chunks in memory and one flusher task writes all of them in
 //!   one output-store transaction every [`OutputSettings::flush_interval_ms`] (or
-//!   sooner when a step ends or much is pending). An append is answered before its
+//!   sooner when much is pending, or a step ends with output pending: never for a
+//!   step without output, which would cost every stream's commit at that rate). An append is answered before its
 //!   chunks are written, so a server crash loses at most the last flush interval
 //!   of output (and the worker's own unsent batch).
 //! - **Watchers see only what is stored.** A chunk is broadcast after its write
@@ -202,11 +203,12 @@ impl OutputHub {
     }
 
     /// The attempt `claims` leases ended (completed, failed, waiting): its last drop
-    /// marker is written, and its output flushed soon.
+    /// marker is written, and its output, if any is pending, flushed soon.
     pub fn attempt_ended(&self, claims: &TokenClaims) {
         let key = (claims.namespace.clone(), claims.run_id.clone());
         let now = self.clock.now_ms();
         let mut st = self.state();
+        let mut pending = false;
         if let Some(run) = st.runs.get_mut(&key)
             && run.head.step == claims.step
             && run.head.attempt == claims.attempt
@@ -214,9 +216,15 @@ impl OutputHub {
             mark_drops(run, now, true);
             // The next append of this lease (there should be none) reads the run again.
             run.checked = None;
+            pending = run.dirty;
         }
         drop(st);
-        self.wake.notify_one();
+        // Only then: a step without output must not cost a flush, and a flush while
+        // others stream is a commit of every run's pending chunks (an fsync of
+        // output.redb beside the writer's) at the rate steps end.
+        if pending {
+            self.wake.notify_one();
+        }
     }
 
     /// Makes sure the run is cached with `claims`' lease accepted.
@@ -395,3 +403,6 @@ fn mark_drops(run: &mut RunOut, now: Millis, due: bool) {
     run.head.marked_chunks = chunks;
     run.head.marked_ms = now.max(1);
 }
+
+#[cfg(test)]
+mod tests;
