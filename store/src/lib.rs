@@ -197,7 +197,25 @@ impl Store {
         max_bytes: usize,
         weigh: &dyn Fn(&RunState) -> usize,
     ) -> Result<(Vec<RunState>, Option<Cursor>, listing::ListStats), StorageError> {
-        listing::list(&*self.snapshot()?, ns, filter, after, limit, max_bytes, weigh)
+        let bounds = listing::Bounds {
+            limit,
+            max_bytes,
+            max_rows: u64::MAX,
+        };
+        listing::list(&*self.snapshot()?, ns, filter, after, bounds, weigh)
+    }
+
+    /// [`Store::list_runs_counted`] reading at most `max_rows` rows from one index: a
+    /// page may then hold fewer runs than `limit` (even none) and a cursor to go on.
+    pub fn list_runs_bounded(
+        &self,
+        ns: &str,
+        filter: &RunFilter,
+        after: Option<Cursor>,
+        bounds: listing::Bounds,
+        weigh: &dyn Fn(&RunState) -> usize,
+    ) -> Result<(Vec<RunState>, Option<Cursor>, listing::ListStats), StorageError> {
+        listing::list(&*self.snapshot()?, ns, filter, after, bounds, weigh)
     }
 
     /// Counts the runs that pass `filter`, grouped by `group_by` when given.

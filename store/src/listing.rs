@@ -25,6 +25,17 @@ pub const ESTIMATE_CAP: u64 = 4096;
 /// `STARTS_WITH`) may span to serve as an index: each is read as its own stream.
 pub const MAX_RANGE_TERMS: usize = 64;
 
+/// How much one page of a listing may hold and read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Most runs on the page.
+    pub limit: usize,
+    /// Most bytes of runs on the page, as the caller weighs them (at least one run).
+    pub max_bytes: usize,
+    /// Most rows read from one index ([`list`]'s doc says what happens past it).
+    pub max_rows: u64,
+}
+
 /// What a listing or count read: for tests and logs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListStats {
@@ -148,15 +159,18 @@ fn range_terms(
 }
 
 /// Reads `src` newest first, giving each run that passes `filter` to `take` until it
-/// says stop; counts the rows read.
+/// says stop, or until `max_rows` rows are read; counts the rows read. Returns the
+/// position of the row it stopped at when the budget stopped it.
 fn scan(
     snap: &dyn Snapshot,
     ns: &str,
     src: &Source,
     filter: &RunFilter,
     stats: &mut ListStats,
+    max_rows: u64,
     take: &mut dyn FnMut(usize, Millis, &str, RunState) -> bool,
-) -> Result<(), StorageError> {
+) -> Result<Option<Cursor>, StorageError> {
+    let mut spent = None;
     let before = (src.before.0, src.before.1.as_str());
     let terms: Vec<Option<&str>> = match &src.terms {
         None => {
@@ -170,29 +184,42 @@ fn scan(
     };
     for (stream, term) in terms.into_iter().enumerate() {
         let rows = &mut stats.rows_read;
+        let spent = &mut spent;
         let mut visit = |ms: Millis, id: &str, run: RunState| {
             *rows += 1;
-            !keep(filter, &run) || take(stream, ms, id, run)
+            let more = !keep(filter, &run) || take(stream, ms, id, run);
+            if more && *rows >= max_rows {
+                *spent = Some((ms, id.to_string()));
+                return false;
+            }
+            more
         };
         match term {
             None => snap.runs_by_start(ns, src.from_ms, before, &mut visit)?,
             Some(t) => snap.runs_by_term(ns, t, src.from_ms, before, &mut visit)?,
         }
     }
-    Ok(())
+    Ok(spent)
 }
 
 /// A page of runs, newest first, after the cursor: at most `limit`, and no more
-/// than fit in `max_bytes` as `weigh` counts them (always at least one).
+/// than fit in `max_bytes` as `weigh` counts them (always at least one). Read from one
+/// index, it reads at most `max_rows` rows: a filter its index does not serve (a
+/// goal's word alone) may then answer fewer runs, even none, with the cursor of the
+/// last row read, where the next page goes on.
 pub(crate) fn list(
     snap: &dyn Snapshot,
     ns: &str,
     filter: &RunFilter,
     after: Option<Cursor>,
-    limit: usize,
-    max_bytes: usize,
+    bounds: Bounds,
     weigh: &dyn Fn(&RunState) -> usize,
 ) -> Result<(Vec<RunState>, Option<Cursor>, ListStats), StorageError> {
+    let Bounds {
+        limit,
+        max_bytes,
+        max_rows,
+    } = bounds;
     let mut stats = ListStats::default();
     let limit = limit.max(1);
     let src = plan(snap, ns, filter, after.as_ref())?;
@@ -202,14 +229,25 @@ pub(crate) fn list(
     let streams = src.terms.as_ref().map_or(1, Vec::len);
     let mut per: Vec<(usize, usize)> = vec![(0, 0); streams];
     let mut found: Vec<(Millis, String, RunState)> = Vec::new();
-    scan(snap, ns, &src, filter, &mut stats, &mut |stream, ms, id, run| {
-        let (n, bytes) = &mut per[stream];
-        let before = *bytes;
-        *n += 1;
-        *bytes = bytes.saturating_add(weigh(&run));
-        found.push((ms, id.to_string(), run));
-        *n < limit && before <= max_bytes
-    })?;
+    // Several streams stop each at its own row: no one cursor says where all of them
+    // are, so those are read unbounded (each term bounds its own).
+    let max_rows = if streams == 1 { max_rows.max(1) } else { u64::MAX };
+    let spent = scan(
+        snap,
+        ns,
+        &src,
+        filter,
+        &mut stats,
+        max_rows,
+        &mut |stream, ms, id, run| {
+            let (n, bytes) = &mut per[stream];
+            let before = *bytes;
+            *n += 1;
+            *bytes = bytes.saturating_add(weigh(&run));
+            found.push((ms, id.to_string(), run));
+            *n < limit && before <= max_bytes
+        },
+    )?;
     if streams > 1 {
         found.sort_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1)));
     }
@@ -230,6 +268,9 @@ pub(crate) fn list(
             next = last.take();
             break;
         }
+    }
+    if next.is_none() && out.len() < limit {
+        next = spent;
     }
     Ok((out, next, stats))
 }
@@ -284,13 +325,21 @@ pub(crate) fn count(
     let src = plan(snap, ns, filter, None)?;
     let mut c = RunCount::default();
     let mut groups: BTreeMap<Option<String>, u64> = BTreeMap::new();
-    scan(snap, ns, &src, filter, &mut c.stats, &mut |_, _, _, run| {
-        c.total += 1;
-        if let Some(by) = group_by {
-            *groups.entry(group_of(&run, by)).or_insert(0) += 1;
-        }
-        true
-    })?;
+    scan(
+        snap,
+        ns,
+        &src,
+        filter,
+        &mut c.stats,
+        u64::MAX,
+        &mut |_, _, _, run| {
+            c.total += 1;
+            if let Some(by) = group_by {
+                *groups.entry(group_of(&run, by)).or_insert(0) += 1;
+            }
+            true
+        },
+    )?;
     c.groups = groups.into_iter().collect();
     Ok(c)
 }

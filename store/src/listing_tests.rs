@@ -284,6 +284,53 @@ fn a_goal_condition_is_answered_from_the_runs_read_not_from_an_index() {
 }
 
 #[test]
+fn a_page_reads_at_most_its_row_budget_and_goes_on_from_the_last_row_read() {
+    let d = def("wf");
+    let mut seq = 0;
+    let backend: Arc<dyn Backend> = Arc::new(crate::memory::MemoryBackend::default());
+    let mut runs: Vec<_> = (0..100)
+        .map(|i| made(&d, &format!("r{i:03}"), 1_000 + i64::from(i), false, &mut seq))
+        .collect();
+    // Only the three oldest hold the word.
+    for (i, (run, _)) in runs.iter_mut().enumerate() {
+        run.goal = if i < 3 {
+            "fix the flaky test".into()
+        } else {
+            "review".into()
+        };
+    }
+    write(&*backend, &runs);
+    let store = Store::new(backend);
+    let filter = query("Goal = 'flaky'");
+    let bounds = crate::listing::Bounds {
+        limit: 10,
+        max_bytes: usize::MAX,
+        max_rows: 30,
+    };
+    let (mut found, mut after, mut pages) = (Vec::new(), None, 0);
+    loop {
+        let (page, next, stats) = store
+            .list_runs_bounded("default", &filter, after, bounds, &|_| 0)
+            .unwrap();
+        assert!(stats.rows_read <= 30, "{stats:?}");
+        found.extend(page.into_iter().map(|r| r.run_id));
+        pages += 1;
+        match next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    assert_eq!(found, ["r002", "r001", "r000"]);
+    // 97 runs without the word before them, 30 rows a page: the first three pages
+    // come back empty, each with a cursor to go on.
+    assert_eq!(pages, 4);
+    // Unbounded, the same query reads every run in one page.
+    let (ids, stats) = all_pages(&store, &filter, 10);
+    assert_eq!(ids, ["r002", "r001", "r000"]);
+    assert_eq!(stats.len(), 1);
+}
+
+#[test]
 fn a_redb_file_from_before_the_term_index_gets_it_at_open() {
     use redb::ReadableDatabase;
     let dir = tempfile::tempdir().unwrap();

@@ -501,7 +501,7 @@ pub(crate) async fn count_completed(client: &Client, ns: &str, workflow: &str) -
             })
             .await?;
         total += resp.runs.len() as u64;
-        if resp.next_page_token.is_empty() || resp.runs.is_empty() {
+        if resp.next_page_token.is_empty() {
             return Ok(total);
         }
         page_token = resp.next_page_token;

@@ -344,7 +344,7 @@ async fn run_starts(client: &Client) -> anyhow::Result<Vec<i64>> {
             })
             .await?;
         starts.extend(page.runs.iter().map(|r| r.start_time_unix_ms));
-        if page.next_page_token.is_empty() || page.runs.is_empty() {
+        if page.next_page_token.is_empty() {
             return Ok(starts);
         }
         page_token = page.next_page_token;

@@ -285,7 +285,9 @@ async fn list(global: &GlobalOpts, a: ListArgs) -> anyhow::Result<()> {
         output::json(&json!({ "runs": runs, "next_page_token": resp.next_page_token }))?;
         return Ok(());
     }
-    if resp.runs.is_empty() {
+    if resp.runs.is_empty() && !resp.next_page_token.is_empty() {
+        output::line("no runs among those read (the server reads at most 10,000 a page)")?;
+    } else if resp.runs.is_empty() {
         output::line("no runs")?;
     } else {
         // The attributes column only when a run on the page has some.

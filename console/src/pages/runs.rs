@@ -342,7 +342,9 @@ fn pager(query: &str, listed: &pb::ListRunsResponse) -> Markup {
 
 fn rows(viewer: &Viewer, listed: &pb::ListRunsResponse, now: i64) -> Markup {
     html! {
-        @if listed.runs.is_empty() {
+        @if listed.runs.is_empty() && !listed.next_page_token.is_empty() {
+            p.muted { "No runs match among those read so far (the server reads at most 10,000 a page); older runs follow: next page." }
+        } @else if listed.runs.is_empty() {
             p.muted { "No runs match." }
         } @else {
             div.scroll {

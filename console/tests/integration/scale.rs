@@ -55,12 +55,20 @@ struct Budget {
 /// the session tree. The transcript: the run, where its checkpoint is, its head and
 /// its segments up to the page's end (at most 65 rows: the head and 64 segments), at
 /// most a page (256 KiB) of bytes.
-const STORAGE: [Budget; 3] = [
+const STORAGE: [Budget; 4] = [
     Budget {
         page: "runs",
         snapshots: 2,
         calls: 3,
         rows: 51 + 4_096 + 10,
+        checkpoint_bytes: 0,
+    },
+    // A goal's word no index serves: the server's per-page row budget.
+    Budget {
+        page: "runs by goal",
+        snapshots: 2,
+        calls: 3,
+        rows: 10_000 + 10,
         checkpoint_bytes: 0,
     },
     Budget {
@@ -289,6 +297,13 @@ async fn the_runs_list_and_a_run_page_stay_within_their_budgets_at_100k_runs() {
     let top = get("/ui/runs?top=1", "runs").await;
     assert_eq!(top.calls(), api::RUNS.calls);
     assert_eq!(top.body.matches("<tr>").count(), 1 + 50);
+
+    // A word no goal holds: no index serves it, so a page reads the server's row
+    // budget, shows none, and links on to the older runs.
+    let goal = get("/ui/runs?goal=zzqx", "runs by goal").await;
+    assert_eq!(goal.status, 200);
+    assert!(goal.body.contains("older runs follow"), "{}", goal.body);
+    assert!(goal.body.contains("\">Next page</a>"));
 
     let run = get("/ui/runs/long", "run").await;
     assert_eq!(run.status, 200, "{}", run.body);

@@ -29,6 +29,10 @@ pub(crate) const MAX_LIST_PAGE: usize = 1000;
 pub(crate) const MAX_HISTORY_PAGE_BYTES: usize = 4 << 20;
 /// Most bytes of run summaries in one listing page ([`RunState::summary_bytes`]).
 pub(crate) const MAX_LIST_PAGE_BYTES: usize = 4 << 20;
+/// Most runs one listing page reads from its index: a condition no index serves (a
+/// goal's word) then answers a short page, even an empty one, with the token to go
+/// on, rather than reading the whole namespace in one call.
+pub(crate) const MAX_LIST_ROWS_READ: u64 = 10_000;
 /// Most bytes of run summaries in one session tree; deeper or later children past
 /// it are left out (and logged).
 pub(crate) const MAX_TREE_BYTES: usize = 8 << 20;
@@ -382,12 +386,16 @@ pub fn list(core: &Core, caller: &Caller, r: ListRuns) -> Result<RunPage, ApiErr
     };
     let mut filter = r.filter;
     filter.query = super::queries::parse(core, &caller.namespace, &r.query)?;
-    let (runs, next, stats) = core.store.list_runs_counted(
+    let bounds = railyard_store::listing::Bounds {
+        limit,
+        max_bytes: MAX_LIST_PAGE_BYTES,
+        max_rows: MAX_LIST_ROWS_READ,
+    };
+    let (runs, next, stats) = core.store.list_runs_bounded(
         &caller.namespace,
         &filter,
         after,
-        limit,
-        MAX_LIST_PAGE_BYTES,
+        bounds,
         &RunState::summary_bytes,
     )?;
     tracing::debug!(

@@ -241,7 +241,7 @@ async fn completed_runs(client: &Client) -> anyhow::Result<u64> {
             })
             .await?;
         n += page.runs.len() as u64;
-        if page.next_page_token.is_empty() || page.runs.is_empty() {
+        if page.next_page_token.is_empty() {
             return Ok(n);
         }
         page_token = page.next_page_token;
