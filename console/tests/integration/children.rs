@@ -2,24 +2,19 @@
 //! parent with its number of children linked to the list filtered to them; the
 //! toggle stays in the URL (filters and pager) and ANDs with a typed query.
 
-use std::time::Duration;
-
 use railyard_proto::v1::ChildRunSpec;
-use railyard_sdk::StepWorker;
 
-use crate::support::Console;
+use crate::support::{Console, Leased};
 
 #[tokio::test]
 async fn top_level_only_hides_children_and_links_each_parent_to_its_children() {
     let console = Console::start(false).await;
-    let client = console.admin().await;
-    let parent = console.start_run("one", "fan out").await;
-    let worker = StepWorker::new(client.clone(), "default", "default", "w");
-    let task = worker
-        .poll(Duration::from_secs(10))
-        .await
-        .unwrap()
-        .expect("a task");
+    let Leased {
+        client: _,
+        run_id: parent,
+        worker,
+        task,
+    } = console.start_and_lease("one", "fan out").await;
     let spec = |goal: &str| ChildRunSpec {
         workflow_id: "one".into(),
         goal: goal.into(),

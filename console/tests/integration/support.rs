@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use railyard_sdk::{ApiKey, Client, ConnectOptions};
+use railyard_proto::v1::StepTask;
+use railyard_sdk::{ApiKey, Client, ConnectOptions, StepWorker};
 use railyard_server::{RunningServer, ServerConfig};
 
 /// A workflow of two steps, the first held for approval.
@@ -103,6 +104,33 @@ impl Console {
             .await
             .unwrap()
     }
+
+    /// A run of `workflow` started with an admin key and its first step leased by
+    /// worker `w` on the default queue.
+    pub async fn start_and_lease(&self, workflow: &str, goal: &str) -> Leased {
+        let client = self.admin().await;
+        let run_id = self.start_run(workflow, goal).await;
+        let worker = StepWorker::new(client.clone(), "default", "default", "w");
+        let task = worker
+            .poll(Duration::from_secs(10))
+            .await
+            .unwrap()
+            .expect("a task");
+        Leased {
+            client,
+            run_id,
+            worker,
+            task,
+        }
+    }
+}
+
+/// A started run whose first step a worker holds.
+pub struct Leased {
+    pub client: Client,
+    pub run_id: String,
+    pub worker: StepWorker,
+    pub task: StepTask,
 }
 
 /// An answer: status, headers, body.

@@ -1,12 +1,10 @@
 //! The transcript: a step's live output replayed as a conversation over SSE, escaped,
 //! with a huge tool result cut and its size said.
 
-use std::time::Duration;
-
 use railyard_proto::v1::{AppendStepOutputRequest, OutputChunk, OutputKind};
-use railyard_sdk::{Completion, StepWorker};
+use railyard_sdk::Completion;
 
-use crate::support::Console;
+use crate::support::{Console, Leased};
 
 fn chunk(kind: OutputKind, text: &str, name: &str) -> OutputChunk {
     OutputChunk {
@@ -20,14 +18,12 @@ fn chunk(kind: OutputKind, text: &str, name: &str) -> OutputChunk {
 #[tokio::test]
 async fn the_transcript_replays_the_output_as_a_conversation() {
     let console = Console::start(false).await;
-    let client = console.admin().await;
-    let run = console.start_run("one", "look around").await;
-    let worker = StepWorker::new(client.clone(), "default", "default", "w");
-    let task = worker
-        .poll(Duration::from_secs(10))
-        .await
-        .unwrap()
-        .expect("a task");
+    let Leased {
+        client,
+        run_id: run,
+        worker,
+        task,
+    } = console.start_and_lease("one", "look around").await;
     let huge = "x".repeat(100_000);
     client
         .append_step_output(AppendStepOutputRequest {
@@ -101,14 +97,12 @@ fn line(at: usize, role: &str, content: serde_json::Value) -> String {
 async fn the_transcript_pages_through_a_4_mib_checkpoint_as_a_conversation() {
     use serde_json::json;
     let console = Console::start(false).await;
-    let client = console.admin().await;
-    let run = console.start_run("one", "look around").await;
-    let worker = StepWorker::new(client.clone(), "default", "default", "w");
-    let task = worker
-        .poll(Duration::from_secs(10))
-        .await
-        .unwrap()
-        .expect("a task");
+    let Leased {
+        client: _,
+        run_id: run,
+        worker,
+        task,
+    } = console.start_and_lease("one", "look around").await;
     let mut cp = String::from("{\"version\":2}\n");
     cp += &line(0, "user", json!([{ "type": "text", "text": "Do look around" }]));
     let mut at = 1;
@@ -234,14 +228,12 @@ async fn the_transcript_pages_through_a_4_mib_checkpoint_as_a_conversation() {
 async fn a_finished_steps_transcript_is_linked_from_the_run_page_and_shown() {
     use serde_json::json;
     let console = Console::start(false).await;
-    let client = console.admin().await;
-    let run = console.start_run("one", "look around").await;
-    let worker = StepWorker::new(client.clone(), "default", "default", "w");
-    let task = worker
-        .poll(Duration::from_secs(10))
-        .await
-        .unwrap()
-        .expect("a task");
+    let Leased {
+        client: _,
+        run_id: run,
+        worker,
+        task,
+    } = console.start_and_lease("one", "look around").await;
     let mut cp = String::from("{\"version\":2}\n");
     cp += &line(0, "user", json!([{ "type": "text", "text": "Do look around" }]));
     cp += &line(
