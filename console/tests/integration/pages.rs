@@ -289,22 +289,9 @@ async fn a_schedules_page_shows_its_recent_actions_and_skipped_fires() {
 /// first, escaped; a repeated delivery id starts nothing and is not listed again.
 #[tokio::test]
 async fn the_triggers_page_shows_recent_deliveries() {
-    use railyard_proto::v1::{CreateTriggerRequest, TriggerSpec};
     let console = Console::start(false).await;
     let client = console.admin().await;
-    client
-        .create_trigger(CreateTriggerRequest {
-            namespace: "default".into(),
-            trigger_id: "hook".into(),
-            spec: Some(TriggerSpec {
-                workflow_id: "one".into(),
-                goal: "From the hook: {{$.title}}".into(),
-                ..Default::default()
-            }),
-            identity: String::new(),
-        })
-        .await
-        .unwrap();
+    console.create_hook_trigger().await;
     let mut runs = Vec::new();
     for id in ["d-1", "<script>alert(1)</script>", "d-1"] {
         let r = reqwest::Client::new()

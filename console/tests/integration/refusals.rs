@@ -1,27 +1,12 @@
 //! The triggers page shows each trigger's refused deliveries (and duplicates) with
 //! the server's reason, newest first, escaped.
 
-use railyard_proto::v1::{CreateTriggerRequest, TriggerSpec};
-
 use crate::support::Console;
 
 #[tokio::test]
 async fn the_triggers_page_shows_refused_deliveries_with_their_reasons() {
     let console = Console::start(false).await;
-    let client = console.admin().await;
-    client
-        .create_trigger(CreateTriggerRequest {
-            namespace: "default".into(),
-            trigger_id: "hook".into(),
-            spec: Some(TriggerSpec {
-                workflow_id: "one".into(),
-                goal: "From the hook: {{$.title}}".into(),
-                ..Default::default()
-            }),
-            identity: String::new(),
-        })
-        .await
-        .unwrap();
+    console.create_hook_trigger().await;
     let post = async |id: &str, body: &str| {
         reqwest::Client::new()
             .post(format!("http://{}/hooks/default/hook", console.server.http_addr))

@@ -105,6 +105,25 @@ impl Console {
             .unwrap()
     }
 
+    /// The webhook trigger `hook` of the default namespace, starting `one` with the
+    /// payload's title in its goal.
+    pub async fn create_hook_trigger(&self) {
+        self.admin()
+            .await
+            .create_trigger(railyard_proto::v1::CreateTriggerRequest {
+                namespace: "default".into(),
+                trigger_id: "hook".into(),
+                spec: Some(railyard_proto::v1::TriggerSpec {
+                    workflow_id: "one".into(),
+                    goal: "From the hook: {{$.title}}".into(),
+                    ..Default::default()
+                }),
+                identity: String::new(),
+            })
+            .await
+            .unwrap();
+    }
+
     /// A run of `workflow` started with an admin key and its first step leased by
     /// worker `w` on the default queue.
     pub async fn start_and_lease(&self, workflow: &str, goal: &str) -> Leased {
