@@ -24,6 +24,7 @@ mod dump;
 #[cfg(any(test, feature = "testing"))]
 pub mod faults;
 mod migrate;
+mod pieces;
 mod purge;
 mod reads;
 mod snapshot;

@@ -53,8 +53,8 @@ struct Budget {
 /// 1,000 events for the waterfall and one of 100 for the list, each read 32 events a
 /// snapshot (`HISTORY_CHUNK`: a history of large events is never loaded whole), and
 /// the session tree. The transcript: the run, where its checkpoint is, its head and
-/// its segments up to the page's end (at most 65 rows: the head and 64 segments), at
-/// most a page (256 KiB) of bytes.
+/// the rows of its segments up to the page's end (the head and 64 segments of five
+/// rows each), at most a page (256 KiB) of bytes.
 const STORAGE: [Budget; 4] = [
     Budget {
         page: "runs",
@@ -82,7 +82,9 @@ const STORAGE: [Budget; 4] = [
         page: "transcript",
         snapshots: 2,
         calls: 4,
-        rows: 70,
+        // redb stores each 64 KiB segment as 5 rows that fill its pages
+        // (store/src/redb_backend/pieces.rs).
+        rows: 1 + 5 * TRANSCRIPT_SEGMENTS + 10,
         checkpoint_bytes: 256 * 1024,
     },
 ];

@@ -40,6 +40,36 @@ type WriteRunRows<'a, 't> =
     RunRows<'a, Table<'t, RunsKey, &'static [u8]>, Table<'t, DefinitionTableKey, &'static [u8]>>;
 
 impl<'t> RedbTx<'t> {
+    /// Writes `bytes` as segments `from..` of the checkpoint in `slots`, cut into
+    /// [`pieces`](super::pieces) that fill redb's pages; answers the last segment's
+    /// number. Segment 1 is the checkpoint's first slot, segment `k` from 2 is
+    /// `slots.rest + k`.
+    fn insert_pieces(
+        &mut self,
+        ns: &str,
+        run_id: &str,
+        slots: &CheckpointSlots,
+        from: u32,
+        bytes: &[u8],
+    ) -> Result<u32, StorageError> {
+        let mut segment = from;
+        for piece in super::pieces::pieces(bytes, super::pieces::key_len(ns, run_id)) {
+            let slot = if segment <= 1 {
+                slots.first
+            } else {
+                slots.rest + u64::from(segment)
+            };
+            if segment > 1 && slot >= slots.end {
+                return Err(StorageError::Encode(
+                    format!("checkpoint of run {run_id:?} has too many segments ({segment})").into(),
+                ));
+            }
+            self.runs.insert((ns, run_id, slot), piece)?;
+            segment += 1;
+        }
+        Ok(segment.saturating_sub(1).max(from))
+    }
+
     /// The `runs` table, ready to decode its rows.
     fn rows(&self) -> WriteRunRows<'_, 't> {
         RunRows {
@@ -225,8 +255,8 @@ impl WriteTx for RedbTx<'_> {
         }
         match checkpoint {
             Some((bytes, digest)) => {
-                self.runs.insert((ns, run_id, slots.first), bytes)?;
-                let head = records::encode_checkpoint_head(bytes.len() as u64, digest, 1, 1)?;
+                let rows = self.insert_pieces(ns, run_id, &slots, 1, bytes)?;
+                let head = records::encode_checkpoint_head(bytes.len() as u64, digest, rows, rows)?;
                 self.runs.insert((ns, run_id, slots.head), head.as_slice())?;
             }
             None => {
@@ -249,16 +279,8 @@ impl WriteTx for RedbTx<'_> {
             return self.set_checkpoint(ns, run_id, at, Some((bytes, digest)));
         };
         let slots = CheckpointSlots::of(at);
-        let segment = head.segments + 1;
-        let slot = slots.rest + u64::from(segment);
-        if slot >= slots.end {
-            return Err(StorageError::Encode(
-                format!("checkpoint of run {run_id:?} has too many segments ({segment})").into(),
-            ));
-        }
-        self.runs.insert((ns, run_id, slot), bytes)?;
-        let head =
-            records::encode_checkpoint_head(head.len + bytes.len() as u64, digest, segment, head.merged)?;
+        let last = self.insert_pieces(ns, run_id, &slots, head.segments + 1, bytes)?;
+        let head = records::encode_checkpoint_head(head.len + bytes.len() as u64, digest, last, head.merged)?;
         self.runs.insert((ns, run_id, slots.head), head.as_slice())?;
         Ok(())
     }
@@ -285,8 +307,8 @@ impl WriteTx for RedbTx<'_> {
         merged.extend_from_slice(bytes);
         self.runs
             .retain_in((ns, run_id, first)..(ns, run_id, slots.end), |_, _| false)?;
-        self.runs.insert((ns, run_id, first), merged.as_slice())?;
-        let head = records::encode_checkpoint_head(head.len + bytes.len() as u64, digest, from, from)?;
+        let last = self.insert_pieces(ns, run_id, &slots, from, &merged)?;
+        let head = records::encode_checkpoint_head(head.len + bytes.len() as u64, digest, last, last)?;
         self.runs.insert((ns, run_id, slots.head), head.as_slice())?;
         Ok(())
     }

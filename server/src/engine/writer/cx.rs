@@ -150,6 +150,11 @@ impl Transition {
 /// segments, may grow before they are merged ([`Cx::append_checkpoint`]).
 pub(crate) const CHECKPOINT_TAIL: u32 = 32;
 
+/// Segments this long on average are never merged: they are at most one a page of
+/// checkpoint (2,048 at the 8 MiB limit), and merging them would write every byte
+/// again, once per merge, for no fewer pages ([`Cx::append_checkpoint`]).
+pub(crate) const MERGE_SEGMENTS_BELOW: u64 = 4096;
+
 /// The refusal for a run that does not exist.
 pub(crate) fn not_found(ns: &str, run_id: &str) -> Rejection {
     Rejection::NotFound(format!("run {run_id:?} not found in namespace {ns:?}"))
@@ -339,13 +344,17 @@ impl Cx<'_, '_> {
         })
     }
 
-    /// Appends to a run's checkpoint as a segment, compacting in this same write: the
-    /// append that would make the tail (the segments appended since the last
-    /// compaction) [`CHECKPOINT_TAIL`] long merges it into one compacted segment
-    /// instead, and when that would make [`CHECKPOINT_TAIL`] compacted segments, the
-    /// checkpoint is rewritten whole. So a checkpoint is fewer than
-    /// `2 * CHECKPOINT_TAIL` segments (a resume reads a bounded number of rows), and each byte is written about twice (its
-    /// append, its tail's merge), plus once per whole rewrite (every ~1,000 appends).
+    /// Appends to a run's checkpoint as a segment (a backend may store it as several),
+    /// compacting small segments in this same write: while the segments average less
+    /// than [`MERGE_SEGMENTS_BELOW`] bytes, the append that would make the tail (the
+    /// segments appended since the last compaction) [`CHECKPOINT_TAIL`] long merges
+    /// it into one compacted segment instead, and when that would make
+    /// [`CHECKPOINT_TAIL`] compacted segments, the checkpoint is rewritten whole. So a
+    /// checkpoint is fewer than `2 * CHECKPOINT_TAIL` segments or segments of about a
+    /// page or more (a resume reads a bounded number of rows: about 2,000 at the
+    /// 8 MiB limit). An agent's turns (kilobytes each) are written once; small
+    /// appends about twice (their append, their tail's merge), plus once per whole
+    /// rewrite (every ~1,000 appends).
     fn append_checkpoint(
         &mut self,
         ns: &str,
@@ -360,7 +369,8 @@ impl Cx<'_, '_> {
             return self.tx.append_checkpoint(ns, run_id, at, bytes, &after);
         };
         let merged = head.merged.clamp(1, head.segments.max(1));
-        if head.segments + 1 - merged < CHECKPOINT_TAIL {
+        let small = head.len < u64::from(head.segments) * MERGE_SEGMENTS_BELOW;
+        if head.segments + 1 - merged < CHECKPOINT_TAIL || !small {
             return self.tx.append_checkpoint(ns, run_id, at, bytes, &after);
         }
         if merged + 1 < CHECKPOINT_TAIL {

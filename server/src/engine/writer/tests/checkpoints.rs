@@ -1,8 +1,8 @@
 //! Checkpoints that grow by appended segments, on every backend: an append on the
 //! stored base, a repeated one applied once, a lost or reordered one refused for its
 //! base (changing nothing), a full checkpoint replacing every segment, compaction (a
-//! tail of `CHECKPOINT_TAIL` appends merged into one segment, then the whole
-//! rewritten), and a retried attempt handed the whole checkpoint with the digest the
+//! tail of `CHECKPOINT_TAIL` small appends merged into one segment, then the whole
+//! rewritten; an agent's turns of kilobytes never merged), and a retried attempt handed the whole checkpoint with the digest the
 //! last heartbeat acknowledged.
 
 use super::*;
@@ -146,6 +146,34 @@ async fn compaction(kind: Kind) {
     assert_eq!(fx.store.checkpoint("default", "r1").unwrap(), expected);
     // The digest is the chain over every append, compaction or not.
     assert_eq!(acked.0, expected.len() as u64);
+}
+
+on_each!(
+    an_agents_turns_of_kilobytes_are_written_once_never_merged,
+    big_turns
+);
+async fn big_turns(kind: Kind) {
+    let fx = fixture(kind);
+    let task = fx.start("r1").await;
+    let grant = fx.writer.lease(task, "w".into()).await.unwrap();
+    let c = claims(&grant);
+    let mut acked = (0, digest::EMPTY_DIGEST);
+    let mut expected = Vec::new();
+    let mut compacted = None;
+    let mut chain = digest::EMPTY_DIGEST;
+    for i in 0..(3 * CHECKPOINT_TAIL) {
+        let size = 4096 + (i as usize * 7919) % (16 * 1024);
+        let turn: Vec<u8> = (0..size).map(|b| b'a' + ((b + i as usize) % 26) as u8).collect();
+        expected.extend_from_slice(&turn);
+        chain = digest::extend(&chain, &turn);
+        acked = fx.append(&c, acked, &turn).await.unwrap();
+        let (segments, merged) = fx.head("r1");
+        assert!(segments > i, "turn {i}: {segments} segments");
+        // The first append's segments are the compacted ones, and stay so.
+        assert_eq!(*compacted.get_or_insert(merged), merged, "turn {i}: a merge");
+    }
+    assert_eq!(fx.store.checkpoint("default", "r1").unwrap(), expected);
+    assert_eq!(acked, (expected.len() as u64, chain));
 }
 
 on_each!(a_retried_attempt_resumes_from_the_whole_checkpoint, resumes_whole);
