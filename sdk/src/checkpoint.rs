@@ -89,17 +89,33 @@ impl CheckpointSync {
     }
 
     /// Takes the server's answer to a heartbeat that sent `checkpoint` expecting
-    /// `expected`: acknowledged when the server reports that digest; a server that
-    /// reports none (an older one) gets whole checkpoints from then on.
+    /// `expected` (`appended`: as an append to the acknowledged one, which `plan` found
+    /// it extends): acknowledged when the server reports that digest; a server that
+    /// reports none (an older one) gets whole checkpoints from then on. The copy of
+    /// the acknowledged checkpoint grows in place by what was appended: copying it
+    /// whole at every heartbeat made a long step's heartbeats cost its transcript (a
+    /// fresh multi-megabyte buffer, page faults and all, each turn).
     pub(crate) fn answered(
         &mut self,
         checkpoint: &[u8],
         expected: CheckpointDigest,
+        appended: bool,
         resp: &HeartbeatStepTaskResponse,
     ) {
         let ok = resp.checkpoint_digest.as_slice() == expected.as_slice()
             && resp.checkpoint_length == checkpoint.len() as u64;
-        self.acked = ok.then(|| (checkpoint.to_vec(), expected));
+        let Some((mut bytes, _)) = self.acked.take().filter(|_| ok) else {
+            self.acked = ok.then(|| (checkpoint.to_vec(), expected));
+            return;
+        };
+        match checkpoint.get(bytes.len()..).filter(|_| appended) {
+            Some(gained) => bytes.extend_from_slice(gained),
+            None => {
+                bytes.clear();
+                bytes.extend_from_slice(checkpoint);
+            }
+        }
+        self.acked = Some((bytes, expected));
     }
 }
 
@@ -123,7 +139,7 @@ mod tests {
             checkpoint_digest: d.to_vec(),
             ..Default::default()
         };
-        s.answered(b"ab", d1, &resp(2, d1));
+        s.answered(b"ab", d1, false, &resp(2, d1));
         assert_eq!(s.plan(b"ab"), Send::Nothing);
         let Send::Append(a, d2) = s.plan(b"abcd") else {
             panic!("an extension appends")
@@ -132,8 +148,21 @@ mod tests {
         assert_eq!(d2, digest::extend(&d1, b"cd"));
         // A checkpoint that does not extend the acknowledged one goes whole.
         assert!(matches!(s.plan(b"xbcd"), Send::Whole(_)));
+        // The append acknowledged: the next one extends it.
+        s.answered(b"abcd", d2, true, &resp(4, d2));
+        let Send::Append(a, d3) = s.plan(b"abcdef") else {
+            panic!("an extension appends")
+        };
+        assert_eq!((a.base_length, a.bytes.as_slice()), (4, &b"ef"[..]));
+        // Sent whole (a rewrite), acknowledged: the buffer holds the rewrite.
+        let Send::Whole(w) = s.plan(b"xy") else {
+            panic!("a rewrite goes whole")
+        };
+        s.answered(b"xy", w, false, &resp(2, w));
+        assert_eq!(s.plan(b"xy"), Send::Nothing);
+        assert!(matches!(s.plan(b"xyz"), Send::Append(..)));
         // An older server reports no digest: whole from then on.
-        s.answered(b"abcd", d2, &HeartbeatStepTaskResponse::default());
+        s.answered(b"abcdef", d3, true, &HeartbeatStepTaskResponse::default());
         assert!(matches!(s.plan(b"abcde"), Send::Whole(_)));
     }
 }

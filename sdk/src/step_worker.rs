@@ -209,7 +209,7 @@ impl StepWorker {
                 req.checkpoint = checkpoint.to_vec();
                 let whole = railyard_proto::checkpoint::full(checkpoint);
                 let resp = self.client.heartbeat_step_task(req).await?;
-                sync.answered(checkpoint, whole, &resp);
+                sync.answered(checkpoint, whole, false, &resp);
                 return Ok(resp);
             }
             // Whether it was stored is unknown: the acknowledged base stays, so the next
@@ -217,7 +217,7 @@ impl StepWorker {
             Err(e) => return Err(e),
             Ok(resp) => resp,
         };
-        sync.answered(checkpoint, expected, &resp);
+        sync.answered(checkpoint, expected, appending, &resp);
         Ok(resp)
     }
 
