@@ -84,10 +84,9 @@ pub fn run(name: &str, data: &[u8]) -> Result<(), String> {
         }),
         "service" => with_fixture(|f| {
             let mut input = generated(&f.service, rest)?;
-            // A case on redb costs a temp dir, a new file and an fsync per write (tens
-            // of ms): one case in 32 keeps redb, so millions of executions are feasible.
+            // A case on redb costs an fsync per write: one case in 32 keeps redb.
             input.redb &= rest.first().is_some_and(|b| b % 32 == 0);
-            service::check(&f.rt, &input)
+            f.service_cases.check(&f.rt, &input)
         }),
         "hook" => with_fixture(|f| {
             let input = if direct {
@@ -135,6 +134,7 @@ struct Fixture {
     spec: BoxedStrategy<spec::SpecInput>,
     rt: tokio::runtime::Runtime,
     service: BoxedStrategy<service::ServiceInput>,
+    service_cases: service::Shared,
     hook_payload: serde_json::Value,
     hook: BoxedStrategy<hook::HookInput>,
     query: BoxedStrategy<String>,
@@ -144,7 +144,7 @@ thread_local! {
     static FIXTURE: RefCell<Option<Fixture>> = const { RefCell::new(None) };
 }
 
-fn with_fixture<R>(f: impl FnOnce(&Fixture) -> R) -> R {
+fn with_fixture<R>(f: impl FnOnce(&mut Fixture) -> R) -> R {
     FIXTURE.with(|cell| {
         let mut slot = cell.borrow_mut();
         f(slot.get_or_insert_with(Fixture::new))
@@ -185,6 +185,7 @@ impl Fixture {
                 .build()
                 .expect("a tokio runtime"),
             service: service::strategy(corpus::as_seeds(&corpus::lines("service"))).boxed(),
+            service_cases: service::Shared::default(),
             hook_payload: payloads
                 .first()
                 .cloned()

@@ -6,6 +6,10 @@
 //! `INTERNAL` or a storage error, never a panic); a refused request and every read
 //! leave the store exactly as it was; after every request each run's history is
 //! numbered 1.. with no gap up to its `last_event_id`.
+//!
+//! A case runs in one namespace: on a fresh fixture, `default` ([`check`], the
+//! proptest runs); on a [`Shared`] fixture (libFuzzer's, one per process), a
+//! namespace of its own, and what the property compares is that namespace.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,6 +18,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::TestCaseError;
+use railyard_model::namespace::{DEFAULT_NAMESPACE, Namespace};
 use railyard_model::run::{RunStatus, StepFailure};
 use railyard_model::workflow::parse_definition;
 use railyard_server::clock::ManualClock;
@@ -39,6 +44,9 @@ const RETRY_ONCE: &str = r#"{"id":"two","version":"1","name":"Two","taskQueue":"
             "retry":{"maximumAttempts":2,"initialIntervalSeconds":1}},
            {"id":"b","title":"B","prompt":"then b"}]}"#;
 
+/// Where every fixture's (manual) clock stands.
+const CLOCK_START_MS: i64 = 1_700_000_000_000;
+
 /// A service layer on a fresh store.
 pub struct Fixture {
     pub core: Arc<Core>,
@@ -49,12 +57,35 @@ pub struct Fixture {
 impl Fixture {
     /// A service over redb in a temp dir (`redb`) or over the memory backend.
     pub fn new(redb: bool) -> Self {
+        Self::with_namespaces(redb, &[])
+    }
+
+    /// [`Self::new`] with the namespaces `names` beside `default`, written before
+    /// the core starts (as a restored store holds them), so no case's requests
+    /// are spent creating them.
+    fn with_namespaces(redb: bool, names: &[String]) -> Self {
         let (store, dir) = if redb {
             let dir = tempfile::tempdir().expect("temp dir");
             (Store::open(dir.path()).expect("open redb"), Some(dir))
         } else {
             (Store::new(Arc::new(MemoryBackend::default())), None)
         };
+        if !names.is_empty() {
+            store
+                .backend()
+                .write(&mut |tx| {
+                    for name in names {
+                        tx.put_namespace(&Namespace {
+                            name: name.clone(),
+                            created_ms: CLOCK_START_MS,
+                            updated_ms: CLOCK_START_MS,
+                            ..Namespace::default()
+                        })?;
+                    }
+                    Ok(())
+                })
+                .expect("the cases' namespaces");
+        }
         let mut registry = WorkflowRegistry::default();
         let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../workflows/demo.json");
         let demo_text = std::fs::read_to_string(&demo).expect("workflows/demo.json");
@@ -66,7 +97,7 @@ impl Fixture {
             registry.valid.insert(def.id.clone(), (Arc::new(def), file));
         }
         let CoreParts { core, shutdown, .. } = Core::builder(store)
-            .clock(Arc::new(ManualClock::new(1_700_000_000_000)))
+            .clock(Arc::new(ManualClock::new(CLOCK_START_MS)))
             .workflows(registry)
             .delivery(DeliverySettings {
                 signing_secret: SigningSecret::new("fuzz"),
@@ -80,6 +111,54 @@ impl Fixture {
             _dir: dir,
         }
     }
+}
+
+/// Cases one [`Shared`] core serves before a fresh one replaces it: enough that
+/// building a core (a store, a writer thread, token keys) costs little per case, few
+/// enough that what the cases leave (runs, checkpoints of up to 8 MiB) stays small.
+pub const CASES_PER_CORE: usize = 64;
+
+/// A fixture reused across cases, for a fuzzer that runs millions in one process
+/// (a fresh core per case holds libFuzzer to tens of cases per second): each case
+/// gets a namespace of its own, untouched by the cases before it, and every
+/// [`CASES_PER_CORE`] cases a fresh core. One for each backend.
+#[derive(Default)]
+pub struct Shared {
+    memory: Pool,
+    redb: Pool,
+}
+
+#[derive(Default)]
+struct Pool {
+    fixture: Option<Fixture>,
+    used: usize,
+}
+
+impl Shared {
+    /// Runs the property on `input` in the next unused namespace of the backend
+    /// it names.
+    pub fn check(&mut self, rt: &tokio::runtime::Runtime, input: &ServiceInput) -> Result<(), TestCaseError> {
+        let pool = if input.redb {
+            &mut self.redb
+        } else {
+            &mut self.memory
+        };
+        let fixture = match &mut pool.fixture {
+            Some(f) if pool.used < CASES_PER_CORE => f,
+            slot => {
+                let names: Vec<String> = (0..CASES_PER_CORE).map(case_namespace).collect();
+                pool.used = 0;
+                slot.insert(Fixture::with_namespaces(input.redb, &names))
+            }
+        };
+        let ns = case_namespace(pool.used);
+        pool.used += 1;
+        check_in(rt, fixture, &ns, input)
+    }
+}
+
+fn case_namespace(i: usize) -> String {
+    format!("fuzz-case-{i}")
 }
 
 /// A field value: arbitrary text, or one that names something that exists.
@@ -290,14 +369,34 @@ pub fn strategy(lines: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = ServiceInput>
         .prop_map(|(redb, requests)| ServiceInput { redb, requests })
 }
 
-/// What a case has seen: the runs it started and the tokens it was leased.
-#[derive(Default)]
+/// What a case has seen: its namespace, the runs it started and the tokens it
+/// was leased.
 struct Seen {
+    namespace: String,
     runs: Vec<String>,
     tokens: Vec<String>,
 }
 
 impl Seen {
+    fn new(namespace: &str) -> Self {
+        Self {
+            namespace: namespace.to_string(),
+            runs: Vec::new(),
+            tokens: Vec::new(),
+        }
+    }
+
+    /// The namespace a caller names: in a case of a [`Shared`] fixture, `default`
+    /// (or none) is the case's own.
+    fn namespace(&self, t: Option<&Text>) -> String {
+        let named = t.map(|t| self.text(t)).unwrap_or_default();
+        if self.namespace != DEFAULT_NAMESPACE && (named.is_empty() || named == DEFAULT_NAMESPACE) {
+            self.namespace.clone()
+        } else {
+            named
+        }
+    }
+
     fn text(&self, t: &Text) -> String {
         match t {
             Text::Any(s) => s.clone(),
@@ -338,33 +437,34 @@ impl Seen {
 /// pending signals and its history's event ids.
 type Picture = BTreeMap<String, (RunStatus, u64, usize, Vec<u64>)>;
 
-fn picture(core: &Core) -> Result<Picture, TestCaseError> {
+/// The picture of namespace `ns`, where a case's requests land: `default` is `ns`
+/// or stands for it, and any other name is missing to them (short of another case's
+/// `fuzz-case-N`, which a fuzzer would have to spell out).
+fn picture(core: &Core, ns: &str) -> Result<Picture, TestCaseError> {
     let fail = |e: railyard_store::StorageError| TestCaseError::fail(format!("reading the store: {e}"));
     let mut out = Picture::new();
-    for ns in core.store.namespaces().map_err(fail)? {
-        let mut after = None;
-        loop {
-            let (runs, next) = core
+    let mut after = None;
+    loop {
+        let (runs, next) = core
+            .store
+            .list_runs(ns, &RunFilter::default(), after, 1000)
+            .map_err(fail)?;
+        for run in runs {
+            let ids = core
                 .store
-                .list_runs(&ns, &RunFilter::default(), after, 1000)
-                .map_err(fail)?;
-            for run in runs {
-                let ids = core
-                    .store
-                    .history(&ns, &run.run_id, 1, usize::MAX)
-                    .map_err(fail)?
-                    .iter()
-                    .map(|e| e.id)
-                    .collect();
-                out.insert(
-                    format!("{ns}/{}", run.run_id),
-                    (run.status, run.last_event_id, run.pending_signals.len(), ids),
-                );
-            }
-            match next {
-                Some(n) => after = Some(n),
-                None => break,
-            }
+                .history(ns, &run.run_id, 1, usize::MAX)
+                .map_err(fail)?
+                .iter()
+                .map(|e| e.id)
+                .collect();
+            out.insert(
+                run.run_id.clone(),
+                (run.status, run.last_event_id, run.pending_signals.len(), ids),
+            );
+        }
+        match next {
+            Some(n) => after = Some(n),
+            None => break,
         }
     }
     Ok(out)
@@ -399,9 +499,12 @@ async fn send(core: &Arc<Core>, seen: &mut Seen, r: &Request) -> Result<(), ApiE
         _ => Operation::StartRun,
     };
     let input = match &r.caller {
-        None => CallerInput::default(),
+        None => CallerInput {
+            namespace: seen.namespace(None),
+            ..Default::default()
+        },
         Some((ns, identity)) => CallerInput {
-            namespace: seen.text(ns),
+            namespace: seen.namespace(Some(ns)),
             identity: seen.text(identity),
             ..Default::default()
         },
@@ -629,14 +732,23 @@ fn check_history(p: &Picture) -> Result<(), TestCaseError> {
 
 /// The property (see the module docs), on a fresh fixture.
 pub fn check(rt: &tokio::runtime::Runtime, input: &ServiceInput) -> Result<(), TestCaseError> {
-    let fx = Fixture::new(input.redb);
+    check_in(rt, &Fixture::new(input.redb), DEFAULT_NAMESPACE, input)
+}
+
+/// The property, with the case's requests in namespace `ns` of `fx`.
+fn check_in(
+    rt: &tokio::runtime::Runtime,
+    fx: &Fixture,
+    ns: &str,
+    input: &ServiceInput,
+) -> Result<(), TestCaseError> {
     let core = &fx.core;
-    let mut seen = Seen::default();
+    let mut seen = Seen::new(ns);
     rt.block_on(async {
         for (i, request) in input.requests.iter().enumerate() {
-            let before = picture(core)?;
+            let before = picture(core, ns)?;
             let result = send(core, &mut seen, request).await;
-            let after = picture(core)?;
+            let after = picture(core, ns)?;
             check_history(&after)?;
             match result {
                 Ok(()) => {
@@ -668,4 +780,57 @@ pub fn check(rt: &tokio::runtime::Runtime, input: &ServiceInput) -> Result<(), T
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A start of run `r`, by a caller naming `namespace` (`None`: naming none).
+    fn start_r(namespace: Option<&'static str>) -> ServiceInput {
+        let any = |s: &str| Text::Any(s.to_string());
+        ServiceInput {
+            redb: false,
+            requests: vec![Request {
+                caller: namespace.map(|ns| (Text::Good(ns), any(""))),
+                op: Op::Start {
+                    workflow: Text::Good("two"),
+                    run: any("r"),
+                    goal: any("g"),
+                    context: vec![(any("lang"), any("rust"))],
+                    request_id: any(""),
+                    parent: any(""),
+                    callback: any(""),
+                    queue: any(""),
+                    allow_duplicate: false,
+                },
+            }],
+        }
+    }
+
+    fn runs_in(shared: &Shared, ns: &str) -> Vec<String> {
+        let fx = shared.memory.fixture.as_ref().expect("a fixture");
+        picture(&fx.core, ns).expect("a picture").into_keys().collect()
+    }
+
+    #[test]
+    fn a_shared_fixture_gives_each_case_a_namespace_of_its_own() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let mut shared = Shared::default();
+        // The same run id in every case: each starts it afresh, in its own namespace.
+        shared.check(&rt, &start_r(None)).expect("case 0");
+        shared.check(&rt, &start_r(Some("default"))).expect("case 1");
+        assert_eq!(runs_in(&shared, &case_namespace(0)), ["r"]);
+        assert_eq!(runs_in(&shared, &case_namespace(1)), ["r"]);
+        assert!(runs_in(&shared, DEFAULT_NAMESPACE).is_empty());
+        // Past the last namespace, a fresh core.
+        for _ in 2..=CASES_PER_CORE {
+            shared.check(&rt, &start_r(None)).expect("a case");
+        }
+        assert_eq!(runs_in(&shared, &case_namespace(0)), ["r"]);
+        assert!(runs_in(&shared, &case_namespace(1)).is_empty());
+    }
 }
