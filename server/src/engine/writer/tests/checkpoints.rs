@@ -57,16 +57,22 @@ impl Fixture {
     }
 }
 
+/// A fixture with run `r1` started and its first step leased, and the lease's claims.
+async fn leased(kind: Kind) -> (Fixture, TokenClaims) {
+    let fx = fixture(kind);
+    let task = fx.start("r1").await;
+    let grant = fx.writer.lease(task, "w".into()).await.unwrap();
+    let c = claims(&grant);
+    (fx, c)
+}
+
 fn refused_for_base(r: Result<Acked, WriteError>) -> bool {
     matches!(r, Err(WriteError::Rejected(Rejection::FailedPrecondition(m))) if m.starts_with(BASE_MISMATCH))
 }
 
 on_each!(appends_are_checked_against_the_stored_base, appends_checked);
 async fn appends_checked(kind: Kind) {
-    let fx = fixture(kind);
-    let task = fx.start("r1").await;
-    let grant = fx.writer.lease(task, "w".into()).await.unwrap();
-    let c = claims(&grant);
+    let (fx, c) = leased(kind).await;
     // An append to no checkpoint names the empty base.
     let a1 = fx.append(&c, (0, digest::EMPTY_DIGEST), b"ab").await.unwrap();
     assert_eq!(a1, (2, digest::full(b"ab")));
@@ -117,10 +123,7 @@ async fn appends_checked(kind: Kind) {
 
 on_each!(many_segments_are_compacted, compaction);
 async fn compaction(kind: Kind) {
-    let fx = fixture(kind);
-    let task = fx.start("r1").await;
-    let grant = fx.writer.lease(task, "w".into()).await.unwrap();
-    let c = claims(&grant);
+    let (fx, c) = leased(kind).await;
     let mut acked = (0, digest::EMPTY_DIGEST);
     let mut expected = Vec::new();
     let (mut most, mut tails, mut rewrites, mut last) = (0, 0, 0, (0, 0));
@@ -153,10 +156,7 @@ on_each!(
     big_turns
 );
 async fn big_turns(kind: Kind) {
-    let fx = fixture(kind);
-    let task = fx.start("r1").await;
-    let grant = fx.writer.lease(task, "w".into()).await.unwrap();
-    let c = claims(&grant);
+    let (fx, c) = leased(kind).await;
     let mut acked = (0, digest::EMPTY_DIGEST);
     let mut expected = Vec::new();
     let mut compacted = None;
