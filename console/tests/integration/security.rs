@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use railyard_proto::v1::{ApiKeyRole, CreateApiKeyRequest, CreateTriggerRequest, TriggerSpec};
+use railyard_proto::v1::{ApiKeyRole, CreateApiKeyRequest};
 use railyard_sdk::{Completion, StepWorker};
 
 use crate::support::Console;
@@ -215,19 +215,7 @@ async fn stored_strings_render_inert() {
         .await
         .unwrap();
     // A webhook value, through a trigger's goal template.
-    client
-        .create_trigger(CreateTriggerRequest {
-            namespace: "default".into(),
-            trigger_id: "hook".into(),
-            spec: Some(TriggerSpec {
-                workflow_id: "one".into(),
-                goal: "From the hook: {{$.title}}".into(),
-                ..Default::default()
-            }),
-            identity: String::new(),
-        })
-        .await
-        .unwrap();
+    console.create_hook_trigger().await;
     let hooked = reqwest::Client::new()
         .post(format!("http://{}/hooks/default/hook", console.server.http_addr))
         .header("content-type", "application/json")
