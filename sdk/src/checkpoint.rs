@@ -3,6 +3,12 @@
 //! sends the new bytes as a `CheckpointAppend` on that base when the checkpoint extends
 //! it, and whole otherwise (the first heartbeat, a server that keeps no digests, a
 //! checkpoint rewritten or cut, a base the server refused).
+//!
+//! Finding out whether a checkpoint extends the acknowledged one means comparing the
+//! two, which costs the transcript at every heartbeat (a long agent's clients spent a
+//! fifth of the machine in that `memcmp`). A caller that knows its checkpoint only
+//! grows uses [`crate::StepWorker::heartbeat_growing`] instead: no comparison and no
+//! copy, only the acknowledged length and digest.
 
 use railyard_proto::checkpoint::{self as digest, BASE_MISMATCH, CheckpointDigest};
 use railyard_proto::v1::{CheckpointAppend, HeartbeatStepTaskResponse, StepTask};
@@ -12,10 +18,20 @@ use crate::ClientError;
 /// What the server has acknowledged of one step's checkpoint.
 #[derive(Debug, Clone, Default)]
 pub struct CheckpointSync {
-    /// The checkpoint the server last acknowledged, and its digest; none: send whole.
-    acked: Option<(Vec<u8>, CheckpointDigest)>,
+    /// What the server last acknowledged; none: send whole.
+    acked: Option<Acked>,
     /// What was sent, for tests and benchmarks.
     pub stats: CheckpointStats,
+}
+
+/// A checkpoint the server acknowledged.
+#[derive(Debug, Clone)]
+struct Acked {
+    len: usize,
+    digest: CheckpointDigest,
+    /// Its bytes, for callers whose checkpoints are compared with it; none for a
+    /// caller that vouches for growth (and then a compared checkpoint goes whole).
+    copy: Option<Vec<u8>>,
 }
 
 /// Counts of how checkpoints were sent.
@@ -54,7 +70,11 @@ impl CheckpointSync {
         let acked = <CheckpointDigest>::try_from(task.checkpoint_digest.as_slice())
             .ok()
             .filter(|_| !task.checkpoint.is_empty())
-            .map(|d| (task.checkpoint.clone(), d));
+            .map(|digest| Acked {
+                len: task.checkpoint.len(),
+                digest,
+                copy: Some(task.checkpoint.clone()),
+            });
         Self {
             acked,
             stats: CheckpointStats::default(),
@@ -66,19 +86,25 @@ impl CheckpointSync {
         self.acked = None;
     }
 
-    /// How `checkpoint` (non-empty) goes on the wire.
-    pub(crate) fn plan(&self, checkpoint: &[u8]) -> Send {
+    /// How `checkpoint` (non-empty) goes on the wire. `grown`: the caller vouches that
+    /// it extends the acknowledged one, which is then not compared.
+    pub(crate) fn plan(&self, checkpoint: &[u8], grown: bool) -> Send {
+        let extends = |a: &Acked| match &a.copy {
+            _ if grown => checkpoint.len() >= a.len,
+            Some(copy) => checkpoint.starts_with(copy),
+            None => false,
+        };
         match &self.acked {
-            Some((acked, d)) if checkpoint.starts_with(acked) => {
-                if checkpoint.len() == acked.len() {
+            Some(a) if extends(a) => {
+                if checkpoint.len() == a.len {
                     return Send::Nothing;
                 }
-                let bytes = checkpoint[acked.len()..].to_vec();
-                let after = digest::extend(d, &bytes);
+                let bytes = checkpoint[a.len..].to_vec();
+                let after = digest::extend(&a.digest, &bytes);
                 Send::Append(
                     CheckpointAppend {
-                        base_length: acked.len() as u64,
-                        base_digest: d.to_vec(),
+                        base_length: a.len as u64,
+                        base_digest: a.digest.to_vec(),
                         bytes,
                     },
                     after,
@@ -91,31 +117,42 @@ impl CheckpointSync {
     /// Takes the server's answer to a heartbeat that sent `checkpoint` expecting
     /// `expected` (`appended`: as an append to the acknowledged one, which `plan` found
     /// it extends): acknowledged when the server reports that digest; a server that
-    /// reports none (an older one) gets whole checkpoints from then on. The copy of
-    /// the acknowledged checkpoint grows in place by what was appended: copying it
-    /// whole at every heartbeat made a long step's heartbeats cost its transcript (a
-    /// fresh multi-megabyte buffer, page faults and all, each turn).
+    /// reports none (an older one) gets whole checkpoints from then on. `keep_copy`:
+    /// later checkpoints are compared with this one. The copy grows in place by what
+    /// was appended: copying it whole at every heartbeat made a long step's heartbeats
+    /// cost its transcript (a fresh multi-megabyte buffer, page faults and all, each
+    /// turn).
     pub(crate) fn answered(
         &mut self,
         checkpoint: &[u8],
         expected: CheckpointDigest,
         appended: bool,
+        keep_copy: bool,
         resp: &HeartbeatStepTaskResponse,
     ) {
         let ok = resp.checkpoint_digest.as_slice() == expected.as_slice()
             && resp.checkpoint_length == checkpoint.len() as u64;
-        let Some((mut bytes, _)) = self.acked.take().filter(|_| ok) else {
-            self.acked = ok.then(|| (checkpoint.to_vec(), expected));
+        let previous = self.acked.take().filter(|_| ok);
+        if !ok {
             return;
-        };
-        match checkpoint.get(bytes.len()..).filter(|_| appended) {
-            Some(gained) => bytes.extend_from_slice(gained),
-            None => {
+        }
+        let copy = keep_copy.then(|| match previous.and_then(|a| a.copy) {
+            Some(mut bytes) if appended && bytes.len() <= checkpoint.len() => {
+                bytes.extend_from_slice(&checkpoint[bytes.len()..]);
+                bytes
+            }
+            Some(mut bytes) => {
                 bytes.clear();
                 bytes.extend_from_slice(checkpoint);
+                bytes
             }
-        }
-        self.acked = Some((bytes, expected));
+            None => checkpoint.to_vec(),
+        });
+        self.acked = Some(Acked {
+            len: checkpoint.len(),
+            digest: expected,
+            copy,
+        });
     }
 }
 
@@ -131,7 +168,7 @@ mod tests {
     #[test]
     fn appends_only_to_what_was_acknowledged() {
         let mut s = CheckpointSync::new();
-        let Send::Whole(d1) = s.plan(b"ab") else {
+        let Send::Whole(d1) = s.plan(b"ab", false) else {
             panic!("first goes whole")
         };
         let resp = |len: u64, d: CheckpointDigest| HeartbeatStepTaskResponse {
@@ -139,30 +176,60 @@ mod tests {
             checkpoint_digest: d.to_vec(),
             ..Default::default()
         };
-        s.answered(b"ab", d1, false, &resp(2, d1));
-        assert_eq!(s.plan(b"ab"), Send::Nothing);
-        let Send::Append(a, d2) = s.plan(b"abcd") else {
+        s.answered(b"ab", d1, false, true, &resp(2, d1));
+        assert_eq!(s.plan(b"ab", false), Send::Nothing);
+        let Send::Append(a, d2) = s.plan(b"abcd", false) else {
             panic!("an extension appends")
         };
         assert_eq!((a.base_length, a.bytes.as_slice()), (2, &b"cd"[..]));
         assert_eq!(d2, digest::extend(&d1, b"cd"));
         // A checkpoint that does not extend the acknowledged one goes whole.
-        assert!(matches!(s.plan(b"xbcd"), Send::Whole(_)));
+        assert!(matches!(s.plan(b"xbcd", false), Send::Whole(_)));
         // The append acknowledged: the next one extends it.
-        s.answered(b"abcd", d2, true, &resp(4, d2));
-        let Send::Append(a, d3) = s.plan(b"abcdef") else {
+        s.answered(b"abcd", d2, true, true, &resp(4, d2));
+        let Send::Append(a, d3) = s.plan(b"abcdef", false) else {
             panic!("an extension appends")
         };
         assert_eq!((a.base_length, a.bytes.as_slice()), (4, &b"ef"[..]));
         // Sent whole (a rewrite), acknowledged: the buffer holds the rewrite.
-        let Send::Whole(w) = s.plan(b"xy") else {
+        let Send::Whole(w) = s.plan(b"xy", false) else {
             panic!("a rewrite goes whole")
         };
-        s.answered(b"xy", w, false, &resp(2, w));
-        assert_eq!(s.plan(b"xy"), Send::Nothing);
-        assert!(matches!(s.plan(b"xyz"), Send::Append(..)));
+        s.answered(b"xy", w, false, true, &resp(2, w));
+        assert_eq!(s.plan(b"xy", false), Send::Nothing);
+        assert!(matches!(s.plan(b"xyz", false), Send::Append(..)));
         // An older server reports no digest: whole from then on.
-        s.answered(b"abcdef", d3, true, &HeartbeatStepTaskResponse::default());
-        assert!(matches!(s.plan(b"abcde"), Send::Whole(_)));
+        s.answered(b"abcdef", d3, true, true, &HeartbeatStepTaskResponse::default());
+        assert!(matches!(s.plan(b"abcde", false), Send::Whole(_)));
+    }
+
+    #[test]
+    fn a_growing_checkpoint_appends_without_a_copy() {
+        let resp = |len: u64, d: CheckpointDigest| HeartbeatStepTaskResponse {
+            checkpoint_length: len,
+            checkpoint_digest: d.to_vec(),
+            ..Default::default()
+        };
+        let mut s = CheckpointSync::new();
+        let Send::Whole(d1) = s.plan(b"ab", true) else {
+            panic!("first goes whole")
+        };
+        s.answered(b"ab", d1, false, false, &resp(2, d1));
+        assert!(s.acked.as_ref().is_some_and(|a| a.copy.is_none()));
+        assert_eq!(s.plan(b"ab", true), Send::Nothing);
+        // Not compared: the caller vouched the first two bytes are as acknowledged.
+        let Send::Append(a, d2) = s.plan(b"xbcd", true) else {
+            panic!("a vouched extension appends")
+        };
+        assert_eq!((a.base_length, a.bytes.as_slice()), (2, &b"cd"[..]));
+        assert_eq!(d2, digest::extend(&d1, b"cd"));
+        s.answered(b"abcd", d2, true, false, &resp(4, d2));
+        // Shorter than acknowledged: whole.
+        assert!(matches!(s.plan(b"abc", true), Send::Whole(_)));
+        // Without a copy a compared checkpoint cannot be shown to extend it: whole.
+        assert!(matches!(s.plan(b"abcdef", false), Send::Whole(_)));
+        // A refused base (reset) sends the next whole.
+        s.reset();
+        assert!(matches!(s.plan(b"abcdef", true), Send::Whole(_)));
     }
 }

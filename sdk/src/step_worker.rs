@@ -54,6 +54,14 @@ pub struct HeartbeatExtras {
     pub stuck: Vec<StuckReport>,
 }
 
+/// One heartbeat's content, as the `heartbeat_*` calls take it.
+struct Sent<'a> {
+    checkpoint: &'a [u8],
+    notes: Vec<CoordinatorNote>,
+    acked_signal_event_id: u64,
+    extras: HeartbeatExtras,
+}
+
 /// What a worker reports when a step failed.
 #[derive(Debug, Clone, Default)]
 pub struct Failure {
@@ -167,6 +175,54 @@ impl StepWorker {
         acked_signal_event_id: u64,
         extras: HeartbeatExtras,
     ) -> Result<HeartbeatStepTaskResponse, ClientError> {
+        let sent = Sent {
+            checkpoint,
+            notes,
+            acked_signal_event_id,
+            extras,
+        };
+        self.heartbeat_synced(task_token, sync, sent, false).await
+    }
+
+    /// [`StepWorker::heartbeat_appending`] for a caller whose `checkpoint` only grows
+    /// at its end from one heartbeat to the next (an agent's transcript as JSON lines):
+    /// the bytes past the acknowledged length are appended without comparing the rest
+    /// with a copy, which would cost the whole transcript at every heartbeat, and no
+    /// copy is kept. A caller that rewrites or cuts its checkpoint calls
+    /// [`CheckpointSync::reset`] first, so that one goes whole.
+    pub async fn heartbeat_growing(
+        &self,
+        task_token: &str,
+        sync: &mut CheckpointSync,
+        checkpoint: &[u8],
+        notes: Vec<CoordinatorNote>,
+        acked_signal_event_id: u64,
+        extras: HeartbeatExtras,
+    ) -> Result<HeartbeatStepTaskResponse, ClientError> {
+        let sent = Sent {
+            checkpoint,
+            notes,
+            acked_signal_event_id,
+            extras,
+        };
+        self.heartbeat_synced(task_token, sync, sent, true).await
+    }
+
+    /// A heartbeat through `sync`; `grown`: the caller vouches that the checkpoint
+    /// extends the last acknowledged one.
+    async fn heartbeat_synced(
+        &self,
+        task_token: &str,
+        sync: &mut CheckpointSync,
+        sent: Sent<'_>,
+        grown: bool,
+    ) -> Result<HeartbeatStepTaskResponse, ClientError> {
+        let Sent {
+            checkpoint,
+            notes,
+            acked_signal_event_id,
+            extras,
+        } = sent;
         let mut req = HeartbeatStepTaskRequest {
             task_token: task_token.into(),
             identity: self.identity.clone(),
@@ -180,7 +236,7 @@ impl StepWorker {
         let plan = if checkpoint.is_empty() {
             Send::Nothing
         } else {
-            sync.plan(checkpoint)
+            sync.plan(checkpoint, grown)
         };
         let expected = match plan {
             Send::Nothing => return self.client.heartbeat_step_task(req).await,
@@ -209,7 +265,7 @@ impl StepWorker {
                 req.checkpoint = checkpoint.to_vec();
                 let whole = railyard_proto::checkpoint::full(checkpoint);
                 let resp = self.client.heartbeat_step_task(req).await?;
-                sync.answered(checkpoint, whole, false, &resp);
+                sync.answered(checkpoint, whole, false, !grown, &resp);
                 return Ok(resp);
             }
             // Whether it was stored is unknown: the acknowledged base stays, so the next
@@ -217,7 +273,7 @@ impl StepWorker {
             Err(e) => return Err(e),
             Ok(resp) => resp,
         };
-        sync.answered(checkpoint, expected, appending, &resp);
+        sync.answered(checkpoint, expected, appending, !grown, &resp);
         Ok(resp)
     }
 

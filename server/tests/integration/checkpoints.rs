@@ -75,6 +75,32 @@ async fn lost_repeated_and_reordered_heartbeats_are_refused_and_resent_whole() {
     );
     assert_eq!(stored(&store), transcript);
 
+    // A caller that vouches its transcript only grows appends without a comparison
+    // or a copy, and recovers a lost answer the same way.
+    let grow = async |sync: &mut CheckpointSync, transcript: &[u8]| {
+        w.heartbeat_growing(&token, sync, transcript, Vec::new(), 0, Default::default())
+            .await
+            .unwrap()
+    };
+    let mut growing = lost.clone();
+    transcript.extend_from_slice(b"turn 6b;");
+    grow(&mut growing, &transcript).await;
+    let behind = growing.clone();
+    transcript.extend_from_slice(b"turn 6c;");
+    grow(&mut growing, &transcript).await;
+    assert_eq!(
+        (growing.stats.appends - lost.stats.appends, growing.stats.refused),
+        (2, 1)
+    );
+    let mut lost = behind;
+    transcript.extend_from_slice(b"turn 6d;");
+    let r = grow(&mut lost, &transcript).await;
+    assert_eq!(
+        (lost.stats.refused, r.checkpoint_length),
+        (2, transcript.len() as u64)
+    );
+    assert_eq!(stored(&store), transcript);
+
     // Repeated: the same append sent twice is stored once, both answered alike.
     let before = transcript.clone();
     transcript.extend_from_slice(b"turn 7;");

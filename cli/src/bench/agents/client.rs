@@ -1,7 +1,8 @@
 //! `railyard bench-agent` (hidden): one client process of `railyard bench --agents`.
 //! It leases `--agents` steps from `--queue` and, for each at once, heartbeats a
 //! transcript that grows by a turn of 4-20 KB for `--turns` turns, sending only what
-//! it gained (`railyard_sdk::CheckpointSync`), then completes the step. It prints one
+//! it gained (`StepWorker::heartbeat_growing`: the transcript only grows, so nothing
+//! is compared or copied), then completes the step. It prints one
 //! JSON line: the heartbeat latencies of the first and the last tenth of the turns,
 //! and how the checkpoints went on the wire.
 //!
@@ -176,7 +177,7 @@ async fn drive(worker: StepWorker, task: StepTask, plan: Plan) -> anyhow::Result
         transcript.extend_from_slice(&turn_bytes(seed, agent, u64::from(turn)));
         let t0 = Instant::now();
         let resp = worker
-            .heartbeat_appending(
+            .heartbeat_growing(
                 &task.task_token,
                 &mut sync,
                 &transcript,
