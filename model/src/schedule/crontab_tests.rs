@@ -189,6 +189,32 @@ fn an_expression_that_never_fires_is_refused_and_the_evaluator_agrees() {
     assert_eq!(Crontab::parse(line).next_after(0), None);
 }
 
+#[test]
+fn whether_an_expression_ever_fires_is_decided_within_the_calendars_cycle() {
+    // The existence check searches 400 years (the Gregorian cycle); rare dates are
+    // inside it, impossible ones are not.
+    for line in ["0 0 29 FEB *", "0 0 31 DEC *", "0 0 29 2 */7", "0 0 0 29 2 *"] {
+        let parsed = spec(line);
+        assert!(parsed.is_ok(), "{line}: {parsed:?}");
+        if line.split(' ').count() == 5 {
+            let (ours, theirs) = both(line, t("2026-01-01T00:00:00Z"), 2);
+            assert_eq!(ours, theirs, "{line}");
+        }
+    }
+    for line in ["0 0 31 4,6,9,11 *", "0 0 30,31 2 *", "0 0 0 31 FEB *"] {
+        assert!(
+            matches!(
+                spec(line),
+                Err(SpecError::Cron {
+                    problem: CronProblem::NeverFires,
+                    ..
+                })
+            ),
+            "{line}"
+        );
+    }
+}
+
 /// One item of a list: `*/N`, `N`, `N-M` or `N-M/S`, numbers or names. (croner
 /// refuses a bare `*` in a list, which crontab(5) allows but which means the same as
 /// a bare `*` field.)
