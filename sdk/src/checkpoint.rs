@@ -7,8 +7,8 @@
 //! Finding out whether a checkpoint extends the acknowledged one means comparing the
 //! two, which costs the transcript at every heartbeat (a long agent's clients spent a
 //! fifth of the machine in that `memcmp`). A caller that knows its checkpoint only
-//! grows uses [`crate::StepWorker::heartbeat_growing`] instead: no comparison and no
-//! copy, only the acknowledged length and digest.
+//! grows makes its sync [`CheckpointSync::growing`]: no comparison and no copy, only
+//! the acknowledged length and digest.
 
 use railyard_proto::checkpoint::{self as digest, BASE_MISMATCH, CheckpointDigest};
 use railyard_proto::v1::{CheckpointAppend, HeartbeatStepTaskResponse, StepTask};
@@ -20,6 +20,8 @@ use crate::ClientError;
 pub struct CheckpointSync {
     /// What the server last acknowledged; none: send whole.
     acked: Option<Acked>,
+    /// The caller vouches that each checkpoint extends the one before it.
+    grown: bool,
     /// What was sent, for tests and benchmarks.
     pub stats: CheckpointStats,
 }
@@ -29,8 +31,8 @@ pub struct CheckpointSync {
 struct Acked {
     len: usize,
     digest: CheckpointDigest,
-    /// Its bytes, for callers whose checkpoints are compared with it; none for a
-    /// caller that vouches for growth (and then a compared checkpoint goes whole).
+    /// Its bytes, to compare the next checkpoint with; none when the caller vouches
+    /// for growth.
     copy: Option<Vec<u8>>,
 }
 
@@ -77,8 +79,23 @@ impl CheckpointSync {
             });
         Self {
             acked,
+            grown: false,
             stats: CheckpointStats::default(),
         }
+    }
+
+    /// For a caller whose checkpoint only grows at its end from one heartbeat to the
+    /// next (an agent's transcript as JSON lines): the bytes past the acknowledged
+    /// length are appended without comparing the rest with a copy, which would cost
+    /// the whole transcript at every heartbeat, and no copy is kept. Such a caller
+    /// calls [`CheckpointSync::reset`] before it rewrites or cuts its checkpoint, so
+    /// that one goes whole.
+    pub fn growing(mut self) -> Self {
+        self.grown = true;
+        if let Some(a) = &mut self.acked {
+            a.copy = None;
+        }
+        self
     }
 
     /// Forgets the acknowledged base: the next checkpoint goes whole.
@@ -86,11 +103,10 @@ impl CheckpointSync {
         self.acked = None;
     }
 
-    /// How `checkpoint` (non-empty) goes on the wire. `grown`: the caller vouches that
-    /// it extends the acknowledged one, which is then not compared.
-    pub(crate) fn plan(&self, checkpoint: &[u8], grown: bool) -> Send {
+    /// How `checkpoint` (non-empty) goes on the wire.
+    pub(crate) fn plan(&self, checkpoint: &[u8]) -> Send {
         let extends = |a: &Acked| match &a.copy {
-            _ if grown => checkpoint.len() >= a.len,
+            _ if self.grown => checkpoint.len() >= a.len,
             Some(copy) => checkpoint.starts_with(copy),
             None => false,
         };
@@ -117,9 +133,9 @@ impl CheckpointSync {
     /// Takes the server's answer to a heartbeat that sent `checkpoint` expecting
     /// `expected` (`appended`: as an append to the acknowledged one, which `plan` found
     /// it extends): acknowledged when the server reports that digest; a server that
-    /// reports none (an older one) gets whole checkpoints from then on. `keep_copy`:
-    /// later checkpoints are compared with this one. The copy grows in place by what
-    /// was appended: copying it whole at every heartbeat made a long step's heartbeats
+    /// reports none (an older one) gets whole checkpoints from then on. Unless the
+    /// caller vouches for growth, the copy later checkpoints are compared with grows
+    /// in place by what was appended: copying it whole at every heartbeat made a long step's heartbeats
     /// cost its transcript (a fresh multi-megabyte buffer, page faults and all, each
     /// turn).
     pub(crate) fn answered(
@@ -127,7 +143,6 @@ impl CheckpointSync {
         checkpoint: &[u8],
         expected: CheckpointDigest,
         appended: bool,
-        keep_copy: bool,
         resp: &HeartbeatStepTaskResponse,
     ) {
         let ok = resp.checkpoint_digest.as_slice() == expected.as_slice()
@@ -136,7 +151,7 @@ impl CheckpointSync {
         if !ok {
             return;
         }
-        let copy = keep_copy.then(|| match previous.and_then(|a| a.copy) {
+        let copy = (!self.grown).then(|| match previous.and_then(|a| a.copy) {
             Some(mut bytes) if appended && bytes.len() <= checkpoint.len() => {
                 bytes.extend_from_slice(&checkpoint[bytes.len()..]);
                 bytes
@@ -168,7 +183,7 @@ mod tests {
     #[test]
     fn appends_only_to_what_was_acknowledged() {
         let mut s = CheckpointSync::new();
-        let Send::Whole(d1) = s.plan(b"ab", false) else {
+        let Send::Whole(d1) = s.plan(b"ab") else {
             panic!("first goes whole")
         };
         let resp = |len: u64, d: CheckpointDigest| HeartbeatStepTaskResponse {
@@ -176,31 +191,31 @@ mod tests {
             checkpoint_digest: d.to_vec(),
             ..Default::default()
         };
-        s.answered(b"ab", d1, false, true, &resp(2, d1));
-        assert_eq!(s.plan(b"ab", false), Send::Nothing);
-        let Send::Append(a, d2) = s.plan(b"abcd", false) else {
+        s.answered(b"ab", d1, false, &resp(2, d1));
+        assert_eq!(s.plan(b"ab"), Send::Nothing);
+        let Send::Append(a, d2) = s.plan(b"abcd") else {
             panic!("an extension appends")
         };
         assert_eq!((a.base_length, a.bytes.as_slice()), (2, &b"cd"[..]));
         assert_eq!(d2, digest::extend(&d1, b"cd"));
         // A checkpoint that does not extend the acknowledged one goes whole.
-        assert!(matches!(s.plan(b"xbcd", false), Send::Whole(_)));
+        assert!(matches!(s.plan(b"xbcd"), Send::Whole(_)));
         // The append acknowledged: the next one extends it.
-        s.answered(b"abcd", d2, true, true, &resp(4, d2));
-        let Send::Append(a, d3) = s.plan(b"abcdef", false) else {
+        s.answered(b"abcd", d2, true, &resp(4, d2));
+        let Send::Append(a, d3) = s.plan(b"abcdef") else {
             panic!("an extension appends")
         };
         assert_eq!((a.base_length, a.bytes.as_slice()), (4, &b"ef"[..]));
         // Sent whole (a rewrite), acknowledged: the buffer holds the rewrite.
-        let Send::Whole(w) = s.plan(b"xy", false) else {
+        let Send::Whole(w) = s.plan(b"xy") else {
             panic!("a rewrite goes whole")
         };
-        s.answered(b"xy", w, false, true, &resp(2, w));
-        assert_eq!(s.plan(b"xy", false), Send::Nothing);
-        assert!(matches!(s.plan(b"xyz", false), Send::Append(..)));
+        s.answered(b"xy", w, false, &resp(2, w));
+        assert_eq!(s.plan(b"xy"), Send::Nothing);
+        assert!(matches!(s.plan(b"xyz"), Send::Append(..)));
         // An older server reports no digest: whole from then on.
-        s.answered(b"abcdef", d3, true, true, &HeartbeatStepTaskResponse::default());
-        assert!(matches!(s.plan(b"abcde", false), Send::Whole(_)));
+        s.answered(b"abcdef", d3, true, &HeartbeatStepTaskResponse::default());
+        assert!(matches!(s.plan(b"abcde"), Send::Whole(_)));
     }
 
     #[test]
@@ -210,26 +225,24 @@ mod tests {
             checkpoint_digest: d.to_vec(),
             ..Default::default()
         };
-        let mut s = CheckpointSync::new();
-        let Send::Whole(d1) = s.plan(b"ab", true) else {
+        let mut s = CheckpointSync::new().growing();
+        let Send::Whole(d1) = s.plan(b"ab") else {
             panic!("first goes whole")
         };
-        s.answered(b"ab", d1, false, false, &resp(2, d1));
+        s.answered(b"ab", d1, false, &resp(2, d1));
         assert!(s.acked.as_ref().is_some_and(|a| a.copy.is_none()));
-        assert_eq!(s.plan(b"ab", true), Send::Nothing);
+        assert_eq!(s.plan(b"ab"), Send::Nothing);
         // Not compared: the caller vouched the first two bytes are as acknowledged.
-        let Send::Append(a, d2) = s.plan(b"xbcd", true) else {
+        let Send::Append(a, d2) = s.plan(b"xbcd") else {
             panic!("a vouched extension appends")
         };
         assert_eq!((a.base_length, a.bytes.as_slice()), (2, &b"cd"[..]));
         assert_eq!(d2, digest::extend(&d1, b"cd"));
-        s.answered(b"abcd", d2, true, false, &resp(4, d2));
+        s.answered(b"abcd", d2, true, &resp(4, d2));
         // Shorter than acknowledged: whole.
-        assert!(matches!(s.plan(b"abc", true), Send::Whole(_)));
-        // Without a copy a compared checkpoint cannot be shown to extend it: whole.
-        assert!(matches!(s.plan(b"abcdef", false), Send::Whole(_)));
+        assert!(matches!(s.plan(b"abc"), Send::Whole(_)));
         // A refused base (reset) sends the next whole.
         s.reset();
-        assert!(matches!(s.plan(b"abcdef", true), Send::Whole(_)));
+        assert!(matches!(s.plan(b"abcdef"), Send::Whole(_)));
     }
 }

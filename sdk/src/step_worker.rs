@@ -54,14 +54,6 @@ pub struct HeartbeatExtras {
     pub stuck: Vec<StuckReport>,
 }
 
-/// One heartbeat's content, as the `heartbeat_*` calls take it.
-struct Sent<'a> {
-    checkpoint: &'a [u8],
-    notes: Vec<CoordinatorNote>,
-    acked_signal_event_id: u64,
-    extras: HeartbeatExtras,
-}
-
 /// What a worker reports when a step failed.
 #[derive(Debug, Clone, Default)]
 pub struct Failure {
@@ -165,7 +157,8 @@ impl StepWorker {
     /// append to what the server acknowledged in `sync` when it extends it, and whole
     /// otherwise. A server that refuses the append's base (a heartbeat lost or
     /// reordered; `FAILED_PRECONDITION`, "checkpoint base mismatch") gets it whole at
-    /// once. Against an older server every checkpoint goes whole.
+    /// once. Against an older server every checkpoint goes whole. With a `sync` made
+    /// [`CheckpointSync::growing`], nothing is compared and no copy is kept.
     pub async fn heartbeat_appending(
         &self,
         task_token: &str,
@@ -175,54 +168,6 @@ impl StepWorker {
         acked_signal_event_id: u64,
         extras: HeartbeatExtras,
     ) -> Result<HeartbeatStepTaskResponse, ClientError> {
-        let sent = Sent {
-            checkpoint,
-            notes,
-            acked_signal_event_id,
-            extras,
-        };
-        self.heartbeat_synced(task_token, sync, sent, false).await
-    }
-
-    /// [`StepWorker::heartbeat_appending`] for a caller whose `checkpoint` only grows
-    /// at its end from one heartbeat to the next (an agent's transcript as JSON lines):
-    /// the bytes past the acknowledged length are appended without comparing the rest
-    /// with a copy, which would cost the whole transcript at every heartbeat, and no
-    /// copy is kept. A caller that rewrites or cuts its checkpoint calls
-    /// [`CheckpointSync::reset`] first, so that one goes whole.
-    pub async fn heartbeat_growing(
-        &self,
-        task_token: &str,
-        sync: &mut CheckpointSync,
-        checkpoint: &[u8],
-        notes: Vec<CoordinatorNote>,
-        acked_signal_event_id: u64,
-        extras: HeartbeatExtras,
-    ) -> Result<HeartbeatStepTaskResponse, ClientError> {
-        let sent = Sent {
-            checkpoint,
-            notes,
-            acked_signal_event_id,
-            extras,
-        };
-        self.heartbeat_synced(task_token, sync, sent, true).await
-    }
-
-    /// A heartbeat through `sync`; `grown`: the caller vouches that the checkpoint
-    /// extends the last acknowledged one.
-    async fn heartbeat_synced(
-        &self,
-        task_token: &str,
-        sync: &mut CheckpointSync,
-        sent: Sent<'_>,
-        grown: bool,
-    ) -> Result<HeartbeatStepTaskResponse, ClientError> {
-        let Sent {
-            checkpoint,
-            notes,
-            acked_signal_event_id,
-            extras,
-        } = sent;
         let mut req = HeartbeatStepTaskRequest {
             task_token: task_token.into(),
             identity: self.identity.clone(),
@@ -236,7 +181,7 @@ impl StepWorker {
         let plan = if checkpoint.is_empty() {
             Send::Nothing
         } else {
-            sync.plan(checkpoint, grown)
+            sync.plan(checkpoint)
         };
         let expected = match plan {
             Send::Nothing => return self.client.heartbeat_step_task(req).await,
@@ -265,7 +210,7 @@ impl StepWorker {
                 req.checkpoint = checkpoint.to_vec();
                 let whole = railyard_proto::checkpoint::full(checkpoint);
                 let resp = self.client.heartbeat_step_task(req).await?;
-                sync.answered(checkpoint, whole, false, !grown, &resp);
+                sync.answered(checkpoint, whole, false, &resp);
                 return Ok(resp);
             }
             // Whether it was stored is unknown: the acknowledged base stays, so the next
@@ -273,7 +218,7 @@ impl StepWorker {
             Err(e) => return Err(e),
             Ok(resp) => resp,
         };
-        sync.answered(checkpoint, expected, appending, !grown, &resp);
+        sync.answered(checkpoint, expected, appending, &resp);
         Ok(resp)
     }
 

@@ -78,11 +78,11 @@ async fn lost_repeated_and_reordered_heartbeats_are_refused_and_resent_whole() {
     // A caller that vouches its transcript only grows appends without a comparison
     // or a copy, and recovers a lost answer the same way.
     let grow = async |sync: &mut CheckpointSync, transcript: &[u8]| {
-        w.heartbeat_growing(&token, sync, transcript, Vec::new(), 0, Default::default())
+        w.heartbeat_appending(&token, sync, transcript, Vec::new(), 0, Default::default())
             .await
             .unwrap()
     };
-    let mut growing = lost.clone();
+    let mut growing = lost.clone().growing();
     transcript.extend_from_slice(b"turn 6b;");
     grow(&mut growing, &transcript).await;
     let behind = growing.clone();

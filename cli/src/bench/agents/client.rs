@@ -1,8 +1,8 @@
 //! `railyard bench-agent` (hidden): one client process of `railyard bench --agents`.
 //! It leases `--agents` steps from `--queue` and, for each at once, heartbeats a
 //! transcript that grows by a turn of 4-20 KB for `--turns` turns, sending only what
-//! it gained (`StepWorker::heartbeat_growing`: the transcript only grows, so nothing
-//! is compared or copied), then completes the step. It prints one
+//! it gained (a `CheckpointSync::growing`: the transcript only grows, so nothing is
+//! compared or copied), then completes the step. It prints one
 //! JSON line: the heartbeat latencies of the first and the last tenth of the turns,
 //! and how the checkpoints went on the wire.
 //!
@@ -169,7 +169,7 @@ async fn drive(worker: StepWorker, task: StepTask, plan: Plan) -> anyhow::Result
         print_acks,
         hold,
     } = plan;
-    let mut sync = CheckpointSync::from_task(&task);
+    let mut sync = CheckpointSync::from_task(&task).growing();
     let mut transcript = task.checkpoint.clone();
     let tenth = turns.div_ceil(10);
     let (mut first, mut last) = (Vec::new(), Vec::new());
@@ -177,7 +177,7 @@ async fn drive(worker: StepWorker, task: StepTask, plan: Plan) -> anyhow::Result
         transcript.extend_from_slice(&turn_bytes(seed, agent, u64::from(turn)));
         let t0 = Instant::now();
         let resp = worker
-            .heartbeat_growing(
+            .heartbeat_appending(
                 &task.task_token,
                 &mut sync,
                 &transcript,
