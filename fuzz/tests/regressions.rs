@@ -79,6 +79,17 @@ fn an_odd_unknown_key_is_quoted_in_the_json_path() {
     assert!(err.starts_with("[\": [\"]: unknown field"), "{err}");
 }
 
+/// Found by libFuzzer (`spec`): serde's message quotes the value it refused whole, so
+/// a spec (or a definition) that was one long JSON string made an error of its length.
+#[test]
+fn a_refused_json_value_is_quoted_short() {
+    let long = format!("\"{}\"", "\u{fffd}".repeat(10_000));
+    let e = ScheduleSpec::from_json(&long).unwrap_err().to_string();
+    assert!(e.len() < 200 && e.starts_with("$: invalid type: string"), "{e}");
+    let e = railyard_model::workflow::parse_definition(&long).unwrap_err();
+    assert!(e.len() < 200 && e.starts_with("$: invalid type: string"), "{e}");
+}
+
 /// What libFuzzer found (`cargo fuzz`, `fuzz/libfuzzer/`), kept as its raw input
 /// under `fuzz/regressions/<target>/` and replayed through the same entry point.
 #[test]

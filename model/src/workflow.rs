@@ -260,7 +260,8 @@ pub fn parse_definition(text: &str) -> Result<WorkflowDef, String> {
     let de = &mut serde_json::Deserializer::from_str(text);
     let def: WorkflowDef = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = json_path(e.path());
-        format!("{path}: {}", e.into_inner())
+        let message = crate::error::parser_message(&e.into_inner().to_string());
+        format!("{path}: {message}")
     })?;
     validate(&def)?;
     check_json_size(&def)?;

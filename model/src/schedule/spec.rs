@@ -233,7 +233,7 @@ impl ScheduleSpec {
         let de = &mut serde_json::Deserializer::from_str(text);
         let doc: SpecDoc = serde_path_to_error::deserialize(de).map_err(|e| SpecError::Json {
             path: crate::workflow::json_path(e.path()),
-            message: e.inner().to_string(),
+            message: crate::error::parser_message(&e.inner().to_string()),
         })?;
         Self::new(doc)
     }
