@@ -1,7 +1,8 @@
 //! The targets driven by raw bytes, for coverage-guided fuzzers (`cargo fuzz`,
 //! libFuzzer: `fuzz/libfuzzer/`), with the same properties as the proptest runs.
 //!
-//! The first byte chooses how the rest is read:
+//! `service` reads its request sequence straight from the bytes
+//! ([`service::decode`]). For the others, the first byte chooses how the rest is read:
 //! - even: as the target's text itself (a token, a definition, a template, a spec's
 //!   JSON, a webhook template, a list query), so the fuzzer's mutations are mutations of that text;
 //! - odd: as the seed of a ChaCha generator driving the target's proptest strategy,
@@ -83,9 +84,7 @@ pub fn run(name: &str, data: &[u8]) -> Result<(), String> {
             spec::check(&input)
         }),
         "service" => with_fixture(|f| {
-            let mut input = generated(&f.service, rest)?;
-            // A case on redb costs an fsync per write: one case in 32 keeps redb.
-            input.redb &= rest.first().is_some_and(|b| b % 32 == 0);
+            let input = service::decode(data, &f.service_lines);
             f.service_cases.check(&f.rt, &input)
         }),
         "hook" => with_fixture(|f| {
@@ -133,7 +132,7 @@ struct Fixture {
     template: BoxedStrategy<template::TemplateInput>,
     spec: BoxedStrategy<spec::SpecInput>,
     rt: tokio::runtime::Runtime,
-    service: BoxedStrategy<service::ServiceInput>,
+    service_lines: Arc<Vec<Vec<u8>>>,
     service_cases: service::Shared,
     hook_payload: serde_json::Value,
     hook: BoxedStrategy<hook::HookInput>,
@@ -184,7 +183,7 @@ impl Fixture {
                 .enable_all()
                 .build()
                 .expect("a tokio runtime"),
-            service: service::strategy(corpus::as_seeds(&corpus::lines("service"))).boxed(),
+            service_lines: corpus::as_seeds(&corpus::lines("service")),
             service_cases: service::Shared::default(),
             hook_payload: payloads
                 .first()

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use proptest::sample::Index;
 
 /// The directory of `target`'s seeds.
 pub fn dir(target: &str) -> PathBuf {
@@ -119,39 +118,58 @@ pub const NASTY: &[&str] = &[
     "\t",
 ];
 
+/// A choice among however many things there turn out to be: [`Pick::index`].
+/// Not proptest's `Index`, which has no constructor: the byte decoder
+/// (`targets::service::decode`) builds these from the fuzzer's bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Pick(pub u64);
+
+impl Pick {
+    /// A position in `0..len` (`len` > 0).
+    pub fn index(&self, len: usize) -> usize {
+        assert!(len > 0, "a pick among nothing");
+        (self.0 % len as u64) as usize
+    }
+}
+
+/// Any [`Pick`].
+pub fn pick() -> impl Strategy<Value = Pick> {
+    any::<u64>().prop_map(Pick)
+}
+
 /// One change to a byte string.
 #[derive(Debug, Clone)]
 pub enum Mutation {
-    FlipBit(Index, u8),
-    SetByte(Index, u8),
-    Delete(Index, Index),
-    Truncate(Index),
-    Duplicate(Index, Index),
-    Insert(Index, Vec<u8>),
-    InsertNasty(Index, Index),
+    FlipBit(Pick, u8),
+    SetByte(Pick, u8),
+    Delete(Pick, Pick),
+    Truncate(Pick),
+    Duplicate(Pick, Pick),
+    Insert(Pick, Vec<u8>),
+    InsertNasty(Pick, Pick),
     /// Replaces the tail from one point with the tail of another seed from another.
-    Splice(Index, Index, Index),
+    Splice(Pick, Pick, Pick),
 }
 
 /// One random [`Mutation`].
 pub fn mutation() -> impl Strategy<Value = Mutation> {
     prop_oneof![
-        3 => (any::<Index>(), 0u8..8).prop_map(|(i, b)| Mutation::FlipBit(i, b)),
-        2 => (any::<Index>(), any::<u8>()).prop_map(|(i, b)| Mutation::SetByte(i, b)),
-        2 => (any::<Index>(), any::<Index>()).prop_map(|(a, b)| Mutation::Delete(a, b)),
-        1 => any::<Index>().prop_map(Mutation::Truncate),
-        1 => (any::<Index>(), any::<Index>()).prop_map(|(a, b)| Mutation::Duplicate(a, b)),
-        2 => (any::<Index>(), prop::collection::vec(any::<u8>(), 1..8))
+        3 => (pick(), 0u8..8).prop_map(|(i, b)| Mutation::FlipBit(i, b)),
+        2 => (pick(), any::<u8>()).prop_map(|(i, b)| Mutation::SetByte(i, b)),
+        2 => (pick(), pick()).prop_map(|(a, b)| Mutation::Delete(a, b)),
+        1 => pick().prop_map(Mutation::Truncate),
+        1 => (pick(), pick()).prop_map(|(a, b)| Mutation::Duplicate(a, b)),
+        2 => (pick(), prop::collection::vec(any::<u8>(), 1..8))
             .prop_map(|(i, b)| Mutation::Insert(i, b)),
-        3 => (any::<Index>(), any::<Index>()).prop_map(|(i, n)| Mutation::InsertNasty(i, n)),
-        1 => (any::<Index>(), any::<Index>(), any::<Index>())
+        3 => (pick(), pick()).prop_map(|(i, n)| Mutation::InsertNasty(i, n)),
+        1 => (pick(), pick(), pick())
             .prop_map(|(a, s, b)| Mutation::Splice(a, s, b)),
     ]
 }
 
 /// Applies `m` to `bytes`; `seeds` feed splices.
 pub fn apply(bytes: &mut Vec<u8>, m: &Mutation, seeds: &[Vec<u8>]) {
-    let at = |i: &Index, len: usize| if len == 0 { 0 } else { i.index(len + 1) };
+    let at = |i: &Pick, len: usize| if len == 0 { 0 } else { i.index(len + 1) };
     match m {
         Mutation::FlipBit(i, bit) if !bytes.is_empty() => {
             let i = i.index(bytes.len());
@@ -200,7 +218,7 @@ pub fn apply(bytes: &mut Vec<u8>, m: &Mutation, seeds: &[Vec<u8>]) {
 /// A seed, with one to eight mutations applied.
 pub fn mutated(seeds: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = Vec<u8>> {
     assert!(!seeds.is_empty(), "a mutated strategy needs seeds");
-    (any::<Index>(), prop::collection::vec(mutation(), 1..8)).prop_map(move |(i, ms)| {
+    (pick(), prop::collection::vec(mutation(), 1..8)).prop_map(move |(i, ms)| {
         let mut bytes = seeds[i.index(seeds.len())].clone();
         for m in &ms {
             apply(&mut bytes, m, &seeds);
@@ -217,13 +235,13 @@ pub fn mutated_text(seeds: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = String> {
 /// A seed as it is, chosen from `seeds`.
 pub fn seed_text(seeds: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = String> {
     assert!(!seeds.is_empty(), "a seed strategy needs seeds");
-    any::<Index>().prop_map(move |i| String::from_utf8_lossy(&seeds[i.index(seeds.len())]).into_owned())
+    pick().prop_map(move |i| String::from_utf8_lossy(&seeds[i.index(seeds.len())]).into_owned())
 }
 
 /// Strings a field might hold: nasty fragments, corpus lines, arbitrary unicode,
 /// control characters, long runs, or a mutation of a corpus line.
 pub fn field_text(lines: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = String> {
-    let nasty = any::<Index>().prop_map(|i| NASTY[i.index(NASTY.len())].to_string());
+    let nasty = pick().prop_map(|i| NASTY[i.index(NASTY.len())].to_string());
     prop_oneof![
         3 => seed_text(lines.clone()),
         2 => nasty,

@@ -16,7 +16,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use proptest::sample::Index;
 use proptest::test_runner::TestCaseError;
 use railyard_model::namespace::{DEFAULT_NAMESPACE, Namespace};
 use railyard_model::run::{RunStatus, StepFailure};
@@ -33,7 +32,14 @@ use railyard_server::service::{
 use railyard_store::memory::MemoryBackend;
 use railyard_store::{RunFilter, Store};
 
-use crate::corpus::{self, Mutation};
+use crate::corpus::{self, Mutation, Pick, pick};
+
+mod decode;
+
+pub use decode::decode;
+
+/// Most requests in a case.
+pub const MAX_REQUESTS: usize = 23;
 
 /// Longest error message: a refusal echoes at most a prefix of what was sent.
 pub const MAX_MESSAGE: usize = 4096;
@@ -166,7 +172,7 @@ fn case_namespace(i: usize) -> String {
 pub enum Text {
     Any(String),
     /// A run id this case started.
-    Run(Index),
+    Run(Pick),
     Good(&'static str),
 }
 
@@ -174,8 +180,8 @@ pub enum Text {
 #[derive(Debug, Clone)]
 pub enum TokenPick {
     Latest,
-    Leased(Index),
-    Mutated(Index, Vec<Mutation>),
+    Leased(Pick),
+    Mutated(Pick, Vec<Mutation>),
     Any(String),
 }
 
@@ -200,7 +206,7 @@ pub enum Op {
         page: u32,
     },
     List {
-        status: Option<Index>,
+        status: Option<Pick>,
         workflow: Option<Text>,
         parent: Option<Text>,
         after: Option<i64>,
@@ -271,7 +277,7 @@ pub struct ServiceInput {
 fn text(lines: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = Text> {
     prop_oneof![
         3 => corpus::field_text(lines).prop_map(Text::Any),
-        2 => any::<Index>().prop_map(Text::Run),
+        2 => pick().prop_map(Text::Run),
         2 => prop_oneof![Just("two"), Just("demo"), Just("default"), Just("q"), Just("a"), Just("steer"), Just("{}"), Just("https://example.com/cb")]
             .prop_map(Text::Good),
     ]
@@ -280,8 +286,8 @@ fn text(lines: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = Text> {
 fn token(lines: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = TokenPick> {
     prop_oneof![
         4 => Just(TokenPick::Latest),
-        2 => any::<Index>().prop_map(TokenPick::Leased),
-        2 => (any::<Index>(), prop::collection::vec(corpus::mutation(), 1..3)).prop_map(|(i, m)| TokenPick::Mutated(i, m)),
+        2 => pick().prop_map(TokenPick::Leased),
+        2 => (pick(), prop::collection::vec(corpus::mutation(), 1..3)).prop_map(|(i, m)| TokenPick::Mutated(i, m)),
         1 => corpus::field_text(lines).prop_map(TokenPick::Any),
     ]
 }
@@ -320,7 +326,7 @@ fn op(l: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = Op> {
             },
         );
     let list = (
-        prop::option::of(any::<Index>()),
+        prop::option::of(pick()),
         prop::option::of(t()),
         prop::option::of(t()),
         prop::option::of(any::<i64>()),
@@ -365,7 +371,10 @@ fn op(l: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = Op> {
 pub fn strategy(lines: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = ServiceInput> {
     let caller = prop_oneof![6 => Just(None), 1 => (text(lines.clone()), text(lines.clone())).prop_map(Some)];
     let request = (caller, op(lines)).prop_map(|(caller, op)| Request { caller, op });
-    (prop::bool::weighted(0.3), prop::collection::vec(request, 1..24))
+    (
+        prop::bool::weighted(0.3),
+        prop::collection::vec(request, 1..=MAX_REQUESTS),
+    )
         .prop_map(|(redb, requests)| ServiceInput { redb, requests })
 }
 
@@ -411,7 +420,7 @@ impl Seen {
     }
 
     fn token(&self, t: &TokenPick) -> String {
-        let pick = |i: &Index| {
+        let pick = |i: &Pick| {
             if self.tokens.is_empty() {
                 String::new()
             } else {
