@@ -754,8 +754,11 @@ fn check_in(
     let core = &fx.core;
     let mut seen = Seen::new(ns);
     rt.block_on(async {
+        // One picture per request: what a request leaves is what the next one finds,
+        // as nothing runs between them (the clock is manual, and every write a request
+        // causes is committed before it is answered).
+        let mut before = picture(core, ns)?;
         for (i, request) in input.requests.iter().enumerate() {
-            let before = picture(core, ns)?;
             let result = send(core, &mut seen, request).await;
             let after = picture(core, ns)?;
             check_history(&after)?;
@@ -786,6 +789,7 @@ fn check_in(
                     );
                 }
             }
+            before = after;
         }
         Ok(())
     })
