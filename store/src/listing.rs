@@ -55,15 +55,6 @@ pub struct RunCount {
     pub stats: ListStats,
 }
 
-const STATUSES: [RunStatus; 6] = [
-    RunStatus::Running,
-    RunStatus::Completed,
-    RunStatus::Failed,
-    RunStatus::Canceled,
-    RunStatus::Terminated,
-    RunStatus::TimedOut,
-];
-
 /// Where to read: the start range and the terms (`None`: by start time).
 struct Source {
     from_ms: Millis,
@@ -312,7 +303,7 @@ pub(crate) fn count(
             },
             ..RunCount::default()
         };
-        for s in STATUSES {
+        for s in RunStatus::ALL {
             let n = snap.term_count(ns, &status_term(s.name()), u64::MAX)?;
             c.total += n;
             if by_status && n > 0 {

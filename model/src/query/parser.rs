@@ -411,14 +411,7 @@ pub(super) fn status(name: &str) -> Option<RunStatus> {
         .chars()
         .filter(|c| *c != '_')
         .collect();
-    [
-        RunStatus::Running,
-        RunStatus::Completed,
-        RunStatus::Failed,
-        RunStatus::Canceled,
-        RunStatus::Terminated,
-        RunStatus::TimedOut,
-    ]
-    .into_iter()
-    .find(|s| s.name().replace('_', "").eq_ignore_ascii_case(&plain))
+    RunStatus::ALL
+        .into_iter()
+        .find(|s| s.name().replace('_', "").eq_ignore_ascii_case(&plain))
 }

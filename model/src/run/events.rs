@@ -22,6 +22,16 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    /// Every status, in declaration order.
+    pub const ALL: [RunStatus; 6] = [
+        Self::Running,
+        Self::Completed,
+        Self::Failed,
+        Self::Canceled,
+        Self::Terminated,
+        Self::TimedOut,
+    ];
+
     pub fn is_open(self) -> bool {
         self == Self::Running
     }

@@ -492,15 +492,6 @@ fn is_mutation(op: &Op) -> bool {
     )
 }
 
-const STATUSES: [RunStatus; 6] = [
-    RunStatus::Running,
-    RunStatus::Completed,
-    RunStatus::Failed,
-    RunStatus::Canceled,
-    RunStatus::Terminated,
-    RunStatus::TimedOut,
-];
-
 /// Runs one request; `Ok(Err(e))` is a refusal.
 async fn send(core: &Arc<Core>, seen: &mut Seen, r: &Request) -> Result<(), ApiError> {
     let op = match r.op {
@@ -595,7 +586,9 @@ async fn send(core: &Arc<Core>, seen: &mut Seen, r: &Request) -> Result<(), ApiE
             page,
         } => {
             let filter = RunFilter {
-                status: status.as_ref().map(|i| STATUSES[i.index(STATUSES.len())]),
+                status: status
+                    .as_ref()
+                    .map(|i| RunStatus::ALL[i.index(RunStatus::ALL.len())]),
                 workflow_id: workflow.as_ref().map(t),
                 parent_run_id: parent.as_ref().map(t),
                 started_after_ms: *after,
