@@ -1,5 +1,5 @@
 //! What a case is (requests whose fields are arbitrary text or name something the
-//! case made) and the proptest strategy that draws one; [`decode`](super::decode)
+//! case made) and the proptest strategy that draws one; [`decode`](fn@super::decode)
 //! reads the same from libFuzzer's bytes.
 
 use std::sync::Arc;
