@@ -27,12 +27,19 @@ FORBIDDEN = {
                        "railyard-server"],
     "railyard-store-postgres": ["tonic", "axum", "hyper", "reqwest", "railyard-proto",
                                 "railyard-server", "railyard-worker"],
+    # The engine knows no transport and no wire types; it reaches storage only
+    # through the store crate's trait. reqwest (outbound calls) brings hyper and tower:
+    # those, and redb, it must not name itself (FORBIDDEN_DIRECT).
+    "railyard-engine": ["tonic", "axum", "prost", "railyard-proto", "railyard-sdk",
+                        "railyard-server", "railyard-worker", "railyard-console",
+                        "railyard-store-postgres"],
     "railyard-server": ["railyard-worker", "railyard-console"],
     # The web console reaches the server only over gRPC, through the SDK.
     "railyard-console": ["railyard-server", "railyard-store", "railyard-worker", "redb"],
     "railyard-worker": ["railyard-server", "railyard-store", "redb"],
     "railyard-sdk": ["figment", "railyard-config", "railyard-server", "railyard-model"],
     "railyard-proto": ["figment", "railyard-server", "railyard-model"],
+    "railyard-wire": ["tonic", "prost", "tokio", "railyard-proto", "railyard-model"],
 }
 
 
@@ -40,6 +47,8 @@ FORBIDDEN = {
 # another crate: the Postgres backend reaches redb only through railyard-store).
 FORBIDDEN_DIRECT = {
     "railyard-store-postgres": ["redb"],
+    "railyard-engine": ["redb", "hyper", "hyper-util", "http-body", "tower"],
+    "railyard-server": ["redb"],
 }
 
 

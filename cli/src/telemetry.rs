@@ -8,7 +8,7 @@
 //! later. Spans leave through a batch processor on a thread of its own, which drops
 //! spans when its queue is full: a slow or unreachable collector never blocks or
 //! fails a request. What is exported: the server's step-attempt spans
-//! (`railyard_server::trace`) and the worker's step, model-call and tool-call spans
+//! (`railyard_engine::trace`) and the worker's step, model-call and tool-call spans
 //! (`railyard_worker`), each run in its own trace.
 
 use std::time::Duration;
@@ -158,20 +158,20 @@ fn traces_url(endpoint: &str) -> Result<String, String> {
 }
 
 /// The trace and span ids of new spans: random, except for the server's step-attempt
-/// spans, whose ids the run and the lease decide (`railyard_server::trace`).
+/// spans, whose ids the run and the lease decide (`railyard_engine::trace`).
 #[derive(Debug, Default)]
 struct RunIds(RandomIdGenerator);
 
 impl IdGenerator for RunIds {
     fn new_trace_id(&self) -> TraceId {
-        match railyard_server::trace::forced_ids() {
+        match railyard_engine::trace::forced_ids() {
             Some((trace, _)) => TraceId::from_bytes(trace),
             None => self.0.new_trace_id(),
         }
     }
 
     fn new_span_id(&self) -> SpanId {
-        match railyard_server::trace::forced_ids() {
+        match railyard_engine::trace::forced_ids() {
             Some((_, span)) => SpanId::from_bytes(span),
             None => self.0.new_span_id(),
         }
@@ -205,7 +205,7 @@ impl Telemetry {
             .with_resource(resource.build())
             .build();
         opentelemetry::global::set_tracer_provider(provider.clone());
-        railyard_server::trace::enable();
+        railyard_engine::trace::enable();
         Ok(Self { provider })
     }
 

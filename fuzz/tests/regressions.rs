@@ -2,11 +2,11 @@
 
 use std::collections::BTreeMap;
 
+use railyard_engine::error::ApiError;
+use railyard_engine::service::runs::{self, StartRun};
+use railyard_engine::service::{CallerInput, Operation, caller, workflows};
 use railyard_fuzz::targets::service::{Fixture, MAX_MESSAGE};
 use railyard_model::schedule::{ScheduleSpec, SpecError};
-use railyard_server::error::ApiError;
-use railyard_server::service::runs::{self, StartRun};
-use railyard_server::service::{CallerInput, Operation, caller, workflows};
 
 /// Fixed: a syntax error between keys was reported at serde_path_to_error's `?`
 /// (and one at the top at `.`), which is no JSON path.

@@ -4,7 +4,7 @@
 //! record, the secret (64 hex digits, 256 random bits) proves the holder. Only the
 //! SHA-256 of the whole key is stored, compared in constant time; the secret is
 //! shown once, when the key is created. Which operations a role allows is the
-//! service layer's (`railyard_server::service::caller`).
+//! service layer's (`railyard_engine::service::caller`).
 
 use sha2::{Digest, Sha256};
 

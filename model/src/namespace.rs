@@ -6,8 +6,8 @@ use std::sync::RwLock;
 use crate::Millis;
 use crate::run::RunStatus;
 
-/// The namespace that exists from the start (the wire default, too).
-pub const DEFAULT_NAMESPACE: &str = "default";
+/// The namespace that exists from the start (the wire's default).
+pub use railyard_wire::DEFAULT_NAMESPACE;
 
 /// Most namespaces a server holds.
 pub const MAX_NAMESPACES: usize = 1000;

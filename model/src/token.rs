@@ -1,5 +1,5 @@
 //! What a task token claims: the one lease of one step attempt it stands for. The
-//! token's signing and verification are the server's (`railyard_server::token`).
+//! token's signing and verification are the server's (`railyard_engine::token`).
 
 use serde::{Deserialize, Serialize};
 

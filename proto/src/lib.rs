@@ -3,25 +3,14 @@
 //! - [`v1`]: the generated message types and the `History` / `Tasks` / `Schedules` /
 //!   `Admin` / `Triggers` service stubs.
 //! - [`codec`]: the protobuf codec those stubs use.
-//! - [`checkpoint`]: the checkpoint digest an appending heartbeat names its base by.
-//! - The constants both ends share: [`PEER_SUBJECT`], [`MAX_MESSAGE_BYTES`],
-//!   [`DEFAULT_NAMESPACE`].
+//! - [`checkpoint`], [`PEER_SUBJECT`], [`MAX_MESSAGE_BYTES`], [`DEFAULT_NAMESPACE`]:
+//!   what both ends compute or compare, from `railyard-wire` (re-exported).
 //!
 //! The typed client (connect, retries, `StepWorker`) is the `railyard-sdk` crate.
 
-pub mod checkpoint;
 pub mod codec;
 
-/// The reserved metadata entry naming the caller's client certificate subject. The
-/// server sets it from the TLS connection (removing any a network client sent); on the
-/// server's in-process channel, the MCP gateway sets it from its HTTP caller's
-/// verified certificate.
-pub const PEER_SUBJECT: &str = "x-railyard-peer-subject";
-
-/// Largest gRPC message, in bytes, that the server accepts and sends, and that the
-/// client SDK accepts. The server's limits on what a request may carry and on what one
-/// answer holds are set so every answer fits.
-pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+pub use railyard_wire::{DEFAULT_NAMESPACE, MAX_MESSAGE_BYTES, PEER_SUBJECT, checkpoint};
 
 /// Generated `railyard.v1` types and service stubs.
 pub mod v1 {
@@ -31,9 +20,6 @@ pub mod v1 {
     /// Encoded file descriptor set, for the gRPC reflection service.
     pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("railyard_descriptor");
 }
-
-/// The namespace that exists from the start.
-pub const DEFAULT_NAMESPACE: &str = "default";
 
 impl v1::RunStatus {
     /// The short name people type and read (`RUNNING`, `COMPLETED` ...).

@@ -8,9 +8,9 @@
 //! same instant, and without it they would all come back in lockstep, every time.
 //!
 //! Which errors are transient is decided here, one function per error domain:
-//! [`is_transient_grpc`] for gRPC statuses, [`is_transient_http_status`] for HTTP
-//! answers of model APIs. (A transport error of an HTTP call, no answer at all, is
-//! always transient.)
+//! [`is_transient_grpc`] for gRPC statuses; `railyard_model::retry` decides for the
+//! HTTP answers of model APIs and delivery URLs. (A transport error of an HTTP call,
+//! no answer at all, is always transient.)
 
 use std::time::Duration;
 
@@ -108,13 +108,6 @@ pub fn is_transient_grpc_or_timeout(code: Code, message: &str) -> bool {
 /// (an HTTP/2 reset), and reopening is a read, so always safe.
 pub fn is_transient_stream_break(code: Code, message: &str) -> bool {
     is_transient_grpc(code, message) || matches!(code, Code::Unknown | Code::Cancelled | Code::Internal)
-}
-
-/// Whether an HTTP error status from a model API may go away if the same request is
-/// sent again: 408 (request timeout), 409 (Anthropic's transient conflicts), 429
-/// (rate limited) and every 5xx (529 is Anthropic's "overloaded").
-pub fn is_transient_http_status(status: u16) -> bool {
-    matches!(status, 408 | 409 | 429 | 500..=599)
 }
 
 #[cfg(test)]
@@ -217,12 +210,6 @@ mod tests {
             Code::ResourceExhausted,
         ] {
             assert!(!is_transient_grpc_or_timeout(code, "transport error"), "{code:?}");
-        }
-        for s in [408, 409, 429, 500, 503, 529] {
-            assert!(is_transient_http_status(s), "{s}");
-        }
-        for s in [400, 401, 403, 404, 422] {
-            assert!(!is_transient_http_status(s), "{s}");
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The HTTP listener (axum): `/healthz`, `/metrics`, and the webhooks,
-//! `POST /hooks/{namespace}/{trigger}` ([`crate::service::triggers::deliver`]).
+//! `POST /hooks/{namespace}/{trigger}` ([`railyard_engine::service::triggers::deliver`]).
 //!
 //! `/healthz` is always open (load balancers and orchestrators probe it); it checks
 //! that the database answers ([`healthz`]). With auth
@@ -28,10 +28,10 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-use crate::error::ApiError;
 use crate::grpc::peer::PEER_SUBJECT;
-use crate::service::Core;
-use crate::service::caller::{self, Credentials, Operation, Principal};
+use railyard_engine::error::ApiError;
+use railyard_engine::service::Core;
+use railyard_engine::service::caller::{self, Credentials, Operation, Principal};
 
 /// The webhook body limit when the configuration names none: 1 MiB.
 pub const DEFAULT_HOOK_BODY_BYTES: usize = 1 << 20;
@@ -97,7 +97,7 @@ async fn hook(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    use crate::service::triggers::{self, HookError, HookRequest};
+    use railyard_engine::service::triggers::{self, HookError, HookRequest};
     // Whole values: each check bounds its own header (a signature or token past
     // `signature::MAX_HEADER_BYTES` does not match; a delivery id past its limit is
     // 400), so an over-long value is refused, never taken for an absent one. hyper
@@ -322,7 +322,7 @@ async fn metrics_text(State(core): State<Arc<Core>>, headers: HeaderMap) -> Resp
         return response;
     }
     (
-        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
+        [(header::CONTENT_TYPE, railyard_engine::metrics::CONTENT_TYPE)],
         core.metrics.render(),
     )
         .into_response()

@@ -6,9 +6,6 @@
 //! runs one as the leader or a [`follower`] forwarding to it. The map of the code is in the repository's
 //! `ARCHITECTURE.md`.
 
-pub mod clock;
-pub mod engine;
-pub mod error;
 pub mod follower;
 mod grpc;
 pub mod http;
@@ -16,12 +13,7 @@ mod inproc;
 mod metrics;
 pub mod net;
 pub mod node;
-pub mod registry;
-pub mod service;
-pub mod signature;
 pub mod tls;
-pub mod token;
-pub mod trace;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -34,11 +26,11 @@ use railyard_proto::v1::{
 use tokio::sync::watch as shutdown_watch;
 use tokio::task::JoinHandle;
 
-use crate::clock::{Clock, SystemClock};
-use crate::metrics::Metrics;
-use crate::registry::{EmbeddedDefinition, WorkflowRegistry};
-use crate::service::{BuildError, Core, CoreParts};
-use crate::token::Keyring;
+use crate::metrics::{RpcLayer, RpcTable};
+use railyard_engine::clock::{Clock, SystemClock};
+use railyard_engine::registry::{EmbeddedDefinition, WorkflowRegistry};
+use railyard_engine::service::{BuildError, Core, CoreParts};
+use railyard_engine::token::Keyring;
 use railyard_store::Store;
 
 /// Largest gRPC message the server accepts and sends.
@@ -65,7 +57,7 @@ pub struct ServerConfig {
     /// The clock; tests pass a [`clock::ManualClock`].
     pub clock: Arc<dyn Clock>,
     /// Every request must present an API key (`authorization: Bearer ...`); see
-    /// [`service::caller`]. A server starting with auth on and no admin key writes
+    /// [`railyard_engine::service::caller`]. A server starting with auth on and no admin key writes
     /// one to `<data_dir>/admin.key`.
     pub auth: bool,
     /// Allows listening on a non-loopback address without auth.
@@ -73,7 +65,7 @@ pub struct ServerConfig {
     /// Connection limits and idle timeout, per listener (gRPC and HTTP).
     pub net: net::NetLimits,
     /// The retention purge: runs per commit, time between sweeps.
-    pub purge: engine::retention::PurgeConfig,
+    pub purge: railyard_engine::retention::PurgeConfig,
     /// More routes for the HTTP listener, made once both listeners are bound (the
     /// binary mounts the MCP gateway at `/mcp` this way, so this crate knows nothing
     /// of MCP).
@@ -85,17 +77,17 @@ pub struct ServerConfig {
     /// under mutual TLS.
     pub http_open_extension: Option<HttpExtension>,
     /// Result delivery: the signing secret, the retry budget, timeouts.
-    pub delivery: engine::delivery::DeliverySettings,
+    pub delivery: railyard_engine::delivery::DeliverySettings,
     /// TLS on both listeners (mutual TLS on gRPC with a client CA); `None`: plaintext.
     pub tls: Option<tls::TlsFiles>,
     /// Bounds on trees of child runs (`spawn_agent`): depth 3, 10 children a run.
-    pub child_limits: engine::ChildLimits,
+    pub child_limits: railyard_engine::ChildLimits,
     /// Webhook triggers: the configuration's, the body limit, the dedup window.
     pub triggers: TriggerSettings,
     /// Most memory the database's page cache may hold, in bytes (default 64 MiB).
     pub cache_bytes: usize,
     /// Live output: caps per attempt and run, retention, flush interval.
-    pub output: engine::output::OutputSettings,
+    pub output: railyard_engine::output::OutputSettings,
     /// The server's principles (`server.principles_file`), read at start; `None`:
     /// the built-in `railyard_model::principles::DEFAULT`.
     pub principles_file: Option<PathBuf>,
@@ -104,19 +96,19 @@ pub struct ServerConfig {
     pub kept_checkpoint_bytes: u64,
 }
 
-/// Webhook trigger settings ([`service::triggers`]).
+/// Webhook trigger settings ([`railyard_engine::service::triggers`]).
 #[derive(Debug, Clone)]
 pub struct TriggerSettings {
     /// Triggers the configuration defines: written into storage at start (an
     /// earlier configuration's that are gone are deleted), read-only through the API.
-    pub config: Vec<service::triggers::TriggerInput>,
+    pub config: Vec<railyard_engine::service::triggers::TriggerInput>,
     /// Largest webhook body; a larger one is refused with `413`.
     pub max_body_bytes: usize,
     /// How long a delivery id is remembered, so a repeated delivery answers the
     /// same run (default seven days).
     pub dedup_retention_ms: u64,
     /// Bounds on polled triggers: pollers at once, items and pages per poll.
-    pub poll: engine::poller::PollLimits,
+    pub poll: railyard_engine::poller::PollLimits,
 }
 
 impl Default for TriggerSettings {
@@ -125,7 +117,7 @@ impl Default for TriggerSettings {
             config: Vec::new(),
             max_body_bytes: http::DEFAULT_HOOK_BODY_BYTES,
             dedup_retention_ms: 7 * 86_400_000,
-            poll: engine::poller::PollLimits::default(),
+            poll: railyard_engine::poller::PollLimits::default(),
         }
     }
 }
@@ -170,17 +162,17 @@ impl ServerConfig {
             auth: false,
             insecure: false,
             net: net::NetLimits::default(),
-            purge: engine::retention::PurgeConfig::default(),
+            purge: railyard_engine::retention::PurgeConfig::default(),
             http_extension: None,
             http_open_extension: None,
-            delivery: engine::delivery::DeliverySettings::default(),
+            delivery: railyard_engine::delivery::DeliverySettings::default(),
             tls: None,
             child_limits: Default::default(),
             triggers: TriggerSettings::default(),
             cache_bytes: railyard_store::redb_backend::DEFAULT_CACHE_BYTES,
-            output: engine::output::OutputSettings::default(),
+            output: railyard_engine::output::OutputSettings::default(),
             principles_file: None,
-            kept_checkpoint_bytes: engine::writer::DEFAULT_KEPT_CHECKPOINT_BYTES,
+            kept_checkpoint_bytes: railyard_engine::writer::DEFAULT_KEPT_CHECKPOINT_BYTES,
         }
     }
 
@@ -198,7 +190,7 @@ pub enum StartError {
     #[error(transparent)]
     Store(#[from] railyard_store::redb_backend::OpenError),
     #[error("task token keys: {0}")]
-    Keys(#[from] token::KeyError),
+    Keys(#[from] railyard_engine::token::KeyError),
     #[error("cannot read workflows directory {path}: {source}")]
     Workflows { path: String, source: std::io::Error },
     #[error("cannot listen on {addr}: {source}")]
@@ -209,11 +201,11 @@ pub enum StartError {
     #[error("TLS: {0}")]
     Tls(#[from] tls::TlsError),
     #[error("{0}")]
-    Internal(#[from] error::ApiError),
+    Internal(#[from] railyard_engine::error::ApiError),
     #[error("cannot read the stored state: {0}")]
     Storage(#[from] railyard_store::StorageError),
     #[error("cannot start the writer: {0}")]
-    Writer(#[from] engine::WriteError),
+    Writer(#[from] railyard_engine::WriteError),
     #[error(
         "refusing to listen on {addr} without auth: anyone who reaches it could start runs, and so run code on \
          the workers. Turn auth on (--auth, or auth = true under [server]), listen on a loopback address, \
@@ -221,9 +213,9 @@ pub enum StartError {
     )]
     Exposed { addr: SocketAddr },
     #[error(transparent)]
-    Bootstrap(#[from] service::keys::BootstrapError),
+    Bootstrap(#[from] railyard_engine::service::keys::BootstrapError),
     #[error("triggers in the configuration: {0}")]
-    Triggers(error::ApiError),
+    Triggers(railyard_engine::error::ApiError),
     #[error("principles file {path}: {error}")]
     Principles { path: String, error: String },
 }
@@ -307,6 +299,7 @@ impl RunningServer {
             "workflows loaded"
         );
 
+        let rpc = Arc::new(RpcTable::new());
         let CoreParts {
             core,
             shutdown,
@@ -315,6 +308,7 @@ impl RunningServer {
             timer_wake,
             deliveries,
         } = Core::builder(store)
+            .collector(Box::new(rpc.clone()))
             .clock(config.clock.clone())
             .workflows(workflows)
             .keys(keys.clone())
@@ -325,15 +319,17 @@ impl RunningServer {
             .kept_checkpoint_bytes(config.kept_checkpoint_bytes)
             .build()?;
         let admin_key_file = if config.auth {
-            service::keys::bootstrap(&core.store, &core.writer, config.clock.now_ms(), dir).await?
+            railyard_engine::service::keys::bootstrap(&core.store, &core.writer, config.clock.now_ms(), dir)
+                .await?
         } else {
             None
         };
         let shutdown_rx = core.shutdown.clone();
 
-        let (saved, deleted) = service::triggers::sync_config(&core, config.triggers.config.clone())
-            .await
-            .map_err(StartError::Triggers)?;
+        let (saved, deleted) =
+            railyard_engine::service::triggers::sync_config(&core, config.triggers.config.clone())
+                .await
+                .map_err(StartError::Triggers)?;
         if saved + deleted > 0 {
             tracing::info!(saved, deleted, "configured triggers written to storage");
         }
@@ -341,19 +337,19 @@ impl RunningServer {
         let (grpc_listener, grpc_addr) = bind(config.grpc_listen).await?;
         let (http_listener, http_addr) = bind(config.http_listen).await?;
 
-        let sender = engine::sender::Sender::new(
+        let sender = railyard_engine::sender::Sender::new(
             &config.delivery,
             core.writer.clone(),
             config.clock.clone(),
             vec![grpc_addr, http_addr],
         )
-        .map_err(|e| StartError::Internal(error::ApiError::Internal(e.to_string())))?;
+        .map_err(|e| StartError::Internal(railyard_engine::error::ApiError::Internal(e.to_string())))?;
         let (in_process, in_process_incoming) = inproc::pair();
         let grpc_routes = grpc_routes(core.clone()).await;
         // The server's own tasks; the one place they stop is `shutdown`.
         let mut tasks = vec![
             sender.spawn(deliveries, shutdown_rx.clone()),
-            tokio::spawn(engine::timers::run(
+            tokio::spawn(railyard_engine::timers::run(
                 core.store.clone(),
                 core.writer.clone(),
                 leases,
@@ -361,7 +357,7 @@ impl RunningServer {
                 timer_wake,
                 shutdown_rx.clone(),
             )),
-            tokio::spawn(engine::retention::run(
+            tokio::spawn(railyard_engine::retention::run(
                 core.store.clone(),
                 core.writer.clone(),
                 core.metrics.clone(),
@@ -370,7 +366,7 @@ impl RunningServer {
                 config.output.retention_ms,
                 shutdown_rx.clone(),
             )),
-            tokio::spawn(engine::batches::run(
+            tokio::spawn(railyard_engine::batches::run(
                 core.store.clone(),
                 core.writer.clone(),
                 config.clock.clone(),
@@ -378,9 +374,9 @@ impl RunningServer {
                 shutdown_rx.clone(),
             )),
             tokio::spawn(core.output.clone().run_flusher(shutdown_rx.clone())),
-            tokio::spawn(token::keyring::reload_every(
+            tokio::spawn(railyard_engine::token::keyring::reload_every(
                 keys,
-                token::keyring::RELOAD_EVERY,
+                railyard_engine::token::keyring::RELOAD_EVERY,
                 shutdown_rx.clone(),
             )),
             tokio::spawn(purge_hook_deliveries(
@@ -388,9 +384,9 @@ impl RunningServer {
                 config.triggers.dedup_retention_ms,
                 shutdown_rx.clone(),
             )),
-            tokio::spawn(service::polls::run(
+            tokio::spawn(railyard_engine::service::polls::run(
                 core.clone(),
-                service::polls::PollSettings {
+                railyard_engine::service::polls::PollSettings {
                     limits: config.triggers.poll,
                     dedup_retention_ms: config.triggers.dedup_retention_ms,
                 },
@@ -398,13 +394,13 @@ impl RunningServer {
             )),
             tokio::spawn(serve_in_process(
                 grpc_routes.clone(),
-                core.metrics.clone(),
+                RpcLayer::new(rpc.clone()),
                 in_process_incoming,
                 shutdown_rx.clone(),
             )),
             tokio::spawn(serve_grpc(
                 grpc_routes,
-                core.metrics.clone(),
+                RpcLayer::new(rpc),
                 net::BoundedListener::new(grpc_listener, config.net, "grpc"),
                 config.net,
                 server_tls.as_ref().map(|t| t.grpc.clone()),
@@ -652,14 +648,14 @@ pub(crate) fn add_reflection(mut routes: tonic::service::Routes) -> tonic::servi
 /// verified HTTP caller.
 pub(crate) async fn serve_in_process(
     routes: tonic::service::Routes,
-    metrics: Arc<Metrics>,
+    rpc: RpcLayer,
     incoming: tokio::sync::mpsc::Receiver<tokio::io::DuplexStream>,
     mut shutdown: shutdown_watch::Receiver<bool>,
 ) {
     use tokio_stream::StreamExt;
     let incoming = tokio_stream::wrappers::ReceiverStream::new(incoming).map(Ok::<_, std::io::Error>);
     let result = tonic::transport::Server::builder()
-        .layer(metrics.rpc_layer())
+        .layer(rpc)
         .add_routes(routes)
         .serve_with_incoming_shutdown(incoming, async move {
             let _ = shutdown.wait_for(|s| *s).await;
@@ -672,7 +668,7 @@ pub(crate) async fn serve_in_process(
 
 pub(crate) async fn serve_grpc(
     routes: tonic::service::Routes,
-    metrics: Arc<Metrics>,
+    rpc: RpcLayer,
     listener: net::BoundedListener,
     limits: net::NetLimits,
     tls: Option<tonic::transport::ServerTlsConfig>,
@@ -696,7 +692,7 @@ pub(crate) async fn serve_grpc(
     }
     let result = builder
         .layer(grpc::peer::PeerLayer)
-        .layer(metrics.rpc_layer())
+        .layer(rpc)
         .add_routes(routes)
         .serve_with_incoming_shutdown(listener.into_stream(), async move {
             let _ = shutdown.wait_for(|s| *s).await;

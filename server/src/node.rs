@@ -128,7 +128,7 @@ impl RunningNode {
     /// returned; later ones are logged and tried again.
     pub async fn start(config: NodeConfig, election: Arc<dyn Election>) -> Result<Self, StartError> {
         let first = election.try_claim().await.map_err(|e| {
-            StartError::Internal(crate::error::ApiError::Unavailable(format!(
+            StartError::Internal(railyard_engine::error::ApiError::Unavailable(format!(
                 "cannot ask the database who leads: {e}"
             )))
         })?;

@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::support::*;
+use railyard_engine::delivery::SigningSecret;
+use railyard_engine::delivery::sign::verify;
 use railyard_proto::v1::StartRunRequest;
 use railyard_sdk::{Client, Completion, StepWorker};
-use railyard_server::engine::delivery::SigningSecret;
-use railyard_server::engine::delivery::sign::verify;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const ONE: &str = r#"{"id":"one","version":"1","name":"One","steps":[

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use crate::support::worker::WorkerProcess;
 use crate::support::*;
-use railyard_server::engine::delivery::SigningSecret;
-use railyard_server::engine::delivery::sign::verify;
+use railyard_engine::delivery::SigningSecret;
+use railyard_engine::delivery::sign::verify;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -170,14 +170,14 @@ signature_secret = "$RAILYARD_E2E_HOOK_SECRET"
     assert_eq!(described["from_config"], true);
 
     let body = r#"{"ref":"refs/heads/main"}"#;
-    let good = railyard_server::signature::sign(b"e2e secret", body.as_bytes());
+    let good = railyard_engine::signature::sign(b"e2e secret", body.as_bytes());
     let (status, answer) = post(&server, "signed", body, &[("X-Hub-Signature-256", &good)]);
     assert_eq!(status, 202, "{answer}");
-    let bad = railyard_server::signature::sign(b"not it", body.as_bytes());
+    let bad = railyard_engine::signature::sign(b"not it", body.as_bytes());
     let (status, answer) = post(&server, "signed", body, &[("X-Hub-Signature-256", &bad)]);
     assert_eq!(status, 401, "{answer}");
     let big = format!(r#"{{"ref":"{}"}}"#, "x".repeat(5000));
-    let sig = railyard_server::signature::sign(b"e2e secret", big.as_bytes());
+    let sig = railyard_engine::signature::sign(b"e2e secret", big.as_bytes());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -14,10 +14,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
+use railyard_engine::service::children::MAX_CHILDREN_PER_REQUEST;
 use railyard_proto::DEFAULT_NAMESPACE;
 use railyard_proto::v1::{ChildRunSpec, RunStatus};
 use railyard_sdk::{Client, Completion, StepWorker};
-use railyard_server::service::children::MAX_CHILDREN_PER_REQUEST;
 use serde_json::json;
 use tokio::task::JoinSet;
 

@@ -11,10 +11,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use railyard_engine::signature::sign;
 use railyard_proto::DEFAULT_NAMESPACE;
 use railyard_proto::v1::ListRunsRequest;
 use railyard_sdk::Client;
-use railyard_server::signature::sign;
 use serde_json::json;
 use tokio::task::JoinSet;
 

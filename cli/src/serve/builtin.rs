@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use railyard_server::registry::{self, BUILT_IN_PREFIX, EmbeddedDefinition};
+use railyard_engine::registry::{self, BUILT_IN_PREFIX, EmbeddedDefinition};
 use railyard_worker::provider::{BuiltInScript, ScriptSource};
 
 /// `workflows/demo.json`, as built into the binary.
@@ -43,7 +43,7 @@ pub(crate) fn is_built_in(source: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use railyard_server::registry::WorkflowRegistry;
+    use railyard_engine::registry::WorkflowRegistry;
 
     #[test]
     fn the_built_in_demo_is_valid_and_its_script_loads() {

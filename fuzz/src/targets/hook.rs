@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use railyard_engine::signature::{sign, verify};
 use railyard_model::template::payload::{RenderError, Template};
 use railyard_model::trigger::Trigger;
-use railyard_server::signature::{sign, verify};
 use serde_json::Value;
 
 use crate::corpus;

@@ -1,4 +1,4 @@
-//! Task tokens (`server/src/token.rs`): arbitrary strings, mutated real tokens,
+//! Task tokens (`engine/src/token.rs`): arbitrary strings, mutated real tokens,
 //! swapped halves, spliced tokens and tokens signed with other keys are refused
 //! without a panic; exactly the tokens the server's keys signed verify, and they
 //! give back their claims.
@@ -10,9 +10,9 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use railyard_engine::error::ApiError;
+use railyard_engine::token::TokenKeys;
 use railyard_model::token::TokenClaims;
-use railyard_server::error::ApiError;
-use railyard_server::token::TokenKeys;
 
 use crate::corpus::{self, Mutation};
 

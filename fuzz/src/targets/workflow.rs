@@ -9,8 +9,8 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::TestCaseError;
+use railyard_engine::registry::is_definition_file;
 use railyard_model::workflow::parse_definition;
-use railyard_server::registry::is_definition_file;
 use serde_json::Value;
 
 use crate::corpus;

@@ -14,7 +14,7 @@ use axum::routing::{get, post};
 use super::Forwarding;
 use crate::grpc::peer::PEER_SUBJECT;
 use crate::http::json_error;
-use crate::metrics::Metrics;
+use crate::metrics::NodeMetrics;
 
 /// Headers that belong to one connection, never forwarded.
 const HOP_BY_HOP: [&str; 9] = [
@@ -32,12 +32,16 @@ const HOP_BY_HOP: [&str; 9] = [
 #[derive(Clone)]
 struct Shared {
     forwarding: Arc<Forwarding>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<NodeMetrics>,
 }
 
 /// The follower's routes; a webhook body over `hook_body_bytes` is refused with
 /// `413` here, before anything is forwarded.
-pub(super) fn router(forwarding: Arc<Forwarding>, metrics: Arc<Metrics>, hook_body_bytes: usize) -> Router {
+pub(super) fn router(
+    forwarding: Arc<Forwarding>,
+    metrics: Arc<NodeMetrics>,
+    hook_body_bytes: usize,
+) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
@@ -218,7 +222,7 @@ async fn healthz(State(shared): State<Shared>) -> Response {
 /// leader's, they name no namespace, queue or schedule.
 async fn metrics_text(State(shared): State<Shared>) -> Response {
     (
-        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
+        [(header::CONTENT_TYPE, railyard_engine::metrics::CONTENT_TYPE)],
         shared.metrics.render(),
     )
         .into_response()

@@ -35,7 +35,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
-use crate::metrics::Metrics;
+use crate::metrics::{NodeMetrics, RpcLayer, RpcTable};
 use crate::{HttpExtension, StartError, inproc, net, tls};
 
 /// The node that leads: who, and where to reach it.
@@ -359,11 +359,12 @@ impl RunningFollower {
         }
         let http = http
             .build()
-            .map_err(|e| StartError::Internal(crate::error::ApiError::Internal(e.to_string())))?;
+            .map_err(|e| StartError::Internal(railyard_engine::error::ApiError::Internal(e.to_string())))?;
         let counters = Counters::default();
         let role = Family::<[(&'static str, &'static str); 1], Gauge>::default();
         role.get_or_create(&[("role", "follower")]).set(1);
-        let metrics = Arc::new(Metrics::follower(|r| {
+        let rpc = Arc::new(RpcTable::new());
+        let metrics = Arc::new(NodeMetrics::new(rpc.clone(), |r| {
             r.register(
                 "railyard_node_role",
                 "This node's role on its shared database (1 for the role it has)",
@@ -406,13 +407,13 @@ impl RunningFollower {
             )),
             tokio::spawn(crate::serve_in_process(
                 routes.clone(),
-                metrics.clone(),
+                RpcLayer::new(rpc.clone()),
                 in_process_incoming,
                 shutdown_rx.clone(),
             )),
             tokio::spawn(crate::serve_grpc(
                 routes,
-                metrics.clone(),
+                RpcLayer::new(rpc),
                 net::BoundedListener::new(grpc_listener, config.net, "grpc"),
                 config.net,
                 server_tls.as_ref().map(|t| t.grpc.clone()),

@@ -1,6 +1,7 @@
 //! `railyard.v1.Admin`: API keys. Each handler converts its request to a
-//! [`crate::service::keys`] call and the answer back.
+//! [`railyard_engine::service::keys`] call and the answer back.
 
+use super::status;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -10,8 +11,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use super::*;
-use crate::service::export::{self, ExportPiece};
-use crate::service::{attributes, keys, namespaces, subscriptions};
+use railyard_engine::service::export::{self, ExportPiece};
+use railyard_engine::service::{attributes, keys, namespaces, subscriptions};
 use railyard_model::auth::{ApiKey, Role};
 use railyard_model::namespace::{Namespace, NamespaceChange, Subscription};
 
@@ -218,9 +219,12 @@ impl Admin for AdminService {
         let (metadata, _, r) = req.into_parts();
         let sub = r
             .subscription
-            .ok_or_else(|| ApiError::field("subscription", "is required"))?;
-        let sub = subscription_from_proto(sub)?;
-        let ns = subscriptions::subscribe(&self.core, &credentials(&metadata), &r.namespace, sub).await?;
+            .ok_or_else(|| ApiError::field("subscription", "is required"))
+            .map_err(status)?;
+        let sub = subscription_from_proto(sub).map_err(status)?;
+        let ns = subscriptions::subscribe(&self.core, &credentials(&metadata), &r.namespace, sub)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::SubscribeNamespaceResponse {
             namespace: Some(namespace_info(&ns)),
         }))
@@ -237,7 +241,8 @@ impl Admin for AdminService {
             &r.namespace,
             &r.subscription_id,
         )
-        .await?;
+        .await
+        .map_err(status)?;
         Ok(Response::new(v1::UnsubscribeNamespaceResponse {
             namespace: Some(namespace_info(&ns)),
         }))
@@ -250,13 +255,15 @@ impl Admin for AdminService {
         let (metadata, _, r) = req.into_parts();
         let settings = NamespaceChange {
             description: Some(r.description),
-            retention_ms: retention_ms(r.retention_seconds)?,
+            retention_ms: retention_ms(r.retention_seconds).map_err(status)?,
             max_open_runs: r.max_open_runs,
             max_starts_per_second: r.max_starts_per_second,
             max_pending_signals: r.max_pending_signals,
             principles: None,
         };
-        let ns = namespaces::create(&self.core, &credentials(&metadata), &r.name, settings).await?;
+        let ns = namespaces::create(&self.core, &credentials(&metadata), &r.name, settings)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::CreateNamespaceResponse {
             namespace: Some(namespace_info(&ns)),
         }))
@@ -274,7 +281,8 @@ impl Admin for AdminService {
             &r.name,
             &r.r#type,
         )
-        .await?;
+        .await
+        .map_err(status)?;
         Ok(Response::new(v1::AddSearchAttributeResponse {
             search_attributes: declarations(&d),
         }))
@@ -285,7 +293,7 @@ impl Admin for AdminService {
         req: Request<v1::ListSearchAttributesRequest>,
     ) -> Result<Response<v1::ListSearchAttributesResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let d = attributes::list(&self.core, &credentials(&metadata), &r.namespace)?;
+        let d = attributes::list(&self.core, &credentials(&metadata), &r.namespace).map_err(status)?;
         Ok(Response::new(v1::ListSearchAttributesResponse {
             search_attributes: declarations(&d),
         }))
@@ -296,7 +304,9 @@ impl Admin for AdminService {
         req: Request<v1::RemoveSearchAttributeRequest>,
     ) -> Result<Response<v1::RemoveSearchAttributeResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let d = attributes::remove(&self.core, &credentials(&metadata), &r.namespace, &r.name).await?;
+        let d = attributes::remove(&self.core, &credentials(&metadata), &r.namespace, &r.name)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::RemoveSearchAttributeResponse {
             search_attributes: declarations(&d),
         }))
@@ -307,7 +317,7 @@ impl Admin for AdminService {
         req: Request<v1::DescribeNamespaceRequest>,
     ) -> Result<Response<v1::DescribeNamespaceResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let ns = namespaces::describe(&self.core, &credentials(&metadata), &r.name)?;
+        let ns = namespaces::describe(&self.core, &credentials(&metadata), &r.name).map_err(status)?;
         Ok(Response::new(v1::DescribeNamespaceResponse {
             namespace: Some(namespace_info(&ns)),
         }))
@@ -318,7 +328,7 @@ impl Admin for AdminService {
         req: Request<v1::ListNamespacesRequest>,
     ) -> Result<Response<v1::ListNamespacesResponse>, Status> {
         let (metadata, _, _) = req.into_parts();
-        let found = namespaces::list(&self.core, &credentials(&metadata))?;
+        let found = namespaces::list(&self.core, &credentials(&metadata)).map_err(status)?;
         Ok(Response::new(v1::ListNamespacesResponse {
             namespaces: found.iter().map(namespace_info).collect(),
         }))
@@ -331,13 +341,15 @@ impl Admin for AdminService {
         let (metadata, _, r) = req.into_parts();
         let change = NamespaceChange {
             description: r.description,
-            retention_ms: retention_ms(r.retention_seconds)?,
+            retention_ms: retention_ms(r.retention_seconds).map_err(status)?,
             max_open_runs: r.max_open_runs,
             max_starts_per_second: r.max_starts_per_second,
             max_pending_signals: r.max_pending_signals,
-            principles: principles_layer(r.principles, &r.principles_mode)?,
+            principles: principles_layer(r.principles, &r.principles_mode).map_err(status)?,
         };
-        let ns = namespaces::update(&self.core, &credentials(&metadata), &r.name, change).await?;
+        let ns = namespaces::update(&self.core, &credentials(&metadata), &r.name, change)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::UpdateNamespaceResponse {
             namespace: Some(namespace_info(&ns)),
         }))
@@ -348,7 +360,9 @@ impl Admin for AdminService {
         req: Request<v1::DeleteNamespaceRequest>,
     ) -> Result<Response<v1::DeleteNamespaceResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        namespaces::delete(&self.core, &credentials(&metadata), &r.name).await?;
+        namespaces::delete(&self.core, &credentials(&metadata), &r.name)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::DeleteNamespaceResponse {}))
     }
 
@@ -359,12 +373,14 @@ impl Admin for AdminService {
         let (metadata, _, r) = req.into_parts();
         let create = keys::CreateKey {
             namespace: r.namespace,
-            role: role_from_proto(r.role)?,
+            role: role_from_proto(r.role).map_err(status)?,
             queues: r.task_queues,
             expires_in_secs: r.expires_in_seconds,
             description: r.description,
         };
-        let created = keys::create(&self.core, &credentials(&metadata), create).await?;
+        let created = keys::create(&self.core, &credentials(&metadata), create)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::CreateApiKeyResponse {
             api_key: created.secret_key,
             key: Some(key_info(&created.key)),
@@ -382,7 +398,8 @@ impl Admin for AdminService {
             page_size: r.page_size,
             page_token: r.page_token,
         };
-        let (found, next_page_token) = keys::list(&self.core, &credentials(&metadata), list)?;
+        let (found, next_page_token) =
+            keys::list(&self.core, &credentials(&metadata), list).map_err(status)?;
         Ok(Response::new(v1::ListApiKeysResponse {
             keys: found.iter().map(key_info).collect(),
             next_page_token,
@@ -394,7 +411,9 @@ impl Admin for AdminService {
         req: Request<v1::RevokeApiKeyRequest>,
     ) -> Result<Response<v1::RevokeApiKeyResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
-        let key = keys::revoke(&self.core, &credentials(&metadata), &r.key_id).await?;
+        let key = keys::revoke(&self.core, &credentials(&metadata), &r.key_id)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::RevokeApiKeyResponse {
             key: Some(key_info(&key)),
         }))
@@ -407,7 +426,7 @@ impl Admin for AdminService {
         req: Request<v1::ExportStoreRequest>,
     ) -> Result<Response<Self::ExportStoreStream>, Status> {
         let (metadata, _, _) = req.into_parts();
-        let pieces = export::start(&self.core, &credentials(&metadata))?;
+        let pieces = export::start(&self.core, &credentials(&metadata)).map_err(status)?;
         let stream = ReceiverStream::new(pieces).map(|p| p.map(export_chunk).map_err(status));
         Ok(Response::new(Box::pin(stream)))
     }

@@ -1,13 +1,14 @@
 //! `railyard.v1.Batches`: each handler converts its request to a
-//! [`crate::service::batches`] call and the answer back.
+//! [`railyard_engine::service::batches`] call and the answer back.
 
+use super::status;
 use std::sync::Arc;
 
 use railyard_proto::v1::{self, batches_server::Batches};
 use tonic::{Request, Response, Status};
 
 use super::*;
-use crate::service::batches::{self as svc, StartBatch};
+use railyard_engine::service::batches::{self as svc, StartBatch};
 use railyard_model::batch::{Batch, BatchAction, BatchItem};
 
 /// The `Batches` service.
@@ -119,7 +120,7 @@ impl Batches for BatchesService {
     ) -> Result<Response<v1::StartBatchResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
         let caller = self.caller(&metadata, r.namespace.clone(), r.identity.clone())?;
-        let action = action_from_proto(&r)?;
+        let action = action_from_proto(&r).map_err(status)?;
         let s = svc::start(
             &self.core,
             &caller,
@@ -132,7 +133,8 @@ impl Batches for BatchesService {
                 batch_id: r.batch_id,
             },
         )
-        .await?;
+        .await
+        .map_err(status)?;
         Ok(Response::new(v1::StartBatchResponse {
             matched: s.matched,
             over_limit: s.over_limit,
@@ -148,7 +150,7 @@ impl Batches for BatchesService {
     ) -> Result<Response<v1::DescribeBatchResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
         let caller = self.caller(&metadata, r.namespace, String::new())?;
-        let d = svc::describe(&self.core, &caller, &r.batch_id)?;
+        let d = svc::describe(&self.core, &caller, &r.batch_id).map_err(status)?;
         Ok(Response::new(v1::DescribeBatchResponse {
             batch: Some(batch_info(&d.batch)),
             problems: d.problems.iter().map(|(i, it)| outcome(*i, it)).collect(),
@@ -161,7 +163,7 @@ impl Batches for BatchesService {
     ) -> Result<Response<v1::ListBatchesResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
         let caller = self.caller(&metadata, r.namespace, String::new())?;
-        let (batches, next) = svc::list(&self.core, &caller, r.page_size, &r.page_token)?;
+        let (batches, next) = svc::list(&self.core, &caller, r.page_size, &r.page_token).map_err(status)?;
         Ok(Response::new(v1::ListBatchesResponse {
             batches: batches.iter().map(batch_info).collect(),
             next_page_token: next,
@@ -174,7 +176,9 @@ impl Batches for BatchesService {
     ) -> Result<Response<v1::StopBatchResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
         let caller = self.caller(&metadata, r.namespace, r.identity)?;
-        let b = svc::stop(&self.core, &caller, r.batch_id, r.reason).await?;
+        let b = svc::stop(&self.core, &caller, r.batch_id, r.reason)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::StopBatchResponse {
             batch: Some(batch_info(&b)),
         }))

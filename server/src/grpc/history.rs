@@ -1,7 +1,8 @@
 //! `railyard.v1.History`: starting, reading, listing and steering runs. Each handler
-//! converts its request to a [`crate::service::runs`] or [`crate::service::workflows`]
+//! converts its request to a [`railyard_engine::service::runs`] or [`railyard_engine::service::workflows`]
 //! call and the answer back.
 
+use super::status;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -11,11 +12,11 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use super::*;
-use crate::service::approvals;
-use crate::service::checkpoint;
-use crate::service::reset;
-use crate::service::runs::{self, IdReusePolicy};
-use crate::service::workflows;
+use railyard_engine::service::approvals;
+use railyard_engine::service::checkpoint;
+use railyard_engine::service::reset;
+use railyard_engine::service::runs::{self, IdReusePolicy};
+use railyard_engine::service::workflows;
 use railyard_model::run::ResetKind;
 use railyard_store::RunFilter;
 
@@ -121,7 +122,7 @@ impl History for HistoryService {
             goal: r.goal,
             context: r.context.into_iter().collect(),
             request_id: r.request_id,
-            id_reuse_policy: id_reuse_policy(r.id_reuse_policy)?,
+            id_reuse_policy: id_reuse_policy(r.id_reuse_policy).map_err(status)?,
             parent_run_id: r.parent_run_id,
             callback_url: r.callback_url,
             task_queue: r.task_queue,
@@ -133,7 +134,7 @@ impl History for HistoryService {
             trace: start_trace(&r.traceparent, &metadata)?,
             attributes: r.search_attributes.into_iter().collect(),
         };
-        let started = runs::start(&self.core, &caller, start).await?;
+        let started = runs::start(&self.core, &caller, start).await.map_err(status)?;
         Ok(Response::new(v1::StartRunResponse {
             run_id: started.run_id,
             started: started.started,
@@ -152,7 +153,7 @@ impl History for HistoryService {
             String::new(),
             Operation::DescribeRun,
         )?;
-        let run = runs::describe(&self.core, &caller, &r.run_id)?;
+        let run = runs::describe(&self.core, &caller, &r.run_id).map_err(status)?;
         Ok(Response::new(describe_response(&run)))
     }
 
@@ -174,7 +175,7 @@ impl History for HistoryService {
             page_size: r.page_size,
             wait_timeout_ms: r.wait_timeout_ms,
         };
-        let page = runs::history(&self.core, &caller, query).await?;
+        let page = runs::history(&self.core, &caller, query).await.map_err(status)?;
         Ok(Response::new(v1::GetHistoryResponse {
             events: page.events.iter().map(event_to_proto).collect(),
             next_event_id: page.next_event_id,
@@ -194,7 +195,8 @@ impl History for HistoryService {
             String::new(),
             Operation::GetHistory,
         )?;
-        let page = checkpoint::page(&self.core, &caller, &r.run_id, &r.step_id, r.offset, r.max_bytes)?;
+        let page = checkpoint::page(&self.core, &caller, &r.run_id, &r.step_id, r.offset, r.max_bytes)
+            .map_err(status)?;
         Ok(Response::new(v1::GetStepCheckpointResponse {
             step_id: page.step_id,
             attempt: page.attempt,
@@ -226,7 +228,7 @@ impl History for HistoryService {
             String::new(),
             Operation::WatchRun,
         )?;
-        let events = runs::watch(&self.core, &caller, &r.run_id, r.from_event_id)?;
+        let events = runs::watch(&self.core, &caller, &r.run_id, r.from_event_id).map_err(status)?;
         let stream = ReceiverStream::new(events).map(|ev| ev.map(|ev| event_to_proto(&ev)).map_err(status));
         Ok(Response::new(Box::pin(stream)))
     }
@@ -246,7 +248,7 @@ impl History for HistoryService {
         let non_empty = |s: String| (!s.is_empty()).then_some(s);
         let list = runs::ListRuns {
             filter: RunFilter {
-                status: status_from_proto(r.status)?,
+                status: status_from_proto(r.status).map_err(status)?,
                 workflow_id: non_empty(r.workflow_id),
                 parent_run_id: non_empty(r.parent_run_id),
                 started_after_ms: (r.started_after_unix_ms != 0).then_some(r.started_after_unix_ms),
@@ -258,7 +260,7 @@ impl History for HistoryService {
             page_size: r.page_size,
             query: r.query,
         };
-        let page = runs::list(&self.core, &caller, list)?;
+        let page = runs::list(&self.core, &caller, list).map_err(status)?;
         Ok(Response::new(v1::ListRunsResponse {
             runs: page.runs.iter().map(run_summary).collect(),
             next_page_token: page.next_page_token,
@@ -277,11 +279,11 @@ impl History for HistoryService {
             String::new(),
             Operation::ListRuns,
         )?;
-        let count = crate::service::queries::CountRuns {
+        let count = railyard_engine::service::queries::CountRuns {
             query: r.query,
             group_by: r.group_by,
         };
-        let c = crate::service::queries::count(&self.core, &caller, count)?;
+        let c = railyard_engine::service::queries::count(&self.core, &caller, count).map_err(status)?;
         Ok(Response::new(v1::CountRunsResponse {
             count: c.count,
             groups: c
@@ -314,7 +316,7 @@ impl History for HistoryService {
             payload_json: r.payload_json,
             request_id: r.request_id,
         };
-        runs::signal(&self.core, &caller, signal).await?;
+        runs::signal(&self.core, &caller, signal).await.map_err(status)?;
         Ok(Response::new(v1::SignalRunResponse {}))
     }
 
@@ -330,7 +332,9 @@ impl History for HistoryService {
             r.identity,
             Operation::CancelRun,
         )?;
-        runs::cancel(&self.core, &caller, r.run_id, r.reason).await?;
+        runs::cancel(&self.core, &caller, r.run_id, r.reason)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::CancelRunResponse {}))
     }
 
@@ -346,7 +350,9 @@ impl History for HistoryService {
             r.identity,
             Operation::TerminateRun,
         )?;
-        runs::terminate(&self.core, &caller, r.run_id, r.reason).await?;
+        runs::terminate(&self.core, &caller, r.run_id, r.reason)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::TerminateRunResponse {}))
     }
 
@@ -372,7 +378,7 @@ impl History for HistoryService {
             new_run_id: r.new_run_id,
             request_id: r.request_id,
         };
-        let done = reset::reset(&self.core, &caller, reset).await?;
+        let done = reset::reset(&self.core, &caller, reset).await.map_err(status)?;
         Ok(Response::new(reset_response(done)))
     }
 
@@ -398,7 +404,7 @@ impl History for HistoryService {
             new_run_id: r.new_run_id,
             request_id: r.request_id,
         };
-        let done = reset::reset(&self.core, &caller, rerun).await?;
+        let done = reset::reset(&self.core, &caller, rerun).await.map_err(status)?;
         Ok(Response::new(reset_response(done)))
     }
 
@@ -414,7 +420,9 @@ impl History for HistoryService {
             r.identity,
             Operation::PauseRun,
         )?;
-        let changed = runs::pause(&self.core, &caller, r.run_id, r.reason, true).await?;
+        let changed = runs::pause(&self.core, &caller, r.run_id, r.reason, true)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::PauseRunResponse { changed }))
     }
 
@@ -430,7 +438,9 @@ impl History for HistoryService {
             r.identity,
             Operation::UnpauseRun,
         )?;
-        let changed = runs::pause(&self.core, &caller, r.run_id, String::new(), false).await?;
+        let changed = runs::pause(&self.core, &caller, r.run_id, String::new(), false)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::UnpauseRunResponse { changed }))
     }
 
@@ -485,7 +495,7 @@ impl History for HistoryService {
             String::new(),
             Operation::GetSessionTree,
         )?;
-        let tree = runs::session_tree(&self.core, &caller, &r.run_id)?;
+        let tree = runs::session_tree(&self.core, &caller, &r.run_id).map_err(status)?;
         Ok(Response::new(v1::GetSessionTreeResponse {
             root: Some(session_node(tree)),
         }))
@@ -503,7 +513,9 @@ impl History for HistoryService {
             r.identity,
             Operation::RedeliverResult,
         )?;
-        let targets = runs::redeliver(&self.core, &caller, &r.run_id, &r.target).await?;
+        let targets = runs::redeliver(&self.core, &caller, &r.run_id, &r.target)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::RedeliverResultResponse { targets }))
     }
 
@@ -524,7 +536,9 @@ impl History for HistoryService {
             step_id: r.step_id,
             text: r.note,
         };
-        approvals::approve(&self.core, &caller, answer).await?;
+        approvals::approve(&self.core, &caller, answer)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::ApproveStepResponse {}))
     }
 
@@ -545,7 +559,9 @@ impl History for HistoryService {
             step_id: r.step_id,
             text: r.feedback,
         };
-        approvals::reject(&self.core, &caller, answer).await?;
+        approvals::reject(&self.core, &caller, answer)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::RejectStepResponse {}))
     }
 }

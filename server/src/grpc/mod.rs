@@ -1,5 +1,5 @@
 //! The gRPC front end: one module per service. Handlers convert wire types to the
-//! service layer's ([`crate::service`]) and back, and map its errors onto status
+//! service layer's ([`railyard_engine::service`]) and back, and map its errors onto status
 //! codes ([`status`]); the request logic lives in the service layer.
 
 pub mod admin;
@@ -15,13 +15,13 @@ use railyard_proto::v1;
 use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
 
-use crate::error::ApiError;
-use crate::service::{Caller, CallerInput, Credentials, Operation, caller};
+use railyard_engine::error::ApiError;
+use railyard_engine::service::{Caller, CallerInput, Credentials, Operation, caller};
 use railyard_model::run::size::SUMMARY_TEXT_BYTES;
 use railyard_model::run::{Event, RunState, RunStatus};
 use railyard_model::text;
 
-pub(crate) use crate::service::Core;
+pub(crate) use railyard_engine::service::Core;
 
 /// An API error as a gRPC status: the one place codes are chosen.
 pub fn status(e: ApiError) -> Status {
@@ -48,12 +48,6 @@ fn bounded_message(message: String) -> String {
         return message;
     }
     text::cut(&message, MAX_STATUS_MESSAGE_BYTES, "…")
-}
-
-impl From<ApiError> for Status {
-    fn from(e: ApiError) -> Self {
-        status(e)
-    }
 }
 
 /// The credentials in a request's `authorization` metadata.
@@ -85,7 +79,7 @@ fn caller_of(
         credentials: credentials(metadata),
         peer_subject: peer_subject(metadata),
     };
-    Ok(caller::resolve(core, input, op)?)
+    caller::resolve(core, input, op).map_err(status)
 }
 
 pub fn status_to_proto(s: RunStatus) -> v1::RunStatus {
@@ -338,7 +332,7 @@ mod tests {
             (ApiError::Unavailable("a".into()), Code::Unavailable),
         ];
         for (e, code) in cases {
-            let s = Status::from(e);
+            let s = status(e);
             assert_eq!((s.code(), s.message()), (code, "a"));
         }
     }

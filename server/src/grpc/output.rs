@@ -1,6 +1,7 @@
 //! Live output on the wire: `History.WatchOutput` and `Tasks.AppendStepOutput`
 //! (their handlers call these), and the conversion of chunks.
 
+use super::status;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -10,8 +11,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use super::*;
-use crate::service::output::{self, OutputEvent};
-use crate::service::tasks;
+use railyard_engine::service::output::{self, OutputEvent};
+use railyard_engine::service::tasks;
 use railyard_model::output::{ChunkBody, OutputChunk};
 
 /// `WatchOutput`'s stream.
@@ -128,7 +129,7 @@ pub(crate) async fn watch_output(
         0 => output::From::Offset(r.from_offset),
         n => output::From::End(n),
     };
-    let events = output::watch(core, &caller, &r.run_id, from)?;
+    let events = output::watch(core, &caller, &r.run_id, from).map_err(status)?;
     let stream = ReceiverStream::new(events).map(|ev| {
         ev.map(|ev| v1::WatchOutputResponse {
             message: Some(match ev {
@@ -149,7 +150,8 @@ pub(crate) async fn append_step_output(
     req: Request<v1::AppendStepOutputRequest>,
 ) -> Result<Response<v1::AppendStepOutputResponse>, Status> {
     let (metadata, _, r) = req.into_parts();
-    let (_caller, claims) = tasks::lease_holder(core, &credentials(&metadata), &r.task_token, r.identity)?;
+    let (_caller, claims) =
+        tasks::lease_holder(core, &credentials(&metadata), &r.task_token, r.identity).map_err(status)?;
     if r.chunks.len() > output::MAX_APPEND_CHUNKS {
         return Err(status(ApiError::field(
             "chunks",
@@ -165,8 +167,9 @@ pub(crate) async fn append_step_output(
         .into_iter()
         .enumerate()
         .map(|(i, c)| body_from_proto(i, c))
-        .collect::<Result<Vec<_>, _>>()?;
-    let done = output::append(core, &claims, bodies)?;
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(status)?;
+    let done = output::append(core, &claims, bodies).map_err(status)?;
     Ok(Response::new(v1::AppendStepOutputResponse {
         accepted: done.accepted,
         dropped: done.dropped,

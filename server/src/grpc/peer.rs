@@ -3,7 +3,7 @@
 //! read; this layer turns the first one's subject into the reserved metadata entry
 //! [`PEER_SUBJECT`], after removing any such entry the client sent, so only the
 //! server's own TLS layer can set it. [`super::caller_of`] passes it to
-//! [`crate::service::caller::resolve`], which does not know about TLS.
+//! [`railyard_engine::service::caller::resolve`], which does not know about TLS.
 
 use std::task::{Context, Poll};
 

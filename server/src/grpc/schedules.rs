@@ -1,6 +1,7 @@
 //! `railyard.v1.Schedules`: each handler converts its request to a
-//! [`crate::service::schedules`] call and the answer back.
+//! [`railyard_engine::service::schedules`] call and the answer back.
 
+use super::status;
 use std::sync::Arc;
 
 use chrono::DateTime;
@@ -8,7 +9,7 @@ use railyard_proto::v1::{self, schedules_server::Schedules};
 use tonic::{Request, Response, Status};
 
 use super::*;
-use crate::service::schedules::{self as svc, PoliciesInput, ScheduleInput, SpecInput};
+use railyard_engine::service::schedules::{self as svc, PoliciesInput, ScheduleInput, SpecInput};
 use railyard_model::schedule::state::{Action, MissReason, Origin};
 use railyard_model::schedule::{Overlap, Schedule};
 
@@ -194,12 +195,13 @@ impl Schedules for SchedulesService {
         let caller = self.caller(&metadata, r.namespace, r.identity)?;
         let input = svc::CreateInput {
             schedule_id: r.schedule_id,
-            schedule: schedule_input(r.spec, r.action, r.policies, r.remaining_actions, r.memo)?,
+            schedule: schedule_input(r.spec, r.action, r.policies, r.remaining_actions, r.memo)
+                .map_err(status)?,
             paused: r.paused,
             note: r.note,
             request_id: r.request_id,
         };
-        svc::create(&self.core, &caller, input).await?;
+        svc::create(&self.core, &caller, input).await.map_err(status)?;
         Ok(Response::new(v1::CreateScheduleResponse {}))
     }
 
@@ -209,7 +211,7 @@ impl Schedules for SchedulesService {
     ) -> Result<Response<v1::DescribeScheduleResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
         let caller = self.caller(&metadata, r.namespace, String::new())?;
-        let d = svc::describe(&self.core, &caller, &r.schedule_id, r.next_fire_count)?;
+        let d = svc::describe(&self.core, &caller, &r.schedule_id, r.next_fire_count).map_err(status)?;
         Ok(Response::new(v1::DescribeScheduleResponse {
             schedule: Some(schedule_info(&d.schedule, d.next_fires)),
         }))
@@ -221,7 +223,7 @@ impl Schedules for SchedulesService {
     ) -> Result<Response<v1::ListSchedulesResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
         let caller = self.caller(&metadata, r.namespace, String::new())?;
-        let page = svc::list(&self.core, &caller, r.page_size, &r.page_token)?;
+        let page = svc::list(&self.core, &caller, r.page_size, &r.page_token).map_err(status)?;
         Ok(Response::new(v1::ListSchedulesResponse {
             schedules: page
                 .schedules
@@ -250,8 +252,11 @@ impl Schedules for SchedulesService {
     ) -> Result<Response<v1::UpdateScheduleResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
         let caller = self.caller(&metadata, r.namespace, r.identity)?;
-        let input = schedule_input(r.spec, r.action, r.policies, r.remaining_actions, r.memo)?;
-        svc::update(&self.core, &caller, &r.schedule_id, input).await?;
+        let input =
+            schedule_input(r.spec, r.action, r.policies, r.remaining_actions, r.memo).map_err(status)?;
+        svc::update(&self.core, &caller, &r.schedule_id, input)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::UpdateScheduleResponse {}))
     }
 
@@ -264,7 +269,8 @@ impl Schedules for SchedulesService {
         let trigger = r
             .trigger
             .map(|t| overlap("trigger.overlap", t.overlap))
-            .transpose()?;
+            .transpose()
+            .map_err(status)?;
         let backfill = r
             .backfill
             .iter()
@@ -273,7 +279,8 @@ impl Schedules for SchedulesService {
                 let o = overlap(&format!("backfill[{i}].overlap"), b.overlap)?;
                 Ok((b.start_time_unix_ms, b.end_time_unix_ms, o))
             })
-            .collect::<Result<Vec<_>, ApiError>>()?;
+            .collect::<Result<Vec<_>, ApiError>>()
+            .map_err(status)?;
         let patched = svc::patch(
             &self.core,
             &caller,
@@ -287,7 +294,8 @@ impl Schedules for SchedulesService {
                 request_id: r.request_id,
             },
         )
-        .await?;
+        .await
+        .map_err(status)?;
         Ok(Response::new(v1::PatchScheduleResponse {
             triggered_run_id: patched.triggered_run_id.unwrap_or_default(),
         }))
@@ -299,7 +307,9 @@ impl Schedules for SchedulesService {
     ) -> Result<Response<v1::DeleteScheduleResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
         let caller = self.caller(&metadata, r.namespace, r.identity)?;
-        svc::delete(&self.core, &caller, &r.schedule_id).await?;
+        svc::delete(&self.core, &caller, &r.schedule_id)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::DeleteScheduleResponse {}))
     }
 }

@@ -1,14 +1,15 @@
 //! `railyard.v1.Tasks`: workers long-poll for step tasks and report on their leases.
-//! Each handler converts its request to a [`crate::service::tasks`] call and the
+//! Each handler converts its request to a [`railyard_engine::service::tasks`] call and the
 //! answer back.
 
+use super::status;
 use std::sync::Arc;
 
 use railyard_proto::v1::{self, tasks_server::Tasks};
 use tonic::{Request, Response, Status};
 
 use super::*;
-use crate::service::tasks::{self, LeasedStep};
+use railyard_engine::service::tasks::{self, LeasedStep};
 use railyard_model::run::{PendingSignal, StepFailure};
 
 /// The `Tasks` service.
@@ -85,7 +86,12 @@ fn step_task(leased: LeasedStep) -> v1::StepTask {
             repeated_errors: s.repeated_errors.unwrap_or(0),
             no_progress_turns: s.no_progress_turns.unwrap_or(0),
         }),
-        traceparent: crate::trace::attempt_traceparent(&run.trace, &run.namespace, &run.run_id, lease.seq),
+        traceparent: railyard_engine::trace::attempt_traceparent(
+            &run.trace,
+            &run.namespace,
+            &run.run_id,
+            lease.seq,
+        ),
         principles: run.principles.clone(),
     }
 }
@@ -125,7 +131,7 @@ impl Tasks for TasksService {
             wait_timeout_ms: r.wait_timeout_ms,
             run_id: r.run_id,
         };
-        let leased = tasks::poll(&self.core, &caller, poll).await?;
+        let leased = tasks::poll(&self.core, &caller, poll).await.map_err(status)?;
         Ok(Response::new(v1::PollStepTaskResponse {
             task: leased.map(step_task),
         }))
@@ -137,7 +143,8 @@ impl Tasks for TasksService {
     ) -> Result<Response<v1::HeartbeatStepTaskResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
         let (caller, claims) =
-            tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)?;
+            tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)
+                .map_err(status)?;
         let heartbeat = tasks::Heartbeat {
             checkpoint: r.checkpoint,
             append: r.checkpoint_append.map(|a| tasks::CheckpointAppend {
@@ -166,7 +173,9 @@ impl Tasks for TasksService {
                 })
                 .collect(),
         };
-        let reply = tasks::heartbeat(&self.core, &caller, claims, heartbeat).await?;
+        let reply = tasks::heartbeat(&self.core, &caller, claims, heartbeat)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::HeartbeatStepTaskResponse {
             cancel_requested: reply.cancel_requested,
             signals: reply.signals.into_iter().map(signal_to_proto).collect(),
@@ -183,7 +192,8 @@ impl Tasks for TasksService {
     ) -> Result<Response<v1::CompleteStepTaskResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
         let (caller, claims) =
-            tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)?;
+            tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)
+                .map_err(status)?;
         let completion = tasks::Completion {
             notes: r.notes,
             artifacts: r.artifacts,
@@ -194,7 +204,9 @@ impl Tasks for TasksService {
             search_attributes: r.search_attributes.into_iter().collect(),
         };
         let ended = claims.clone();
-        let answer = tasks::complete_step(&self.core, &caller, claims, completion).await?;
+        let answer = tasks::complete_step(&self.core, &caller, claims, completion)
+            .await
+            .map_err(status)?;
         self.core.output.attempt_ended(&ended);
         Ok(Response::new(v1::CompleteStepTaskResponse {
             next_task: answer.next.map(step_task),
@@ -208,7 +220,8 @@ impl Tasks for TasksService {
     ) -> Result<Response<v1::FailStepTaskResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
         let (caller, claims) =
-            tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)?;
+            tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)
+                .map_err(status)?;
         let failure = StepFailure {
             error_type: r.error_type,
             message: r.message,
@@ -216,7 +229,9 @@ impl Tasks for TasksService {
             checkpoint: r.checkpoint,
         };
         let ended = claims.clone();
-        let will_retry = tasks::fail(&self.core, &caller, claims, failure).await?;
+        let will_retry = tasks::fail(&self.core, &caller, claims, failure)
+            .await
+            .map_err(status)?;
         self.core.output.attempt_ended(&ended);
         Ok(Response::new(v1::FailStepTaskResponse { will_retry }))
     }
@@ -227,12 +242,13 @@ impl Tasks for TasksService {
     ) -> Result<Response<v1::SpawnChildRunsResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
         let (caller, claims) =
-            tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)?;
-        let spawn = crate::service::children::Spawn {
+            tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)
+                .map_err(status)?;
+        let spawn = railyard_engine::service::children::Spawn {
             children: r
                 .children
                 .into_iter()
-                .map(|c| crate::service::children::ChildRequest {
+                .map(|c| railyard_engine::service::children::ChildRequest {
                     workflow_id: c.workflow_id,
                     goal: c.goal,
                     context: c.context.into_iter().collect(),
@@ -243,7 +259,9 @@ impl Tasks for TasksService {
             await_run_ids: r.await_run_ids,
             checkpoint: r.checkpoint,
         };
-        let spawned = crate::service::children::spawn(&self.core, &caller, claims, spawn).await?;
+        let spawned = railyard_engine::service::children::spawn(&self.core, &caller, claims, spawn)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::SpawnChildRunsResponse {
             child_run_ids: spawned.child_run_ids,
         }))
@@ -255,14 +273,16 @@ impl Tasks for TasksService {
     ) -> Result<Response<v1::UpsertSearchAttributesResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
         let (caller, claims) =
-            tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)?;
-        let changed = crate::service::attributes::upsert(
+            tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)
+                .map_err(status)?;
+        let changed = railyard_engine::service::attributes::upsert(
             &self.core,
             &caller,
             claims,
             r.search_attributes.into_iter().collect(),
         )
-        .await?;
+        .await
+        .map_err(status)?;
         Ok(Response::new(v1::UpsertSearchAttributesResponse {
             changed: u32::try_from(changed).unwrap_or(u32::MAX),
         }))
@@ -274,8 +294,9 @@ impl Tasks for TasksService {
     ) -> Result<Response<v1::ReportIssueResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
         let (caller, claims) =
-            tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)?;
-        let answer = crate::service::issues::report_issue(
+            tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)
+                .map_err(status)?;
+        let answer = railyard_engine::service::issues::report_issue(
             &self.core,
             &caller,
             claims,
@@ -283,7 +304,8 @@ impl Tasks for TasksService {
             r.summary,
             r.details,
         )
-        .await?;
+        .await
+        .map_err(status)?;
         Ok(Response::new(v1::ReportIssueResponse {
             recorded: answer.recorded,
             step_issues: answer.step_issues,
@@ -309,7 +331,7 @@ impl Tasks for TasksService {
             String::new(),
             Operation::DescribeTaskQueue,
         )?;
-        let stats = tasks::describe_queue(&self.core, &caller, &r.task_queue)?;
+        let stats = tasks::describe_queue(&self.core, &caller, &r.task_queue).map_err(status)?;
         Ok(Response::new(v1::DescribeTaskQueueResponse {
             backlog: stats.backlog as u64,
             pollers: stats

@@ -1,13 +1,14 @@
 //! `railyard.v1.Triggers`: each handler converts its request to a
-//! [`crate::service::triggers`] call and the answer back.
+//! [`railyard_engine::service::triggers`] call and the answer back.
 
+use super::status;
 use std::sync::Arc;
 
 use railyard_proto::v1::{self, triggers_server::Triggers};
 use tonic::{Request, Response, Status};
 
 use super::*;
-use crate::service::triggers::{self as svc, TriggerInput};
+use railyard_engine::service::triggers::{self as svc, TriggerInput};
 use railyard_model::trigger::{Mode, Source, Trigger};
 
 /// The `Triggers` service.
@@ -156,7 +157,7 @@ impl TriggersService {
 }
 
 /// The trigger's info with the refusals its node remembers.
-fn with_refusals(core: &crate::service::Core, t: &Trigger) -> v1::TriggerInfo {
+fn with_refusals(core: &railyard_engine::service::Core, t: &Trigger) -> v1::TriggerInfo {
     let mut info = trigger_info(t);
     info.recent_refusals = svc::refusals(core, t)
         .into_iter()
@@ -178,7 +179,9 @@ impl Triggers for TriggersService {
     ) -> Result<Response<v1::CreateTriggerResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
         let caller = self.caller(&metadata, r.namespace, r.identity)?;
-        let t = svc::create(&self.core, &caller, input(r.trigger_id, r.spec)?).await?;
+        let t = svc::create(&self.core, &caller, input(r.trigger_id, r.spec).map_err(status)?)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::CreateTriggerResponse {
             trigger: Some(with_refusals(&self.core, &t)),
         }))
@@ -190,7 +193,7 @@ impl Triggers for TriggersService {
     ) -> Result<Response<v1::DescribeTriggerResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
         let caller = self.caller(&metadata, r.namespace, String::new())?;
-        let t = svc::describe(&self.core, &caller, &r.trigger_id)?;
+        let t = svc::describe(&self.core, &caller, &r.trigger_id).map_err(status)?;
         Ok(Response::new(v1::DescribeTriggerResponse {
             trigger: Some(with_refusals(&self.core, &t)),
         }))
@@ -202,7 +205,7 @@ impl Triggers for TriggersService {
     ) -> Result<Response<v1::ListTriggersResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
         let caller = self.caller(&metadata, r.namespace, String::new())?;
-        let page = svc::list(&self.core, &caller, r.page_size, &r.page_token)?;
+        let page = svc::list(&self.core, &caller, r.page_size, &r.page_token).map_err(status)?;
         Ok(Response::new(v1::ListTriggersResponse {
             triggers: page
                 .triggers
@@ -219,7 +222,9 @@ impl Triggers for TriggersService {
     ) -> Result<Response<v1::UpdateTriggerResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
         let caller = self.caller(&metadata, r.namespace, r.identity)?;
-        let t = svc::update(&self.core, &caller, input(r.trigger_id, r.spec)?).await?;
+        let t = svc::update(&self.core, &caller, input(r.trigger_id, r.spec).map_err(status)?)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::UpdateTriggerResponse {
             trigger: Some(with_refusals(&self.core, &t)),
         }))
@@ -231,7 +236,9 @@ impl Triggers for TriggersService {
     ) -> Result<Response<v1::DeleteTriggerResponse>, Status> {
         let (metadata, _, r) = req.into_parts();
         let caller = self.caller(&metadata, r.namespace, r.identity)?;
-        svc::delete(&self.core, &caller, &r.trigger_id).await?;
+        svc::delete(&self.core, &caller, &r.trigger_id)
+            .await
+            .map_err(status)?;
         Ok(Response::new(v1::DeleteTriggerResponse {}))
     }
 }

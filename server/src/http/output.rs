@@ -23,11 +23,11 @@ use serde::Deserialize;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::json_error;
-use crate::error::ApiError;
 use crate::grpc::peer::PEER_SUBJECT;
-use crate::service::Core;
-use crate::service::caller::{self, CallerInput, Credentials, Operation};
-use crate::service::output::{self, OutputEvent};
+use railyard_engine::error::ApiError;
+use railyard_engine::service::Core;
+use railyard_engine::service::caller::{self, CallerInput, Credentials, Operation};
+use railyard_engine::service::output::{self, OutputEvent};
 use railyard_model::output::{ChunkBody, OutputChunk};
 
 /// The route's query.

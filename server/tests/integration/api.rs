@@ -6,9 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use railyard_engine::clock::{Clock, ManualClock};
 use railyard_proto::v1::{self, GetHistoryRequest, ListRunsRequest, StartRunRequest};
 use railyard_sdk::{Client, ClientError, Completion, Failure, StepWorker};
-use railyard_server::clock::{Clock, ManualClock};
 use railyard_server::{RunningServer, ServerConfig};
 
 const THREE_STEPS: &str = r#"{"id":"three","version":"1","name":"Three steps","steps":[

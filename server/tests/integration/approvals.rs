@@ -8,9 +8,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use railyard_engine::clock::ManualClock;
 use railyard_proto::v1::{ApproveStepRequest, RejectStepRequest, RunInfo, RunStatus, StepTask};
 use railyard_sdk::{Client, ClientError, Completion, StepWorker};
-use railyard_server::clock::ManualClock;
 use railyard_server::{RunningServer, ServerConfig};
 
 const DRAFT: &str = r#"{"id":"draft","version":"1","name":"Draft","steps":[

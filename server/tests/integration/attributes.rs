@@ -7,10 +7,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use railyard_engine::clock::ManualClock;
 use railyard_proto::v1::{CountRunsRequest, GetHistoryRequest, ListRunsRequest, StartRunRequest};
 use railyard_sdk::{Client, ClientError, Completion, StepWorker};
 use railyard_server::ServerConfig;
-use railyard_server::clock::ManualClock;
 
 const TWO: &str = r#"{"id":"two","version":"1","name":"Two","steps":[
   {"id":"a","title":"A","prompt":"do {{goal}}"},

@@ -7,13 +7,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use railyard_engine::clock::ManualClock;
 use railyard_proto::v1::{
     self, ApiKeyRole, CancelRunRequest, CompleteStepTaskRequest, CreateApiKeyRequest, FailStepTaskRequest,
     GetHistoryRequest, HeartbeatStepTaskRequest, ListApiKeysRequest, ListRunsRequest, PollStepTaskRequest,
     SignalRunRequest, TerminateRunRequest,
 };
 use railyard_sdk::{ApiKey, Client, ClientError, ConnectOptions};
-use railyard_server::clock::ManualClock;
 use railyard_server::{RunningServer, ServerConfig, StartError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::Code;

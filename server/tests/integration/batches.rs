@@ -9,12 +9,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use railyard_engine::clock::ManualClock;
 use railyard_proto::v1::{
     self, ApiKeyRole, BatchAction, BatchInfo, GetHistoryRequest, ListBatchesRequest, RunStatus,
     StartBatchRequest, StartBatchResponse, StopBatchRequest, TerminateRunRequest,
 };
 use railyard_sdk::{Client, ClientError};
-use railyard_server::clock::ManualClock;
 use railyard_server::{RunningServer, ServerConfig};
 use tonic::Code;
 

@@ -621,8 +621,8 @@ async fn connections_past_the_limit_are_closed_at_once() {
 
 #[tokio::test]
 async fn the_workflow_listing_fits_one_answer_at_the_loader_limits() {
+    use railyard_engine::registry::MAX_DEFINITION_FILES;
     use railyard_model::workflow::{MAX_DESCRIPTION, MAX_STEPS};
-    use railyard_server::registry::MAX_DEFINITION_FILES;
     let b = bed_with(|c| {
         let steps: Vec<String> = (0..MAX_STEPS)
             .map(|i| format!(r#"{{"id":"{i:0>120}","title":"T","prompt":"p"}}"#))

@@ -8,10 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use railyard_engine::ChildLimits;
+use railyard_engine::clock::ManualClock;
 use railyard_proto::v1::{ChildRunSpec, ListRunsRequest, RunInfo, RunStatus, StepTask};
 use railyard_sdk::{Client, ClientError, Completion, StepWorker};
-use railyard_server::clock::ManualClock;
-use railyard_server::engine::ChildLimits;
 use railyard_server::{RunningServer, ServerConfig};
 
 const PARENT: &str = r#"{"id":"parent","version":"1","name":"Parent","steps":[

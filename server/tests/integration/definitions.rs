@@ -4,10 +4,10 @@
 //! `OUT_OF_RANGE`); one whose compact JSON passes `MAX_DEFINITION_JSON` is refused at
 //! load, naming its file and its size.
 
+use railyard_engine::registry::MAX_DEFINITION_BYTES;
 use railyard_model::workflow::{MAX_DEFINITION_JSON, MAX_STEPS};
 use railyard_proto::MAX_MESSAGE_BYTES;
 use railyard_proto::v1::GetHistoryRequest;
-use railyard_server::registry::MAX_DEFINITION_BYTES;
 use serde_json::{Value, json};
 
 use crate::bounds::bed_with;

@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, StatusCode};
+use railyard_engine::clock::{Clock, ManualClock};
+use railyard_engine::delivery::sign::{SIGNATURE_HEADER, verify};
+use railyard_engine::delivery::{DeliverySettings, SigningSecret};
 use railyard_proto::v1::{self, DeliveryState, RunStatus};
 use railyard_sdk::{Client, Completion, Failure, HeartbeatExtras, StepWorker};
-use railyard_server::clock::{Clock, ManualClock};
-use railyard_server::engine::delivery::sign::{SIGNATURE_HEADER, verify};
-use railyard_server::engine::delivery::{DeliverySettings, SigningSecret};
 use railyard_server::{RunningServer, ServerConfig};
 use serde_json::Value;
 use tonic::Code;

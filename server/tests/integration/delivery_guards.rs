@@ -5,9 +5,9 @@
 
 use std::time::{Duration, Instant};
 
+use railyard_engine::delivery::UNREACHABLE;
 use railyard_proto::v1;
 use railyard_sdk::{Completion, StepWorker};
-use railyard_server::engine::delivery::UNREACHABLE;
 use tonic::Code;
 
 use crate::delivery::{attrs, harness_with, receiver, settings};

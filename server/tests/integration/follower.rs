@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use railyard_engine::service::triggers::TriggerInput;
 use railyard_proto::v1::{self, history_client::HistoryClient};
 use railyard_sdk::{ApiKey, Client, ClientError, Completion, ConnectOptions, StepWorker};
 use railyard_server::follower::{FixedLeader, FollowerConfig, Leader, RunningFollower};
-use railyard_server::service::triggers::TriggerInput;
 use railyard_server::{RunningServer, ServerConfig};
 
 const TWO_STEPS: &str = r#"{"id":"two","version":"1","name":"Two steps","steps":[

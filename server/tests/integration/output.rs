@@ -7,12 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use railyard_engine::clock::ManualClock;
 use railyard_proto::v1::{
     self, AppendStepOutputRequest, OutputChunk, OutputKind, WatchOutputResponse,
     watch_output_response::Message,
 };
 use railyard_sdk::{Client, Completion, Failure, StepWorker};
-use railyard_server::clock::ManualClock;
 use railyard_server::{RunningServer, ServerConfig};
 use railyard_store::Store;
 use tonic::Code;

@@ -8,10 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use railyard_engine::clock::ManualClock;
+use railyard_engine::poller::PollLimits;
 use railyard_proto::v1::{self, RunStatus};
 use railyard_sdk::{Client, ClientError, Completion, StepWorker};
-use railyard_server::clock::ManualClock;
-use railyard_server::engine::poller::PollLimits;
 use railyard_server::{RunningServer, ServerConfig};
 
 use crate::poll_mock::{Fail, Mock, issue, merge_request};

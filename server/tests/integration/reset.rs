@@ -8,11 +8,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use railyard_engine::clock::ManualClock;
 use railyard_proto::v1::{
     ApiKeyRole, ChildRunSpec, RerunRunRequest, ResetRunRequest, RunInfo, RunStatus, StepTask,
 };
 use railyard_sdk::{Client, ClientError, Completion, Failure, StepWorker};
-use railyard_server::clock::ManualClock;
 use railyard_server::{RunningServer, ServerConfig};
 
 const THREE: &str = r#"{"id":"three","version":"1","name":"Three","steps":[

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use railyard_engine::clock::ManualClock;
 use railyard_proto::v1::{self, CreateNamespaceRequest, UpdateNamespaceRequest};
 use railyard_sdk::{Client, ClientError, Completion, StepWorker};
-use railyard_server::clock::ManualClock;
 use railyard_server::{RunningServer, ServerConfig};
 use railyard_store::RunFilter;
 

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use railyard_engine::clock::ManualClock;
 use railyard_proto::v1::{PollStepTaskRequest, StartRunRequest};
 use railyard_sdk::{Client, ClientError, Completion, StepWorker};
-use railyard_server::clock::ManualClock;
 use railyard_server::{RunningServer, ServerConfig};
 
 use crate::support;

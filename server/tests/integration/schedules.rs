@@ -7,10 +7,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use railyard_engine::clock::ManualClock;
 use railyard_proto::v1::schedules_client::SchedulesClient;
 use railyard_proto::v1::{self, OverlapPolicy};
 use railyard_sdk::{Client, Completion, Failure, StepWorker};
-use railyard_server::clock::ManualClock;
 use railyard_server::{RunningServer, ServerConfig};
 use tonic::Code;
 use tonic::transport::Channel;

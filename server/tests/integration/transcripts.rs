@@ -7,9 +7,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use railyard_engine::clock::ManualClock;
 use railyard_proto::v1::{CreateNamespaceRequest, GetStepCheckpointRequest, TerminateRunRequest};
 use railyard_sdk::{CheckpointSync, Client, Completion, StepWorker};
-use railyard_server::clock::ManualClock;
 use railyard_server::{RunningServer, ServerConfig};
 use railyard_store::{CheckpointAt, Store};
 

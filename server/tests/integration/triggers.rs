@@ -7,11 +7,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use railyard_engine::clock::ManualClock;
+use railyard_engine::service::triggers::TriggerInput;
+use railyard_engine::signature::sign;
 use railyard_proto::v1::{self, RunStatus};
 use railyard_sdk::{Client, ClientError, Completion, StepWorker};
-use railyard_server::clock::ManualClock;
-use railyard_server::service::triggers::TriggerInput;
-use railyard_server::signature::sign;
 use railyard_server::{RunningServer, ServerConfig};
 
 use crate::support;

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use railyard_engine::clock::ManualClock;
 use railyard_proto::v1::{self, SignalRunRequest, StartRunRequest};
 use railyard_sdk::{Client, Completion, Failure, StepWorker};
 use railyard_server::ServerConfig;
-use railyard_server::clock::ManualClock;
 
 use crate::support;
 

@@ -10,8 +10,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use backon::Retryable;
+use railyard_model::retry::is_transient_http_status;
 use railyard_sdk::RetryPolicy;
-use railyard_sdk::retry::is_transient_http_status;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use railyard_config::EnvVar;
-use railyard_server::service::triggers::TriggerInput;
+use railyard_engine::service::triggers::TriggerInput;
 use serde::{Deserialize, Serialize};
 
 /// The server's config file: one section per part of the server, every key optional,
@@ -101,7 +101,7 @@ pub(crate) struct ServerFile {
     pub triggers: Vec<TriggerInput>,
 }
 
-/// `[delivery]`: how closed runs' results are POSTed (see `railyard_server::engine::delivery`).
+/// `[delivery]`: how closed runs' results are POSTed (see `railyard_engine::delivery`).
 #[derive(Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct DeliverySection {
@@ -202,10 +202,8 @@ pub(crate) struct HooksSection {
 
 impl HooksSection {
     /// The polled triggers' bounds, or the key that is out of range and why.
-    pub(crate) fn poll_limits(
-        &self,
-    ) -> Result<railyard_server::engine::poller::PollLimits, (&'static str, String)> {
-        let mut limits = railyard_server::engine::poller::PollLimits::default();
+    pub(crate) fn poll_limits(&self) -> Result<railyard_engine::poller::PollLimits, (&'static str, String)> {
+        let mut limits = railyard_engine::poller::PollLimits::default();
         for (key, value, max, dst) in [
             ("hooks.max_pollers", self.max_pollers, 64, &mut limits.max_pollers),
             (
@@ -231,7 +229,7 @@ impl HooksSection {
     }
 }
 
-/// `[output]`: bounds and timing of live output (`railyard_server::engine::output`).
+/// `[output]`: bounds and timing of live output (`railyard_engine::output`).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct OutputSection {

@@ -3,7 +3,7 @@
 //! retention beside it.
 
 use railyard_config::ConfigError;
-use railyard_server::engine::output::OutputSettings;
+use railyard_engine::output::OutputSettings;
 
 use super::file::{BatchesSection, OutputSection};
 
@@ -72,7 +72,7 @@ pub(super) fn batch_retention(
     b: &BatchesSection,
     invalid: impl Fn(&str, String) -> ConfigError,
 ) -> Result<std::time::Duration, ConfigError> {
-    let default = railyard_server::engine::retention::DEFAULT_BATCH_RETENTION_MS as u64 / 1000;
+    let default = railyard_engine::retention::DEFAULT_BATCH_RETENTION_MS as u64 / 1000;
     let secs = b.retention_secs.unwrap_or(default);
     if secs > MAX_RETENTION_SECS {
         return Err(invalid(

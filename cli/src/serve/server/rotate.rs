@@ -2,7 +2,7 @@
 //! keeps its keys (the database's `token_keys` with a Postgres store, `keys.json` in
 //! the data directory with redb) and makes it the one that signs; the older keys keep
 //! verifying, so tokens already handed out stay good. Running servers pick it up
-//! within `railyard_server::token::keyring::RELOAD_EVERY`, or at once for a token
+//! within `railyard_engine::token::keyring::RELOAD_EVERY`, or at once for a token
 //! signed with it.
 
 use std::path::PathBuf;
@@ -43,7 +43,7 @@ pub(crate) async fn run(a: RotateArgs) -> anyhow::Result<()> {
         ..ServerArgs::default()
     }
     .settings()?;
-    let reload = railyard_server::token::keyring::RELOAD_EVERY.as_secs();
+    let reload = railyard_engine::token::keyring::RELOAD_EVERY.as_secs();
     let shown = settings.store.shown();
     let (kid, keys) = match &settings.store {
         StoreSetting::Postgres(url) => {
@@ -57,7 +57,7 @@ pub(crate) async fn run(a: RotateArgs) -> anyhow::Result<()> {
             (rotated.kid, rotated.keys.to_string())
         }
         StoreSetting::Redb(dir) => {
-            let (kid, keys) = railyard_server::token::rotate_file(dir)?;
+            let (kid, keys) = railyard_engine::token::rotate_file(dir)?;
             (kid, keys.to_string())
         }
     };

@@ -14,12 +14,12 @@ use std::time::Duration;
 
 use clap::Args;
 use railyard_config::{ConfigError, Loader};
+use railyard_engine::ChildLimits;
+use railyard_engine::service::triggers::TriggerInput;
 use railyard_server::ServerConfig;
-use railyard_server::engine::ChildLimits;
 use railyard_server::net::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PER_PEER, DEFAULT_REQUEST_TIMEOUT, NetLimits,
 };
-use railyard_server::service::triggers::TriggerInput;
 use railyard_server::tls::TlsFiles;
 use railyard_worker::gateway::sessions::SessionLimits;
 
@@ -260,7 +260,7 @@ impl std::fmt::Debug for StoreSetting {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ServerSettings {
     /// Live output's caps, retention and flush interval (`[output]`).
-    pub output: railyard_server::engine::output::OutputSettings,
+    pub output: railyard_engine::output::OutputSettings,
     /// How long a finished batch is kept (`[batches] retention_secs`); zero: for good.
     pub batch_retention: Duration,
     /// The directory of the server's local files: the redb database (with a redb
@@ -294,7 +294,7 @@ pub(crate) struct ServerSettings {
     /// How long a webhook delivery id is remembered.
     pub dedup_retention: Duration,
     /// Bounds on polled triggers (`hooks.max_pollers`, ...).
-    pub poll_limits: railyard_server::engine::poller::PollLimits,
+    pub poll_limits: railyard_engine::poller::PollLimits,
     /// Bounds on trees of child runs.
     pub child_limits: ChildLimits,
     /// MiB the database's page cache may hold.
@@ -328,11 +328,11 @@ impl ServerSettings {
         config.auth = self.auth;
         config.insecure = self.insecure;
         let d = &self.delivery;
-        let mut delivery = railyard_server::engine::delivery::DeliverySettings {
+        let mut delivery = railyard_engine::delivery::DeliverySettings {
             signing_secret: d
                 .signing_secret
                 .as_deref()
-                .and_then(railyard_server::engine::delivery::SigningSecret::new),
+                .and_then(railyard_engine::delivery::SigningSecret::new),
             ..Default::default()
         };
         if let Some(v) = d.request_timeout_ms {
@@ -744,7 +744,7 @@ impl ServerArgs {
         let d = &settings.delivery;
         if let Some(list) = &d.allow_networks {
             for n in list.items() {
-                if let Err(e) = n.parse::<railyard_server::engine::delivery::destination::Network>() {
+                if let Err(e) = n.parse::<railyard_engine::delivery::destination::Network>() {
                     return Err(loaded.invalid("delivery.allow_networks", e));
                 }
             }

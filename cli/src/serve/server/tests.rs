@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use railyard_server::engine::ChildLimits;
+use railyard_engine::ChildLimits;
 use railyard_server::net::NetLimits;
 
 use super::settings::{DEFAULT_DATA_DIR, DEFAULT_WORKFLOWS};
@@ -683,7 +683,7 @@ fn live_output_settings_from_the_file_and_refused_out_of_range() {
     let defaults = args.settings_with(env(&[])).unwrap();
     assert_eq!(
         defaults.config().output,
-        railyard_server::engine::output::OutputSettings::default()
+        railyard_engine::output::OutputSettings::default()
     );
     assert_eq!(defaults.output.retention_ms, 7 * 86_400_000);
     write(

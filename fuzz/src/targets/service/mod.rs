@@ -1,4 +1,4 @@
-//! Every request type through the service layer (`server/src/service/`), with no
+//! Every request type through the service layer (`engine/src/service/`), with no
 //! transport: sequences of requests whose fields are arbitrary (huge, empty,
 //! control characters, `.` and `..`, unicode, odd numbers, forged and stale
 //! tokens), on a real redb file in a temp dir or on the memory backend, with the
@@ -17,18 +17,18 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use railyard_engine::clock::ManualClock;
+use railyard_engine::delivery::{DeliverySettings, SigningSecret};
+use railyard_engine::error::ApiError;
+use railyard_engine::registry::WorkflowRegistry;
+use railyard_engine::service::runs::{self, HistoryQuery, IdReusePolicy, ListRuns, SignalRun, StartRun};
+use railyard_engine::service::tasks::{self, Completion, CoordinatorNote, Heartbeat, Poll};
+use railyard_engine::service::{
+    Caller, CallerInput, Core, CoreParts, Credentials, Operation, caller, workflows,
+};
 use railyard_model::namespace::{DEFAULT_NAMESPACE, Namespace};
 use railyard_model::run::{RunStatus, StepFailure};
 use railyard_model::workflow::parse_definition;
-use railyard_server::clock::ManualClock;
-use railyard_server::engine::delivery::{DeliverySettings, SigningSecret};
-use railyard_server::error::ApiError;
-use railyard_server::registry::WorkflowRegistry;
-use railyard_server::service::runs::{self, HistoryQuery, IdReusePolicy, ListRuns, SignalRun, StartRun};
-use railyard_server::service::tasks::{self, Completion, CoordinatorNote, Heartbeat, Poll};
-use railyard_server::service::{
-    Caller, CallerInput, Core, CoreParts, Credentials, Operation, caller, workflows,
-};
 use railyard_store::memory::MemoryBackend;
 use railyard_store::{RunFilter, Store};
 

@@ -1,0 +1,258 @@
+//! Live output: a worker appending to its step attempt's output
+//! ([`append`], under the task token), and watchers following a run's output from
+//! an offset ([`watch`]). The hub that numbers, bounds and stores chunks is
+//! `engine::output`.
+
+use std::sync::Arc;
+
+use tokio::sync::{broadcast, mpsc};
+
+use railyard_model::output::{ChunkBody, OutputChunk};
+use railyard_model::token::TokenClaims;
+
+use super::{Caller, Core, runs};
+use crate::error::ApiError;
+use crate::output::{AppendError, Appended};
+
+/// Most chunks in one append.
+pub const MAX_APPEND_CHUNKS: usize = 1024;
+/// Most text bytes in one append.
+pub const MAX_APPEND_BYTES: usize = 1 << 20;
+/// Chunks read from storage at a time while a watcher catches up.
+const READ_CHUNK: usize = 256;
+/// Longest a watch waits, at the run's close, for the hub to store what was appended.
+const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// Messages queued for one watcher's connection (a chunk is at most 1 MiB, most are
+/// far smaller); past it the watcher's live channel backs up and it lags.
+const WATCH_BUFFER: usize = 64;
+
+/// Appends a worker's chunks to the attempt its token leases (the caller was
+/// resolved by `tasks::lease_holder`). Answered before they are written.
+pub fn append(core: &Core, claims: &TokenClaims, chunks: Vec<ChunkBody>) -> Result<Appended, ApiError> {
+    if chunks.len() > MAX_APPEND_CHUNKS {
+        return Err(ApiError::field(
+            "chunks",
+            format!(
+                "{} chunks, more than the limit of {MAX_APPEND_CHUNKS}",
+                chunks.len()
+            ),
+        ));
+    }
+    let bytes: u64 = chunks.iter().map(|c| c.weight() - 16).sum();
+    if bytes > MAX_APPEND_BYTES as u64 {
+        return Err(ApiError::field(
+            "chunks",
+            format!("{bytes} bytes of text, more than the limit of {MAX_APPEND_BYTES}"),
+        ));
+    }
+    for (i, c) in chunks.iter().enumerate() {
+        if matches!(c, ChunkBody::SegmentStart | ChunkBody::Dropped { .. }) {
+            return Err(ApiError::field(
+                &format!("chunks[{i}].kind"),
+                format!("{} chunks are written by the server, not sent", c.kind()),
+            ));
+        }
+    }
+    core.output.append(claims, chunks).map_err(|e| match e {
+        AppendError::Stale { .. } | AppendError::NotLeased { .. } => {
+            ApiError::FailedPrecondition(e.to_string())
+        }
+        AppendError::Storage(e) => e.into(),
+    })
+}
+
+/// What a watcher is sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutputEvent {
+    /// The next chunk, in offset order.
+    Chunk(OutputChunk),
+    /// The watcher fell behind the live channel; it goes on from storage at
+    /// `next_offset`.
+    Lagged { next_offset: u64 },
+}
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum From {
+    /// At this offset (0 or 1: the start).
+    Offset(u64),
+    /// This many chunks before the end of what is stored (a tail).
+    End(u64),
+}
+
+/// Follows a run's output from `from_offset` (0 or 1: from the start): the stored
+/// chunks, then each new one as it is stored; ends once the run is closed and its
+/// last chunk sent. Ends early when the receiver is dropped, and with `UNAVAILABLE`
+/// when the server shuts down.
+pub fn watch(
+    core: &Arc<Core>,
+    caller: &Caller,
+    run_id: &str,
+    from: From,
+) -> Result<mpsc::Receiver<Result<OutputEvent, ApiError>>, ApiError> {
+    runs::describe(core, caller, run_id)?;
+    let from_offset = match from {
+        From::Offset(n) => n,
+        From::End(back) => {
+            let next = core
+                .store
+                .output()
+                .head(&caller.namespace, run_id)?
+                .map_or(1, |h| h.next_offset);
+            next.saturating_sub(back)
+        }
+    };
+    let (tx, rx) = mpsc::channel(WATCH_BUFFER);
+    let w = Watch {
+        core: core.clone(),
+        ns: caller.namespace.clone(),
+        run_id: run_id.to_string(),
+        next: from_offset.max(1),
+        tx,
+    };
+    tokio::spawn(w.run());
+    Ok(rx)
+}
+
+struct Watch {
+    core: Arc<Core>,
+    ns: String,
+    run_id: String,
+    next: u64,
+    tx: mpsc::Sender<Result<OutputEvent, ApiError>>,
+}
+
+/// Why a watch stopped sending.
+enum Stop {
+    /// The receiver is gone, or an error was sent: end.
+    End,
+}
+
+impl Watch {
+    async fn run(mut self) {
+        // Subscribed before the first read, so nothing stored after it is missed.
+        let mut changes = self.core.watchers.subscribe(&self.ns, &self.run_id);
+        let mut live = self.core.output.subscribe(&self.ns, &self.run_id);
+        loop {
+            if self.catch_up().await.is_err() {
+                return;
+            }
+            if self.closed() {
+                // What the worker appended before the close is stored first (bounded:
+                // a flusher that stopped, at shutdown, does not hold the watch open).
+                tokio::select! {
+                    _ = self.core.output.flushed() => {}
+                    _ = tokio::time::sleep(FLUSH_WAIT) => {}
+                    _ = self.core.shutting_down() => {}
+                }
+                let _ = self.catch_up().await;
+                return;
+            }
+            // Live until a gap, a lag or the close.
+            loop {
+                tokio::select! {
+                    got = live.recv() => match got {
+                        Ok(c) if c.offset < self.next => continue,
+                        Ok(c) if c.offset == self.next => {
+                            self.next += 1;
+                            if self.send(OutputEvent::Chunk((*c).clone())).await.is_err() {
+                                return;
+                            }
+                        }
+                        // A chunk past the next: the ones between are stored; read them.
+                        Ok(_) => break,
+                        Err(broadcast::error::RecvError::Lagged(_)) => {
+                            // The channel overran while the watcher was busy, maybe while
+                            // it read those very chunks from storage: it lagged only if
+                            // stored chunks are still to be sent.
+                            if self.behind_storage()
+                                && self.send(OutputEvent::Lagged { next_offset: self.next }).await.is_err()
+                            {
+                                return;
+                            }
+                            break;
+                        }
+                        Err(broadcast::error::RecvError::Closed) => {
+                            live = self.core.output.subscribe(&self.ns, &self.run_id);
+                            break;
+                        }
+                    },
+                    changed = changes.changed() => {
+                        if changed.is_err() || self.closed() {
+                            break;
+                        }
+                    }
+                    _ = self.tx.closed() => return,
+                    _ = self.core.shutting_down() => {
+                        self.shutting_down();
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends `ev`, waiting for room, unless the server shuts down first: a watcher
+    /// that stopped reading must not hold the server's shutdown.
+    async fn send(&self, ev: OutputEvent) -> Result<(), Stop> {
+        tokio::select! {
+            sent = self.tx.send(Ok(ev)) => sent.map_err(|_| Stop::End),
+            _ = self.core.shutting_down() => {
+                self.shutting_down();
+                Err(Stop::End)
+            }
+        }
+    }
+
+    /// Tells the watcher why the stream ends, if there is room to.
+    fn shutting_down(&self) {
+        let _ = self
+            .tx
+            .try_send(Err(ApiError::Unavailable("the server is shutting down".into())));
+    }
+
+    /// Whether chunks from `next` on are stored (an error counts as behind: the
+    /// catch-up that follows reports it).
+    fn behind_storage(&self) -> bool {
+        !matches!(self.core.store.output().head(&self.ns, &self.run_id),
+            Ok(Some(head)) if head.next_offset <= self.next)
+    }
+
+    fn closed(&self) -> bool {
+        !matches!(self.core.store.run(&self.ns, &self.run_id), Ok(Some(run)) if run.status.is_open())
+    }
+
+    /// Sends every stored chunk from `next` on.
+    async fn catch_up(&mut self) -> Result<(), Stop> {
+        loop {
+            let (store, ns, run_id, from) = (
+                self.core.store.clone(),
+                self.ns.clone(),
+                self.run_id.clone(),
+                self.next,
+            );
+            let read =
+                tokio::task::spawn_blocking(move || store.output().read(&ns, &run_id, from, READ_CHUNK))
+                    .await;
+            let chunks = match read {
+                Ok(Ok(chunks)) => chunks,
+                Ok(Err(e)) => {
+                    let _ = self.tx.try_send(Err(e.into()));
+                    return Err(Stop::End);
+                }
+                Err(e) => {
+                    let _ = self.tx.try_send(Err(ApiError::Internal(e.to_string())));
+                    return Err(Stop::End);
+                }
+            };
+            let got = chunks.len();
+            for c in chunks {
+                self.next = c.offset + 1;
+                self.send(OutputEvent::Chunk(c)).await?;
+            }
+            if got < READ_CHUNK {
+                return Ok(());
+            }
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Verifying a webhook delivery: an HMAC-SHA256 of the raw body in a header
+//! (GitHub's `X-Hub-Signature-256: sha256=<hex>` by default), or a shared bearer
+//! token. Secrets are named as `$ENV_NAME` in the trigger and read from the
+//! server's environment at each delivery, so they are never stored or logged.
+
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::{Digest, Sha256};
+
+use railyard_model::trigger::Trigger;
+
+/// Longest header value looked at (a signature or an authorization header).
+pub const MAX_HEADER_BYTES: usize = 1024;
+
+/// Why a delivery is refused (answered `401`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    #[error("missing {0} header")]
+    Missing(String),
+    #[error("the {0} header does not match the body")]
+    BadSignature(String),
+    #[error("the bearer token does not match")]
+    BadToken,
+    /// The trigger names a secret the server's environment does not have: the
+    /// server is misconfigured, and the delivery is refused rather than let in.
+    #[error("the server cannot check this delivery: the secret it names is not set")]
+    SecretUnset,
+}
+
+/// Whether `text` is a secret reference: `$` and an environment variable name.
+pub fn is_env_ref(text: &str) -> bool {
+    let Some(name) = text.strip_prefix('$') else {
+        return false;
+    };
+    !name.is_empty()
+        && name.len() <= 128
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The secret a `$ENV_NAME` reference names, read now.
+fn resolve(reference: &str) -> Result<Vec<u8>, VerifyError> {
+    let name = reference.strip_prefix('$').unwrap_or(reference);
+    match std::env::var_os(name) {
+        Some(v) if !v.is_empty() => Ok(v.into_encoded_bytes()),
+        _ => {
+            tracing::error!(
+                env = name,
+                "a trigger's secret is not set in the server's environment"
+            );
+            Err(VerifyError::SecretUnset)
+        }
+    }
+}
+
+/// The `sha256=<hex>` signature of `body` under `secret`, as a sender makes it.
+pub fn sign(secret: &[u8], body: &[u8]) -> String {
+    // HMAC takes a key of any length.
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret).unwrap_or_else(|_| unreachable!());
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// Checks a delivery against the trigger's signature or token settings; `header`
+/// reads a request header by name (`None` when absent or not text).
+pub fn verify(t: &Trigger, header: &dyn Fn(&str) -> Option<String>, body: &[u8]) -> Result<(), VerifyError> {
+    if !t.signature_secret.is_empty() {
+        let name = t.signature_header();
+        let presented = header(name).ok_or_else(|| VerifyError::Missing(name.to_string()))?;
+        let bad = || VerifyError::BadSignature(name.to_string());
+        if presented.len() > MAX_HEADER_BYTES {
+            return Err(bad());
+        }
+        let hex_part = presented
+            .trim()
+            .strip_prefix("sha256=")
+            .unwrap_or(presented.trim());
+        let sig = hex::decode(hex_part).ok().ok_or_else(bad)?;
+        let secret = resolve(&t.signature_secret)?;
+        let mut mac = Hmac::<Sha256>::new_from_slice(&secret).map_err(|_| bad())?;
+        mac.update(body);
+        // Constant time.
+        return mac.verify_slice(&sig).map_err(|_| bad());
+    }
+    if !t.bearer_token.is_empty() {
+        let presented =
+            header("authorization").ok_or_else(|| VerifyError::Missing("Authorization".into()))?;
+        if presented.len() > MAX_HEADER_BYTES {
+            return Err(VerifyError::BadToken);
+        }
+        let token = presented
+            .strip_prefix("Bearer ")
+            .or_else(|| presented.strip_prefix("bearer "))
+            .ok_or(VerifyError::BadToken)?;
+        let secret = resolve(&t.bearer_token)?;
+        // Equal-length digests, compared in constant time.
+        let (a, b) = (Sha256::digest(token.trim().as_bytes()), Sha256::digest(&secret));
+        if !bool::from(subtle::ConstantTimeEq::ct_eq(&a[..], &b[..])) {
+            return Err(VerifyError::BadToken);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trigger(secret: &str, token: &str) -> Trigger {
+        Trigger {
+            signature_secret: secret.into(),
+            bearer_token: token.into(),
+            ..Trigger::default()
+        }
+    }
+
+    #[test]
+    fn env_refs() {
+        assert!(is_env_ref("$GITHUB_SECRET"));
+        assert!(!is_env_ref("GITHUB_SECRET"));
+        assert!(!is_env_ref("$"));
+        assert!(!is_env_ref("$1X"));
+        assert!(!is_env_ref("$A-B"));
+    }
+
+    #[test]
+    fn signatures_verify_only_with_the_right_secret() {
+        // SAFETY: this test's own variable, read by this test only.
+        unsafe { std::env::set_var("RAILYARD_TEST_SIG_SECRET", "s3cret") };
+        let t = trigger("$RAILYARD_TEST_SIG_SECRET", "");
+        let body = br#"{"a":1}"#;
+        let good = sign(b"s3cret", body);
+        let h = |v: Option<String>| {
+            move |name: &str| (name == "X-Hub-Signature-256").then(|| v.clone()).flatten()
+        };
+        assert_eq!(verify(&t, &h(Some(good.clone())), body), Ok(()));
+        assert!(matches!(verify(&t, &h(None), body), Err(VerifyError::Missing(_))));
+        let wrong = sign(b"other", body);
+        assert!(matches!(
+            verify(&t, &h(Some(wrong)), body),
+            Err(VerifyError::BadSignature(_))
+        ));
+        assert!(matches!(
+            verify(&t, &h(Some(good.clone())), b"{}"),
+            Err(VerifyError::BadSignature(_))
+        ));
+        assert!(matches!(
+            verify(&t, &h(Some("sha256=zz".into())), body),
+            Err(VerifyError::BadSignature(_))
+        ));
+        let unset = trigger("$RAILYARD_TEST_SIG_UNSET", "");
+        assert_eq!(
+            verify(&unset, &h(Some(good)), body),
+            Err(VerifyError::SecretUnset)
+        );
+    }
+
+    #[test]
+    fn bearer_tokens() {
+        // SAFETY: this test's own variable, read by this test only.
+        unsafe { std::env::set_var("RAILYARD_TEST_BEARER", "tok") };
+        let t = trigger("", "$RAILYARD_TEST_BEARER");
+        let h = |v: &'static str| move |name: &str| (name == "authorization").then(|| v.to_string());
+        assert_eq!(verify(&t, &h("Bearer tok"), b""), Ok(()));
+        assert_eq!(verify(&t, &h("Bearer nope"), b""), Err(VerifyError::BadToken));
+        assert_eq!(verify(&t, &h("tok"), b""), Err(VerifyError::BadToken));
+    }
+}

@@ -1,0 +1,77 @@
+//! Delete an empty namespace (no runs, no schedules), revoking its API keys in the same commit (so a
+//! namespace made again under the name does not take them back).
+
+use super::*;
+
+/// Delete namespace `name`.
+#[derive(Debug)]
+pub struct DeleteNamespace {
+    pub name: String,
+}
+
+impl Apply for DeleteNamespace {
+    type Output = ();
+    const NAME: &'static str = "delete_namespace";
+
+    fn apply(self, cx: &mut Cx) -> Result<Result<(), Rejection>, StorageError> {
+        let name = self.name.as_str();
+        if name == railyard_model::namespace::DEFAULT_NAMESPACE {
+            return Ok(Err(Rejection::FailedPrecondition(
+                "namespace \"default\" cannot be deleted".into(),
+            )));
+        }
+        if cx.tx.namespace(name)?.is_none() {
+            return Ok(Err(Rejection::NotFound(format!(
+                "namespace {name:?} does not exist"
+            ))));
+        }
+        let mut has_runs = false;
+        cx.tx
+            .runs_by_start(name, Millis::MIN, (Millis::MAX, ""), &mut |_, _, _| {
+                has_runs = true;
+                false
+            })?;
+        if has_runs {
+            return Ok(Err(Rejection::FailedPrecondition(format!(
+                "namespace {name:?} still holds runs; only an empty namespace can be deleted"
+            ))));
+        }
+        let mut schedules = 0usize;
+        cx.tx.schedules(name, "", &mut |_| {
+            schedules += 1;
+            true
+        })?;
+        if schedules > 0 {
+            let noun = if schedules == 1 { "schedule" } else { "schedules" };
+            return Ok(Err(Rejection::FailedPrecondition(format!(
+                "namespace {name:?} still holds {schedules} {noun}; delete them first \
+                 (railyard schedule delete), then the namespace"
+            ))));
+        }
+
+        let mut has_triggers = false;
+        cx.tx.triggers(Some(name), "", &mut |_| {
+            has_triggers = true;
+            false
+        })?;
+        if has_triggers {
+            return Ok(Err(Rejection::FailedPrecondition(format!(
+                "namespace {name:?} still holds triggers; delete them first"
+            ))));
+        }
+        let mut keys = Vec::new();
+        cx.tx.api_keys("", &mut |k| {
+            if k.namespace == name && k.revoked_ms.is_none() {
+                keys.push(k);
+            }
+            true
+        })?;
+        for mut key in keys {
+            key.revoked_ms = Some(cx.now());
+            cx.tx.put_api_key(&key)?;
+        }
+        cx.tx.remove_namespace(name)?;
+        cx.limits.forget(name);
+        Ok(Ok(()))
+    }
+}

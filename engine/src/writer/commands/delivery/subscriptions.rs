@@ -1,0 +1,74 @@
+//! Add or remove a namespace's notification subscription.
+
+use super::*;
+use railyard_model::namespace::{MAX_SUBSCRIPTIONS, Namespace, Subscription};
+
+fn no_namespace(name: &str) -> Rejection {
+    Rejection::NotFound(format!("namespace {name:?} does not exist"))
+}
+
+/// Adds a subscription (checked by the service layer) to a namespace.
+#[derive(Debug)]
+pub struct Subscribe {
+    pub namespace: String,
+    pub subscription: Subscription,
+}
+
+impl Apply for Subscribe {
+    type Output = Namespace;
+    const NAME: &'static str = "subscribe";
+
+    fn apply(self, cx: &mut Cx) -> Result<Result<Namespace, Rejection>, StorageError> {
+        let Some(mut ns) = cx.tx.namespace(&self.namespace)? else {
+            return Ok(Err(no_namespace(&self.namespace)));
+        };
+        let mut sub = self.subscription;
+        if ns.subscriptions.iter().any(|s| s.id == sub.id) {
+            return Ok(Err(Rejection::AlreadyExists(format!(
+                "namespace {:?} has a subscription {:?} already",
+                ns.name, sub.id
+            ))));
+        }
+        if ns.subscriptions.len() >= MAX_SUBSCRIPTIONS {
+            return Ok(Err(Rejection::ResourceExhausted(format!(
+                "namespace {:?} has {MAX_SUBSCRIPTIONS} subscriptions, the most it may hold",
+                ns.name
+            ))));
+        }
+        sub.created_ms = cx.now();
+        ns.subscriptions.push(sub);
+        ns.updated_ms = cx.now();
+        cx.tx.put_namespace(&ns)?;
+        Ok(Ok(ns))
+    }
+}
+
+/// Removes a subscription. Deliveries it already planned carry on (each run keeps
+/// its own copy of the URL).
+#[derive(Debug)]
+pub struct Unsubscribe {
+    pub namespace: String,
+    pub id: String,
+}
+
+impl Apply for Unsubscribe {
+    type Output = Namespace;
+    const NAME: &'static str = "unsubscribe";
+
+    fn apply(self, cx: &mut Cx) -> Result<Result<Namespace, Rejection>, StorageError> {
+        let Some(mut ns) = cx.tx.namespace(&self.namespace)? else {
+            return Ok(Err(no_namespace(&self.namespace)));
+        };
+        let before = ns.subscriptions.len();
+        ns.subscriptions.retain(|s| s.id != self.id);
+        if ns.subscriptions.len() == before {
+            return Ok(Err(Rejection::NotFound(format!(
+                "namespace {:?} has no subscription {:?}",
+                ns.name, self.id
+            ))));
+        }
+        ns.updated_ms = cx.now();
+        cx.tx.put_namespace(&ns)?;
+        Ok(Ok(ns))
+    }
+}

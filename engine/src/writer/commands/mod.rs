@@ -1,0 +1,239 @@
+//! The writer's commands: one type per file (a schedule's or a trigger's in a
+//! folder of their own), each applied through a [`Cx`], and the closed [`Command`]
+//! enum the writer queue carries.
+//!
+//! Adding a command is a new file here with a type implementing [`Apply`], and one
+//! line in the `commands!` list at the end of this file (its variant and type); the
+//! file's `mod` line and re-export go beside the others. Callers send it with
+//! [`Writer::send`](super::Writer::send).
+
+use super::cx::{Attempt, ClosedRun, Cx};
+use super::*;
+use railyard_model::trace::TraceContext;
+
+pub(crate) mod approve;
+pub(crate) mod batch;
+pub(crate) mod children;
+pub(crate) mod complete;
+pub(crate) mod create_api_key;
+pub(crate) mod create_namespace;
+pub(crate) mod delete_namespace;
+pub(crate) mod delivery;
+pub(crate) mod fail;
+pub(crate) mod fire_timers;
+pub(crate) mod heartbeat;
+pub(crate) mod lease;
+pub(crate) mod namespace_attributes;
+pub(crate) mod pause;
+pub(crate) mod purge;
+pub(crate) mod report_issue;
+pub(crate) mod reset;
+pub(crate) mod revoke_api_key;
+pub(crate) mod schedule;
+pub(crate) mod signal;
+pub(crate) mod start;
+pub(crate) mod start_replacing;
+pub(crate) mod stop;
+pub(crate) mod trigger;
+pub(crate) mod undelivered;
+pub(crate) mod update_namespace;
+pub(crate) mod upsert_attributes;
+
+pub use self::approve::*;
+pub use self::batch::*;
+pub use self::children::*;
+pub use self::complete::*;
+pub use self::create_api_key::*;
+pub use self::create_namespace::*;
+pub use self::delete_namespace::*;
+pub use self::delivery::*;
+pub use self::fail::*;
+pub use self::fire_timers::*;
+pub use self::heartbeat::*;
+pub use self::lease::*;
+pub use self::namespace_attributes::*;
+pub use self::pause::*;
+pub use self::purge::*;
+pub use self::report_issue::*;
+pub use self::reset::*;
+pub use self::revoke_api_key::*;
+pub use self::schedule::*;
+pub use self::signal::*;
+pub use self::start::*;
+pub use self::start_replacing::*;
+pub use self::stop::*;
+pub use self::trigger::*;
+pub use self::undelivered::*;
+pub use self::update_namespace::*;
+pub use self::upsert_attributes::*;
+
+/// Tells what started each run that closed in this command, in the same
+/// transaction: its schedule, and the trigger key it held (one of a close's three
+/// hooks: see `cx.rs`). What it starts cannot close another run at once, so it ends.
+pub(crate) fn settle(cx: &mut Cx) -> Result<(), StorageError> {
+    while !cx.closed.is_empty() {
+        for c in std::mem::take(cx.closed) {
+            if !c.schedule_id.is_empty() {
+                schedule::run_closed(cx, &c)?;
+            }
+            trigger::run_closed(cx, &c)?;
+        }
+    }
+    Ok(())
+}
+
+/// A lease handed out in an answer: (namespace, run id, lease).
+pub type Handed = (String, String, u64);
+
+/// One writer command.
+pub trait Apply: Sized + Send + 'static {
+    /// What the caller gets back.
+    type Output: Send + 'static;
+
+    /// The command's name: the label of its span and its metric.
+    const NAME: &'static str;
+
+    /// Applies the command inside the open transaction. The outer `Err` is a
+    /// storage failure (which fails the whole batch); the inner result is the
+    /// command's own answer. A refused command must write nothing, so every check
+    /// comes before the first save.
+    fn apply(self, cx: &mut Cx) -> Result<Result<Self::Output, Rejection>, StorageError>;
+
+    /// The lease an accepted answer hands out, if any: if its caller is gone when
+    /// the commit finishes, the writer ends that lease at once.
+    fn handed(_output: &Self::Output) -> Option<Handed> {
+        None
+    }
+}
+
+/// A caller's answer, held until commit.
+pub(super) struct Answer {
+    pub(super) name: &'static str,
+    /// Whether the command was accepted (it may still fail with its batch).
+    pub(super) accepted: bool,
+    /// Given the storage error if the batch failed; returns a follow-up command
+    /// when the answer carried a lease that its caller was no longer there to take.
+    pub(super) send: Box<dyn FnOnce(Option<WriteError>) -> Option<Command> + Send>,
+}
+
+/// Builds the answer of command `C`; `result` is `None` when the command was not
+/// applied because its batch had already failed.
+fn answer<C: Apply>(reply: Option<Reply<C::Output>>, result: Option<Result<C::Output, Rejection>>) -> Answer {
+    let accepted = matches!(result, Some(Ok(_)));
+    Answer {
+        name: C::NAME,
+        accepted,
+        send: Box::new(move |storage_error| {
+            let leased = match (&storage_error, &result) {
+                (None, Some(Ok(value))) => C::handed(value),
+                _ => None,
+            };
+            let result = match (storage_error, result) {
+                (Some(e), _) => Err(e),
+                (None, Some(r)) => r.map_err(WriteError::from),
+                (None, None) => Err(WriteError::Internal(format!("{} was not applied", C::NAME))),
+            };
+            let delivered = match reply {
+                Some(reply) => reply.send(result).is_ok(),
+                // The writer's own command: nobody waits for it.
+                None => true,
+            };
+            let (ns, run_id, lease) = leased.filter(|_| !delivered)?;
+            tracing::warn!(%run_id, lease, "a leased step's caller was gone when the commit finished");
+            Some(Command::Undelivered(Undelivered { ns, run_id, lease }, None))
+        }),
+    }
+}
+
+/// Applies one command: its answer, and the storage error that failed it, if any.
+fn run<C: Apply>(c: C, reply: Option<Reply<C::Output>>, cx: &mut Cx) -> (Answer, Option<StorageError>) {
+    match c.apply(cx) {
+        Ok(result) => (answer::<C>(reply, Some(result)), None),
+        Err(e) => (answer::<C>(reply, None), Some(e)),
+    }
+}
+
+macro_rules! commands {
+    ($($variant:ident($ty:ty),)*) => {
+        /// Every mutation the writer applies, with where its answer goes (`None`
+        /// for the writer's own follow-ups).
+        pub enum Command {
+            $($variant($ty, Option<Reply<<$ty as Apply>::Output>>),)*
+        }
+
+        impl Command {
+            /// The command's name, as in its span and metric.
+            pub(crate) fn name(&self) -> &'static str {
+                match self {
+                    $(Command::$variant(..) => <$ty as Apply>::NAME,)*
+                }
+            }
+
+            /// Applies the command in the open transaction.
+            pub(super) fn apply(self, cx: &mut Cx) -> (Answer, Option<StorageError>) {
+                match self {
+                    $(Command::$variant(c, reply) => run(c, reply, cx),)*
+                }
+            }
+
+            /// The answer of a command its batch never got to (the batch failed).
+            pub(super) fn unapplied(self) -> Answer {
+                match self {
+                    $(Command::$variant(_, reply) => answer::<$ty>(reply, None),)*
+                }
+            }
+        }
+
+        $(impl From<($ty, Reply<<$ty as Apply>::Output>)> for Command {
+            fn from((c, reply): ($ty, Reply<<$ty as Apply>::Output>)) -> Self {
+                Command::$variant(c, Some(reply))
+            }
+        })*
+    };
+}
+
+// Every command: its variant and its type, one line each.
+commands! {
+    AdvanceBatch(AdvanceBatch),
+    AnswerApproval(AnswerApproval),
+    ChangeAttribute(ChangeAttribute),
+    Complete(Complete),
+    CreateApiKey(CreateApiKey),
+    CreateBatch(CreateBatch),
+    CreateNamespace(CreateNamespace),
+    CreateSchedule(CreateSchedule),
+    CreateTrigger(CreateTrigger),
+    DeleteNamespace(DeleteNamespace),
+    DeleteSchedule(DeleteSchedule),
+    DeleteTrigger(DeleteTrigger),
+    DeliverHook(DeliverHook),
+    Fail(Fail),
+    FireTimers(FireTimers),
+    Heartbeat(Heartbeat),
+    Lease(LeaseTask),
+    PatchSchedule(PatchSchedule),
+    PauseRun(PauseRun),
+    PurgeBatches(PurgeBatches),
+    PurgeHookDeliveries(PurgeHookDeliveries),
+    PurgeRuns(PurgeRuns),
+    RecordDelivery(RecordDelivery),
+    RecordPoll(RecordPoll),
+    Redeliver(Redeliver),
+    ReportIssue(ReportIssue),
+    Reset(ResetRun),
+    RevokeApiKey(RevokeApiKey),
+    Signal(Signal),
+    SpawnChildren(SpawnChildren),
+    Start(StartCommand),
+    StartReplacing(StartReplacing),
+    Stop(StopRun),
+    StopBatch(StopBatch),
+    Subscribe(Subscribe),
+    SyncConfigTriggers(SyncConfigTriggers),
+    Undelivered(Undelivered),
+    Unsubscribe(Unsubscribe),
+    UpdateNamespace(UpdateNamespace),
+    UpdateSchedule(UpdateSchedule),
+    UpdateTrigger(UpdateTrigger),
+    UpsertAttributes(UpsertAttributes),
+}
