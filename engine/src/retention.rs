@@ -128,7 +128,7 @@ async fn sweep(
             continue;
         }
         let found = candidates.len();
-        let purged = writer.purge_runs(PurgeRuns { candidates }).await?;
+        let purged = writer.call(PurgeRuns { candidates }).await?;
         let mut by_ns: BTreeMap<&str, u64> = BTreeMap::new();
         for (ns, _) in &purged.purged {
             *by_ns.entry(ns.as_str()).or_insert(0) += 1;

@@ -143,7 +143,7 @@ impl Sender {
             attempt: a.attempt,
             outcome,
         };
-        if let Err(e) = self.writer.record_delivery(cmd).await {
+        if let Err(e) = self.writer.call(cmd).await {
             tracing::warn!(run_id = %a.run_id, attempt = a.attempt, error = %e, "could not record a delivery outcome; its deadline retries it");
         }
         drop(slot);

@@ -41,7 +41,7 @@ pub async fn run(
         };
         match due {
             Some(due) if due <= clock.now_ms() => {
-                if let Err(e) = writer.fire_timers().await {
+                if let Err(e) = writer.call(crate::writer::FireTimers).await {
                     tracing::error!(error = %e, "firing timers failed; retrying");
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }

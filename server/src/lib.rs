@@ -548,7 +548,14 @@ async fn purge_hook_deliveries(
                 .clock
                 .now_ms()
                 .saturating_sub(i64::try_from(retention_ms).unwrap_or(i64::MAX));
-            match core.writer.purge_hook_deliveries(before, PURGE_BATCH).await {
+            match core
+                .writer
+                .call(railyard_engine::writer::PurgeHookDeliveries {
+                    before,
+                    max: PURGE_BATCH,
+                })
+                .await
+            {
                 Ok(n) if n == PURGE_BATCH => continue,
                 Ok(n) => {
                     if n > 0 {

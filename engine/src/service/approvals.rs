@@ -50,7 +50,7 @@ async fn answer(core: &Core, caller: &Caller, a: Answer, approve: bool) -> Resul
     )?;
     let run_id = a.run_id.clone();
     core.writer
-        .answer_approval(AnswerApproval {
+        .call(AnswerApproval {
             ns: caller.namespace.clone(),
             run_id: a.run_id,
             step_id: a.step_id,

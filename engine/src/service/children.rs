@@ -95,7 +95,7 @@ pub async fn spawn(core: &Core, caller: &Caller, claims: TokenClaims, s: Spawn) 
     let waits = wait.is_some();
     let spawned = core
         .writer
-        .spawn_children(SpawnChildren {
+        .call(SpawnChildren {
             claims,
             identity: caller.identity.clone(),
             children,

@@ -117,7 +117,7 @@ pub async fn create(core: &Core, credentials: &Credentials, req: CreateKey) -> R
         created_by: created_by(&principal),
         description: req.description,
     };
-    let key = core.writer.create_api_key(key).await?;
+    let key = core.writer.call(crate::writer::CreateApiKey { key }).await?;
     tracing::info!(key_id = %key.key_id, namespace = %key.namespace, role = key.role.name(), by = %key.created_by, "API key created");
     Ok(CreatedKey {
         secret_key: new.secret_key,
@@ -197,7 +197,12 @@ pub async fn revoke(core: &Core, credentials: &Credentials, key_id: &str) -> Res
         .api_key(key_id)?
         .ok_or_else(|| ApiError::NotFound(format!("API key {key_id} not found")))?;
     caller::authorize(&principal, &key.namespace, Operation::ManageApiKeys)?;
-    let key = core.writer.revoke_api_key(key_id.to_string()).await?;
+    let key = core
+        .writer
+        .call(crate::writer::RevokeApiKey {
+            key_id: key_id.to_string(),
+        })
+        .await?;
     tracing::info!(key_id, namespace = %key.namespace, by = %created_by(&principal), "API key revoked");
     Ok(key)
 }
@@ -258,7 +263,7 @@ pub async fn bootstrap(
         created_by: "bootstrap".to_string(),
         description: "made by the server at its first start with auth on".to_string(),
     };
-    let key = writer.create_api_key(key).await?;
+    let key = writer.call(crate::writer::CreateApiKey { key }).await?;
     tracing::warn!(
         key_id = %key.key_id,
         path = %path.display(),

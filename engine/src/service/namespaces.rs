@@ -67,7 +67,13 @@ pub async fn create(
     let principal = admin(core, credentials, ALL_NAMESPACES)?;
     check_name("name", name)?;
     check_change(&settings)?;
-    let ns = core.writer.create_namespace(name.to_string(), settings).await?;
+    let ns = core
+        .writer
+        .call(crate::writer::CreateNamespace {
+            name: name.to_string(),
+            settings,
+        })
+        .await?;
     core.namespaces.insert(ns.name.clone());
     tracing::info!(namespace = %ns.name, by = ?principal, "namespace created");
     Ok(ns)
@@ -113,7 +119,13 @@ pub async fn update(
     let name = caller::namespace_name(name);
     let principal = admin(core, credentials, name)?;
     check_change(&change)?;
-    let ns = core.writer.update_namespace(name.to_string(), change).await?;
+    let ns = core
+        .writer
+        .call(crate::writer::UpdateNamespace {
+            name: name.to_string(),
+            change,
+        })
+        .await?;
     tracing::info!(
         namespace = %ns.name, retention_ms = ns.retention_ms, limits = ?ns.limits, by = ?principal,
         "namespace updated"
@@ -128,7 +140,11 @@ pub async fn delete(core: &Core, credentials: &Credentials, name: &str) -> Resul
     check_name("name", name)?;
     // A start racing the deletion is refused by the start command itself, which
     // checks the namespace in its own transaction.
-    core.writer.delete_namespace(name.to_string()).await?;
+    core.writer
+        .call(crate::writer::DeleteNamespace {
+            name: name.to_string(),
+        })
+        .await?;
     core.namespaces.remove(name);
     tracing::info!(namespace = %name, by = ?principal, "namespace deleted");
     Ok(())

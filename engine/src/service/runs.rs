@@ -82,7 +82,7 @@ pub struct StartRun {
 /// Starts a run of a loaded workflow.
 pub async fn start(core: &Core, caller: &Caller, r: StartRun) -> Result<Started, ApiError> {
     let workflow = r.workflow_id.clone();
-    let started = core.writer.start(prepare(core, caller, r)?).await?;
+    let started = core.writer.call(prepare(core, caller, r)?).await?;
     tracing::info!(run_id = %started.run_id, %workflow, started = started.started, "run started");
     Ok(started)
 }
@@ -434,14 +434,14 @@ pub async fn signal(core: &Core, caller: &Caller, r: SignalRun) -> Result<(), Ap
     }
     check_len("request_id", &r.request_id, limits::REQUEST_ID)?;
     core.writer
-        .signal(
-            caller.namespace.clone(),
-            r.run_id,
-            caller.identity.clone(),
-            r.name,
-            r.payload_json,
-            r.request_id,
-        )
+        .call(crate::writer::Signal {
+            ns: caller.namespace.clone(),
+            run_id: r.run_id,
+            identity: caller.identity.clone(),
+            name: r.name,
+            payload: r.payload_json,
+            request_id: r.request_id,
+        })
         .await
         .map_err(ApiError::from)
 }
@@ -466,7 +466,7 @@ pub async fn pause(
     check_len("reason", &reason, limits::MESSAGE)?;
     let changed = core
         .writer
-        .pause(crate::writer::PauseRun {
+        .call(crate::writer::PauseRun {
             ns: caller.namespace.clone(),
             run_id: run_id.clone(),
             identity: caller.identity.clone(),
@@ -493,13 +493,13 @@ async fn stop(
     check_name("run_id", &run_id)?;
     check_len("reason", &reason, limits::MESSAGE)?;
     core.writer
-        .stop(
+        .call(crate::writer::StopRun {
             how,
-            caller.namespace.clone(),
+            ns: caller.namespace.clone(),
             run_id,
-            caller.identity.clone(),
+            identity: caller.identity.clone(),
             reason,
-        )
+        })
         .await
         .map_err(ApiError::from)
 }
@@ -564,7 +564,7 @@ pub async fn redeliver(
     }
     let targets = core
         .writer
-        .redeliver(crate::writer::Redeliver {
+        .call(crate::writer::Redeliver {
             ns: caller.namespace.clone(),
             run_id: run_id.to_string(),
             target: target.to_string(),

@@ -281,7 +281,7 @@ pub async fn create(core: &Core, caller: &Caller, r: CreateInput) -> Result<(), 
         remaining: u.remaining,
     };
     core.writer
-        .create_schedule(CreateSchedule {
+        .call(CreateSchedule {
             new,
             request_id: r.request_id,
         })
@@ -355,7 +355,7 @@ pub async fn update(
     check_id(schedule_id)?;
     let update = check_schedule(core, &caller.namespace, schedule_id, s)?;
     core.writer
-        .update_schedule(UpdateSchedule {
+        .call(UpdateSchedule {
             ns: caller.namespace.clone(),
             schedule_id: schedule_id.to_string(),
             update,
@@ -383,7 +383,7 @@ pub async fn patch(core: &Core, caller: &Caller, p: PatchInput) -> Result<Patche
         ms_to_rfc3339(&format!("backfill[{i}].end_time_unix_ms"), *end)?;
     }
     core.writer
-        .patch_schedule(PatchSchedule {
+        .call(PatchSchedule {
             ns: caller.namespace.clone(),
             schedule_id: p.schedule_id,
             pause: p.pause,
@@ -401,7 +401,7 @@ pub async fn patch(core: &Core, caller: &Caller, p: PatchInput) -> Result<Patche
 pub async fn delete(core: &Core, caller: &Caller, schedule_id: &str) -> Result<(), ApiError> {
     check_id(schedule_id)?;
     core.writer
-        .delete_schedule(DeleteSchedule {
+        .call(DeleteSchedule {
             ns: caller.namespace.clone(),
             schedule_id: schedule_id.to_string(),
         })

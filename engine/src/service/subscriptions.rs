@@ -90,7 +90,7 @@ pub async fn subscribe(
     let id = sub.id.clone();
     let ns = core
         .writer
-        .subscribe(Subscribe {
+        .call(Subscribe {
             namespace: name.to_string(),
             subscription: sub,
         })
@@ -111,7 +111,7 @@ pub async fn unsubscribe(
     check_name("subscription_id", id)?;
     let ns = core
         .writer
-        .unsubscribe(Unsubscribe {
+        .call(Unsubscribe {
             namespace: name.to_string(),
             id: id.to_string(),
         })

@@ -9,7 +9,7 @@ use super::{Caller, Core};
 use crate::error::ApiError;
 use crate::matching::{Dispatch, Grant, QueueStats};
 use crate::writer::{
-    BeatCheckpoint, CompletionOutcome, HeartbeatReply, StepCompletion, UsageReport, WriteError,
+    BeatCheckpoint, Complete, Completed, HeartbeatReply, StepCompletion, UsageReport, WriteError,
 };
 use railyard_model::Rejection;
 use railyard_model::limits::{self, check_bytes, check_context, check_count, check_len, check_name};
@@ -125,7 +125,14 @@ pub async fn poll(core: &Core, caller: &Caller, p: Poll) -> Result<Option<Leased
                 }
             }
         };
-        match core.writer.lease(task.clone(), identity.clone()).await {
+        match core
+            .writer
+            .call(crate::writer::LeaseTask {
+                task: task.clone(),
+                worker: identity.clone(),
+            })
+            .await
+        {
             Ok(grant) => {
                 tracing::debug!(run_id = %task.run_id, queue = %task.queue, worker = %identity, "step leased");
                 return Ok(Some(LeasedStep::new(core, grant)));
@@ -167,7 +174,14 @@ async fn poll_run(
             .matching
             .take_run(ns, queue, run_id, identity, core.clock.now_ms())
         {
-            match core.writer.lease(task.clone(), identity.clone()).await {
+            match core
+                .writer
+                .call(crate::writer::LeaseTask {
+                    task: task.clone(),
+                    worker: identity.clone(),
+                })
+                .await
+            {
                 Ok(grant) => {
                     tracing::debug!(%run_id, %queue, worker = %identity, "step leased by run");
                     return Ok(Some(LeasedStep::new(core, grant)));
@@ -337,14 +351,14 @@ pub async fn heartbeat(
     let (run_id, step, attempt) = (claims.run_id.clone(), claims.step.clone(), claims.attempt);
     let reply = core
         .writer
-        .heartbeat(
+        .call(crate::writer::Heartbeat {
             claims,
-            caller.identity.clone(),
+            identity: caller.identity.clone(),
             checkpoint,
             notes,
-            h.acked_signal_event_id,
+            acked: h.acked_signal_event_id,
             report,
-        )
+        })
         .await?;
     if !reply.usage_added.is_zero() {
         core.metrics
@@ -419,24 +433,37 @@ pub async fn complete_step(
         checkpoint: c.checkpoint,
         attributes: c.search_attributes,
     };
+    let refused = |why: &str| {
+        tracing::info!(%run_id, %step, attempt, why = %railyard_model::text::cut(why, 512, "…"), "completion refused");
+    };
+    let identity = caller.identity.clone();
     let outcome = core
         .writer
-        .complete_step(claims, caller.identity.clone(), completion)
+        .call(Complete {
+            claims,
+            identity,
+            completion,
+        })
         .await
         .inspect_err(|e| {
             if let WriteError::Rejected(Rejection::InvalidArgument(why)) = e {
-                tracing::info!(%run_id, %step, attempt, why = %railyard_model::text::cut(why, 512, "…"), "completion refused");
+                refused(why);
             }
         })?;
     match outcome {
-        CompletionOutcome::Completed(next) => {
+        // Recorded in history, and refused all the same.
+        Completed::Refused(why) => {
+            refused(&why);
+            Err(Rejection::InvalidArgument(why).into())
+        }
+        Completed::Done(next) => {
             tracing::debug!(%run_id, %step, attempt, eager = next.is_some(), "step completed");
             Ok(CompletionAnswer {
                 next: next.map(|g| LeasedStep::new(core, *g)),
                 held_for_approval: false,
             })
         }
-        CompletionOutcome::Held => {
+        Completed::Held => {
             tracing::info!(%run_id, %step, attempt, "step result held for approval");
             Ok(CompletionAnswer {
                 next: None,
@@ -461,7 +488,14 @@ pub async fn fail(
     check_len("message", &failure.message, limits::MESSAGE)?;
     check_bytes("checkpoint", &failure.checkpoint, limits::CHECKPOINT)?;
     let (run_id, step, attempt) = (claims.run_id.clone(), claims.step.clone(), claims.attempt);
-    let will_retry = core.writer.fail(claims, caller.identity.clone(), failure).await?;
+    let will_retry = core
+        .writer
+        .call(crate::writer::Fail {
+            claims,
+            identity: caller.identity.clone(),
+            failure,
+        })
+        .await?;
     tracing::info!(%run_id, %step, attempt, will_retry, "step failed");
     Ok(will_retry)
 }

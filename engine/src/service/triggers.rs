@@ -291,7 +291,7 @@ pub fn poll_input(p: &PollSource) -> PollInput {
 /// Creates a trigger (`ALREADY_EXISTS` if its id is taken in the namespace).
 pub async fn create(core: &Core, caller: &Caller, r: TriggerInput) -> Result<Trigger, ApiError> {
     let trigger = check(core, &caller.namespace, r)?;
-    let t = core.writer.create_trigger(CreateTrigger { trigger }).await?;
+    let t = core.writer.call(CreateTrigger { trigger }).await?;
     // A polled trigger is due at once.
     core.poll_wake.notify_one();
     Ok(t)
@@ -338,7 +338,7 @@ pub fn list(
 /// Replaces what an API-made trigger is (a configured one is read-only).
 pub async fn update(core: &Core, caller: &Caller, r: TriggerInput) -> Result<Trigger, ApiError> {
     let trigger = check(core, &caller.namespace, r)?;
-    let t = core.writer.update_trigger(UpdateTrigger { trigger }).await?;
+    let t = core.writer.call(UpdateTrigger { trigger }).await?;
     core.poll_wake.notify_one();
     Ok(t)
 }
@@ -347,7 +347,7 @@ pub async fn update(core: &Core, caller: &Caller, r: TriggerInput) -> Result<Tri
 pub async fn delete(core: &Core, caller: &Caller, trigger_id: &str) -> Result<(), ApiError> {
     check_id(trigger_id)?;
     core.writer
-        .delete_trigger(DeleteTrigger {
+        .call(DeleteTrigger {
             ns: caller.namespace.clone(),
             trigger_id: trigger_id.to_string(),
         })
@@ -387,7 +387,7 @@ pub async fn sync_config(core: &Core, triggers: Vec<TriggerInput>) -> Result<(us
         checked.push(t);
     }
     core.writer
-        .sync_config_triggers(SyncConfigTriggers { triggers: checked })
+        .call(SyncConfigTriggers { triggers: checked })
         .await
         .map_err(ApiError::from)
 }
@@ -596,7 +596,7 @@ async fn accept(
     )?;
     let delivered = core
         .writer
-        .deliver_hook(DeliverHook {
+        .call(DeliverHook {
             trigger_id: t.id.clone(),
             delivery_id: delivery_id.clone(),
             key,

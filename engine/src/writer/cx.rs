@@ -177,16 +177,16 @@ impl Cx<'_, '_> {
         self.next_seq
     }
 
-    /// Loads a run, applies `f`, and saves the result when `f` accepted it. The outer
-    /// `Result` is storage; the inner one is the command's own answer.
+    /// Loads a run, applies `f`, and saves the result when `f` accepted it; `f`'s
+    /// refusal (or a run not found) is the command's.
     pub(crate) fn with_run<T>(
         &mut self,
         ns: &str,
         run_id: &str,
         f: impl FnOnce(&mut RunState, &mut Out) -> Result<T, Rejection>,
-    ) -> Result<Result<T, Rejection>, StorageError> {
+    ) -> Result<T, CommandError> {
         let Some(mut run) = self.load(ns, run_id)? else {
-            return Ok(Err(not_found(ns, run_id)));
+            return Err(not_found(ns, run_id).into());
         };
         let was_open = run.status.is_open();
         let before = Attempt::of(&run);
@@ -195,9 +195,9 @@ impl Cx<'_, '_> {
             Ok(v) => {
                 let t = Transition::new(run, was_open, out).after(before);
                 self.save(t)?;
-                Ok(Ok(v))
+                Ok(v)
             }
-            Err(e) => Ok(Err(e)),
+            Err(e) => Err(e.into()),
         }
     }
 

@@ -110,7 +110,7 @@ pub(super) fn start_command(id: &str) -> StartCommand {
 impl Fixture {
     /// Starts run `id` and takes its first task from matching.
     pub(super) async fn start(&self, id: &str) -> TaskRef {
-        self.writer.start(start_command(id)).await.unwrap();
+        self.writer.call(start_command(id)).await.unwrap();
         let until = tokio::time::Instant::now() + Duration::from_secs(30);
         self.matching
             .take_or_park("default", "default", "w", 0, until)
@@ -218,7 +218,14 @@ on_each!(
 async fn eager_next_step_caller_gave_up(kind: Kind) {
     let fx = fixture(kind);
     let task = fx.start("r2").await;
-    let grant = fx.writer.lease(task, "w".into()).await.unwrap();
+    let grant = fx
+        .writer
+        .call(crate::writer::LeaseTask {
+            task,
+            worker: "w".into(),
+        })
+        .await
+        .unwrap();
     fx.send_unanswerable(Complete {
         claims: claims(&grant),
         identity: "w".into(),
@@ -254,24 +261,53 @@ async fn api_keys_created_and_revoked(kind: Kind) {
         created_by: "t".into(),
         description: String::new(),
     };
-    let a = fx.writer.create_api_key(key("aaaa", "default")).await.unwrap();
-    fx.writer.create_api_key(key("bbbb", "*")).await.unwrap();
+    let a = fx
+        .writer
+        .call(crate::writer::CreateApiKey {
+            key: key("aaaa", "default"),
+        })
+        .await
+        .unwrap();
+    fx.writer
+        .call(crate::writer::CreateApiKey {
+            key: key("bbbb", "*"),
+        })
+        .await
+        .unwrap();
     assert_eq!(fx.store.api_key("aaaa").unwrap(), Some(a.clone()));
     // A taken id is refused and the stored key is left as it was.
     let mut other = key("aaaa", "elsewhere");
     other.role = Role::Admin;
     assert!(matches!(
-        fx.writer.create_api_key(other).await,
+        fx.writer.call(crate::writer::CreateApiKey { key: other }).await,
         Err(WriteError::Rejected(Rejection::AlreadyExists(_)))
     ));
     assert_eq!(fx.store.api_key("aaaa").unwrap(), Some(a.clone()));
 
     // Revoked at the writer's clock; a second revocation keeps the first time.
-    let revoked = fx.writer.revoke_api_key("aaaa".into()).await.unwrap();
+    let revoked = fx
+        .writer
+        .call(crate::writer::RevokeApiKey {
+            key_id: "aaaa".into(),
+        })
+        .await
+        .unwrap();
     assert_eq!(revoked.revoked_ms, Some(1_000));
-    assert_eq!(fx.writer.revoke_api_key("aaaa".into()).await.unwrap(), revoked);
+    assert_eq!(
+        fx.writer
+            .call(crate::writer::RevokeApiKey {
+                key_id: "aaaa".into()
+            })
+            .await
+            .unwrap(),
+        revoked
+    );
     assert!(matches!(
-        fx.writer.revoke_api_key("cccc".into()).await,
+        fx.writer
+            .call(crate::writer::RevokeApiKey {
+                key_id: "cccc".into()
+            })
+            .await,
         Err(WriteError::Rejected(Rejection::NotFound(_)))
     ));
     // Listed in id order, filtered and paged.

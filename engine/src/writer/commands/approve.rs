@@ -23,7 +23,7 @@ impl Apply for AnswerApproval {
     type Output = ();
     const NAME: &'static str = "answer_approval";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<(), Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<(), CommandError> {
         let Self {
             ns,
             run_id,
@@ -32,7 +32,7 @@ impl Apply for AnswerApproval {
             approve,
             text,
         } = self;
-        let r = cx.with_run(&ns, &run_id, |run, out| {
+        cx.with_run(&ns, &run_id, |run, out| {
             if approve {
                 run.approve(&identity, &step_id, text, out)?;
                 // Checked when the result was held; a backstop, refused before any write.
@@ -42,11 +42,11 @@ impl Apply for AnswerApproval {
             }
             Ok(())
         })?;
-        if r.is_ok() && approve {
+        if approve {
             cx.metrics
                 .steps_completed
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        Ok(r)
+        Ok(())
     }
 }

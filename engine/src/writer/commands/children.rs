@@ -65,7 +65,7 @@ impl Apply for SpawnChildren {
     type Output = Spawned;
     const NAME: &'static str = "spawn_children";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<Spawned, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<Spawned, CommandError> {
         let Self {
             claims,
             identity,
@@ -75,29 +75,29 @@ impl Apply for SpawnChildren {
         } = self;
         let ns = claims.namespace.clone();
         let Some(mut parent) = cx.load(&ns, &claims.run_id)? else {
-            return Ok(Err(super::super::cx::not_found(&ns, &claims.run_id)));
+            return Err(super::super::cx::not_found(&ns, &claims.run_id).into());
         };
         // Every check before the first write.
         if let Err(r) = parent.check_lease(&claims) {
-            return Ok(Err(r.into()));
+            return Err(Rejection::from(r).into());
         }
         if !children.is_empty() {
             let depth = parent.depth + 1;
             if depth > limits.max_depth {
-                return Ok(Err(Rejection::ResourceExhausted(format!(
+                return Err(Rejection::ResourceExhausted(format!(
                     "spawn_agent refused: a child of run {:?} would be at depth {depth}, past this server's limit of {} (a root run is depth 0)",
                     parent.run_id, limits.max_depth
-                ))));
+                )).into());
             }
             let total = parent.children_started as usize + children.len();
             if total > limits.max_children as usize {
-                return Ok(Err(Rejection::ResourceExhausted(format!(
+                return Err(Rejection::ResourceExhausted(format!(
                     "spawn_agent refused: run {:?} has started {} child runs; {} more would pass this server's limit of {} per run",
                     parent.run_id,
                     parent.children_started,
                     children.len(),
                     limits.max_children
-                ))));
+                )).into());
             }
         }
         let mut done = Vec::new();
@@ -110,14 +110,15 @@ impl Apply for SpawnChildren {
                         done.extend(ChildOutcome::of(&child));
                     }
                     _ => {
-                        return Ok(Err(Rejection::field(
+                        return Err(Rejection::field(
                             "await_run_ids",
                             format!(
                                 "{} is not a child run started by run {:?}",
                                 railyard_model::echo(id),
                                 parent.run_id
                             ),
-                        )));
+                        )
+                        .into());
                     }
                 }
             }
@@ -150,9 +151,7 @@ impl Apply for SpawnChildren {
             .collect();
         for s in &starts {
             // Child starts carry no request id, so none matches an earlier start.
-            if let Err(e) = s.check(cx)? {
-                return Ok(Err(e));
-            }
+            s.check(cx)?;
         }
         let mut out = Out::new(cx.now(), cx.seq());
         let started: Vec<ChildStarted> = children
@@ -174,16 +173,16 @@ impl Apply for SpawnChildren {
                 None => Ok(()),
             });
         if let Err(r) = accepted {
-            return Ok(Err(r.into()));
+            return Err(Rejection::from(r).into());
         }
         let t = Transition::new(parent, true, out).after(before);
         for s in starts {
             s.create(cx)?;
         }
         cx.save(t)?;
-        Ok(Ok(Spawned {
+        Ok(Spawned {
             child_run_ids: children.into_iter().map(|c| c.run_id).collect(),
-        }))
+        })
     }
 }
 
@@ -207,26 +206,30 @@ pub(crate) fn settle(cx: &mut Cx) -> Result<(), StorageError> {
             if !run.parent_step_id.is_empty()
                 && let Some(outcome) = ChildOutcome::of(&run)
             {
-                let _ = cx.with_run(&c.ns, &run.parent_run_id, |parent, out| {
-                    parent.child_closed(outcome, out);
-                    Ok(())
-                })?;
+                let _ = cx
+                    .with_run(&c.ns, &run.parent_run_id, |parent, out| {
+                        parent.child_closed(outcome, out);
+                        Ok(())
+                    })
+                    .refused()?;
             }
             if run.children_started == 0 {
                 continue;
             }
             for child_id in cx.tx.children(&c.ns, &run.run_id)? {
                 let reason = format!("parent run {:?} closed ({})", run.run_id, run.status.name());
-                let _ = cx.with_run(&c.ns, &child_id, |child, out| {
-                    if !child.status.is_open() || child.parent_step_id.is_empty() {
-                        return Ok(());
-                    }
-                    match child.parent_close_policy {
-                        ParentClosePolicy::Abandon => Ok(()),
-                        ParentClosePolicy::Cancel => Ok(child.cancel("server", reason, out)?),
-                        ParentClosePolicy::Terminate => Ok(child.terminate("server", reason, out)?),
-                    }
-                })?;
+                let _ = cx
+                    .with_run(&c.ns, &child_id, |child, out| {
+                        if !child.status.is_open() || child.parent_step_id.is_empty() {
+                            return Ok(());
+                        }
+                        match child.parent_close_policy {
+                            ParentClosePolicy::Abandon => Ok(()),
+                            ParentClosePolicy::Cancel => Ok(child.cancel("server", reason, out)?),
+                            ParentClosePolicy::Terminate => Ok(child.terminate("server", reason, out)?),
+                        }
+                    })
+                    .refused()?;
             }
         }
     }

@@ -31,7 +31,7 @@ impl Apply for Complete {
     type Output = Completed;
     const NAME: &'static str = "complete";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<Completed, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<Completed, CommandError> {
         let Self {
             claims,
             identity,
@@ -112,7 +112,7 @@ impl Apply for Complete {
                 checkpoint_digest: None,
             }))))
         })?;
-        if matches!(r, Ok(Completed::Done(_))) {
+        if matches!(r, Completed::Done(_)) {
             cx.metrics
                 .steps_completed
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

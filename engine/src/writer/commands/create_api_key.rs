@@ -13,14 +13,13 @@ impl Apply for CreateApiKey {
     type Output = ApiKey;
     const NAME: &'static str = "create_api_key";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<ApiKey, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<ApiKey, CommandError> {
         if cx.tx.api_key(&self.key.key_id)?.is_some() {
-            return Ok(Err(Rejection::AlreadyExists(format!(
-                "API key {} already exists",
-                self.key.key_id
-            ))));
+            return Err(
+                Rejection::AlreadyExists(format!("API key {} already exists", self.key.key_id)).into(),
+            );
         }
         cx.tx.put_api_key(&self.key)?;
-        Ok(Ok(self.key))
+        Ok(self.key)
     }
 }

@@ -15,17 +15,15 @@ impl Apply for CreateNamespace {
     type Output = Namespace;
     const NAME: &'static str = "create_namespace";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<Namespace, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<Namespace, CommandError> {
         if cx.tx.namespace(&self.name)?.is_some() {
-            return Ok(Err(Rejection::AlreadyExists(format!(
-                "namespace {:?} already exists",
-                self.name
-            ))));
+            return Err(Rejection::AlreadyExists(format!("namespace {:?} already exists", self.name)).into());
         }
         if cx.tx.namespaces()?.len() >= MAX_NAMESPACES {
-            return Ok(Err(Rejection::ResourceExhausted(format!(
+            return Err(Rejection::ResourceExhausted(format!(
                 "a server holds at most {MAX_NAMESPACES} namespaces"
-            ))));
+            ))
+            .into());
         }
         let mut ns = Namespace {
             principles: None,
@@ -36,6 +34,6 @@ impl Apply for CreateNamespace {
         };
         self.settings.apply_to(&mut ns);
         cx.tx.put_namespace(&ns)?;
-        Ok(Ok(ns))
+        Ok(ns)
     }
 }

@@ -13,17 +13,15 @@ impl Apply for DeleteNamespace {
     type Output = ();
     const NAME: &'static str = "delete_namespace";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<(), Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<(), CommandError> {
         let name = self.name.as_str();
         if name == railyard_model::namespace::DEFAULT_NAMESPACE {
-            return Ok(Err(Rejection::FailedPrecondition(
-                "namespace \"default\" cannot be deleted".into(),
-            )));
+            return Err(
+                Rejection::FailedPrecondition("namespace \"default\" cannot be deleted".into()).into(),
+            );
         }
         if cx.tx.namespace(name)?.is_none() {
-            return Ok(Err(Rejection::NotFound(format!(
-                "namespace {name:?} does not exist"
-            ))));
+            return Err(Rejection::NotFound(format!("namespace {name:?} does not exist")).into());
         }
         let mut has_runs = false;
         cx.tx
@@ -32,9 +30,10 @@ impl Apply for DeleteNamespace {
                 false
             })?;
         if has_runs {
-            return Ok(Err(Rejection::FailedPrecondition(format!(
+            return Err(Rejection::FailedPrecondition(format!(
                 "namespace {name:?} still holds runs; only an empty namespace can be deleted"
-            ))));
+            ))
+            .into());
         }
         let mut schedules = 0usize;
         cx.tx.schedules(name, "", &mut |_| {
@@ -43,10 +42,11 @@ impl Apply for DeleteNamespace {
         })?;
         if schedules > 0 {
             let noun = if schedules == 1 { "schedule" } else { "schedules" };
-            return Ok(Err(Rejection::FailedPrecondition(format!(
+            return Err(Rejection::FailedPrecondition(format!(
                 "namespace {name:?} still holds {schedules} {noun}; delete them first \
                  (railyard schedule delete), then the namespace"
-            ))));
+            ))
+            .into());
         }
 
         let mut has_triggers = false;
@@ -55,9 +55,10 @@ impl Apply for DeleteNamespace {
             false
         })?;
         if has_triggers {
-            return Ok(Err(Rejection::FailedPrecondition(format!(
+            return Err(Rejection::FailedPrecondition(format!(
                 "namespace {name:?} still holds triggers; delete them first"
-            ))));
+            ))
+            .into());
         }
         let mut keys = Vec::new();
         cx.tx.api_keys("", &mut |k| {
@@ -72,6 +73,6 @@ impl Apply for DeleteNamespace {
         }
         cx.tx.remove_namespace(name)?;
         cx.limits.forget(name);
-        Ok(Ok(()))
+        Ok(())
     }
 }

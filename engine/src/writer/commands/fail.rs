@@ -14,7 +14,7 @@ impl Apply for Fail {
     type Output = bool;
     const NAME: &'static str = "fail";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<bool, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<bool, CommandError> {
         let Self {
             claims,
             identity,

@@ -13,7 +13,7 @@ impl Apply for FireTimers {
     type Output = usize;
     const NAME: &'static str = "fire_timers";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<usize, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<usize, CommandError> {
         let now = cx.now();
         let due = cx.tx.due_timers(now, MAX_TIMERS)?;
         for (key, _) in &due {
@@ -36,10 +36,12 @@ impl Apply for FireTimers {
                     step_index,
                     attempt,
                 } => {
-                    let _ = cx.with_run(&namespace, &run_id, |run, out| {
-                        run.backoff_timer(step_index, attempt, out);
-                        Ok(())
-                    })?;
+                    let _ = cx
+                        .with_run(&namespace, &run_id, |run, out| {
+                            run.backoff_timer(step_index, attempt, out);
+                            Ok(())
+                        })
+                        .refused()?;
                 }
                 Timer::ScheduleFire {
                     namespace,
@@ -50,10 +52,12 @@ impl Apply for FireTimers {
                     run_id,
                     wait_id,
                 } => {
-                    let _ = cx.with_run(&namespace, &run_id, |run, out| {
-                        run.wait_timer(wait_id, out);
-                        Ok(())
-                    })?;
+                    let _ = cx
+                        .with_run(&namespace, &run_id, |run, out| {
+                            run.wait_timer(wait_id, out);
+                            Ok(())
+                        })
+                        .refused()?;
                 }
                 Timer::Delivery {
                     namespace,
@@ -66,10 +70,12 @@ impl Apply for FireTimers {
         let due = cx.leases.due(now, MAX_TIMERS.saturating_sub(fired));
         fired += due.len();
         for d in due {
-            let checked = cx.with_run(&d.namespace, &d.run_id, |run, out| {
-                run.lease_timer(d.lease, out);
-                Ok(())
-            })?;
+            let checked = cx
+                .with_run(&d.namespace, &d.run_id, |run, out| {
+                    run.lease_timer(d.lease, out);
+                    Ok(())
+                })
+                .refused()?;
             if checked.is_err() {
                 // The run is gone: forget its deadline.
                 cx.after.push(After::Lease {
@@ -82,6 +88,6 @@ impl Apply for FireTimers {
         if fired > 0 {
             cx.after.push(After::WakeTimers);
         }
-        Ok(Ok(fired))
+        Ok(fired)
     }
 }

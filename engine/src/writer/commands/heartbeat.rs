@@ -103,7 +103,7 @@ impl Apply for Heartbeat {
     type Output = HeartbeatReply;
     const NAME: &'static str = "heartbeat";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<HeartbeatReply, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<HeartbeatReply, CommandError> {
         let Self {
             claims,
             identity,
@@ -117,18 +117,16 @@ impl Apply for Heartbeat {
             Base::Stale { stored_len } => {
                 // A lease that is gone is the answer that matters; else the base.
                 let Some(run) = cx.load(&claims.namespace, &claims.run_id)? else {
-                    return Ok(Err(super::super::cx::not_found(
-                        &claims.namespace,
-                        &claims.run_id,
-                    )));
+                    return Err(super::super::cx::not_found(&claims.namespace, &claims.run_id).into());
                 };
                 if let Err(refusal) = run.check_lease(&claims) {
-                    return Ok(Err(refusal.into()));
+                    return Err(Rejection::from(refusal).into());
                 }
-                return Ok(Err(Rejection::FailedPrecondition(format!(
+                return Err(Rejection::FailedPrecondition(format!(
                     "{BASE_MISMATCH}: the stored checkpoint is {stored_len} bytes with another \
                      digest; send the checkpoint whole"
-                ))));
+                ))
+                .into());
             }
         };
         cx.with_run(&claims.namespace, &claims.run_id, |run, out| {

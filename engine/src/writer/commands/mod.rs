@@ -82,6 +82,35 @@ pub(crate) fn settle(cx: &mut Cx) -> Result<(), StorageError> {
     Ok(())
 }
 
+/// Why a command was not applied.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// The command is refused: it wrote nothing, and its caller gets the refusal.
+    #[error(transparent)]
+    Rejected(#[from] Rejection),
+    /// Storage failed: the whole batch fails, and every caller in it gets the error.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// A command's result with its refusal as a value: what a command that applies
+/// another (a batch's item, a schedule's fire, a child's start) looks at, while a
+/// storage error still fails the batch.
+pub(crate) trait Refusable<T> {
+    /// `Ok(Err(refusal))` for a refused command; `Err` only for storage.
+    fn refused(self) -> Result<Result<T, Rejection>, StorageError>;
+}
+
+impl<T> Refusable<T> for Result<T, CommandError> {
+    fn refused(self) -> Result<Result<T, Rejection>, StorageError> {
+        match self {
+            Ok(v) => Ok(Ok(v)),
+            Err(CommandError::Rejected(r)) => Ok(Err(r)),
+            Err(CommandError::Storage(e)) => Err(e),
+        }
+    }
+}
+
 /// A lease handed out in an answer: (namespace, run id, lease).
 pub type Handed = (String, String, u64);
 
@@ -93,11 +122,10 @@ pub trait Apply: Sized + Send + 'static {
     /// The command's name: the label of its span and its metric.
     const NAME: &'static str;
 
-    /// Applies the command inside the open transaction. The outer `Err` is a
-    /// storage failure (which fails the whole batch); the inner result is the
-    /// command's own answer. A refused command must write nothing, so every check
-    /// comes before the first save.
-    fn apply(self, cx: &mut Cx) -> Result<Result<Self::Output, Rejection>, StorageError>;
+    /// Applies the command inside the open transaction. A refused command must
+    /// write nothing, so every check comes before the first save; a storage error
+    /// fails the whole batch.
+    fn apply(self, cx: &mut Cx) -> Result<Self::Output, CommandError>;
 
     /// The lease an accepted answer hands out, if any: if its caller is gone when
     /// the commit finishes, the writer ends that lease at once.
@@ -148,8 +176,9 @@ fn answer<C: Apply>(reply: Option<Reply<C::Output>>, result: Option<Result<C::Ou
 /// Applies one command: its answer, and the storage error that failed it, if any.
 fn run<C: Apply>(c: C, reply: Option<Reply<C::Output>>, cx: &mut Cx) -> (Answer, Option<StorageError>) {
     match c.apply(cx) {
-        Ok(result) => (answer::<C>(reply, Some(result)), None),
-        Err(e) => (answer::<C>(reply, None), Some(e)),
+        Ok(output) => (answer::<C>(reply, Some(Ok(output))), None),
+        Err(CommandError::Rejected(r)) => (answer::<C>(reply, Some(Err(r))), None),
+        Err(CommandError::Storage(e)) => (answer::<C>(reply, None), Some(e)),
     }
 }
 

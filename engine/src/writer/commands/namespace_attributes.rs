@@ -19,25 +19,20 @@ impl Apply for ChangeAttribute {
     type Output = AttributeTypes;
     const NAME: &'static str = "change_attribute";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<AttributeTypes, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<AttributeTypes, CommandError> {
         let Some(mut ns) = cx.tx.namespace(&self.namespace)? else {
-            return Ok(Err(Rejection::NotFound(format!(
-                "namespace {:?} does not exist",
-                self.namespace
-            ))));
+            return Err(Rejection::NotFound(format!("namespace {:?} does not exist", self.namespace)).into());
         };
         let changed = match self.declare {
-            Some(ty) => match railyard_model::attributes::declare(&mut ns.attributes, &self.name, ty) {
-                Ok(changed) => changed,
-                Err(e) => return Ok(Err(e)),
-            },
+            Some(ty) => railyard_model::attributes::declare(&mut ns.attributes, &self.name, ty)?,
             None => {
                 if ns.attributes.remove(&self.name).is_none() {
-                    return Ok(Err(Rejection::NotFound(format!(
+                    return Err(Rejection::NotFound(format!(
                         "namespace {} declares no search attribute {}",
                         self.namespace,
                         railyard_model::echo(&self.name)
-                    ))));
+                    ))
+                    .into());
                 }
                 true
             }
@@ -46,6 +41,6 @@ impl Apply for ChangeAttribute {
             ns.updated_ms = cx.now();
             cx.tx.put_namespace(&ns)?;
         }
-        Ok(Ok(ns.attributes))
+        Ok(ns.attributes)
     }
 }

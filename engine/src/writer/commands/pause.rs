@@ -21,7 +21,7 @@ impl Apply for PauseRun {
     type Output = bool;
     const NAME: &'static str = "pause_run";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<bool, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<bool, CommandError> {
         let Self {
             ns,
             run_id,
@@ -36,10 +36,7 @@ impl Apply for PauseRun {
                 run.unpause(&identity, out)?
             })
         };
-        let changed = match cx.with_run(&ns, &run_id, apply)? {
-            Ok(changed) => changed,
-            Err(e) => return Ok(Err(e)),
-        };
+        let changed = cx.with_run(&ns, &run_id, apply)?;
         let mut queue: Vec<String> = vec![run_id];
         let mut seen = 0;
         while let Some(parent) = queue.pop() {
@@ -55,10 +52,10 @@ impl Apply for PauseRun {
                 if !run.status.is_open() || run.parent_step_id.is_empty() {
                     continue;
                 }
-                let _ = cx.with_run(&ns, &child, apply)?;
+                let _ = cx.with_run(&ns, &child, apply).refused()?;
                 queue.push(child);
             }
         }
-        Ok(Ok(changed))
+        Ok(changed)
     }
 }

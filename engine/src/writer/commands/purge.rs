@@ -63,7 +63,7 @@ impl Apply for PurgeRuns {
     type Output = Purged;
     const NAME: &'static str = "purge_runs";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<Purged, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<Purged, CommandError> {
         let mut retention: HashMap<String, Option<Millis>> = HashMap::new();
         let mut done = Purged::default();
         for c in self.candidates {
@@ -89,6 +89,6 @@ impl Apply for PurgeRuns {
             cx.tx.purge_run(&run)?;
             done.purged.push((c.ns, c.run_id));
         }
-        Ok(Ok(done))
+        Ok(done)
     }
 }

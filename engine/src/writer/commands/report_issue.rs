@@ -23,7 +23,7 @@ impl Apply for ReportIssue {
     type Output = IssueRecorded;
     const NAME: &'static str = "report_issue";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<IssueRecorded, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<IssueRecorded, CommandError> {
         let Self {
             claims,
             identity,

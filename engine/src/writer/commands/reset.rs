@@ -32,7 +32,7 @@ impl Apply for ResetRun {
     type Output = ResetDone;
     const NAME: &'static str = "reset";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<ResetDone, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<ResetDone, CommandError> {
         let Self {
             from_run_id,
             request,
@@ -44,22 +44,19 @@ impl Apply for ResetRun {
         if !start.request_id.is_empty()
             && let Some(run_id) = cx.tx.idempotency(&ns, &format!("start:{}", start.request_id))?
         {
-            return Ok(Ok(ResetDone {
+            return Ok(ResetDone {
                 run_id,
                 started: false,
                 step_id: String::new(),
                 carried: 0,
                 terminated: false,
-            }));
+            });
         }
         let Some(mut old) = cx.load(&ns, &from_run_id)? else {
-            return Ok(Err(super::super::cx::not_found(&ns, &from_run_id)));
+            return Err(super::super::cx::not_found(&ns, &from_run_id).into());
         };
         let history = cx.tx.history(&ns, &from_run_id, 1, old.last_event_id as usize)?;
-        let plan = match reset::plan(&old, &history, request) {
-            Ok(p) => p,
-            Err(e) => return Ok(Err(e)),
-        };
+        let plan = reset::plan(&old, &history, request)?;
         // Checked as the new run will hold it, carried updates included;
         // `start_reset` records the plan's own goal and starting context.
         start.goal = plan.goal.clone();
@@ -87,36 +84,32 @@ impl Apply for ResetRun {
             definition: old.definition.clone(),
         };
         // Every check first: the old run is changed only if the new one starts.
-        match cmd.check_freeing(cx, u64::from(closing))? {
-            Err(e) => return Ok(Err(e)),
-            Ok(Some(earlier)) => {
-                return Ok(Ok(ResetDone {
-                    run_id: earlier.run_id,
-                    started: false,
-                    step_id: String::new(),
-                    carried: 0,
-                    terminated: false,
-                }));
-            }
-            Ok(None) => {}
+        if let Some(earlier) = cmd.check_freeing(cx, u64::from(closing))? {
+            return Ok(ResetDone {
+                run_id: earlier.run_id,
+                started: false,
+                step_id: String::new(),
+                carried: 0,
+                terminated: false,
+            });
         }
         let was_open = old.status.is_open();
         let before = Attempt::of(&old);
         let mut out = Out::new(cx.now(), cx.seq());
         if let Err(e) = old.reset_to(&identity, &new_id, &plan, &mut out) {
-            return Ok(Err(e.into()));
+            return Err(Rejection::from(e).into());
         }
         let terminated = was_open && !old.status.is_open();
         let t = Transition::new(old, was_open, out).after(before);
         cx.save(t)?;
         let (step_id, carried) = (plan.step_id.clone(), plan.carried.len());
         let started = cmd.create_with(cx, move |p, d, out| RunState::start_reset(p, d, plan, out))?;
-        Ok(Ok(ResetDone {
+        Ok(ResetDone {
             run_id: started.run_id,
             started: true,
             step_id,
             carried,
             terminated,
-        }))
+        })
     }
 }

@@ -17,12 +17,9 @@ impl Apply for RevokeApiKey {
     type Output = ApiKey;
     const NAME: &'static str = "revoke_api_key";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<ApiKey, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<ApiKey, CommandError> {
         let Some(mut key) = cx.tx.api_key(&self.key_id)? else {
-            return Ok(Err(Rejection::NotFound(format!(
-                "API key {} not found",
-                self.key_id
-            ))));
+            return Err(Rejection::NotFound(format!("API key {} not found", self.key_id)).into());
         };
         let now = cx.now();
         // Revoking twice keeps the first time.
@@ -52,6 +49,6 @@ impl Apply for RevokeApiKey {
         if cascaded > 0 {
             tracing::info!(key_id = %self.key_id, cascaded, "revoked the keys made from the revoked key");
         }
-        Ok(Ok(key))
+        Ok(key)
     }
 }

@@ -19,17 +19,17 @@ impl Apply for Signal {
     type Output = ();
     const NAME: &'static str = "signal";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<(), Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<(), CommandError> {
         let key = railyard_store::backend::signal_key(&self.run_id, &self.request_id);
         if !self.request_id.is_empty() && cx.tx.idempotency(&self.ns, &key)?.is_some() {
-            return Ok(Ok(()));
+            return Ok(());
         }
         let max_pending = cx
             .tx
             .namespace(&self.ns)?
             .map_or(0, |n| n.limits.max_pending_signals);
         let ns = &self.ns;
-        let r = cx.with_run(&self.ns, &self.run_id, |run, out| {
+        cx.with_run(&self.ns, &self.run_id, |run, out| {
             run.signal(&self.identity, self.name, self.payload, out)?;
             let pending = run.pending_signals.len() as u64;
             if max_pending > 0 && pending > max_pending {
@@ -43,9 +43,9 @@ impl Apply for Signal {
             // Pending signals travel in the step's task: refused past the limit.
             Ok(run.check_size()?)
         })?;
-        if r.is_ok() && !self.request_id.is_empty() {
+        if !self.request_id.is_empty() {
             cx.tx.insert_idempotency(&self.ns, &key, &self.run_id)?;
         }
-        Ok(r)
+        Ok(())
     }
 }

@@ -19,33 +19,27 @@ impl StartCommand {
     /// the start is refused. The namespace's limits (open runs, starts per second)
     /// are checked last, here for every start a client or another run asks for and
     /// in `schedule::start` for a schedule's fires.
-    pub(super) fn check(&self, cx: &mut Cx) -> Result<Result<Option<Started>, Rejection>, StorageError> {
+    pub(super) fn check(&self, cx: &mut Cx) -> Result<Option<Started>, CommandError> {
         self.check_freeing(cx, 0)
     }
 
     /// [`Self::check`] for a start that closes `freeing` open runs of its namespace
     /// in the same commit (a replace): the open-runs limit counts them as closed.
-    pub(super) fn check_freeing(
-        &self,
-        cx: &mut Cx,
-        freeing: u64,
-    ) -> Result<Result<Option<Started>, Rejection>, StorageError> {
+    pub(super) fn check_freeing(&self, cx: &mut Cx, freeing: u64) -> Result<Option<Started>, CommandError> {
         let p = &self.params;
         let ns = p.namespace.as_str();
         if !p.request_id.is_empty()
             && let Some(run_id) = cx.tx.idempotency(ns, &self.idempotency_key())?
         {
-            return Ok(Ok(Some(Started {
+            return Ok(Some(Started {
                 run_id,
                 started: false,
-            })));
+            }));
         }
         // Checked again here: the namespace may have been deleted since the request
         // was resolved.
         let Some(namespace) = cx.tx.namespace(ns)? else {
-            return Ok(Err(Rejection::NotFound(format!(
-                "namespace {ns:?} does not exist"
-            ))));
+            return Err(Rejection::NotFound(format!("namespace {ns:?} does not exist")).into());
         };
         if let Some(existing) = cx.load(ns, &p.run_id)? {
             let msg = if existing.status.is_open() {
@@ -57,31 +51,28 @@ impl StartCommand {
                     existing.status.name()
                 )
             };
-            return Ok(Err(Rejection::AlreadyExists(msg)));
+            return Err(Rejection::AlreadyExists(msg).into());
         }
         if let Err(e) =
             railyard_model::attributes::parse_set(&namespace.attributes, &p.attributes, "attributes")
         {
-            return Ok(Err(e));
+            return Err(e.into());
         }
         if let Err(e) =
             railyard_model::run::size::check_start(&p.run_id, &self.definition, &p.goal, &p.context)
         {
-            return Ok(Err(e.into()));
+            return Err(Rejection::from(e).into());
         }
         let parent = &p.parent_run_id;
         if !parent.is_empty() && cx.load(ns, parent)?.is_none() {
-            return Ok(Err(Rejection::field(
-                "parent_run_id",
-                format!("run {parent:?} not found"),
-            )));
+            return Err(Rejection::field("parent_run_id", format!("run {parent:?} not found")).into());
         }
         // Last, so that a token of the starts bucket is taken only by a start that
         // will happen.
         if let Err(e) = cx.limits.check_freeing(&namespace, cx.now(), freeing) {
-            return Ok(Err(e));
+            return Err(e.into());
         }
-        Ok(Ok(None))
+        Ok(None)
     }
 
     /// Writes the new run, once [`Self::check`] let it through.
@@ -140,11 +131,10 @@ impl Apply for StartCommand {
     type Output = Started;
     const NAME: &'static str = "start";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<Started, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<Started, CommandError> {
         match self.check(cx)? {
-            Err(e) => Ok(Err(e)),
-            Ok(Some(earlier)) => Ok(Ok(earlier)),
-            Ok(None) => Ok(Ok(self.create(cx)?)),
+            Some(earlier) => Ok(earlier),
+            None => Ok(self.create(cx)?),
         }
     }
 }

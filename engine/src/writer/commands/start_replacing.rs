@@ -27,7 +27,7 @@ impl Apply for StartReplacing {
     type Output = Replaced;
     const NAME: &'static str = "start_replacing";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<Replaced, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<Replaced, CommandError> {
         // Every check first: nothing is written unless both parts are accepted. The
         // run replaced closes in this commit, so it leaves room under the namespace's
         // open-runs limit for the one replacing it.
@@ -36,23 +36,19 @@ impl Apply for StartReplacing {
             Some(run) if run.status.is_open() => 1,
             _ => 0,
         };
-        match self.start.check_freeing(cx, freeing)? {
-            Err(e) => return Ok(Err(e)),
-            // The request was applied before, termination included.
-            Ok(Some(earlier)) => {
-                return Ok(Ok(Replaced {
-                    started: earlier,
-                    terminated: false,
-                }));
-            }
-            Ok(None) => {}
+        // The request was applied before, termination included.
+        if let Some(earlier) = self.start.check_freeing(cx, freeing)? {
+            return Ok(Replaced {
+                started: earlier,
+                terminated: false,
+            });
         }
         let old = match cx.load(&ns, &self.terminate_run_id)? {
             Some(mut run) if run.status.is_open() => {
                 let before = Attempt::of(&run);
                 let mut out = Out::new(cx.now(), cx.seq());
                 if let Err(e) = run.terminate(&self.identity, self.reason, &mut out) {
-                    return Ok(Err(e.into()));
+                    return Err(Rejection::from(e).into());
                 }
                 Some(Transition::new(run, true, out).after(before))
             }
@@ -63,6 +59,6 @@ impl Apply for StartReplacing {
             cx.save(old)?;
         }
         let started = self.start.create(cx)?;
-        Ok(Ok(Replaced { started, terminated }))
+        Ok(Replaced { started, terminated })
     }
 }

@@ -24,7 +24,7 @@ impl Apply for StopRun {
     type Output = ();
     const NAME: &'static str = "stop";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<(), Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<(), CommandError> {
         let Self {
             how,
             ns,

@@ -14,7 +14,7 @@ impl Apply for Undelivered {
     type Output = ();
     const NAME: &'static str = "undelivered";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<(), Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<(), CommandError> {
         cx.with_run(&self.ns, &self.run_id, |run, out| {
             run.undelivered(self.lease, out);
             Ok(())

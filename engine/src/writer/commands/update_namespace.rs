@@ -14,16 +14,13 @@ impl Apply for UpdateNamespace {
     type Output = Namespace;
     const NAME: &'static str = "update_namespace";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<Namespace, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<Namespace, CommandError> {
         let Some(mut ns) = cx.tx.namespace(&self.name)? else {
-            return Ok(Err(Rejection::NotFound(format!(
-                "namespace {:?} does not exist",
-                self.name
-            ))));
+            return Err(Rejection::NotFound(format!("namespace {:?} does not exist", self.name)).into());
         };
         self.change.apply_to(&mut ns);
         ns.updated_ms = cx.now();
         cx.tx.put_namespace(&ns)?;
-        Ok(Ok(ns))
+        Ok(ns)
     }
 }

@@ -16,7 +16,7 @@ impl Apply for UpsertAttributes {
     type Output = usize;
     const NAME: &'static str = "upsert_attributes";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<usize, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<usize, CommandError> {
         let Self {
             claims,
             identity,

@@ -19,14 +19,14 @@ impl Fixture {
         checkpoint: BeatCheckpoint,
     ) -> Result<HeartbeatReply, WriteError> {
         self.writer
-            .heartbeat(
-                claims.clone(),
-                "w".into(),
+            .call(crate::writer::Heartbeat {
+                claims: claims.clone(),
+                identity: "w".into(),
                 checkpoint,
-                Vec::new(),
-                0,
-                Default::default(),
-            )
+                notes: Vec::new(),
+                acked: 0,
+                report: Default::default(),
+            })
             .await
     }
 
@@ -61,7 +61,14 @@ impl Fixture {
 async fn leased(kind: Kind) -> (Fixture, TokenClaims) {
     let fx = fixture(kind);
     let task = fx.start("r1").await;
-    let grant = fx.writer.lease(task, "w".into()).await.unwrap();
+    let grant = fx
+        .writer
+        .call(crate::writer::LeaseTask {
+            task,
+            worker: "w".into(),
+        })
+        .await
+        .unwrap();
     let c = claims(&grant);
     (fx, c)
 }
@@ -182,7 +189,14 @@ async fn resumes_whole(kind: Kind) {
     let clock = Arc::new(ManualClock::new(1_000));
     let fx = Fixture::built(Core::builder(store).clock(clock.clone()), dir);
     let task = fx.start("r1").await;
-    let grant = fx.writer.lease(task, "w".into()).await.unwrap();
+    let grant = fx
+        .writer
+        .call(crate::writer::LeaseTask {
+            task,
+            worker: "w".into(),
+        })
+        .await
+        .unwrap();
     assert_eq!((grant.checkpoint.len(), grant.checkpoint_digest), (0, None));
     let c = claims(&grant);
     let a1 = fx.append(&c, (0, digest::EMPTY_DIGEST), b"first;").await.unwrap();
@@ -191,15 +205,31 @@ async fn resumes_whole(kind: Kind) {
         error_type: "flaky".into(),
         ..Default::default()
     };
-    assert!(fx.writer.fail(c, "w".into(), failure).await.unwrap());
+    assert!(
+        fx.writer
+            .call(crate::writer::Fail {
+                claims: c,
+                identity: "w".into(),
+                failure
+            })
+            .await
+            .unwrap()
+    );
     clock.advance(Duration::from_secs(120));
-    fx.writer.fire_timers().await.unwrap();
+    fx.writer.call(crate::writer::FireTimers).await.unwrap();
     let until = tokio::time::Instant::now() + Duration::from_secs(30);
     let task = fx
         .matching
         .take_or_park("default", "default", "w", 0, until)
         .expect("the retry is ready");
-    let grant = fx.writer.lease(task, "w".into()).await.unwrap();
+    let grant = fx
+        .writer
+        .call(crate::writer::LeaseTask {
+            task,
+            worker: "w".into(),
+        })
+        .await
+        .unwrap();
     assert_eq!(grant.checkpoint, b"first;second;");
     assert_eq!(grant.checkpoint_digest, Some(a2.1));
     // The new attempt appends to it at once.

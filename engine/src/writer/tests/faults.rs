@@ -260,14 +260,14 @@ async fn through_the_handle_a_failed_commit_is_internal_and_the_writer_carries_o
     let store = Store::new(backend);
     let writer = Fixture::built(builder(store.clone()), None).writer;
     faults.fail_commit_in(1);
-    let err = writer.start(start_command("a")).await.unwrap_err();
+    let err = writer.call(start_command("a")).await.unwrap_err();
     assert!(matches!(err, WriteError::Storage(_)), "{err:?}");
     assert!(matches!(
         crate::error::ApiError::from(err),
         crate::error::ApiError::Storage(_)
     ));
     assert!(store.run("default", "a").unwrap().is_none());
-    let started = writer.start(start_command("a")).await.unwrap();
+    let started = writer.call(start_command("a")).await.unwrap();
     assert!(started.started);
     assert!(store.run("default", "a").unwrap().is_some());
 }

@@ -23,19 +23,19 @@ impl Purging {
         let mut cmd = start_command(id);
         cmd.params.parent_run_id = parent.into();
         cmd.params.request_id = request_id.into();
-        assert!(self.fx.writer.start(cmd).await.unwrap().started);
+        assert!(self.fx.writer.call(cmd).await.unwrap().started);
     }
 
     async fn terminate(&self, id: &str) {
         self.fx
             .writer
-            .stop(
-                Stop::Terminate,
-                "default".into(),
-                id.into(),
-                "op".into(),
-                "done".into(),
-            )
+            .call(crate::writer::StopRun {
+                how: Stop::Terminate,
+                ns: "default".into(),
+                run_id: id.into(),
+                identity: "op".into(),
+                reason: "done".into(),
+            })
             .await
             .unwrap();
     }
@@ -58,7 +58,7 @@ impl Purging {
     /// Every closed run the index holds, as candidates.
     async fn purge_all(&self) -> Purged {
         let candidates = self.candidates(1000);
-        self.fx.writer.purge_runs(PurgeRuns { candidates }).await.unwrap()
+        self.fx.writer.call(PurgeRuns { candidates }).await.unwrap()
     }
 
     fn idempotency(&self, key: &str) -> Option<String> {
@@ -77,14 +77,14 @@ async fn purges_whole(kind: Kind) {
     let p = purging(kind);
     p.start("parent", "", "req-parent").await;
     p.fx.writer
-        .signal(
-            "default".into(),
-            "parent".into(),
-            "op".into(),
-            "steer".into(),
-            "{}".into(),
-            "sig-1".into(),
-        )
+        .call(crate::writer::Signal {
+            ns: "default".into(),
+            run_id: "parent".into(),
+            identity: "op".into(),
+            name: "steer".into(),
+            payload: "{}".into(),
+            request_id: "sig-1".into(),
+        })
         .await
         .unwrap();
     p.start("child", "parent", "").await;
@@ -169,7 +169,7 @@ async fn purges_whole(kind: Kind) {
     };
     let kept =
         p.fx.writer
-            .purge_runs(PurgeRuns {
+            .call(PurgeRuns {
                 candidates: vec![open],
             })
             .await
@@ -210,7 +210,7 @@ async fn a_purge_whose_commit_fails_leaves_every_run_whole() {
     let candidates = p.candidates(10);
     assert!(
         p.fx.writer
-            .purge_runs(PurgeRuns {
+            .call(PurgeRuns {
                 candidates: candidates.clone()
             })
             .await
@@ -229,7 +229,7 @@ async fn a_purge_whose_commit_fails_leaves_every_run_whole() {
             .len(),
         3
     );
-    let done = p.fx.writer.purge_runs(PurgeRuns { candidates }).await.unwrap();
+    let done = p.fx.writer.call(PurgeRuns { candidates }).await.unwrap();
     assert_eq!(done.purged.len(), 3);
     for id in ["a", "b", "c"] {
         assert!(p.fx.store.run("default", id).unwrap().is_none());

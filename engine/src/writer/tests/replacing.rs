@@ -23,7 +23,7 @@ on_each!(
 async fn ends_and_starts_together(kind: Kind) {
     let fx = fixture(kind);
     fx.start("old").await;
-    let r = fx.writer.start_replacing(replacing("old", "new")).await.unwrap();
+    let r = fx.writer.call(replacing("old", "new")).await.unwrap();
     assert_eq!(
         r,
         Replaced {
@@ -53,13 +53,9 @@ on_each!(
 async fn refused_start_changes_nothing(kind: Kind) {
     let fx = fixture(kind);
     fx.start("old").await;
-    fx.writer.start(start_command("taken")).await.unwrap();
+    fx.writer.call(start_command("taken")).await.unwrap();
     let before = (fx.store.run("default", "old").unwrap(), fx.kinds("old"));
-    let err = fx
-        .writer
-        .start_replacing(replacing("old", "taken"))
-        .await
-        .unwrap_err();
+    let err = fx.writer.call(replacing("old", "taken")).await.unwrap_err();
     assert!(
         matches!(err, WriteError::Rejected(Rejection::AlreadyExists(_))),
         "{err}"
@@ -71,7 +67,7 @@ async fn refused_start_changes_nothing(kind: Kind) {
     // A missing parent is a refusal too, also after the terminate would have run.
     let mut bad = replacing("old", "orphan");
     bad.start.params.parent_run_id = "nobody".into();
-    let err = fx.writer.start_replacing(bad).await.unwrap_err();
+    let err = fx.writer.call(bad).await.unwrap_err();
     assert!(
         matches!(err, WriteError::Rejected(Rejection::InvalidArgument(_))),
         "{err}"
@@ -83,24 +79,12 @@ async fn refused_start_changes_nothing(kind: Kind) {
 on_each!(a_closed_or_missing_old_run_is_left_alone, nothing_to_terminate);
 async fn nothing_to_terminate(kind: Kind) {
     let fx = fixture(kind);
-    let r = fx
-        .writer
-        .start_replacing(replacing("ghost", "first"))
-        .await
-        .unwrap();
+    let r = fx.writer.call(replacing("ghost", "first")).await.unwrap();
     assert!(!r.terminated && r.started.started);
-    let r = fx
-        .writer
-        .start_replacing(replacing("first", "second"))
-        .await
-        .unwrap();
+    let r = fx.writer.call(replacing("first", "second")).await.unwrap();
     assert!(r.terminated);
     let events = fx.kinds("first").len();
-    let r = fx
-        .writer
-        .start_replacing(replacing("first", "third"))
-        .await
-        .unwrap();
+    let r = fx.writer.call(replacing("first", "third")).await.unwrap();
     assert!(!r.terminated, "a closed run is not terminated again");
     assert_eq!(fx.kinds("first").len(), events);
 }
@@ -114,9 +98,9 @@ async fn replayed_request(kind: Kind) {
         c.start.params.request_id = "req-1".into();
         c
     };
-    assert!(fx.writer.start_replacing(request()).await.unwrap().terminated);
+    assert!(fx.writer.call(request()).await.unwrap().terminated);
     let events = (fx.kinds("old").len(), fx.kinds("new").len());
-    let again = fx.writer.start_replacing(request()).await.unwrap();
+    let again = fx.writer.call(request()).await.unwrap();
     assert_eq!(
         again,
         Replaced {
@@ -140,31 +124,33 @@ async fn replace_at_the_limit(kind: Kind) {
         max_open_runs: Some(1),
         ..Default::default()
     };
-    fx.writer.update_namespace("default".into(), one).await.unwrap();
+    fx.writer
+        .call(crate::writer::UpdateNamespace {
+            name: "default".into(),
+            change: one,
+        })
+        .await
+        .unwrap();
     fx.start("old").await;
     // At the limit: a plain start is refused...
-    let err = fx.writer.start(start_command("extra")).await.unwrap_err();
+    let err = fx.writer.call(start_command("extra")).await.unwrap_err();
     assert!(
         matches!(&err, WriteError::Rejected(Rejection::ResourceExhausted(m)) if m.contains("max open runs 1")),
         "{err}"
     );
     // ...but a replace frees the slot it takes.
-    let r = fx.writer.start_replacing(replacing("old", "new")).await.unwrap();
+    let r = fx.writer.call(replacing("old", "new")).await.unwrap();
     assert!(r.terminated && r.started.started, "{r:?}");
     assert_eq!(status(&fx, "old"), Some(RunStatus::Terminated));
     assert_eq!(status(&fx, "new"), Some(RunStatus::Running));
     // The count is still exact: one open run, so a further plain start is refused,
     // and a replace of a run that is not open frees nothing.
-    let err = fx.writer.start(start_command("extra")).await.unwrap_err();
+    let err = fx.writer.call(start_command("extra")).await.unwrap_err();
     assert!(
         matches!(err, WriteError::Rejected(Rejection::ResourceExhausted(_))),
         "{err}"
     );
-    let err = fx
-        .writer
-        .start_replacing(replacing("old", "newer"))
-        .await
-        .unwrap_err();
+    let err = fx.writer.call(replacing("old", "newer")).await.unwrap_err();
     assert!(
         matches!(err, WriteError::Rejected(Rejection::ResourceExhausted(_))),
         "{err}"

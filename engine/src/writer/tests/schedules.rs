@@ -96,7 +96,7 @@ impl Fx {
     async fn fire_all(&self) -> usize {
         let mut total = 0;
         loop {
-            let n = self.writer.fire_timers().await.unwrap();
+            let n = self.writer.call(crate::writer::FireTimers).await.unwrap();
             if n == 0 {
                 return total;
             }
@@ -122,7 +122,7 @@ async fn many_due_at_once(kind: Kind) {
     const N: usize = 600;
     for i in 0..N {
         fx.writer
-            .create_schedule(create(&format!("s{i:04}"), "one", Overlap::Skip))
+            .call(create(&format!("s{i:04}"), "one", Overlap::Skip))
             .await
             .unwrap();
     }
@@ -155,10 +155,7 @@ async fn every_close(kind: Kind) {
         .enumerate()
     {
         let id = format!("c{i}");
-        fx.writer
-            .create_schedule(create(&id, "one", Overlap::Skip))
-            .await
-            .unwrap();
+        fx.writer.call(create(&id, "one", Overlap::Skip)).await.unwrap();
         fx.advance(MIN);
         fx.fire_all().await;
         let run = fx.schedule(&id).running[0].clone();
@@ -168,11 +165,22 @@ async fn every_close(kind: Kind) {
             .take_or_park("default", "default", "w", 0, until())
             .expect("the fire's step is ready");
         assert_eq!(task.run_id, run);
-        let grant = fx.writer.lease(task, "w".into()).await.unwrap();
+        let grant = fx
+            .writer
+            .call(crate::writer::LeaseTask {
+                task,
+                worker: "w".into(),
+            })
+            .await
+            .unwrap();
         match how {
             "complete" => {
                 fx.writer
-                    .complete(claims(&grant), "w".into(), StepCompletion::default())
+                    .call(crate::writer::Complete {
+                        claims: claims(&grant),
+                        identity: "w".into(),
+                        completion: StepCompletion::default(),
+                    })
                     .await
                     .unwrap();
             }
@@ -183,7 +191,14 @@ async fn every_close(kind: Kind) {
                     non_retryable: true,
                     ..Default::default()
                 };
-                fx.writer.fail(claims(&grant), "w".into(), f).await.unwrap();
+                fx.writer
+                    .call(crate::writer::Fail {
+                        claims: claims(&grant),
+                        identity: "w".into(),
+                        failure: f,
+                    })
+                    .await
+                    .unwrap();
             }
             "time out" => {
                 fx.advance(61_000);
@@ -197,7 +212,13 @@ async fn every_close(kind: Kind) {
                 };
                 // Cancelling a leased step only asks; the worker's report closes it.
                 fx.writer
-                    .stop(stop, "default".into(), run.clone(), "me".into(), "r".into())
+                    .call(crate::writer::StopRun {
+                        how: stop,
+                        ns: "default".into(),
+                        run_id: run.clone(),
+                        identity: "me".into(),
+                        reason: "r".into(),
+                    })
                     .await
                     .unwrap();
                 if how == "cancel" {
@@ -205,7 +226,14 @@ async fn every_close(kind: Kind) {
                         error_type: railyard_model::run::CANCELED_ERROR_TYPE.into(),
                         ..Default::default()
                     };
-                    fx.writer.fail(claims(&grant), "w".into(), f).await.unwrap();
+                    fx.writer
+                        .call(crate::writer::Fail {
+                            claims: claims(&grant),
+                            identity: "w".into(),
+                            failure: f,
+                        })
+                        .await
+                        .unwrap();
                 }
             }
             _ => unreachable!(),
@@ -217,7 +245,7 @@ async fn every_close(kind: Kind) {
         assert!(s.running.is_empty(), "{how}: {:?}", s.running);
         assert_eq!(s.recent_actions[0].status, status, "{how}");
         fx.writer
-            .delete_schedule(DeleteSchedule {
+            .call(DeleteSchedule {
                 ns: "default".into(),
                 schedule_id: id,
             })
@@ -245,14 +273,11 @@ async fn a_failed_fire_commit_keeps_nothing_and_the_retry_fires_once() {
     let backend = Arc::new(railyard_store::memory::MemoryBackend::default());
     let faults = backend.faults();
     let fx = fx_on(Store::new(backend), None);
-    fx.writer
-        .create_schedule(create("s", "two", Overlap::Skip))
-        .await
-        .unwrap();
+    fx.writer.call(create("s", "two", Overlap::Skip)).await.unwrap();
     let before = fx.schedule("s");
     fx.advance(MIN);
     faults.fail_commit_in(1);
-    assert!(fx.writer.fire_timers().await.is_err());
+    assert!(fx.writer.call(crate::writer::FireTimers).await.is_err());
     assert_eq!(fx.schedule("s"), before, "cursor and timer unchanged");
     assert_eq!(fx.status(&run_id("s", T0 + MIN)), None);
     assert_eq!(fx.fire_all().await, 1);
@@ -267,7 +292,7 @@ on_each!(
 async fn terminate_other(kind: Kind) {
     let fx = fx(kind);
     fx.writer
-        .create_schedule(create("t", "two", Overlap::TerminateOther))
+        .call(create("t", "two", Overlap::TerminateOther))
         .await
         .unwrap();
     fx.advance(MIN);
@@ -288,14 +313,14 @@ on_each!(
 async fn backfill_over_fired(kind: Kind) {
     let fx = fx(kind);
     fx.writer
-        .create_schedule(create("b", "two", Overlap::AllowAll))
+        .call(create("b", "two", Overlap::AllowAll))
         .await
         .unwrap();
     fx.advance(MIN);
     fx.fire_all().await;
     let patched = fx
         .writer
-        .patch_schedule(PatchSchedule {
+        .call(PatchSchedule {
             ns: "default".into(),
             schedule_id: "b".into(),
             backfill: vec![(T0 + 1, T0 + MIN, Some(Overlap::AllowAll))],
@@ -323,7 +348,7 @@ on_each!(
 async fn cancel_other_unleased(kind: Kind) {
     let fx = fx(kind);
     fx.writer
-        .create_schedule(create("c", "two", Overlap::CancelOther))
+        .call(create("c", "two", Overlap::CancelOther))
         .await
         .unwrap();
     fx.advance(MIN);
@@ -331,7 +356,7 @@ async fn cancel_other_unleased(kind: Kind) {
     fx.advance(MIN);
     // One fire: the cancel closes the unleased run at once, and its close starts
     // the waiting fire, all in the fire's transaction.
-    assert_eq!(fx.writer.fire_timers().await.unwrap(), 1);
+    assert_eq!(fx.writer.call(crate::writer::FireTimers).await.unwrap(), 1);
     assert_eq!(fx.status(&run_id("c", T0 + MIN)), Some(RunStatus::Canceled));
     assert_eq!(fx.status(&run_id("c", T0 + 2 * MIN)), Some(RunStatus::Running));
     let s = fx.schedule("c");

@@ -67,13 +67,13 @@ impl Fx {
 
     async fn terminate(&self, id: &str) {
         self.writer
-            .stop(
-                Stop::Terminate,
-                "default".into(),
-                id.into(),
-                "test".into(),
-                "done".into(),
-            )
+            .call(crate::writer::StopRun {
+                how: Stop::Terminate,
+                ns: "default".into(),
+                run_id: id.into(),
+                identity: "test".into(),
+                reason: "done".into(),
+            })
             .await
             .unwrap();
     }
@@ -86,11 +86,7 @@ on_each!(
 async fn serial_hand_off(kind: Kind) {
     let fx = fx(kind);
     for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
-        let d = fx
-            .writer
-            .deliver_hook(deliver(id, "", "k", Mode::Serial))
-            .await
-            .unwrap();
+        let d = fx.writer.call(deliver(id, "", "k", Mode::Serial)).await.unwrap();
         assert_eq!((d.run_id.as_str(), d.queued), (id, i > 0));
     }
     assert_eq!(fx.status("a"), Some(RunStatus::Running));
@@ -108,11 +104,7 @@ async fn serial_hand_off(kind: Kind) {
     assert_eq!(fx.holder("k").as_deref(), Some("c"));
     fx.terminate("c").await;
     assert_eq!(fx.holder("k"), None, "the key is free");
-    let d = fx
-        .writer
-        .deliver_hook(deliver("d", "", "k", Mode::Serial))
-        .await
-        .unwrap();
+    let d = fx.writer.call(deliver("d", "", "k", Mode::Serial)).await.unwrap();
     assert!(!d.queued);
 }
 
@@ -120,12 +112,12 @@ on_each!(replace_cancels_the_holder_and_starts_in_one_commit, replace);
 async fn replace(kind: Kind) {
     let fx = fx(kind);
     fx.writer
-        .deliver_hook(deliver("a", "", "k", Mode::Replace))
+        .call(deliver("a", "", "k", Mode::Replace))
         .await
         .unwrap();
     let d = fx
         .writer
-        .deliver_hook(deliver("b", "", "k", Mode::Replace))
+        .call(deliver("b", "", "k", Mode::Replace))
         .await
         .unwrap();
     assert_eq!(d.replaced.as_deref(), Some("a"));
@@ -134,7 +126,7 @@ async fn replace(kind: Kind) {
     assert_eq!(fx.holder("k").as_deref(), Some("b"));
     // Parallel ignores the key.
     fx.writer
-        .deliver_hook(deliver("c", "", "k", Mode::Parallel))
+        .call(deliver("c", "", "k", Mode::Parallel))
         .await
         .unwrap();
     assert_eq!(fx.status("b"), Some(RunStatus::Running));
@@ -146,34 +138,52 @@ async fn dedup_and_purge(kind: Kind) {
     let fx = fx(kind);
     let first = fx
         .writer
-        .deliver_hook(deliver("a", "d1", "", Mode::Parallel))
+        .call(deliver("a", "d1", "", Mode::Parallel))
         .await
         .unwrap();
     assert!(!first.duplicate);
     let again = fx
         .writer
-        .deliver_hook(deliver("b", "d1", "", Mode::Parallel))
+        .call(deliver("b", "d1", "", Mode::Parallel))
         .await
         .unwrap();
     assert_eq!((again.run_id.as_str(), again.duplicate), ("a", true));
     assert_eq!(fx.status("b"), None);
     fx.clock.advance(Duration::from_secs(10));
     fx.writer
-        .deliver_hook(deliver("c", "d2", "", Mode::Parallel))
+        .call(deliver("c", "d2", "", Mode::Parallel))
         .await
         .unwrap();
     // Only what was received before the cutoff goes, in bounded batches.
-    assert_eq!(fx.writer.purge_hook_deliveries(15_000, 10).await.unwrap(), 1);
-    assert_eq!(fx.writer.purge_hook_deliveries(15_000, 10).await.unwrap(), 0);
+    assert_eq!(
+        fx.writer
+            .call(crate::writer::PurgeHookDeliveries {
+                before: 15_000,
+                max: 10
+            })
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        fx.writer
+            .call(crate::writer::PurgeHookDeliveries {
+                before: 15_000,
+                max: 10
+            })
+            .await
+            .unwrap(),
+        0
+    );
     let after = fx
         .writer
-        .deliver_hook(deliver("e", "d1", "", Mode::Parallel))
+        .call(deliver("e", "d1", "", Mode::Parallel))
         .await
         .unwrap();
     assert_eq!((after.run_id.as_str(), after.duplicate), ("e", false));
     let kept = fx
         .writer
-        .deliver_hook(deliver("f", "d2", "", Mode::Parallel))
+        .call(deliver("f", "d2", "", Mode::Parallel))
         .await
         .unwrap();
     assert_eq!((kept.run_id.as_str(), kept.duplicate), ("c", true));
@@ -185,13 +195,13 @@ async fn a_failed_commit_keeps_no_run_delivery_or_queued_start() {
     let faults = backend.faults();
     let fx = fx_on(Store::new(backend), None);
     fx.writer
-        .deliver_hook(deliver("a", "d1", "k", Mode::Serial))
+        .call(deliver("a", "d1", "k", Mode::Serial))
         .await
         .unwrap();
     faults.fail_commit_in(1);
     assert!(
         fx.writer
-            .deliver_hook(deliver("b", "d2", "k", Mode::Serial))
+            .call(deliver("b", "d2", "k", Mode::Serial))
             .await
             .is_err()
     );
@@ -213,19 +223,19 @@ async fn a_failed_commit_keeps_no_run_delivery_or_queued_start() {
     );
     // Nor a hand-off: the closing commit fails, and the key stays with a.
     fx.writer
-        .deliver_hook(deliver("b", "d2", "k", Mode::Serial))
+        .call(deliver("b", "d2", "k", Mode::Serial))
         .await
         .unwrap();
     faults.fail_commit_in(1);
     assert!(
         fx.writer
-            .stop(
-                Stop::Terminate,
-                "default".into(),
-                "a".into(),
-                "t".into(),
-                "r".into()
-            )
+            .call(crate::writer::StopRun {
+                how: Stop::Terminate,
+                ns: "default".into(),
+                run_id: "a".into(),
+                identity: "t".into(),
+                reason: "r".into()
+            })
             .await
             .is_err()
     );
@@ -258,7 +268,7 @@ async fn poll_once_each(kind: Kind) {
     let fx = fx(kind);
     let t = fx
         .writer
-        .create_trigger(CreateTrigger {
+        .call(CreateTrigger {
             trigger: railyard_model::trigger::Trigger {
                 namespace: "default".into(),
                 id: "t".into(),
@@ -311,7 +321,16 @@ async fn poll_once_each(kind: Kind) {
     assert_eq!((again.started.len(), again.seen_before), (0, 2));
     assert_eq!((fx.status("a2"), fx.status("b2")), (None, None));
     // Past the dedup window an update's key is forgotten; an item's `new` is not.
-    assert_eq!(fx.writer.purge_hook_deliveries(10_000_000, 10).await.unwrap(), 1);
+    assert_eq!(
+        fx.writer
+            .call(crate::writer::PurgeHookDeliveries {
+                before: 10_000_000,
+                max: 10
+            })
+            .await
+            .unwrap(),
+        1
+    );
     let later = fx
         .writer
         .call(record(

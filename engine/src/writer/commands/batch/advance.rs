@@ -17,9 +17,9 @@ impl Apply for AdvanceBatch {
     type Output = Batch;
     const NAME: &'static str = "advance_batch";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<Batch, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<Batch, CommandError> {
         let Some(mut b) = cx.tx.batch(&self.ns, &self.batch_id)? else {
-            return Ok(Err(not_found(&self.ns, &self.batch_id)));
+            return Err(not_found(&self.ns, &self.batch_id).into());
         };
         let mut ids = self.new_run_ids.into_iter();
         let mut n = 0;
@@ -57,6 +57,6 @@ impl Apply for AdvanceBatch {
             n += 1;
         }
         cx.tx.save_batch(&b)?;
-        Ok(Ok(b))
+        Ok(b)
     }
 }

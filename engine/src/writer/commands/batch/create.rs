@@ -24,28 +24,30 @@ impl Apply for CreateBatch {
     type Output = BatchCreated;
     const NAME: &'static str = "create_batch";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<BatchCreated, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<BatchCreated, CommandError> {
         let Self { mut batch, run_ids } = self;
         let (ns, id) = (batch.namespace.clone(), batch.batch_id.clone());
         if let Some(existing) = cx.tx.batch(&ns, &id)? {
             if existing.action == batch.action && existing.query == batch.query {
-                return Ok(Ok(BatchCreated {
+                return Ok(BatchCreated {
                     batch: existing,
                     created: false,
-                }));
+                });
             }
-            return Ok(Err(Rejection::AlreadyExists(format!(
+            return Err(Rejection::AlreadyExists(format!(
                 "batch {id:?} already exists in namespace {ns:?} with another action or query"
-            ))));
+            ))
+            .into());
         }
         if run_ids.len() > MAX_BATCH_RUNS {
-            return Ok(Err(Rejection::field(
+            return Err(Rejection::field(
                 "query",
                 format!(
                     "matches {} runs, more than the {MAX_BATCH_RUNS} a batch may act on; narrow it",
                     run_ids.len()
                 ),
-            )));
+            )
+            .into());
         }
         let running = cx
             .tx
@@ -54,10 +56,11 @@ impl Apply for CreateBatch {
             .filter(|(n, _)| *n == ns)
             .count();
         if running >= MAX_RUNNING_BATCHES {
-            return Ok(Err(Rejection::ResourceExhausted(format!(
+            return Err(Rejection::ResourceExhausted(format!(
                 "namespace {ns:?} has {running} batches running, the most it may; wait for one to \
                  finish or stop one"
-            ))));
+            ))
+            .into());
         }
         batch.total = run_ids.len() as u64;
         batch.next = 0;
@@ -77,6 +80,6 @@ impl Apply for CreateBatch {
             cx.tx.put_batch_item(&ns, &id, i as u64, &item)?;
         }
         cx.tx.save_batch(&batch)?;
-        Ok(Ok(BatchCreated { batch, created: true }))
+        Ok(BatchCreated { batch, created: true })
     }
 }

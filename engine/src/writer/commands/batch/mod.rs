@@ -54,7 +54,8 @@ fn act(cx: &mut Cx, b: &Batch, index: u64, run_id: &str, new_run_id: &str) -> Re
             identity: identity.clone(),
             reason: reason(b),
         }
-        .apply(cx)?
+        .apply(cx)
+        .refused()?
         .map(|()| String::new()),
         BatchAction::Signal { name, payload_json } => Signal {
             ns: ns.clone(),
@@ -64,7 +65,8 @@ fn act(cx: &mut Cx, b: &Batch, index: u64, run_id: &str, new_run_id: &str) -> Re
             payload: payload_json.clone(),
             request_id: format!("batch:{}", b.batch_id),
         }
-        .apply(cx)?
+        .apply(cx)
+        .refused()?
         .map(|()| String::new()),
         BatchAction::Reset { .. } | BatchAction::Rerun => {
             let (kind, to_step) = match &b.action {
@@ -88,7 +90,8 @@ fn act(cx: &mut Cx, b: &Batch, index: u64, run_id: &str, new_run_id: &str) -> Re
                     ..Default::default()
                 },
             }
-            .apply(cx)?
+            .apply(cx)
+            .refused()?
             .map(|done| done.run_id)
         }
     };
@@ -101,10 +104,12 @@ fn act(cx: &mut Cx, b: &Batch, index: u64, run_id: &str, new_run_id: &str) -> Re
         }
     };
     let (batch_id, action) = (b.batch_id.as_str(), b.action.name());
-    let noted = cx.with_run(ns, run_id, |run, out| {
-        run.note_batch(&identity, batch_id, action, out);
-        Ok(())
-    })?;
+    let noted = cx
+        .with_run(ns, run_id, |run, out| {
+            run.note_batch(&identity, batch_id, action, out);
+            Ok(())
+        })
+        .refused()?;
     if let Err(e) = noted {
         // The run was just loaded in this transaction: not reached.
         tracing::error!(batch_id, run_id, error = %e, "cannot record the batch on the run");

@@ -35,7 +35,7 @@ impl Apply for PurgeBatches {
     type Output = PurgedBatches;
     const NAME: &'static str = "purge_batches";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<PurgedBatches, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<PurgedBatches, CommandError> {
         let mut done = PurgedBatches::default();
         let mut budget = self.max_items.max(1);
         for (ns, id) in self.candidates {
@@ -59,6 +59,6 @@ impl Apply for PurgeBatches {
             done.processed += 1;
             done.purged.push((ns, id));
         }
-        Ok(Ok(done))
+        Ok(done)
     }
 }

@@ -16,13 +16,13 @@ impl Apply for StopBatch {
     type Output = Batch;
     const NAME: &'static str = "stop_batch";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<Batch, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<Batch, CommandError> {
         let Some(mut b) = cx.tx.batch(&self.ns, &self.batch_id)? else {
-            return Ok(Err(not_found(&self.ns, &self.batch_id)));
+            return Err(not_found(&self.ns, &self.batch_id).into());
         };
         if b.stop(&self.identity, self.reason, cx.now()) {
             cx.tx.save_batch(&b)?;
         }
-        Ok(Ok(b))
+        Ok(b)
     }
 }

@@ -101,19 +101,19 @@ impl Apply for RecordDelivery {
     type Output = bool;
     const NAME: &'static str = "record_delivery";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<bool, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<bool, CommandError> {
         let Some(mut run) = cx.load(&self.ns, &self.run_id)? else {
-            return Ok(Ok(false));
+            return Ok(false);
         };
         let policy = cx.delivery.policy;
         let mut out = Out::new(cx.now, cx.next_seq);
         if !run.delivery_outcome(&self.target, self.attempt, self.outcome, &policy, &mut out) {
-            return Ok(Ok(false));
+            return Ok(false);
         }
         let was_open = run.status.is_open();
         let t = Transition::new(run, was_open, out);
         cx.save(t)?;
-        Ok(Ok(true))
+        Ok(true)
     }
 }
 
@@ -129,7 +129,7 @@ impl Apply for Redeliver {
     type Output = Vec<String>;
     const NAME: &'static str = "redeliver";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<Vec<String>, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<Vec<String>, CommandError> {
         cx.with_run(&self.ns, &self.run_id, |run, out| {
             run.redeliver(&self.target, out)
         })

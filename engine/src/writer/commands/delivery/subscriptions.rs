@@ -18,28 +18,30 @@ impl Apply for Subscribe {
     type Output = Namespace;
     const NAME: &'static str = "subscribe";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<Namespace, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<Namespace, CommandError> {
         let Some(mut ns) = cx.tx.namespace(&self.namespace)? else {
-            return Ok(Err(no_namespace(&self.namespace)));
+            return Err(no_namespace(&self.namespace).into());
         };
         let mut sub = self.subscription;
         if ns.subscriptions.iter().any(|s| s.id == sub.id) {
-            return Ok(Err(Rejection::AlreadyExists(format!(
+            return Err(Rejection::AlreadyExists(format!(
                 "namespace {:?} has a subscription {:?} already",
                 ns.name, sub.id
-            ))));
+            ))
+            .into());
         }
         if ns.subscriptions.len() >= MAX_SUBSCRIPTIONS {
-            return Ok(Err(Rejection::ResourceExhausted(format!(
+            return Err(Rejection::ResourceExhausted(format!(
                 "namespace {:?} has {MAX_SUBSCRIPTIONS} subscriptions, the most it may hold",
                 ns.name
-            ))));
+            ))
+            .into());
         }
         sub.created_ms = cx.now();
         ns.subscriptions.push(sub);
         ns.updated_ms = cx.now();
         cx.tx.put_namespace(&ns)?;
-        Ok(Ok(ns))
+        Ok(ns)
     }
 }
 
@@ -55,20 +57,21 @@ impl Apply for Unsubscribe {
     type Output = Namespace;
     const NAME: &'static str = "unsubscribe";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<Namespace, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<Namespace, CommandError> {
         let Some(mut ns) = cx.tx.namespace(&self.namespace)? else {
-            return Ok(Err(no_namespace(&self.namespace)));
+            return Err(no_namespace(&self.namespace).into());
         };
         let before = ns.subscriptions.len();
         ns.subscriptions.retain(|s| s.id != self.id);
         if ns.subscriptions.len() == before {
-            return Ok(Err(Rejection::NotFound(format!(
+            return Err(Rejection::NotFound(format!(
                 "namespace {:?} has no subscription {:?}",
                 ns.name, self.id
-            ))));
+            ))
+            .into());
         }
         ns.updated_ms = cx.now();
         cx.tx.put_namespace(&ns)?;
-        Ok(Ok(ns))
+        Ok(ns)
     }
 }

@@ -15,21 +15,22 @@ impl Apply for CreateSchedule {
     type Output = ();
     const NAME: &'static str = "create_schedule";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<(), Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<(), CommandError> {
         let (ns, id) = (self.new.namespace.clone(), self.new.id.clone());
         if let Some(existing) = cx.tx.schedule(&ns, &id)? {
             if !self.request_id.is_empty() && existing.request_ids.contains(&self.request_id) {
-                return Ok(Ok(()));
+                return Ok(());
             }
-            return Ok(Err(Rejection::AlreadyExists(format!(
+            return Err(Rejection::AlreadyExists(format!(
                 "schedule {id:?} already exists in namespace {ns:?}"
-            ))));
+            ))
+            .into());
         }
         let mut effects = Vec::new();
         let mut s = Schedule::create(self.new, cx.now(), &mut effects);
         s.seen_request(&self.request_id);
         commit(cx, &mut s, Default::default(), effects)?;
         tracing::info!(schedule_id = %id, namespace = %ns, next_fire = ?s.next_fire(), "schedule created");
-        Ok(Ok(()))
+        Ok(())
     }
 }

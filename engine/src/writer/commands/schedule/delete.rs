@@ -14,9 +14,9 @@ impl Apply for DeleteSchedule {
     type Output = ();
     const NAME: &'static str = "delete_schedule";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<(), Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<(), CommandError> {
         let Some(s) = cx.tx.schedule(&self.ns, &self.schedule_id)? else {
-            return Ok(Err(not_found(&self.ns, &self.schedule_id)));
+            return Err(not_found(&self.ns, &self.schedule_id).into());
         };
         if let Some(key) = s.timer {
             cx.tx.remove_timer(key)?;
@@ -24,6 +24,6 @@ impl Apply for DeleteSchedule {
         cx.tx.delete_schedule(&self.ns, &self.schedule_id)?;
         cx.metrics.forget_schedule(&self.ns, &self.schedule_id);
         tracing::info!(schedule_id = %s.id, open_runs = s.running.len(), "schedule deleted");
-        Ok(Ok(()))
+        Ok(())
     }
 }

@@ -56,17 +56,21 @@ pub(crate) fn commit(
                 let reason = format!("schedule {}: CANCEL_OTHER, a newer fire is due", s.id);
                 let who = identity(s);
                 // A run that closed meanwhile refuses; that is fine.
-                let _ = cx.with_run(&s.namespace, &run_id, |run, out| {
-                    Ok(run.cancel(&who, reason, out)?)
-                })?;
+                let _ = cx
+                    .with_run(&s.namespace, &run_id, |run, out| {
+                        Ok(run.cancel(&who, reason, out)?)
+                    })
+                    .refused()?;
             }
             Do::TerminateAndStart { terminate, start: f } => {
                 let who = identity(s);
                 for run_id in terminate {
                     let reason = format!("schedule {}: TERMINATE_OTHER, {} is due", s.id, f.run_id);
-                    let _ = cx.with_run(&s.namespace, &run_id, |run, out| {
-                        Ok(run.terminate(&who, reason, out)?)
-                    })?;
+                    let _ = cx
+                        .with_run(&s.namespace, &run_id, |run, out| {
+                            Ok(run.terminate(&who, reason, out)?)
+                        })
+                        .refused()?;
                 }
                 queue.extend(start(cx, s, f)?);
             }

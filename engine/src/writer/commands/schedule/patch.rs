@@ -33,12 +33,12 @@ impl Apply for PatchSchedule {
     type Output = Patched;
     const NAME: &'static str = "patch_schedule";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<Patched, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<Patched, CommandError> {
         let Some(mut s) = cx.tx.schedule(&self.ns, &self.schedule_id)? else {
-            return Ok(Err(not_found(&self.ns, &self.schedule_id)));
+            return Err(not_found(&self.ns, &self.schedule_id).into());
         };
         if s.request_ids.contains(&self.request_id) && !self.request_id.is_empty() {
-            return Ok(Ok(Patched::default()));
+            return Ok(Patched::default());
         }
         let now = cx.now();
         let before = s.counters;
@@ -48,13 +48,13 @@ impl Apply for PatchSchedule {
         if let Some(overlap) = self.trigger {
             match s.trigger(overlap, now, &mut effects) {
                 Ok(run_id) => patched.triggered_run_id = run_id,
-                Err(e) => return Ok(Err(Rejection::FailedPrecondition(format!("trigger: {e}")))),
+                Err(e) => return Err(Rejection::FailedPrecondition(format!("trigger: {e}")).into()),
             }
         }
         if !self.backfill.is_empty() {
             match s.backfill(&self.backfill, now, &mut effects) {
                 Ok(n) => patched.backfilled = n,
-                Err(e) => return Ok(Err(Rejection::InvalidArgument(e.to_string()))),
+                Err(e) => return Err(Rejection::InvalidArgument(e.to_string()).into()),
             }
         }
         if self.pause {
@@ -69,6 +69,6 @@ impl Apply for PatchSchedule {
             triggered = ?patched.triggered_run_id, backfilled = patched.backfilled,
             "schedule patched"
         );
-        Ok(Ok(patched))
+        Ok(patched)
     }
 }

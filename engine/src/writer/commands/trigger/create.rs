@@ -12,19 +12,17 @@ impl Apply for CreateTrigger {
     type Output = Trigger;
     const NAME: &'static str = "create_trigger";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<Trigger, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<Trigger, CommandError> {
         let mut t = self.trigger;
         if cx.tx.namespace(&t.namespace)?.is_none() {
-            return Ok(Err(Rejection::NotFound(format!(
-                "namespace {:?} does not exist",
-                t.namespace
-            ))));
+            return Err(Rejection::NotFound(format!("namespace {:?} does not exist", t.namespace)).into());
         }
         if cx.tx.trigger(&t.namespace, &t.id)?.is_some() {
-            return Ok(Err(Rejection::AlreadyExists(format!(
+            return Err(Rejection::AlreadyExists(format!(
                 "trigger {:?} already exists in namespace {:?}",
                 t.id, t.namespace
-            ))));
+            ))
+            .into());
         }
         t.source = Source::Api;
         t.created_ms = cx.now();
@@ -32,6 +30,6 @@ impl Apply for CreateTrigger {
         t.poll_state = poll_state_of(&t, None, cx.now());
         cx.tx.save_trigger(&t)?;
         tracing::info!(trigger_id = %t.id, namespace = %t.namespace, workflow = %t.workflow_id, "trigger created");
-        Ok(Ok(t))
+        Ok(t)
     }
 }

@@ -14,15 +14,15 @@ impl Apply for DeleteTrigger {
     type Output = ();
     const NAME: &'static str = "delete_trigger";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<(), Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<(), CommandError> {
         let Some(t) = cx.tx.trigger(&self.ns, &self.trigger_id)? else {
-            return Ok(Err(not_found(&self.ns, &self.trigger_id)));
+            return Err(not_found(&self.ns, &self.trigger_id).into());
         };
         if t.source == Source::Config {
-            return Ok(Err(read_only(&t)));
+            return Err(read_only(&t).into());
         }
         cx.tx.delete_trigger(&self.ns, &self.trigger_id)?;
         tracing::info!(trigger_id = %t.id, namespace = %t.namespace, "trigger deleted");
-        Ok(Ok(()))
+        Ok(())
     }
 }

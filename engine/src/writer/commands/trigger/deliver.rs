@@ -35,31 +35,27 @@ impl Apply for DeliverHook {
     type Output = Delivered;
     const NAME: &'static str = "deliver_hook";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<Delivered, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<Delivered, CommandError> {
         let ns = self.start.params.namespace.clone();
         let trigger = self.trigger_id.as_str();
         if !self.delivery_id.is_empty()
             && let Some(d) = cx.tx.hook_delivery(&ns, trigger, &self.delivery_id)?
         {
-            return Ok(Ok(Delivered {
+            return Ok(Delivered {
                 run_id: d.run_id,
                 duplicate: true,
                 queued: false,
                 replaced: None,
-            }));
+            });
         }
         // Every check first.
-        match self.start.check(cx)? {
-            Err(e) => return Ok(Err(e)),
-            Ok(Some(earlier)) => {
-                return Ok(Ok(Delivered {
-                    run_id: earlier.run_id,
-                    duplicate: true,
-                    queued: false,
-                    replaced: None,
-                }));
-            }
-            Ok(None) => {}
+        if let Some(earlier) = self.start.check(cx)? {
+            return Ok(Delivered {
+                run_id: earlier.run_id,
+                duplicate: true,
+                queued: false,
+                replaced: None,
+            });
         }
         let keyed = !self.key.is_empty() && self.mode != Mode::Parallel;
         let holder = if keyed {
@@ -78,9 +74,10 @@ impl Apply for DeliverHook {
                 .len()
                 >= MAX_QUEUED_PER_KEY
         {
-            return Ok(Err(Rejection::ResourceExhausted(format!(
+            return Err(Rejection::ResourceExhausted(format!(
                 "{MAX_QUEUED_PER_KEY} deliveries already wait on this concurrency key"
-            ))));
+            ))
+            .into());
         }
         let run_id = self.start.params.run_id.clone();
         let mut out = Delivered {
@@ -114,7 +111,9 @@ impl Apply for DeliverHook {
                     cx.tx.set_key_holder(&ns, &old, None)?;
                     let who = self.start.params.identity.clone();
                     let reason = format!("trigger {trigger}: replaced by run {run_id}");
-                    let _ = cx.with_run(&ns, &old, |run, o| Ok(run.cancel(&who, reason, o)?))?;
+                    let _ = cx
+                        .with_run(&ns, &old, |run, o| Ok(run.cancel(&who, reason, o)?))
+                        .refused()?;
                     out.replaced = Some(old);
                 }
                 self.start.create(cx)?;
@@ -143,6 +142,6 @@ impl Apply for DeliverHook {
             };
             cx.tx.put_hook_delivery(&ns, trigger, &self.delivery_id, &d)?;
         }
-        Ok(Ok(out))
+        Ok(out)
     }
 }

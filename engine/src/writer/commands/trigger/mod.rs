@@ -111,7 +111,7 @@ pub(crate) fn run_closed(cx: &mut Cx, c: &ClosedRun) -> Result<(), StorageError>
             tracing::warn!(trigger_id = trigger, %run_id, "queued start dropped: its workflow is not loaded");
             continue;
         };
-        match start.check(cx)? {
+        match start.check(cx).refused()? {
             Ok(None) => {
                 start.create(cx)?;
                 hold(cx, ns, trigger, key, &run_id)?;

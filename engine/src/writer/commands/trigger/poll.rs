@@ -47,15 +47,16 @@ impl Apply for RecordPoll {
     type Output = PollRecorded;
     const NAME: &'static str = "record_poll";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<PollRecorded, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<PollRecorded, CommandError> {
         let (ns, id) = (self.ns.as_str(), self.trigger_id.as_str());
         let Some(mut t) = cx.tx.trigger(ns, id)? else {
-            return Ok(Err(not_found(ns, id)));
+            return Err(not_found(ns, id).into());
         };
         if t.poll.is_none() || t.updated_ms != self.definition_ms {
-            return Ok(Err(Rejection::FailedPrecondition(format!(
+            return Err(Rejection::FailedPrecondition(format!(
                 "trigger {id:?} changed while it was polled; the poll is dropped"
-            ))));
+            ))
+            .into());
         }
         let now = cx.now();
         let mut out = PollRecorded::default();
@@ -85,7 +86,7 @@ impl Apply for RecordPoll {
                     continue;
                 }
             };
-            let delivered = match hook.apply(cx)? {
+            let delivered = match hook.apply(cx).refused()? {
                 Ok(d) => d,
                 Err(e) => {
                     note(&mut state, e.to_string());
@@ -110,6 +111,6 @@ impl Apply for RecordPoll {
         state.runs_started += out.started.len() as u64;
         t.poll_state = state;
         cx.tx.save_trigger(&t)?;
-        Ok(Ok(out))
+        Ok(out)
     }
 }

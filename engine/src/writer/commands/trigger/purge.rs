@@ -13,7 +13,7 @@ impl Apply for PurgeHookDeliveries {
     type Output = usize;
     const NAME: &'static str = "purge_hook_deliveries";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<usize, Rejection>, StorageError> {
-        Ok(Ok(cx.tx.purge_hook_deliveries(self.before, self.max)?))
+    fn apply(self, cx: &mut Cx) -> Result<usize, CommandError> {
+        Ok(cx.tx.purge_hook_deliveries(self.before, self.max)?)
     }
 }

@@ -18,13 +18,14 @@ impl Apply for SyncConfigTriggers {
     type Output = Synced;
     const NAME: &'static str = "sync_config_triggers";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<Synced, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<Synced, CommandError> {
         for t in &self.triggers {
             if cx.tx.namespace(&t.namespace)?.is_none() {
-                return Ok(Err(Rejection::InvalidArgument(format!(
+                return Err(Rejection::InvalidArgument(format!(
                     "trigger {:?}: namespace {:?} does not exist",
                     t.id, t.namespace
-                ))));
+                ))
+                .into());
             }
         }
         let mut stale = Vec::new();
@@ -58,7 +59,7 @@ impl Apply for SyncConfigTriggers {
             };
             cx.tx.save_trigger(&t)?;
         }
-        Ok(Ok((saved, stale.len())))
+        Ok((saved, stale.len()))
     }
 }
 

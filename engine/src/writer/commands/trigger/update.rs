@@ -12,13 +12,13 @@ impl Apply for UpdateTrigger {
     type Output = Trigger;
     const NAME: &'static str = "update_trigger";
 
-    fn apply(self, cx: &mut Cx) -> Result<Result<Trigger, Rejection>, StorageError> {
+    fn apply(self, cx: &mut Cx) -> Result<Trigger, CommandError> {
         let mut t = self.trigger;
         let Some(old) = cx.tx.trigger(&t.namespace, &t.id)? else {
-            return Ok(Err(not_found(&t.namespace, &t.id)));
+            return Err(not_found(&t.namespace, &t.id).into());
         };
         if old.source == Source::Config {
-            return Ok(Err(read_only(&old)));
+            return Err(read_only(&old).into());
         }
         t.source = Source::Api;
         t.created_ms = old.created_ms;
@@ -27,6 +27,6 @@ impl Apply for UpdateTrigger {
         t.recent = old.recent;
         cx.tx.save_trigger(&t)?;
         tracing::info!(trigger_id = %t.id, namespace = %t.namespace, "trigger updated");
-        Ok(Ok(t))
+        Ok(t)
     }
 }
