@@ -1,7 +1,8 @@
-//! The service layer's error type. Its variants are the gRPC status codes the design
-//! fixes; the mapping onto `tonic::Status` is the gRPC layer's (`grpc::status`), so
-//! nothing below it depends on a transport. The model's [`Rejection`]s, the writer's
-//! command errors and the store's [`StorageError`]s become it here, in one place.
+//! The service layer's error type: the model's [`Rejection`] (six of the gRPC status
+//! codes the design fixes) and the failures that are the server's own. The mapping
+//! onto `tonic::Status` is the gRPC layer's (`grpc::status`), so nothing below it
+//! depends on a transport. The writer's errors and the store's [`StorageError`]s
+//! become it here, in one place.
 
 use std::sync::Arc;
 
@@ -14,23 +15,13 @@ use crate::writer::WriteError;
 /// the run or the lease that is wrong.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ApiError {
-    #[error("{0}")]
-    InvalidArgument(String),
-    #[error("{0}")]
-    NotFound(String),
-    #[error("{0}")]
-    AlreadyExists(String),
-    /// A stale lease, a replayed token, or an illegal state change.
-    #[error("{0}")]
-    FailedPrecondition(String),
-    /// A forged or unverifiable token, or a caller not allowed to do this.
-    #[error("{0}")]
-    PermissionDenied(String),
+    /// The request is refused for what it asks: a bad field, a run not found, a
+    /// stale lease, a forged token, a caller not allowed, a limit reached.
+    #[error(transparent)]
+    Rejected(#[from] Rejection),
     /// Missing or unknown credentials.
     #[error("{0}")]
     Unauthenticated(String),
-    #[error("{0}")]
-    ResourceExhausted(String),
     /// An internal failure other than storage.
     #[error("{0}")]
     Internal(String),
@@ -46,20 +37,7 @@ pub enum ApiError {
 impl ApiError {
     /// `INVALID_ARGUMENT` naming `field`.
     pub fn field(field: &str, problem: impl std::fmt::Display) -> Self {
-        Self::InvalidArgument(format!("{field}: {problem}"))
-    }
-}
-
-impl From<Rejection> for ApiError {
-    fn from(r: Rejection) -> Self {
-        match r {
-            Rejection::InvalidArgument(m) => Self::InvalidArgument(m),
-            Rejection::NotFound(m) => Self::NotFound(m),
-            Rejection::AlreadyExists(m) => Self::AlreadyExists(m),
-            Rejection::FailedPrecondition(m) => Self::FailedPrecondition(m),
-            Rejection::PermissionDenied(m) => Self::PermissionDenied(m),
-            Rejection::ResourceExhausted(m) => Self::ResourceExhausted(m),
-        }
+        Rejection::field(field, problem).into()
     }
 }
 

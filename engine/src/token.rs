@@ -13,6 +13,7 @@ pub mod keyring;
 
 pub use keyring::Keyring;
 
+use railyard_model::Rejection;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -226,9 +227,9 @@ impl TokenKeys {
             return Err(Denied::Other(ApiError::field("task_token", "must not be empty")));
         }
         let denied = || {
-            Denied::Other(ApiError::PermissionDenied(
+            Denied::Other(ApiError::Rejected(Rejection::PermissionDenied(
                 "task_token: signature does not verify".into(),
-            ))
+            )))
         };
         let (payload, sig) = token.split_once('.').ok_or_else(denied)?;
         let sig = B64.decode(sig).map_err(|_| denied())?;
@@ -236,10 +237,10 @@ impl TokenKeys {
         let claims: TokenClaims = serde_json::from_slice(&json).map_err(|_| denied())?;
         // The key id comes from the token, unverified: echo only a prefix of it.
         let mac = self.mac(&claims.kid, payload.as_bytes()).ok_or_else(|| {
-            Denied::UnknownKey(ApiError::PermissionDenied(format!(
+            Denied::UnknownKey(ApiError::Rejected(Rejection::PermissionDenied(format!(
                 "task_token: unknown key id {:?}",
                 railyard_model::text::clip(&claims.kid)
-            )))
+            ))))
         })?;
         mac.verify_slice(&sig).map_err(|_| denied())?;
         Ok(claims)
@@ -349,7 +350,10 @@ mod tests {
             let forged = String::from_utf8(bytes).unwrap();
             if forged != token {
                 assert!(
-                    matches!(keys.verify(&forged), Err(ApiError::PermissionDenied(_))),
+                    matches!(
+                        keys.verify(&forged),
+                        Err(ApiError::Rejected(Rejection::PermissionDenied(_)))
+                    ),
                     "byte {i}"
                 );
             }
@@ -358,7 +362,10 @@ mod tests {
             active: "test".into(),
             keys: BTreeMap::from([("test".into(), vec![8u8; 32])]),
         };
-        assert!(matches!(other.verify(&token), Err(ApiError::PermissionDenied(_))));
+        assert!(matches!(
+            other.verify(&token),
+            Err(ApiError::Rejected(Rejection::PermissionDenied(_)))
+        ));
     }
 
     #[test]
@@ -370,7 +377,7 @@ mod tests {
         );
         let token = format!("{}.AAAA", B64.encode(payload));
         match TokenKeys::for_tests().verify(&token) {
-            Err(ApiError::PermissionDenied(m)) => {
+            Err(ApiError::Rejected(Rejection::PermissionDenied(m))) => {
                 assert!(
                     m.starts_with("task_token: unknown key id \"kkk") && m.len() < 200,
                     "{m}"

@@ -19,6 +19,7 @@
 
 pub mod output;
 
+use railyard_model::Rejection;
 use std::sync::Arc;
 
 use axum::Router;
@@ -136,13 +137,14 @@ async fn hook(
                 HookError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
                 HookError::Api(api) => match api {
                     // What the rendered payload made the start refuse.
-                    ApiError::InvalidArgument(_) => StatusCode::UNPROCESSABLE_ENTITY,
-                    ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-                    ApiError::AlreadyExists(_) | ApiError::FailedPrecondition(_) => StatusCode::CONFLICT,
-                    ApiError::ResourceExhausted(_) => StatusCode::TOO_MANY_REQUESTS,
+                    ApiError::Rejected(Rejection::InvalidArgument(_)) => StatusCode::UNPROCESSABLE_ENTITY,
+                    ApiError::Rejected(Rejection::NotFound(_)) => StatusCode::NOT_FOUND,
+                    ApiError::Rejected(Rejection::AlreadyExists(_))
+                    | ApiError::Rejected(Rejection::FailedPrecondition(_)) => StatusCode::CONFLICT,
+                    ApiError::Rejected(Rejection::ResourceExhausted(_)) => StatusCode::TOO_MANY_REQUESTS,
                     ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
                     ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-                    ApiError::PermissionDenied(_) => StatusCode::FORBIDDEN,
+                    ApiError::Rejected(Rejection::PermissionDenied(_)) => StatusCode::FORBIDDEN,
                     ApiError::Internal(_) | ApiError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
                 },
             };
@@ -309,7 +311,7 @@ async fn metrics_text(State(core): State<Arc<Core>>, headers: HeaderMap) -> Resp
     if let Err(e) = may_read_metrics(&core, &headers) {
         let status = match e {
             ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-            ApiError::PermissionDenied(_) => StatusCode::FORBIDDEN,
+            ApiError::Rejected(Rejection::PermissionDenied(_)) => StatusCode::FORBIDDEN,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let mut response = (status, format!("{e}\n")).into_response();

@@ -6,6 +6,7 @@
 //! the declarations in the same transaction. The spec is
 //! `docs/search-and-queries.md`.
 
+use railyard_model::Rejection;
 use std::collections::BTreeMap;
 
 use railyard_model::query::{AttributeTypes, ValueType};
@@ -84,10 +85,12 @@ pub async fn remove(
 pub fn list(core: &Core, credentials: &Credentials, ns: &str) -> Result<AttributeTypes, ApiError> {
     let ns = caller::namespace_name(ns);
     admin(core, credentials, ns)?;
-    core.store
-        .namespace(ns)?
-        .map(|n| n.attributes)
-        .ok_or_else(|| ApiError::NotFound(format!("namespace {:?} does not exist", caller::short(ns))))
+    core.store.namespace(ns)?.map(|n| n.attributes).ok_or_else(|| {
+        ApiError::Rejected(Rejection::NotFound(format!(
+            "namespace {:?} does not exist",
+            caller::short(ns)
+        )))
+    })
 }
 
 /// Sets attributes of the run whose step `claims` leases, mid-step. Answers how

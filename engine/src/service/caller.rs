@@ -11,6 +11,7 @@
 
 use super::Core;
 use crate::error::ApiError;
+use railyard_model::Rejection;
 use railyard_model::auth::{self, ALL_NAMESPACES, ApiKey, Role};
 use railyard_model::limits::{self, check_len};
 
@@ -256,12 +257,12 @@ impl Caller {
     pub fn check_queue(&self, queue: &str) -> Result<(), ApiError> {
         match &self.principal {
             Principal::Key(k) if !k.queues.is_empty() && !k.queues.iter().any(|q| q == queue) => {
-                Err(ApiError::PermissionDenied(format!(
+                Err(ApiError::Rejected(Rejection::PermissionDenied(format!(
                     "API key {} may use only task queues [{}], not {:?}",
                     k.key_id,
                     k.queues.join(", "),
                     short(queue)
-                )))
+                ))))
             }
             _ => Ok(()),
         }
@@ -287,11 +288,11 @@ impl Caller {
         if on_its_queues {
             Ok(())
         } else {
-            Err(ApiError::PermissionDenied(format!(
+            Err(ApiError::Rejected(Rejection::PermissionDenied(format!(
                 "API key {} may describe only runs with a step on its task queues [{}]",
                 k.key_id,
                 k.queues.join(", ")
-            )))
+            ))))
         }
     }
 }
@@ -403,20 +404,20 @@ pub fn authorize(principal: &Principal, ns: &str, op: Operation) -> Result<(), A
         return Ok(());
     };
     if !permits(k.role, op) {
-        return Err(ApiError::PermissionDenied(format!(
+        return Err(ApiError::Rejected(Rejection::PermissionDenied(format!(
             "API key {} has role {}, which may not {}",
             k.key_id,
             k.role.name(),
             op.describe()
-        )));
+        ))));
     }
     if !k.covers(ns) {
-        return Err(ApiError::PermissionDenied(format!(
+        return Err(ApiError::Rejected(Rejection::PermissionDenied(format!(
             "API key {} is for namespace {:?}, not {:?}",
             k.key_id,
             k.namespace,
             short(ns)
-        )));
+        ))));
     }
     Ok(())
 }
@@ -435,10 +436,10 @@ pub fn existing_namespace(core: &Core, ns: &str) -> Result<String, ApiError> {
     if core.namespaces.contains(ns) {
         Ok(ns.to_string())
     } else {
-        Err(ApiError::NotFound(format!(
+        Err(ApiError::Rejected(Rejection::NotFound(format!(
             "namespace {} does not exist",
             railyard_model::echo(ns)
-        )))
+        ))))
     }
 }
 

@@ -5,6 +5,7 @@
 //! that hold it, so a reader never makes the server load or send a whole
 //! checkpoint (up to `railyard_model::limits::CHECKPOINT`).
 
+use railyard_model::Rejection;
 use railyard_model::echo;
 use railyard_model::limits::check_name;
 use railyard_store::CheckpointAt;
@@ -55,20 +56,22 @@ pub fn page(
     };
     // One snapshot: the step named and the bytes read are of the same moment.
     let snap = core.store.snapshot()?;
-    let run = snap
-        .run(ns, run_id)?
-        .ok_or_else(|| ApiError::NotFound(format!("run {run_id:?} not found in namespace {ns:?}")))?;
+    let run = snap.run(ns, run_id)?.ok_or_else(|| {
+        ApiError::Rejected(Rejection::NotFound(format!(
+            "run {run_id:?} not found in namespace {ns:?}"
+        )))
+    })?;
     caller.check_run_queues(&run)?;
     let steps = &run.definition.steps;
     let index = if step_id.is_empty() {
         run.current_step
     } else {
         steps.iter().position(|s| s.id == step_id).ok_or_else(|| {
-            ApiError::NotFound(format!(
+            ApiError::Rejected(Rejection::NotFound(format!(
                 "run {run_id:?} has no step {} (its definition's steps: {})",
                 echo(step_id),
                 steps.len()
-            ))
+            )))
         })?
     };
     let Some(step) = steps.get(index) else {

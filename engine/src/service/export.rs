@@ -6,6 +6,7 @@
 //! down a bounded channel: a slow client slows only its own export, memory stays at
 //! a few chunks, and a client that goes away ends the export at its next chunk.
 
+use railyard_model::Rejection;
 use std::io::Write;
 
 use tokio::sync::mpsc;
@@ -37,11 +38,11 @@ pub fn start(
     let principal = caller::authenticate(core, credentials)?;
     caller::authorize(&principal, ALL_NAMESPACES, Operation::ExportStore)?;
     if core.store.backend().dump_source().is_none() {
-        return Err(ApiError::FailedPrecondition(
+        return Err(ApiError::Rejected(Rejection::FailedPrecondition(
             "this server's store is exported directly, not through the server: \
              railyard store export --store <the server's store>"
                 .into(),
-        ));
+        )));
     }
     let (tx, rx) = mpsc::channel(CHUNKS_AHEAD);
     let store = core.store.clone();

@@ -8,6 +8,7 @@
 //! expiring key expires no later ([`create`]), and revoking a key revokes every key
 //! made from it (the writer's `RevokeApiKey`).
 
+use railyard_model::Rejection;
 use std::path::{Path, PathBuf};
 
 use super::Core;
@@ -195,7 +196,7 @@ pub async fn revoke(core: &Core, credentials: &Credentials, key_id: &str) -> Res
     let key = core
         .store
         .api_key(key_id)?
-        .ok_or_else(|| ApiError::NotFound(format!("API key {key_id} not found")))?;
+        .ok_or_else(|| ApiError::Rejected(Rejection::NotFound(format!("API key {key_id} not found"))))?;
     caller::authorize(&principal, &key.namespace, Operation::ManageApiKeys)?;
     let key = core
         .writer

@@ -10,6 +10,7 @@
 use super::Core;
 use super::caller::{self, Credentials, Operation, Principal};
 use crate::error::ApiError;
+use railyard_model::Rejection;
 use railyard_model::auth::ALL_NAMESPACES;
 use railyard_model::limits::{self, check_len, check_name};
 use railyard_model::namespace::{MAX_LIMIT, MAX_RETENTION_MS, MIN_RETENTION_MS, Namespace, NamespaceChange};
@@ -83,9 +84,12 @@ pub async fn create(
 pub fn describe(core: &Core, credentials: &Credentials, name: &str) -> Result<Namespace, ApiError> {
     admin(core, credentials, caller::namespace_name(name))?;
     let name = caller::namespace_name(name);
-    core.store
-        .namespace(name)?
-        .ok_or_else(|| ApiError::NotFound(format!("namespace {:?} does not exist", caller::short(name))))
+    core.store.namespace(name)?.ok_or_else(|| {
+        ApiError::Rejected(Rejection::NotFound(format!(
+            "namespace {:?} does not exist",
+            caller::short(name)
+        )))
+    })
 }
 
 /// Every namespace the caller's key reaches, by name.

@@ -3,6 +3,7 @@
 //! an offset ([`watch`]). The hub that numbers, bounds and stores chunks is
 //! `engine::output`.
 
+use railyard_model::Rejection;
 use std::sync::Arc;
 
 use tokio::sync::{broadcast, mpsc};
@@ -55,7 +56,7 @@ pub fn append(core: &Core, claims: &TokenClaims, chunks: Vec<ChunkBody>) -> Resu
     }
     core.output.append(claims, chunks).map_err(|e| match e {
         AppendError::Stale { .. } | AppendError::NotLeased { .. } => {
-            ApiError::FailedPrecondition(e.to_string())
+            ApiError::Rejected(Rejection::FailedPrecondition(e.to_string()))
         }
         AppendError::Storage(e) => e.into(),
     })

@@ -1,5 +1,6 @@
 //! Runs: start, read, list, watch and steer them.
 
+use railyard_model::Rejection;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -159,7 +160,9 @@ pub fn prepare(core: &Core, caller: &Caller, r: StartRun) -> Result<StartCommand
 }
 
 fn run_not_found(ns: &str, run_id: &str) -> ApiError {
-    ApiError::NotFound(format!("run {run_id:?} not found in namespace {ns:?}"))
+    ApiError::Rejected(Rejection::NotFound(format!(
+        "run {run_id:?} not found in namespace {ns:?}"
+    )))
 }
 
 /// A run's state (`NOT_FOUND` when there is no such run).

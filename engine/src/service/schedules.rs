@@ -3,6 +3,7 @@
 //! error names the expression, its index and the problem (from `schedule::spec`).
 //! The firing itself happens in the writer, off the durable timers.
 
+use railyard_model::Rejection;
 use std::collections::BTreeMap;
 
 use chrono::DateTime;
@@ -159,7 +160,7 @@ pub fn check_spec(s: &SpecInput) -> Result<ScheduleSpec, ApiError> {
         remaining_actions: None,
         jitter_seconds: (s.jitter_ms > 0).then_some(s.jitter_ms / 1000),
     };
-    ScheduleSpec::new(doc).map_err(|e| ApiError::InvalidArgument(format!("spec: {e}")))
+    ScheduleSpec::new(doc).map_err(|e| ApiError::Rejected(Rejection::InvalidArgument(format!("spec: {e}"))))
 }
 
 fn check_action(core: &Core, ns: &str, schedule_id: &str, a: &Action) -> Result<(), ApiError> {
@@ -371,9 +372,9 @@ pub async fn patch(core: &Core, caller: &Caller, p: PatchInput) -> Result<Patche
         return Err(ApiError::field("pause", "pause and unpause together"));
     }
     if !p.pause && !p.unpause && p.trigger.is_none() && p.backfill.is_empty() {
-        return Err(ApiError::InvalidArgument(
+        return Err(ApiError::Rejected(Rejection::InvalidArgument(
             "nothing to do: give pause, unpause, trigger or backfill".into(),
-        ));
+        )));
     }
     check_len("note", &p.note, MAX_NOTE)?;
     check_len("request_id", &p.request_id, limits::REQUEST_ID)?;

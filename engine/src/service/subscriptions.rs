@@ -8,6 +8,7 @@ use super::caller::{self, Credentials};
 use crate::delivery::destination::Destinations;
 use crate::error::ApiError;
 use crate::writer::{Subscribe, Unsubscribe};
+use railyard_model::Rejection;
 use railyard_model::limits::check_name;
 use railyard_model::namespace::{Namespace, Subscription};
 
@@ -18,10 +19,10 @@ pub const MAX_WORKFLOWS: usize = 64;
 /// delivery is signed, and an unsigned one could not be told from a forgery.
 pub fn require_signing(core: &Core, field: &str) -> Result<(), ApiError> {
     if core.delivery.signing_secret.is_none() {
-        return Err(ApiError::FailedPrecondition(format!(
+        return Err(ApiError::Rejected(Rejection::FailedPrecondition(format!(
             "{field}: this server cannot sign deliveries: set delivery.signing_secret in its configuration \
              (or RAILYARD_DELIVERY_SIGNING_SECRET)"
-        )));
+        ))));
     }
     Ok(())
 }

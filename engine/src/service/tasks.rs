@@ -165,7 +165,9 @@ async fn poll_run(
     loop {
         // Look after subscribing, so a change committed in between is not missed.
         let Some(run) = core.store.run(ns, run_id)? else {
-            return Err(ApiError::NotFound(format!("run {run_id:?} not found")));
+            return Err(ApiError::Rejected(Rejection::NotFound(format!(
+                "run {run_id:?} not found"
+            ))));
         };
         if !run.status.is_open() {
             return Ok(None);

@@ -1,6 +1,7 @@
 //! The service layer called directly, with no transport: a real database file, the
 //! real writer thread, a manual clock.
 
+use railyard_model::Rejection;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -83,7 +84,7 @@ impl Fixture {
 
 fn invalid(r: Result<impl std::fmt::Debug, ApiError>) -> String {
     match r {
-        Err(ApiError::InvalidArgument(m)) => m,
+        Err(ApiError::Rejected(Rejection::InvalidArgument(m))) => m,
         other => panic!("expected INVALID_ARGUMENT, got {other:?}"),
     }
 }
@@ -114,7 +115,7 @@ async fn the_caller_is_resolved_once_with_its_namespace_and_role_default() {
         ..Default::default()
     };
     match caller::resolve(&fx.core, input, Operation::StartRun) {
-        Err(ApiError::NotFound(m)) => assert_eq!(m, "namespace \"nope\" does not exist"),
+        Err(ApiError::Rejected(Rejection::NotFound(m))) => assert_eq!(m, "namespace \"nope\" does not exist"),
         other => panic!("{other:?}"),
     }
 }
@@ -226,7 +227,9 @@ async fn a_run_goes_from_start_to_completion_without_a_transport() {
     // The first lease is spent: a replay is refused, as the model words it.
     let replay = tasks::complete(&fx.core, &holder, claims, Completion::default()).await;
     match replay {
-        Err(ApiError::FailedPrecondition(m)) => assert!(m.contains("is no longer current"), "{m}"),
+        Err(ApiError::Rejected(Rejection::FailedPrecondition(m))) => {
+            assert!(m.contains("is no longer current"), "{m}")
+        }
         other => panic!("{other:?}"),
     }
 
@@ -295,7 +298,9 @@ async fn start_refuses_what_it_cannot_honour_naming_the_field() {
     assert!(m.starts_with("context: key \"kkk"), "{m}");
     assert!(m.ends_with("must be 1 to 128 bytes"), "{m}");
     match start(|s| s.workflow_id = "nope".into()).await {
-        Err(ApiError::NotFound(m)) => assert_eq!(m, "workflow \"nope\" not found (known: two)"),
+        Err(ApiError::Rejected(Rejection::NotFound(m))) => {
+            assert_eq!(m, "workflow \"nope\" not found (known: two)")
+        }
         other => panic!("{other:?}"),
     }
     // Nothing was started by any of them.
@@ -391,7 +396,9 @@ async fn a_watch_sends_every_event_and_ends_after_the_close() {
     assert!(matches!(kinds.last(), Some(EventKind::RunTerminated { reason }) if reason == "enough"));
     // A closed run refuses to be stopped again, as the model words it.
     match runs::cancel(&fx.core, &c, run_id, String::new()).await {
-        Err(ApiError::FailedPrecondition(m)) => assert_eq!(m, "run r1 is TERMINATED; cannot cancel it"),
+        Err(ApiError::Rejected(Rejection::FailedPrecondition(m))) => {
+            assert_eq!(m, "run r1 is TERMINATED; cannot cancel it")
+        }
         other => panic!("{other:?}"),
     }
 }
@@ -404,7 +411,7 @@ async fn reports_are_checked_before_they_reach_the_writer() {
     let forged = format!("{}x", leased.task_token);
     assert!(matches!(
         tasks::lease_holder(&fx.core, &Credentials::None, &forged, String::new()),
-        Err(ApiError::PermissionDenied(_))
+        Err(ApiError::Rejected(Rejection::PermissionDenied(_)))
     ));
     let (holder, claims) =
         tasks::lease_holder(&fx.core, &Credentials::None, &leased.task_token, String::new()).unwrap();

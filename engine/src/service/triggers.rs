@@ -5,6 +5,7 @@
 //! naming it; a delivery's templates are rendered here, so a missing payload path
 //! starts nothing.
 
+use railyard_model::Rejection;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
@@ -373,16 +374,20 @@ pub async fn sync_config(core: &Core, triggers: Vec<TriggerInput>) -> Result<(us
             r.namespace.clone()
         };
         let id = r.id.clone();
-        let t = check(core, &ns, r)
-            .map_err(|e| ApiError::InvalidArgument(format!("triggers[{i}] ({}): {e}", echo(&id))))?;
+        let t = check(core, &ns, r).map_err(|e| {
+            ApiError::Rejected(Rejection::InvalidArgument(format!(
+                "triggers[{i}] ({}): {e}",
+                echo(&id)
+            )))
+        })?;
         if checked
             .iter()
             .any(|c: &Trigger| c.namespace == t.namespace && c.id == t.id)
         {
-            return Err(ApiError::InvalidArgument(format!(
+            return Err(ApiError::Rejected(Rejection::InvalidArgument(format!(
                 "triggers[{i}]: trigger {} is defined twice in namespace {ns:?}",
                 echo(&id)
-            )));
+            ))));
         }
         checked.push(t);
     }
@@ -482,7 +487,7 @@ pub async fn deliver(core: &Core, r: HookRequest<'_>) -> Result<Delivered, HookE
     let identity = format!("trigger:{}", r.trigger_id);
     let caller = match caller::internal(core, r.namespace, &identity) {
         Ok(c) => c,
-        Err(ApiError::NotFound(_)) => return Err(unknown()),
+        Err(ApiError::Rejected(Rejection::NotFound(_))) => return Err(unknown()),
         Err(e) => return Err(e.into()),
     };
     let t = core

@@ -1,5 +1,6 @@
 //! The workflow definitions the server loaded.
 
+use railyard_model::Rejection;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -44,10 +45,10 @@ pub fn list(core: &Core, _caller: &Caller) -> WorkflowListing {
 pub fn get(core: &Core, workflow_id: &str) -> Result<Arc<WorkflowDef>, ApiError> {
     core.workflows.get(workflow_id).cloned().ok_or_else(|| {
         let known: Vec<_> = core.workflows.valid.keys().map(String::as_str).collect();
-        ApiError::NotFound(format!(
+        ApiError::Rejected(Rejection::NotFound(format!(
             "workflow {} not found (known: {})",
             echo(workflow_id),
             known.join(", ")
-        ))
+        )))
     })
 }

@@ -3,6 +3,7 @@
 //! without a panic; exactly the tokens the server's keys signed verify, and they
 //! give back their claims.
 
+use railyard_model::Rejection;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -211,8 +212,8 @@ pub fn check(keys: &Keys, input: &TokenInput) -> Result<(), TestCaseError> {
             );
             prop_assert!(message.starts_with("task_token"), "names no field: {message}");
             match e {
-                ApiError::InvalidArgument(_) => prop_assert!(token.is_empty()),
-                ApiError::PermissionDenied(_) => prop_assert!(!token.is_empty()),
+                ApiError::Rejected(Rejection::InvalidArgument(_)) => prop_assert!(token.is_empty()),
+                ApiError::Rejected(Rejection::PermissionDenied(_)) => prop_assert!(!token.is_empty()),
                 other => return Err(TestCaseError::fail(format!("refused as {other:?}"))),
             }
         }

@@ -3,6 +3,7 @@
 //! call and the answer back.
 
 use super::status;
+use railyard_model::Rejection;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -84,7 +85,7 @@ fn start_trace(
         // The error names the field: `traceparent "...": why`.
         return TraceContext::parse(field)
             .map(Some)
-            .map_err(|e| status(ApiError::InvalidArgument(e.to_string())));
+            .map_err(|e| status(ApiError::Rejected(Rejection::InvalidArgument(e.to_string()))));
     }
     Ok(metadata
         .get("traceparent")

@@ -11,6 +11,7 @@ pub mod schedules;
 pub mod tasks;
 pub mod triggers;
 
+use railyard_model::Rejection;
 use railyard_proto::v1;
 use tonic::metadata::MetadataMap;
 use tonic::{Code, Status};
@@ -26,13 +27,15 @@ pub(crate) use railyard_engine::service::Core;
 /// An API error as a gRPC status: the one place codes are chosen.
 pub fn status(e: ApiError) -> Status {
     let code = match &e {
-        ApiError::InvalidArgument(_) => Code::InvalidArgument,
-        ApiError::NotFound(_) => Code::NotFound,
-        ApiError::AlreadyExists(_) => Code::AlreadyExists,
-        ApiError::FailedPrecondition(_) => Code::FailedPrecondition,
-        ApiError::PermissionDenied(_) => Code::PermissionDenied,
+        ApiError::Rejected(r) => match r {
+            Rejection::InvalidArgument(_) => Code::InvalidArgument,
+            Rejection::NotFound(_) => Code::NotFound,
+            Rejection::AlreadyExists(_) => Code::AlreadyExists,
+            Rejection::FailedPrecondition(_) => Code::FailedPrecondition,
+            Rejection::PermissionDenied(_) => Code::PermissionDenied,
+            Rejection::ResourceExhausted(_) => Code::ResourceExhausted,
+        },
         ApiError::Unauthenticated(_) => Code::Unauthenticated,
-        ApiError::ResourceExhausted(_) => Code::ResourceExhausted,
         ApiError::Internal(_) | ApiError::Storage(_) => Code::Internal,
         ApiError::Unavailable(_) => Code::Unavailable,
     };
@@ -321,13 +324,31 @@ mod tests {
     #[test]
     fn each_api_error_has_its_own_code_and_keeps_its_message() {
         let cases = [
-            (ApiError::InvalidArgument("a".into()), Code::InvalidArgument),
-            (ApiError::NotFound("a".into()), Code::NotFound),
-            (ApiError::AlreadyExists("a".into()), Code::AlreadyExists),
-            (ApiError::FailedPrecondition("a".into()), Code::FailedPrecondition),
-            (ApiError::PermissionDenied("a".into()), Code::PermissionDenied),
+            (
+                ApiError::Rejected(Rejection::InvalidArgument("a".into())),
+                Code::InvalidArgument,
+            ),
+            (
+                ApiError::Rejected(Rejection::NotFound("a".into())),
+                Code::NotFound,
+            ),
+            (
+                ApiError::Rejected(Rejection::AlreadyExists("a".into())),
+                Code::AlreadyExists,
+            ),
+            (
+                ApiError::Rejected(Rejection::FailedPrecondition("a".into())),
+                Code::FailedPrecondition,
+            ),
+            (
+                ApiError::Rejected(Rejection::PermissionDenied("a".into())),
+                Code::PermissionDenied,
+            ),
             (ApiError::Unauthenticated("a".into()), Code::Unauthenticated),
-            (ApiError::ResourceExhausted("a".into()), Code::ResourceExhausted),
+            (
+                ApiError::Rejected(Rejection::ResourceExhausted("a".into())),
+                Code::ResourceExhausted,
+            ),
             (ApiError::Internal("a".into()), Code::Internal),
             (ApiError::Unavailable("a".into()), Code::Unavailable),
         ];

@@ -10,6 +10,7 @@
 //! route sits behind [`super::extension_guard`] (a valid key, a client certificate
 //! under mutual TLS) and the caller must be allowed to watch runs in the namespace.
 
+use railyard_model::Rejection;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,13 +84,14 @@ pub fn chunk_json(c: &OutputChunk) -> serde_json::Value {
 
 fn status_of(e: &ApiError) -> StatusCode {
     match e {
-        ApiError::InvalidArgument(_) => StatusCode::BAD_REQUEST,
-        ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+        ApiError::Rejected(Rejection::InvalidArgument(_)) => StatusCode::BAD_REQUEST,
+        ApiError::Rejected(Rejection::NotFound(_)) => StatusCode::NOT_FOUND,
         ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-        ApiError::PermissionDenied(_) => StatusCode::FORBIDDEN,
+        ApiError::Rejected(Rejection::PermissionDenied(_)) => StatusCode::FORBIDDEN,
         ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-        ApiError::AlreadyExists(_) | ApiError::FailedPrecondition(_) => StatusCode::CONFLICT,
-        ApiError::ResourceExhausted(_) => StatusCode::TOO_MANY_REQUESTS,
+        ApiError::Rejected(Rejection::AlreadyExists(_))
+        | ApiError::Rejected(Rejection::FailedPrecondition(_)) => StatusCode::CONFLICT,
+        ApiError::Rejected(Rejection::ResourceExhausted(_)) => StatusCode::TOO_MANY_REQUESTS,
         ApiError::Internal(_) | ApiError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
