@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use railyard_proto::v1::*;
 
-use crate::checkpoint::{CheckpointSync, Send, is_base_mismatch};
+use crate::heartbeat::Heartbeat;
 use crate::{Client, ClientError};
 
 /// What a worker reports when a step is done.
@@ -41,17 +41,6 @@ pub struct CompletionReply {
     /// The step requires confirmation: its result is held for approval (the lease is
     /// over; a person approves or rejects it).
     pub held_for_approval: bool,
-}
-
-/// What a heartbeat carries besides the checkpoint, notes and acknowledgement.
-#[derive(Debug, Clone, Default)]
-pub struct HeartbeatExtras {
-    /// The attempt's token usage so far (cumulative).
-    pub usage: Option<TokenUsage>,
-    /// The model the usage is from.
-    pub model: String,
-    /// Signs of a stuck agent since the last heartbeat.
-    pub stuck: Vec<StuckReport>,
 }
 
 /// What a worker reports when a step failed.
@@ -110,116 +99,10 @@ impl StepWorker {
             .await
     }
 
-    /// Extends the lease and stores `checkpoint` (when non-empty); returns pending
-    /// signals and whether cancellation was requested.
-    pub async fn heartbeat(
-        &self,
-        task_token: &str,
-        checkpoint: Vec<u8>,
-        notes: Vec<CoordinatorNote>,
-        acked_signal_event_id: u64,
-    ) -> Result<HeartbeatStepTaskResponse, ClientError> {
-        self.heartbeat_with(
-            task_token,
-            checkpoint,
-            notes,
-            acked_signal_event_id,
-            HeartbeatExtras::default(),
-        )
-        .await
-    }
-
-    /// [`StepWorker::heartbeat`] with token usage and stuck reports.
-    pub async fn heartbeat_with(
-        &self,
-        task_token: &str,
-        checkpoint: Vec<u8>,
-        notes: Vec<CoordinatorNote>,
-        acked_signal_event_id: u64,
-        extras: HeartbeatExtras,
-    ) -> Result<HeartbeatStepTaskResponse, ClientError> {
-        self.client
-            .heartbeat_step_task(HeartbeatStepTaskRequest {
-                task_token: task_token.into(),
-                checkpoint,
-                identity: self.identity.clone(),
-                notes,
-                acked_signal_event_id,
-                usage: extras.usage,
-                model: extras.model,
-                stuck: extras.stuck,
-                checkpoint_append: None,
-            })
-            .await
-    }
-
-    /// [`StepWorker::heartbeat_with`] that sends `checkpoint` (empty: none) as an
-    /// append to what the server acknowledged in `sync` when it extends it, and whole
-    /// otherwise. A server that refuses the append's base (a heartbeat lost or
-    /// reordered; `FAILED_PRECONDITION`, "checkpoint base mismatch") gets it whole at
-    /// once. Against an older server every checkpoint goes whole. With a `sync` made
-    /// [`CheckpointSync::growing`], nothing is compared and no copy is kept.
-    pub async fn heartbeat_appending(
-        &self,
-        task_token: &str,
-        sync: &mut CheckpointSync,
-        checkpoint: &[u8],
-        notes: Vec<CoordinatorNote>,
-        acked_signal_event_id: u64,
-        extras: HeartbeatExtras,
-    ) -> Result<HeartbeatStepTaskResponse, ClientError> {
-        let mut req = HeartbeatStepTaskRequest {
-            task_token: task_token.into(),
-            identity: self.identity.clone(),
-            notes,
-            acked_signal_event_id,
-            usage: extras.usage,
-            model: extras.model,
-            stuck: extras.stuck,
-            ..Default::default()
-        };
-        let plan = if checkpoint.is_empty() {
-            Send::Nothing
-        } else {
-            sync.plan(checkpoint)
-        };
-        let expected = match plan {
-            Send::Nothing => return self.client.heartbeat_step_task(req).await,
-            Send::Whole(d) => {
-                req.checkpoint = checkpoint.to_vec();
-                sync.stats.whole += 1;
-                sync.stats.bytes += checkpoint.len() as u64;
-                d
-            }
-            Send::Append(append, d) => {
-                sync.stats.appends += 1;
-                sync.stats.bytes += append.bytes.len() as u64;
-                req.checkpoint_append = Some(append);
-                d
-            }
-        };
-        let appending = req.checkpoint_append.is_some();
-        let resp = match self.client.heartbeat_step_task(req.clone()).await {
-            Err(e) if appending && is_base_mismatch(&e) => {
-                tracing::debug!(error = %e, "checkpoint append refused; sending it whole");
-                sync.reset();
-                sync.stats.refused += 1;
-                sync.stats.whole += 1;
-                sync.stats.bytes += checkpoint.len() as u64;
-                req.checkpoint_append = None;
-                req.checkpoint = checkpoint.to_vec();
-                let whole = railyard_proto::checkpoint::full(checkpoint);
-                let resp = self.client.heartbeat_step_task(req).await?;
-                sync.answered(checkpoint, whole, false, &resp);
-                return Ok(resp);
-            }
-            // Whether it was stored is unknown: the acknowledged base stays, so the next
-            // append names it, and the server refuses it if this one was stored after all.
-            Err(e) => return Err(e),
-            Ok(resp) => resp,
-        };
-        sync.answered(checkpoint, expected, appending, &resp);
-        Ok(resp)
+    /// A heartbeat of the step `task_token` leases, to fill in and send: extends the
+    /// lease and answers pending signals and whether cancellation was requested.
+    pub fn heartbeat<'a>(&'a self, task_token: &'a str) -> Heartbeat<'a> {
+        Heartbeat::new(self, task_token)
     }
 
     pub async fn complete(&self, task_token: &str, completion: Completion) -> Result<(), ClientError> {
