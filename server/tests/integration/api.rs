@@ -816,10 +816,43 @@ async fn health_and_reflection_are_served() {
         panic!("unexpected reflection answer {answer:?}");
     };
     let names: Vec<_> = list.service.iter().map(|s| s.name.as_str()).collect();
-    assert!(
-        names.contains(&"railyard.v1.History") && names.contains(&"railyard.v1.Tasks"),
-        "{names:?}"
-    );
+    for service in ["History", "Tasks", "Schedules", "Batches", "Triggers", "Admin"] {
+        assert!(
+            names.contains(&format!("railyard.v1.{service}").as_str()),
+            "{names:?}"
+        );
+    }
+    // A service's file names the file of the shared messages it imports, and that
+    // one is served by its name too: a client can resolve every type of its methods.
+    let mut files = async |request: MessageRequest| {
+        let req = ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(request),
+        };
+        let mut answers = reflection
+            .server_reflection_info(tokio_stream::iter([req]))
+            .await
+            .unwrap()
+            .into_inner();
+        let answer = answers.message().await.unwrap().unwrap();
+        let Some(MessageResponse::FileDescriptorResponse(files)) = answer.message_response else {
+            panic!("unexpected reflection answer {answer:?}");
+        };
+        files
+            .file_descriptor_proto
+            .iter()
+            .map(|bytes| {
+                <prost_types::FileDescriptorProto as prost::Message>::decode(bytes.as_slice()).unwrap()
+            })
+            .collect::<Vec<_>>()
+    };
+    let admin = files(MessageRequest::FileContainingSymbol("railyard.v1.Admin".into())).await;
+    assert_eq!(admin[0].name(), "railyard/v1/admin.proto");
+    assert_eq!(admin[0].dependency, ["railyard/v1/common.proto"]);
+    let common = files(MessageRequest::FileByFilename("railyard/v1/common.proto".into())).await;
+    assert!(common[0].message_type.iter().any(|m| m.name() == "RunInfo"));
+    let run_info = files(MessageRequest::FileContainingSymbol("railyard.v1.RunInfo".into())).await;
+    assert_eq!(run_info[0].name(), "railyard/v1/common.proto");
     h.server.shutdown().await;
 }
 
