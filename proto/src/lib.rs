@@ -10,6 +10,8 @@
 //!
 //! The typed client (connect, retries, `StepWorker`) is the `railyard-sdk` crate.
 
+#![warn(missing_docs)]
+
 pub mod checkpoint;
 pub mod codec;
 

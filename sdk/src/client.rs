@@ -27,7 +27,12 @@ use crate::tls::TlsOptions;
 pub enum ClientError {
     /// The server address is not a valid URL.
     #[error("invalid server address {url:?}: {reason}")]
-    BadAddress { url: String, reason: String },
+    BadAddress {
+        /// The address as given.
+        url: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
     /// The API key cannot be sent (empty, or not printable ASCII).
     #[error("invalid API key: {0}")]
     BadApiKey(String),
@@ -37,12 +42,19 @@ pub enum ClientError {
     Tls(String),
     /// The server could not be reached (after retries).
     #[error("server unavailable at {url}: {message}")]
-    Unavailable { url: String, message: String },
+    Unavailable {
+        /// The server's URL.
+        url: String,
+        /// The last try's error.
+        message: String,
+    },
     /// The request was wrong; the message names the field.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// The run, task, schedule or other thing named does not exist.
     #[error("not found: {0}")]
     NotFound(String),
+    /// What a create names exists already.
     #[error("already exists: {0}")]
     AlreadyExists(String),
     /// A stale lease or an illegal state change.
@@ -55,13 +67,20 @@ pub enum ClientError {
     /// Never retried: the same request would meet the same answer.
     #[error("unauthenticated: {0}")]
     Unauthenticated(String),
+    /// A limit of the namespace or the server was reached; the message names it.
     #[error("resource exhausted: {0}")]
     ResourceExhausted(String),
+    /// No answer within the call's deadline.
     #[error("deadline exceeded: {0}")]
     DeadlineExceeded(String),
     /// Any other status.
     #[error("{code:?}: {message}")]
-    Other { code: Code, message: String },
+    Other {
+        /// The status code.
+        code: Code,
+        /// The status message.
+        message: String,
+    },
 }
 
 impl ClientError {
@@ -510,6 +529,7 @@ impl Client {
         self.call(stub::History::start_run, req).await
     }
 
+    /// A run: its status, steps and result.
     pub async fn describe_run(
         &self,
         namespace: &str,
@@ -522,6 +542,7 @@ impl Client {
         self.call(stub::History::describe_run, req).await
     }
 
+    /// A page of a run's history (a long poll when the request waits for new events).
     pub async fn get_history(&self, req: GetHistoryRequest) -> Result<GetHistoryResponse, ClientError> {
         let wait = Duration::from_millis(req.wait_timeout_ms.into());
         self.call_waiting(wait, stub::History::get_history, req).await
@@ -568,6 +589,7 @@ impl Client {
         self.call_untimed(stub::History::watch_run, req).await
     }
 
+    /// A page of the runs a query matches.
     pub async fn list_runs(&self, req: ListRunsRequest) -> Result<ListRunsResponse, ClientError> {
         self.call(stub::History::list_runs, req).await
     }
@@ -577,6 +599,8 @@ impl Client {
         self.call(stub::History::count_runs, req).await
     }
 
+    /// Sends a signal to a run. A request id is generated when the request has none, so
+    /// a retry inside this call delivers it once.
     pub async fn signal_run(&self, mut req: SignalRunRequest) -> Result<(), ClientError> {
         if req.request_id.is_empty() {
             req.request_id = uuid::Uuid::new_v4().to_string();
@@ -584,10 +608,12 @@ impl Client {
         self.call(stub::History::signal_run, req).await.map(|_| ())
     }
 
+    /// Cancels a run (`CANCELED`), with the request's reason.
     pub async fn cancel_run(&self, req: CancelRunRequest) -> Result<(), ClientError> {
         self.call(stub::History::cancel_run, req).await.map(|_| ())
     }
 
+    /// Terminates a run (`TERMINATED`), with the request's reason.
     pub async fn terminate_run(&self, req: TerminateRunRequest) -> Result<(), ClientError> {
         self.call(stub::History::terminate_run, req).await.map(|_| ())
     }
@@ -623,6 +649,7 @@ impl Client {
             .map(|r| r.changed)
     }
 
+    /// The workflows a namespace serves, and the definition files that failed validation.
     pub async fn list_workflows(&self, namespace: &str) -> Result<ListWorkflowsResponse, ClientError> {
         let req = ListWorkflowsRequest {
             namespace: namespace.into(),
@@ -630,6 +657,7 @@ impl Client {
         self.call(stub::History::list_workflows, req).await
     }
 
+    /// A run and the runs it spawned, as a tree.
     pub async fn get_session_tree(
         &self,
         namespace: &str,
@@ -650,6 +678,7 @@ impl Client {
         self.call(stub::History::get_step_checkpoint, req).await
     }
 
+    /// Long-polls a task queue for a step; `None` when the wait passed with nothing to do.
     pub async fn poll_step_task(&self, req: PollStepTaskRequest) -> Result<Option<StepTask>, ClientError> {
         let wait = Duration::from_millis(req.wait_timeout_ms.into());
         Ok(self
@@ -658,6 +687,7 @@ impl Client {
             .task)
     }
 
+    /// Sends one heartbeat request as it is (see [`crate::StepWorker::heartbeat`]).
     pub async fn heartbeat_step_task(
         &self,
         req: HeartbeatStepTaskRequest,
@@ -701,6 +731,7 @@ impl Client {
         self.call(stub::Tasks::upsert_search_attributes, req).await
     }
 
+    /// Reports a step's failure; the answer says whether another attempt follows.
     pub async fn fail_step_task(
         &self,
         req: FailStepTaskRequest,
@@ -708,6 +739,7 @@ impl Client {
         self.call(stub::Tasks::fail_step_task, req).await
     }
 
+    /// A task queue's pollers and backlog.
     pub async fn describe_task_queue(
         &self,
         namespace: &str,

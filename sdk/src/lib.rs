@@ -31,6 +31,8 @@
 //! `sdk/examples/play_worker.rs`; with a server running:
 //! `cargo run -p railyard-sdk --example play_worker -- demo "write a haiku"`.
 
+#![warn(missing_docs)]
+
 pub mod checkpoint;
 mod client;
 mod heartbeat;

@@ -11,8 +11,11 @@ use crate::{Client, ClientError};
 /// What a worker reports when a step is done.
 #[derive(Debug, Clone, Default)]
 pub struct Completion {
+    /// What the step did, for the run's history and the next step's prompt.
     pub notes: String,
+    /// Paths or URLs of what the step produced.
     pub artifacts: Vec<String>,
+    /// Context entries to set on the run for the steps after this one.
     pub context_updates: HashMap<String, String>,
     /// The structured result, a JSON object as text (empty: none). A step with an
     /// output contract refuses a result that breaks it: `ClientError::InvalidArgument`
@@ -48,6 +51,7 @@ pub struct CompletionReply {
 pub struct Failure {
     /// Matched against the step's non-retryable error types.
     pub error_type: String,
+    /// What went wrong, for people.
     pub message: String,
     /// Fail without further attempts.
     pub non_retryable: bool,
@@ -65,6 +69,7 @@ pub struct StepWorker {
 }
 
 impl StepWorker {
+    /// A worker polling `queue` of `namespace` as `identity`.
     pub fn new(client: Client, namespace: &str, queue: &str, identity: &str) -> Self {
         Self {
             client,
@@ -74,14 +79,17 @@ impl StepWorker {
         }
     }
 
+    /// The client it calls through.
     pub fn client(&self) -> &Client {
         &self.client
     }
 
+    /// The identity it polls and reports as.
     pub fn identity(&self) -> &str {
         &self.identity
     }
 
+    /// The task queue it polls.
     pub fn queue(&self) -> &str {
         &self.queue
     }
@@ -105,6 +113,7 @@ impl StepWorker {
         Heartbeat::new(self, task_token)
     }
 
+    /// Completes the step with `completion`.
     pub async fn complete(&self, task_token: &str, completion: Completion) -> Result<(), ClientError> {
         self.report_completion(task_token, completion, false)
             .await

@@ -16,6 +16,7 @@ impl Client {
         self.call_once(stub::Admin::create_api_key, req).await
     }
 
+    /// The API keys the request asks for (never the keys themselves).
     pub async fn list_api_keys(&self, req: ListApiKeysRequest) -> Result<ListApiKeysResponse, ClientError> {
         self.call(stub::Admin::list_api_keys, req).await
     }
@@ -57,6 +58,7 @@ impl Client {
         resp.namespace.ok_or_else(missing)
     }
 
+    /// A namespace's settings.
     pub async fn describe_namespace(&self, name: &str) -> Result<NamespaceInfo, ClientError> {
         let req = DescribeNamespaceRequest { name: name.into() };
         let resp = self.call(stub::Admin::describe_namespace, req).await?;
