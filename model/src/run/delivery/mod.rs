@@ -118,7 +118,7 @@ pub struct Delivery {
 }
 
 /// How hard a target is tried: the retry budget of one round and the shape of the
-/// pauses (the shape of the one retry policy, [`backoff_bounds`]).
+/// pauses (the shape of the one retry policy, `backoff_bounds`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeliveryPolicy {
     /// Tries in one round, the first included.
