@@ -30,6 +30,8 @@
 //! checked before it is opened, and it is opened non-blocking, so naming a FIFO or a
 //! directory is refused at once instead of hanging.
 
+#![warn(missing_docs)]
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -44,7 +46,9 @@ pub const MAX_FILE_BYTES: u64 = 1 << 20;
 /// One environment variable and the key (dotted for sections: `server.listen`) it sets.
 #[derive(Debug, Clone, Copy)]
 pub struct EnvVar {
+    /// The variable's name (`RAILYARD_LISTEN`).
     pub var: &'static str,
+    /// The key it sets.
     pub key: &'static str,
 }
 
@@ -53,17 +57,29 @@ pub struct EnvVar {
 pub enum ConfigError {
     /// The config file is missing, unreadable, not a regular file or too large.
     #[error("config file {path}: {reason}")]
-    File { path: PathBuf, reason: String },
+    File {
+        /// The config file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The config file is not valid TOML / JSON.
     #[error("config file {path}: {message}")]
-    Parse { path: PathBuf, message: String },
+    Parse {
+        /// The config file.
+        path: PathBuf,
+        /// The parser's message, with the line and column.
+        message: String,
+    },
     /// A key has a value of the wrong type or out of range, or is not a known key.
     #[error("{origin}: `{key}`: {message}")]
     Key {
+        /// The key, dotted for sections.
         key: String,
         /// Where the value came from: `config file PATH`, `environment variable VAR`,
         /// `flag --NAME`, or `default`.
         origin: String,
+        /// What is wrong with the value.
         message: String,
     },
     /// The settings do not fit together, or are incomplete.
@@ -112,6 +128,7 @@ pub struct Loader {
 /// Settings extracted by a [`Loader`], with what is needed to say where each came from.
 #[derive(Debug)]
 pub struct Loaded<T> {
+    /// The settings.
     pub value: T,
     figment: Figment,
 }

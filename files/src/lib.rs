@@ -7,6 +7,8 @@
 //! plus one byte is read. A FIFO, a device (`/dev/zero` behind a symlink), a socket or
 //! a directory is refused at once, naming what it is.
 
+#![warn(missing_docs)]
+
 use std::io::Read;
 use std::path::Path;
 
@@ -21,7 +23,12 @@ pub enum ReadFileError {
     NotRegular(&'static str),
     /// Larger than the limit.
     #[error("{len} bytes, more than the limit of {max}")]
-    TooLarge { len: u64, max: u64 },
+    TooLarge {
+        /// The file's size in bytes (or the limit plus one, when it grew while read).
+        len: u64,
+        /// The limit, in bytes.
+        max: u64,
+    },
     /// Not UTF-8 text ([`read_regular_text`] only).
     #[error("not UTF-8 text")]
     NotUtf8,

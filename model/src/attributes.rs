@@ -38,8 +38,11 @@ pub enum ValueType {
     /// Free text: `=` matches when the value contains every word given (see
     /// [`text_words`]), as Temporal's Text.
     Text,
+    /// A 64-bit integer.
     Int,
+    /// A finite 64-bit float.
     Double,
+    /// `true` or `false`.
     Bool,
     /// Unix milliseconds, written in a query as an RFC 3339 string.
     Datetime,
@@ -79,12 +82,17 @@ impl ValueType {
 /// A typed value: a literal of a query, or a run's field.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
+    /// A string (a keyword or a text).
     Str(String),
+    /// An integer.
     Int(i64),
+    /// A float.
     Double(f64),
+    /// A boolean.
     Bool(bool),
     /// Unix milliseconds.
     Time(Millis),
+    /// Several keywords.
     List(Vec<String>),
 }
 
@@ -128,14 +136,19 @@ const RESERVED: [&str; 13] = [
 /// A search attribute's value, of one of the declarable types.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttributeValue {
+    /// An exact string.
     Keyword(String),
+    /// Free text.
     Text(String),
+    /// An integer.
     Int(i64),
     /// Finite; `-0.0` is kept as `0.0`.
     Double(f64),
+    /// A boolean.
     Bool(bool),
     /// Unix milliseconds.
     Datetime(Millis),
+    /// Several keywords.
     KeywordList(Vec<String>),
 }
 
@@ -145,8 +158,11 @@ pub type Attributes = BTreeMap<String, AttributeValue>;
 /// One attribute's change, as history records it (`None`: unset).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AttributeChange {
+    /// The attribute.
     pub name: String,
+    /// Its value before (none: unset).
     pub before: Option<AttributeValue>,
+    /// Its value after (none: unset).
     pub after: Option<AttributeValue>,
 }
 

@@ -51,19 +51,25 @@ impl Role {
 /// A stored API key: everything but its secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiKey {
+    /// Its id, the public part of the key.
     pub key_id: String,
     /// The namespace it acts in, or [`ALL_NAMESPACES`].
     pub namespace: String,
+    /// What it may do.
     pub role: Role,
     /// Task queues a worker key is limited to (empty: any).
     pub queues: Vec<String>,
     /// SHA-256 of the whole key.
     pub hash: [u8; 32],
+    /// When it was created.
     pub created_ms: Millis,
+    /// When it expires (none: never).
     pub expires_ms: Option<Millis>,
+    /// When it was revoked (none: it was not).
     pub revoked_ms: Option<Millis>,
     /// The key id of whoever created it, or `bootstrap`.
     pub created_by: String,
+    /// What it is for.
     pub description: String,
 }
 
@@ -86,8 +92,11 @@ impl ApiKey {
 
 /// A new key: the whole key (to show once) and the id it is stored under.
 pub struct NewKey {
+    /// Its id.
     pub key_id: String,
+    /// The whole key, shown once.
     pub secret_key: String,
+    /// SHA-256 of the whole key.
     pub hash: [u8; 32],
 }
 
@@ -118,8 +127,10 @@ pub fn key_from(random: &[u8; RANDOM_BYTES]) -> NewKey {
 /// Why a presented key is not even of the right shape.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyFormatError {
+    /// It does not start with the prefix.
     #[error("an API key starts with {KEY_PREFIX:?}")]
     Prefix,
+    /// It is not prefix, id and secret of the right lengths.
     #[error("an API key is {KEY_PREFIX}<{KEY_ID_LEN} hex digits>_<{SECRET_LEN} hex digits>")]
     Shape,
 }

@@ -31,15 +31,22 @@ pub const QUERY: usize = 4 * 1024;
 /// What a batch does to each run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BatchAction {
+    /// Cancel each run.
     Cancel,
+    /// Terminate each run.
     Terminate,
     /// Reset to `to_step` (`None`: each run's first failed step).
     Reset {
+        /// The step to reset to.
         to_step: Option<String>,
     },
+    /// Rerun each run from its first step.
     Rerun,
+    /// Send each run a signal.
     Signal {
+        /// The signal's name.
         name: String,
+        /// Its payload, as JSON text.
         payload_json: String,
     },
 }
@@ -111,8 +118,11 @@ impl BatchState {
 /// A batch's header: what it does, and how far it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Batch {
+    /// Its namespace.
     pub namespace: String,
+    /// Its id.
     pub batch_id: String,
+    /// What it does to each run.
     pub action: BatchAction,
     /// The list query whose matches, at start, are the batch's runs.
     pub query: String,
@@ -122,19 +132,25 @@ pub struct Batch {
     pub rate: u32,
     /// Who started it.
     pub identity: String,
+    /// When it started.
     pub created_ms: Millis,
     /// When it completed or was stopped.
     pub closed_ms: Option<Millis>,
+    /// Running, completed or stopped.
     pub state: BatchState,
     /// Who stopped it, and why (empty unless stopped).
     pub stopped_by: String,
+    /// Why it was stopped.
     pub stop_reason: String,
     /// Runs in the batch.
     pub total: u64,
     /// Items reached so far, in order (each has an outcome): the next item's index.
     pub next: u64,
+    /// Runs acted on.
     pub succeeded: u64,
+    /// Runs not acted on (closed already, or gone).
     pub skipped: u64,
+    /// Runs whose action was refused.
     pub failed: u64,
 }
 
@@ -176,11 +192,20 @@ impl Batch {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// Acted on; `new_run_id` is the run a reset or rerun started (else empty).
-    Done { new_run_id: String },
+    Done {
+        /// The run a reset or rerun started (empty otherwise).
+        new_run_id: String,
+    },
     /// Not acted on, and not an error: the run was closed already, or is gone.
-    Skipped { reason: String },
+    Skipped {
+        /// Why.
+        reason: String,
+    },
     /// The action was refused, with the refusal's message.
-    Failed { reason: String },
+    Failed {
+        /// The refusal's message.
+        reason: String,
+    },
 }
 
 impl Outcome {
@@ -205,7 +230,9 @@ impl Outcome {
 /// One run of a batch, and its outcome once reached.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchItem {
+    /// The run.
     pub run_id: String,
+    /// What became of it (none: not reached yet).
     pub outcome: Option<Outcome>,
     /// When it was reached.
     pub at_ms: Option<Millis>,

@@ -68,11 +68,14 @@ impl Violation {
 /// how many there were in all.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violations {
+    /// The first violations, at most [`MAX_VIOLATIONS`].
     pub listed: Vec<Violation>,
+    /// How many there were in all.
     pub total: usize,
 }
 
 impl Violations {
+    /// Whether there were none.
     pub fn is_empty(&self) -> bool {
         self.total == 0
     }
@@ -286,6 +289,7 @@ pub struct ArtifactPatterns {
 }
 
 impl ArtifactPatterns {
+    /// Patterns as written; they are compiled when first used.
     pub fn new(patterns: Vec<String>) -> Self {
         Self {
             patterns,
@@ -293,6 +297,7 @@ impl ArtifactPatterns {
         }
     }
 
+    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.patterns.is_empty()
     }

@@ -7,14 +7,19 @@ use std::time::Duration;
 /// Why a text is not a duration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum DurationError {
+    /// The text is empty.
     #[error("it is empty")]
     Empty,
+    /// A unit without a number before it.
     #[error("a unit must follow a number")]
     NoNumber,
+    /// A number without a unit.
     #[error("a number needs a unit")]
     NoUnit,
+    /// A unit that is not one of `ms`, `s`, `m`, `h`, `d`, `w`.
     #[error("unknown unit")]
     UnknownUnit,
+    /// The text is too long.
     #[error("it is too long")]
     TooLong,
 }

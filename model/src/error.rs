@@ -7,10 +7,13 @@
 /// checks) refuses. The message is for a person: it names the field, run or lease.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Rejection {
+    /// The request is wrong; the message names the field.
     #[error("{0}")]
     InvalidArgument(String),
+    /// What the request names does not exist.
     #[error("{0}")]
     NotFound(String),
+    /// What a create names exists already.
     #[error("{0}")]
     AlreadyExists(String),
     /// A stale lease, a replayed token, or an illegal state change.

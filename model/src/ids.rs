@@ -18,9 +18,11 @@ pub const NAME_CHARACTERS: &str = "letters, digits and - _ . : @";
 /// Why a value is not a valid name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NameError {
+    /// The name is empty.
     Empty,
     /// Longer than [`MAX_NAME`]; `len` is its length in bytes.
     TooLong {
+        /// Its length, in bytes.
         len: usize,
     },
     /// Holds a character outside ASCII letters, digits and [`NAME_PUNCTUATION`].
@@ -56,6 +58,7 @@ pub fn check_name(value: &str) -> Result<(), NameError> {
 /// Why a value is not a valid artifact path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArtifactError {
+    /// The path is empty.
     Empty,
     /// Starts at the root (`/x`, `\x`, `C:x`): an artifact is relative to the workspace.
     Absolute,

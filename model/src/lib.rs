@@ -15,6 +15,8 @@
 //! This crate knows nothing of tokio, gRPC, HTTP or storage: the store crate keeps
 //! its types, the server crate drives it.
 
+#![warn(missing_docs)]
+
 pub mod approval;
 pub mod attributes;
 pub mod auth;

@@ -7,19 +7,33 @@ use std::collections::BTreeMap;
 use crate::error::{Rejection, echo};
 use crate::ids;
 
+/// Most bytes of a name (see [`crate::ids`]).
 pub const NAME: usize = ids::MAX_NAME;
+/// Most bytes of a caller's identity.
 pub const IDENTITY: usize = NAME * 2;
+/// Most bytes of a request id.
 pub const REQUEST_ID: usize = 256;
+/// Most bytes of a run's goal.
 pub const GOAL: usize = 64 * 1024;
+/// Most entries of a run's context.
 pub const CONTEXT_ENTRIES: usize = 256;
+/// Most bytes of one context value.
 pub const CONTEXT_VALUE: usize = 64 * 1024;
+/// Most bytes of a step's notes.
 pub const NOTES: usize = 1024 * 1024;
+/// Most artifacts of one completion.
 pub const ARTIFACTS: usize = 256;
+/// Most bytes of one artifact.
 pub const ARTIFACT: usize = 4096;
+/// Most bytes of a checkpoint.
 pub const CHECKPOINT: usize = 8 * 1024 * 1024;
+/// Most bytes of a message or reason (a failure's, a note's, a cancel's).
 pub const MESSAGE: usize = 64 * 1024;
+/// Most bytes of a signal's payload.
 pub const SIGNAL_PAYLOAD: usize = 256 * 1024;
+/// Most coordinator notes in one heartbeat.
 pub const COORDINATOR_NOTES: usize = 64;
+/// Most bytes of a URL.
 pub const URL: usize = 2048;
 /// Largest structured `result` of a completion, as JSON text. It travels with every
 /// later step's task, so it also counts toward `MAX_TASK_BYTES`.
@@ -52,10 +66,12 @@ pub fn check_name(field: &str, value: &str) -> Result<(), Rejection> {
     }
 }
 
+/// Refuses `value` of `field` when it is longer than `max` bytes.
 pub fn check_len(field: &str, value: &str, max: usize) -> Result<(), Rejection> {
     check_bytes(field, value.as_bytes(), max)
 }
 
+/// Refuses `value` of `field` when it is longer than `max` bytes.
 pub fn check_bytes(field: &str, value: &[u8], max: usize) -> Result<(), Rejection> {
     if value.len() > max {
         return Err(Rejection::field(
@@ -80,6 +96,7 @@ pub fn check_result(field: &str, text: &str) -> Result<Option<serde_json::Value>
     }
 }
 
+/// Refuses `field` when it holds more than `max` entries.
 pub fn check_count(field: &str, count: usize, max: usize) -> Result<(), Rejection> {
     if count > max {
         return Err(Rejection::field(

@@ -32,13 +32,18 @@ const DAY_MS: Millis = 86_400_000;
 /// A namespace as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Namespace {
+    /// Its name.
     pub name: String,
+    /// What it is for.
     pub description: String,
+    /// When it was created.
     pub created_ms: Millis,
+    /// When it was last changed.
     pub updated_ms: Millis,
     /// How long a closed run is kept after it closed; then it is purged with its
     /// history. 0: kept for good.
     pub retention_ms: Millis,
+    /// What it may hold and do.
     pub limits: NamespaceLimits,
     /// Notification subscriptions: where every closed run of the namespace (that a
     /// subscription's filters match) is delivered.
@@ -91,10 +96,15 @@ impl Default for NamespaceLimits {
 /// create, at its default).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NamespaceChange {
+    /// A new description.
     pub description: Option<String>,
+    /// A new retention (0: keep closed runs for good).
     pub retention_ms: Option<Millis>,
+    /// A new limit of open runs (0: none).
     pub max_open_runs: Option<u64>,
+    /// A new limit of starts per second (0: none).
     pub max_starts_per_second: Option<u64>,
+    /// A new limit of signals pending per run (0: none).
     pub max_pending_signals: Option<u64>,
     /// New principles: a layer with empty text that extends clears them.
     pub principles: Option<crate::principles::Layer>,
@@ -127,12 +137,15 @@ pub const MAX_SUBSCRIPTIONS: usize = 16;
 /// optionally only for some workflows and some outcomes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Subscription {
+    /// Its id, unique in the namespace.
     pub id: String,
+    /// Where results are posted.
     pub url: String,
     /// Only runs of these workflows (empty: all).
     pub workflows: Vec<String>,
     /// Only runs that closed with these statuses (empty: all).
     pub outcomes: Vec<RunStatus>,
+    /// When it was added.
     pub created_ms: Millis,
     /// What it is sent: [`EVENT_RUN_CLOSED`] and/or [`EVENT_ISSUE_REPORTED`] (empty:
     /// run.closed only, as before the kinds existed).
@@ -179,22 +192,27 @@ impl Subscription {
 pub struct NamespaceSet(RwLock<HashSet<String>>);
 
 impl NamespaceSet {
+    /// Whether namespace `name` exists.
     pub fn contains(&self, name: &str) -> bool {
         self.read().contains(name)
     }
 
+    /// Records that `name` exists.
     pub fn insert(&self, name: String) {
         self.write().insert(name);
     }
 
+    /// Records that `name` is gone.
     pub fn remove(&self, name: &str) {
         self.write().remove(name);
     }
 
+    /// How many namespaces exist.
     pub fn len(&self) -> usize {
         self.read().len()
     }
 
+    /// Whether none exists.
     pub fn is_empty(&self) -> bool {
         self.read().is_empty()
     }

@@ -13,19 +13,35 @@ pub enum ChunkBody {
     /// The model's thinking, as it arrives.
     Thinking(String),
     /// A tool call starts: the tool's name and the provider's call id.
-    ToolCallStart { name: String, id: String },
+    ToolCallStart {
+        /// The tool's name.
+        name: String,
+        /// The provider's call id.
+        id: String,
+    },
     /// A piece of the current tool call's input JSON.
     ToolInput(String),
     /// The start of a tool's result, and whether it is an error.
     ToolResult {
+        /// The tool's name.
         name: String,
+        /// The start of its result.
         excerpt: String,
+        /// Whether the result is an error.
         is_error: bool,
     },
     /// Tokens a turn used.
-    Usage { input_tokens: u64, output_tokens: u64 },
+    Usage {
+        /// Input tokens.
+        input_tokens: u64,
+        /// Output tokens.
+        output_tokens: u64,
+    },
     /// A model turn ended, with its stop reason.
-    TurnEnd { stop_reason: String },
+    TurnEnd {
+        /// The provider's stop reason.
+        stop_reason: String,
+    },
     /// A model call failed.
     Error(String),
     /// A new step attempt starts: the chunks after it, up to the next segment
@@ -33,7 +49,12 @@ pub enum ChunkBody {
     SegmentStart,
     /// Chunks of this attempt were dropped past a cap: how many, and their bytes, in
     /// all so far for the attempt (a later marker of the same attempt supersedes).
-    Dropped { chunks: u64, bytes: u64 },
+    Dropped {
+        /// Chunks dropped.
+        chunks: u64,
+        /// Their bytes.
+        bytes: u64,
+    },
 }
 
 impl ChunkBody {
@@ -78,5 +99,6 @@ pub struct OutputChunk {
     pub attempt: u32,
     /// When the server accepted it.
     pub at_ms: Millis,
+    /// What it says.
     pub body: ChunkBody,
 }

@@ -47,7 +47,9 @@ impl Mode {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Layer {
+    /// The principles' text.
     pub text: String,
+    /// Whether it extends or replaces the layer below.
     #[serde(default)]
     pub mode: Mode,
 }

@@ -6,13 +6,19 @@ use serde::{Deserialize, Serialize};
 /// What a task token says about the lease it stands for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenClaims {
+    /// The run's namespace.
     #[serde(rename = "ns")]
     pub namespace: String,
+    /// The run.
     #[serde(rename = "run")]
     pub run_id: String,
+    /// The step's id.
     pub step: String,
+    /// The attempt, from 1.
     #[serde(rename = "att")]
     pub attempt: u32,
+    /// The lease's number.
     pub lease: u64,
+    /// The id of the key that signed it.
     pub kid: String,
 }

@@ -2,8 +2,11 @@
 //! `StepTask.allowed_tools`) speaks in these names, so the server's validation and
 //! the worker's implementations share them.
 
+/// Completes the step with the agent's result.
 pub const COMPLETE_STEP: &str = "complete_step";
+/// Sends a note to the coordinator without ending the step.
 pub const SIGNAL_COORDINATOR: &str = "signal_coordinator";
+/// Starts child runs (sub-agents) under the step's lease.
 pub const SPAWN_AGENT: &str = "spawn_agent";
 /// Reports a problem the agent found without ending its step; always allowed.
 pub const REPORT_ISSUE: &str = "report_issue";

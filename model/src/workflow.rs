@@ -42,9 +42,13 @@ pub const MAX_RETRY_INTERVAL_SECONDS: f64 = 7.0 * 86400.0;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkflowDef {
+    /// Its id, which runs name.
     pub id: String,
+    /// Its version, recorded with each run.
     pub version: String,
+    /// A name for people.
     pub name: String,
+    /// What it does.
     #[serde(default)]
     pub description: String,
     /// Default task queue for steps that name none.
@@ -60,6 +64,7 @@ pub struct WorkflowDef {
     /// extending (the default) or replacing the server's (`crate::principles`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principles: Option<crate::principles::Layer>,
+    /// Its steps, in order.
     pub steps: Vec<StepDef>,
 }
 
@@ -67,25 +72,32 @@ pub struct WorkflowDef {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StepDef {
+    /// Its id, unique in the workflow.
     pub id: String,
+    /// A title for people.
     pub title: String,
     /// A template over `{{goal}}`, `{{context.KEY}}` and earlier steps' results,
     /// `{{steps.ID.result}}` or `{{steps.ID.result.FIELD...}}`.
     pub prompt: String,
+    /// Its task queue (none: the run's, then the workflow's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_queue: Option<String>,
     /// Empty means every tool.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_tools: Vec<String>,
+    /// Most model turns of one attempt (none: the worker's default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<u32>,
     /// Start-to-close timeout of one attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<u32>,
+    /// Most time between heartbeats (none: no heartbeats required).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_timeout_seconds: Option<u32>,
+    /// How failed attempts are retried (none: the default policy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<RetryPolicy>,
+    /// Hold its result for a person to approve or reject.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub require_confirmation: bool,
     /// How long the step may wait (for its child runs) and what happens then.
@@ -144,15 +156,19 @@ use crate::budgets::{check_max_cost, check_max_tokens, check_stuck};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RetryPolicy {
+    /// The first retry's pause.
     #[serde(default = "RetryPolicy::default_initial")]
     pub initial_interval_seconds: f64,
+    /// Each pause is the last times this.
     #[serde(default = "RetryPolicy::default_coefficient")]
     pub backoff_coefficient: f64,
+    /// No pause is longer.
     #[serde(default = "RetryPolicy::default_maximum")]
     pub maximum_interval_seconds: f64,
     /// Attempts in all, the first included; 0 means unlimited.
     #[serde(default = "RetryPolicy::default_attempts")]
     pub maximum_attempts: u32,
+    /// Error types that fail the step at once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub non_retryable_error_types: Vec<String>,
 }
@@ -221,14 +237,17 @@ impl StepDef {
             .unwrap_or(DEFAULT_TASK_QUEUE)
     }
 
+    /// Its retry policy, or the default one.
     pub fn retry_policy(&self) -> RetryPolicy {
         self.retry.clone().unwrap_or_default()
     }
 
+    /// Its start-to-close timeout, in milliseconds.
     pub fn timeout_ms(&self) -> i64 {
         i64::from(self.timeout_seconds.unwrap_or(DEFAULT_STEP_TIMEOUT_SECONDS)) * 1000
     }
 
+    /// Its heartbeat timeout, in milliseconds, if it has one.
     pub fn heartbeat_timeout_ms(&self) -> Option<i64> {
         self.heartbeat_timeout_seconds.map(|s| i64::from(s) * 1000)
     }

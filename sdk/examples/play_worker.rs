@@ -37,7 +37,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             task.prompt
         );
         worker
-            .heartbeat(&task.task_token, b"working".to_vec(), vec![], 0)
+            .heartbeat(&task.task_token)
+            .checkpoint(b"working".to_vec())
+            .send()
             .await?;
         let done = Completion::notes(format!("{} done by the SDK example", task.step_id));
         // Eager dispatch: the next step of the run comes back with the completion.

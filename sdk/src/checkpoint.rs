@@ -1,8 +1,9 @@
 //! Heartbeats that send only what a step's checkpoint gained: [`CheckpointSync`]
-//! remembers what the server acknowledged, and [`crate::StepWorker::heartbeat_appending`]
-//! sends the new bytes as a `CheckpointAppend` on that base when the checkpoint extends
-//! it, and whole otherwise (the first heartbeat, a server that keeps no digests, a
-//! checkpoint rewritten or cut, a base the server refused).
+//! remembers what the server acknowledged, and a heartbeat given it
+//! ([`crate::Heartbeat::sync`]) sends the new bytes as a `CheckpointAppend` on that
+//! base when the checkpoint extends it, and whole otherwise (the first heartbeat, a
+//! server that keeps no digests, a checkpoint rewritten or cut, a base the server
+//! refused).
 //!
 //! Finding out whether a checkpoint extends the acknowledged one means comparing the
 //! two, which costs the transcript at every heartbeat (a long agent's clients spent a

@@ -8,16 +8,11 @@ mod schedules;
 mod triggers;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use backon::Retryable;
-use railyard_proto::v1::admin_client::AdminClient;
-use railyard_proto::v1::history_client::HistoryClient;
-use railyard_proto::v1::schedules_client::SchedulesClient;
-use railyard_proto::v1::tasks_client::TasksClient;
+use railyard_proto::PEER_SUBJECT;
 use railyard_proto::v1::*;
-use railyard_proto::{MAX_MESSAGE_BYTES, PEER_SUBJECT};
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
@@ -32,7 +27,12 @@ use crate::tls::TlsOptions;
 pub enum ClientError {
     /// The server address is not a valid URL.
     #[error("invalid server address {url:?}: {reason}")]
-    BadAddress { url: String, reason: String },
+    BadAddress {
+        /// The address as given.
+        url: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
     /// The API key cannot be sent (empty, or not printable ASCII).
     #[error("invalid API key: {0}")]
     BadApiKey(String),
@@ -42,12 +42,19 @@ pub enum ClientError {
     Tls(String),
     /// The server could not be reached (after retries).
     #[error("server unavailable at {url}: {message}")]
-    Unavailable { url: String, message: String },
+    Unavailable {
+        /// The server's URL.
+        url: String,
+        /// The last try's error.
+        message: String,
+    },
     /// The request was wrong; the message names the field.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// The run, task, schedule or other thing named does not exist.
     #[error("not found: {0}")]
     NotFound(String),
+    /// What a create names exists already.
     #[error("already exists: {0}")]
     AlreadyExists(String),
     /// A stale lease or an illegal state change.
@@ -60,13 +67,20 @@ pub enum ClientError {
     /// Never retried: the same request would meet the same answer.
     #[error("unauthenticated: {0}")]
     Unauthenticated(String),
+    /// A limit of the namespace or the server was reached; the message names it.
     #[error("resource exhausted: {0}")]
     ResourceExhausted(String),
+    /// No answer within the call's deadline.
     #[error("deadline exceeded: {0}")]
     DeadlineExceeded(String),
     /// Any other status.
     #[error("{code:?}: {message}")]
-    Other { code: Code, message: String },
+    Other {
+        /// The status code.
+        code: Code,
+        /// The status message.
+        message: String,
+    },
 }
 
 impl ClientError {
@@ -197,6 +211,56 @@ impl Interceptor for Authorization {
 
 /// The channel with the client's credentials added to every call.
 type Authed = InterceptedService<Channel, Authorization>;
+
+/// The generated client of one `railyard.v1` service, over a [`Client`]'s channel
+/// and with its credentials; made afresh for each try of a call.
+trait Stub {
+    fn stub(client: &Client) -> Self;
+}
+
+/// The service stubs [`Client`] calls through: `stub::History::start_run` and so on.
+mod stub {
+    use railyard_proto::v1::{
+        admin_client::AdminClient, batches_client::BatchesClient, history_client::HistoryClient,
+        schedules_client::SchedulesClient, tasks_client::TasksClient, triggers_client::TriggersClient,
+    };
+
+    use super::{Authed, Client, Stub};
+
+    macro_rules! stubs {
+        ($($name:ident = $generated:ident),* $(,)?) => {$(
+            pub(super) type $name = $generated<Authed>;
+
+            impl Stub for $name {
+                fn stub(client: &Client) -> Self {
+                    $generated::with_interceptor(client.channel.clone(), client.auth.clone())
+                        .max_decoding_message_size(railyard_proto::MAX_MESSAGE_BYTES)
+                }
+            }
+        )*};
+    }
+
+    stubs!(
+        History = HistoryClient,
+        Tasks = TasksClient,
+        Admin = AdminClient,
+        Schedules = SchedulesClient,
+        Batches = BatchesClient,
+        Triggers = TriggersClient,
+    );
+}
+
+/// `call` within `deadline`; a call that outlasts it ends as `DEADLINE_EXCEEDED`.
+async fn timed<T>(
+    deadline: Duration,
+    call: impl std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+) -> Result<tonic::Response<T>, Status> {
+    tokio::time::timeout(deadline, call).await.unwrap_or_else(|_| {
+        Err(Status::deadline_exceeded(format!(
+            "no answer within {deadline:?}"
+        )))
+    })
+}
 
 /// How the client connects and retries.
 #[derive(Debug, Clone)]
@@ -345,69 +409,94 @@ impl Client {
         &self.url
     }
 
-    fn history(&self) -> HistoryClient<Authed> {
-        HistoryClient::with_interceptor(self.channel.clone(), self.auth.clone())
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-    }
-
-    fn tasks(&self) -> TasksClient<Authed> {
-        TasksClient::with_interceptor(self.channel.clone(), self.auth.clone())
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-    }
-
-    fn admin(&self) -> AdminClient<Authed> {
-        AdminClient::with_interceptor(self.channel.clone(), self.auth.clone())
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-    }
-
-    fn schedules(&self) -> SchedulesClient<Authed> {
-        SchedulesClient::with_interceptor(self.channel.clone(), self.auth.clone())
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-    }
-
-    /// Runs `call`, retrying transient failures ([`is_transient_grpc`]) by the
-    /// options' [`RetryPolicy`] (backoff with jitter).
+    /// Runs the unary call `rpc` of the service stub `S` with `req`, retrying
+    /// transient failures ([`is_transient_grpc`]) by the options' [`RetryPolicy`]
+    /// (backoff with jitter), each try within the request timeout.
     /// Every call this is used for is safe to repeat: starts and signals carry a
     /// request id, reads are reads, and a repeated completion is refused unchanged.
-    async fn retrying<T, F, Fut>(&self, extra: Duration, call: F) -> Result<T, ClientError>
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
-    {
-        self.retrying_noting(extra, &AtomicBool::new(false), call).await
+    async fn call<S: Stub, R: Clone, T>(
+        &self,
+        rpc: impl AsyncFn(&mut S, R) -> Result<tonic::Response<T>, Status>,
+        req: R,
+    ) -> Result<T, ClientError> {
+        self.call_noting(Duration::ZERO, rpc, req).await.0
     }
 
-    /// [`retrying`](Self::retrying) that sets `retried` when a try failed transiently
-    /// and another was made (so a later refusal may be the first try's own effect).
-    async fn retrying_noting<T, F, Fut>(
+    /// [`call`](Self::call) for a long poll: each try may take `wait` longer.
+    async fn call_waiting<S: Stub, R: Clone, T>(
         &self,
-        extra: Duration,
-        retried: &AtomicBool,
-        mut call: F,
-    ) -> Result<T, ClientError>
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
-    {
-        let deadline = self.opts.request_timeout + extra;
+        wait: Duration,
+        rpc: impl AsyncFn(&mut S, R) -> Result<tonic::Response<T>, Status>,
+        req: R,
+    ) -> Result<T, ClientError> {
+        self.call_noting(wait, rpc, req).await.0
+    }
+
+    /// [`call`](Self::call) for a delete: `NOT_FOUND` after a retry counts as done,
+    /// since the try whose answer was lost may have deleted it.
+    async fn call_delete<S: Stub, R: Clone, T>(
+        &self,
+        rpc: impl AsyncFn(&mut S, R) -> Result<tonic::Response<T>, Status>,
+        req: R,
+    ) -> Result<(), ClientError> {
+        match self.call_noting(Duration::ZERO, rpc, req).await {
+            (Ok(_), _) => Ok(()),
+            (Err(ClientError::NotFound(_)), true) => Ok(()),
+            (Err(e), _) => Err(e),
+        }
+    }
+
+    /// The retrying call behind [`call`](Self::call): each try within the request
+    /// timeout plus `wait`; answers also whether a try failed transiently and another
+    /// was made (so a later refusal may be the first try's own effect).
+    async fn call_noting<S: Stub, R: Clone, T>(
+        &self,
+        wait: Duration,
+        rpc: impl AsyncFn(&mut S, R) -> Result<tonic::Response<T>, Status>,
+        req: R,
+    ) -> (Result<T, ClientError>, bool) {
+        let deadline = self.opts.request_timeout + wait;
+        let (rpc, req) = (&rpc, &req);
         let attempt = || {
-            let sent = tokio::time::timeout(deadline, call());
-            async move {
-                match sent.await {
-                    Ok(r) => r,
-                    Err(_) => Err(Status::deadline_exceeded(format!(
-                        "no answer within {deadline:?}"
-                    ))),
-                }
-            }
+            let (mut stub, req) = (S::stub(self), req.clone());
+            async move { timed(deadline, rpc(&mut stub, req)).await }
         };
-        attempt
+        let mut retried = false;
+        let outcome = attempt
             .retry(self.opts.retry_policy().builder())
             .when(|s: &Status| is_transient_grpc(s.code(), s.message()))
             .notify(|s: &Status, pause: Duration| {
-                retried.store(true, Ordering::Relaxed);
+                retried = true;
                 tracing::debug!(code = ?s.code(), error = %s.message(), retry_in = ?pause, "server unavailable; retrying");
             })
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|status| ClientError::from_status(&self.url, status));
+        (outcome, retried)
+    }
+
+    /// One try of `rpc` within the request timeout, never repeated: for calls that a
+    /// repeat after a lost answer could apply twice.
+    async fn call_once<S: Stub, R, T>(
+        &self,
+        rpc: impl AsyncFn(&mut S, R) -> Result<tonic::Response<T>, Status>,
+        req: R,
+    ) -> Result<T, ClientError> {
+        let mut stub = S::stub(self);
+        timed(self.opts.request_timeout, rpc(&mut stub, req))
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|status| ClientError::from_status(&self.url, status))
+    }
+
+    /// One try of `rpc` without a deadline, never repeated: opening a stream, which
+    /// lasts as long as it runs.
+    async fn call_untimed<S: Stub, R, T>(
+        &self,
+        rpc: impl AsyncFn(&mut S, R) -> Result<tonic::Response<T>, Status>,
+        req: R,
+    ) -> Result<T, ClientError> {
+        rpc(&mut S::stub(self), req)
             .await
             .map(tonic::Response::into_inner)
             .map_err(|status| ClientError::from_status(&self.url, status))
@@ -437,13 +526,10 @@ impl Client {
         if req.request_id.is_empty() {
             req.request_id = uuid::Uuid::new_v4().to_string();
         }
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.history(), req.clone());
-            async move { c.start_run(r).await }
-        })
-        .await
+        self.call(stub::History::start_run, req).await
     }
 
+    /// A run: its status, steps and result.
     pub async fn describe_run(
         &self,
         namespace: &str,
@@ -453,20 +539,13 @@ impl Client {
             namespace: namespace.into(),
             run_id: run_id.into(),
         };
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.history(), req.clone());
-            async move { c.describe_run(r).await }
-        })
-        .await
+        self.call(stub::History::describe_run, req).await
     }
 
+    /// A page of a run's history (a long poll when the request waits for new events).
     pub async fn get_history(&self, req: GetHistoryRequest) -> Result<GetHistoryResponse, ClientError> {
         let wait = Duration::from_millis(req.wait_timeout_ms.into());
-        self.retrying(wait, || {
-            let (mut c, r) = (self.history(), req.clone());
-            async move { c.get_history(r).await }
-        })
-        .await
+        self.call_waiting(wait, stub::History::get_history, req).await
     }
 
     /// Every event of a run, following pages.
@@ -507,58 +586,36 @@ impl Client {
             run_id: run_id.into(),
             from_event_id,
         };
-        self.history()
-            .watch_run(req)
-            .await
-            .map(|r| r.into_inner())
-            .map_err(|s| ClientError::from_status(&self.url, s))
+        self.call_untimed(stub::History::watch_run, req).await
     }
 
+    /// A page of the runs a query matches.
     pub async fn list_runs(&self, req: ListRunsRequest) -> Result<ListRunsResponse, ClientError> {
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.history(), req.clone());
-            async move { c.list_runs(r).await }
-        })
-        .await
+        self.call(stub::History::list_runs, req).await
     }
 
     /// How many runs a query matches (`History.CountRuns`), grouped when asked.
     pub async fn count_runs(&self, req: CountRunsRequest) -> Result<CountRunsResponse, ClientError> {
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.history(), req.clone());
-            async move { c.count_runs(r).await }
-        })
-        .await
+        self.call(stub::History::count_runs, req).await
     }
 
+    /// Sends a signal to a run. A request id is generated when the request has none, so
+    /// a retry inside this call delivers it once.
     pub async fn signal_run(&self, mut req: SignalRunRequest) -> Result<(), ClientError> {
         if req.request_id.is_empty() {
             req.request_id = uuid::Uuid::new_v4().to_string();
         }
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.history(), req.clone());
-            async move { c.signal_run(r).await }
-        })
-        .await
-        .map(|_| ())
+        self.call(stub::History::signal_run, req).await.map(|_| ())
     }
 
+    /// Cancels a run (`CANCELED`), with the request's reason.
     pub async fn cancel_run(&self, req: CancelRunRequest) -> Result<(), ClientError> {
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.history(), req.clone());
-            async move { c.cancel_run(r).await }
-        })
-        .await
-        .map(|_| ())
+        self.call(stub::History::cancel_run, req).await.map(|_| ())
     }
 
+    /// Terminates a run (`TERMINATED`), with the request's reason.
     pub async fn terminate_run(&self, req: TerminateRunRequest) -> Result<(), ClientError> {
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.history(), req.clone());
-            async move { c.terminate_run(r).await }
-        })
-        .await
-        .map(|_| ())
+        self.call(stub::History::terminate_run, req).await.map(|_| ())
     }
 
     /// Resets a run: a new run from its state at a step (`ResetRunRequest`). A request
@@ -568,11 +625,7 @@ impl Client {
         if req.request_id.is_empty() {
             req.request_id = uuid::Uuid::new_v4().to_string();
         }
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.history(), req.clone());
-            async move { c.reset_run(r).await }
-        })
-        .await
+        self.call(stub::History::reset_run, req).await
     }
 
     /// Reruns a run: a new run of its workflow version from the first step
@@ -581,44 +634,30 @@ impl Client {
         if req.request_id.is_empty() {
             req.request_id = uuid::Uuid::new_v4().to_string();
         }
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.history(), req.clone());
-            async move { c.rerun_run(r).await }
-        })
-        .await
+        self.call(stub::History::rerun_run, req).await
     }
 
     /// Pauses a run and the open runs it spawned; answers whether it changed.
     pub async fn pause_run(&self, req: PauseRunRequest) -> Result<bool, ClientError> {
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.history(), req.clone());
-            async move { c.pause_run(r).await }
-        })
-        .await
-        .map(|r| r.changed)
+        self.call(stub::History::pause_run, req).await.map(|r| r.changed)
     }
 
     /// Unpauses a run and the open runs it spawned; answers whether it changed.
     pub async fn unpause_run(&self, req: UnpauseRunRequest) -> Result<bool, ClientError> {
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.history(), req.clone());
-            async move { c.unpause_run(r).await }
-        })
-        .await
-        .map(|r| r.changed)
+        self.call(stub::History::unpause_run, req)
+            .await
+            .map(|r| r.changed)
     }
 
+    /// The workflows a namespace serves, and the definition files that failed validation.
     pub async fn list_workflows(&self, namespace: &str) -> Result<ListWorkflowsResponse, ClientError> {
         let req = ListWorkflowsRequest {
             namespace: namespace.into(),
         };
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.history(), req.clone());
-            async move { c.list_workflows(r).await }
-        })
-        .await
+        self.call(stub::History::list_workflows, req).await
     }
 
+    /// A run and the runs it spawned, as a tree.
     pub async fn get_session_tree(
         &self,
         namespace: &str,
@@ -628,11 +667,7 @@ impl Client {
             namespace: namespace.into(),
             run_id: run_id.into(),
         };
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.history(), req.clone());
-            async move { c.get_session_tree(r).await }
-        })
-        .await
+        self.call(stub::History::get_session_tree, req).await
     }
 
     /// A page of the checkpoint of a run's step in flight (`GetStepCheckpoint`).
@@ -640,33 +675,24 @@ impl Client {
         &self,
         req: railyard_proto::v1::GetStepCheckpointRequest,
     ) -> Result<railyard_proto::v1::GetStepCheckpointResponse, ClientError> {
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.history(), req.clone());
-            async move { c.get_step_checkpoint(r).await }
-        })
-        .await
+        self.call(stub::History::get_step_checkpoint, req).await
     }
 
+    /// Long-polls a task queue for a step; `None` when the wait passed with nothing to do.
     pub async fn poll_step_task(&self, req: PollStepTaskRequest) -> Result<Option<StepTask>, ClientError> {
         let wait = Duration::from_millis(req.wait_timeout_ms.into());
         Ok(self
-            .retrying(wait, || {
-                let (mut c, r) = (self.tasks(), req.clone());
-                async move { c.poll_step_task(r).await }
-            })
+            .call_waiting(wait, stub::Tasks::poll_step_task, req)
             .await?
             .task)
     }
 
+    /// Sends one heartbeat request as it is (see [`crate::StepWorker::heartbeat`]).
     pub async fn heartbeat_step_task(
         &self,
         req: HeartbeatStepTaskRequest,
     ) -> Result<HeartbeatStepTaskResponse, ClientError> {
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.tasks(), req.clone());
-            async move { c.heartbeat_step_task(r).await }
-        })
-        .await
+        self.call(stub::Tasks::heartbeat_step_task, req).await
     }
 
     /// Completes a step; the answer carries the next step when `take_next` asked for it.
@@ -674,11 +700,7 @@ impl Client {
         &self,
         req: CompleteStepTaskRequest,
     ) -> Result<CompleteStepTaskResponse, ClientError> {
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.tasks(), req.clone());
-            async move { c.complete_step_task(r).await }
-        })
-        .await
+        self.call(stub::Tasks::complete_step_task, req).await
     }
 
     /// Starts child runs under a step's lease (and, with `wait`, ends the lease with
@@ -689,34 +711,14 @@ impl Client {
         &self,
         req: SpawnChildRunsRequest,
     ) -> Result<SpawnChildRunsResponse, ClientError> {
-        let deadline = self.opts.request_timeout;
-        let mut c = self.tasks();
-        match tokio::time::timeout(deadline, c.spawn_child_runs(req)).await {
-            Ok(r) => r
-                .map(tonic::Response::into_inner)
-                .map_err(|status| ClientError::from_status(&self.url, status)),
-            Err(_) => Err(ClientError::from_status(
-                &self.url,
-                Status::deadline_exceeded(format!("no answer within {deadline:?}")),
-            )),
-        }
+        self.call_once(stub::Tasks::spawn_child_runs, req).await
     }
 
     /// Records an issue the agent of a leased step reports, without ending the step
     /// (`Tasks.ReportIssue`). Tried once, like `spawn_child_runs`: a repeat after a
     /// lost answer would record the issue twice.
     pub async fn report_issue(&self, req: ReportIssueRequest) -> Result<ReportIssueResponse, ClientError> {
-        let deadline = self.opts.request_timeout;
-        let mut c = self.tasks();
-        match tokio::time::timeout(deadline, c.report_issue(req)).await {
-            Ok(r) => r
-                .map(tonic::Response::into_inner)
-                .map_err(|status| ClientError::from_status(&self.url, status)),
-            Err(_) => Err(ClientError::from_status(
-                &self.url,
-                Status::deadline_exceeded(format!("no answer within {deadline:?}")),
-            )),
-        }
+        self.call_once(stub::Tasks::report_issue, req).await
     }
 
     /// Sets search attributes of the run whose step a task token leases, mid-step
@@ -726,24 +728,18 @@ impl Client {
         &self,
         req: railyard_proto::v1::UpsertSearchAttributesRequest,
     ) -> Result<railyard_proto::v1::UpsertSearchAttributesResponse, ClientError> {
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.tasks(), req.clone());
-            async move { c.upsert_search_attributes(r).await }
-        })
-        .await
+        self.call(stub::Tasks::upsert_search_attributes, req).await
     }
 
+    /// Reports a step's failure; the answer says whether another attempt follows.
     pub async fn fail_step_task(
         &self,
         req: FailStepTaskRequest,
     ) -> Result<FailStepTaskResponse, ClientError> {
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.tasks(), req.clone());
-            async move { c.fail_step_task(r).await }
-        })
-        .await
+        self.call(stub::Tasks::fail_step_task, req).await
     }
 
+    /// A task queue's pollers and backlog.
     pub async fn describe_task_queue(
         &self,
         namespace: &str,
@@ -753,11 +749,7 @@ impl Client {
             namespace: namespace.into(),
             task_queue: task_queue.into(),
         };
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.tasks(), req.clone());
-            async move { c.describe_task_queue(r).await }
-        })
-        .await
+        self.call(stub::Tasks::describe_task_queue, req).await
     }
 }
 

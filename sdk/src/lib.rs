@@ -6,8 +6,9 @@
 //! - [`retry`]: the one retry policy (backoff with jitter) and the one definition of
 //!   transient errors, shared by the SDK, the worker and the model providers.
 //! - [`StepWorker`]: the small poll / heartbeat / complete / fail helper that the CLI,
-//!   the worker and the tests use to play worker; [`checkpoint`]: heartbeats that send
-//!   only what the checkpoint gained ([`CheckpointSync`]).
+//!   the worker and the tests use to play worker; [`Heartbeat`]: one heartbeat, built
+//!   up and sent; [`checkpoint`]: heartbeats that send only what the checkpoint gained
+//!   ([`CheckpointSync`]).
 //! - [`tls`]: a client's TLS settings ([`TlsOptions`]) and the bounded read of PEM files.
 //!
 //! ```no_run
@@ -30,16 +31,20 @@
 //! `sdk/examples/play_worker.rs`; with a server running:
 //! `cargo run -p railyard-sdk --example play_worker -- demo "write a haiku"`.
 
+#![warn(missing_docs)]
+
 pub mod checkpoint;
 mod client;
+mod heartbeat;
 pub mod retry;
 mod step_worker;
 pub mod tls;
 
 pub use checkpoint::{CheckpointStats, CheckpointSync};
 pub use client::{ApiKey, Authorization, Client, ClientError, ConnectOptions};
+pub use heartbeat::Heartbeat;
 pub use retry::RetryPolicy;
-pub use step_worker::{Completion, CompletionReply, Failure, HeartbeatExtras, StepWorker};
+pub use step_worker::{Completion, CompletionReply, Failure, StepWorker};
 pub use tls::TlsOptions;
 
 /// The default gRPC address of `railyard server` (and of client commands).

@@ -5,14 +5,17 @@ use std::time::Duration;
 
 use railyard_proto::v1::*;
 
-use crate::checkpoint::{CheckpointSync, Send, is_base_mismatch};
+use crate::heartbeat::Heartbeat;
 use crate::{Client, ClientError};
 
 /// What a worker reports when a step is done.
 #[derive(Debug, Clone, Default)]
 pub struct Completion {
+    /// What the step did, for the run's history and the next step's prompt.
     pub notes: String,
+    /// Paths or URLs of what the step produced.
     pub artifacts: Vec<String>,
+    /// Context entries to set on the run for the steps after this one.
     pub context_updates: HashMap<String, String>,
     /// The structured result, a JSON object as text (empty: none). A step with an
     /// output contract refuses a result that breaks it: `ClientError::InvalidArgument`
@@ -43,22 +46,12 @@ pub struct CompletionReply {
     pub held_for_approval: bool,
 }
 
-/// What a heartbeat carries besides the checkpoint, notes and acknowledgement.
-#[derive(Debug, Clone, Default)]
-pub struct HeartbeatExtras {
-    /// The attempt's token usage so far (cumulative).
-    pub usage: Option<TokenUsage>,
-    /// The model the usage is from.
-    pub model: String,
-    /// Signs of a stuck agent since the last heartbeat.
-    pub stuck: Vec<StuckReport>,
-}
-
 /// What a worker reports when a step failed.
 #[derive(Debug, Clone, Default)]
 pub struct Failure {
     /// Matched against the step's non-retryable error types.
     pub error_type: String,
+    /// What went wrong, for people.
     pub message: String,
     /// Fail without further attempts.
     pub non_retryable: bool,
@@ -76,6 +69,7 @@ pub struct StepWorker {
 }
 
 impl StepWorker {
+    /// A worker polling `queue` of `namespace` as `identity`.
     pub fn new(client: Client, namespace: &str, queue: &str, identity: &str) -> Self {
         Self {
             client,
@@ -85,14 +79,17 @@ impl StepWorker {
         }
     }
 
+    /// The client it calls through.
     pub fn client(&self) -> &Client {
         &self.client
     }
 
+    /// The identity it polls and reports as.
     pub fn identity(&self) -> &str {
         &self.identity
     }
 
+    /// The task queue it polls.
     pub fn queue(&self) -> &str {
         &self.queue
     }
@@ -110,118 +107,13 @@ impl StepWorker {
             .await
     }
 
-    /// Extends the lease and stores `checkpoint` (when non-empty); returns pending
-    /// signals and whether cancellation was requested.
-    pub async fn heartbeat(
-        &self,
-        task_token: &str,
-        checkpoint: Vec<u8>,
-        notes: Vec<CoordinatorNote>,
-        acked_signal_event_id: u64,
-    ) -> Result<HeartbeatStepTaskResponse, ClientError> {
-        self.heartbeat_with(
-            task_token,
-            checkpoint,
-            notes,
-            acked_signal_event_id,
-            HeartbeatExtras::default(),
-        )
-        .await
+    /// A heartbeat of the step `task_token` leases, to fill in and send: extends the
+    /// lease and answers pending signals and whether cancellation was requested.
+    pub fn heartbeat<'a>(&'a self, task_token: &'a str) -> Heartbeat<'a> {
+        Heartbeat::new(self, task_token)
     }
 
-    /// [`StepWorker::heartbeat`] with token usage and stuck reports.
-    pub async fn heartbeat_with(
-        &self,
-        task_token: &str,
-        checkpoint: Vec<u8>,
-        notes: Vec<CoordinatorNote>,
-        acked_signal_event_id: u64,
-        extras: HeartbeatExtras,
-    ) -> Result<HeartbeatStepTaskResponse, ClientError> {
-        self.client
-            .heartbeat_step_task(HeartbeatStepTaskRequest {
-                task_token: task_token.into(),
-                checkpoint,
-                identity: self.identity.clone(),
-                notes,
-                acked_signal_event_id,
-                usage: extras.usage,
-                model: extras.model,
-                stuck: extras.stuck,
-                checkpoint_append: None,
-            })
-            .await
-    }
-
-    /// [`StepWorker::heartbeat_with`] that sends `checkpoint` (empty: none) as an
-    /// append to what the server acknowledged in `sync` when it extends it, and whole
-    /// otherwise. A server that refuses the append's base (a heartbeat lost or
-    /// reordered; `FAILED_PRECONDITION`, "checkpoint base mismatch") gets it whole at
-    /// once. Against an older server every checkpoint goes whole. With a `sync` made
-    /// [`CheckpointSync::growing`], nothing is compared and no copy is kept.
-    pub async fn heartbeat_appending(
-        &self,
-        task_token: &str,
-        sync: &mut CheckpointSync,
-        checkpoint: &[u8],
-        notes: Vec<CoordinatorNote>,
-        acked_signal_event_id: u64,
-        extras: HeartbeatExtras,
-    ) -> Result<HeartbeatStepTaskResponse, ClientError> {
-        let mut req = HeartbeatStepTaskRequest {
-            task_token: task_token.into(),
-            identity: self.identity.clone(),
-            notes,
-            acked_signal_event_id,
-            usage: extras.usage,
-            model: extras.model,
-            stuck: extras.stuck,
-            ..Default::default()
-        };
-        let plan = if checkpoint.is_empty() {
-            Send::Nothing
-        } else {
-            sync.plan(checkpoint)
-        };
-        let expected = match plan {
-            Send::Nothing => return self.client.heartbeat_step_task(req).await,
-            Send::Whole(d) => {
-                req.checkpoint = checkpoint.to_vec();
-                sync.stats.whole += 1;
-                sync.stats.bytes += checkpoint.len() as u64;
-                d
-            }
-            Send::Append(append, d) => {
-                sync.stats.appends += 1;
-                sync.stats.bytes += append.bytes.len() as u64;
-                req.checkpoint_append = Some(append);
-                d
-            }
-        };
-        let appending = req.checkpoint_append.is_some();
-        let resp = match self.client.heartbeat_step_task(req.clone()).await {
-            Err(e) if appending && is_base_mismatch(&e) => {
-                tracing::debug!(error = %e, "checkpoint append refused; sending it whole");
-                sync.reset();
-                sync.stats.refused += 1;
-                sync.stats.whole += 1;
-                sync.stats.bytes += checkpoint.len() as u64;
-                req.checkpoint_append = None;
-                req.checkpoint = checkpoint.to_vec();
-                let whole = railyard_proto::checkpoint::full(checkpoint);
-                let resp = self.client.heartbeat_step_task(req).await?;
-                sync.answered(checkpoint, whole, false, &resp);
-                return Ok(resp);
-            }
-            // Whether it was stored is unknown: the acknowledged base stays, so the next
-            // append names it, and the server refuses it if this one was stored after all.
-            Err(e) => return Err(e),
-            Ok(resp) => resp,
-        };
-        sync.answered(checkpoint, expected, appending, &resp);
-        Ok(resp)
-    }
-
+    /// Completes the step with `completion`.
     pub async fn complete(&self, task_token: &str, completion: Completion) -> Result<(), ClientError> {
         self.report_completion(task_token, completion, false)
             .await

@@ -14,7 +14,9 @@ pub const MAX_PEM_BYTES: u64 = 1 << 20;
 pub struct PemFileError {
     /// Which file this was (`--tls-cert`, say).
     pub what: &'static str,
+    /// The file's path.
     pub path: PathBuf,
+    /// What is wrong with it.
     pub reason: String,
 }
 

@@ -1,21 +1,25 @@
 //! The SDK's retries against a real gRPC server (in process) that answers by script:
-//! transient statuses are retried by the policy, the rest surface at once, and
-//! `UNAUTHENTICATED` stays distinct from `PERMISSION_DENIED`.
+//! transient statuses are retried by the policy, the rest surface at once,
+//! `UNAUTHENTICATED` stays distinct from `PERMISSION_DENIED`, and a delete that finds
+//! nothing after a retry counts as done. And heartbeats: each sends what it was given.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use railyard_proto::v1::tasks_server::{Tasks, TasksServer};
+use railyard_proto::v1::triggers_server::{Triggers, TriggersServer};
 use railyard_proto::v1::*;
-use railyard_sdk::{Client, ClientError, ConnectOptions};
+use railyard_sdk::{CheckpointSync, Client, ClientError, ConnectOptions, StepWorker};
 use tonic::{Code, Request, Response, Status};
 
-/// Answers `DescribeTaskQueue` with the scripted statuses, then with success; counts calls.
+/// Answers the calls it implements with the scripted statuses, then with success;
+/// counts calls.
 #[derive(Clone, Default)]
 struct Scripted {
     answers: Arc<Mutex<VecDeque<Status>>>,
     calls: Arc<Mutex<u32>>,
+    heartbeats: Arc<Mutex<Vec<HeartbeatStepTaskRequest>>>,
 }
 
 #[tonic::async_trait]
@@ -28,9 +32,20 @@ impl Tasks for Scripted {
     }
     async fn heartbeat_step_task(
         &self,
-        _: Request<HeartbeatStepTaskRequest>,
+        req: Request<HeartbeatStepTaskRequest>,
     ) -> Result<Response<HeartbeatStepTaskResponse>, Status> {
-        Err(Status::unimplemented("not in this test"))
+        *self.calls.lock().unwrap() += 1;
+        let req = req.into_inner();
+        let answer = match self.answers.lock().unwrap().pop_front() {
+            Some(status) => Err(status),
+            None => Ok(Response::new(HeartbeatStepTaskResponse {
+                checkpoint_length: req.checkpoint.len() as u64,
+                checkpoint_digest: railyard_proto::checkpoint::full(&req.checkpoint).to_vec(),
+                ..Default::default()
+            })),
+        };
+        self.heartbeats.lock().unwrap().push(req);
+        answer
     }
     async fn complete_step_task(
         &self,
@@ -99,6 +114,44 @@ impl Tasks for Scripted {
     }
 }
 
+#[tonic::async_trait]
+impl Triggers for Scripted {
+    async fn create_trigger(
+        &self,
+        _: Request<CreateTriggerRequest>,
+    ) -> Result<Response<CreateTriggerResponse>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+    async fn describe_trigger(
+        &self,
+        _: Request<DescribeTriggerRequest>,
+    ) -> Result<Response<DescribeTriggerResponse>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+    async fn list_triggers(
+        &self,
+        _: Request<ListTriggersRequest>,
+    ) -> Result<Response<ListTriggersResponse>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+    async fn update_trigger(
+        &self,
+        _: Request<UpdateTriggerRequest>,
+    ) -> Result<Response<UpdateTriggerResponse>, Status> {
+        Err(Status::unimplemented("not in this test"))
+    }
+    async fn delete_trigger(
+        &self,
+        _: Request<DeleteTriggerRequest>,
+    ) -> Result<Response<DeleteTriggerResponse>, Status> {
+        *self.calls.lock().unwrap() += 1;
+        match self.answers.lock().unwrap().pop_front() {
+            Some(status) => Err(status),
+            None => Ok(Response::new(Default::default())),
+        }
+    }
+}
+
 async fn serve(answers: Vec<Status>) -> (Client, Scripted) {
     let incoming = tonic::transport::server::TcpIncoming::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = incoming.local_addr().unwrap();
@@ -109,6 +162,7 @@ async fn serve(answers: Vec<Status>) -> (Client, Scripted) {
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(TasksServer::new(fake.clone()))
+            .add_service(TriggersServer::new(fake.clone()))
             .serve_with_incoming(incoming),
     );
     let opts = ConnectOptions {
@@ -197,4 +251,165 @@ async fn live_output_is_tried_once_never_retried() {
         .unwrap_err();
     assert!(err.is_transient(), "{err:?}");
     assert_eq!(calls(&fake), 1);
+}
+
+#[tokio::test]
+async fn a_delete_that_finds_nothing_after_a_retry_is_done() {
+    // The try that met UNAVAILABLE may have deleted it before its answer was lost.
+    let (client, fake) = serve(vec![
+        Status::unavailable("restarting"),
+        Status::not_found("no trigger t"),
+    ])
+    .await;
+    client
+        .delete_trigger(DeleteTriggerRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(calls(&fake), 2);
+
+    // Without a retry, NOT_FOUND is the answer.
+    let (client, fake) = serve(vec![Status::not_found("no trigger t")]).await;
+    let err = client
+        .delete_trigger(DeleteTriggerRequest::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ClientError::NotFound(_)), "{err:?}");
+    assert_eq!(calls(&fake), 1);
+}
+
+#[tokio::test]
+async fn a_call_without_an_answer_ends_at_its_deadline_and_is_not_repeated() {
+    // A server that accepts the connection and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            open.push(socket);
+        }
+    });
+    let opts = ConnectOptions {
+        request_timeout: Duration::from_millis(200),
+        max_attempts: 4,
+        initial_backoff: Duration::from_millis(1),
+        max_backoff: Duration::from_millis(20),
+        ..Default::default()
+    };
+    let client = Client::connect_with(&format!("http://{addr}"), opts)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let err = client.describe_task_queue("default", "q").await.unwrap_err();
+    assert!(
+        matches!(&err, ClientError::DeadlineExceeded(m) if m.starts_with("no answer within")),
+        "{err:?}"
+    );
+    // DEADLINE_EXCEEDED is not repeated: one deadline, not four.
+    assert!(
+        started.elapsed() < Duration::from_millis(700),
+        "{:?}",
+        started.elapsed()
+    );
+    held.abort();
+}
+
+#[tokio::test]
+async fn a_heartbeat_sends_what_it_was_given() {
+    let (client, fake) = serve(vec![Status::unavailable("restarting")]).await;
+    let worker = StepWorker::new(client, "default", "q", "w1");
+    let usage = TokenUsage {
+        input_tokens: 10,
+        output_tokens: 2,
+        ..Default::default()
+    };
+    let stuck = StuckReport {
+        signal: "repeated_call".into(),
+        ..Default::default()
+    };
+    let note = CoordinatorNote {
+        kind: "progress".into(),
+        message: "half way".into(),
+    };
+    let resp = worker
+        .heartbeat("token-1")
+        .checkpoint(b"turn 1".to_vec())
+        .notes(vec![note.clone()])
+        .ack_signals(7)
+        .usage(usage, "model-x")
+        .stuck(vec![stuck.clone()])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.checkpoint_length, 6);
+    // Retried while unavailable, like every heartbeat.
+    assert_eq!(calls(&fake), 2);
+    let sent = fake.heartbeats.lock().unwrap().pop().unwrap();
+    let expected = HeartbeatStepTaskRequest {
+        task_token: "token-1".into(),
+        checkpoint: b"turn 1".to_vec(),
+        identity: "w1".into(),
+        notes: vec![note],
+        acked_signal_event_id: 7,
+        usage: Some(usage),
+        model: "model-x".into(),
+        stuck: vec![stuck],
+        checkpoint_append: None,
+    };
+    assert_eq!(sent, expected);
+
+    // A bare heartbeat only keeps the lease.
+    worker.heartbeat("token-1").send().await.unwrap();
+    let sent = fake.heartbeats.lock().unwrap().pop().unwrap();
+    assert_eq!(
+        sent,
+        HeartbeatStepTaskRequest {
+            task_token: "token-1".into(),
+            identity: "w1".into(),
+            ..Default::default()
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_synced_heartbeat_appends_what_the_checkpoint_gained() {
+    let (client, fake) = serve(Vec::new()).await;
+    let worker = StepWorker::new(client, "default", "q", "w1");
+    let mut sync = CheckpointSync::new();
+    let sent = |fake: &Scripted| fake.heartbeats.lock().unwrap().pop().unwrap();
+
+    worker
+        .heartbeat("t")
+        .checkpoint(&b"ab"[..])
+        .sync(&mut sync)
+        .send()
+        .await
+        .unwrap();
+    let first = sent(&fake);
+    assert_eq!(
+        (first.checkpoint.as_slice(), first.checkpoint_append),
+        (&b"ab"[..], None)
+    );
+
+    // The fake acknowledges only whole checkpoints; the append's answer has no
+    // matching digest, so the next checkpoint goes whole again.
+    worker
+        .heartbeat("t")
+        .checkpoint(&b"abcd"[..])
+        .sync(&mut sync)
+        .send()
+        .await
+        .unwrap();
+    let second = sent(&fake);
+    let append = second
+        .checkpoint_append
+        .expect("an append on the acknowledged base");
+    assert!(second.checkpoint.is_empty());
+    assert_eq!((append.base_length, append.bytes.as_slice()), (2, &b"cd"[..]));
+    assert_eq!(sync.stats.whole, 1);
+    assert_eq!(sync.stats.appends, 1);
+
+    // No checkpoint: nothing of it is sent.
+    worker.heartbeat("t").sync(&mut sync).send().await.unwrap();
+    let third = sent(&fake);
+    assert!(third.checkpoint.is_empty() && third.checkpoint_append.is_none());
 }

@@ -78,14 +78,10 @@ fn a_resumed_attempt_gets_the_last_acknowledged_transcript_byte_for_byte() {
         let mut sync = CheckpointSync::from_task(&task);
         let grown = [task.checkpoint.as_slice(), b"{\"turn\":\"resumed\"}\n"].concat();
         let r = w
-            .heartbeat_appending(
-                &task.task_token,
-                &mut sync,
-                &grown,
-                Vec::new(),
-                0,
-                Default::default(),
-            )
+            .heartbeat(&task.task_token)
+            .checkpoint(&grown)
+            .sync(&mut sync)
+            .send()
             .await
             .unwrap();
         assert_eq!(r.checkpoint_length, grown.len() as u64);

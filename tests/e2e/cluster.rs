@@ -229,7 +229,8 @@ fn three_nodes_serve_one_database_whichever_node_a_client_or_worker_calls() {
         .await
         .expect("signal on B");
         let beat = worker
-            .heartbeat(&task.task_token, Vec::new(), Vec::new(), 0)
+            .heartbeat(&task.task_token)
+            .send()
             .await
             .expect("heartbeat on C");
         assert_eq!(

@@ -231,9 +231,7 @@ fn a_slow_watcher_is_told_it_lagged_while_the_workers_heartbeats_all_land() {
             )
             .await;
             // Every heartbeat is answered: streaming never holds up the lease.
-            w.heartbeat(&task.task_token, Vec::new(), Vec::new(), 0)
-                .await
-                .unwrap();
+            w.heartbeat(&task.task_token).send().await.unwrap();
             beats += 1;
         }
         assert_eq!(beats, batches);
@@ -243,7 +241,7 @@ fn a_slow_watcher_is_told_it_lagged_while_the_workers_heartbeats_all_land() {
             let (w, token) = (w.clone(), task.task_token.clone());
             tokio::spawn(async move {
                 loop {
-                    w.heartbeat(&token, Vec::new(), Vec::new(), 0).await.unwrap();
+                    w.heartbeat(&token).send().await.unwrap();
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             })

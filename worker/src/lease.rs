@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use railyard_proto::v1::{CoordinatorNote, Signal, StepTask, StuckReport, TokenUsage};
-use railyard_sdk::{CheckpointSync, ClientError, Completion, HeartbeatExtras, StepWorker};
+use railyard_sdk::{CheckpointSync, ClientError, Completion, StepWorker};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, warn};
@@ -124,31 +124,33 @@ impl LeaseKeeper {
         notes: Vec<CoordinatorNote>,
         deliver: bool,
     ) -> Result<HeartbeatOutcome, LeaseError> {
-        let (acked, extras) = {
+        let (acked, usage, stuck) = {
             let mut s = self.state();
             if !checkpoint.is_empty() {
                 s.last_checkpoint = checkpoint.clone();
             }
             s.last_beat = Instant::now();
             s.usage_unsent = false;
-            let (usage, model) = s.usage.clone().unzip();
-            let extras = HeartbeatExtras {
-                usage,
-                model: model.unwrap_or_default(),
-                stuck: std::mem::take(&mut s.stuck),
-            };
-            (s.delivered_signal_id, extras)
+            (
+                s.delivered_signal_id,
+                s.usage.clone(),
+                std::mem::take(&mut s.stuck),
+            )
         };
-        let stuck = extras.stuck.clone();
+        let mut beat = self
+            .worker
+            .heartbeat(&self.token)
+            .notes(notes)
+            .ack_signals(acked)
+            .stuck(stuck.clone());
+        if let Some((usage, model)) = usage {
+            beat = beat.usage(usage, model);
+        }
         let sent = if checkpoint.is_empty() {
-            self.worker
-                .heartbeat_with(&self.token, checkpoint, notes, acked, extras)
-                .await
+            beat.send().await
         } else {
             let mut sync = self.sync.lock().await;
-            self.worker
-                .heartbeat_appending(&self.token, &mut sync, &checkpoint, notes, acked, extras)
-                .await
+            beat.checkpoint(&checkpoint).sync(&mut sync).send().await
         };
         if sent.is_err() {
             // Not delivered: the next beat carries them again.

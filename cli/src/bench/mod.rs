@@ -605,20 +605,18 @@ async fn heartbeat_floor(client: &Client, n: usize) -> anyhow::Result<Duration> 
     };
     let mut beats = Vec::with_capacity(n);
     for i in 1..=n as u64 {
-        let extras = railyard_sdk::HeartbeatExtras {
-            usage: Some(railyard_proto::v1::TokenUsage {
-                input_tokens: 1000 * i,
-                output_tokens: 100 * i,
-                cache_read_tokens: 5000 * i,
-                cache_write_tokens: 0,
-                cost_usd: 0.001 * i as f64,
-            }),
-            model: "bench-model".into(),
-            stuck: Vec::new(),
+        let usage = railyard_proto::v1::TokenUsage {
+            input_tokens: 1000 * i,
+            output_tokens: 100 * i,
+            cache_read_tokens: 5000 * i,
+            cache_write_tokens: 0,
+            cost_usd: 0.001 * i as f64,
         };
         let t0 = Instant::now();
         worker
-            .heartbeat_with(&task.task_token, Vec::new(), Vec::new(), 0, extras)
+            .heartbeat(&task.task_token)
+            .usage(usage, "bench-model")
+            .send()
             .await?;
         beats.push(t0.elapsed());
     }

@@ -289,9 +289,7 @@ async fn stream_one(client: Client, flags: Flags) -> anyhow::Result<()> {
         }
         n += 1;
         if n.is_multiple_of(5) {
-            worker
-                .heartbeat(&task.task_token, Vec::new(), Vec::new(), 0)
-                .await?;
+            worker.heartbeat(&task.task_token).send().await?;
         }
     }
     worker

@@ -160,7 +160,9 @@ pub(crate) async fn run(global: &GlobalOpts, command: TaskCommand) -> anyhow::Re
         TaskCommand::Heartbeat(a) => {
             let checkpoint = a.checkpoint.map(String::into_bytes).unwrap_or_default();
             let resp = worker("", a.identity)
-                .heartbeat(&a.token, checkpoint, Vec::new(), 0)
+                .heartbeat(&a.token)
+                .checkpoint(checkpoint)
+                .send()
                 .await?;
             if json {
                 output::json(&heartbeat_json(&resp))?;

@@ -161,14 +161,10 @@ async fn the_transcript_pages_through_a_4_mib_checkpoint_as_a_conversation() {
             cp[..total * part / 4].rfind('\n').unwrap() + 1
         };
         worker
-            .heartbeat_appending(
-                &task.task_token,
-                &mut sync,
-                &cp.as_bytes()[..upto],
-                Vec::new(),
-                0,
-                Default::default(),
-            )
+            .heartbeat(&task.task_token)
+            .checkpoint(&cp.as_bytes()[..upto])
+            .sync(&mut sync)
+            .send()
             .await
             .unwrap();
     }
@@ -243,14 +239,10 @@ async fn a_finished_steps_transcript_is_linked_from_the_run_page_and_shown() {
     );
     let mut sync = railyard_sdk::CheckpointSync::from_task(&task);
     worker
-        .heartbeat_appending(
-            &task.task_token,
-            &mut sync,
-            cp.as_bytes(),
-            Vec::new(),
-            0,
-            Default::default(),
-        )
+        .heartbeat(&task.task_token)
+        .checkpoint(cp.as_bytes())
+        .sync(&mut sync)
+        .send()
         .await
         .unwrap();
     worker

@@ -39,6 +39,7 @@ pub const MAX_PREDICATES: usize = 64;
 pub struct QueryError {
     /// 1-based, in characters.
     pub column: usize,
+    /// What is wrong there.
     pub message: String,
 }
 
@@ -54,16 +55,27 @@ impl QueryError {
 /// A built-in field of every run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Builtin {
+    /// `RunId`.
     RunId,
+    /// `WorkflowId`.
     WorkflowId,
+    /// `WorkflowVersion`.
     WorkflowVersion,
+    /// `Status`: the run's status.
     Status,
+    /// `StartTime`.
     StartTime,
+    /// `CloseTime` (none while the run is open).
     CloseTime,
+    /// `ParentRunId`.
     ParentRunId,
+    /// `TaskQueue`.
     TaskQueue,
+    /// `Tokens`: the run's tokens, all steps together.
     Tokens,
+    /// `Cost`: the run's estimated cost, in USD.
     Cost,
+    /// `FailureType`: the error type a failed or timed-out run ended with.
     FailureType,
     /// The run's goal, a text: `Goal = "word"` matches goals holding the word.
     Goal,
@@ -119,6 +131,7 @@ impl Builtin {
 /// A field a query names.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Field {
+    /// A field every run has.
     Builtin(Builtin),
     /// A search attribute the namespace declares.
     Attribute(String, ValueType),
@@ -145,22 +158,32 @@ impl Field {
 /// A comparison operator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CmpOp {
+    /// `=`
     Eq,
+    /// `!=`
     Ne,
+    /// `<`
     Lt,
+    /// `<=`
     Le,
+    /// `>`
     Gt,
+    /// `>=`
     Ge,
 }
 
 /// A query's condition.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
+    /// Every condition holds.
     And(Vec<Expr>),
+    /// At least one condition holds.
     Or(Vec<Expr>),
+    /// `field op value`.
     Cmp(Field, CmpOp, Value),
     /// `field [NOT] IN (values)`.
     In(Field, Vec<Value>, bool),
+    /// `field STARTS_WITH "prefix"`.
     StartsWith(Field, String),
     /// `field IS NULL` (`false`) or `IS NOT NULL` (`true`).
     IsNull(Field, bool),
@@ -169,7 +192,9 @@ pub enum Expr {
 /// Which way a listing goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
+    /// Oldest first.
     Asc,
+    /// Newest first.
     Desc,
 }
 
@@ -204,8 +229,11 @@ pub struct Plan {
 /// (`(term, inclusive)`; `None`: unbounded on that side).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TermRange {
+    /// What every term in the range starts with.
     pub prefix: String,
+    /// The lower bound.
     pub from: Option<(String, bool)>,
+    /// The upper bound.
     pub to: Option<(String, bool)>,
 }
 

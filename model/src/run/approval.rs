@@ -11,6 +11,7 @@ use crate::approval::{ApprovalTimeoutPolicy, DEFAULT_TIMEOUT_FEEDBACK};
 /// A completion held for approval, and who proposed it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Proposal {
+    /// The completion as the worker sent it.
     pub done: StepDone,
     /// The identity of the worker that sent the completion.
     pub proposed_by: String,

@@ -22,10 +22,14 @@ pub const MAX_ISSUE_DETAILS_BYTES: usize = 4096;
 /// How bad an issue is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Severity {
+    /// For information.
     Info,
+    /// Something may be wrong (the default).
     #[default]
     Warning,
+    /// Something is wrong.
     Error,
+    /// Something is badly wrong.
     Critical,
 }
 
@@ -52,19 +56,28 @@ impl Severity {
 /// One reported issue, as a run keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Issue {
+    /// The step the agent worked on.
     pub step_id: String,
+    /// Its attempt.
     pub attempt: u32,
+    /// How bad the agent judged it.
     pub severity: Severity,
+    /// One line on it.
     pub summary: String,
+    /// Its details (may be empty).
     pub details: String,
+    /// When it was reported.
     pub time_ms: Millis,
 }
 
 /// An issue as a worker reports it, checked by [`IssueReport::check`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IssueReport {
+    /// How bad the agent judged it.
     pub severity: Severity,
+    /// One line on it.
     pub summary: String,
+    /// Its details (may be empty).
     pub details: String,
 }
 

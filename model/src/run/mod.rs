@@ -45,11 +45,17 @@ pub use wait::{MAX_CHILD_RESULT_QUOTED, MAX_RESUME_MESSAGE_BYTES, quoted_result}
 /// The lease of the step attempt in flight.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Lease {
+    /// Its number, which the task token names.
     pub seq: u64,
+    /// The worker holding it.
     pub worker: String,
+    /// When it was granted.
     pub started_ms: Millis,
+    /// When the start-to-close timeout ends it.
     pub close_deadline_ms: Millis,
+    /// The step's heartbeat timeout (none: no heartbeats required).
     pub heartbeat_timeout_ms: Option<Millis>,
+    /// When it ends without another heartbeat.
     pub heartbeat_deadline_ms: Option<Millis>,
 }
 
@@ -67,11 +73,19 @@ impl Lease {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Phase {
     /// Waiting in a task queue as task `task_seq`.
-    Scheduled { queue: String, task_seq: u64 },
+    Scheduled {
+        /// The task queue.
+        queue: String,
+        /// The task's number.
+        task_seq: u64,
+    },
     /// Leased to a worker.
     Started(Lease),
     /// Waiting for the retry backoff to pass.
-    BackingOff { until_ms: Millis },
+    BackingOff {
+        /// When the backoff ends.
+        until_ms: Millis,
+    },
     /// The step waits (for child runs), holding no lease and no task.
     Waiting(Waiting),
     /// The run is closed.
@@ -81,11 +95,17 @@ pub enum Phase {
 /// Per-step record, for describing a run and for later steps' prompts.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StepRecord {
+    /// `scheduled`, `running`, `completed`, ...
     pub state: String,
+    /// The current or last attempt, from 1 (0: not yet started).
     pub attempt: u32,
+    /// What its completion reported.
     pub notes: String,
+    /// What its completion produced.
     pub artifacts: Vec<String>,
+    /// The worker of the last lease.
     pub worker: String,
+    /// The last failure's message.
     pub last_failure: String,
     /// The structured result of its completion, as compact JSON (empty: none).
     pub result: String,
@@ -113,8 +133,11 @@ pub struct StepRecord {
 /// A signal recorded in history that the worker has not yet acknowledged.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingSignal {
+    /// The `SignalReceived` event.
     pub event_id: u64,
+    /// The signal's name.
     pub name: String,
+    /// Its payload, as JSON text.
     pub payload_json: String,
 }
 
@@ -122,31 +145,50 @@ pub struct PendingSignal {
 /// `store::records` run record, which names its definition instead of holding it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunState {
+    /// The run's namespace.
     pub namespace: String,
+    /// The run's id.
     pub run_id: String,
+    /// The workflow it runs.
     pub workflow_id: String,
     /// Shared with the registry and the store's definition cache: cloning a run
     /// never copies its definition.
     pub definition: Arc<WorkflowDef>,
+    /// Where it is in its life.
     pub status: RunStatus,
+    /// Its goal.
     pub goal: String,
+    /// Its context, as the steps so far left it.
     pub context: BTreeMap<String, String>,
+    /// The parent run (empty: a root).
     pub parent_run_id: String,
+    /// The start's request id (empty: none).
     pub request_id: String,
+    /// Where its result is posted when it closes (empty: nowhere).
     pub callback_url: String,
     /// The queue of steps that name none (empty: the definition's).
     pub task_queue: String,
     /// The schedule that started it (empty: none); told when the run closes.
     pub schedule_id: String,
+    /// When it started.
     pub start_ms: Millis,
+    /// When it closed (none: open).
     pub close_ms: Option<Millis>,
+    /// The id of its last history event.
     pub last_event_id: u64,
+    /// The index of the step in progress.
     pub current_step: usize,
+    /// Where the current step is.
     pub phase: Phase,
+    /// One record per step of the definition.
     pub steps: Vec<StepRecord>,
+    /// Leases granted so far (the next lease's number).
     pub lease_counter: u64,
+    /// A client asked it to cancel.
     pub cancel_requested: bool,
+    /// Why it failed (empty: it did not).
     pub failure: String,
+    /// Signals the worker has not acknowledged yet.
     pub pending_signals: Vec<PendingSignal>,
     /// The step of the parent run that started this one (empty: none).
     pub parent_step_id: String,
@@ -187,11 +229,26 @@ pub struct RunState {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     /// Add a ready task row (and, after commit, hand it to matching).
-    EnqueueTask { queue: String, task_seq: u64 },
+    EnqueueTask {
+        /// The task queue.
+        queue: String,
+        /// The task's number.
+        task_seq: u64,
+    },
     /// Remove a ready task row that is no longer wanted.
-    RemoveTask { queue: String, task_seq: u64 },
+    RemoveTask {
+        /// The task queue.
+        queue: String,
+        /// The task's number.
+        task_seq: u64,
+    },
     /// Fire `timer` at `due_ms`.
-    Timer { due_ms: Millis, timer: Timer },
+    Timer {
+        /// When it fires.
+        due_ms: Millis,
+        /// What it does.
+        timer: Timer,
+    },
     /// Replace the checkpoint with these bytes.
     SaveCheckpoint(Vec<u8>),
     /// Append these bytes to the checkpoint (its base was checked by the command).
@@ -199,7 +256,10 @@ pub enum Effect {
     /// Step `step`'s checkpoint is final (the step completed, or the run closed while
     /// it was in flight): the writer keeps it as the step's transcript, within the
     /// per-run bound, or drops it.
-    EndCheckpoint { step: usize },
+    EndCheckpoint {
+        /// The step's index.
+        step: usize,
+    },
 }
 
 /// What a heartbeat does to the stored checkpoint.
@@ -228,28 +288,45 @@ impl From<Vec<u8>> for CheckpointUpdate {
 /// does nothing. Lease deadlines are not timers: see [`RunState::lease_deadline`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Timer {
+    /// A step's retry backoff passed: schedule its next attempt.
     Backoff {
+        /// The run's namespace.
         namespace: String,
+        /// The run.
         run_id: String,
+        /// The step's index.
         step_index: usize,
+        /// The attempt to schedule.
         attempt: u32,
     },
     /// A schedule's next fire time came: evaluate it. A stale one (the schedule
     /// keeps another timer, or is gone) does nothing.
-    ScheduleFire { namespace: String, schedule_id: String },
+    ScheduleFire {
+        /// The schedule's namespace.
+        namespace: String,
+        /// The schedule.
+        schedule_id: String,
+    },
     /// A step's wait timed out (`wait_id`: its `StepWaiting` event); stale once the
     /// wait has ended.
     WaitTimeout {
+        /// The run's namespace.
         namespace: String,
+        /// The run.
         run_id: String,
+        /// The wait's `StepWaiting` event.
         wait_id: u64,
     },
     /// Attempt `attempt` of a run's result delivery to `target` (its name): start it,
     /// or, when it is in flight, its deadline passed (see `delivery`).
     Delivery {
+        /// The run's namespace.
         namespace: String,
+        /// The run.
         run_id: String,
+        /// The delivery target's name.
         target: String,
+        /// The attempt, from 1.
         attempt: u32,
     },
 }
@@ -257,22 +334,31 @@ pub enum Timer {
 /// Parameters of a new run, checked by the caller.
 #[derive(Debug, Clone, Default)]
 pub struct StartParams {
+    /// The namespace it starts in.
     pub namespace: String,
+    /// Its run id.
     pub run_id: String,
+    /// Its goal.
     pub goal: String,
+    /// Its starting context.
     pub context: BTreeMap<String, String>,
+    /// The start's request id (empty: none).
     pub request_id: String,
+    /// The parent run (empty: a root).
     pub parent_run_id: String,
+    /// Where its result is posted when it closes (empty: nowhere).
     pub callback_url: String,
     /// The queue of steps that name none (empty: the definition's).
     pub task_queue: String,
     /// The schedule starting it (empty: none).
     pub schedule_id: String,
+    /// Who starts it.
     pub identity: String,
     /// The parent's step that starts it (empty: none).
     pub parent_step_id: String,
     /// Its depth in its tree (0: a root).
     pub depth: u32,
+    /// What becomes of it when its parent closes first.
     pub parent_close_policy: ParentClosePolicy,
     /// The run's budget; each limit not given here is the definition's.
     pub budget: RunBudget,
@@ -286,8 +372,11 @@ pub struct StartParams {
 /// A sign of a stuck agent, as a heartbeat reports it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StuckNote {
+    /// Which sign (`repeated_call`, `repeated_error`, `no_progress`).
     pub signal: String,
+    /// What the worker saw.
     pub message: String,
+    /// The worker failed the step for it (else it only warned the model).
     pub fatal: bool,
 }
 
@@ -303,13 +392,18 @@ pub struct UsageOutcome {
 /// Collects a transition's events and effects. `next_seq` hands out task and
 /// timer sequence numbers, shared by every run.
 pub struct Out<'a> {
+    /// The transition's time.
     pub now: Millis,
+    /// The last sequence number handed out.
     pub next_seq: &'a mut u64,
+    /// The events to append, in order.
     pub events: Vec<Event>,
+    /// The effects to carry out with them.
     pub effects: Vec<Effect>,
 }
 
 impl<'a> Out<'a> {
+    /// An empty collection at `now`.
     pub fn new(now: Millis, next_seq: &'a mut u64) -> Self {
         Self {
             now,
@@ -328,8 +422,11 @@ impl<'a> Out<'a> {
 /// What a completion records for its step.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StepDone {
+    /// What the step did.
     pub notes: String,
+    /// What it produced (paths or URLs).
     pub artifacts: Vec<String>,
+    /// The context entries it sets for the steps after it.
     pub context_updates: BTreeMap<String, String>,
     /// The structured result as compact JSON (empty: none).
     pub result: String,
@@ -338,9 +435,13 @@ pub struct StepDone {
 /// A worker's report that a step failed.
 #[derive(Debug, Clone, Default)]
 pub struct StepFailure {
+    /// Matched against the step's non-retryable error types.
     pub error_type: String,
+    /// What went wrong, for people.
     pub message: String,
+    /// Fail without further attempts.
     pub non_retryable: bool,
+    /// Handed to the next attempt.
     pub checkpoint: Vec<u8>,
 }
 

@@ -10,13 +10,21 @@ use super::RunStatus;
 /// What a caller asked of a closed run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
+    /// A worker's heartbeat, completion or failure.
     AcceptReport,
+    /// A signal.
     Signal,
+    /// A cancellation.
     Cancel,
+    /// A termination.
     Terminate,
+    /// A pause.
     Pause,
+    /// An unpause.
     Unpause,
+    /// An approval of a held result.
     Approve,
+    /// A rejection of a held result.
     Reject,
 }
 
@@ -38,8 +46,11 @@ impl std::fmt::Display for Action {
 /// One lease of one step attempt, as a token claims it or as the run holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRef {
+    /// The lease's number.
     pub lease: u64,
+    /// The step's id.
     pub step: String,
+    /// The attempt, from 1.
     pub attempt: u32,
 }
 
@@ -49,39 +60,59 @@ pub enum Refusal {
     /// The run is closed.
     #[error("run {run_id} is {}; cannot {action}", status.name())]
     RunClosed {
+        /// The run.
         run_id: String,
+        /// How it closed.
         status: RunStatus,
+        /// What was asked.
         action: Action,
     },
     /// A queued task the run has moved past (or a closed run's task).
     #[error("task {task_seq} is no longer ready")]
-    TaskNotReady { task_seq: u64 },
+    TaskNotReady {
+        /// The task's number.
+        task_seq: u64,
+    },
     /// A report on a lease while no step of the run is leased.
     #[error(
         "lease {} of step {:?} attempt {} is no longer current: the step is not leased now",
         claimed.lease, claimed.step, claimed.attempt
     )]
-    StepNotLeased { claimed: LeaseRef },
+    StepNotLeased {
+        /// The lease the caller claims.
+        claimed: LeaseRef,
+    },
     /// A report on a lease other than the current one.
     #[error(
         "lease {} of step {:?} attempt {} is no longer current (current: lease {} of step {:?} attempt {})",
         claimed.lease, claimed.step, claimed.attempt, current.lease, current.step, current.attempt
     )]
-    StaleLease { claimed: LeaseRef, current: LeaseRef },
+    StaleLease {
+        /// The lease the caller claims.
+        claimed: LeaseRef,
+        /// The run's current lease.
+        current: LeaseRef,
+    },
     /// An approval or rejection while no step of the run awaits one.
     #[error("run {run_id} is not awaiting approval: its step {step:?} is {state}; cannot {action}")]
     NotAwaitingApproval {
+        /// The run.
         run_id: String,
+        /// Its current step.
         step: String,
+        /// That step's state.
         state: String,
+        /// What was asked.
         action: Action,
     },
     /// An approval or rejection naming a step other than the one awaiting it.
     #[error("step_id: {given} is not the step awaiting approval in run {run_id} (step {awaiting:?} is)")]
     NotTheStepAwaiting {
+        /// The run.
         run_id: String,
         /// The step id given, quoted and cut short.
         given: String,
+        /// The step awaiting approval.
         awaiting: String,
     },
 }

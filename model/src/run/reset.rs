@@ -42,6 +42,7 @@ impl ResetKind {
 /// What a reset or rerun asks for, as checked by the caller (sizes, names).
 #[derive(Debug, Clone)]
 pub struct ResetRequest {
+    /// A reset or a rerun.
     pub kind: ResetKind,
     /// The step to start at (reset only; `None`: the first step that failed).
     pub to_step: Option<String>,
@@ -49,34 +50,49 @@ pub struct ResetRequest {
     pub goal: Option<String>,
     /// Context entries that replace or add to the old run's starting context.
     pub context: BTreeMap<String, String>,
+    /// Why, recorded in both runs' history.
     pub reason: String,
 }
 
 /// A step carried over from the old run, as it completed there.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CarriedStep {
+    /// The step's id.
     pub step_id: String,
+    /// The attempt that completed it.
     pub attempt: u32,
+    /// What it reported it did.
     pub notes: String,
+    /// What it produced.
     pub artifacts: Vec<String>,
+    /// The context entries it set.
     pub context_updates: BTreeMap<String, String>,
+    /// Its structured result, as compact JSON (empty: none).
     pub result: String,
+    /// The model its usage is from.
     pub model: String,
+    /// The tokens it used.
     pub usage: Usage,
 }
 
 /// A checked reset or rerun: everything the new run starts with.
 #[derive(Debug, Clone)]
 pub struct ResetPlan {
+    /// A reset or a rerun.
     pub kind: ResetKind,
+    /// The run it is made from.
     pub from_run_id: String,
     /// The index of the step the new run starts at.
     pub start_index: usize,
+    /// The id of the step it starts at.
     pub step_id: String,
+    /// Its goal.
     pub goal: String,
     /// The new run's starting context (before the carried steps' updates).
     pub context: BTreeMap<String, String>,
+    /// The steps before the start, carried over as they completed.
     pub carried: Vec<CarriedStep>,
+    /// Why, recorded in both runs' history.
     pub reason: String,
 }
 

@@ -42,20 +42,36 @@ pub enum SizeError {
          {MAX_PENDING_SIGNAL_BYTES} (max pending signal bytes); the worker running its step \
          takes them on its next heartbeat"
     )]
-    PendingSignals { run_id: String, bytes: usize },
+    /// The signals pending would pass their limit.
+    PendingSignals {
+        /// The run.
+        run_id: String,
+        /// Their bytes.
+        bytes: usize,
+    },
     #[error(
         "the context of run {run_id} would be {bytes} bytes, more than the limit of \
          {MAX_CONTEXT_BYTES} (max context bytes)"
     )]
-    Context { run_id: String, bytes: usize },
+    /// The context would pass its limit.
+    Context {
+        /// The run.
+        run_id: String,
+        /// Its bytes.
+        bytes: usize,
+    },
     #[error(
         "step {step} of run {run_id} would carry {bytes} bytes (goal, context, prompt, earlier \
          steps' notes, artifacts and results, pending signals), more than the limit of {MAX_TASK_BYTES} \
          (max task bytes)"
     )]
+    /// A step's task would pass its limit.
     Task {
+        /// The run.
         run_id: String,
+        /// The step.
         step: String,
+        /// The task's bytes.
         bytes: usize,
     },
 }

@@ -13,12 +13,16 @@ pub struct Usage {
     /// Input tokens not read from the prompt cache.
     #[serde(rename = "inputTokens")]
     pub input: u64,
+    /// Output tokens.
     #[serde(rename = "outputTokens")]
     pub output: u64,
+    /// Input tokens read from the prompt cache.
     #[serde(rename = "cacheReadTokens")]
     pub cache_read: u64,
+    /// Input tokens written to the prompt cache.
     #[serde(rename = "cacheWriteTokens")]
     pub cache_write: u64,
+    /// The estimated cost, in US dollars (0: no price known).
     #[serde(rename = "costUsd")]
     pub cost_usd: f64,
 }
@@ -32,6 +36,7 @@ impl Usage {
             .saturating_add(self.cache_write)
     }
 
+    /// Whether nothing was used.
     pub fn is_zero(&self) -> bool {
         self.total() == 0 && self.cost_usd == 0.0
     }
@@ -74,7 +79,9 @@ impl Usage {
 /// A run's budget (none: unlimited): from its StartRun, else its definition.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RunBudget {
+    /// Most tokens the run may use, all kinds counted.
     pub max_tokens: Option<u64>,
+    /// Most estimated cost the run may reach, in US dollars.
     pub max_cost_usd: Option<f64>,
 }
 

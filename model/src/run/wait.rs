@@ -61,7 +61,9 @@ impl ParentClosePolicy {
 /// How a child run ended, as its parent learns it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChildOutcome {
+    /// The child run.
     pub run_id: String,
+    /// How it ended.
     pub status: RunStatus,
     /// The notes of its last completed step, or its failure.
     pub notes: String,
@@ -149,6 +151,7 @@ pub fn quoted_result(result: &str, max: usize) -> serde_json::Value {
 pub enum WaitOn {
     /// Child runs of this run: the step resumes once every one has closed.
     Children {
+        /// The children, in the order they were started.
         run_ids: Vec<String>,
         /// The outcomes of those that have closed, in the order they closed.
         done: Vec<ChildOutcome>,
@@ -181,7 +184,9 @@ impl WaitOn {
 /// A step's wait in progress.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Waiting {
+    /// What it waits for.
     pub on: WaitOn,
+    /// When it began.
     pub since_ms: Millis,
     /// When the wait times out (a `WaitTimeout` timer row is armed for it).
     pub deadline_ms: Option<Millis>,
@@ -192,8 +197,11 @@ pub struct Waiting {
 /// A child run started under a step's lease, as its parent records it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChildStarted {
+    /// The child run.
     pub run_id: String,
+    /// The workflow it runs.
     pub workflow_id: String,
+    /// What becomes of it when the parent closes first.
     pub parent_close_policy: ParentClosePolicy,
 }
 

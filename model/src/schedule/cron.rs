@@ -39,11 +39,17 @@ const MAX_SEARCHES: usize = 16;
 /// A field of a cron expression.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CronField {
+    /// Seconds (six-field expressions only).
     Second,
+    /// Minutes.
     Minute,
+    /// Hours.
     Hour,
+    /// Days of the month.
     DayOfMonth,
+    /// Months.
     Month,
+    /// Days of the week.
     DayOfWeek,
 }
 
@@ -97,31 +103,53 @@ const SIX_FIELDS: [CronField; 6] = [
 /// Why a cron expression was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CronProblem {
+    /// The expression is empty.
     #[error("the expression is empty")]
     Empty,
+    /// The expression is too long.
     #[error("{len} bytes; at most {MAX_EXPRESSION_LEN}")]
-    TooLong { len: usize },
+    TooLong {
+        /// Its length, in bytes.
+        len: usize,
+    },
+    /// Neither 5 nor 6 fields.
     #[error("{found} fields; expected 5 (minute hour day-of-month month day-of-week) or 6 (second first)")]
-    FieldCount { found: usize },
+    FieldCount {
+        /// How many there are.
+        found: usize,
+    },
+    /// An `@` alias that does not exist.
     #[error("unknown alias {0:?}; known: @yearly @annually @monthly @weekly @daily @hourly")]
     UnknownAlias(String),
+    /// A time zone the IANA database does not know.
     #[error("unknown time zone {0:?}")]
     UnknownTimeZone(String),
+    /// A value outside its field's range.
     #[error("{field} field: {value} is out of range {min}-{max}")]
     OutOfRange {
+        /// The field.
         field: CronField,
+        /// The value as written.
         value: String,
+        /// The field's least value.
         min: u64,
+        /// The field's greatest value.
         max: u64,
     },
+    /// A field that does not parse.
     #[error("{field} field {text:?}: {reason}")]
     Field {
+        /// The field.
         field: CronField,
+        /// The field as written.
         text: String,
+        /// What is wrong with it.
         reason: String,
     },
+    /// Refused by the cron parser, with its message.
     #[error("{0}")]
     Invalid(String),
+    /// The expression matches no date.
     #[error("matches no date (like 30 February)")]
     NeverFires,
 }

@@ -16,24 +16,44 @@ const DAY_MS: Millis = 24 * HOUR_MS;
 /// Why an interval was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IntervalProblem {
+    /// The text is too long.
     #[error("{len} bytes; at most {MAX_INTERVAL_TEXT}")]
-    TooLong { len: usize },
+    TooLong {
+        /// Its length, in bytes.
+        len: usize,
+    },
     #[error(
         "expected `every <duration>` or `every <duration> offset <duration>`, like `every 15m offset 2m`"
     )]
+    /// Not `every <duration> [offset <duration>]`.
     Syntax,
     #[error(
         "{text:?} is not a duration: {reason} (write numbers with units ms, s, m, h, d, w, like 90s or 1h30m)"
     )]
-    Duration { text: String, reason: &'static str },
+    /// A duration that does not parse.
+    Duration {
+        /// The duration as written.
+        text: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The interval is zero.
     #[error("the interval is zero")]
     Zero,
+    /// The interval is shorter than one second.
     #[error("the interval is shorter than one second")]
     TooShort,
+    /// The interval is longer than 366 days.
     #[error("the interval is longer than 366 days; use a cron expression")]
     TooLarge,
+    /// The offset is not smaller than the interval.
     #[error("the offset ({offset}) is not smaller than the interval ({every})")]
-    OffsetNotSmaller { every: String, offset: String },
+    OffsetNotSmaller {
+        /// The interval as written.
+        every: String,
+        /// The offset as written.
+        offset: String,
+    },
 }
 
 /// A checked interval with its offset, both in milliseconds.

@@ -45,15 +45,22 @@ pub const MAX_SCHEDULE_ID: usize = MAX_NAME - RUN_ID_SUFFIX_LEN;
 /// Why a schedule id or a fire was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FireError {
+    /// The schedule id is empty.
     #[error("schedule id is empty")]
     EmptyScheduleId,
     #[error(
         "schedule id is {len} bytes; at most {MAX_SCHEDULE_ID}, so that a fire's run id \
          (the id and {RUN_ID_SUFFIX_LEN} bytes of due time) stays within {MAX_NAME}"
     )]
-    ScheduleIdTooLong { len: usize },
+    /// The schedule id is too long.
+    ScheduleIdTooLong {
+        /// Its length, in bytes.
+        len: usize,
+    },
+    /// The schedule id holds a character names may not.
     #[error("schedule id may hold only {NAME_CHARACTERS}")]
     ScheduleIdCharacter,
+    /// A due time outside the years 1970 to 9999.
     #[error("due time {0} ms is outside 1970-01-01 to 9999-12-31")]
     DueOutOfRange(Millis),
 }

@@ -64,42 +64,90 @@ pub struct SpecDoc {
 /// index) and says what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
+    /// The spec's JSON does not fit its shape.
     #[error("{path}: {message}")]
-    Json { path: String, message: String },
+    Json {
+        /// The JSON path of the problem.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Neither cron expressions nor an interval.
     #[error("spec: give cron expressions or an interval")]
     NoCalendar,
+    /// Both cron expressions and an interval.
     #[error("spec: give cron expressions or an interval, not both")]
     CronAndInterval,
+    /// More cron expressions than allowed.
     #[error("cron: {count} expressions; at most {MAX_CRON_EXPRESSIONS}")]
-    TooManyCron { count: usize },
+    TooManyCron {
+        /// How many were given.
+        count: usize,
+    },
+    /// A cron expression that does not parse or never fires.
     #[error("cron[{index}] {expression:?}: {problem}")]
     Cron {
+        /// Its index in the list.
         index: usize,
+        /// The expression.
         expression: String,
+        /// What is wrong with it.
         problem: CronProblem,
     },
+    /// An interval that does not parse or is out of range.
     #[error("interval {text:?}: {problem}")]
-    Interval { text: String, problem: IntervalProblem },
+    Interval {
+        /// The interval as given.
+        text: String,
+        /// What is wrong with it.
+        problem: IntervalProblem,
+    },
+    /// A time zone the IANA database does not know.
     #[error("timeZone: unknown time zone {0:?}")]
     UnknownTimeZone(String),
+    /// A time zone given with an interval.
     #[error("timeZone: applies to cron expressions only; an interval counts from the Unix epoch")]
     TimeZoneWithInterval,
+    /// A start or end time that is not RFC 3339.
     #[error("{field}: {value:?} is not an RFC 3339 time ({reason})")]
     BadTime {
+        /// `startTime` or `endTime`.
         field: &'static str,
+        /// The value given.
         value: String,
+        /// The parser's reason.
         reason: String,
     },
+    /// A start or end time outside the years 1970 to 9999.
     #[error("{field}: {value:?} is outside 1970-01-01 to 9999-12-31")]
-    TimeOutOfRange { field: &'static str, value: String },
+    TimeOutOfRange {
+        /// `startTime` or `endTime`.
+        field: &'static str,
+        /// The value given.
+        value: String,
+    },
+    /// An end time before the start time.
     #[error("endTime {end:?} is before startTime {start:?}")]
-    EndBeforeStart { start: String, end: String },
+    EndBeforeStart {
+        /// The start time given.
+        start: String,
+        /// The end time given.
+        end: String,
+    },
+    /// Remaining actions out of range.
     #[error("remainingActions: must be 1 to {MAX_REMAINING_ACTIONS} (omit it for no limit), not {0}")]
     RemainingActions(u64),
+    /// Jitter larger than allowed.
     #[error("jitterSeconds: {0} is more than {MAX_JITTER_SECONDS}")]
     JitterTooLarge(u64),
+    /// Jitter not shorter than the interval.
     #[error("jitterSeconds: {jitter} must be shorter than the interval ({interval_seconds} s)")]
-    JitterNotBelowInterval { jitter: u64, interval_seconds: i64 },
+    JitterNotBelowInterval {
+        /// The jitter, in seconds.
+        jitter: u64,
+        /// The interval, in seconds.
+        interval_seconds: i64,
+    },
 }
 
 /// When a schedule fires.

@@ -48,12 +48,18 @@ pub const MAX_REQUEST_IDS: usize = 32;
 /// What to do with a fire while the schedule is busy.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Overlap {
+    /// Skip the fire.
     #[default]
     Skip,
+    /// Buffer it if nothing waits yet, else skip it.
     BufferOne,
+    /// Buffer it.
     BufferAll,
+    /// Request cancellation of the open runs; start when they have closed.
     CancelOther,
+    /// Terminate the open runs and start, in one commit.
     TerminateOther,
+    /// Start anyway.
     AllowAll,
 }
 
@@ -131,8 +137,11 @@ impl MissReason {
 /// A schedule's policies.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policies {
+    /// What to do with a fire while the schedule is busy.
     pub overlap: Overlap,
+    /// How late a fire may still be taken; older ones are counted as missed.
     pub catchup_window_ms: Millis,
+    /// Pause the schedule when a run it started fails.
     pub pause_on_failure: bool,
 }
 
@@ -150,10 +159,13 @@ impl Default for Policies {
 /// templates over `{{scheduledTime}}` and `{{scheduleId}}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Action {
+    /// The workflow each fire runs.
     pub workflow_id: String,
     /// Empty: the workflow's own queue.
     pub task_queue: String,
+    /// The goal, a template.
     pub goal: String,
+    /// The context, each value a template.
     pub context: BTreeMap<String, String>,
     /// Search attributes of each run it starts (name → text, not templates), read
     /// by the namespace's declarations at each fire.
@@ -164,28 +176,37 @@ pub struct Action {
 /// resolved when it is taken) and where it came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pending {
+    /// When it was due.
     pub due: Millis,
+    /// The policy it asked for (none: the schedule's).
     pub overlap: Option<Overlap>,
+    /// Where it came from.
     pub origin: Origin,
 }
 
 /// A fire that started a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActionRecord {
+    /// When it was due.
     pub due: Millis,
     /// When the run was started.
     pub actual: Millis,
+    /// The run it started.
     pub run_id: String,
     /// The run's status as last seen.
     pub status: RunStatus,
+    /// Where it came from.
     pub origin: Origin,
 }
 
 /// A fire that started no run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MissedRecord {
+    /// When it was due.
     pub due: Millis,
+    /// Why it started no run.
     pub reason: MissReason,
+    /// When it was counted.
     pub recorded: Millis,
 }
 
@@ -194,9 +215,13 @@ pub struct MissedRecord {
 pub struct Counters {
     /// Fires that started a run.
     pub taken: u64,
+    /// Fires skipped because the schedule was busy.
     pub skipped_overlap: u64,
+    /// Fires older than the catch-up window.
     pub missed_catchup_window: u64,
+    /// Fires the full buffer (or the open-run cap) turned away.
     pub buffer_overflow: u64,
+    /// Starts that were refused.
     pub start_failed: u64,
 }
 
@@ -225,8 +250,11 @@ impl Counters {
 /// A run to start for a fire.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StartFire {
+    /// When it was due.
     pub due: Millis,
+    /// The run id to start it as.
     pub run_id: String,
+    /// Where it came from.
     pub origin: Origin,
 }
 
@@ -236,10 +264,15 @@ pub enum Effect {
     /// Start the fire's run (an existing run of that id counts as started).
     Start(StartFire),
     /// Request cancellation of a run (a closed one is left as it is).
-    RequestCancel { run_id: String },
+    RequestCancel {
+        /// The run.
+        run_id: String,
+    },
     /// Terminate these runs and start the fire's run, in one commit.
     TerminateAndStart {
+        /// The runs to terminate.
         terminate: Vec<String>,
+        /// The run to start.
         start: StartFire,
     },
     /// Keep one timer at this time (`None`: no timer), replacing the current one.
@@ -249,16 +282,30 @@ pub enum Effect {
 /// Why an input was refused. Nothing changed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
+    /// The schedule has no remaining actions.
     #[error("the schedule has no remaining actions")]
     NoRemainingActions,
+    /// A backfill range ends before it starts.
     #[error("backfill[{index}]: start time {start} ms is after end time {end} ms")]
     BackfillReversed {
+        /// The range's index in the request.
         index: usize,
+        /// Its start time.
         start: Millis,
+        /// Its end time.
         end: Millis,
     },
+    /// A backfill range ends in the future.
     #[error("backfill[{index}]: end time {end} ms is in the future (now {now} ms); backfill covers the past")]
-    BackfillInFuture { index: usize, end: Millis, now: Millis },
+    BackfillInFuture {
+        /// The range's index in the request.
+        index: usize,
+        /// Its end time.
+        end: Millis,
+        /// The time now.
+        now: Millis,
+    },
+    /// The backfill ranges hold more than [`MAX_BACKFILL_FIRES`] fire times.
     #[error("backfill: the ranges hold more than {MAX_BACKFILL_FIRES} fire times; backfill a shorter range")]
     BackfillTooMany,
 }
@@ -266,12 +313,19 @@ pub enum Refusal {
 /// One schedule: what it is and where it stands.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Schedule {
+    /// Its namespace.
     pub namespace: String,
+    /// Its id.
     pub id: String,
+    /// When it fires.
     pub spec: ScheduleSpec,
+    /// What a fire starts.
     pub action: Action,
+    /// Its policies.
     pub policies: Policies,
+    /// Free text kept with it.
     pub memo: String,
+    /// Paused: due times pass without fires.
     pub paused: bool,
     /// Why it is (or was last) paused or unpaused.
     pub note: String,
@@ -283,10 +337,15 @@ pub struct Schedule {
     pub running: Vec<String>,
     /// Starts waiting for the open runs to close, oldest first.
     pub buffer: VecDeque<Pending>,
+    /// The last fires that started a run (at most [`MAX_RECENT`]).
     pub recent_actions: VecDeque<ActionRecord>,
+    /// The last fires that started none (at most [`MAX_RECENT`]).
     pub recent_missed: VecDeque<MissedRecord>,
+    /// Full counts of what it did and did not do.
     pub counters: Counters,
+    /// When it was created.
     pub create_ms: Millis,
+    /// When it was last changed.
     pub update_ms: Millis,
     /// Recent create and patch request ids, for idempotent retries.
     pub request_ids: VecDeque<String>,
@@ -297,24 +356,38 @@ pub struct Schedule {
 /// What a new schedule is made of.
 #[derive(Debug, Clone)]
 pub struct NewSchedule {
+    /// Its namespace.
     pub namespace: String,
+    /// Its id.
     pub id: String,
+    /// When it fires.
     pub spec: ScheduleSpec,
+    /// What a fire starts.
     pub action: Action,
+    /// Its policies.
     pub policies: Policies,
+    /// Free text kept with it.
     pub memo: String,
+    /// Created paused.
     pub paused: bool,
+    /// Why it is paused (empty: no reason given).
     pub note: String,
+    /// Actions it may take (none: unlimited).
     pub remaining: Option<u64>,
 }
 
 /// A full replacement of what a schedule is (its state stays).
 #[derive(Debug, Clone)]
 pub struct ScheduleUpdate {
+    /// When it fires.
     pub spec: ScheduleSpec,
+    /// What a fire starts.
     pub action: Action,
+    /// Its policies.
     pub policies: Policies,
+    /// Actions it may still take (none: unlimited).
     pub remaining: Option<u64>,
+    /// Free text kept with it.
     pub memo: String,
 }
 

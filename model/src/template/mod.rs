@@ -65,7 +65,12 @@ pub enum Piece<'t> {
     Placeholder(Placeholder<'t>),
     /// A `{{` that no `}}` follows, and everything from it to the end: the last
     /// piece, and text unless a vocabulary refuses it.
-    Unclosed { at: usize, text: &'t str },
+    Unclosed {
+        /// Where the `{{` is, in bytes.
+        at: usize,
+        /// The text from it to the end.
+        text: &'t str,
+    },
 }
 
 /// Splits a template into [`Piece`]s. Every byte of the template is in exactly
@@ -372,6 +377,7 @@ pub struct Unclosed {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("more than {max} placeholders")]
 pub struct TooMany {
+    /// The vocabulary's limit.
     pub max: usize,
 }
 
@@ -379,6 +385,7 @@ pub struct TooMany {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("renders to more than {max} bytes")]
 pub struct TooLong {
+    /// The limit, in bytes.
     pub max: usize,
 }
 

@@ -23,7 +23,9 @@ pub const MAX_PATH_BYTES: usize = 256;
 /// One step of a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
+    /// An object's member, by name.
     Key(String),
+    /// An array's element, from 0.
     Index(usize),
 }
 

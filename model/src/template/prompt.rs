@@ -101,7 +101,9 @@ fn refusal(var: &str, at: usize, later: &[&str]) -> String {
 /// What a prompt template is filled from.
 #[derive(Debug, Clone, Copy)]
 pub struct PromptValues<'a> {
+    /// The run's goal.
     pub goal: &'a str,
+    /// The run's context.
     pub context: &'a BTreeMap<String, String>,
     /// Earlier steps' results, in step order: (step id, result as JSON text, empty
     /// for none).

@@ -34,6 +34,7 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// The mode's name, as in the API (`parallel` ...).
     pub fn name(self) -> &'static str {
         match self {
             Self::Parallel => "parallel",
@@ -68,13 +69,17 @@ pub enum Source {
 /// goal and context rendered from the JSON payload.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Trigger {
+    /// Its namespace.
     pub namespace: String,
+    /// Its id, the last segment of its URL.
     pub id: String,
+    /// The workflow each delivery starts.
     pub workflow_id: String,
     /// Empty: the workflow's.
     pub task_queue: String,
     /// Templates over the payload ([`crate::template::payload`]).
     pub goal: String,
+    /// The context, each value a template over the payload.
     pub context: BTreeMap<String, String>,
     /// Search attributes of the runs it starts: name → template over the payload,
     /// rendered and then read by the namespace's declarations.
@@ -92,14 +97,19 @@ pub struct Trigger {
     pub dedup_header: String,
     /// Template of the concurrency key (empty: every delivery runs in parallel).
     pub concurrency_key: String,
+    /// How deliveries with the same concurrency key run.
     pub mode: Mode,
+    /// Free text about it.
     pub description: String,
+    /// Where it was defined.
     pub source: Source,
     /// What the trigger polls (`None`: a webhook trigger).
     pub poll: Option<poll::PollSource>,
     /// The poll's cursor and status (default for a webhook trigger).
     pub poll_state: poll::PollState,
+    /// When it was created.
     pub created_ms: Millis,
+    /// When it was last changed.
     pub updated_ms: Millis,
     /// The latest deliveries that started or queued a run, oldest first (at most
     /// [`RECENT_DELIVERIES`]): what the trigger did lately, for its describe.
@@ -113,8 +123,11 @@ pub const RECENT_DELIVERIES: usize = 20;
 /// run it started or queued, and what became of it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecentDelivery {
+    /// When the delivery came.
     pub received_ms: Millis,
+    /// Its delivery id (empty: none was sent).
     pub delivery_id: String,
+    /// The run it started or queued.
     pub run_id: String,
     /// `started`, `queued` (behind its concurrency key's open run) or `replaced`
     /// (the key's open run was canceled for it).
@@ -131,6 +144,7 @@ impl Trigger {
         }
     }
 
+    /// The header carrying the signature.
     pub fn signature_header(&self) -> &str {
         if self.signature_header.is_empty() {
             DEFAULT_SIGNATURE_HEADER
@@ -139,6 +153,7 @@ impl Trigger {
         }
     }
 
+    /// The header carrying the delivery id.
     pub fn dedup_header(&self) -> &str {
         if self.dedup_header.is_empty() {
             DEFAULT_DEDUP_HEADER
@@ -156,7 +171,9 @@ impl Trigger {
 /// A delivery remembered for deduplication: the run it answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookDelivery {
+    /// The run the delivery answered.
     pub run_id: String,
+    /// When the delivery came.
     pub received_ms: Millis,
 }
 
@@ -164,13 +181,21 @@ pub struct HookDelivery {
 /// needs: the rendered goal and context, and the run id its delivery was answered.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueuedStart {
+    /// The run id its delivery was answered.
     pub run_id: String,
+    /// The workflow to start.
     pub workflow_id: String,
+    /// The rendered goal.
     pub goal: String,
+    /// The rendered context.
     pub context: BTreeMap<String, String>,
+    /// The queue of its steps (empty: the workflow's).
     pub task_queue: String,
+    /// Its callback URL (empty: none).
     pub callback_url: String,
+    /// Who starts it.
     pub identity: String,
+    /// When the delivery came.
     pub received_ms: Millis,
     /// Its search attributes, rendered (name → text).
     pub attributes: BTreeMap<String, String>,
@@ -181,7 +206,9 @@ pub struct QueuedStart {
 /// The trigger and key a run holds, for the hook on its close.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyHolder {
+    /// The trigger.
     pub trigger_id: String,
+    /// The rendered concurrency key.
     pub key: String,
 }
 

@@ -44,6 +44,7 @@ impl SourceKind {
     /// Every kind, for messages.
     pub const ALL: [Self; 3] = [Self::GithubIssues, Self::GithubPulls, Self::GitlabMergeRequests];
 
+    /// The kind's name, as in a trigger's spec (`github-issues` ...).
     pub fn name(self) -> &'static str {
         match self {
             Self::GithubIssues => "github-issues",
@@ -52,10 +53,12 @@ impl SourceKind {
         }
     }
 
+    /// The kind a name stands for.
     pub fn parse(text: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.name() == text)
     }
 
+    /// Whether it polls GitLab.
     pub fn is_gitlab(self) -> bool {
         self == Self::GitlabMergeRequests
     }
@@ -128,6 +131,7 @@ impl Events {
         Ok(e)
     }
 
+    /// The events it counts, by name (`new`, `labeled`, `updated`).
     pub fn names(self) -> Vec<String> {
         let mut out = Vec::new();
         for (on, name) in [
@@ -147,6 +151,7 @@ impl Events {
 /// instead of from webhook deliveries.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PollSource {
+    /// What it lists.
     pub kind: SourceKind,
     /// `owner/name` on GitHub; the project's path (`group/sub/name`) on GitLab.
     pub repo: String,
@@ -161,11 +166,14 @@ pub struct PollSource {
     pub state: String,
     /// The login (GitHub) or username (GitLab) that opened the item; empty: anyone.
     pub author: String,
+    /// Which changes of an item start a run.
     pub events: Events,
+    /// How often it polls, in milliseconds.
     pub every_ms: u64,
 }
 
 impl PollSource {
+    /// The API's base URL, without a trailing slash.
     pub fn base_url(&self) -> &str {
         let b = if self.base_url.is_empty() {
             self.kind.default_base_url()
@@ -175,6 +183,7 @@ impl PollSource {
         b.trim_end_matches('/')
     }
 
+    /// The item state it asks for.
     pub fn state(&self) -> &str {
         if self.state.is_empty() {
             self.kind.default_state()
@@ -321,6 +330,7 @@ pub struct PollState {
     pub since: String,
     /// The first page's `ETag`, and the URL it answered.
     pub etag: String,
+    /// The URL that `etag` answered.
     pub etag_url: String,
     /// Items created before this are never `new` (when polling began).
     pub baseline_ms: Millis,
@@ -330,12 +340,15 @@ pub struct PollState {
     pub next_poll_ms: Millis,
     /// The last poll's error (empty: it succeeded).
     pub last_error: String,
+    /// When it failed.
     pub last_error_ms: Millis,
     /// Polls that failed in a row (the backoff grows with it).
     pub errors: u32,
+    /// Polls made.
     pub polls: u64,
     /// Items fetched that passed the filters.
     pub items_seen: u64,
+    /// Runs the polls started.
     pub runs_started: u64,
 }
 
@@ -344,12 +357,17 @@ pub struct PollState {
 pub struct Item {
     /// The number (GitHub) or `iid` (GitLab), as text.
     pub id: String,
+    /// When it was created.
     pub created_ms: Millis,
+    /// When it last changed.
     pub updated_ms: Millis,
     /// `updated_at` as the API wrote it (the cursor, and part of a key).
     pub updated_at: String,
+    /// Its labels.
     pub labels: Vec<String>,
+    /// Its state (`open`, `closed`, `opened` ...).
     pub state: String,
+    /// Who opened it.
     pub author: String,
     /// A GitHub pull request (the issues listing has both).
     pub is_pull: bool,
@@ -436,7 +454,9 @@ pub fn matches(src: &PollSource, it: &Item) -> bool {
 /// (`new`, `labeled`: one per item) rather than for the dedup window (`updated`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventKey {
+    /// The key.
     pub key: String,
+    /// Kept for as long as the trigger exists.
     pub kept: bool,
 }
 

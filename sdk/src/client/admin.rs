@@ -1,12 +1,10 @@
 //! The `Admin` calls of [`Client`]: API keys, namespaces and their settings,
 //! subscriptions and search attributes, result redelivery, and the store's export.
 
-use std::time::Duration;
-
 use railyard_proto::v1::*;
-use tonic::{Code, Status};
+use tonic::Code;
 
-use super::{Client, ClientError, missing};
+use super::{Client, ClientError, missing, stub};
 
 impl Client {
     /// Creates an API key; the answer holds the whole key, shown this once. Tried
@@ -15,23 +13,12 @@ impl Client {
         &self,
         req: CreateApiKeyRequest,
     ) -> Result<CreateApiKeyResponse, ClientError> {
-        let deadline = self.opts.request_timeout;
-        match tokio::time::timeout(deadline, self.admin().create_api_key(req)).await {
-            Ok(r) => r
-                .map(tonic::Response::into_inner)
-                .map_err(|s| ClientError::from_status(&self.url, s)),
-            Err(_) => Err(ClientError::DeadlineExceeded(format!(
-                "no answer within {deadline:?}"
-            ))),
-        }
+        self.call_once(stub::Admin::create_api_key, req).await
     }
 
+    /// The API keys the request asks for (never the keys themselves).
     pub async fn list_api_keys(&self, req: ListApiKeysRequest) -> Result<ListApiKeysResponse, ClientError> {
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.admin(), req.clone());
-            async move { c.list_api_keys(r).await }
-        })
-        .await
+        self.call(stub::Admin::list_api_keys, req).await
     }
 
     /// Revokes a key (again is a no-op); answers the key as stored.
@@ -39,12 +26,7 @@ impl Client {
         let req = RevokeApiKeyRequest {
             key_id: key_id.into(),
         };
-        let resp = self
-            .retrying(Duration::ZERO, || {
-                let (mut c, r) = (self.admin(), req.clone());
-                async move { c.revoke_api_key(r).await }
-            })
-            .await?;
+        let resp = self.call(stub::Admin::revoke_api_key, req).await?;
         resp.key.ok_or_else(|| ClientError::Other {
             code: Code::Internal,
             message: "the server answered without the key".into(),
@@ -72,28 +54,14 @@ impl Client {
         req: CreateNamespaceRequest,
     ) -> Result<NamespaceInfo, ClientError> {
         // A retried create after a lost answer meets ALREADY_EXISTS: tried once.
-        let deadline = self.opts.request_timeout;
-        let resp = match tokio::time::timeout(deadline, self.admin().create_namespace(req)).await {
-            Ok(r) => r
-                .map(tonic::Response::into_inner)
-                .map_err(|s| ClientError::from_status(&self.url, s))?,
-            Err(_) => {
-                return Err(ClientError::DeadlineExceeded(format!(
-                    "no answer within {deadline:?}"
-                )));
-            }
-        };
+        let resp = self.call_once(stub::Admin::create_namespace, req).await?;
         resp.namespace.ok_or_else(missing)
     }
 
+    /// A namespace's settings.
     pub async fn describe_namespace(&self, name: &str) -> Result<NamespaceInfo, ClientError> {
         let req = DescribeNamespaceRequest { name: name.into() };
-        let resp = self
-            .retrying(Duration::ZERO, || {
-                let (mut c, r) = (self.admin(), req.clone());
-                async move { c.describe_namespace(r).await }
-            })
-            .await?;
+        let resp = self.call(stub::Admin::describe_namespace, req).await?;
         resp.namespace.ok_or_else(missing)
     }
 
@@ -111,12 +79,7 @@ impl Client {
             name: name.into(),
             r#type: type_name.into(),
         };
-        let resp = self
-            .retrying(Duration::ZERO, || {
-                let (mut c, r) = (self.admin(), req.clone());
-                async move { c.add_search_attribute(r).await }
-            })
-            .await?;
+        let resp = self.call(stub::Admin::add_search_attribute, req).await?;
         Ok(resp.search_attributes)
     }
 
@@ -128,12 +91,7 @@ impl Client {
         let req = railyard_proto::v1::ListSearchAttributesRequest {
             namespace: namespace.into(),
         };
-        let resp = self
-            .retrying(Duration::ZERO, || {
-                let (mut c, r) = (self.admin(), req.clone());
-                async move { c.list_search_attributes(r).await }
-            })
-            .await?;
+        let resp = self.call(stub::Admin::list_search_attributes, req).await?;
         Ok(resp.search_attributes)
     }
 
@@ -148,20 +106,15 @@ impl Client {
             namespace: namespace.into(),
             name: name.into(),
         };
-        self.admin()
-            .remove_search_attribute(req)
+        self.call_untimed(stub::Admin::remove_search_attribute, req)
             .await
-            .map(|r| r.into_inner().search_attributes)
-            .map_err(|s| ClientError::from_status(&self.url, s))
+            .map(|r| r.search_attributes)
     }
 
     /// Every namespace the client's key reaches.
     pub async fn list_namespaces(&self) -> Result<Vec<NamespaceInfo>, ClientError> {
         let resp = self
-            .retrying(Duration::ZERO, || {
-                let mut c = self.admin();
-                async move { c.list_namespaces(ListNamespacesRequest {}).await }
-            })
+            .call(stub::Admin::list_namespaces, ListNamespacesRequest {})
             .await?;
         Ok(resp.namespaces)
     }
@@ -172,11 +125,11 @@ impl Client {
     pub async fn export_store(
         &self,
     ) -> Result<tonic::Streaming<railyard_proto::v1::ExportStoreChunk>, ClientError> {
-        self.admin()
-            .export_store(railyard_proto::v1::ExportStoreRequest {})
-            .await
-            .map(|r| r.into_inner())
-            .map_err(|s| ClientError::from_status(&self.url, s))
+        self.call_untimed(
+            stub::Admin::export_store,
+            railyard_proto::v1::ExportStoreRequest {},
+        )
+        .await
     }
 
     /// Changes a namespace's description.
@@ -199,12 +152,7 @@ impl Client {
         &self,
         req: UpdateNamespaceRequest,
     ) -> Result<NamespaceInfo, ClientError> {
-        let resp = self
-            .retrying(Duration::ZERO, || {
-                let (mut c, r) = (self.admin(), req.clone());
-                async move { c.update_namespace(r).await }
-            })
-            .await?;
+        let resp = self.call(stub::Admin::update_namespace, req).await?;
         resp.namespace.ok_or_else(missing)
     }
 
@@ -219,7 +167,7 @@ impl Client {
             namespace: namespace.into(),
             subscription: Some(subscription),
         };
-        let resp = self.once(self.admin().subscribe_namespace(req)).await?;
+        let resp = self.call_once(stub::Admin::subscribe_namespace, req).await?;
         resp.namespace.ok_or_else(missing)
     }
 
@@ -233,41 +181,20 @@ impl Client {
             namespace: namespace.into(),
             subscription_id: subscription_id.into(),
         };
-        let resp = self.once(self.admin().unsubscribe_namespace(req)).await?;
+        let resp = self.call_once(stub::Admin::unsubscribe_namespace, req).await?;
         resp.namespace.ok_or_else(missing)
     }
 
     /// Retries a closed run's failed result delivery; answers the targets requeued.
     /// Tried once: a retry after a lost answer would find nothing failed.
     pub async fn redeliver_result(&self, req: RedeliverResultRequest) -> Result<Vec<String>, ClientError> {
-        let resp = self.once(self.history().redeliver_result(req)).await?;
+        let resp = self.call_once(stub::History::redeliver_result, req).await?;
         Ok(resp.targets)
-    }
-
-    /// One call, within the request timeout, never repeated.
-    async fn once<T>(
-        &self,
-        call: impl std::future::Future<Output = Result<tonic::Response<T>, Status>>,
-    ) -> Result<T, ClientError> {
-        let deadline = self.opts.request_timeout;
-        match tokio::time::timeout(deadline, call).await {
-            Ok(r) => r
-                .map(tonic::Response::into_inner)
-                .map_err(|s| ClientError::from_status(&self.url, s)),
-            Err(_) => Err(ClientError::DeadlineExceeded(format!(
-                "no answer within {deadline:?}"
-            ))),
-        }
     }
 
     /// Deletes an empty namespace and revokes its keys.
     pub async fn delete_namespace(&self, name: &str) -> Result<(), ClientError> {
         let req = DeleteNamespaceRequest { name: name.into() };
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.admin(), req.clone());
-            async move { c.delete_namespace(r).await }
-        })
-        .await
-        .map(drop)
+        self.call(stub::Admin::delete_namespace, req).await.map(drop)
     }
 }

@@ -3,30 +3,18 @@
 //! repeat of one that was applied before its answer was lost is refused
 //! (`FAILED_PRECONDITION`: the run no longer awaits approval) and changes nothing.
 
-use std::time::Duration;
-
 use railyard_proto::v1::{ApproveStepRequest, RejectStepRequest};
 
-use super::{Client, ClientError};
+use super::{Client, ClientError, stub};
 
 impl Client {
     /// Approves the held result: the step completes with it.
     pub async fn approve_step(&self, req: ApproveStepRequest) -> Result<(), ClientError> {
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.history(), req.clone());
-            async move { c.approve_step(r).await }
-        })
-        .await
-        .map(drop)
+        self.call(stub::History::approve_step, req).await.map(drop)
     }
 
     /// Rejects the held result with feedback: the step re-opens on the same transcript.
     pub async fn reject_step(&self, req: RejectStepRequest) -> Result<(), ClientError> {
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.history(), req.clone());
-            async move { c.reject_step(r).await }
-        })
-        .await
-        .map(drop)
+        self.call(stub::History::reject_step, req).await.map(drop)
     }
 }

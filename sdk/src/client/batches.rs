@@ -3,32 +3,20 @@
 //! request has none), and starting again with the id, action and query of an
 //! existing batch answers that batch.
 
-use std::time::Duration;
-
-use railyard_proto::v1::batches_client::BatchesClient;
 use railyard_proto::v1::{
     DescribeBatchRequest, DescribeBatchResponse, ListBatchesRequest, ListBatchesResponse, StartBatchRequest,
     StartBatchResponse, StopBatchRequest, StopBatchResponse,
 };
 
-use super::{Authed, Client, ClientError};
+use super::{Client, ClientError, stub};
 
 impl Client {
-    fn batches(&self) -> BatchesClient<Authed> {
-        BatchesClient::with_interceptor(self.channel.clone(), self.auth.clone())
-            .max_decoding_message_size(railyard_proto::MAX_MESSAGE_BYTES)
-    }
-
     /// Starts a batch (or, with `dry_run`, answers what it would match).
     pub async fn start_batch(&self, mut req: StartBatchRequest) -> Result<StartBatchResponse, ClientError> {
         if req.batch_id.is_empty() && !req.dry_run {
             req.batch_id = uuid::Uuid::now_v7().to_string();
         }
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.batches(), req.clone());
-            async move { c.start_batch(r).await }
-        })
-        .await
+        self.call(stub::Batches::start_batch, req).await
     }
 
     /// A batch's progress and the runs it skipped or failed on.
@@ -41,28 +29,16 @@ impl Client {
             namespace: namespace.into(),
             batch_id: batch_id.into(),
         };
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.batches(), req.clone());
-            async move { c.describe_batch(r).await }
-        })
-        .await
+        self.call(stub::Batches::describe_batch, req).await
     }
 
     /// One page of a namespace's batches.
     pub async fn list_batches(&self, req: ListBatchesRequest) -> Result<ListBatchesResponse, ClientError> {
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.batches(), req.clone());
-            async move { c.list_batches(r).await }
-        })
-        .await
+        self.call(stub::Batches::list_batches, req).await
     }
 
     /// Stops a batch; one already ended is answered as it is.
     pub async fn stop_batch(&self, req: StopBatchRequest) -> Result<StopBatchResponse, ClientError> {
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.batches(), req.clone());
-            async move { c.stop_batch(r).await }
-        })
-        .await
+        self.call(stub::Batches::stop_batch, req).await
     }
 }

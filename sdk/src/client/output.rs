@@ -2,12 +2,10 @@
 //! (`Tasks.AppendStepOutput`), and a watcher following a run's output from an offset
 //! (`History.WatchOutput`).
 
+use super::{Client, ClientError, stub};
 use railyard_proto::v1::{
     AppendStepOutputRequest, AppendStepOutputResponse, WatchOutputRequest, WatchOutputResponse,
 };
-use tonic::Status;
-
-use super::{Client, ClientError};
 
 impl Client {
     /// Appends chunks to the output of the step attempt the request's token leases.
@@ -17,17 +15,7 @@ impl Client {
         &self,
         req: AppendStepOutputRequest,
     ) -> Result<AppendStepOutputResponse, ClientError> {
-        let deadline = self.opts.request_timeout;
-        let mut c = self.tasks();
-        match tokio::time::timeout(deadline, c.append_step_output(req)).await {
-            Ok(r) => r
-                .map(tonic::Response::into_inner)
-                .map_err(|status| ClientError::from_status(&self.url, status)),
-            Err(_) => Err(ClientError::from_status(
-                &self.url,
-                Status::deadline_exceeded(format!("no answer within {deadline:?}")),
-            )),
-        }
+        self.call_once(stub::Tasks::append_step_output, req).await
     }
 
     /// A live stream of a run's output from `from_offset` (0: from the start); it
@@ -52,10 +40,6 @@ impl Client {
         &self,
         req: WatchOutputRequest,
     ) -> Result<tonic::Streaming<WatchOutputResponse>, ClientError> {
-        self.history()
-            .watch_output(req)
-            .await
-            .map(|r| r.into_inner())
-            .map_err(|s| ClientError::from_status(&self.url, s))
+        self.call_untimed(stub::History::watch_output, req).await
     }
 }

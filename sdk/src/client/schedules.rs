@@ -1,13 +1,10 @@
 //! The `Schedules` calls of [`Client`]. A create names a request id (one is made
 //! when the request has none), so a retry never creates a schedule twice.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
-
 use railyard_proto::v1::*;
 use tonic::Code;
 
-use super::{Client, ClientError};
+use super::{Client, ClientError, stub};
 
 impl Client {
     /// Creates a schedule. A request id is generated when the request has none, so
@@ -16,12 +13,7 @@ impl Client {
         if req.request_id.is_empty() {
             req.request_id = uuid::Uuid::new_v4().to_string();
         }
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.schedules(), req.clone());
-            async move { c.create_schedule(r).await }
-        })
-        .await
-        .map(|_| ())
+        self.call(stub::Schedules::create_schedule, req).await.map(|_| ())
     }
 
     /// A schedule's spec, policies, state, next fire times and recent actions;
@@ -37,12 +29,7 @@ impl Client {
             schedule_id: schedule_id.into(),
             next_fire_count,
         };
-        let resp = self
-            .retrying(Duration::ZERO, || {
-                let (mut c, r) = (self.schedules(), req.clone());
-                async move { c.describe_schedule(r).await }
-            })
-            .await?;
+        let resp = self.call(stub::Schedules::describe_schedule, req).await?;
         resp.schedule.ok_or_else(|| ClientError::Other {
             code: Code::Internal,
             message: format!("the server described schedule {schedule_id:?} without a schedule"),
@@ -54,22 +41,13 @@ impl Client {
         &self,
         req: ListSchedulesRequest,
     ) -> Result<ListSchedulesResponse, ClientError> {
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.schedules(), req.clone());
-            async move { c.list_schedules(r).await }
-        })
-        .await
+        self.call(stub::Schedules::list_schedules, req).await
     }
 
     /// Replaces a schedule's spec, action and policies (its state is kept). Safe to
     /// repeat: the same request leaves the same schedule.
     pub async fn update_schedule(&self, req: UpdateScheduleRequest) -> Result<(), ClientError> {
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.schedules(), req.clone());
-            async move { c.update_schedule(r).await }
-        })
-        .await
-        .map(|_| ())
+        self.call(stub::Schedules::update_schedule, req).await.map(|_| ())
     }
 
     /// Pauses, unpauses, triggers or backfills a schedule. A request id is generated
@@ -81,11 +59,7 @@ impl Client {
         if req.request_id.is_empty() {
             req.request_id = uuid::Uuid::new_v4().to_string();
         }
-        self.retrying(Duration::ZERO, || {
-            let (mut c, r) = (self.schedules(), req.clone());
-            async move { c.patch_schedule(r).await }
-        })
-        .await
+        self.call(stub::Schedules::patch_schedule, req).await
     }
 
     /// Deletes a schedule; the runs it started are left as they are.
@@ -101,17 +75,6 @@ impl Client {
     /// Deletes a schedule from a full request (with the caller's identity). A retry
     /// that finds the schedule gone after a try whose answer was lost counts as done.
     pub async fn delete_schedule_with(&self, req: DeleteScheduleRequest) -> Result<(), ClientError> {
-        let retried = AtomicBool::new(false);
-        let outcome = self
-            .retrying_noting(Duration::ZERO, &retried, || {
-                let (mut c, r) = (self.schedules(), req.clone());
-                async move { c.delete_schedule(r).await }
-            })
-            .await;
-        match outcome {
-            Ok(_) => Ok(()),
-            Err(ClientError::NotFound(_)) if retried.load(Ordering::Relaxed) => Ok(()),
-            Err(e) => Err(e),
-        }
+        self.call_delete(stub::Schedules::delete_schedule, req).await
     }
 }

@@ -271,7 +271,11 @@ async fn forged_stale_and_foreign_tokens_are_refused_and_change_nothing() {
     );
     let r = w.complete(&task_a.task_token, Completion::notes("late")).await;
     assert!(matches!(r, Err(ClientError::FailedPrecondition(_))), "{r:?}");
-    let r = w.heartbeat(&task_a.task_token, b"cp".to_vec(), vec![], 0).await;
+    let r = w
+        .heartbeat(&task_a.task_token)
+        .checkpoint(b"cp".to_vec())
+        .send()
+        .await;
     assert!(matches!(r, Err(ClientError::FailedPrecondition(_))), "{r:?}");
     let mut after_a = before_a.clone();
     after_a.push("StepFailed".into());
@@ -307,7 +311,9 @@ async fn an_expired_lease_goes_to_the_next_attempt_with_the_checkpoint() {
         (build.step_id.as_str(), build.heartbeat_timeout_ms),
         ("build", 5000)
     );
-    w1.heartbeat(&build.task_token, b"turn 3 transcript".to_vec(), vec![], 0)
+    w1.heartbeat(&build.task_token)
+        .checkpoint(b"turn 3 transcript".to_vec())
+        .send()
         .await
         .unwrap();
     // w1 goes silent. Past the heartbeat deadline, the step times out and backs off 1 s.
@@ -519,11 +525,13 @@ async fn signals_and_cancellation_reach_the_worker() {
     assert!(
         matches!(h.client.signal_run(bad).await, Err(ClientError::InvalidArgument(m)) if m.starts_with("payload_json"))
     );
-    let hb = w.heartbeat(&task.task_token, vec![], vec![], 0).await.unwrap();
+    let hb = w.heartbeat(&task.task_token).send().await.unwrap();
     assert_eq!(hb.signals.len(), 1);
     assert_eq!(hb.signals[0].payload_json, "\"focus on tests\"");
     let hb = w
-        .heartbeat(&task.task_token, vec![], vec![], hb.signals[0].event_id)
+        .heartbeat(&task.task_token)
+        .ack_signals(hb.signals[0].event_id)
+        .send()
         .await
         .unwrap();
     assert!(hb.signals.is_empty() && !hb.cancel_requested);
@@ -534,7 +542,7 @@ async fn signals_and_cancellation_reach_the_worker() {
         })
         .await
         .unwrap();
-    let hb = w.heartbeat(&task.task_token, vec![], vec![], 0).await.unwrap();
+    let hb = w.heartbeat(&task.task_token).send().await.unwrap();
     assert!(hb.cancel_requested);
     let f = Failure {
         error_type: "canceled".into(),
@@ -694,7 +702,9 @@ async fn a_lease_taken_before_a_restart_still_expires() {
         .await
         .unwrap();
     let build = poll(&w1).await;
-    w1.heartbeat(&build.task_token, b"before restart".to_vec(), vec![], 0)
+    w1.heartbeat(&build.task_token)
+        .checkpoint(b"before restart".to_vec())
+        .send()
         .await
         .unwrap();
     server.shutdown().await;
@@ -806,10 +816,43 @@ async fn health_and_reflection_are_served() {
         panic!("unexpected reflection answer {answer:?}");
     };
     let names: Vec<_> = list.service.iter().map(|s| s.name.as_str()).collect();
-    assert!(
-        names.contains(&"railyard.v1.History") && names.contains(&"railyard.v1.Tasks"),
-        "{names:?}"
-    );
+    for service in ["History", "Tasks", "Schedules", "Batches", "Triggers", "Admin"] {
+        assert!(
+            names.contains(&format!("railyard.v1.{service}").as_str()),
+            "{names:?}"
+        );
+    }
+    // A service's file names the file of the shared messages it imports, and that
+    // one is served by its name too: a client can resolve every type of its methods.
+    let mut files = async |request: MessageRequest| {
+        let req = ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(request),
+        };
+        let mut answers = reflection
+            .server_reflection_info(tokio_stream::iter([req]))
+            .await
+            .unwrap()
+            .into_inner();
+        let answer = answers.message().await.unwrap().unwrap();
+        let Some(MessageResponse::FileDescriptorResponse(files)) = answer.message_response else {
+            panic!("unexpected reflection answer {answer:?}");
+        };
+        files
+            .file_descriptor_proto
+            .iter()
+            .map(|bytes| {
+                <prost_types::FileDescriptorProto as prost::Message>::decode(bytes.as_slice()).unwrap()
+            })
+            .collect::<Vec<_>>()
+    };
+    let admin = files(MessageRequest::FileContainingSymbol("railyard.v1.Admin".into())).await;
+    assert_eq!(admin[0].name(), "railyard/v1/admin.proto");
+    assert_eq!(admin[0].dependency, ["railyard/v1/common.proto"]);
+    let common = files(MessageRequest::FileByFilename("railyard/v1/common.proto".into())).await;
+    assert!(common[0].message_type.iter().any(|m| m.name() == "RunInfo"));
+    let run_info = files(MessageRequest::FileContainingSymbol("railyard.v1.RunInfo".into())).await;
+    assert_eq!(run_info[0].name(), "railyard/v1/common.proto");
     h.server.shutdown().await;
 }
 

@@ -42,7 +42,10 @@ async fn lost_repeated_and_reordered_heartbeats_are_refused_and_resent_whole() {
     let mut sync = CheckpointSync::from_task(&task);
     let mut transcript = Vec::new();
     let beat = async |sync: &mut CheckpointSync, transcript: &[u8]| {
-        w.heartbeat_appending(&token, sync, transcript, Vec::new(), 0, Default::default())
+        w.heartbeat(&token)
+            .checkpoint(transcript)
+            .sync(sync)
+            .send()
             .await
             .unwrap()
     };
@@ -78,7 +81,10 @@ async fn lost_repeated_and_reordered_heartbeats_are_refused_and_resent_whole() {
     // A caller that vouches its transcript only grows appends without a comparison
     // or a copy, and recovers a lost answer the same way.
     let grow = async |sync: &mut CheckpointSync, transcript: &[u8]| {
-        w.heartbeat_appending(&token, sync, transcript, Vec::new(), 0, Default::default())
+        w.heartbeat(&token)
+            .checkpoint(transcript)
+            .sync(sync)
+            .send()
             .await
             .unwrap()
     };
@@ -136,7 +142,9 @@ async fn lost_repeated_and_reordered_heartbeats_are_refused_and_resent_whole() {
     // An old-style worker sends the checkpoint whole every time; the answer's digest
     // is that of the whole.
     let r = w
-        .heartbeat(&token, b"old style".to_vec(), Vec::new(), 0)
+        .heartbeat(&token)
+        .checkpoint(b"old style".to_vec())
+        .send()
         .await
         .unwrap();
     assert_eq!(r.checkpoint_digest, digest::full(b"old style").to_vec());
@@ -193,16 +201,12 @@ async fn a_reader_pages_through_the_checkpoint_of_the_step_in_flight() {
     for turn in 0..100u32 {
         let line = format!("{{\"turn\":{turn},\"text\":\"{}\"}}\n", "x".repeat(20_000));
         transcript.extend_from_slice(line.as_bytes());
-        w.heartbeat_appending(
-            &task.task_token,
-            &mut sync,
-            &transcript,
-            Vec::new(),
-            0,
-            Default::default(),
-        )
-        .await
-        .unwrap();
+        w.heartbeat(&task.task_token)
+            .checkpoint(&transcript)
+            .sync(&mut sync)
+            .send()
+            .await
+            .unwrap();
     }
     let head = store
         .snapshot()

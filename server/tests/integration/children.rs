@@ -270,7 +270,7 @@ async fn past_the_depth_or_child_count_limit_a_spawn_is_refused_readably_and_sta
         .await
         .unwrap();
     assert_eq!(ids.len(), 2);
-    w.heartbeat(&task.task_token, vec![], vec![], 0).await.unwrap();
+    w.heartbeat(&task.task_token).send().await.unwrap();
     // A child may not spawn past depth 1.
     let kids = StepWorker::new(client.clone(), "default", "kids", "kid-worker");
     let kid = poll(&kids).await;
@@ -385,7 +385,7 @@ async fn closing_a_parent_cancels_or_terminates_its_children_and_leaves_abandone
         RunStatus::Running,
         "canceled when its worker stops"
     );
-    let hb = kids.heartbeat(&busy.task_token, vec![], vec![], 0).await.unwrap();
+    let hb = kids.heartbeat(&busy.task_token).send().await.unwrap();
     assert!(hb.cancel_requested);
     assert!(
         !events(&client, &parent)
@@ -464,7 +464,9 @@ async fn a_paused_run_suspends_its_step_at_the_next_heartbeat_and_resumes_from_t
 
     // The step in flight learns of it on its heartbeat, and suspends with its checkpoint.
     let hb = w
-        .heartbeat(&task.task_token, b"turn 3".to_vec(), vec![], 0)
+        .heartbeat(&task.task_token)
+        .checkpoint(b"turn 3".to_vec())
+        .send()
         .await
         .unwrap();
     assert!(hb.pause_requested && !hb.cancel_requested);

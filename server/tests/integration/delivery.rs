@@ -14,7 +14,7 @@ use railyard_engine::clock::{Clock, ManualClock};
 use railyard_engine::delivery::sign::{SIGNATURE_HEADER, verify};
 use railyard_engine::delivery::{DeliverySettings, SigningSecret};
 use railyard_proto::v1::{self, DeliveryState, RunStatus};
-use railyard_sdk::{Client, Completion, Failure, HeartbeatExtras, StepWorker};
+use railyard_sdk::{Client, Completion, Failure, StepWorker};
 use railyard_server::{RunningServer, ServerConfig};
 use serde_json::Value;
 use tonic::Code;
@@ -457,18 +457,16 @@ async fn the_payload_carries_each_steps_result_and_usage_and_the_runs_total() {
         .unwrap();
     let w = StepWorker::new(h.client.clone(), "default", "default", "w");
     let a = w.poll(Duration::from_secs(10)).await.unwrap().expect("step a");
-    let used = HeartbeatExtras {
-        usage: Some(v1::TokenUsage {
-            input_tokens: 1200,
-            output_tokens: 300,
-            cache_read_tokens: 50,
-            cache_write_tokens: 7,
-            cost_usd: 0.25,
-        }),
-        model: "claude-x".into(),
-        stuck: Vec::new(),
+    let used = v1::TokenUsage {
+        input_tokens: 1200,
+        output_tokens: 300,
+        cache_read_tokens: 50,
+        cache_write_tokens: 7,
+        cost_usd: 0.25,
     };
-    w.heartbeat_with(&a.task_token, Vec::new(), Vec::new(), 0, used)
+    w.heartbeat(&a.task_token)
+        .usage(used, "claude-x")
+        .send()
         .await
         .unwrap();
     let done = Completion {

@@ -468,7 +468,7 @@ async fn terminate_other_and_cancel_other_through_real_runs() {
     h.advance(MIN);
     let info = h.until("cancel", "buffered", |i| i.buffered.len() == 1).await;
     assert_eq!(info.buffered[0].scheduled_time_unix_ms, T0 + 4 * MIN);
-    let hb = w.heartbeat(&task.task_token, vec![], vec![], 0).await.unwrap();
+    let hb = w.heartbeat(&task.task_token).send().await.unwrap();
     assert!(hb.cancel_requested, "the open run was asked to cancel");
     assert_eq!(h.status(&first).await, v1::RunStatus::Running);
     let f = Failure {

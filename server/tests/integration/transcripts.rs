@@ -75,16 +75,12 @@ impl Fx {
         let task = w.poll(Duration::from_secs(10)).await.unwrap().expect("a task");
         let mut sync = CheckpointSync::from_task(&task);
         for end in (1..=8).map(|i| bytes.len() * i / 8) {
-            w.heartbeat_appending(
-                &task.task_token,
-                &mut sync,
-                &bytes[..end],
-                Vec::new(),
-                0,
-                Default::default(),
-            )
-            .await
-            .unwrap();
+            w.heartbeat(&task.task_token)
+                .checkpoint(&bytes[..end])
+                .sync(&mut sync)
+                .send()
+                .await
+                .unwrap();
         }
         w.complete(&task.task_token, Completion::notes("done"))
             .await

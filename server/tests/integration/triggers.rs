@@ -565,10 +565,7 @@ async fn replace_mode_cancels_the_open_run_and_starts_the_new_one() {
     let task = poll(&w).await;
     assert_eq!(task.run_id, second);
     let third = h.deliver("rep", r#"{"repo":"a/b","n":5,"d":3}"#, &[]).await;
-    let beat = w
-        .heartbeat(&task.task_token, Vec::new(), Vec::new(), 0)
-        .await
-        .unwrap();
+    let beat = w.heartbeat(&task.task_token).send().await.unwrap();
     assert!(beat.cancel_requested);
     assert_eq!(h.run(&third).await.unwrap().status(), RunStatus::Running);
 }

@@ -171,19 +171,14 @@ async fn a_layout_2_data_directory_is_migrated_and_its_runs_go_on_to_completion(
     let fixture = StepWorker::new(client.clone(), "default", "fixture", "w-new");
 
     // The leases the old server handed out are still current, tokens and all.
-    let hb = demo
-        .heartbeat(&rec.tokens["signalled"], Vec::new(), Vec::new(), 0)
-        .await
-        .unwrap();
+    let hb = demo.heartbeat(&rec.tokens["signalled"]).send().await.unwrap();
     let signals: Vec<_> = hb
         .signals
         .iter()
         .map(|s| (s.name.as_str(), s.payload_json.as_str()))
         .collect();
     assert_eq!(signals, [("steer", r#"{"text":"make it rhyme"}"#)]);
-    demo.heartbeat(&rec.tokens["leased"], Vec::new(), Vec::new(), 0)
-        .await
-        .unwrap();
+    demo.heartbeat(&rec.tokens["leased"]).send().await.unwrap();
     demo.complete(
         &rec.tokens["signalled"],
         Completion::notes("researched after all"),
@@ -239,14 +234,10 @@ async fn a_layout_2_data_directory_is_migrated_and_its_runs_go_on_to_completion(
                 let mut sync = railyard_sdk::CheckpointSync::from_task(&task);
                 let grown = [task.checkpoint.as_slice(), b" and more"].concat();
                 let resp = worker
-                    .heartbeat_appending(
-                        &task.task_token,
-                        &mut sync,
-                        &grown,
-                        Vec::new(),
-                        0,
-                        Default::default(),
-                    )
+                    .heartbeat(&task.task_token)
+                    .checkpoint(&grown)
+                    .sync(&mut sync)
+                    .send()
                     .await
                     .unwrap();
                 assert_eq!(resp.checkpoint_length, grown.len() as u64);

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use railyard_proto::v1::{self, StartRunRequest, StuckReport, TokenUsage};
-use railyard_sdk::{Client, ClientError, Completion, HeartbeatExtras, StepWorker};
+use railyard_sdk::{Client, ClientError, Completion, StepWorker};
 use railyard_server::{RunningServer, ServerConfig};
 
 const BUDGETED: &str = r#"{"id":"budgeted","version":"1","name":"Budgeted","maxCostUsd":5,
@@ -24,26 +24,24 @@ async fn poll(w: &StepWorker) -> v1::StepTask {
     w.poll(Duration::from_secs(5)).await.unwrap().expect("a task")
 }
 
-fn usage(input: u64, output: u64, cost_usd: f64) -> HeartbeatExtras {
-    HeartbeatExtras {
-        usage: Some(TokenUsage {
-            input_tokens: input,
-            output_tokens: output,
-            cache_read_tokens: 1000,
-            cache_write_tokens: 0,
-            cost_usd,
-        }),
-        model: "claude-x".into(),
-        stuck: Vec::new(),
+fn usage(input: u64, output: u64, cost_usd: f64) -> TokenUsage {
+    TokenUsage {
+        input_tokens: input,
+        output_tokens: output,
+        cache_read_tokens: 1000,
+        cache_write_tokens: 0,
+        cost_usd,
     }
 }
 
 async fn beat(
     w: &StepWorker,
     task: &v1::StepTask,
-    extras: HeartbeatExtras,
+    usage: TokenUsage,
 ) -> Result<v1::HeartbeatStepTaskResponse, ClientError> {
-    w.heartbeat_with(&task.task_token, Vec::new(), Vec::new(), 0, extras)
+    w.heartbeat(&task.task_token)
+        .usage(usage, "claude-x")
+        .send()
         .await
 }
 
@@ -91,13 +89,18 @@ async fn usage_is_recorded_exported_and_survives_a_restart() {
 
     // Running totals: the second report adds only its growth; a stuck warning is recorded.
     beat(&w, &think, usage(100, 10, 0.01)).await.unwrap();
-    let mut second = usage(300, 30, 0.03);
-    second.stuck.push(StuckReport {
+    let stuck = StuckReport {
         signal: "repeated_call".into(),
         message: "the same list_files 4 times".into(),
         fatal: false,
-    });
-    let resp = beat(&w, &think, second).await.unwrap();
+    };
+    let resp = w
+        .heartbeat(&think.task_token)
+        .usage(usage(300, 30, 0.03), "claude-x")
+        .stuck(vec![stuck])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.budget_exceeded, "");
     w.complete(&think.task_token, Completion::notes("thought"))
         .await

@@ -177,14 +177,10 @@ async fn drive(worker: StepWorker, task: StepTask, plan: Plan) -> anyhow::Result
         transcript.extend_from_slice(&turn_bytes(seed, agent, u64::from(turn)));
         let t0 = Instant::now();
         let resp = worker
-            .heartbeat_appending(
-                &task.task_token,
-                &mut sync,
-                &transcript,
-                Vec::new(),
-                0,
-                Default::default(),
-            )
+            .heartbeat(&task.task_token)
+            .checkpoint(&transcript)
+            .sync(&mut sync)
+            .send()
             .await
             .with_context(|| format!("heartbeat of turn {turn} of run {}", task.run_id))?;
         let took = t0.elapsed();

@@ -30,7 +30,12 @@ pub enum DeliveryTarget {
     Subscription(String),
     /// Issue number `issue` (1-based, in `RunState::issues`) of the run, to the
     /// subscription `subscription` (one that takes `issue.reported`).
-    Issue { subscription: String, issue: u32 },
+    Issue {
+        /// The subscription's id.
+        subscription: String,
+        /// The issue's number, from 1.
+        issue: u32,
+    },
 }
 
 impl DeliveryTarget {
@@ -67,12 +72,16 @@ impl DeliveryTarget {
 /// Where one target's delivery stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeliveryStatus {
+    /// Attempts remain (or one is in flight).
     Pending,
+    /// The target answered with a 2xx status.
     Succeeded,
+    /// The round's attempts ran out, or the failure was not transient.
     Failed,
 }
 
 impl DeliveryStatus {
+    /// The status's name, as in the API (`PENDING` ...).
     pub fn name(self) -> &'static str {
         match self {
             Self::Pending => "PENDING",
@@ -85,17 +94,23 @@ impl DeliveryStatus {
 /// The delivery of a closed run's result to one target.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Delivery {
+    /// Where it goes.
     pub target: DeliveryTarget,
+    /// The URL it is posted to.
     pub url: String,
+    /// Where it stands.
     pub status: DeliveryStatus,
     /// Attempts made, over every round.
     pub attempts: u32,
     /// Attempts made before the current round began (a redelivery starts a round).
     pub round_base: u32,
+    /// When the current round began.
     pub round_started_ms: Millis,
     /// Attempt `attempts` has been handed to the sender and its outcome is not in.
     pub in_flight: bool,
+    /// The last failed attempt's error (empty: none).
     pub last_error: String,
+    /// When the last attempt was made.
     pub last_attempt_ms: Option<Millis>,
     /// When the next attempt is due; none while pending means it waits for another
     /// target's attempt in flight (one per run).
@@ -103,14 +118,16 @@ pub struct Delivery {
 }
 
 /// How hard a target is tried: the retry budget of one round and the shape of the
-/// pauses (the shape of the one retry policy, [`backoff_bounds`]).
+/// pauses (the shape of the one retry policy, `backoff_bounds`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeliveryPolicy {
     /// Tries in one round, the first included.
     pub max_attempts: u32,
     /// No attempt of a round is planned later than this after the round began.
     pub max_elapsed: Duration,
+    /// The shortest first pause.
     pub initial_backoff: Duration,
+    /// No pause is this long or longer.
     pub max_backoff: Duration,
     /// How long an attempt may stay in flight before it counts as failed (the HTTP
     /// timeout plus time in the sender's queue).
@@ -132,10 +149,15 @@ impl Default for DeliveryPolicy {
 /// An attempt to send now: what the sender needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Attempt {
+    /// The run's namespace.
     pub namespace: String,
+    /// The run.
     pub run_id: String,
+    /// Where it goes.
     pub target: DeliveryTarget,
+    /// The URL to post to.
     pub url: String,
+    /// Its number, over every round, from 1.
     pub attempt: u32,
 }
 
@@ -143,9 +165,17 @@ pub struct Attempt {
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttemptOutcome {
     /// A 2xx answer with this status.
-    Delivered { http_status: u16 },
+    Delivered {
+        /// The answer's status.
+        http_status: u16,
+    },
     /// No 2xx answer; `transient` when a later try may get a different one.
-    Failed { error: String, transient: bool },
+    Failed {
+        /// What went wrong.
+        error: String,
+        /// Whether a later try may get a different answer.
+        transient: bool,
+    },
 }
 
 fn ms(d: Duration) -> Millis {
