@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use clap::Args;
 use railyard_config::{ConfigError, Loader};
+use railyard_gateway::sessions::SessionLimits;
 use railyard_server::ServerConfig;
 use railyard_server::engine::ChildLimits;
 use railyard_server::net::{
@@ -21,7 +22,6 @@ use railyard_server::net::{
 };
 use railyard_server::service::triggers::TriggerInput;
 use railyard_server::tls::TlsFiles;
-use railyard_worker::gateway::sessions::SessionLimits;
 
 use super::file::{DeliverySection, ENV, FLAG_NAMES, NetworkList, ServerFile, ServerSection, TriggersFile};
 use crate::serve::builtin;
