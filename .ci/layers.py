@@ -35,6 +35,8 @@ FORBIDDEN = {
     "railyard-gateway": ["railyard-server", "railyard-store", "redb"],
     "railyard-sdk": ["figment", "railyard-config", "railyard-server", "railyard-model"],
     "railyard-proto": ["figment", "railyard-server", "railyard-model"],
+    # The text-cutting helper is below everything: it depends on nothing.
+    "railyard-text": ["railyard-proto", "railyard-model", "tokio", "serde", "chrono"],
 }
 
 

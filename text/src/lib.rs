@@ -1,5 +1,7 @@
 //! Cutting text at a character boundary: the one helper every bounded message,
-//! excerpt and stored note uses.
+//! excerpt and stored note uses. It depends on nothing, so every crate can use it:
+//! the model re-exports it as `railyard_model::text`.
+#![warn(missing_docs)]
 
 /// The longest prefix of `text` of at most `max` bytes that ends on a character
 /// boundary.
