@@ -293,14 +293,8 @@ pub(crate) fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// Text cut to `max` bytes at a character boundary, with how much was left out.
+/// Text cut to `max` bytes at a character boundary, with how many bytes were left out.
 pub(crate) fn cut(text: &str, max: usize) -> (&str, usize) {
-    if text.len() <= max {
-        return (text, 0);
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    (&text[..end], text.len() - end)
+    let kept = railyard_text::prefix(text, max);
+    (kept, text.len() - kept.len())
 }

@@ -89,8 +89,7 @@ pub(crate) fn truncate(text: &str, max: usize) -> String {
     if first.chars().count() <= max && !multi {
         return first.to_string();
     }
-    let keep: String = first.chars().take(max.saturating_sub(1)).collect();
-    format!("{keep}…")
+    format!("{}…", railyard_text::prefix_chars(first, max.saturating_sub(1)))
 }
 
 /// A table of text with a header row, printed with columns aligned by two spaces.

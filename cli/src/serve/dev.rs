@@ -712,13 +712,7 @@ async fn follow(
 
 /// Newlines flattened, at most `max` chars.
 fn one_line(s: &str, max: usize) -> String {
-    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        let cut: String = flat.chars().take(max).collect();
-        format!("{cut}...")
-    }
+    railyard_text::one_line(s, max, "...")
 }
 
 #[cfg(test)]

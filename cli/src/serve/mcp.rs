@@ -43,7 +43,7 @@ fn connect_options(base: ConnectOptions) -> ConnectOptions {
 /// `railyard mcp`: serves MCP on stdin/stdout until the client goes away.
 pub(crate) async fn run(global: &GlobalOpts, args: &McpArgs) -> anyhow::Result<()> {
     if railyard_model::ids::check_name(&args.queue).is_err() {
-        let shown: String = args.queue.chars().take(64).collect();
+        let shown = railyard_text::prefix_chars(&args.queue, 64);
         anyhow::bail!(
             "--queue {shown:?} is not a queue name: 1 to {} bytes of {}",
             railyard_model::ids::MAX_NAME,
