@@ -37,6 +37,9 @@ FORBIDDEN = {
     "railyard-proto": ["figment", "railyard-server", "railyard-model"],
     # The text-cutting helper is below everything: it depends on nothing.
     "railyard-text": ["railyard-proto", "railyard-model", "tokio", "serde", "chrono"],
+    # The shared formatters read wire types only.
+    "railyard-view": ["figment", "railyard-sdk", "railyard-model", "railyard-server",
+                      "railyard-store", "redb"],
 }
 
 

@@ -44,24 +44,10 @@ pub(crate) fn local_time(unix_ms: i64, zone: Tz) -> String {
 
 /// A duration in milliseconds as the flags write it (`90s`, `1h30m`, `365d`).
 pub(crate) fn short_duration(ms: u64) -> String {
-    if ms == 0 {
-        return "0s".to_string();
-    }
-    let mut rest = ms;
-    let mut out = String::new();
-    for (unit, size) in [
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1_000),
-        ("ms", 1),
-    ] {
-        if rest >= size {
-            out.push_str(&format!("{}{unit}", rest / size));
-            rest %= size;
-        }
-    }
-    out
+    railyard_view::duration(
+        std::time::Duration::from_millis(ms),
+        railyard_view::DurationStyle::Exact,
+    )
 }
 
 /// The spec as one line: `cron "0 9 * * *" in Europe/Berlin`, `every 15m offset 2m`.
