@@ -1,14 +1,15 @@
 //! How wire values look, written once for the CLI, the MCP gateway and the web
-//! console: run status names, search attributes as typed JSON, unix-millisecond times,
-//! durations, a run's elapsed time. Where the callers show a value differently on
-//! purpose (the console's lowercase status names in URLs, its plain times in tables),
-//! one function takes the style as a parameter.
+//! console: run status names, search attributes as typed JSON, unix-millisecond
+//! times (in UTC or a schedule's zone), durations, a run's elapsed time. Where the
+//! callers show a value differently on purpose (the console's lowercase status names
+//! in URLs, its plain times in tables), one function takes the style as a parameter.
 #![warn(missing_docs)]
 
 use std::borrow::Cow;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat};
+use chrono_tz::Tz;
 use railyard_proto::v1::{RunInfo, RunStatus, SearchAttribute};
 use serde_json::Value;
 
@@ -56,7 +57,7 @@ pub fn attributes_json(attrs: &[SearchAttribute]) -> Value {
     Value::Object(attrs.iter().map(|a| (a.name.clone(), typed(a))).collect())
 }
 
-/// How a time is written (always in UTC).
+/// How a time is written: in UTC, or in a zone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimeStyle {
     /// RFC 3339 to the second: `2024-05-01T12:00:00Z`.
@@ -65,6 +66,18 @@ pub enum TimeStyle {
     Rfc3339Millis,
     /// For tables people read: `2024-05-01 12:00:00`.
     Plain,
+    /// In a zone, for schedules: `2026-03-22 10:00:00 CET`, or with the offset,
+    /// `2026-03-22 10:00:00 +01:00`.
+    InZone(Tz, ZoneMark),
+}
+
+/// How a time in a zone names the zone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ZoneMark {
+    /// Its abbreviation: `CET`, `UTC`.
+    Abbreviation,
+    /// Its offset from UTC: `+01:00`.
+    Offset,
 }
 
 /// Unix milliseconds as a time in `style`; `None` for zero (the wire's "unset") and
@@ -78,6 +91,13 @@ pub fn time(unix_ms: i64, style: TimeStyle) -> Option<String> {
         TimeStyle::Rfc3339 => t.to_rfc3339_opts(SecondsFormat::Secs, true),
         TimeStyle::Rfc3339Millis => t.to_rfc3339_opts(SecondsFormat::Millis, true),
         TimeStyle::Plain => t.format("%Y-%m-%d %H:%M:%S").to_string(),
+        TimeStyle::InZone(zone, mark) => {
+            let format = match mark {
+                ZoneMark::Abbreviation => "%Y-%m-%d %H:%M:%S %Z",
+                ZoneMark::Offset => "%Y-%m-%d %H:%M:%S %:z",
+            };
+            t.with_timezone(&zone).format(format).to_string()
+        }
     })
 }
 
@@ -223,6 +243,17 @@ mod tests {
             time(-1, TimeStyle::Rfc3339Millis).as_deref(),
             Some("1969-12-31T23:59:59.999Z")
         );
+        let berlin = TimeStyle::InZone(chrono_tz::Europe::Berlin, ZoneMark::Abbreviation);
+        assert_eq!(
+            time(1_774_170_000_000, berlin).as_deref(),
+            Some("2026-03-22 10:00:00 CET")
+        );
+        let offset = TimeStyle::InZone(chrono_tz::Europe::Berlin, ZoneMark::Offset);
+        assert_eq!(
+            time(1_774_170_000_000, offset).as_deref(),
+            Some("2026-03-22 10:00:00 +01:00")
+        );
+        assert_eq!(time(0, berlin), None);
         assert_eq!(time(0, TimeStyle::Rfc3339), None);
         assert_eq!(time(i64::MAX, TimeStyle::Plain), None);
     }

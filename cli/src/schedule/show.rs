@@ -7,12 +7,12 @@
 
 use std::str::FromStr;
 
-use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use railyard_proto::v1::{
     ScheduleActionResult, ScheduleBufferedStart, ScheduleInfo, ScheduleMissedFire, ScheduleSpec,
     ScheduleSummary,
 };
+use railyard_view::{TimeStyle, ZoneMark};
 use serde_json::{Value, json};
 
 use super::flags::overlap_name;
@@ -36,10 +36,8 @@ pub(crate) fn schedule_zone(spec: Option<&ScheduleSpec>) -> Tz {
 
 /// `2026-03-22 10:00:00 CET` for unix milliseconds in `zone` (`-` for unset).
 pub(crate) fn local_time(unix_ms: i64, zone: Tz) -> String {
-    match DateTime::<Utc>::from_timestamp_millis(unix_ms).filter(|_| unix_ms != 0) {
-        Some(t) => t.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z").to_string(),
-        None => "-".to_string(),
-    }
+    railyard_view::time(unix_ms, TimeStyle::InZone(zone, ZoneMark::Abbreviation))
+        .unwrap_or_else(|| "-".to_string())
 }
 
 /// A duration in milliseconds as the flags write it (`90s`, `1h30m`, `365d`).
