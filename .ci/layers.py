@@ -3,7 +3,7 @@
 
 1. Forbidden dependencies, from `cargo metadata` (normal dependencies, transitively):
    the model crate takes no runtime, transport or storage engine; the store crate no
-   transport; the worker, the web console and the SDK nothing of the server.
+   transport; the worker, the MCP gateway, the web console and the SDK nothing of the server.
 2. No cycles between sibling modules of any crate: for every folder module, the
    graph of its children (an edge a -> b when code under a names b by a `crate::` or
    `super::` path) has no cycle. Test code (`tests.rs`, `*_tests.rs`, `proptests*`,
@@ -37,9 +37,16 @@ FORBIDDEN = {
     # The web console reaches the server only over gRPC, through the SDK.
     "railyard-console": ["railyard-server", "railyard-store", "railyard-worker", "redb"],
     "railyard-worker": ["railyard-server", "railyard-store", "redb"],
+    # The MCP gateway reaches the server only over gRPC, through the SDK.
+    "railyard-gateway": ["railyard-server", "railyard-store", "redb"],
     "railyard-sdk": ["figment", "railyard-config", "railyard-server", "railyard-model"],
     "railyard-proto": ["figment", "railyard-server", "railyard-model"],
     "railyard-wire": ["tonic", "prost", "tokio", "railyard-proto", "railyard-model"],
+    # The text-cutting helper is below everything: it depends on nothing.
+    "railyard-text": ["railyard-proto", "railyard-model", "tokio", "serde", "chrono"],
+    # The shared formatters read wire types only.
+    "railyard-view": ["figment", "railyard-sdk", "railyard-model", "railyard-server",
+                      "railyard-store", "redb"],
 }
 
 

@@ -4,11 +4,15 @@
 //! written with `PreEscaped`. Links to stored URLs are made only for `http`/`https`
 //! ([`link`]); anything else is shown as text.
 
+use std::borrow::Cow;
+use std::time::Duration;
+
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, html};
 use railyard_proto::v1 as pb;
 use railyard_sdk::ClientError;
+use railyard_view::{DurationStyle, TimeStyle};
 
 use crate::api::{Api, CALLS_HEADER};
 use crate::session::{CSRF_FIELD, Viewer};
@@ -201,17 +205,9 @@ pub(crate) fn link(url: &str) -> Markup {
     }
 }
 
-/// A run status's short name.
-pub(crate) fn status_name(status: i32) -> &'static str {
-    match pb::RunStatus::try_from(status).unwrap_or(pb::RunStatus::Unspecified) {
-        pb::RunStatus::Running => "running",
-        pb::RunStatus::Completed => "completed",
-        pb::RunStatus::Failed => "failed",
-        pb::RunStatus::Canceled => "canceled",
-        pb::RunStatus::Terminated => "terminated",
-        pb::RunStatus::TimedOut => "timed_out",
-        pb::RunStatus::Unspecified => "unknown",
-    }
+/// A run status's short name (`running`, `unknown` for one this build does not know).
+pub(crate) fn status_name(status: i32) -> Cow<'static, str> {
+    railyard_view::run_status(status, railyard_view::Case::Lower)
 }
 
 /// A status from its short name (as in the URL).
@@ -242,22 +238,13 @@ pub(crate) fn time(ms: i64) -> String {
     if ms <= 0 {
         return String::new();
     }
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
-        .unwrap_or_default()
+    railyard_view::time(ms, TimeStyle::Plain).unwrap_or_default()
 }
 
 /// A duration in ms as `1h02m`, `3m04s`, `5.2s`.
 pub(crate) fn duration(ms: i64) -> String {
-    let ms = ms.max(0);
-    let s = ms / 1000;
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    } else if s >= 60 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{}.{}s", s, (ms % 1000) / 100)
-    }
+    let ms = u64::try_from(ms).unwrap_or(0);
+    railyard_view::duration(Duration::from_millis(ms), DurationStyle::Clock)
 }
 
 /// All the tokens of a usage.
@@ -274,12 +261,7 @@ pub(crate) fn cost(u: Option<&pb::TokenUsage>) -> String {
 
 /// A run's duration: to its close, or to `now_ms` while open.
 pub(crate) fn run_duration(run: &pb::RunInfo, now_ms: i64) -> String {
-    let end = if run.close_time_unix_ms > 0 {
-        run.close_time_unix_ms
-    } else {
-        now_ms
-    };
-    duration(end - run.start_time_unix_ms)
+    duration(railyard_view::run_elapsed_ms(run, now_ms))
 }
 
 /// The wall clock, for the age of open runs on a page (display only).
@@ -293,14 +275,8 @@ pub(crate) fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// Text cut to `max` bytes at a character boundary, with how much was left out.
+/// Text cut to `max` bytes at a character boundary, with how many bytes were left out.
 pub(crate) fn cut(text: &str, max: usize) -> (&str, usize) {
-    if text.len() <= max {
-        return (text, 0);
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    (&text[..end], text.len() - end)
+    let kept = railyard_text::prefix(text, max);
+    (kept, text.len() - kept.len())
 }

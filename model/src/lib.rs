@@ -36,7 +36,8 @@ pub mod retry;
 pub mod run;
 pub mod schedule;
 pub mod template;
-pub mod text;
+/// The one text-cutting helper, [`railyard_text`], here for the model's users.
+pub use railyard_text as text;
 pub mod token;
 pub mod tools;
 pub mod trace;

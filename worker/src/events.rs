@@ -96,11 +96,5 @@ pub(crate) fn summarize_tool_input(name: &str, input: &Value) -> String {
 
 /// First line-ish of `s`, newlines flattened, at most `max` chars.
 pub(crate) fn one_line(s: &str, max: usize) -> String {
-    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        let cut: String = flat.chars().take(max).collect();
-        format!("{cut}…")
-    }
+    railyard_model::text::one_line(s, max, "…")
 }

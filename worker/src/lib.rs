@@ -9,7 +9,6 @@
 pub mod agent;
 mod config;
 pub mod events;
-pub mod gateway;
 mod lease;
 pub mod output;
 mod prompt;

@@ -89,8 +89,7 @@ pub(crate) fn truncate(text: &str, max: usize) -> String {
     if first.chars().count() <= max && !multi {
         return first.to_string();
     }
-    let keep: String = first.chars().take(max.saturating_sub(1)).collect();
-    format!("{keep}…")
+    format!("{}…", railyard_text::prefix_chars(first, max.saturating_sub(1)))
 }
 
 /// A table of text with a header row, printed with columns aligned by two spaces.
@@ -127,7 +126,7 @@ impl Table {
         let mut widths = vec![0; columns];
         for row in std::iter::once(&self.headers).chain(&self.rows) {
             for (i, cell) in row.iter().enumerate() {
-                widths[i] = widths[i].max(cell.chars().count());
+                widths[i] = widths[i].max(width(cell));
             }
         }
         std::iter::once(&self.headers)
@@ -139,9 +138,7 @@ impl Table {
                     if i > 0 {
                         text.push_str("  ");
                     }
-                    text.push_str(cell);
-                    let pad = width - cell.chars().count();
-                    text.extend(std::iter::repeat_n(' ', pad));
+                    pad_into(&mut text, cell, *width);
                 }
                 text.trim_end().to_string()
             })
@@ -165,15 +162,29 @@ fn cell<S: Into<String>>(text: S) -> String {
     }
 }
 
+/// How many columns `text` takes on a terminal: a wide (CJK) character two, a
+/// combining mark none.
+pub(crate) fn width(text: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(text)
+}
+
+/// Appends `text` to `out`, padded with spaces to `columns` terminal columns.
+fn pad_into(out: &mut String, text: &str, columns: usize) {
+    out.push_str(text);
+    out.extend(std::iter::repeat_n(' ', columns.saturating_sub(width(text))));
+}
+
 /// `label  value` lines with the labels padded to one width, values [escaped](escape).
 pub(crate) fn field_lines(fields: &[(&str, String)]) -> Vec<String> {
-    let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    let columns = fields.iter().map(|(k, _)| width(k)).max().unwrap_or(0);
     fields
         .iter()
         .map(|(label, value)| {
-            format!("{label:<width$}  {}", escape(value))
-                .trim_end()
-                .to_string()
+            let mut text = String::new();
+            pad_into(&mut text, label, columns);
+            text.push_str("  ");
+            text.push_str(&escape(value));
+            text.trim_end().to_string()
         })
         .collect()
 }
@@ -235,6 +246,26 @@ mod tests {
         let rendered = t.render();
         assert_eq!(rendered.len(), 2);
         assert!(rendered.iter().all(|l| !l.chars().any(is_unsafe)), "{rendered:?}");
+    }
+
+    #[test]
+    fn table_measures_terminal_columns() {
+        let mut t = Table::new(["GOAL", "STATUS"]);
+        // Two wide characters take four columns; "e" with a combining acute one.
+        t.row(["日本", "RUNNING"]);
+        t.row(["cafe\u{301}", "FAILED"]);
+        t.row(["abcde", "COMPLETED"]);
+        assert_eq!(
+            t.render(),
+            [
+                "GOAL   STATUS",
+                "日本   RUNNING",
+                "cafe\u{301}   FAILED",
+                "abcde  COMPLETED",
+            ]
+        );
+        assert_eq!(width("日本"), 4);
+        assert_eq!(width("cafe\u{301}"), 4);
     }
 
     #[test]

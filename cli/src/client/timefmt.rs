@@ -4,7 +4,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, SecondsFormat};
+use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime};
+use railyard_view::{DurationStyle, TimeStyle};
 
 /// The current time in unix milliseconds.
 #[expect(
@@ -42,15 +43,12 @@ fn format_ms(unix_ms: i64, millis: bool) -> String {
     if unix_ms == 0 {
         return "-".to_string();
     }
-    let format = if millis {
-        SecondsFormat::Millis
+    let style = if millis {
+        TimeStyle::Rfc3339Millis
     } else {
-        SecondsFormat::Secs
+        TimeStyle::Rfc3339
     };
-    match DateTime::from_timestamp_millis(unix_ms) {
-        Some(t) => t.to_rfc3339_opts(format, true),
-        None => format!("{unix_ms} ms"),
-    }
+    railyard_view::time(unix_ms, style).unwrap_or_else(|| format!("{unix_ms} ms"))
 }
 
 /// Parses an RFC 3339 timestamp (`2024-05-01T12:00:00Z`, `2024-05-01T14:00:00.5+02:00`,
@@ -98,14 +96,7 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// A short human rendering of an elapsed time: `850 µs`, `4.20 ms`, `3.21 s`.
 pub(crate) fn human_duration(d: Duration) -> String {
-    let micros = d.as_micros();
-    if micros < 1_000 {
-        format!("{micros} µs")
-    } else if micros < 1_000_000 {
-        format!("{:.2} ms", d.as_secs_f64() * 1_000.0)
-    } else {
-        format!("{:.2} s", d.as_secs_f64())
-    }
+    railyard_view::duration(d, DurationStyle::Measured)
 }
 
 #[cfg(test)]

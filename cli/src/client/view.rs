@@ -6,8 +6,8 @@
 
 use base64::Engine as _;
 use railyard_proto::v1::{
-    DeliveryInfo, DeliveryState, DescribeTaskQueueResponse, HistoryEvent, InvalidWorkflow, RunInfo,
-    RunStatus, Signal, StepSummary, StepTask, TokenUsage, WaitInfo, WorkflowInfo,
+    DeliveryInfo, DeliveryState, DescribeTaskQueueResponse, HistoryEvent, InvalidWorkflow, RunInfo, Signal,
+    StepSummary, StepTask, TokenUsage, WaitInfo, WorkflowInfo,
 };
 use serde_json::{Value, json};
 
@@ -16,10 +16,7 @@ use crate::client::timefmt::{rfc3339_millis, rfc3339_or_null};
 
 /// The short name of a wire status number (`UNKNOWN(9)` for one this build does not know).
 pub(crate) fn status_name(status: i32) -> String {
-    match RunStatus::try_from(status) {
-        Ok(s) => s.short_name().to_string(),
-        Err(_) => format!("UNKNOWN({status})"),
-    }
+    railyard_view::run_status(status, railyard_view::Case::Upper).into_owned()
 }
 
 /// A run as JSON.
@@ -62,21 +59,8 @@ pub(crate) fn run_json(run: &RunInfo) -> Value {
         "issue_count": run.issue_count,
         "issues": run.issues.iter().map(issue_json).collect::<Vec<_>>(),
         "principles": run.principles,
-        "search_attributes": attributes_json(&run.search_attributes),
+        "search_attributes": railyard_view::attributes_json(&run.search_attributes),
     })
-}
-
-/// A run's search attributes as a JSON object, each value by its type (a number, a
-/// boolean, a list of strings, else a string).
-pub(crate) fn attributes_json(attrs: &[railyard_proto::v1::SearchAttribute]) -> Value {
-    let typed = |a: &railyard_proto::v1::SearchAttribute| -> Value {
-        let parsed = match a.r#type.as_str() {
-            "int" | "double" | "bool" | "keyword_list" => serde_json::from_str(&a.value).ok(),
-            _ => None,
-        };
-        parsed.unwrap_or_else(|| Value::String(a.value.clone()))
-    };
-    Value::Object(attrs.iter().map(|a| (a.name.clone(), typed(a))).collect())
 }
 
 /// A run's search attributes for people: `customer=acme, priority=2`.
@@ -472,6 +456,8 @@ pub(crate) fn proposal_json(w: &WaitInfo) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use railyard_proto::v1::RunStatus;
+
     use super::*;
 
     fn event(id: u64, ty: &str, identity: &str, attrs: &str) -> HistoryEvent {

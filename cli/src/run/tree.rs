@@ -47,16 +47,6 @@ fn current_step(run: &RunInfo) -> String {
         .unwrap_or_else(|| "-".to_string())
 }
 
-/// How long the run has taken (to now while it is open).
-fn duration_ms(run: &RunInfo, now: i64) -> i64 {
-    let end = if run.close_time_unix_ms > 0 {
-        run.close_time_unix_ms
-    } else {
-        now
-    };
-    (end - run.start_time_unix_ms).max(0)
-}
-
 fn node_json(node: &SessionNode, now: i64) -> Value {
     let Some(run) = &node.run else {
         return Value::Null;
@@ -64,7 +54,10 @@ fn node_json(node: &SessionNode, now: i64) -> Value {
     let mut v = run_json(run);
     if let Value::Object(m) = &mut v {
         m.insert("current_step_id".into(), json!(current_step(run)));
-        m.insert("duration_ms".into(), json!(duration_ms(run, now)));
+        m.insert(
+            "duration_ms".into(),
+            json!(railyard_view::run_elapsed_ms(run, now)),
+        );
         m.insert(
             "children".into(),
             Value::Array(node.children.iter().map(|c| node_json(c, now)).collect()),
@@ -88,7 +81,9 @@ fn node_lines(node: &SessionNode, prefix: &str, last: bool, root: bool, now: i64
         run.workflow_id,
         status_name(run.status),
         current_step(run),
-        human_duration(Duration::from_millis(duration_ms(run, now) as u64)),
+        human_duration(Duration::from_millis(
+            railyard_view::run_elapsed_ms(run, now) as u64
+        )),
     );
     if let Some(w) = &run.waiting {
         line.push_str(&format!(" ({})", waiting_text(w)));

@@ -7,12 +7,12 @@
 
 use std::str::FromStr;
 
-use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use railyard_proto::v1::{
     ScheduleActionResult, ScheduleBufferedStart, ScheduleInfo, ScheduleMissedFire, ScheduleSpec,
     ScheduleSummary,
 };
+use railyard_view::{TimeStyle, ZoneMark};
 use serde_json::{Value, json};
 
 use super::flags::overlap_name;
@@ -36,32 +36,16 @@ pub(crate) fn schedule_zone(spec: Option<&ScheduleSpec>) -> Tz {
 
 /// `2026-03-22 10:00:00 CET` for unix milliseconds in `zone` (`-` for unset).
 pub(crate) fn local_time(unix_ms: i64, zone: Tz) -> String {
-    match DateTime::<Utc>::from_timestamp_millis(unix_ms).filter(|_| unix_ms != 0) {
-        Some(t) => t.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S %Z").to_string(),
-        None => "-".to_string(),
-    }
+    railyard_view::time(unix_ms, TimeStyle::InZone(zone, ZoneMark::Abbreviation))
+        .unwrap_or_else(|| "-".to_string())
 }
 
 /// A duration in milliseconds as the flags write it (`90s`, `1h30m`, `365d`).
 pub(crate) fn short_duration(ms: u64) -> String {
-    if ms == 0 {
-        return "0s".to_string();
-    }
-    let mut rest = ms;
-    let mut out = String::new();
-    for (unit, size) in [
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1_000),
-        ("ms", 1),
-    ] {
-        if rest >= size {
-            out.push_str(&format!("{}{unit}", rest / size));
-            rest %= size;
-        }
-    }
-    out
+    railyard_view::duration(
+        std::time::Duration::from_millis(ms),
+        railyard_view::DurationStyle::Exact,
+    )
 }
 
 /// The spec as one line: `cron "0 9 * * *" in Europe/Berlin`, `every 15m offset 2m`.

@@ -30,7 +30,7 @@ use crate::client::view::status_name;
 use crate::run::view::{EXIT_NOT_COMPLETED, REOPEN};
 use crate::serve::builtin;
 use crate::serve::server::{ServerArgs, ServerSettings, StoreSetting};
-use crate::serve::signals::Signals;
+use crate::serve::signals::{Drained, Signals};
 
 /// The goal of the demo run when `--goal` is not given.
 pub(crate) const DEFAULT_GOAL: &str = "why durable execution matters for long-running AI agents";
@@ -298,9 +298,9 @@ async fn shutdown(
         }
         server.shutdown().await;
     };
-    tokio::select! {
-        () = graceful => say("railyard dev: stopped"),
-        _ = signals.next() => say("railyard dev: stopped at once"),
+    match signals.drain(graceful).await {
+        Ok(Drained::Finished(())) => say("railyard dev: stopped"),
+        _ => say("railyard dev: stopped at once"),
     }
 }
 
@@ -712,13 +712,7 @@ async fn follow(
 
 /// Newlines flattened, at most `max` chars.
 fn one_line(s: &str, max: usize) -> String {
-    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        let cut: String = flat.chars().take(max).collect();
-        format!("{cut}...")
-    }
+    railyard_text::one_line(s, max, "...")
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! `railyard mcp`: the MCP gateway ([`railyard_worker::gateway`]) on stdin/stdout, so
+//! `railyard mcp`: the MCP gateway ([`railyard_gateway`]) on stdin/stdout, so
 //! that an agent someone already uses (Claude Code, Cursor, any MCP client) can drive
 //! Railyard runs step by step. The same gateway serves `/mcp` on the server's HTTP
 //! listener ([`http_extension`]).
@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use railyard_gateway::{self as gateway, Gateway, GatewayOptions};
 use railyard_sdk::{Client, ConnectOptions};
 use railyard_server::{HttpContext, HttpExtension};
-use railyard_worker::gateway::{self, Gateway, GatewayOptions};
 use rmcp::ServiceExt;
 
 use crate::client::global::GlobalOpts;
@@ -43,7 +43,7 @@ fn connect_options(base: ConnectOptions) -> ConnectOptions {
 /// `railyard mcp`: serves MCP on stdin/stdout until the client goes away.
 pub(crate) async fn run(global: &GlobalOpts, args: &McpArgs) -> anyhow::Result<()> {
     if railyard_model::ids::check_name(&args.queue).is_err() {
-        let shown: String = args.queue.chars().take(64).collect();
+        let shown = railyard_text::prefix_chars(&args.queue, 64);
         anyhow::bail!(
             "--queue {shown:?} is not a queue name: 1 to {} bytes of {}",
             railyard_model::ids::MAX_NAME,
@@ -71,8 +71,8 @@ pub(crate) async fn run(global: &GlobalOpts, args: &McpArgs) -> anyhow::Result<(
 /// to the server's own services over its in-process channel (no network hop, so it
 /// works over TLS as well). The server's guard has checked the HTTP caller's key and
 /// client certificate before a request gets here; the gateway makes each call with
-/// them (see [`railyard_worker::gateway`]).
-pub(crate) fn http_extension(limits: railyard_worker::gateway::sessions::SessionLimits) -> HttpExtension {
+/// them (see [`railyard_gateway`]).
+pub(crate) fn http_extension(limits: railyard_gateway::sessions::SessionLimits) -> HttpExtension {
     Arc::new(move |cx: HttpContext| {
         let client = match Client::over_channel(
             "this server (in process)",

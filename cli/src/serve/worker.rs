@@ -13,7 +13,7 @@ use clap::Args;
 use railyard_worker::provider::ScriptSource;
 use railyard_worker::{ConfigLayer, ProviderKind, Worker, WorkerConfig};
 
-use crate::serve::signals::Signals;
+use crate::serve::signals::{Drained, Signals};
 
 /// The demo script, used as the scripted provider's script when no provider is
 /// configured and the worker starts in a directory that has it (the repository root).
@@ -200,14 +200,11 @@ pub(crate) async fn run(args: WorkerArgs) -> anyhow::Result<()> {
         }
     }
     let _ = stop_tx.send(());
-    tokio::select! {
-        r = &mut running => r.map_err(Into::into),
-        again = signals.next() => {
-            let signal = again?;
-            Err(anyhow!(
-                "stopped at once on a second {signal}; unfinished steps will be retried after their lease expires"
-            ))
-        }
+    match signals.drain(&mut running).await? {
+        Drained::Finished(r) => r.map_err(Into::into),
+        Drained::Again(signal) => Err(anyhow!(
+            "stopped at once on a second {signal}; unfinished steps will be retried after their lease expires"
+        )),
     }
 }
 

@@ -7,9 +7,9 @@
 
 use axum::extract::Path;
 use axum::response::Response;
-use chrono::TimeZone;
 use maud::{Markup, html};
 use railyard_proto::v1 as pb;
+use railyard_view::{TimeStyle, ZoneMark};
 
 use super::system::{done, start};
 use crate::api;
@@ -116,8 +116,6 @@ fn reason(r: &str) -> String {
 
 /// `ms` in `zone` (`YYYY-MM-DD HH:MM:SS ±hh:mm`), or in UTC without one.
 fn in_zone(ms: i64, zone: Option<chrono_tz::Tz>) -> String {
-    match zone.and_then(|z| z.timestamp_millis_opt(ms).single()) {
-        Some(t) => t.format("%Y-%m-%d %H:%M:%S %:z").to_string(),
-        None => layout::time(ms),
-    }
+    zone.and_then(|z| railyard_view::time(ms, TimeStyle::InZone(z, ZoneMark::Offset)))
+        .unwrap_or_else(|| layout::time(ms))
 }

@@ -69,7 +69,7 @@ fn split(text: &str, pieces: usize) -> Vec<&str> {
     let mut rest = text;
     while !rest.is_empty() {
         // At least one whole character, so a piece smaller than it still moves on.
-        let mut end = rest.floor_char_boundary(size.min(rest.len()));
+        let mut end = railyard_model::text::prefix(rest, size).len();
         if end == 0 {
             end = rest.chars().next().map_or(rest.len(), char::len_utf8);
         }

@@ -203,7 +203,7 @@ fn last_user_text(req: &ModelRequest) -> String {
                 .join("\n")
         })
         .unwrap_or_default();
-    text.truncate(text.floor_char_boundary(MAX_LAST_USER_TEXT));
+    text.truncate(railyard_model::text::prefix(&text, MAX_LAST_USER_TEXT).len());
     text
 }
 

@@ -13,7 +13,7 @@ use anyhow::{Context, anyhow};
 use railyard_server::{RunningServer, ServerConfig};
 use railyard_store_postgres::{PostgresBackend, PostgresOptions};
 
-use crate::serve::signals::Signals;
+use crate::serve::signals::{Drained, Signals};
 
 pub(crate) use settings::{ServerArgs, ServerSettings, StoreSetting};
 
@@ -94,18 +94,21 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let signal = signals.next().await?;
     tracing::info!(signal, "shutting down; send the signal again to stop at once");
     let grace = settings.shutdown_grace;
-    tokio::select! {
-        () = server.shutdown() => {
+    match signals
+        .drain(tokio::time::timeout(grace, server.shutdown()))
+        .await?
+    {
+        Drained::Finished(Ok(())) => {
             tracing::info!("server stopped");
             Ok(())
         }
-        again = signals.next() => {
-            let signal = again?;
-            Err(anyhow!("stopped at once on a second {signal}, before in-flight requests finished"))
-        }
-        () = tokio::time::sleep(grace) => {
-            Err(anyhow!("graceful shutdown took longer than {}s; stopped at once", grace.as_secs()))
-        }
+        Drained::Finished(Err(_elapsed)) => Err(anyhow!(
+            "graceful shutdown took longer than {}s; stopped at once",
+            grace.as_secs()
+        )),
+        Drained::Again(signal) => Err(anyhow!(
+            "stopped at once on a second {signal}, before in-flight requests finished"
+        )),
     }
 }
 

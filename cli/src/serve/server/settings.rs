@@ -16,12 +16,12 @@ use clap::Args;
 use railyard_config::{ConfigError, Loader};
 use railyard_engine::ChildLimits;
 use railyard_engine::service::triggers::TriggerInput;
+use railyard_gateway::sessions::SessionLimits;
 use railyard_server::ServerConfig;
 use railyard_server::net::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PER_PEER, DEFAULT_REQUEST_TIMEOUT, NetLimits,
 };
 use railyard_server::tls::TlsFiles;
-use railyard_worker::gateway::sessions::SessionLimits;
 
 use super::file::{DeliverySection, ENV, FLAG_NAMES, NetworkList, ServerFile, ServerSection, TriggersFile};
 use crate::serve::builtin;

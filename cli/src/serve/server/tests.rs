@@ -626,7 +626,7 @@ fn cache_size_from_flags_env_or_file_and_refused_out_of_range() {
 
 #[test]
 fn mcp_session_caps_from_flags_env_or_file_and_refused_out_of_range() {
-    use railyard_worker::gateway::sessions::SessionLimits;
+    use railyard_gateway::sessions::SessionLimits;
     let s = ServerArgs::default().settings_with(env(&[])).unwrap();
     assert_eq!(s.mcp_sessions, SessionLimits::default());
 

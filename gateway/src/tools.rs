@@ -495,7 +495,7 @@ impl Gateway {
             Some(name) => match RunStatus::from_short_name(name) {
                 Some(s) => s,
                 None => {
-                    let shown: String = name.chars().take(32).collect();
+                    let shown = railyard_text::prefix_chars(name, 32);
                     return refused(format!(
                         "status {shown:?} is not one of RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED, TIMED_OUT"
                     ));

@@ -60,7 +60,7 @@ impl Refusal {
 }
 
 fn clip(reason: &str) -> String {
-    railyard_model::text::cut(reason, MAX_REASON, "…")
+    railyard_text::cut(reason, MAX_REASON, "…")
 }
 
 /// One incoming message from its bytes (a UTF-8 byte order mark before it is

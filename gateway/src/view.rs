@@ -1,7 +1,10 @@
 //! What the gateway's tools answer, as JSON objects (the MCP `structuredContent`,
 //! also sent as text for clients that read only text).
 
+use std::borrow::Cow;
+
 use railyard_proto::v1::{ListWorkflowsResponse, RunInfo, RunStatus, StepTask};
+use railyard_view::Case;
 use serde_json::{Value, json};
 
 /// What the agent is told to do with a step it holds.
@@ -106,25 +109,12 @@ fn payload(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| json!(text))
 }
 
-/// The short status name of a run.
-pub(super) fn status_name(run: &RunInfo) -> &'static str {
-    RunStatus::try_from(run.status).map_or("UNSPECIFIED", |s| s.short_name())
+/// The short status name of a run (`RUNNING`).
+pub(super) fn status_name(run: &RunInfo) -> Cow<'static, str> {
+    railyard_view::run_status(run.status, Case::Upper)
 }
 
 /// A run as `get_run` shows it.
-/// A run's search attributes as an object of typed JSON values (a number, a bool, an
-/// array of strings, else the text).
-fn attributes(attrs: &[railyard_proto::v1::SearchAttribute]) -> Value {
-    let typed = |a: &railyard_proto::v1::SearchAttribute| -> Value {
-        let parsed = match a.r#type.as_str() {
-            "int" | "double" | "bool" | "keyword_list" => serde_json::from_str(&a.value).ok(),
-            _ => None,
-        };
-        parsed.unwrap_or_else(|| Value::String(a.value.clone()))
-    };
-    Value::Object(attrs.iter().map(|a| (a.name.clone(), typed(a))).collect())
-}
-
 pub(super) fn run(run: &RunInfo) -> Value {
     let current = run.steps.get(run.current_step as usize);
     let mut v = json!({
@@ -134,7 +124,7 @@ pub(super) fn run(run: &RunInfo) -> Value {
         "status": status_name(run),
         "goal": run.goal,
         "context": run.context.iter().collect::<std::collections::BTreeMap<_, _>>(),
-        "search_attributes": attributes(&run.search_attributes),
+        "search_attributes": railyard_view::attributes_json(&run.search_attributes),
         "history_length": run.history_length,
         "steps": run.steps.iter().enumerate().map(|(i, s)| {
             let mut step = json!({

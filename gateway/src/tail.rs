@@ -43,7 +43,11 @@ pub(super) async fn output_tail(client: &Client, namespace: &str, run_id: &str) 
             OutputKind::ToolResult => {
                 let mark = if c.is_error { " (error)" } else { "" };
                 let first = c.text.lines().next().unwrap_or("");
-                text.push_str(&format!(")\n← {}{mark}: {}\n", c.name, cut(first, 200)));
+                text.push_str(&format!(
+                    ")\n← {}{mark}: {}\n",
+                    c.name,
+                    railyard_text::prefix_chars(first, 200)
+                ));
             }
             OutputKind::SegmentStart => {
                 text.push_str(&format!("\n── step {} · attempt {} ──\n", c.step_id, c.attempt))
@@ -52,29 +56,13 @@ pub(super) async fn output_tail(client: &Client, namespace: &str, run_id: &str) 
                 "\n[{} chunks dropped past the output cap]\n",
                 c.dropped_chunks
             )),
-            OutputKind::Error => text.push_str(&format!("\n! model call failed: {}\n", cut(&c.text, 200))),
+            OutputKind::Error => text.push_str(&format!(
+                "\n! model call failed: {}\n",
+                railyard_text::prefix_chars(&c.text, 200)
+            )),
             OutputKind::TurnEnd => text.push('\n'),
             OutputKind::Usage | OutputKind::Unspecified => {}
         }
     }
-    last_chars(&text, TAIL_CHARS)
-}
-
-fn cut(s: &str, max: usize) -> String {
-    s.chars().take(max).collect()
-}
-
-/// The last `max` characters of `s`.
-pub(super) fn last_chars(s: &str, max: usize) -> String {
-    let n = s.chars().count();
-    s.chars().skip(n.saturating_sub(max)).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_tail_keeps_the_last_characters() {
-        assert_eq!(super::last_chars("héllo", 3), "llo");
-        assert_eq!(super::last_chars("hi", 10), "hi");
-    }
+    railyard_text::suffix_chars(&text, TAIL_CHARS).to_string()
 }

@@ -246,7 +246,7 @@ fn opener_of(req: &Request<Body>) -> String {
         return format!("key {id}");
     }
     if let Some(subject) = header(railyard_proto::PEER_SUBJECT) {
-        return format!("certificate {}", subject.chars().take(200).collect::<String>());
+        return format!("certificate {}", railyard_text::prefix_chars(subject, 200));
     }
     "anonymous callers".to_string()
 }
