@@ -7,7 +7,7 @@
 //! recently used goes first) and one unused for [`DEFAULT_IDLE`] is dropped.
 //!
 //! Every state-changing form carries the session's CSRF token, compared in constant
-//! time ([`Viewer::check_csrf`]); the sign-in form, before any session exists, carries
+//! time ([`Viewer::csrf_matches`]); the sign-in form, before any session exists, carries
 //! a double-submit token (a random cookie and the same value in the form). A POST
 //! whose `Origin` is another host is refused as well.
 //!

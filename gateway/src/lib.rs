@@ -20,6 +20,10 @@
 //! exactly as to any client, and a continue token is good only for the caller it was
 //! handed to.
 
+// The doc comments of the tools' arguments are their JSON Schema descriptions, which
+// MCP clients read verbatim: `[NOT]` and `<step id>` are for them, not rustdoc.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
+
 mod held;
 pub mod http;
 mod jsonrpc;

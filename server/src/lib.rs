@@ -54,7 +54,7 @@ pub struct ServerConfig {
     /// Definitions built into the binary, loaded after the directory's files (so a
     /// file's id wins) and validated the same way.
     pub embedded_workflows: Vec<EmbeddedDefinition>,
-    /// The clock; tests pass a [`clock::ManualClock`].
+    /// The clock; tests pass a [`railyard_engine::clock::ManualClock`].
     pub clock: Arc<dyn Clock>,
     /// Every request must present an API key (`authorization: Bearer ...`); see
     /// [`railyard_engine::service::caller`]. A server starting with auth on and no admin key writes

@@ -1,5 +1,5 @@
 //! TLS on the server's listeners (rustls). The gRPC listener uses tonic's TLS with
-//! the same certificate and key as the HTTP listener's [`TlsAcceptor`]. With a client
+//! the same certificate and key as the HTTP listener's [`TlsAcceptor`](tokio_rustls::TlsAcceptor). With a client
 //! CA the gRPC listener requires a client certificate issued by it (mutual TLS), and
 //! the certificate's subject becomes the caller's identity ([`peer_subject`]); the
 //! HTTP listener then asks for one without requiring it (`/healthz`, `/metrics` and

@@ -23,7 +23,7 @@
 //!
 //! The trait is synchronous and the driver async: the backend owns a small runtime
 //! ([`runtime`]) on which each call runs while the caller waits. Connection strings
-//! are shown only through [`redact`].
+//! are shown only through [`fn@redact`].
 
 mod batches;
 mod checkpoints;

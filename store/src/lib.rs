@@ -8,7 +8,7 @@
 //! into it.
 //!
 //! The redb backend stores explicit, versioned records ([`records`]: the state row,
-//! events, timers, definitions) and migrates older layouts at open ([`migrate`]).
+//! events, timers, definitions) and migrates older layouts at open (`redb_backend::migrate`).
 
 pub mod backend;
 #[cfg(any(test, feature = "testing"))]

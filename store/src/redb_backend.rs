@@ -1,5 +1,5 @@
 //! The redb backend: the tables, their layout version, the migration of older
-//! layouts at open ([`super::migrate`]), and every conversion of a model type into a
+//! layouts at open ([`migrate`]), and every conversion of a model type into a
 //! row (through [`super::records`], and nowhere else).
 //!
 //! Values are versioned JSON records (the state row, events, timers, definitions);

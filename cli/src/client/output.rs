@@ -1,12 +1,12 @@
 //! Writing results to stdout: the `--output` mode, plain lines, JSON, and aligned tables.
 //!
-//! Everything goes through [`line`] / [`json`] so that a closed pipe
+//! Everything goes through [`line()`] / [`json`] so that a closed pipe
 //! (`railyard run history X | head`) ends the command quietly instead of panicking.
 //!
 //! Human output shows fields that clients and models wrote (goals, notes, failures,
 //! signal payloads), so every human printer goes through [`escape`]: a goal holding
 //! `ESC[2J` and a newline cannot clear the screen or print a line of its own (a fake
-//! `status COMPLETED`). [`line`], [`Table`] and [`print_fields`] apply it; JSON output
+//! `status COMPLETED`). [`line()`], [`Table`] and [`print_fields`] apply it; JSON output
 //! is escaped by JSON itself.
 
 use std::borrow::Cow;

@@ -2,7 +2,7 @@
 //! plist that runs `railyard server` or `railyard worker` from this binary, restarted on
 //! failure. It never starts or stops anything: it prints the command that does.
 //!
-//! [`unit`] renders the file for each service manager; this file has the flags, the
+//! [`mod@unit`] renders the file for each service manager; this file has the flags, the
 //! checks (the configuration file is made absolute and must be a regular file) and the
 //! writing. Tests: `tests.rs` beside it (rendering, quoting) and
 //! `tests/e2e/service.rs` (the binary, into a temporary directory).

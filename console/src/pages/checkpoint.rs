@@ -3,7 +3,7 @@
 //! arguments and result, steer messages and the refusals fed back to the model.
 //!
 //! The checkpoint is the worker's record (`docs/workers.md`), read here a page at a
-//! time through `GetStepCheckpoint` (at most [`api::CHECKPOINT_PAGE_BYTES`]): format
+//! time through `GetStepCheckpoint` (at most [`crate::api::CHECKPOINT_PAGE_BYTES`]): format
 //! version 2 is JSON Lines (a header, then `{"at":N,"message":...}` lines, each
 //! cutting the transcript to N messages and adding one, and counters lines), so a page
 //! shows its whole lines and the next page starts at the first line it did not

@@ -127,7 +127,7 @@ impl DeliverySettings {
 #[derive(Debug)]
 pub struct Job {
     pub attempt: Attempt,
-    /// The payload JSON ([`payload::body`]).
+    /// The payload JSON ([`railyard_model::run::delivery::payload::body`]).
     pub body: Vec<u8>,
     /// The sender's slot, taken when the attempt started; freed when the call ends.
     pub slot: Option<slots::Slot>,

@@ -1,6 +1,6 @@
 //! The single writer. Every mutation is a command (one type per file in
 //! `commands/`); the writer thread takes all commands waiting, applies them in one
-//! write transaction through the storage [`Backend`], commits durably,
+//! write transaction through the storage [`Backend`](railyard_store::Backend), commits durably,
 //! and only then applies the in-memory effects (matching, watchers, lease deadlines,
 //! timer wake-ups) and answers each caller. While one commit syncs, the next batch
 //! queues up: that is the group commit.

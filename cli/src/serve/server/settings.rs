@@ -3,7 +3,7 @@
 //!
 //! Settings come from a TOML config file (`--config railyard.toml`), the environment
 //! (`RAILYARD_DATA_DIR`, `RAILYARD_LISTEN`, ...) and flags, in rising precedence,
-//! through Railyard's one configuration loader ([`railyard_proto::config`]). The file
+//! through Railyard's one configuration loader ([`railyard_config`]). The file
 //! has one section per part of the server (`[server]`, `[hooks]` and the
 //! `[[triggers]]` table; delivery adds its own): add a field to [`ServerFile`] and
 //! map it in [`ServerSettings::config`].

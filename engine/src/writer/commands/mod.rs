@@ -5,7 +5,7 @@
 //! Adding a command is a new file here with a type implementing [`Apply`], and one
 //! line in the `commands!` list at the end of this file (its variant and type); the
 //! file's `mod` line and re-export go beside the others. Callers send it with
-//! [`Writer::send`](super::Writer::send).
+//! [`Writer::call`](super::Writer::call).
 
 use super::cx::{Attempt, ClosedRun, Cx};
 use super::*;
