@@ -220,7 +220,7 @@ async fn compare(url: &str, args: &BenchArgs, streams: u32) -> anyhow::Result<Fi
     appending.store(true, Ordering::Relaxed);
     let streaming_cpu = cpu_percent().await?;
     // Baseline and streaming sides alternate (S B B S S B …), so the store's growth
-    // and the machine's drift over the sitting weigh on both alike.
+    // and the machine's drift over the bench weigh on both alike.
     let (mut base, mut with) = (Vec::new(), Vec::new());
     for i in 0..2 * ROUNDS {
         let streaming = matches!(i % 4, 0 | 3);
