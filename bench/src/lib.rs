@@ -20,6 +20,12 @@
 //! calls that must not slow down as closed runs pile up ([`preload`]), `--soak
 //! DURATION` steady load on Postgres, with `--hold-transaction` under a long
 //! transaction ([`soak`]).
+//!
+//! This crate is the binary's `railyard bench`: the binary flattens [`BenchArgs`]
+//! into its `bench` command, calls [`run`], and dispatches the hidden commands the
+//! benches re-execute it with ([`AGENT_COMMAND`], [`PROCESS_COMMAND`]). Its errors
+//! are `anyhow`, as at the binary's edge: no crate but the binary may depend on it
+//! (`.ci/layers.py`).
 
 mod agents;
 mod args;
