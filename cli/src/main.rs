@@ -18,8 +18,9 @@
 //! client commands ([`run`], [`workflow`], [`task`], [`queue`], [`key`], [`namespace`],
 //! [`schedule`], [`trigger`], and [`delivery`], shared by `run` and `namespace`) over
 //! the plumbing they share in [`client`]; the long-running commands (`server`,
-//! `worker`, `dev`, `mcp`) in [`serve`]; `bench` in [`bench`](mod@bench); `store` in
-//! [`store`]; `service` in [`service`].
+//! `worker`, `dev`, `mcp`) in [`serve`]; `store` in [`store`]; `service` in
+//! [`service`]. `bench` and the child processes it starts are the `railyard-bench`
+//! crate's ([`railyard_bench::run`]).
 //! [`logging`] sets up the logs, [`telemetry`] the export of traces, and [`report`]
 //! reports a failed command.
 //!
@@ -43,7 +44,6 @@
 )]
 
 mod batch;
-mod bench;
 mod client;
 mod delivery;
 mod key;
@@ -155,13 +155,13 @@ enum Command {
     /// (--processes: the same with server, workers and clients as separate processes;
     /// --schedules: fire lag of N schedules on a server process; --webhooks, --fanout,
     /// --agents: see `railyard bench --help`).
-    Bench(bench::BenchArgs),
+    Bench(railyard_bench::BenchArgs),
     /// One client process of `railyard bench --agents` (started by the bench).
-    #[command(hide = true)]
-    BenchAgent(bench::agents::client::AgentClientArgs),
+    #[command(name = railyard_bench::AGENT_COMMAND, hide = true)]
+    BenchAgent(railyard_bench::AgentClientArgs),
     /// A worker or client process of `railyard bench --processes` (started by the bench).
-    #[command(hide = true, subcommand)]
-    BenchProcess(bench::processes::role::Role),
+    #[command(name = railyard_bench::PROCESS_COMMAND, hide = true, subcommand)]
+    BenchProcess(railyard_bench::ProcessRole),
     /// Serve MCP on stdin/stdout for an agent (Claude Code, Cursor, any MCP client),
     /// talking to the Railyard server at --server. Logs go to stderr.
     Mcp(serve::mcp::McpArgs),
@@ -305,10 +305,21 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Schedule(c) => schedule::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Trigger(c) => trigger::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Batch(c) => batch::run(g, c).await.map(|()| ExitCode::SUCCESS),
-        Command::Bench(a) => bench::run(g, a).await.map(|()| ExitCode::SUCCESS),
+        Command::Bench(a) => {
+            let output = if g.output.is_json() {
+                railyard_bench::Output::Json
+            } else {
+                railyard_bench::Output::Human
+            };
+            railyard_bench::run(output, a).await.map(|()| ExitCode::SUCCESS)
+        }
         Command::Store(c) => store::run(g, c).await.map(|()| ExitCode::SUCCESS),
-        Command::BenchAgent(a) => bench::agents::client::run(a).await.map(|()| ExitCode::SUCCESS),
-        Command::BenchProcess(r) => bench::processes::role::run(r).await.map(|()| ExitCode::SUCCESS),
+        Command::BenchAgent(a) => railyard_bench::run_agent_client(a)
+            .await
+            .map(|()| ExitCode::SUCCESS),
+        Command::BenchProcess(r) => railyard_bench::run_process_role(r)
+            .await
+            .map(|()| ExitCode::SUCCESS),
         Command::Mcp(a) => serve::mcp::run(g, &a).await.map(|()| ExitCode::SUCCESS),
         Command::Service(c) => service::run(c).map(|()| ExitCode::SUCCESS),
         Command::Completion(a) => shell::completion(Cli::command(), &a).map(|()| ExitCode::SUCCESS),

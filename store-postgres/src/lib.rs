@@ -36,7 +36,7 @@ mod reads;
 pub mod redact;
 mod runtime;
 mod schema;
-pub mod soak;
+pub mod session;
 mod standby;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -63,6 +63,7 @@ pub use dump::PostgresReader;
 pub use keys::{RotatedKey, rotate_token_key};
 pub use output::PgOutput;
 pub use redact::redact;
+pub use session::Session;
 pub use standby::{LeaderInfo, Standby};
 
 use conn::{Conn, Db};

@@ -220,7 +220,7 @@ fn mcp_over_http_needs_a_key_and_acts_with_its_rights() {
         refused.contains("permission denied") && refused.contains("task queues [q1]"),
         "{refused}"
     );
-    // Nor may it read that run, goal and context, through get_run (issue 22).
+    // Nor may it read that run, goal and context, through get_run.
     let refused = error_text(&q1.tool("get_run", json!({"run_id": run_id})));
     assert!(
         refused.contains("may describe only runs with a step on its task queues [q1]"),

@@ -1,4 +1,4 @@
-//! `/mcp` sessions are bounded (issue 22: one keep-alive client took the server from
+//! `/mcp` sessions are bounded (one keep-alive client once took the server from
 //! 27 MB to 3 GB in 8 s with `initialize` after `initialize`): at most
 //! `--mcp-max-sessions-per-key` per key and `--mcp-max-sessions` in all, refused past
 //! the cap with HTTP 429 and a JSON-RPC error naming it, and a closed session gives

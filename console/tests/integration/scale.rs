@@ -1,4 +1,4 @@
-//! Bounded reads at scale (issue 24 item 8): with 100,000 runs stored, a run of
+//! Bounded reads at scale: with 100,000 runs stored, a run of
 //! 10,000 events and a 4 MiB transcript, the runs list, the run page and the
 //! transcript make their stated number of gRPC calls and show one page of rows, and
 //! the server's storage reads for each stay within the budgets stated here

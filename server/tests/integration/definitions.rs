@@ -1,4 +1,4 @@
-//! Workflow definitions at the loader's limits, over real gRPC (issue 22): a definition
+//! Workflow definitions at the loader's limits, over real gRPC: a definition
 //! of just under the largest file, with deeply nested output schemas, is described
 //! and its history read (pretty-printed, it was more than the message limit:
 //! `OUT_OF_RANGE`); one whose compact JSON passes `MAX_DEFINITION_JSON` is refused at

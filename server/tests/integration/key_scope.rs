@@ -1,8 +1,8 @@
 //! What a key reaches. A key may make only keys that reach no further and last no
-//! longer than itself (issue 22: a 2-second admin key made a never-expiring admin key
-//! that kept working after its maker expired or was revoked); a worker key limited to
-//! task queues describes only runs with a step on them (issue 22: it described any run
-//! of its namespace, goal and context included).
+//! longer than itself (a 2-second admin key once made a never-expiring admin key that
+//! kept working after its maker expired or was revoked); a worker key limited to
+//! task queues describes only runs with a step on them (it once described any run of
+//! its namespace, goal and context included).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -175,7 +175,7 @@ async fn a_worker_key_limited_to_queues_describes_only_runs_on_them() {
 }
 
 /// Under auth, history records who proved themselves, never who a request says it
-/// is (issue 22: a client key recorded itself as `server` and `admin:alice`).
+/// is (a client key once recorded itself as `server` and `admin:alice`).
 #[tokio::test]
 async fn history_records_the_key_not_the_identity_a_request_claims() {
     use railyard_proto::v1::{

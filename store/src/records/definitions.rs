@@ -549,8 +549,8 @@ mod tests {
 
     #[test]
     fn nested_schemas_are_stored_compact_and_a_pretty_row_reads_the_same() {
-        // Issue 22: a definition with deeply nested output schemas grows many times
-        // over when pretty-printed. Its row is compact JSON, no longer than the
+        // A definition with deeply nested output schemas grows many times over
+        // when pretty-printed. Its row is compact JSON, no longer than the
         // definition's own compact JSON (what DescribeRun sends) and a little more.
         let mut schema = serde_json::json!({"type": "string"});
         for _ in 0..40 {

@@ -212,7 +212,7 @@ fn sleeps_running(args: &[&str]) -> usize {
         .count()
 }
 
-/// Issue 22: `setsid sleep 803 &` and `setsid -f` outlived the step and the worker.
+/// `setsid sleep 803 &` and `setsid -f` once outlived the step and the worker.
 #[tokio::test]
 async fn jobs_that_left_the_process_group_end_with_the_command() {
     assert!(railyard_worker::tools::reaper::adopt_orphans());

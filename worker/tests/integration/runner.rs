@@ -524,8 +524,8 @@ async fn runs_a_leased_step_to_completion() {
     assert!(matches!(kinds.last(), Some(EventKind::StepCompleted { notes, .. }) if notes == "wrote out.txt"));
 }
 
-/// The workspace root and each run's directory are the worker user's only (issue 22:
-/// they were created 0755, so every local user could read a run's files).
+/// The workspace root and each run's directory are the worker user's only (they
+/// were once created 0755, so every local user could read a run's files).
 #[cfg(unix)]
 #[tokio::test]
 async fn workspaces_are_created_readable_by_their_owner_only() {

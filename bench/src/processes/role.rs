@@ -3,7 +3,7 @@
 //! [`Report`]s to stdout, one JSON line each, and takes its cues from stdin: a
 //! client waits for a line (`go`) before it starts measuring, a worker works until
 //! stdin closes. Each ends when the bench that started it does (see
-//! [`die_with_parent`](crate::bench::child::die_with_parent)).
+//! [`die_with_parent`](crate::child::die_with_parent)).
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -17,7 +17,7 @@ use railyard_sdk::{Client, ConnectOptions, StepWorker};
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 
-use crate::bench::{QUEUE, work};
+use crate::{QUEUE, work};
 
 /// What a role process tells the bench, one JSON line each.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -50,7 +50,7 @@ pub(crate) enum Report {
 
 /// The roles of `railyard bench-process`.
 #[derive(Debug, Subcommand)]
-pub(crate) enum Role {
+pub enum Role {
     /// StepWorker loops completing every step at once until stdin closes.
     Worker {
         #[command(flatten)]
@@ -95,7 +95,7 @@ pub(crate) enum Role {
 
 /// Where a role connects.
 #[derive(Debug, Args)]
-pub(crate) struct Conn {
+pub struct Conn {
     /// The server's gRPC URL.
     #[arg(long)]
     server: String,
@@ -110,7 +110,7 @@ pub(crate) struct Conn {
 
 /// What a client role starts.
 #[derive(Debug, Args)]
-pub(crate) struct Load {
+pub struct Load {
     /// The workflow to start.
     #[arg(long)]
     workflow: String,
@@ -120,7 +120,7 @@ pub(crate) struct Load {
 }
 
 /// Runs one role process.
-pub(crate) async fn run(role: Role) -> anyhow::Result<()> {
+pub async fn run(role: Role) -> anyhow::Result<()> {
     match role {
         Role::Worker {
             conn,

@@ -18,10 +18,9 @@ use railyard_sdk::Client;
 use serde_json::json;
 use tokio::task::JoinSet;
 
-use crate::bench::schedules::spawn_server;
-use crate::bench::{BenchArgs, percentile};
-use crate::client::global::GlobalOpts;
-use crate::client::output;
+use crate::output::{self, Output};
+use crate::schedules::spawn_server;
+use crate::{BenchArgs, percentile};
 
 /// The trigger every delivery goes to.
 const TRIGGER: &str = "bench-hook";
@@ -30,7 +29,7 @@ const SECRET: &str = "railyard bench webhook secret";
 const SECRET_ENV: &str = "RAILYARD_BENCH_HOOK_SECRET";
 
 /// Runs the webhook bench with `count` deliveries.
-pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, count: u32) -> anyhow::Result<()> {
+pub(crate) async fn run(output: Output, args: &BenchArgs, count: u32) -> anyhow::Result<()> {
     let dir = tempfile::Builder::new()
         .prefix("railyard-bench-webhooks-")
         .tempdir()
@@ -147,7 +146,7 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, count: u32) -> an
         percentile(&latencies, 99.0),
         latencies.last().copied().unwrap_or_default(),
     );
-    if global.output.is_json() {
+    if output.is_json() {
         output::json(&json!({
             "deliveries": count,
             "senders": args.senders,

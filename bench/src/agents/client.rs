@@ -25,7 +25,7 @@ use tokio::task::JoinSet;
 
 /// Flags of `railyard bench-agent`.
 #[derive(Debug, Args)]
-pub(crate) struct AgentClientArgs {
+pub struct AgentClientArgs {
     /// The server's gRPC URL.
     #[arg(long)]
     pub server: String,
@@ -85,7 +85,7 @@ struct StepFigures {
 }
 
 /// Runs the client and prints its JSON line.
-pub(crate) async fn run(args: AgentClientArgs) -> anyhow::Result<()> {
+pub async fn run(args: AgentClientArgs) -> anyhow::Result<()> {
     let opts = ConnectOptions {
         request_timeout: Duration::from_secs(120),
         ..ConnectOptions::default()

@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 
 use super::role::Report;
 use super::{Ctx, shares};
-use crate::bench::child::{Reaped, die_with_parent};
+use crate::child::{Reaped, die_with_parent};
 
 /// A line a child wrote, or its end.
 pub(super) enum Heard {
@@ -58,7 +58,7 @@ impl<'a> Fleet<'a> {
         let url = &self.ctx.urls[self.procs.len() % self.ctx.urls.len()];
         let mut cmd = Command::new(&self.ctx.exe);
         die_with_parent(&mut cmd)
-            .arg("bench-process")
+            .arg(crate::PROCESS_COMMAND)
             .args(role_args)
             .args(["--server", url, "--namespace", &self.ctx.namespace])
             .env("RUST_LOG", "warn")

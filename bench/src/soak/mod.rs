@@ -18,17 +18,17 @@ use clap::Args;
 use railyard_proto::DEFAULT_NAMESPACE;
 use railyard_sdk::{Client, Completion, ConnectOptions, StepWorker};
 use railyard_server::{RunningServer, ServerConfig};
-use railyard_store_postgres::soak::{HeldTransaction, TableFigures, TableWatch};
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use super::{
     BenchArgs, POLL_WAIT, QUEUE, count_completed, ms, percentile, with_bench_store, write_workflows,
 };
-use crate::client::global::GlobalOpts;
-use crate::client::output;
-use crate::client::timefmt::{human_duration, parse_duration};
-use crate::serve::server::StoreSetting;
+use crate::output::{self, Output};
+use crate::timefmt::{human_duration, parse_duration};
+use watch::{HeldTransaction, TableFigures, TableWatch};
+
+mod watch;
 
 /// Tables a text report shows: the queue's (a row deleted per task taken, timer
 /// fired or run closed), then the largest others up to [`SHOWN_TABLES`]; JSON has
@@ -38,7 +38,7 @@ const SHOWN_TABLES: usize = 6;
 
 /// The soak's flags (part of `railyard bench`).
 #[derive(Debug, Args)]
-pub(crate) struct SoakArgs {
+pub struct SoakArgs {
     /// Instead of the run phases: steady load (starts, leases, completions of a
     /// one-step workflow, from --starters and --workers) on PostgreSQL (--store) for
     /// DURATION, reporting every --report-every the dequeue latency (poll to lease)
@@ -71,7 +71,7 @@ struct Counts {
 }
 
 /// Runs the soak and prints its reports and summary.
-pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, duration: Duration) -> anyhow::Result<()> {
+pub(crate) async fn run(output: Output, args: &BenchArgs, duration: Duration) -> anyhow::Result<()> {
     let soak = &args.soak;
     if soak.report_every.is_zero() {
         bail!("--report-every must be more than zero");
@@ -79,16 +79,11 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, duration: Duratio
     let Some(store) = &args.store else {
         bail!("--soak runs on PostgreSQL: give --store postgres://USER@HOST:PORT/DB");
     };
-    let settings = crate::serve::server::ServerArgs {
-        store: Some(store.clone()),
-        store_ca: args.store_ca.clone(),
-        ..Default::default()
-    }
-    .settings_with(|_| None)?;
-    let StoreSetting::Postgres(url) = &settings.store else {
+    if !crate::store::is_postgres(store) {
         bail!("--store: --soak takes a postgres://USER@HOST:PORT/DB URL");
-    };
-    let options = crate::serve::server::postgres_options(&settings)?;
+    }
+    let url = store;
+    let options = crate::store::options(args.store_ca.as_deref())?;
 
     let dir = tempfile::Builder::new()
         .prefix("railyard-soak-")
@@ -120,7 +115,7 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, duration: Duratio
     } else {
         None
     };
-    if !global.output.is_json() {
+    if !output.is_json() {
         output::line(format!(
             "soak for {} on {shown}: {} starters, {} workers, backlog {}, {}",
             human_duration(duration),
@@ -135,7 +130,7 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, duration: Duratio
     }
 
     let url_grpc = format!("http://{}", server.grpc_addr);
-    let result = drive(global, args, &url_grpc, duration, &watch, held.as_ref()).await;
+    let result = drive(output, args, &url_grpc, duration, &watch, held.as_ref()).await;
     let held_txid = held.as_ref().map(|h| h.txid);
     drop(held);
     server.shutdown().await;
@@ -144,7 +139,7 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, duration: Duratio
     let completed = counts.completed.load(Ordering::Relaxed);
     let start_errors = counts.start_errors.load(Ordering::Relaxed);
     let worker_errors = counts.worker_errors.load(Ordering::Relaxed);
-    if global.output.is_json() {
+    if output.is_json() {
         output::json(&json!({
             "settings": {
                 "store": shown,
@@ -175,7 +170,7 @@ type Driven = (Vec<Value>, Arc<Counts>, u64);
 
 /// The load for `duration`, a report every interval; then the backlog drained.
 async fn drive(
-    global: &GlobalOpts,
+    output: Output,
     args: &BenchArgs,
     url: &str,
     duration: Duration,
@@ -283,7 +278,7 @@ async fn drive(
             }
             None => None,
         };
-        let tables = tables.map_err(|e| anyhow::anyhow!("cannot read the table figures: {e}"))?;
+        let tables = tables.context("cannot read the table figures")?;
         let secs = now.duration_since(last.0).as_secs_f64().max(1e-9);
         let interval = Interval {
             at: now.duration_since(begun),
@@ -295,7 +290,7 @@ async fn drive(
             xmin_age,
             tables,
         };
-        if global.output.is_json() {
+        if output.is_json() {
             intervals.push(interval.json());
         } else {
             interval.print()?;

@@ -21,10 +21,9 @@ use railyard_sdk::{Client, Completion, StepWorker};
 use serde_json::json;
 use tokio::task::JoinSet;
 
-use crate::bench::BenchArgs;
-use crate::bench::schedules::spawn_server;
-use crate::client::global::GlobalOpts;
-use crate::client::output;
+use crate::BenchArgs;
+use crate::output::{self, Output};
+use crate::schedules::spawn_server;
 
 const PARENT: &str = "bench-fanout-parent";
 const CHILD: &str = "bench-fanout-child";
@@ -44,7 +43,7 @@ struct Figures {
 }
 
 /// Runs the fan-out bench with `count` children.
-pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, count: u32) -> anyhow::Result<()> {
+pub(crate) async fn run(output: Output, args: &BenchArgs, count: u32) -> anyhow::Result<()> {
     if count as usize > MAX_CHILDREN_PER_REQUEST {
         bail!(
             "--fanout takes 1 to {MAX_CHILDREN_PER_REQUEST} children (one SpawnChildRuns request), got {count}"
@@ -89,7 +88,7 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, count: u32) -> an
         .map_err(|_| anyhow!("the fan-out did not finish within {}s", args.timeout))??;
     figures.memory = super::Memory::of(&server.child.id().to_string());
     drop(server);
-    report(global, args, count, &figures)
+    report(output, args, count, &figures)
 }
 
 async fn measure(url: &str, http_addr: &str, args: &BenchArgs, count: u32) -> anyhow::Result<Figures> {
@@ -216,10 +215,10 @@ fn parse_commits(metrics: &str) -> Option<u64> {
     })
 }
 
-fn report(global: &GlobalOpts, args: &BenchArgs, count: u32, f: &Figures) -> anyhow::Result<()> {
+fn report(output: Output, args: &BenchArgs, count: u32, f: &Figures) -> anyhow::Result<()> {
     let per_child = f.commits as f64 / f64::from(count);
     let ms = |d: Duration| d.as_secs_f64() * 1_000.0;
-    if global.output.is_json() {
+    if output.is_json() {
         output::json(&json!({
             "children": count,
             "pollers": args.fanout_pollers,

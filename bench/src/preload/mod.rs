@@ -22,11 +22,10 @@ use railyard_proto::v1::{ListRunsRequest, RunStatus};
 use railyard_sdk::{Client, Completion, ConnectOptions, StepWorker};
 use serde_json::{Value, json};
 
-use crate::bench::schedules::spawn_server;
-use crate::bench::{BenchArgs, Memory, percentile, write_workflows};
-use crate::client::global::GlobalOpts;
-use crate::client::output;
-use crate::client::timefmt::now_unix_ms;
+use crate::output::{self, Output};
+use crate::schedules::spawn_server;
+use crate::timefmt::now_unix_ms;
+use crate::{BenchArgs, Memory, percentile, write_workflows};
 
 /// The long workflow: 64 steps (`railyard_model::workflow::MAX_STEPS`) on a queue of
 /// their own.
@@ -58,13 +57,13 @@ struct Side {
 }
 
 /// Runs the bench with `closed` preloaded closed runs.
-pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, closed: u64) -> anyhow::Result<()> {
+pub(crate) async fn run(output: Output, args: &BenchArgs, closed: u64) -> anyhow::Result<()> {
     if args.store.is_some() {
         bail!("--preload writes a redb store; it does not take --store");
     }
     let baseline = side(args, 0).await?;
     let loaded = side(args, closed).await?;
-    report(global, args, &baseline, &loaded)
+    report(output, args, &baseline, &loaded)
 }
 
 async fn side(args: &BenchArgs, closed: u64) -> anyhow::Result<Side> {
@@ -232,11 +231,11 @@ fn side_json(s: &Side) -> Value {
     })
 }
 
-fn report(global: &GlobalOpts, args: &BenchArgs, base: &Side, loaded: &Side) -> anyhow::Result<()> {
+fn report(output: Output, args: &BenchArgs, base: &Side, loaded: &Side) -> anyhow::Result<()> {
     let ratio = |i: usize| {
         ms(percentile(&loaded.samples[i], 50.0)) / ms(percentile(&base.samples[i], 50.0)).max(1e-6)
     };
-    if global.output.is_json() {
+    if output.is_json() {
         let ratios: serde_json::Map<String, Value> = CALLS
             .iter()
             .enumerate()

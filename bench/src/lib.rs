@@ -20,15 +20,25 @@
 //! calls that must not slow down as closed runs pile up ([`preload`]), `--soak
 //! DURATION` steady load on Postgres, with `--hold-transaction` under a long
 //! transaction ([`soak`]).
+//!
+//! This crate is the binary's `railyard bench`: the binary flattens [`BenchArgs`]
+//! into its `bench` command, calls [`run`], and dispatches the hidden commands the
+//! benches re-execute it with ([`AGENT_COMMAND`], [`PROCESS_COMMAND`]). Its errors
+//! are `anyhow`, as at the binary's edge: no crate but the binary may depend on it
+//! (`.ci/layers.py`).
 
-pub(crate) mod agents;
+mod agents;
+mod args;
 mod child;
 mod fanout;
+mod output;
 mod preload;
-pub(crate) mod processes;
+mod processes;
 mod schedules;
 mod soak;
+mod store;
 mod streams;
+mod timefmt;
 mod webhooks;
 
 use std::collections::HashMap;
@@ -37,7 +47,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
-use clap::Args;
 use railyard_proto::DEFAULT_NAMESPACE;
 use railyard_proto::v1::{ListRunsRequest, RunStatus, StepTask};
 use railyard_sdk::{Client, Completion, ConnectOptions, StepWorker};
@@ -46,141 +55,26 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use crate::client::global::GlobalOpts;
-use crate::client::output;
-use crate::client::timefmt::human_duration;
+pub use agents::client::{AgentClientArgs, run as run_agent_client};
+pub use args::BenchArgs;
+pub use output::Output;
+pub use processes::role::{Role as ProcessRole, run as run_process_role};
+
+use crate::timefmt::human_duration;
+
+/// The hidden command of the binary that runs one client process of `--agents`
+/// ([`run_agent_client`] with its [`AgentClientArgs`]): the bench re-executes the
+/// binary it runs in with it.
+pub const AGENT_COMMAND: &str = "bench-agent";
+/// The hidden command of the binary that runs one worker or client process of
+/// `--processes` ([`run_process_role`] with its [`ProcessRole`]).
+pub const PROCESS_COMMAND: &str = "bench-process";
 
 /// The task queue the bench workflows' steps land on (the server's default queue).
 pub(crate) const QUEUE: &str = "default";
 /// How long one worker poll waits; also how long stopping the workers can take.
 /// Long enough for the server to hand a new step straight to a parked poll (sync match).
 const POLL_WAIT: Duration = Duration::from_secs(3);
-
-/// Flags of `railyard bench`.
-#[derive(Debug, Args)]
-pub(crate) struct BenchArgs {
-    /// Runs of the one-step workflow for the throughput figure (0 skips it).
-    #[arg(long, value_name = "N", default_value_t = 5000)]
-    pub runs: u32,
-    /// Concurrent workers for the throughput figure (with --processes: StepWorker
-    /// loops over --worker-processes, and the three-step closed loop's concurrency).
-    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
-    pub workers: u32,
-    /// Runs of the three-step workflow for the latency figure (0 skips it).
-    #[arg(long, value_name = "N", default_value_t = 200)]
-    pub latency_runs: u32,
-    /// Concurrent starters for the throughput figure.
-    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
-    pub starters: u32,
-    /// gRPC connections the bench clients spread over.
-    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
-    pub connections: u32,
-    /// Words added to each throughput run's goal, drawn from a vocabulary of 2,000,
-    /// as an agent's goal has: each distinct word is a row of the goal-word index
-    /// written at the start (at most 64 are indexed).
-    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=200))]
-    pub goal_words: u32,
-    /// Give up a phase after this many seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
-    pub timeout: u64,
-    /// Instead of the run phases: N schedules (10000 when N is omitted) due at the same
-    /// minute boundary, on a `railyard server` process; prints the fire lag and the
-    /// server's idle CPU and memory.
-    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "10000",
-          value_parser = clap::value_parser!(u32).range(1..))]
-    pub schedules: Option<u32>,
-    /// Least time between starting to create the schedules and their due boundary.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::client::timefmt::parse_duration)]
-    pub schedule_lead: Duration,
-    /// Instead of the run phases: N signed webhook deliveries (1000 when N is
-    /// omitted) from --senders concurrent senders to a trigger on a `railyard server`
-    /// process; checks each was answered 202 and started exactly once, and prints
-    /// the rate and p99.
-    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1000",
-          value_parser = clap::value_parser!(u32).range(1..))]
-    pub webhooks: Option<u32>,
-    /// Concurrent webhook senders.
-    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
-    pub senders: u32,
-    /// Instead of the run phases: one parent run spawning N children (100 when N is
-    /// omitted, at most 100) of a no-op workflow and waiting for all, on a `railyard
-    /// server` process; prints the time from start to parent completed and the
-    /// server's commits per child.
-    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "100",
-          value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub fanout: Option<u32>,
-    /// Run the in-process server's (with --processes: the server process's) runs on
-    /// this PostgreSQL database
-    /// (postgres://USER@HOST:PORT/DB; the password from PGPASSWORD, or in the URL)
-    /// instead of redb in a temp directory. The bench's runs stay in it: give it a
-    /// database on which no server runs (with --processes, each bench's runs are in a
-    /// namespace of its own, so a database may be reused).
-    #[arg(long, value_name = "URL")]
-    pub store: Option<String>,
-    /// With --store: a PEM file of the root certificates the database's certificate
-    /// must chain to.
-    #[arg(long, value_name = "FILE", requires = "store")]
-    pub store_ca: Option<std::path::PathBuf>,
-    /// Concurrent pollers completing the fan-out's child steps.
-    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
-    pub fanout_pollers: u32,
-    /// Instead of the run phases: N leased agent steps (1000 when N is omitted) on a
-    /// `railyard server` process, each heartbeating a transcript that grows by a turn
-    /// of 4-20 KB for --turns turns, from --agent-processes client processes; prints
-    /// heartbeat p50/p99 over the first and the last 10% of turns, the server's bytes
-    /// written per turn, its CPU and peak memory.
-    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1000",
-          value_parser = clap::value_parser!(u32).range(1..))]
-    pub agents: Option<u32>,
-    /// Turns of each agent step.
-    #[arg(long, value_name = "N", default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..))]
-    pub turns: u32,
-    /// Client processes the agent steps are spread over.
-    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
-    pub agent_processes: u32,
-    /// Instead of the run phases alone: the throughput phase and the durable write
-    /// p50 on an idle server, with N leased steps (100 when N is omitted) heartbeating,
-    /// and with the same steps also streaming 50 live output chunks a second each;
-    /// prints each, the ratio of streaming to heartbeating only, and the CPU of the streams.
-    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "100",
-          value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    pub streams: Option<u32>,
-    /// The run phases with the server, workers and clients as separate processes: a
-    /// `railyard server` process on a temporary directory (or --store), --workers
-    /// StepWorker loops in --worker-processes processes, and client processes, all
-    /// over loopback with the SDK. Prints one-step runs/s, three-step start-to-completed
-    /// p50/p99 at concurrency 1, three-step runs/s at concurrency --workers, the
-    /// read and durable write RPC floor, and the server's CPU and memory.
-    #[arg(long, conflicts_with_all = ["schedules", "webhooks", "fanout", "agents"])]
-    pub processes: bool,
-    /// Instead of the run phases: write a store of N closed runs (1000000 when N is
-    /// omitted) and --preload-open open runs straight through the redb backend, and
-    /// compare, on a `railyard server` process, ListRuns (first page, by status and
-    /// by workflow), DescribeRun, StartRun and step completions (p50/p99 over
-    /// --latency-runs calls) and the server's memory with a store of the open runs only.
-    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "1000000",
-          conflicts_with_all = ["schedules", "webhooks", "fanout", "agents", "processes"])]
-    pub preload: Option<u64>,
-    /// With --preload: the open runs in both stores (their steps wait on a queue
-    /// nothing polls).
-    #[arg(long, value_name = "N", default_value_t = 10_000)]
-    pub preload_open: u32,
-    /// With --preload: step completions measured, of runs of a 64-step workflow.
-    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
-    pub preload_steps: u32,
-    /// With --processes: the worker processes the --workers loops are spread over.
-    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub worker_processes: u32,
-    /// With --processes and --store: this many `railyard server` nodes on the one
-    /// database (the first started leads, the others forward to it), the worker and
-    /// client processes spread over them in turn.
-    #[arg(long, value_name = "N", default_value_t = 1, requires = "store",
-          value_parser = clap::value_parser!(u32).range(1..=8))]
-    pub nodes: u32,
-    /// The soak under load (`--soak`, [`soak`]).
-    #[command(flatten)]
-    pub soak: soak::SoakArgs,
-}
 
 /// The throughput phase's figures.
 #[derive(Debug)]
@@ -206,35 +100,37 @@ struct Latency {
     heartbeat_p50: Duration,
 }
 
-/// Runs the bench and prints its settings and figures.
-pub(crate) async fn run(global: &GlobalOpts, args: BenchArgs) -> anyhow::Result<()> {
+/// Runs the bench `args` ask for and prints its settings and figures as `output`
+/// says. The benches with child processes start them from the running binary
+/// ([`AGENT_COMMAND`], [`PROCESS_COMMAND`], `railyard server`).
+pub async fn run(output: Output, args: BenchArgs) -> anyhow::Result<()> {
     if args.store.is_some() && (args.schedules.is_some() || args.webhooks.is_some() || args.fanout.is_some())
     {
         bail!("--store goes with the run phases only (not --schedules, --webhooks, --fanout)");
     }
     if let Some(count) = args.schedules {
-        return schedules::run(global, &args, count).await;
+        return schedules::run(output, &args, count).await;
     }
     if let Some(count) = args.webhooks {
-        return webhooks::run(global, &args, count).await;
+        return webhooks::run(output, &args, count).await;
     }
     if let Some(count) = args.fanout {
-        return fanout::run(global, &args, count).await;
+        return fanout::run(output, &args, count).await;
     }
     if let Some(count) = args.agents {
-        return agents::run(global, &args, count).await;
+        return agents::run(output, &args, count).await;
     }
     if let Some(count) = args.streams {
-        return streams::run(global, &args, count).await;
+        return streams::run(output, &args, count).await;
     }
     if args.processes {
-        return processes::run(global, &args).await;
+        return processes::run(output, &args).await;
     }
     if let Some(closed) = args.preload {
-        return preload::run(global, &args, closed).await;
+        return preload::run(output, &args, closed).await;
     }
     if let Some(duration) = args.soak.soak {
-        return soak::run(global, &args, duration).await;
+        return soak::run(output, &args, duration).await;
     }
     let dir = tempfile::Builder::new()
         .prefix("railyard-bench-")
@@ -260,7 +156,7 @@ pub(crate) async fn run(global: &GlobalOpts, args: BenchArgs) -> anyhow::Result<
         url: &url,
         store: &store,
     };
-    report(global, &args, ran, throughput.as_ref(), latency.as_ref(), memory)?;
+    report(output, &args, ran, throughput.as_ref(), latency.as_ref(), memory)?;
     Ok(())
 }
 
@@ -275,29 +171,12 @@ struct Ran<'a> {
 /// `config` on the database `--store` names (opened here, as `railyard server` opens
 /// it), and the store as it may be shown; redb in the temp directory without it.
 async fn with_bench_store(config: ServerConfig, args: &BenchArgs) -> anyhow::Result<(ServerConfig, String)> {
-    let Some(store) = &args.store else {
-        return Ok((config, "redb (a temp directory)".into()));
-    };
-    let settings = crate::serve::server::ServerArgs {
-        store: Some(store.clone()),
-        store_ca: args.store_ca.clone(),
-        ..Default::default()
+    match &args.store {
+        None => Ok((config, "redb (a temp directory)".into())),
+        Some(url) => store::open(config, url, args.store_ca.as_deref()).await,
     }
-    // The flags alone: the server's environment and config file are not the bench's.
-    .settings_with(|_| None)?;
-    if !matches!(settings.store, crate::serve::server::StoreSetting::Postgres(_)) {
-        bail!(
-            "--store: the bench takes a postgres://USER@HOST:PORT/DB URL; without --store it runs on redb in a temp directory"
-        );
-    }
-    let shown = settings.store.shown();
-    let config = crate::serve::server::with_store(config, &settings)
-        .await
-        .with_context(|| format!("cannot open the bench's store {shown}"))?;
-    Ok((config, shown))
 }
 
-/// Writes the `bench-1` (one step) and `bench-3` (three steps) definitions.
 /// Run `n`'s goal: `run N` and `words` words of a 2,000-word vocabulary, spread
 /// over it as a multiplicative hash of (n, i) spreads them.
 fn bench_goal(n: u32, words: u32) -> String {
@@ -309,6 +188,7 @@ fn bench_goal(n: u32, words: u32) -> String {
     goal
 }
 
+/// Writes the `bench-1` (one step) and `bench-3` (three steps) definitions.
 pub(crate) fn write_workflows(dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for (id, steps) in [("bench-1", 1), ("bench-3", 3)] {
@@ -683,7 +563,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 fn report(
-    global: &GlobalOpts,
+    output: Output,
     args: &BenchArgs,
     Ran { url, store }: Ran<'_>,
     throughput: Option<&Throughput>,
@@ -700,7 +580,7 @@ fn report(
     };
     let rate = |t: &Throughput| t.completed as f64 / t.elapsed.as_secs_f64().max(1e-9);
 
-    if global.output.is_json() {
+    if output.is_json() {
         let value = json!({
             "settings": {
                 "runs": args.runs, "workers": args.workers, "starters": args.starters, "goal_words": args.goal_words,

@@ -6,9 +6,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{Closed, Figures, Floor, shares};
-use crate::bench::{BenchArgs, percentile};
-use crate::client::global::GlobalOpts;
-use crate::client::output;
+use crate::output::{self, Output};
+use crate::{BenchArgs, percentile};
 
 pub(super) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1_000.0
@@ -41,7 +40,7 @@ fn cpu_per_run_us(cpu_s: f64, runs: u64) -> f64 {
     cpu_s * 1e6 / runs.max(1) as f64
 }
 
-pub(super) fn report(global: &GlobalOpts, args: &BenchArgs, store: &str, f: &Figures) -> anyhow::Result<()> {
+pub(super) fn report(output: Output, args: &BenchArgs, store: &str, f: &Figures) -> anyhow::Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let workers = shares(args.workers, args.worker_processes).len();
     let closed_json = |c: &Closed| {
@@ -55,7 +54,7 @@ pub(super) fn report(global: &GlobalOpts, args: &BenchArgs, store: &str, f: &Fig
             "server_cpu_per_run_us": cpu_per_run_us(c.cpu_s, c.samples.len() as u64),
         })
     };
-    if global.output.is_json() {
+    if output.is_json() {
         output::json(&json!({
             "settings": {
                 "shape": "processes", "runs": args.runs, "workers": args.workers,

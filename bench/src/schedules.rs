@@ -22,10 +22,9 @@ use railyard_sdk::{Client, ConnectOptions};
 use serde_json::json;
 use tokio::task::JoinSet;
 
-use crate::bench::{BenchArgs, percentile};
-use crate::client::global::GlobalOpts;
-use crate::client::output;
-use crate::client::timefmt::{human_duration, now_unix_ms, rfc3339};
+use crate::output::{self, Output};
+use crate::timefmt::{human_duration, now_unix_ms, rfc3339};
+use crate::{BenchArgs, percentile};
 
 /// The workflow every bench schedule starts.
 const WORKFLOW: &str = "bench-sched";
@@ -68,7 +67,7 @@ struct Idle {
 }
 
 /// Runs the schedule bench with `count` schedules.
-pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, count: u32) -> anyhow::Result<()> {
+pub(crate) async fn run(output: Output, args: &BenchArgs, count: u32) -> anyhow::Result<()> {
     let dir = tempfile::Builder::new()
         .prefix("railyard-bench-schedules-")
         .tempdir()
@@ -89,7 +88,7 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, count: u32) -> an
     tracing::info!(url = %server.url, pid, "bench server started");
     let figures = measure(&server.url, pid, args, count).await?;
     drop(server);
-    report(global, count, &figures)
+    report(output, count, &figures)
 }
 
 /// Starts this binary's `server` on free loopback ports, with `args` more and `env`
@@ -157,7 +156,7 @@ pub(crate) fn spawn_server_on(
             }
         }
     }
-    let mut child = crate::bench::child::die_with_parent(&mut cmd)
+    let mut child = crate::child::die_with_parent(&mut cmd)
         .args(args)
         .envs(env.iter().copied())
         .env("RUST_LOG", "warn")
@@ -398,14 +397,14 @@ fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
-fn report(global: &GlobalOpts, count: u32, f: &Figures) -> anyhow::Result<()> {
+fn report(output: Output, count: u32, f: &Figures) -> anyhow::Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let (p50, p99, max) = (
         percentile(&f.lags, 50.0),
         percentile(&f.lags, 99.0),
         percentile(&f.lags, 100.0),
     );
-    if global.output.is_json() {
+    if output.is_json() {
         output::json(&json!({
             "settings": { "schedules": count, "cron": "* * * * *", "cores": cores, "fsync": true },
             "boundary": rfc3339(f.boundary_ms),
@@ -468,14 +467,18 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-    use crate::{Cli, Command as Cmd};
+
+    /// `railyard bench`'s flags, as the binary flattens them.
+    #[derive(Debug, Parser)]
+    struct Bench {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
 
     fn bench_args(args: &[&str]) -> BenchArgs {
-        let cli = Cli::try_parse_from(["railyard", "bench"].iter().chain(args).copied()).unwrap();
-        match cli.command {
-            Cmd::Bench(a) => a,
-            other => panic!("not bench: {other:?}"),
-        }
+        Bench::try_parse_from(["bench"].iter().chain(args).copied())
+            .unwrap()
+            .args
     }
 
     #[test]

@@ -24,8 +24,7 @@ use tokio::task::JoinSet;
 
 use super::schedules::{clock_ticks_per_second, cpu_ticks};
 use super::{BenchArgs, rpc_floor, throughput, write_workflows};
-use crate::client::global::GlobalOpts;
-use crate::client::output;
+use crate::output::{self, Output};
 
 /// The queue the streaming steps are leased from.
 const STREAM_QUEUE: &str = "bench-stream";
@@ -75,7 +74,7 @@ struct Figures {
 }
 
 /// Runs the comparison and prints it.
-pub(super) async fn run(global: &GlobalOpts, args: &BenchArgs, streams: u32) -> anyhow::Result<()> {
+pub(super) async fn run(output: Output, args: &BenchArgs, streams: u32) -> anyhow::Result<()> {
     let dir = tempfile::Builder::new()
         .prefix("railyard-bench-")
         .tempdir()
@@ -99,7 +98,7 @@ pub(super) async fn run(global: &GlobalOpts, args: &BenchArgs, streams: u32) -> 
     let ratio = |a: f64, b: f64| if a > 0.0 { b / a } else { 0.0 };
     let (base, with) = (f.heartbeating, f.streaming);
     let streams_cpu = (f.streaming_cpu - f.heartbeat_cpu).max(0.0);
-    if global.output.is_json() {
+    if output.is_json() {
         output::json(&json!({
             "streams": streams,
             "chunks_per_second_per_stream": 50,
@@ -221,7 +220,7 @@ async fn compare(url: &str, args: &BenchArgs, streams: u32) -> anyhow::Result<Fi
     appending.store(true, Ordering::Relaxed);
     let streaming_cpu = cpu_percent().await?;
     // Baseline and streaming sides alternate (S B B S S B …), so the store's growth
-    // and the machine's drift over the sitting weigh on both alike.
+    // and the machine's drift over the bench weigh on both alike.
     let (mut base, mut with) = (Vec::new(), Vec::new());
     for i in 0..2 * ROUNDS {
         let streaming = matches!(i % 4, 0 | 3);

@@ -19,10 +19,9 @@ use railyard_sdk::{Client, ConnectOptions};
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
-use crate::bench::schedules::{clock_ticks_per_second, cpu_ticks, spawn_server};
-use crate::bench::{BenchArgs, Memory, percentile};
-use crate::client::global::GlobalOpts;
-use crate::client::output;
+use crate::output::{self, Output};
+use crate::schedules::{clock_ticks_per_second, cpu_ticks, spawn_server};
+use crate::{BenchArgs, Memory, percentile};
 
 /// The workflow each agent run is.
 const WORKFLOW: &str = "bench-agent";
@@ -77,7 +76,7 @@ struct Figures {
 }
 
 /// Runs the agents bench with `agents` steps.
-pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, agents: u32) -> anyhow::Result<()> {
+pub(crate) async fn run(output: Output, args: &BenchArgs, agents: u32) -> anyhow::Result<()> {
     let dir = tempfile::Builder::new()
         .prefix("railyard-bench-agents-")
         .tempdir()
@@ -99,7 +98,7 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs, agents: u32) -> a
     tracing::info!(url = %server.url, pid, "bench server started");
     let figures = measure(&server.url, pid, args, agents).await?;
     drop(server);
-    report(global, &figures)
+    report(output, &figures)
 }
 
 async fn measure(url: &str, pid: u32, args: &BenchArgs, agents: u32) -> anyhow::Result<Figures> {
@@ -138,8 +137,8 @@ async fn measure(url: &str, pid: u32, args: &BenchArgs, agents: u32) -> anyhow::
     let mut children = Vec::new();
     for p in 0..processes {
         let share = agents / processes + u32::from(p < agents % processes);
-        let child = crate::bench::child::die_with_parent(&mut Command::new(&exe))
-            .args(["bench-agent", "--server", url])
+        let child = crate::child::die_with_parent(&mut Command::new(&exe))
+            .args([crate::AGENT_COMMAND, "--server", url])
             .args(["--agents", &share.to_string(), "--turns", &args.turns.to_string()])
             .args(["--seed", &p.to_string(), "--timeout", &args.timeout.to_string()])
             .env("RUST_LOG", "warn")
@@ -248,14 +247,14 @@ async fn completed_runs(client: &Client) -> anyhow::Result<u64> {
     }
 }
 
-fn report(global: &GlobalOpts, f: &Figures) -> anyhow::Result<()> {
+fn report(output: Output, f: &Figures) -> anyhow::Result<()> {
     let turns = u64::from(f.agents) * u64::from(f.turns);
     let per_turn = |b: u64| b as f64 / turns.max(1) as f64;
     let delta = per_turn(f.transcript_bytes);
     let ms = |d: Duration| d.as_secs_f64() * 1_000.0;
     let (f50, f99) = (percentile(&f.first, 50.0), percentile(&f.first, 99.0));
     let (l50, l99) = (percentile(&f.last, 50.0), percentile(&f.last, 99.0));
-    if global.output.is_json() {
+    if output.is_json() {
         output::json(&json!({
             "agents": f.agents, "turns": f.turns, "client_processes": f.processes,
             "completed": f.completed,

@@ -5,7 +5,7 @@
 //! worker and client processes (this binary's hidden `bench-process`, [`role`]),
 //! which talk to the server over the SDK and report to the bench as JSON lines on
 //! stdout. Every child is killed when its phase ends or fails, and by the kernel if
-//! the bench dies ([`crate::bench::child`]).
+//! the bench dies ([`crate::child`]).
 //!
 //! The phases, in order:
 //! 1. **one-step throughput**: `--workers` StepWorker loops over `--worker-processes`
@@ -38,9 +38,9 @@ use anyhow::{Context, anyhow, bail};
 use railyard_proto::DEFAULT_NAMESPACE;
 use railyard_sdk::{Client, ConnectOptions};
 
-use crate::bench::schedules::{ServerStore, clock_ticks_per_second, cpu_ticks, spawn_server_on};
-use crate::bench::{BenchArgs, Memory, count_completed, percentile, write_workflows};
-use crate::client::global::GlobalOpts;
+use crate::output::Output;
+use crate::schedules::{ServerStore, clock_ticks_per_second, cpu_ticks, spawn_server_on};
+use crate::{BenchArgs, Memory, count_completed, percentile, write_workflows};
 use fleet::{Fleet, Heard};
 use role::Report;
 
@@ -355,7 +355,7 @@ struct Figures {
 }
 
 /// Runs the bench (`railyard bench --processes`).
-pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(output: Output, args: &BenchArgs) -> anyhow::Result<()> {
     let dir = tempfile::Builder::new()
         .prefix("railyard-bench-processes-")
         .tempdir()
@@ -390,7 +390,7 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs) -> anyhow::Result
     }
     let namespace = match args.store {
         None => DEFAULT_NAMESPACE.to_string(),
-        Some(_) => format!("bench-{}", crate::client::timefmt::now_unix_ms()),
+        Some(_) => format!("bench-{}", crate::timefmt::now_unix_ms()),
     };
     let ctx = Ctx {
         namespace,
@@ -452,7 +452,7 @@ pub(crate) async fn run(global: &GlobalOpts, args: &BenchArgs) -> anyhow::Result
         memory: Memory::of(&ctx.pids[0].to_string()),
     };
     drop(servers);
-    report::report(global, args, &shown, &figures)
+    report::report(output, args, &shown, &figures)
 }
 
 #[cfg(test)]
