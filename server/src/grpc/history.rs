@@ -42,9 +42,9 @@ fn id_reuse_policy(value: i32) -> Result<IdReusePolicy, ApiError> {
 }
 
 /// A run and its definition, as compact JSON: written pretty, a definition with deeply
-/// nested output schemas grew from under 1 MB to more than the message limit (issue
-/// 22). The definition's bound at load (`workflow::MAX_DEFINITION_JSON`) and the
-/// run's own limits keep the answer within [`railyard_proto::MAX_MESSAGE_BYTES`];
+/// nested output schemas grew from under 1 MB to more than the message limit. The
+/// definition's bound at load (`workflow::MAX_DEFINITION_JSON`) and the run's own
+/// limits keep the answer within [`railyard_proto::MAX_MESSAGE_BYTES`];
 /// should the two together ever pass it, the definition is left out (and a warning
 /// logged) so the run is still described.
 fn describe_response(run: &railyard_model::run::RunState) -> v1::DescribeRunResponse {
