@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use chrono::{DateTime, SecondsFormat};
+use railyard_view::{DurationStyle, TimeStyle};
 
 /// The current time in unix milliseconds.
 #[expect(
@@ -23,10 +23,7 @@ pub(crate) fn rfc3339(unix_ms: i64) -> String {
     if unix_ms == 0 {
         return "-".to_string();
     }
-    match DateTime::from_timestamp_millis(unix_ms) {
-        Some(t) => t.to_rfc3339_opts(SecondsFormat::Secs, true),
-        None => format!("{unix_ms} ms"),
-    }
+    railyard_view::time(unix_ms, TimeStyle::Rfc3339).unwrap_or_else(|| format!("{unix_ms} ms"))
 }
 
 /// Parses a duration flag (`90s`, `15m`, `1h30m`; units `ms`, `s`, `m`, `h`, `d`, `w`).
@@ -38,14 +35,7 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// A short human rendering of an elapsed time: `850 µs`, `4.20 ms`, `3.21 s`.
 pub(crate) fn human_duration(d: Duration) -> String {
-    let micros = d.as_micros();
-    if micros < 1_000 {
-        format!("{micros} µs")
-    } else if micros < 1_000_000 {
-        format!("{:.2} ms", d.as_secs_f64() * 1_000.0)
-    } else {
-        format!("{:.2} s", d.as_secs_f64())
-    }
+    railyard_view::duration(d, DurationStyle::Measured)
 }
 
 #[cfg(test)]
