@@ -16,3 +16,10 @@ pub struct TokenClaims {
     pub lease: u64,
     pub kid: String,
 }
+
+impl TokenClaims {
+    /// The key of the run the lease is on.
+    pub fn run_key(&self) -> crate::RunKey {
+        crate::RunKey::new(&self.namespace, &self.run_id)
+    }
+}

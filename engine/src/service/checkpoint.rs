@@ -5,6 +5,7 @@
 //! that hold it, so a reader never makes the server load or send a whole
 //! checkpoint (up to `railyard_model::limits::CHECKPOINT`).
 
+use railyard_model::RunKey;
 use railyard_model::echo;
 use railyard_model::limits::check_name;
 use railyard_store::CheckpointAt;
@@ -55,8 +56,9 @@ pub fn page(
     };
     // One snapshot: the step named and the bytes read are of the same moment.
     let snap = core.store.snapshot()?;
+    let key = RunKey::new(ns, run_id);
     let run = snap
-        .run(ns, run_id)?
+        .run(&key)?
         .ok_or_else(|| ApiError::NotFound(format!("run {run_id:?} not found in namespace {ns:?}")))?;
     caller.check_run_queues(&run)?;
     let steps = &run.definition.steps;
@@ -77,11 +79,11 @@ pub fn page(
     // The step in flight's may be where an older release kept it; a finished step's
     // is in its own place.
     let at = if index == run.current_step {
-        snap.checkpoint_in_flight_at(ns, run_id, index)?
+        snap.checkpoint_in_flight_at(&key, index)?
     } else {
         CheckpointAt::step(index)
     };
-    let stored = snap.checkpoint_page(ns, run_id, at, offset, limit)?;
+    let stored = snap.checkpoint_page(&key, at, offset, limit)?;
     if stored.total == 0 {
         return Ok(CheckpointPage {
             rows_read: stored.rows_read,

@@ -3,6 +3,7 @@
 //! error names the expression, its index and the problem (from `schedule::spec`).
 //! The firing itself happens in the writer, off the durable timers.
 
+use railyard_model::RunKey;
 use std::collections::BTreeMap;
 
 use chrono::DateTime;
@@ -304,7 +305,7 @@ pub fn describe(
         .schedule(ns, schedule_id)?
         .ok_or_else(|| crate::writer::schedule_not_found(ns, schedule_id))?;
     for a in schedule.recent_actions.iter_mut().filter(|a| a.status.is_open()) {
-        if let Some(run) = core.store.run(ns, &a.run_id)? {
+        if let Some(run) = core.store.run(&RunKey::new(ns, &a.run_id))? {
             a.status = run.status;
         }
     }

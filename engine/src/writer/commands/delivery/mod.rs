@@ -23,7 +23,7 @@ pub(crate) fn fire(
     target: &str,
     attempt: u32,
 ) -> Result<(), StorageError> {
-    let Some(mut run) = cx.load(ns, run_id)? else {
+    let Some(mut run) = cx.load(&RunKey::new(ns, run_id))? else {
         return Ok(());
     };
     let policy = cx.delivery.policy;
@@ -102,7 +102,7 @@ impl Apply for RecordDelivery {
     const NAME: &'static str = "record_delivery";
 
     fn apply(self, cx: &mut Cx) -> Result<bool, CommandError> {
-        let Some(mut run) = cx.load(&self.ns, &self.run_id)? else {
+        let Some(mut run) = cx.load(&RunKey::new(&self.ns, &self.run_id))? else {
             return Ok(false);
         };
         let policy = cx.delivery.policy;
@@ -130,7 +130,7 @@ impl Apply for Redeliver {
     const NAME: &'static str = "redeliver";
 
     fn apply(self, cx: &mut Cx) -> Result<Vec<String>, CommandError> {
-        cx.with_run(&self.ns, &self.run_id, |run, out| {
+        cx.with_run(&RunKey::new(&self.ns, &self.run_id), |run, out| {
             run.redeliver(&self.target, out)
         })
     }
