@@ -157,8 +157,8 @@ pub(crate) const MERGE_SEGMENTS_BELOW: u64 = 4096;
 
 /// The refusal for a run that does not exist.
 pub(crate) fn not_found(key: &RunKey) -> Rejection {
-    let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
-    Rejection::NotFound(format!("run {run_id:?} not found in namespace {ns:?}"))
+    let RunKey { namespace, run_id } = key;
+    Rejection::NotFound(format!("run {run_id:?} not found in namespace {namespace:?}"))
 }
 
 impl Cx<'_, '_> {

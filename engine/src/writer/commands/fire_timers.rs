@@ -37,7 +37,7 @@ impl Apply for FireTimers {
                     attempt,
                 } => {
                     let _ = cx
-                        .with_run(&RunKey::new(&namespace, &run_id), |run, out| {
+                        .with_run(&RunKey::new(namespace, run_id), |run, out| {
                             run.backoff_timer(step_index, attempt, out);
                             Ok(())
                         })
@@ -53,7 +53,7 @@ impl Apply for FireTimers {
                     wait_id,
                 } => {
                     let _ = cx
-                        .with_run(&RunKey::new(&namespace, &run_id), |run, out| {
+                        .with_run(&RunKey::new(namespace, run_id), |run, out| {
                             run.wait_timer(wait_id, out);
                             Ok(())
                         })
@@ -64,7 +64,7 @@ impl Apply for FireTimers {
                     run_id,
                     target,
                     attempt,
-                } => super::delivery::fire(cx, &namespace, &run_id, &target, attempt)?,
+                } => super::delivery::fire(cx, &RunKey::new(namespace, run_id), &target, attempt)?,
             }
         }
         let due = cx.leases.due(now, MAX_TIMERS.saturating_sub(fired));

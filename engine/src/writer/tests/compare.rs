@@ -194,7 +194,7 @@ where
 impl Side {
     /// The claims of the run's current lease (a lease of 0 when none is in flight).
     fn claims(&self, run: u8, stale: bool) -> TokenClaims {
-        let state = self.store.run(&RunKey::new("default", &id(run))).unwrap();
+        let state = self.store.run(&RunKey::new("default", id(run))).unwrap();
         let (step, attempt, lease) = match &state {
             Some(s) => {
                 let lease = match &s.phase {
