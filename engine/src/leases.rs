@@ -6,10 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
-use railyard_model::Millis;
-
-/// (namespace, run id).
-type RunKey = (String, String);
+use railyard_model::{Millis, RunKey};
 
 /// The deadline of every lease in flight: one entry per open run with a step leased.
 #[derive(Default)]
@@ -26,8 +23,7 @@ struct Deadlines {
 /// A lease whose deadline has come.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DueLease {
-    pub namespace: String,
-    pub run_id: String,
+    pub run: RunKey,
     pub lease: u64,
 }
 
@@ -40,9 +36,8 @@ impl LeaseDeadlines {
 
     /// Sets (or with `None`, clears) the run's lease deadline as `(due, lease)`.
     /// Returns true when this made the earliest deadline earlier.
-    pub fn set(&self, ns: &str, run_id: &str, deadline: Option<(Millis, u64)>) -> bool {
+    pub fn set(&self, key: RunKey, deadline: Option<(Millis, u64)>) -> bool {
         let mut d = self.lock();
-        let key = (ns.to_string(), run_id.to_string());
         if d.by_run.get(&key) == deadline.as_ref() {
             return false;
         }
@@ -71,9 +66,8 @@ impl LeaseDeadlines {
             .iter()
             .take_while(|(due, _, _)| *due <= now)
             .take(max)
-            .map(|(_, (ns, run_id), lease)| DueLease {
-                namespace: ns.clone(),
-                run_id: run_id.clone(),
+            .map(|(_, run, lease)| DueLease {
+                run: run.clone(),
                 lease: *lease,
             })
             .collect()
@@ -82,8 +76,8 @@ impl LeaseDeadlines {
     /// How many leases are watched in each namespace.
     pub fn count_by_namespace(&self) -> BTreeMap<String, u64> {
         let mut counts = BTreeMap::new();
-        for (ns, _) in self.lock().by_run.keys() {
-            *counts.entry(ns.clone()).or_insert(0) += 1;
+        for run in self.lock().by_run.keys() {
+            *counts.entry(run.namespace.clone()).or_insert(0) += 1;
         }
         counts
     }
@@ -106,20 +100,27 @@ mod tests {
     #[test]
     fn one_deadline_per_run_earliest_first() {
         let d = LeaseDeadlines::default();
-        assert!(d.set("ns", "a", Some((500, 1))));
-        assert!(!d.set("ns", "b", Some((900, 1))), "not earlier than a's");
+        assert!(d.set(RunKey::new("ns", "a"), Some((500, 1))));
         assert!(
-            d.set("ns", "b", Some((100, 2))),
+            !d.set(RunKey::new("ns", "b"), Some((900, 1))),
+            "not earlier than a's"
+        );
+        assert!(
+            d.set(RunKey::new("ns", "b"), Some((100, 2))),
             "b's new lease replaces its old one"
         );
         assert_eq!(d.len(), 2);
         assert_eq!(d.next_due(), Some(100));
-        let due: Vec<_> = d.due(500, 10).into_iter().map(|l| (l.run_id, l.lease)).collect();
+        let due: Vec<_> = d
+            .due(500, 10)
+            .into_iter()
+            .map(|l| (l.run.run_id, l.lease))
+            .collect();
         assert_eq!(due, [("b".to_string(), 2), ("a".to_string(), 1)]);
         assert_eq!(d.due(500, 1).len(), 1);
-        d.set("ns", "b", None);
+        d.set(RunKey::new("ns", "b"), None);
         assert_eq!(d.next_due(), Some(500));
-        d.set("ns", "a", None);
+        d.set(RunKey::new("ns", "a"), None);
         assert!(d.is_empty() && d.next_due().is_none());
     }
 }

@@ -21,6 +21,7 @@
 //! [`BATCH_ITEMS_PER_COMMIT`] of their items per command, a large batch's items
 //! over several commits and its header last.
 
+use railyard_model::RunKey;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
@@ -130,8 +131,8 @@ async fn sweep(
         let found = candidates.len();
         let purged = writer.call(PurgeRuns { candidates }).await?;
         let mut by_ns: BTreeMap<&str, u64> = BTreeMap::new();
-        for (ns, _) in &purged.purged {
-            *by_ns.entry(ns.as_str()).or_insert(0) += 1;
+        for run in &purged.purged {
+            *by_ns.entry(run.namespace.as_str()).or_insert(0) += 1;
         }
         for (ns, n) in &by_ns {
             metrics.record_purged(ns, *n);
@@ -230,7 +231,7 @@ fn collect(
             let exhausted = found.len() < SCAN_CHUNK;
             for (close_ms, run_id) in found {
                 cursors.insert(name.clone(), (close_ms, run_id.clone()));
-                let wanted = match snap.run(&name, &run_id)? {
+                let wanted = match snap.run(&RunKey::new(&name, &run_id))? {
                     Some(run) => may_purge(&*snap, &run)?,
                     // A stale index entry: the writer drops it.
                     None => true,

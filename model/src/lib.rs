@@ -9,8 +9,8 @@
 //!   vocabularies on it: prompts, webhook payloads, schedule fires.
 //! - [`schedule`], [`trigger`], [`namespace`], [`auth`], [`token`]: the other
 //!   durable things a server keeps, as plain data with their rules.
-//! - [`limits`], [`ids`], [`error`], [`text`]: request bounds, names, the model's
-//!   error type and the one text-cutting helper.
+//! - [`limits`], [`ids`], [`key`], [`error`], [`text`]: request bounds, names, a run's
+//!   key, the model's error type and the one text-cutting helper.
 //!
 //! This crate knows nothing of tokio, gRPC, HTTP or storage: the store crate keeps
 //! its types, the server crate drives it.
@@ -27,6 +27,7 @@ pub mod contract;
 pub mod duration;
 pub mod error;
 pub mod ids;
+pub mod key;
 pub mod limits;
 pub mod namespace;
 pub mod output;
@@ -48,3 +49,4 @@ pub mod workflow;
 pub type Millis = i64;
 
 pub use error::{Rejection, echo};
+pub use key::RunKey;

@@ -22,3 +22,10 @@ pub struct TokenClaims {
     /// The id of the key that signed it.
     pub kid: String,
 }
+
+impl TokenClaims {
+    /// The key of the run the lease is on.
+    pub fn run_key(&self) -> crate::RunKey {
+        crate::RunKey::new(&self.namespace, &self.run_id)
+    }
+}

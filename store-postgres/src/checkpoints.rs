@@ -3,6 +3,7 @@
 //! the same statements over either pair of tables. A step's checkpoint stays where it
 //! was written when its step ends: that is its transcript, kept with no bytes copied.
 
+use railyard_model::RunKey;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
@@ -58,7 +59,8 @@ fn sql(at: CheckpointAt, template: &'static str) -> &'static str {
 }
 
 /// The key's parameters, then `more`.
-fn key(ns: &str, run_id: &str, at: CheckpointAt, more: Vec<Param>) -> Vec<Param> {
+fn run_params(key: &RunKey, at: CheckpointAt, more: Vec<Param>) -> Vec<Param> {
+    let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
     let mut p = params![ns.to_string(), run_id.to_string()];
     if let CheckpointAt::Step(n) = at {
         p.push(Box::new(i64::from(n)));
@@ -68,15 +70,10 @@ fn key(ns: &str, run_id: &str, at: CheckpointAt, more: Vec<Param>) -> Vec<Param>
 }
 
 impl PgTxn {
-    pub(crate) fn checkpoint_whole(
-        &self,
-        ns: &str,
-        run_id: &str,
-        at: CheckpointAt,
-    ) -> Result<Vec<u8>, StorageError> {
+    pub(crate) fn checkpoint_whole(&self, key: &RunKey, at: CheckpointAt) -> Result<Vec<u8>, StorageError> {
         let row = self.conn().query_opt(
             sql(at, "SELECT bytes, segments FROM {H} WHERE {K}"),
-            key(ns, run_id, at, vec![]),
+            run_params(key, at, vec![]),
         )?;
         let Some(row) = row else {
             return Ok(Vec::new());
@@ -85,7 +82,7 @@ impl PgTxn {
         if col::<i32>(&row, 1)? > 1 {
             let rows = self.conn().query(
                 sql(at, "SELECT bytes FROM {S} WHERE {K} ORDER BY seq"),
-                key(ns, run_id, at, vec![]),
+                run_params(key, at, vec![]),
             )?;
             for r in &rows {
                 out.extend_from_slice(&col::<Vec<u8>>(r, 0)?);
@@ -96,8 +93,7 @@ impl PgTxn {
 
     pub(crate) fn checkpoint_head_at(
         &self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
     ) -> Result<Option<CheckpointHead>, StorageError> {
         let row = self.conn().query_opt(
@@ -105,17 +101,14 @@ impl PgTxn {
                 at,
                 "SELECT COALESCE(len, octet_length(bytes)::bigint), digest, segments, merged FROM {H} WHERE {K}",
             ),
-            key(ns, run_id, at, vec![]),
+            run_params(key, at, vec![]),
         )?;
         row.map(|row| head_of(&row, 0)).transpose()
     }
 
     /// The heads of every step's checkpoint of the run, in one query.
-    pub(crate) fn step_heads(
-        &self,
-        ns: &str,
-        run_id: &str,
-    ) -> Result<Vec<(u32, CheckpointHead)>, StorageError> {
+    pub(crate) fn step_heads(&self, key: &RunKey) -> Result<Vec<(u32, CheckpointHead)>, StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         let rows = self.conn().query(
             "SELECT COALESCE(len, octet_length(bytes)::bigint), digest, segments, merged, step
              FROM step_checkpoints WHERE ns = $1 AND run_id = $2 ORDER BY step",
@@ -133,13 +126,12 @@ impl PgTxn {
 
     pub(crate) fn checkpoint_page_at(
         &self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
         offset: u64,
         limit_: usize,
     ) -> Result<CheckpointPage, StorageError> {
-        let Some(head) = self.checkpoint_head_at(ns, run_id, at)? else {
+        let Some(head) = self.checkpoint_head_at(key, at)? else {
             return Ok(CheckpointPage::default());
         };
         let mut page = CheckpointPage {
@@ -168,9 +160,8 @@ impl PgTxn {
                  SELECT substring(bytes FROM (GREATEST($A::bigint - (upto - len), 0) + 1)::integer FOR $B::integer)
                  FROM placed WHERE upto > $A::bigint AND upto - len < $A::bigint + $B::integer ORDER BY seq",
             ),
-            key(
-                ns,
-                run_id,
+            run_params(
+                key,
                 at,
                 params![bound(offset), i32::try_from(limit_).unwrap_or(i32::MAX)],
             ),
@@ -185,17 +176,13 @@ impl PgTxn {
 
     pub(crate) fn set_checkpoint_at(
         &mut self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
         checkpoint: Option<(&[u8], &CheckpointDigest)>,
     ) -> Result<(), StorageError> {
-        if self
-            .checkpoint_head_at(ns, run_id, at)?
-            .is_some_and(|h| h.segments > 1)
-        {
+        if self.checkpoint_head_at(key, at)?.is_some_and(|h| h.segments > 1) {
             self.conn()
-                .execute(sql(at, "DELETE FROM {S} WHERE {K}"), key(ns, run_id, at, vec![]))?;
+                .execute(sql(at, "DELETE FROM {S} WHERE {K}"), run_params(key, at, vec![]))?;
         }
         match checkpoint {
             Some((bytes, digest)) => self.conn().execute(
@@ -206,37 +193,35 @@ impl PgTxn {
                      ON CONFLICT ({C}) DO UPDATE SET bytes = excluded.bytes, len = excluded.len,
                          digest = excluded.digest, segments = 1, merged = 1",
                 ),
-                key(
-                    ns,
-                    run_id,
+                run_params(
+                    key,
                     at,
                     params![bytes.to_vec(), int(bytes.len() as u64)?, digest.to_vec()],
                 ),
             )?,
             None => self
                 .conn()
-                .execute(sql(at, "DELETE FROM {H} WHERE {K}"), key(ns, run_id, at, vec![]))?,
+                .execute(sql(at, "DELETE FROM {H} WHERE {K}"), run_params(key, at, vec![]))?,
         };
         Ok(())
     }
 
     pub(crate) fn append_checkpoint_at(
         &mut self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
         bytes: &[u8],
         digest: &CheckpointDigest,
     ) -> Result<(), StorageError> {
-        let Some(head) = self.checkpoint_head_at(ns, run_id, at)? else {
-            return self.set_checkpoint_at(ns, run_id, at, Some((bytes, digest)));
+        let Some(head) = self.checkpoint_head_at(key, at)? else {
+            return self.set_checkpoint_at(key, at, Some((bytes, digest)));
         };
         let seq = head.segments + 1;
         let seq = i32::try_from(seq)
             .map_err(|_| StorageError::Encode(format!("checkpoint segment {seq} does not fit").into()))?;
         self.conn().execute(
             sql(at, "INSERT INTO {S} ({C}, seq, bytes) VALUES ({V}, $A, $B)"),
-            key(ns, run_id, at, params![seq, bytes.to_vec()]),
+            run_params(key, at, params![seq, bytes.to_vec()]),
         )?;
         // The first segment's bytes are not rewritten: an unchanged TOASTed value keeps its place.
         self.conn().execute(
@@ -244,9 +229,8 @@ impl PgTxn {
                 at,
                 "UPDATE {H} SET len = $A, digest = $B, segments = $C2 WHERE {K}",
             ),
-            key(
-                ns,
-                run_id,
+            run_params(
+                key,
                 at,
                 params![int(head.len + bytes.len() as u64)?, digest.to_vec(), seq],
             ),
@@ -257,22 +241,21 @@ impl PgTxn {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn merge_checkpoint_tail_at(
         &mut self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
         from: u32,
         bytes: &[u8],
         digest: &CheckpointDigest,
     ) -> Result<(), StorageError> {
-        let Some(head) = self.checkpoint_head_at(ns, run_id, at)? else {
-            return self.set_checkpoint_at(ns, run_id, at, Some((bytes, digest)));
+        let Some(head) = self.checkpoint_head_at(key, at)? else {
+            return self.set_checkpoint_at(key, at, Some((bytes, digest)));
         };
         let from = from.clamp(2, head.segments.max(2));
         let seq = i32::try_from(from)
             .map_err(|_| StorageError::Encode(format!("checkpoint segment {from} does not fit").into()))?;
         let rows = self.conn().query(
             sql(at, "SELECT bytes FROM {S} WHERE {K} AND seq >= $A ORDER BY seq"),
-            key(ns, run_id, at, params![seq]),
+            run_params(key, at, params![seq]),
         )?;
         let mut merged = Vec::new();
         for r in &rows {
@@ -281,20 +264,19 @@ impl PgTxn {
         merged.extend_from_slice(bytes);
         self.conn().execute(
             sql(at, "DELETE FROM {S} WHERE {K} AND seq >= $A"),
-            key(ns, run_id, at, params![seq]),
+            run_params(key, at, params![seq]),
         )?;
         self.conn().execute(
             sql(at, "INSERT INTO {S} ({C}, seq, bytes) VALUES ({V}, $A, $B)"),
-            key(ns, run_id, at, params![seq, merged]),
+            run_params(key, at, params![seq, merged]),
         )?;
         self.conn().execute(
             sql(
                 at,
                 "UPDATE {H} SET len = $A, digest = $B, segments = $C2, merged = $C2 WHERE {K}",
             ),
-            key(
-                ns,
-                run_id,
+            run_params(
+                key,
                 at,
                 params![int(head.len + bytes.len() as u64)?, digest.to_vec(), seq],
             ),

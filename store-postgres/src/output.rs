@@ -7,6 +7,7 @@
 //! chunks and the heads go in as arrays (`unnest`).
 
 use railyard_model::Millis;
+use railyard_model::RunKey;
 use railyard_model::output::OutputChunk;
 use railyard_store::StorageError;
 use railyard_store::output::{
@@ -70,7 +71,8 @@ impl OutputStore for PgOutput {
         })
     }
 
-    fn head(&self, ns: &str, run_id: &str) -> Result<Option<OutputHead>, StorageError> {
+    fn head(&self, key: &RunKey) -> Result<Option<OutputHead>, StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         let row = self.in_tx(|conn| {
             conn.query_opt(
                 "SELECT record FROM run_output_heads WHERE ns = $1 AND run_id = $2",
@@ -80,13 +82,8 @@ impl OutputStore for PgOutput {
         row.map(|r| decode_head(&col::<Vec<u8>>(&r, 0)?)).transpose()
     }
 
-    fn read(
-        &self,
-        ns: &str,
-        run_id: &str,
-        from: u64,
-        limit: usize,
-    ) -> Result<Vec<OutputChunk>, StorageError> {
+    fn read(&self, key: &RunKey, from: u64, limit: usize) -> Result<Vec<OutputChunk>, StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         let rows = self.in_tx(|conn| {
             conn.query(
                 "SELECT record FROM run_output WHERE ns = $1 AND run_id = $2 AND \"offset\" >= $3
@@ -138,9 +135,9 @@ impl OutputStore for PgOutput {
             .collect()
     }
 
-    fn purge(&self, runs: &[(String, String)]) -> Result<(), StorageError> {
-        let ns: Vec<String> = runs.iter().map(|r| r.0.clone()).collect();
-        let ids: Vec<String> = runs.iter().map(|r| r.1.clone()).collect();
+    fn purge(&self, runs: &[RunKey]) -> Result<(), StorageError> {
+        let ns: Vec<String> = runs.iter().map(|r| r.namespace.clone()).collect();
+        let ids: Vec<String> = runs.iter().map(|r| r.run_id.clone()).collect();
         self.in_tx(|conn| {
             conn.execute(
                 "DELETE FROM run_output WHERE (ns, run_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))",

@@ -2,6 +2,7 @@
 //! transaction alike. A read whose caller may stop early (a listing's visitor) is
 //! fetched a page at a time, continuing after the last key seen.
 
+use railyard_model::RunKey;
 use std::collections::BTreeMap;
 
 use railyard_model::Millis;
@@ -26,7 +27,8 @@ impl PgTxn {
 }
 
 impl Snapshot for PgTxn {
-    fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError> {
+    fn run(&self, key: &RunKey) -> Result<Option<RunState>, StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         let row = self.conn().query_opt(
             "SELECT record FROM runs WHERE ns = $1 AND run_id = $2",
             params![ns.to_string(), run_id.to_string()],
@@ -34,7 +36,8 @@ impl Snapshot for PgTxn {
         row.map(|r| self.decode_run(&col::<Vec<u8>>(&r, 0)?)).transpose()
     }
 
-    fn history(&self, ns: &str, run_id: &str, from: u64, limit_: usize) -> Result<Vec<Event>, StorageError> {
+    fn history(&self, key: &RunKey, from: u64, limit_: usize) -> Result<Vec<Event>, StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         let rows = self.conn().query(
             "SELECT record FROM events WHERE ns = $1 AND run_id = $2 AND event_id >= $3
              ORDER BY event_id LIMIT $4",
@@ -50,37 +53,34 @@ impl Snapshot for PgTxn {
             .collect()
     }
 
-    fn checkpoint(&self, ns: &str, run_id: &str, at: CheckpointAt) -> Result<Vec<u8>, StorageError> {
-        self.checkpoint_whole(ns, run_id, at)
+    fn checkpoint(&self, key: &RunKey, at: CheckpointAt) -> Result<Vec<u8>, StorageError> {
+        self.checkpoint_whole(key, at)
     }
 
     fn checkpoint_head(
         &self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
     ) -> Result<Option<CheckpointHead>, StorageError> {
-        self.checkpoint_head_at(ns, run_id, at)
+        self.checkpoint_head_at(key, at)
     }
 
     fn checkpoint_page(
         &self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
         offset: u64,
         limit_: usize,
     ) -> Result<CheckpointPage, StorageError> {
-        self.checkpoint_page_at(ns, run_id, at, offset, limit_)
+        self.checkpoint_page_at(key, at, offset, limit_)
     }
 
     fn step_checkpoint_heads(
         &self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         _steps: u32,
     ) -> Result<Vec<(u32, CheckpointHead)>, StorageError> {
-        self.step_heads(ns, run_id)
+        self.step_heads(key)
     }
 
     fn runs_by_start(

@@ -2,6 +2,7 @@
 //! [`TriggerWrites`] for the writer's.
 
 use railyard_model::Millis;
+use railyard_model::RunKey;
 use railyard_model::trigger::{HookDelivery, KeyHolder, QueuedStart, Trigger};
 use railyard_store::backend::{TriggerReads, TriggerWrites};
 use railyard_store::{StorageError, records};
@@ -82,7 +83,8 @@ impl TriggerReads for PgTxn {
         row.map(|r| col(&r, 0)).transpose()
     }
 
-    fn key_holder(&self, ns: &str, run_id: &str) -> Result<Option<KeyHolder>, StorageError> {
+    fn key_holder(&self, key: &RunKey) -> Result<Option<KeyHolder>, StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         let row = self.conn().query_opt(
             "SELECT record FROM trigger_runs WHERE ns = $1 AND run_id = $2",
             params![ns.to_string(), run_id.to_string()],
@@ -206,12 +208,8 @@ impl TriggerWrites for PgTxn {
         Ok(())
     }
 
-    fn set_key_holder(
-        &mut self,
-        ns: &str,
-        run_id: &str,
-        holder: Option<&KeyHolder>,
-    ) -> Result<(), StorageError> {
+    fn set_key_holder(&mut self, key: &RunKey, holder: Option<&KeyHolder>) -> Result<(), StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         match holder {
             Some(h) => {
                 let record = records::encode_key_holder(h)?;

@@ -3,6 +3,7 @@
 //! that may be absent as plain deletes.
 
 use railyard_model::Millis;
+use railyard_model::RunKey;
 use railyard_model::auth::ApiKey;
 use railyard_model::namespace::Namespace;
 use railyard_model::run::{Event, EventKind, RunState, Timer};
@@ -46,38 +47,36 @@ impl WriteTx for PgTxn {
 
     fn set_checkpoint(
         &mut self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
         checkpoint: Option<(&[u8], &CheckpointDigest)>,
     ) -> Result<(), StorageError> {
-        self.set_checkpoint_at(ns, run_id, at, checkpoint)
+        self.set_checkpoint_at(key, at, checkpoint)
     }
 
     fn append_checkpoint(
         &mut self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
         bytes: &[u8],
         digest: &CheckpointDigest,
     ) -> Result<(), StorageError> {
-        self.append_checkpoint_at(ns, run_id, at, bytes, digest)
+        self.append_checkpoint_at(key, at, bytes, digest)
     }
 
     fn merge_checkpoint_tail(
         &mut self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
         from: u32,
         bytes: &[u8],
         digest: &CheckpointDigest,
     ) -> Result<(), StorageError> {
-        self.merge_checkpoint_tail_at(ns, run_id, at, from, bytes, digest)
+        self.merge_checkpoint_tail_at(key, at, from, bytes, digest)
     }
 
-    fn set_open(&mut self, ns: &str, run_id: &str, open: bool) -> Result<(), StorageError> {
+    fn set_open(&mut self, key: &RunKey, open: bool) -> Result<(), StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         let sql = if open {
             "INSERT INTO open_runs (ns, run_id) VALUES ($1, $2) ON CONFLICT (ns, run_id) DO NOTHING"
         } else {

@@ -10,12 +10,12 @@
 use std::collections::BTreeMap;
 
 use crate::error::StorageError;
-use railyard_model::Millis;
 use railyard_model::auth::ApiKey;
 use railyard_model::batch::{Batch, BatchItem};
 use railyard_model::namespace::Namespace;
 use railyard_model::run::{Event, RunState, Timer};
 use railyard_model::schedule::Schedule;
+use railyard_model::{Millis, RunKey};
 
 use super::StoredTask;
 use railyard_model::trigger::{HookDelivery, KeyHolder, QueuedStart, Trigger};
@@ -106,35 +106,30 @@ pub fn signal_key_prefix(run_id: &str) -> String {
 /// A consistent read view of the tables.
 pub trait Snapshot: TriggerReads + BatchReads {
     /// The state row of a run.
-    fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError>;
+    fn run(&self, key: &RunKey) -> Result<Option<RunState>, StorageError>;
 
     /// Events `from..` of a run (numbered from 1), at most `limit`.
-    fn history(&self, ns: &str, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, StorageError>;
+    fn history(&self, key: &RunKey, from: u64, limit: usize) -> Result<Vec<Event>, StorageError>;
 
     /// The checkpoint stored `at` the run, whole (its segments concatenated; empty
     /// when none).
-    fn checkpoint(&self, ns: &str, run_id: &str, at: CheckpointAt) -> Result<Vec<u8>, StorageError>;
+    fn checkpoint(&self, key: &RunKey, at: CheckpointAt) -> Result<Vec<u8>, StorageError>;
 
     /// What is stored of the checkpoint `at` the run besides its bytes (`None`: none).
-    fn checkpoint_head(
-        &self,
-        ns: &str,
-        run_id: &str,
-        at: CheckpointAt,
-    ) -> Result<Option<CheckpointHead>, StorageError>;
+    fn checkpoint_head(&self, key: &RunKey, at: CheckpointAt)
+    -> Result<Option<CheckpointHead>, StorageError>;
 
     /// Bytes `offset..offset + limit` of the checkpoint `at` the run and its whole
     /// length, reading its segments in order only up to the page's end, never the
     /// whole checkpoint into memory. The default (the reference backend) reads it whole.
     fn checkpoint_page(
         &self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
         offset: u64,
         limit: usize,
     ) -> Result<CheckpointPage, StorageError> {
-        let whole = self.checkpoint(ns, run_id, at)?;
+        let whole = self.checkpoint(key, at)?;
         Ok(CheckpointPage::of(&whole, offset, limit, 1))
     }
 
@@ -142,13 +137,12 @@ pub trait Snapshot: TriggerReads + BatchReads {
     /// order (one point read per step by default).
     fn step_checkpoint_heads(
         &self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         steps: u32,
     ) -> Result<Vec<(u32, CheckpointHead)>, StorageError> {
         let mut out = Vec::new();
         for step in 0..steps {
-            if let Some(head) = self.checkpoint_head(ns, run_id, CheckpointAt::Step(step))? {
+            if let Some(head) = self.checkpoint_head(key, CheckpointAt::Step(step))? {
                 out.push((step, head));
             }
         }
@@ -159,11 +153,10 @@ pub trait Snapshot: TriggerReads + BatchReads {
     /// older release kept it, when one is there, else the step's own place.
     fn checkpoint_in_flight_at(
         &self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         current_step: usize,
     ) -> Result<CheckpointAt, StorageError> {
-        Ok(match self.checkpoint_head(ns, run_id, CheckpointAt::Run)? {
+        Ok(match self.checkpoint_head(key, CheckpointAt::Run)? {
             Some(_) => CheckpointAt::Run,
             None => CheckpointAt::step(current_step),
         })
@@ -280,8 +273,7 @@ pub trait WriteTx: Snapshot + TriggerWrites + BatchWrites {
     /// `at` the run, replacing all its segments.
     fn set_checkpoint(
         &mut self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
         checkpoint: Option<(&[u8], &CheckpointDigest)>,
     ) -> Result<(), StorageError>;
@@ -292,8 +284,7 @@ pub trait WriteTx: Snapshot + TriggerWrites + BatchWrites {
     /// ([`WriteTx::merge_checkpoint_tail`], or a full [`WriteTx::set_checkpoint`]).
     fn append_checkpoint(
         &mut self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
         bytes: &[u8],
         digest: &CheckpointDigest,
@@ -304,8 +295,7 @@ pub trait WriteTx: Snapshot + TriggerWrites + BatchWrites {
     /// counts as compacted (`merged` becomes `from`); `digest` is the whole's after.
     fn merge_checkpoint_tail(
         &mut self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
         from: u32,
         bytes: &[u8],
@@ -313,7 +303,7 @@ pub trait WriteTx: Snapshot + TriggerWrites + BatchWrites {
     ) -> Result<(), StorageError>;
 
     /// Adds the run to, or removes it from, the open runs.
-    fn set_open(&mut self, ns: &str, run_id: &str, open: bool) -> Result<(), StorageError>;
+    fn set_open(&mut self, key: &RunKey, open: bool) -> Result<(), StorageError>;
 
     /// Adds a ready task row.
     fn insert_task(&mut self, ns: &str, queue: &str, seq: u64, run_id: &str) -> Result<(), StorageError>;
@@ -392,7 +382,7 @@ pub trait TriggerReads {
     fn trigger_key(&self, ns: &str, trigger: &str, key: &str) -> Result<Option<String>, StorageError>;
 
     /// The concurrency key a run holds.
-    fn key_holder(&self, ns: &str, run_id: &str) -> Result<Option<KeyHolder>, StorageError>;
+    fn key_holder(&self, run: &RunKey) -> Result<Option<KeyHolder>, StorageError>;
 
     /// The first `max` starts waiting on a key, in arrival order, with their
     /// sequence numbers.
@@ -436,12 +426,7 @@ pub trait TriggerWrites {
     ) -> Result<(), StorageError>;
 
     /// Sets (`Some`) or clears the key a run holds.
-    fn set_key_holder(
-        &mut self,
-        ns: &str,
-        run_id: &str,
-        holder: Option<&KeyHolder>,
-    ) -> Result<(), StorageError>;
+    fn set_key_holder(&mut self, run: &RunKey, holder: Option<&KeyHolder>) -> Result<(), StorageError>;
 
     /// Adds a start at the end of a key's queue; answers its sequence number (one
     /// past the key's last, so arrival order holds across restarts).

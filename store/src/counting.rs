@@ -4,6 +4,7 @@
 //! checkpoint page read, ...), so that a test asserts a request's storage reads
 //! against a stated budget: counts, not time. Writes pass through uncounted.
 
+use railyard_model::RunKey;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -139,20 +140,20 @@ impl CountingSnapshot {
 }
 
 impl Snapshot for CountingSnapshot {
-    fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError> {
-        let r = self.inner.run(ns, run_id);
+    fn run(&self, key: &RunKey) -> Result<Option<RunState>, StorageError> {
+        let r = self.inner.run(key);
         self.counts.read(some(&r));
         r
     }
 
-    fn history(&self, ns: &str, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, StorageError> {
-        let r = self.inner.history(ns, run_id, from, limit);
+    fn history(&self, key: &RunKey, from: u64, limit: usize) -> Result<Vec<Event>, StorageError> {
+        let r = self.inner.history(key, from, limit);
         self.counts.read(len(&r));
         r
     }
 
-    fn checkpoint(&self, ns: &str, run_id: &str, at: CheckpointAt) -> Result<Vec<u8>, StorageError> {
-        let r = self.inner.checkpoint(ns, run_id, at);
+    fn checkpoint(&self, key: &RunKey, at: CheckpointAt) -> Result<Vec<u8>, StorageError> {
+        let r = self.inner.checkpoint(key, at);
         let bytes = r.as_ref().map_or(0, |b| b.len() as u64);
         self.counts.read(1);
         self.counts.checkpoint_bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -161,24 +162,22 @@ impl Snapshot for CountingSnapshot {
 
     fn checkpoint_head(
         &self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
     ) -> Result<Option<CheckpointHead>, StorageError> {
-        let r = self.inner.checkpoint_head(ns, run_id, at);
+        let r = self.inner.checkpoint_head(key, at);
         self.counts.read(some(&r));
         r
     }
 
     fn checkpoint_page(
         &self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
         offset: u64,
         limit: usize,
     ) -> Result<CheckpointPage, StorageError> {
-        let r = self.inner.checkpoint_page(ns, run_id, at, offset, limit);
+        let r = self.inner.checkpoint_page(key, at, offset, limit);
         if let Ok(page) = &r {
             self.counts.read(u64::from(page.rows_read));
             self.counts
@@ -190,23 +189,21 @@ impl Snapshot for CountingSnapshot {
 
     fn step_checkpoint_heads(
         &self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         steps: u32,
     ) -> Result<Vec<(u32, CheckpointHead)>, StorageError> {
-        let r = self.inner.step_checkpoint_heads(ns, run_id, steps);
+        let r = self.inner.step_checkpoint_heads(key, steps);
         self.counts.read(len(&r));
         r
     }
 
     fn checkpoint_in_flight_at(
         &self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         current_step: usize,
     ) -> Result<CheckpointAt, StorageError> {
         self.counts.read(1);
-        self.inner.checkpoint_in_flight_at(ns, run_id, current_step)
+        self.inner.checkpoint_in_flight_at(key, current_step)
     }
 
     fn runs_by_start(
@@ -406,8 +403,8 @@ impl TriggerReads for CountingSnapshot {
         r
     }
 
-    fn key_holder(&self, ns: &str, run_id: &str) -> Result<Option<KeyHolder>, StorageError> {
-        let r = self.inner.key_holder(ns, run_id);
+    fn key_holder(&self, key: &RunKey) -> Result<Option<KeyHolder>, StorageError> {
+        let r = self.inner.key_holder(key);
         self.counts.read(some(&r));
         r
     }
@@ -473,18 +470,18 @@ mod tests {
         let digest = [1u8; 32];
         counting
             .write(&mut |tx| {
-                tx.append_checkpoint("ns", "r", CheckpointAt::Step(0), b"one", &digest)?;
-                tx.append_checkpoint("ns", "r", CheckpointAt::Step(0), b"two", &digest)
+                tx.append_checkpoint(&RunKey::new("ns", "r"), CheckpointAt::Step(0), b"one", &digest)?;
+                tx.append_checkpoint(&RunKey::new("ns", "r"), CheckpointAt::Step(0), b"two", &digest)
             })
             .unwrap();
         assert_eq!(counting.take(), Reads::default(), "writes are not counted");
         let snap = counting.snapshot().unwrap();
-        assert_eq!(snap.run("ns", "r").unwrap(), None);
+        assert_eq!(snap.run(&RunKey::new("ns", "r")).unwrap(), None);
         let page = snap
-            .checkpoint_page("ns", "r", CheckpointAt::Step(0), 0, 4)
+            .checkpoint_page(&RunKey::new("ns", "r"), CheckpointAt::Step(0), 0, 4)
             .unwrap();
         assert_eq!(page.bytes, b"onet");
-        assert_eq!(snap.history("ns", "r", 1, 10).unwrap(), vec![]);
+        assert_eq!(snap.history(&RunKey::new("ns", "r"), 1, 10).unwrap(), vec![]);
         assert_eq!(
             counting.take(),
             Reads {

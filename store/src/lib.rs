@@ -26,6 +26,7 @@ pub mod output;
 pub mod records;
 pub mod redb_backend;
 
+use railyard_model::RunKey;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -133,30 +134,24 @@ impl Store {
     }
 
     /// The state row of a run.
-    pub fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError> {
-        self.snapshot()?.run(ns, run_id)
+    pub fn run(&self, key: &RunKey) -> Result<Option<RunState>, StorageError> {
+        self.snapshot()?.run(key)
     }
 
     /// Events `from..` of a run, at most `limit`.
-    pub fn history(
-        &self,
-        ns: &str,
-        run_id: &str,
-        from: u64,
-        limit: usize,
-    ) -> Result<Vec<Event>, StorageError> {
-        self.snapshot()?.history(ns, run_id, from, limit)
+    pub fn history(&self, key: &RunKey, from: u64, limit: usize) -> Result<Vec<Event>, StorageError> {
+        self.snapshot()?.history(key, from, limit)
     }
 
     /// The last checkpoint of the run's current step (empty when none): the one in
     /// flight, or for a closed run the one it closed on.
-    pub fn checkpoint(&self, ns: &str, run_id: &str) -> Result<Vec<u8>, StorageError> {
+    pub fn checkpoint(&self, key: &RunKey) -> Result<Vec<u8>, StorageError> {
         let snap = self.snapshot()?;
-        let Some(run) = snap.run(ns, run_id)? else {
+        let Some(run) = snap.run(key)? else {
             return Ok(Vec::new());
         };
-        let at = snap.checkpoint_in_flight_at(ns, run_id, run.current_step)?;
-        snap.checkpoint(ns, run_id, at)
+        let at = snap.checkpoint_in_flight_at(key, run.current_step)?;
+        snap.checkpoint(key, at)
     }
 
     /// Runs newest first, starting after the `(start ms, run id)` cursor.

@@ -4,6 +4,7 @@
 //! records it, and the answers equal a brute-force filter. A text attribute and the
 //! goal are served by their words.
 
+use railyard_model::RunKey;
 use std::sync::Arc;
 
 use railyard_model::attributes::{AttributeValue, parse_set};
@@ -161,7 +162,7 @@ fn selective_attribute_queries_read_only_their_runs() {
         assert_eq!((c.total, c.stats.rows_read), (40, 40), "{name}");
 
         // A change of a run's attributes moves its terms in the same save.
-        let mut run = store.run("default", "run-000007").unwrap().unwrap();
+        let mut run = store.run(&RunKey::new("default", "run-000007")).unwrap().unwrap();
         let mut seq = 1_000_000;
         let mut out = Out::new(100_000, &mut seq);
         let set = vec![

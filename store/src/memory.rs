@@ -18,13 +18,14 @@ use super::backend::{
     Backend, CheckpointAt, CheckpointDigest, CheckpointHead, DueTimer, Snapshot, TimerKey, WriteTx,
 };
 use crate::error::StorageError;
-use railyard_model::Millis;
 use railyard_model::auth::ApiKey;
 use railyard_model::namespace::Namespace;
 use railyard_model::run::{Event, RunState, Timer};
 use railyard_model::schedule::Schedule;
+use railyard_model::{Millis, RunKey};
 
-type RunKey = (String, String);
+/// A row keyed by namespace and a name (an idempotency key, a schedule id).
+type Pair = (String, String);
 
 /// The tables, as maps.
 #[derive(Clone, Default)]
@@ -35,13 +36,13 @@ struct Data {
     open_runs: BTreeSet<RunKey>,
     tasks: BTreeMap<(String, String, u64), String>,
     timers: BTreeMap<TimerKey, Timer>,
-    idempotency: BTreeMap<(String, String), String>,
+    idempotency: BTreeMap<Pair, String>,
     by_start: BTreeSet<(String, Millis, String)>,
     by_close: BTreeSet<(String, Millis, String)>,
     /// (namespace, index term, start ms, run id): `railyard_model::query::index_terms`.
     terms: BTreeSet<(String, String, Millis, String)>,
     children: BTreeSet<(String, String, String)>,
-    schedules: BTreeMap<RunKey, Schedule>,
+    schedules: BTreeMap<Pair, Schedule>,
     namespaces: BTreeMap<String, Namespace>,
     api_keys: BTreeMap<String, ApiKey>,
     triggers: triggers::TriggerData,
@@ -56,19 +57,19 @@ struct StoredCheckpoint {
     merged: u32,
 }
 
-fn key(ns: &str, run_id: &str) -> RunKey {
-    (ns.to_string(), run_id.to_string())
+fn key(ns: &str, name: &str) -> Pair {
+    (ns.to_string(), name.to_string())
 }
 
 /// A checkpoint's key: the run, and its step (`None`: [`CheckpointAt::Run`]).
-type CheckpointKey = (String, String, Option<u32>);
+type CheckpointKey = (RunKey, Option<u32>);
 
-fn ckey(ns: &str, run_id: &str, at: CheckpointAt) -> CheckpointKey {
+fn ckey(run: &RunKey, at: CheckpointAt) -> CheckpointKey {
     let step = match at {
         CheckpointAt::Run => None,
         CheckpointAt::Step(n) => Some(n),
     };
-    (ns.to_string(), run_id.to_string(), step)
+    (run.clone(), step)
 }
 
 /// Which operations fail: counted from 1 over the backend's life. Zero disarms.
@@ -191,13 +192,13 @@ struct MemoryTx<'a> {
 }
 
 impl Data {
-    fn run(&self, ns: &str, run_id: &str) -> Option<RunState> {
-        self.runs.get(&key(ns, run_id)).cloned()
+    fn run(&self, run: &RunKey) -> Option<RunState> {
+        self.runs.get(run).cloned()
     }
 
-    fn history(&self, ns: &str, run_id: &str, from: u64, limit: usize) -> Vec<Event> {
+    fn history(&self, run: &RunKey, from: u64, limit: usize) -> Vec<Event> {
         self.events
-            .get(&key(ns, run_id))
+            .get(run)
             .map(|events| {
                 events
                     .range(from.max(1)..)
@@ -221,7 +222,7 @@ impl Data {
             return;
         }
         for (_, ms, id) in self.by_start.range(lo..hi).rev() {
-            let Some(run) = self.run(ns, id) else {
+            let Some(run) = self.runs.get(&RunKey::new(ns, id)).cloned() else {
                 continue;
             };
             if !visit(*ms, id, run) {
@@ -244,7 +245,7 @@ impl Data {
             return;
         }
         for (_, _, ms, id) in self.terms.range(lo..hi).rev() {
-            let Some(run) = self.run(ns, id) else {
+            let Some(run) = self.runs.get(&RunKey::new(ns, id)).cloned() else {
                 continue;
             };
             if !visit(*ms, id, run) {
@@ -328,39 +329,32 @@ impl Data {
 /// own copy, so it sees its own writes).
 macro_rules! reads {
     ($data:ident) => {
-        fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError> {
-            Ok(self.$data().run(ns, run_id))
+        fn run(&self, run: &RunKey) -> Result<Option<RunState>, StorageError> {
+            Ok(self.$data().run(run))
         }
 
-        fn history(
-            &self,
-            ns: &str,
-            run_id: &str,
-            from: u64,
-            limit: usize,
-        ) -> Result<Vec<Event>, StorageError> {
-            Ok(self.$data().history(ns, run_id, from, limit))
+        fn history(&self, run: &RunKey, from: u64, limit: usize) -> Result<Vec<Event>, StorageError> {
+            Ok(self.$data().history(run, from, limit))
         }
 
-        fn checkpoint(&self, ns: &str, run_id: &str, at: CheckpointAt) -> Result<Vec<u8>, StorageError> {
+        fn checkpoint(&self, run: &RunKey, at: CheckpointAt) -> Result<Vec<u8>, StorageError> {
             Ok(self
                 .$data()
                 .checkpoints
-                .get(&ckey(ns, run_id, at))
+                .get(&ckey(run, at))
                 .map(|c| c.segments.concat())
                 .unwrap_or_default())
         }
 
         fn checkpoint_head(
             &self,
-            ns: &str,
-            run_id: &str,
+            run: &RunKey,
             at: CheckpointAt,
         ) -> Result<Option<CheckpointHead>, StorageError> {
             Ok(self
                 .$data()
                 .checkpoints
-                .get(&ckey(ns, run_id, at))
+                .get(&ckey(run, at))
                 .map(|c| CheckpointHead {
                     len: c.segments.iter().map(|s| s.len() as u64).sum(),
                     digest: Some(c.digest),
@@ -410,8 +404,8 @@ macro_rules! reads {
 
         fn open_runs(&self, visit: &mut dyn FnMut(RunState)) -> Result<(), StorageError> {
             let d = self.$data();
-            for (ns, id) in &d.open_runs {
-                if let Some(run) = d.run(ns, id) {
+            for key in &d.open_runs {
+                if let Some(run) = d.run(key) {
                     visit(run);
                 }
             }
@@ -542,7 +536,7 @@ impl Snapshot for MemoryTx<'_> {
 impl WriteTx for MemoryTx<'_> {
     fn save_run(&mut self, run: &RunState, events: &[Event]) -> Result<(), StorageError> {
         self.change(|d| {
-            let k = key(&run.namespace, &run.run_id);
+            let k = RunKey::new(&run.namespace, &run.run_id);
             let history = d.events.entry(k.clone()).or_default();
             for e in events {
                 history.insert(e.id, e.clone());
@@ -555,15 +549,14 @@ impl WriteTx for MemoryTx<'_> {
 
     fn set_checkpoint(
         &mut self,
-        ns: &str,
-        run_id: &str,
+        run: &RunKey,
         at: CheckpointAt,
         checkpoint: Option<(&[u8], &CheckpointDigest)>,
     ) -> Result<(), StorageError> {
         self.change(|d| match checkpoint {
             Some((b, digest)) => {
                 d.checkpoints.insert(
-                    ckey(ns, run_id, at),
+                    ckey(run, at),
                     StoredCheckpoint {
                         segments: vec![b.to_vec()],
                         digest: *digest,
@@ -572,28 +565,24 @@ impl WriteTx for MemoryTx<'_> {
                 );
             }
             None => {
-                d.checkpoints.remove(&ckey(ns, run_id, at));
+                d.checkpoints.remove(&ckey(run, at));
             }
         })
     }
 
     fn append_checkpoint(
         &mut self,
-        ns: &str,
-        run_id: &str,
+        run: &RunKey,
         at: CheckpointAt,
         bytes: &[u8],
         digest: &CheckpointDigest,
     ) -> Result<(), StorageError> {
         self.change(|d| {
-            let c = d
-                .checkpoints
-                .entry(ckey(ns, run_id, at))
-                .or_insert(StoredCheckpoint {
-                    segments: Vec::new(),
-                    digest: *digest,
-                    merged: 1,
-                });
+            let c = d.checkpoints.entry(ckey(run, at)).or_insert(StoredCheckpoint {
+                segments: Vec::new(),
+                digest: *digest,
+                merged: 1,
+            });
             c.segments.push(bytes.to_vec());
             c.digest = *digest;
         })
@@ -601,15 +590,14 @@ impl WriteTx for MemoryTx<'_> {
 
     fn merge_checkpoint_tail(
         &mut self,
-        ns: &str,
-        run_id: &str,
+        run: &RunKey,
         at: CheckpointAt,
         from: u32,
         bytes: &[u8],
         digest: &CheckpointDigest,
     ) -> Result<(), StorageError> {
         self.change(|d| {
-            if let Some(c) = d.checkpoints.get_mut(&ckey(ns, run_id, at)) {
+            if let Some(c) = d.checkpoints.get_mut(&ckey(run, at)) {
                 let at = (from.max(2) as usize - 1).min(c.segments.len());
                 let mut merged = c.segments.split_off(at).concat();
                 merged.extend_from_slice(bytes);
@@ -620,12 +608,12 @@ impl WriteTx for MemoryTx<'_> {
         })
     }
 
-    fn set_open(&mut self, ns: &str, run_id: &str, open: bool) -> Result<(), StorageError> {
+    fn set_open(&mut self, run: &RunKey, open: bool) -> Result<(), StorageError> {
         self.change(|d| {
             if open {
-                d.open_runs.insert(key(ns, run_id));
+                d.open_runs.insert(run.clone());
             } else {
-                d.open_runs.remove(&key(ns, run_id));
+                d.open_runs.remove(run);
             }
         })
     }
@@ -684,11 +672,10 @@ impl WriteTx for MemoryTx<'_> {
     fn purge_run(&mut self, run: &RunState) -> Result<(), StorageError> {
         self.change(|d| {
             let (ns, id) = (run.namespace.as_str(), run.run_id.as_str());
-            let k = key(ns, id);
+            let k = RunKey::new(ns, id);
             d.runs.remove(&k);
             d.events.remove(&k);
-            d.checkpoints
-                .retain(|(n, r, _), _| !(n.as_str() == ns && r.as_str() == id));
+            d.checkpoints.retain(|(r, _), _| *r != k);
             d.open_runs.remove(&k);
             d.by_start.remove(&(ns.into(), run.start_ms, id.into()));
             d.retag(run, &railyard_model::query::index_terms(run), &[]);

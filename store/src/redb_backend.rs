@@ -504,6 +504,7 @@ impl Backend for RedbBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use railyard_model::RunKey;
 
     #[test]
     fn a_checkpoint_the_previous_release_wrote_whole_reads_and_grows_by_segments() {
@@ -524,7 +525,7 @@ mod tests {
         let head = backend
             .snapshot()
             .unwrap()
-            .checkpoint_head("default", "r1", CheckpointAt::Run)
+            .checkpoint_head(&RunKey::new("default", "r1"), CheckpointAt::Run)
             .unwrap();
         let legacy = CheckpointHead {
             len: 9,
@@ -535,16 +536,20 @@ mod tests {
         assert_eq!(head, Some(legacy));
         let d = [7u8; 32];
         backend
-            .write(&mut |tx| tx.append_checkpoint("default", "r1", CheckpointAt::Run, b"; new", &d))
+            .write(&mut |tx| {
+                tx.append_checkpoint(&RunKey::new("default", "r1"), CheckpointAt::Run, b"; new", &d)
+            })
             .unwrap();
         let snap = backend.snapshot().unwrap();
         // The step in flight's checkpoint is where the older release kept it.
         assert_eq!(
-            snap.checkpoint_in_flight_at("default", "r1", 0).unwrap(),
+            snap.checkpoint_in_flight_at(&RunKey::new("default", "r1"), 0)
+                .unwrap(),
             CheckpointAt::Run
         );
         assert_eq!(
-            snap.checkpoint("default", "r1", CheckpointAt::Run).unwrap(),
+            snap.checkpoint(&RunKey::new("default", "r1"), CheckpointAt::Run)
+                .unwrap(),
             b"old whole; new"
         );
         let grown = CheckpointHead {
@@ -554,14 +559,19 @@ mod tests {
             merged: 1,
         };
         assert_eq!(
-            snap.checkpoint_head("default", "r1", CheckpointAt::Run).unwrap(),
+            snap.checkpoint_head(&RunKey::new("default", "r1"), CheckpointAt::Run)
+                .unwrap(),
             Some(grown)
         );
         // The history (events below the checkpoint slots) sees none of it.
-        assert!(snap.history("default", "r1", 1, 100).unwrap().is_empty());
+        assert!(
+            snap.history(&RunKey::new("default", "r1"), 1, 100)
+                .unwrap()
+                .is_empty()
+        );
         // Cleared: every segment and the head go.
         backend
-            .write(&mut |tx| tx.set_checkpoint("default", "r1", CheckpointAt::Run, None))
+            .write(&mut |tx| tx.set_checkpoint(&RunKey::new("default", "r1"), CheckpointAt::Run, None))
             .unwrap();
         let tx = backend.db().begin_read().unwrap();
         let rows = tx.open_table(RUNS).unwrap();

@@ -217,8 +217,7 @@ fn export_and_import_of_large_checkpoints_stay_in_bounded_memory() {
         backend
             .write(&mut |tx| {
                 tx.set_checkpoint(
-                    "default",
-                    &format!("gen-{i:05}"),
+                    &railyard_model::RunKey::new("default", format!("gen-{i:05}")),
                     railyard_store::CheckpointAt::Run,
                     Some((&bytes, &digest)),
                 )

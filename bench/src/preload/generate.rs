@@ -99,7 +99,7 @@ pub(crate) fn generate(dir: &Path, closed: u64, open: u64, now_ms: i64) -> anyho
                     tx.save_run(run, events)?;
                     tx.index_run(ns, run.start_ms, &run.run_id, "")?;
                     if run.status.is_open() {
-                        tx.set_open(ns, &run.run_id, true)?;
+                        tx.set_open(&railyard_model::RunKey::new(ns, &run.run_id), true)?;
                         if let Phase::Scheduled { task_seq, .. } = &run.phase {
                             tx.insert_task(ns, IDLE_QUEUE, *task_seq, &run.run_id)?;
                         }

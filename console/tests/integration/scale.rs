@@ -16,7 +16,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use railyard_console::api;
-use railyard_model::run::{Event, Out, Phase, RunState, StartParams};
+use railyard_model::RunKey;
+use railyard_model::run::{Event, HeartbeatNote, Out, Phase, RunState, StartParams};
 use railyard_model::token::TokenClaims;
 use railyard_model::workflow::{WorkflowDef, parse_definition};
 use railyard_store::counting::{CountingBackend, Reads};
@@ -168,7 +169,10 @@ fn preload(dir: &std::path::Path) {
             &claims,
             "w",
             railyard_model::run::CheckpointUpdate::Keep,
-            vec![("progress".into(), "a note".into())],
+            vec![HeartbeatNote {
+                kind: "progress".into(),
+                message: "a note".into(),
+            }],
             0,
             &mut out,
         )
@@ -180,7 +184,10 @@ fn preload(dir: &std::path::Path) {
         &claims,
         "w",
         railyard_model::run::CheckpointUpdate::Keep,
-        vec![("progress".into(), "the last note".into())],
+        vec![HeartbeatNote {
+            kind: "progress".into(),
+            message: "the last note".into(),
+        }],
         0,
         &mut out,
     )
@@ -191,7 +198,7 @@ fn preload(dir: &std::path::Path) {
         .write(&mut |tx| {
             tx.save_run(&run, &events)?;
             tx.index_run(ns, run.start_ms, &run.run_id, "")?;
-            tx.set_open(ns, &run.run_id, true)
+            tx.set_open(&RunKey::new(ns, &run.run_id), true)
         })
         .unwrap();
     // Its step's 4 MiB transcript, in appended segments (as heartbeats leave it).
@@ -203,7 +210,12 @@ fn preload(dir: &std::path::Path) {
                     serde_json::json!({ "at": k, "message": { "role": "assistant",
                         "content": [{ "type": "text", "text": "t".repeat(SEGMENT_BYTES - 80) }] } })
                 );
-                tx.append_checkpoint(ns, "long", CheckpointAt::Step(0), line.as_bytes(), &[0; 32])?;
+                tx.append_checkpoint(
+                    &RunKey::new(ns, "long"),
+                    CheckpointAt::Step(0),
+                    line.as_bytes(),
+                    &[0; 32],
+                )?;
             }
             Ok(())
         })

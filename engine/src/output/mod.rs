@@ -23,6 +23,7 @@
 
 pub mod purge;
 
+use railyard_model::RunKey;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -74,8 +75,6 @@ const FLUSH_SOON: usize = 4096;
 const LEASE_RECHECK: Duration = Duration::from_secs(1);
 /// Runs kept in memory with nothing pending, past which idle ones are forgotten.
 const CACHED_RUNS: usize = 4096;
-
-type RunKey = (String, String);
 
 /// What an append did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -149,7 +148,7 @@ impl OutputHub {
     /// Takes `bodies`, in order, as the output of the attempt `claims` leases (the
     /// caller checked the token's signature). Never waits for a write.
     pub fn append(&self, claims: &TokenClaims, bodies: Vec<ChunkBody>) -> Result<Appended, AppendError> {
-        let key = (claims.namespace.clone(), claims.run_id.clone());
+        let key = claims.run_key();
         self.check_lease(&key, claims)?;
         let now = self.clock.now_ms();
         let mut st = self.state();
@@ -205,7 +204,7 @@ impl OutputHub {
     /// The attempt `claims` leases ended (completed, failed, waiting): its last drop
     /// marker is written, and its output, if any is pending, flushed soon.
     pub fn attempt_ended(&self, claims: &TokenClaims) {
-        let key = (claims.namespace.clone(), claims.run_id.clone());
+        let key = claims.run_key();
         let now = self.clock.now_ms();
         let mut st = self.state();
         let mut pending = false;
@@ -243,7 +242,7 @@ impl OutputHub {
                 }
             }
         }
-        let current = match self.store.run(&claims.namespace, &claims.run_id)? {
+        let current = match self.store.run(key)? {
             Some(r) => r.check_lease(claims).ok().map(|l| l.seq),
             None => None,
         };
@@ -254,7 +253,7 @@ impl OutputHub {
         let head = if cached {
             None
         } else {
-            Some(self.store.output().head(&claims.namespace, &claims.run_id)?)
+            Some(self.store.output().head(key)?)
         };
         let mut st = self.state();
         let run = st.runs.entry(key.clone()).or_insert_with(|| RunOut {
@@ -273,10 +272,10 @@ impl OutputHub {
     }
 
     /// A receiver of the run's chunks as they are stored.
-    pub fn subscribe(&self, ns: &str, run_id: &str) -> broadcast::Receiver<Arc<OutputChunk>> {
+    pub fn subscribe(&self, key: &RunKey) -> broadcast::Receiver<Arc<OutputChunk>> {
         let mut st = self.state();
         st.channels
-            .entry((ns.to_string(), run_id.to_string()))
+            .entry(key.clone())
             .or_insert_with(|| broadcast::channel(self.settings.watch_buffer.max(1)).0)
             .subscribe()
     }
@@ -299,11 +298,11 @@ impl OutputHub {
             st.runs
                 .iter_mut()
                 .filter(|(_, r)| r.dirty)
-                .map(|((ns, run_id), r)| {
+                .map(|(key, r)| {
                     r.dirty = false;
                     RunAppend {
-                        ns: ns.clone(),
-                        run_id: run_id.clone(),
+                        ns: key.namespace.clone(),
+                        run_id: key.run_id.clone(),
                         chunks: std::mem::take(&mut r.pending),
                         head: r.head.clone(),
                     }
@@ -324,7 +323,7 @@ impl OutputHub {
                     // Their offsets were never sent to anyone: reload the heads from the store.
                     let mut st = self.state();
                     for a in &batch {
-                        st.runs.remove(&(a.ns.clone(), a.run_id.clone()));
+                        st.runs.remove(&RunKey::new(&a.ns, &a.run_id));
                     }
                 }
                 Err(e) => tracing::error!(error = %e, "live output flush panicked"),
@@ -337,7 +336,7 @@ impl OutputHub {
     fn publish(&self, batch: Vec<RunAppend>) {
         let mut st = self.state();
         for a in batch {
-            let key = (a.ns, a.run_id);
+            let key = RunKey::new(a.ns, a.run_id);
             let Some(tx) = st.channels.get(&key) else {
                 continue;
             };

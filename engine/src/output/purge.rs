@@ -5,6 +5,7 @@
 //! index by last write, never from a scan of the runs.
 
 use railyard_model::Millis;
+use railyard_model::RunKey;
 use railyard_store::output::QuietRun;
 use railyard_store::{StorageError, Store};
 
@@ -25,12 +26,13 @@ pub fn sweep(store: &Store, now: Millis, retention_ms: Millis) -> Result<usize, 
         let snap = store.snapshot()?;
         let mut gone = Vec::new();
         for q in &quiet {
-            let due = match snap.run(&q.ns, &q.run_id)? {
+            let key = RunKey::new(&q.ns, &q.run_id);
+            let due = match snap.run(&key)? {
                 None => true,
                 Some(run) => !run.status.is_open() && run.close_ms.is_some_and(|c| c <= up_to),
             };
             if due {
-                gone.push((q.ns.clone(), q.run_id.clone()));
+                gone.push(key);
             }
         }
         if !gone.is_empty() {

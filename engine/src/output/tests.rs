@@ -61,9 +61,7 @@ fn a_step_that_ends_with_output_pending_wakes_the_flusher() {
         dirty: false,
     };
     super::push(&mut run, 1_000, railyard_model::output::ChunkBody::SegmentStart);
-    hub.state()
-        .runs
-        .insert((c.namespace.clone(), c.run_id.clone()), run);
+    hub.state().runs.insert(c.run_key(), run);
     hub.attempt_ended(&c);
     assert!(woken(&hub), "pending output is flushed soon after its step ends");
     // Once flushed, nothing is pending: the attempt's end wakes no one again.

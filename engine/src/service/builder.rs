@@ -8,6 +8,7 @@
 //! keys, loaded definitions and configuration; a test takes the defaults and sets
 //! the clock (a `ManualClock`) and the definitions it needs.
 
+use railyard_model::RunKey;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -171,7 +172,7 @@ impl CoreBuilder {
         }
         let leases = Arc::new(LeaseDeadlines::default());
         for (due, ns, run_id, lease) in store.lease_deadlines()? {
-            leases.set(&ns, &run_id, Some((due, lease)));
+            leases.set(RunKey::new(ns, run_id), Some((due, lease)));
         }
         tracing::info!(leases = leases.len(), "lease deadlines rebuilt from storage");
         let open_runs_store = store.clone();

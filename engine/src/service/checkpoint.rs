@@ -6,6 +6,7 @@
 //! checkpoint (up to `railyard_model::limits::CHECKPOINT`).
 
 use railyard_model::Rejection;
+use railyard_model::RunKey;
 use railyard_model::echo;
 use railyard_model::limits::check_name;
 use railyard_store::CheckpointAt;
@@ -56,7 +57,8 @@ pub fn page(
     };
     // One snapshot: the step named and the bytes read are of the same moment.
     let snap = core.store.snapshot()?;
-    let run = snap.run(ns, run_id)?.ok_or_else(|| {
+    let key = RunKey::new(ns, run_id);
+    let run = snap.run(&key)?.ok_or_else(|| {
         ApiError::Rejected(Rejection::NotFound(format!(
             "run {run_id:?} not found in namespace {ns:?}"
         )))
@@ -80,11 +82,11 @@ pub fn page(
     // The step in flight's may be where an older release kept it; a finished step's
     // is in its own place.
     let at = if index == run.current_step {
-        snap.checkpoint_in_flight_at(ns, run_id, index)?
+        snap.checkpoint_in_flight_at(&key, index)?
     } else {
         CheckpointAt::step(index)
     };
-    let stored = snap.checkpoint_page(ns, run_id, at, offset, limit)?;
+    let stored = snap.checkpoint_page(&key, at, offset, limit)?;
     if stored.total == 0 {
         return Ok(CheckpointPage {
             rows_read: stored.rows_read,

@@ -4,6 +4,7 @@
 //! `engine::output`.
 
 use railyard_model::Rejection;
+use railyard_model::RunKey;
 use std::sync::Arc;
 
 use tokio::sync::{broadcast, mpsc};
@@ -92,22 +93,18 @@ pub fn watch(
     from: From,
 ) -> Result<mpsc::Receiver<Result<OutputEvent, ApiError>>, ApiError> {
     runs::describe(core, caller, run_id)?;
+    let run = RunKey::new(&caller.namespace, run_id);
     let from_offset = match from {
         From::Offset(n) => n,
         From::End(back) => {
-            let next = core
-                .store
-                .output()
-                .head(&caller.namespace, run_id)?
-                .map_or(1, |h| h.next_offset);
+            let next = core.store.output().head(&run)?.map_or(1, |h| h.next_offset);
             next.saturating_sub(back)
         }
     };
     let (tx, rx) = mpsc::channel(WATCH_BUFFER);
     let w = Watch {
         core: core.clone(),
-        ns: caller.namespace.clone(),
-        run_id: run_id.to_string(),
+        run,
         next: from_offset.max(1),
         tx,
     };
@@ -117,8 +114,7 @@ pub fn watch(
 
 struct Watch {
     core: Arc<Core>,
-    ns: String,
-    run_id: String,
+    run: RunKey,
     next: u64,
     tx: mpsc::Sender<Result<OutputEvent, ApiError>>,
 }
@@ -132,8 +128,8 @@ enum Stop {
 impl Watch {
     async fn run(mut self) {
         // Subscribed before the first read, so nothing stored after it is missed.
-        let mut changes = self.core.watchers.subscribe(&self.ns, &self.run_id);
-        let mut live = self.core.output.subscribe(&self.ns, &self.run_id);
+        let mut changes = self.core.watchers.subscribe(&self.run);
+        let mut live = self.core.output.subscribe(&self.run);
         loop {
             if self.catch_up().await.is_err() {
                 return;
@@ -174,7 +170,7 @@ impl Watch {
                             break;
                         }
                         Err(broadcast::error::RecvError::Closed) => {
-                            live = self.core.output.subscribe(&self.ns, &self.run_id);
+                            live = self.core.output.subscribe(&self.run);
                             break;
                         }
                     },
@@ -215,26 +211,19 @@ impl Watch {
     /// Whether chunks from `next` on are stored (an error counts as behind: the
     /// catch-up that follows reports it).
     fn behind_storage(&self) -> bool {
-        !matches!(self.core.store.output().head(&self.ns, &self.run_id),
+        !matches!(self.core.store.output().head(&self.run),
             Ok(Some(head)) if head.next_offset <= self.next)
     }
 
     fn closed(&self) -> bool {
-        !matches!(self.core.store.run(&self.ns, &self.run_id), Ok(Some(run)) if run.status.is_open())
+        !matches!(self.core.store.run(&self.run), Ok(Some(run)) if run.status.is_open())
     }
 
     /// Sends every stored chunk from `next` on.
     async fn catch_up(&mut self) -> Result<(), Stop> {
         loop {
-            let (store, ns, run_id, from) = (
-                self.core.store.clone(),
-                self.ns.clone(),
-                self.run_id.clone(),
-                self.next,
-            );
-            let read =
-                tokio::task::spawn_blocking(move || store.output().read(&ns, &run_id, from, READ_CHUNK))
-                    .await;
+            let (store, run, from) = (self.core.store.clone(), self.run.clone(), self.next);
+            let read = tokio::task::spawn_blocking(move || store.output().read(&run, from, READ_CHUNK)).await;
             let chunks = match read {
                 Ok(Ok(chunks)) => chunks,
                 Ok(Err(e)) => {

@@ -1,6 +1,7 @@
 //! Runs: start, read, list, watch and steer them.
 
 use railyard_model::Rejection;
+use railyard_model::RunKey;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -159,20 +160,18 @@ pub fn prepare(core: &Core, caller: &Caller, r: StartRun) -> Result<StartCommand
     Ok(StartCommand { params, definition })
 }
 
-fn run_not_found(ns: &str, run_id: &str) -> ApiError {
+fn run_not_found(key: &RunKey) -> ApiError {
+    let RunKey { namespace, run_id } = key;
     ApiError::Rejected(Rejection::NotFound(format!(
-        "run {run_id:?} not found in namespace {ns:?}"
+        "run {run_id:?} not found in namespace {namespace:?}"
     )))
 }
 
 /// A run's state (`NOT_FOUND` when there is no such run).
 pub fn describe(core: &Core, caller: &Caller, run_id: &str) -> Result<RunState, ApiError> {
     check_name("run_id", run_id)?;
-    let ns = &caller.namespace;
-    let run = core
-        .store
-        .run(ns, run_id)?
-        .ok_or_else(|| run_not_found(ns, run_id))?;
+    let key = RunKey::new(&caller.namespace, run_id);
+    let run = core.store.run(&key)?.ok_or_else(|| run_not_found(&key))?;
     caller.check_run_queues(&run)?;
     Ok(run)
 }
@@ -202,7 +201,6 @@ pub struct HistoryPage {
 
 /// Reads a page of history, waiting for the next event if asked to.
 pub async fn history(core: &Core, caller: &Caller, q: HistoryQuery) -> Result<HistoryPage, ApiError> {
-    let ns = &caller.namespace;
     let mut run = describe(core, caller, &q.run_id)?;
     let from = q.from_event_id.max(1);
     let limit = if q.page_size == 0 {
@@ -210,14 +208,15 @@ pub async fn history(core: &Core, caller: &Caller, q: HistoryQuery) -> Result<Hi
     } else {
         (q.page_size as usize).min(MAX_PAGE)
     };
-    let mut events = history_page(core, ns, &q.run_id, from, limit)?;
+    let key = run.key();
+    let mut events = history_page(core, &key, from, limit)?;
     if events.is_empty() && run.status.is_open() && q.wait_timeout_ms > 0 {
-        let mut changes = core.watchers.subscribe(ns, &q.run_id);
+        let mut changes = core.watchers.subscribe(&key);
         let wait = Duration::from_millis(q.wait_timeout_ms.min(MAX_WAIT_MS).into());
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             // Re-read after subscribing so an event committed in between is not missed.
-            events = history_page(core, ns, &q.run_id, from, limit)?;
+            events = history_page(core, &key, from, limit)?;
             if !events.is_empty() {
                 break;
             }
@@ -255,19 +254,13 @@ pub fn event_bytes(ev: &Event) -> usize {
 /// Events `from..` of a run: at most `limit`, and no more than fit in
 /// [`MAX_HISTORY_PAGE_BYTES`] (at least one). Read a few at a time, so a history of
 /// large events is never loaded whole.
-fn history_page(
-    core: &Core,
-    ns: &str,
-    run_id: &str,
-    from: u64,
-    limit: usize,
-) -> Result<Vec<Event>, ApiError> {
+fn history_page(core: &Core, key: &RunKey, from: u64, limit: usize) -> Result<Vec<Event>, ApiError> {
     let mut page: Vec<Event> = Vec::new();
     let mut bytes = 0usize;
     let mut next = from;
     while page.len() < limit {
         let want = HISTORY_CHUNK.min(limit - page.len());
-        let chunk = core.store.history(ns, run_id, next, want)?;
+        let chunk = core.store.history(key, next, want)?;
         let got = chunk.len();
         for ev in chunk {
             let weight = event_bytes(&ev);
@@ -296,13 +289,13 @@ pub fn watch(
 ) -> Result<mpsc::Receiver<Result<Event, ApiError>>, ApiError> {
     describe(core, caller, run_id)?;
     let core = core.clone();
-    let (ns, run_id) = (caller.namespace.clone(), run_id.to_string());
+    let key = RunKey::new(&caller.namespace, run_id);
     let (tx, rx) = mpsc::channel(WATCH_BUFFER);
-    let mut changes = core.watchers.subscribe(&ns, &run_id);
+    let mut changes = core.watchers.subscribe(&key);
     let mut from = from_event_id.max(1);
     tokio::spawn(async move {
         loop {
-            let events = match core.store.history(&ns, &run_id, from, HISTORY_CHUNK) {
+            let events = match core.store.history(&key, from, HISTORY_CHUNK) {
                 Ok(events) => events,
                 Err(e) => {
                     let _ = tx.send(Err(e.into())).await;
@@ -319,12 +312,12 @@ pub fn watch(
             if got > 0 {
                 continue;
             }
-            let closed = matches!(core.store.run(&ns, &run_id), Ok(Some(run)) if !run.status.is_open());
+            let closed = matches!(core.store.run(&key), Ok(Some(run)) if !run.status.is_open());
             if closed {
                 // Everything up to the close event has been sent.
                 if core
                     .store
-                    .history(&ns, &run_id, from, 1)
+                    .history(&key, from, 1)
                     .map(|e| e.is_empty())
                     .unwrap_or(true)
                 {
@@ -533,7 +526,7 @@ fn tree(
     let mut children = Vec::new();
     if depth < MAX_TREE_DEPTH {
         for id in core.store.children(ns, &run.run_id)? {
-            if let Some(child) = core.store.run(ns, &id)? {
+            if let Some(child) = core.store.run(&RunKey::new(ns, &id))? {
                 let weight = child.summary_bytes();
                 if weight > *budget {
                     tracing::warn!(run_id = %run.run_id, "session tree cut short: more than {MAX_TREE_BYTES} bytes of runs");

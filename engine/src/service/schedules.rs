@@ -4,6 +4,7 @@
 //! The firing itself happens in the writer, off the durable timers.
 
 use railyard_model::Rejection;
+use railyard_model::RunKey;
 use std::collections::BTreeMap;
 
 use chrono::DateTime;
@@ -305,7 +306,7 @@ pub fn describe(
         .schedule(ns, schedule_id)?
         .ok_or_else(|| crate::writer::schedule_not_found(ns, schedule_id))?;
     for a in schedule.recent_actions.iter_mut().filter(|a| a.status.is_open()) {
-        if let Some(run) = core.store.run(ns, &a.run_id)? {
+        if let Some(run) = core.store.run(&RunKey::new(ns, &a.run_id))? {
             a.status = run.status;
         }
     }

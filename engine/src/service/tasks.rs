@@ -1,5 +1,6 @@
 //! Step tasks: workers long-poll a queue, then report on the lease they got.
 
+use railyard_model::RunKey;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -161,10 +162,11 @@ async fn poll_run(
     deadline: tokio::time::Instant,
 ) -> Result<Option<LeasedStep>, ApiError> {
     let (ns, identity) = (&caller.namespace, &caller.identity);
-    let mut changes = core.watchers.subscribe(ns, run_id);
+    let key = RunKey::new(ns, run_id);
+    let mut changes = core.watchers.subscribe(&key);
     loop {
         // Look after subscribing, so a change committed in between is not missed.
-        let Some(run) = core.store.run(ns, run_id)? else {
+        let Some(run) = core.store.run(&key)? else {
             return Err(ApiError::Rejected(Rejection::NotFound(format!(
                 "run {run_id:?} not found"
             ))));
@@ -238,7 +240,7 @@ pub fn lease_holder(
     )?;
     if let Principal::Key(k) = &caller.principal
         && !k.queues.is_empty()
-        && let Some(run) = core.store.run(&claims.namespace, &claims.run_id)?
+        && let Some(run) = core.store.run(&claims.run_key())?
         && let Some(step) = run.definition.steps.iter().find(|s| s.id == claims.step)
     {
         // A run that is gone is left for the writer to refuse as not found.
@@ -248,11 +250,7 @@ pub fn lease_holder(
 }
 
 /// A note for the coordinator, sent with a heartbeat.
-#[derive(Debug, Clone, Default)]
-pub struct CoordinatorNote {
-    pub kind: String,
-    pub message: String,
-}
+pub use railyard_model::run::HeartbeatNote as CoordinatorNote;
 
 /// A heartbeat on a lease.
 #[derive(Debug, Clone, Default)]
@@ -344,7 +342,6 @@ pub async fn heartbeat(
         check_name(&format!("stuck[{i}].signal"), &s.signal)?;
         check_len(&format!("stuck[{i}].message"), &s.message, limits::MESSAGE)?;
     }
-    let notes = h.notes.into_iter().map(|n| (n.kind, n.message)).collect();
     let report = UsageReport {
         usage: h.usage,
         model: h.model.clone(),
@@ -357,7 +354,7 @@ pub async fn heartbeat(
             claims,
             identity: caller.identity.clone(),
             checkpoint,
-            notes,
+            notes: h.notes,
             acked: h.acked_signal_event_id,
             report,
         })

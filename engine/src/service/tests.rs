@@ -2,6 +2,7 @@
 //! real writer thread, a manual clock.
 
 use railyard_model::Rejection;
+use railyard_model::RunKey;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -184,7 +185,11 @@ async fn an_appending_heartbeat_is_checked_and_bounded_as_a_whole() {
     .unwrap();
     assert_eq!(reply.checkpoint.unwrap().0, limits::CHECKPOINT as u64);
     assert_eq!(
-        fx.core.store.checkpoint("default", "r1").unwrap().len(),
+        fx.core
+            .store
+            .checkpoint(&RunKey::new("default", "r1"))
+            .unwrap()
+            .len(),
         limits::CHECKPOINT
     );
 }
@@ -459,7 +464,7 @@ async fn run_listings_are_paged_by_bytes_as_well_as_by_count() {
     let one = f
         .core
         .store
-        .run("default", "r0")
+        .run(&RunKey::new("default", "r0"))
         .unwrap()
         .unwrap()
         .summary_bytes();

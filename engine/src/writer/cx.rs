@@ -156,14 +156,15 @@ pub(crate) const CHECKPOINT_TAIL: u32 = 32;
 pub(crate) const MERGE_SEGMENTS_BELOW: u64 = 4096;
 
 /// The refusal for a run that does not exist.
-pub(crate) fn not_found(ns: &str, run_id: &str) -> Rejection {
-    Rejection::NotFound(format!("run {run_id:?} not found in namespace {ns:?}"))
+pub(crate) fn not_found(key: &RunKey) -> Rejection {
+    let RunKey { namespace, run_id } = key;
+    Rejection::NotFound(format!("run {run_id:?} not found in namespace {namespace:?}"))
 }
 
 impl Cx<'_, '_> {
     /// The run's current state in this transaction.
-    pub(crate) fn load(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError> {
-        self.tx.run(ns, run_id)
+    pub(crate) fn load(&self, key: &RunKey) -> Result<Option<RunState>, StorageError> {
+        self.tx.run(key)
     }
 
     /// The transaction's clock reading.
@@ -181,12 +182,11 @@ impl Cx<'_, '_> {
     /// refusal (or a run not found) is the command's.
     pub(crate) fn with_run<T>(
         &mut self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         f: impl FnOnce(&mut RunState, &mut Out) -> Result<T, Rejection>,
     ) -> Result<T, CommandError> {
-        let Some(mut run) = self.load(ns, run_id)? else {
-            return Err(not_found(ns, run_id).into());
+        let Some(mut run) = self.load(key)? else {
+            return Err(not_found(key).into());
         };
         let was_open = run.status.is_open();
         let before = Attempt::of(&run);
@@ -301,13 +301,13 @@ impl Cx<'_, '_> {
     /// Where the checkpoint of the run's step in flight is ([`CheckpointAt`]).
     pub(crate) fn checkpoint_at(&self, run: &RunState) -> Result<CheckpointAt, StorageError> {
         self.tx
-            .checkpoint_in_flight_at(&run.namespace, &run.run_id, run.current_step)
+            .checkpoint_in_flight_at(&RunKey::new(&run.namespace, &run.run_id), run.current_step)
     }
 
     /// The checkpoint of the run's step in flight (empty when none).
     pub(crate) fn checkpoint(&self, run: &RunState) -> Result<Vec<u8>, StorageError> {
         let at = self.checkpoint_at(run)?;
-        self.tx.checkpoint(&run.namespace, &run.run_id, at)
+        self.tx.checkpoint(&RunKey::new(&run.namespace, &run.run_id), at)
     }
 
     /// The checkpoint a lease hands the worker, with its digest (none when empty).
@@ -320,7 +320,7 @@ impl Cx<'_, '_> {
             return Ok((bytes, None));
         }
         let at = self.checkpoint_at(run)?;
-        let (_, d) = self.checkpoint_base(&run.namespace, &run.run_id, at)?;
+        let (_, d) = self.checkpoint_base(&RunKey::new(&run.namespace, &run.run_id), at)?;
         Ok((bytes, Some(d)))
     }
 
@@ -329,18 +329,17 @@ impl Cx<'_, '_> {
     /// release wrote has no stored digest: it is derived from its bytes.
     pub(crate) fn checkpoint_base(
         &self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
     ) -> Result<(u64, CheckpointDigest), StorageError> {
-        Ok(match self.tx.checkpoint_head(ns, run_id, at)? {
+        Ok(match self.tx.checkpoint_head(key, at)? {
             None => (0, digest::EMPTY_DIGEST),
             Some(CheckpointHead {
                 len, digest: Some(d), ..
             }) => (len, d),
             Some(CheckpointHead {
                 len, digest: None, ..
-            }) => (len, digest::full(&self.tx.checkpoint(ns, run_id, at)?)),
+            }) => (len, digest::full(&self.tx.checkpoint(key, at)?)),
         })
     }
 
@@ -357,29 +356,27 @@ impl Cx<'_, '_> {
     /// rewrite (every ~1,000 appends).
     fn append_checkpoint(
         &mut self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
         bytes: &[u8],
     ) -> Result<(), StorageError> {
-        let head = self.tx.checkpoint_head(ns, run_id, at)?;
-        let (_, base) = self.checkpoint_base(ns, run_id, at)?;
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
+        let head = self.tx.checkpoint_head(key, at)?;
+        let (_, base) = self.checkpoint_base(key, at)?;
         let after = digest::extend(&base, bytes);
         let Some(head) = head else {
-            return self.tx.append_checkpoint(ns, run_id, at, bytes, &after);
+            return self.tx.append_checkpoint(key, at, bytes, &after);
         };
         let merged = head.merged.clamp(1, head.segments.max(1));
         let small = head.len < u64::from(head.segments) * MERGE_SEGMENTS_BELOW;
         if head.segments + 1 - merged < CHECKPOINT_TAIL || !small {
-            return self.tx.append_checkpoint(ns, run_id, at, bytes, &after);
+            return self.tx.append_checkpoint(key, at, bytes, &after);
         }
         if merged + 1 < CHECKPOINT_TAIL {
             tracing::debug!(ns, run_id, segments = head.segments, "checkpoint tail merged");
-            return self
-                .tx
-                .merge_checkpoint_tail(ns, run_id, at, merged + 1, bytes, &after);
+            return self.tx.merge_checkpoint_tail(key, at, merged + 1, bytes, &after);
         }
-        let mut whole = self.tx.checkpoint(ns, run_id, at)?;
+        let mut whole = self.tx.checkpoint(key, at)?;
         whole.extend_from_slice(bytes);
         tracing::debug!(
             ns,
@@ -388,7 +385,7 @@ impl Cx<'_, '_> {
             segments = head.segments,
             "checkpoint rewritten whole"
         );
-        self.tx.set_checkpoint(ns, run_id, at, Some((&whole, &after)))
+        self.tx.set_checkpoint(key, at, Some((&whole, &after)))
     }
 
     /// Step `step`'s checkpoint is final: it stays where it is, as the step's
@@ -397,30 +394,29 @@ impl Cx<'_, '_> {
     /// checkpoint bytes are read or copied: the heads say the lengths. A checkpoint
     /// an older release was writing (by run, not step) is dropped, as it did.
     fn end_checkpoint(&mut self, run: &RunState, step: usize) -> Result<(), StorageError> {
-        let (ns, id) = (run.namespace.as_str(), run.run_id.as_str());
-        if self.tx.checkpoint_head(ns, id, CheckpointAt::Run)?.is_some() {
-            return self.tx.set_checkpoint(ns, id, CheckpointAt::Run, None);
+        let key = run.key();
+        if self.tx.checkpoint_head(&key, CheckpointAt::Run)?.is_some() {
+            return self.tx.set_checkpoint(&key, CheckpointAt::Run, None);
         }
         if step >= run.definition.steps.len() {
             return Ok(());
         }
         let cap = self.kept_checkpoint_bytes;
         if cap == 0 {
-            return self.tx.set_checkpoint(ns, id, CheckpointAt::step(step), None);
+            return self.tx.set_checkpoint(&key, CheckpointAt::step(step), None);
         }
         let steps = u32::try_from(run.definition.steps.len()).unwrap_or(u32::MAX);
-        let heads = self.tx.step_checkpoint_heads(ns, id, steps)?;
+        let heads = self.tx.step_checkpoint_heads(&key, steps)?;
         let mut total: u64 = heads.iter().map(|(_, h)| h.len).sum();
         for (dropped, head) in heads {
             if total <= cap {
                 break;
             }
-            self.tx
-                .set_checkpoint(ns, id, CheckpointAt::Step(dropped), None)?;
+            self.tx.set_checkpoint(&key, CheckpointAt::Step(dropped), None)?;
             total -= head.len;
             tracing::debug!(
-                ns,
-                run_id = id,
+                ns = key.namespace.as_str(),
+                run_id = key.run_id.as_str(),
                 step = dropped,
                 bytes = head.len,
                 "kept checkpoint dropped"
@@ -438,6 +434,7 @@ impl Cx<'_, '_> {
         effects: Vec<Effect>,
     ) -> Result<(), StorageError> {
         let (ns, id) = (run.namespace.as_str(), run.run_id.as_str());
+        let key = run.key();
         // A task enqueued and leased in the same transition (eager dispatch) never
         // becomes a row.
         let leased_at_once = |seq: u64| {
@@ -458,7 +455,7 @@ impl Cx<'_, '_> {
             .collect();
         self.tx.save_run(run, events)?;
         if run.status.is_open() != was_open {
-            self.tx.set_open(ns, id, !was_open)?;
+            self.tx.set_open(&key, !was_open)?;
             self.limits.moved(ns, !was_open);
             if was_open {
                 self.tx.index_closed(ns, run.close_ms.unwrap_or(self.now), id)?;
@@ -480,8 +477,7 @@ impl Cx<'_, '_> {
             });
         }
         self.after.push(After::Lease {
-            ns: ns.into(),
-            run_id: id.into(),
+            run: key.clone(),
             deadline: run.lease_deadline(),
         });
         for effect in effects {
@@ -513,19 +509,18 @@ impl Cx<'_, '_> {
                 Effect::SaveCheckpoint(bytes) => {
                     let at = self.checkpoint_at(run)?;
                     self.tx
-                        .set_checkpoint(ns, id, at, Some((&bytes, &digest::full(&bytes))))?
+                        .set_checkpoint(&key, at, Some((&bytes, &digest::full(&bytes))))?
                 }
                 Effect::AppendCheckpoint(bytes) => {
                     let at = self.checkpoint_at(run)?;
-                    self.append_checkpoint(ns, id, at, &bytes)?
+                    self.append_checkpoint(&key, at, &bytes)?
                 }
                 Effect::EndCheckpoint { step } => self.end_checkpoint(run, step)?,
             }
         }
         if !events.is_empty() {
             self.after.push(After::Notify {
-                ns: ns.into(),
-                run_id: id.into(),
+                run: key,
                 last_event_id: run.last_event_id,
             });
         }

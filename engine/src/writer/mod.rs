@@ -34,7 +34,7 @@ pub(crate) use cx::Cx;
 pub(crate) use limits::StartLimits;
 
 use railyard_model::run::Event;
-use railyard_model::{Millis, Rejection};
+use railyard_model::{Millis, Rejection, RunKey};
 use railyard_store::{CheckpointHead, Snapshot, StorageError, Store, WriteTx};
 
 use crate::clock::Clock;
@@ -89,11 +89,10 @@ pub struct Started {
 
 impl Grant {
     fn handed(&self) -> Handed {
-        (
-            self.run.namespace.clone(),
-            self.run.run_id.clone(),
-            self.lease.seq,
-        )
+        Handed {
+            run: self.run.key(),
+            lease: self.lease.seq,
+        }
     }
 }
 
@@ -214,8 +213,7 @@ enum After {
     /// A step leased in this batch to a claimed poll.
     HandOff(Waiter, Box<Grant>),
     Notify {
-        ns: String,
-        run_id: String,
+        run: RunKey,
         last_event_id: u64,
     },
     WakeTimers,
@@ -225,8 +223,7 @@ enum After {
     AttemptEnded(Box<crate::trace::EndedAttempt>),
     /// The run's lease deadline as its state now says (`None`: no lease in flight).
     Lease {
-        ns: String,
-        run_id: String,
+        run: RunKey,
         deadline: Option<(Millis, u64)>,
     },
 }
@@ -304,11 +301,11 @@ impl WriterLoop {
             });
         }
         for (due, ns, run_id, lease) in self.store.lease_deadlines()? {
-            self.hooks.leases.set(&ns, &run_id, Some((due, lease)));
+            self.hooks.leases.set(RunKey::new(ns, run_id), Some((due, lease)));
         }
-        for (ns, run_id) in self.hooks.watchers.watched() {
-            if let Some(run) = snapshot.run(&ns, &run_id)? {
-                self.hooks.watchers.notify(&ns, &run_id, run.last_event_id);
+        for key in self.hooks.watchers.watched() {
+            if let Some(run) = snapshot.run(&key)? {
+                self.hooks.watchers.notify(&key, run.last_event_id);
             }
         }
         self.hooks.timer_wake.notify_one();
@@ -335,28 +332,24 @@ impl WriterLoop {
                             self.hooks.matching.remove(&ns, &queue, task_seq)
                         }
                         After::HandOff(waiter, grant) => {
-                            let (ns, run_id) = (grant.run.namespace.clone(), grant.run.run_id.clone());
-                            let lease = grant.lease.seq;
+                            let handed = grant.handed();
                             if !waiter.hand(grant) {
+                                let (run_id, lease) = (&handed.run.run_id, handed.lease);
                                 // The poll went away as the commit finished: nobody holds
                                 // the lease, so end it now rather than at its deadline.
                                 tracing::warn!(%run_id, lease, "a handed-off step found its poll gone");
-                                self.follow_ups.push(Command::Undelivered(
-                                    commands::Undelivered { ns, run_id, lease },
-                                    None,
-                                ));
+                                self.follow_ups
+                                    .push(Command::Undelivered(commands::Undelivered(handed), None));
                             }
                         }
-                        After::Notify {
-                            ns,
-                            run_id,
-                            last_event_id,
-                        } => self.hooks.watchers.notify(&ns, &run_id, last_event_id),
+                        After::Notify { run, last_event_id } => {
+                            self.hooks.watchers.notify(&run, last_event_id)
+                        }
                         After::WakeTimers => self.hooks.timer_wake.notify_one(),
                         After::Deliver(job) => self.delivery.send(*job),
                         After::AttemptEnded(a) => crate::trace::record(&a),
-                        After::Lease { ns, run_id, deadline } => {
-                            if self.hooks.leases.set(&ns, &run_id, deadline) {
+                        After::Lease { run, deadline } => {
+                            if self.hooks.leases.set(run, deadline) {
                                 self.hooks.timer_wake.notify_one();
                             }
                         }

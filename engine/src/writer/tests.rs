@@ -129,7 +129,7 @@ impl Fixture {
 
     pub(super) fn kinds(&self, id: &str) -> Vec<EventKind> {
         self.store
-            .history("default", id, 1, 100)
+            .history(&RunKey::new("default", id), 1, 100)
             .unwrap()
             .into_iter()
             .map(|e| e.kind)

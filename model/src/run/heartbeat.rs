@@ -12,7 +12,7 @@ impl RunState {
         claims: &TokenClaims,
         identity: &str,
         checkpoint: impl Into<CheckpointUpdate>,
-        notes: Vec<(String, String)>,
+        notes: Vec<HeartbeatNote>,
         acked: u64,
         out: &mut Out,
     ) -> Result<Vec<PendingSignal>, Refusal> {
@@ -32,7 +32,7 @@ impl RunState {
             self.resume_input.clear();
             out.effects.push(effect);
         }
-        for (kind, message) in notes {
+        for HeartbeatNote { kind, message } in notes {
             let (step_id, attempt) = (self.step_id(), self.attempt());
             self.push(
                 out,

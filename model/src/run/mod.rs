@@ -369,6 +369,16 @@ pub struct StartParams {
     pub attributes: BTreeMap<String, String>,
 }
 
+/// A note for the coordinator, as a heartbeat carries it (recorded as a
+/// `CoordinatorNote` event).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeartbeatNote {
+    /// What kind of note (`blocked`, `progress` ...), as the agent names it.
+    pub kind: String,
+    /// The note itself.
+    pub message: String,
+}
+
 /// A sign of a stuck agent, as a heartbeat reports it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StuckNote {

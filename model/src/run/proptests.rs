@@ -172,7 +172,7 @@ enum Call {
     Heartbeat {
         claims: TokenClaims,
         checkpoint: Vec<u8>,
-        notes: Vec<(String, String)>,
+        notes: Vec<HeartbeatNote>,
         acked: u64,
     },
     Complete {
@@ -432,7 +432,10 @@ impl Sim {
                     claims,
                     checkpoint: if *checkpoint { b"cp".to_vec() } else { Vec::new() },
                     notes: (0..*notes)
-                        .map(|n| ("progress".to_string(), format!("note {n}")))
+                        .map(|n| HeartbeatNote {
+                            kind: "progress".into(),
+                            message: format!("note {n}"),
+                        })
                         .collect(),
                     acked,
                 }

@@ -235,7 +235,10 @@ fn signals_are_recorded_and_acknowledged() {
     r.unwrap();
     assert_eq!(types(&events), ["SignalReceived"]);
     let id = events[0].id;
-    let notes = vec![("progress".to_string(), "half".to_string())];
+    let notes = vec![HeartbeatNote {
+        kind: "progress".into(),
+        message: "half".into(),
+    }];
     let (pending, events, _) = fx.step(|r, o| r.heartbeat(&claims, "w1", vec![], notes, 0, o));
     assert_eq!(pending.unwrap().len(), 1);
     assert_eq!(types(&events), ["CoordinatorNote"]);

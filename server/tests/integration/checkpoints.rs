@@ -4,6 +4,7 @@
 //! mismatch") and the SDK resends the checkpoint whole; an old-style worker's whole
 //! checkpoints keep working; a server restart keeps every segment.
 
+use railyard_model::RunKey;
 use std::time::Duration;
 
 use railyard_proto::checkpoint::{self as digest, BASE_MISMATCH};
@@ -35,7 +36,7 @@ async fn lost_repeated_and_reordered_heartbeats_are_refused_and_resent_whole() {
         .start_run("default", "one", "g", Default::default())
         .await
         .unwrap();
-    let stored = |store: &Store| store.checkpoint("default", &run).unwrap();
+    let stored = |store: &Store| store.checkpoint(&RunKey::new("default", &run)).unwrap();
     let w = StepWorker::new(client.clone(), "default", "default", "w");
     let task = w.poll(Duration::from_secs(5)).await.unwrap().expect("a task");
     let token = task.task_token.clone();
@@ -211,7 +212,7 @@ async fn a_reader_pages_through_the_checkpoint_of_the_step_in_flight() {
     let head = store
         .snapshot()
         .unwrap()
-        .checkpoint_head("default", &run, CheckpointAt::Step(0))
+        .checkpoint_head(&RunKey::new("default", &run), CheckpointAt::Step(0))
         .unwrap()
         .unwrap();
     assert!(head.segments > 2, "stored in segments: {head:?}");
@@ -244,12 +245,17 @@ async fn a_reader_pages_through_the_checkpoint_of_the_step_in_flight() {
     // A small page in the middle reads the head and the segments up to it only.
     let snap = store.snapshot().unwrap();
     let mid = snap
-        .checkpoint_page("default", &run, CheckpointAt::Step(0), 1_000_000, 100)
+        .checkpoint_page(
+            &RunKey::new("default", &run),
+            CheckpointAt::Step(0),
+            1_000_000,
+            100,
+        )
         .unwrap();
     assert_eq!(mid.bytes, transcript[1_000_000..1_000_100]);
     assert!(mid.rows_read <= 1 + head.segments, "{}", mid.rows_read);
     let first = snap
-        .checkpoint_page("default", &run, CheckpointAt::Step(0), 0, 100)
+        .checkpoint_page(&RunKey::new("default", &run), CheckpointAt::Step(0), 0, 100)
         .unwrap();
     assert_eq!(first.rows_read, 2, "the head and the first segment");
     drop(snap);

@@ -4,6 +4,7 @@
 //! retry's new segment, of chunks dropped past a cap and of falling behind, and
 //! their stream ends once the run is closed. Output is purged past its retention.
 
+use railyard_model::RunKey;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -330,7 +331,7 @@ async fn a_slow_watcher_is_told_it_lagged_and_still_gets_every_chunk_once() {
         let stored = || {
             f.store
                 .output()
-                .head("default", &run)
+                .head(&RunKey::new("default", &run))
                 .unwrap()
                 .map_or(0, |h| h.next_offset - 1)
         };
@@ -434,7 +435,13 @@ async fn output_is_purged_once_past_its_retention_after_the_run_closed() {
     w.complete(&task.task_token, Completion::notes("ok"))
         .await
         .unwrap();
-    let stored = || f.store.output().read("default", &run, 0, 10).unwrap().len();
+    let stored = || {
+        f.store
+            .output()
+            .read(&RunKey::new("default", &run), 0, 10)
+            .unwrap()
+            .len()
+    };
     let deadline = tokio::time::Instant::now() + PATIENCE;
     while stored() < 2 {
         assert!(tokio::time::Instant::now() < deadline, "the output is stored");
@@ -450,6 +457,6 @@ async fn output_is_purged_once_past_its_retention_after_the_run_closed() {
         assert!(tokio::time::Instant::now() < deadline, "the output is purged");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(f.store.run("default", &run).unwrap().is_some());
+    assert!(f.store.run(&RunKey::new("default", &run)).unwrap().is_some());
     f.server.shutdown().await;
 }

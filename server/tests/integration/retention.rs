@@ -5,6 +5,7 @@
 //! nothing, and an update takes effect at once; a namespace with schedules is not
 //! deleted.
 
+use railyard_model::RunKey;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -360,8 +361,8 @@ async fn check_whole_or_gone(data: &Path, ids: &[String]) -> usize {
     let listed: BTreeSet<String> = listed.into_iter().map(|r| r.run_id).collect();
     let mut left = 0;
     for id in ids {
-        let events = store.history("default", id, 1, 1000).unwrap();
-        match store.run("default", id).unwrap() {
+        let events = store.history(&RunKey::new("default", id), 1, 1000).unwrap();
+        match store.run(&RunKey::new("default", id)).unwrap() {
             Some(run) => {
                 left += 1;
                 assert_eq!(events.len() as u64, run.last_event_id, "{id}: history whole");

@@ -4,6 +4,7 @@
 //! per-run bound, none are kept when it is 0, and the retention purge takes them
 //! with the run. On redb and on Postgres (`RAILYARD_TEST_BACKEND`).
 
+use railyard_model::RunKey;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -138,7 +139,7 @@ async fn a_completed_steps_transcript_reads_back_page_by_page_and_the_oldest_go_
         .store
         .snapshot()
         .unwrap()
-        .checkpoint_head("default", &run, CheckpointAt::Step(0))
+        .checkpoint_head(&RunKey::new("default", &run), CheckpointAt::Step(0))
         .unwrap()
         .unwrap();
     assert!(head.segments > 1, "{head:?}");
@@ -177,7 +178,11 @@ async fn a_bound_of_zero_keeps_no_finished_steps_transcript() {
     f.run_step("default", &transcript("a", 3, 100)).await;
     assert_eq!(f.read("default", &run, "a", 0).await.1.len(), 0);
     let snap = f.store.snapshot().unwrap();
-    assert_eq!(snap.step_checkpoint_heads("default", &run, 3).unwrap(), vec![]);
+    assert_eq!(
+        snap.step_checkpoint_heads(&RunKey::new("default", &run), 3)
+            .unwrap(),
+        vec![]
+    );
     drop(snap);
     f.server.shutdown().await;
 }
@@ -216,20 +221,23 @@ async fn the_retention_purge_takes_the_kept_transcripts_with_the_run() {
         .store
         .snapshot()
         .unwrap()
-        .step_checkpoint_heads("team", &run, 3)
+        .step_checkpoint_heads(&RunKey::new("team", &run), 3)
         .unwrap();
     assert_eq!(heads.iter().map(|(s, _)| *s).collect::<Vec<_>>(), [0, 1]);
 
     f.clock.advance(Duration::from_millis(DAY + 120_000));
     let deadline = Instant::now() + Duration::from_secs(60);
-    while f.store.run("team", &run).unwrap().is_some() {
+    while f.store.run(&RunKey::new("team", &run)).unwrap().is_some() {
         assert!(Instant::now() < deadline, "the run was not purged");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let snap = f.store.snapshot().unwrap();
-    assert_eq!(snap.step_checkpoint_heads("team", &run, 3).unwrap(), vec![]);
+    assert_eq!(
+        snap.step_checkpoint_heads(&RunKey::new("team", &run), 3).unwrap(),
+        vec![]
+    );
     assert!(
-        snap.checkpoint("team", &run, CheckpointAt::Step(1))
+        snap.checkpoint(&RunKey::new("team", &run), CheckpointAt::Step(1))
             .unwrap()
             .is_empty()
     );

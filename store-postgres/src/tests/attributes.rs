@@ -2,6 +2,7 @@
 //! `STARTS_WITH`) answer as the reference backend, a selective one reads only its
 //! runs, and a change of a run's attributes moves its terms.
 
+use railyard_model::RunKey;
 use std::sync::Arc;
 
 use railyard_model::attributes::{AttributeValue, parse_set};
@@ -104,7 +105,7 @@ fn attribute_queries_answer_as_the_reference_and_read_their_runs_only() {
         assert!(read <= bound, "{q}: read {read} rows, more than {bound}");
     }
     // A change moves the run's terms in its save.
-    let mut run = pg.run("default", "r007").unwrap().unwrap();
+    let mut run = pg.run(&RunKey::new("default", "r007")).unwrap().unwrap();
     let mut seq = 10_000;
     let mut out = Out::new(9_000, &mut seq);
     let set = vec![(

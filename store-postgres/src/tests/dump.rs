@@ -2,6 +2,7 @@
 //! the upgrade fixture and 10,000 generated runs, every table's shape, and the
 //! refusals that hold on this backend too (a store that is not empty, a bad dump).
 
+use railyard_model::RunKey;
 use std::io::Cursor;
 
 use railyard_store::dump::testing::{copy_fixture, generate_runs, histories};
@@ -148,24 +149,27 @@ fn a_checkpoint_of_appended_segments_moves_whole() {
     };
     let pg = s.open().unwrap();
     generate_runs(&pg, "default", 3, 3).unwrap();
-    let run_id = histories(&pg).unwrap().keys().next().unwrap().1.clone();
+    let run_id = histories(&pg).unwrap().keys().next().unwrap().run_id.clone();
     let digest = [7u8; 32];
     // The run's checkpoint of older releases, and a step's.
     let places = [CheckpointAt::Run, CheckpointAt::Step(1)];
     for at in places {
         pg.write(&mut |tx| {
-            tx.set_checkpoint("default", &run_id, at, Some((b"first.", &digest)))?;
-            tx.append_checkpoint("default", &run_id, at, b"second.", &digest)?;
-            tx.append_checkpoint("default", &run_id, at, b"third.", &digest)?;
-            tx.merge_checkpoint_tail("default", &run_id, at, 2, b"fourth.", &digest)?;
-            tx.append_checkpoint("default", &run_id, at, b"fifth.", &digest)
+            tx.set_checkpoint(&RunKey::new("default", &run_id), at, Some((b"first.", &digest)))?;
+            tx.append_checkpoint(&RunKey::new("default", &run_id), at, b"second.", &digest)?;
+            tx.append_checkpoint(&RunKey::new("default", &run_id), at, b"third.", &digest)?;
+            tx.merge_checkpoint_tail(&RunKey::new("default", &run_id), at, 2, b"fourth.", &digest)?;
+            tx.append_checkpoint(&RunKey::new("default", &run_id), at, b"fifth.", &digest)
         })
         .unwrap();
     }
     let whole = b"first.second.third.fourth.fifth.".to_vec();
     for at in places {
         assert_eq!(
-            pg.snapshot().unwrap().checkpoint("default", &run_id, at).unwrap(),
+            pg.snapshot()
+                .unwrap()
+                .checkpoint(&RunKey::new("default", &run_id), at)
+                .unwrap(),
             whole
         );
     }
@@ -175,8 +179,14 @@ fn a_checkpoint_of_appended_segments_moves_whole() {
     load(&pg, &out, true).unwrap();
     let snapshot = pg.snapshot().unwrap();
     for at in places {
-        assert_eq!(snapshot.checkpoint("default", &run_id, at).unwrap(), whole);
-        let head = snapshot.checkpoint_head("default", &run_id, at).unwrap().unwrap();
+        assert_eq!(
+            snapshot.checkpoint(&RunKey::new("default", &run_id), at).unwrap(),
+            whole
+        );
+        let head = snapshot
+            .checkpoint_head(&RunKey::new("default", &run_id), at)
+            .unwrap()
+            .unwrap();
         assert_eq!((head.len, head.segments), (whole.len() as u64, 1));
     }
     assert_eq!(histories(&pg).unwrap(), before);

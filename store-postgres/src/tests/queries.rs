@@ -3,6 +3,7 @@
 //! that fills `run_terms` from runs stored before it (and the words of their goals,
 //! from before those were indexed).
 
+use railyard_model::RunKey;
 use std::sync::Arc;
 
 use railyard_model::query::{AttributeTypes, Query};
@@ -116,7 +117,7 @@ fn a_listing_by_query_answers_as_the_reference_and_reads_its_index_only() {
         assert_eq!(ids(&pg, q).0, ids(&memory, q).0, "after the migration: {q}");
     }
     // Purging a run removes its terms.
-    let run = pg.run("default", "r00").unwrap().unwrap();
+    let run = pg.run(&RunKey::new("default", "r00")).unwrap().unwrap();
     pg.backend().write(&mut |tx| tx.purge_run(&run)).unwrap();
     let rows = s
         .query_text("SELECT count(*)::text FROM run_terms WHERE run_id = 'r00'")

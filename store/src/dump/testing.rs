@@ -2,6 +2,7 @@
 //! through the storage trait in large batches, and every run's history read back
 //! for comparing two stores.
 
+use railyard_model::RunKey;
 use sha2::Digest;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -44,10 +45,10 @@ pub fn generate_runs(backend: &dyn Backend, ns: &str, n: usize, batch: usize) ->
                         .chain_update(bytes)
                         .finalize()
                         .into();
-                    tx.set_checkpoint(ns, &run.run_id, *at, Some((bytes, &digest)))?;
+                    tx.set_checkpoint(&RunKey::new(ns, &run.run_id), *at, Some((bytes, &digest)))?;
                 }
                 if run.status.is_open() {
-                    tx.set_open(ns, &run.run_id, true)?;
+                    tx.set_open(&RunKey::new(ns, &run.run_id), true)?;
                     if let Phase::Scheduled { task_seq, .. } = &run.phase {
                         tx.insert_task(ns, "default", *task_seq, &run.run_id)?;
                     }
@@ -118,9 +119,9 @@ fn one_run(ns: &str, k: usize, def: &Arc<railyard_model::workflow::WorkflowDef>,
     (run, out.events, checkpoint)
 }
 
-/// Every run's history in every namespace, by (namespace, run id), read through the
+/// Every run's history in every namespace, by run, read through the
 /// storage trait: what `railyard run history` shows, as the store holds it.
-pub fn histories(backend: &dyn Backend) -> Result<BTreeMap<(String, String), Vec<Event>>, StorageError> {
+pub fn histories(backend: &dyn Backend) -> Result<BTreeMap<RunKey, Vec<Event>>, StorageError> {
     let snap = backend.snapshot()?;
     let mut out = BTreeMap::new();
     for ns in snap.namespaces()? {
@@ -130,8 +131,9 @@ pub fn histories(backend: &dyn Backend) -> Result<BTreeMap<(String, String), Vec
             true
         })?;
         for id in ids {
-            let history = snap.history(&ns, &id, 1, usize::MAX)?;
-            out.insert((ns.clone(), id), history);
+            let key = RunKey::new(&ns, id);
+            let history = snap.history(&key, 1, usize::MAX)?;
+            out.insert(key, history);
         }
     }
     Ok(out)

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{Data, MemorySnapshot, MemoryTx};
 use crate::backend::{TriggerReads, TriggerWrites};
 use crate::error::StorageError;
-use railyard_model::Millis;
 use railyard_model::trigger::{HookDelivery, KeyHolder, QueuedStart, Trigger};
+use railyard_model::{Millis, RunKey};
 
 type Pair = (String, String);
 type Triple = (String, String, String);
@@ -19,7 +19,7 @@ pub(super) struct TriggerData {
     delivery_times: BTreeSet<(Millis, String, String, String)>,
     keys: BTreeMap<Triple, String>,
     queue: BTreeMap<(String, String, String, u64), QueuedStart>,
-    holders: BTreeMap<Pair, KeyHolder>,
+    holders: BTreeMap<RunKey, KeyHolder>,
 }
 
 fn t3(a: &str, b: &str, c: &str) -> Triple {
@@ -95,13 +95,8 @@ macro_rules! trigger_reads {
                 Ok(self.d().triggers.keys.get(&t3(ns, trigger, key)).cloned())
             }
 
-            fn key_holder(&self, ns: &str, run_id: &str) -> Result<Option<KeyHolder>, StorageError> {
-                Ok(self
-                    .d()
-                    .triggers
-                    .holders
-                    .get(&(ns.to_string(), run_id.to_string()))
-                    .cloned())
+            fn key_holder(&self, run: &RunKey) -> Result<Option<KeyHolder>, StorageError> {
+                Ok(self.d().triggers.holders.get(run).cloned())
             }
 
             fn queued_starts(
@@ -207,19 +202,13 @@ impl TriggerWrites for MemoryTx<'_> {
         })
     }
 
-    fn set_key_holder(
-        &mut self,
-        ns: &str,
-        run_id: &str,
-        holder: Option<&KeyHolder>,
-    ) -> Result<(), StorageError> {
-        let k = (ns.to_string(), run_id.to_string());
+    fn set_key_holder(&mut self, run: &RunKey, holder: Option<&KeyHolder>) -> Result<(), StorageError> {
         self.change(|d| match holder {
             Some(h) => {
-                d.triggers.holders.insert(k, h.clone());
+                d.triggers.holders.insert(run.clone(), h.clone());
             }
             None => {
-                d.triggers.holders.remove(&k);
+                d.triggers.holders.remove(run);
             }
         })
     }

@@ -77,12 +77,23 @@ pub fn check(store: &dyn OutputStore) {
         }])
         .unwrap();
     // Every kind round-trips, in offset order; reads start at an offset and stop at a limit.
-    assert_eq!(store.read("default", "r1", 0, 100).unwrap(), chunks);
-    assert_eq!(store.read("default", "r1", 4, 2).unwrap(), chunks[3..5].to_vec());
-    assert!(store.read("default", "r1", n + 1, 10).unwrap().is_empty());
-    assert!(store.read("other", "r1", 0, 10).unwrap().is_empty());
-    assert_eq!(store.head("default", "r1").unwrap(), Some(head(n + 1, 50)));
-    assert_eq!(store.head("default", "nope").unwrap(), None);
+    assert_eq!(store.read(&RunKey::new("default", "r1"), 0, 100).unwrap(), chunks);
+    assert_eq!(
+        store.read(&RunKey::new("default", "r1"), 4, 2).unwrap(),
+        chunks[3..5].to_vec()
+    );
+    assert!(
+        store
+            .read(&RunKey::new("default", "r1"), n + 1, 10)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(store.read(&RunKey::new("other", "r1"), 0, 10).unwrap().is_empty());
+    assert_eq!(
+        store.head(&RunKey::new("default", "r1")).unwrap(),
+        Some(head(n + 1, 50))
+    );
+    assert_eq!(store.head(&RunKey::new("default", "nope")).unwrap(), None);
 
     // A later append moves the run in the quiet index.
     store
@@ -111,9 +122,14 @@ pub fn check(store: &dyn OutputStore) {
     assert_eq!(q(100, Some(&first)), vec![(60, "r1".to_string())]);
 
     // Purging removes the chunks, the head and the index entry; other runs stay.
-    store.purge(&[("default".into(), "r1".into())]).unwrap();
-    assert!(store.read("default", "r1", 0, 100).unwrap().is_empty());
-    assert_eq!(store.head("default", "r1").unwrap(), None);
+    store.purge(&[RunKey::new("default", "r1")]).unwrap();
+    assert!(
+        store
+            .read(&RunKey::new("default", "r1"), 0, 100)
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.head(&RunKey::new("default", "r1")).unwrap(), None);
     assert_eq!(q(100, None), vec![(10, "r2".to_string())]);
-    assert_eq!(store.read("default", "r2", 0, 10).unwrap().len(), 1);
+    assert_eq!(store.read(&RunKey::new("default", "r2"), 0, 10).unwrap().len(), 1);
 }

@@ -17,6 +17,7 @@ pub mod conformance;
 mod record;
 pub mod redb;
 
+use railyard_model::RunKey;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
@@ -74,11 +75,10 @@ pub trait OutputStore: Send + Sync {
     fn append(&self, batch: &[RunAppend]) -> Result<(), StorageError>;
 
     /// The run's head (`None`: no output kept).
-    fn head(&self, ns: &str, run_id: &str) -> Result<Option<OutputHead>, StorageError>;
+    fn head(&self, key: &RunKey) -> Result<Option<OutputHead>, StorageError>;
 
     /// Chunks with offsets `from..`, in order, at most `limit`.
-    fn read(&self, ns: &str, run_id: &str, from: u64, limit: usize)
-    -> Result<Vec<OutputChunk>, StorageError>;
+    fn read(&self, key: &RunKey, from: u64, limit: usize) -> Result<Vec<OutputChunk>, StorageError>;
 
     /// Runs whose output was last written at or before `up_to_ms`, after `after`,
     /// oldest first, at most `limit`.
@@ -90,10 +90,8 @@ pub trait OutputStore: Send + Sync {
     ) -> Result<Vec<QuietRun>, StorageError>;
 
     /// Removes the runs' output and heads.
-    fn purge(&self, runs: &[(String, String)]) -> Result<(), StorageError>;
+    fn purge(&self, runs: &[RunKey]) -> Result<(), StorageError>;
 }
-
-type RunKey = (String, String);
 
 /// The in-memory reference implementation.
 #[derive(Default)]
@@ -118,7 +116,7 @@ impl OutputStore for MemoryOutput {
     fn append(&self, batch: &[RunAppend]) -> Result<(), StorageError> {
         let mut d = self.data();
         for a in batch {
-            let key = (a.ns.clone(), a.run_id.clone());
+            let key = RunKey::new(&a.ns, &a.run_id);
             if let Some(old) = d.heads.get(&key).cloned() {
                 d.quiet.remove(&QuietRun {
                     last_ms: old.last_ms,
@@ -140,24 +138,14 @@ impl OutputStore for MemoryOutput {
         Ok(())
     }
 
-    fn head(&self, ns: &str, run_id: &str) -> Result<Option<OutputHead>, StorageError> {
-        Ok(self
-            .data()
-            .heads
-            .get(&(ns.to_string(), run_id.to_string()))
-            .cloned())
+    fn head(&self, key: &RunKey) -> Result<Option<OutputHead>, StorageError> {
+        Ok(self.data().heads.get(key).cloned())
     }
 
-    fn read(
-        &self,
-        ns: &str,
-        run_id: &str,
-        from: u64,
-        limit: usize,
-    ) -> Result<Vec<OutputChunk>, StorageError> {
+    fn read(&self, key: &RunKey, from: u64, limit: usize) -> Result<Vec<OutputChunk>, StorageError> {
         let d = self.data();
         Ok(d.chunks
-            .get(&(ns.to_string(), run_id.to_string()))
+            .get(key)
             .map(|rows| rows.range(from..).take(limit).map(|(_, c)| c.clone()).collect())
             .unwrap_or_default())
     }
@@ -178,15 +166,15 @@ impl OutputStore for MemoryOutput {
             .collect())
     }
 
-    fn purge(&self, runs: &[(String, String)]) -> Result<(), StorageError> {
+    fn purge(&self, runs: &[RunKey]) -> Result<(), StorageError> {
         let mut d = self.data();
         for key in runs {
             d.chunks.remove(key);
             if let Some(head) = d.heads.remove(key) {
                 d.quiet.remove(&QuietRun {
                     last_ms: head.last_ms,
-                    ns: key.0.clone(),
-                    run_id: key.1.clone(),
+                    ns: key.namespace.clone(),
+                    run_id: key.run_id.clone(),
                 });
             }
         }

@@ -6,6 +6,7 @@
 //! id), the runs by their last write, for the retention purge. Each append is one
 //! durable commit, so a chunk a watcher was sent is on disk.
 
+use railyard_model::RunKey;
 use std::path::{Path, PathBuf};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
@@ -100,7 +101,8 @@ impl OutputStore for RedbOutput {
         Ok(())
     }
 
-    fn head(&self, ns: &str, run_id: &str) -> Result<Option<OutputHead>, StorageError> {
+    fn head(&self, key: &RunKey) -> Result<Option<OutputHead>, StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         let tx = self.db.begin_read()?;
         let heads = tx.open_table(HEADS)?;
         heads
@@ -109,13 +111,8 @@ impl OutputStore for RedbOutput {
             .transpose()
     }
 
-    fn read(
-        &self,
-        ns: &str,
-        run_id: &str,
-        from: u64,
-        limit: usize,
-    ) -> Result<Vec<OutputChunk>, StorageError> {
+    fn read(&self, key: &RunKey, from: u64, limit: usize) -> Result<Vec<OutputChunk>, StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         let tx = self.db.begin_read()?;
         let chunks = tx.open_table(CHUNKS)?;
         let mut out = Vec::new();
@@ -159,14 +156,14 @@ impl OutputStore for RedbOutput {
         Ok(out)
     }
 
-    fn purge(&self, runs: &[(String, String)]) -> Result<(), StorageError> {
+    fn purge(&self, runs: &[RunKey]) -> Result<(), StorageError> {
         let tx = self.db.begin_write()?;
         {
             let mut chunks = tx.open_table(CHUNKS)?;
             let mut heads = tx.open_table(HEADS)?;
             let mut quiet = tx.open_table(QUIET)?;
-            for (ns, run) in runs {
-                let (ns, run) = (ns.as_str(), run.as_str());
+            for key in runs {
+                let (ns, run) = (key.namespace.as_str(), key.run_id.as_str());
                 chunks.retain_in((ns, run, 0)..=(ns, run, u64::MAX), |_, _| false)?;
                 if let Some(old) = heads.remove((ns, run))? {
                     let old = decode_head(old.value())?;

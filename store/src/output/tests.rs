@@ -19,7 +19,7 @@ fn redb_output_keeps_reads_and_purges_in_its_own_file() {
     drop(out);
     // What was written is there after a reopen.
     let out = RedbOutput::open(dir.path(), 1 << 20).unwrap();
-    assert_eq!(out.read("default", "r2", 0, 10).unwrap().len(), 1);
+    assert_eq!(out.read(&RunKey::new("default", "r2"), 0, 10).unwrap().len(), 1);
 }
 
 #[test]
@@ -51,5 +51,12 @@ fn a_store_opened_on_a_directory_keeps_output_apart_from_the_history() {
                 .map(|_| ())
         })
         .unwrap();
-    assert_eq!(store.output().read("default", "r", 0, 10).unwrap().len(), 2);
+    assert_eq!(
+        store
+            .output()
+            .read(&RunKey::new("default", "r"), 0, 10)
+            .unwrap()
+            .len(),
+        2
+    );
 }

@@ -1,5 +1,6 @@
 //! Records on a real database file: round trips, old and odd rows.
 
+use railyard_model::RunKey;
 use redb::{Database, ReadableDatabase, TableDefinition};
 
 use super::*;
@@ -415,9 +416,9 @@ fn runs_store_each_definition_once_and_name_theirs() {
     drop((store, backend));
     let backend = Arc::new(RedbBackend::open(dir.path()).unwrap());
     let store = Store::new(backend.clone());
-    let r1 = store.run("default", "r1").unwrap().unwrap();
-    let r3 = store.run("default", "r3").unwrap().unwrap();
-    let r4 = store.run("default", "r4").unwrap().unwrap();
+    let r1 = store.run(&RunKey::new("default", "r1")).unwrap().unwrap();
+    let r3 = store.run(&RunKey::new("default", "r3")).unwrap().unwrap();
+    let r4 = store.run(&RunKey::new("default", "r4")).unwrap().unwrap();
     assert_eq!(r1.definition, a);
     assert!(Arc::ptr_eq(&r1.definition, &r3.definition), "one copy in memory");
     assert_eq!(r4.definition.steps[1].prompt, "b, but better");

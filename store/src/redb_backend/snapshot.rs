@@ -1,6 +1,7 @@
 //! The read side: [`RedbSnapshot`], a read transaction that opens each table as a
 //! read needs it, so a snapshot never waits for the writer.
 
+use railyard_model::RunKey;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -58,35 +59,36 @@ impl Snapshot for RedbSnapshot {
         Ok(counts)
     }
 
-    fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError> {
-        self.with_runs(|runs| runs.run(ns, run_id))
+    fn run(&self, key: &RunKey) -> Result<Option<RunState>, StorageError> {
+        self.with_runs(|runs| runs.run(&key.namespace, &key.run_id))
     }
 
-    fn history(&self, ns: &str, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, StorageError> {
-        self.with_runs(|runs| runs.history(ns, run_id, from, limit))
+    fn history(&self, key: &RunKey, from: u64, limit: usize) -> Result<Vec<Event>, StorageError> {
+        self.with_runs(|runs| runs.history(&key.namespace, &key.run_id, from, limit))
     }
 
-    fn checkpoint(&self, ns: &str, run_id: &str, at: CheckpointAt) -> Result<Vec<u8>, StorageError> {
+    fn checkpoint(&self, key: &RunKey, at: CheckpointAt) -> Result<Vec<u8>, StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         checkpoint_in(&self.tx.open_table(RUNS)?, ns, run_id, at)
     }
 
     fn checkpoint_head(
         &self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
     ) -> Result<Option<CheckpointHead>, StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         checkpoint_head_in(&self.tx.open_table(RUNS)?, ns, run_id, at)
     }
 
     fn checkpoint_page(
         &self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
         offset: u64,
         limit: usize,
     ) -> Result<CheckpointPage, StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         checkpoint_page_in(&self.tx.open_table(RUNS)?, ns, run_id, at, offset, limit)
     }
 

@@ -3,6 +3,7 @@
 //! transactions. Tables are opened when used, so a commit that touches none of them
 //! writes none of their pages.
 
+use railyard_model::RunKey;
 use redb::{Key, ReadOnlyTable, ReadableTable, Table, TableDefinition, Value};
 
 use super::{RedbSnapshot, RedbTx};
@@ -191,7 +192,8 @@ impl<T: OpenForRead> TriggerReads for T {
         trigger_key_in(&self.open_for_read(TRIGGER_KEYS)?, (ns, trigger, key))
     }
 
-    fn key_holder(&self, ns: &str, run_id: &str) -> Result<Option<KeyHolder>, StorageError> {
+    fn key_holder(&self, key: &RunKey) -> Result<Option<KeyHolder>, StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         key_holder_in(&self.open_for_read(TRIGGER_RUNS)?, ns, run_id)
     }
 
@@ -275,12 +277,8 @@ impl TriggerWrites for RedbTx<'_> {
         Ok(())
     }
 
-    fn set_key_holder(
-        &mut self,
-        ns: &str,
-        run_id: &str,
-        holder: Option<&KeyHolder>,
-    ) -> Result<(), StorageError> {
+    fn set_key_holder(&mut self, key: &RunKey, holder: Option<&KeyHolder>) -> Result<(), StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         let mut t = self.tx.open_table(TRIGGER_RUNS)?;
         match holder {
             Some(h) => {

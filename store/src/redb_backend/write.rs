@@ -1,6 +1,7 @@
 //! The write side: [`RedbTx`], the writer's transaction with every table it may
 //! change opened once, its reads (through [`super::reads`]) and its writes.
 
+use railyard_model::RunKey;
 use std::collections::BTreeMap;
 
 use redb::{ReadableTable, Table, WriteTransaction};
@@ -46,12 +47,12 @@ impl<'t> RedbTx<'t> {
     /// `slots.rest + k`.
     fn insert_pieces(
         &mut self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         slots: &CheckpointSlots,
         from: u32,
         bytes: &[u8],
     ) -> Result<u32, StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         let mut segment = from;
         for piece in super::pieces::pieces(bytes, super::pieces::key_len(ns, run_id)) {
             let slot = if segment <= 1 {
@@ -81,35 +82,36 @@ impl<'t> RedbTx<'t> {
 }
 
 impl Snapshot for RedbTx<'_> {
-    fn run(&self, ns: &str, run_id: &str) -> Result<Option<RunState>, StorageError> {
-        self.rows().run(ns, run_id)
+    fn run(&self, key: &RunKey) -> Result<Option<RunState>, StorageError> {
+        self.rows().run(&key.namespace, &key.run_id)
     }
 
-    fn history(&self, ns: &str, run_id: &str, from: u64, limit: usize) -> Result<Vec<Event>, StorageError> {
-        self.rows().history(ns, run_id, from, limit)
+    fn history(&self, key: &RunKey, from: u64, limit: usize) -> Result<Vec<Event>, StorageError> {
+        self.rows().history(&key.namespace, &key.run_id, from, limit)
     }
 
-    fn checkpoint(&self, ns: &str, run_id: &str, at: CheckpointAt) -> Result<Vec<u8>, StorageError> {
+    fn checkpoint(&self, key: &RunKey, at: CheckpointAt) -> Result<Vec<u8>, StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         checkpoint_in(&self.runs, ns, run_id, at)
     }
 
     fn checkpoint_head(
         &self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
     ) -> Result<Option<CheckpointHead>, StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         checkpoint_head_in(&self.runs, ns, run_id, at)
     }
 
     fn checkpoint_page(
         &self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
         offset: u64,
         limit: usize,
     ) -> Result<CheckpointPage, StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         checkpoint_page_in(&self.runs, ns, run_id, at, offset, limit)
     }
 
@@ -241,11 +243,11 @@ impl WriteTx for RedbTx<'_> {
 
     fn set_checkpoint(
         &mut self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
         checkpoint: Option<(&[u8], &CheckpointDigest)>,
     ) -> Result<(), StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         let slots = CheckpointSlots::of(at);
         let segments = checkpoint_head_in(&self.runs, ns, run_id, at)?.map_or(0, |h| h.segments);
         if segments > 1 {
@@ -255,7 +257,7 @@ impl WriteTx for RedbTx<'_> {
         }
         match checkpoint {
             Some((bytes, digest)) => {
-                let rows = self.insert_pieces(ns, run_id, &slots, 1, bytes)?;
+                let rows = self.insert_pieces(key, &slots, 1, bytes)?;
                 let head = records::encode_checkpoint_head(bytes.len() as u64, digest, rows, rows)?;
                 self.runs.insert((ns, run_id, slots.head), head.as_slice())?;
             }
@@ -269,17 +271,17 @@ impl WriteTx for RedbTx<'_> {
 
     fn append_checkpoint(
         &mut self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
         bytes: &[u8],
         digest: &CheckpointDigest,
     ) -> Result<(), StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         let Some(head) = checkpoint_head_in(&self.runs, ns, run_id, at)? else {
-            return self.set_checkpoint(ns, run_id, at, Some((bytes, digest)));
+            return self.set_checkpoint(key, at, Some((bytes, digest)));
         };
         let slots = CheckpointSlots::of(at);
-        let last = self.insert_pieces(ns, run_id, &slots, head.segments + 1, bytes)?;
+        let last = self.insert_pieces(key, &slots, head.segments + 1, bytes)?;
         let head = records::encode_checkpoint_head(head.len + bytes.len() as u64, digest, last, head.merged)?;
         self.runs.insert((ns, run_id, slots.head), head.as_slice())?;
         Ok(())
@@ -287,15 +289,15 @@ impl WriteTx for RedbTx<'_> {
 
     fn merge_checkpoint_tail(
         &mut self,
-        ns: &str,
-        run_id: &str,
+        key: &RunKey,
         at: CheckpointAt,
         from: u32,
         bytes: &[u8],
         digest: &CheckpointDigest,
     ) -> Result<(), StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         let Some(head) = checkpoint_head_in(&self.runs, ns, run_id, at)? else {
-            return self.set_checkpoint(ns, run_id, at, Some((bytes, digest)));
+            return self.set_checkpoint(key, at, Some((bytes, digest)));
         };
         let slots = CheckpointSlots::of(at);
         let from = from.clamp(2, head.segments.max(2));
@@ -307,13 +309,14 @@ impl WriteTx for RedbTx<'_> {
         merged.extend_from_slice(bytes);
         self.runs
             .retain_in((ns, run_id, first)..(ns, run_id, slots.end), |_, _| false)?;
-        let last = self.insert_pieces(ns, run_id, &slots, from, &merged)?;
+        let last = self.insert_pieces(key, &slots, from, &merged)?;
         let head = records::encode_checkpoint_head(head.len + bytes.len() as u64, digest, last, last)?;
         self.runs.insert((ns, run_id, slots.head), head.as_slice())?;
         Ok(())
     }
 
-    fn set_open(&mut self, ns: &str, run_id: &str, open: bool) -> Result<(), StorageError> {
+    fn set_open(&mut self, key: &RunKey, open: bool) -> Result<(), StorageError> {
+        let (ns, run_id) = (key.namespace.as_str(), key.run_id.as_str());
         if open {
             self.open_runs.insert((ns, run_id), ())?;
         } else {

@@ -32,7 +32,7 @@ impl Apply for AnswerApproval {
             approve,
             text,
         } = self;
-        cx.with_run(&ns, &run_id, |run, out| {
+        cx.with_run(&RunKey::new(&ns, &run_id), |run, out| {
             if approve {
                 run.approve(&identity, &step_id, text, out)?;
                 // Checked when the result was held; a backstop, refused before any write.

@@ -74,8 +74,9 @@ impl Apply for SpawnChildren {
             limits,
         } = self;
         let ns = claims.namespace.clone();
-        let Some(mut parent) = cx.load(&ns, &claims.run_id)? else {
-            return Err(super::super::cx::not_found(&ns, &claims.run_id).into());
+        let parent_key = claims.run_key();
+        let Some(mut parent) = cx.load(&parent_key)? else {
+            return Err(super::super::cx::not_found(&parent_key).into());
         };
         // Every check before the first write.
         if let Err(r) = parent.check_lease(&claims) {
@@ -103,7 +104,7 @@ impl Apply for SpawnChildren {
         let mut done = Vec::new();
         if let Some(w) = &wait {
             for id in &w.await_run_ids {
-                match cx.load(&ns, id)? {
+                match cx.load(&RunKey::new(&ns, id))? {
                     Some(child)
                         if child.parent_run_id == parent.run_id && !child.parent_step_id.is_empty() =>
                     {
@@ -200,14 +201,14 @@ pub(crate) fn settle(cx: &mut Cx) -> Result<(), StorageError> {
         let batch = std::mem::take(cx.family);
         settled += batch.len();
         for c in batch {
-            let Some(run) = cx.load(&c.ns, &c.run_id)? else {
+            let Some(run) = cx.load(&RunKey::new(&c.ns, &c.run_id))? else {
                 continue;
             };
             if !run.parent_step_id.is_empty()
                 && let Some(outcome) = ChildOutcome::of(&run)
             {
                 let _ = cx
-                    .with_run(&c.ns, &run.parent_run_id, |parent, out| {
+                    .with_run(&RunKey::new(&c.ns, &run.parent_run_id), |parent, out| {
                         parent.child_closed(outcome, out);
                         Ok(())
                     })
@@ -219,7 +220,7 @@ pub(crate) fn settle(cx: &mut Cx) -> Result<(), StorageError> {
             for child_id in cx.tx.children(&c.ns, &run.run_id)? {
                 let reason = format!("parent run {:?} closed ({})", run.run_id, run.status.name());
                 let _ = cx
-                    .with_run(&c.ns, &child_id, |child, out| {
+                    .with_run(&RunKey::new(&c.ns, &child_id), |child, out| {
                         if !child.status.is_open() || child.parent_step_id.is_empty() {
                             return Ok(());
                         }

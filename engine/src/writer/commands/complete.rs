@@ -45,7 +45,7 @@ impl Apply for Complete {
                 .map(|n| n.attributes)
                 .unwrap_or_default()
         };
-        let r = cx.with_run(&claims.namespace, &claims.run_id, |run, out| {
+        let r = cx.with_run(&claims.run_key(), |run, out| {
             let queue = run.current_queue();
             run.check_lease(&claims)?;
             // Read before anything changes; set only when the result is accepted.

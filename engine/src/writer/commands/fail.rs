@@ -20,7 +20,7 @@ impl Apply for Fail {
             identity,
             failure,
         } = self;
-        cx.with_run(&claims.namespace, &claims.run_id, |run, out| {
+        cx.with_run(&claims.run_key(), |run, out| {
             Ok(run.fail(&claims, &identity, failure, out)?)
         })
     }

@@ -37,7 +37,7 @@ impl Apply for FireTimers {
                     attempt,
                 } => {
                     let _ = cx
-                        .with_run(&namespace, &run_id, |run, out| {
+                        .with_run(&RunKey::new(namespace, run_id), |run, out| {
                             run.backoff_timer(step_index, attempt, out);
                             Ok(())
                         })
@@ -53,7 +53,7 @@ impl Apply for FireTimers {
                     wait_id,
                 } => {
                     let _ = cx
-                        .with_run(&namespace, &run_id, |run, out| {
+                        .with_run(&RunKey::new(namespace, run_id), |run, out| {
                             run.wait_timer(wait_id, out);
                             Ok(())
                         })
@@ -64,14 +64,14 @@ impl Apply for FireTimers {
                     run_id,
                     target,
                     attempt,
-                } => super::delivery::fire(cx, &namespace, &run_id, &target, attempt)?,
+                } => super::delivery::fire(cx, &RunKey::new(namespace, run_id), &target, attempt)?,
             }
         }
         let due = cx.leases.due(now, MAX_TIMERS.saturating_sub(fired));
         fired += due.len();
         for d in due {
             let checked = cx
-                .with_run(&d.namespace, &d.run_id, |run, out| {
+                .with_run(&d.run, |run, out| {
                     run.lease_timer(d.lease, out);
                     Ok(())
                 })
@@ -79,8 +79,7 @@ impl Apply for FireTimers {
             if checked.is_err() {
                 // The run is gone: forget its deadline.
                 cx.after.push(After::Lease {
-                    ns: d.namespace,
-                    run_id: d.run_id,
+                    run: d.run,
                     deadline: None,
                 });
             }

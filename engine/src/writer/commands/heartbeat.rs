@@ -2,7 +2,7 @@
 
 use super::*;
 use railyard_model::checkpoint::{self as digest, BASE_MISMATCH, CheckpointDigest};
-use railyard_model::run::{CheckpointUpdate, StuckNote, Usage};
+use railyard_model::run::{CheckpointUpdate, HeartbeatNote, StuckNote, Usage};
 
 /// A heartbeat on the lease `claims` names.
 #[derive(Debug)]
@@ -10,7 +10,7 @@ pub struct Heartbeat {
     pub claims: TokenClaims,
     pub identity: String,
     pub checkpoint: BeatCheckpoint,
-    pub notes: Vec<(String, String)>,
+    pub notes: Vec<HeartbeatNote>,
     /// The last signal event the worker has consumed.
     pub acked: u64,
     pub report: UsageReport,
@@ -75,10 +75,10 @@ impl Heartbeat {
             } => {
                 // The base is the step in flight's (a run that is gone has none: the
                 // lease check refuses it).
-                let stored = match cx.load(&claims.namespace, &claims.run_id)? {
+                let stored = match cx.load(&claims.run_key())? {
                     Some(run) => {
                         let at = cx.checkpoint_at(&run)?;
-                        cx.checkpoint_base(&claims.namespace, &claims.run_id, at)?
+                        cx.checkpoint_base(&claims.run_key(), at)?
                     }
                     None => (0, digest::EMPTY_DIGEST),
                 };
@@ -116,8 +116,8 @@ impl Apply for Heartbeat {
             Base::Write(update, stored) => (update, stored),
             Base::Stale { stored_len } => {
                 // A lease that is gone is the answer that matters; else the base.
-                let Some(run) = cx.load(&claims.namespace, &claims.run_id)? else {
-                    return Err(super::super::cx::not_found(&claims.namespace, &claims.run_id).into());
+                let Some(run) = cx.load(&claims.run_key())? else {
+                    return Err(super::super::cx::not_found(&claims.run_key()).into());
                 };
                 if let Err(refusal) = run.check_lease(&claims) {
                     return Err(Rejection::from(refusal).into());
@@ -129,7 +129,7 @@ impl Apply for Heartbeat {
                 .into());
             }
         };
-        cx.with_run(&claims.namespace, &claims.run_id, |run, out| {
+        cx.with_run(&claims.run_key(), |run, out| {
             let signals = run.heartbeat(&claims, &identity, update, notes, acked, out)?;
             let recorded = run.record_usage(&claims, report.usage, &report.model, report.stuck, out)?;
             Ok(HeartbeatReply {

@@ -16,7 +16,7 @@ impl Apply for LeaseTask {
     fn apply(self, cx: &mut Cx) -> Result<Grant, CommandError> {
         let task = self.task;
         let r = cx
-            .with_run(&task.namespace, &task.run_id, |run, out| {
+            .with_run(&RunKey::new(&task.namespace, &task.run_id), |run, out| {
                 let lease = run.lease(task.task_seq, &self.worker, out)?;
                 Ok((run.clone(), lease))
             })

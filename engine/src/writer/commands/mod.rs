@@ -111,8 +111,12 @@ impl<T> Refusable<T> for Result<T, CommandError> {
     }
 }
 
-/// A lease handed out in an answer: (namespace, run id, lease).
-pub type Handed = (String, String, u64);
+/// A lease handed out in an answer: its run, and the lease's sequence number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handed {
+    pub run: RunKey,
+    pub lease: u64,
+}
 
 /// One writer command.
 pub trait Apply: Sized + Send + 'static {
@@ -166,9 +170,10 @@ fn answer<C: Apply>(reply: Option<Reply<C::Output>>, result: Option<Result<C::Ou
                 // The writer's own command: nobody waits for it.
                 None => true,
             };
-            let (ns, run_id, lease) = leased.filter(|_| !delivered)?;
+            let handed = leased.filter(|_| !delivered)?;
+            let (run_id, lease) = (&handed.run.run_id, handed.lease);
             tracing::warn!(%run_id, lease, "a leased step's caller was gone when the commit finished");
-            Some(Command::Undelivered(Undelivered { ns, run_id, lease }, None))
+            Some(Command::Undelivered(Undelivered(handed), None))
         }),
     }
 }

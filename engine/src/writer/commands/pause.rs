@@ -36,7 +36,7 @@ impl Apply for PauseRun {
                 run.unpause(&identity, out)?
             })
         };
-        let changed = cx.with_run(&ns, &run_id, apply)?;
+        let changed = cx.with_run(&RunKey::new(&ns, &run_id), apply)?;
         let mut queue: Vec<String> = vec![run_id];
         let mut seen = 0;
         while let Some(parent) = queue.pop() {
@@ -46,13 +46,13 @@ impl Apply for PauseRun {
                 break;
             }
             for child in cx.tx.children(&ns, &parent)? {
-                let Some(run) = cx.load(&ns, &child)? else {
+                let Some(run) = cx.load(&RunKey::new(&ns, &child))? else {
                     continue;
                 };
                 if !run.status.is_open() || run.parent_step_id.is_empty() {
                     continue;
                 }
-                let _ = cx.with_run(&ns, &child, apply).refused()?;
+                let _ = cx.with_run(&RunKey::new(&ns, &child), apply).refused()?;
                 queue.push(child);
             }
         }

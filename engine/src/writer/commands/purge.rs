@@ -25,8 +25,8 @@ pub struct PurgeRuns {
 /// What a [`PurgeRuns`] did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Purged {
-    /// (namespace, run id) of each run purged.
-    pub purged: Vec<(String, String)>,
+    /// Each run purged.
+    pub purged: Vec<RunKey>,
     /// Candidates kept: not yet past retention, or still needed ([`may_purge`]).
     pub kept: usize,
 }
@@ -46,13 +46,16 @@ pub fn may_purge(tx: &dyn Snapshot, run: &RunState) -> Result<bool, StorageError
     let ns = run.namespace.as_str();
     if !run.parent_run_id.is_empty()
         && tx
-            .run(ns, &run.parent_run_id)?
+            .run(&RunKey::new(ns, &run.parent_run_id))?
             .is_some_and(|p| p.status.is_open())
     {
         return Ok(false);
     }
     for child in tx.children(ns, &run.run_id)? {
-        if tx.run(ns, &child)?.is_some_and(|c| c.status.is_open()) {
+        if tx
+            .run(&RunKey::new(ns, &child))?
+            .is_some_and(|c| c.status.is_open())
+        {
             return Ok(false);
         }
     }
@@ -75,7 +78,7 @@ impl Apply for PurgeRuns {
                     r
                 }
             };
-            let Some(run) = cx.load(&c.ns, &c.run_id)? else {
+            let Some(run) = cx.load(&RunKey::new(&c.ns, &c.run_id))? else {
                 // The index outlived its run: drop the entry.
                 cx.tx.unindex_closed(&c.ns, c.close_ms, &c.run_id)?;
                 continue;
@@ -87,7 +90,7 @@ impl Apply for PurgeRuns {
                 continue;
             }
             cx.tx.purge_run(&run)?;
-            done.purged.push((c.ns, c.run_id));
+            done.purged.push(RunKey::new(c.ns, c.run_id));
         }
         Ok(done)
     }

@@ -35,7 +35,7 @@ impl Apply for ReportIssue {
             Some(ns) => ns.subscriptions,
             None => Vec::new(),
         };
-        cx.with_run(&claims.namespace, &claims.run_id, |run, out| {
+        cx.with_run(&claims.run_key(), |run, out| {
             let kept = run.issues.len();
             let recorded = run.report_issue(&claims, &identity, report, out)?;
             if run.issues.len() > kept {

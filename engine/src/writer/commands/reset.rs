@@ -52,10 +52,11 @@ impl Apply for ResetRun {
                 terminated: false,
             });
         }
-        let Some(mut old) = cx.load(&ns, &from_run_id)? else {
-            return Err(super::super::cx::not_found(&ns, &from_run_id).into());
+        let old_key = RunKey::new(&ns, &from_run_id);
+        let Some(mut old) = cx.load(&old_key)? else {
+            return Err(super::super::cx::not_found(&old_key).into());
         };
-        let history = cx.tx.history(&ns, &from_run_id, 1, old.last_event_id as usize)?;
+        let history = cx.tx.history(&old_key, 1, old.last_event_id as usize)?;
         let plan = reset::plan(&old, &history, request)?;
         // Checked as the new run will hold it, carried updates included;
         // `start_reset` records the plan's own goal and starting context.

@@ -29,7 +29,7 @@ impl Apply for Signal {
             .namespace(&self.ns)?
             .map_or(0, |n| n.limits.max_pending_signals);
         let ns = &self.ns;
-        cx.with_run(&self.ns, &self.run_id, |run, out| {
+        cx.with_run(&RunKey::new(&self.ns, &self.run_id), |run, out| {
             run.signal(&self.identity, self.name, self.payload, out)?;
             let pending = run.pending_signals.len() as u64;
             if max_pending > 0 && pending > max_pending {

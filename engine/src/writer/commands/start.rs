@@ -41,7 +41,7 @@ impl StartCommand {
         let Some(namespace) = cx.tx.namespace(ns)? else {
             return Err(Rejection::NotFound(format!("namespace {ns:?} does not exist")).into());
         };
-        if let Some(existing) = cx.load(ns, &p.run_id)? {
+        if let Some(existing) = cx.load(&RunKey::new(ns, &p.run_id))? {
             let msg = if existing.status.is_open() {
                 format!("run {:?} is already running", p.run_id)
             } else {
@@ -64,7 +64,7 @@ impl StartCommand {
             return Err(Rejection::from(e).into());
         }
         let parent = &p.parent_run_id;
-        if !parent.is_empty() && cx.load(ns, parent)?.is_none() {
+        if !parent.is_empty() && cx.load(&RunKey::new(ns, parent))?.is_none() {
             return Err(Rejection::field("parent_run_id", format!("run {parent:?} not found")).into());
         }
         // Last, so that a token of the starts bucket is taken only by a start that

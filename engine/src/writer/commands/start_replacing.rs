@@ -32,7 +32,7 @@ impl Apply for StartReplacing {
         // run replaced closes in this commit, so it leaves room under the namespace's
         // open-runs limit for the one replacing it.
         let ns = self.start.params.namespace.clone();
-        let freeing = match cx.load(&ns, &self.terminate_run_id)? {
+        let freeing = match cx.load(&RunKey::new(&ns, &self.terminate_run_id))? {
             Some(run) if run.status.is_open() => 1,
             _ => 0,
         };
@@ -43,7 +43,7 @@ impl Apply for StartReplacing {
                 terminated: false,
             });
         }
-        let old = match cx.load(&ns, &self.terminate_run_id)? {
+        let old = match cx.load(&RunKey::new(&ns, &self.terminate_run_id))? {
             Some(mut run) if run.status.is_open() => {
                 let before = Attempt::of(&run);
                 let mut out = Out::new(cx.now(), cx.seq());

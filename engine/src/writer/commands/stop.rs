@@ -32,7 +32,7 @@ impl Apply for StopRun {
             identity,
             reason,
         } = self;
-        cx.with_run(&ns, &run_id, |run, out| {
+        cx.with_run(&RunKey::new(&ns, &run_id), |run, out| {
             Ok(match how {
                 Stop::Cancel => run.cancel(&identity, reason, out),
                 Stop::Terminate => run.terminate(&identity, reason, out),

@@ -2,21 +2,17 @@
 
 use super::*;
 
-/// End lease `lease` of the run at once and offer the attempt again.
+/// End the lease handed out at once and offer the attempt again.
 #[derive(Debug)]
-pub struct Undelivered {
-    pub ns: String,
-    pub run_id: String,
-    pub lease: u64,
-}
+pub struct Undelivered(pub Handed);
 
 impl Apply for Undelivered {
     type Output = ();
     const NAME: &'static str = "undelivered";
 
     fn apply(self, cx: &mut Cx) -> Result<(), CommandError> {
-        cx.with_run(&self.ns, &self.run_id, |run, out| {
-            run.undelivered(self.lease, out);
+        cx.with_run(&self.0.run, |run, out| {
+            run.undelivered(self.0.lease, out);
             Ok(())
         })
     }

@@ -27,7 +27,7 @@ impl Apply for UpsertAttributes {
             .namespace(&claims.namespace)?
             .map(|n| n.attributes)
             .unwrap_or_default();
-        cx.with_run(&claims.namespace, &claims.run_id, |run, out| {
+        cx.with_run(&claims.run_key(), |run, out| {
             run.check_lease(&claims)?;
             let set = railyard_model::attributes::parse_set(&decl, &attributes, "attributes")?;
             run.upsert_attributes(&claims, &identity, set, out)

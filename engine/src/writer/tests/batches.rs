@@ -56,7 +56,10 @@ impl Harness {
         let mut out = format!("{:?}\n", snap.batch("default", "b1").unwrap());
         out += &format!("{:?}\n", snap.batch_items("default", "b1", 0, 100).unwrap());
         for id in IDS {
-            out += &format!("{:?}\n", self.store.history("default", id, 1, 100).unwrap());
+            out += &format!(
+                "{:?}\n",
+                self.store.history(&RunKey::new("default", id), 1, 100).unwrap()
+            );
         }
         out
     }
@@ -100,7 +103,7 @@ fn setup() -> Harness {
 
 fn applied(h: &Harness, id: &str) -> usize {
     h.store
-        .history("default", id, 1, 100)
+        .history(&RunKey::new("default", id), 1, 100)
         .unwrap()
         .iter()
         .filter(|e| matches!(&e.kind, EventKind::BatchApplied { batch_id, .. } if batch_id == "b1"))
@@ -136,7 +139,7 @@ fn a_failed_advance_acts_on_nothing_and_the_next_acts_on_each_run_once() {
         for id in IDS {
             assert_eq!(applied(&h, id), 1, "run {id}");
             assert_eq!(
-                h.store.run("default", id).unwrap().unwrap().status,
+                h.store.run(&RunKey::new("default", id)).unwrap().unwrap().status,
                 RunStatus::Terminated
             );
         }

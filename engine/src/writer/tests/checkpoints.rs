@@ -51,7 +51,7 @@ impl Fixture {
     fn head(&self, id: &str) -> (u32, u32) {
         let snap = self.store.snapshot().unwrap();
         let head = snap
-            .checkpoint_head("default", id, railyard_store::CheckpointAt::Step(0))
+            .checkpoint_head(&RunKey::new("default", id), railyard_store::CheckpointAt::Step(0))
             .unwrap();
         head.map_or((0, 0), |h| (h.segments, h.merged))
     }
@@ -85,12 +85,18 @@ async fn appends_checked(kind: Kind) {
     assert_eq!(a1, (2, digest::full(b"ab")));
     let a2 = fx.append(&c, a1, b"cd").await.unwrap();
     assert_eq!(a2, (4, digest::extend(&a1.1, b"cd")));
-    assert_eq!(fx.store.checkpoint("default", "r1").unwrap(), b"abcd");
+    assert_eq!(
+        fx.store.checkpoint(&RunKey::new("default", "r1")).unwrap(),
+        b"abcd"
+    );
     assert_eq!(fx.segments("r1"), 2);
 
     // Repeated (its answer lost): applied once, answered the same.
     assert_eq!(fx.append(&c, a1, b"cd").await.unwrap(), a2);
-    assert_eq!(fx.store.checkpoint("default", "r1").unwrap(), b"abcd");
+    assert_eq!(
+        fx.store.checkpoint(&RunKey::new("default", "r1")).unwrap(),
+        b"abcd"
+    );
     // Lost: the next one's base is behind the stored one. Reordered: an older append
     // arriving after a newer one. Both refused, changing nothing, not even the notes.
     let before = fx.kinds("r1").len();
@@ -101,7 +107,10 @@ async fn appends_checked(kind: Kind) {
     assert!(refused_for_base(
         fx.append(&c, (4, digest::EMPTY_DIGEST), b"ef").await
     ));
-    assert_eq!(fx.store.checkpoint("default", "r1").unwrap(), b"abcd");
+    assert_eq!(
+        fx.store.checkpoint(&RunKey::new("default", "r1")).unwrap(),
+        b"abcd"
+    );
     assert_eq!(fx.kinds("r1").len(), before);
 
     // The worker's answer to a refusal: the checkpoint whole, replacing every segment.
@@ -112,10 +121,16 @@ async fn appends_checked(kind: Kind) {
     assert_eq!(whole.checkpoint, Some((6, digest::full(b"abcdef"))));
     assert_eq!(fx.segments("r1"), 1);
     let a3 = fx.append(&c, (6, digest::full(b"abcdef")), b"g").await.unwrap();
-    assert_eq!(fx.store.checkpoint("default", "r1").unwrap(), b"abcdefg");
+    assert_eq!(
+        fx.store.checkpoint(&RunKey::new("default", "r1")).unwrap(),
+        b"abcdefg"
+    );
     // A heartbeat without a checkpoint keeps it and reports none.
     assert_eq!(fx.beat(&c, BeatCheckpoint::None).await.unwrap().checkpoint, None);
-    assert_eq!(fx.store.checkpoint("default", "r1").unwrap(), b"abcdefg");
+    assert_eq!(
+        fx.store.checkpoint(&RunKey::new("default", "r1")).unwrap(),
+        b"abcdefg"
+    );
 
     // A stale lease is refused as such, whatever the base.
     let mut stale = c.clone();
@@ -153,7 +168,10 @@ async fn compaction(kind: Kind) {
         tails >= CHECKPOINT_TAIL - 1 && rewrites == 1,
         "{tails} {rewrites} {last:?}"
     );
-    assert_eq!(fx.store.checkpoint("default", "r1").unwrap(), expected);
+    assert_eq!(
+        fx.store.checkpoint(&RunKey::new("default", "r1")).unwrap(),
+        expected
+    );
     // The digest is the chain over every append, compaction or not.
     assert_eq!(acked.0, expected.len() as u64);
 }
@@ -179,7 +197,10 @@ async fn big_turns(kind: Kind) {
         // The first append's segments are the compacted ones, and stay so.
         assert_eq!(*compacted.get_or_insert(merged), merged, "turn {i}: a merge");
     }
-    assert_eq!(fx.store.checkpoint("default", "r1").unwrap(), expected);
+    assert_eq!(
+        fx.store.checkpoint(&RunKey::new("default", "r1")).unwrap(),
+        expected
+    );
     assert_eq!(acked, (expected.len() as u64, chain));
 }
 
@@ -236,7 +257,7 @@ async fn resumes_whole(kind: Kind) {
     let c = claims(&grant);
     fx.append(&c, a2, b"third;").await.unwrap();
     assert_eq!(
-        fx.store.checkpoint("default", "r1").unwrap(),
+        fx.store.checkpoint(&RunKey::new("default", "r1")).unwrap(),
         b"first;second;third;"
     );
 }

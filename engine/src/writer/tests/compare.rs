@@ -194,7 +194,7 @@ where
 impl Side {
     /// The claims of the run's current lease (a lease of 0 when none is in flight).
     fn claims(&self, run: u8, stale: bool) -> TokenClaims {
-        let state = self.store.run("default", &id(run)).unwrap();
+        let state = self.store.run(&RunKey::new("default", id(run))).unwrap();
         let (step, attempt, lease) = match &state {
             Some(s) => {
                 let lease = match &s.phase {
@@ -447,9 +447,12 @@ impl Side {
             let id = id(run);
             out += &format!(
                 "{id}: {:?}\n{:?}\n{:?}\nchildren {:?}\n",
-                s.run("default", &id).unwrap(),
-                s.history("default", &id, 1, 10_000).unwrap(),
-                (s.checkpoint("default", &id).unwrap(), in_flight_head(s, &id)),
+                s.run(&RunKey::new("default", &id)).unwrap(),
+                s.history(&RunKey::new("default", &id), 1, 10_000).unwrap(),
+                (
+                    s.checkpoint(&RunKey::new("default", &id)).unwrap(),
+                    in_flight_head(s, &id)
+                ),
                 s.children("default", &id).unwrap(),
             );
         }
@@ -519,7 +522,12 @@ proptest! {
 /// The head of the checkpoint of the run's current step.
 fn in_flight_head(store: &Store, id: &str) -> Option<railyard_store::CheckpointHead> {
     let snap = store.snapshot().unwrap();
-    let step = snap.run("default", id).unwrap().map_or(0, |r| r.current_step);
-    let at = snap.checkpoint_in_flight_at("default", id, step).unwrap();
-    snap.checkpoint_head("default", id, at).unwrap()
+    let step = snap
+        .run(&RunKey::new("default", id))
+        .unwrap()
+        .map_or(0, |r| r.current_step);
+    let at = snap
+        .checkpoint_in_flight_at(&RunKey::new("default", id), step)
+        .unwrap();
+    snap.checkpoint_head(&RunKey::new("default", id), at).unwrap()
 }

@@ -56,9 +56,9 @@ where
 fn seen(store: &Store, ids: &[&str]) -> String {
     let mut out = String::new();
     for id in ids {
-        let run = store.run("default", id).unwrap();
-        let history = store.history("default", id, 1, 1000).unwrap();
-        let checkpoint = store.checkpoint("default", id).unwrap();
+        let run = store.run(&RunKey::new("default", *id)).unwrap();
+        let history = store.history(&RunKey::new("default", *id), 1, 1000).unwrap();
+        let checkpoint = store.checkpoint(&RunKey::new("default", *id)).unwrap();
         out += &format!("{id}: {run:?} {history:?} {checkpoint:?}\n");
     }
     let list = store
@@ -216,7 +216,7 @@ fn start_replacing_commits_both_runs_in_one_commit_or_neither() {
     h.lp.apply_batch(batch);
     assert!(rx.blocking_recv().unwrap().unwrap().terminated);
     assert_eq!(h.faults.commits(), commits + 1, "one commit");
-    let status = |id| h.store.run("default", id).unwrap().unwrap().status;
+    let status = |id: &str| h.store.run(&RunKey::new("default", id)).unwrap().unwrap().status;
     assert_eq!(status("a"), railyard_model::run::RunStatus::Terminated);
     assert_eq!(status("b"), railyard_model::run::RunStatus::Running);
 }
@@ -266,10 +266,10 @@ async fn through_the_handle_a_failed_commit_is_internal_and_the_writer_carries_o
         crate::error::ApiError::from(err),
         crate::error::ApiError::Storage(_)
     ));
-    assert!(store.run("default", "a").unwrap().is_none());
+    assert!(store.run(&RunKey::new("default", "a")).unwrap().is_none());
     let started = writer.call(start_command("a")).await.unwrap();
     assert!(started.started);
-    assert!(store.run("default", "a").unwrap().is_some());
+    assert!(store.run(&RunKey::new("default", "a")).unwrap().is_some());
 }
 
 /// A reset of run `a` (open, at its first step) to step `a`, as run `b`.
@@ -326,7 +326,7 @@ fn a_reset_commits_the_new_run_and_the_old_runs_termination_together_or_neither(
         let (batch, rx) = reset_a();
         h.lp.apply_batch(batch);
         assert!(rx.blocking_recv().unwrap().unwrap().terminated);
-        let status = |id| h.store.run("default", id).unwrap().unwrap().status;
+        let status = |id: &str| h.store.run(&RunKey::new("default", id)).unwrap().unwrap().status;
         assert_eq!(
             (status("a"), status("b")),
             (RunStatus::Terminated, RunStatus::Running)

@@ -123,7 +123,7 @@ async fn purges_whole(kind: Kind) {
     assert_eq!(
         p.purge_all().await,
         Purged {
-            purged: vec![("default".into(), "child".into())],
+            purged: vec![RunKey::new("default", "child")],
             kept: 1
         }
     );
@@ -132,16 +132,22 @@ async fn purges_whole(kind: Kind) {
     assert_eq!(
         done,
         Purged {
-            purged: vec![("default".into(), "parent".into())],
+            purged: vec![RunKey::new("default", "parent")],
             kept: 0
         }
     );
 
     // Nothing of them is left: state, history, indexes, idempotency keys.
     for id in ["parent", "child"] {
-        assert!(p.fx.store.run("default", id).unwrap().is_none(), "{id}");
         assert!(
-            p.fx.store.history("default", id, 1, 100).unwrap().is_empty(),
+            p.fx.store.run(&RunKey::new("default", id)).unwrap().is_none(),
+            "{id}"
+        );
+        assert!(
+            p.fx.store
+                .history(&RunKey::new("default", id), 1, 100)
+                .unwrap()
+                .is_empty(),
             "{id}"
         );
     }
@@ -181,7 +187,7 @@ async fn purges_whole(kind: Kind) {
             kept: 1
         }
     );
-    assert!(p.fx.store.run("default", "open").unwrap().is_some());
+    assert!(p.fx.store.run(&RunKey::new("default", "open")).unwrap().is_some());
 
     // The purged start's request id is free again.
     p.start("again", "", "req-parent").await;
@@ -204,7 +210,12 @@ async fn a_purge_whose_commit_fails_leaves_every_run_whole() {
     p.clock.advance(Duration::from_millis(31 * DAY));
     let before: Vec<_> = ["a", "b", "c"]
         .iter()
-        .map(|id| (p.fx.store.run("default", id).unwrap(), p.fx.kinds(id)))
+        .map(|id| {
+            (
+                p.fx.store.run(&RunKey::new("default", *id)).unwrap(),
+                p.fx.kinds(id),
+            )
+        })
         .collect();
     faults.fail_commit_in(1);
     let candidates = p.candidates(10);
@@ -218,7 +229,12 @@ async fn a_purge_whose_commit_fails_leaves_every_run_whole() {
     );
     let after: Vec<_> = ["a", "b", "c"]
         .iter()
-        .map(|id| (p.fx.store.run("default", id).unwrap(), p.fx.kinds(id)))
+        .map(|id| {
+            (
+                p.fx.store.run(&RunKey::new("default", *id)).unwrap(),
+                p.fx.kinds(id),
+            )
+        })
         .collect();
     assert_eq!(before, after, "nothing of a failed purge is kept");
     assert_eq!(p.idempotency("start:req-b").as_deref(), Some("b"));
@@ -232,7 +248,7 @@ async fn a_purge_whose_commit_fails_leaves_every_run_whole() {
     let done = p.fx.writer.call(PurgeRuns { candidates }).await.unwrap();
     assert_eq!(done.purged.len(), 3);
     for id in ["a", "b", "c"] {
-        assert!(p.fx.store.run("default", id).unwrap().is_none());
+        assert!(p.fx.store.run(&RunKey::new("default", id)).unwrap().is_none());
         assert!(p.fx.kinds(id).is_empty());
     }
 }

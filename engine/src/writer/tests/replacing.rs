@@ -13,7 +13,10 @@ fn replacing(old: &str, new: &str) -> StartReplacing {
 }
 
 fn status(fx: &Fixture, id: &str) -> Option<RunStatus> {
-    fx.store.run("default", id).unwrap().map(|r| r.status)
+    fx.store
+        .run(&RunKey::new("default", id))
+        .unwrap()
+        .map(|r| r.status)
 }
 
 on_each!(
@@ -54,13 +57,19 @@ async fn refused_start_changes_nothing(kind: Kind) {
     let fx = fixture(kind);
     fx.start("old").await;
     fx.writer.call(start_command("taken")).await.unwrap();
-    let before = (fx.store.run("default", "old").unwrap(), fx.kinds("old"));
+    let before = (
+        fx.store.run(&RunKey::new("default", "old")).unwrap(),
+        fx.kinds("old"),
+    );
     let err = fx.writer.call(replacing("old", "taken")).await.unwrap_err();
     assert!(
         matches!(err, WriteError::Rejected(Rejection::AlreadyExists(_))),
         "{err}"
     );
-    let after = (fx.store.run("default", "old").unwrap(), fx.kinds("old"));
+    let after = (
+        fx.store.run(&RunKey::new("default", "old")).unwrap(),
+        fx.kinds("old"),
+    );
     assert_eq!(before, after, "the terminate was not applied either");
     assert_eq!(status(&fx, "old"), Some(RunStatus::Running));
 

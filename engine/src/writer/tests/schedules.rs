@@ -109,7 +109,10 @@ impl Fx {
     }
 
     fn status(&self, id: &str) -> Option<RunStatus> {
-        self.store.run("default", id).unwrap().map(|r| r.status)
+        self.store
+            .run(&RunKey::new("default", id))
+            .unwrap()
+            .map(|r| r.status)
     }
 }
 
@@ -333,7 +336,7 @@ async fn backfill_over_fired(kind: Kind) {
     assert_eq!(s.running, vec![run_id("b", T0 + MIN)], "one run, not two");
     assert_eq!(
         fx.store
-            .run("default", &run_id("b", T0 + MIN))
+            .run(&RunKey::new("default", run_id("b", T0 + MIN)))
             .unwrap()
             .unwrap()
             .last_event_id,

@@ -54,7 +54,10 @@ fn deliver(run_id: &str, delivery: &str, key: &str, mode: Mode) -> DeliverHook {
 
 impl Fx {
     fn status(&self, id: &str) -> Option<RunStatus> {
-        self.store.run("default", id).unwrap().map(|r| r.status)
+        self.store
+            .run(&RunKey::new("default", id))
+            .unwrap()
+            .map(|r| r.status)
     }
 
     fn holder(&self, key: &str) -> Option<String> {

@@ -252,7 +252,7 @@ fn picture(core: &Core, ns: &str) -> Result<Picture, TestCaseError> {
         for run in runs {
             let ids = core
                 .store
-                .history(ns, &run.run_id, 1, usize::MAX)
+                .history(&run.key(), 1, usize::MAX)
                 .map_err(fail)?
                 .iter()
                 .map(|e| e.id)

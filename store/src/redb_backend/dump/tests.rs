@@ -2,6 +2,7 @@
 //! generated runs, and every way a dump can be refused, each leaving the target as
 //! it was (empty). The PostgreSQL legs are in `railyard-store-postgres`'s tests.
 
+use railyard_model::RunKey;
 use std::io::{BufReader, Cursor, Read};
 
 use super::{RedbBackend, RedbReader};
@@ -310,17 +311,17 @@ fn a_checkpoint_of_appended_segments_moves_whole() {
     use crate::backend::CheckpointAt;
     let (src_dir, source) = fresh();
     generate_runs(&source, "default", 3, 3).unwrap();
-    let run_id = histories(&source).unwrap().keys().next().unwrap().1.clone();
+    let run_id = histories(&source).unwrap().keys().next().unwrap().run_id.clone();
     let digest = [7u8; 32];
     let places = [CheckpointAt::Run, CheckpointAt::Step(1)];
     for at in places {
         source
             .write(&mut |tx| {
-                tx.set_checkpoint("default", &run_id, at, Some((b"first.", &digest)))?;
-                tx.append_checkpoint("default", &run_id, at, b"second.", &digest)?;
-                tx.append_checkpoint("default", &run_id, at, b"third.", &digest)?;
-                tx.merge_checkpoint_tail("default", &run_id, at, 2, b"fourth.", &digest)?;
-                tx.append_checkpoint("default", &run_id, at, b"fifth.", &digest)
+                tx.set_checkpoint(&RunKey::new("default", &run_id), at, Some((b"first.", &digest)))?;
+                tx.append_checkpoint(&RunKey::new("default", &run_id), at, b"second.", &digest)?;
+                tx.append_checkpoint(&RunKey::new("default", &run_id), at, b"third.", &digest)?;
+                tx.merge_checkpoint_tail(&RunKey::new("default", &run_id), at, 2, b"fourth.", &digest)?;
+                tx.append_checkpoint(&RunKey::new("default", &run_id), at, b"fifth.", &digest)
             })
             .unwrap();
     }
@@ -330,7 +331,7 @@ fn a_checkpoint_of_appended_segments_moves_whole() {
             source
                 .snapshot()
                 .unwrap()
-                .checkpoint("default", &run_id, at)
+                .checkpoint(&RunKey::new("default", &run_id), at)
                 .unwrap(),
             whole
         );
@@ -339,7 +340,7 @@ fn a_checkpoint_of_appended_segments_moves_whole() {
     let steps_before = source
         .snapshot()
         .unwrap()
-        .step_checkpoint_heads("default", &run_id, 2)
+        .step_checkpoint_heads(&RunKey::new("default", &run_id), 2)
         .unwrap()
         .len();
     drop(source);
@@ -354,13 +355,19 @@ fn a_checkpoint_of_appended_segments_moves_whole() {
     import_into(&target, &dump, false).unwrap();
     let snapshot = target.snapshot().unwrap();
     for at in places {
-        assert_eq!(snapshot.checkpoint("default", &run_id, at).unwrap(), whole);
-        let head = snapshot.checkpoint_head("default", &run_id, at).unwrap().unwrap();
+        assert_eq!(
+            snapshot.checkpoint(&RunKey::new("default", &run_id), at).unwrap(),
+            whole
+        );
+        let head = snapshot
+            .checkpoint_head(&RunKey::new("default", &run_id), at)
+            .unwrap()
+            .unwrap();
         assert_eq!((head.len, head.segments), (whole.len() as u64, 1));
     }
     assert_eq!(
         snapshot
-            .step_checkpoint_heads("default", &run_id, 2)
+            .step_checkpoint_heads(&RunKey::new("default", &run_id), 2)
             .unwrap()
             .len(),
         steps_before

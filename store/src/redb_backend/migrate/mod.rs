@@ -28,7 +28,8 @@ pub(super) const LAYOUT_2: u64 = 2;
 /// Rows converted per pass: the migration holds at most this many old rows in memory.
 const CHUNK: usize = 1024;
 
-type RunKey = (String, String, u64);
+/// An old `runs` row's key: (namespace, run id, slot).
+type RowKey = (String, String, u64);
 
 /// What a migration rewrote.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -47,7 +48,7 @@ pub(super) fn from_layout_2(db: &Database) -> Result<Migrated, StorageError> {
     {
         let mut runs = tx.open_table(RUNS)?;
         let mut definitions = tx.open_table(DEFINITIONS)?;
-        let mut after: Option<RunKey> = None;
+        let mut after: Option<RowKey> = None;
         loop {
             let chunk = next_chunk(&runs, after.as_ref())?;
             let Some((last, _)) = chunk.last() else {
@@ -112,8 +113,8 @@ pub(super) fn from_layout_2(db: &Database) -> Result<Migrated, StorageError> {
 /// The next rows of `runs` after `after`, copied out so the table can be written.
 fn next_chunk(
     runs: &Table<'_, (&'static str, &'static str, u64), &'static [u8]>,
-    after: Option<&RunKey>,
-) -> Result<Vec<(RunKey, Vec<u8>)>, StorageError> {
+    after: Option<&RowKey>,
+) -> Result<Vec<(RowKey, Vec<u8>)>, StorageError> {
     let range = match after {
         Some((ns, id, slot)) => runs.range((ns.as_str(), id.as_str(), *slot)..)?,
         None => runs.range::<(&str, &str, u64)>(..)?,

@@ -1,6 +1,7 @@
 //! The migration on the checked-in layout-2 fixture (`store/tests/fixtures/layout2`,
 //! written by the release before records) and on broken or unknown files.
 
+use railyard_model::RunKey;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -53,7 +54,7 @@ fn the_layout_2_fixture_migrates_in_one_pass_and_reads_back() {
 
     let backend = Arc::new(RedbBackend::open(dir.path()).unwrap());
     let store = Store::new(backend.clone());
-    let run = |id: &str| store.run("default", id).unwrap().unwrap();
+    let run = |id: &str| store.run(&RunKey::new("default", id)).unwrap().unwrap();
     assert_eq!(run("done").status, RunStatus::Completed);
     assert_eq!(run("done").steps[0].notes, "fetched");
     assert_eq!(
@@ -69,7 +70,7 @@ fn the_layout_2_fixture_migrates_in_one_pass_and_reads_back() {
     assert_eq!(run("done").definition.version, "7");
 
     for id in ["done", "backoff", "leased", "signalled", "queued"] {
-        let events = store.history("default", id, 1, 1000).unwrap();
+        let events = store.history(&RunKey::new("default", id), 1, 1000).unwrap();
         assert_eq!(events.len() as u64, run(id).last_event_id, "{id}");
         assert!(
             events.iter().enumerate().all(|(i, e)| e.id == i as u64 + 1),
@@ -81,7 +82,7 @@ fn the_layout_2_fixture_migrates_in_one_pass_and_reads_back() {
         assert_eq!(definition, &run(id).definition);
     }
     assert_eq!(
-        store.checkpoint("default", "leased").unwrap(),
+        store.checkpoint(&RunKey::new("default", "leased")).unwrap(),
         br#"{"turn":3,"transcript":["draft v1"]}"#
     );
     let tx = backend.db().begin_read().unwrap();
@@ -104,7 +105,14 @@ fn open_migrates_a_layout_2_directory_once() {
     drop(Store::open(dir.path()).unwrap());
     assert_eq!(schema(&dir.path().join("railyard.redb")), Some(SCHEMA_VERSION));
     let store = Store::open(dir.path()).unwrap();
-    assert_eq!(store.run("default", "queued").unwrap().unwrap().goal, "a sonnet");
+    assert_eq!(
+        store
+            .run(&RunKey::new("default", "queued"))
+            .unwrap()
+            .unwrap()
+            .goal,
+        "a sonnet"
+    );
 }
 
 #[test]

@@ -28,7 +28,7 @@ pub(crate) fn not_found(ns: &str, id: &str) -> Rejection {
 /// `new_run_id` names the run a reset or rerun starts.
 fn act(cx: &mut Cx, b: &Batch, index: u64, run_id: &str, new_run_id: &str) -> Result<Outcome, StorageError> {
     let ns = &b.namespace;
-    let Some(run) = cx.load(ns, run_id)? else {
+    let Some(run) = cx.load(&RunKey::new(ns, run_id))? else {
         return Ok(Outcome::Skipped {
             reason: "the run no longer exists (purged by retention)".into(),
         });
@@ -105,7 +105,7 @@ fn act(cx: &mut Cx, b: &Batch, index: u64, run_id: &str, new_run_id: &str) -> Re
     };
     let (batch_id, action) = (b.batch_id.as_str(), b.action.name());
     let noted = cx
-        .with_run(ns, run_id, |run, out| {
+        .with_run(&RunKey::new(ns, run_id), |run, out| {
             run.note_batch(&identity, batch_id, action, out);
             Ok(())
         })

@@ -16,14 +16,8 @@ pub use self::subscriptions::*;
 
 /// A delivery timer fired: start the attempt (handing it to the sender after
 /// commit) or end the one in flight as lost. A stale timer writes nothing.
-pub(crate) fn fire(
-    cx: &mut Cx,
-    ns: &str,
-    run_id: &str,
-    target: &str,
-    attempt: u32,
-) -> Result<(), StorageError> {
-    let Some(mut run) = cx.load(ns, run_id)? else {
+pub(crate) fn fire(cx: &mut Cx, key: &RunKey, target: &str, attempt: u32) -> Result<(), StorageError> {
+    let Some(mut run) = cx.load(key)? else {
         return Ok(());
     };
     let policy = cx.delivery.policy;
@@ -34,7 +28,7 @@ pub(crate) fn fire(
     }
     let job = match started {
         None => None,
-        Some(a) => match cx.delivery.take_slot(ns, &a.url) {
+        Some(a) => match cx.delivery.take_slot(&key.namespace, &a.url) {
             Some(slot) => Some(Job {
                 body: payload::body(&run, &a),
                 attempt: a,
@@ -52,15 +46,15 @@ pub(crate) fn fire(
                 cx.tx.insert_timer(
                     (due, *cx.next_seq),
                     &railyard_model::run::Timer::Delivery {
-                        namespace: ns.to_string(),
-                        run_id: run_id.to_string(),
+                        namespace: key.namespace.clone(),
+                        run_id: key.run_id.clone(),
                         target: target.to_string(),
                         attempt,
                     },
                 )?;
                 cx.after.push(After::WakeTimers);
                 tracing::debug!(
-                    run_id,
+                    run_id = key.run_id.as_str(),
                     target,
                     attempt,
                     "no free delivery slot; the attempt waits"
@@ -71,7 +65,7 @@ pub(crate) fn fire(
     };
     if let Some(job) = &job {
         tracing::info!(
-            run_id,
+            run_id = key.run_id.as_str(),
             target,
             attempt = job.attempt.attempt,
             "delivery attempt started"
@@ -102,7 +96,7 @@ impl Apply for RecordDelivery {
     const NAME: &'static str = "record_delivery";
 
     fn apply(self, cx: &mut Cx) -> Result<bool, CommandError> {
-        let Some(mut run) = cx.load(&self.ns, &self.run_id)? else {
+        let Some(mut run) = cx.load(&RunKey::new(&self.ns, &self.run_id))? else {
             return Ok(false);
         };
         let policy = cx.delivery.policy;
@@ -130,7 +124,7 @@ impl Apply for Redeliver {
     const NAME: &'static str = "redeliver";
 
     fn apply(self, cx: &mut Cx) -> Result<Vec<String>, CommandError> {
-        cx.with_run(&self.ns, &self.run_id, |run, out| {
+        cx.with_run(&RunKey::new(&self.ns, &self.run_id), |run, out| {
             run.redeliver(&self.target, out)
         })
     }

@@ -57,7 +57,7 @@ pub(crate) fn commit(
                 let who = identity(s);
                 // A run that closed meanwhile refuses; that is fine.
                 let _ = cx
-                    .with_run(&s.namespace, &run_id, |run, out| {
+                    .with_run(&RunKey::new(&s.namespace, &run_id), |run, out| {
                         Ok(run.cancel(&who, reason, out)?)
                     })
                     .refused()?;
@@ -67,7 +67,7 @@ pub(crate) fn commit(
                 for run_id in terminate {
                     let reason = format!("schedule {}: TERMINATE_OTHER, {} is due", s.id, f.run_id);
                     let _ = cx
-                        .with_run(&s.namespace, &run_id, |run, out| {
+                        .with_run(&RunKey::new(&s.namespace, &run_id), |run, out| {
                             Ok(run.terminate(&who, reason, out)?)
                         })
                         .refused()?;
@@ -88,7 +88,7 @@ pub(crate) fn commit(
 fn start(cx: &mut Cx, s: &mut Schedule, f: StartFire) -> Result<Vec<Do>, StorageError> {
     let mut more = Vec::new();
     let now = cx.now();
-    if let Some(existing) = cx.load(&s.namespace, &f.run_id)? {
+    if let Some(existing) = cx.load(&RunKey::new(&s.namespace, &f.run_id))? {
         // Started before (a backfill over a fired time, a trigger in the same
         // millisecond): the fire is taken, never doubled.
         tracing::info!(schedule_id = %s.id, run_id = %f.run_id, "fire's run exists already; counted as taken");

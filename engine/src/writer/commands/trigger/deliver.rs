@@ -60,7 +60,10 @@ impl Apply for DeliverHook {
         let keyed = !self.key.is_empty() && self.mode != Mode::Parallel;
         let holder = if keyed {
             match cx.tx.trigger_key(&ns, trigger, &self.key)? {
-                Some(r) => cx.load(&ns, &r)?.filter(|run| run.status.is_open()).map(|_| r),
+                Some(r) => cx
+                    .load(&RunKey::new(&ns, &r))?
+                    .filter(|run| run.status.is_open())
+                    .map(|_| r),
                 None => None,
             }
         } else {
@@ -108,11 +111,11 @@ impl Apply for DeliverHook {
                 if let (Mode::Replace, Some(old)) = (mode, holder) {
                     // Let go of the key first, so the old run's close (at once
                     // when no step is leased) hands nothing on.
-                    cx.tx.set_key_holder(&ns, &old, None)?;
+                    cx.tx.set_key_holder(&RunKey::new(&ns, &old), None)?;
                     let who = self.start.params.identity.clone();
                     let reason = format!("trigger {trigger}: replaced by run {run_id}");
                     let _ = cx
-                        .with_run(&ns, &old, |run, o| Ok(run.cancel(&who, reason, o)?))
+                        .with_run(&RunKey::new(&ns, &old), |run, o| Ok(run.cancel(&who, reason, o)?))
                         .refused()?;
                     out.replaced = Some(old);
                 }

@@ -67,7 +67,7 @@ fn hold(cx: &mut Cx, ns: &str, trigger: &str, key: &str, run_id: &str) -> Result
         trigger_id: trigger.to_string(),
         key: key.to_string(),
     };
-    cx.tx.set_key_holder(ns, run_id, Some(&holder))
+    cx.tx.set_key_holder(&RunKey::new(ns, run_id), Some(&holder))
 }
 
 /// A waiting start as a start command (`None`: its workflow is no longer loaded).
@@ -93,10 +93,10 @@ fn start_of(cx: &Cx, ns: &str, q: QueuedStart) -> Option<StartCommand> {
 /// A run has closed: if it held a concurrency key, the key's next waiting start
 /// starts now, in this transaction (or the key is free when none waits).
 pub(crate) fn run_closed(cx: &mut Cx, c: &ClosedRun) -> Result<(), StorageError> {
-    let Some(h) = cx.tx.key_holder(&c.ns, &c.run_id)? else {
+    let Some(h) = cx.tx.key_holder(&RunKey::new(&c.ns, &c.run_id))? else {
         return Ok(());
     };
-    cx.tx.set_key_holder(&c.ns, &c.run_id, None)?;
+    cx.tx.set_key_holder(&RunKey::new(&c.ns, &c.run_id), None)?;
     let (ns, trigger, key) = (c.ns.as_str(), h.trigger_id.as_str(), h.key.as_str());
     if cx.tx.trigger_key(ns, trigger, key)?.as_deref() != Some(c.run_id.as_str()) {
         return Ok(());
