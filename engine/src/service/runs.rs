@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use super::{Caller, Core, workflows};
 use crate::error::ApiError;
 use crate::writer::{StartCommand, Started, Stop};
+use railyard_model::Millis;
 use railyard_model::limits::{self, check_context, check_len, check_name};
 use railyard_model::run::{Event, RunBudget, RunState, RunStatus, StartParams};
 use railyard_model::trace::TraceContext;
@@ -338,10 +339,21 @@ pub fn watch(
     Ok(rx)
 }
 
-/// A run listing to read.
+/// A run listing to read. An empty id and a zero time mean "any".
 #[derive(Debug, Clone, Default)]
 pub struct ListRuns {
-    pub filter: RunFilter,
+    /// Only runs in this status.
+    pub status: Option<RunStatus>,
+    /// Only runs of this workflow.
+    pub workflow_id: String,
+    /// Only the children of this run.
+    pub parent_run_id: String,
+    /// Only runs started after this time (unix ms).
+    pub started_after_ms: Millis,
+    /// Only runs started before this time (unix ms).
+    pub started_before_ms: Millis,
+    /// Only runs whose agents reported an issue.
+    pub has_issues: bool,
     /// Empty: the first page; else a `next_page_token` this server handed out.
     pub page_token: String,
     /// 0: [`DEFAULT_LIST_PAGE`]; at most [`MAX_LIST_PAGE`].
@@ -360,7 +372,18 @@ pub struct RunPage {
 
 /// Lists runs, newest first.
 pub fn list(core: &Core, caller: &Caller, r: ListRuns) -> Result<RunPage, ApiError> {
-    if let (Some(after), Some(before)) = (r.filter.started_after_ms, r.filter.started_before_ms)
+    let non_empty = |s: String| (!s.is_empty()).then_some(s);
+    let set = |ms: Millis| (ms != 0).then_some(ms);
+    let mut filter = RunFilter {
+        status: r.status,
+        workflow_id: non_empty(r.workflow_id),
+        parent_run_id: non_empty(r.parent_run_id),
+        started_after_ms: set(r.started_after_ms),
+        started_before_ms: set(r.started_before_ms),
+        has_issues: r.has_issues,
+        query: None,
+    };
+    if let (Some(after), Some(before)) = (filter.started_after_ms, filter.started_before_ms)
         && before <= after
     {
         return Err(ApiError::field(
@@ -380,7 +403,6 @@ pub fn list(core: &Core, caller: &Caller, r: ListRuns) -> Result<RunPage, ApiErr
     } else {
         (r.page_size as usize).min(MAX_LIST_PAGE)
     };
-    let mut filter = r.filter;
     filter.query = super::queries::parse(core, &caller.namespace, &r.query)?;
     let bounds = railyard_store::listing::Bounds {
         limit,

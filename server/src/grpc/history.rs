@@ -19,7 +19,6 @@ use railyard_engine::service::reset;
 use railyard_engine::service::runs::{self, IdReusePolicy};
 use railyard_engine::service::workflows;
 use railyard_model::run::ResetKind;
-use railyard_store::RunFilter;
 
 /// The `History` service.
 pub struct HistoryService {
@@ -246,17 +245,13 @@ impl History for HistoryService {
             String::new(),
             Operation::ListRuns,
         )?;
-        let non_empty = |s: String| (!s.is_empty()).then_some(s);
         let list = runs::ListRuns {
-            filter: RunFilter {
-                status: status_from_proto(r.status).map_err(status)?,
-                workflow_id: non_empty(r.workflow_id),
-                parent_run_id: non_empty(r.parent_run_id),
-                started_after_ms: (r.started_after_unix_ms != 0).then_some(r.started_after_unix_ms),
-                started_before_ms: (r.started_before_unix_ms != 0).then_some(r.started_before_unix_ms),
-                has_issues: r.has_issues,
-                query: None,
-            },
+            status: status_from_proto(r.status).map_err(status)?,
+            workflow_id: r.workflow_id,
+            parent_run_id: r.parent_run_id,
+            started_after_ms: r.started_after_unix_ms,
+            started_before_ms: r.started_before_unix_ms,
+            has_issues: r.has_issues,
             page_token: r.page_token,
             page_size: r.page_size,
             query: r.query,

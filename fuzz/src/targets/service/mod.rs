@@ -376,22 +376,18 @@ async fn send(core: &Arc<Core>, seen: &mut Seen, r: &Request) -> Result<(), ApiE
             token,
             page,
         } => {
-            let filter = RunFilter {
-                status: status
-                    .as_ref()
-                    .map(|i| RunStatus::ALL[i.index(RunStatus::ALL.len())]),
-                workflow_id: workflow.as_ref().map(t),
-                parent_run_id: parent.as_ref().map(t),
-                started_after_ms: *after,
-                started_before_ms: *before,
-                has_issues: false,
-                query: None,
-            };
             runs::list(
                 core,
                 &c,
                 ListRuns {
-                    filter,
+                    status: status
+                        .as_ref()
+                        .map(|i| RunStatus::ALL[i.index(RunStatus::ALL.len())]),
+                    workflow_id: workflow.as_ref().map(t).unwrap_or_default(),
+                    parent_run_id: parent.as_ref().map(t).unwrap_or_default(),
+                    started_after_ms: after.unwrap_or(0),
+                    started_before_ms: before.unwrap_or(0),
+                    has_issues: false,
                     page_token: t(token),
                     page_size: *page,
                     query: String::new(),
