@@ -1,4 +1,4 @@
-//! Task tokens (`engine/src/token.rs`): arbitrary strings, mutated real tokens,
+//! Task tokens (`engine/src/token/mod.rs`): arbitrary strings, mutated real tokens,
 //! swapped halves, spliced tokens and tokens signed with other keys are refused
 //! without a panic; exactly the tokens the server's keys signed verify, and they
 //! give back their claims.

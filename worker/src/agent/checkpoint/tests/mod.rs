@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 use super::*;
 use crate::provider::{Block, Role};
 
-const PRE_RECORD: &str = include_str!("../../../tests/fixtures/checkpoint-v1-pre-record.json");
-const V1: &str = include_str!("../../../tests/fixtures/checkpoint-v1.json");
-const V2: &str = include_str!("../../../tests/fixtures/checkpoint-v2.jsonl");
+const PRE_RECORD: &str = include_str!("../../../../tests/fixtures/checkpoint-v1-pre-record.json");
+const V1: &str = include_str!("../../../../tests/fixtures/checkpoint-v1.json");
+const V2: &str = include_str!("../../../../tests/fixtures/checkpoint-v2.jsonl");
 
 /// The decoder workers had before the record (frozen).
 mod old;
