@@ -92,9 +92,9 @@ def self_test():
     with tempfile.TemporaryDirectory() as d:
         os.makedirs(os.path.join(d, "server/src/engine"))
         os.makedirs(os.path.join(d, "docs"))
-        open(os.path.join(d, "engine/src/mod.rs"), "w").close()
+        open(os.path.join(d, "server/src/engine/mod.rs"), "w").close()
         with open(os.path.join(d, "docs/a.md"), "w") as f:
-            f.write("See `engine/src/mod.rs` and `engine/`, `crate::x/y.rs`,\n"
+            f.write("See `server/src/engine/mod.rs` and `engine/`, `crate::x/y.rs`,\n"
                     "`<name>/mod.rs`, `https://x/y.rs`, `~/.x/y.json`, `.x/y.json`.\n"
                     "```\n`gone/in_fence.rs`\n```\n"
                     "Stale: `engine/mod.rs`, `server/src/old/`, a `span\n"
