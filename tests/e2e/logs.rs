@@ -88,7 +88,7 @@ fn json_logs_are_one_object_per_line_with_fields_and_spans() {
     let server = LoggingServer::start(
         &sandbox,
         &["--log-format", "json"],
-        "info,railyard_engine::metrics=debug",
+        "info,railyard_server::metrics=debug",
     );
     // Every line is JSON, the first one included.
     let first = parse(&server.line_where(|_| true));
