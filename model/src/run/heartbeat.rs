@@ -4,6 +4,36 @@
 
 use super::*;
 
+/// A note for the coordinator, as a heartbeat carries it (recorded as a
+/// `CoordinatorNote` event).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeartbeatNote {
+    /// What kind of note (`blocked`, `progress` ...), as the agent names it.
+    pub kind: String,
+    /// The note itself.
+    pub message: String,
+}
+
+/// A sign of a stuck agent, as a heartbeat reports it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StuckNote {
+    /// Which sign (`repeated_call`, `repeated_error`, `no_progress`).
+    pub signal: String,
+    /// What the worker saw.
+    pub message: String,
+    /// The worker failed the step for it (else it only warned the model).
+    pub fatal: bool,
+}
+
+/// What a heartbeat's usage report did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UsageOutcome {
+    /// What the report added to the run's totals (for metrics).
+    pub added: Usage,
+    /// Set when the report passed the budget and the step was failed for it.
+    pub budget_exceeded: Option<String>,
+}
+
 impl RunState {
     /// Extends the heartbeat deadline, stores the checkpoint, records notes, drops
     /// signals up to `acked`. Returns the signals still pending.

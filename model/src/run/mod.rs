@@ -33,6 +33,7 @@ pub mod wire;
 pub use approval::{Proposal, rejection_message};
 pub use delivery::{Attempt, AttemptOutcome, Delivery, DeliveryPolicy, DeliveryStatus, DeliveryTarget};
 pub use events::{Event, EventKind, RunStatus, TimeoutKind};
+pub use heartbeat::{HeartbeatNote, StuckNote, UsageOutcome};
 pub use issue::{Issue, IssueReport, Severity};
 pub use refusal::{Action, LeaseRef, Refusal};
 pub use reset::{CarriedStep, ResetKind, ResetPlan, ResetRequest};
@@ -367,36 +368,6 @@ pub struct StartParams {
     /// Search attributes to set, as text (name → value), read by the namespace's
     /// declarations when the start is checked (`crate::attributes::parse_set`).
     pub attributes: BTreeMap<String, String>,
-}
-
-/// A note for the coordinator, as a heartbeat carries it (recorded as a
-/// `CoordinatorNote` event).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HeartbeatNote {
-    /// What kind of note (`blocked`, `progress` ...), as the agent names it.
-    pub kind: String,
-    /// The note itself.
-    pub message: String,
-}
-
-/// A sign of a stuck agent, as a heartbeat reports it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct StuckNote {
-    /// Which sign (`repeated_call`, `repeated_error`, `no_progress`).
-    pub signal: String,
-    /// What the worker saw.
-    pub message: String,
-    /// The worker failed the step for it (else it only warned the model).
-    pub fatal: bool,
-}
-
-/// What a heartbeat's usage report did.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct UsageOutcome {
-    /// What the report added to the run's totals (for metrics).
-    pub added: Usage,
-    /// Set when the report passed the budget and the step was failed for it.
-    pub budget_exceeded: Option<String>,
 }
 
 /// Collects a transition's events and effects. `next_seq` hands out task and
