@@ -22,6 +22,17 @@ struct Scripted {
     heartbeats: Arc<Mutex<Vec<HeartbeatStepTaskRequest>>>,
 }
 
+impl Scripted {
+    /// Counts the call and answers the next scripted status, or a default success.
+    fn next<T: Default>(&self) -> Result<Response<T>, Status> {
+        *self.calls.lock().unwrap() += 1;
+        match self.answers.lock().unwrap().pop_front() {
+            Some(status) => Err(status),
+            None => Ok(Response::new(T::default())),
+        }
+    }
+}
+
 #[tonic::async_trait]
 impl Tasks for Scripted {
     async fn poll_step_task(
@@ -63,54 +74,34 @@ impl Tasks for Scripted {
         &self,
         _: Request<DescribeTaskQueueRequest>,
     ) -> Result<Response<DescribeTaskQueueResponse>, Status> {
-        *self.calls.lock().unwrap() += 1;
-        match self.answers.lock().unwrap().pop_front() {
-            Some(status) => Err(status),
-            None => Ok(Response::new(DescribeTaskQueueResponse::default())),
-        }
+        self.next()
     }
     async fn spawn_child_runs(
         &self,
         _: Request<SpawnChildRunsRequest>,
     ) -> Result<Response<SpawnChildRunsResponse>, Status> {
-        *self.calls.lock().unwrap() += 1;
-        match self.answers.lock().unwrap().pop_front() {
-            Some(status) => Err(status),
-            None => Ok(Response::new(SpawnChildRunsResponse::default())),
-        }
+        self.next()
     }
 
     async fn report_issue(
         &self,
         _: Request<railyard_proto::v1::ReportIssueRequest>,
     ) -> Result<Response<railyard_proto::v1::ReportIssueResponse>, Status> {
-        *self.calls.lock().unwrap() += 1;
-        match self.answers.lock().unwrap().pop_front() {
-            Some(status) => Err(status),
-            None => Ok(Response::new(Default::default())),
-        }
+        self.next()
     }
 
     async fn upsert_search_attributes(
         &self,
         _: Request<railyard_proto::v1::UpsertSearchAttributesRequest>,
     ) -> Result<Response<railyard_proto::v1::UpsertSearchAttributesResponse>, Status> {
-        *self.calls.lock().unwrap() += 1;
-        match self.answers.lock().unwrap().pop_front() {
-            Some(status) => Err(status),
-            None => Ok(Response::new(Default::default())),
-        }
+        self.next()
     }
 
     async fn append_step_output(
         &self,
         _: Request<railyard_proto::v1::AppendStepOutputRequest>,
     ) -> Result<Response<railyard_proto::v1::AppendStepOutputResponse>, Status> {
-        *self.calls.lock().unwrap() += 1;
-        match self.answers.lock().unwrap().pop_front() {
-            Some(status) => Err(status),
-            None => Ok(Response::new(Default::default())),
-        }
+        self.next()
     }
 }
 
@@ -144,11 +135,7 @@ impl Triggers for Scripted {
         &self,
         _: Request<DeleteTriggerRequest>,
     ) -> Result<Response<DeleteTriggerResponse>, Status> {
-        *self.calls.lock().unwrap() += 1;
-        match self.answers.lock().unwrap().pop_front() {
-            Some(status) => Err(status),
-            None => Ok(Response::new(Default::default())),
-        }
+        self.next()
     }
 }
 
