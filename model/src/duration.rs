@@ -71,6 +71,13 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
     Ok(Duration::from_millis(total))
 }
 
+/// [`parse`] for a command-line flag: surrounding spaces are ignored, and the error
+/// quotes the value and shows the syntax.
+pub fn parse_flag(text: &str) -> Result<Duration, String> {
+    let s = text.trim();
+    parse(s).map_err(|e| format!("{e} in {s:?} (expected a duration such as 30s, 15m, 1h30m or 2d)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -89,9 +89,7 @@ pub(crate) fn parse_rfc3339(text: &str) -> Result<i64, String> {
 /// Parses a duration in the one syntax (`railyard_model::duration`: `90s`, `15m`,
 /// `1h30m`, `2d`; units `ms`, `s`, `m`, `h`, `d`, `w`).
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let s = text.trim();
-    railyard_model::duration::parse(s)
-        .map_err(|e| format!("{e} in {s:?} (expected a duration such as 30s, 15m, 1h30m or 2d)"))
+    railyard_model::duration::parse_flag(text)
 }
 
 /// A short human rendering of an elapsed time: `850 µs`, `4.20 ms`, `3.21 s`.
