@@ -2,7 +2,7 @@
 //! needs nothing but Rust.
 
 /// The package's files: the shared messages, then one file per service.
-const PROTOS: [&str; 7] = [
+const PROTOS: [&str; 8] = [
     "railyard/v1/common.proto",
     "railyard/v1/history.proto",
     "railyard/v1/tasks.proto",
@@ -10,6 +10,7 @@ const PROTOS: [&str; 7] = [
     "railyard/v1/batches.proto",
     "railyard/v1/triggers.proto",
     "railyard/v1/admin.proto",
+    "railyard/v1/capacity.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

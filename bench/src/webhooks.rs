@@ -26,7 +26,7 @@ use crate::{BenchArgs, percentile};
 const TRIGGER: &str = "bench-hook";
 /// The HMAC secret, handed to the server child in its environment.
 const SECRET: &str = "railyard bench webhook secret";
-const SECRET_ENV: &str = "RAILYARD_BENCH_HOOK_SECRET";
+const SECRET_ENV: &str = "BENCH_HOOK_SECRET";
 
 /// Runs the webhook bench with `count` deliveries.
 pub(crate) async fn run(output: Output, args: &BenchArgs, count: u32) -> anyhow::Result<()> {

@@ -47,6 +47,7 @@ mod batch;
 mod client;
 mod delivery;
 mod key;
+mod limit;
 mod logging;
 mod namespace;
 mod queue;
@@ -136,6 +137,10 @@ enum Command {
     /// Namespaces: create, describe, list, update, delete (needs an admin key).
     #[command(subcommand)]
     Namespace(namespace::NamespaceCommand),
+    /// Flow-control rules on keys: concurrency limits and fairness weights (needs an
+    /// admin key).
+    #[command(subcommand)]
+    Limit(limit::LimitCommand),
     /// Start runs on cron or interval specs: create, describe, list, update, pause,
     /// unpause, trigger, backfill, delete.
     #[command(subcommand)]
@@ -302,6 +307,7 @@ async fn dispatch(mut cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Queue(c) => queue::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Key(c) => key::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Namespace(c) => namespace::run(g, c).await.map(|()| ExitCode::SUCCESS),
+        Command::Limit(c) => limit::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Schedule(c) => schedule::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Trigger(c) => trigger::run(g, c).await.map(|()| ExitCode::SUCCESS),
         Command::Batch(c) => batch::run(g, c).await.map(|()| ExitCode::SUCCESS),

@@ -163,6 +163,17 @@ pub(crate) fn long_text(text: &str) -> Markup {
     }
 }
 
+/// A tool's name as shown: an MCP server's tool (`mcp__SERVER__TOOL`, the name the
+/// model calls it by) as its tool and server, the full name on hover.
+pub(crate) fn tool_name(name: &str) -> Markup {
+    match name.strip_prefix("mcp__").and_then(|rest| rest.split_once("__")) {
+        Some((server, tool)) if !server.is_empty() && !tool.is_empty() => html! {
+            strong title=(name) { (tool) } " " span.mcp { "(MCP server " strong { (server) } ")" }
+        },
+        _ => html! { strong { (name) } },
+    }
+}
+
 /// The longest stored text shown whole; the rest is cut with its size said.
 pub(crate) const SHOWN_BYTES: usize = 16 * 1024;
 

@@ -3,8 +3,11 @@
 //! A session is a random id in an `HttpOnly`, `SameSite=Strict` cookie (`Secure` under
 //! TLS) that maps, in this process's memory only, to the API key its user signed in
 //! with, the namespace and role found at sign-in, and a CSRF token. The key never
-//! goes back to the browser. At most [`DEFAULT_MAX_SESSIONS`] are held (the least
-//! recently used goes first) and one unused for [`DEFAULT_IDLE`] is dropped.
+//! goes back to the browser. At most [`DEFAULT_MAX_SESSIONS`] are held and one unused
+//! for [`DEFAULT_IDLE`] is dropped. At the cap the least recently used session goes
+//! whose role is not above the new one's (a client key signing in again and again
+//! never ends an admin's session; with only admins' left, the client is refused),
+//! and one key holds at most [`MAX_PER_KEY`] (its own least recently used goes).
 //!
 //! Every state-changing form carries the session's CSRF token, compared in constant
 //! time ([`Viewer::csrf_matches`]); the sign-in form, before any session exists, carries
@@ -31,6 +34,8 @@ use crate::api::{Api, Budget};
 
 /// Sessions held at once unless configured.
 pub const DEFAULT_MAX_SESSIONS: usize = 1024;
+/// Sessions one API key holds at once.
+pub const MAX_PER_KEY: usize = 16;
 /// A session unused this long is dropped unless configured.
 pub const DEFAULT_IDLE: Duration = Duration::from_secs(8 * 3600);
 /// The session cookie.
@@ -44,7 +49,7 @@ pub const CSRF_FIELD: &str = "csrf";
 pub(crate) const PEER_SUBJECT: &str = railyard_proto::PEER_SUBJECT;
 
 /// What a signed-in user may do, as found at sign-in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Role {
     /// Reads and acts on runs.
     Client,
@@ -78,20 +83,29 @@ impl Sessions {
         }
     }
 
-    /// Holds a new session and returns its id.
-    pub(crate) fn create(&self, key: Option<ApiKey>, namespace: String, role: Role) -> String {
+    /// Holds a new session and returns its id; `None` when every session held is of
+    /// a higher role than `role` and the cap is reached.
+    pub(crate) fn create(&self, key: Option<ApiKey>, namespace: String, role: Role) -> Option<String> {
         let id = random_token();
         let now = Instant::now();
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         map.retain(|_, s| now.duration_since(s.last_seen) < self.idle);
-        while map.len() >= self.max {
-            let Some(oldest) = map
-                .iter()
+        let same_key = |s: &Session| match (&s.key, &key) {
+            (Some(a), Some(b)) => a.expose() == b.expose(),
+            _ => false,
+        };
+        let oldest = |map: &HashMap<String, Session>, pick: &dyn Fn(&Session) -> bool| {
+            map.iter()
+                .filter(|(_, s)| pick(s))
                 .min_by_key(|(_, s)| s.last_seen)
                 .map(|(k, _)| k.clone())
-            else {
-                break;
-            };
+        };
+        while key.is_some() && map.values().filter(|s| same_key(s)).count() >= MAX_PER_KEY {
+            let Some(own) = oldest(&map, &same_key) else { break };
+            map.remove(&own);
+        }
+        while map.len() >= self.max {
+            let oldest = oldest(&map, &|s: &Session| s.role <= role)?;
             map.remove(&oldest);
         }
         map.insert(
@@ -104,7 +118,7 @@ impl Sessions {
                 last_seen: now,
             },
         );
-        id
+        Some(id)
     }
 
     fn touch(&self, id: &str) -> Option<Session> {
@@ -255,7 +269,8 @@ impl FromRequestParts<Arc<Shared>> for Viewer {
             None => {
                 let id = shared
                     .sessions
-                    .create(None, railyard_proto::DEFAULT_NAMESPACE.into(), Role::Admin);
+                    .create(None, railyard_proto::DEFAULT_NAMESPACE.into(), Role::Admin)
+                    .unwrap_or_default();
                 let session = shared.sessions.touch(&id).ok_or_else(|| {
                     (StatusCode::SERVICE_UNAVAILABLE, "no session could be held\n").into_response()
                 })?;
@@ -313,11 +328,11 @@ mod tests {
     #[test]
     fn sessions_are_bounded_and_the_least_recently_used_goes() {
         let sessions = Sessions::new(3, Duration::from_secs(3600));
-        let first = sessions.create(None, "default".into(), Role::Admin);
-        let second = sessions.create(None, "default".into(), Role::Admin);
-        sessions.create(None, "default".into(), Role::Admin);
+        let first = sessions.create(None, "default".into(), Role::Admin).unwrap();
+        let second = sessions.create(None, "default".into(), Role::Admin).unwrap();
+        sessions.create(None, "default".into(), Role::Admin).unwrap();
         assert!(sessions.touch(&first).is_some());
-        sessions.create(None, "default".into(), Role::Admin);
+        sessions.create(None, "default".into(), Role::Admin).unwrap();
         assert_eq!(sessions.len(), 3);
         assert!(
             sessions.touch(&second).is_none(),
@@ -327,9 +342,55 @@ mod tests {
     }
 
     #[test]
+    fn a_client_key_signing_in_again_and_again_never_ends_an_admins_session() {
+        let sessions = Sessions::new(20, Duration::from_secs(3600));
+        let admin = sessions
+            .create(Some(ApiKey::new("ry_admin")), "default".into(), Role::Admin)
+            .unwrap();
+        let mut clients = Vec::new();
+        for i in 0..1100 {
+            let key = ApiKey::new(if i % 2 == 0 { "ry_client" } else { "ry_other" });
+            clients.push(sessions.create(Some(key), "default".into(), Role::Client));
+        }
+        assert!(
+            sessions.touch(&admin).is_some(),
+            "the admin's session was evicted"
+        );
+        assert_eq!(sessions.len(), 20);
+        // Below the cap, each key holds at most its own share, the newest.
+        let roomy = Sessions::new(100, Duration::from_secs(3600));
+        let mut last = None;
+        for _ in 0..40 {
+            last = roomy.create(Some(ApiKey::new("ry_client")), "default".into(), Role::Client);
+        }
+        assert_eq!(roomy.len(), MAX_PER_KEY);
+        assert!(roomy.touch(&last.unwrap()).is_some());
+        assert!(
+            clients
+                .last()
+                .unwrap()
+                .as_ref()
+                .is_some_and(|id| sessions.touch(id).is_some())
+        );
+        // Full of admins: a client is refused, an admin takes the oldest admin's place.
+        let full = Sessions::new(2, Duration::from_secs(3600));
+        let first = full.create(Some(ApiKey::new("ry_a")), "default".into(), Role::Admin);
+        full.create(Some(ApiKey::new("ry_b")), "default".into(), Role::Admin);
+        assert_eq!(
+            full.create(Some(ApiKey::new("ry_c")), "default".into(), Role::Client),
+            None
+        );
+        assert!(
+            full.create(Some(ApiKey::new("ry_d")), "default".into(), Role::Admin)
+                .is_some()
+        );
+        assert!(full.touch(&first.unwrap()).is_none());
+    }
+
+    #[test]
     fn an_idle_session_expires() {
         let sessions = Sessions::new(3, Duration::ZERO);
-        let id = sessions.create(None, "default".into(), Role::Admin);
+        let id = sessions.create(None, "default".into(), Role::Admin).unwrap();
         assert!(sessions.touch(&id).is_none());
     }
 

@@ -34,7 +34,21 @@ pub enum ApiError {
     Unavailable(String),
 }
 
+/// What a client is told of a storage failure: its own words are the database's,
+/// for the server log only.
+pub const STORAGE_FAILED: &str =
+    "the server's storage failed; nothing of the request was done (the server log has the cause)";
+
 impl ApiError {
+    /// The words a client is told: the error's own, but for a storage failure
+    /// ([`STORAGE_FAILED`]), whose words are the backend's.
+    pub fn client_message(&self) -> String {
+        match self {
+            Self::Storage(_) => STORAGE_FAILED.to_string(),
+            e => e.to_string(),
+        }
+    }
+
     /// `INVALID_ARGUMENT` naming `field`.
     pub fn field(field: &str, problem: impl std::fmt::Display) -> Self {
         Rejection::field(field, problem).into()

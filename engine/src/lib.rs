@@ -16,6 +16,7 @@
 //! - [`sender`]: the result-delivery sender (HTTP POSTs, signed, bounded).
 //! - [`batches`]: works through running batch operations at their rates.
 //! - [`poller`]: the polled triggers' fetch.
+//! - [`secrets`]: which environment variables a trigger may name as a secret.
 //! - [`clock`], [`registry`] (workflow files), [`token`] (task tokens),
 //!   [`signature`] (webhook signatures), [`metrics`], [`trace`] (step spans).
 
@@ -30,6 +31,7 @@ pub mod output;
 pub mod poller;
 pub mod registry;
 pub mod retention;
+pub mod secrets;
 pub mod sender;
 pub mod service;
 pub mod signature;

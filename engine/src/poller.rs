@@ -4,13 +4,19 @@
 //! back (`If-None-Match`: an unchanged listing is a `304` and costs no rate
 //! limit), follows `Link: rel="next"` on the same origin only, and reads the
 //! rate-limit headers (`X-RateLimit-Remaining` / `-Reset`, GitLab's
-//! `RateLimit-*`, `Retry-After` on a `403` or `429`). What it found is handed back;
-//! `service::polls` renders it and commits it through the writer.
+//! `RateLimit-*`, `Retry-After` on a `403` or `429`). It connects only where result
+//! delivery may (`delivery::destination`: no internal address unless
+//! `delivery.allow_networks` lists it, never the server's own listeners), through
+//! no proxy. What it found is handed back; `service::polls` renders it and
+//! commits it through the writer.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::delivery::destination::{Destinations, Resolver};
+
 use railyard_model::Millis;
-use railyard_model::trigger::poll::{PollSource, PollState, next_link};
+use railyard_model::trigger::poll::{MAX_BACKOFF_MS, PollSource, PollState, next_link};
 use serde_json::Value;
 
 /// The bounds on polling (`[hooks]` in the configuration).
@@ -26,6 +32,23 @@ pub struct PollLimits {
     pub max_page_bytes: usize,
     /// Time for one request, answer included.
     pub request_timeout: Duration,
+    /// Time for a request's connection and the first byte of its answer (its
+    /// status and headers): an API that never answers holds a poll slot this long.
+    pub first_byte_timeout: Duration,
+}
+
+impl PollLimits {
+    /// Polls in flight at once for one namespace's triggers: half of
+    /// `max_pollers`, at least 1.
+    pub fn per_namespace(&self) -> usize {
+        (self.max_pollers / 2).max(1)
+    }
+
+    /// Polls in flight at once to one API (scheme, host and port): half of
+    /// `max_pollers`, at least 1.
+    pub fn per_host(&self) -> usize {
+        (self.max_pollers / 2).max(1)
+    }
 }
 
 impl Default for PollLimits {
@@ -36,6 +59,7 @@ impl Default for PollLimits {
             pages_per_poll: 10,
             max_page_bytes: 4 << 20,
             request_timeout: Duration::from_secs(30),
+            first_byte_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -63,12 +87,16 @@ pub struct Fetched {
     pub error: Option<String>,
 }
 
-/// A client for polling: no redirects, no proxy, the request timeout.
-pub fn client(limits: &PollLimits) -> Result<reqwest::Client, String> {
+/// A client for polling: no redirects, no proxy, the request timeout, and only
+/// the addresses `destinations` allows.
+pub fn client(limits: &PollLimits, destinations: Arc<Destinations>) -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         .timeout(limits.request_timeout)
-        .connect_timeout(limits.request_timeout.min(Duration::from_secs(10)))
+        .connect_timeout(limits.first_byte_timeout.min(limits.request_timeout))
         .redirect(reqwest::redirect::Policy::none())
+        // A proxy would pick the address connected to: the check would be moot.
+        .no_proxy()
+        .dns_resolver(Resolver(destinations))
         .user_agent(concat!("railyard/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| e.to_string())
@@ -93,6 +121,7 @@ fn path_of(url: &str) -> String {
 /// Fetches what changed since `state`'s cursor. `token` is the token's value.
 pub async fn fetch(
     client: &reqwest::Client,
+    destinations: &Destinations,
     src: &PollSource,
     token: Option<&str>,
     state: &PollState,
@@ -118,10 +147,26 @@ pub async fn fetch(
         if first && !state.etag.is_empty() && state.etag_url == url {
             req = req.header(reqwest::header::IF_NONE_MATCH, &state.etag);
         }
-        let resp = match req.send().await {
-            Ok(r) => r,
-            Err(e) => {
+        let checked = match url::Url::parse(&url) {
+            Ok(u) => destinations.check_url(&u).await.map_err(|e| e.to_string()),
+            Err(e) => Err(format!("invalid URL: {e}")),
+        };
+        if let Err(e) = checked {
+            out.error = Some(format!("GET {}: {e}", path_of(&url)));
+            return out;
+        }
+        let resp = match tokio::time::timeout(limits.first_byte_timeout, req.send()).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
                 out.error = Some(format!("GET {}: {}", path_of(&url), error_chain(&e)));
+                return out;
+            }
+            Err(_) => {
+                out.error = Some(format!(
+                    "GET {}: no answer within {} s",
+                    path_of(&url),
+                    limits.first_byte_timeout.as_secs_f64()
+                ));
                 return out;
             }
         };
@@ -131,11 +176,15 @@ pub async fn fetch(
         let remaining = header_num(h, &["x-ratelimit-remaining", "ratelimit-remaining"]);
         let reset = header_num(h, &["x-ratelimit-reset", "ratelimit-reset"]);
         let retry_after = header_num(h, &["retry-after"]);
-        // When the limit is spent: Retry-After, else the reset time, else a minute.
-        let limit_until = || match (retry_after, reset) {
-            (Some(s), _) => now.saturating_add(s.clamp(0, 86_400) * 1000),
-            (None, Some(r)) => (r.saturating_mul(1000)).max(now),
-            (None, None) => now + 60_000,
+        // When the limit is spent: Retry-After, else the reset time, else a minute;
+        // never later than the longest wait (as the trigger's status is).
+        let limit_until = || {
+            let until = match (retry_after, reset) {
+                (Some(s), _) => now.saturating_add(s.clamp(0, 86_400) * 1000),
+                (None, Some(r)) => (r.saturating_mul(1000)).max(now),
+                (None, None) => now + 60_000,
+            };
+            until.min(now.saturating_add(MAX_BACKOFF_MS as i64))
         };
         if status == reqwest::StatusCode::NOT_MODIFIED && first {
             out.not_modified = true;

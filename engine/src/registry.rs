@@ -28,6 +28,10 @@ pub struct InvalidDefinition {
 /// path would be: `<built-in>/demo.json`.
 pub const BUILT_IN_PREFIX: &str = "<built-in>/";
 
+/// The prefix of the source name of a definition registered from code
+/// (`History.RegisterWorkflow`): `<registered>/<namespace>/<id>`.
+pub const REGISTERED_PREFIX: &str = "<registered>/";
+
 /// A definition built into the binary (`include_str!`), loaded like a file of the
 /// workflows directory: same validation, same errors, its source named
 /// `<built-in>/<name>`.

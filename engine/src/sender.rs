@@ -11,7 +11,7 @@
 //! refused destination would let a client key map networks. The cause is in the
 //! server log.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::clock::Clock;
-use crate::delivery::destination::{Destinations, Refused, Resolver};
+use crate::delivery::destination::{Destinations, Resolver};
 use crate::delivery::sign::{SIGNATURE_HEADER, sign};
 use crate::delivery::{DeliverySettings, Job, QUEUE_CAPACITY, SigningSecret, UNREACHABLE};
 use crate::writer::{RecordDelivery, Writer};
@@ -149,31 +149,6 @@ impl Sender {
         drop(slot);
     }
 
-    /// The destination rules reqwest's resolver cannot apply: a literal IP (never
-    /// resolved) and the server's own ports (the resolver does not see the port).
-    async fn check_destination(&self, url: &reqwest::Url) -> Result<(), Refused> {
-        let Some(port) = url.port_or_known_default() else {
-            return Ok(());
-        };
-        let literal = match url.host() {
-            Some(url::Host::Ipv4(ip)) => Some(IpAddr::V4(ip)),
-            Some(url::Host::Ipv6(ip)) => Some(IpAddr::V6(ip)),
-            _ => None,
-        };
-        if let Some(ip) = literal {
-            return self.destinations.check(SocketAddr::new(ip, port));
-        }
-        if self.destinations.is_own_port(port)
-            && let Some(host) = url.host_str()
-            && let Ok(addrs) = tokio::net::lookup_host((host, port)).await
-        {
-            for addr in addrs {
-                self.destinations.check(addr)?;
-            }
-        }
-        Ok(())
-    }
-
     /// The receiver's HTTP status, or why there was none.
     async fn send(&self, job: &Job) -> Result<u16, Failure> {
         let Some(secret) = &self.secret else {
@@ -181,7 +156,8 @@ impl Sender {
         };
         let a = &job.attempt;
         let url = reqwest::Url::parse(&a.url).map_err(|e| Failure::NoAnswer(format!("invalid URL: {e}")))?;
-        self.check_destination(&url)
+        self.destinations
+            .check_url(&url)
             .await
             .map_err(|e| Failure::NoAnswer(e.to_string()))?;
         let t = self.clock.now_ms().div_euclid(1000);

@@ -6,6 +6,7 @@ use railyard_engine::error::ApiError;
 use railyard_engine::service::runs::{self, StartRun};
 use railyard_engine::service::{CallerInput, Operation, caller, workflows};
 use railyard_fuzz::targets::service::{Fixture, MAX_MESSAGE};
+use railyard_model::namespace::DEFAULT_NAMESPACE;
 use railyard_model::schedule::{ScheduleSpec, SpecError};
 
 /// Fixed: a syntax error between keys was reported at serde_path_to_error's `?`
@@ -54,7 +55,7 @@ fn an_unknown_namespace_is_echoed_short() {
 #[test]
 fn an_unknown_workflow_is_echoed_short() {
     let fx = Fixture::new(false);
-    short(workflows::get(&fx.core, &"¡".repeat(35_000)));
+    short(workflows::get(&fx.core, DEFAULT_NAMESPACE, &"¡".repeat(35_000)));
 }
 
 /// A context key over the limit was echoed whole.

@@ -242,6 +242,7 @@ mod tests {
                 description: "d".into(),
                 step_ids: vec!["a".into(), "b".into()],
                 source_file: "<built-in>/demo.json".into(),
+                ..Default::default()
             }],
             invalid: vec![InvalidWorkflow {
                 source_file: "w/bad.json".into(),

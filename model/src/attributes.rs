@@ -526,7 +526,3 @@ pub fn apply(
     *attrs = next;
     Ok(changes)
 }
-
-#[cfg(test)]
-#[path = "attributes_tests.rs"]
-mod tests;

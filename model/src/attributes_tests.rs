@@ -1,6 +1,6 @@
 use std::collections::BTreeMap;
 
-use super::*;
+use crate::attributes::*;
 
 fn decl() -> AttributeTypes {
     let mut d = AttributeTypes::new();

@@ -26,6 +26,8 @@ pub enum Role {
     Worker,
     /// Start, read and steer runs; list workflows.
     Client,
+    /// A client's rights, plus registering workflow definitions in its namespace.
+    Developer,
     /// Everything in its namespace, plus keys, schedules and triggers.
     Admin,
 }
@@ -36,13 +38,14 @@ impl Role {
         match self {
             Self::Worker => "worker",
             Self::Client => "client",
+            Self::Developer => "developer",
             Self::Admin => "admin",
         }
     }
 
     /// Parses a role name.
     pub fn from_name(name: &str) -> Option<Self> {
-        [Self::Worker, Self::Client, Self::Admin]
+        [Self::Worker, Self::Client, Self::Developer, Self::Admin]
             .into_iter()
             .find(|r| r.name() == name)
     }

@@ -17,6 +17,7 @@
 
 #![warn(missing_docs)]
 
+pub mod agent;
 pub mod approval;
 pub mod attributes;
 pub mod auth;
@@ -26,10 +27,13 @@ pub use railyard_wire::checkpoint;
 pub mod contract;
 pub mod duration;
 pub mod error;
+pub mod flow;
 pub mod ids;
 pub mod key;
 pub mod limits;
+pub mod mcp;
 pub mod namespace;
+pub mod net;
 pub mod output;
 pub mod principles;
 pub mod query;
@@ -44,6 +48,9 @@ pub mod tools;
 pub mod trace;
 pub mod trigger;
 pub mod workflow;
+
+#[cfg(test)]
+mod attributes_tests;
 
 /// A point in time as milliseconds since the Unix epoch, or a span of milliseconds.
 pub type Millis = i64;

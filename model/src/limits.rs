@@ -13,6 +13,9 @@ pub const NAME: usize = ids::MAX_NAME;
 pub const IDENTITY: usize = NAME * 2;
 /// Most bytes of a request id.
 pub const REQUEST_ID: usize = 256;
+/// Most bytes of a listing's filter field (a workflow id, a parent run id, a page
+/// token, a field to group by).
+pub const QUERY_FIELD: usize = 1024;
 /// Most bytes of a run's goal.
 pub const GOAL: usize = 64 * 1024;
 /// Most entries of a run's context.
@@ -63,6 +66,18 @@ pub fn check_name(field: &str, value: &str) -> Result<(), Rejection> {
                 echo(value)
             ),
         )),
+    }
+}
+
+/// Refuses `value` of `field` when it holds a NUL character: PostgreSQL can neither
+/// store nor compare one in text, so no backend takes it (the same answer on both).
+pub fn check_storable(field: &str, value: &str) -> Result<(), Rejection> {
+    match value.find('\0') {
+        Some(at) => Err(Rejection::field(
+            field,
+            format!("holds a NUL character (at byte {at}), which the server neither stores nor compares"),
+        )),
+        None => Ok(()),
     }
 }
 

@@ -53,6 +53,8 @@ pub struct Namespace {
     pub principles: Option<crate::principles::Layer>,
     /// The search attributes its runs may carry: name → type (`crate::attributes`).
     pub attributes: crate::query::AttributeTypes,
+    /// Flow-control rules on keys (`crate::flow`): concurrency limits and weights.
+    pub key_rules: crate::flow::KeyRules,
 }
 
 impl Default for Namespace {
@@ -67,6 +69,7 @@ impl Default for Namespace {
             subscriptions: Vec::new(),
             principles: None,
             attributes: crate::query::AttributeTypes::new(),
+            key_rules: crate::flow::KeyRules::new(),
         }
     }
 }

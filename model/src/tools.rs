@@ -16,6 +16,9 @@ pub const SET_SEARCH_ATTRIBUTES: &str = "set_search_attributes";
 /// Waits for child runs started with `spawn_agent` and `wait: false`; allowed
 /// wherever `spawn_agent` is.
 pub const AWAIT_RUNS: &str = "await_runs";
+/// GETs an http(s) URL for the model; offered only where a step's `allowedTools`
+/// names it.
+pub const WEB_FETCH: &str = "web_fetch";
 /// The error type a worker reports (`FailStepTask`) for a step it suspended
 /// because the run is paused.
 pub const PAUSED_ERROR_TYPE: &str = "paused";
@@ -29,7 +32,7 @@ pub const WORKSPACE_TOOLS: [&str; 6] = [
     "grep",
 ];
 /// Every tool a definition may name.
-pub const ALL: [&str; 12] = [
+pub const ALL: [&str; 13] = [
     "bash",
     "read_file",
     "write_file",
@@ -42,4 +45,5 @@ pub const ALL: [&str; 12] = [
     AWAIT_RUNS,
     REPORT_ISSUE,
     SET_SEARCH_ATTRIBUTES,
+    WEB_FETCH,
 ];

@@ -64,6 +64,18 @@ pub struct WorkflowDef {
     /// extending (the default) or replacing the server's (`crate::principles`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principles: Option<crate::principles::Layer>,
+    /// The model its agent runs on (none: the worker's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The provider of `model`, `anthropic` or `openai` (none: the worker's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Models tried in order when the model is overloaded or rate-limited.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_models: Vec<crate::agent::ModelRef>,
+    /// MCP servers whose tools its agent gets (`crate::mcp`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub mcp_servers: std::collections::BTreeMap<String, crate::mcp::McpServer>,
     /// Its steps, in order.
     pub steps: Vec<StepDef>,
 }
@@ -120,6 +132,18 @@ pub struct StepDef {
     /// happens then (absent: no limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalOptions>,
+    /// The model its agent runs on (none: the workflow's, then the worker's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The provider of `model`, `anthropic` or `openai` (none: the workflow's, then the worker's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Models tried in order when the model is overloaded or rate-limited.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_models: Vec<crate::agent::ModelRef>,
+    /// MCP servers whose tools its agent gets (`crate::mcp`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub mcp_servers: std::collections::BTreeMap<String, crate::mcp::McpServer>,
 }
 
 /// A step's wait options: `"wait": {"timeoutSeconds": 600, "onTimeout": "resume"}`.
@@ -391,6 +415,13 @@ pub fn validate(def: &WorkflowDef) -> Result<(), String> {
     if def.steps.is_empty() {
         return Err("steps: a workflow needs at least one step".into());
     }
+    crate::mcp::check_servers("mcpServers", &def.mcp_servers)?;
+    crate::agent::check_models(
+        "",
+        def.model.as_deref(),
+        def.provider.as_deref(),
+        &def.fallback_models,
+    )?;
     let mut seen = HashSet::new();
     let ids: Vec<&str> = def.steps.iter().map(|s| s.id.as_str()).collect();
     for (i, step) in def.steps.iter().enumerate() {
@@ -412,11 +443,28 @@ pub fn validate(def: &WorkflowDef) -> Result<(), String> {
         if let Some(q) = &step.task_queue {
             check_name(&at("taskQueue"), q, "task queue")?;
         }
+        crate::mcp::check_servers(&at("mcpServers"), &step.mcp_servers)?;
+        crate::agent::check_models(
+            &format!("steps[{i}]."),
+            step.model.as_deref(),
+            step.provider.as_deref(),
+            &step.fallback_models,
+        )?;
         for (j, tool) in step.allowed_tools.iter().enumerate() {
+            let path = at(&format!("allowedTools[{j}]"));
+            if let Some(server) = crate::mcp::server_of(tool) {
+                if !def.mcp_servers.contains_key(server) && !step.mcp_servers.contains_key(server) {
+                    return Err(format!(
+                        "{path}: names the MCP server {:?}, which neither this step nor its workflow declares in mcpServers",
+                        crate::text::prefix(server, 40)
+                    ));
+                }
+                continue;
+            }
             if !KNOWN_TOOLS.contains(&tool.as_str()) {
                 return Err(format!(
-                    "{}: unknown tool {tool:?} (known: {})",
-                    at(&format!("allowedTools[{j}]")),
+                    "{path}: unknown tool {:?} (known: {}, and mcp__SERVER__TOOL)",
+                    crate::text::prefix(tool, 64),
                     KNOWN_TOOLS.join(", ")
                 ));
             }
@@ -486,6 +534,31 @@ pub fn validate(def: &WorkflowDef) -> Result<(), String> {
     Ok(())
 }
 
+/// Most workflows one namespace may have registered (`History.RegisterWorkflow`): as
+/// many as a server loads from its workflows directory.
+pub const MAX_REGISTERED_WORKFLOWS: usize = 256;
+
+/// A definition registered from code into one namespace (`History.RegisterWorkflow`),
+/// kept in the store beside the runs, rather than a file of the server's. Its
+/// version is its content: registering a changed definition under the same id makes
+/// it the one new runs start with, while runs already started keep the one they
+/// pinned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegisteredWorkflow {
+    /// The namespace it belongs to; only runs of this namespace find it.
+    pub namespace: String,
+    /// The definition, validated as a file's is ([`parse_definition`]).
+    pub definition: std::sync::Arc<WorkflowDef>,
+    /// Hex of the content hash the store names the definition by (the hash a run of
+    /// it pins).
+    pub hash: String,
+    /// When this content was registered (a registration that changed nothing keeps
+    /// the earlier time).
+    pub registered_ms: crate::Millis,
+    /// Who registered it (the caller's identity).
+    pub registered_by: String,
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -526,6 +599,31 @@ mod tests {
         ))
         .unwrap_err();
         assert!(e.starts_with("steps[0].allowedTools[0]: unknown tool"), "{e}");
+        let e = parse_definition(&def(
+            r#"[{"id":"a","title":"A","prompt":"p","allowedTools":["mcp__gh__*"]}]"#,
+        ))
+        .unwrap_err();
+        assert!(
+            e.starts_with("steps[0].allowedTools[0]: names the MCP server \"gh\""),
+            "{e}"
+        );
+        let ok = parse_definition(&def(
+            r#"[{"id":"a","title":"A","prompt":"p","allowedTools":["mcp__gh__*"],
+                 "mcpServers":{"gh":{"command":"gh-mcp","env":{"T":"$GITHUB_TOKEN"}}},
+                 "model":"claude-haiku-4-5","fallbackModels":["m2",{"model":"gpt-4o","provider":"openai"}]}]"#,
+        ))
+        .unwrap();
+        assert_eq!(ok.steps[0].fallback_models[1].provider(), Some("openai"));
+        let e = parse_definition(&def(
+            r#"[{"id":"a","title":"A","prompt":"p","mcpServers":{"gh":{"url":"ftp://x"}}}]"#,
+        ))
+        .unwrap_err();
+        assert!(e.starts_with("steps[0].mcpServers.gh.url:"), "{e}");
+        let e = parse_definition(&def(
+            r#"[{"id":"a","title":"A","prompt":"p","fallbackModels":[{"model":"m","provider":"x"}]}]"#,
+        ))
+        .unwrap_err();
+        assert!(e.starts_with("steps[0].fallbackModels[0].provider:"), "{e}");
         let e = parse_definition(&def("[]")).unwrap_err();
         assert!(e.starts_with("steps:"), "{e}");
         let e = parse_definition("{").unwrap_err();
@@ -674,5 +772,13 @@ mod tests {
         // Half of it loads.
         let half = def(&format!("[{}]", steps[..30].join(",")));
         assert!(parse_definition(&half).is_ok());
+    }
+
+    #[test]
+    fn the_bundled_mcp_example_is_valid() {
+        let text = include_str!("../../examples/workflows/docs-digest.json");
+        let def = parse_definition(text).unwrap_or_else(|e| panic!("docs-digest.json: {e}"));
+        assert!(def.mcp_servers.contains_key("docs"));
+        assert!(def.steps[1].allowed_tools == ["web_fetch"]);
     }
 }

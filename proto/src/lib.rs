@@ -13,7 +13,7 @@
 
 pub mod codec;
 
-pub use railyard_wire::{DEFAULT_NAMESPACE, MAX_MESSAGE_BYTES, PEER_SUBJECT, checkpoint};
+pub use railyard_wire::{DEFAULT_NAMESPACE, MAX_MESSAGE_BYTES, PEER_SUBJECT, checkpoint, spawn_request_id};
 
 /// Generated `railyard.v1` types and service stubs.
 pub mod v1 {
@@ -117,6 +117,7 @@ mod tests {
                 ("Batches", "railyard/v1/batches.proto"),
                 ("Triggers", "railyard/v1/triggers.proto"),
                 ("Admin", "railyard/v1/admin.proto"),
+                ("Capacity", "railyard/v1/capacity.proto"),
             ]
         );
         let common = set

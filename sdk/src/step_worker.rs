@@ -8,6 +8,10 @@ use railyard_proto::v1::*;
 use crate::heartbeat::Heartbeat;
 use crate::{Client, ClientError};
 
+/// The error type of the failure that parks a step for a provider's rate limit
+/// ([`StepWorker::park_rate_limited`]).
+pub const RATE_LIMITED_ERROR_TYPE: &str = "rate_limited";
+
 /// What a worker reports when a step is done.
 #[derive(Debug, Clone, Default)]
 pub struct Completion {
@@ -175,7 +179,7 @@ impl StepWorker {
 
     /// Starts child runs under the lease (the task token is the authority); with
     /// `wait`, ends the lease with the step waiting for them and `await_run_ids`.
-    /// Answers the new children's run ids.
+    /// Answers the new children's run ids. Tried once: see [`Self::spawn_keyed`].
     pub async fn spawn_children(
         &self,
         task_token: &str,
@@ -184,18 +188,39 @@ impl StepWorker {
         await_run_ids: Vec<String>,
         checkpoint: Vec<u8>,
     ) -> Result<Vec<String>, ClientError> {
-        Ok(self
-            .client
-            .spawn_child_runs(SpawnChildRunsRequest {
-                task_token: task_token.into(),
-                identity: self.identity.clone(),
-                children,
-                wait,
-                await_run_ids,
-                checkpoint,
-            })
-            .await?
-            .child_run_ids)
+        self.spawn(SpawnChildRunsRequest {
+            task_token: task_token.into(),
+            children,
+            wait,
+            await_run_ids,
+            checkpoint,
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// Starts child runs under the lease, their run ids derived from `request_id`
+    /// (non-empty): a repeat answers the same children and starts none, so the call
+    /// is retried on a transient error and a step resumed after a crash gets the
+    /// children its earlier attempt started.
+    pub async fn spawn_keyed(
+        &self,
+        task_token: &str,
+        children: Vec<ChildRunSpec>,
+        request_id: String,
+    ) -> Result<Vec<String>, ClientError> {
+        self.spawn(SpawnChildRunsRequest {
+            task_token: task_token.into(),
+            children,
+            request_id,
+            ..Default::default()
+        })
+        .await
+    }
+
+    async fn spawn(&self, mut req: SpawnChildRunsRequest) -> Result<Vec<String>, ClientError> {
+        req.identity = self.identity.clone();
+        Ok(self.client.spawn_child_runs(req).await?.child_run_ids)
     }
 
     /// Records an issue the agent reported without ending the step; answers whether
@@ -246,8 +271,34 @@ impl StepWorker {
                 non_retryable: failure.non_retryable,
                 identity: self.identity.clone(),
                 checkpoint: failure.checkpoint,
+                ..Default::default()
             })
             .await?
             .will_retry)
+    }
+
+    /// Parks the step for a provider's rate limit under `key` until `until_unix_ms`
+    /// (its reset): the lease and its slot are given back with `checkpoint`, no
+    /// attempt is used up, and the server dispatches the step again then.
+    pub async fn park_rate_limited(
+        &self,
+        task_token: &str,
+        checkpoint: Vec<u8>,
+        key: &str,
+        until_unix_ms: i64,
+    ) -> Result<(), ClientError> {
+        self.client
+            .fail_step_task(FailStepTaskRequest {
+                task_token: task_token.into(),
+                error_type: RATE_LIMITED_ERROR_TYPE.into(),
+                message: format!("parked until the rate limit resets at {until_unix_ms} ms"),
+                identity: self.identity.clone(),
+                checkpoint,
+                park_until_unix_ms: until_unix_ms,
+                rate_limit_key: key.into(),
+                ..Default::default()
+            })
+            .await?;
+        Ok(())
     }
 }

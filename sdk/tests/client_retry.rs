@@ -1,16 +1,21 @@
 //! The SDK's retries against a real gRPC server (in process) that answers by script:
 //! transient statuses are retried by the policy, the rest surface at once,
 //! `UNAUTHENTICATED` stays distinct from `PERMISSION_DENIED`, and a delete that finds
-//! nothing after a retry counts as done. And heartbeats: each sends what it was given.
+//! nothing after a retry counts as done. And heartbeats: each sends what it was given;
+//! a journaled step's heartbeats append its records, or send them whole.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use railyard_proto::checkpoint::BASE_MISMATCH;
 use railyard_proto::v1::tasks_server::{Tasks, TasksServer};
 use railyard_proto::v1::triggers_server::{Triggers, TriggersServer};
 use railyard_proto::v1::*;
-use railyard_sdk::{CheckpointSync, Client, ClientError, ConnectOptions, StepWorker};
+use railyard_sdk::journal::HEADER;
+use railyard_sdk::{
+    CheckpointSync, Client, ClientError, ConnectOptions, Failure, RecordError, StepError, StepWorker,
+};
 use tonic::{Code, Request, Response, Status};
 
 /// Answers the calls it implements with the scripted statuses, then with success;
@@ -20,6 +25,7 @@ struct Scripted {
     answers: Arc<Mutex<VecDeque<Status>>>,
     calls: Arc<Mutex<u32>>,
     heartbeats: Arc<Mutex<Vec<HeartbeatStepTaskRequest>>>,
+    failures: Arc<Mutex<Vec<FailStepTaskRequest>>>,
 }
 
 impl Scripted {
@@ -66,9 +72,10 @@ impl Tasks for Scripted {
     }
     async fn fail_step_task(
         &self,
-        _: Request<FailStepTaskRequest>,
+        req: Request<FailStepTaskRequest>,
     ) -> Result<Response<FailStepTaskResponse>, Status> {
-        Err(Status::unimplemented("not in this test"))
+        self.failures.lock().unwrap().push(req.into_inner());
+        self.next()
     }
     async fn describe_task_queue(
         &self,
@@ -78,9 +85,14 @@ impl Tasks for Scripted {
     }
     async fn spawn_child_runs(
         &self,
-        _: Request<SpawnChildRunsRequest>,
+        req: Request<SpawnChildRunsRequest>,
     ) -> Result<Response<SpawnChildRunsResponse>, Status> {
-        self.next()
+        let children = req.into_inner().children.len();
+        self.next().map(|_: Response<SpawnChildRunsResponse>| {
+            Response::new(SpawnChildRunsResponse {
+                child_run_ids: (0..children).map(|i| format!("child-{i}")).collect(),
+            })
+        })
     }
 
     async fn report_issue(
@@ -399,4 +411,191 @@ async fn a_synced_heartbeat_appends_what_the_checkpoint_gained() {
     worker.heartbeat("t").sync(&mut sync).send().await.unwrap();
     let third = sent(&fake);
     assert!(third.checkpoint.is_empty() && third.checkpoint_append.is_none());
+}
+
+/// A leased task whose checkpoint is `checkpoint`, with its digest.
+fn task_with(checkpoint: &str) -> StepTask {
+    StepTask {
+        task_token: "t".into(),
+        checkpoint: checkpoint.as_bytes().to_vec(),
+        checkpoint_digest: railyard_proto::checkpoint::full(checkpoint.as_bytes()).to_vec(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_step_replays_its_journal_and_resends_it_whole_when_the_base_is_refused() {
+    let refused = Status::failed_precondition(format!("{BASE_MISMATCH}: the stored one differs"));
+    let (client, fake) = serve(vec![refused]).await;
+    let worker = StepWorker::new(client, "default", "q", "w1");
+    let journal = format!("{HEADER}\n{{\"k\":\"run\",\"name\":\"a\",\"seq\":0,\"value\":[1,2]}}\n");
+    let mut step = worker.step(task_with(&journal));
+
+    let replayed: Vec<u32> = step
+        .run("a", || async { panic!("a journaled call is not called again") })
+        .await
+        .unwrap();
+    assert_eq!(replayed, [1, 2]);
+    assert!(
+        fake.heartbeats.lock().unwrap().is_empty(),
+        "a replay sends nothing"
+    );
+
+    let ran: u32 = step.run("a", || async { 3 }).await.unwrap();
+    assert_eq!(ran, 3);
+    let sent = fake.heartbeats.lock().unwrap().clone();
+    let record = "{\"k\":\"run\",\"name\":\"a\",\"seq\":1,\"value\":3}\n";
+    // Appended on the task's checkpoint, refused, then sent whole.
+    let append = sent[0].checkpoint_append.clone().expect("an append");
+    assert_eq!(append.base_length, journal.len() as u64);
+    assert_eq!(append.bytes, record.as_bytes());
+    assert_eq!(sent[1].checkpoint, format!("{journal}{record}").into_bytes());
+    assert_eq!(sent.len(), 2);
+    assert_eq!(step.checkpoint_sync().stats.refused, 1);
+}
+
+#[tokio::test]
+async fn a_step_replaces_a_foreign_checkpoint_and_refuses_what_is_not_json() {
+    let (client, fake) = serve(Vec::new()).await;
+    let worker = StepWorker::new(client, "default", "q", "w1");
+    let mut step = worker.step(task_with("{\"role\":\"user\",\"content\":\"hi\"}\n"));
+    assert_eq!(step.state::<u32>().unwrap(), None);
+
+    let nan = step.run("x", || async { f64::NAN }).await.unwrap_err();
+    assert!(
+        matches!(&nan, StepError::Record(RecordError::NotJson { entry, .. }) if entry == "run \"x\" #0"),
+        "{nan}"
+    );
+    assert!(fake.heartbeats.lock().unwrap().is_empty(), "nothing written");
+
+    step.save_state(&serde_json::json!({"n": 1})).await.unwrap();
+    let journal = format!("{HEADER}\n{{\"k\":\"state\",\"value\":{{\"n\":1}}}}\n");
+    let sent = fake.heartbeats.lock().unwrap().pop().unwrap();
+    assert_eq!(
+        sent.checkpoint,
+        journal.as_bytes(),
+        "the header and the record, whole"
+    );
+    assert!(sent.checkpoint_append.is_none());
+    assert_eq!(
+        step.state::<serde_json::Value>().unwrap(),
+        Some(serde_json::json!({"n": 1}))
+    );
+    let wrong = step.state::<String>().unwrap_err();
+    assert!(
+        matches!(&wrong, StepError::Replay { entry, .. } if entry == "state"),
+        "{wrong}"
+    );
+
+    step.fail(Failure {
+        error_type: "boom".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let failed = fake.failures.lock().unwrap().pop().unwrap();
+    assert_eq!(
+        (failed.error_type.as_str(), failed.checkpoint),
+        ("boom", journal.into_bytes())
+    );
+}
+
+#[tokio::test]
+async fn a_long_journaled_call_keeps_the_lease() {
+    let (client, fake) = serve(Vec::new()).await;
+    let worker = StepWorker::new(client, "default", "q", "w1");
+    let task = StepTask {
+        heartbeat_timeout_ms: 300,
+        ..task_with("")
+    };
+    let mut step = worker.step(task);
+    let v: u32 = step
+        .run("slow", || async {
+            tokio::time::sleep(Duration::from_millis(450)).await;
+            7
+        })
+        .await
+        .unwrap();
+    assert_eq!(v, 7);
+    let sent = fake.heartbeats.lock().unwrap().clone();
+    // Beats every 100 ms while the call ran, nothing in them; then the record.
+    let (beats, record) = sent.split_at(sent.len() - 1);
+    assert!(!beats.is_empty(), "{} heartbeats", sent.len());
+    assert!(
+        beats
+            .iter()
+            .all(|b| b.checkpoint.is_empty() && b.checkpoint_append.is_none())
+    );
+    assert!(record[0].checkpoint.starts_with(HEADER.as_bytes()));
+}
+
+#[tokio::test]
+async fn a_step_spawns_children_once_and_journals_their_ids() {
+    let (client, fake) = serve(Vec::new()).await;
+    let worker = StepWorker::new(client, "default", "q", "w1");
+    let journal =
+        format!("{HEADER}\n{{\"k\":\"spawn\",\"name\":\"kids\",\"seq\":0,\"run_ids\":[\"old-0\"]}}\n");
+    let mut step = worker.step(task_with(&journal));
+    let spec = || ChildRunSpec {
+        workflow_id: "w".into(),
+        ..Default::default()
+    };
+    // Journaled: the ids, and no call.
+    assert_eq!(step.spawn("kids", vec![spec()]).await.unwrap(), ["old-0"]);
+    assert_eq!(calls(&fake), 0);
+    // The second call of the name starts its children and journals them.
+    assert_eq!(
+        step.spawn("kids", vec![spec(), spec()]).await.unwrap(),
+        ["child-0", "child-1"]
+    );
+    let sent = fake.heartbeats.lock().unwrap().pop().unwrap();
+    let append = sent.checkpoint_append.expect("appended");
+    assert_eq!(
+        append.bytes,
+        b"{\"k\":\"spawn\",\"name\":\"kids\",\"seq\":1,\"run_ids\":[\"child-0\",\"child-1\"]}\n"
+    );
+    assert_eq!(step.journal().spawned("kids", 1).map(<[String]>::len), Some(2));
+}
+
+#[tokio::test]
+async fn a_wait_s_outcomes_are_journaled_once_and_replayed() {
+    let (client, fake) = serve(Vec::new()).await;
+    let worker = StepWorker::new(client, "default", "q", "w1");
+    let ids = vec!["c1".to_string(), "c2".to_string()];
+    let outcomes = serde_json::json!({
+        "children": [
+            {"childRunId": "c2", "outcome": "COMPLETED", "notes": "", "artifacts": [], "result": null},
+            {"childRunId": "c1", "outcome": "FAILED", "notes": "x", "artifacts": [], "result": null},
+        ],
+        "stillRunning": [],
+    });
+    // Not resumed from the wait: nothing to answer, nothing written.
+    let mut step = worker.step(task_with(""));
+    assert_eq!(step.waited("kids", &ids).await.unwrap(), None);
+    assert!(fake.heartbeats.lock().unwrap().is_empty());
+
+    // Resumed: the outcomes from the resume message, in the order of the ids, journaled.
+    let resumed = StepTask {
+        resume_messages: vec![format!("[your child runs have closed]\n{outcomes}")],
+        ..task_with("")
+    };
+    let mut step = worker.step(resumed);
+    let want = serde_json::json!({
+        "children": [outcomes["children"][1], outcomes["children"][0]],
+        "stillRunning": [],
+    });
+    assert_eq!(step.waited("kids", &ids).await.unwrap(), Some(want.clone()));
+    let sent = fake.heartbeats.lock().unwrap().pop().unwrap();
+    let journal = String::from_utf8(sent.checkpoint).unwrap();
+    assert!(journal.ends_with(&format!(
+        "{{\"k\":\"outcomes\",\"name\":\"kids\",\"seq\":0,\"value\":{want}}}\n"
+    )));
+
+    // A later attempt (the server sends resume messages once) replays them.
+    let mut step = worker.step(task_with(&journal));
+    assert_eq!(step.waited("kids", &ids).await.unwrap(), Some(want));
+    assert!(
+        fake.heartbeats.lock().unwrap().is_empty(),
+        "a replay sends nothing"
+    );
 }

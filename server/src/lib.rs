@@ -20,8 +20,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use railyard_proto::v1::{
-    admin_server::AdminServer, batches_server::BatchesServer, history_server::HistoryServer,
-    schedules_server::SchedulesServer, tasks_server::TasksServer, triggers_server::TriggersServer,
+    admin_server::AdminServer, batches_server::BatchesServer, capacity_server::CapacityServer,
+    history_server::HistoryServer, schedules_server::SchedulesServer, tasks_server::TasksServer,
+    triggers_server::TriggersServer,
 };
 use tokio::sync::watch as shutdown_watch;
 use tokio::task::JoinHandle;
@@ -109,6 +110,9 @@ pub struct TriggerSettings {
     pub dedup_retention_ms: u64,
     /// Bounds on polled triggers: pollers at once, items and pages per poll.
     pub poll: railyard_engine::poller::PollLimits,
+    /// The environment variables API-made triggers may name as secrets, per
+    /// namespace (`[secrets]`; [`railyard_engine::secrets`]).
+    pub secrets: railyard_engine::secrets::SecretPolicy,
 }
 
 impl Default for TriggerSettings {
@@ -118,6 +122,7 @@ impl Default for TriggerSettings {
             max_body_bytes: http::DEFAULT_HOOK_BODY_BYTES,
             dedup_retention_ms: 7 * 86_400_000,
             poll: railyard_engine::poller::PollLimits::default(),
+            secrets: Default::default(),
         }
     }
 }
@@ -218,6 +223,8 @@ pub enum StartError {
     Triggers(railyard_engine::error::ApiError),
     #[error("principles file {path}: {error}")]
     Principles { path: String, error: String },
+    #[error("a follower's check of /mcp keys: {0}")]
+    KeyCheck(railyard_sdk::ClientError),
 }
 
 /// The server's principles file: a regular UTF-8 file within the layer bound, read
@@ -315,6 +322,7 @@ impl RunningServer {
             .auth(config.auth)
             .child_limits(config.child_limits)
             .delivery(config.delivery.clone())
+            .secrets(config.triggers.secrets.clone())
             .output(config.output.clone())
             .kept_checkpoint_bytes(config.kept_checkpoint_bytes)
             .build()?;
@@ -389,6 +397,7 @@ impl RunningServer {
                 railyard_engine::service::polls::PollSettings {
                     limits: config.triggers.poll,
                     dedup_retention_ms: config.triggers.dedup_retention_ms,
+                    own: vec![grpc_addr, http_addr],
                 },
                 shutdown_rx.clone(),
             )),
@@ -601,6 +610,9 @@ pub(crate) async fn grpc_routes(core: Arc<Core>) -> tonic::service::Routes {
     health_reporter
         .set_serving::<BatchesServer<grpc::batches::BatchesService>>()
         .await;
+    health_reporter
+        .set_serving::<CapacityServer<grpc::capacity::CapacityService>>()
+        .await;
     let history = HistoryServer::new(grpc::history::HistoryService { core: core.clone() })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -616,6 +628,9 @@ pub(crate) async fn grpc_routes(core: Arc<Core>) -> tonic::service::Routes {
     let batches = BatchesServer::new(grpc::batches::BatchesService { core: core.clone() })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let capacity = CapacityServer::new(grpc::capacity::CapacityService { core: core.clone() })
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let tasks = TasksServer::new(grpc::tasks::TasksService { core })
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -625,7 +640,8 @@ pub(crate) async fn grpc_routes(core: Arc<Core>) -> tonic::service::Routes {
         .add_service(schedules)
         .add_service(admin)
         .add_service(triggers)
-        .add_service(batches);
+        .add_service(batches)
+        .add_service(capacity);
     add_reflection(routes)
 }
 

@@ -9,8 +9,11 @@
 //!
 //! On the HTTP listener a request must also arrive whole, head and body, within
 //! [`NetLimits::request_timeout`] of its first byte, however steadily it trickles
-//! (the idle timeout counts only silence). The connection knows no HTTP: the clock
-//! starts at the first byte read after the server last wrote, and stops when the
+//! (the idle timeout counts only silence), and its head (up to the blank line that
+//! ends the headers) within the shorter [`NetLimits::header_timeout`], so
+//! connections that trickle a header each few seconds hold their slots a few
+//! seconds only. The connection knows little HTTP (where a head ends): the clocks
+//! start at the first byte read after the server last wrote, and stop when the
 //! server writes (it answers, or asks for the body with `100 Continue`, after which
 //! the body starts a new clock). gRPC streams stay open for minutes without writes,
 //! so that listener has no such clock.
@@ -46,6 +49,9 @@ pub struct NetLimits {
     /// HTTP listener only: a request (head and body) that has not arrived whole this
     /// long after its first byte closes its connection.
     pub request_timeout: Duration,
+    /// HTTP listener only: a request whose head (its headers, to the blank line) has
+    /// not arrived this long after its first byte closes its connection.
+    pub header_timeout: Duration,
 }
 
 /// Default [`NetLimits::max_connections`].
@@ -56,6 +62,8 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 pub const DEFAULT_MAX_PER_PEER: usize = 256;
 /// Default [`NetLimits::request_timeout`].
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default [`NetLimits::header_timeout`].
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// First pause after a failed accept; it doubles up to [`MAX_ACCEPT_BACKOFF`].
 const FIRST_ACCEPT_BACKOFF: Duration = Duration::from_millis(5);
 /// Longest pause after failed accepts.
@@ -68,6 +76,7 @@ impl Default for NetLimits {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_per_peer: DEFAULT_MAX_PER_PEER,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
         }
     }
 }
@@ -194,8 +203,11 @@ impl BoundedListener {
                 continue;
             };
             let _ = io.set_nodelay(true);
-            let request_timeout = self.timed_requests.then_some(self.limits.request_timeout);
-            let conn = BoundedConn::new(io, permit, peer_slot, self.limits.idle_timeout, request_timeout);
+            let clocks = self.timed_requests.then_some(RequestClocks {
+                request: self.limits.request_timeout,
+                head: self.limits.header_timeout.min(self.limits.request_timeout),
+            });
+            let conn = BoundedConn::new(io, permit, peer_slot, self.limits.idle_timeout, clocks);
             return (conn, peer);
         }
     }
@@ -247,17 +259,31 @@ where
     }
 }
 
+/// How long a request and its head may take to arrive (the HTTP listener's).
+#[derive(Debug, Clone, Copy)]
+struct RequestClocks {
+    request: Duration,
+    head: Duration,
+}
+
+/// The bytes that end a request's head.
+const END_OF_HEAD: u32 = u32::from_be_bytes(*b"\r\n\r\n");
+
 /// An accepted connection: holds its slots until dropped, and fails its reads once
-/// nothing has been read for the idle timeout, or (with a request clock) once a
-/// request has taken longer than the request timeout to arrive (either closes it).
+/// nothing has been read for the idle timeout, or (with request clocks) once a
+/// request has taken longer than the request timeout to arrive, or its head longer
+/// than the header timeout (either closes it).
 pub(crate) struct BoundedConn {
     io: TcpStream,
     idle: Pin<Box<Sleep>>,
     idle_timeout: Duration,
-    /// The request clock: its length, and while a request is arriving, the sleep
-    /// until its end.
-    request_timeout: Option<Duration>,
+    /// The request clocks' lengths; while a request is arriving, the sleep until the
+    /// request's end, and until its head's while that is still arriving.
+    clocks: Option<RequestClocks>,
     request: Option<Pin<Box<Sleep>>>,
+    head: Option<Pin<Box<Sleep>>>,
+    /// The last four bytes read of the head, to find where it ends.
+    head_tail: u32,
     _slot: OwnedSemaphorePermit,
     _peer: PeerSlot,
 }
@@ -268,14 +294,16 @@ impl BoundedConn {
         slot: OwnedSemaphorePermit,
         peer: PeerSlot,
         idle_timeout: Duration,
-        request_timeout: Option<Duration>,
+        clocks: Option<RequestClocks>,
     ) -> Self {
         Self {
             io,
             idle: Box::pin(tokio::time::sleep(idle_timeout)),
             idle_timeout,
-            request_timeout,
+            clocks,
             request: None,
+            head: None,
+            head_tail: 0,
             _slot: slot,
             _peer: peer,
         }
@@ -283,6 +311,40 @@ impl BoundedConn {
 
     fn request_too_slow() -> io::Error {
         io::Error::new(io::ErrorKind::TimedOut, "request not received in time")
+    }
+
+    fn head_too_slow() -> io::Error {
+        io::Error::new(io::ErrorKind::TimedOut, "request headers not received in time")
+    }
+
+    /// Bytes of a request were read: its first starts the clocks; the blank line
+    /// after the headers stops the head's. Fails when a clock ran out, however
+    /// steadily the bytes came.
+    fn arrived(&mut self, bytes: &[u8], now: Instant) -> io::Result<()> {
+        let Some(clocks) = self.clocks else {
+            return Ok(());
+        };
+        if self.request.is_none() {
+            self.request = Some(Box::pin(tokio::time::sleep(clocks.request)));
+            self.head = Some(Box::pin(tokio::time::sleep(clocks.head)));
+            self.head_tail = 0;
+        }
+        if self.request.as_ref().is_some_and(|r| r.deadline() <= now) {
+            return Err(Self::request_too_slow());
+        }
+        if let Some(head) = &self.head {
+            if head.deadline() <= now {
+                return Err(Self::head_too_slow());
+            }
+            for b in bytes {
+                self.head_tail = (self.head_tail << 8) | u32::from(*b);
+                if self.head_tail == END_OF_HEAD {
+                    self.head = None;
+                    break;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -299,20 +361,19 @@ impl AsyncRead for BoundedConn {
                     let now = Instant::now();
                     let this = &mut *self;
                     this.idle.as_mut().reset(now + this.idle_timeout);
-                    match (&this.request, this.request_timeout) {
-                        // A request's first byte starts its clock.
-                        (None, Some(t)) => this.request = Some(Box::pin(tokio::time::sleep(t))),
-                        // A request still arriving past its clock, however steadily.
-                        (Some(r), _) if r.deadline() <= now => {
-                            return Poll::Ready(Err(Self::request_too_slow()));
-                        }
-                        _ => {}
+                    if let Err(e) = this.arrived(&buf.filled()[before..], now) {
+                        return Poll::Ready(Err(e));
                     }
                 }
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             Poll::Pending => {
+                if let Some(h) = self.head.as_mut()
+                    && h.as_mut().poll(cx).is_ready()
+                {
+                    return Poll::Ready(Err(Self::head_too_slow()));
+                }
                 if let Some(r) = self.request.as_mut()
                     && r.as_mut().poll(cx).is_ready()
                 {
@@ -336,6 +397,7 @@ impl BoundedConn {
     fn wrote(&mut self, written: &Poll<io::Result<usize>>) {
         if matches!(written, Poll::Ready(Ok(n)) if *n > 0) {
             self.request = None;
+            self.head = None;
         }
     }
 }

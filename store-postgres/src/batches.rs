@@ -80,18 +80,18 @@ impl BatchReads for PgTxn {
 impl BatchWrites for PgTxn {
     fn save_batch(&mut self, b: &Batch) -> Result<(), StorageError> {
         let record = records::encode_batch(b)?;
-        self.conn().execute(
+        self.conn().write(
             "INSERT INTO batches (ns, batch_id, record) VALUES ($1, $2, $3)
              ON CONFLICT (ns, batch_id) DO UPDATE SET record = excluded.record",
             params![b.namespace.clone(), b.batch_id.clone(), record],
         )?;
         if b.is_running() {
-            self.conn().execute(
+            self.conn().write(
                 "INSERT INTO running_batches (ns, batch_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
                 params![b.namespace.clone(), b.batch_id.clone()],
             )?;
         } else {
-            self.conn().execute(
+            self.conn().write(
                 "DELETE FROM running_batches WHERE ns = $1 AND batch_id = $2",
                 params![b.namespace.clone(), b.batch_id.clone()],
             )?;
@@ -107,7 +107,7 @@ impl BatchWrites for PgTxn {
         item: &BatchItem,
     ) -> Result<(), StorageError> {
         let record = records::encode_batch_item(item)?;
-        self.conn().execute(
+        self.conn().write(
             "INSERT INTO batch_items (ns, batch_id, idx, record) VALUES ($1, $2, $3, $4)
              ON CONFLICT (ns, batch_id, idx) DO UPDATE SET record = excluded.record",
             params![ns.to_string(), batch_id.to_string(), int(index)?, record],
@@ -133,11 +133,11 @@ impl BatchWrites for PgTxn {
         )?;
         let gone = left.is_none();
         if gone {
-            self.conn().execute(
+            self.conn().write(
                 "DELETE FROM running_batches WHERE ns = $1 AND batch_id = $2",
                 params![ns.to_string(), batch_id.to_string()],
             )?;
-            self.conn().execute(
+            self.conn().write(
                 "DELETE FROM batches WHERE ns = $1 AND batch_id = $2",
                 params![ns.to_string(), batch_id.to_string()],
             )?;

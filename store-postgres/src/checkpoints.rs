@@ -182,10 +182,10 @@ impl PgTxn {
     ) -> Result<(), StorageError> {
         if self.checkpoint_head_at(key, at)?.is_some_and(|h| h.segments > 1) {
             self.conn()
-                .execute(sql(at, "DELETE FROM {S} WHERE {K}"), run_params(key, at, vec![]))?;
+                .write(sql(at, "DELETE FROM {S} WHERE {K}"), run_params(key, at, vec![]))?;
         }
         match checkpoint {
-            Some((bytes, digest)) => self.conn().execute(
+            Some((bytes, digest)) => self.conn().write(
                 sql(
                     at,
                     "INSERT INTO {H} ({C}, bytes, len, digest, segments, merged)
@@ -201,7 +201,7 @@ impl PgTxn {
             )?,
             None => self
                 .conn()
-                .execute(sql(at, "DELETE FROM {H} WHERE {K}"), run_params(key, at, vec![]))?,
+                .write(sql(at, "DELETE FROM {H} WHERE {K}"), run_params(key, at, vec![]))?,
         };
         Ok(())
     }
@@ -219,12 +219,12 @@ impl PgTxn {
         let seq = head.segments + 1;
         let seq = i32::try_from(seq)
             .map_err(|_| StorageError::Encode(format!("checkpoint segment {seq} does not fit").into()))?;
-        self.conn().execute(
+        self.conn().write(
             sql(at, "INSERT INTO {S} ({C}, seq, bytes) VALUES ({V}, $A, $B)"),
             run_params(key, at, params![seq, bytes.to_vec()]),
         )?;
         // The first segment's bytes are not rewritten: an unchanged TOASTed value keeps its place.
-        self.conn().execute(
+        self.conn().write(
             sql(
                 at,
                 "UPDATE {H} SET len = $A, digest = $B, segments = $C2 WHERE {K}",
@@ -262,15 +262,15 @@ impl PgTxn {
             merged.extend_from_slice(&col::<Vec<u8>>(r, 0)?);
         }
         merged.extend_from_slice(bytes);
-        self.conn().execute(
+        self.conn().write(
             sql(at, "DELETE FROM {S} WHERE {K} AND seq >= $A"),
             run_params(key, at, params![seq]),
         )?;
-        self.conn().execute(
+        self.conn().write(
             sql(at, "INSERT INTO {S} ({C}, seq, bytes) VALUES ({V}, $A, $B)"),
             run_params(key, at, params![seq, merged]),
         )?;
-        self.conn().execute(
+        self.conn().write(
             sql(
                 at,
                 "UPDATE {H} SET len = $A, digest = $B, segments = $C2, merged = $C2 WHERE {K}",

@@ -6,17 +6,27 @@
 //! its transaction has ended ([`Conn::release`]); lost any other way (a statement
 //! that outran its time, a failed `ROLLBACK`, a panic) it is closed rather than
 //! returned, so a connection in an unknown transaction state is never reused.
+//!
+//! Statements whose answer nobody waits for (`BEGIN`, the writer's inserts and
+//! deletes: [`Conn::write`]) are held back and sent with the next statement that is
+//! waited for, or with `COMMIT`, in one pipeline: one round trip to the database for
+//! all of them. They run in the order they were made, and the first error among them
+//! is the error of the statement that sent them (the transaction is then aborted,
+//! and the commit refused).
 
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
 use std::time::Duration;
 
 use deadpool_postgres::{Object, Pool};
+use futures::future::BoxFuture;
 use railyard_store::StorageError;
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 
 use crate::runtime::Runner;
+use crate::watchdog::Hung;
 
 /// A statement parameter, owned so that it can travel to the runtime.
 pub(crate) type Param = Box<dyn ToSql + Send + Sync>;
@@ -104,18 +114,32 @@ pub(crate) struct Db {
     pub(crate) pool: Pool,
     /// The longest one statement may take (see [`Conn`]).
     pub(crate) call_timeout: Duration,
+    /// Whether the database answers at all ([`crate::watchdog`]).
+    pub(crate) hung: Hung,
 }
 
 impl Db {
-    /// A pooled connection with a transaction begun by `begin`.
+    /// A pooled connection with a transaction begun by `begin`; at once an error
+    /// while the database is hung, and the wait for a connection ends when it hangs.
     pub(crate) fn begin(&self, begin: &'static str) -> Result<Conn, StorageError> {
-        let pool = self.pool.clone();
-        let client = self
-            .runner
-            .block(async move { pool.get().await })?
-            .map_err(pool_error)?;
-        let conn = Conn::new(self.runner.clone(), Held::new(client), self.call_timeout);
-        conn.simple(begin)?;
+        if self.hung.now() {
+            return Err(Hung::error());
+        }
+        let (pool, hung) = (self.pool.clone(), self.hung.clone());
+        let client = self.runner.block(async move {
+            tokio::select! {
+                got = pool.get() => got.map_err(pool_error),
+                () = hung.wait() => Err(Hung::error()),
+            }
+        })??;
+        let conn = Conn::new(
+            self.runner.clone(),
+            Held::new(client),
+            self.call_timeout,
+            self.hung.clone(),
+        );
+        // Sent with the transaction's first statement.
+        lock(&conn.state).pending.push(Stmt::Simple(begin));
         Ok(conn)
     }
 
@@ -123,6 +147,9 @@ impl Db {
     /// for a free connection included); a connection abandoned by the bound is
     /// closed, not pooled.
     pub(crate) fn ping(&self, within: Duration) -> Result<(), StorageError> {
+        if self.hung.now() {
+            return Err(Hung::error());
+        }
         let pool = self.pool.clone();
         let ping = async move {
             let held = Held::new(pool.get().await.map_err(pool_error)?);
@@ -173,6 +200,25 @@ enum Failure {
     Lost,
 }
 
+/// A statement to send.
+enum Stmt {
+    /// Without parameters, unprepared (`BEGIN`, `COMMIT`).
+    Simple(&'static str),
+    /// Prepared (once per connection, cached) and run with its parameters.
+    Prepared(&'static str, Vec<Param>),
+}
+
+/// What a statement answered.
+enum Answer {
+    Done,
+    Count(u64),
+    Rows(Vec<Row>),
+}
+
+/// Held-back statements sent at once before a waited-for one, at most: a long
+/// batch of writes is sent in pipelines of this many.
+const MAX_PENDING: usize = 256;
+
 /// A transaction's connection and what it has seen.
 pub(crate) struct Conn {
     runner: Arc<Runner>,
@@ -180,6 +226,8 @@ pub(crate) struct Conn {
     /// The longest one statement may take, the server's `statement_timeout` plus
     /// slack: past it the connection is given up (a dead server or network).
     call_timeout: Duration,
+    /// Ends a statement in flight once the database is found hung.
+    hung: Hung,
 }
 
 struct State {
@@ -189,6 +237,10 @@ struct State {
     failed: bool,
     /// A statement failed because the database asks for a retry, and why.
     retry: Option<&'static str>,
+    /// Statements not sent yet, in order (see the module docs).
+    pending: Vec<Stmt>,
+    /// Whether anything was sent: until then there is no transaction to end.
+    sent: bool,
 }
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -203,27 +255,27 @@ fn lost() -> StorageError {
 }
 
 impl Conn {
-    pub(crate) fn new(runner: Arc<Runner>, held: Held, call_timeout: Duration) -> Self {
+    pub(crate) fn new(runner: Arc<Runner>, held: Held, call_timeout: Duration, hung: Hung) -> Self {
         Self {
             runner,
             state: Mutex::new(State {
                 held: Some(held),
                 failed: false,
                 retry: None,
+                pending: Vec::new(),
+                sent: false,
             }),
             call_timeout,
+            hung,
         }
     }
 
     /// Runs a query and returns its rows.
     pub(crate) fn query(&self, sql: &'static str, params: Vec<Param>) -> Result<Vec<Row>, StorageError> {
-        self.call(move |held| async move {
-            let rows = match held.0.as_ref() {
-                Some(client) => query_on(client, sql, &params).await.map_err(Failure::Db),
-                None => Err(Failure::Lost),
-            };
-            (held, rows)
-        })
+        match self.call(Stmt::Prepared(sql, params), true)? {
+            Answer::Rows(rows) => Ok(rows),
+            Answer::Done | Answer::Count(_) => Ok(Vec::new()),
+        }
     }
 
     /// Runs a query that answers at most one row.
@@ -237,24 +289,39 @@ impl Conn {
 
     /// Runs a statement and returns how many rows it changed.
     pub(crate) fn execute(&self, sql: &'static str, params: Vec<Param>) -> Result<u64, StorageError> {
-        self.call(move |held| async move {
-            let n = match held.0.as_ref() {
-                Some(client) => execute_on(client, sql, &params).await.map_err(Failure::Db),
-                None => Err(Failure::Lost),
-            };
-            (held, n)
-        })
+        match self.call(Stmt::Prepared(sql, params), false)? {
+            Answer::Count(n) => Ok(n),
+            Answer::Done | Answer::Rows(_) => Ok(0),
+        }
+    }
+
+    /// Holds a statement back, to be sent with the next one waited for (or the
+    /// commit): for a write whose count nobody reads. Its error, if any, is that
+    /// later statement's.
+    pub(crate) fn write(&self, sql: &'static str, params: Vec<Param>) -> Result<(), StorageError> {
+        let full = {
+            let mut state = lock(&self.state);
+            state.pending.push(Stmt::Prepared(sql, params));
+            state.pending.len() >= MAX_PENDING
+        };
+        if full {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Sends every held-back statement and waits for their answers.
+    fn flush(&self) -> Result<(), StorageError> {
+        let last = lock(&self.state).pending.pop();
+        match last {
+            Some(last) => self.call(last, false).map(drop),
+            None => Ok(()),
+        }
     }
 
     /// Runs statements without parameters (`BEGIN`, `COMMIT`), unprepared.
     pub(crate) fn simple(&self, sql: &'static str) -> Result<(), StorageError> {
-        self.call(move |held| async move {
-            let done = match held.0.as_ref() {
-                Some(client) => client.batch_execute(sql).await.map_err(Failure::Db),
-                None => Err(Failure::Lost),
-            };
-            (held, done)
-        })
+        self.call(Stmt::Simple(sql), false).map(drop)
     }
 
     /// Why a statement failed, when the database asks for the transaction to be run
@@ -280,8 +347,12 @@ impl Conn {
     /// Rolls back and waits for it, returning the connection to the pool (or closing
     /// it if the rollback fails). Nothing to do once the connection is gone.
     pub(crate) fn rollback(&self) {
-        let has = lock(&self.state).held.is_some();
-        if has && self.simple("ROLLBACK").is_ok() {
+        let (has, sent) = {
+            let mut state = lock(&self.state);
+            state.pending.clear();
+            (state.held.is_some(), state.sent)
+        };
+        if has && (!sent || self.simple("ROLLBACK").is_ok()) {
             self.release();
         }
         // Else the connection is already gone, or the failed call dropped it.
@@ -290,9 +361,18 @@ impl Conn {
     /// Rolls back without waiting (for `Drop`): the connection returns to the pool
     /// once the server has answered, or is closed if it does not.
     pub(crate) fn rollback_in_background(&self) {
-        let Some(held) = lock(&self.state).held.take() else {
+        let (held, sent) = {
+            let mut state = lock(&self.state);
+            (state.held.take(), state.sent)
+        };
+        let Some(held) = held else {
             return;
         };
+        if !sent {
+            // Nothing was sent: there is no transaction to end.
+            held.release();
+            return;
+        }
         let timeout = self.call_timeout;
         self.runner.spawn(async move {
             let Some(client) = held.0.as_ref() else {
@@ -313,19 +393,33 @@ impl Conn {
         }
     }
 
-    /// Hands the connection to the runtime for one statement, bounded by the call
-    /// timeout, and takes it back with the answer.
-    fn call<T, F>(&self, op: impl FnOnce(Held) -> F) -> Result<T, StorageError>
-    where
-        T: Send + 'static,
-        F: Future<Output = (Held, Result<T, Failure>)> + Send + 'static,
-    {
-        let held = lock(&self.state).held.take().ok_or_else(lost)?;
+    /// Hands the connection to the runtime for the held-back statements and `last`,
+    /// sent in one pipeline and bounded by the call timeout together, and takes it
+    /// back with `last`'s answer (its rows when `rows`).
+    fn call(&self, last: Stmt, rows: bool) -> Result<Answer, StorageError> {
+        let (held, mut stmts) = {
+            let mut state = lock(&self.state);
+            let held = state.held.take().ok_or_else(lost)?;
+            state.sent = true;
+            (held, std::mem::take(&mut state.pending))
+        };
+        stmts.push(last);
         let timeout = self.call_timeout;
-        let fut = op(held);
-        let outcome = self
-            .runner
-            .block(async move { tokio::time::timeout(timeout, fut).await });
+        let fut = async move {
+            let answer = match held.0.as_ref() {
+                Some(client) => pipeline(client, &stmts, rows).await.map_err(Failure::Db),
+                None => Err(Failure::Lost),
+            };
+            (held, answer)
+        };
+        let hung = self.hung.clone();
+        let outcome = self.runner.block(async move {
+            tokio::select! {
+                answered = tokio::time::timeout(timeout, fut) => answered.map_err(|_elapsed| None),
+                // The statements are dropped with their connection, which is closed.
+                () = hung.wait() => Err(Some(Hung::error())),
+            }
+        });
         let mut state = lock(&self.state);
         match outcome {
             Ok(Ok((held, Ok(value)))) => {
@@ -345,7 +439,11 @@ impl Conn {
                 state.failed = true;
                 Err(lost())
             }
-            Ok(Err(_elapsed)) => {
+            Ok(Err(Some(hung))) => {
+                state.failed = true;
+                Err(hung)
+            }
+            Ok(Err(None)) => {
                 // The connection went down with the abandoned statement.
                 state.failed = true;
                 Err(StorageError::Unavailable(format!(
@@ -372,12 +470,78 @@ fn refs(params: &[Param]) -> Vec<&(dyn ToSql + Sync)> {
     params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect()
 }
 
-async fn query_on(client: &Object, sql: &str, params: &[Param]) -> Result<Vec<Row>, tokio_postgres::Error> {
-    let statement = client.prepare_cached(sql).await?;
-    client.query(&statement, &refs(params)).await
-}
-
-async fn execute_on(client: &Object, sql: &str, params: &[Param]) -> Result<u64, tokio_postgres::Error> {
-    let statement = client.prepare_cached(sql).await?;
-    client.execute(&statement, &refs(params)).await
+/// Runs `stmts` in order in one pipeline: each prepared statement the connection
+/// has not prepared yet is prepared first (together), then every statement is sent
+/// before the first answer is awaited. The last statement's answer (its rows when
+/// `rows`), or the first error.
+async fn pipeline(client: &Object, stmts: &[Stmt], rows: bool) -> Result<Answer, tokio_postgres::Error> {
+    let mut sqls: Vec<&'static str> = Vec::new();
+    for stmt in stmts {
+        if let Stmt::Prepared(sql, _) = stmt
+            && !sqls.contains(sql)
+        {
+            sqls.push(sql);
+        }
+    }
+    let prepared = futures::future::try_join_all(sqls.iter().map(|sql| client.prepare_cached(sql))).await?;
+    let statement = |sql: &str| {
+        sqls.iter()
+            .zip(&prepared)
+            .find(|(s, _)| **s == sql)
+            .map(|(_, statement)| statement.clone())
+    };
+    let last = stmts.len().saturating_sub(1);
+    let mut sends: Vec<BoxFuture<'_, Result<Answer, tokio_postgres::Error>>> =
+        stmts
+            .iter()
+            .enumerate()
+            .map(|(i, stmt)| -> BoxFuture<'_, _> {
+                match stmt {
+                    Stmt::Simple(sql) => {
+                        Box::pin(async move { client.batch_execute(sql).await.map(|()| Answer::Done) })
+                    }
+                    Stmt::Prepared(sql, params) => {
+                        match statement(sql) {
+                            Some(statement) if i == last && rows => Box::pin(async move {
+                                client.query(&statement, &refs(params)).await.map(Answer::Rows)
+                            }),
+                            Some(statement) => Box::pin(async move {
+                                client.execute(&statement, &refs(params)).await.map(Answer::Count)
+                            }),
+                            // Not reached: every statement's text was prepared above.
+                            None => Box::pin(async move {
+                                client.execute(*sql, &refs(params)).await.map(Answer::Count)
+                            }),
+                        }
+                    }
+                }
+            })
+            .collect();
+    // A request is sent when its future is first polled: poll each once, in order,
+    // so that all are on their way, in order, before any answer is awaited.
+    let mut answers = Vec::with_capacity(sends.len());
+    for send in &mut sends {
+        answers.push(match futures::poll!(send.as_mut()) {
+            Poll::Ready(answer) => Some(answer),
+            Poll::Pending => None,
+        });
+    }
+    let mut first_error = None;
+    let mut last_answer = Answer::Done;
+    for (send, answer) in sends.into_iter().zip(answers) {
+        let answer = match answer {
+            Some(answer) => answer,
+            None => send.await,
+        };
+        match answer {
+            Ok(answer) => last_answer = answer,
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(last_answer),
+    }
 }

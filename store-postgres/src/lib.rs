@@ -45,6 +45,8 @@ mod tests;
 mod tls;
 mod triggers;
 mod txn;
+mod watchdog;
+mod workflows;
 mod writes;
 
 use std::str::FromStr;
@@ -213,6 +215,10 @@ pub struct PostgresBackend {
     renewal: Option<Renewal>,
     /// Write transactions run again, by cause: serialization failures, deadlocks.
     retried: [AtomicU64; 2],
+    /// Write transactions that failed with the database unreachable: the commit may
+    /// have happened all the same (its answer lost), so memory derived from the
+    /// tables is rebuilt ([`Backend::incarnation`]).
+    unsure: AtomicU64,
 }
 
 impl PostgresBackend {
@@ -385,10 +391,26 @@ fn connect(url: &str, options: &PostgresOptions) -> Result<Connected, OpenError>
         // checking them costs a round trip for nothing.
         recycling_method: RecyclingMethod::Fast,
     };
-    let manager = match tls {
-        Some(tls) => Manager::from_config(config, tls, manager_config),
-        None => Manager::from_config(config, NoTls, manager_config),
+    // The watchdog's connection is a pool of its own, so that a busy pool never
+    // looks like a hung database.
+    let (manager, watchdog_manager) = match tls {
+        Some(tls) => (
+            Manager::from_config(config.clone(), tls.clone(), manager_config.clone()),
+            Manager::from_config(config, tls, manager_config),
+        ),
+        None => (
+            Manager::from_config(config.clone(), NoTls, manager_config.clone()),
+            Manager::from_config(config, NoTls, manager_config),
+        ),
     };
+    let watchdog_pool = Pool::builder(watchdog_manager)
+        .max_size(1)
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .build()
+        .map_err(|e| OpenError::Pool {
+            url: shown.clone(),
+            problem: e.to_string(),
+        })?;
     let pool = Pool::builder(manager)
         .max_size(options.pool_size.max(1))
         .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -400,10 +422,12 @@ fn connect(url: &str, options: &PostgresOptions) -> Result<Connected, OpenError>
             url: shown.clone(),
             problem: e.to_string(),
         })?;
+    let hung = watchdog::Hung::watch(&runner, watchdog_pool);
     let db = Db {
         runner,
         pool,
         call_timeout: options.statement_timeout + CALL_SLACK,
+        hung,
     };
     Ok(Connected {
         db,
@@ -426,6 +450,7 @@ pub(crate) fn claim(c: &Connected, node: String) -> Result<PostgresBackend, Open
         lease: lease.clone(),
         renewal: None,
         retried: Default::default(),
+        unsure: AtomicU64::new(0),
     };
     // From here on a failure drops `backend`, which releases the lease.
     backend.renewal = Some(
@@ -596,6 +621,13 @@ impl Backend for PostgresBackend {
     ) -> Result<(), StorageError> {
         self.transaction(&mut |tx| f(tx))
     }
+
+    /// One more after each write transaction that failed with the database
+    /// unreachable: a `COMMIT` whose answer was lost may have committed, and the
+    /// writer rebuilds what it keeps in memory from the tables.
+    fn incarnation(&self) -> u64 {
+        self.unsure.load(Ordering::Relaxed)
+    }
 }
 
 impl PostgresBackend {
@@ -635,7 +667,12 @@ impl PostgresBackend {
                     attempt += 1;
                     std::thread::sleep(delay);
                 }
-                _ => return Err(e),
+                _ => {
+                    if matches!(e, StorageError::Unavailable(_)) {
+                        self.unsure.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return Err(e);
+                }
             }
         }
     }

@@ -55,13 +55,13 @@ impl OutputStore for PgOutput {
             h_rec.push(encode_head(&a.head)?);
         }
         self.in_tx(|conn| {
-            conn.execute(
+            conn.write(
                 "INSERT INTO run_output (ns, run_id, \"offset\", record)
                  SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[])
                  ON CONFLICT (ns, run_id, \"offset\") DO UPDATE SET record = excluded.record",
                 params![c_ns, c_run, c_off, c_rec],
             )?;
-            conn.execute(
+            conn.write(
                 "INSERT INTO run_output_heads (ns, run_id, last_ms, record)
                  SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[])
                  ON CONFLICT (ns, run_id) DO UPDATE SET last_ms = excluded.last_ms, record = excluded.record",
@@ -139,11 +139,11 @@ impl OutputStore for PgOutput {
         let ns: Vec<String> = runs.iter().map(|r| r.namespace.clone()).collect();
         let ids: Vec<String> = runs.iter().map(|r| r.run_id.clone()).collect();
         self.in_tx(|conn| {
-            conn.execute(
+            conn.write(
                 "DELETE FROM run_output WHERE (ns, run_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))",
                 params![ns.clone(), ids.clone()],
             )?;
-            conn.execute(
+            conn.write(
                 "DELETE FROM run_output_heads WHERE (ns, run_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))",
                 params![ns, ids],
             )?;

@@ -25,6 +25,7 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     BATCHES,
     RUN_WORDS,
     STEP_CHECKPOINTS,
+    WORKFLOWS,
 ];
 
 /// The version [`RUN_WORDS`] brings: opening a database from before it adds the
@@ -338,3 +339,14 @@ CREATE TABLE running_batches (
 /// (`txn::backfill_terms`, in Rust: the words are split as the model splits them),
 /// committed with the version, so a crash leaves neither.
 const RUN_WORDS: &str = "SELECT 1;";
+
+/// Version 11: definitions registered from code (`History.RegisterWorkflow`), by
+/// namespace and workflow id; each record names its `definitions` row.
+const WORKFLOWS: &str = r#"
+CREATE TABLE workflows (
+    ns text COLLATE "C" NOT NULL,
+    workflow_id text COLLATE "C" NOT NULL,
+    record bytea NOT NULL,
+    PRIMARY KEY (ns, workflow_id)
+);
+"#;

@@ -119,7 +119,7 @@ impl TriggerReads for PgTxn {
 impl TriggerWrites for PgTxn {
     fn save_trigger(&mut self, t: &Trigger) -> Result<(), StorageError> {
         let record = records::encode_trigger(t)?;
-        self.conn().execute(
+        self.conn().write(
             "INSERT INTO triggers (ns, trigger_id, record) VALUES ($1, $2, $3)
              ON CONFLICT (ns, trigger_id) DO UPDATE SET record = excluded.record",
             params![t.namespace.clone(), t.id.clone(), record],
@@ -128,7 +128,7 @@ impl TriggerWrites for PgTxn {
     }
 
     fn delete_trigger(&mut self, ns: &str, id: &str) -> Result<(), StorageError> {
-        self.conn().execute(
+        self.conn().write(
             "DELETE FROM triggers WHERE ns = $1 AND trigger_id = $2",
             params![ns.to_string(), id.to_string()],
         )?;
@@ -143,12 +143,12 @@ impl TriggerWrites for PgTxn {
         d: &HookDelivery,
     ) -> Result<(), StorageError> {
         let record = records::encode_hook_delivery(d)?;
-        self.conn().execute(
+        self.conn().write(
             "INSERT INTO hook_deliveries (ns, trigger_id, delivery_id, record) VALUES ($1, $2, $3, $4)
              ON CONFLICT (ns, trigger_id, delivery_id) DO UPDATE SET record = excluded.record",
             params![ns.to_string(), trigger.to_string(), delivery.to_string(), record],
         )?;
-        self.conn().execute(
+        self.conn().write(
             "INSERT INTO hook_delivery_times (received_ms, ns, trigger_id, delivery_id) VALUES ($1, $2, $3, $4)
              ON CONFLICT (received_ms, ns, trigger_id, delivery_id) DO NOTHING",
             params![d.received_ms, ns.to_string(), trigger.to_string(), delivery.to_string()],
@@ -165,7 +165,7 @@ impl TriggerWrites for PgTxn {
         for row in &rows {
             let (at, ns, trigger, delivery): (Millis, String, String, String) =
                 (col(row, 0)?, col(row, 1)?, col(row, 2)?, col(row, 3)?);
-            self.conn().execute(
+            self.conn().write(
                 "DELETE FROM hook_delivery_times
                  WHERE received_ms = $1 AND ns = $2 AND trigger_id = $3 AND delivery_id = $4",
                 params![at, ns.clone(), trigger.clone(), delivery.clone()],
@@ -173,7 +173,7 @@ impl TriggerWrites for PgTxn {
             // A delivery id seen again later has a newer time row: keep its entry.
             let current = self.hook_delivery(&ns, &trigger, &delivery)?;
             if current.is_some_and(|d| d.received_ms == at) {
-                self.conn().execute(
+                self.conn().write(
                     "DELETE FROM hook_deliveries WHERE ns = $1 AND trigger_id = $2 AND delivery_id = $3",
                     params![ns, trigger, delivery],
                 )?;
@@ -190,7 +190,7 @@ impl TriggerWrites for PgTxn {
         run_id: Option<&str>,
     ) -> Result<(), StorageError> {
         match run_id {
-            Some(run_id) => self.conn().execute(
+            Some(run_id) => self.conn().write(
                 "INSERT INTO trigger_keys (ns, trigger_id, key, run_id) VALUES ($1, $2, $3, $4)
                  ON CONFLICT (ns, trigger_id, key) DO UPDATE SET run_id = excluded.run_id",
                 params![
@@ -200,7 +200,7 @@ impl TriggerWrites for PgTxn {
                     run_id.to_string()
                 ],
             )?,
-            None => self.conn().execute(
+            None => self.conn().write(
                 "DELETE FROM trigger_keys WHERE ns = $1 AND trigger_id = $2 AND key = $3",
                 params![ns.to_string(), trigger.to_string(), key.to_string()],
             )?,
@@ -213,13 +213,13 @@ impl TriggerWrites for PgTxn {
         match holder {
             Some(h) => {
                 let record = records::encode_key_holder(h)?;
-                self.conn().execute(
+                self.conn().write(
                     "INSERT INTO trigger_runs (ns, run_id, record) VALUES ($1, $2, $3)
                      ON CONFLICT (ns, run_id) DO UPDATE SET record = excluded.record",
                     params![ns.to_string(), run_id.to_string(), record],
                 )?
             }
-            None => self.conn().execute(
+            None => self.conn().write(
                 "DELETE FROM trigger_runs WHERE ns = $1 AND run_id = $2",
                 params![ns.to_string(), run_id.to_string()],
             )?,
@@ -243,7 +243,7 @@ impl TriggerWrites for PgTxn {
         let last = row.map(|r| col_u64(&r, 0, "queued start")).transpose()?;
         let seq = last.unwrap_or(0) + 1;
         let record = records::encode_queued_start(q)?;
-        self.conn().execute(
+        self.conn().write(
             "INSERT INTO trigger_queue (ns, trigger_id, key, seq, record) VALUES ($1, $2, $3, $4, $5)",
             params![
                 ns.to_string(),
@@ -263,7 +263,7 @@ impl TriggerWrites for PgTxn {
         key: &str,
         seq: u64,
     ) -> Result<(), StorageError> {
-        self.conn().execute(
+        self.conn().write(
             "DELETE FROM trigger_queue WHERE ns = $1 AND trigger_id = $2 AND key = $3 AND seq = $4",
             params![ns.to_string(), trigger.to_string(), key.to_string(), int(seq)?],
         )?;

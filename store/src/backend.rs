@@ -19,6 +19,7 @@ use railyard_model::{Millis, RunKey};
 
 use super::StoredTask;
 use railyard_model::trigger::{HookDelivery, KeyHolder, QueuedStart, Trigger};
+use railyard_model::workflow::RegisteredWorkflow;
 
 /// A checkpoint's digest (the server computes it: `railyard_proto::checkpoint`; the
 /// store only keeps it).
@@ -104,7 +105,7 @@ pub fn signal_key_prefix(run_id: &str) -> String {
 }
 
 /// A consistent read view of the tables.
-pub trait Snapshot: TriggerReads + BatchReads {
+pub trait Snapshot: TriggerReads + BatchReads + WorkflowReads {
     /// The state row of a run.
     fn run(&self, key: &RunKey) -> Result<Option<RunState>, StorageError>;
 
@@ -264,7 +265,7 @@ pub trait Snapshot: TriggerReads + BatchReads {
 }
 
 /// A write transaction: reads see its own writes.
-pub trait WriteTx: Snapshot + TriggerWrites + BatchWrites {
+pub trait WriteTx: Snapshot + TriggerWrites + BatchWrites + WorkflowWrites {
     /// Writes a run's state row and appends its new events, together, and keeps its
     /// index terms ([`railyard_model::query::index_delta`]) in step.
     fn save_run(&mut self, run: &RunState, events: &[Event]) -> Result<(), StorageError>;
@@ -501,6 +502,31 @@ pub trait BatchWrites {
         batch_id: &str,
         max_items: usize,
     ) -> Result<(usize, bool), StorageError>;
+}
+
+/// The `workflows` table's reads (a part of [`Snapshot`]): the definitions
+/// registered from code, by namespace and workflow id.
+pub trait WorkflowReads {
+    /// The workflow `id` registered in `ns`.
+    fn registered_workflow(&self, ns: &str, id: &str) -> Result<Option<RegisteredWorkflow>, StorageError>;
+
+    /// The workflows registered in `ns`, in id order, until `visit` returns false.
+    fn registered_workflows(
+        &self,
+        ns: &str,
+        visit: &mut dyn FnMut(RegisteredWorkflow) -> bool,
+    ) -> Result<(), StorageError>;
+}
+
+/// The `workflows` table's writes (a part of [`WriteTx`]).
+pub trait WorkflowWrites {
+    /// Writes a registration (new or changed) and, unless the `definitions` table has
+    /// it, its definition's row, which stays when the registration changes or goes
+    /// (runs name it).
+    fn put_registered_workflow(&mut self, w: &RegisteredWorkflow) -> Result<(), StorageError>;
+
+    /// Removes a registration (absent is fine).
+    fn delete_registered_workflow(&mut self, ns: &str, id: &str) -> Result<(), StorageError>;
 }
 
 /// Secret keys a database keeps for the servers that share it: the task-token

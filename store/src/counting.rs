@@ -459,6 +459,28 @@ impl BatchReads for CountingSnapshot {
     }
 }
 
+impl crate::backend::WorkflowReads for CountingSnapshot {
+    fn registered_workflow(
+        &self,
+        ns: &str,
+        id: &str,
+    ) -> Result<Option<railyard_model::workflow::RegisteredWorkflow>, StorageError> {
+        let r = self.inner.registered_workflow(ns, id);
+        self.counts.read(some(&r));
+        r
+    }
+
+    fn registered_workflows(
+        &self,
+        ns: &str,
+        visit: &mut dyn FnMut(railyard_model::workflow::RegisteredWorkflow) -> bool,
+    ) -> Result<(), StorageError> {
+        let mut r = Ok(());
+        self.visits(visit, |v| r = self.inner.registered_workflows(ns, v));
+        r
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

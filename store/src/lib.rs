@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 pub use backend::{
     Backend, BackendStats, BatchReads, BatchWrites, CheckpointAt, CheckpointDigest, CheckpointHead,
-    CheckpointPage, ClaimStats, PoolStats, SharedKeys, Snapshot, WriteTx,
+    CheckpointPage, ClaimStats, PoolStats, SharedKeys, Snapshot, WorkflowReads, WorkflowWrites, WriteTx,
 };
 
 pub use error::StorageError;

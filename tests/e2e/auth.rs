@@ -244,3 +244,68 @@ fn only_an_admin_of_every_namespace_may_export_the_store_through_the_server() {
         "{summary}"
     );
 }
+
+/// What a step's `bash` writes of its parent's command line.
+const PEEK: &str = r#"{"steps": {"a": [
+  {"tool_calls": [{"name": "bash", "input": {"command": "tr '\\0' ' ' < /proc/$PPID/cmdline > parent-cmdline.txt"}}]},
+  {"tool_calls": [{"name": "complete_step", "input": {"notes": "looked"}}]}]}}"#;
+
+#[test]
+fn bash_does_not_find_the_workers_api_key_in_its_command_line() {
+    let sandbox = Sandbox::new();
+    sandbox.workflow("one.json", ONE);
+    let script = sandbox.path("peek.script.json");
+    std::fs::write(&script, PEEK).unwrap();
+    let server = sandbox.server_with(&["--auth"]);
+    let admin_key = std::fs::read_to_string(sandbox.path("data").join("admin.key"))
+        .expect("the first start writes the admin key")
+        .trim()
+        .to_string();
+    let worker_key = ok(ry_as(
+        &server,
+        &admin_key,
+        &["key", "create", "--role", "worker", "--queue", "q1"],
+    ))
+    .trim()
+    .to_string();
+    let client_key = ok(ry_as(&server, &admin_key, &["key", "create", "--role", "client"]))
+        .trim()
+        .to_string();
+    let worker = WorkerProcess::start(
+        &server.url,
+        &sandbox.path("workspace"),
+        "cmdline-worker",
+        &[
+            "--provider",
+            "scripted",
+            "--script",
+            script.to_str().unwrap(),
+            "--queue",
+            "q1",
+            "--api-key",
+            &worker_key,
+        ],
+        &[],
+    );
+    let started = json(ry_as(
+        &server,
+        &client_key,
+        &["run", "start", "one", "--goal", "g", "-o", "json"],
+    ));
+    let run_id = started["run_id"].as_str().unwrap().to_string();
+    eventually(Duration::from_secs(60), || {
+        let run = json(ry_as(
+            &server,
+            &client_key,
+            &["run", "describe", &run_id, "-o", "json"],
+        ));
+        (run["run"]["status"] == "COMPLETED").then_some(())
+    });
+    let secret = &worker_key[20..];
+    let seen = std::fs::read_to_string(sandbox.path("workspace").join(&run_id).join("parent-cmdline.txt"))
+        .expect("bash wrote its parent's command line");
+    assert!(seen.contains("--queue q1 --api-key"), "{seen}");
+    assert!(!seen.contains(secret), "bash read the worker's key: {seen}");
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", worker.child.id())).unwrap();
+    assert!(!String::from_utf8_lossy(&cmdline).contains(secret));
+}

@@ -5,13 +5,16 @@
 //! so, without it) and short leases (`--node-lease 3s`), and every node shares one
 //! keys directory, so task tokens verify whichever node leads.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use railyard_proto::v1::{self, RunStatus};
 use railyard_sdk::{Client, Completion, ConnectOptions, StepWorker};
 use railyard_store_postgres::testing::{TestDatabase, skipped, test_url};
+use tokio::task::JoinHandle;
 
 use crate::support::*;
 
@@ -46,6 +49,11 @@ impl Cluster {
 
     /// `n` nodes on a new database on the server at `url`.
     pub(crate) fn start_on(url: &str, n: usize) -> Self {
+        Self::start_with(url, n, &[])
+    }
+
+    /// [`Cluster::start_on`], each node started with `args` too.
+    pub(crate) fn start_with(url: &str, n: usize, args: &[&str]) -> Self {
         let db = TestDatabase::create(url).expect("a database of the test's own");
         let sandbox = Sandbox::new();
         sandbox.workflow("job.json", WORKFLOW);
@@ -56,19 +64,19 @@ impl Cluster {
             nodes: Vec::new(),
         };
         for _ in 0..n {
-            let node = cluster.node();
+            let node = cluster.node_with(args);
             cluster.nodes.push(node);
         }
         cluster
     }
 
-    /// A new node on the database.
-    pub(crate) fn node(&self) -> ServerProcess {
+    /// A new node on the database, started with `args` too.
+    pub(crate) fn node_with(&self, args: &[&str]) -> ServerProcess {
         ServerProcess::start_on_store_with(
             self.db.url(),
             &self.sandbox.path("data"),
             &self.sandbox.path("workflows"),
-            &["--node-lease", LEASE],
+            &[&["--node-lease", LEASE][..], args].concat(),
         )
     }
 
@@ -102,8 +110,15 @@ pub(crate) fn role(node: &ServerProcess) -> Option<String> {
     Some(json["role"].as_str().unwrap_or("leader").to_string())
 }
 
+/// A client of `node` that retries a transient error for as long as a change of
+/// leader may take on a loaded machine (a node stopping its server, the next one
+/// starting its own), not the default's few seconds: the checks read through it.
 pub(crate) fn client(node: &ServerProcess) -> Client {
-    Client::lazy(&node.url, ConnectOptions::default()).expect("client")
+    let opts = ConnectOptions {
+        max_attempts: 40,
+        ..ConnectOptions::default()
+    };
+    Client::lazy(&node.url, opts).expect("client")
 }
 
 /// Every run of the namespace, paged.
@@ -342,4 +357,193 @@ fn mcp_on_a_follower_keeps_its_session_there_and_acts_through_the_leader() {
         runs.iter().any(|r| r.goal == "through the follower's /mcp"),
         "the run is on the leader: {runs:?}"
     );
+}
+
+#[test]
+fn mcp_on_a_follower_opens_sessions_only_for_keys_the_leader_knows() {
+    let Some(url) = test_url() else {
+        eprintln!("{}", skipped("cluster::mcp_on_a_follower_checks_keys"));
+        return;
+    };
+    let c = Cluster::start_with(&url, 2, &["--auth", "--mcp-max-sessions", "8"]);
+    let follower = &c.nodes[1];
+    assert_eq!(role(follower).as_deref(), Some("follower"));
+    let admin = std::fs::read_to_string(c.sandbox.path("data").join("admin.key"))
+        .expect("the first node writes the admin key")
+        .trim()
+        .to_string();
+    let real = crate::mcp_http::key(&c.nodes[0], &admin, &["--role", "client"]);
+    let mcp_url = format!("http://{}/mcp", follower.http_addr);
+    // Forged keys of Railyard's shape, more than the session cap: each refused, none
+    // holding a session.
+    for i in 0..20 {
+        let forged = format!("ry_{i:016x}_{}", "0".repeat(64));
+        let mut mcp = crate::mcp_http::HttpMcp::new(&mcp_url, Some(&forged));
+        let (status, answer) = mcp.initialize();
+        assert_eq!(status, 401, "forged key {i}: {answer}");
+        assert!(answer.to_string().contains("unknown API key"), "{answer}");
+    }
+    // A real key still gets its session and acts through the leader.
+    let mut mcp = crate::mcp_http::HttpMcp::new(&mcp_url, Some(&real));
+    let (status, init) = mcp.initialize();
+    assert_eq!(status, 200, "{init}");
+    let listed = mcp.tool("list_workflows", serde_json::json!({}));
+    assert!(listed.to_string().contains("\"job\""), "{listed}");
+}
+
+/// Clients starting runs and workers completing them, through chosen nodes.
+pub(crate) struct Load {
+    stop_starting: Arc<AtomicBool>,
+    stop_working: Arc<AtomicBool>,
+    /// Run ids whose start was acknowledged.
+    pub(crate) started: Arc<Mutex<Vec<String>>>,
+    /// Run ids whose step's completion was acknowledged.
+    completed: Arc<Mutex<Vec<String>>>,
+    starters: Vec<JoinHandle<()>>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl Load {
+    /// One starter per client in `starting`, one worker per client in `working`.
+    pub(crate) fn spawn(starting: &[Client], working: &[Client]) -> Self {
+        let load = Self {
+            stop_starting: Arc::default(),
+            stop_working: Arc::default(),
+            started: Arc::default(),
+            completed: Arc::default(),
+            starters: Vec::new(),
+            workers: Vec::new(),
+        };
+        let mut load = load;
+        for (i, client) in starting.iter().enumerate() {
+            let (client, stop, started) = (client.clone(), load.stop_starting.clone(), load.started.clone());
+            load.starters.push(tokio::spawn(async move {
+                let mut n = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    n += 1;
+                    let req = v1::StartRunRequest {
+                        namespace: "default".into(),
+                        workflow_id: "job".into(),
+                        goal: format!("load {i}-{n}"),
+                        run_id: format!("load-{i}-{n}"),
+                        ..Default::default()
+                    };
+                    match client.start_run_with(req).await {
+                        Ok(r) => started.lock().unwrap().push(r.run_id),
+                        Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                    }
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                }
+            }));
+        }
+        for (i, client) in working.iter().enumerate() {
+            let (stop, completed) = (load.stop_working.clone(), load.completed.clone());
+            let worker = StepWorker::new(client.clone(), "default", "jobs", &format!("worker-{i}"));
+            load.workers.push(tokio::spawn(async move {
+                while !stop.load(Ordering::SeqCst) {
+                    match worker.poll(Duration::from_secs(1)).await {
+                        Ok(Some(task)) => {
+                            let done = Completion::notes(format!("done by worker-{i}"));
+                            if worker.complete(&task.task_token, done).await.is_ok() {
+                                completed.lock().unwrap().push(task.run_id);
+                            }
+                        }
+                        Ok(None) => {}
+                        Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                    }
+                }
+            }));
+        }
+        load
+    }
+
+    pub(crate) fn started(&self) -> Vec<String> {
+        self.started.lock().unwrap().clone()
+    }
+
+    pub(crate) fn completed(&self) -> Vec<String> {
+        self.completed.lock().unwrap().clone()
+    }
+
+    pub(crate) async fn wait_started(&self, more_than: usize) {
+        let deadline = tokio::time::Instant::now() + HANG;
+        while self.started().len() <= more_than {
+            assert!(tokio::time::Instant::now() < deadline, "no runs were started");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub(crate) async fn stop_starting(&mut self) {
+        self.stop_starting.store(true, Ordering::SeqCst);
+        for t in self.starters.drain(..) {
+            let _ = tokio::time::timeout(HANG, t).await;
+        }
+    }
+
+    pub(crate) async fn stop_working(&mut self) {
+        self.stop_working.store(true, Ordering::SeqCst);
+        for t in self.workers.drain(..) {
+            let _ = tokio::time::timeout(HANG, t).await;
+        }
+    }
+}
+
+/// Waits until every run in `ids` is closed, asking `client`; their statuses.
+pub(crate) async fn wait_closed(client: &Client, ids: &[String]) -> BTreeMap<String, i32> {
+    let deadline = tokio::time::Instant::now() + HANG;
+    loop {
+        let runs = all_runs(client).await;
+        let status: BTreeMap<String, i32> = runs.into_iter().map(|r| (r.run_id, r.status)).collect();
+        let open = ids
+            .iter()
+            .filter(|id| status.get(*id).is_none_or(|s| *s == RunStatus::Running as i32))
+            .count();
+        if open == 0 {
+            return status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{open} acknowledged runs still open or missing"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The event types of a run's history.
+pub(crate) async fn types(client: &Client, run_id: &str) -> Vec<String> {
+    client
+        .full_history("default", run_id)
+        .await
+        .expect("history")
+        .into_iter()
+        .map(|e| e.event_type)
+        .collect()
+}
+
+/// Every acknowledged start is there once and finished; every acknowledged
+/// completion is in its run's history, and no step completed twice.
+pub(crate) async fn check_nothing_lost_or_doubled(client: &Client, load: &Load) {
+    let started = load.started();
+    let unique: BTreeSet<_> = started.iter().collect();
+    assert_eq!(unique.len(), started.len(), "a start acknowledged twice");
+    let status = wait_closed(client, &started).await;
+    for id in &started {
+        assert_eq!(status.get(id), Some(&(RunStatus::Completed as i32)), "run {id}");
+    }
+    let completed: BTreeSet<_> = load.completed().into_iter().collect();
+    // Every load run in the store, acknowledged or not (a start whose answer was lost
+    // may have committed), has one history with one start and at most one completion.
+    for id in status.keys().filter(|id| id.starts_with("load-")) {
+        let types = types(client, id).await;
+        let count = |t: &str| types.iter().filter(|x| *x == t).count();
+        assert_eq!(count("RunStarted"), 1, "{id}: {types:?}");
+        assert!(count("StepCompleted") <= 1, "{id} completed twice: {types:?}");
+        if completed.contains(id) {
+            assert_eq!(
+                count("StepCompleted"),
+                1,
+                "{id}: an acknowledged completion is lost: {types:?}"
+            );
+        }
+    }
 }

@@ -118,8 +118,15 @@ fn a_polled_trigger_starts_each_item_once_across_a_sigkill_mid_poll() {
     let sandbox = Sandbox::new();
     sandbox.workflow("review.json", WORKFLOW);
     // SAFETY: set before the server child is spawned; only that child reads it.
-    unsafe { std::env::set_var("RAILYARD_E2E_POLL_TOKEN", "e2e-token") };
-    let mut server = sandbox.server();
+    unsafe { std::env::set_var("E2E_POLL_TOKEN", "e2e-token") };
+    // The operator declares the token, and lets polls reach the mock on loopback.
+    let config = sandbox.path("railyard.toml");
+    std::fs::write(
+        &config,
+        "[delivery]\nallow_networks = [\"127.0.0.0/8\"]\n\n[secrets]\nE2E_POLL_TOKEN = [\"default\"]\n",
+    )
+    .unwrap();
+    let mut server = sandbox.server_with(&["--config", config.to_str().unwrap()]);
     let created = json(server.ry(&[
         "trigger",
         "create",
@@ -135,7 +142,7 @@ fn a_polled_trigger_starts_each_item_once_across_a_sigkill_mid_poll() {
         "--every",
         "1s",
         "--token",
-        "$RAILYARD_E2E_POLL_TOKEN",
+        "$E2E_POLL_TOKEN",
         "--workflow",
         "review",
         "--goal",

@@ -728,3 +728,82 @@ fn acknowledged_work_survives_sigkill_and_the_run_goes_on() {
     assert_eq!(&d1[..before.len()], &before[..]);
     assert!(server.stop().success());
 }
+
+/// Sends a request head that never ends, a byte each 200 ms for up to 30 s, to
+/// `http_addr`; answers whether the server closed the connection before that.
+fn trickled_head_closed(http_addr: &str) -> bool {
+    let Ok(mut conn) = TcpStream::connect(http_addr) else {
+        return false;
+    };
+    let _ = conn.set_read_timeout(Some(Duration::from_millis(200)));
+    if conn.write_all(b"GET /healthz HTTP/1.1\r\nx-slow: ").is_err() {
+        return true;
+    }
+    let mut buf = [0u8; 256];
+    for _ in 0..150 {
+        match conn.read(&mut buf) {
+            // Closed, reset, or answered (a 408): the head did not get to trickle on.
+            Ok(_) => return true,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
+            }
+            Err(_) => return true,
+        }
+        if conn.write_all(b"a").is_err() {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn connections_trickling_headers_are_closed_at_the_header_timeout() {
+    let sandbox = Sandbox::new();
+    // The whole request may take a minute; its headers a second.
+    let server = sandbox.server_with(&[
+        "--max-connections",
+        "4",
+        "--http-request-timeout",
+        "60",
+        "--http-header-timeout",
+        "1",
+    ]);
+    // As many trickling connections as the listener takes.
+    let slow: Vec<_> = (0..4)
+        .map(|_| {
+            let addr = server.http_addr.clone();
+            std::thread::spawn(move || trickled_head_closed(&addr))
+        })
+        .collect();
+    for t in slow {
+        assert!(
+            t.join().unwrap(),
+            "a connection trickling its headers was kept 30 s"
+        );
+    }
+    // Their slots are free again.
+    let mut conn = TcpStream::connect(&server.http_addr).unwrap();
+    conn.write_all(b"GET /healthz HTTP/1.0\r\n\r\n").unwrap();
+    let mut text = String::new();
+    conn.set_read_timeout(Some(WAIT)).unwrap();
+    conn.read_to_string(&mut text).unwrap();
+    assert!(text.starts_with("HTTP/1.0 200"), "{text}");
+    // Out of range: refused naming the flag.
+    let out = std::process::Command::new(BIN)
+        .args([
+            "server",
+            "--http-request-timeout",
+            "10",
+            "--http-header-timeout",
+            "11",
+        ])
+        .arg("--data-dir")
+        .arg(sandbox.path("other"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--http-header-timeout"),
+        "{err}"
+    );
+}

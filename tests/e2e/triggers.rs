@@ -159,12 +159,12 @@ max_body_bytes = 4096
 id = "signed"
 workflow = "review"
 goal = "push to {{$.ref}}"
-signature_secret = "$RAILYARD_E2E_HOOK_SECRET"
+signature_secret = "$E2E_HOOK_SECRET"
 "#,
     )
     .unwrap();
     // SAFETY: set before the server child is spawned; only that child reads it.
-    unsafe { std::env::set_var("RAILYARD_E2E_HOOK_SECRET", "e2e secret") };
+    unsafe { std::env::set_var("E2E_HOOK_SECRET", "e2e secret") };
     let server = sandbox.server_with(&["--config", config.to_str().unwrap()]);
     let described = json(server.ry(&["trigger", "describe", "signed", "--output", "json"]));
     assert_eq!(described["from_config"], true);

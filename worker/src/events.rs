@@ -86,6 +86,7 @@ pub(crate) fn summarize_tool_input(name: &str, input: &Value) -> String {
             field("pattern"),
             input.get("path").and_then(Value::as_str).unwrap_or(".")
         ),
+        "web_fetch" => field("url").to_string(),
         "complete_step" => field("notes").to_string(),
         "signal_coordinator" => format!("{}: {}", field("kind"), field("message")),
         "report_issue" => format!("{}: {}", field("severity"), field("summary")),

@@ -10,6 +10,8 @@ pub mod agent;
 mod config;
 pub mod events;
 mod lease;
+pub mod mcp;
+mod net;
 pub mod output;
 mod prompt;
 pub mod provider;

@@ -20,6 +20,7 @@ use crate::agent::{Agent, AgentOptions, LeaseError, Outcome};
 use crate::config::WorkerConfig;
 use crate::events::{EventKind, EventSink, StepRef, WorkerEvent};
 use crate::lease::{LeaseKeeper, LeaseStatus, heartbeat_interval};
+use crate::mcp::McpHub;
 use crate::provider::{self, Provider};
 use crate::report::{Reported, send_completion, with_retries};
 
@@ -89,19 +90,27 @@ impl Worker {
         let client = Client::connect_with(&config.server_url, opts).await?;
         // The credentials are in the configuration now; commands must not find them,
         // nor anything else of the environment `bash` does not pass on.
-        let protection = crate::secrets::protect_process(&config.bash_env);
+        let key = config.api_key.as_ref().map(|k| k.expose()).unwrap_or_default();
+        let protection = crate::secrets::protect_process(&config.bash_env, &[key]);
         // What a command orphans (setsid) stays in this process's tree, to be ended.
         let subreaper = crate::tools::reaper::adopt_orphans();
         let mut options = AgentOptions {
             price: config.prices.get(provider.model()).copied(),
+            prices: config.prices.clone(),
             ..AgentOptions::default()
         };
+        let models = Arc::new(provider::Models::new(provider.clone(), config.providers.clone()));
+        options
+            .tool_limits
+            .web_allow_networks
+            .extend(config.web_fetch_allow_networks.iter().copied());
         for name in &config.bash_env {
             if !options.tool_limits.bash_env.contains(name) {
                 options.tool_limits.bash_env.push(name.clone());
             }
         }
-        info!(non_dumpable = protection.non_dumpable, wiped = ?protection.wiped, subreaper, bash_env = ?options.tool_limits.bash_env,
+        info!(non_dumpable = protection.non_dumpable, wiped = ?protection.wiped,
+            wiped_args = protection.wiped_args, subreaper, bash_env = ?options.tool_limits.bash_env,
             "worker environment protected");
         info!(identity = %config.identity, server = %config.server_url, namespace = %config.namespace,
             queues = ?config.queues, slots = config.slots, provider = %config.provider.describe(),
@@ -110,10 +119,13 @@ impl Worker {
         let (stop_tx, stop_rx) = watch::channel(false);
         let (force_tx, force_rx) = watch::channel(false);
         let slots = Arc::new(Semaphore::new(config.slots));
+        let mcp = Arc::new(McpHub::new(config.mcp.clone(), config.bash_env.clone()));
         let shared = Arc::new(Shared {
             agent: Agent::new(provider)
                 .with_options(options)
-                .with_events(self.events.clone()),
+                .with_events(self.events.clone())
+                .with_mcp(mcp.clone())
+                .with_models(models),
             events: self.events,
             slots: slots.clone(),
             stop: stop_rx,
@@ -167,6 +179,7 @@ impl Worker {
                 );
             }
         }
+        mcp.shutdown();
         info!("worker stopped");
         Ok(())
     }
@@ -314,7 +327,9 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask, eager:
         }
     };
 
-    let keeper = LeaseKeeper::new(worker.clone(), &task).reporting_completions(shared.stop.clone());
+    let keeper = LeaseKeeper::new(worker.clone(), &task)
+        .reporting_completions(shared.stop.clone())
+        .with_rate_limit_key(shared.config.rate_limit_key.clone());
     let interval = heartbeat_interval(shared.config.heartbeat_interval, task.heartbeat_timeout_ms);
     let mut status = keeper.subscribe();
     let mut force = shared.force.clone();
@@ -385,6 +400,10 @@ async fn run_leased(shared: &Shared, worker: &StepWorker, task: StepTask, eager:
                     };
                     report_failure(shared, worker, &task, &step, failure).await
                 }
+                Outcome::RateLimited {
+                    checkpoint,
+                    until_unix_ms,
+                } => report_parked(shared, worker, &task, &step, checkpoint, until_unix_ms).await,
                 Outcome::Waiting { child_run_ids } => {
                     info!(children = ?child_run_ids, "step waits for child runs; slot released");
                 }
@@ -588,6 +607,36 @@ async fn report_failure(shared: &Shared, worker: &StepWorker, task: &StepTask, s
             will_retry,
         },
     );
+}
+
+/// Parks the step for a rate limit until `until_unix_ms`; a park the server does
+/// not take is reported as a retryable failure, so the step is not lost.
+async fn report_parked(
+    shared: &Shared,
+    worker: &StepWorker,
+    task: &StepTask,
+    step: &StepRef,
+    checkpoint: Vec<u8>,
+    until_unix_ms: i64,
+) {
+    let key = shared.config.rate_limit_key.as_deref().unwrap_or("");
+    let parked = with_retries("park", || {
+        worker.park_rate_limited(&task.task_token, checkpoint.clone(), key, until_unix_ms)
+    })
+    .await;
+    match parked {
+        Ok(()) => info!(until_unix_ms, "step parked for a rate limit; slot released"),
+        Err(e) => {
+            warn!(error = %e, "the server did not take the park; failing the step back");
+            let failure = Failure {
+                error_type: "provider_unavailable".into(),
+                message: format!("rate limited until {until_unix_ms} ms; the park was refused: {e}"),
+                non_retryable: false,
+                checkpoint,
+            };
+            report_failure(shared, worker, task, step, failure).await;
+        }
+    }
 }
 
 async fn report_canceled(

@@ -17,9 +17,13 @@
 //!    `LC_ALL`, `TERM`, `TZ` and the `bash_env` list, never a worker credential) and
 //!    [`WORKER_RUNTIME`]. The values were read into the configuration before.
 //!
-//! What stays readable as root: the kept variables, and the command line
-//! (`/proc/<pid>/cmdline`), so pass the worker's key by `--api-key-file` or the
-//! environment, never `--api-key`.
+//! 3. the command line (`/proc/<pid>/cmdline`, readable by every local user whatever
+//!    the dumpable flag) is wiped the same way of each secret given to
+//!    [`protect_process`] (the worker's `--api-key`): an argument that is the secret, or
+//!    the value of one `--name=secret`, becomes NUL bytes.
+//!
+//! What stays readable as root: the kept variables. A key file (`--api-key-file`)
+//! stays readable to every process of its user: `bash` commands included.
 //!
 //! Neither makes `bash` a sandbox: run workers as a dedicated user, in a container, with
 //! only the files and variables a step may see.
@@ -36,6 +40,8 @@ pub struct Protection {
     pub non_dumpable: bool,
     /// The names whose entries in the original environment block were wiped.
     pub wiped: Vec<String>,
+    /// Arguments of the command line wiped (secrets, or their `--name=` values).
+    pub wiped_args: usize,
 }
 
 /// Variables the worker itself may still read after it started, kept in its environment.
@@ -50,10 +56,11 @@ pub const WORKER_RUNTIME: [&str; 5] = [
 /// Makes the worker non-dumpable and wipes from the environment block
 /// `/proc/<pid>/environ` reads every variable but `bash`'s allowlist (with `bash_env`)
 /// and [`WORKER_RUNTIME`]; the worker's credentials are wiped even when listed.
-/// Afterwards `std::env::var` no longer finds the wiped ones either. Call it after the
-/// configuration is loaded. Failures are logged and reported, never fatal: a worker on
-/// a system without `/proc` still runs.
-pub fn protect_process(bash_env: &[String]) -> Protection {
+/// Afterwards `std::env::var` no longer finds the wiped ones either. Each of `secrets`
+/// (empty ones ignored) is wiped from the command line ([`wipe_args`]). Call it after
+/// the configuration is loaded. Failures are logged and reported, never fatal: a
+/// worker on a system without `/proc` still runs.
+pub fn protect_process(bash_env: &[String], secrets: &[&str]) -> Protection {
     let mut done = Protection::default();
     #[cfg(target_os = "linux")]
     match nix::sys::prctl::set_dumpable(false) {
@@ -73,7 +80,50 @@ pub fn protect_process(bash_env: &[String]) -> Protection {
         Err(e) => tracing::warn!(error = %e,
             "cannot wipe the worker's environment; bash commands may read it from /proc/$PPID/environ"),
     }
+    match wipe_args(secrets) {
+        Ok(n) => done.wiped_args = n,
+        Err(e) => tracing::warn!(error = %e,
+            "cannot wipe the worker's command line; bash commands may read its key from /proc/$PPID/cmdline"),
+    }
     done
+}
+
+/// Overwrites with NUL bytes, in the original argument block `/proc/<pid>/cmdline`
+/// reads, every argument that is one of `secrets` and the value of every `--name=value`
+/// argument whose value is one; answers how many were wiped.
+fn wipe_args(secrets: &[&str]) -> std::io::Result<usize> {
+    let secrets: Vec<&[u8]> = secrets
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(|s| s.as_bytes())
+        .collect();
+    if secrets.is_empty() {
+        return Ok(0);
+    }
+    let block = std::fs::read("/proc/self/cmdline")?;
+    let mut targets = Vec::new();
+    let mut offset = 0usize;
+    for arg in block.split(|b| *b == 0) {
+        if secrets.contains(&arg) {
+            targets.push((offset, arg.len()));
+        } else if arg.starts_with(b"--")
+            && let Some(eq) = arg.iter().position(|b| *b == b'=')
+            && secrets.contains(&&arg[eq + 1..])
+        {
+            targets.push((offset + eq + 1, arg.len() - eq - 1));
+        }
+        offset += arg.len() + 1;
+    }
+    if targets.is_empty() {
+        return Ok(0);
+    }
+    let start = stat_field(48, "arg_start")?;
+    let mut mem = OpenOptions::new().write(true).open("/proc/self/mem")?;
+    for (at, len) in &targets {
+        mem.seek(SeekFrom::Start(start + *at as u64))?;
+        mem.write_all(&vec![0u8; *len])?;
+    }
+    Ok(targets.len())
 }
 
 /// Overwrites every `NAME=value` entry of the original environment block whose name
@@ -93,7 +143,7 @@ fn wipe_environ(wipe: &dyn Fn(&str) -> bool) -> std::io::Result<Vec<String>> {
     if targets.is_empty() {
         return Ok(Vec::new());
     }
-    let start = env_start()?;
+    let start = stat_field(50, "env_start")?;
     let mut mem = OpenOptions::new().write(true).open("/proc/self/mem")?;
     let mut wiped = Vec::new();
     for (at, len, name) in targets {
@@ -106,16 +156,17 @@ fn wipe_environ(wipe: &dyn Fn(&str) -> bool) -> std::io::Result<Vec<String>> {
     Ok(wiped)
 }
 
-/// The address of the original environment block: field 50 (`env_start`) of
-/// `/proc/self/stat`, counted after the command name, which may hold spaces.
-fn env_start() -> std::io::Result<u64> {
+/// An address field of `/proc/self/stat` (48: `arg_start`, 50: `env_start`, the
+/// original argument and environment blocks), counted after the command name, which
+/// may hold spaces.
+fn stat_field(field: usize, name: &str) -> std::io::Result<u64> {
     let stat = std::fs::read_to_string("/proc/self/stat")?;
     let after_comm = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or_default();
-    // Fields from 3 (state) on; env_start is field 50.
+    // Fields from 3 (state) on.
     after_comm
         .split_whitespace()
-        .nth(50 - 3)
+        .nth(field - 3)
         .and_then(|f| f.parse().ok())
         .filter(|addr| *addr != 0)
-        .ok_or_else(|| std::io::Error::other("no env_start in /proc/self/stat"))
+        .ok_or_else(|| std::io::Error::other(format!("no {name} in /proc/self/stat")))
 }

@@ -122,6 +122,7 @@ fn error_type(e: &ProviderError) -> &'static str {
         ProviderError::UnknownModel { .. } => "unknown_model",
         ProviderError::Http { .. } => "http",
         ProviderError::Transport { .. } => "transport",
+        ProviderError::RateLimited { .. } => "rate_limited",
         ProviderError::ResponseTooLarge { .. } => "response_too_large",
         ProviderError::StreamEventTooLarge { .. } => "stream_event_too_large",
         ProviderError::BadResponse(_) => "bad_response",

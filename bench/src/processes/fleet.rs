@@ -21,6 +21,49 @@ pub(super) enum Heard {
     Closed,
 }
 
+/// What a phase past its deadline says: what it waited for, and each child's
+/// last line and how long ago it came.
+fn timeout_message(
+    phase: &str,
+    timeout: Duration,
+    waiting_for: &str,
+    names: &[&str],
+    last_heard: &[Option<(String, Instant)>],
+    now: Instant,
+) -> String {
+    let children: Vec<String> = names
+        .iter()
+        .zip(last_heard)
+        .map(|(name, heard)| match heard {
+            Some((line, at)) => format!(
+                "{name} last said {line} {:.1}s before",
+                now.saturating_duration_since(*at).as_secs_f64()
+            ),
+            None => format!("{name} said nothing"),
+        })
+        .collect();
+    format!(
+        "{phase} phase timed out after {}s (--timeout) waiting for {waiting_for}; {}",
+        timeout.as_secs(),
+        children.join("; ")
+    )
+}
+
+impl Heard {
+    /// The line, shortened for a message.
+    fn summary(&self) -> String {
+        let text = match self {
+            Self::Report(r) => serde_json::to_string(r).unwrap_or_else(|_| format!("{r:?}")),
+            Self::Garbled(line) => format!("{line:?}"),
+            Self::Closed => return "nothing more (its output closed)".into(),
+        };
+        match text.char_indices().nth(LAST_HEARD_CHARS) {
+            Some((cut, _)) => format!("{}...", &text[..cut]),
+            None => text,
+        }
+    }
+}
+
 /// One child of a phase.
 pub(super) struct Proc {
     pub(super) name: String,
@@ -37,7 +80,14 @@ pub(super) struct Fleet<'a> {
     pub(super) rx: mpsc::UnboundedReceiver<(usize, Heard, Instant)>,
     pub(super) deadline: Instant,
     pub(super) phase: &'static str,
+    /// What the phase waits for, said when it times out.
+    pub(super) waiting_for: String,
+    /// Each child's last line, shortened, and when it was read.
+    last_heard: Vec<Option<(String, Instant)>>,
 }
+
+/// Most characters of a child's last line kept for the timeout's message.
+const LAST_HEARD_CHARS: usize = 120;
 
 impl<'a> Fleet<'a> {
     pub(super) fn new(ctx: &'a Ctx, phase: &'static str) -> Self {
@@ -49,6 +99,8 @@ impl<'a> Fleet<'a> {
             rx,
             deadline: Instant::now() + ctx.timeout,
             phase,
+            waiting_for: "its children's reports".into(),
+            last_heard: Vec::new(),
         }
     }
 
@@ -90,27 +142,45 @@ impl<'a> Fleet<'a> {
             let _ = tx.send((id, Heard::Closed, Instant::now()));
         });
         self.procs.push(Proc { name, child, stdin });
+        self.last_heard.push(None);
         Ok(id)
     }
 
-    /// The next line any child wrote, with when it was read.
+    /// The next line any child wrote, with when it was read. Past the phase's
+    /// deadline, an error saying what the phase waited for and what each child
+    /// last said.
     pub(super) async fn hear(&mut self) -> anyhow::Result<(usize, Heard, Instant)> {
         let left = self.deadline.saturating_duration_since(Instant::now());
         match tokio::time::timeout(left, self.rx.recv()).await {
-            Ok(Some(heard)) => Ok(heard),
+            Ok(Some(heard)) => {
+                if let Some(slot) = self.last_heard.get_mut(heard.0) {
+                    *slot = Some((heard.1.summary(), heard.2));
+                }
+                Ok(heard)
+            }
             Ok(None) => bail!("{}: every child's output closed", self.phase),
-            Err(_) => bail!(
-                "{} phase timed out after {}s (--timeout)",
-                self.phase,
-                self.ctx.timeout.as_secs()
-            ),
+            Err(_) => bail!("{}", self.timed_out(Instant::now())),
         }
+    }
+
+    /// The message of a phase past its deadline.
+    fn timed_out(&self, now: Instant) -> String {
+        let names: Vec<&str> = self.procs.iter().map(|p| p.name.as_str()).collect();
+        timeout_message(
+            self.phase,
+            self.ctx.timeout,
+            &self.waiting_for,
+            &names,
+            &self.last_heard,
+            now,
+        )
     }
 
     /// Waits for every child to report [`Report::Ready`].
     pub(super) async fn ready(&mut self) -> anyhow::Result<()> {
         let mut waiting = self.procs.len();
         while waiting > 0 {
+            self.waiting_for = format!("{waiting} processes to say they are ready");
             match self.hear().await? {
                 (_, Heard::Report(Report::Ready), _) => waiting -= 1,
                 (id, heard, _) => return Err(self.unexpected(id, heard).await),
@@ -162,6 +232,7 @@ impl<'a> Fleet<'a> {
 
     /// Waits for child `id`'s one report and its exit.
     pub(super) async fn result(&mut self, id: usize) -> anyhow::Result<Report> {
+        self.waiting_for = format!("the {} process's report", self.procs[id].name);
         loop {
             match self.hear().await? {
                 (from, Heard::Report(r), _) if from == id => {
@@ -176,6 +247,7 @@ impl<'a> Fleet<'a> {
     }
 
     pub(super) async fn reap_after_close(&mut self, id: usize) -> anyhow::Result<()> {
+        self.waiting_for = format!("the {} process to exit", self.procs[id].name);
         loop {
             match self.hear().await? {
                 (from, Heard::Closed, _) if from == id => return self.reap(id).await,
@@ -193,6 +265,7 @@ impl<'a> Fleet<'a> {
         }
         let (mut steps, mut errors, mut left) = (0, 0, ids.len());
         while left > 0 {
+            self.waiting_for = format!("{left} worker processes to stop");
             match self.hear().await? {
                 (_, Heard::Report(Report::Worker { steps: s, errors: e }), _) => {
                     steps += s;
@@ -225,5 +298,39 @@ impl<'a> Fleet<'a> {
             ids.push(self.spawn(format!("worker {}", i + 1), &a)?);
         }
         Ok(ids)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_names_what_it_waited_for_and_what_each_child_last_said() {
+        let now = Instant::now();
+        let earlier = now.checked_sub(Duration::from_millis(2500)).unwrap_or(now);
+        let line = Heard::Report(Report::Completed { runs: 999 }).summary();
+        let message = timeout_message(
+            "one-step throughput",
+            Duration::from_secs(600),
+            "1000 runs to complete, 999 reported",
+            &["worker 1", "starter"],
+            &[Some((line, earlier)), None],
+            now,
+        );
+        assert_eq!(
+            message,
+            "one-step throughput phase timed out after 600s (--timeout) waiting for 1000 runs \
+             to complete, 999 reported; worker 1 last said {\"report\":\"completed\",\"runs\":999} \
+             2.5s before; starter said nothing"
+        );
+    }
+
+    #[test]
+    fn a_long_line_is_shortened() {
+        let heard = Heard::Garbled("x".repeat(500));
+        let summary = heard.summary();
+        assert!(summary.ends_with("..."), "{summary}");
+        assert_eq!(summary.chars().count(), LAST_HEARD_CHARS + 3);
     }
 }

@@ -99,6 +99,29 @@ fn role_args(role: &str, workflow: &str, runs: u32, more: &[(&str, u32)]) -> Vec
     a
 }
 
+/// Runs completed, as the worker processes report them. Each report is one
+/// process's running count; a process's count is the highest it reported, whatever
+/// the order its reports arrive in.
+#[derive(Debug)]
+struct Completions(Vec<u64>);
+
+impl Completions {
+    fn new(procs: usize) -> Self {
+        Self(vec![0; procs])
+    }
+
+    /// Process `id` reported `runs` completed so far.
+    fn heard(&mut self, id: usize, runs: u64) {
+        if let Some(count) = self.0.get_mut(id) {
+            *count = (*count).max(runs);
+        }
+    }
+
+    fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+}
+
 /// The one-step throughput phase's figures.
 #[derive(Debug)]
 struct OneStep {
@@ -213,12 +236,16 @@ async fn one_step(ctx: &Ctx, args: &BenchArgs) -> anyhow::Result<OneStep> {
     let cpu0 = ctx.cpu_s()?;
     let t0 = Instant::now();
     fleet.go(starter)?;
-    let mut per_worker = vec![0u64; fleet.procs.len()];
+    let mut completions = Completions::new(fleet.procs.len());
     let (mut started, mut last, mut starter_closed) = (None, t0, false);
     loop {
+        fleet.waiting_for = match started {
+            None => format!("the starter's report, {} runs completed", completions.total()),
+            Some((s, _)) => format!("{s} runs to complete, {} reported", completions.total()),
+        };
         match fleet.hear().await? {
             (id, Heard::Report(Report::Completed { runs }), at) => {
-                per_worker[id] = runs;
+                completions.heard(id, runs);
                 last = at;
             }
             (
@@ -237,7 +264,7 @@ async fn one_step(ctx: &Ctx, args: &BenchArgs) -> anyhow::Result<OneStep> {
             (id, heard, _) => return Err(fleet.unexpected(id, heard).await),
         }
         if let Some((s, _)) = started
-            && per_worker.iter().sum::<u64>() >= s
+            && completions.total() >= s
         {
             break;
         }
@@ -253,7 +280,7 @@ async fn one_step(ctx: &Ctx, args: &BenchArgs) -> anyhow::Result<OneStep> {
     Ok(OneStep {
         started,
         start_errors,
-        completed: per_worker.iter().sum(),
+        completed: completions.total(),
         worker_errors,
         elapsed: last.saturating_duration_since(t0),
         cpu_s,
@@ -466,6 +493,17 @@ mod tests {
         assert_eq!(shares(5, 2), vec![3, 2]);
         assert_eq!(shares(2, 8), vec![1, 1]);
         assert_eq!(shares(1, 1), vec![1]);
+    }
+
+    #[test]
+    fn a_late_lower_count_does_not_undo_a_higher_one() {
+        // A worker's loops report concurrently: its 101st completion may be read
+        // before its 100th.
+        let mut c = Completions::new(2);
+        c.heard(0, 101);
+        c.heard(0, 100);
+        c.heard(1, 5);
+        assert_eq!(c.total(), 106);
     }
 
     #[test]

@@ -196,7 +196,7 @@ async fn worker(conn: &Conn, loops: u32, report_runs: bool) -> anyhow::Result<()
     let stop = Arc::new(AtomicBool::new(false));
     let errors = Arc::new(AtomicU64::new(0));
     let steps = Arc::new(AtomicU64::new(0));
-    let runs = Arc::new(AtomicU64::new(0));
+    let runs = Arc::new(std::sync::Mutex::new(0u64));
     let pid = std::process::id();
     let mut set = JoinSet::new();
     for i in 0..loops as usize {
@@ -206,8 +206,11 @@ async fn worker(conn: &Conn, loops: u32, report_runs: bool) -> anyhow::Result<()
         set.spawn(work(worker, stop.clone(), errors.clone(), move |task, _| {
             steps.fetch_add(1, Ordering::Relaxed);
             if task.step_index + 1 >= task.step_count {
-                let runs = runs.fetch_add(1, Ordering::Relaxed) + 1;
-                if report_runs && emit(&Report::Completed { runs }).is_err() {
+                // Counted and written under one lock, so the reports of this
+                // process's loops go out in order.
+                let mut runs = runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                *runs += 1;
+                if report_runs && emit(&Report::Completed { runs: *runs }).is_err() {
                     // The bench is gone; it kills this process too.
                     tracing::warn!("cannot report a completed run");
                 }

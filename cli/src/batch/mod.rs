@@ -134,7 +134,7 @@ pub(crate) async fn run(global: &GlobalOpts, c: BatchCommand) -> anyhow::Result<
             action: action as i32,
             query: common.query,
             reason: common.reason.unwrap_or_default(),
-            rate_per_second: common.rate.unwrap_or(0),
+            rate_per_second: common.rate,
             dry_run: common.dry_run,
             batch_id: common.batch_id.unwrap_or_default(),
             to_step: to_step.unwrap_or_default(),

@@ -74,6 +74,31 @@ pub(crate) fn json(value: &serde_json::Value) -> io::Result<()> {
     raw_line(&text)
 }
 
+/// `object` (a JSON object) pretty-printed, with one more field `key` whose value is
+/// printed compact, on one line: a large, deeply nested value (a workflow
+/// definition) pretty-printed grows many times over in indentation.
+pub(crate) fn pretty_with_compact(
+    object: &serde_json::Value,
+    key: &str,
+    compact: &serde_json::Value,
+) -> io::Result<String> {
+    let head = serde_json::to_string_pretty(object).map_err(io::Error::other)?;
+    let value = serde_json::to_string(compact).map_err(io::Error::other)?;
+    let key = serde_json::to_string(key).map_err(io::Error::other)?;
+    let body = head.strip_suffix('}').map(str::trim_end).unwrap_or("{");
+    let sep = if body == "{" { "" } else { "," };
+    Ok(format!("{body}{sep}\n  {key}: {value}\n}}"))
+}
+
+/// Prints [`pretty_with_compact`].
+pub(crate) fn json_with_compact(
+    object: &serde_json::Value,
+    key: &str,
+    compact: &serde_json::Value,
+) -> io::Result<()> {
+    raw_line(&pretty_with_compact(object, key, compact)?)
+}
+
 /// Prints a JSON value on one line (for JSON-lines streams), and flushes.
 pub(crate) fn json_line(value: &serde_json::Value) -> io::Result<()> {
     let mut out = io::stdout().lock();
@@ -200,6 +225,31 @@ pub(crate) fn print_fields(fields: &[(&str, String)]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_compact_field_stays_on_one_line_and_the_whole_parses() {
+        // Nested 60 deep (two levels each): pretty-printed, indentation grows it.
+        let mut deep = serde_json::json!("leaf");
+        for _ in 0..60 {
+            deep = serde_json::json!({ "steps": [deep] });
+        }
+        let text =
+            pretty_with_compact(&serde_json::json!({"run": {"id": "r1"}}), "definition", &deep).unwrap();
+        let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back["definition"], deep);
+        assert_eq!(back["run"]["id"], "r1");
+        let line = text.lines().find(|l| l.contains("\"definition\"")).unwrap();
+        assert_eq!(
+            line.len(),
+            "  \"definition\": ".len() + serde_json::to_string(&deep).unwrap().len()
+        );
+        assert!(text.len() < 2 * serde_json::to_string(&deep).unwrap().len() + 100);
+        let empty = pretty_with_compact(&serde_json::json!({}), "k", &serde_json::json!(1)).unwrap();
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&empty).unwrap(),
+            serde_json::json!({"k": 1})
+        );
+    }
 
     #[test]
     fn table_aligns_columns() {

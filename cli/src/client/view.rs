@@ -60,6 +60,11 @@ pub(crate) fn run_json(run: &RunInfo) -> Value {
         "issues": run.issues.iter().map(issue_json).collect::<Vec<_>>(),
         "principles": run.principles,
         "search_attributes": railyard_view::attributes_json(&run.search_attributes),
+        "priority": run.priority,
+        "fairness_key": run.fairness_key,
+        "fairness_weight": run.fairness_weight,
+        "concurrency_key": run.concurrency_key,
+        "flow_wait": run.flow_wait,
     })
 }
 
@@ -255,6 +260,10 @@ pub(crate) fn workflow_json(wf: &WorkflowInfo) -> Value {
         "description": wf.description,
         "step_ids": wf.step_ids,
         "source_file": wf.source_file,
+        "registered": wf.registered,
+        "content_hash": wf.content_hash,
+        "register_time_unix_ms": wf.register_time_unix_ms,
+        "register_time": crate::client::timefmt::rfc3339_or_null(wf.register_time_unix_ms),
     })
 }
 
@@ -273,6 +282,12 @@ pub(crate) fn queue_json(queue: &str, q: &DescribeTaskQueueResponse) -> Value {
             "identity": p.identity,
             "last_access": rfc3339_or_null(p.last_access_unix_ms),
             "last_access_unix_ms": p.last_access_unix_ms,
+        })).collect::<Vec<_>>(),
+        "keys": q.keys.iter().map(|k| json!({
+            "key": k.key,
+            "queued": k.queued,
+            "running": k.running,
+            "limit": (k.limit != 0).then_some(k.limit),
         })).collect::<Vec<_>>(),
     })
 }

@@ -33,6 +33,8 @@ pub(crate) enum RoleArg {
     Worker,
     /// Start, read and steer runs; list workflows.
     Client,
+    /// A client's rights, plus registering workflows (`workflow apply`) in its namespace.
+    Developer,
     /// Everything in its namespace, plus keys, schedules and triggers.
     Admin,
 }
@@ -42,6 +44,7 @@ impl RoleArg {
         match self {
             Self::Worker => ApiKeyRole::Worker,
             Self::Client => ApiKeyRole::Client,
+            Self::Developer => ApiKeyRole::Developer,
             Self::Admin => ApiKeyRole::Admin,
         }
     }
@@ -168,6 +171,7 @@ fn role_name(role: i32) -> &'static str {
     match ApiKeyRole::try_from(role) {
         Ok(ApiKeyRole::Worker) => "worker",
         Ok(ApiKeyRole::Client) => "client",
+        Ok(ApiKeyRole::Developer) => "developer",
         Ok(ApiKeyRole::Admin) => "admin",
         _ => "unknown",
     }

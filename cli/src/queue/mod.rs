@@ -57,6 +57,24 @@ pub(crate) fn describe_lines(queue: &str, q: &DescribeTaskQueueResponse) -> Vec<
         }
         lines.extend(table.render());
     }
+    if !q.keys.is_empty() {
+        lines.push(format!("keys        {}", q.keys.len()));
+        let mut table = Table::new(["  KEY", "QUEUED", "RUNNING", "LIMIT"]);
+        for k in &q.keys {
+            let limit = if k.limit == 0 {
+                "-".to_string()
+            } else {
+                k.limit.to_string()
+            };
+            table.row([
+                format!("  {}", k.key),
+                k.queued.to_string(),
+                k.running.to_string(),
+                limit,
+            ]);
+        }
+        lines.extend(table.render());
+    }
     lines
 }
 

@@ -39,6 +39,9 @@ pub(crate) async fn count(global: &GlobalOpts, a: CountArgs) -> anyhow::Result<(
         let mut doc = json!({ "count": resp.count });
         if a.group_by.is_some() {
             doc["groups"] = json!(groups);
+            if resp.other_groups > 0 {
+                doc["other"] = json!({ "groups": resp.other_groups, "count": resp.other_count });
+            }
         }
         output::json(&doc)?;
         return Ok(());
@@ -54,6 +57,12 @@ pub(crate) async fn count(global: &GlobalOpts, a: CountArgs) -> anyhow::Result<(
                     g.value.clone()
                 };
                 table.row([value, g.count.to_string()]);
+            }
+            if resp.other_groups > 0 {
+                table.row([
+                    format!("({} other values)", resp.other_groups),
+                    resp.other_count.to_string(),
+                ]);
             }
             table.row(["TOTAL".to_string(), resp.count.to_string()]);
             table.print()?;

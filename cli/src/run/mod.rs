@@ -123,6 +123,19 @@ pub(crate) struct StartArgs {
     /// spans join that trace, under that span [default: a trace derived from the run id].
     #[arg(long, value_name = "TRACEPARENT", env = "TRACEPARENT")]
     pub traceparent: Option<String>,
+    /// Dispatch priority, 1 (first) to 5 (last) [default: 3].
+    #[arg(long, value_name = "N")]
+    pub priority: Option<u32>,
+    /// The key the run's steps share the queue fairly under (e.g. customer:acme;
+    /// at most 64 bytes).
+    #[arg(long, value_name = "KEY")]
+    pub fairness_key: Option<String>,
+    /// The fairness key's share, 1 to 1000 [default: 1; a namespace rule overrides it].
+    #[arg(long, value_name = "N")]
+    pub fairness_weight: Option<u32>,
+    /// The key the run's concurrency limit counts under [default: the fairness key].
+    #[arg(long, value_name = "KEY")]
+    pub concurrency_key: Option<String>,
 }
 
 /// Flags of `run list`.
@@ -233,6 +246,10 @@ async fn start(global: &GlobalOpts, a: StartArgs) -> anyhow::Result<ExitCode> {
         callback_url: a.callback_url.unwrap_or_default(),
         traceparent: a.traceparent.unwrap_or_default(),
         search_attributes: a.attrs.into_iter().collect(),
+        priority: a.priority.unwrap_or(0),
+        fairness_key: a.fairness_key.unwrap_or_default(),
+        fairness_weight: a.fairness_weight.unwrap_or(0),
+        concurrency_key: a.concurrency_key.unwrap_or_default(),
         ..Default::default()
     };
     let resp = client.start_run_with(req).await?;

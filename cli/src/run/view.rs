@@ -90,7 +90,9 @@ pub(crate) async fn describe(global: &GlobalOpts, a: DescribeArgs) -> anyhow::Re
     if global.output.is_json() {
         let definition = serde_json::from_str::<serde_json::Value>(&resp.definition_json)
             .unwrap_or(serde_json::Value::String(resp.definition_json));
-        output::json(&json!({ "run": run_json(&run), "definition": definition }))?;
+        // The definition compact: pretty-printed, a deeply nested one grows a
+        // hundredfold.
+        output::json_with_compact(&json!({ "run": run_json(&run) }), "definition", &definition)?;
         return Ok(());
     }
     for text in describe_lines(&run) {
@@ -115,6 +117,21 @@ pub(crate) fn describe_lines(run: &RunInfo) -> Vec<String> {
     ];
     if !run.trace_id.is_empty() {
         fields.push(("trace", run.trace_id.clone()));
+    }
+    if run.priority != 0 {
+        fields.push(("priority", run.priority.to_string()));
+    }
+    if !run.fairness_key.is_empty() {
+        fields.push((
+            "fairness key",
+            format!("{} (weight {})", run.fairness_key, run.fairness_weight),
+        ));
+    }
+    if !run.concurrency_key.is_empty() {
+        fields.push(("concurrency key", run.concurrency_key.clone()));
+    }
+    if !run.flow_wait.is_empty() {
+        fields.push(("dispatch", run.flow_wait.clone()));
     }
     if !run.parent_run_id.is_empty() {
         fields.push(("parent", run.parent_run_id.clone()));

@@ -25,6 +25,12 @@ pub(crate) struct SpecFlags {
     /// Task queue of the run's steps (default: the workflow's own).
     #[arg(long, value_name = "Q")]
     pub queue: Option<String>,
+    /// Dispatch priority of each run it starts, 1 (first) to 5 (last) [default: 3].
+    #[arg(long, value_name = "N")]
+    pub priority: Option<u32>,
+    /// Fairness key of each run it starts (docs/flow-control.md).
+    #[arg(long, value_name = "KEY")]
+    pub fairness_key: Option<String>,
     /// A cron expression: 5 fields, 6 with seconds first, or an alias (@hourly, @daily ...); repeatable.
     #[arg(long = "cron", value_name = "EXPR", conflicts_with = "interval")]
     pub cron: Vec<String>,
@@ -237,6 +243,12 @@ impl SpecFlags {
         if let Some(queue) = &self.queue {
             action.task_queue = queue.clone();
         }
+        if let Some(p) = self.priority {
+            action.priority = p;
+        }
+        if let Some(k) = &self.fairness_key {
+            action.fairness_key = k.clone();
+        }
         if !self.cron.is_empty() {
             spec.cron = self.cron.clone();
             spec.interval.clear();
@@ -283,6 +295,8 @@ impl SpecFlags {
             context,
             attrs,
             queue,
+            priority,
+            fairness_key,
             cron,
             interval,
             time_zone,
@@ -299,6 +313,8 @@ impl SpecFlags {
             && context.is_empty()
             && attrs.is_empty()
             && queue.is_none()
+            && priority.is_none()
+            && fairness_key.is_none()
             && cron.is_empty()
             && interval.is_none()
             && time_zone.is_none()
@@ -415,6 +431,8 @@ mod tests {
                 context: [("a".to_string(), "1".to_string())].into(),
                 task_queue: "q".into(),
                 search_attributes: Default::default(),
+                priority: 2,
+                fairness_key: "tenant:a".into(),
             }),
             policies: Some(SchedulePolicies {
                 overlap: OverlapPolicy::AllowAll as i32,
@@ -442,6 +460,11 @@ mod tests {
         assert_eq!(parts.spec.jitter_ms, 1_000);
         assert_eq!(parts.action.goal, "g");
         assert_eq!(parts.action.task_queue, "q");
+        assert_eq!(
+            (parts.action.priority, parts.action.fairness_key.as_str()),
+            (2, "tenant:a"),
+            "kept"
+        );
         assert_eq!(parts.action.context.len(), 2);
         assert_eq!(parts.policies.overlap, OverlapPolicy::AllowAll as i32);
         assert!(!parts.policies.pause_on_failure);

@@ -92,6 +92,8 @@ pub(crate) fn schedule_json(info: &ScheduleInfo) -> Value {
             "goal": action.goal,
             "context": action.context,
             "search_attributes": action.search_attributes,
+            "priority": action.priority,
+            "fairness_key": action.fairness_key,
         },
         "policies": {
             "overlap": overlap_name(policies.overlap),
@@ -187,6 +189,12 @@ pub(crate) fn describe_lines(info: &ScheduleInfo) -> Vec<String> {
         format!("queue {}", clean(&action.task_queue))
     };
     fields.push(("workflow", format!("{} ({queue})", clean(&action.workflow_id))));
+    if action.priority != 0 {
+        fields.push(("priority", action.priority.to_string()));
+    }
+    if !action.fairness_key.is_empty() {
+        fields.push(("fairness key", clean(&action.fairness_key)));
+    }
     if !action.goal.is_empty() {
         fields.push(("goal", clean(&action.goal)));
     }

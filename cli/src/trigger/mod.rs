@@ -52,7 +52,8 @@ pub(crate) struct SpecFlags {
     /// URL each run it starts posts its result to.
     #[arg(long, value_name = "URL")]
     pub callback_url: Option<String>,
-    /// HMAC-SHA256 secret, as the server's environment variable that holds it: '$NAME'.
+    /// HMAC-SHA256 secret, as the server's environment variable that holds it: '$NAME'
+    /// (one its [secrets] declares for the namespace).
     #[arg(long, value_name = "$ENV")]
     pub signature_secret: Option<String>,
     /// Header of the signature [default: X-Hub-Signature-256].

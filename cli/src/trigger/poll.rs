@@ -17,10 +17,12 @@ pub(crate) struct PollFlags {
     #[arg(long, value_name = "REPO")]
     pub repo: Option<String>,
     /// The API's base URL [default: https://api.github.com or https://gitlab.com];
-    /// GitHub Enterprise: https://HOST/api/v3.
+    /// GitHub Enterprise: https://HOST/api/v3. No internal address unless the server's
+    /// delivery.allow_networks lists it; setting it takes an admin key of '*'.
     #[arg(long, value_name = "URL")]
     pub api_url: Option<String>,
-    /// The API token, as the server's environment variable that holds it: '$NAME'.
+    /// The API token, as the server's environment variable that holds it: '$NAME' (one
+    /// its [secrets] declares for the namespace); setting it takes an admin key of '*'.
     #[arg(long, value_name = "$ENV")]
     pub token: Option<String>,
     /// Only items with this label; repeatable (every one must be on an item).

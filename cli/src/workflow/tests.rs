@@ -58,3 +58,35 @@ fn says_when_the_built_in_demo_is_served() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn apply_says_what_changed() {
+    let mut resp = RegisterWorkflowResponse {
+        workflow: Some(WorkflowInfo {
+            id: "coded".into(),
+            version: "2".into(),
+            content_hash: "0123456789abcdef0123456789abcdef".into(),
+            registered: true,
+            source_file: "<registered>/team/coded".into(),
+            ..Default::default()
+        }),
+        changed: true,
+    };
+    assert_eq!(
+        apply_line("team", &resp),
+        "registered workflow coded version 2 in namespace team (content 0123456789ab); new runs start with it"
+    );
+    resp.changed = false;
+    assert_eq!(
+        apply_line("", &resp),
+        "workflow coded unchanged: version 2 (content 0123456789ab) is registered in namespace default already"
+    );
+    let lines = list_lines(&ListWorkflowsResponse {
+        workflows: vec![resp.workflow.clone().unwrap()],
+        invalid: vec![],
+    });
+    assert!(
+        lines[3].starts_with("<registered>: registered from code"),
+        "{lines:?}"
+    );
+}

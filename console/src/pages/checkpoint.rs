@@ -201,7 +201,7 @@ fn message(at: Option<u64>, revises: bool, m: &Value, tools: &mut HashMap<String
                     @let _ = tools.insert(id.clone(), name.clone());
                     @let input = b.get("input").map(|i| serde_json::to_string_pretty(i).unwrap_or_default()).unwrap_or_default();
                     @let (shown, left) = layout::cut(&input, RESULT_SHOWN);
-                    div.turn.tool { "Tool call " strong { (name) } " " span.muted { (id) } (index)
+                    div.turn.tool { "Tool call " (layout::tool_name(&name)) " " span.muted { (id) } (index)
                         pre.tool-input { (shown) }
                         @if left > 0 { p.muted { "… cut: " (left) " more bytes (" (input.len()) " in all)" } }
                     }
@@ -211,11 +211,13 @@ fn message(at: Option<u64>, revises: bool, m: &Value, tools: &mut HashMap<String
                     @let name = tools.get(&id).cloned().unwrap_or_else(|| id.clone());
                     @let content = text("content");
                     @let error = b.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+                    @let images = b.get("images").and_then(Value::as_array).map_or(0, Vec::len);
                     @let (shown, left) = layout::cut(&content, RESULT_SHOWN);
                     div.turn.tool {
                         @if error { "Refused or failed, fed back: " } @else { "Result of " }
-                        strong { (name) } (index)
+                        (layout::tool_name(&name)) (index)
                         pre { (shown) }
+                        @if images > 0 { p.muted { "With " (images) " image(s), passed to the model (not shown here)." } }
                         @if left > 0 { p.muted { "… cut: " (left) " more bytes (" (content.len()) " in all)" } }
                     }
                 },

@@ -109,7 +109,7 @@ fn reason(r: &str) -> String {
         "skipped_overlap" => "skipped: the last run was still open (overlap policy)".into(),
         "missed_catchup_window" => "missed: the server was down past the catch-up window".into(),
         "buffer_overflow" => "dropped: the buffer of waiting starts was full".into(),
-        "start_failed" => "the start was refused (the workflow is not loaded)".into(),
+        "start_failed" => "the start was refused (the workflow is neither loaded nor registered)".into(),
         other => other.to_string(),
     }
 }

@@ -110,7 +110,13 @@ pub(crate) async fn signin(
             Err(e) => return signin_form(&shared, StatusCode::FORBIDDEN, Some(&e.to_string())),
         },
     };
-    let id = shared.sessions.create(Some(key), namespace, role);
+    let Some(id) = shared.sessions.create(Some(key), namespace, role) else {
+        return signin_form(
+            &shared,
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some("The console holds as many sessions as it may, all of admins: try again later."),
+        );
+    };
     tracing::info!(?role, "console: signed in");
     let mut response = Redirect::to("/ui/runs").into_response();
     let headers = response.headers_mut();

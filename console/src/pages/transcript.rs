@@ -172,11 +172,11 @@ pub(crate) fn chunk(c: &pb::OutputChunk) -> Markup {
             pb::OutputKind::SegmentStart => h2.segment { "Step " (c.step_id) ", attempt " (c.attempt) " " span.muted { (layout::time(c.time_unix_ms)) } },
             pb::OutputKind::Text => span.text { (c.text) },
             pb::OutputKind::Thinking => span.thinking { (c.text) },
-            pb::OutputKind::ToolCallStart => div.turn.tool { "Tool call " strong { (c.name) } " " span.muted { (c.call_id) } },
+            pb::OutputKind::ToolCallStart => div.turn.tool { "Tool call " (layout::tool_name(&c.name)) " " span.muted { (c.call_id) } },
             pb::OutputKind::ToolInput => code.tool-input { (c.text) },
             pb::OutputKind::ToolResult => div.turn.tool {
                 @if c.is_error { "Tool error from " } @else { "Result of " }
-                strong { (c.name) }
+                (layout::tool_name(&c.name))
                 @let (shown, left) = layout::cut(&c.text, RESULT_SHOWN);
                 pre { (shown) }
                 @if left > 0 { p.muted { "… cut: " (left) " more bytes (" (c.text.len()) " in all)" } }

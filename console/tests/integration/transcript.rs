@@ -39,6 +39,12 @@ async fn the_transcript_replays_the_output_as_a_conversation() {
                     "bash",
                 ),
                 chunk(OutputKind::ToolResult, &huge, "bash"),
+                chunk(OutputKind::ToolCallStart, "", "mcp__github__get_issue"),
+                chunk(
+                    OutputKind::ToolResult,
+                    "issue 7: the parser",
+                    "mcp__github__get_issue",
+                ),
                 chunk(OutputKind::TurnEnd, "tool_use", ""),
             ],
         })
@@ -64,6 +70,10 @@ async fn the_transcript_replays_the_output_as_a_conversation() {
     assert!(body.contains("I will list the files."));
     assert!(body.contains("Tool call <strong>bash</strong>"));
     assert!(body.contains("{&quot;command&quot;:&quot;ls&quot;}"));
+    // An MCP call names its server and tool.
+    let mcp = "<strong title=\"mcp__github__get_issue\">get_issue</strong> <span class=\"mcp\">(MCP server <strong>github</strong>)</span>";
+    assert!(body.contains(&format!("Tool call {mcp}")), "{body}");
+    assert!(body.contains(&format!("Result of {mcp}")), "{body}");
     assert!(
         !body.contains("<script>alert") && !body.contains("<img src=x"),
         "inert"
@@ -105,7 +115,18 @@ async fn the_transcript_pages_through_a_4_mib_checkpoint_as_a_conversation() {
     } = console.start_and_lease("one", "look around").await;
     let mut cp = String::from("{\"version\":2}\n");
     cp += &line(0, "user", json!([{ "type": "text", "text": "Do look around" }]));
-    let mut at = 1;
+    cp += &line(
+        1,
+        "assistant",
+        json!([{ "type": "tool_use", "id": "m1", "name": "mcp__fs__read_media_file", "input": { "path": "a.png" } }]),
+    );
+    cp += &line(
+        2,
+        "user",
+        json!([{ "type": "tool_result", "tool_use_id": "m1", "content": "[image 1 (image/png, 4 bytes base64)]",
+                 "images": [{ "media_type": "image/png", "data": "AAAA" }] }]),
+    );
+    let mut at = 3;
     let evil =
         "<script>alert(1)</script> \"><img src=x onerror=alert(2)> <a href=\"javascript:alert(3)\">x</a>";
     while cp.len() < 4 << 20 {
@@ -203,6 +224,11 @@ async fn the_transcript_pages_through_a_4_mib_checkpoint_as_a_conversation() {
     assert!(shown.contains("Turn 3: I will list the files."));
     assert!(shown.contains("Tool call <strong>bash</strong>"));
     assert!(shown.contains("Result of <strong>bash</strong>"));
+    let mcp = "<strong title=\"mcp__fs__read_media_file\">read_media_file</strong> <span class=\"mcp\">(MCP server <strong>fs</strong>)</span>";
+    assert!(shown.contains(&format!("Tool call {mcp}")));
+    assert!(shown.contains(&format!("Result of {mcp}")));
+    assert!(shown.contains("With 1 image(s), passed to the model (not shown here)."));
+    assert!(!shown.contains("AAAA"), "an image's data is not in the page");
     assert!(shown.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
     assert!(
         shown.contains("more bytes ("),

@@ -10,116 +10,10 @@
 //! sender checks a URL's literal IP, which never reaches a resolver. Redirects are
 //! not followed and no proxy is used, so nothing else picks the address.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::str::FromStr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-/// An IP network, `addr/prefix` (a bare address is one host).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Network {
-    addr: IpAddr,
-    prefix: u8,
-}
-
-/// Why a network does not parse.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}: expected an IP network such as 127.0.0.0/8, ::1/128 or 10.1.2.3")]
-pub struct BadNetwork(String);
-
-impl FromStr for Network {
-    type Err = BadNetwork;
-
-    fn from_str(s: &str) -> Result<Self, BadNetwork> {
-        let bad = || BadNetwork(railyard_model::echo(s));
-        let (addr, prefix) = match s.trim().split_once('/') {
-            Some((a, p)) => (a, Some(p)),
-            None => (s.trim(), None),
-        };
-        let addr: IpAddr = addr.parse().map_err(|_| bad())?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix = match prefix {
-            Some(p) => p.parse::<u8>().ok().filter(|p| *p <= max).ok_or_else(bad)?,
-            None => max,
-        };
-        Ok(Self { addr, prefix })
-    }
-}
-
-impl std::fmt::Display for Network {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
-    }
-}
-
-impl Network {
-    /// Whether `ip` is in this network (an IPv4-mapped IPv6 address counts as its IPv4 one).
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.addr, canonical(ip)) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
-                u32::from(n) & mask == u32::from(a) & mask
-            }
-            (IpAddr::V6(n), IpAddr::V6(a)) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(self.prefix)).unwrap_or(0);
-                u128::from(n) & mask == u128::from(a) & mask
-            }
-            _ => false,
-        }
-    }
-}
-
-/// `::ffff:a.b.c.d` as `a.b.c.d`; anything else as it is.
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
-
-/// Whether `ip` is internal: not a public unicast address.
-pub fn is_internal(ip: IpAddr) -> bool {
-    match canonical(ip) {
-        IpAddr::V4(a) => internal_v4(a),
-        IpAddr::V6(a) => internal_v6(a),
-    }
-}
-
-fn internal_v4(a: Ipv4Addr) -> bool {
-    let [b0, b1, ..] = a.octets();
-    a.is_unspecified()
-        || a.is_loopback()
-        || a.is_private()
-        || a.is_link_local()
-        || a.is_multicast()
-        || a.is_broadcast()
-        || a.is_documentation()
-        || b0 == 0 // "this network"
-        || (b0 == 100 && (64..128).contains(&b1)) // shared address space (CGNAT)
-        || (b0 == 192 && b1 == 0 && a.octets()[2] == 0) // IETF protocol assignments
-        || (b0 == 198 && (18..20).contains(&b1)) // benchmarking
-        || b0 >= 240 // reserved
-}
-
-fn internal_v6(a: Ipv6Addr) -> bool {
-    let s0 = a.segments()[0];
-    a.is_unspecified()
-        || a.is_loopback()
-        || a.is_multicast()
-        || (s0 & 0xfe00) == 0xfc00 // unique local
-        || (s0 & 0xffc0) == 0xfe80 // link-local
-        || (s0 & 0xffc0) == 0xfec0 // site-local (deprecated)
-        || s0 == 0x2001 && a.segments()[1] == 0x0db8 // documentation
-        // NAT64 and 6to4 carry an IPv4 address: judge that one.
-        || (a.segments()[..6] == [0x64, 0xff9b, 0, 0, 0, 0]
-            && internal_v4(Ipv4Addr::from((u128::from(a) as u32).to_be_bytes())))
-        || (s0 == 0x2002
-            && internal_v4(Ipv4Addr::new(
-                (a.segments()[1] >> 8) as u8,
-                a.segments()[1] as u8,
-                (a.segments()[2] >> 8) as u8,
-                a.segments()[2] as u8,
-            )))
-}
+pub use railyard_model::net::{BadNetwork, Network, canonical, is_internal};
 
 /// Why a destination is refused. The message is for the server log and admins;
 /// clients see a generic one.
@@ -178,6 +72,32 @@ impl Destinations {
     /// Whether `port` is one of the server's own listen ports.
     pub fn is_own_port(&self, port: u16) -> bool {
         self.own.iter().any(|o| o.port() == port)
+    }
+
+    /// The rules a client's [`Resolver`] cannot apply to `url`: a literal IP
+    /// (never resolved) and the server's own ports (the resolver does not see the
+    /// port). A client with the [`Resolver`] checks every name it resolves.
+    pub async fn check_url(&self, url: &url::Url) -> Result<(), Refused> {
+        let Some(port) = url.port_or_known_default() else {
+            return Ok(());
+        };
+        let literal = match url.host() {
+            Some(url::Host::Ipv4(ip)) => Some(IpAddr::V4(ip)),
+            Some(url::Host::Ipv6(ip)) => Some(IpAddr::V6(ip)),
+            _ => None,
+        };
+        if let Some(ip) = literal {
+            return self.check(SocketAddr::new(ip, port));
+        }
+        if self.is_own_port(port)
+            && let Some(host) = url.host_str()
+            && let Ok(addrs) = tokio::net::lookup_host((host, port)).await
+        {
+            for addr in addrs {
+                self.check(addr)?;
+            }
+        }
+        Ok(())
     }
 }
 

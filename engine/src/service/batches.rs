@@ -28,8 +28,8 @@ pub struct StartBatch {
     pub action: BatchAction,
     pub query: String,
     pub reason: String,
-    /// Runs per second; 0: [`DEFAULT_RATE`].
-    pub rate: u32,
+    /// Runs per second (`None`: [`DEFAULT_RATE`]; 0 is refused).
+    pub rate: Option<u32>,
     pub dry_run: bool,
     /// Empty: the server makes one (a UUIDv7). Starting again with the id, action and
     /// query of an existing batch answers that batch and does nothing.
@@ -84,7 +84,7 @@ fn resolve(core: &Core, caller: &Caller, query: &str) -> Result<Vec<String>, Api
 
 /// Starts a batch, or answers what one would match (`dry_run`).
 pub async fn start(core: &Core, caller: &Caller, r: StartBatch) -> Result<BatchStart, ApiError> {
-    let rate = if r.rate == 0 { DEFAULT_RATE } else { r.rate };
+    let rate = r.rate.unwrap_or(DEFAULT_RATE);
     batch::check_request(&r.action, &r.query, &r.reason, rate)?;
     if !r.batch_id.is_empty() {
         check_name("batch_id", &r.batch_id)?;

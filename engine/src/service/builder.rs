@@ -19,7 +19,7 @@ use super::Core;
 use crate::clock::{Clock, SystemClock};
 use crate::delivery::{DeliveryHook, DeliverySettings, Job};
 use crate::leases::LeaseDeadlines;
-use crate::matching::{Matching, TaskRef};
+use crate::matching::Matching;
 use crate::metrics::{Metrics, StateSources};
 use crate::output::{OutputHub, OutputSettings};
 use crate::registry::WorkflowRegistry;
@@ -43,6 +43,7 @@ pub struct CoreBuilder {
     output: OutputSettings,
     kept_checkpoint_bytes: u64,
     collectors: Vec<Box<dyn Collector>>,
+    secrets: crate::secrets::SecretPolicy,
 }
 
 /// A built [`Core`], and what its owner runs beside it or stops it with.
@@ -93,6 +94,7 @@ impl Core {
             output: OutputSettings::default(),
             kept_checkpoint_bytes: crate::writer::DEFAULT_KEPT_CHECKPOINT_BYTES,
             collectors: Vec::new(),
+            secrets: Default::default(),
         }
     }
 }
@@ -147,6 +149,12 @@ impl CoreBuilder {
         self
     }
 
+    /// The environment variables triggers may name as secrets.
+    pub fn secrets(mut self, secrets: crate::secrets::SecretPolicy) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
     /// Result delivery: the signing secret, the retry policy.
     pub fn delivery(mut self, delivery: DeliverySettings) -> Self {
         self.delivery = delivery;
@@ -160,16 +168,8 @@ impl CoreBuilder {
     pub fn hooks(&mut self) -> Result<Hooks, StorageError> {
         let store = &self.store;
         let matching = Arc::new(Matching::default());
-        let ready = store.ready_tasks()?;
-        tracing::info!(ready = ready.len(), "matching rebuilt from storage");
-        for t in ready {
-            matching.push(TaskRef {
-                namespace: t.namespace,
-                queue: t.queue,
-                task_seq: t.task_seq,
-                run_id: t.run_id,
-            });
-        }
+        let ready = crate::matching::rebuild(&matching, &*store.snapshot()?)?;
+        tracing::info!(ready, "matching rebuilt from storage");
         let leases = Arc::new(LeaseDeadlines::default());
         for (due, ns, run_id, lease) in store.lease_deadlines()? {
             leases.set(RunKey::new(ns, run_id), Some((due, lease)));
@@ -253,6 +253,8 @@ impl CoreBuilder {
             batch_wake: Arc::new(Notify::new()),
             poll_wake: Default::default(),
             hook_refusals: Default::default(),
+            secrets: Arc::new(self.secrets),
+            watch_slots: Default::default(),
         });
         Ok(CoreParts {
             core,

@@ -117,6 +117,8 @@ pub enum Operation {
     RerunRun,
     /// Every call of the `Batches` service (an admin's: a batch acts on many runs).
     ManageBatches,
+    /// Register a workflow definition in the namespace (`RegisterWorkflow`).
+    RegisterWorkflow,
 }
 
 impl Operation {
@@ -150,6 +152,7 @@ impl Operation {
             Self::ResetRun => "reset runs",
             Self::RerunRun => "rerun runs",
             Self::ManageBatches => "manage batch operations",
+            Self::RegisterWorkflow => "register workflows",
         }
     }
 
@@ -165,11 +168,13 @@ impl Operation {
 
 /// Whether a key of `role` may do `op` (in a namespace it covers). The one
 /// authorization table: `worker` polls and reports on tasks; `client` starts, reads
-/// and steers runs; `admin` does everything.
+/// and steers runs; `developer` does what a client does and registers workflows;
+/// `admin` does everything.
 pub fn permits(role: Role, op: Operation) -> bool {
     use Operation::*;
     match role {
         Role::Admin => true,
+        Role::Developer => op == RegisterWorkflow || permits(Role::Client, op),
         Role::Client => matches!(
             op,
             StartRun
@@ -436,6 +441,9 @@ pub fn existing_namespace(core: &Core, ns: &str) -> Result<String, ApiError> {
     if core.namespaces.contains(ns) {
         Ok(ns.to_string())
     } else {
+        // A name no namespace can have (too long, a character no name holds) is the
+        // request's fault, and says which rule it breaks.
+        limits::check_name("namespace", ns)?;
         Err(ApiError::Rejected(Rejection::NotFound(format!(
             "namespace {} does not exist",
             railyard_model::echo(ns)
@@ -453,4 +461,31 @@ pub fn time(ms: railyard_model::Millis) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
         .unwrap_or_else(|| format!("{ms} ms"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_developer_does_what_a_client_does_and_registers_workflows() {
+        use Operation::*;
+        for op in [StartRun, ListWorkflows, SignalRun, ResetRun, DescribeRun] {
+            assert!(permits(Role::Developer, op), "{op:?}");
+        }
+        for op in [
+            ManageApiKeys,
+            ManageSchedules,
+            ManageTriggers,
+            ManageNamespaces,
+            ManageBatches,
+            PollTask,
+        ] {
+            assert_eq!(permits(Role::Developer, op), permits(Role::Client, op), "{op:?}");
+        }
+        assert!(permits(Role::Developer, RegisterWorkflow));
+        assert!(permits(Role::Admin, RegisterWorkflow));
+        assert!(!permits(Role::Client, RegisterWorkflow));
+        assert!(!permits(Role::Worker, RegisterWorkflow));
+    }
 }

@@ -33,6 +33,26 @@ pub struct Spawn {
     pub await_run_ids: Vec<String>,
     /// The transcript to resume from (with `wait`).
     pub checkpoint: Vec<u8>,
+    /// Empty, or the key the children's run ids are derived from: a repeated spawn
+    /// answers the run ids of the first and starts none.
+    pub request_id: String,
+}
+
+/// The run id of child `index` of a spawn keyed by `request_id` in run `parent` of
+/// `namespace`: a UUID (version 8) made of the first bytes of their SHA-256, so the
+/// same spawn names the same children however often it is sent.
+pub fn derived_child_id(namespace: &str, parent: &str, request_id: &str, index: usize) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in [namespace, parent, request_id] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    h.update((index as u64).to_le_bytes());
+    let digest = h.finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_custom_bytes(bytes).into_uuid().to_string()
 }
 
 /// Starts the children (and suspends the step when asked) in one commit; answers
@@ -63,11 +83,13 @@ pub async fn spawn(core: &Core, caller: &Caller, claims: TokenClaims, s: Spawn) 
     for (i, id) in s.await_run_ids.iter().enumerate() {
         check_name(&format!("await_run_ids[{i}]"), id)?;
     }
+    check_len("request_id", &s.request_id, limits::REQUEST_ID)?;
+    limits::check_storable("request_id", &s.request_id)?;
     let mut children = Vec::with_capacity(s.children.len());
     for (i, c) in s.children.into_iter().enumerate() {
         let at = |f: &str| format!("children[{i}].{f}");
         check_name(&at("workflow_id"), &c.workflow_id)?;
-        let definition = workflows::get(core, &c.workflow_id)?;
+        let definition = workflows::get(core, &caller.namespace, &c.workflow_id)?;
         check_len(&at("goal"), &c.goal, limits::GOAL)?;
         check_context(&at("context"), &c.context)?;
         let policy = ParentClosePolicy::parse(&c.parent_close_policy).ok_or_else(|| {
@@ -79,8 +101,13 @@ pub async fn spawn(core: &Core, caller: &Caller, claims: TokenClaims, s: Spawn) 
                 ),
             )
         })?;
+        let run_id = if s.request_id.is_empty() {
+            uuid::Uuid::now_v7().to_string()
+        } else {
+            derived_child_id(&claims.namespace, &claims.run_id, &s.request_id, i)
+        };
         children.push(ChildSpec {
-            run_id: uuid::Uuid::now_v7().to_string(),
+            run_id,
             definition,
             goal: c.goal,
             context: c.context,

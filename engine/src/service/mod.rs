@@ -17,6 +17,7 @@ pub mod caller;
 pub mod checkpoint;
 pub mod children;
 pub mod export;
+pub mod flow;
 pub mod hook_refusals;
 pub mod issues;
 pub mod keys;
@@ -77,6 +78,10 @@ pub struct Core {
     pub poll_wake: Arc<tokio::sync::Notify>,
     /// Webhook deliveries refused lately, per trigger, in memory ([`hook_refusals`]).
     pub hook_refusals: Arc<hook_refusals::HookRefusals>,
+    /// Output watchers in flight, bounded per run, per key and in all ([`output`]).
+    pub watch_slots: Arc<output::WatchSlots>,
+    /// The environment variables triggers may name as secrets ([`crate::secrets`]).
+    pub secrets: Arc<crate::secrets::SecretPolicy>,
 }
 
 impl Core {

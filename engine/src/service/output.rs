@@ -27,6 +27,92 @@ const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Messages queued for one watcher's connection (a chunk is at most 1 MiB, most are
 /// far smaller); past it the watcher's live channel backs up and it lags.
 const WATCH_BUFFER: usize = 64;
+/// Watchers of one run at once.
+pub const MAX_WATCHERS_PER_RUN: usize = 64;
+/// Watchers of one API key at once.
+pub const MAX_WATCHERS_PER_KEY: usize = 128;
+/// Watchers on this server at once (each a connection's buffers, most of a MiB
+/// when it never reads).
+pub const MAX_WATCHERS: usize = 1024;
+
+/// The watchers in flight, counted per run, per key and in all.
+#[derive(Debug, Default)]
+pub struct WatchSlots {
+    counts: std::sync::Mutex<WatchCounts>,
+}
+
+#[derive(Debug, Default)]
+struct WatchCounts {
+    total: usize,
+    per_run: std::collections::HashMap<RunKey, usize>,
+    per_key: std::collections::HashMap<String, usize>,
+}
+
+/// A watcher's place; freed when dropped (the watch ended, or its stream did).
+#[derive(Debug)]
+pub struct WatchSlot {
+    slots: Arc<WatchSlots>,
+    run: RunKey,
+    key: Option<String>,
+}
+
+impl WatchSlots {
+    /// A place for a watcher of `run` by `key` (`None`: no API key), or
+    /// `RESOURCE_EXHAUSTED` naming the limit reached.
+    pub fn take(self: &Arc<Self>, run: &RunKey, key: Option<&str>) -> Result<WatchSlot, ApiError> {
+        let mut c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let full = |what: String| Err(ApiError::Rejected(Rejection::ResourceExhausted(what)));
+        if c.total >= MAX_WATCHERS {
+            return full(format!(
+                "this server has {MAX_WATCHERS} output watchers, its limit; try again later"
+            ));
+        }
+        if c.per_run.get(run).copied().unwrap_or(0) >= MAX_WATCHERS_PER_RUN {
+            return full(format!(
+                "run {} has {MAX_WATCHERS_PER_RUN} output watchers, the limit for one run",
+                run.run_id
+            ));
+        }
+        if let Some(k) = key
+            && c.per_key.get(k).copied().unwrap_or(0) >= MAX_WATCHERS_PER_KEY
+        {
+            return full(format!(
+                "API key {k} has {MAX_WATCHERS_PER_KEY} output watchers, the limit for one key"
+            ));
+        }
+        c.total += 1;
+        *c.per_run.entry(run.clone()).or_default() += 1;
+        if let Some(k) = key {
+            *c.per_key.entry(k.to_string()).or_default() += 1;
+        }
+        Ok(WatchSlot {
+            slots: self.clone(),
+            run: run.clone(),
+            key: key.map(str::to_string),
+        })
+    }
+}
+
+impl Drop for WatchSlot {
+    fn drop(&mut self) {
+        let mut c = self.slots.counts.lock().unwrap_or_else(|p| p.into_inner());
+        c.total = c.total.saturating_sub(1);
+        if let Some(n) = c.per_run.get_mut(&self.run) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                c.per_run.remove(&self.run);
+            }
+        }
+        if let Some(k) = &self.key
+            && let Some(n) = c.per_key.get_mut(k)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                c.per_key.remove(k);
+            }
+        }
+    }
+}
 
 /// Appends a worker's chunks to the attempt its token leases (the caller was
 /// resolved by `tasks::lease_holder`). Answered before they are written.
@@ -94,6 +180,11 @@ pub fn watch(
 ) -> Result<mpsc::Receiver<Result<OutputEvent, ApiError>>, ApiError> {
     runs::describe(core, caller, run_id)?;
     let run = RunKey::new(&caller.namespace, run_id);
+    let key = match &caller.principal {
+        super::caller::Principal::Key(k) => Some(k.key_id.as_str()),
+        _ => None,
+    };
+    let slot = core.watch_slots.take(&run, key)?;
     let from_offset = match from {
         From::Offset(n) => n,
         From::End(back) => {
@@ -107,6 +198,7 @@ pub fn watch(
         run,
         next: from_offset.max(1),
         tx,
+        _slot: slot,
     };
     tokio::spawn(w.run());
     Ok(rx)
@@ -117,6 +209,8 @@ struct Watch {
     run: RunKey,
     next: u64,
     tx: mpsc::Sender<Result<OutputEvent, ApiError>>,
+    /// Held for as long as the watch runs.
+    _slot: WatchSlot,
 }
 
 /// Why a watch stopped sending.

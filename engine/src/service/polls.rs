@@ -5,6 +5,12 @@
 //! the same start as a webhook delivery, and the cursor and status are committed
 //! with those starts in one writer command ([`RecordPoll`]).
 //!
+//! At most `max_pollers` polls are in flight at once, and at most half of them for
+//! one namespace's triggers or to one API (scheme, host and port), so an API that
+//! never answers, or one namespace's many triggers, cannot hold every slot; a
+//! request that has no answer within `first_byte_timeout` ends the poll. A slot that
+//! frees goes to the namespaces in turn ([`fair_order`]).
+//!
 //! When to poll comes from the server's `Clock`: a trigger is due at its
 //! `next_poll_ms` (at once when made or changed: the API wakes the task), then
 //! every `every`, or later after errors (doubling, at most an hour) or when a
@@ -15,14 +21,15 @@ use std::sync::Arc;
 
 use railyard_model::Millis;
 use railyard_model::limits;
+use railyard_model::trigger::Trigger;
 use railyard_model::trigger::poll::{self, MAX_ERROR, PollState, event_keys, item, matches};
-use railyard_model::trigger::{MAX_KEY_BYTES, Trigger};
 use serde_json::Value;
 use tokio::task::JoinSet;
 
 use super::runs::{self, StartRun};
-use super::triggers::{HookError, render};
+use super::triggers::{HookError, render, render_key};
 use super::{Caller, Core, caller};
+use crate::delivery::destination::Destinations;
 use crate::error::ApiError;
 use crate::poller::{self, Fetched, PollLimits};
 use crate::writer::{DeliverHook, PollRecorded, PolledItem, RecordPoll};
@@ -35,17 +42,31 @@ const IDLE_RESCAN_MS: Millis = 60_000;
 const WINDOW_MARGIN_MS: Millis = 3_600_000;
 
 /// The poller's settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct PollSettings {
     pub limits: PollLimits,
     /// How long an `updated` event's key is remembered (the webhook dedup window).
     pub dedup_retention_ms: u64,
+    /// The server's listen addresses: never polled.
+    pub own: Vec<std::net::SocketAddr>,
+}
+
+/// What a poll in flight holds: its trigger, and its share of the namespace's
+/// and the API's slots.
+struct Busy {
+    key: (String, String),
+    host: String,
 }
 
 /// Polls every polled trigger when it is due, at most `max_pollers` at once,
 /// until shutdown.
 pub async fn run(core: Arc<Core>, settings: PollSettings, mut shutdown: tokio::sync::watch::Receiver<bool>) {
-    let client = match poller::client(&settings.limits) {
+    let settings = Arc::new(settings);
+    let destinations = Arc::new(Destinations::new(
+        core.delivery.allow_networks.clone(),
+        settings.own.clone(),
+    ));
+    let client = match poller::client(&settings.limits, destinations.clone()) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(error = %e, "cannot build the poller's HTTP client; polled triggers do not poll");
@@ -53,15 +74,22 @@ pub async fn run(core: Arc<Core>, settings: PollSettings, mut shutdown: tokio::s
         }
     };
     let mut inflight = JoinSet::new();
-    let mut busy: HashMap<tokio::task::Id, (String, String)> = HashMap::new();
+    let mut busy: HashMap<tokio::task::Id, Busy> = HashMap::new();
+    let limits = settings.limits;
     loop {
         let now = core.clock.now_ms();
         let mut wake_at = now.saturating_add(IDLE_RESCAN_MS);
-        let polling: HashSet<&(String, String)> = busy.values().collect();
+        let polling: HashSet<&(String, String)> = busy.values().map(|b| &b.key).collect();
+        let mut per_ns: HashMap<String, usize> = HashMap::new();
+        let mut per_host: HashMap<String, usize> = HashMap::new();
+        for b in busy.values() {
+            *per_ns.entry(b.key.0.clone()).or_default() += 1;
+            *per_host.entry(b.host.clone()).or_default() += 1;
+        }
         let mut start = Vec::new();
         match polled_triggers(&core) {
             Ok(ts) => {
-                for t in ts {
+                for t in fair_order(ts) {
                     let key = (t.namespace.clone(), t.id.clone());
                     let due = t.poll_state.next_poll_ms;
                     if polling.contains(&key) {
@@ -69,17 +97,40 @@ pub async fn run(core: Arc<Core>, settings: PollSettings, mut shutdown: tokio::s
                     }
                     if due > now {
                         wake_at = wake_at.min(due);
-                    } else if polling.len() + start.len() < settings.limits.max_pollers.max(1) {
-                        start.push((key, t));
+                        continue;
+                    }
+                    let host = t
+                        .poll
+                        .as_ref()
+                        .map(|p| crate::delivery::slots::origin(p.base_url()))
+                        .unwrap_or_default();
+                    let (n, h) = (
+                        per_ns.get(&t.namespace).copied().unwrap_or(0),
+                        per_host.get(&host).copied().unwrap_or(0),
+                    );
+                    // A trigger without room now is looked at again when a poll ends.
+                    if polling.len() + start.len() < limits.max_pollers.max(1)
+                        && n < limits.per_namespace()
+                        && h < limits.per_host()
+                    {
+                        *per_ns.entry(t.namespace.clone()).or_default() += 1;
+                        *per_host.entry(host.clone()).or_default() += 1;
+                        start.push((Busy { key, host }, t));
                     }
                 }
             }
             Err(e) => tracing::warn!(error = %e, "cannot read the polled triggers"),
         }
-        for (key, t) in start {
-            let (core, client) = (core.clone(), client.clone());
-            let handle = inflight.spawn(async move { poll_one(&core, &client, &settings, t).await });
-            busy.insert(handle.id(), key);
+        for (b, t) in start {
+            let (core, client, settings, destinations) = (
+                core.clone(),
+                client.clone(),
+                settings.clone(),
+                destinations.clone(),
+            );
+            let handle =
+                inflight.spawn(async move { poll_one(&core, &client, &destinations, &settings, t).await });
+            busy.insert(handle.id(), b);
         }
         tokio::select! {
             _ = core.clock.sleep_until(wake_at) => {}
@@ -103,6 +154,34 @@ pub async fn run(core: Arc<Core>, settings: PollSettings, mut shutdown: tokio::s
     }
 }
 
+/// `ts` in the order they get free slots: each namespace's by when they are due, the
+/// namespaces taking turns (the first of each, then the second of each, ...), so a
+/// namespace with many triggers due does not take every slot that frees before
+/// another namespace's one.
+fn fair_order(ts: Vec<Trigger>) -> Vec<Trigger> {
+    let mut by_ns: std::collections::BTreeMap<String, Vec<Trigger>> = Default::default();
+    for t in ts {
+        by_ns.entry(t.namespace.clone()).or_default().push(t);
+    }
+    let mut queues: Vec<std::vec::IntoIter<Trigger>> = by_ns
+        .into_values()
+        .map(|mut v| {
+            v.sort_by_key(|t| t.poll_state.next_poll_ms);
+            v.into_iter()
+        })
+        .collect();
+    let mut out = Vec::new();
+    loop {
+        let before = out.len();
+        for q in &mut queues {
+            out.extend(q.next());
+        }
+        if out.len() == before {
+            return out;
+        }
+    }
+}
+
 /// Every trigger with a source, in every namespace.
 fn polled_triggers(core: &Core) -> Result<Vec<Trigger>, ApiError> {
     let mut out = Vec::new();
@@ -115,28 +194,36 @@ fn polled_triggers(core: &Core) -> Result<Vec<Trigger>, ApiError> {
     Ok(out)
 }
 
-/// The token a `$ENV_NAME` names, read now (`Ok(None)`: the trigger names none).
-fn token_of(reference: &str) -> Result<Option<String>, String> {
+/// The token of `t`, read now if the server's secrets allow it (`Ok(None)`: the
+/// trigger names none).
+fn token_of(core: &Core, t: &Trigger, reference: &str) -> Result<Option<String>, String> {
     if reference.is_empty() {
         return Ok(None);
     }
-    let name = reference.strip_prefix('$').unwrap_or(reference);
-    match std::env::var(name) {
-        Ok(v) if !v.is_empty() => Ok(Some(v)),
-        _ => Err(format!(
-            "the token's environment variable {name} is not set on the server"
-        )),
-    }
+    let value = core
+        .secrets
+        .read(t, reference)
+        .map_err(|e| format!("the token: {e}"))?;
+    String::from_utf8(value)
+        .map(Some)
+        .map_err(|_| "the token's environment variable is not UTF-8".to_string())
 }
 
 /// One poll of `t`: fetch, render, commit. Failures end up in the trigger's status.
-async fn poll_one(core: &Core, client: &reqwest::Client, settings: &PollSettings, t: Trigger) {
+async fn poll_one(
+    core: &Core,
+    client: &reqwest::Client,
+    destinations: &Destinations,
+    settings: &PollSettings,
+    t: Trigger,
+) {
     let Some(src) = t.poll.clone() else { return };
     let started = core.clock.now_ms();
-    let fetched = match token_of(&src.token) {
+    let fetched = match token_of(core, &t, &src.token) {
         Ok(token) => {
             poller::fetch(
                 client,
+                destinations,
                 &src,
                 token.as_deref(),
                 &t.poll_state,
@@ -286,11 +373,7 @@ fn start_of(core: &Core, caller: &Caller, t: &Trigger, payload: &Value) -> Resul
         let field = format!("context[{}]", railyard_model::echo(k));
         context.insert(k.clone(), render(&field, v, payload, limits::CONTEXT_VALUE)?);
     }
-    let key = if t.concurrency_key.is_empty() {
-        String::new()
-    } else {
-        render("concurrency_key", &t.concurrency_key, payload, MAX_KEY_BYTES)?
-    };
+    let key = render_key(t, payload)?;
     let start = runs::prepare(
         core,
         caller,

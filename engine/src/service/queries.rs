@@ -22,6 +22,7 @@ pub fn parse(core: &Core, ns: &str, text: &str) -> Result<Option<Query>, ApiErro
     if text.trim().is_empty() {
         return Ok(None);
     }
+    railyard_model::limits::check_storable("query", text)?;
     let q = Query::parse(text, &attribute_types(core, ns)?).map_err(|e| ApiError::field("query", e))?;
     // Every index is ordered by start time, newest first: that is the one order a
     // page can be served in without reading every match.
@@ -51,12 +52,51 @@ pub struct CountRuns {
     pub group_by: String,
 }
 
+/// Most groups a count answers: the largest, the rest summed in
+/// [`RunCounts::other_count`].
+pub const MAX_GROUPS: usize = 1000;
+
 /// Counts, whole and by group.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunCounts {
     pub count: u64,
-    /// (value, count); `None`: the field is null for those runs.
+    /// (value, count), in value order (nulls first); `None`: the field is null for
+    /// those runs. At most [`MAX_GROUPS`], the largest.
     pub groups: Vec<(Option<String>, u64)>,
+    /// Runs in the groups left out.
+    pub other_count: u64,
+    /// Groups left out.
+    pub other_groups: u64,
+}
+
+/// `groups` (in value order) cut to the `max` largest, still in value order, and
+/// what was left out: (kept, runs left out, groups left out).
+pub fn top_groups(
+    mut groups: Vec<(Option<String>, u64)>,
+    max: usize,
+) -> (Vec<(Option<String>, u64)>, u64, u64) {
+    if groups.len() <= max {
+        return (groups, 0, 0);
+    }
+    // The largest first; equal counts in value order, so the cut is stable.
+    let mut order: Vec<usize> = (0..groups.len()).collect();
+    order.sort_by(|&a, &b| groups[b].1.cmp(&groups[a].1).then(a.cmp(&b)));
+    let mut keep = vec![false; groups.len()];
+    for &i in &order[..max] {
+        keep[i] = true;
+    }
+    let (mut runs, mut left) = (0u64, 0u64);
+    let mut i = 0;
+    groups.retain(|g| {
+        let k = keep[i];
+        i += 1;
+        if !k {
+            runs = runs.saturating_add(g.1);
+            left += 1;
+        }
+        k
+    });
+    (groups, runs, left)
 }
 
 /// Counts the runs of the caller's namespace that match a query.
@@ -79,14 +119,19 @@ pub fn count(core: &Core, caller: &Caller, r: CountRuns) -> Result<RunCounts, Ap
         index = %c.stats.index,
         "runs counted"
     );
+    let (groups, other_count, other_groups) = top_groups(c.groups, MAX_GROUPS);
     Ok(RunCounts {
         count: c.total,
-        groups: c.groups,
+        groups,
+        other_count,
+        other_groups,
     })
 }
 
 /// The field a count groups by: a keyword field (Status, WorkflowId, ...).
 fn group_field(core: &Core, ns: &str, name: &str) -> Result<Field, ApiError> {
+    railyard_model::limits::check_len("group_by", name, railyard_model::limits::QUERY_FIELD)?;
+    railyard_model::limits::check_storable("group_by", name)?;
     if let Some(b) = Builtin::ALL
         .into_iter()
         .find(|b| b.name().eq_ignore_ascii_case(name))
@@ -113,4 +158,19 @@ fn group_field(core: &Core, ns: &str, name: &str) -> Result<Field, ApiError> {
                 format!("unknown field {}", railyard_model::echo(name)),
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::top_groups;
+
+    #[test]
+    fn the_largest_groups_are_kept_in_value_order_and_the_rest_summed() {
+        let g = |v: &str, n: u64| (Some(v.to_string()), n);
+        let all = vec![(None, 5), g("a", 1), g("b", 9), g("c", 2), g("d", 9), g("e", 1)];
+        let (kept, runs, left) = top_groups(all.clone(), 3);
+        assert_eq!(kept, vec![(None, 5), g("b", 9), g("d", 9)]);
+        assert_eq!((runs, left), (4, 3));
+        assert_eq!(top_groups(all.clone(), 10), (all, 0, 0));
+    }
 }

@@ -46,6 +46,7 @@ pub async fn reset(core: &Core, caller: &Caller, r: Reset) -> Result<ResetDone, 
     check_len("goal", &r.goal, limits::GOAL)?;
     check_context("context", &r.context)?;
     check_len("request_id", &r.request_id, limits::REQUEST_ID)?;
+    limits::check_storable("request_id", &r.request_id)?;
     let new_run_id = if r.new_run_id.is_empty() {
         uuid::Uuid::now_v7().to_string()
     } else {

@@ -80,6 +80,14 @@ pub struct StartRun {
     /// Search attributes, name → text, read by the namespace's declarations when
     /// the writer checks the start (an undeclared or mistyped one is refused).
     pub attributes: BTreeMap<String, String>,
+    /// 1 (first) to 5 (last); 0: 3.
+    pub priority: u32,
+    /// The key its steps share fairly with other keys (empty: none).
+    pub fairness_key: String,
+    /// Its fairness weight, 1 to 1000; 0: 1.
+    pub fairness_weight: u32,
+    /// The key its concurrency limit counts under (empty: its fairness key).
+    pub concurrency_key: String,
 }
 
 /// Starts a run of a loaded workflow.
@@ -95,10 +103,11 @@ pub async fn start(core: &Core, caller: &Caller, r: StartRun) -> Result<Started,
 /// concurrency keys), so both start runs the same way.
 pub fn prepare(core: &Core, caller: &Caller, r: StartRun) -> Result<StartCommand, ApiError> {
     check_name("workflow_id", &r.workflow_id)?;
-    let definition = workflows::get(core, &r.workflow_id)?;
+    let definition = workflows::get(core, &caller.namespace, &r.workflow_id)?;
     check_len("goal", &r.goal, limits::GOAL)?;
     check_context("context", &r.context)?;
     check_len("request_id", &r.request_id, limits::REQUEST_ID)?;
+    limits::check_storable("request_id", &r.request_id)?;
     if r.id_reuse_policy == IdReusePolicy::AllowDuplicate {
         return Err(ApiError::field(
             "id_reuse_policy",
@@ -118,6 +127,12 @@ pub fn prepare(core: &Core, caller: &Caller, r: StartRun) -> Result<StartCommand
         check_name("task_queue", &r.task_queue)?;
     }
     check_len("callback_url", &r.callback_url, limits::URL)?;
+    let flow = railyard_model::flow::Flow::from_request(
+        r.priority,
+        &r.fairness_key,
+        r.fairness_weight,
+        &r.concurrency_key,
+    )?;
     if let Some(t) = r.budget.max_tokens
         && !(1..=railyard_model::workflow::MAX_BUDGET_TOKENS).contains(&t)
     {
@@ -156,6 +171,7 @@ pub fn prepare(core: &Core, caller: &Caller, r: StartRun) -> Result<StartCommand
         budget: r.budget,
         trace: r.trace,
         attributes: r.attributes,
+        flow,
         ..Default::default()
     };
     Ok(StartCommand { params, definition })
@@ -166,6 +182,26 @@ fn run_not_found(key: &RunKey) -> ApiError {
     ApiError::Rejected(Rejection::NotFound(format!(
         "run {run_id:?} not found in namespace {namespace:?}"
     )))
+}
+
+/// Why `run`'s ready step waits though a poll may be free (empty: nothing holds it
+/// back): its concurrency key is at its limit.
+pub fn flow_wait(core: &Core, run: &RunState) -> String {
+    let key = run.flow.limit_key();
+    if key.is_empty()
+        || !run.status.is_open()
+        || !matches!(run.phase, railyard_model::run::Phase::Scheduled { .. })
+    {
+        return String::new();
+    }
+    let load = core.matching.key_load(&run.namespace, key);
+    match load.limit {
+        Some(limit) if load.running >= limit => format!(
+            "waiting for the concurrency limit of key {key:?} (rule {:?}: {} of {limit} running)",
+            load.rule, load.running
+        ),
+        _ => String::new(),
+    }
 }
 
 /// A run's state (`NOT_FOUND` when there is no such run).
@@ -372,6 +408,14 @@ pub struct RunPage {
 
 /// Lists runs, newest first.
 pub fn list(core: &Core, caller: &Caller, r: ListRuns) -> Result<RunPage, ApiError> {
+    for (field, value) in [
+        ("workflow_id", &r.workflow_id),
+        ("parent_run_id", &r.parent_run_id),
+        ("page_token", &r.page_token),
+    ] {
+        check_len(field, value, limits::QUERY_FIELD)?;
+        limits::check_storable(field, value)?;
+    }
     let non_empty = |s: String| (!s.is_empty()).then_some(s);
     let set = |ms: Millis| (ms != 0).then_some(ms);
     let mut filter = RunFilter {
@@ -451,6 +495,7 @@ pub async fn signal(core: &Core, caller: &Caller, r: SignalRun) -> Result<(), Ap
             .map_err(|e| ApiError::field("payload_json", format!("is not valid JSON: {e}")))?;
     }
     check_len("request_id", &r.request_id, limits::REQUEST_ID)?;
+    limits::check_storable("request_id", &r.request_id)?;
     core.writer
         .call(crate::writer::Signal {
             ns: caller.namespace.clone(),

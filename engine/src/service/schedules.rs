@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use chrono::DateTime;
 
-use super::{Caller, Core};
+use super::{Caller, Core, workflows};
 use crate::error::ApiError;
 use crate::writer::{CreateSchedule, DeleteSchedule, PatchSchedule, Patched, UpdateSchedule};
 use railyard_model::Millis;
@@ -166,20 +166,24 @@ pub fn check_spec(s: &SpecInput) -> Result<ScheduleSpec, ApiError> {
 
 fn check_action(core: &Core, ns: &str, schedule_id: &str, a: &Action) -> Result<(), ApiError> {
     check_name("action.workflow_id", &a.workflow_id)?;
-    if core.workflows.get(&a.workflow_id).is_none() {
-        let known: Vec<_> = core.workflows.valid.keys().map(String::as_str).collect();
+    if let Err(e) = workflows::get(core, ns, &a.workflow_id) {
+        let ApiError::Rejected(Rejection::NotFound(_)) = e else {
+            return Err(e);
+        };
         return Err(ApiError::field(
             "action.workflow_id",
             format!(
-                "workflow {:?} is not loaded (known: {})",
+                "workflow {:?} is neither loaded nor registered (known: {})",
                 a.workflow_id,
-                known.join(", ")
+                workflows::known(core, ns)?
             ),
         ));
     }
     if !a.task_queue.is_empty() {
         check_name("action.task_queue", &a.task_queue)?;
     }
+    railyard_model::flow::Flow::from_request(a.priority, &a.fairness_key, 0, "")
+        .map_err(|e| ApiError::field("action", e))?;
     check_len("action.goal", &a.goal, limits::GOAL)?;
     check_context("action.context", &a.context)?;
     let size = a.goal.len() + a.context.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
@@ -271,6 +275,7 @@ pub async fn create(core: &Core, caller: &Caller, r: CreateInput) -> Result<(), 
     let u = check_schedule(core, &caller.namespace, &r.schedule_id, r.schedule)?;
     check_len("note", &r.note, MAX_NOTE)?;
     check_len("request_id", &r.request_id, limits::REQUEST_ID)?;
+    limits::check_storable("request_id", &r.request_id)?;
     let new = NewSchedule {
         namespace: caller.namespace.clone(),
         id: r.schedule_id,
@@ -379,6 +384,7 @@ pub async fn patch(core: &Core, caller: &Caller, p: PatchInput) -> Result<Patche
     }
     check_len("note", &p.note, MAX_NOTE)?;
     check_len("request_id", &p.request_id, limits::REQUEST_ID)?;
+    limits::check_storable("request_id", &p.request_id)?;
     check_count("backfill", p.backfill.len(), MAX_BACKFILL_RANGES)?;
     for (i, (start, end, _)) in p.backfill.iter().enumerate() {
         ms_to_rfc3339(&format!("backfill[{i}].start_time_unix_ms"), *start)?;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::caller::{self, Credentials, Operation, Principal};
 use super::{Caller, Core};
 use crate::error::ApiError;
-use crate::matching::{Dispatch, Grant, QueueStats};
+use crate::matching::{Dispatch, Grant, QueueStats, TaskRef};
 use crate::writer::{
     BeatCheckpoint, Complete, Completed, HeartbeatReply, StepCompletion, UsageReport, WriteError,
 };
@@ -100,9 +100,11 @@ pub async fn poll(core: &Core, caller: &Caller, p: Poll) -> Result<Option<Leased
             .take_or_park(ns, queue, identity, core.clock.now_ms(), deadline)
         {
             Ok(task) => task,
-            Err(mut parked) => {
+            Err(parked) => {
+                let mut parked = Parked { core, rx: parked };
+                let parked = &mut parked.rx;
                 let woken = tokio::select! {
-                    r = tokio::time::timeout_at(deadline, &mut parked) => r.ok().and_then(Result::ok),
+                    r = tokio::time::timeout_at(deadline, &mut *parked) => r.ok().and_then(Result::ok),
                     _ = core.shutting_down() => None,
                 };
                 // A task handed over just as the wait ended is still ours to take.
@@ -126,25 +128,74 @@ pub async fn poll(core: &Core, caller: &Caller, p: Poll) -> Result<Option<Leased
                 }
             }
         };
-        match core
+        let taken = Taken {
+            core,
+            task: Some(task.clone()),
+        };
+        let leased = core
             .writer
             .call(crate::writer::LeaseTask {
                 task: task.clone(),
                 worker: identity.clone(),
             })
-            .await
-        {
+            .await;
+        taken.disarm();
+        match leased {
             Ok(grant) => {
                 tracing::debug!(run_id = %task.run_id, queue = %task.queue, worker = %identity, "step leased");
                 return Ok(Some(LeasedStep::new(core, grant)));
             }
             // The run moved on since the task was queued: take the next one.
-            Err(WriteError::Rejected(Rejection::FailedPrecondition(_) | Rejection::NotFound(_))) => continue,
+            Err(WriteError::Rejected(Rejection::FailedPrecondition(_) | Rejection::NotFound(_))) => {
+                core.matching.release(ns, &task.run_id);
+                continue;
+            }
             Err(e) => {
                 // Nothing was committed: the task is still ready.
+                core.matching.release(ns, &task.run_id);
                 core.matching.push(task);
                 return Err(e.into());
             }
+        }
+    }
+}
+
+/// A task taken from matching while its lease is asked for. Dropped before the
+/// answer (the caller went away), it gives the task and its slot back: if the lease
+/// commits after all, the commit takes the slot again and the task is stale.
+struct Taken<'a> {
+    core: &'a Core,
+    task: Option<TaskRef>,
+}
+
+impl Taken<'_> {
+    fn disarm(mut self) {
+        self.task = None;
+    }
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            self.core.matching.release(&task.namespace, &task.run_id);
+            self.core.matching.push(task);
+        }
+    }
+}
+
+/// A parked poll's receiver. Dropped with a task in it (the caller went away as
+/// it arrived), it gives the task and its slot back to matching.
+struct Parked<'a> {
+    core: &'a Core,
+    rx: tokio::sync::oneshot::Receiver<Dispatch>,
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        self.rx.close();
+        if let Ok(Dispatch::Task(task)) = self.rx.try_recv() {
+            self.core.matching.release(&task.namespace, &task.run_id);
+            self.core.matching.push(task);
         }
     }
 }
@@ -178,23 +229,30 @@ async fn poll_run(
             .matching
             .take_run(ns, queue, run_id, identity, core.clock.now_ms())
         {
-            match core
+            let taken = Taken {
+                core,
+                task: Some(task.clone()),
+            };
+            let leased = core
                 .writer
                 .call(crate::writer::LeaseTask {
                     task: task.clone(),
                     worker: identity.clone(),
                 })
-                .await
-            {
+                .await;
+            taken.disarm();
+            match leased {
                 Ok(grant) => {
                     tracing::debug!(%run_id, %queue, worker = %identity, "step leased by run");
                     return Ok(Some(LeasedStep::new(core, grant)));
                 }
                 // The run moved on since the task was queued: look again.
                 Err(WriteError::Rejected(Rejection::FailedPrecondition(_) | Rejection::NotFound(_))) => {
+                    core.matching.release(ns, run_id);
                     continue;
                 }
                 Err(e) => {
+                    core.matching.release(ns, run_id);
                     core.matching.push(task);
                     return Err(e.into());
                 }
@@ -497,6 +555,39 @@ pub async fn fail(
         .await?;
     tracing::info!(%run_id, %step, attempt, will_retry, "step failed");
     Ok(will_retry)
+}
+
+/// Parks the leased step for a provider's rate limit under `key` until `until_ms`
+/// (the worker's `FailStepTask` with error type `rate_limited` and a reset time): the
+/// lease and its slot are freed, no attempt is used up, and the step is dispatched
+/// again then, resuming from `checkpoint` (empty: the last heartbeat's). A reset more
+/// than a day ahead is refused; one past dispatches the step again at once.
+pub async fn park_rate_limited(
+    core: &Core,
+    caller: &Caller,
+    claims: TokenClaims,
+    checkpoint: Vec<u8>,
+    key: String,
+    until_ms: railyard_model::Millis,
+) -> Result<(), ApiError> {
+    railyard_model::flow::check_key("rate_limit_key", &key, false)?;
+    check_bytes("checkpoint", &checkpoint, limits::CHECKPOINT)?;
+    let now = core.clock.now_ms();
+    if until_ms > now + railyard_model::run::MAX_RATE_LIMIT_PARK_MS {
+        return Err(ApiError::field("park_until_unix_ms", "is more than a day ahead"));
+    }
+    let (run_id, step, attempt) = (claims.run_id.clone(), claims.step.clone(), claims.attempt);
+    core.writer
+        .call(crate::writer::ParkRateLimited {
+            claims,
+            identity: caller.identity.clone(),
+            checkpoint,
+            key: key.clone(),
+            until_ms,
+        })
+        .await?;
+    tracing::info!(%run_id, %step, attempt, %key, wait_ms = until_ms - now, "step parked for a rate limit");
+    Ok(())
 }
 
 /// A queue's backlog, recent pollers and dispatch count.

@@ -10,8 +10,10 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::caller::Principal;
 use super::runs::{self, StartRun};
-use super::{Caller, Core, caller};
+use super::{Caller, Core, caller, workflows};
+use railyard_model::auth::ALL_NAMESPACES;
 use railyard_model::echo;
 use railyard_model::limits::{self, check_context, check_count, check_len, check_name};
 
@@ -23,7 +25,7 @@ use crate::writer::{
 use railyard_model::template::payload::{RenderError, Template};
 use railyard_model::trace::TraceContext;
 use railyard_model::trigger::poll::{self, Events, PollSource, SourceKind};
-use railyard_model::trigger::{MAX_DELIVERY_ID, MAX_KEY_BYTES, Mode, Trigger};
+use railyard_model::trigger::{MAX_DELIVERY_ID, MAX_KEY_BYTES, Mode, Source, Trigger};
 use railyard_store::StorageError;
 
 /// Longest goal or context template, in bytes.
@@ -106,14 +108,14 @@ fn check_template(field: &str, text: &str) -> Result<Template, ApiError> {
     Template::parse(text).map_err(|e| ApiError::field(field, e))
 }
 
-fn check_secret(field: &str, value: &str) -> Result<(), ApiError> {
-    if value.is_empty() || signature::is_env_ref(value) {
+fn check_secret(core: &Core, source: Source, ns: &str, field: &str, value: &str) -> Result<(), ApiError> {
+    if value.is_empty() {
         return Ok(());
     }
-    Err(ApiError::field(
-        field,
-        "must name an environment variable of the server, as $NAME: secrets are never stored",
-    ))
+    core.secrets
+        .check(source, ns, value)
+        .map(|_| ())
+        .map_err(|e| ApiError::field(field, e))
 }
 
 fn check_header(field: &str, value: &str) -> Result<(), ApiError> {
@@ -127,18 +129,20 @@ fn check_header(field: &str, value: &str) -> Result<(), ApiError> {
 }
 
 /// Checks a trigger's fields (naming the one that is wrong) and makes the
-/// trigger, in namespace `ns`.
-pub fn check(core: &Core, ns: &str, r: TriggerInput) -> Result<Trigger, ApiError> {
+/// trigger, in namespace `ns`, defined in `source` (what secrets it may name).
+pub fn check(core: &Core, ns: &str, source: Source, r: TriggerInput) -> Result<Trigger, ApiError> {
     check_id(&r.id)?;
     check_name("workflow_id", &r.workflow_id)?;
-    if core.workflows.get(&r.workflow_id).is_none() {
-        let known: Vec<_> = core.workflows.valid.keys().map(String::as_str).collect();
+    if let Err(e) = workflows::get(core, ns, &r.workflow_id) {
+        let ApiError::Rejected(Rejection::NotFound(_)) = e else {
+            return Err(e);
+        };
         return Err(ApiError::field(
             "workflow_id",
             format!(
-                "workflow {} is not loaded (known: {})",
+                "workflow {} is neither loaded nor registered (known: {})",
                 echo(&r.workflow_id),
-                known.join(", ")
+                workflows::known(core, ns)?
             ),
         ));
     }
@@ -174,8 +178,8 @@ pub fn check(core: &Core, ns: &str, r: TriggerInput) -> Result<Trigger, ApiError
         railyard_model::run::delivery::url::check("callback_url", &r.callback_url)?;
         super::subscriptions::check_destination(core, "callback_url", &r.callback_url)?;
     }
-    check_secret("signature_secret", &r.signature_secret)?;
-    check_secret("bearer_token", &r.bearer_token)?;
+    check_secret(core, source, ns, "signature_secret", &r.signature_secret)?;
+    check_secret(core, source, ns, "bearer_token", &r.bearer_token)?;
     check_header("signature_header", &r.signature_header)?;
     check_header("dedup_header", &r.dedup_header)?;
     check_template("concurrency_key", &r.concurrency_key)?;
@@ -192,7 +196,7 @@ pub fn check(core: &Core, ns: &str, r: TriggerInput) -> Result<Trigger, ApiError
         ));
     }
     check_len("description", &r.description, MAX_DESCRIPTION)?;
-    let poll = r.poll.map(check_poll).transpose()?;
+    let poll = r.poll.map(|p| check_poll(core, source, ns, p)).transpose()?;
     if poll.is_some()
         && let Some(field) = [
             ("signature_secret", &r.signature_secret),
@@ -233,12 +237,17 @@ pub fn check(core: &Core, ns: &str, r: TriggerInput) -> Result<Trigger, ApiError
         mode,
         description: r.description,
         poll,
+        source,
         ..Trigger::default()
     })
 }
 
 /// Checks a polled source's fields, naming the one that is wrong (`poll.repo`).
-fn check_poll(p: PollInput) -> Result<PollSource, ApiError> {
+fn check_poll(core: &Core, source: Source, ns: &str, p: PollInput) -> Result<PollSource, ApiError> {
+    if !p.base_url.is_empty() {
+        // The rules of a delivery's destination: the token goes there.
+        super::subscriptions::check_destination(core, "poll.base_url", &p.base_url)?;
+    }
     let kind = SourceKind::parse(&p.source).ok_or_else(|| {
         let known: Vec<_> = SourceKind::ALL.iter().map(|k| k.name()).collect();
         ApiError::field(
@@ -246,7 +255,7 @@ fn check_poll(p: PollInput) -> Result<PollSource, ApiError> {
             format!("{} is not one of {}", echo(&p.source), known.join(", ")),
         )
     })?;
-    check_secret("poll.token", &p.token)?;
+    check_secret(core, source, ns, "poll.token", &p.token)?;
     let events = Events::parse(&p.events).map_err(|e| ApiError::field("poll.events", e))?;
     let every_ms = if p.every.is_empty() {
         poll::DEFAULT_EVERY_MS
@@ -289,9 +298,39 @@ pub fn poll_input(p: &PollSource) -> PollInput {
     }
 }
 
+/// Refuses a request that sets or changes where a polled trigger sends its token
+/// (`poll.base_url`) or which token (`poll.token`), unless its caller is an admin
+/// of every namespace (`*`) or auth is off: a namespace's admin could otherwise
+/// send a secret the operator declared to a server of their own.
+fn check_poll_change(caller: &Caller, old: Option<&Trigger>, new: &Trigger) -> Result<(), ApiError> {
+    let Principal::Key(k) = &caller.principal else {
+        return Ok(());
+    };
+    if k.namespace == ALL_NAMESPACES {
+        return Ok(());
+    }
+    let Some(p) = &new.poll else { return Ok(()) };
+    let before = old.and_then(|o| o.poll.as_ref());
+    let changed = |field: &str, now: &str, then: Option<&str>| {
+        if !now.is_empty() && then != Some(now) {
+            return Err(ApiError::Rejected(Rejection::PermissionDenied(format!(
+                "{field}: setting or changing a polled trigger's token or API URL takes an admin \
+                 key of every namespace (*); API key {} is of namespace {}",
+                k.key_id,
+                echo(&k.namespace)
+            ))));
+        }
+        Ok(())
+    };
+    changed("poll.base_url", &p.base_url, before.map(|b| b.base_url.as_str()))?;
+    changed("poll.token", &p.token, before.map(|b| b.token.as_str()))?;
+    Ok(())
+}
+
 /// Creates a trigger (`ALREADY_EXISTS` if its id is taken in the namespace).
 pub async fn create(core: &Core, caller: &Caller, r: TriggerInput) -> Result<Trigger, ApiError> {
-    let trigger = check(core, &caller.namespace, r)?;
+    let trigger = check(core, &caller.namespace, Source::Api, r)?;
+    check_poll_change(caller, None, &trigger)?;
     let t = core.writer.call(CreateTrigger { trigger }).await?;
     // A polled trigger is due at once.
     core.poll_wake.notify_one();
@@ -338,7 +377,9 @@ pub fn list(
 
 /// Replaces what an API-made trigger is (a configured one is read-only).
 pub async fn update(core: &Core, caller: &Caller, r: TriggerInput) -> Result<Trigger, ApiError> {
-    let trigger = check(core, &caller.namespace, r)?;
+    let trigger = check(core, &caller.namespace, Source::Api, r)?;
+    let old = core.store.trigger(&caller.namespace, &trigger.id)?;
+    check_poll_change(caller, old.as_ref(), &trigger)?;
     let t = core.writer.call(UpdateTrigger { trigger }).await?;
     core.poll_wake.notify_one();
     Ok(t)
@@ -374,7 +415,7 @@ pub async fn sync_config(core: &Core, triggers: Vec<TriggerInput>) -> Result<(us
             r.namespace.clone()
         };
         let id = r.id.clone();
-        let t = check(core, &ns, r).map_err(|e| {
+        let t = check(core, &ns, Source::Config, r).map_err(|e| {
             ApiError::Rejected(Rejection::InvalidArgument(format!(
                 "triggers[{i}] ({}): {e}",
                 echo(&id)
@@ -470,6 +511,22 @@ pub fn render(field: &str, t: &str, payload: &Value, max: usize) -> Result<Strin
     })
 }
 
+/// The concurrency key of `t` for `payload` (empty: the trigger has none). A key
+/// is stored as text, so one holding a NUL character is refused (`422`).
+pub fn render_key(t: &Trigger, payload: &Value) -> Result<String, HookError> {
+    if t.concurrency_key.is_empty() {
+        return Ok(String::new());
+    }
+    let key = render("concurrency_key", &t.concurrency_key, payload, MAX_KEY_BYTES)?;
+    if key.contains('\0') {
+        return Err(HookError::Unprocessable(
+            "concurrency_key: renders a NUL character, which the server does not store; nothing was started"
+                .into(),
+        ));
+    }
+    Ok(key)
+}
+
 /// A webhook delivery: verifies it, renders the trigger's templates from the
 /// payload, and starts (or queues, or deduplicates) the run through the same
 /// start as `StartRun`.
@@ -539,7 +596,7 @@ async fn accept(
     t: &Trigger,
     r: &HookRequest<'_>,
 ) -> Result<Delivered, HookError> {
-    if let Err(e) = signature::verify(t, r.header, r.body) {
+    if let Err(e) = signature::verify(&core.secrets, t, r.header, r.body) {
         tracing::warn!(trigger_id = %t.id, namespace = %t.namespace, error = %e, "webhook delivery refused");
         return Err(HookError::Unauthorized(e));
     }
@@ -579,11 +636,7 @@ async fn accept(
         )?;
         attributes.insert(k.clone(), text);
     }
-    let key = if t.concurrency_key.is_empty() {
-        String::new()
-    } else {
-        render("concurrency_key", &t.concurrency_key, &payload, MAX_KEY_BYTES)?
-    };
+    let key = render_key(t, &payload)?;
     let start = runs::prepare(
         core,
         caller,

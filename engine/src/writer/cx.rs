@@ -167,6 +167,23 @@ impl Cx<'_, '_> {
         self.tx.run(key)
     }
 
+    /// The definition a new run of `workflow_id` in `ns` starts with: the server's
+    /// (a file, a built-in), else the one registered in `ns`, as this transaction
+    /// sees it.
+    pub(crate) fn definition(
+        &self,
+        ns: &str,
+        workflow_id: &str,
+    ) -> Result<Option<Arc<WorkflowDef>>, StorageError> {
+        if let Some(def) = self.workflows.get(workflow_id) {
+            return Ok(Some(def.clone()));
+        }
+        Ok(self
+            .tx
+            .registered_workflow(ns, workflow_id)?
+            .map(|w| w.definition))
+    }
+
     /// The transaction's clock reading.
     pub(crate) fn now(&self) -> Millis {
         self.now
@@ -275,7 +292,8 @@ impl Cx<'_, '_> {
             }
             Err(e) => {
                 let queue = t.run.current_queue().unwrap_or_default();
-                self.matching.unclaim(&t.run.namespace, &queue, waiter);
+                self.matching
+                    .unclaim(&t.run.namespace, &queue, waiter, &t.run.run_id);
                 Err(e)
             }
         }
@@ -288,11 +306,11 @@ impl Cx<'_, '_> {
             return None;
         };
         let (queue, task_seq) = (queue.clone(), *task_seq);
-        let waiter = matching.claim(&run.namespace, &queue)?;
+        let waiter = matching.claim(&TaskRef::of(run, queue.clone(), task_seq))?;
         match run.lease(task_seq, &waiter.identity, out) {
             Ok(lease) => Some((waiter, lease)),
             Err(_) => {
-                matching.unclaim(&run.namespace, &queue, waiter);
+                matching.unclaim(&run.namespace, &queue, waiter, &run.run_id);
                 None
             }
         }
@@ -480,18 +498,20 @@ impl Cx<'_, '_> {
             run: key.clone(),
             deadline: run.lease_deadline(),
         });
+        if !run.flow.limit_key().is_empty() {
+            self.after.push(After::Holds {
+                run: key.clone(),
+                key: run.flow.limit_key().to_string(),
+                leased: run.lease_deadline().is_some(),
+            });
+        }
         for effect in effects {
             match effect {
                 Effect::EnqueueTask { task_seq, .. } | Effect::RemoveTask { task_seq, .. }
                     if skip.contains(&task_seq) => {}
                 Effect::EnqueueTask { queue, task_seq } => {
                     self.tx.insert_task(ns, &queue, task_seq, id)?;
-                    self.after.push(After::Enqueue(TaskRef {
-                        namespace: ns.into(),
-                        queue,
-                        task_seq,
-                        run_id: id.into(),
-                    }));
+                    self.after.push(After::Enqueue(TaskRef::of(run, queue, task_seq)));
                 }
                 Effect::RemoveTask { queue, task_seq } => {
                     self.tx.remove_task(ns, &queue, task_seq)?;

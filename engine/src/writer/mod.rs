@@ -226,6 +226,18 @@ enum After {
         run: RunKey,
         deadline: Option<(Millis, u64)>,
     },
+    /// Whether a run with concurrency key `key` now holds a lease, for matching's
+    /// slot counts.
+    Holds {
+        run: RunKey,
+        key: String,
+        leased: bool,
+    },
+    /// A namespace's flow-control rules as committed.
+    Rules {
+        ns: String,
+        rules: railyard_model::flow::KeyRules,
+    },
 }
 
 struct WriterLoop {
@@ -292,14 +304,7 @@ impl WriterLoop {
         let snapshot = self.store.snapshot()?;
         self.next_seq = self.next_seq.max(snapshot.max_seq()?);
         self.limits = StartLimits::new(snapshot.open_run_counts()?);
-        for t in snapshot.ready_tasks()? {
-            self.hooks.matching.push(TaskRef {
-                namespace: t.namespace,
-                queue: t.queue,
-                task_seq: t.task_seq,
-                run_id: t.run_id,
-            });
-        }
+        crate::matching::rebuild(&self.hooks.matching, &*snapshot)?;
         for (due, ns, run_id, lease) in self.store.lease_deadlines()? {
             self.hooks.leases.set(RunKey::new(ns, run_id), Some((due, lease)));
         }
@@ -353,6 +358,10 @@ impl WriterLoop {
                                 self.hooks.timer_wake.notify_one();
                             }
                         }
+                        After::Holds { run, key, leased } => {
+                            self.hooks.matching.set_leased(run, &key, leased)
+                        }
+                        After::Rules { ns, rules } => self.hooks.matching.set_rules(&ns, rules),
                     }
                 }
                 for a in answers {
@@ -369,7 +378,9 @@ impl WriterLoop {
                 for effect in after {
                     if let After::HandOff(waiter, grant) = effect {
                         let queue = grant.run.current_queue().unwrap_or_default();
-                        self.hooks.matching.unclaim(&grant.run.namespace, &queue, waiter);
+                        self.hooks
+                            .matching
+                            .unclaim(&grant.run.namespace, &queue, waiter, &grant.run.run_id);
                     }
                 }
                 for a in answers {

@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use railyard_engine::secrets::SecretPolicy;
 use railyard_engine::signature::{sign, verify};
 use railyard_model::template::payload::{RenderError, Template};
-use railyard_model::trigger::Trigger;
+use railyard_model::trigger::{Source, Trigger};
 use serde_json::Value;
 
 use crate::corpus;
@@ -88,7 +89,7 @@ pub fn strategy(seeds: Arc<Vec<Vec<u8>>>, payloads: Arc<Vec<Value>>) -> impl Str
 }
 
 /// The secret the verification property signs with (set in this process's environment).
-const SECRET_ENV: &str = "RAILYARD_FUZZ_HOOK_SECRET";
+const SECRET_ENV: &str = "FUZZ_HOOK_SECRET";
 const SECRET: &str = "fuzz secret";
 
 /// Sets the secret the verification property uses.
@@ -123,18 +124,21 @@ pub fn check(input: &HookInput) -> Result<(), TestCaseError> {
     }
     let trigger = Trigger {
         signature_secret: format!("${SECRET_ENV}"),
+        source: Source::Config,
         ..Trigger::default()
     };
+    // A configured trigger may name any variable but the server's own.
+    let policy = SecretPolicy::default();
     let body = input.template.as_bytes();
     let presented = input.signature.clone();
     let header = move |_: &str| Some(presented.clone());
-    let accepted = verify(&trigger, &header, body).is_ok();
+    let accepted = verify(&policy, &trigger, &header, body).is_ok();
     let real = sign(SECRET.as_bytes(), body);
     let matches =
         input.signature.trim() == real || input.signature.trim() == real.trim_start_matches("sha256=");
     prop_assert_eq!(accepted, matches, "signature {:?}", input.signature);
     // The real one is always accepted.
     let real_header = move |_: &str| Some(real.clone());
-    prop_assert!(verify(&trigger, &real_header, body).is_ok());
+    prop_assert!(verify(&policy, &trigger, &real_header, body).is_ok());
     Ok(())
 }

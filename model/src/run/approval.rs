@@ -259,7 +259,3 @@ impl RunState {
         }
     }
 }
-
-#[cfg(test)]
-#[path = "approval_tests.rs"]
-mod tests;

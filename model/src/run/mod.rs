@@ -21,6 +21,7 @@ mod heartbeat;
 pub mod issue;
 #[cfg(test)]
 mod issue_tests;
+mod rate_limit;
 mod refusal;
 pub mod reset;
 pub mod size;
@@ -35,6 +36,7 @@ pub use delivery::{Attempt, AttemptOutcome, Delivery, DeliveryPolicy, DeliverySt
 pub use events::{Event, EventKind, RunStatus, TimeoutKind};
 pub use heartbeat::{HeartbeatNote, StuckNote, UsageOutcome};
 pub use issue::{Issue, IssueReport, Severity};
+pub use rate_limit::{MAX_RATE_LIMIT_PARK_MS, RATE_LIMITED_ERROR_TYPE};
 pub use refusal::{Action, LeaseRef, Refusal};
 pub use reset::{CarriedStep, ResetKind, ResetPlan, ResetRequest};
 pub use usage::{RunBudget, TOKEN_BUDGET_EXCEEDED, Usage};
@@ -224,6 +226,8 @@ pub struct RunState {
     pub reset_to: String,
     /// Its search attributes (`crate::attributes`).
     pub attributes: crate::attributes::Attributes,
+    /// Its priority, fairness and concurrency keys (`crate::flow`).
+    pub flow: crate::flow::Flow,
 }
 
 /// Work for the store besides writing events and the state row.
@@ -368,6 +372,8 @@ pub struct StartParams {
     /// Search attributes to set, as text (name → value), read by the namespace's
     /// declarations when the start is checked (`crate::attributes::parse_set`).
     pub attributes: BTreeMap<String, String>,
+    /// Its priority and keys (`crate::flow`); a child's are its parent's unless told.
+    pub flow: crate::flow::Flow,
 }
 
 /// Collects a transition's events and effects. `next_seq` hands out task and
@@ -488,6 +494,7 @@ impl RunState {
             reset_from: String::new(),
             reset_to: String::new(),
             attributes: Default::default(),
+            flow: p.flow.clone(),
         };
         run.trace = p
             .trace
@@ -904,6 +911,8 @@ impl RunState {
 }
 
 #[cfg(test)]
+mod approval_tests;
+#[cfg(test)]
 mod contract_tests;
 #[cfg(test)]
 mod proptests;
@@ -911,5 +920,7 @@ mod proptests;
 mod reset_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wait_tests;
 #[cfg(test)]
 mod wire_tests;

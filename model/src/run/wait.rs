@@ -160,15 +160,25 @@ pub enum WaitOn {
     Unpause,
     /// The step's completion is held for a person's approval (`requireConfirmation`).
     Approval(Box<super::Proposal>),
+    /// A provider's rate limit under `key`: the step resumes when it resets (the
+    /// wait's deadline).
+    RateLimit {
+        /// The rate-limit key the worker named (empty: none).
+        key: String,
+    },
 }
 
 impl WaitOn {
+    /// The API's name of a wait for a rate limit.
+    pub const RATE_LIMIT: &'static str = "rate_limit";
+
     /// The API's name of what it waits for: `children`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Children { .. } => "children",
             Self::Unpause => "unpause",
             Self::Approval(_) => "approval",
+            Self::RateLimit { .. } => Self::RATE_LIMIT,
         }
     }
 
@@ -176,7 +186,7 @@ impl WaitOn {
     fn satisfied(&self) -> bool {
         match self {
             Self::Children { run_ids, done } => run_ids.iter().all(|id| done.iter().any(|d| &d.run_id == id)),
-            Self::Unpause | Self::Approval(_) => false,
+            Self::Unpause | Self::Approval(_) | Self::RateLimit { .. } => false,
         }
     }
 }
@@ -354,6 +364,16 @@ impl RunState {
             self.approval_timed_out(out);
             return;
         }
+        if matches!(
+            self.waiting(),
+            Some(Waiting {
+                on: WaitOn::RateLimit { .. },
+                ..
+            })
+        ) {
+            self.rate_limit_reset(out);
+            return;
+        }
         let step = &self.definition.steps[self.current_step];
         match step.wait_timeout_policy() {
             crate::workflow::WaitTimeoutPolicy::Resume => self.resume("timeout", out),
@@ -507,13 +527,15 @@ impl RunState {
 pub const PAUSED_ERROR_TYPE: &str = "paused";
 
 /// The text a resumed step's model reads: what it waited for, as JSON.
-fn resume_message(on: &WaitOn, reason: &str) -> String {
+pub(super) fn resume_message(on: &WaitOn, reason: &str) -> String {
     match on {
         WaitOn::Unpause => {
             "[railyard] The run was paused and has been unpaused; continue where you left off.".into()
         }
         // An approval's end writes its own message (`approval.rs`); never reached.
         WaitOn::Approval(_) => format!("[railyard] The wait for approval ended ({reason})."),
+        // A rate limit's reset resumes without a message (`rate_limit.rs`); never reached.
+        WaitOn::RateLimit { .. } => format!("[railyard] The wait for a rate limit ended ({reason})."),
         WaitOn::Children { run_ids, done } => {
             // In the order the step started (or named) them, not the order they closed.
             let finished: Vec<&ChildOutcome> = run_ids
@@ -547,7 +569,3 @@ fn resume_message(on: &WaitOn, reason: &str) -> String {
         }
     }
 }
-
-#[cfg(test)]
-#[path = "wait_tests.rs"]
-mod tests;

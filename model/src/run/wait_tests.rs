@@ -1,5 +1,7 @@
+use super::wait::*;
 use super::*;
 use crate::run::test_fx::{Fx, types};
+use serde_json::json;
 
 impl Fx {
     /// Leases the step, starts children `ids` and waits on them.
@@ -269,7 +271,7 @@ fn a_childs_result_reaches_its_parent_cut_when_long_and_every_resume_message_sta
         matches!(&events[0].kind, EventKind::ChildRunCompleted { result, .. } if result == &o.result),
         "{events:?}"
     );
-    let attrs = super::super::wire::event_attributes_json(&events[0].kind);
+    let attrs = super::wire::event_attributes_json(&events[0].kind);
     assert!(attrs.contains(r#""result":{"n":2,"verdict":"ok"}"#), "{attrs}");
     let body = parent.run.resume_input[0].split_once('\n').unwrap().1;
     let body: serde_json::Value = serde_json::from_str(body).unwrap();

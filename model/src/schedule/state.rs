@@ -170,6 +170,10 @@ pub struct Action {
     /// Search attributes of each run it starts (name → text, not templates), read
     /// by the namespace's declarations at each fire.
     pub attributes: BTreeMap<String, String>,
+    /// The priority of each run it starts, 1 to 5 (0: 3).
+    pub priority: u32,
+    /// The fairness key of each run it starts (empty: none).
+    pub fairness_key: String,
 }
 
 /// A fire to take: its due time, the policy it asked for (`None`: the schedule's,

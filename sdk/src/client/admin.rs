@@ -96,7 +96,8 @@ impl Client {
     }
 
     /// Removes the declaration of search attribute `name` (runs keep their values).
-    /// Tried once: a repeat after a lost answer would be NOT_FOUND.
+    /// Tried once, within the request timeout: a repeat after a lost answer would be
+    /// NOT_FOUND.
     pub async fn remove_search_attribute(
         &self,
         namespace: &str,
@@ -106,9 +107,53 @@ impl Client {
             namespace: namespace.into(),
             name: name.into(),
         };
-        self.call_untimed(stub::Admin::remove_search_attribute, req)
+        self.call_once(stub::Admin::remove_search_attribute, req)
             .await
             .map(|r| r.search_attributes)
+    }
+
+    /// Sets a flow-control rule on a key of `namespace` (a concurrency limit, a
+    /// fairness weight; 0 leaves one unset), replacing the key's rule. Answers the
+    /// namespace's rules. Setting the same rule again changes nothing, so it is
+    /// retried.
+    pub async fn set_key_rule(
+        &self,
+        namespace: &str,
+        rule: railyard_proto::v1::KeyRule,
+    ) -> Result<Vec<railyard_proto::v1::KeyRule>, ClientError> {
+        let req = railyard_proto::v1::SetKeyRuleRequest {
+            namespace: namespace.into(),
+            rule: Some(rule),
+        };
+        Ok(self.call(stub::Admin::set_key_rule, req).await?.rules)
+    }
+
+    /// The flow-control rules of `namespace`, each exact key with its runs holding
+    /// a slot.
+    pub async fn list_key_rules(
+        &self,
+        namespace: &str,
+    ) -> Result<Vec<railyard_proto::v1::KeyRule>, ClientError> {
+        let req = railyard_proto::v1::ListKeyRulesRequest {
+            namespace: namespace.into(),
+        };
+        Ok(self.call(stub::Admin::list_key_rules, req).await?.rules)
+    }
+
+    /// Removes the rule on `key`. Tried once: a repeat after a lost answer would be
+    /// NOT_FOUND.
+    pub async fn remove_key_rule(
+        &self,
+        namespace: &str,
+        key: &str,
+    ) -> Result<Vec<railyard_proto::v1::KeyRule>, ClientError> {
+        let req = railyard_proto::v1::RemoveKeyRuleRequest {
+            namespace: namespace.into(),
+            key: key.into(),
+        };
+        self.call_once(stub::Admin::remove_key_rule, req)
+            .await
+            .map(|r| r.rules)
     }
 
     /// Every namespace the client's key reaches.

@@ -221,8 +221,9 @@ trait Stub {
 /// The service stubs [`Client`] calls through: `stub::History::start_run` and so on.
 mod stub {
     use railyard_proto::v1::{
-        admin_client::AdminClient, batches_client::BatchesClient, history_client::HistoryClient,
-        schedules_client::SchedulesClient, tasks_client::TasksClient, triggers_client::TriggersClient,
+        admin_client::AdminClient, batches_client::BatchesClient, capacity_client::CapacityClient,
+        history_client::HistoryClient, schedules_client::SchedulesClient, tasks_client::TasksClient,
+        triggers_client::TriggersClient,
     };
 
     use super::{Authed, Client, Stub};
@@ -247,6 +248,7 @@ mod stub {
         Schedules = SchedulesClient,
         Batches = BatchesClient,
         Triggers = TriggersClient,
+        Capacity = CapacityClient,
     );
 }
 
@@ -657,6 +659,24 @@ impl Client {
         self.call(stub::History::list_workflows, req).await
     }
 
+    /// Registers a workflow definition (its JSON, as a definition file holds it) in
+    /// `namespace` (empty: `default`); the server validates it as it does a file.
+    /// Idempotent by content, so retried like a read: the same definition again
+    /// answers `changed: false` (as does a retry whose first try's answer was lost
+    /// after it registered). A changed definition is what new runs of its id start
+    /// with; runs already started keep theirs.
+    pub async fn register_workflow(
+        &self,
+        namespace: &str,
+        definition_json: impl Into<String>,
+    ) -> Result<RegisterWorkflowResponse, ClientError> {
+        let req = RegisterWorkflowRequest {
+            namespace: namespace.into(),
+            definition_json: definition_json.into(),
+        };
+        self.call(stub::History::register_workflow, req).await
+    }
+
     /// A run and the runs it spawned, as a tree.
     pub async fn get_session_tree(
         &self,
@@ -704,14 +724,19 @@ impl Client {
     }
 
     /// Starts child runs under a step's lease (and, with `wait`, ends the lease with
-    /// the step waiting for them). Tried once, never retried: a repeat after a lost
-    /// answer could start the children twice, so a failure is the caller's to judge
-    /// (the agent reads it as a tool error).
+    /// the step waiting for them). With a `request_id` a repeat answers the same
+    /// children, so the call is retried like a heartbeat; without one it is tried
+    /// once: a repeat after a lost answer could start the children twice, so a
+    /// failure is the caller's to judge (the agent reads it as a tool error).
     pub async fn spawn_child_runs(
         &self,
         req: SpawnChildRunsRequest,
     ) -> Result<SpawnChildRunsResponse, ClientError> {
-        self.call_once(stub::Tasks::spawn_child_runs, req).await
+        if req.request_id.is_empty() {
+            self.call_once(stub::Tasks::spawn_child_runs, req).await
+        } else {
+            self.call(stub::Tasks::spawn_child_runs, req).await
+        }
     }
 
     /// Records an issue the agent of a leased step reports, without ending the step
@@ -729,6 +754,26 @@ impl Client {
         req: railyard_proto::v1::UpsertSearchAttributesRequest,
     ) -> Result<railyard_proto::v1::UpsertSearchAttributesResponse, ClientError> {
         self.call(stub::Tasks::upsert_search_attributes, req).await
+    }
+
+    /// Asks for capacity under a rate-limit key before a model call
+    /// (`Capacity.AcquireCapacity`): go, or ask again at `retry_at_unix_ms`. Retried:
+    /// a repeat after a lost answer takes one more request from the bucket at most.
+    pub async fn acquire_capacity(
+        &self,
+        req: railyard_proto::v1::AcquireCapacityRequest,
+    ) -> Result<railyard_proto::v1::AcquireCapacityResponse, ClientError> {
+        self.call(stub::Capacity::acquire_capacity, req).await
+    }
+
+    /// Reports a provider's 429 with its reset time (`Capacity.ReportRateLimited`):
+    /// the key waits until then for the whole fleet. Retried: reporting again
+    /// changes nothing.
+    pub async fn report_rate_limited(
+        &self,
+        req: railyard_proto::v1::ReportRateLimitedRequest,
+    ) -> Result<railyard_proto::v1::ReportRateLimitedResponse, ClientError> {
+        self.call(stub::Capacity::report_rate_limited, req).await
     }
 
     /// Reports a step's failure; the answer says whether another attempt follows.

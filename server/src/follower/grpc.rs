@@ -15,8 +15,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use railyard_proto::v1::{
-    admin_server::AdminServer, batches_server::BatchesServer, history_server::HistoryServer,
-    schedules_server::SchedulesServer, tasks_server::TasksServer, triggers_server::TriggersServer,
+    admin_server::AdminServer, batches_server::BatchesServer, capacity_server::CapacityServer,
+    history_server::HistoryServer, schedules_server::SchedulesServer, tasks_server::TasksServer,
+    triggers_server::TriggersServer,
 };
 use tonic::server::NamedService;
 use tower::Service;
@@ -25,13 +26,14 @@ use super::Forwarding;
 use crate::grpc::peer::PEER_SUBJECT;
 
 /// The services forwarded to the leader.
-const FORWARDED: [&str; 6] = [
+const FORWARDED: [&str; 7] = [
     <HistoryServer<crate::grpc::history::HistoryService> as NamedService>::NAME,
     <TasksServer<crate::grpc::tasks::TasksService> as NamedService>::NAME,
     <SchedulesServer<crate::grpc::schedules::SchedulesService> as NamedService>::NAME,
     <AdminServer<crate::grpc::admin::AdminService> as NamedService>::NAME,
     <TriggersServer<crate::grpc::triggers::TriggersService> as NamedService>::NAME,
     <BatchesServer<crate::grpc::batches::BatchesService> as NamedService>::NAME,
+    <CapacityServer<crate::grpc::capacity::CapacityService> as NamedService>::NAME,
 ];
 
 /// The follower's routes: the forwarded services, health (each of them serving: a

@@ -2,7 +2,9 @@
 //! Server-Sent Events streamed back as they come) forwarded to the leader,
 //! `/healthz` and `/metrics` answered here, and the guard over the binary's `/mcp`.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -10,6 +12,8 @@ use axum::extract::{DefaultBodyLimit, OriginalUri, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+
+use railyard_sdk::{ApiKey, Client, ClientError, ConnectOptions};
 
 use super::Forwarding;
 use crate::grpc::peer::PEER_SUBJECT;
@@ -228,32 +232,120 @@ async fn metrics_text(State(shared): State<Shared>) -> Response {
         .into_response()
 }
 
+/// How long a key the leader accepted is taken as checked, so a session's every
+/// message does not cost a call to the leader. A key revoked meanwhile is still
+/// refused by the leader on each call the extension makes with it.
+const CHECKED_FOR: Duration = Duration::from_secs(30);
+/// Most keys remembered as checked; past it the oldest half is forgotten.
+const MAX_CHECKED: usize = 4096;
+/// Time for the leader to answer a key check.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The keys the leader has accepted lately, and a client to ask it about others.
+pub(super) struct KeyCheck {
+    client: Client,
+    checked: Mutex<HashMap<String, Instant>>,
+}
+
+/// What the leader says of a key.
+enum Verdict {
+    Known,
+    Refused(String),
+    Unreachable(String),
+}
+
+impl KeyCheck {
+    /// Checks keys over `channel`, the follower's in-process one (which forwards to
+    /// the leader).
+    pub(super) fn new(channel: tonic::transport::Channel) -> Result<Self, ClientError> {
+        let opts = ConnectOptions {
+            request_timeout: CHECK_TIMEOUT,
+            max_attempts: 1,
+            ..ConnectOptions::default()
+        };
+        Ok(Self {
+            client: Client::over_channel("the leader", channel, opts)?,
+            checked: Mutex::default(),
+        })
+    }
+
+    /// Asks the leader about `key` unless it accepted it within [`CHECKED_FOR`]. Any
+    /// answer but `UNAUTHENTICATED` (a key of a role that may not describe the
+    /// namespace, or of another namespace, is still a key) means the key is known.
+    async fn check(&self, key: &str) -> Verdict {
+        {
+            let checked = self.checked.lock().unwrap_or_else(|p| p.into_inner());
+            if checked.get(key).is_some_and(|at| at.elapsed() < CHECKED_FOR) {
+                return Verdict::Known;
+            }
+        }
+        let caller = match self.client.with_caller(Some(&ApiKey::new(key)), None) {
+            Ok(c) => c,
+            Err(e) => return Verdict::Refused(e.to_string()),
+        };
+        match caller.describe_namespace(railyard_proto::DEFAULT_NAMESPACE).await {
+            Err(ClientError::Unauthenticated(m)) => Verdict::Refused(format!("unauthenticated: {m}")),
+            Err(e @ (ClientError::Unavailable { .. } | ClientError::DeadlineExceeded(_))) => {
+                Verdict::Unreachable(e.to_string())
+            }
+            _ => {
+                let mut checked = self.checked.lock().unwrap_or_else(|p| p.into_inner());
+                if checked.len() >= MAX_CHECKED {
+                    checked.retain(|_, at| at.elapsed() < CHECKED_FOR);
+                    if checked.len() >= MAX_CHECKED {
+                        checked.clear();
+                    }
+                }
+                checked.insert(key.to_string(), Instant::now());
+                Verdict::Known
+            }
+        }
+    }
+}
+
 /// The guard over the binary's routes (`/mcp`) on a follower: it removes any
-/// [`PEER_SUBJECT`] a client sent and, with auth on, refuses a request without an
-/// API key (`401`). The key itself is checked by the leader on each call the
-/// extension makes with it.
+/// [`PEER_SUBJECT`] a client sent and, with auth on (`keys`), refuses with `401` a
+/// request without an API key or with one the leader does not know, before the
+/// route sees it: so an `/mcp` session, and its place under the session caps, is
+/// only ever a checked key's. The leader unreachable: `503`.
 pub(super) async fn extension_guard(
-    auth: bool,
+    keys: Option<Arc<KeyCheck>>,
     mut req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
     req.headers_mut().remove(PEER_SUBJECT);
-    let has_key = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .is_some_and(|(scheme, key)| scheme.eq_ignore_ascii_case("bearer") && !key.trim().is_empty());
-    if auth && !has_key {
-        let mut response = json_error(
-            StatusCode::UNAUTHORIZED,
-            "this server requires an API key: send authorization: Bearer <key>".into(),
-        );
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer"),
-        );
-        return response;
+    if let Some(keys) = keys {
+        let key = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, key)| scheme.eq_ignore_ascii_case("bearer") && !key.trim().is_empty())
+            .map(|(_, key)| key.trim().to_string());
+        let refusal = match key {
+            None => Some((
+                StatusCode::UNAUTHORIZED,
+                "this server requires an API key: send authorization: Bearer <key>".to_string(),
+            )),
+            Some(key) => match keys.check(&key).await {
+                Verdict::Known => None,
+                Verdict::Refused(m) => Some((StatusCode::UNAUTHORIZED, m)),
+                Verdict::Unreachable(m) => Some((
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("the key could not be checked: {m}"),
+                )),
+            },
+        };
+        if let Some((status, message)) = refusal {
+            let mut response = json_error(status, message);
+            if status == StatusCode::UNAUTHORIZED {
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    header::HeaderValue::from_static("Bearer"),
+                );
+            }
+            return response;
+        }
     }
     next.run(req).await
 }

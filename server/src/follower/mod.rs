@@ -84,8 +84,8 @@ pub struct FollowerConfig {
     pub grpc_listen: SocketAddr,
     /// HTTP listen address.
     pub http_listen: SocketAddr,
-    /// API keys required (checked by the leader; here it only decides whether `/mcp`
-    /// needs one).
+    /// API keys required (checked by the leader; `/mcp` asks it about a key before
+    /// the request reaches the gateway).
     pub auth: bool,
     /// Allows listening on a non-loopback address without auth.
     pub insecure: bool,
@@ -437,10 +437,15 @@ impl RunningFollower {
             tls: server_tls.is_some(),
         };
         if let Some(extend) = &config.http_extension {
-            let auth = config.auth;
+            let keys = match config.auth {
+                false => None,
+                true => Some(Arc::new(
+                    http::KeyCheck::new(in_process.channel()).map_err(StartError::KeyCheck)?,
+                )),
+            };
             router = router.merge(
                 extend(context()).layer(axum::middleware::from_fn(move |req, next| {
-                    http::extension_guard(auth, req, next)
+                    http::extension_guard(keys.clone(), req, next)
                 })),
             );
         }

@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use super::*;
 use railyard_engine::service::export::{self, ExportPiece};
-use railyard_engine::service::{attributes, keys, namespaces, subscriptions};
+use railyard_engine::service::{attributes, flow, keys, namespaces, subscriptions};
 use railyard_model::auth::{ApiKey, Role};
 use railyard_model::namespace::{Namespace, NamespaceChange, Subscription};
 
@@ -58,6 +58,7 @@ fn role_to_proto(r: Role) -> v1::ApiKeyRole {
     match r {
         Role::Worker => v1::ApiKeyRole::Worker,
         Role::Client => v1::ApiKeyRole::Client,
+        Role::Developer => v1::ApiKeyRole::Developer,
         Role::Admin => v1::ApiKeyRole::Admin,
     }
 }
@@ -67,6 +68,7 @@ fn role_from_proto(value: i32) -> Result<Option<Role>, ApiError> {
         Ok(v1::ApiKeyRole::Unspecified) => Ok(None),
         Ok(v1::ApiKeyRole::Worker) => Ok(Some(Role::Worker)),
         Ok(v1::ApiKeyRole::Client) => Ok(Some(Role::Client)),
+        Ok(v1::ApiKeyRole::Developer) => Ok(Some(Role::Developer)),
         Ok(v1::ApiKeyRole::Admin) => Ok(Some(Role::Admin)),
         Err(_) => Err(ApiError::field("role", format!("unknown value {value}"))),
     }
@@ -312,6 +314,55 @@ impl Admin for AdminService {
         }))
     }
 
+    async fn set_key_rule(
+        &self,
+        req: Request<v1::SetKeyRuleRequest>,
+    ) -> Result<Response<v1::SetKeyRuleResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let rule = r.rule.unwrap_or_default();
+        let rules = flow::set(
+            &self.core,
+            &credentials(&metadata),
+            &r.namespace,
+            flow::RuleRequest {
+                key: rule.key,
+                concurrency: rule.concurrency,
+                weight: rule.weight,
+                requests_per_minute: rule.requests_per_minute,
+                tokens_per_minute: rule.tokens_per_minute,
+            },
+        )
+        .await
+        .map_err(status)?;
+        Ok(Response::new(v1::SetKeyRuleResponse {
+            rules: key_rules(&self.core, &r.namespace, &rules),
+        }))
+    }
+
+    async fn list_key_rules(
+        &self,
+        req: Request<v1::ListKeyRulesRequest>,
+    ) -> Result<Response<v1::ListKeyRulesResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let rules = flow::list(&self.core, &credentials(&metadata), &r.namespace).map_err(status)?;
+        Ok(Response::new(v1::ListKeyRulesResponse {
+            rules: key_rules(&self.core, &r.namespace, &rules),
+        }))
+    }
+
+    async fn remove_key_rule(
+        &self,
+        req: Request<v1::RemoveKeyRuleRequest>,
+    ) -> Result<Response<v1::RemoveKeyRuleResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let rules = flow::remove(&self.core, &credentials(&metadata), &r.namespace, &r.key)
+            .await
+            .map_err(status)?;
+        Ok(Response::new(v1::RemoveKeyRuleResponse {
+            rules: key_rules(&self.core, &r.namespace, &rules),
+        }))
+    }
+
     async fn describe_namespace(
         &self,
         req: Request<v1::DescribeNamespaceRequest>,
@@ -430,4 +481,27 @@ impl Admin for AdminService {
         let stream = ReceiverStream::new(pieces).map(|p| p.map(export_chunk).map_err(status));
         Ok(Response::new(Box::pin(stream)))
     }
+}
+
+/// A namespace's rules on the wire, each exact key with its runs holding a slot.
+fn key_rules(
+    core: &railyard_engine::service::Core,
+    ns: &str,
+    rules: &railyard_model::flow::KeyRules,
+) -> Vec<v1::KeyRule> {
+    rules
+        .iter()
+        .map(|(key, r)| v1::KeyRule {
+            key: key.clone(),
+            concurrency: r.concurrency.map(i64::from).unwrap_or(0),
+            weight: r.weight.map(i64::from).unwrap_or(0),
+            requests_per_minute: r.requests_per_minute.map(|v| v as i64).unwrap_or(0),
+            tokens_per_minute: r.tokens_per_minute.map(|v| v as i64).unwrap_or(0),
+            running: if key.ends_with('*') {
+                0
+            } else {
+                flow::load(core, ns, key).running
+            },
+        })
+        .collect()
 }

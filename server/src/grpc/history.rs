@@ -133,6 +133,10 @@ impl History for HistoryService {
             },
             trace: start_trace(&r.traceparent, &metadata)?,
             attributes: r.search_attributes.into_iter().collect(),
+            priority: r.priority,
+            fairness_key: r.fairness_key,
+            fairness_weight: r.fairness_weight,
+            concurrency_key: r.concurrency_key,
         };
         let started = runs::start(&self.core, &caller, start).await.map_err(status)?;
         Ok(Response::new(v1::StartRunResponse {
@@ -154,7 +158,11 @@ impl History for HistoryService {
             Operation::DescribeRun,
         )?;
         let run = runs::describe(&self.core, &caller, &r.run_id).map_err(status)?;
-        Ok(Response::new(describe_response(&run)))
+        let mut response = describe_response(&run);
+        if let Some(info) = response.run.as_mut() {
+            info.flow_wait = runs::flow_wait(&self.core, &run);
+        }
+        Ok(Response::new(response))
     }
 
     async fn get_history(
@@ -291,6 +299,8 @@ impl History for HistoryService {
                     count,
                 })
                 .collect(),
+            other_count: c.other_count,
+            other_groups: c.other_groups,
         }))
     }
 
@@ -440,6 +450,33 @@ impl History for HistoryService {
         Ok(Response::new(v1::UnpauseRunResponse { changed }))
     }
 
+    async fn register_workflow(
+        &self,
+        req: Request<v1::RegisterWorkflowRequest>,
+    ) -> Result<Response<v1::RegisterWorkflowResponse>, Status> {
+        let (metadata, _, r) = req.into_parts();
+        let caller = caller_of(
+            &self.core,
+            &metadata,
+            r.namespace,
+            String::new(),
+            Operation::RegisterWorkflow,
+        )?;
+        let registered = workflows::register(&self.core, &caller, r.definition_json)
+            .await
+            .map_err(status)?;
+        let w = registered.workflow;
+        let listed = workflows::ListedWorkflow {
+            definition: w.definition.clone(),
+            source_file: workflows::registered_source(&w.namespace, &w.definition.id),
+            registered: Some(w),
+        };
+        Ok(Response::new(v1::RegisterWorkflowResponse {
+            workflow: Some(workflow_info(&listed)),
+            changed: registered.changed,
+        }))
+    }
+
     async fn list_workflows(
         &self,
         req: Request<v1::ListWorkflowsRequest>,
@@ -452,22 +489,8 @@ impl History for HistoryService {
             String::new(),
             Operation::ListWorkflows,
         )?;
-        let listing = workflows::list(&self.core, &caller);
-        let workflows = listing
-            .workflows
-            .into_iter()
-            .map(|w| {
-                let def = &w.definition;
-                v1::WorkflowInfo {
-                    id: def.id.clone(),
-                    version: def.version.clone(),
-                    name: def.name.clone(),
-                    description: def.description.clone(),
-                    step_ids: def.steps.iter().map(|s| s.id.clone()).collect(),
-                    source_file: w.source_file.display().to_string(),
-                }
-            })
-            .collect();
+        let listing = workflows::list(&self.core, &caller).map_err(status)?;
+        let workflows = listing.workflows.iter().map(workflow_info).collect();
         let invalid = listing
             .invalid
             .into_iter()
@@ -559,5 +582,21 @@ impl History for HistoryService {
             .await
             .map_err(status)?;
         Ok(Response::new(v1::RejectStepResponse {}))
+    }
+}
+
+/// A definition a namespace offers, on the wire.
+fn workflow_info(w: &workflows::ListedWorkflow) -> v1::WorkflowInfo {
+    let def = &w.definition;
+    v1::WorkflowInfo {
+        id: def.id.clone(),
+        version: def.version.clone(),
+        name: def.name.clone(),
+        description: def.description.clone(),
+        step_ids: def.steps.iter().map(|s| s.id.clone()).collect(),
+        source_file: w.source_file.display().to_string(),
+        registered: w.registered.is_some(),
+        content_hash: w.registered.as_ref().map(|r| r.hash.clone()).unwrap_or_default(),
+        register_time_unix_ms: w.registered.as_ref().map_or(0, |r| r.registered_ms),
     }
 }

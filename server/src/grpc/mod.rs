@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod batches;
+pub mod capacity;
 pub mod history;
 pub mod output;
 pub mod peer;
@@ -39,7 +40,10 @@ pub fn status(e: ApiError) -> Status {
         ApiError::Internal(_) | ApiError::Storage(_) => Code::Internal,
         ApiError::Unavailable(_) => Code::Unavailable,
     };
-    Status::new(code, bounded_message(e.to_string()))
+    if let ApiError::Storage(s) = &e {
+        tracing::error!(error = %s, "a request failed in storage");
+    }
+    Status::new(code, bounded_message(e.client_message()))
 }
 
 /// Longest status message sent. Messages quote client input through
@@ -188,6 +192,11 @@ fn run_info_with(run: &RunState, whole: bool) -> v1::RunInfo {
         },
         principles: text(&run.principles),
         children_started: run.children_started,
+        priority: run.flow.priority.into(),
+        fairness_key: run.flow.fairness_key.clone(),
+        fairness_weight: run.flow.weight,
+        concurrency_key: run.flow.concurrency_key.clone(),
+        flow_wait: String::new(),
     }
 }
 
@@ -244,9 +253,9 @@ fn wait_info(w: &railyard_model::run::Waiting, whole: bool) -> v1::WaitInfo {
         railyard_model::run::WaitOn::Children { run_ids, done } => {
             (run_ids.clone(), done.iter().map(|d| d.run_id.clone()).collect())
         }
-        railyard_model::run::WaitOn::Unpause | railyard_model::run::WaitOn::Approval(_) => {
-            (Vec::new(), Vec::new())
-        }
+        railyard_model::run::WaitOn::Unpause
+        | railyard_model::run::WaitOn::Approval(_)
+        | railyard_model::run::WaitOn::RateLimit { .. } => (Vec::new(), Vec::new()),
     };
     let mut info = v1::WaitInfo {
         on: w.on.kind().to_string(),
@@ -256,6 +265,9 @@ fn wait_info(w: &railyard_model::run::Waiting, whole: bool) -> v1::WaitInfo {
         deadline_unix_ms: w.deadline_ms.unwrap_or(0),
         ..Default::default()
     };
+    if let railyard_model::run::WaitOn::RateLimit { key } = &w.on {
+        info.rate_limit_key = key.clone();
+    }
     if let railyard_model::run::WaitOn::Approval(p) = &w.on {
         info.proposed_by = p.proposed_by.clone();
         if whole {
@@ -356,6 +368,15 @@ mod tests {
             let s = status(e);
             assert_eq!((s.code(), s.message()), (code, "a"));
         }
+    }
+
+    #[test]
+    fn a_storage_failure_never_shows_the_databases_words() {
+        let raw = "db error: ERROR: invalid byte sequence for encoding \"UTF8\": 0x00";
+        let e = ApiError::from(railyard_store::StorageError::Backend(raw.into()));
+        let s = status(e);
+        assert_eq!(s.code(), Code::Internal);
+        assert_eq!(s.message(), railyard_engine::error::STORAGE_FAILED);
     }
 
     #[test]

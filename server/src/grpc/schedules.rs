@@ -70,6 +70,8 @@ fn schedule_input(
             goal: action.goal,
             context: action.context.into_iter().collect(),
             attributes: action.search_attributes.into_iter().collect(),
+            priority: action.priority,
+            fairness_key: action.fairness_key,
         },
         policies: PoliciesInput {
             overlap: overlap("policies.overlap", policies.overlap)?,
@@ -128,6 +130,8 @@ fn schedule_info(s: &Schedule, next_fires: Vec<i64>) -> v1::ScheduleInfo {
             task_queue: s.action.task_queue.clone(),
             goal: s.action.goal.clone(),
             context: s.action.context.clone().into_iter().collect(),
+            priority: s.action.priority,
+            fairness_key: s.action.fairness_key.clone(),
         }),
         policies: Some(v1::SchedulePolicies {
             overlap: overlap_to_proto(s.policies.overlap) as i32,

@@ -10,7 +10,7 @@ use tonic::{Request, Response, Status};
 
 use super::*;
 use railyard_engine::service::tasks::{self, LeasedStep};
-use railyard_model::run::{PendingSignal, StepFailure};
+use railyard_model::run::{PendingSignal, RATE_LIMITED_ERROR_TYPE, StepFailure};
 
 /// The `Tasks` service.
 pub struct TasksService {
@@ -93,7 +93,41 @@ fn step_task(leased: LeasedStep) -> v1::StepTask {
             lease.seq,
         ),
         principles: run.principles.clone(),
+        model: step
+            .model
+            .clone()
+            .or_else(|| def.model.clone())
+            .unwrap_or_default(),
+        provider: step
+            .provider
+            .clone()
+            .or_else(|| def.provider.clone())
+            .unwrap_or_default(),
+        fallback_models: if step.fallback_models.is_empty() {
+            &def.fallback_models
+        } else {
+            &step.fallback_models
+        }
+        .iter()
+        .map(|m| v1::ModelChoice {
+            model: m.model().to_string(),
+            provider: m.provider().unwrap_or_default().to_string(),
+        })
+        .collect(),
+        mcp_servers_json: mcp_servers_json(def, step),
     }
+}
+
+/// The step's MCP servers as JSON (empty when it has none).
+fn mcp_servers_json(
+    def: &railyard_model::workflow::WorkflowDef,
+    step: &railyard_model::workflow::StepDef,
+) -> String {
+    let servers = railyard_model::agent::step_servers(&def.mcp_servers, &step.mcp_servers);
+    if servers.is_empty() {
+        return String::new();
+    }
+    serde_json::to_string(&servers).unwrap_or_default()
 }
 
 /// The step's and run's budget, and what was used of it, when there is one.
@@ -222,6 +256,27 @@ impl Tasks for TasksService {
         let (caller, claims) =
             tasks::lease_holder(&self.core, &credentials(&metadata), &r.task_token, r.identity)
                 .map_err(status)?;
+        if r.park_until_unix_ms != 0 {
+            if r.error_type != RATE_LIMITED_ERROR_TYPE {
+                return Err(status(ApiError::field(
+                    "park_until_unix_ms",
+                    format!("is only for error_type {RATE_LIMITED_ERROR_TYPE:?}"),
+                )));
+            }
+            let ended = claims.clone();
+            tasks::park_rate_limited(
+                &self.core,
+                &caller,
+                claims,
+                r.checkpoint,
+                r.rate_limit_key,
+                r.park_until_unix_ms,
+            )
+            .await
+            .map_err(status)?;
+            self.core.output.attempt_ended(&ended);
+            return Ok(Response::new(v1::FailStepTaskResponse { will_retry: true }));
+        }
         let failure = StepFailure {
             error_type: r.error_type,
             message: r.message,
@@ -258,6 +313,7 @@ impl Tasks for TasksService {
             wait: r.wait,
             await_run_ids: r.await_run_ids,
             checkpoint: r.checkpoint,
+            request_id: r.request_id,
         };
         let spawned = railyard_engine::service::children::spawn(&self.core, &caller, claims, spawn)
             .await
@@ -343,6 +399,16 @@ impl Tasks for TasksService {
                 })
                 .collect(),
             dispatched_total: stats.dispatched,
+            keys: stats
+                .keys
+                .into_iter()
+                .map(|(key, queued, load)| v1::QueueKeyInfo {
+                    key,
+                    queued: queued as u64,
+                    running: load.running,
+                    limit: load.limit.unwrap_or(0),
+                })
+                .collect(),
         }))
     }
 }

@@ -148,7 +148,14 @@ async fn hook(
                     ApiError::Internal(_) | ApiError::Storage(_) => StatusCode::INTERNAL_SERVER_ERROR,
                 },
             };
-            json_error(status, e.to_string())
+            let message = match &e {
+                HookError::Api(api @ ApiError::Storage(_)) => {
+                    tracing::error!(error = %api, "a webhook delivery failed in storage");
+                    api.client_message()
+                }
+                e => e.to_string(),
+            };
+            json_error(status, message)
         }
     }
 }

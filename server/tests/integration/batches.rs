@@ -70,7 +70,7 @@ fn request(action: BatchAction, query: &str, rate: u32, dry_run: bool) -> StartB
         action: action as i32,
         query: query.into(),
         reason: "cleanup".into(),
-        rate_per_second: rate,
+        rate_per_second: Some(rate),
         dry_run,
         ..Default::default()
     }
@@ -452,6 +452,19 @@ async fn batch_requests_are_bounded_and_refusals_name_the_field() {
     );
     assert_eq!(c, Code::InvalidArgument);
     assert!(m.starts_with("rate:"), "{m}");
+    // An explicit 0 is refused too (it once meant the default); unset is the default.
+    let (c, m) = refused(
+        e.client
+            .start_batch(request(BatchAction::Cancel, q, 0, true))
+            .await,
+    );
+    assert_eq!(c, Code::InvalidArgument);
+    assert!(m.starts_with("rate:") && m.contains("1..=1000"), "{m}");
+    let unset = StartBatchRequest {
+        rate_per_second: None,
+        ..request(BatchAction::Cancel, q, 0, true)
+    };
+    assert_eq!(e.client.start_batch(unset).await.unwrap().matched, 2);
     let (c, m) = refused(
         e.client
             .start_batch(request(BatchAction::Cancel, "  ", 5, false))

@@ -337,8 +337,8 @@ async fn echoed_client_input_is_cut_short() {
     let huge = "n".repeat(10 << 20);
     let msg = assert_code(
         b.client.list_workflows(&huge).await,
-        Code::NotFound,
-        "does not exist",
+        Code::InvalidArgument,
+        "namespace: is 10485760 bytes",
     );
     assert!(msg.len() < 1024, "a {} byte error", msg.len());
     let req = StartRunRequest {

@@ -577,3 +577,61 @@ async fn a_childs_structured_result_reaches_its_parents_resume_message_and_histo
     assert!(plain.get("result").is_none(), "{plain}");
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_keyed_spawn_repeated_answers_the_same_children_and_starts_none() {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let d = dirs();
+    let (server, client) = start_at(&clock, d.data.path(), d.workflows.path(), ChildLimits::default()).await;
+    let (parent, task, w) = parent_leased(&client).await;
+    let two = || vec![child("a", ""), child("b", "")];
+    let first = w.spawn_keyed(&task.task_token, two(), "k1".into()).await.unwrap();
+    // The same request again (a lost answer, or a step resumed before it journaled
+    // the ids): the same run ids, and no new child.
+    let again = w.spawn_keyed(&task.task_token, two(), "k1".into()).await.unwrap();
+    assert_eq!(first, again);
+    let started = |evs: Vec<String>| evs.iter().filter(|e| *e == "ChildRunStarted").count();
+    let kids_of = |parent: String| {
+        let client = client.clone();
+        async move {
+            client
+                .list_runs(ListRunsRequest {
+                    namespace: "default".into(),
+                    parent_run_id: parent,
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .runs
+                .len()
+        }
+    };
+    assert_eq!(kids_of(parent.clone()).await, 2);
+    let once = started(events(&client, &parent).await);
+    // Another request id starts other children.
+    let other = w.spawn_keyed(&task.task_token, two(), "k2".into()).await.unwrap();
+    assert!(other.iter().all(|id| !first.contains(id)), "{other:?} {first:?}");
+    assert_eq!(kids_of(parent.clone()).await, 4);
+    assert!(started(events(&client, &parent).await) > once);
+    // A repeat naming more children than the first is refused, naming the field.
+    let err = w
+        .spawn_keyed(
+            &task.task_token,
+            vec![child("a", ""), child("b", ""), child("c", "")],
+            "k1".into(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ClientError::InvalidArgument(_)) && err.to_string().contains("request_id"),
+        "{err}"
+    );
+    assert_eq!(kids_of(parent.clone()).await, 4);
+    // A repeat after a restart answers the same children too.
+    server.shutdown().await;
+    let (server, client) = start_at(&clock, d.data.path(), d.workflows.path(), ChildLimits::default()).await;
+    let w = StepWorker::new(client.clone(), "default", "default", "parent-worker");
+    let after = w.spawn_keyed(&task.task_token, two(), "k1".into()).await.unwrap();
+    assert_eq!(after, first);
+    server.shutdown().await;
+}

@@ -4,6 +4,7 @@
 //! `RAILYARD_TEST_BACKEND=postgres` and `RAILYARD_TEST_POSTGRES` set (`support.rs`;
 //! `.ci/run` does); the few tests of redb's own files say they skipped.
 
+mod answer_bounds;
 mod api;
 mod approvals;
 mod attributes;
@@ -17,6 +18,7 @@ mod definitions;
 mod delivery;
 mod delivery_guards;
 mod disk_faults;
+mod flow;
 mod follower;
 mod key_scope;
 mod listener;
@@ -24,9 +26,11 @@ mod metrics;
 mod namespaces;
 mod output;
 mod output_sse;
+mod poll_guards;
 mod poll_mock;
 mod polls;
 mod queries;
+mod registered;
 mod reset;
 mod retention;
 mod run_poll;
@@ -35,5 +39,7 @@ mod support;
 mod tls;
 mod transcripts;
 mod triggers;
+mod unstorable;
 mod upgrade;
 mod usage;
+mod watch_bounds;

@@ -54,6 +54,9 @@ async fn start_limited(
     let mut config = ServerConfig::new(data, workflows);
     config.clock = Arc::new(clock.clone());
     config.triggers.poll = limits;
+    // The mock is on loopback, which a poll reaches only when the server allows it.
+    config.delivery.allow_networks = vec!["127.0.0.0/8".parse().unwrap()];
+    config.triggers.secrets = support::secrets(&["POLL_TEST_GH_TOKEN", "POLL_TEST_UNSET_TOKEN"]);
     support::start(config).await
 }
 

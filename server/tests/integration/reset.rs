@@ -544,3 +544,54 @@ async fn a_reset_of_a_run_awaiting_approval_ends_the_hold_with_the_old_run() {
         (r.run_id.as_str(), "write")
     );
 }
+
+/// Sixteen resets of one open run at once, each with its own request id, once made
+/// sixteen open runs: now one starts, the old run is terminated once, and every
+/// other answers that run.
+#[tokio::test]
+async fn concurrent_resets_of_one_run_make_one_live_run() {
+    let e = env().await;
+    let old = e
+        .client
+        .start_run("default", "three", "the job", HashMap::new())
+        .await
+        .unwrap();
+    let mut calls = Vec::new();
+    for i in 0..16 {
+        let c = e.client.clone();
+        let mut req = reset(&old, "a");
+        req.request_id = format!("reset-{i}");
+        calls.push(tokio::spawn(async move { c.reset_run(req).await.unwrap() }));
+    }
+    let mut answers = Vec::new();
+    for c in calls {
+        answers.push(c.await.unwrap());
+    }
+    let started: Vec<_> = answers.iter().filter(|r| r.started).collect();
+    assert_eq!(started.len(), 1, "{answers:?}");
+    let new = started[0].run_id.clone();
+    assert!(answers.iter().all(|r| r.run_id == new), "{answers:?}");
+    let open = e
+        .client
+        .list_runs(railyard_proto::v1::ListRunsRequest {
+            namespace: "default".into(),
+            status: RunStatus::Running as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let open: Vec<_> = open.runs.iter().map(|r| r.run_id.as_str()).collect();
+    assert_eq!(open, [new.as_str()]);
+    // Once the reset run has closed, the old run may be reset again.
+    e.client
+        .terminate_run(railyard_proto::v1::TerminateRunRequest {
+            namespace: "default".into(),
+            run_id: new.clone(),
+            reason: "done".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let again = e.client.reset_run(reset(&old, "a")).await.unwrap();
+    assert!(again.started && again.run_id != new, "{again:?}");
+}

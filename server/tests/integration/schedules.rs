@@ -691,8 +691,9 @@ async fn bad_specs_unknown_workflows_and_bad_patches_get_clear_errors() {
     let e = refused(unknown).await;
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(
-        e.message()
-            .starts_with("action.workflow_id: workflow \"nope\" is not loaded (known: one)"),
+        e.message().starts_with(
+            "action.workflow_id: workflow \"nope\" is neither loaded nor registered (known: one)"
+        ),
         "{}",
         e.message()
     );

@@ -153,3 +153,14 @@ pub async fn metrics(http_addr: SocketAddr) -> String {
     conn.read_to_string(&mut text).await.unwrap();
     text
 }
+
+/// A secrets policy declaring each of `names` for every namespace.
+pub fn secrets(names: &[&str]) -> railyard_engine::secrets::SecretPolicy {
+    railyard_engine::secrets::SecretPolicy::new(
+        names
+            .iter()
+            .map(|n| (n.to_string(), vec!["*".to_string()]))
+            .collect(),
+    )
+    .unwrap()
+}

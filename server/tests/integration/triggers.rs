@@ -41,6 +41,7 @@ async fn start_in(
     config.clock = Arc::new(clock.clone());
     config.triggers.config = configured;
     config.triggers.max_body_bytes = 64 * 1024;
+    config.triggers.secrets = support::secrets(&["IT_HOOK_SECRET", "IT_HOOK_TOKEN", "IT_REFUSALS_SECRET"]);
     support::start(config).await
 }
 
@@ -273,7 +274,10 @@ async fn triggers_are_listed_described_updated_and_deleted_and_bad_ones_are_refu
         .await
         .unwrap_err(),
     );
-    assert!(m.contains("workflow_id") && m.contains("not loaded"), "{m}");
+    assert!(
+        m.contains("workflow_id") && m.contains("neither loaded nor registered"),
+        "{m}"
+    );
     assert!(matches!(
         create("a", spec("g")).await.unwrap_err(),
         ClientError::AlreadyExists(_)
@@ -297,10 +301,10 @@ async fn triggers_are_listed_described_updated_and_deleted_and_bad_ones_are_refu
 
 #[tokio::test]
 async fn signed_deliveries_start_and_a_missing_or_bad_signature_starts_nothing() {
-    set_env("RAILYARD_IT_HOOK_SECRET", "It's a Secret to Everybody");
+    set_env("IT_HOOK_SECRET", "It's a Secret to Everybody");
     let h = harness().await;
     let mut s = spec("push to {{$.ref}}");
-    s.signature_secret = "$RAILYARD_IT_HOOK_SECRET".into();
+    s.signature_secret = "$IT_HOOK_SECRET".into();
     h.create("signed", s).await;
     let body = r#"{"ref":"refs/heads/main"}"#;
     let good = sign(b"It's a Secret to Everybody", body.as_bytes());
@@ -328,16 +332,16 @@ async fn signed_deliveries_start_and_a_missing_or_bad_signature_starts_nothing()
     assert_eq!(h.runs().await.len(), 1, "a refused delivery starts nothing");
 
     // A custom header, and the bearer token alternative.
-    set_env("RAILYARD_IT_HOOK_TOKEN", "t0ken");
+    set_env("IT_HOOK_TOKEN", "t0ken");
     let mut s = spec("{{$.ref}}");
-    s.bearer_token = "$RAILYARD_IT_HOOK_TOKEN".into();
+    s.bearer_token = "$IT_HOOK_TOKEN".into();
     h.create("token", s).await;
     h.deliver("token", body, &[("authorization", "Bearer t0ken")])
         .await;
     let (status, _) = h.post("token", body, &[("authorization", "Bearer nope")]).await;
     assert_eq!(status, 401);
     let mut s = spec("{{$.ref}}");
-    s.signature_secret = "$RAILYARD_IT_HOOK_SECRET".into();
+    s.signature_secret = "$IT_HOOK_SECRET".into();
     s.signature_header = "X-Gitea-Signature".into();
     h.create("gitea", s).await;
     let hex = good.trim_start_matches("sha256=");
@@ -707,10 +711,10 @@ async fn a_triggers_search_attributes_are_rendered_from_the_payload_queued_start
 /// trigger is remembered nowhere.
 #[tokio::test]
 async fn refused_and_duplicate_deliveries_are_listed_with_their_reasons() {
-    set_env("RAILYARD_IT_REFUSALS_SECRET", "s3cret");
+    set_env("IT_REFUSALS_SECRET", "s3cret");
     let h = harness().await;
     let mut s = spec("{{$.ref}}");
-    s.signature_secret = "$RAILYARD_IT_REFUSALS_SECRET".into();
+    s.signature_secret = "$IT_REFUSALS_SECRET".into();
     h.create("guarded", s).await;
     let body = r#"{"ref":"main"}"#;
     let good = sign(b"s3cret", body.as_bytes());

@@ -112,16 +112,27 @@ fn a_snapshot_sees_one_moment_and_a_failed_write_keeps_nothing() {
     );
 
     // A statement that fails inside the closure, with its error swallowed, still
-    // fails the commit: the transaction was aborted on the server.
+    // fails the commit: the transaction was aborted on the server. A write is sent
+    // with the next statement waited for (here the read), whose error it is.
     let err = backend
         .write(&mut |tx| {
             tx.put_namespace(&namespace("c"))?;
             // Text may not hold NUL: the server refuses the statement.
-            assert!(tx.put_namespace(&namespace("bad\0name")).is_err());
+            let _ = tx.put_namespace(&namespace("bad\0name"));
+            assert!(tx.namespace("a").is_err(), "the write's error, with the read");
             Ok(())
         })
         .unwrap_err();
     assert!(err.to_string().contains("rolled back"), "{err}");
+    // Without a read after it, the commit it is sent with fails.
+    let err = backend
+        .write(&mut |tx| {
+            tx.put_namespace(&namespace("c"))?;
+            let _ = tx.put_namespace(&namespace("bad\0name"));
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(!matches!(err, StorageError::Injected(_)), "{err}");
     assert_eq!(
         backend.snapshot().unwrap().namespaces().unwrap(),
         ["a", "default"]

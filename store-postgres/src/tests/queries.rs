@@ -107,6 +107,7 @@ fn a_listing_by_query_answers_as_the_reference_and_reads_its_index_only() {
     // what they made goes first.
     s.execute("DROP TABLE step_checkpoint_segments").unwrap();
     s.execute("DROP TABLE step_checkpoints").unwrap();
+    s.execute("DROP TABLE workflows").unwrap();
     s.execute(&format!(
         "UPDATE railyard_schema SET version = {}",
         crate::schema::RUN_WORDS_VERSION - 1

@@ -134,6 +134,7 @@ pub static TABLES: &[Table] = &[
         RECORD,
     ),
     t("running_batches", &[("ns", Text), ("batch_id", Text)], NOTHING),
+    t("workflows", &[("ns", Text), ("workflow_id", Text)], RECORD),
 ];
 
 /// The table of this name.

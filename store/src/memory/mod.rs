@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 mod batches;
 mod triggers;
+mod workflows;
 
 use super::StoredTask;
 use super::backend::{
@@ -47,6 +48,7 @@ struct Data {
     api_keys: BTreeMap<String, ApiKey>,
     triggers: triggers::TriggerData,
     batches: batches::BatchData,
+    workflows: workflows::WorkflowData,
 }
 
 /// A run's checkpoint: its segments in order, and the digest of the whole.

@@ -2,16 +2,19 @@
 //! runs that use them, and the in-memory cache that spares decoding a run from
 //! parsing its definition.
 
-use std::collections::HashMap;
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use redb::{ReadableTable, Table};
+use redb::{Key, ReadableTable, Table, Value};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{Record, corrupt, decode_record, encode_record};
 use crate::error::StorageError;
+use railyard_model::agent::ModelRef;
 use railyard_model::contract::{ArtifactPatterns, OutputSchema};
+use railyard_model::mcp::McpServer;
 use railyard_model::workflow::{
     ApprovalOptions, ApprovalTimeoutPolicy, RetryPolicy, StepDef, StuckDef, WaitOptions, WaitTimeoutPolicy,
     WorkflowDef,
@@ -57,6 +60,16 @@ pub(crate) struct DefinitionRecord {
     /// Absent in older records (and when unset): none of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     principles: Option<PrinciplesRecord>,
+    /// Absent in older records (and when unset): the agent's model, fallbacks and
+    /// MCP servers come from the worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    fallback_models: Vec<ModelRef>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    mcp_servers: BTreeMap<String, McpServer>,
     #[serde(default)]
     steps: Vec<StepDefRecord>,
 }
@@ -111,6 +124,16 @@ struct StepDefRecord {
     /// Absent in older records (and when unset): an approval waits with no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     approval: Option<ApprovalRecord>,
+    /// Absent in older records (and when unset): the agent's model, fallbacks and
+    /// MCP servers come from the worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    fallback_models: Vec<ModelRef>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    mcp_servers: BTreeMap<String, McpServer>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -195,6 +218,10 @@ impl DefinitionRecord {
                 text: p.text.clone(),
                 mode: p.mode.name().into(),
             }),
+            model: d.model.clone(),
+            provider: d.provider.clone(),
+            fallback_models: d.fallback_models.clone(),
+            mcp_servers: d.mcp_servers.clone(),
             steps: d
                 .steps
                 .iter()
@@ -236,6 +263,10 @@ impl DefinitionRecord {
                         on_timeout: a.on_timeout.name().into(),
                         feedback: a.feedback.clone(),
                     }),
+                    model: s.model.clone(),
+                    provider: s.provider.clone(),
+                    fallback_models: s.fallback_models.clone(),
+                    mcp_servers: s.mcp_servers.clone(),
                 })
                 .collect(),
         }
@@ -258,6 +289,10 @@ impl DefinitionRecord {
                     railyard_model::principles::Mode::Extend
                 },
             }),
+            model: self.model,
+            provider: self.provider,
+            fallback_models: self.fallback_models,
+            mcp_servers: self.mcp_servers,
             steps: self
                 .steps
                 .into_iter()
@@ -298,6 +333,10 @@ impl DefinitionRecord {
                         on_timeout: ApprovalTimeoutPolicy::parse(&a.on_timeout).unwrap_or_default(),
                         feedback: a.feedback,
                     }),
+                    model: s.model,
+                    provider: s.provider,
+                    fallback_models: s.fallback_models,
+                    mcp_servers: s.mcp_servers,
                 })
                 .collect(),
         }
@@ -324,6 +363,11 @@ fn encode_definition(def: &WorkflowDef) -> Result<Encoded, StorageError> {
     })
 }
 
+/// The key `def` is stored under (its record's content hash), computed afresh.
+pub(crate) fn encode_key(def: &WorkflowDef) -> Result<DefinitionKey, StorageError> {
+    Ok(encode_definition(def)?.key)
+}
+
 /// Where decoding reads a `definitions` row the cache has not seen: a redb table, or
 /// any backend's lookup through [`DefinitionLookup`].
 pub trait DefinitionRows {
@@ -335,6 +379,27 @@ impl<T: ReadableTable<DefinitionTableKey, &'static [u8]>> DefinitionRows for T {
     fn definition_row(&self, key: &DefinitionKey) -> Result<Option<Vec<u8>>, StorageError> {
         let row = (key.workflow_id.as_str(), key.version.as_str(), key.hash.as_str());
         Ok(self.get(row)?.map(|v| v.value().to_vec()))
+    }
+}
+
+/// A table rows can be put into: redb's own, or the redb backend's logged table
+/// (which also writes each put to the redo log).
+pub(crate) trait PutRow<K: Key + 'static, V: Value + 'static>: ReadableTable<K, V> {
+    /// Puts `value` at `key`.
+    fn put<'k, 'v>(
+        &mut self,
+        key: impl Borrow<K::SelfType<'k>>,
+        value: impl Borrow<V::SelfType<'v>>,
+    ) -> Result<(), redb::StorageError>;
+}
+
+impl<K: Key + 'static, V: Value + 'static> PutRow<K, V> for Table<'_, K, V> {
+    fn put<'k, 'v>(
+        &mut self,
+        key: impl Borrow<K::SelfType<'k>>,
+        value: impl Borrow<V::SelfType<'v>>,
+    ) -> Result<(), redb::StorageError> {
+        self.insert(key, value).map(drop)
     }
 }
 
@@ -405,13 +470,13 @@ impl Definitions {
     pub(crate) fn store(
         &self,
         def: &Arc<WorkflowDef>,
-        table: &mut Table<'_, DefinitionTableKey, &'static [u8]>,
+        table: &mut impl PutRow<DefinitionTableKey, &'static [u8]>,
     ) -> Result<DefinitionKey, StorageError> {
         let key = self.key_of(def)?;
         let row = (key.workflow_id.as_str(), key.version.as_str(), key.hash.as_str());
         if table.get(row)?.is_none() {
             let encoded = encode_definition(def)?;
-            table.insert(row, encoded.bytes.as_slice())?;
+            table.put(row, encoded.bytes.as_slice())?;
         }
         Ok(key)
     }

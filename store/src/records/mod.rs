@@ -15,6 +15,8 @@
 //! crate (`railyard-store-postgres`), which store these same records; nothing else
 //! calls them.
 
+#[cfg(test)]
+mod agent_tests;
 mod api_keys;
 #[cfg(test)]
 mod approval_tests;
@@ -34,6 +36,7 @@ mod schedules;
 mod tests;
 mod timers;
 mod triggers;
+mod workflows;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -52,8 +55,8 @@ use railyard_model::trace::TraceContext;
 pub use api_keys::{decode_api_key, encode_api_key};
 pub use batches::{decode_batch, decode_batch_item, encode_batch, encode_batch_item};
 pub(crate) use checkpoints::{decode_checkpoint_head, encode_checkpoint_head};
-pub(crate) use definitions::DefinitionTableKey;
 pub use definitions::{DefinitionKey, DefinitionLookup, DefinitionRows, Definitions};
+pub(crate) use definitions::{DefinitionTableKey, PutRow};
 pub use events::{decode_event, encode_event};
 pub use namespaces::{decode_namespace, encode_namespace};
 pub use schedules::{decode_schedule, encode_schedule};
@@ -62,6 +65,7 @@ pub use triggers::{
     decode_hook_delivery, decode_key_holder, decode_queued_start, decode_trigger, encode_hook_delivery,
     encode_key_holder, encode_queued_start, encode_trigger,
 };
+pub use workflows::{decode_registered_workflow, definition_hash, encode_registered_workflow};
 
 /// A stored record: its name in errors and the newest version this build writes.
 pub(crate) trait Record: Serialize + DeserializeOwned {
@@ -194,6 +198,34 @@ struct RunRecord {
     /// The latest run reset or rerun from this one (absent: none).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     reset_to: String,
+    /// Its priority, 1 to 5 (absent in older rows: 3).
+    #[serde(default = "default_priority", skip_serializing_if = "is_default_priority")]
+    priority: u8,
+    /// Its fairness key (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    fairness_key: String,
+    /// Its fairness weight (absent in older rows: 1).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    fairness_weight: u32,
+    /// Its concurrency key (absent in older rows: none, its fairness key counts).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    concurrency_key: String,
+}
+
+fn default_priority() -> u8 {
+    railyard_model::flow::DEFAULT_PRIORITY
+}
+
+fn is_default_priority(p: &u8) -> bool {
+    *p == railyard_model::flow::DEFAULT_PRIORITY
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -344,6 +376,12 @@ enum WaitOnRecord {
     Approval {
         #[serde(default)]
         proposal: approvals::ProposalRecord,
+    },
+    /// A step parked for a provider's rate limit (absent before rate-limit parking).
+    #[serde(rename = "rate_limit")]
+    RateLimit {
+        #[serde(default)]
+        key: String,
     },
 }
 
@@ -497,6 +535,7 @@ impl RunRecord {
                         WaitOn::Approval(p) => WaitOnRecord::Approval {
                             proposal: approvals::ProposalRecord::from_model(p),
                         },
+                        WaitOn::RateLimit { key } => WaitOnRecord::RateLimit { key: key.clone() },
                     },
                     since_ms: w.since_ms,
                     deadline_ms: w.deadline_ms,
@@ -560,6 +599,10 @@ impl RunRecord {
             principles: r.principles.clone(),
             reset_from: r.reset_from.clone(),
             reset_to: r.reset_to.clone(),
+            priority: r.flow.priority,
+            fairness_key: r.flow.fairness_key.clone(),
+            fairness_weight: r.flow.weight,
+            concurrency_key: r.flow.concurrency_key.clone(),
         }
     }
 
@@ -641,6 +684,7 @@ impl RunRecord {
                         WaitOnRecord::Approval { proposal } => {
                             WaitOn::Approval(Box::new(proposal.into_model()))
                         }
+                        WaitOnRecord::RateLimit { key } => WaitOn::RateLimit { key },
                     },
                     since_ms,
                     deadline_ms,
@@ -707,6 +751,13 @@ impl RunRecord {
             reset_from: self.reset_from,
             reset_to: self.reset_to,
             attributes: attributes::run_from_record(self.attributes),
+            flow: railyard_model::flow::Flow {
+                // A row out of range (never written by this build) reads as the nearest.
+                priority: self.priority.clamp(1, 5),
+                fairness_key: self.fairness_key,
+                weight: self.fairness_weight.clamp(1, railyard_model::flow::MAX_WEIGHT),
+                concurrency_key: self.concurrency_key,
+            },
         })
     }
 }

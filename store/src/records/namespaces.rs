@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::{Record, decode_record, encode_record, v1};
 use crate::error::StorageError;
 use railyard_model::Millis;
+use railyard_model::flow::KeyRule;
 use railyard_model::namespace::{Namespace, NamespaceLimits};
 use railyard_model::principles::{Layer, Mode};
 
@@ -38,6 +39,22 @@ struct NamespaceRecord {
     /// Declared search attributes, name → type (absent in older rows: none).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     attributes: std::collections::BTreeMap<String, String>,
+    /// Flow-control rules by key pattern (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    key_rules: std::collections::BTreeMap<String, KeyRuleRecord>,
+}
+
+/// A rule on a key: a concurrency limit, a fairness weight, or both.
+#[derive(Debug, Serialize, Deserialize)]
+struct KeyRuleRecord {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    concurrency: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    weight: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    requests_per_minute: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tokens_per_minute: Option<u64>,
 }
 
 /// A namespace's principles: text and `extend` or `replace`.
@@ -78,6 +95,21 @@ pub fn encode_namespace(ns: &Namespace) -> Result<Vec<u8>, StorageError> {
             mode: p.mode.name().into(),
         }),
         attributes: super::attributes::declarations_to_record(&ns.attributes),
+        key_rules: ns
+            .key_rules
+            .iter()
+            .map(|(k, r)| {
+                (
+                    k.clone(),
+                    KeyRuleRecord {
+                        concurrency: r.concurrency,
+                        weight: r.weight,
+                        requests_per_minute: r.requests_per_minute,
+                        tokens_per_minute: r.tokens_per_minute,
+                    },
+                )
+            })
+            .collect(),
     })
 }
 
@@ -111,5 +143,20 @@ pub fn decode_namespace(name: &str, bytes: &[u8]) -> Result<Namespace, StorageEr
             },
         }),
         attributes: super::attributes::declarations_from_record(r.attributes)?,
+        key_rules: r
+            .key_rules
+            .into_iter()
+            .map(|(k, r)| {
+                (
+                    k,
+                    KeyRule {
+                        concurrency: r.concurrency,
+                        weight: r.weight,
+                        requests_per_minute: r.requests_per_minute,
+                        tokens_per_minute: r.tokens_per_minute,
+                    },
+                )
+            })
+            .collect(),
     })
 }

@@ -95,6 +95,16 @@ struct ActionRecord {
     /// Search attributes (absent in older rows: none).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     attributes: BTreeMap<String, String>,
+    /// Its runs' priority (absent in older rows, and for the default: 0, meaning 3).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    priority: u32,
+    /// Its runs' fairness key (absent in older rows: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    fairness_key: String,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -277,6 +287,8 @@ pub fn encode_schedule(s: &Schedule) -> Result<Vec<u8>, StorageError> {
             goal: s.action.goal.clone(),
             context: s.action.context.clone(),
             attributes: s.action.attributes.clone(),
+            priority: s.action.priority,
+            fairness_key: s.action.fairness_key.clone(),
         },
         policies: PoliciesRecord {
             overlap: s.policies.overlap.into(),
@@ -357,6 +369,8 @@ pub fn decode_schedule(bytes: &[u8]) -> Result<Schedule, StorageError> {
             goal: r.action.goal,
             context: r.action.context,
             attributes: r.action.attributes,
+            priority: r.action.priority,
+            fairness_key: r.action.fairness_key,
         },
         policies: Policies {
             overlap: r.policies.overlap.into(),
@@ -440,6 +454,8 @@ mod tests {
                     task_queue: "q".into(),
                     goal: "for {{scheduledTime}}".into(),
                     context: BTreeMap::from([("k".into(), "v".into())]),
+                    priority: 2,
+                    fairness_key: "tenant:a".into(),
                 },
                 policies: Policies {
                     overlap: Overlap::CancelOther,

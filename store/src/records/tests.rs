@@ -303,6 +303,11 @@ fn older_rows_with_missing_fields_and_newer_ones_with_unknown_fields_are_read() 
         (run.budget, run.steps[0].model.as_str()),
         (Default::default(), "")
     );
+    assert_eq!(
+        run.flow,
+        railyard_model::flow::Flow::default(),
+        "a row from before flow control has priority 3, weight 1 and no keys"
+    );
     // A history row from before usage and stuck events reads as it did; one of a
     // StepUsage with missing counts reads them as 0.
     let usage = br#"{"id":4,"event":{"StepUsage":{"step_id":"a","usage":{"input":7}}}}"#;
@@ -507,6 +512,16 @@ fn a_namespace_round_trips_and_the_first_layouts_empty_row_reads() {
         ]
         .into_iter()
         .collect(),
+        key_rules: [(
+            "customer:*".to_string(),
+            railyard_model::flow::KeyRule {
+                concurrency: Some(3),
+                weight: Some(2),
+                requests_per_minute: Some(50),
+                tokens_per_minute: None,
+            },
+        )]
+        .into(),
     };
     let bytes = encode_namespace(&ns).unwrap();
     assert_eq!(decode_namespace("team", &bytes).unwrap(), ns);
@@ -876,4 +891,27 @@ fn a_runs_trace_round_trips_and_an_older_row_derives_its_own() {
     bad["traceparent"] = "00-nope".into();
     let err = decode_run(&serde_json::to_vec(&bad).unwrap(), &fresh, &table).unwrap_err();
     assert!(err.to_string().contains("traceparent"), "{err}");
+}
+
+#[test]
+fn a_runs_flow_round_trips_and_the_default_is_not_written() {
+    let d = db();
+    let (mut run, _) = busy_run();
+    let tx = d.db.begin_write().unwrap();
+    let mut table = tx.open_table(DEFS).unwrap();
+    d.defs.store(&run.definition, &mut table).unwrap();
+    let plain = String::from_utf8(encode_run(&run, &d.defs).unwrap()).unwrap();
+    assert!(
+        !plain.contains("priority") && !plain.contains("fairness"),
+        "{plain}"
+    );
+    run.flow = railyard_model::flow::Flow {
+        priority: 1,
+        fairness_key: "customer:acme".into(),
+        weight: 4,
+        concurrency_key: "acme".into(),
+    };
+    let row = encode_run(&run, &d.defs).unwrap();
+    let back = decode_run(&row, &d.defs, &table).unwrap();
+    assert_eq!(back.flow, run.flow);
 }

@@ -19,7 +19,7 @@ pub(crate) const BATCH_ITEMS: TableDefinition<(&str, &str, u64), &[u8]> = TableD
 pub(crate) const RUNNING_BATCHES: TableDefinition<(&str, &str), ()> = TableDefinition::new("running_batches");
 
 /// Creates the tables (at open).
-pub(super) fn create_tables(tx: &redb::WriteTransaction) -> Result<(), StorageError> {
+pub(super) fn create_tables(tx: &super::logged::LoggedTx<'_>) -> Result<(), StorageError> {
     tx.open_table(BATCHES)?;
     tx.open_table(BATCH_ITEMS)?;
     tx.open_table(RUNNING_BATCHES)?;

@@ -1,12 +1,15 @@
 //! A disk that fails on demand, under redb: the file backend redb writes through,
 //! with switches that make every write (and length change) or every sync fail until
 //! healed. What a failed write or `fsync` does to the server, and how it recovers
-//! when the disk does, is tested with it.
+//! when the disk does, is tested with it. The same switches govern the redo log's
+//! files, which can also be made to run out of room, write short, or lose power
+//! part-way through an append ([`LogFault`]).
 
 use std::io;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use redb::backends::FileBackend;
@@ -17,7 +20,25 @@ use redb::{BackendError, Database, StorageBackend};
 pub struct DiskFaults {
     writes: Arc<AtomicBool>,
     syncs: Arc<AtomicBool>,
+    /// Fails the database file's syncs only (the log's work): no checkpoint succeeds.
+    database_syncs: Arc<AtomicBool>,
     injected: Arc<AtomicU64>,
+    /// The bytes the log may still write, and what happens at the one past them.
+    log_budget: Arc<Mutex<Option<(u64, LogFault)>>>,
+}
+
+/// What the redo log's write meets once its budget of bytes is spent
+/// ([`DiskFaults::fail_log_after`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFault {
+    /// The disk is full (`ENOSPC`): the bytes that fit are written, then the write
+    /// fails; later writes fail until healed.
+    NoSpace,
+    /// The write stops short and fails (`EIO`) once; the next write works.
+    Short,
+    /// The power goes: the bytes that fit reach the file and nothing after them does
+    /// (every write and sync of the log and of redb fails until healed).
+    Crash,
 }
 
 impl DiskFaults {
@@ -32,10 +53,68 @@ impl DiskFaults {
         self.syncs.store(on, Ordering::Release);
     }
 
+    /// Makes the database file's syncs fail (`on`), or work again, while the redo
+    /// log's still work: appends go on, checkpoints fail.
+    pub fn fail_database_syncs(&self, on: bool) {
+        self.database_syncs.store(on, Ordering::Release);
+    }
+
     /// Heals the disk: writes and syncs work again.
     pub fn heal(&self) {
         self.fail_writes(false);
         self.fail_syncs(false);
+        self.fail_database_syncs(false);
+        *self.log_budget.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Lets the redo log write `bytes` more bytes, then meets `fault`.
+    pub fn fail_log_after(&self, bytes: u64, fault: LogFault) {
+        *self.log_budget.lock().unwrap_or_else(|p| p.into_inner()) = Some((bytes, fault));
+    }
+
+    /// How many of `len` bytes the log may write now (an error: none, and the
+    /// write fails).
+    pub(crate) fn log_write(&self, len: usize) -> io::Result<usize> {
+        self.check(&self.writes, "write")?;
+        let mut budget = self.log_budget.lock().unwrap_or_else(|p| p.into_inner());
+        let Some((left, fault)) = *budget else {
+            return Ok(len);
+        };
+        if (len as u64) <= left {
+            *budget = Some((left - len as u64, fault));
+            return Ok(len);
+        }
+        self.injected.fetch_add(1, Ordering::AcqRel);
+        match fault {
+            LogFault::NoSpace => *budget = Some((0, fault)),
+            LogFault::Short => *budget = None,
+            LogFault::Crash => {
+                *budget = Some((0, fault));
+                self.fail_writes(true);
+                self.fail_syncs(true);
+            }
+        }
+        Ok(left as usize)
+    }
+
+    /// The error of a write cut short by [`log_write`](Self::log_write).
+    pub(crate) fn log_write_error(&self) -> io::Error {
+        let fault = self
+            .log_budget
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .map(|(_, f)| f);
+        match fault {
+            Some(LogFault::NoSpace) => {
+                io::Error::new(io::ErrorKind::StorageFull, "injected: no space left on device")
+            }
+            _ => io::Error::other("injected short write"),
+        }
+    }
+
+    /// Whether the log's sync may go ahead.
+    pub(crate) fn log_sync(&self) -> io::Result<()> {
+        self.check(&self.syncs, "sync")
     }
 
     /// How many operations failed on purpose so far.
@@ -92,6 +171,7 @@ impl StorageBackend for FaultyFile {
 
     fn sync_data(&self) -> io::Result<()> {
         self.faults.check(&self.faults.syncs, "sync")?;
+        self.faults.check(&self.faults.database_syncs, "database sync")?;
         self.inner.sync_data()
     }
 

@@ -15,14 +15,15 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
 
 mod batches;
 mod dump;
 #[cfg(any(test, feature = "testing"))]
 pub mod faults;
+pub(crate) mod logged;
 mod migrate;
 mod pieces;
 mod purge;
@@ -30,6 +31,10 @@ mod reads;
 mod snapshot;
 mod terms;
 mod triggers;
+mod wal;
+#[cfg(test)]
+mod wal_tests;
+mod workflows;
 mod write;
 
 use super::backend::{Backend, Snapshot, WriteTx};
@@ -41,6 +46,7 @@ pub use dump::{ReadOpenError, RedbReader};
 pub(crate) use purge::RUNS_BY_CLOSE;
 use snapshot::RedbSnapshot;
 pub(crate) use terms::RUN_TERMS;
+pub use wal::LogLimits;
 use write::RedbTx;
 
 /// Errors opening the database.
@@ -77,6 +83,9 @@ pub enum OpenError {
     /// The database file could not be created private (mode 0600).
     #[error("cannot make database {path} private (mode 0600): {source}")]
     Permissions { path: String, source: std::io::Error },
+    /// The redo log (`<data-dir>/wal/`) cannot be read, replayed or started.
+    #[error("cannot recover the redo log {path}: {source}")]
+    Log { path: String, source: StorageError },
 }
 
 /// redb's errors become [`StorageError::Backend`]: the storage boundary names no
@@ -104,8 +113,14 @@ redb_error!(
     redb::TableError,
     redb::TransactionError,
     redb::CommitError,
-    redb::DatabaseError
+    redb::DatabaseError,
+    redb::SetDurabilityError
 );
+
+/// The redo log failed: the disk, not the request.
+fn log_failed(what: &str, e: std::io::Error) -> StorageError {
+    StorageError::Unavailable(format!("the redo log failed to {what}: {e}"))
+}
 
 /// Everything about one run, in one table so that a transition dirties one B-tree:
 /// (namespace, run id, [`STATE_SLOT`]) → run record, (namespace, run id, event id) →
@@ -204,9 +219,21 @@ pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta")
 #[cfg(test)]
 pub(crate) const META_TABLE: TableDefinition<&str, u64> = META;
 
-/// The table layout this build reads and writes. Layout 2 (serde images of the
-/// model, a definition in every state row) is migrated at open ([`migrate`]).
+/// The table layout this build reads and writes, and the layout of its exports.
+/// Layout 2 (serde images of the model, a definition in every state row) is migrated
+/// at open ([`migrate`]).
 pub(crate) const SCHEMA_VERSION: u64 = 3;
+
+/// What `meta.schema` holds in a file with a redo log beside it: layout
+/// [`SCHEMA_VERSION`]'s tables, whose latest writes may be only in the log. Releases
+/// before the log refuse any value but theirs ("storage layout 4, this build reads
+/// layout 3"), so none opens the file and misses what the log holds. A file of
+/// layout 3 opens here and is marked (durably, before its log is started).
+pub(crate) const LOGGED_SCHEMA: u64 = 4;
+
+/// `meta` row: the sequence number of the last log entry applied to the tables,
+/// written in the same transaction as the entry's writes.
+pub(crate) const WAL_APPLIED: &str = "wal_applied";
 
 /// Creates the database file readable and writable by its owner only (mode 0600), or
 /// narrows an existing one to that: it holds every run's goal, context and results.
@@ -262,6 +289,11 @@ pub struct RedbBackend {
     /// Definitions by content, shared by every snapshot and write transaction, so
     /// that decoding a run does not parse its definition again.
     defs: Arc<Definitions>,
+    /// The redo log every write goes through first; `None` only while opening.
+    log: Mutex<Option<wal::RedoLog>>,
+    /// Set by [`crash`](Self::crash): dropping then checkpoints nothing.
+    #[cfg(any(test, feature = "testing"))]
+    crashed: AtomicBool,
 }
 
 type Opener = Box<dyn Fn() -> Result<Database, redb::DatabaseError> + Send + Sync>;
@@ -282,6 +314,12 @@ impl RedbBackend {
     /// nothing changes), refuses a file of another layout, and makes sure every table
     /// and the `default` namespace exist.
     pub fn open_with_cache(dir: &Path, cache_bytes: usize) -> Result<Self, OpenError> {
+        Self::open_with_limits(dir, cache_bytes, LogLimits::default())
+    }
+
+    /// [`open_with_cache`](Self::open_with_cache) with the redo log checkpointed
+    /// and bounded by `limits`.
+    pub fn open_with_limits(dir: &Path, cache_bytes: usize, limits: LogLimits) -> Result<Self, OpenError> {
         let path = dir.join("railyard.redb");
         make_private(&path).map_err(|source| OpenError::Permissions {
             path: path.display().to_string(),
@@ -296,6 +334,8 @@ impl RedbBackend {
                     .set_concurrency_mode(concurrency_mode())
                     .create(&file)
             }),
+            wal::LogDisk::default(),
+            limits,
         )
     }
 
@@ -303,19 +343,45 @@ impl RedbBackend {
     /// tests of what a failed write or sync does, and of recovering from it.
     #[cfg(any(test, feature = "testing"))]
     pub fn open_faulty(dir: &Path, faults: &faults::DiskFaults) -> Result<Self, OpenError> {
+        Self::open_faulty_with(dir, faults, LogLimits::default())
+    }
+
+    /// [`open_faulty`](Self::open_faulty) with the redo log bounded by `limits`.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn open_faulty_with(
+        dir: &Path,
+        faults: &faults::DiskFaults,
+        limits: LogLimits,
+    ) -> Result<Self, OpenError> {
         let path = dir.join("railyard.redb");
         make_private(&path).map_err(|source| OpenError::Permissions {
             path: path.display().to_string(),
             source,
         })?;
-        let (file, faults) = (path.clone(), faults.clone());
-        Self::open_with(&path, Box::new(move || faults.open(&file)))
+        let (file, on_disk) = (path.clone(), faults.clone());
+        let disk = wal::LogDisk {
+            faults: Some(faults.clone()),
+        };
+        Self::open_with(&path, Box::new(move || on_disk.open(&file)), disk, limits)
+    }
+
+    /// Stops as a crash would: dropped, it checkpoints nothing (with the disk's
+    /// writes failing, redb keeps nothing of its unsynced commits either).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn crash(self) {
+        self.crashed.store(true, Ordering::Release);
     }
 
     /// Opens the database with `reopen`, migrates a file of layout 2 (in one
     /// transaction: on failure nothing changes), refuses a file of another layout,
-    /// and makes sure every table and the `default` namespace exist.
-    fn open_with(path: &Path, reopen: Opener) -> Result<Self, OpenError> {
+    /// makes sure every table and the `default` namespace exist, and recovers the
+    /// redo log beside it (starting one for a file without).
+    fn open_with(
+        path: &Path,
+        reopen: Opener,
+        disk: wal::LogDisk,
+        limits: LogLimits,
+    ) -> Result<Self, OpenError> {
         let shown = path.display().to_string();
         let db = reopen().map_err(|source| match source {
             redb::DatabaseError::DatabaseAlreadyOpen => OpenError::InUse { path: shown.clone() },
@@ -330,13 +396,16 @@ impl RedbBackend {
             failed: AtomicBool::new(false),
             reopens: AtomicU64::new(0),
             defs: Arc::default(),
+            log: Mutex::new(None),
+            #[cfg(any(test, feature = "testing"))]
+            crashed: AtomicBool::new(false),
         };
         let db = backend.usable_db().map_err(|source| OpenError::Init {
             path: shown.clone(),
             source,
         })?;
         match backend.schema() {
-            Ok(None | Some(SCHEMA_VERSION)) => {}
+            Ok(None | Some(SCHEMA_VERSION | LOGGED_SCHEMA)) => {}
             Ok(Some(from @ migrate::LAYOUT_2)) => {
                 migrate::from_layout_2(&db).map_err(|source| OpenError::Migrate {
                     path: shown.clone(),
@@ -347,12 +416,38 @@ impl RedbBackend {
             Ok(Some(found)) => return Err(OpenError::Schema { path: shown, found }),
             Err(source) => return Err(OpenError::Init { path: shown, source }),
         }
-        backend
-            .init()
-            .and_then(|()| purge::build_close_index(&db, &backend.defs))
+        backend.init().map_err(|source| OpenError::Init {
+            path: shown.clone(),
+            source,
+        })?;
+        let wal_dir = path.parent().unwrap_or(Path::new(".")).join("wal");
+        let log_error = |source| OpenError::Log {
+            path: wal_dir.display().to_string(),
+            source,
+        };
+        let applied = wal_applied(&db).map_err(log_error)?;
+        let (log, entries) = wal::RedoLog::open(&wal_dir, disk, limits, applied)
+            .map_err(|e| log_error(log_failed("open", e)))?;
+        let mut slot = backend.log.lock().unwrap_or_else(|p| p.into_inner());
+        let log = slot.insert(log);
+        let replayed = replay(&db, &entries).and_then(|n| {
+            checkpoint(&db, log)?;
+            Ok(n)
+        });
+        let replayed = replayed.map_err(log_error)?;
+        if replayed > 0 {
+            tracing::info!(entries = replayed, "redo log replayed into the database");
+        }
+        drop(slot);
+        purge::build_close_index(&db, &backend.defs)
             .and_then(|()| terms::build_term_index(&db, &backend.defs))
             .map_err(|source| OpenError::Init { path: shown, source })?;
         Ok(backend)
+    }
+
+    /// The redo log, locked.
+    fn log(&self) -> MutexGuard<'_, Option<wal::RedoLog>> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The open database, for tests that look at the rows themselves.
@@ -379,7 +474,7 @@ impl RedbBackend {
             return Ok(db.clone());
         }
         drop(slot.take());
-        match (self.reopen)() {
+        match self.reopen_and_replay() {
             Ok(db) => {
                 let db = Arc::new(db);
                 *slot = Some(db.clone());
@@ -395,6 +490,26 @@ impl RedbBackend {
                 )))
             }
         }
+    }
+
+    /// Opens the database again, cuts what a failed append left in the log, and
+    /// replays the log's entries the file does not hold (its unsynced commits may
+    /// be gone with the old handle).
+    fn reopen_and_replay(&self) -> Result<Database, String> {
+        let mut log = self.log();
+        if let Some(log) = log.as_mut() {
+            log.repair()
+                .map_err(|e| format!("the redo log cannot be repaired: {e}"))?;
+        }
+        let db = (self.reopen)().map_err(|e| e.to_string())?;
+        if let Some(log) = log.as_mut() {
+            let entries = log
+                .entries()
+                .map_err(|e| format!("the redo log cannot be read: {e}"))?;
+            replay(&db, &entries).map_err(|e| e.to_string())?;
+            checkpoint(&db, log).map_err(|e| e.to_string())?;
+        }
+        Ok(db)
     }
 
     /// Notes an I/O failure, so that the next call reopens the database.
@@ -422,10 +537,14 @@ impl RedbBackend {
         Ok(Some(version.unwrap_or(1)))
     }
 
+    /// Makes every table (registering each with the redo log's replay) and marks the
+    /// file as one with a log, durably.
     fn init(&self) -> Result<(), StorageError> {
-        let tx = self.usable_db()?.begin_write()?;
+        let raw = self.usable_db()?.begin_write()?;
+        let unlogged = logged::WriteSet::default();
+        let tx = logged::LoggedTx::new(&raw, &unlogged);
         {
-            tx.open_table(META)?.insert("schema", SCHEMA_VERSION)?;
+            tx.open_table(META)?.insert("schema", LOGGED_SCHEMA)?;
             tx.open_table(RUNS)?;
             tx.open_table(OPEN_RUNS)?;
             tx.open_table(TASKS)?;
@@ -440,12 +559,62 @@ impl RedbBackend {
             tx.open_table(API_KEYS)?;
             triggers::create_tables(&tx)?;
             batches::create_tables(&tx)?;
+            workflows::create_tables(&tx)?;
             let mut ns = tx.open_table(NAMESPACES)?;
             if ns.get(railyard_model::namespace::DEFAULT_NAMESPACE)?.is_none() {
                 ns.insert(railyard_model::namespace::DEFAULT_NAMESPACE, b"{}".as_slice())?;
             }
         }
+        raw.commit()?;
+        Ok(())
+    }
+
+    /// Appends the batch's write set to the log (one `fdatasync`), then commits its
+    /// transaction to redb without a sync; checkpoints when one is due. A failed
+    /// append aborts the transaction; a failed commit after it leaves the entry to
+    /// the replay at the reopen that follows.
+    fn log_and_commit(
+        &self,
+        db: &Database,
+        mut tx: redb::WriteTransaction,
+        writes: &logged::WriteSet,
+    ) -> Result<(), StorageError> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let mut slot = self.log();
+        let Some(log) = slot.as_mut() else {
+            return Err(StorageError::Unavailable("the redo log is not open".into()));
+        };
+        if log.full() {
+            checkpoint(db, log).map_err(|e| {
+                StorageError::Unavailable(format!(
+                    "the redo log holds {} bytes, past its bound of {}, and cannot be checkpointed \
+                     into the database ({e}); writes resume once it can (free disk space)",
+                    log.size(),
+                    log.limits.max_bytes
+                ))
+            })?;
+        }
+        let payload = writes.take();
+        tx.set_durability(Durability::None)?;
+        tx.open_table(META)?.insert(WAL_APPLIED, log.next_seq())?;
+        log.append(&payload).map_err(|e| {
+            self.failed.store(true, Ordering::Release);
+            log_failed("append", e)
+        })?;
         tx.commit()?;
+        if log.checkpoint_due()
+            && let Err(e) = checkpoint(db, log)
+        {
+            // This batch is in the log and answered; an I/O failure leaves redb
+            // refusing everything, so the next write reopens (and names the disk's
+            // error if that fails too).
+            if matches!(e, StorageError::Unavailable(_)) {
+                self.failed.store(true, Ordering::Release);
+            }
+            tracing::warn!(error = %e, log_bytes = log.size(), "redo log checkpoint failed; tried again at the next write");
+        }
         Ok(())
     }
 }
@@ -469,11 +638,13 @@ impl Backend for RedbBackend {
     ) -> Result<(), StorageError> {
         let db = self.usable_db()?;
         let outcome = (|| {
-            let tx = db.begin_write()?;
+            let raw = db.begin_write()?;
+            let writes = logged::WriteSet::default();
             {
+                let tx = logged::LoggedTx::new(&raw, &writes);
                 // Every table the writer may change, opened once per transaction.
                 let mut t = RedbTx {
-                    tx: &tx,
+                    tx,
                     runs: tx.open_table(RUNS)?,
                     open_runs: tx.open_table(OPEN_RUNS)?,
                     tasks: tx.open_table(TASKS)?,
@@ -490,8 +661,7 @@ impl Backend for RedbBackend {
                 // On error the transaction is dropped, which aborts it.
                 f(&mut t)?;
             }
-            tx.commit()?;
-            Ok(())
+            self.log_and_commit(&db, raw, &writes)
         })();
         self.noting(outcome)
     }
@@ -499,6 +669,85 @@ impl Backend for RedbBackend {
     fn incarnation(&self) -> u64 {
         self.reopens.load(Ordering::Acquire)
     }
+}
+
+impl Drop for RedbBackend {
+    /// Checkpoints, so that a cleanly stopped server leaves nothing to replay.
+    fn drop(&mut self) {
+        #[cfg(any(test, feature = "testing"))]
+        if self.crashed.load(Ordering::Acquire) {
+            return;
+        }
+        if self.failed.load(Ordering::Acquire) {
+            return;
+        }
+        let db = self.db.read().unwrap_or_else(|p| p.into_inner()).clone();
+        if let (Some(db), Some(log)) = (db, self.log().as_mut())
+            && let Err(e) = checkpoint(&db, log)
+        {
+            tracing::warn!(error = %e, "redo log checkpoint at close failed; the next open replays the log");
+        }
+    }
+}
+
+/// The last log entry the file holds.
+fn wal_applied(db: &Database) -> Result<u64, StorageError> {
+    wal_applied_in(db)
+}
+
+/// [`wal_applied`] of any open database (a read-only one too); 0 for a file that
+/// never had a log.
+pub(crate) fn wal_applied_in(db: &impl ReadableDatabase) -> Result<u64, StorageError> {
+    let tx = db.begin_read()?;
+    let meta = match tx.open_table(META) {
+        Ok(meta) => meta,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
+        Err(e) => return Err(e.into()),
+    };
+    Ok(meta.get(WAL_APPLIED)?.map_or(0, |v| v.value()))
+}
+
+/// Applies the entries after the one the file holds, in order, each at most once;
+/// answers how many.
+fn replay(db: &Database, entries: &[wal::Entry]) -> Result<u64, StorageError> {
+    let mut applied = wal_applied(db)?;
+    let from = applied;
+    let mut pending = entries.iter().filter(|e| e.seq > from).peekable();
+    let mut n = 0;
+    while pending.peek().is_some() {
+        let mut tx = db.begin_write()?;
+        tx.set_durability(Durability::None)?;
+        for e in pending.by_ref().take(256) {
+            if e.seq != applied + 1 {
+                return Err(StorageError::Corrupt {
+                    what: "redo log",
+                    source: format!("entries {} to {} are missing", applied + 1, e.seq - 1).into(),
+                });
+            }
+            let ops = logged::decode(&e.payload).ok_or_else(|| StorageError::Corrupt {
+                what: "redo log",
+                source: format!("entry {} does not decode", e.seq).into(),
+            })?;
+            for op in &ops {
+                logged::replay(&tx, op)?;
+            }
+            applied = e.seq;
+            n += 1;
+        }
+        tx.open_table(META)?.insert(WAL_APPLIED, applied)?;
+        tx.commit()?;
+    }
+    Ok(n)
+}
+
+/// A durable redb commit of everything applied, then a fresh log segment.
+fn checkpoint(db: &Database, log: &mut wal::RedoLog) -> Result<(), StorageError> {
+    let tx = db.begin_write()?;
+    tx.open_table(META)?
+        .insert(WAL_APPLIED, log.next_seq().saturating_sub(1))?;
+    tx.commit()?;
+    log.checkpointed()
+        .map_err(|e| log_failed("start a new segment", e))
 }
 
 #[cfg(test)]
@@ -624,7 +873,7 @@ mod tests {
         let fresh = tempfile::tempdir().unwrap();
         drop(RedbBackend::open(fresh.path()).unwrap());
         let backend = RedbBackend::open(fresh.path()).unwrap();
-        assert_eq!(backend.schema().unwrap(), Some(SCHEMA_VERSION));
+        assert_eq!(backend.schema().unwrap(), Some(LOGGED_SCHEMA));
     }
 
     /// Writes `mib` MiB of rows, then reads them all back.

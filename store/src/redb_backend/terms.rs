@@ -5,7 +5,7 @@
 //! it, or before the terms it lacks, gets them at open (the `term_index` meta entry
 //! says which terms are complete: [`TERM_INDEX_VERSION`]).
 
-use redb::{Database, ReadableTable, Table, TableDefinition};
+use redb::{Database, ReadableTable, TableDefinition};
 
 use super::reads::{RunRows, RunsKey};
 use super::{DEFINITIONS, META, RUNS, RUNS_BY_START};
@@ -97,7 +97,7 @@ pub(super) fn next_term_in(
 /// Removes and adds a run's terms in `run_terms` (held open for the whole write
 /// transaction: opening a table per save costs the writer more than the rows).
 pub(super) fn retag(
-    terms: &mut Table<'_, TermsKey, ()>,
+    terms: &mut super::logged::LoggedTable<'_, TermsKey, ()>,
     run: &RunState,
     removed: &[String],
     added: &[String],

@@ -4,7 +4,7 @@
 //! writes none of their pages.
 
 use railyard_model::RunKey;
-use redb::{Key, ReadOnlyTable, ReadableTable, Table, TableDefinition, Value};
+use redb::{Key, ReadOnlyTable, ReadableTable, TableDefinition, Value};
 
 use super::{RedbSnapshot, RedbTx};
 use crate::backend::{TriggerReads, TriggerWrites};
@@ -31,7 +31,7 @@ pub(crate) const TRIGGER_QUEUE: TableDefinition<(&str, &str, &str, u64), &[u8]> 
 pub(crate) const TRIGGER_RUNS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("trigger_runs");
 
 /// Creates the tables (at open).
-pub(super) fn create_tables(tx: &redb::WriteTransaction) -> Result<(), StorageError> {
+pub(super) fn create_tables(tx: &super::logged::LoggedTx<'_>) -> Result<(), StorageError> {
     tx.open_table(TRIGGERS)?;
     tx.open_table(HOOK_DELIVERIES)?;
     tx.open_table(HOOK_DELIVERY_TIMES)?;
@@ -153,14 +153,14 @@ impl OpenForRead for RedbSnapshot {
 
 impl<'t> OpenForRead for RedbTx<'t> {
     type Table<'a, K: Key + 'static, V: Value + 'static>
-        = Table<'t, K, V>
+        = super::logged::LoggedTable<'t, K, V>
     where
         Self: 'a;
 
     fn open_for_read<K: Key + 'static, V: Value + 'static>(
         &self,
         def: TableDefinition<K, V>,
-    ) -> Result<Table<'t, K, V>, StorageError> {
+    ) -> Result<super::logged::LoggedTable<'t, K, V>, StorageError> {
         Ok(self.tx.open_table(def)?)
     }
 }

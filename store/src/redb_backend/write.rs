@@ -4,7 +4,9 @@
 use railyard_model::RunKey;
 use std::collections::BTreeMap;
 
-use redb::{ReadableTable, Table, WriteTransaction};
+use redb::ReadableTable;
+
+use super::logged::{LoggedTable as Table, LoggedTx};
 
 use super::reads::*;
 use super::{API_KEYS, CheckpointSlots, NAMESPACES, STATE_SLOT, purge};
@@ -21,7 +23,7 @@ use railyard_model::run::{Event, EventKind, RunState, Timer};
 
 /// The open write transaction's tables.
 pub(super) struct RedbTx<'t> {
-    pub(super) tx: &'t WriteTransaction,
+    pub(super) tx: LoggedTx<'t>,
     pub(super) runs: Table<'t, RunsKey, &'static [u8]>,
     pub(super) open_runs: Table<'t, (&'static str, &'static str), ()>,
     pub(super) tasks: Table<'t, (&'static str, &'static str, u64), &'static str>,

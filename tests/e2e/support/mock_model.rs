@@ -185,13 +185,17 @@ impl Drop for MockModel {
     }
 }
 
-/// The system prompt: Anthropic's `system`, or OpenAI's first message.
+/// The system prompt: Anthropic's `system` (text, or text blocks), or OpenAI's first
+/// message.
 fn system_prompt(api: &str, body: &Value) -> String {
     let system = match api {
         "anthropic" => &body["system"],
         _ => &body["messages"][0]["content"],
     };
-    system.as_str().unwrap_or_default().to_string()
+    match system.as_array() {
+        Some(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect(),
+        None => system.as_str().unwrap_or_default().to_string(),
+    }
 }
 
 /// Step id and attempt from the system prompt's "(id `STEP`), attempt N.".

@@ -371,6 +371,40 @@ pub fn json(o: Output) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
+/// A runtime and a client of the server at `url`, for a test that drives it from
+/// synchronous code.
+pub fn connect(url: &str) -> (tokio::runtime::Runtime, railyard_sdk::Client) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = rt.block_on(railyard_sdk::Client::connect(url)).unwrap();
+    (rt, client)
+}
+
+/// Starts a run of `workflow` in the default namespace and waits up to `limit` for it
+/// to leave RUNNING; answers its id and its status's short name.
+pub fn run_until_closed(
+    rt: &tokio::runtime::Runtime,
+    client: &railyard_sdk::Client,
+    workflow: &str,
+    goal: &str,
+    limit: Duration,
+) -> (String, String) {
+    let run = rt
+        .block_on(client.start_run("default", workflow, goal, std::collections::HashMap::new()))
+        .unwrap();
+    let status = eventually(limit, || {
+        let r = rt.block_on(client.describe_run("default", &run)).ok()?.run?;
+        let s = railyard_proto::v1::RunStatus::try_from(r.status)
+            .ok()?
+            .short_name()
+            .to_string();
+        (s != "RUNNING").then_some(s)
+    });
+    (run, status)
+}
+
 /// Polls `check` every 50 ms until it returns `Some`, for at most `limit`.
 /// For waiting on another process; never a timing assertion.
 pub fn eventually<T>(limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {

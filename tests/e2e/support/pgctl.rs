@@ -100,6 +100,45 @@ impl PgCluster {
             .success();
         assert!(ok, "pg_ctl stop failed");
     }
+
+    /// `pg_ctl restart -m immediate`: the server dies without a checkpoint and starts
+    /// again at once (crash recovery), with the options it was started with.
+    pub fn restart_immediate(&self) {
+        let log = self.dir.path().join("server.log").display().to_string();
+        let ok = self
+            .run(
+                "pg_ctl",
+                &["-D", &self.data(), "-l", &log, "-m", "immediate", "-w", "restart"],
+            )
+            .success();
+        assert!(ok, "pg_ctl restart failed");
+    }
+
+    /// The postmaster and every process it started (the backends among them): all
+    /// of the database's processes.
+    pub fn processes(&self) -> Vec<i32> {
+        let pid_file = self.dir.path().join("data/postmaster.pid");
+        let postmaster: i32 = std::fs::read_to_string(&pid_file)
+            .expect("postmaster.pid")
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .expect("a pid on postmaster.pid's first line");
+        let mut pids = vec![postmaster];
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return pids;
+        };
+        for pid in entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
+            let ppid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.to_string()))
+                .and_then(|rest| rest.split_whitespace().nth(1)?.parse::<i32>().ok());
+            if ppid == Some(postmaster) {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
 }
 
 impl Drop for PgCluster {

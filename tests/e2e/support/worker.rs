@@ -27,6 +27,22 @@ impl WorkerProcess {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
+        Self::start_logged(server, workspace, identity, args, env, None)
+    }
+
+    /// [`WorkerProcess::start`] with the worker's log (its stderr) written to `log`.
+    pub fn start_logged(
+        server: &str,
+        workspace: &Path,
+        identity: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        log: Option<&Path>,
+    ) -> Self {
+        let stderr = match log {
+            Some(path) => Stdio::from(std::fs::File::create(path).expect("worker log file")),
+            None => Stdio::inherit(),
+        };
         let mut cmd = Command::new(BIN);
         cmd.arg("worker")
             .args(["--server", server, "--identity", identity, "--workspace"])
@@ -37,7 +53,7 @@ impl WorkerProcess {
                 std::env::var("TEST_WORKER_LOG").unwrap_or_else(|_| "warn".into()),
             )
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(stderr);
         for var in [
             "ANTHROPIC_API_KEY",
             "ANTHROPIC_BASE_URL",

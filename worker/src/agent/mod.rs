@@ -23,6 +23,7 @@
 
 mod between_turns;
 mod calls;
+mod capacity;
 mod checkpoint;
 mod issue;
 pub(crate) mod principles;
@@ -40,14 +41,16 @@ use serde_json::Value;
 use tracing::{Instrument, debug, info, warn};
 
 use crate::events::{EventKind, EventSink, StepRef, WorkerEvent, one_line, summarize_tool_input};
+use crate::mcp::{McpHub, McpSettings, StepMcp};
 use crate::output::OutputChunk;
 use crate::prompt;
 use crate::provider::{
-    Block, BoxFuture, Message, ModelRequest, Provider, ProviderError, RequestMetadata, Role,
+    Block, BoxFuture, Message, ModelRequest, Models, Provider, ProviderError, RequestMetadata, Role,
+    is_overload,
 };
 use crate::tools::{
     self, AWAIT_RUNS, COMPLETE_STEP, REPORT_ISSUE, SET_SEARCH_ATTRIBUTES, SIGNAL_COORDINATOR, SPAWN_AGENT,
-    ToolBox, ToolLimits, ToolOutput, WORKSPACE_TOOLS,
+    ToolBox, ToolLimits, ToolOutput, WEB_FETCH, WORKSPACE_TOOLS,
 };
 
 use crate::usage::{Budget, ModelPrice, Usage};
@@ -60,6 +63,10 @@ use stuck::{CallOutcome, StuckDetector, StuckThresholds, StuckVerdict};
 pub const TOKEN_BUDGET_EXCEEDED: &str = "token_budget_exceeded";
 /// Error type of a step whose agent stayed stuck after a warning (non-retryable).
 pub const AGENT_STUCK: &str = "agent_stuck";
+/// Error type of a step whose model this worker cannot serve (non-retryable).
+pub const MODEL_UNAVAILABLE: &str = "model_unavailable";
+/// The kind of the coordinator note recording a fallback to another model.
+pub const MODEL_FALLBACK: &str = "model_fallback";
 /// Error type of a step whose workspace cannot be used (retryable).
 const WORKSPACE_UNUSABLE: &str = "workspace_unusable";
 
@@ -141,6 +148,21 @@ pub trait Lease: Send + Sync {
         Box::pin(async { Err(SpawnError::Refused("this worker cannot start child runs".into())) })
     }
 
+    /// Asks the fleet's rate limit for one model call of about `tokens` under the
+    /// worker's rate-limit key: `Ok(None)` to go, `Ok(Some(t))` to ask again at `t`
+    /// (milliseconds since the Unix epoch). The default (no key) always goes.
+    fn acquire_capacity(&self, tokens: u64) -> BoxFuture<'_, Result<Option<i64>, LeaseError>> {
+        let _ = tokens;
+        Box::pin(async { Ok(None) })
+    }
+
+    /// Tells the fleet the provider refused under the worker's key until
+    /// `reset_unix_ms`. Best effort; the default tells no one.
+    fn report_rate_limited(&self, reset_unix_ms: i64) -> BoxFuture<'_, ()> {
+        let _ = reset_unix_ms;
+        Box::pin(async {})
+    }
+
     /// Reports the step's completion from inside the loop, so that a result the
     /// server refuses for breaking the step's output contract (or any other input it
     /// refuses as `INVALID_ARGUMENT`) goes back to the model as `complete_step`'s
@@ -202,6 +224,10 @@ pub enum Outcome {
     /// The run was paused: the step suspends, reported with the error type `paused`
     /// and this checkpoint (the server parks it; no attempt is used up).
     Paused { checkpoint: Vec<u8> },
+    /// A rate limit holds the step until `until_unix_ms`: reported with the error
+    /// type `rate_limited` and this checkpoint, the server parks it (no attempt is
+    /// used up) and dispatches it again then.
+    RateLimited { checkpoint: Vec<u8>, until_unix_ms: i64 },
     /// The step ended its lease to wait for child runs (the server resumes it, on
     /// any worker, when they have closed); nothing more is reported.
     Waiting { child_run_ids: Vec<String> },
@@ -232,6 +258,8 @@ pub struct AgentOptions {
     pub tool_limits: ToolLimits,
     /// The price of the provider's model, for the estimated cost (none: cost 0).
     pub price: Option<ModelPrice>,
+    /// Prices of other models (a step's own, fallbacks), by name.
+    pub prices: std::collections::BTreeMap<String, ModelPrice>,
 }
 
 impl Default for AgentOptions {
@@ -240,6 +268,7 @@ impl Default for AgentOptions {
             default_max_turns: DEFAULT_MAX_TURNS,
             tool_limits: ToolLimits::default(),
             price: None,
+            prices: Default::default(),
         }
     }
 }
@@ -247,19 +276,33 @@ impl Default for AgentOptions {
 /// Runs steps with one provider.
 #[derive(Clone)]
 pub struct Agent {
-    provider: Arc<dyn Provider>,
+    models: Arc<Models>,
     options: AgentOptions,
     events: Option<EventSink>,
+    mcp: Arc<McpHub>,
 }
 
 impl Agent {
     /// An agent on `provider` with default options and no event hook.
     pub fn new(provider: Arc<dyn Provider>) -> Self {
         Self {
-            provider,
+            models: Arc::new(Models::single(provider)),
             options: AgentOptions::default(),
             events: None,
+            mcp: Arc::new(McpHub::new(McpSettings::default(), Vec::new())),
         }
+    }
+
+    /// Serves the models steps name (and their fallbacks) from `models`.
+    pub fn with_models(mut self, models: Arc<Models>) -> Self {
+        self.models = models;
+        self
+    }
+
+    /// Runs MCP servers through `hub` (the worker's servers and settings).
+    pub fn with_mcp(mut self, hub: Arc<McpHub>) -> Self {
+        self.mcp = hub;
+        self
     }
 
     /// Replaces the options.
@@ -307,19 +350,49 @@ impl Agent {
                 };
             }
         };
+        let chain = match self.model_chain(task) {
+            Ok(chain) => chain,
+            Err(message) => {
+                warn!(run_id = %task.run_id, step = %task.step_id, attempt = task.attempt, %message,
+                    "the step's model cannot be served");
+                let failure = Failure {
+                    error_type: MODEL_UNAVAILABLE.into(),
+                    message,
+                    non_retryable: true,
+                    checkpoint: task.checkpoint.clone(),
+                };
+                return AgentReport {
+                    outcome: Outcome::Failed(failure),
+                    turns: 0,
+                    refused_tool_calls: 0,
+                    usage: Usage::default(),
+                    cost_usd: 0.0,
+                };
+            }
+        };
         let max_turns = if task.max_turns == 0 {
             self.options.default_max_turns
         } else {
             task.max_turns
         };
-        let specs = with_contract(tools::specs(&task.allowed_tools), task);
+        let mcp = self
+            .mcp
+            .open(&task.mcp_servers_json, tools.root(), &task.allowed_tools)
+            .await;
+        let mut specs = with_contract(tools::specs(&task.allowed_tools), task);
+        specs.extend(mcp.specs());
+        let mut system = principles::system_prompt(task, max_turns, &specs);
+        for note in &mcp.notes {
+            system.push_str(&format!("\n\nNote: {note}."));
+        }
         let mut run = StepRun {
             agent: self,
             task,
             lease,
             tools,
+            mcp,
             req: ModelRequest {
-                system: principles::system_prompt(task, max_turns, &specs),
+                system,
                 messages: Vec::new(),
                 tools: specs,
                 max_tokens: None,
@@ -331,6 +404,9 @@ impl Agent {
             },
             turns: 0,
             max_turns,
+            chain,
+            current: 0,
+            cost_usd: 0.0,
             refused: 0,
             notes: Vec::new(),
             signals_through: 0,
@@ -373,12 +449,53 @@ impl Agent {
     }
 }
 
+impl Agent {
+    /// The step's model and its fallbacks, as providers; a fallback this worker
+    /// cannot serve is left out, the step's own model must be served.
+    fn model_chain(&self, task: &StepTask) -> Result<Vec<Arc<dyn Provider>>, String> {
+        let primary = self
+            .models
+            .get(&task.provider, &task.model)
+            .map_err(|e| format!("the step's model cannot be served: {e}"))?;
+        let mut chain = vec![primary];
+        for f in &task.fallback_models {
+            let provider = if f.provider.is_empty() {
+                &task.provider
+            } else {
+                &f.provider
+            };
+            match self.models.get(provider, &f.model) {
+                Ok(p) => chain.push(p),
+                Err(e) => warn!(run_id = %task.run_id, step = %task.step_id, model = %f.model, error = %e,
+                    "fallback model left out"),
+            }
+        }
+        Ok(chain)
+    }
+
+    /// The price of `model`.
+    fn price_of(&self, model: &str) -> Option<ModelPrice> {
+        self.options.prices.get(model).copied().or_else(|| {
+            (model == self.models.default_provider().model())
+                .then_some(self.options.price)
+                .flatten()
+        })
+    }
+}
+
 /// The state of one step's loop; everything the checkpoint and the failure paths need.
 struct StepRun<'a> {
     agent: &'a Agent,
     task: &'a StepTask,
     lease: &'a dyn Lease,
     tools: ToolBox,
+    /// The step's MCP tools.
+    mcp: StepMcp,
+    /// The step's model, then its fallbacks; `current` answers now.
+    chain: Vec<Arc<dyn Provider>>,
+    current: usize,
+    /// This attempt's estimated cost, each turn at its model's price.
+    cost_usd: f64,
     req: ModelRequest,
     turns: u32,
     max_turns: u32,
@@ -443,6 +560,7 @@ impl StepRun<'_> {
                                     "not run: the step was interrupted first; call it again if still needed"
                                         .into(),
                                 is_error: true,
+                                images: Vec::new(),
                             }),
                             _ => None,
                         })
@@ -527,23 +645,31 @@ impl StepRun<'_> {
             // The answer's live output goes to watchers as it arrives.
             let lease = self.lease;
             let live = move |chunk: OutputChunk| lease.output(chunk);
-            let call =
-                crate::trace::ModelCall::start(self.agent.provider.name(), self.agent.provider.model());
-            let turn = self
-                .agent
-                .provider
-                .complete(&self.req, &live)
-                .instrument(call.span())
-                .await;
-            call.done(&turn);
-            let turn = match turn {
-                Ok(t) => t,
-                Err(e) => return self.provider_failure(e),
+            if let Some(outcome) = self.await_capacity().await {
+                return outcome;
+            }
+            let (turn, provider) = loop {
+                let provider = self.chain[self.current].clone();
+                let call = crate::trace::ModelCall::start(provider.name(), provider.model());
+                let turn = provider.complete(&self.req, &live).instrument(call.span()).await;
+                call.done(&turn);
+                match turn {
+                    Ok(t) => break (t, provider),
+                    Err(e) if is_overload(&e) && self.current + 1 < self.chain.len() => self.fall_back(&e),
+                    Err(ProviderError::RateLimited { reset_in, .. }) => {
+                        return self.rate_limited(reset_in).await;
+                    }
+                    Err(e) => return self.provider_failure(provider.as_ref(), e),
+                }
             };
             self.turns += 1;
             self.usage.add(&turn.usage);
+            self.cost_usd += self
+                .agent
+                .price_of(provider.model())
+                .map_or(0.0, |p| p.cost(&turn.usage));
             self.lease
-                .report_usage(self.usage.to_proto(self.cost()), self.agent.provider.model());
+                .report_usage(self.usage.to_proto(self.cost()), provider.model());
             self.emit(EventKind::Usage {
                 usage: self.usage,
                 cost_usd: self.cost(),
@@ -614,6 +740,7 @@ impl StepRun<'_> {
                     tool_use_id: id.clone(),
                     content: out.content.clone(),
                     is_error: out.is_error,
+                    images: out.images.clone(),
                 });
                 outputs.push(out);
             }
@@ -661,6 +788,10 @@ impl StepRun<'_> {
                 role: Role::User,
                 content: results,
             });
+            crate::provider::keep_recent_images(
+                &mut self.req.messages,
+                crate::provider::MAX_TRANSCRIPT_IMAGES,
+            );
             if !self.turn_waits.is_empty()
                 && let Some(outcome) = self.wait_for_children().await
             {
@@ -697,13 +828,38 @@ impl StepRun<'_> {
 
     /// The estimated cost of this attempt's tokens.
     fn cost(&self) -> f64 {
-        self.agent.options.price.map_or(0.0, |p| p.cost(&self.usage))
+        self.cost_usd
     }
 
-    fn provider_failure(&self, e: ProviderError) -> Outcome {
+    /// The model answering now refused for load or did not answer: the next one of
+    /// the chain answers from now on, and history and the live output say so.
+    fn fall_back(&mut self, e: &ProviderError) {
+        let (from, to) = (&self.chain[self.current], &self.chain[self.current + 1]);
+        let message = format!(
+            "{} ({}) failed: {}; falling back to {} ({})",
+            from.model(),
+            from.name(),
+            one_line(&e.to_string(), 200),
+            to.model(),
+            to.name()
+        );
+        warn!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
+            from = from.model(), to = to.model(), error = %e, "model fallback");
+        self.emit(EventKind::Note {
+            kind: MODEL_FALLBACK.into(),
+            message: message.clone(),
+        });
+        self.notes.push(CoordinatorNote {
+            kind: MODEL_FALLBACK.into(),
+            message,
+        });
+        self.current += 1;
+    }
+
+    fn provider_failure(&self, provider: &dyn Provider, e: ProviderError) -> Outcome {
         let retryable = e.is_retryable();
         warn!(run_id = %self.task.run_id, step = %self.task.step_id, attempt = self.task.attempt,
-            provider = self.agent.provider.name(), retryable, error = %e, "model call failed");
+            provider = provider.name(), model = provider.model(), retryable, error = %e, "model call failed");
         let error_type = if retryable {
             "provider_unavailable"
         } else {

@@ -100,10 +100,13 @@ impl StepRun<'_> {
                 }
                 Err(e) => ToolOutput::error(e),
             },
-            n if !WORKSPACE_TOOLS.contains(&n) || !tools::is_allowed(n, &task.allowed_tools) => {
+            n if self.mcp.has(n) => self.mcp.call(n, input).await,
+            n if !(WORKSPACE_TOOLS.contains(&n) || n == WEB_FETCH)
+                || !tools::is_allowed(n, &task.allowed_tools) =>
+            {
                 self.refused += 1;
                 let offered: Vec<&str> = self.req.tools.iter().map(|t| t.name.as_str()).collect();
-                let why = if WORKSPACE_TOOLS.contains(&n) {
+                let why = if WORKSPACE_TOOLS.contains(&n) || n == WEB_FETCH {
                     "is not allowed in this step"
                 } else {
                     "does not exist"

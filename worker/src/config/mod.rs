@@ -28,10 +28,24 @@
 //! shutdown_grace_secs = 30
 //! heartbeat_interval_secs = 10
 //! max_model_response_bytes = 33554432  # 32 MiB; a longer model answer fails the call
+//! rate_limit_key = "anthropic:prod"   # the fleet's rate-limit key: ask the server before each model call
 //! model_stream = true                 # stream model answers (live output); false reads them whole
 //! model_stream_idle_timeout_secs = 300  # a stream silent this long fails the call (retryable)
 //! bash_env = ["GOPATH", "CARGO_HOME"]  # or RAILYARD_BASH_ENV="GOPATH,CARGO_HOME"
 //! otlp_endpoint = "http://127.0.0.1:4318"  # OpenTelemetry traces (or RAILYARD_OTLP_ENDPOINT)
+//!
+//! mcp_env = ["GITHUB_TOKEN"]         # variables a definition's MCP servers may name ($GITHUB_TOKEN)
+//! mcp_call_timeout_secs = 120         # one MCP tool call
+//! mcp_result_max_bytes = 65536        # an MCP tool result is cut here, with a marker
+//! mcp_allow_networks = ["10.0.0.0/8"]  # internal networks HTTP MCP servers may be on
+//! web_fetch_allow_networks = ["10.1.0.0/16"]  # internal networks web_fetch may reach
+//!
+//! # MCP servers every step may use (allowedTools permitting), as mcp__NAME__TOOL;
+//! # `$NAME` values are read from the worker's environment at start.
+//! [mcp_servers.files]
+//! command = "npx"
+//! args = ["-y", "@modelcontextprotocol/server-filesystem", "/srv/docs"]
+//! env = { LOG_LEVEL = "warn" }
 //!
 //! # Estimated cost: US dollars per million tokens, by model (cache prices default to
 //! # the input price). A model not listed costs 0.
@@ -49,10 +63,14 @@ use std::time::Duration;
 use railyard_config::{EnvVar, Loaded, Loader};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::mcp::McpSettings;
 use crate::provider::{
     DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_STREAM_IDLE_TIMEOUT, ProviderConfig, ScriptSource, StreamSettings,
 };
 use crate::usage::ModelPrice;
+use railyard_model::mcp::McpServer;
+
+mod mcp;
 
 /// Most models in the price table.
 const MAX_PRICES: usize = 256;
@@ -88,6 +106,9 @@ pub struct WorkerConfig {
     /// Who this worker is, in history and on the server's poller list.
     pub identity: String,
     pub provider: ProviderConfig,
+    /// Every real provider it has settings for, `provider` first: a step naming
+    /// another model or provider (or falling back to one) runs on these.
+    pub providers: Vec<ProviderConfig>,
     /// How long running steps may go on after shutdown is requested.
     pub shutdown_grace: Duration,
     /// Upper bound on the pause between background heartbeats (a step's own
@@ -98,6 +119,13 @@ pub struct WorkerConfig {
     pub bash_env: Vec<String>,
     /// Price per model, for the estimated cost of a step's tokens.
     pub prices: BTreeMap<String, ModelPrice>,
+    /// MCP servers and their bounds (its `Debug` shows no value).
+    pub mcp: McpSettings,
+    /// Internal networks the `web_fetch` tool may reach (else only public addresses).
+    pub web_fetch_allow_networks: Vec<railyard_model::net::Network>,
+    /// The rate-limit key the fleet shares (docs/flow-control.md): capacity is asked
+    /// under it before each model call, and a provider's 429 reported under it.
+    pub rate_limit_key: Option<String>,
 }
 
 /// The provider kinds a config file, `RAILYARD_PROVIDER` or a flag can name (in any case).
@@ -237,6 +265,14 @@ const ENV: &[EnvVar] = &[
         var: "RAILYARD_BASH_ENV",
         key: "bash_env",
     },
+    EnvVar {
+        var: "RAILYARD_RATE_LIMIT_KEY",
+        key: "rate_limit_key",
+    },
+    EnvVar {
+        var: "RAILYARD_MCP_ENV",
+        key: "mcp_env",
+    },
 ];
 
 /// Keys whose flag is not `--key-with-dashes`.
@@ -295,6 +331,8 @@ pub struct ConfigLayer {
     pub heartbeat_interval: Option<Duration>,
     /// Cap on a model answer's body, in bytes.
     pub max_model_response_bytes: Option<u64>,
+    /// The fleet's rate-limit key (at most 64 bytes).
+    pub rate_limit_key: Option<String>,
     /// Whether model answers are streamed (the default) or read whole.
     pub model_stream: Option<bool>,
     /// Longest silence of a streamed model answer before the call fails.
@@ -311,6 +349,27 @@ pub struct ConfigLayer {
     pub bash_env: Option<Vec<String>>,
     /// US dollars per million tokens, by model name.
     pub prices: Option<BTreeMap<String, ModelPrice>>,
+    /// MCP servers every step may use, by name.
+    pub mcp_servers: Option<BTreeMap<String, McpServer>>,
+    /// Variables of the worker's environment a definition's MCP servers may name
+    /// (`$NAME`): a list, or (from `RAILYARD_MCP_ENV`) comma-separated text.
+    #[serde(default, deserialize_with = "queue_list")]
+    pub mcp_env: Option<Vec<String>>,
+    /// Timeout of one MCP tool call.
+    #[serde(
+        default,
+        rename = "mcp_call_timeout_secs",
+        deserialize_with = "secs",
+        serialize_with = "as_secs"
+    )]
+    pub mcp_call_timeout: Option<Duration>,
+    /// Cut of one MCP tool result, in bytes.
+    pub mcp_result_max_bytes: Option<usize>,
+    /// Internal networks streamable-HTTP MCP servers may be reached on
+    /// (`127.0.0.0/8`, `10.1.2.3`); none: public addresses only.
+    pub mcp_allow_networks: Option<Vec<String>>,
+    /// Internal networks the `web_fetch` tool may reach; none: public addresses only.
+    pub web_fetch_allow_networks: Option<Vec<String>>,
     /// The OTLP/HTTP endpoint of OpenTelemetry traces; read by the binary, which
     /// exports them (the worker only makes the spans).
     pub otlp_endpoint: Option<String>,
@@ -379,7 +438,7 @@ impl WorkerConfig {
     ) -> Result<WorkerConfig, ConfigError> {
         let mut loaded = Loader::new()
             .file(file)?
-            .env(ENV, env)
+            .env(ENV, &env)
             .flags(&flags, FLAG_NAMES)?
             .load::<ConfigLayer>()?;
         // Relative paths in a file mean "next to this file", wherever the worker starts.
@@ -400,7 +459,9 @@ impl WorkerConfig {
         {
             *p = dir.join(&*p);
         }
-        resolve(&loaded, default_script)
+        let mut config = resolve(&loaded, default_script)?;
+        config.mcp = mcp::resolve(&loaded, &env)?;
+        Ok(config)
     }
 }
 
@@ -411,6 +472,7 @@ fn resolve(
 ) -> Result<WorkerConfig, ConfigError> {
     let layer = &loaded.value;
     let provider = resolve_provider(loaded, default_script)?;
+    let providers = configured_providers(loaded, &provider)?;
     let queues: Vec<String> = match &layer.queues {
         Some(q) => q
             .iter()
@@ -474,11 +536,36 @@ fn resolve(
             .unwrap_or_else(|| PathBuf::from(DEFAULT_WORKSPACE)),
         identity: layer.identity.clone().unwrap_or_else(default_identity),
         provider,
+        providers,
         shutdown_grace: layer.shutdown_grace.unwrap_or(Duration::from_secs(30)),
         heartbeat_interval,
         bash_env,
         prices,
+        mcp: McpSettings::default(),
+        web_fetch_allow_networks: mcp::networks(
+            loaded,
+            "web_fetch_allow_networks",
+            &layer.web_fetch_allow_networks,
+        )?,
+        rate_limit_key: resolve_rate_limit_key(loaded)?,
     })
+}
+
+/// The rate-limit key, checked as the server checks it (empty: none).
+fn resolve_rate_limit_key(loaded: &Loaded<ConfigLayer>) -> Result<Option<String>, ConfigError> {
+    let Some(key) = loaded
+        .value
+        .rate_limit_key
+        .as_deref()
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+    else {
+        return Ok(None);
+    };
+    if let Err(e) = railyard_model::flow::check_key("rate_limit_key", key, false) {
+        return Err(loaded.invalid("rate_limit_key", e.to_string()));
+    }
+    Ok(Some(key.to_string()))
 }
 
 /// The pass-through list, checked: plain variable names, and never one of the worker's
@@ -523,6 +610,40 @@ fn resolve_provider(
         None if layer.openai_api_key.is_some() || layer.openai_base_url.is_some() => ProviderKind::OpenAi,
         None => ProviderKind::Scripted,
     };
+    provider_config(loaded, kind, layer.model.clone(), default_script)
+}
+
+/// Every real provider the worker has settings for (the chosen one with its model,
+/// the others with their default models): what a step naming another model or
+/// provider runs on.
+fn configured_providers(
+    loaded: &Loaded<ConfigLayer>,
+    chosen: &ProviderConfig,
+) -> Result<Vec<ProviderConfig>, ConfigError> {
+    let layer = &loaded.value;
+    let mut all = Vec::new();
+    if !matches!(chosen, ProviderConfig::Scripted { .. }) {
+        all.push(chosen.clone());
+    }
+    if layer.anthropic_api_key.is_some() && !matches!(chosen, ProviderConfig::Anthropic { .. }) {
+        all.push(provider_config(loaded, ProviderKind::Anthropic, None, None)?);
+    }
+    if (layer.openai_api_key.is_some() || layer.openai_base_url.is_some())
+        && !matches!(chosen, ProviderConfig::OpenAi { .. })
+    {
+        all.push(provider_config(loaded, ProviderKind::OpenAi, None, None)?);
+    }
+    Ok(all)
+}
+
+/// The settings of a provider of `kind`, with `model` (none: its default).
+fn provider_config(
+    loaded: &Loaded<ConfigLayer>,
+    kind: ProviderKind,
+    model: Option<String>,
+    default_script: Option<ScriptSource>,
+) -> Result<ProviderConfig, ConfigError> {
+    let layer = &loaded.value;
     Ok(match kind {
         ProviderKind::Anthropic => ProviderConfig::Anthropic {
             base_url: layer
@@ -535,10 +656,7 @@ fn resolve_provider(
                     "the anthropic provider needs an API key: set ANTHROPIC_API_KEY",
                 )
             })?,
-            model: layer
-                .model
-                .clone()
-                .unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into()),
+            model: model.clone().unwrap_or_else(|| DEFAULT_ANTHROPIC_MODEL.into()),
             max_tokens: layer.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
             max_response_bytes: max_response_bytes(loaded)?,
             stream: stream_settings(loaded)?,
@@ -549,7 +667,7 @@ fn resolve_provider(
                 .clone()
                 .unwrap_or_else(|| DEFAULT_OPENAI_BASE_URL.into()),
             api_key: layer.openai_api_key.clone(),
-            model: layer.model.clone().unwrap_or_else(|| DEFAULT_OPENAI_MODEL.into()),
+            model: model.unwrap_or_else(|| DEFAULT_OPENAI_MODEL.into()),
             max_response_bytes: max_response_bytes(loaded)?,
             stream: stream_settings(loaded)?,
         },

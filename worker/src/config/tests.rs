@@ -406,3 +406,91 @@ fn model_streaming_is_on_by_default_and_can_be_turned_off() {
         "{err}"
     );
 }
+
+#[test]
+fn mcp_servers_and_their_variables() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.toml");
+    std::fs::write(
+        &path,
+        "mcp_env = [\"GITHUB_TOKEN\", \"UNSET_ONE\"]\nmcp_call_timeout_secs = 5\n\
+         [mcp_servers.files]\ncommand = \"npx\"\nargs = [\"-y\", \"server-filesystem\", \"$DOCS\"]\n\
+         env = { KEY = \"${FILES_KEY}\" }\n",
+    )
+    .unwrap();
+    let vars = [
+        ("OPENAI_BASE_URL", "http://127.0.0.1:1/v1"),
+        ("DOCS", "/srv/docs"),
+        ("FILES_KEY", "files-secret-1"),
+        ("GITHUB_TOKEN", "ghp-secret-2"),
+    ];
+    let cfg = load(Some(&path), &vars, ConfigLayer::default(), None).unwrap();
+    let mcp = &cfg.mcp;
+    assert_eq!(
+        mcp.servers["files"].args[2], "$DOCS",
+        "filled in only when started"
+    );
+    assert_eq!(mcp.config_env["FILES_KEY"], "files-secret-1");
+    assert_eq!(
+        mcp.definition_env.keys().collect::<Vec<_>>(),
+        vec!["GITHUB_TOKEN"]
+    );
+    assert_eq!(mcp.call_timeout, Duration::from_secs(5));
+    assert_eq!(mcp.result_cap, crate::mcp::DEFAULT_RESULT_CAP);
+    let shown = format!("{cfg:?}");
+    assert!(!shown.contains("secret"), "no value in Debug: {shown}");
+
+    // A variable a worker server names must be set; a worker credential is never lent.
+    let err = load(Some(&path), &vars[..3], ConfigLayer::default(), None);
+    assert!(err.is_ok(), "mcp_env names may be unset");
+    let no_docs = [vars[0], vars[2]];
+    let err = load(Some(&path), &no_docs, ConfigLayer::default(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`mcp_servers`") && err.contains("$DOCS"), "{err}");
+    std::fs::write(&path, "mcp_env = [\"ANTHROPIC_API_KEY\"]").unwrap();
+    let err = load(Some(&path), &vars[..1], ConfigLayer::default(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("never passed to MCP servers"), "{err}");
+    std::fs::write(&path, "[mcp_servers.x]\ncommand = \"a\"\nurl = \"http://b\"\n").unwrap();
+    let err = load(Some(&path), &vars[..1], ConfigLayer::default(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("mcp_servers.x.") && err.contains("not both"),
+        "{err}"
+    );
+    std::fs::write(&path, "mcp_result_max_bytes = 10").unwrap();
+    let err = load(Some(&path), &vars[..1], ConfigLayer::default(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`mcp_result_max_bytes`"), "{err}");
+}
+
+#[test]
+fn web_fetch_allow_networks_are_read_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.toml");
+    let vars = [("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")];
+    std::fs::write(
+        &path,
+        "web_fetch_allow_networks = [\"127.0.0.0/8\", \"10.1.2.3\"]\n",
+    )
+    .unwrap();
+    let cfg = load(Some(&path), &vars, ConfigLayer::default(), None).unwrap();
+    let shown: Vec<String> = cfg
+        .web_fetch_allow_networks
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(shown, vec!["127.0.0.0/8", "10.1.2.3/32"]);
+    std::fs::write(&path, "web_fetch_allow_networks = [\"10.0.0.0/40\"]\n").unwrap();
+    let err = load(Some(&path), &vars, ConfigLayer::default(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("`web_fetch_allow_networks`") && err.contains("10.0.0.0/40"),
+        "{err}"
+    );
+}

@@ -8,7 +8,10 @@ mod output;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use railyard_proto::v1::{CoordinatorNote, Signal, StepTask, StuckReport, TokenUsage};
+use railyard_proto::v1::{
+    AcquireCapacityRequest, CoordinatorNote, ReportRateLimitedRequest, Signal, StepTask, StuckReport,
+    TokenUsage,
+};
 use railyard_sdk::{CheckpointSync, ClientError, Completion, StepWorker};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -64,6 +67,8 @@ pub(crate) struct LeaseKeeper {
     sync: tokio::sync::Mutex<CheckpointSync>,
     /// Live output waiting to be shipped.
     output: output::OutputQueue,
+    /// The fleet's rate-limit key: capacity is asked under it (none: always go).
+    rate_limit_key: Option<String>,
 }
 
 impl LeaseKeeper {
@@ -89,6 +94,7 @@ impl LeaseKeeper {
             reported: Mutex::new(None),
             sync: tokio::sync::Mutex::new(CheckpointSync::from_task(task)),
             output: output::OutputQueue::default(),
+            rate_limit_key: None,
         }
     }
 
@@ -96,6 +102,12 @@ impl LeaseKeeper {
     /// refused result goes back to the model; asks for the next step unless `stopping`.
     pub(crate) fn reporting_completions(mut self, stopping: watch::Receiver<bool>) -> Self {
         self.stopping = Some(stopping);
+        self
+    }
+
+    /// Asks capacity under `key` before each model call, and reports 429s under it.
+    pub(crate) fn with_rate_limit_key(mut self, key: Option<String>) -> Self {
+        self.rate_limit_key = key;
         self
     }
 
@@ -251,6 +263,47 @@ impl Lease for LeaseKeeper {
         notes: Vec<CoordinatorNote>,
     ) -> BoxFuture<'_, Result<HeartbeatOutcome, LeaseError>> {
         Box::pin(self.beat(checkpoint, notes, true))
+    }
+
+    fn acquire_capacity(&self, tokens: u64) -> BoxFuture<'_, Result<Option<i64>, LeaseError>> {
+        Box::pin(async move {
+            let Some(key) = &self.rate_limit_key else {
+                return Ok(None);
+            };
+            let req = AcquireCapacityRequest {
+                task_token: self.token.clone(),
+                identity: self.worker.identity().to_string(),
+                key: key.clone(),
+                tokens,
+            };
+            match self.worker.client().acquire_capacity(req).await {
+                Ok(a) if a.go => Ok(None),
+                Ok(a) => Ok(Some(a.retry_at_unix_ms)),
+                Err(
+                    e @ (ClientError::NotFound(_)
+                    | ClientError::PermissionDenied(_)
+                    | ClientError::FailedPrecondition(_)),
+                ) => Err(LeaseError::Lost(e.to_string())),
+                Err(e) => Err(LeaseError::Failed(e.to_string())),
+            }
+        })
+    }
+
+    fn report_rate_limited(&self, reset_unix_ms: i64) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let Some(key) = &self.rate_limit_key else {
+                return;
+            };
+            let req = ReportRateLimitedRequest {
+                task_token: self.token.clone(),
+                identity: self.worker.identity().to_string(),
+                key: key.clone(),
+                reset_time_unix_ms: reset_unix_ms,
+            };
+            if let Err(e) = self.worker.client().report_rate_limited(req).await {
+                warn!(error = %e, %key, "the rate limit could not be reported");
+            }
+        })
     }
 
     fn settle(&self, notes: Vec<CoordinatorNote>) -> BoxFuture<'_, Result<(), LeaseError>> {

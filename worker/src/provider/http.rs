@@ -15,6 +15,7 @@ use railyard_sdk::RetryPolicy;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
+use super::rate_limit;
 use super::sse::{SseEvent, SseParser};
 use super::{ModelTurn, ProviderError, chunks, excerpt};
 use crate::output::{OutputChunk, OutputSink};
@@ -240,9 +241,20 @@ impl Endpoint {
         if (200..300).contains(&status) {
             return Ok(resp);
         }
-        let retry_after = parse_retry_after(resp.headers());
+        let retry_after = if status == 429 {
+            rate_limit::reset_in(resp.headers(), rate_limit::wall_clock())
+        } else {
+            rate_limit::retry_after(resp.headers())
+        };
         // Of an error answer only an excerpt is shown; the rest is not worth reading.
         let (text, _) = read_capped(resp, ERROR_BODY_CAP, url).await?;
+        if let Some(reset_in) = retry_after.filter(|r| status == 429 && *r > rate_limit::PARK_AFTER) {
+            // Too long to wait holding the step's slot: the step parks instead.
+            return Err(Failed::final_(ProviderError::RateLimited {
+                reset_in,
+                body: excerpt(&text, BODY_EXCERPT),
+            }));
+        }
         Err(Failed {
             retry_after,
             ..Failed::from(classify(status, &text, self.key_env, &self.model))
@@ -430,13 +442,6 @@ fn mentions_missing_model(body: &str) -> bool {
                 || lower.contains("not exist")))
 }
 
-/// Reads `retry-after` given in seconds (the form model APIs use; HTTP dates are ignored).
-fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let raw = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
-    let secs: f64 = raw.parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
-}
-
 /// reqwest's top-level message ("error sending request") hides the cause; keep the chain.
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut msg = e.to_string();
@@ -473,17 +478,5 @@ mod tests {
         let bad = classify(400, "prompt too long");
         assert!(!bad.is_retryable());
         assert!(bad.to_string().contains("400 (not retryable): prompt too long"));
-    }
-
-    #[test]
-    fn parses_retry_after_seconds_only() {
-        let mut h = HeaderMap::new();
-        h.insert(reqwest::header::RETRY_AFTER, "3".parse().unwrap());
-        assert_eq!(parse_retry_after(&h), Some(Duration::from_secs(3)));
-        h.insert(
-            reqwest::header::RETRY_AFTER,
-            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
-        );
-        assert_eq!(parse_retry_after(&h), None);
     }
 }

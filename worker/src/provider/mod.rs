@@ -9,7 +9,9 @@
 mod anthropic;
 mod chunks;
 mod http;
+mod models;
 mod openai;
+pub(crate) mod rate_limit;
 pub mod scripted;
 mod sse;
 
@@ -24,6 +26,7 @@ use serde_json::Value;
 
 pub use anthropic::AnthropicProvider;
 pub(crate) use http::{DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_STREAM_IDLE_TIMEOUT};
+pub use models::{Models, is_overload};
 pub use openai::OpenAiProvider;
 pub use railyard_sdk::RetryPolicy;
 pub use scripted::{BuiltInScript, Script, ScriptSource, ScriptedProvider};
@@ -62,7 +65,45 @@ pub enum Block {
         content: String,
         #[serde(default)]
         is_error: bool,
+        /// Images the tool returned (an MCP server's), for providers that take them;
+        /// `content` describes each.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<ToolImage>,
     },
+}
+
+/// Most images a transcript keeps: each turn sends them all again, and the
+/// checkpoint holds them.
+pub const MAX_TRANSCRIPT_IMAGES: usize = 4;
+
+/// Drops all but the last `max` tool-result images of `messages` (their text still
+/// describes them, and says they were dropped).
+pub fn keep_recent_images(messages: &mut [Message], max: usize) {
+    let mut kept = 0;
+    for block in messages.iter_mut().rev().flat_map(|m| m.content.iter_mut().rev()) {
+        if let Block::ToolResult { content, images, .. } = block
+            && !images.is_empty()
+        {
+            let room = max - kept.min(max);
+            if images.len() > room {
+                let dropped = images.len() - room;
+                images.drain(..dropped);
+                content.push_str(&format!(
+                    "\n[{dropped} image(s) dropped from the transcript: only the last {max} are kept]"
+                ));
+            }
+            kept += images.len();
+        }
+    }
+}
+
+/// An image in a tool result, base64 encoded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolImage {
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub media_type: String,
+    /// The image, base64.
+    pub data: String,
 }
 
 impl Block {
@@ -156,6 +197,10 @@ pub enum ProviderError {
         body: String,
         retryable: bool,
     },
+    /// A 429 whose limit resets later than a call waits ([`rate_limit::PARK_AFTER`]):
+    /// the step parks until then rather than hold its slot.
+    #[error("rate limited by the provider until {reset_in:?} from now (retryable): {body}")]
+    RateLimited { reset_in: Duration, body: String },
     /// The provider could not be reached (after retries).
     #[error("could not reach the provider at {url} (retryable): {message}")]
     Transport { url: String, message: String },
@@ -191,7 +236,7 @@ impl ProviderError {
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Http { retryable, .. } => *retryable,
-            Self::Transport { .. } | Self::BadResponse(_) => true,
+            Self::Transport { .. } | Self::BadResponse(_) | Self::RateLimited { .. } => true,
             Self::Auth { .. }
             | Self::UnknownModel { .. }
             | Self::ResponseTooLarge { .. }
@@ -370,4 +415,45 @@ pub(crate) fn excerpt(s: &str, max: usize) -> String {
         return s.trim().to_string();
     }
     format!("{}…", railyard_model::text::prefix(s, max).trim())
+}
+
+#[cfg(test)]
+mod image_tests {
+    use super::*;
+
+    #[test]
+    fn only_the_last_images_are_kept() {
+        let result = |n: usize| Message {
+            role: Role::User,
+            content: vec![Block::ToolResult {
+                tool_use_id: format!("t{n}"),
+                content: format!("r{n}"),
+                is_error: false,
+                images: (0..n)
+                    .map(|i| ToolImage {
+                        media_type: "image/png".into(),
+                        data: format!("{n}{i}"),
+                    })
+                    .collect(),
+            }],
+        };
+        let mut messages = vec![result(2), result(1), result(3)];
+        keep_recent_images(&mut messages, 4);
+        let kept: Vec<(String, Vec<String>)> = messages
+            .iter()
+            .map(|m| match &m.content[0] {
+                Block::ToolResult { content, images, .. } => {
+                    (content.clone(), images.iter().map(|i| i.data.clone()).collect())
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(kept[2].1, vec!["30", "31", "32"]);
+        assert_eq!(kept[1].1, vec!["10"]);
+        assert!(kept[0].1.is_empty());
+        assert_eq!(
+            kept[0].0,
+            "r2\n[2 image(s) dropped from the transcript: only the last 4 are kept]"
+        );
+    }
 }

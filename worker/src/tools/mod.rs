@@ -11,8 +11,10 @@
 
 mod bash;
 mod fs;
+mod html;
 pub mod reaper;
 mod search;
+mod web;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -27,7 +29,7 @@ use crate::provider::ToolSpec;
 
 pub(crate) use railyard_model::tools::{
     AWAIT_RUNS, COMPLETE_STEP, REPORT_ISSUE, SET_SEARCH_ATTRIBUTES, SIGNAL_COORDINATOR, SPAWN_AGENT,
-    WORKSPACE_TOOLS,
+    WEB_FETCH, WORKSPACE_TOOLS,
 };
 /// Tools that are always allowed, whatever a step's `allowedTools` says.
 const ALWAYS_ALLOWED: [&str; 3] = [COMPLETE_STEP, SIGNAL_COORDINATOR, REPORT_ISSUE];
@@ -37,6 +39,8 @@ const ALWAYS_ALLOWED: [&str; 3] = [COMPLETE_STEP, SIGNAL_COORDINATOR, REPORT_ISS
 pub struct ToolOutput {
     pub content: String,
     pub is_error: bool,
+    /// Images for the model, which `content` describes (MCP results only).
+    pub images: Vec<crate::provider::ToolImage>,
 }
 
 impl ToolOutput {
@@ -45,6 +49,7 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: false,
+            images: Vec::new(),
         }
     }
 
@@ -53,6 +58,7 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: true,
+            images: Vec::new(),
         }
     }
 }
@@ -71,6 +77,8 @@ pub struct ToolLimits {
     /// Variables of the worker's environment `bash` gets besides the few it always gets
     /// (`PATH`, the locale, `TERM`, `TZ`); the worker's own credentials never.
     pub bash_env: Vec<String>,
+    /// Internal networks `web_fetch` may reach (else only public addresses).
+    pub web_allow_networks: Vec<railyard_model::net::Network>,
 }
 
 impl Default for ToolLimits {
@@ -81,6 +89,7 @@ impl Default for ToolLimits {
             output_cap: 16 * 1024,
             read_cap: 64 * 1024,
             bash_env: Vec::new(),
+            web_allow_networks: Vec::new(),
         }
     }
 }
@@ -121,6 +130,9 @@ impl ToolBox {
         if name == "bash" {
             return bash::run(&self.workspace, input, &self.limits).await;
         }
+        if name == WEB_FETCH {
+            return web::run(input, &self.limits).await;
+        }
         let op: fn(&Workspace, &Value, usize) -> Result<String, String> = match name {
             "read_file" => fs::read_file,
             "write_file" => |ws, input, _| fs::write_file(ws, input),
@@ -144,8 +156,12 @@ impl ToolBox {
     }
 }
 
-/// Whether `name` may be called under `allowed` (empty = every tool).
+/// Whether `name` may be called under `allowed` (empty = every tool but `web_fetch`,
+/// which reaches outside the worker and so only a step that names it gets).
 pub(crate) fn is_allowed(name: &str, allowed: &[String]) -> bool {
+    if name == WEB_FETCH {
+        return allowed.iter().any(|a| a == name);
+    }
     // `await_runs` only waits for what `spawn_agent` started: it goes with it.
     let name = if name == AWAIT_RUNS { SPAWN_AGENT } else { name };
     ALWAYS_ALLOWED.contains(&name) || allowed.is_empty() || allowed.iter().any(|a| a == name)
@@ -267,6 +283,15 @@ fn all_specs() -> Vec<ToolSpec> {
             }, "required": ["pattern"]}),
         ),
         spec(
+            WEB_FETCH,
+            "GET an http or https URL and return its status and text (an HTML page as plain text; \
+             at most 1 MiB of the body is read, and the text is cut to a tool result's size). \
+             Redirects are followed (at most 5); internal addresses are refused.",
+            json!({"type": "object", "properties": {
+                "url": {"type": "string", "description": "The http(s) URL to fetch."}
+            }, "required": ["url"]}),
+        ),
+        spec(
             COMPLETE_STEP,
             "Finish this step. Call it exactly once, when the step's work is done. `notes` summarise what \
              you did and found for the next steps; `artifacts` lists workspace files you produced; \
@@ -363,5 +388,13 @@ mod tests {
         assert!(is_allowed(AWAIT_RUNS, &spawning) && !is_allowed(AWAIT_RUNS, &allowed));
         assert!(!is_allowed("bash", &allowed));
         assert!(is_allowed(COMPLETE_STEP, &allowed));
+        // web_fetch only where a step names it.
+        assert!(!is_allowed(WEB_FETCH, &[]) && !specs(&[]).iter().any(|s| s.name == WEB_FETCH));
+        let fetching = vec![WEB_FETCH.to_string()];
+        let names: Vec<String> = specs(&fetching).into_iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            vec![WEB_FETCH, COMPLETE_STEP, SIGNAL_COORDINATOR, REPORT_ISSUE]
+        );
     }
 }

@@ -21,7 +21,7 @@ async fn child_reports_what_bash_sees() {
     let Ok(ws) = std::env::var(CHILD_MARK) else {
         panic!("only meant to run as the child of the test named in the ignore reason");
     };
-    let done = railyard_worker::secrets::protect_process(&["RAILYARD_TEST_PASS".to_string()]);
+    let done = railyard_worker::secrets::protect_process(&["RAILYARD_TEST_PASS".to_string()], &[]);
     assert!(done.non_dumpable);
     for name in ["ANTHROPIC_API_KEY", "GITHUB_TOKEN", "RAILYARD_TEST_NOT_PASSED"] {
         assert!(done.wiped.contains(&name.to_string()), "{name}: {done:?}");

@@ -69,6 +69,10 @@ async fn a_refused_result_goes_back_to_the_model_which_completes_correctly() {
         bash_env: Vec::new(),
         tls: Default::default(),
         prices: Default::default(),
+        mcp: Default::default(),
+        web_fetch_allow_networks: Vec::new(),
+        rate_limit_key: None,
+        providers: Vec::new(),
     };
     let worker = Worker::new(config).with_provider(provider.clone());
     let watcher = client.clone();

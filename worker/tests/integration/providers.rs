@@ -85,7 +85,12 @@ async fn agent_completes_a_step_through_anthropic() {
     assert_eq!(headers["anthropic-version"], "2023-06-01");
     assert_eq!(first["model"], "claude-test");
     assert_eq!(first["max_tokens"], 1024);
-    assert!(first["system"].as_str().unwrap().contains("a haiku about rust"));
+    assert!(
+        first["system"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("a haiku about rust")
+    );
     assert_eq!(
         first["messages"][0]["content"][0]["text"],
         "Write a haiku into out/haiku.txt"
@@ -415,4 +420,27 @@ async fn cancel_and_steer_via_heartbeat() {
         "the no-tool nudge: {texts:?}"
     );
     assert!(texts.iter().any(|t| t == "[steer] be brief"), "{texts:?}");
+}
+
+#[tokio::test]
+async fn a_step_whose_model_the_worker_cannot_serve_fails_naming_it() {
+    let ws = tempfile::tempdir().unwrap();
+    let lease = FakeLease::new();
+    // Only Anthropic settings: the step asks for an OpenAI model.
+    let agent = Agent::new(Arc::new(anthropic("http://127.0.0.1:9")));
+    let mut t = task("s1", "do it");
+    t.provider = "openai".into();
+    t.model = "gpt-4o".into();
+    let report = agent.run_step(&t, "q", ws.path(), &lease).await;
+    let Outcome::Failed(f) = report.outcome else {
+        panic!("{:?}", report.outcome)
+    };
+    assert_eq!(f.error_type, railyard_worker::agent::MODEL_UNAVAILABLE);
+    assert!(f.non_retryable);
+    assert!(
+        f.message.contains("openai") && f.message.contains("gpt-4o"),
+        "{}",
+        f.message
+    );
+    assert_eq!(report.turns, 0);
 }

@@ -260,6 +260,12 @@ impl History for FakeHistory {
     ) -> Result<Response<ListWorkflowsResponse>, Status> {
         unused()
     }
+    async fn register_workflow(
+        &self,
+        _: Request<RegisterWorkflowRequest>,
+    ) -> Result<Response<RegisterWorkflowResponse>, Status> {
+        unused()
+    }
     async fn get_session_tree(
         &self,
         _: Request<GetSessionTreeRequest>,
@@ -420,6 +426,10 @@ fn config(addr: SocketAddr, workspace: PathBuf, script: serde_json::Value) -> Wo
         heartbeat_interval: Duration::from_millis(50),
         bash_env: Vec::new(),
         prices: Default::default(),
+        mcp: Default::default(),
+        web_fetch_allow_networks: Vec::new(),
+        rate_limit_key: None,
+        providers: Vec::new(),
     }
 }
 

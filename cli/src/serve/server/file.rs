@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 /// idle_timeout_secs = 120
 /// max_connections_per_peer = 256     # per listener, from one address (IPv6: a /64)
 /// http_request_timeout_secs = 30     # for an HTTP request to arrive whole
+/// http_header_timeout_secs = 5       # for its headers to
 /// cache_size_mib = 64                 # the database's page cache
 /// kept_transcripts_mib = 64           # finished steps' checkpoints kept per run (0: none)
 /// # advertise_host = "node1.internal" # with a postgres store: where other nodes reach this one
@@ -60,6 +61,10 @@ use serde::{Deserialize, Serialize};
 /// items_per_poll = 100                #   at most this many items
 /// pages_per_poll = 10                 #   and pages
 /// triggers_file = "triggers.toml"     # more [[triggers]], in a file of their own
+///
+/// [secrets]                           # variables API-made triggers may name as $NAME secrets,
+/// GITHUB_TOKEN = ["team-a"]           #   each with the namespaces that may ("*": every one);
+/// GITHUB_WEBHOOK_SECRET = ["*"]       #   never RAILYARD_*, the server's own settings
 ///
 /// [output]                            # live output of steps (docs/live-output.md)
 /// attempt_cap_bytes = 4194304         # per step attempt; past it chunks are dropped, counted
@@ -93,6 +98,10 @@ pub(crate) struct ServerFile {
     pub output: OutputSection,
     #[serde(default)]
     pub batches: BatchesSection,
+    /// The environment variables API-made triggers may name as secrets, each with
+    /// the namespaces whose triggers may (`railyard_engine::secrets`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub secrets: std::collections::BTreeMap<String, Vec<String>>,
     /// OpenTelemetry traces (read by `crate::telemetry` before logging starts).
     #[serde(default)]
     pub telemetry: crate::telemetry::TelemetrySection,
@@ -276,6 +285,7 @@ pub(crate) struct ServerSection {
     pub idle_timeout_secs: Option<u64>,
     pub max_connections_per_peer: Option<usize>,
     pub http_request_timeout_secs: Option<u64>,
+    pub http_header_timeout_secs: Option<u64>,
     pub max_child_depth: Option<u32>,
     pub max_children_per_run: Option<u32>,
     pub cache_size_mib: Option<u64>,
@@ -364,6 +374,10 @@ pub(super) const ENV: &[EnvVar] = &[
         key: "server.http_request_timeout_secs",
     },
     EnvVar {
+        var: "RAILYARD_HTTP_HEADER_TIMEOUT",
+        key: "server.http_header_timeout_secs",
+    },
+    EnvVar {
         var: "RAILYARD_DELIVERY_ALLOW_NETWORKS",
         key: "delivery.allow_networks",
     },
@@ -415,5 +429,6 @@ pub(super) const FLAG_NAMES: &[(&str, &str)] = &[
     ("server.idle_timeout_secs", "--idle-timeout"),
     ("delivery.allow_networks", "--delivery-allow-network"),
     ("server.http_request_timeout_secs", "--http-request-timeout"),
+    ("server.http_header_timeout_secs", "--http-header-timeout"),
     ("server.mcp_session_idle_secs", "--mcp-session-idle"),
 ];

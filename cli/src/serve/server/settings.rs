@@ -19,7 +19,8 @@ use railyard_engine::service::triggers::TriggerInput;
 use railyard_gateway::sessions::SessionLimits;
 use railyard_server::ServerConfig;
 use railyard_server::net::{
-    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PER_PEER, DEFAULT_REQUEST_TIMEOUT, NetLimits,
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PER_PEER,
+    DEFAULT_REQUEST_TIMEOUT, NetLimits,
 };
 use railyard_server::tls::TlsFiles;
 
@@ -40,7 +41,7 @@ pub(crate) struct ServerArgs {
     /// TOML config file with a [server] section (keys: data_dir, store, keys_dir, store_ca, listen,
     /// http_listen, workflows, shutdown_grace_secs, auth, insecure, tls_cert, tls_key,
     /// tls_client_ca, max_connections, idle_timeout_secs, max_connections_per_peer,
-    /// http_request_timeout_secs, max_child_depth, max_children_per_run, cache_size_mib,
+    /// http_request_timeout_secs, http_header_timeout_secs, max_child_depth, max_children_per_run, cache_size_mib,
     /// kept_transcripts_mib,
     /// mcp_max_sessions, mcp_max_sessions_per_key, mcp_session_idle_secs, advertise_host,
     /// node_lease, peer_ca, principles_file) and a [telemetry] section (key: otlp_endpoint).
@@ -113,8 +114,9 @@ pub(crate) struct ServerArgs {
     #[arg(long, value_name = "FILE")]
     pub tls_client_ca: Option<PathBuf>,
 
-    /// Most connections open at once on each listener (gRPC and HTTP); more wait to be
-    /// accepted [env: RAILYARD_MAX_CONNECTIONS] [default: 4096].
+    /// Most connections open at once on each listener (gRPC and HTTP); one more is
+    /// accepted and closed at once, without an answer, so it does not wait in the
+    /// backlog [env: RAILYARD_MAX_CONNECTIONS] [default: 4096].
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
 
@@ -133,6 +135,12 @@ pub(crate) struct ServerArgs {
     /// [default: 30].
     #[arg(long, value_name = "SECONDS")]
     pub http_request_timeout: Option<u64>,
+
+    /// Seconds an HTTP request's head (its headers) may take to arrive from its first
+    /// byte; at most --http-request-timeout [env: RAILYARD_HTTP_HEADER_TIMEOUT]
+    /// [default: 5].
+    #[arg(long, value_name = "SECONDS")]
+    pub http_header_timeout: Option<u64>,
 
     /// Deepest child run `spawn_agent` may start (a root run is depth 0; 0: none)
     /// [env: RAILYARD_MAX_CHILD_DEPTH] [default: 3].
@@ -295,6 +303,8 @@ pub(crate) struct ServerSettings {
     pub dedup_retention: Duration,
     /// Bounds on polled triggers (`hooks.max_pollers`, ...).
     pub poll_limits: railyard_engine::poller::PollLimits,
+    /// `[secrets]`: what API-made triggers may name as secrets.
+    pub secrets: railyard_engine::secrets::SecretPolicy,
     /// Bounds on trees of child runs.
     pub child_limits: ChildLimits,
     /// MiB the database's page cache may hold.
@@ -371,6 +381,7 @@ impl ServerSettings {
         config.triggers.max_body_bytes = self.hook_max_body_bytes;
         config.triggers.dedup_retention_ms = self.dedup_retention.as_millis() as u64;
         config.triggers.poll = self.poll_limits;
+        config.triggers.secrets = self.secrets.clone();
         config.output = self.output.clone();
         config.purge.batch_retention_ms = self.batch_retention.as_millis() as i64;
         config.principles_file = self.principles_file.clone();
@@ -442,6 +453,7 @@ impl ServerArgs {
                 idle_timeout_secs: self.idle_timeout,
                 max_connections_per_peer: self.max_connections_per_peer,
                 http_request_timeout_secs: self.http_request_timeout,
+                http_header_timeout_secs: self.http_header_timeout,
                 max_child_depth: self.max_child_depth,
                 max_children_per_run: self.max_children_per_run,
                 cache_size_mib: self.cache_size_mib,
@@ -508,6 +520,8 @@ impl ServerArgs {
             ));
         }
         let poll_limits = hooks.poll_limits().map_err(|(k, m)| loaded.invalid(k, m))?;
+        let secrets = railyard_engine::secrets::SecretPolicy::new(loaded.value.secrets.clone())
+            .map_err(|m| loaded.invalid("secrets", m))?;
         let workflows = path("server.workflows", &s.workflows, DEFAULT_WORKFLOWS);
         let optional = |key: &str, value: &Option<PathBuf>| value.as_ref().map(|_| path(key, value, ""));
         let tls = match (
@@ -644,6 +658,9 @@ impl ServerArgs {
                 request_timeout: s
                     .http_request_timeout_secs
                     .map_or(DEFAULT_REQUEST_TIMEOUT, Duration::from_secs),
+                header_timeout: s
+                    .http_header_timeout_secs
+                    .map_or(DEFAULT_HEADER_TIMEOUT, Duration::from_secs),
             },
             delivery: loaded.value.delivery.clone(),
             output: super::output::resolve(&loaded.value.output, |k, m| loaded.invalid(k, m))?,
@@ -654,6 +671,7 @@ impl ServerArgs {
             hook_max_body_bytes: max_body as usize,
             dedup_retention: Duration::from_secs(retention),
             poll_limits,
+            secrets,
             child_limits: ChildLimits {
                 max_depth: s.max_child_depth.unwrap_or(ChildLimits::default().max_depth),
                 max_children: s
@@ -733,6 +751,15 @@ impl ServerArgs {
             return Err(loaded.invalid(
                 "server.http_request_timeout_secs",
                 format!("from 1 to {MAX_IDLE_TIMEOUT_SECS} seconds"),
+            ));
+        }
+        if !(1..=settings.net.request_timeout.as_secs()).contains(&settings.net.header_timeout.as_secs()) {
+            return Err(loaded.invalid(
+                "server.http_header_timeout_secs",
+                format!(
+                    "from 1 to the request timeout ({} seconds)",
+                    settings.net.request_timeout.as_secs()
+                ),
             ));
         }
         if !(1..=MAX_IDLE_TIMEOUT_SECS).contains(&settings.net.idle_timeout.as_secs()) {

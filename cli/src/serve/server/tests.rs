@@ -164,6 +164,34 @@ fn connection_limits_from_flags_env_or_file_and_refused_out_of_range() {
     .unwrap_err()
     .to_string();
     assert!(err.contains("--http-request-timeout"), "{err}");
+    let header = ServerArgs {
+        http_header_timeout: Some(2),
+        ..Default::default()
+    };
+    assert_eq!(
+        header
+            .settings_with(|_| None)
+            .unwrap()
+            .config()
+            .net
+            .header_timeout,
+        Duration::from_secs(2)
+    );
+    let from_env = ServerArgs::default()
+        .settings_with(env(&[("RAILYARD_HTTP_HEADER_TIMEOUT", "3")]))
+        .unwrap();
+    assert_eq!(from_env.net.header_timeout, Duration::from_secs(3));
+    for (header, request) in [(0, 30), (31, 30)] {
+        let err = ServerArgs {
+            http_header_timeout: Some(header),
+            http_request_timeout: Some(request),
+            ..Default::default()
+        }
+        .settings_with(|_| None)
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("--http-header-timeout"), "{err}");
+    }
     let err = ServerArgs::default()
         .settings_with(env(&[("RAILYARD_MAX_CONNECTIONS_PER_PEER", "0")]))
         .unwrap_err()
@@ -777,4 +805,26 @@ fn batch_retention_from_the_file_defaults_to_30_days_and_is_refused_out_of_range
         let e = args.settings_with(env(&[])).unwrap_err().to_string();
         assert!(e.contains(key), "{text}: {e}");
     }
+}
+
+#[test]
+fn secrets_are_declared_per_namespace_and_never_the_servers_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(&dir, "[secrets]\nGITHUB_TOKEN = [\"team-a\"]\nSHARED = [\"*\"]\n");
+    let args = ServerArgs {
+        config: Some(config),
+        ..ServerArgs::default()
+    };
+    let policy = args.settings_with(env(&[])).unwrap().config().triggers.secrets;
+    let api = railyard_model::trigger::Source::Api;
+    assert!(policy.check(api, "team-a", "$GITHUB_TOKEN").is_ok());
+    assert!(policy.check(api, "team-b", "$GITHUB_TOKEN").is_err());
+    assert!(policy.check(api, "team-b", "$SHARED").is_ok());
+
+    write(&dir, "[secrets]\nRAILYARD_DELIVERY_SIGNING_SECRET = [\"*\"]\n");
+    let e = args.settings_with(env(&[])).unwrap_err().to_string();
+    assert!(
+        e.contains("secrets") && e.contains("server's own settings"),
+        "{e}"
+    );
 }

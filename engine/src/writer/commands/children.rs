@@ -69,8 +69,8 @@ impl Apply for SpawnChildren {
         let Self {
             claims,
             identity,
-            children,
-            wait,
+            mut children,
+            mut wait,
             limits,
         } = self;
         let ns = claims.namespace.clone();
@@ -81,6 +81,18 @@ impl Apply for SpawnChildren {
         // Every check before the first write.
         if let Err(r) = parent.check_lease(&claims) {
             return Err(Rejection::from(r).into());
+        }
+        let answer: Vec<String> = children.iter().map(|c| c.run_id.clone()).collect();
+        if already_started(cx, &ns, &parent.run_id, &answer)? {
+            // A repeated spawn (its run ids derived from the same request id): the
+            // children are there; only a wait is left to do.
+            children.clear();
+            match &mut wait {
+                None => return Ok(Spawned { child_run_ids: answer }),
+                Some(w) => {
+                    w.await_run_ids.splice(0..0, answer.iter().cloned());
+                }
+            }
         }
         if !children.is_empty() {
             let depth = parent.depth + 1;
@@ -145,6 +157,8 @@ impl Apply for SpawnChildren {
                     depth: parent.depth + 1,
                     parent_close_policy: c.parent_close_policy,
                     trace: Some(trace),
+                    // A child is dispatched as its parent is: same priority and keys.
+                    flow: parent.flow.clone(),
                     ..Default::default()
                 },
                 definition: c.definition.clone(),
@@ -181,9 +195,35 @@ impl Apply for SpawnChildren {
             s.create(cx)?;
         }
         cx.save(t)?;
-        Ok(Spawned {
-            child_run_ids: children.into_iter().map(|c| c.run_id).collect(),
-        })
+        Ok(Spawned { child_run_ids: answer })
+    }
+}
+
+/// Whether the children `ids` were started by an earlier spawn of run `parent`: all
+/// of them (a spawn commits whole), or none. A run of that id with another parent is
+/// refused, naming the request id the ids came from.
+fn already_started(cx: &Cx, ns: &str, parent: &str, ids: &[String]) -> Result<bool, CommandError> {
+    let Some(first) = ids.first() else {
+        return Ok(false);
+    };
+    let is_child = |id: &str| -> Result<Option<bool>, StorageError> {
+        Ok(cx.load(&RunKey::new(ns, id))?.map(|r| r.parent_run_id == parent))
+    };
+    match is_child(first)? {
+        None => Ok(false),
+        Some(true) => {
+            for id in &ids[1..] {
+                if is_child(id)? != Some(true) {
+                    return Err(Rejection::field(
+                        "request_id",
+                        "names a spawn with fewer children than this one: use a new request id",
+                    )
+                    .into());
+                }
+            }
+            Ok(true)
+        }
+        Some(false) => Err(Rejection::field("request_id", "names run ids already used by another run").into()),
     }
 }
 

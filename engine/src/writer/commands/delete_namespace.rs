@@ -1,5 +1,6 @@
-//! Delete an empty namespace (no runs, no schedules), revoking its API keys in the same commit (so a
-//! namespace made again under the name does not take them back).
+//! Delete an empty namespace (no runs, no schedules), revoking its API keys and
+//! removing its registered workflows in the same commit (so a namespace made again
+//! under the name does not take them back).
 
 use super::*;
 
@@ -70,6 +71,16 @@ impl Apply for DeleteNamespace {
         for mut key in keys {
             key.revoked_ms = Some(cx.now());
             cx.tx.put_api_key(&key)?;
+        }
+        // Its registered workflows go with it, so a namespace made again under the
+        // name starts with none.
+        let mut registered = Vec::new();
+        cx.tx.registered_workflows(name, &mut |w| {
+            registered.push(w.definition.id.clone());
+            true
+        })?;
+        for id in registered {
+            cx.tx.delete_registered_workflow(name, &id)?;
         }
         cx.tx.remove_namespace(name)?;
         cx.limits.forget(name);

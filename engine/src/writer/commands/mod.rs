@@ -3,69 +3,13 @@
 //! enum the writer queue carries.
 //!
 //! Adding a command is a new file here with a type implementing [`Apply`], and one
-//! line in the `commands!` list at the end of this file (its variant and type); the
-//! file's `mod` line and re-export go beside the others. Callers send it with
-//! [`Writer::call`](super::Writer::call).
+//! line in the `commands!` list at the end of this file: the file's module and its
+//! type. The macro declares the module, re-exports it and makes the type a variant
+//! of [`Command`]. Callers send it with [`Writer::call`](super::Writer::call).
 
 use super::cx::{Attempt, ClosedRun, Cx};
 use super::*;
 use railyard_model::trace::TraceContext;
-
-pub(crate) mod approve;
-pub(crate) mod batch;
-pub(crate) mod children;
-pub(crate) mod complete;
-pub(crate) mod create_api_key;
-pub(crate) mod create_namespace;
-pub(crate) mod delete_namespace;
-pub(crate) mod delivery;
-pub(crate) mod fail;
-pub(crate) mod fire_timers;
-pub(crate) mod heartbeat;
-pub(crate) mod lease;
-pub(crate) mod namespace_attributes;
-pub(crate) mod pause;
-pub(crate) mod purge;
-pub(crate) mod report_issue;
-pub(crate) mod reset;
-pub(crate) mod revoke_api_key;
-pub(crate) mod schedule;
-pub(crate) mod signal;
-pub(crate) mod start;
-pub(crate) mod start_replacing;
-pub(crate) mod stop;
-pub(crate) mod trigger;
-pub(crate) mod undelivered;
-pub(crate) mod update_namespace;
-pub(crate) mod upsert_attributes;
-
-pub use self::approve::*;
-pub use self::batch::*;
-pub use self::children::*;
-pub use self::complete::*;
-pub use self::create_api_key::*;
-pub use self::create_namespace::*;
-pub use self::delete_namespace::*;
-pub use self::delivery::*;
-pub use self::fail::*;
-pub use self::fire_timers::*;
-pub use self::heartbeat::*;
-pub use self::lease::*;
-pub use self::namespace_attributes::*;
-pub use self::pause::*;
-pub use self::purge::*;
-pub use self::report_issue::*;
-pub use self::reset::*;
-pub use self::revoke_api_key::*;
-pub use self::schedule::*;
-pub use self::signal::*;
-pub use self::start::*;
-pub use self::start_replacing::*;
-pub use self::stop::*;
-pub use self::trigger::*;
-pub use self::undelivered::*;
-pub use self::update_namespace::*;
-pub use self::upsert_attributes::*;
 
 /// Tells what started each run that closed in this command, in the same
 /// transaction: its schedule, and the trigger key it held (one of a close's three
@@ -188,86 +132,80 @@ fn run<C: Apply>(c: C, reply: Option<Reply<C::Output>>, cx: &mut Cx) -> (Answer,
 }
 
 macro_rules! commands {
-    ($($variant:ident($ty:ty),)*) => {
+    ($($module:ident: $($ty:ident),+;)*) => {
+        $(
+            pub(crate) mod $module;
+            pub use self::$module::*;
+        )*
+
         /// Every mutation the writer applies, with where its answer goes (`None`
         /// for the writer's own follow-ups).
         pub enum Command {
-            $($variant($ty, Option<Reply<<$ty as Apply>::Output>>),)*
+            $($($ty($ty, Option<Reply<<$ty as Apply>::Output>>),)+)*
         }
 
         impl Command {
             /// The command's name, as in its span and metric.
             pub(crate) fn name(&self) -> &'static str {
                 match self {
-                    $(Command::$variant(..) => <$ty as Apply>::NAME,)*
+                    $($(Command::$ty(..) => <$ty as Apply>::NAME,)+)*
                 }
             }
 
             /// Applies the command in the open transaction.
             pub(super) fn apply(self, cx: &mut Cx) -> (Answer, Option<StorageError>) {
                 match self {
-                    $(Command::$variant(c, reply) => run(c, reply, cx),)*
+                    $($(Command::$ty(c, reply) => run(c, reply, cx),)+)*
                 }
             }
 
             /// The answer of a command its batch never got to (the batch failed).
             pub(super) fn unapplied(self) -> Answer {
                 match self {
-                    $(Command::$variant(_, reply) => answer::<$ty>(reply, None),)*
+                    $($(Command::$ty(_, reply) => answer::<$ty>(reply, None),)+)*
                 }
             }
         }
 
-        $(impl From<($ty, Reply<<$ty as Apply>::Output>)> for Command {
+        $($(impl From<($ty, Reply<<$ty as Apply>::Output>)> for Command {
             fn from((c, reply): ($ty, Reply<<$ty as Apply>::Output>)) -> Self {
-                Command::$variant(c, Some(reply))
+                Command::$ty(c, Some(reply))
             }
-        })*
+        })+)*
     };
 }
 
-// Every command: its variant and its type, one line each.
+// Every command, a line per module: the module (a file, or a folder of them) and
+// the command types it defines, each a variant of `Command` of the same name.
 commands! {
-    AdvanceBatch(AdvanceBatch),
-    AnswerApproval(AnswerApproval),
-    ChangeAttribute(ChangeAttribute),
-    Complete(Complete),
-    CreateApiKey(CreateApiKey),
-    CreateBatch(CreateBatch),
-    CreateNamespace(CreateNamespace),
-    CreateSchedule(CreateSchedule),
-    CreateTrigger(CreateTrigger),
-    DeleteNamespace(DeleteNamespace),
-    DeleteSchedule(DeleteSchedule),
-    DeleteTrigger(DeleteTrigger),
-    DeliverHook(DeliverHook),
-    Fail(Fail),
-    FireTimers(FireTimers),
-    Heartbeat(Heartbeat),
-    Lease(LeaseTask),
-    PatchSchedule(PatchSchedule),
-    PauseRun(PauseRun),
-    PurgeBatches(PurgeBatches),
-    PurgeHookDeliveries(PurgeHookDeliveries),
-    PurgeRuns(PurgeRuns),
-    RecordDelivery(RecordDelivery),
-    RecordPoll(RecordPoll),
-    Redeliver(Redeliver),
-    ReportIssue(ReportIssue),
-    Reset(ResetRun),
-    RevokeApiKey(RevokeApiKey),
-    Signal(Signal),
-    SpawnChildren(SpawnChildren),
-    Start(StartCommand),
-    StartReplacing(StartReplacing),
-    Stop(StopRun),
-    StopBatch(StopBatch),
-    Subscribe(Subscribe),
-    SyncConfigTriggers(SyncConfigTriggers),
-    Undelivered(Undelivered),
-    Unsubscribe(Unsubscribe),
-    UpdateNamespace(UpdateNamespace),
-    UpdateSchedule(UpdateSchedule),
-    UpdateTrigger(UpdateTrigger),
-    UpsertAttributes(UpsertAttributes),
+    approve: AnswerApproval;
+    batch: AdvanceBatch, CreateBatch, PurgeBatches, StopBatch;
+    children: SpawnChildren;
+    complete: Complete;
+    create_api_key: CreateApiKey;
+    create_namespace: CreateNamespace;
+    delete_namespace: DeleteNamespace;
+    delivery: RecordDelivery, Redeliver, Subscribe, Unsubscribe;
+    fail: Fail;
+    fire_timers: FireTimers;
+    heartbeat: Heartbeat;
+    key_rule: ChangeKeyRule;
+    lease: LeaseTask;
+    namespace_attributes: ChangeAttribute;
+    park: ParkRateLimited;
+    pause: PauseRun;
+    purge: PurgeRuns;
+    register_workflow: RegisterWorkflow;
+    report_issue: ReportIssue;
+    reset: ResetRun;
+    revoke_api_key: RevokeApiKey;
+    schedule: CreateSchedule, DeleteSchedule, PatchSchedule, UpdateSchedule;
+    signal: Signal;
+    start: StartCommand;
+    start_replacing: StartReplacing;
+    stop: StopRun;
+    trigger: CreateTrigger, DeleteTrigger, DeliverHook, PurgeHookDeliveries, RecordPoll, SyncConfigTriggers, UpdateTrigger;
+    undelivered: Undelivered;
+    update_namespace: UpdateNamespace;
+    upsert_attributes: UpsertAttributes;
 }

@@ -56,6 +56,20 @@ impl Apply for ResetRun {
         let Some(mut old) = cx.load(&old_key)? else {
             return Err(super::super::cx::not_found(&old_key).into());
         };
+        // A reset of a run already reset into a run that is still open answers that
+        // run: concurrent resets (each with its own request id) make one live run.
+        if request.kind == ResetKind::Reset && !old.reset_to.is_empty() {
+            let live = cx.load(&RunKey::new(&ns, &old.reset_to))?;
+            if let Some(live) = live.filter(|r| r.status.is_open()) {
+                return Ok(ResetDone {
+                    run_id: live.run_id,
+                    started: false,
+                    step_id: String::new(),
+                    carried: 0,
+                    terminated: false,
+                });
+            }
+        }
         let history = cx.tx.history(&old_key, 1, old.last_event_id as usize)?;
         let plan = reset::plan(&old, &history, request)?;
         // Checked as the new run will hold it, carried updates included;
@@ -77,6 +91,7 @@ impl Apply for ResetRun {
         start.callback_url = old.callback_url.clone();
         start.task_queue = old.task_queue.clone();
         start.budget = old.budget;
+        start.flow = old.flow.clone();
         let identity = start.identity.clone();
         let new_id = start.run_id.clone();
         let closing = plan.kind == ResetKind::Reset && old.status.is_open();

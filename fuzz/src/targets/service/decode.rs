@@ -154,7 +154,7 @@ impl Decoder<'_> {
     }
 
     fn text(&mut self) -> Result<Text> {
-        const GOOD: [&str; 8] = [
+        const GOOD: [&str; 10] = [
             "two",
             "demo",
             "default",
@@ -163,6 +163,8 @@ impl Decoder<'_> {
             "steer",
             "{}",
             "https://example.com/cb",
+            "reg",
+            super::REGISTERED,
         ];
         Ok(match self.weighted(&[3, 2, 2])? {
             0 => Text::Any(self.field_text()?),
@@ -217,7 +219,7 @@ impl Decoder<'_> {
 
     fn op(&mut self) -> Result<Op> {
         Ok(
-            match self.weighted(&[6, 2, 2, 1, 3, 1, 1, 1, 1, 5, 3, 4, 3, 1, 1])? {
+            match self.weighted(&[6, 2, 2, 1, 3, 1, 1, 1, 1, 5, 3, 4, 3, 1, 1, 1])? {
                 0 => Op::Start {
                     workflow: self.text()?,
                     run: self.text()?,
@@ -285,7 +287,8 @@ impl Decoder<'_> {
                     checkpoint: self.size()?,
                 },
                 13 => Op::DescribeQueue(self.text()?),
-                _ => Op::GetWorkflow(self.text()?),
+                14 => Op::GetWorkflow(self.text()?),
+                _ => Op::RegisterWorkflow(self.text()?),
             },
         )
     }

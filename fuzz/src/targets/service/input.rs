@@ -100,6 +100,8 @@ pub enum Op {
     },
     DescribeQueue(Text),
     GetWorkflow(Text),
+    /// Register a definition (its JSON) in the caller's namespace.
+    RegisterWorkflow(Text),
 }
 
 /// A request and who sends it (`None`: the default namespace and identity).
@@ -120,7 +122,7 @@ fn text(lines: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = Text> {
     prop_oneof![
         3 => corpus::field_text(lines).prop_map(Text::Any),
         2 => pick().prop_map(Text::Run),
-        2 => prop_oneof![Just("two"), Just("demo"), Just("default"), Just("q"), Just("a"), Just("steer"), Just("{}"), Just("https://example.com/cb")]
+        2 => prop_oneof![Just("two"), Just("demo"), Just("default"), Just("q"), Just("a"), Just("steer"), Just("{}"), Just("https://example.com/cb"), Just("reg"), Just(super::REGISTERED)]
             .prop_map(Text::Good),
     ]
 }
@@ -206,6 +208,7 @@ fn op(l: Arc<Vec<Vec<u8>>>) -> impl Strategy<Value = Op> {
             .prop_map(|(token, error_type, message, non_retryable, checkpoint)| Op::Fail { token, error_type, message, non_retryable, checkpoint }),
         1 => t().prop_map(Op::DescribeQueue),
         1 => t().prop_map(Op::GetWorkflow),
+        1 => t().prop_map(Op::RegisterWorkflow),
     ]
 }
 

@@ -52,6 +52,10 @@ const RETRY_ONCE: &str = r#"{"id":"two","version":"1","name":"Two","taskQueue":"
             "retry":{"maximumAttempts":2,"initialIntervalSeconds":1}},
            {"id":"b","title":"B","prompt":"then b"}]}"#;
 
+/// A definition to register (`Op::RegisterWorkflow`), under an id no file takes.
+pub const REGISTERED: &str =
+    r#"{"id":"reg","version":"1","name":"Reg","steps":[{"id":"a","title":"A","prompt":"p {{goal}}"}]}"#;
+
 /// Where every fixture's (manual) clock stands.
 const CLOCK_START_MS: i64 = 1_700_000_000_000;
 
@@ -234,15 +238,20 @@ impl Seen {
 }
 
 /// Everything the read side shows of a namespace: each run's status, last event id,
-/// pending signals and its history's event ids.
-type Picture = BTreeMap<String, (RunStatus, u64, usize, Vec<u64>)>;
+/// pending signals and its history's event ids; each registered workflow's id and
+/// content hash.
+#[derive(Debug, PartialEq)]
+struct Picture {
+    runs: BTreeMap<String, (RunStatus, u64, usize, Vec<u64>)>,
+    registered: Vec<(String, String)>,
+}
 
 /// The picture of namespace `ns`, where a case's requests land: `default` is `ns`
 /// or stands for it, and any other name is missing to them (short of another case's
 /// `fuzz-case-N`, which a fuzzer would have to spell out).
 fn picture(core: &Core, ns: &str) -> Result<Picture, TestCaseError> {
     let fail = |e: railyard_store::StorageError| TestCaseError::fail(format!("reading the store: {e}"));
-    let mut out = Picture::new();
+    let mut out = BTreeMap::new();
     let mut after = None;
     loop {
         let (runs, next) = core
@@ -267,7 +276,20 @@ fn picture(core: &Core, ns: &str) -> Result<Picture, TestCaseError> {
             None => break,
         }
     }
-    Ok(out)
+    let mut registered = Vec::new();
+    core.store
+        .snapshot()
+        .and_then(|snap| {
+            snap.registered_workflows(ns, &mut |w| {
+                registered.push((w.definition.id.clone(), w.hash));
+                true
+            })
+        })
+        .map_err(fail)?;
+    Ok(Picture {
+        runs: out,
+        registered,
+    })
 }
 
 fn is_mutation(op: &Op) -> bool {
@@ -342,6 +364,7 @@ async fn send(core: &Arc<Core>, seen: &mut Seen, r: &Request) -> Result<(), ApiE
                 budget: Default::default(),
                 trace: None,
                 attributes: Default::default(),
+                ..Default::default()
             };
             let started = runs::start(core, &c, start.clone()).await?;
             if started.started {
@@ -435,8 +458,11 @@ async fn send(core: &Arc<Core>, seen: &mut Seen, r: &Request) -> Result<(), ApiE
             tasks::describe_queue(core, &c, &t(queue))?;
         }
         Op::GetWorkflow(id) => {
-            workflows::get(core, &t(id))?;
-            workflows::list(core, &c);
+            workflows::get(core, &c.namespace, &t(id))?;
+            workflows::list(core, &c)?;
+        }
+        Op::RegisterWorkflow(definition) => {
+            workflows::register(core, &c, t(definition)).await?;
         }
         Op::Complete { .. } | Op::Heartbeat { .. } | Op::Fail { .. } => {}
     }
@@ -512,7 +538,7 @@ async fn lease_op(
 }
 
 fn check_history(p: &Picture) -> Result<(), TestCaseError> {
-    for (run, (_, last, _, ids)) in p {
+    for (run, (_, last, _, ids)) in &p.runs {
         let want: Vec<u64> = (1..=*last).collect();
         prop_assert_eq!(ids, &want, "history of {} is not 1..={}", run, last);
     }
@@ -603,7 +629,11 @@ mod tests {
 
     fn runs_in(shared: &Shared, ns: &str) -> Vec<String> {
         let fx = shared.memory.fixture.as_ref().expect("a fixture");
-        picture(&fx.core, ns).expect("a picture").into_keys().collect()
+        picture(&fx.core, ns)
+            .expect("a picture")
+            .runs
+            .into_keys()
+            .collect()
     }
 
     #[test]

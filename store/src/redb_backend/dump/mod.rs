@@ -16,6 +16,7 @@ use super::batches::{BATCH_ITEMS, BATCHES, RUNNING_BATCHES};
 use super::triggers::{
     HOOK_DELIVERIES, HOOK_DELIVERY_TIMES, TRIGGER_KEYS, TRIGGER_QUEUE, TRIGGER_RUNS, TRIGGERS,
 };
+use super::workflows::WORKFLOWS;
 use super::{
     API_KEYS, CHECKPOINT_SLOT, CHECKPOINT_SLOTS_FROM, CHILDREN, DEFINITIONS, IDEMPOTENCY, META, NAMESPACES,
     OPEN_RUNS, RUN_TERMS, RUNS, RUNS_BY_CLOSE, RUNS_BY_START, RedbBackend, SCHEDULES, SCHEMA_VERSION,
@@ -55,6 +56,13 @@ pub enum ReadOpenError {
     Layout { path: String, found: u64 },
     #[error("cannot read database {path}: {source}")]
     Read { path: String, source: StorageError },
+    /// The redo log holds writes the file does not yet (the server stopped without
+    /// a checkpoint, as in a crash).
+    #[error(
+        "the redo log {path} holds {entries} write(s) not yet in the database; start `railyard server` \
+         on it once (which applies them), stop it, and export again"
+    )]
+    Unapplied { path: String, entries: u64 },
 }
 
 /// A redb database opened read-only for export, when no server has it open (a
@@ -90,8 +98,24 @@ impl RedbReader {
             path: shown.clone(),
             source,
         })?;
-        if found != SCHEMA_VERSION {
+        if found != SCHEMA_VERSION && found != super::LOGGED_SCHEMA {
             return Err(ReadOpenError::Layout { path: shown, found });
+        }
+        let applied = super::wal_applied_in(&reader.db).map_err(|source| ReadOpenError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let wal = dir.join("wal");
+        let entries = super::wal::read_entries(&wal).map_err(|e| ReadOpenError::Read {
+            path: wal.display().to_string(),
+            source: super::log_failed("be read", e),
+        })?;
+        let entries = entries.iter().filter(|e| e.seq > applied).count() as u64;
+        if entries > 0 {
+            return Err(ReadOpenError::Unapplied {
+                path: wal.display().to_string(),
+                entries,
+            });
         }
         Ok(reader)
     }
@@ -272,6 +296,7 @@ redb_tables! {
     BATCHES "batches" (0 ns: str, 1 batch_id: str) => bytes;
     BATCH_ITEMS "batch_items" (0 ns: str, 1 batch_id: str, 2 idx: u64) => bytes;
     RUNNING_BATCHES "running_batches" (0 ns: str, 1 batch_id: str) => unit;
+    WORKFLOWS "workflows" (0 ns: str, 1 workflow_id: str) => bytes;
 }
 
 /// Every table: those keyed by one text (namespaces, API keys), the split `runs`

@@ -103,7 +103,11 @@ fn the_layout_2_fixture_migrates_in_one_pass_and_reads_back() {
 fn open_migrates_a_layout_2_directory_once() {
     let dir = copy();
     drop(Store::open(dir.path()).unwrap());
-    assert_eq!(schema(&dir.path().join("railyard.redb")), Some(SCHEMA_VERSION));
+    // Layout 3's tables, marked as a file with a redo log beside it.
+    assert_eq!(
+        schema(&dir.path().join("railyard.redb")),
+        Some(crate::redb_backend::LOGGED_SCHEMA)
+    );
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(
         store

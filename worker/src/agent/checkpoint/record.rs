@@ -75,7 +75,18 @@ pub(super) enum RecordBlock {
         /// whatever they accepted is still accepted.
         #[serde(default)]
         is_error: bool,
+        /// Images the tool returned; absent when none (and in records written before
+        /// tool results carried images).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<RecordImage>,
     },
+}
+
+/// An image of a tool result, base64.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct RecordImage {
+    media_type: String,
+    data: String,
 }
 
 // The conversions below are the only place the live types meet the record. Every match
@@ -107,10 +118,18 @@ impl From<&Block> for RecordBlock {
                 tool_use_id,
                 content,
                 is_error,
+                images,
             } => Self::ToolResult {
                 tool_use_id: tool_use_id.clone(),
                 content: content.clone(),
                 is_error: *is_error,
+                images: images
+                    .iter()
+                    .map(|i| RecordImage {
+                        media_type: i.media_type.clone(),
+                        data: i.data.clone(),
+                    })
+                    .collect(),
             },
         }
     }
@@ -137,10 +156,18 @@ impl From<RecordBlock> for Block {
                 tool_use_id,
                 content,
                 is_error,
+                images,
             } => Self::ToolResult {
                 tool_use_id,
                 content,
                 is_error,
+                images: images
+                    .into_iter()
+                    .map(|i| crate::provider::ToolImage {
+                        media_type: i.media_type,
+                        data: i.data,
+                    })
+                    .collect(),
             },
         }
     }

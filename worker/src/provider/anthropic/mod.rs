@@ -64,28 +64,58 @@ impl AnthropicProvider {
         self
     }
 
+    /// The request body, with prompt-cache breakpoints (`cache_control`): on the last
+    /// tool, on the system prompt (together the prefix every turn repeats), and on the
+    /// conversation: the last block of the last message, and of the user message
+    /// before it, which the previous turn marked as its last, so each turn reads the
+    /// prefix the turn before wrote. Four, the API's limit.
     fn body(&self, req: &ModelRequest) -> Value {
+        let mut messages: Vec<Value> = req.messages.iter().filter_map(message_to_wire).collect();
+        mark_conversation(&mut messages);
         let mut body = json!({
             "model": self.http.model,
             "max_tokens": req.max_tokens.unwrap_or(self.max_tokens),
-            "messages": req.messages.iter().filter_map(message_to_wire).collect::<Vec<_>>(),
+            "messages": messages,
         });
         if !req.system.is_empty() {
-            body["system"] = Value::String(req.system.clone());
+            body["system"] =
+                json!([{"type": "text", "text": req.system, "cache_control": cache_breakpoint()}]);
         }
         if !req.tools.is_empty() {
-            body["tools"] = req
+            let mut tools: Vec<Value> = req
                 .tools
                 .iter()
                 .map(
                     |t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}),
                 )
                 .collect();
+            if let Some(last) = tools.last_mut() {
+                last["cache_control"] = cache_breakpoint();
+            }
+            body["tools"] = Value::Array(tools);
         }
         if self.http.stream {
             body["stream"] = Value::Bool(true);
         }
         body
+    }
+}
+
+/// A prompt-cache breakpoint (the default five-minute cache).
+fn cache_breakpoint() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// Marks the last block of the last message and of the user message before it.
+fn mark_conversation(messages: &mut [Value]) {
+    let Some(last) = messages.len().checked_sub(1) else {
+        return;
+    };
+    let earlier = messages[..last].iter().rposition(|m| m["role"] == "user");
+    for i in std::iter::once(last).chain(earlier) {
+        if let Some(block) = messages[i]["content"].as_array_mut().and_then(|c| c.last_mut()) {
+            block["cache_control"] = cache_breakpoint();
+        }
     }
 }
 
@@ -110,9 +140,25 @@ fn message_to_wire(msg: &Message) -> Option<Value> {
                 tool_use_id,
                 content,
                 is_error,
-            } => Some(json!({
+                images,
+            } if images.is_empty() => Some(json!({
                 "type": "tool_result", "tool_use_id": tool_use_id, "content": content, "is_error": is_error
             })),
+            Block::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+                images,
+            } => {
+                // Text and images: the content is a list of blocks.
+                let mut parts = vec![json!({"type": "text", "text": content})];
+                parts.extend(images.iter().map(|i| {
+                    json!({"type": "image", "source": {"type": "base64", "media_type": i.media_type, "data": i.data}})
+                }));
+                Some(json!({
+                    "type": "tool_result", "tool_use_id": tool_use_id, "content": parts, "is_error": is_error
+                }))
+            }
         })
         .collect();
     if content.is_empty() {
@@ -219,6 +265,7 @@ mod tests {
                     tool_use_id: "t1".into(),
                     content: "ok".into(),
                     is_error: true,
+                    images: Vec::new(),
                 },
                 Block::text(""),
             ],
@@ -226,6 +273,25 @@ mod tests {
         let wire = message_to_wire(&msg).unwrap();
         assert_eq!(wire["content"].as_array().unwrap().len(), 1);
         assert_eq!(wire["content"][0]["is_error"], true);
+        // A result with images: its content is text and image blocks.
+        let with_image = Message {
+            role: Role::User,
+            content: vec![Block::ToolResult {
+                tool_use_id: "t3".into(),
+                content: "[image 1 (image/png, 4 bytes base64)]".into(),
+                is_error: false,
+                images: vec![crate::provider::ToolImage {
+                    media_type: "image/png".into(),
+                    data: "AAAA".into(),
+                }],
+            }],
+        };
+        let wire = message_to_wire(&with_image).unwrap();
+        assert_eq!(
+            wire["content"][0]["content"],
+            json!([{"type": "text", "text": "[image 1 (image/png, 4 bytes base64)]"},
+                   {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}])
+        );
 
         let turn = parse_turn(&json!({
             "content": [{"type": "thinking", "thinking": "hm"}, {"type": "text", "text": "hi"},
@@ -252,5 +318,63 @@ mod tests {
             }
         );
         assert!(parse_turn(&json!({"type": "error"})).is_err());
+    }
+
+    /// Where the request carries `cache_control`: (tools, system, message indexes).
+    fn breakpoints(body: &Value) -> (Vec<usize>, bool, Vec<usize>) {
+        let marked = |v: &Value| v.get("cache_control").is_some();
+        let tools = body["tools"].as_array().into_iter().flatten().enumerate();
+        let messages = body["messages"].as_array().into_iter().flatten().enumerate();
+        (
+            tools.filter(|(_, t)| marked(t)).map(|(i, _)| i).collect(),
+            body["system"][0].get("cache_control").is_some(),
+            messages
+                .filter(|(_, m)| m["content"].as_array().into_iter().flatten().any(marked))
+                .map(|(i, _)| i)
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn cache_breakpoints_sit_where_the_next_turn_reads_them() {
+        let p = AnthropicProvider::new("http://127.0.0.1:9", "k", "m", 100).unwrap();
+        let mut req = ModelRequest {
+            system: "be brief".into(),
+            messages: vec![Message::user_text("go")],
+            tools: crate::tools::specs(&[]),
+            max_tokens: None,
+            metadata: Default::default(),
+        };
+        let n = req.tools.len();
+        let body = p.body(&req);
+        assert_eq!(breakpoints(&body), (vec![n - 1], true, vec![0]));
+        let mut previous_last = 0;
+        for turn in 0..3 {
+            req.messages.push(Message {
+                role: Role::Assistant,
+                content: vec![Block::ToolUse {
+                    id: format!("t{turn}"),
+                    name: "bash".into(),
+                    input: json!({"command": "ls"}),
+                }],
+            });
+            req.messages.push(Message {
+                role: Role::User,
+                content: vec![Block::ToolResult {
+                    tool_use_id: format!("t{turn}"),
+                    content: "ok".into(),
+                    is_error: false,
+                    images: Vec::new(),
+                }],
+            });
+            let body = p.body(&req);
+            let (tools, system, messages) = breakpoints(&body);
+            // The tools and system keep theirs; the conversation's are at the end and
+            // where the turn before had its end: at most four in all.
+            assert_eq!((tools, system), (vec![n - 1], true));
+            let last = req.messages.len() - 1;
+            assert_eq!(messages, vec![previous_last, last]);
+            previous_last = last;
+        }
     }
 }

@@ -128,14 +128,22 @@ fn user_to_wire(blocks: &[Block], out: &mut Vec<Value>) {
             tool_use_id,
             content,
             is_error,
+            images,
         } = b
         {
             // Chat completions has no error flag, so the model is told in words.
-            let content = if *is_error {
+            let mut content = if *is_error {
                 format!("Error: {content}")
             } else {
                 content.clone()
             };
+            // Nor images in a tool message: they stay described.
+            if !images.is_empty() {
+                content.push_str(&format!(
+                    "\n[{} image(s) not shown: this provider takes no images in tool results]",
+                    images.len()
+                ));
+            }
             out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}));
         }
     }
@@ -331,6 +339,16 @@ mod tests {
                     tool_use_id: "c1".into(),
                     content: "boom".into(),
                     is_error: true,
+                    images: Vec::new(),
+                },
+                Block::ToolResult {
+                    tool_use_id: "c2".into(),
+                    content: "[image 1 (image/png, 4 bytes base64)]".into(),
+                    is_error: false,
+                    images: vec![crate::provider::ToolImage {
+                        media_type: "image/png".into(),
+                        data: "AAAA".into(),
+                    }],
                 },
                 Block::text("[steer] hurry"),
             ],
@@ -340,6 +358,10 @@ mod tests {
             out[0],
             json!({"role": "tool", "tool_call_id": "c1", "content": "Error: boom"})
         );
-        assert_eq!(out[1], json!({"role": "user", "content": "[steer] hurry"}));
+        assert_eq!(
+            out[1]["content"],
+            "[image 1 (image/png, 4 bytes base64)]\n[1 image(s) not shown: this provider takes no images in tool results]"
+        );
+        assert_eq!(out[2], json!({"role": "user", "content": "[steer] hurry"}));
     }
 }

@@ -97,10 +97,10 @@ fn start(cx: &mut Cx, s: &mut Schedule, f: StartFire) -> Result<Vec<Do>, Storage
         }
         return Ok(more);
     }
-    let Some(definition) = cx.workflows.get(&s.action.workflow_id).cloned() else {
+    let Some(definition) = cx.definition(&s.namespace, &s.action.workflow_id)? else {
         tracing::warn!(
             schedule_id = %s.id, workflow = %s.action.workflow_id,
-            "fire not started: the workflow is not loaded"
+            "fire not started: the workflow is neither loaded nor registered"
         );
         s.start_failed(&f.run_id, f.due, now, &mut more);
         return Ok(more);
@@ -127,6 +127,9 @@ fn start(cx: &mut Cx, s: &mut Schedule, f: StartFire) -> Result<Vec<Do>, Storage
         schedule_id: s.id.clone(),
         identity: identity(s),
         attributes: s.action.attributes.clone(),
+        // Checked when the schedule was written; a row that fails now starts with the defaults.
+        flow: railyard_model::flow::Flow::from_request(s.action.priority, &s.action.fairness_key, 0, "")
+            .unwrap_or_default(),
         ..StartParams::default()
     };
     // The namespace's start limits hold for fires as for any start.

@@ -70,10 +70,13 @@ fn hold(cx: &mut Cx, ns: &str, trigger: &str, key: &str, run_id: &str) -> Result
     cx.tx.set_key_holder(&RunKey::new(ns, run_id), Some(&holder))
 }
 
-/// A waiting start as a start command (`None`: its workflow is no longer loaded).
-fn start_of(cx: &Cx, ns: &str, q: QueuedStart) -> Option<StartCommand> {
-    let definition = cx.workflows.get(&q.workflow_id).cloned()?;
-    Some(StartCommand {
+/// A waiting start as a start command (`None`: its workflow is no longer loaded or
+/// registered).
+fn start_of(cx: &Cx, ns: &str, q: QueuedStart) -> Result<Option<StartCommand>, StorageError> {
+    let Some(definition) = cx.definition(ns, &q.workflow_id)? else {
+        return Ok(None);
+    };
+    Ok(Some(StartCommand {
         params: StartParams {
             namespace: ns.to_string(),
             run_id: q.run_id,
@@ -87,7 +90,7 @@ fn start_of(cx: &Cx, ns: &str, q: QueuedStart) -> Option<StartCommand> {
             ..StartParams::default()
         },
         definition,
-    })
+    }))
 }
 
 /// A run has closed: if it held a concurrency key, the key's next waiting start
@@ -107,8 +110,8 @@ pub(crate) fn run_closed(cx: &mut Cx, c: &ClosedRun) -> Result<(), StorageError>
         };
         cx.tx.remove_queued_start(ns, trigger, key, seq)?;
         let run_id = q.run_id.clone();
-        let Some(start) = start_of(cx, ns, q) else {
-            tracing::warn!(trigger_id = trigger, %run_id, "queued start dropped: its workflow is not loaded");
+        let Some(start) = start_of(cx, ns, q)? else {
+            tracing::warn!(trigger_id = trigger, %run_id, "queued start dropped: its workflow is neither loaded nor registered");
             continue;
         };
         match start.check(cx).refused()? {

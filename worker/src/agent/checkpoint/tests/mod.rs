@@ -28,6 +28,7 @@ fn from_old(cp: old::Checkpoint) -> Checkpoint {
             tool_use_id,
             content,
             is_error,
+            images: Vec::new(),
         },
     };
     Checkpoint {
@@ -57,6 +58,7 @@ fn every_kind_of_block() -> Vec<Message> {
         tool_use_id: id.into(),
         content: content.into(),
         is_error,
+        images: Vec::new(),
     };
     vec![
         Message::user_text("Fix the build — naïve café ☕, 日本語, 🚂; \"quoted\" \\ back\tslash\nnew line"),
@@ -349,4 +351,30 @@ fn bad_v2_lines_are_refused_naming_the_line() {
         Checkpoint::decode(bad.as_bytes()),
         Err(CheckpointError::Invalid { version: 2, .. })
     ));
+}
+
+#[test]
+fn tool_result_images_round_trip_and_old_workers_read_the_text() {
+    let mut messages = every_kind_of_block();
+    messages.push(Message {
+        role: crate::provider::Role::User,
+        content: vec![Block::ToolResult {
+            tool_use_id: "img".into(),
+            content: "[image 1 (image/png, 4 bytes base64)]".into(),
+            is_error: false,
+            images: vec![crate::provider::ToolImage {
+                media_type: "image/png".into(),
+                data: "AAAA".into(),
+            }],
+        }],
+    });
+    let bytes = encode_checkpoint(3, 17, &messages);
+    assert_eq!(Checkpoint::decode(&bytes).unwrap().messages, messages);
+    // An older worker drops the images and keeps their description.
+    let old = from_old(old::decode(&bytes).unwrap());
+    let Some(Block::ToolResult { content, images, .. }) = old.messages.last().and_then(|m| m.content.first())
+    else {
+        panic!("the result is read: {old:?}");
+    };
+    assert!(images.is_empty() && content.starts_with("[image 1"));
 }

@@ -1,0 +1,1 @@
+"""The generated gRPC stubs of proto/railyard/v1 (package railyard.v1)."""
