@@ -494,17 +494,34 @@ pub(crate) async fn wait_closed(client: &Client, ids: &[String]) -> BTreeMap<Str
     loop {
         let runs = all_runs(client).await;
         let status: BTreeMap<String, i32> = runs.into_iter().map(|r| (r.run_id, r.status)).collect();
-        let open = ids
+        let open: Vec<&String> = ids
             .iter()
             .filter(|id| status.get(*id).is_none_or(|s| *s == RunStatus::Running as i32))
-            .count();
-        if open == 0 {
+            .collect();
+        if open.is_empty() {
             return status;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{open} acknowledged runs still open or missing"
-        );
+        if tokio::time::Instant::now() >= deadline {
+            let mut told = Vec::new();
+            for id in open.iter().take(5) {
+                let seen = match status.get(*id) {
+                    None => "missing".to_string(),
+                    Some(_) => match client.full_history("default", id).await {
+                        Ok(events) => {
+                            let types: Vec<String> = events.into_iter().map(|e| e.event_type).collect();
+                            format!("running: {types:?}")
+                        }
+                        Err(e) => format!("running, history unreadable: {e}"),
+                    },
+                };
+                told.push(format!("{id} {seen}"));
+            }
+            panic!(
+                "{} acknowledged runs still open or missing: {}",
+                open.len(),
+                told.join("; ")
+            );
+        }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }

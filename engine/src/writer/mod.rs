@@ -55,7 +55,8 @@ pub enum WriteError {
     /// The command was refused; it changed nothing.
     #[error(transparent)]
     Rejected(#[from] Rejection),
-    /// Storage failed; nothing of the batch was committed. Shared, because a failed
+    /// Storage failed; nothing of the batch was committed, unless the database's
+    /// answer to its commit was lost (then it may have been). Shared, because a failed
     /// batch gives the same error to every caller in it.
     #[error(transparent)]
     Storage(Arc<StorageError>),
@@ -270,10 +271,17 @@ impl WriterLoop {
                     Err(_) => break,
                 }
             }
-            self.apply_batch(batch);
-            self.resync_if_reopened();
+            self.turn(batch);
         }
         tracing::debug!("writer stopped");
+    }
+
+    /// Applies one batch, then rebuilds memory if the backend reopened: now rather
+    /// than before the next batch only, so that matching and the timers have what
+    /// the tables hold while no command comes.
+    fn turn(&mut self, batch: Vec<Command>) {
+        self.apply_batch(batch);
+        let _ = self.resync_if_reopened();
     }
 
     /// After the backend reopened its database (a failed disk that came back), what
@@ -282,10 +290,14 @@ impl WriterLoop {
     /// are the truth: offer every ready task to matching again, set every lease
     /// deadline, recount open runs, wake the timers and every watcher. A stale entry
     /// this leaves finds its run moved on and does nothing (ARCHITECTURE.md, rule 7).
-    fn resync_if_reopened(&mut self) {
+    ///
+    /// No batch is applied on memory that is behind: a lost commit may have taken
+    /// sequence numbers the next batch would hand out again, and a task row written
+    /// twice under one number loses the first run's step.
+    fn resync_if_reopened(&mut self) -> Result<(), StorageError> {
         let now = self.store.backend().incarnation();
         if now == self.incarnation {
-            return;
+            return Ok(());
         }
         match self.resync() {
             Ok(()) => {
@@ -294,9 +306,12 @@ impl WriterLoop {
                     incarnation = now,
                     "memory rebuilt from storage after the database reopened"
                 );
+                Ok(())
             }
-            // Tried again after the next batch.
-            Err(e) => tracing::error!(error = %e, "cannot rebuild memory from storage yet"),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot rebuild memory from storage yet");
+                Err(e)
+            }
         }
     }
 
@@ -321,7 +336,17 @@ impl WriterLoop {
         let started = Instant::now();
         let size = batch.len();
         let _span = tracing::info_span!("batch", size).entered();
+        if let Err(e) = self.resync_if_reopened() {
+            let e = WriteError::from(e);
+            for cmd in batch {
+                let a = cmd.unapplied();
+                self.hooks.metrics.record_command(a.name, false);
+                let _ = (a.send)(Some(e.clone()));
+            }
+            return;
+        }
         let seq_before = self.next_seq;
+        let incarnation_before = self.store.backend().incarnation();
         let mut answers = Vec::with_capacity(size);
         let mut after = Vec::new();
         let outcome = self.transact(batch, &mut answers, &mut after);
@@ -371,9 +396,16 @@ impl WriterLoop {
                 self.hooks.metrics.record_commit(size, started.elapsed());
             }
             Err(e) => {
-                tracing::error!(error = %e, batch = size, "write transaction failed; nothing in it was committed");
+                // A commit whose answer was lost may hold the batch's numbers: they
+                // are not handed out again.
+                let unsure = self.store.backend().incarnation() != incarnation_before;
+                if unsure {
+                    tracing::error!(error = %e, batch = size, "write transaction failed; it may have committed");
+                } else {
+                    tracing::error!(error = %e, batch = size, "write transaction failed; nothing in it was committed");
+                    self.next_seq = seq_before;
+                }
                 let e = WriteError::from(e);
-                self.next_seq = seq_before;
                 self.limits.rollback();
                 for effect in after {
                     if let After::HandOff(waiter, grant) = effect {

@@ -79,8 +79,13 @@ fn ckey(run: &RunKey, at: CheckpointAt) -> CheckpointKey {
 pub struct Faults {
     writes: AtomicU64,
     commits: AtomicU64,
+    snapshots: AtomicU64,
     fail_write: AtomicU64,
     fail_commit: AtomicU64,
+    lose_commit: AtomicU64,
+    fail_snapshot: AtomicU64,
+    /// Commits that landed with their answer lost: the backend's incarnation.
+    lost: AtomicU64,
 }
 
 impl Faults {
@@ -94,6 +99,20 @@ impl Faults {
     pub fn fail_commit_in(&self, n: u64) {
         let done = self.commits.load(Ordering::SeqCst);
         self.fail_commit.store(done + n, Ordering::SeqCst);
+    }
+
+    /// The `n`th commit from now lands but answers that the database cannot be
+    /// reached, once, as a `COMMIT` whose answer a dying connection lost; the
+    /// backend's [`incarnation`](Backend::incarnation) goes up by one.
+    pub fn lose_commit_answer_in(&self, n: u64) {
+        let done = self.commits.load(Ordering::SeqCst);
+        self.lose_commit.store(done + n, Ordering::SeqCst);
+    }
+
+    /// The `n`th snapshot from now fails as unreachable, once.
+    pub fn fail_snapshot_in(&self, n: u64) {
+        let done = self.snapshots.load(Ordering::SeqCst);
+        self.fail_snapshot.store(done + n, Ordering::SeqCst);
     }
 
     /// Writes (row inserts and removals) attempted so far.
@@ -118,8 +137,19 @@ impl Faults {
         Self::count(&self.writes, &self.fail_write, "write")
     }
 
-    fn commit(&self) -> Result<(), StorageError> {
-        Self::count(&self.commits, &self.fail_commit, "commit")
+    /// Before a commit: an error fails it. After it landed: whether to answer
+    /// that its answer was lost.
+    fn commit(&self) -> Result<bool, StorageError> {
+        Self::count(&self.commits, &self.fail_commit, "commit")?;
+        Ok(self.lose_commit.load(Ordering::SeqCst) == self.commits.load(Ordering::SeqCst))
+    }
+
+    fn snapshot(&self) -> Result<(), StorageError> {
+        let n = self.snapshots.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.fail_snapshot.load(Ordering::SeqCst) == n {
+            return Err(StorageError::Unavailable(format!("snapshot {n} fails")));
+        }
+        Ok(())
     }
 }
 
@@ -166,6 +196,7 @@ impl MemoryBackend {
 
 impl Backend for MemoryBackend {
     fn snapshot(&self) -> Result<Box<dyn Snapshot>, StorageError> {
+        self.faults.snapshot()?;
         Ok(Box::new(MemorySnapshot(lock(&self.data).clone())))
     }
 
@@ -180,9 +211,19 @@ impl Backend for MemoryBackend {
             faults: &self.faults,
         };
         f(&mut tx)?;
-        self.faults.commit()?;
+        let lost = self.faults.commit()?;
         *lock(&self.data) = Arc::new(tx.data);
+        if lost {
+            self.faults.lost.fetch_add(1, Ordering::SeqCst);
+            return Err(StorageError::Unavailable(
+                "the commit's answer was lost (injected)".into(),
+            ));
+        }
         Ok(())
+    }
+
+    fn incarnation(&self) -> u64 {
+        self.faults.lost.load(Ordering::SeqCst)
     }
 }
 

@@ -3,6 +3,8 @@
 //! batch is visible, claimed polls go back to matching, sequence numbers are
 //! restored, and the next batch works.
 
+use std::collections::BTreeSet;
+
 use super::*;
 use crate::matching::Dispatch;
 use railyard_store::StorageError;
@@ -332,4 +334,47 @@ fn a_reset_commits_the_new_run_and_the_old_runs_termination_together_or_neither(
             (RunStatus::Terminated, RunStatus::Running)
         );
     }
+}
+
+#[test]
+fn a_commit_whose_answer_was_lost_keeps_its_numbers_and_memory_catches_up_first() {
+    let mut h = harness();
+    // x's commit lands but its caller hears the database is gone; the rebuild
+    // after it fails once, and so does the one before the next batch.
+    h.faults.lose_commit_answer_in(1);
+    h.faults.fail_snapshot_in(1);
+    let (c, x) = cmd(start_command("x"));
+    h.lp.turn(vec![c]);
+    let lost = x.blocking_recv().unwrap().expect_err("x's answer was lost");
+    assert!(
+        matches!(&lost, WriteError::Storage(e) if matches!(**e, StorageError::Unavailable(_))),
+        "{lost:?}"
+    );
+    h.faults.fail_snapshot_in(1);
+    let (c, y) = cmd(start_command("y"));
+    h.lp.turn(vec![c]);
+    let refused = y
+        .blocking_recv()
+        .unwrap()
+        .expect_err("memory is behind the tables");
+    assert!(
+        matches!(&refused, WriteError::Storage(e) if matches!(**e, StorageError::Unavailable(_))),
+        "{refused:?}"
+    );
+    assert!(h.store.run(&RunKey::new("default", "y")).unwrap().is_none());
+    // The database answers again: memory is rebuilt before z is applied.
+    let (c, z) = cmd(start_command("z"));
+    h.lp.turn(vec![c]);
+    z.blocking_recv().unwrap().expect("z started");
+    let ready = h.store.ready_tasks().unwrap();
+    let runs: BTreeSet<&str> = ready.iter().map(|t| t.run_id.as_str()).collect();
+    assert_eq!(runs, BTreeSet::from(["x", "z"]), "{ready:?}");
+    let seqs: BTreeSet<u64> = ready.iter().map(|t| t.task_seq).collect();
+    assert_eq!(seqs.len(), 2, "one number per task: {ready:?}");
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut offered = BTreeSet::new();
+    while let Ok(t) = h.matching.take_or_park("default", "default", "w", 0, until) {
+        offered.insert(t.run_id);
+    }
+    assert!(offered.contains("x") && offered.contains("z"), "{offered:?}");
 }
