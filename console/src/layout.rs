@@ -252,7 +252,7 @@ pub(crate) fn time(ms: i64) -> String {
     railyard_view::time(ms, TimeStyle::Plain).unwrap_or_default()
 }
 
-/// A duration in ms as `1h02m`, `3m04s`, `5.2s`.
+/// A duration in ms as `1h02m`, `3m04s`, `5.2s`, `42ms`.
 pub(crate) fn duration(ms: i64) -> String {
     let ms = u64::try_from(ms).unwrap_or(0);
     railyard_view::duration(Duration::from_millis(ms), DurationStyle::Clock)

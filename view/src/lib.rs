@@ -106,7 +106,8 @@ pub fn time(unix_ms: i64, style: TimeStyle) -> Option<String> {
 pub enum DurationStyle {
     /// A measurement, to three figures: `850 µs`, `4.20 ms`, `3.21 s`.
     Measured,
-    /// An elapsed time at a glance, two units: `1h02m`, `3m04s`, `5.2s`.
+    /// An elapsed time at a glance, two units: `1h02m`, `3m04s`, `5.2s`, and
+    /// under a second in milliseconds: `42ms`.
     Clock,
     /// Exactly, as the duration flags are written: `90s` is `1m30s`, `1h30m`,
     /// `1s500ms`, `365d`; zero is `0s`.
@@ -132,6 +133,8 @@ pub fn duration(d: Duration, style: DurationStyle) -> String {
                 format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
             } else if s >= 60 {
                 format!("{}m{:02}s", s / 60, s % 60)
+            } else if s == 0 {
+                format!("{}ms", d.subsec_millis())
             } else {
                 format!("{}.{}s", s, d.subsec_millis() / 100)
             }
@@ -271,6 +274,9 @@ mod tests {
         );
         assert_eq!(duration(ms(3_210), DurationStyle::Measured), "3.21 s");
         assert_eq!(duration(ms(5_250), DurationStyle::Clock), "5.2s");
+        assert_eq!(duration(ms(1_000), DurationStyle::Clock), "1.0s");
+        assert_eq!(duration(ms(42), DurationStyle::Clock), "42ms");
+        assert_eq!(duration(ms(0), DurationStyle::Clock), "0ms");
         assert_eq!(duration(ms(184_000), DurationStyle::Clock), "3m04s");
         assert_eq!(duration(ms(3_720_000), DurationStyle::Clock), "1h02m");
         assert_eq!(duration(ms(0), DurationStyle::Exact), "0s");
