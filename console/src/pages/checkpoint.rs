@@ -174,6 +174,44 @@ fn version1(resp: &pb::GetStepCheckpointResponse) -> Rendered {
     Rendered { markup, next: None }
 }
 
+/// A tool call's input. An object's arguments are listed by name, a string as
+/// text with its line breaks (a file written shows as the file), anything else
+/// as JSON; at most [`RESULT_SHOWN`] bytes in all, the rest said by its size.
+fn tool_input(input: Option<&Value>) -> Markup {
+    let as_json = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
+    let Some(Value::Object(args)) = input else {
+        let json = input.map(as_json).unwrap_or_default();
+        return cut_pre(&json, RESULT_SHOWN);
+    };
+    let mut budget = RESULT_SHOWN;
+    let mut shown = Vec::with_capacity(args.len());
+    for (name, value) in args {
+        let text = match value {
+            Value::String(s) => s.clone(),
+            other => as_json(other),
+        };
+        shown.push((name, cut_pre(&text, budget)));
+        budget = budget.saturating_sub(text.len());
+    }
+    html! {
+        dl.tool-input {
+            @for (name, text) in shown {
+                dt { (name) }
+                dd { (text) }
+            }
+        }
+    }
+}
+
+/// `text` in a `pre`, cut to `max` bytes with the rest said by its size.
+fn cut_pre(text: &str, max: usize) -> Markup {
+    let (shown, left) = layout::cut(text, max);
+    html! {
+        pre.tool-input { (shown) }
+        @if left > 0 { p.muted { "… cut: " (left) " more bytes (" (text.len()) " in all)" } }
+    }
+}
+
 /// One message of the transcript, each of its blocks a turn.
 fn message(at: Option<u64>, revises: bool, m: &Value, tools: &mut HashMap<String, String>) -> Markup {
     let role = m.get("role").and_then(Value::as_str).unwrap_or("?");
@@ -199,11 +237,8 @@ fn message(at: Option<u64>, revises: bool, m: &Value, tools: &mut HashMap<String
                 (_, "tool_use") => {
                     @let (id, name) = (text("id"), text("name"));
                     @let _ = tools.insert(id.clone(), name.clone());
-                    @let input = b.get("input").map(|i| serde_json::to_string_pretty(i).unwrap_or_default()).unwrap_or_default();
-                    @let (shown, left) = layout::cut(&input, RESULT_SHOWN);
                     div.turn.tool { "Tool call " (layout::tool_name(&name)) " " span.muted { (id) } (index)
-                        pre.tool-input { (shown) }
-                        @if left > 0 { p.muted { "… cut: " (left) " more bytes (" (input.len()) " in all)" } }
+                        (tool_input(b.get("input")))
                     }
                 },
                 (_, "tool_result") => {

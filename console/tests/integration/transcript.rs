@@ -126,7 +126,13 @@ async fn the_transcript_pages_through_a_4_mib_checkpoint_as_a_conversation() {
         json!([{ "type": "tool_result", "tool_use_id": "m1", "content": "[image 1 (image/png, 4 bytes base64)]",
                  "images": [{ "media_type": "image/png", "data": "AAAA" }] }]),
     );
-    let mut at = 3;
+    cp += &line(
+        3,
+        "assistant",
+        json!([{ "type": "tool_use", "id": "w1", "name": "write_file",
+                 "input": { "path": "NOTES.md", "content": "# Notes\n\n- first <b>\n- second\n", "mode": 420 } }]),
+    );
+    let mut at = 4;
     let evil =
         "<script>alert(1)</script> \"><img src=x onerror=alert(2)> <a href=\"javascript:alert(3)\">x</a>";
     while cp.len() < 4 << 20 {
@@ -146,7 +152,7 @@ async fn the_transcript_pages_through_a_4_mib_checkpoint_as_a_conversation() {
             ]),
         );
         at += 2;
-        if at == 41 {
+        if at == 42 {
             // One line longer than a page.
             cp += &line(
                 at,
@@ -221,9 +227,16 @@ async fn the_transcript_pages_through_a_4_mib_checkpoint_as_a_conversation() {
     assert!(pages >= total / (256 * 1024), "{pages} pages of {total} bytes");
     assert!(shown.contains("<strong>Prompt</strong>"));
     assert!(shown.contains("Do look around"));
-    assert!(shown.contains("Turn 3: I will list the files."));
+    assert!(shown.contains("Turn 4: I will list the files."));
     assert!(shown.contains("Tool call <strong>bash</strong>"));
     assert!(shown.contains("Result of <strong>bash</strong>"));
+    // A tool call's string arguments are text with their line breaks.
+    assert!(
+        shown.contains("<dt>content</dt><dd><pre class=\"tool-input\"># Notes\n\n- first &lt;b&gt;\n- second\n</pre></dd>"),
+        "{shown:.4000}"
+    );
+    assert!(shown.contains("<dt>path</dt><dd><pre class=\"tool-input\">NOTES.md</pre></dd>"));
+    assert!(shown.contains("<dt>mode</dt><dd><pre class=\"tool-input\">420</pre></dd>"));
     let mcp = "<strong title=\"mcp__fs__read_media_file\">read_media_file</strong> <span class=\"mcp\">(MCP server <strong>fs</strong>)</span>";
     assert!(shown.contains(&format!("Tool call {mcp}")));
     assert!(shown.contains(&format!("Result of {mcp}")));
@@ -240,7 +253,7 @@ async fn the_transcript_pages_through_a_4_mib_checkpoint_as_a_conversation() {
     assert!(shown.contains("<strong>Steer</strong>"));
     assert!(shown.contains("99 model turns so far"));
     // Every message line shown once.
-    assert_eq!(shown.matches("Turn 7: I will").count(), 1);
+    assert_eq!(shown.matches("Turn 8: I will").count(), 1);
 }
 
 /// A finished step's transcript: the run page links each step that ran to its
